@@ -1,0 +1,171 @@
+/* ir.h — the ignis model graph.
+ *
+ * A graph is a model's hyper-parameters, its tensors (weights with the place their bytes come
+ * from, and activations) and an ordered list of nodes (ops from ops.def). Importers (HF folder,
+ * GGUF) build the unfused graph; compiler passes rewrite it into the fused form codegen lowers.
+ * Nodes carry the decoder layer they belong to (-1 for the embedding and the head), so codegen
+ * can emit one loop over identical layers instead of one copy per layer.
+ *
+ * Memory: everything hangs off the graph's arena and is freed by ir_graph_free. Weight bytes are
+ * never copied into the graph: a weight names a source file (mmap'd by ir_sources) and a byte
+ * range plus the element type stored there and an optional transform applied when it is read.
+ */
+#ifndef IG_IR_H
+#define IG_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ig_model_abi.h" /* ig_dtype */
+#include "ig_status.h"
+
+typedef enum ir_op {
+#define IR_OP(e, name, nin, fused) IR_OP_##e,
+#include "ops.def"
+#undef IR_OP
+    IR_OP_COUNT
+} ir_op;
+
+const char *ir_op_name(ir_op op);
+int ir_op_arity(ir_op op);
+int ir_op_is_fused(ir_op op);
+/* Returns the op named `name`, or IR_OP_COUNT. */
+ir_op ir_op_from_name(const char *name);
+
+/* Storage type of weight bytes in a source file: the ig_dtype values plus quantized formats. */
+typedef enum ir_stype {
+    IR_STYPE_F32 = 0,
+    IR_STYPE_BF16 = 1,
+    IR_STYPE_F16 = 2,
+    IR_STYPE_Q8_0 = 10, /* GGUF block formats, dequantized at compile time */
+    IR_STYPE_Q4_0 = 11,
+    IR_STYPE_Q4_1 = 12,
+    IR_STYPE_Q4_K = 13,
+    IR_STYPE_Q5_K = 14,
+    IR_STYPE_Q6_K = 15,
+    IR_STYPE_Q5_0 = 16,
+    IR_STYPE_Q5_1 = 17
+} ir_stype;
+const char *ir_stype_name(ir_stype t);
+
+/* How stored bytes are turned into the logical [rows][cols] matrix when read. */
+typedef enum ir_xform {
+    IR_XFORM_NONE = 0,
+    IR_XFORM_UNPERMUTE_ROPE = 1 /* GGUF llama q/k: undo the interleaved-rope row permutation; attr xform_heads */
+} ir_xform;
+
+typedef enum ir_tensor_kind { IR_TENSOR_ACT = 0, IR_TENSOR_WEIGHT = 1 } ir_tensor_kind;
+
+typedef struct ir_tensor {
+    int32_t id;           /* index in graph->tensors */
+    char *name;           /* e.g. "layers.0.attn.q.w" or HF name for weights */
+    ir_tensor_kind kind;
+    ig_dtype dtype;       /* logical element type (activations: F32) */
+    int32_t rank;         /* 1 or 2 */
+    int64_t shape[2];     /* weights: [rows, cols] = [N, K] for matrices, [D] for vectors;
+                             activations: [-1 (tokens), cols] */
+    int32_t layer;        /* decoder layer, or -1 */
+    /* weight source (kind == WEIGHT) */
+    int32_t src_file;     /* index into graph->files */
+    uint64_t src_offset;  /* byte offset of the data in that file */
+    uint64_t src_nbytes;  /* byte size of the stored data */
+    ir_stype src_type;
+    ir_xform xform;
+    int32_t xform_heads;  /* for IR_XFORM_UNPERMUTE_ROPE */
+    /* weights made by passes from other weights: concatenated (rows) or gate/up interleaved */
+    int32_t n_parts;      /* 0: plain source weight */
+    int32_t parts[3];     /* tensor ids */
+    int32_t interleave16; /* 1: parts[0]/parts[1] interleaved by 16-row panels (gate/up) */
+} ir_tensor;
+
+/* Epilogue of a fused matmul. */
+typedef enum ir_epi { IR_EPI_STORE = 0, IR_EPI_ACC = 1, IR_EPI_SWIGLU = 2 } ir_epi;
+
+#define IR_MAX_IN 4
+typedef struct ir_node {
+    ir_op op;
+    int32_t layer;          /* decoder layer, or -1 */
+    int32_t in[IR_MAX_IN];  /* tensor ids, -1 = absent */
+    int32_t out;            /* tensor id, -1 for ops with only side effects (KV_WRITE) */
+    float eps;              /* norms */
+    int32_t n_heads;        /* HEAD_RMSNORM / ROPE */
+    ir_epi epi;             /* fused matmuls */
+} ir_node;
+
+typedef enum ir_rope_type {
+    IR_ROPE_DEFAULT = 0,
+    IR_ROPE_LINEAR = 1,
+    IR_ROPE_LLAMA3 = 2
+} ir_rope_type;
+
+typedef struct ir_hparams {
+    char arch[64];          /* HF architecture name, e.g. "Qwen3ForCausalLM" */
+    int32_t n_layers, hidden, n_heads, n_kv_heads, head_dim, intermediate, vocab;
+    int32_t max_context;    /* max_position_embeddings */
+    double rms_eps;
+    double rope_theta;
+    ir_rope_type rope_type;
+    double rope_factor;     /* linear / llama3 */
+    double rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int32_t rope_orig_max;  /* llama3 original_max_position_embeddings */
+    int32_t tie_embeddings;
+    int32_t attn_bias;      /* q/k/v biases (Qwen2) */
+    int32_t o_bias;         /* o_proj bias */
+    int32_t mlp_bias;
+    int32_t qk_norm;        /* per-head q/k RMSNorm (Qwen3) */
+    ig_dtype src_dtype;     /* checkpoint's dtype (torch_dtype / dtype) */
+    int32_t bos_id;         /* -1 if none */
+    int32_t n_eos;
+    int32_t eos_ids[8];
+} ir_hparams;
+
+typedef struct ir_arena ir_arena;
+
+typedef struct ir_graph {
+    ir_arena *arena;
+    ir_hparams hp;
+    int32_t n_files;
+    char **files;           /* source paths (absolute) */
+    int32_t n_tensors, cap_tensors;
+    ir_tensor *tensors;
+    int32_t n_nodes, cap_nodes;
+    ir_node *nodes;
+    char *tokenizer_dir;    /* folder holding tokenizer files, or NULL */
+} ir_graph;
+
+/* Graph building. ir_graph_new: free with ir_graph_free. Strings are copied into the arena. */
+ir_graph *ir_graph_new(void);
+void ir_graph_free(ir_graph *g);
+void *ir_alloc(ir_graph *g, size_t n);           /* zeroed, lives as long as g */
+char *ir_strdup(ir_graph *g, const char *s);
+int32_t ir_add_file(ir_graph *g, const char *path);
+/* Adds a tensor (copied); returns its id. */
+int32_t ir_add_tensor(ir_graph *g, const ir_tensor *t);
+int32_t ir_add_act(ir_graph *g, const char *name, int64_t cols, int32_t layer);
+ir_node *ir_add_node(ir_graph *g, ir_op op, int32_t layer); /* inputs set to -1, out -1 */
+ir_tensor *ir_tensor_by_name(ir_graph *g, const char *name);
+
+/* Checks structural invariants (ids in range, arities, shapes of matmuls). */
+ig_status ir_verify(const ir_graph *g, ig_err *err);
+/* Writes a readable dump of the graph. */
+void ir_dump(const ir_graph *g, FILE *f);
+
+/* Reads weight `t` as logical f32 [rows * cols] (dequantizing, converting, applying the
+ * transform, concatenating parts). `out` holds rows*cols floats. Sources are mmap'd on first
+ * use and stay mapped while `src` lives. */
+typedef struct ir_sources ir_sources;
+ir_sources *ir_sources_open(const ir_graph *g);           /* free with ir_sources_close */
+void ir_sources_close(ir_sources *s);
+ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
+                             ig_err *err);
+
+/* Importers (ir/import_hf.c, ir/import_gguf.c). *out: free with ir_graph_free. */
+ig_status ir_import_hf(const char *dir, ir_graph **out, ig_err *err);
+ig_status ir_import_gguf(const char *path, ir_graph **out, ig_err *err);
+/* Any: a folder (HF), a .gguf file, or a serialized .igraph. */
+ig_status ir_import_any(const char *path, ir_graph **out, ig_err *err);
+
+/* Serialization (protobuf-c, ir/ignis_ir.proto). */
+ig_status ir_save(const ir_graph *g, const char *path, ig_err *err);
+ig_status ir_load(const char *path, ir_graph **out, ig_err *err);
+
+#endif

@@ -1,0 +1,101 @@
+/* ig_model_abi.h — the contract between the ignis runtime and a generated model.so.
+ *
+ * A package's model.so exports one symbol, `ig_model_entry`, returning a pointer to a constant
+ * ig_model_desc: the model's fixed shapes (compile-time constants of the generated code), the
+ * table of packed weights it expects (name, byte offset and size inside weights.bin), and the
+ * functions the runtime calls. The runtime owns memory (weights mapping, KV pool, workspace) and
+ * scheduling; the model owns math.
+ *
+ * One forward call takes a flattened batch of tokens from many sequences: prefill chunks and
+ * decode tokens mixed. Token i belongs to sequence token_seq[i], sits at absolute position
+ * positions[i] of that sequence, and attends causally to positions 0..positions[i] of the same
+ * sequence. Before attention of each layer the step's keys/values are written into the KV pool at
+ * (page_table[seq][pos / page_size], pos % page_size), so tokens of one sequence inside one step
+ * see each other. Logits are produced only for the rows listed in out_rows.
+ *
+ * KV pool layout (page-major, one page id addresses all layers):
+ *   pool + page * kv_page_bytes + layer * kv_layer_page_bytes
+ *     → K [n_kv_heads][page_size][head_dim] then V [n_kv_heads][page_size][head_dim],
+ *   elements of kv_dtype (IG_DTYPE_F32 or IG_DTYPE_BF16).
+ *
+ * This header is copied verbatim into every package's src/ so generated code builds on its own.
+ */
+#ifndef IG_MODEL_ABI_H
+#define IG_MODEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IG_MODEL_ABI_VERSION 1u
+
+/* Element types, shared by the IR, packer, manifest and generated code. */
+typedef enum ig_dtype {
+    IG_DTYPE_F32 = 0,
+    IG_DTYPE_BF16 = 1,
+    IG_DTYPE_F16 = 2,
+    IG_DTYPE_I32 = 3
+} ig_dtype;
+
+/* CPU features a package may require (bit set in ig_model_desc.cpu_features). */
+#define IG_CPU_AVX2 (1u << 0)       /* AVX2 + FMA + F16C */
+#define IG_CPU_AVX512F (1u << 1)    /* AVX-512 F/BW/DQ/VL */
+#define IG_CPU_AVX512BF16 (1u << 2) /* AVX512_BF16 (vdpbf16ps) */
+#define IG_CPU_AVX512VNNI (1u << 3)
+
+/* One packed weight inside weights.bin. */
+typedef struct ig_weight_info {
+    const char *name;  /* e.g. "layers.3.qkv.w" */
+    uint64_t offset;   /* bytes from the start of weights.bin, 64-byte aligned */
+    uint64_t nbytes;   /* packed size in bytes */
+} ig_weight_info;
+
+/* One forward step (see the header comment). All arrays are borrowed for the call. */
+typedef struct ig_fwd_batch {
+    int32_t n_tokens;          /* tokens in this step, >= 1 */
+    const int32_t *token_ids;  /* [n_tokens] */
+    const int32_t *positions;  /* [n_tokens] absolute position inside its sequence */
+    const int32_t *token_seq;  /* [n_tokens] sequence index in 0..n_seqs-1 */
+    int32_t n_seqs;            /* sequences in this step */
+    const int32_t *page_table; /* [n_seqs][max_pages_per_seq] KV page ids */
+    int32_t max_pages_per_seq; /* row stride of page_table */
+    int32_t n_out;             /* rows whose logits are wanted */
+    const int32_t *out_rows;   /* [n_out] token indices in 0..n_tokens-1 */
+    float *logits;             /* [n_out][vocab], written by forward */
+} ig_fwd_batch;
+
+/* Memory the runtime hands to the model; all borrowed, owned by the runtime. */
+typedef struct ig_model_ctx {
+    const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned */
+    uint8_t *kv_pool;       /* n_pages * kv_page_bytes */
+    int32_t n_pages;        /* pages in kv_pool */
+    uint8_t *workspace;     /* workspace_bytes(max_tokens) bytes, 64-byte aligned */
+    int32_t max_tokens;     /* most tokens a single forward may carry */
+    int32_t n_threads;      /* OpenMP threads for kernels, >= 1 */
+} ig_model_ctx;
+
+typedef struct ig_model_desc {
+    uint32_t abi_version;         /* IG_MODEL_ABI_VERSION */
+    const char *arch;             /* e.g. "LlamaForCausalLM" */
+    const char *target;           /* e.g. "cpu-x86_64-avx512bf16" */
+    const char *compiler_version; /* ignis version that generated the code */
+    uint32_t cpu_features;        /* IG_CPU_* bits the code needs at run time */
+    int32_t dtype;                /* ig_dtype of weights/activations (F32 or BF16) */
+    int32_t kv_dtype;             /* ig_dtype of KV cache elements */
+    int32_t n_layers, hidden, n_heads, n_kv_heads, head_dim, intermediate, vocab;
+    int32_t max_context;          /* positions the model supports */
+    int32_t page_size;            /* tokens per KV page */
+    uint64_t kv_page_bytes;       /* bytes per page, all layers */
+    uint64_t kv_layer_page_bytes; /* bytes per page per layer */
+    int32_t n_weights;
+    const ig_weight_info *weights; /* [n_weights] */
+    /* Workspace bytes for a forward of up to max_tokens tokens. */
+    uint64_t (*workspace_bytes)(int32_t max_tokens);
+    /* Runs one step. Returns 0, or a negative value if the batch is malformed (the runtime
+     * validates batches first; this is a last guard, never a crash). */
+    int (*forward)(const ig_model_ctx *ctx, const ig_fwd_batch *batch);
+} ig_model_desc;
+
+typedef const ig_model_desc *(*ig_model_entry_fn)(void);
+#define IG_MODEL_ENTRY_SYMBOL "ig_model_entry"
+
+#endif
