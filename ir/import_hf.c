@@ -1,0 +1,728 @@
+/* import_hf.c — HuggingFace folder (config.json + safetensors) → unfused ignis graph.
+ *
+ * Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM — the
+ * pre-norm decoder with GQA attention, rotary embeddings (default / linear / llama3 scaling),
+ * SwiGLU MLP and RMSNorm, differing only in biases, per-head q/k norms and defaults. Both config
+ * dialects load: the older `rope_theta` + `rope_scaling` + `torch_dtype` and the newer
+ * `rope_parameters` + `dtype`. Defaults for absent keys follow the transformers config classes.
+ *
+ * Every weight the architecture needs is looked up (through model.safetensors.index.json when
+ * sharded), its dtype and shape checked, and recorded by file, byte offset and size; no weight
+ * bytes are read here. The graph is the op sequence documented in ir_import_hf's contract (see
+ * build_graph); compiler passes pattern-match it, so change it only together with them.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ir.h"
+#include "safetensors.h"
+
+enum { HF_MAX_SHARDS = 4096 };
+
+typedef struct hf_ctx {
+    char dir[PATH_MAX];        /* absolute folder */
+    char cfg_path[PATH_MAX + 32]; /* .../config.json, for messages */
+    cJSON *cfg;
+    ir_graph *g;
+    st_index *ix;              /* NULL when not sharded */
+    int32_t n_st;
+    st_file **st;              /* [n_st], same order as g->files */
+    int32_t *st_file_id;       /* [n_st] graph file index */
+    ig_err *err;
+} hf_ctx;
+
+/* ---- small helpers */
+
+static ig_status read_json(const char *path, cJSON **out, int optional, ig_err *err) {
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        if (optional && errno == ENOENT) return IG_OK;
+        return ig_fail(err, IG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, fp);
+        if (n < cap) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (!buf) return ig_fail(err, IG_ERR_NOMEM, "%s: out of memory", path);
+    if (bad) {
+        free(buf);
+        return ig_fail(err, IG_ERR_IO, "%s: read error", path);
+    }
+    cJSON *j = cJSON_ParseWithLength(buf, n);
+    free(buf);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return ig_fail(err, IG_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    *out = j;
+    return IG_OK;
+}
+
+static int file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* An item that is absent or JSON null counts as absent. */
+static const cJSON *item(const cJSON *o, const char *key) {
+    const cJSON *j = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsNull(j) ? NULL : j;
+}
+
+static int json_int(const cJSON *j, int64_t *v) {
+    if (!cJSON_IsNumber(j) || floor(j->valuedouble) != j->valuedouble ||
+        fabs(j->valuedouble) > 9007199254740992.0)
+        return 0;
+    *v = (int64_t)j->valuedouble;
+    return 1;
+}
+
+/* Positive int config key; `def` < 0 makes it required. */
+static ig_status cfg_int(hf_ctx *c, const char *key, int64_t def, int32_t *out) {
+    const cJSON *j = item(c->cfg, key);
+    int64_t v;
+    if (!j) {
+        if (def < 0)
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing required key \"%s\"", c->cfg_path, key);
+        *out = (int32_t)def;
+        return IG_OK;
+    }
+    if (!json_int(j, &v) || v <= 0 || v > INT32_MAX)
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" must be a positive integer",
+                       c->cfg_path, key);
+    *out = (int32_t)v;
+    return IG_OK;
+}
+
+/* Positive number from object `o` (named `where` in messages); `def` < 0 makes it required. */
+static ig_status obj_num(hf_ctx *c, const cJSON *o, const char *where, const char *key, double def,
+                         double *out) {
+    const cJSON *j = item(o, key);
+    if (!j) {
+        if (def < 0)
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing required key \"%s%s%s\"",
+                           c->cfg_path, where, *where ? "." : "", key);
+        *out = def;
+        return IG_OK;
+    }
+    if (!cJSON_IsNumber(j) || !(j->valuedouble > 0) || !isfinite(j->valuedouble))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s%s%s\" must be a positive number",
+                       c->cfg_path, where, *where ? "." : "", key);
+    *out = j->valuedouble;
+    return IG_OK;
+}
+
+static ig_status cfg_bool(hf_ctx *c, const char *key, int def, int32_t *out) {
+    const cJSON *j = item(c->cfg, key);
+    if (!j) {
+        *out = def;
+        return IG_OK;
+    }
+    if (!cJSON_IsBool(j))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" must be true or false", c->cfg_path, key);
+    *out = cJSON_IsTrue(j);
+    return IG_OK;
+}
+
+/* Token id list: an int or a list of ints. Returns 0 and sets *n = -1 when `j` is absent. */
+static ig_status token_ids(hf_ctx *c, const cJSON *j, const char *file, const char *key,
+                           int32_t *ids, int32_t cap, int32_t *n) {
+    *n = -1;
+    if (!j) return IG_OK;
+    int64_t v;
+    if (cJSON_IsArray(j)) {
+        int m = cJSON_GetArraySize(j);
+        if (m > cap)
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"%s\" lists %d ids, at most %d supported",
+                           file, key, m, cap);
+        const cJSON *e;
+        int k = 0;
+        cJSON_ArrayForEach(e, j) {
+            if (!json_int(e, &v) || v < 0 || v > INT32_MAX)
+                return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" holds a non-integer id", file, key);
+            ids[k++] = (int32_t)v;
+        }
+        *n = k;
+        return IG_OK;
+    }
+    if (!json_int(j, &v) || v < 0 || v > INT32_MAX)
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" must be a token id or a list of them",
+                       file, key);
+    ids[0] = (int32_t)v;
+    *n = 1;
+    return IG_OK;
+}
+
+/* ---- hyper-parameters */
+
+typedef enum hf_arch { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3 } hf_arch;
+
+static const struct {
+    const char *name, *model_type;
+    hf_arch arch;
+    int32_t max_pos_default;
+} hf_archs[] = {
+    {"LlamaForCausalLM", "llama", HF_LLAMA, 2048},
+    {"MistralForCausalLM", "mistral", HF_MISTRAL, 4096 * 32},
+    {"Qwen2ForCausalLM", "qwen2", HF_QWEN2, 32768},
+    {"Qwen3ForCausalLM", "qwen3", HF_QWEN3, 32768},
+};
+
+static ig_status parse_rope(hf_ctx *c) {
+    ir_hparams *h = &c->g->hp;
+    const cJSON *rp = item(c->cfg, "rope_parameters");
+    const char *where = "rope_parameters";
+    if (!rp) {
+        rp = item(c->cfg, "rope_scaling");
+        where = "rope_scaling";
+    }
+    if (rp && !cJSON_IsObject(rp))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" must be an object", c->cfg_path, where);
+    /* theta: inside rope_parameters (new), else top level (legacy) */
+    ig_status st;
+    if (rp && item(rp, "rope_theta")) {
+        if ((st = obj_num(c, rp, where, "rope_theta", -1, &h->rope_theta))) return st;
+    } else if ((st = obj_num(c, c->cfg, "", "rope_theta", 10000.0, &h->rope_theta))) {
+        return st;
+    }
+    h->rope_type = IR_ROPE_DEFAULT;
+    h->rope_factor = 1.0;
+    if (!rp) return IG_OK;
+    const char *tkey = "rope_type";
+    const cJSON *t = item(rp, "rope_type");
+    if (!t) {
+        t = item(rp, "type"); /* older alias */
+        tkey = "type";
+    }
+    if (!t) return IG_OK;
+    if (!cJSON_IsString(t))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s.%s\" must be a string", c->cfg_path,
+                       where, tkey);
+    const char *ty = t->valuestring;
+    if (!strcmp(ty, "default")) return IG_OK;
+    if (!strcmp(ty, "linear")) {
+        h->rope_type = IR_ROPE_LINEAR;
+        return obj_num(c, rp, where, "factor", -1, &h->rope_factor);
+    }
+    if (!strcmp(ty, "llama3")) {
+        h->rope_type = IR_ROPE_LLAMA3;
+        double orig;
+        if ((st = obj_num(c, rp, where, "factor", -1, &h->rope_factor)) ||
+            (st = obj_num(c, rp, where, "low_freq_factor", -1, &h->rope_low_freq_factor)) ||
+            (st = obj_num(c, rp, where, "high_freq_factor", -1, &h->rope_high_freq_factor)) ||
+            (st = obj_num(c, rp, where, "original_max_position_embeddings", -1, &orig)))
+            return st;
+        if (orig != floor(orig) || orig > INT32_MAX)
+            return ig_fail(c->err, IG_ERR_FORMAT,
+                           "%s: key \"%s.original_max_position_embeddings\" must be an integer",
+                           c->cfg_path, where);
+        if (h->rope_high_freq_factor <= h->rope_low_freq_factor)
+            return ig_fail(c->err, IG_ERR_FORMAT,
+                           "%s: \"%s.high_freq_factor\" (%g) must exceed low_freq_factor (%g)",
+                           c->cfg_path, where, h->rope_high_freq_factor, h->rope_low_freq_factor);
+        h->rope_orig_max = (int32_t)orig;
+        return IG_OK;
+    }
+    return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                   "%s: key \"%s.%s\" = \"%s\" is not supported (supported: default, linear, llama3)",
+                   c->cfg_path, where, tkey, ty);
+}
+
+static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
+    ir_hparams *h = &c->g->hp;
+    ig_status st;
+    /* architecture: "architectures"[0], else model_type */
+    const cJSON *archs = item(c->cfg, "architectures");
+    const char *aname = NULL;
+    if (cJSON_IsArray(archs) && cJSON_GetArraySize(archs) > 0) {
+        const cJSON *a0 = cJSON_GetArrayItem(archs, 0);
+        if (!cJSON_IsString(a0))
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: \"architectures\" must list strings", c->cfg_path);
+        aname = a0->valuestring;
+    }
+    const cJSON *mt = item(c->cfg, "model_type");
+    int ai = -1;
+    for (int i = 0; i < (int)(sizeof hf_archs / sizeof hf_archs[0]); i++) {
+        if (aname ? !strcmp(aname, hf_archs[i].name)
+                  : (cJSON_IsString(mt) && !strcmp(mt->valuestring, hf_archs[i].model_type)))
+            ai = i;
+    }
+    if (ai < 0) {
+        if (aname)
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                           "%s: architecture \"%s\" is not supported (supported: LlamaForCausalLM, "
+                           "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                           c->cfg_path, aname);
+        if (cJSON_IsString(mt))
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported",
+                           c->cfg_path, mt->valuestring);
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing required key \"architectures\"", c->cfg_path);
+    }
+    hf_arch arch = hf_archs[ai].arch;
+    *arch_out = arch;
+    snprintf(h->arch, sizeof h->arch, "%s", hf_archs[ai].name);
+
+    if ((st = cfg_int(c, "hidden_size", -1, &h->hidden)) ||
+        (st = cfg_int(c, "num_hidden_layers", -1, &h->n_layers)) ||
+        (st = cfg_int(c, "num_attention_heads", -1, &h->n_heads)) ||
+        (st = cfg_int(c, "intermediate_size", -1, &h->intermediate)) ||
+        (st = cfg_int(c, "vocab_size", -1, &h->vocab)) ||
+        (st = cfg_int(c, "num_key_value_heads", h->n_heads, &h->n_kv_heads)) ||
+        (st = cfg_int(c, "max_position_embeddings", hf_archs[ai].max_pos_default, &h->max_context)))
+        return st;
+    if ((st = obj_num(c, c->cfg, "", "rms_norm_eps", -1, &h->rms_eps))) return st;
+    if (item(c->cfg, "head_dim")) {
+        if ((st = cfg_int(c, "head_dim", -1, &h->head_dim))) return st;
+    } else {
+        if (h->hidden % h->n_heads)
+            return ig_fail(c->err, IG_ERR_FORMAT,
+                           "%s: hidden_size %d is not a multiple of num_attention_heads %d and "
+                           "head_dim is not given", c->cfg_path, h->hidden, h->n_heads);
+        h->head_dim = h->hidden / h->n_heads;
+    }
+    if (h->n_heads % h->n_kv_heads)
+        return ig_fail(c->err, IG_ERR_FORMAT,
+                       "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                       c->cfg_path, h->n_heads, h->n_kv_heads);
+    if (h->head_dim % 2)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: head_dim %d is odd (rope needs pairs)",
+                       c->cfg_path, h->head_dim);
+
+    const cJSON *act = item(c->cfg, "hidden_act");
+    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"hidden_act\" = %s%s%s is not supported (only silu)",
+                       c->cfg_path, cJSON_IsString(act) ? "\"" : "",
+                       cJSON_IsString(act) ? act->valuestring : "(non-string)",
+                       cJSON_IsString(act) ? "\"" : "");
+    if ((st = parse_rope(c))) return st;
+
+    /* biases and norms per architecture (transformers' modeling code) */
+    int32_t b = 0;
+    switch (arch) {
+    case HF_LLAMA:
+        if ((st = cfg_bool(c, "attention_bias", 0, &b)) || (st = cfg_bool(c, "mlp_bias", 0, &h->mlp_bias)))
+            return st;
+        h->attn_bias = h->o_bias = b;
+        break;
+    case HF_MISTRAL: break;
+    case HF_QWEN2: h->attn_bias = 1; break;
+    case HF_QWEN3:
+        if ((st = cfg_bool(c, "attention_bias", 0, &b))) return st;
+        h->attn_bias = h->o_bias = b;
+        h->qk_norm = 1;
+        break;
+    }
+    /* every one of these config classes defaults tie_word_embeddings to False */
+    if ((st = cfg_bool(c, "tie_word_embeddings", 0, &h->tie_embeddings))) return st;
+
+    /* sliding-window attention is not implemented: refuse it when it would change results */
+    if (arch == HF_MISTRAL) {
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->cfg, "sliding_window");
+        int64_t w = 4096; /* MistralConfig default when the key is absent */
+        if (cJSON_IsNull(sw)) w = 0;
+        else if (sw && (!json_int(sw, &w) || w <= 0))
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"sliding_window\" must be a positive integer or null",
+                           c->cfg_path);
+        if (w > 0 && w < h->max_context)
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                           "%s: key \"sliding_window\" = %lld (< max_position_embeddings %d): "
+                           "sliding-window attention is not supported",
+                           c->cfg_path, (long long)w, h->max_context);
+    }
+    if (arch == HF_QWEN2 || arch == HF_QWEN3) {
+        int32_t use = 0, mwl = 0;
+        if ((st = cfg_bool(c, "use_sliding_window", 0, &use))) return st;
+        if ((st = cfg_int(c, "max_window_layers", 28, &mwl))) return st;
+        if (use) {
+            const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->cfg, "sliding_window");
+            int64_t w = 4096;
+            if (cJSON_IsNull(sw)) w = 0;
+            else if (sw && (!json_int(sw, &w) || w <= 0))
+                return ig_fail(c->err, IG_ERR_FORMAT,
+                               "%s: key \"sliding_window\" must be a positive integer or null", c->cfg_path);
+            /* transformers slides layers i >= max_window_layers */
+            if (w > 0 && w < h->max_context && mwl < h->n_layers)
+                return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                               "%s: key \"use_sliding_window\" is true (sliding_window %lld < "
+                               "max_position_embeddings %d): sliding-window attention is not supported",
+                               c->cfg_path, (long long)w, h->max_context);
+        }
+    }
+    const cJSON *lt = item(c->cfg, "layer_types");
+    if (cJSON_IsArray(lt)) {
+        int k = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, lt) {
+            if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+                return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                               "%s: key \"layer_types[%d]\" = %s%s%s is not supported (only full_attention)",
+                               c->cfg_path, k, cJSON_IsString(e) ? "\"" : "",
+                               cJSON_IsString(e) ? e->valuestring : "(non-string)",
+                               cJSON_IsString(e) ? "\"" : "");
+            k++;
+        }
+    }
+
+    /* checkpoint dtype (informational; the tensors' own dtypes are what gets read) */
+    const cJSON *dt = item(c->cfg, "dtype");
+    if (!dt) dt = item(c->cfg, "torch_dtype");
+    h->src_dtype = IG_DTYPE_F32;
+    if (cJSON_IsString(dt)) {
+        const char *s = dt->valuestring;
+        if (!strcmp(s, "bfloat16")) h->src_dtype = IG_DTYPE_BF16;
+        else if (!strcmp(s, "float16") || !strcmp(s, "half")) h->src_dtype = IG_DTYPE_F16;
+    }
+    return IG_OK;
+}
+
+static ig_status parse_special_tokens(hf_ctx *c) {
+    ir_hparams *h = &c->g->hp;
+    char gpath[PATH_MAX + 32];
+    snprintf(gpath, sizeof gpath, "%s/generation_config.json", c->dir);
+    cJSON *gen = NULL;
+    ig_status st = read_json(gpath, &gen, 1, c->err);
+    if (st) return st;
+    int32_t ids[8], n;
+    h->bos_id = -1;
+    h->n_eos = 0;
+    /* bos: config.json, else generation_config.json */
+    if ((st = token_ids(c, item(c->cfg, "bos_token_id"), c->cfg_path, "bos_token_id", ids, 1, &n)))
+        goto done;
+    if (n < 0 && gen && (st = token_ids(c, item(gen, "bos_token_id"), gpath, "bos_token_id", ids, 1, &n)))
+        goto done;
+    if (n > 0) h->bos_id = ids[0];
+    /* eos: generation_config.json's list wins (chat models list several there) */
+    n = -1;
+    if (gen && (st = token_ids(c, item(gen, "eos_token_id"), gpath, "eos_token_id", ids, 8, &n)))
+        goto done;
+    if (n < 0 && (st = token_ids(c, item(c->cfg, "eos_token_id"), c->cfg_path, "eos_token_id", ids, 8, &n)))
+        goto done;
+    for (int32_t i = 0; i < n; i++) h->eos_ids[h->n_eos++] = ids[i];
+done:
+    cJSON_Delete(gen);
+    return st;
+}
+
+/* ---- checkpoint files */
+
+static ig_status open_shard(hf_ctx *c, const char *fname, const char *listed_in) {
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", c->dir, fname);
+    if (!file_exists(path)) {
+        if (listed_in)
+            return ig_fail(c->err, IG_ERR_IO, "%s: shard %s listed in %s does not exist", path,
+                           fname, listed_in);
+        return ig_fail(c->err, IG_ERR_IO, "%s: no such file", path);
+    }
+    st_file *f;
+    ig_status st = st_open(path, &f, c->err);
+    if (st) return st;
+    c->st[c->n_st] = f;
+    int32_t fid = ir_add_file(c->g, path);
+    if (fid < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    c->st_file_id[c->n_st++] = fid;
+    return IG_OK;
+}
+
+static ig_status open_checkpoint(hf_ctx *c) {
+    char ipath[PATH_MAX + 64];
+    snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", c->dir);
+    ig_status st;
+    int32_t n = 1;
+    if (file_exists(ipath)) {
+        if ((st = st_index_load(ipath, &c->ix, c->err))) return st;
+        n = c->ix->n_shards;
+        if (n < 1) return ig_fail(c->err, IG_ERR_FORMAT, "%s: weight_map is empty", ipath);
+        if (n > HF_MAX_SHARDS) return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: %d shards", ipath, n);
+    }
+    c->st = calloc((size_t)n, sizeof *c->st);
+    c->st_file_id = calloc((size_t)n, sizeof *c->st_file_id);
+    if (!c->st || !c->st_file_id) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    if (!c->ix) {
+        char mpath[PATH_MAX + 64];
+        snprintf(mpath, sizeof mpath, "%s/model.safetensors", c->dir);
+        if (!file_exists(mpath))
+            return ig_fail(c->err, IG_ERR_IO,
+                           "%s: no model.safetensors or model.safetensors.index.json", c->dir);
+        return open_shard(c, "model.safetensors", NULL);
+    }
+    for (int32_t i = 0; i < n; i++)
+        if ((st = open_shard(c, c->ix->shards[i], "model.safetensors.index.json"))) return st;
+    return IG_OK;
+}
+
+/* Finds `name` in the checkpoint; *shard = -1 when absent. */
+static ig_status find_tensor(hf_ctx *c, const char *name, const st_tensor **t, int32_t *shard) {
+    *t = NULL;
+    *shard = -1;
+    if (c->ix) {
+        int32_t s = st_index_lookup(c->ix, name);
+        if (s < 0) return IG_OK;
+        const st_tensor *x = st_find(c->st[s], name);
+        if (!x)
+            return ig_fail(c->err, IG_ERR_FORMAT,
+                           "%s: tensor %s is listed in model.safetensors.index.json but missing from the shard",
+                           c->st[s]->path, name);
+        *t = x;
+        *shard = s;
+        return IG_OK;
+    }
+    *t = st_find(c->st[0], name);
+    if (*t) *shard = 0;
+    return IG_OK;
+}
+
+static void fmt_shape(char *buf, size_t cap, int rank, const int64_t *shape) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+/* Adds weight `name` of shape [n] (k == 0) or [n][k]. Absent and optional: *id = -1. */
+static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t n, int64_t k,
+                            int optional, int32_t *id) {
+    *id = -1;
+    const st_tensor *t;
+    int32_t s;
+    ig_status st = find_tensor(c, name, &t, &s);
+    if (st) return st;
+    const char *where = c->ix ? "model.safetensors.index.json" : c->st[0]->path;
+    if (!t) {
+        if (optional) return IG_OK;
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing tensor %s", where, name);
+    }
+    int rank = k ? 2 : 1;
+    int64_t want[2] = {n, k};
+    char ws[64], got[128];
+    fmt_shape(ws, sizeof ws, rank, want);
+    fmt_shape(got, sizeof got, t->rank, t->shape);
+    if (t->rank != rank || t->shape[0] != n || (rank == 2 && t->shape[1] != k))
+        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: tensor %s has shape %s, expected %s",
+                       c->st[s]->path, name, got, ws);
+    ir_tensor w = {0};
+    switch (t->dtype) {
+    case ST_F32: w.dtype = IG_DTYPE_F32; w.src_type = IR_STYPE_F32; break;
+    case ST_BF16: w.dtype = IG_DTYPE_BF16; w.src_type = IR_STYPE_BF16; break;
+    case ST_F16: w.dtype = IG_DTYPE_F16; w.src_type = IR_STYPE_F16; break;
+    default:
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                       "%s: tensor %s has dtype %s, expected F32, BF16 or F16", c->st[s]->path,
+                       name, st_dtype_name(t->dtype));
+    }
+    w.name = (char *)name;
+    w.kind = IR_TENSOR_WEIGHT;
+    w.rank = rank;
+    w.shape[0] = n;
+    w.shape[1] = rank == 2 ? k : 0;
+    w.layer = layer;
+    w.src_file = c->st_file_id[s];
+    w.src_offset = t->offset;
+    w.src_nbytes = t->nbytes;
+    *id = ir_add_tensor(c->g, &w);
+    if (*id < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+/* ---- graph */
+
+typedef struct hf_layer_w {
+    int32_t in_norm, q, k, v, o, qb, kb, vb, ob, q_norm, k_norm;
+    int32_t post_norm, gate, up, down, gate_b, up_b, down_b;
+} hf_layer_w;
+
+static ig_status add_layer_weights(hf_ctx *c, int32_t L, hf_layer_w *w) {
+    const ir_hparams *h = &c->g->hp;
+    int64_t D = h->hidden, qd = (int64_t)h->n_heads * h->head_dim,
+            kvd = (int64_t)h->n_kv_heads * h->head_dim, I = h->intermediate;
+    char nm[160];
+    ig_status st;
+#define W(field, suffix, n, k)                                                      \
+    do {                                                                            \
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", L, suffix);                   \
+        if ((st = add_weight(c, nm, L, n, k, 0, &w->field))) return st;             \
+    } while (0)
+    W(in_norm, "input_layernorm.weight", D, 0);
+    W(q, "self_attn.q_proj.weight", qd, D);
+    W(k, "self_attn.k_proj.weight", kvd, D);
+    W(v, "self_attn.v_proj.weight", kvd, D);
+    w->qb = w->kb = w->vb = w->ob = w->q_norm = w->k_norm = -1;
+    w->gate_b = w->up_b = w->down_b = -1;
+    if (h->attn_bias) {
+        W(qb, "self_attn.q_proj.bias", qd, 0);
+        W(kb, "self_attn.k_proj.bias", kvd, 0);
+        W(vb, "self_attn.v_proj.bias", kvd, 0);
+    }
+    if (h->qk_norm) {
+        W(q_norm, "self_attn.q_norm.weight", h->head_dim, 0);
+        W(k_norm, "self_attn.k_norm.weight", h->head_dim, 0);
+    }
+    W(o, "self_attn.o_proj.weight", D, qd);
+    if (h->o_bias) W(ob, "self_attn.o_proj.bias", D, 0);
+    W(post_norm, "post_attention_layernorm.weight", D, 0);
+    W(gate, "mlp.gate_proj.weight", I, D);
+    W(up, "mlp.up_proj.weight", I, D);
+    W(down, "mlp.down_proj.weight", D, I);
+    if (h->mlp_bias) {
+        W(gate_b, "mlp.gate_proj.bias", I, 0);
+        W(up_b, "mlp.up_proj.bias", I, 0);
+        W(down_b, "mlp.down_proj.bias", D, 0);
+    }
+#undef W
+    return IG_OK;
+}
+
+/* Node helper: one node with up to three inputs and an output activation (name NULL: none). */
+static ig_status node(hf_ctx *c, ir_op op, int32_t layer, int32_t a, int32_t b, int32_t bias,
+                      const char *out_name, int64_t cols, int32_t *out) {
+    ir_graph *g = c->g;
+    int32_t o = -1;
+    if (out_name) {
+        char nm[96];
+        if (layer >= 0)
+            snprintf(nm, sizeof nm, "layers.%d.%s", layer, out_name);
+        else
+            snprintf(nm, sizeof nm, "%s", out_name);
+        if ((o = ir_add_act(g, nm, cols, layer)) < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    }
+    ir_node *n = ir_add_node(g, op, layer);
+    if (!n) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    n->in[0] = a;
+    n->in[1] = b;
+    n->in[2] = bias;
+    n->out = o;
+    if (out) *out = o;
+    return IG_OK;
+}
+
+static ig_status build_graph(hf_ctx *c) {
+    ir_graph *g = c->g;
+    const ir_hparams *h = &g->hp;
+    int64_t D = h->hidden, qd = (int64_t)h->n_heads * h->head_dim,
+            kvd = (int64_t)h->n_kv_heads * h->head_dim, I = h->intermediate;
+    float eps = (float)h->rms_eps;
+    ig_status st;
+    int32_t embed, fnorm, head = -1;
+    if ((st = add_weight(c, "model.embed_tokens.weight", -1, h->vocab, D, 0, &embed))) return st;
+    if (!item(c->cfg, "dtype") && !item(c->cfg, "torch_dtype")) g->hp.src_dtype = g->tensors[embed].dtype;
+    hf_layer_w *lw = calloc((size_t)h->n_layers, sizeof *lw);
+    if (!lw) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    for (int32_t L = 0; L < h->n_layers; L++)
+        if ((st = add_layer_weights(c, L, &lw[L]))) goto done;
+    if ((st = add_weight(c, "model.norm.weight", -1, D, 0, 0, &fnorm))) goto done;
+    if (h->tie_embeddings) {
+        head = embed;
+    } else {
+        if ((st = add_weight(c, "lm_head.weight", -1, h->vocab, D, 1, &head))) goto done;
+        if (head < 0) {
+            st = ig_fail(c->err, IG_ERR_FORMAT,
+                         "%s: missing tensor lm_head.weight (tie_word_embeddings is false)",
+                         c->ix ? "model.safetensors.index.json" : c->st[0]->path);
+            goto done;
+        }
+    }
+
+    int32_t ids = ir_add_act(g, "ids", 1, -1), x;
+    if (ids < 0) {
+        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    g->tensors[ids].dtype = IG_DTYPE_I32;
+    if ((st = node(c, IR_OP_EMBED, -1, ids, embed, -1, "x", D, &x))) goto done;
+    for (int32_t L = 0; L < h->n_layers; L++) {
+        const hf_layer_w *w = &lw[L];
+        int32_t hh, q, k, v, qr, kr, a, o, x2, h2, gt, up, m, d;
+        if ((st = node(c, IR_OP_RMSNORM, L, x, w->in_norm, -1, "h", D, &hh))) goto done;
+        g->nodes[g->n_nodes - 1].eps = eps;
+        if ((st = node(c, IR_OP_MATMUL, L, hh, w->q, w->qb, "q", qd, &q)) ||
+            (st = node(c, IR_OP_MATMUL, L, hh, w->k, w->kb, "k", kvd, &k)) ||
+            (st = node(c, IR_OP_MATMUL, L, hh, w->v, w->vb, "v", kvd, &v)))
+            goto done;
+        if (h->qk_norm) {
+            if ((st = node(c, IR_OP_HEAD_RMSNORM, L, q, w->q_norm, -1, "qn", qd, &q))) goto done;
+            g->nodes[g->n_nodes - 1].eps = eps;
+            g->nodes[g->n_nodes - 1].n_heads = h->n_heads;
+            if ((st = node(c, IR_OP_HEAD_RMSNORM, L, k, w->k_norm, -1, "kn", kvd, &k))) goto done;
+            g->nodes[g->n_nodes - 1].eps = eps;
+            g->nodes[g->n_nodes - 1].n_heads = h->n_kv_heads;
+        }
+        if ((st = node(c, IR_OP_ROPE, L, q, -1, -1, "qr", qd, &qr))) goto done;
+        g->nodes[g->n_nodes - 1].n_heads = h->n_heads;
+        if ((st = node(c, IR_OP_ROPE, L, k, -1, -1, "kr", kvd, &kr))) goto done;
+        g->nodes[g->n_nodes - 1].n_heads = h->n_kv_heads;
+        if ((st = node(c, IR_OP_KV_WRITE, L, kr, v, -1, NULL, 0, NULL)) ||
+            (st = node(c, IR_OP_ATTENTION, L, qr, -1, -1, "a", qd, &a)) ||
+            (st = node(c, IR_OP_MATMUL, L, a, w->o, w->ob, "o", D, &o)) ||
+            (st = node(c, IR_OP_ADD, L, x, o, -1, "x2", D, &x2)) ||
+            (st = node(c, IR_OP_RMSNORM, L, x2, w->post_norm, -1, "h2", D, &h2)))
+            goto done;
+        g->nodes[g->n_nodes - 1].eps = eps;
+        if ((st = node(c, IR_OP_MATMUL, L, h2, w->gate, w->gate_b, "g", I, &gt)) ||
+            (st = node(c, IR_OP_MATMUL, L, h2, w->up, w->up_b, "u", I, &up)) ||
+            (st = node(c, IR_OP_SILU_MUL, L, gt, up, -1, "m", I, &m)) ||
+            (st = node(c, IR_OP_MATMUL, L, m, w->down, w->down_b, "d", D, &d)) ||
+            (st = node(c, IR_OP_ADD, L, x2, d, -1, "out", D, &x)))
+            goto done;
+    }
+    int32_t xo, hn;
+    if ((st = node(c, IR_OP_GATHER_ROWS, -1, x, -1, -1, "xo", D, &xo)) ||
+        (st = node(c, IR_OP_RMSNORM, -1, xo, fnorm, -1, "hn", D, &hn)))
+        goto done;
+    g->nodes[g->n_nodes - 1].eps = eps;
+    if ((st = node(c, IR_OP_MATMUL, -1, hn, head, -1, "logits", h->vocab, NULL))) goto done;
+    st = ir_verify(g, c->err);
+done:
+    free(lw);
+    return st;
+}
+
+ig_status ir_import_hf(const char *dir, ir_graph **out, ig_err *err) {
+    *out = NULL;
+    hf_ctx c = {0};
+    c.err = err;
+    if (!realpath(dir, c.dir)) return ig_fail(err, IG_ERR_IO, "%s: %s", dir, strerror(errno));
+    snprintf(c.cfg_path, sizeof c.cfg_path, "%s/config.json", c.dir);
+    ig_status st = read_json(c.cfg_path, &c.cfg, 0, err);
+    if (st) return st;
+    c.g = ir_graph_new();
+    hf_arch arch;
+    if (!c.g) {
+        st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = parse_config(&c, &arch)) || (st = parse_special_tokens(&c)) ||
+        (st = open_checkpoint(&c)) || (st = build_graph(&c)))
+        goto done;
+    char tpath[PATH_MAX + 32];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", c.dir);
+    if (file_exists(tpath) && !(c.g->tokenizer_dir = ir_strdup(c.g, c.dir)))
+        st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+done:
+    for (int32_t i = 0; i < c.n_st; i++) st_close(c.st[i]);
+    free(c.st);
+    free(c.st_file_id);
+    st_index_free(c.ix);
+    cJSON_Delete(c.cfg);
+    if (st) {
+        ir_graph_free(c.g);
+        return st;
+    }
+    *out = c.g;
+    return IG_OK;
+}

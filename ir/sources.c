@@ -1,0 +1,271 @@
+/* sources.c — reading weight bytes named by the graph as f32 (ir_sources_*, ir_weight_read_f32).
+ *
+ * Source files are mapped on first use and stay mapped until ir_sources_close. Before any byte
+ * is touched the file's current size is checked to cover the tensor's range, so a truncated or
+ * shrunken file gives an error naming it instead of a SIGBUS. F32 / BF16 / F16 are converted
+ * here; every other storage type goes through ir_dequant (dequant.h). Then the tensor's
+ * transform is applied (undoing GGUF's rope row permutation) and composite tensors made by
+ * passes (concatenations, gate/up 16-row interleaves) are assembled from their parts.
+ *
+ * Byte order: safetensors and GGUF are little-endian, as is every host we build for.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dequant.h"
+#include "ir.h"
+
+typedef struct src_file {
+    char *path;
+    int fd;                 /* -1 until first use */
+    const uint8_t *map;
+    uint64_t map_size;      /* bytes mapped (file size at first use) */
+} src_file;
+
+struct ir_sources {
+    int32_t n;
+    src_file *f;            /* [n], parallel to graph->files */
+};
+
+ir_sources *ir_sources_open(const ir_graph *g) {
+    ir_sources *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->f = calloc((size_t)(g->n_files ? g->n_files : 1), sizeof *s->f);
+    if (!s->f) {
+        free(s);
+        return NULL;
+    }
+    for (int32_t i = 0; i < g->n_files; i++) {
+        s->f[i].fd = -1;
+        if (!(s->f[i].path = strdup(g->files[i]))) {
+            s->n = i;
+            ir_sources_close(s);
+            return NULL;
+        }
+    }
+    s->n = g->n_files;
+    return s;
+}
+
+void ir_sources_close(ir_sources *s) {
+    if (!s) return;
+    for (int32_t i = 0; i < s->n; i++) {
+        if (s->f[i].map) munmap((void *)s->f[i].map, s->f[i].map_size);
+        if (s->f[i].fd >= 0) close(s->f[i].fd);
+        free(s->f[i].path);
+    }
+    free(s->f);
+    free(s);
+}
+
+/* Returns a pointer to bytes [off, off+n) of file `fi`, mapping it on first use. */
+static ig_status src_bytes(ir_sources *s, int32_t fi, uint64_t off, uint64_t n, const char *tname,
+                           const uint8_t **p, ig_err *err) {
+    if (fi < 0 || fi >= s->n)
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s: source file %d out of range (%d files)",
+                       tname, fi, s->n);
+    src_file *f = &s->f[fi];
+    if (f->fd < 0) {
+        int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return ig_fail(err, IG_ERR_IO, "%s: cannot open: %s (reading tensor %s)", f->path,
+                           strerror(errno), tname);
+        f->fd = fd;
+    }
+    /* the size now, not at mapping time: a file truncated since would SIGBUS on access */
+    struct stat sb;
+    if (fstat(f->fd, &sb) != 0)
+        return ig_fail(err, IG_ERR_IO, "%s: stat failed: %s", f->path, strerror(errno));
+    uint64_t size = (uint64_t)sb.st_size;
+    if (off > size || n > size - off)
+        return ig_fail(err, IG_ERR_IO,
+                       "%s: truncated: tensor %s needs bytes [%llu, %llu) but the file has %llu",
+                       f->path, tname, (unsigned long long)off, (unsigned long long)(off + n),
+                       (unsigned long long)size);
+    if (!f->map || off + n > f->map_size) {
+        if (f->map) munmap((void *)f->map, f->map_size);
+        f->map = NULL;
+        if (size == 0) {
+            *p = NULL;
+            return IG_OK;
+        }
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, f->fd, 0);
+        if (m == MAP_FAILED)
+            return ig_fail(err, IG_ERR_IO, "%s: mmap failed: %s", f->path, strerror(errno));
+        f->map = m;
+        f->map_size = size;
+    }
+    *p = f->map + off;
+    return IG_OK;
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13); /* inf / nan */
+    } else if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else { /* subnormal: normalize */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int64_t tensor_rows(const ir_tensor *t) { return t->shape[0]; }
+static int64_t tensor_cols(const ir_tensor *t) { return t->rank == 2 ? t->shape[1] : 1; }
+
+static ig_status read_plain(ir_sources *s, const ir_tensor *t, float *out, ig_err *err) {
+    int64_t n = tensor_rows(t) * tensor_cols(t);
+    int esz = t->src_type == IR_STYPE_F32 ? 4 : (t->src_type == IR_STYPE_BF16 || t->src_type == IR_STYPE_F16) ? 2 : 0;
+    if (esz && t->src_nbytes != (uint64_t)n * (uint64_t)esz)
+        return ig_fail(err, IG_ERR_FORMAT, "tensor %s: %llu source bytes for %lld %s elements",
+                       t->name, (unsigned long long)t->src_nbytes, (long long)n,
+                       ir_stype_name(t->src_type));
+    const uint8_t *p;
+    ig_status st = src_bytes(s, t->src_file, t->src_offset, t->src_nbytes, t->name, &p, err);
+    if (st) return st;
+    switch (t->src_type) {
+    case IR_STYPE_F32: memcpy(out, p, (size_t)n * 4); return IG_OK;
+    case IR_STYPE_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = bf16_to_f32(h);
+        }
+        return IG_OK;
+    case IR_STYPE_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = f16_to_f32(h);
+        }
+        return IG_OK;
+    default:
+        st = ir_dequant(t->src_type, p, t->src_nbytes, n, out, err);
+        if (st && err && !strstr(err->msg, t->name)) {
+            char m[sizeof err->msg];
+            snprintf(m, sizeof m, "%s", err->msg);
+            ig_fail(err, st, "tensor %s: %s", t->name, m);
+        }
+        return st;
+    }
+}
+
+/* GGUF stores llama q/k rows of each head as [r0, r_{D/2}, r1, r_{D/2+1}, ...] (convert script's
+ * permute: reshape(heads, 2, D/2, K).swapaxes(1, 2)); stored row 2i+s is HF row s*D/2+i. */
+static ig_status unpermute_rope(const ir_tensor *t, float *out, ig_err *err) {
+    int64_t rows = tensor_rows(t), cols = tensor_cols(t), H = t->xform_heads;
+    if (H <= 0 || rows % (2 * H))
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s: %lld rows do not split into %lld rope heads",
+                       t->name, (long long)rows, (long long)H);
+    int64_t Dh = rows / H, half = Dh / 2;
+    float *tmp = malloc((size_t)(rows * cols) * sizeof *tmp);
+    if (!tmp) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
+    memcpy(tmp, out, (size_t)(rows * cols) * sizeof *tmp);
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t sdx = 0; sdx < 2; sdx++)
+                memcpy(out + (h * Dh + sdx * half + i) * cols, tmp + (h * Dh + 2 * i + sdx) * cols,
+                       (size_t)cols * sizeof *out);
+    free(tmp);
+    return IG_OK;
+}
+
+static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
+                             int depth, ig_err *err) {
+    if (t->kind != IR_TENSOR_WEIGHT)
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s is an activation, not a weight", t->name);
+    if (depth > 8)
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s: parts nest too deeply (a cycle?)", t->name);
+    int64_t rows = tensor_rows(t), cols = tensor_cols(t);
+    if (rows <= 0 || cols <= 0)
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s: bad shape", t->name);
+    ig_status st;
+    if (t->n_parts == 0) {
+        st = read_plain(s, t, out, err);
+    } else {
+        if (t->n_parts < 0 || t->n_parts > 3)
+            return ig_fail(err, IG_ERR_INVALID, "tensor %s: n_parts %d", t->name, t->n_parts);
+        const ir_tensor *pt[3];
+        int64_t total = 0;
+        for (int p = 0; p < t->n_parts; p++) {
+            if (t->parts[p] < 0 || t->parts[p] >= g->n_tensors)
+                return ig_fail(err, IG_ERR_INVALID, "tensor %s: part %d is tensor %d", t->name, p,
+                               t->parts[p]);
+            pt[p] = &g->tensors[t->parts[p]];
+            if (tensor_cols(pt[p]) != cols)
+                return ig_fail(err, IG_ERR_INVALID, "tensor %s: part %s has %lld cols, expected %lld",
+                               t->name, pt[p]->name, (long long)tensor_cols(pt[p]), (long long)cols);
+            total += tensor_rows(pt[p]);
+        }
+        if (total != rows)
+            return ig_fail(err, IG_ERR_INVALID, "tensor %s: parts hold %lld rows, expected %lld",
+                           t->name, (long long)total, (long long)rows);
+        if (!t->interleave16) {
+            int64_t r0 = 0;
+            for (int p = 0; p < t->n_parts; p++) {
+                if ((st = read_tensor(s, g, pt[p], out + r0 * cols, depth + 1, err))) return st;
+                r0 += tensor_rows(pt[p]);
+            }
+            st = IG_OK;
+        } else {
+            if (t->n_parts != 2 || tensor_rows(pt[0]) != tensor_rows(pt[1]))
+                return ig_fail(err, IG_ERR_INVALID,
+                               "tensor %s: interleave16 needs two parts of equal shape", t->name);
+            int64_t I = tensor_rows(pt[0]);
+            float *a = malloc((size_t)(2 * I * cols) * sizeof *a);
+            if (!a) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
+            float *b = a + I * cols;
+            if ((st = read_tensor(s, g, pt[0], a, depth + 1, err)) ||
+                (st = read_tensor(s, g, pt[1], b, depth + 1, err))) {
+                free(a);
+                return st;
+            }
+            /* panels: gate rows [r, r+16), up rows [r, r+16), gate [r+16, r+32), ... */
+            float *o = out;
+            for (int64_t r = 0; r < I; r += 16) {
+                int64_t m = I - r < 16 ? I - r : 16;
+                memcpy(o, a + r * cols, (size_t)(m * cols) * sizeof *o);
+                o += m * cols;
+                memcpy(o, b + r * cols, (size_t)(m * cols) * sizeof *o);
+                o += m * cols;
+            }
+            free(a);
+            st = IG_OK;
+        }
+    }
+    if (st) return st;
+    if (t->xform == IR_XFORM_UNPERMUTE_ROPE) return unpermute_rope(t, out, err);
+    if (t->xform != IR_XFORM_NONE)
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s: unknown transform %d", t->name, (int)t->xform);
+    return IG_OK;
+}
+
+ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
+                             ig_err *err) {
+    if (!s) return ig_fail(err, IG_ERR_INVALID, "ir_weight_read_f32: no sources");
+    return read_tensor(s, g, t, out, 0, err);
+}
