@@ -68,7 +68,7 @@ typedef struct ig_model_ctx {
     const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned */
     uint8_t *kv_pool;       /* n_pages * kv_page_bytes */
     int32_t n_pages;        /* pages in kv_pool */
-    uint8_t *workspace;     /* workspace_bytes(max_tokens) bytes, 64-byte aligned */
+    uint8_t *workspace;     /* workspace_bytes(max_tokens, n_threads) bytes, 64-byte aligned */
     int32_t max_tokens;     /* most tokens a single forward may carry */
     int32_t n_threads;      /* OpenMP threads for kernels, >= 1 */
 } ig_model_ctx;
@@ -88,8 +88,8 @@ typedef struct ig_model_desc {
     uint64_t kv_layer_page_bytes; /* bytes per page per layer */
     int32_t n_weights;
     const ig_weight_info *weights; /* [n_weights] */
-    /* Workspace bytes for a forward of up to max_tokens tokens. */
-    uint64_t (*workspace_bytes)(int32_t max_tokens);
+    /* Workspace bytes for a forward of up to max_tokens tokens on n_threads threads. */
+    uint64_t (*workspace_bytes)(int32_t max_tokens, int32_t n_threads);
     /* Runs one step. Returns 0, or a negative value if the batch is malformed (the runtime
      * validates batches first; this is a last guard, never a crash). */
     int (*forward)(const ig_model_ctx *ctx, const ig_fwd_batch *batch);

@@ -1,0 +1,41 @@
+/* cg.h — code generation: lowered graph + weight plan + target → one C translation unit
+ * (model.c) that instantiates the kernel templates once per distinct shape and runs the model
+ * through the ABI of ig_model_abi.h.
+ *
+ * Targets are data: a cg_target names the ISA level, the compiler flags that select it and the
+ * CPU feature bits the package will require at load time. The kernels pick their code path from
+ * the compiler's predefined macros, so the flags are the only difference between targets. */
+#ifndef IG_CG_H
+#define IG_CG_H
+
+#include <stdio.h>
+#include "ir.h"
+#include "pack.h"
+
+typedef struct cg_target {
+    const char *name;      /* "avx512bf16", "avx512", "avx2", "generic" */
+    const char *full_name; /* "cpu-x86_64-avx512bf16" */
+    const char *cflags;    /* ISA flags for the C compiler */
+    uint32_t cpu_features; /* IG_CPU_* bits required at run time */
+} cg_target;
+
+/* Looks up a target by name ("native" picks the best this machine supports). NULL if unknown. */
+const cg_target *cg_target_find(const char *name);
+/* Comma-separated list of known target names, for error messages. */
+const char *cg_target_names(void);
+
+typedef struct cg_options {
+    ig_dtype dtype;     /* weights and stored activations: F32 or BF16 */
+    int32_t page_size;  /* KV tokens per page */
+    const char *compiler_version;
+} cg_options;
+
+/* Writes model.c for the lowered graph g to out (borrowed). */
+ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
+                    const cg_options *o, FILE *out, ig_err *err);
+
+/* Computes RoPE inverse frequencies [head_dim/2] from the hyper-parameters (default, linear,
+ * llama3 scaling), in double precision. */
+void cg_rope_inv_freq(const ir_hparams *hp, double *inv_freq);
+
+#endif

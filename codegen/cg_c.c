@@ -1,0 +1,514 @@
+/* cg_c.c — emits model.c for the CPU target (see cg.h).
+ *
+ * The generated file reads like hand-written code: a header naming the model and target, the
+ * model's constants, one `#include` of a kernel template per distinct (op, shape, dtype), each
+ * preceded by a comment naming the IR node it serves, the weight table, and a forward() that
+ * loops over the decoder layers — layers share kernels and differ only in weight pointers. */
+#include "cg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_util.h"
+
+static const cg_target targets[] = {
+    {"avx512bf16", "cpu-x86_64-avx512bf16",
+     "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni",
+     IG_CPU_AVX2 | IG_CPU_AVX512F | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI},
+    {"avx512", "cpu-x86_64-avx512", "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl",
+     IG_CPU_AVX2 | IG_CPU_AVX512F},
+    {"avx2", "cpu-x86_64-avx2", "-mavx2 -mfma -mf16c", IG_CPU_AVX2},
+    {"generic", "cpu-x86_64-generic", "", 0},
+};
+
+const cg_target *cg_target_find(const char *name) {
+    size_t n = sizeof targets / sizeof targets[0];
+    if (!name || !strcmp(name, "native") || !strcmp(name, "cpu")) {
+        uint32_t have = rt_cpu_features();
+        for (size_t i = 0; i < n; i++)
+            if ((targets[i].cpu_features & have) == targets[i].cpu_features) return &targets[i];
+        return &targets[n - 1];
+    }
+    if (!strncmp(name, "cpu:", 4)) name += 4;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, targets[i].name)) return &targets[i];
+    return NULL;
+}
+
+const char *cg_target_names(void) { return "cpu (= native), cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic"; }
+
+void cg_rope_inv_freq(const ir_hparams *hp, double *inv) {
+    int D = hp->head_dim;
+    for (int i = 0; i < D / 2; i++) {
+        double f = 1.0 / pow(hp->rope_theta, (2.0 * i) / D);
+        if (hp->rope_type == IR_ROPE_LINEAR) {
+            f /= hp->rope_factor;
+        } else if (hp->rope_type == IR_ROPE_LLAMA3) {
+            double old = hp->rope_orig_max, lo = hp->rope_low_freq_factor,
+                   hi = hp->rope_high_freq_factor, fac = hp->rope_factor;
+            double wavelen = 2.0 * M_PI / f;
+            double lo_wl = old / lo, hi_wl = old / hi;
+            if (wavelen > lo_wl) {
+                f = f / fac;
+            } else if (wavelen >= hi_wl) {
+                double smooth = (old / wavelen - lo) / (hi - lo);
+                f = (1.0 - smooth) * f / fac + smooth * f;
+            }
+        }
+        inv[i] = f;
+    }
+}
+
+/* ---- small emit helpers */
+
+typedef struct kinst {
+    char key[256];  /* template + parameters: identical keys share one instantiation */
+    char name[64];
+} kinst;
+
+typedef struct cg {
+    const ir_graph *g;
+    const pk_plan *plan;
+    const cg_options *o;
+    FILE *out;
+    FILE *kern; /* kernel instantiations, emitted before forward() */
+    kinst inst[64];
+    int n_inst;
+    int bf16;
+} cg;
+
+/* Returns the function name for a template instance, emitting it on first use. `params` is a
+ * sequence of "#define X v\n" lines; `comment` names the IR node. */
+static const char *instance(cg *c, const char *tpl, const char *prefix, const char *params,
+                            const char *comment, const char *name_macro) {
+    char key[256];
+    snprintf(key, sizeof key, "%s|%s", tpl, params);
+    for (int i = 0; i < c->n_inst; i++)
+        if (!strcmp(c->inst[i].key, key)) return c->inst[i].name;
+    kinst *k = &c->inst[c->n_inst++];
+    snprintf(k->key, sizeof k->key, "%s", key);
+    snprintf(k->name, sizeof k->name, "%s", prefix);
+    /* make the name unique if two shapes share a prefix */
+    for (int i = 0; i < c->n_inst - 1; i++)
+        if (!strcmp(c->inst[i].name, k->name)) {
+            snprintf(k->name, sizeof k->name, "%s_v%d", prefix, c->n_inst);
+            break;
+        }
+    fprintf(c->kern, "\n/* %s */\n#define %s %s\n%s#include \"%s\"\n", comment, name_macro,
+            k->name, params, tpl);
+    return k->name;
+}
+
+static const char *dtname(int bf16) { return bf16 ? "bf16" : "f32"; }
+
+/* C identifier for an activation tensor: its IR name without the layer prefix. */
+static void act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap) {
+    const char *n = g->tensors[t].name;
+    if (!strncmp(n, "layers.", 7)) {
+        const char *d = strchr(n + 7, '.');
+        if (d) n = d + 1;
+    }
+    size_t j = 0;
+    j += snprintf(buf, cap, "a_");
+    for (; *n && j + 1 < cap; n++) buf[j++] = (char)((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ? *n : '_');
+    buf[j] = 0;
+}
+
+/* Activation buffers of the step: the residual stream `x` and one buffer per other tensor. */
+typedef struct buf {
+    int32_t tensor; /* first tensor (layer 0 or global) using it */
+    char ident[64];
+    int64_t cols;
+    int bf16;       /* element type */
+    int rows_out;   /* 1: sized by tokens (all buffers are) */
+} buf;
+
+ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
+                    const cg_options *o, FILE *out, ig_err *err) {
+    const ir_hparams *hp = &g->hp;
+    cg c = {.g = g, .plan = plan, .o = o, .out = out, .bf16 = o->dtype == IG_DTYPE_BF16};
+    char *kern_text = NULL;
+    size_t kern_len = 0;
+    c.kern = open_memstream(&kern_text, &kern_len);
+    char *fwd_text = NULL;
+    size_t fwd_len = 0;
+    FILE *fw = open_memstream(&fwd_text, &fwd_len);
+    if (!c.kern || !fw) return ig_fail(err, IG_ERR_NOMEM, "codegen: out of memory");
+    ig_status st = IG_OK;
+
+    /* ---- split nodes: before the layers, layer 0 (the template), after the layers */
+    int32_t first_layer = -1, last_layer = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].layer >= 0) {
+            if (first_layer < 0) first_layer = i;
+            last_layer = i;
+        }
+    if (first_layer < 0 || hp->n_layers < 1) {
+        st = ig_fail(err, IG_ERR_INVALID, "codegen: graph has no decoder layers");
+        goto done;
+    }
+    int32_t per_layer = (last_layer - first_layer + 1) / hp->n_layers;
+    if (per_layer * hp->n_layers != last_layer - first_layer + 1) {
+        st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: layers have different node counts");
+        goto done;
+    }
+    /* layer template: weights of node j, input slot s in layer L */
+    for (int32_t L = 0; L < hp->n_layers; L++)
+        for (int32_t j = 0; j < per_layer; j++) {
+            const ir_node *a = &g->nodes[first_layer + j], *b = &g->nodes[first_layer + L * per_layer + j];
+            if (a->op != b->op || b->layer != L || a->epi != b->epi) {
+                st = ig_fail(err, IG_ERR_UNSUPPORTED,
+                             "codegen: layer %d differs from layer 0 at node %d (%s vs %s)", L, j,
+                             ir_op_name(b->op), ir_op_name(a->op));
+                goto done;
+            }
+            for (int s = 0; s < IR_MAX_IN; s++) {
+                int32_t ta = a->in[s], tb = b->in[s];
+                if ((ta < 0) != (tb < 0)) goto mismatch;
+                if (ta < 0 || g->tensors[ta].kind != IR_TENSOR_WEIGHT) continue;
+                if (g->tensors[ta].shape[0] != g->tensors[tb].shape[0] ||
+                    g->tensors[ta].shape[1] != g->tensors[tb].shape[1] || pk_find(plan, tb) < 0)
+                    goto mismatch;
+            }
+            continue;
+        mismatch:
+            st = ig_fail(err, IG_ERR_UNSUPPORTED,
+                         "codegen: layer %d's weights differ in shape from layer 0's (node %s)",
+                         L, ir_op_name(a->op));
+            goto done;
+        }
+
+    /* layer weight fields: (node j, slot s) pairs with a weight input */
+    int32_t fld_node[32], fld_slot[32], n_fld = 0;
+    for (int32_t j = 0; j < per_layer; j++)
+        for (int s = 0; s < IR_MAX_IN; s++) {
+            int32_t ti = g->nodes[first_layer + j].in[s];
+            if (ti >= 0 && g->tensors[ti].kind == IR_TENSOR_WEIGHT && n_fld < 32) {
+                fld_node[n_fld] = j;
+                fld_slot[n_fld] = s;
+                n_fld++;
+            }
+        }
+
+    int H = hp->n_heads, KV = hp->n_kv_heads, D = hp->head_dim, HID = hp->hidden;
+    int PS = o->page_size;
+    size_t kv_elem = c.bf16 ? 2 : 4;
+    uint64_t kv_layer_page = 2ull * KV * PS * D * kv_elem;
+    int bf = c.bf16;
+
+    /* ---- buffers */
+    buf bufs[32];
+    int n_bufs = 0;
+    int32_t buf_of[4096];
+    if (g->n_tensors > 4096) {
+        st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: too many tensors");
+        goto done;
+    }
+    for (int32_t i = 0; i < g->n_tensors; i++) buf_of[i] = -1;
+    int64_t xn_cols = HID;
+    /* buffer for a tensor produced by node n in position j of the layer template (or global) */
+#define NEW_BUF(tid, colsv, isbf)                                                  \
+    do {                                                                          \
+        buf *b_ = &bufs[n_bufs];                                                  \
+        b_->tensor = (tid);                                                       \
+        b_->cols = (colsv);                                                       \
+        b_->bf16 = (isbf);                                                        \
+        act_ident(g, (tid), b_->ident, sizeof b_->ident);                         \
+        for (int q_ = 0; q_ < n_bufs; q_++)                                       \
+            if (!strcmp(bufs[q_].ident, b_->ident))                               \
+                snprintf(b_->ident + strlen(b_->ident), 8, "_%d", n_bufs);        \
+        buf_of[(tid)] = n_bufs++;                                                 \
+    } while (0)
+
+    /* ---- header */
+    fprintf(out,
+            "/* model.c — generated by ignis %s. Do not edit: regenerate with `ignis compile`.\n"
+            " *\n"
+            " * model:  %s, %d layers, hidden %d, %d heads / %d KV heads x %d, intermediate %d, "
+            "vocab %d\n"
+            " * target: %s (%s)\n"
+            " * dtype:  weights and stored activations %s, f32 accumulation; KV cache %s, page "
+            "size %d\n"
+            " *\n"
+            " * One forward() runs a flattened batch of tokens from many sequences (see "
+            "ig_model_abi.h).\n"
+            " * Kernels are instantiated once per distinct shape; layers share them. */\n",
+            o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate,
+            hp->vocab, t->full_name, t->cflags[0] ? t->cflags : "portable C", dtname(bf),
+            dtname(bf), PS);
+    fprintf(out,
+            "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+            "#include \"ig_model_abi.h\"\n#include \"common.h\"\n\n");
+    fprintf(out,
+            "#define N_LAYERS %d\n#define HIDDEN %d\n#define N_HEADS %d\n#define N_KV_HEADS %d\n"
+            "#define HEAD_DIM %d\n#define INTERMEDIATE %d\n#define VOCAB %d\n#define MAX_CONTEXT %d\n"
+            "#define PAGE_SIZE %d\n#define KV_LAYER_PAGE_BYTES %lluull\n"
+            "#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)\n",
+            hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, hp->max_context, PS,
+            (unsigned long long)kv_layer_page);
+
+    /* ---- the forward body (kernels are collected on the side) */
+    char nm[64], params[1024], comment[512];
+    fprintf(fw, "\n/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
+                "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
+                "    const int T = b->n_tokens, nth = ctx->n_threads > 0 ? ctx->n_threads : 1;\n"
+                "    if (T < 1 || T > ctx->max_tokens || b->n_out < 0 || b->n_out > T || b->n_seqs < 1)\n"
+                "        return -1;\n"
+                "    for (int t = 0; t < T; t++) {\n"
+                "        int s = b->token_seq[t], p = b->positions[t];\n"
+                "        if (b->token_ids[t] < 0 || b->token_ids[t] >= VOCAB || s < 0 || s >= b->n_seqs ||\n"
+                "            p < 0 || p >= MAX_CONTEXT || p / PAGE_SIZE >= b->max_pages_per_seq)\n"
+                "            return -2;\n"
+                "        int32_t pg = b->page_table[s * b->max_pages_per_seq + p / PAGE_SIZE];\n"
+                "        if (pg < 0 || pg >= ctx->n_pages) return -3;\n"
+                "    }\n"
+                "    for (int i = 0; i < b->n_out; i++)\n"
+                "        if (b->out_rows[i] < 0 || b->out_rows[i] >= T) return -4;\n\n"
+                "    WORKSPACE_CARVE(ctx->workspace, ctx->max_tokens, nth);\n\n"
+                "    /* RoPE (cos, sin) per token, angles in double precision */\n"
+                "#pragma omp parallel for num_threads(nth) schedule(static)\n"
+                "    for (int t = 0; t < T; t++)\n"
+                "        for (int i = 0; i < HEAD_DIM / 2; i++) {\n"
+                "            double a = (double)b->positions[t] * rope_inv_freq[i];\n"
+                "            rope_cs[(t * (HEAD_DIM / 2) + i) * 2] = (float)cos(a);\n"
+                "            rope_cs[(t * (HEAD_DIM / 2) + i) * 2 + 1] = (float)sin(a);\n"
+                "        }\n");
+
+    int32_t resid = -1; /* the residual stream buffer */
+    for (int pass = 0; pass < 3 && !st; pass++) {
+        int32_t lo = pass == 0 ? 0 : pass == 1 ? first_layer : last_layer + 1;
+        int32_t hi = pass == 0 ? first_layer : pass == 1 ? first_layer + per_layer : g->n_nodes;
+        if (pass == 1)
+            fprintf(fw, "\n    for (int l = 0; l < N_LAYERS; l++) {\n"
+                        "        const int32_t *lw = layer_weights[l];\n"
+                        "        const uint64_t kv_off = (uint64_t)l * KV_LAYER_PAGE_BYTES;\n");
+        if (pass == 2) fprintf(fw, "\n    if (b->n_out == 0) return 0;\n");
+        const char *ind = pass == 1 ? "        " : "    ";
+        for (int32_t i = lo; i < hi && !st; i++) {
+            const ir_node *n = &g->nodes[i];
+            const char *rows = pass == 2 ? "b->n_out" : "T";
+            /* weight expression for input slot s */
+            char wexpr[IR_MAX_IN][96];
+            for (int s = 0; s < IR_MAX_IN; s++) {
+                wexpr[s][0] = 0;
+                int32_t ti = n->in[s];
+                if (ti < 0 || g->tensors[ti].kind != IR_TENSOR_WEIGHT) {
+                    snprintf(wexpr[s], sizeof wexpr[s], "NULL");
+                    continue;
+                }
+                if (pass == 1) {
+                    int f = 0;
+                    while (f < n_fld && !(fld_node[f] == i - first_layer && fld_slot[f] == s)) f++;
+                    snprintf(wexpr[s], sizeof wexpr[s], "W(lw[%d])", f);
+                } else {
+                    snprintf(wexpr[s], sizeof wexpr[s], "W(%d)", pk_find(plan, ti));
+                }
+            }
+            const ir_tensor *wt = NULL;
+            char inb[64] = "", outb[64] = "";
+            switch (n->op) {
+            case IR_OP_EMBED:
+                NEW_BUF(n->out, HID, 0);
+                resid = buf_of[n->out];
+                snprintf(outb, sizeof outb, "%s", bufs[resid].ident);
+                snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, bf);
+                snprintf(comment, sizeof comment, "%s: embed ids[T] -> %s[T,%d] f32, table %s [%d,%d] panels",
+                         g->tensors[n->in[1]].name, g->tensors[n->out].name, HID, dtname(bf), hp->vocab, HID);
+                snprintf(nm, sizeof nm, "embed_%d", HID);
+                fprintf(fw, "\n    /* %s */\n    %s(T, b->token_ids, %s, %s, nth);\n", comment,
+                        instance(&c, "embed.c", nm, params, comment, "EM_NAME"), wexpr[1], outb);
+                break;
+            case IR_OP_GATHER_ROWS:
+                NEW_BUF(n->out, HID, 0);
+                fprintf(fw, "\n    /* %s: gather the rows whose logits are wanted */\n"
+                            "    for (int i = 0; i < b->n_out; i++)\n"
+                            "        memcpy(%s + (size_t)i * HIDDEN, %s + (size_t)b->out_rows[i] * HIDDEN, sizeof(float) * HIDDEN);\n",
+                        g->tensors[n->out].name, bufs[buf_of[n->out]].ident,
+                        bufs[buf_of[n->in[0]] >= 0 ? buf_of[n->in[0]] : resid].ident);
+                break;
+            case IR_OP_NORM_MATMUL: {
+                wt = &g->tensors[n->in[2]];
+                int64_t N = wt->shape[0], K = wt->shape[1];
+                int32_t src = buf_of[n->in[0]] >= 0 ? buf_of[n->in[0]] : resid;
+                snprintf(inb, sizeof inb, "%s", bufs[src].ident);
+                if (K > xn_cols) xn_cols = K;
+                int logits = pass == 2;
+                int swiglu = n->epi == IR_EPI_SWIGLU;
+                int64_t out_cols = swiglu ? N / 2 : N;
+                if (!logits && buf_of[n->out] < 0) NEW_BUF(n->out, out_cols, swiglu ? bf : 0);
+                snprintf(outb, sizeof outb, "%s", logits ? "b->logits" : bufs[buf_of[n->out]].ident);
+                snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n",
+                         (long long)K, n->eps, bf);
+                snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g, output %s", (long long)K, n->eps, dtname(bf));
+                snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
+                const char *rn = instance(&c, "rmsnorm.c", nm, params, comment, "RN_NAME");
+                snprintf(params, sizeof params,
+                         "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+                         "#define MM_BIAS %d\n#define MM_EPI %s\n#define MM_YBF16 %d\n",
+                         (long long)K, (long long)N, bf, bf, n->in[3] >= 0,
+                         swiglu ? "MM_EPI_SWIGLU" : "MM_EPI_STORE", swiglu ? bf : 0);
+                snprintf(comment, sizeof comment, "%s: matmul x[T,%lld] %s . w[%lld,%lld]^T %s%s -> [T,%lld] %s",
+                         pass == 1 ? "layers.*" : wt->name, (long long)K, dtname(bf), (long long)N, (long long)K,
+                         dtname(bf), swiglu ? ", gate/up panels interleaved, SwiGLU epilogue" : "",
+                         (long long)out_cols, swiglu ? dtname(bf) : "f32");
+                snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N, swiglu ? "_swiglu" : "",
+                         n->in[3] >= 0 ? "_bias" : "");
+                const char *mm = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
+                fprintf(fw, "\n%s/* %s: norm_matmul (rms_norm fused into the %s) */\n", ind,
+                        pass == 1 ? g->tensors[n->out].name : g->tensors[n->in[2]].name,
+                        swiglu ? "gate/up matmul with SwiGLU" : "following matmul");
+                fprintf(fw, "%s%s(%s, %s, %s, xn, nth);\n", ind, rn, rows, inb, wexpr[1]);
+                fprintf(fw, "%s%s(%s, xn, %s, %s, %s, nth);\n", ind, mm, rows, wexpr[2],
+                        n->in[3] >= 0 ? wexpr[3] : "NULL", outb);
+                break;
+            }
+            case IR_OP_MATMUL_EPI: {
+                wt = &g->tensors[n->in[1]];
+                int64_t N = wt->shape[0], K = wt->shape[1];
+                if (n->epi != IR_EPI_ACC) {
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate");
+                    break;
+                }
+                buf_of[n->out] = resid;
+                snprintf(params, sizeof params,
+                         "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+                         "#define MM_BIAS %d\n#define MM_EPI MM_EPI_ACC\n",
+                         (long long)K, (long long)N, bf, bf, n->in[2] >= 0);
+                snprintf(comment, sizeof comment, "layers.*: matmul x[T,%lld] %s . w[%lld,%lld]^T %s, accumulated into the residual stream",
+                         (long long)K, dtname(bf), (long long)N, (long long)K, dtname(bf));
+                snprintf(nm, sizeof nm, "matmul_k%lld_n%lld_acc%s", (long long)K, (long long)N, n->in[2] >= 0 ? "_bias" : "");
+                const char *mm = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
+                fprintf(fw, "\n%s/* %s: matmul + residual add */\n%s%s(T, %s, %s, %s, %s, nth);\n", ind,
+                        g->tensors[n->out].name, ind, mm, bufs[buf_of[n->in[0]]].ident, wexpr[1],
+                        n->in[2] >= 0 ? wexpr[2] : "NULL", bufs[resid].ident);
+                break;
+            }
+            case IR_OP_ROPE_KV: {
+                NEW_BUF(n->out, (int64_t)H * D, 0);
+                int qk = n->in[1] >= 0;
+                snprintf(params, sizeof params,
+                         "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n"
+                         "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n",
+                         H, KV, D, PS, bf, qk, qk ? n->eps : 1e-6);
+                snprintf(comment, sizeof comment, "layers.*: %srope on q[T,%d] and k[T,%d] (head_dim %d), k/v written to the %s KV pages",
+                         qk ? "q/k rms_norm, " : "", H * D, KV * D, D, dtname(bf));
+                snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
+                const char *rk = instance(&c, "rope_kv.c", nm, params, comment, "RK_NAME");
+                fprintf(fw, "\n%s/* %s: rope_kv */\n%s%s(T, %s, rope_cs, %s, %s, %s, ctx->kv_pool, kv_off,\n"
+                            "%s    b->positions, b->token_seq, b->page_table, b->max_pages_per_seq, nth);\n",
+                        ind, g->tensors[n->out].name, ind, rk, bufs[buf_of[n->in[0]]].ident,
+                        qk ? wexpr[1] : "NULL", qk ? wexpr[2] : "NULL", bufs[buf_of[n->out]].ident, ind);
+                break;
+            }
+            case IR_OP_ATTENTION: {
+                NEW_BUF(n->out, (int64_t)H * D, bf);
+                snprintf(params, sizeof params,
+                         "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
+                         "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_OBF16 %d\n"
+                         "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n",
+                         H, KV, D, PS, bf, bf, 1.0 / sqrt((double)D));
+                snprintf(comment, sizeof comment, "layers.*: causal attention, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
+                         H, KV, D, dtname(bf), H * D, dtname(bf));
+                snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
+                const char *at = instance(&c, "attention.c", nm, params, comment, "AT_NAME");
+                fprintf(fw, "\n%s/* %s: attention */\n%s%s(T, %s, ctx->kv_pool, kv_off, b->positions, b->token_seq,\n"
+                            "%s    b->page_table, b->max_pages_per_seq, %s, attn_scratch, nth);\n",
+                        ind, g->tensors[n->out].name, ind, at, bufs[buf_of[n->in[0]]].ident, ind,
+                        bufs[buf_of[n->out]].ident);
+                break;
+            }
+            default:
+                st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: cannot lower op %s", ir_op_name(n->op));
+            }
+        }
+        if (pass == 1) fprintf(fw, "    }\n");
+    }
+    if (st) goto done;
+    fprintf(fw, "    return 0;\n}\n");
+    fflush(c.kern);
+    fflush(fw);
+
+    /* ---- kernels */
+    fprintf(out, "\n/* ---- kernels: one instantiation per distinct shape */\n%s", kern_text);
+
+    /* ---- weights */
+    fprintf(out, "\n/* ---- packed weights (weights.bin; offsets from the compiler's plan) */\n"
+                 "static const ig_weight_info weights[%d] = {\n", plan->n);
+    for (int32_t i = 0; i < plan->n; i++)
+        fprintf(out, "    {\"%s\", %lluull, %lluull},\n", plan->e[i].name,
+                (unsigned long long)plan->e[i].offset, (unsigned long long)plan->e[i].nbytes);
+    fprintf(out, "};\n#define W(i) ((const void *)(ctx->weights + weights[i].offset))\n\n");
+    fprintf(out, "/* per layer: index into weights[] of each weight the layer reads, in order:");
+    for (int f = 0; f < n_fld; f++) {
+        const ir_node *n = &g->nodes[first_layer + fld_node[f]];
+        const char *nm0 = g->tensors[n->in[fld_slot[f]]].name;
+        const char *d = !strncmp(nm0, "layers.", 7) || !strncmp(nm0, "model.layers.", 13) ? strchr(strchr(nm0, '.') + 1, '.') : NULL;
+        if (!strncmp(nm0, "model.", 6) && d) d = strchr(d + 1, '.');
+        fprintf(out, "%s %d=%s", f ? "," : "", f, d ? d + 1 : nm0);
+    }
+    fprintf(out, " */\nstatic const int32_t layer_weights[N_LAYERS][%d] = {\n", n_fld);
+    for (int32_t L = 0; L < hp->n_layers; L++) {
+        fprintf(out, "    {");
+        for (int f = 0; f < n_fld; f++)
+            fprintf(out, "%s%d", f ? ", " : "",
+                    pk_find(plan, g->nodes[first_layer + L * per_layer + fld_node[f]].in[fld_slot[f]]));
+        fprintf(out, "},\n");
+    }
+    fprintf(out, "};\n");
+
+    /* ---- RoPE frequencies */
+    double inv[1024];
+    if (D / 2 > 1024) {
+        st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: head_dim %d too large", D);
+        goto done;
+    }
+    cg_rope_inv_freq(hp, inv);
+    fprintf(out, "\n/* RoPE inverse frequencies (theta %g, scaling %s) */\nstatic const double rope_inv_freq[HEAD_DIM / 2] = {",
+            hp->rope_theta, hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "none");
+    for (int i = 0; i < D / 2; i++) fprintf(out, "%s%.17g", i == 0 ? "\n    " : i % 4 ? ", " : ",\n    ", inv[i]);
+    fprintf(out, "};\n");
+
+    /* ---- workspace */
+    fprintf(out, "\n/* ---- workspace: activation buffers for up to max_tokens tokens, 64-byte aligned */\n"
+                 "#define WS_ALIGN(n) (((n) + 63) & ~(uint64_t)63)\n"
+                 "#define WORKSPACE_LIST(X, T, NTH) \\\n"
+                 "    X(float, rope_cs, (uint64_t)(T) * HEAD_DIM) \\\n"
+                 "    X(float, attn_scratch, (uint64_t)(NTH) * (MAX_CONTEXT + 2 * HEAD_DIM)) \\\n"
+                 "    X(%s, xn, (uint64_t)(T) * %lld)", bf ? "uint16_t" : "float", (long long)xn_cols);
+    for (int i = 0; i < n_bufs; i++)
+        fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", bufs[i].bf16 ? "uint16_t" : "float",
+                bufs[i].ident, (long long)bufs[i].cols);
+    fprintf(out, "\n\nstatic uint64_t workspace_bytes(int32_t max_tokens, int32_t n_threads) {\n"
+                 "    uint64_t n = 0;\n"
+                 "#define X(type, name, count) n += WS_ALIGN(sizeof(type) * (count));\n"
+                 "    WORKSPACE_LIST(X, max_tokens, n_threads)\n#undef X\n"
+                 "    return n;\n}\n\n"
+                 "#define WORKSPACE_CARVE(base, max_t, nth_) \\\n"
+                 "    uint8_t *ws_ = (base); \\\n"
+                 "    WORKSPACE_LIST(WS_CARVE_ONE, max_t, nth_)\n"
+                 "#define WS_CARVE_ONE(type, name, count) \\\n"
+                 "    type *name = (type *)ws_; ws_ += WS_ALIGN(sizeof(type) * (count));\n");
+
+    fprintf(out, "%s", fwd_text);
+
+    fprintf(out, "\nstatic const ig_model_desc desc = {\n"
+                 "    .abi_version = IG_MODEL_ABI_VERSION,\n"
+                 "    .arch = \"%s\",\n    .target = \"%s\",\n    .compiler_version = \"%s\",\n"
+                 "    .cpu_features = %uu,\n    .dtype = %s,\n    .kv_dtype = %s,\n"
+                 "    .n_layers = N_LAYERS, .hidden = HIDDEN, .n_heads = N_HEADS, .n_kv_heads = N_KV_HEADS,\n"
+                 "    .head_dim = HEAD_DIM, .intermediate = INTERMEDIATE, .vocab = VOCAB,\n"
+                 "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
+                 "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
+                 "    .n_weights = %d, .weights = weights,\n"
+                 "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n"
+                 "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n",
+            hp->arch, t->full_name, o->compiler_version, t->cpu_features,
+            bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", plan->n);
+done:
+    fclose(c.kern);
+    fclose(fw);
+    free(kern_text);
+    free(fwd_text);
+    return st;
+}

@@ -1,0 +1,208 @@
+/* driver.c — the compile pipeline (see driver.h). */
+#include "driver.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cg.h"
+#include "cg_templates.h"
+#include "pack.h"
+#include "passes.h"
+#include "rt_util.h"
+
+#define LOG(o, ...)                                   \
+    do {                                              \
+        if ((o)->log) {                               \
+            fprintf((o)->log, __VA_ARGS__);           \
+            fflush((o)->log);                         \
+        }                                             \
+    } while (0)
+
+static ig_status write_sources(const char *src_dir, ig_err *err) {
+    char path[4096];
+    for (const cg_template *t = cg_templates; t->name; t++) {
+        snprintf(path, sizeof path, "%s/%s", src_dir, t->name);
+        ig_status st = rt_write_file(path, t->text, t->len, err);
+        if (st) return st;
+    }
+    return IG_OK;
+}
+
+/* Runs the C compiler; its output goes to build.log in the package. */
+static ig_status build_so(const cc_options *o, const cg_target *t, const char *pkg, ig_err *err) {
+    const char *cc = o->cc ? o->cc : getenv("IGNIS_CC");
+    if (!cc || !*cc) cc = "cc";
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s -O3 -std=gnu11 -fPIC -shared -fopenmp -fvisibility=hidden -fno-math-errno %s "
+             "-I'%s/src' -o '%s/model.so' '%s/src/model.c' -lm > '%s/build.log' 2>&1",
+             cc, t->cflags, pkg, pkg, pkg, pkg);
+    int rc = system(cmd);
+    if (rc != 0)
+        return ig_fail(err, IG_ERR_BUILD, "C compiler failed (exit %d) building %s/model.so: see %s/build.log",
+                       WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, pkg, pkg);
+    return IG_OK;
+}
+
+static ig_status copy_file(const char *from, const char *to, ig_err *err) {
+    char *data;
+    size_t len;
+    ig_status st = rt_read_file(from, &data, &len, err);
+    if (st) return st;
+    st = rt_write_file(to, data, len, err);
+    free(data);
+    return st;
+}
+
+static cJSON *hparams_json(const ir_hparams *hp) {
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "architecture", hp->arch);
+    cJSON_AddNumberToObject(h, "n_layers", hp->n_layers);
+    cJSON_AddNumberToObject(h, "hidden", hp->hidden);
+    cJSON_AddNumberToObject(h, "n_heads", hp->n_heads);
+    cJSON_AddNumberToObject(h, "n_kv_heads", hp->n_kv_heads);
+    cJSON_AddNumberToObject(h, "head_dim", hp->head_dim);
+    cJSON_AddNumberToObject(h, "intermediate", hp->intermediate);
+    cJSON_AddNumberToObject(h, "vocab", hp->vocab);
+    cJSON_AddNumberToObject(h, "max_context", hp->max_context);
+    cJSON_AddNumberToObject(h, "rms_eps", hp->rms_eps);
+    cJSON_AddNumberToObject(h, "rope_theta", hp->rope_theta);
+    cJSON_AddStringToObject(h, "rope_type", hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "default");
+    cJSON_AddBoolToObject(h, "tie_embeddings", hp->tie_embeddings);
+    cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
+    cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
+    return h;
+}
+
+ig_status cc_compile(const cc_options *o, ig_err *err) {
+    const char *pkg = o->out_dir;
+    ig_dtype dt = IG_DTYPE_F32;
+    if (o->dtype && !strcmp(o->dtype, "bf16"))
+        dt = IG_DTYPE_BF16;
+    else if (o->dtype && strcmp(o->dtype, "f32"))
+        return ig_fail(err, IG_ERR_INVALID, "unknown --dtype '%s' (expected f32 or bf16)", o->dtype);
+    const cg_target *t = cg_target_find(o->target);
+    if (!t)
+        return ig_fail(err, IG_ERR_INVALID, "unknown --target '%s' (known: %s)", o->target,
+                       cg_target_names());
+    int32_t ps = o->page_size > 0 ? o->page_size : 16;
+    if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
+
+    double t0 = rt_now();
+    ir_graph *g = NULL;
+    ig_status st = ir_import_any(o->input, &g, err);
+    if (st) return st;
+    LOG(o, "imported %s: %s, %d layers, hidden %d, vocab %d (%.2f s)\n", o->input, g->hp.arch,
+        g->hp.n_layers, g->hp.hidden, g->hp.vocab, rt_now() - t0);
+    if (g->hp.head_dim % 2)
+        st = ig_fail(err, IG_ERR_UNSUPPORTED, "%s: head_dim %d is odd (RoPE needs pairs)", o->input, g->hp.head_dim);
+    if (!st) st = cp_run_all(g, o->dump, err);
+    pk_plan plan = {0};
+    char path[4096], src_dir[4096];
+    if (!st) st = pk_plan_build(g, dt, &plan, err);
+    snprintf(src_dir, sizeof src_dir, "%s/src", pkg);
+    if (!st) st = rt_mkdirs(src_dir, err);
+    if (!st) {
+        snprintf(path, sizeof path, "%s/weights.bin", pkg);
+        double t1 = rt_now();
+        st = pk_write(g, &plan, path, err);
+        if (!st) LOG(o, "packed %d weights, %.1f MB (%.2f s)\n", plan.n, plan.total / 1e6, rt_now() - t1);
+    }
+    if (!st) {
+        snprintf(path, sizeof path, "%s/model.c", src_dir);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            st = ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
+        } else {
+            cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION};
+            st = cg_emit_c(g, &plan, t, &co, f, err);
+            if (fclose(f) != 0 && !st) st = ig_fail(err, IG_ERR_IO, "%s: write failed", path);
+        }
+    }
+    if (!st) st = write_sources(src_dir, err);
+    if (!st) {
+        double t1 = rt_now();
+        st = build_so(o, t, pkg, err);
+        if (!st) LOG(o, "built %s/model.so for %s (%.2f s)\n", pkg, t->full_name, rt_now() - t1);
+    }
+    /* tokenizer files travel with the package */
+    int has_tok = 0;
+    if (!st && g->tokenizer_dir) {
+        static const char *names[] = {"tokenizer.json", "tokenizer_config.json"};
+        for (int i = 0; i < 2 && !st; i++) {
+            char from[4096];
+            snprintf(from, sizeof from, "%s/%s", g->tokenizer_dir, names[i]);
+            snprintf(path, sizeof path, "%s/%s", pkg, names[i]);
+            if (access(from, R_OK) == 0) {
+                st = copy_file(from, path, err);
+                has_tok |= i == 0;
+            }
+        }
+    }
+    if (!st) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "format", "ignis-package");
+        cJSON_AddNumberToObject(m, "format_version", 1);
+        cJSON_AddNumberToObject(m, "abi_version", IG_MODEL_ABI_VERSION);
+        cJSON_AddStringToObject(m, "compiler_version", IGNIS_VERSION);
+        cJSON_AddStringToObject(m, "target", t->full_name);
+        cJSON_AddNumberToObject(m, "cpu_features", t->cpu_features);
+        cJSON_AddStringToObject(m, "dtype", dt == IG_DTYPE_BF16 ? "bf16" : "f32");
+        cJSON_AddStringToObject(m, "kv_dtype", dt == IG_DTYPE_BF16 ? "bf16" : "f32");
+        cJSON_AddNumberToObject(m, "page_size", ps);
+        cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));
+        cJSON *gen = cJSON_AddObjectToObject(m, "generation");
+        cJSON_AddNumberToObject(gen, "bos_token_id", g->hp.bos_id);
+        cJSON *eos = cJSON_AddArrayToObject(gen, "eos_token_ids");
+        for (int i = 0; i < g->hp.n_eos; i++) cJSON_AddItemToArray(eos, cJSON_CreateNumber(g->hp.eos_ids[i]));
+        cJSON_AddBoolToObject(m, "tokenizer", has_tok);
+        /* inputs: the source files and their hashes, so a package says what it was built from */
+        cJSON *inputs = cJSON_AddArrayToObject(m, "inputs");
+        for (int32_t i = 0; i < g->n_files; i++) {
+            cJSON *in = cJSON_CreateObject();
+            cJSON_AddStringToObject(in, "path", g->files[i]);
+            struct stat sb;
+            if (stat(g->files[i], &sb) == 0) cJSON_AddNumberToObject(in, "bytes", (double)sb.st_size);
+            char *data;
+            size_t len;
+            ig_err e2;
+            if (sb.st_size < (1 << 20) && rt_read_file(g->files[i], &data, &len, &e2) == IG_OK) {
+                char hx[17];
+                snprintf(hx, sizeof hx, "%016llx", (unsigned long long)rt_hash64(data, len, 0));
+                cJSON_AddStringToObject(in, "hash", hx);
+                free(data);
+            }
+            cJSON_AddItemToArray(inputs, in);
+        }
+        cJSON *w = cJSON_AddObjectToObject(m, "weights");
+        cJSON_AddStringToObject(w, "file", "weights.bin");
+        cJSON_AddNumberToObject(w, "bytes", (double)plan.total);
+        cJSON *ts = cJSON_AddArrayToObject(w, "tensors");
+        for (int32_t i = 0; i < plan.n; i++) {
+            cJSON *e = cJSON_CreateObject();
+            char hx[17];
+            cJSON_AddStringToObject(e, "name", plan.e[i].name);
+            cJSON_AddNumberToObject(e, "offset", (double)plan.e[i].offset);
+            cJSON_AddNumberToObject(e, "bytes", (double)plan.e[i].nbytes);
+            cJSON_AddStringToObject(e, "layout", plan.e[i].fmt == PK_PANEL ? "panel16" : "vector");
+            cJSON_AddStringToObject(e, "dtype", plan.e[i].dtype == IG_DTYPE_BF16 ? "bf16" : "f32");
+            snprintf(hx, sizeof hx, "%016llx", (unsigned long long)plan.e[i].hash);
+            cJSON_AddStringToObject(e, "hash", hx);
+            cJSON_AddItemToArray(ts, e);
+        }
+        char *text = cJSON_Print(m);
+        cJSON_Delete(m);
+        snprintf(path, sizeof path, "%s/manifest.json", pkg);
+        st = text ? rt_write_file(path, text, strlen(text), err) : ig_fail(err, IG_ERR_NOMEM, "manifest: out of memory");
+        free(text);
+    }
+    if (!st) LOG(o, "package %s ready (%.2f s total)\n", pkg, rt_now() - t0);
+    pk_plan_free(&plan);
+    ir_graph_free(g);
+    return st;
+}

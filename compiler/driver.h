@@ -1,0 +1,25 @@
+/* driver.h — `ignis compile`: import → passes → weight packing → codegen → C compiler → package.
+ *
+ * A package directory holds model.so, weights.bin, manifest.json, src/ (the generated model.c
+ * and the templates it includes, so a user can read and rebuild what was compiled) and the
+ * tokenizer files when the source has them. */
+#ifndef IG_DRIVER_H
+#define IG_DRIVER_H
+
+#include <stdio.h>
+#include "ir.h"
+
+typedef struct cc_options {
+    const char *input;      /* HF folder, .gguf file or .igraph */
+    const char *out_dir;    /* package directory (created) */
+    const char *target;     /* "cpu", "cpu:avx2", ... (NULL = native) */
+    const char *dtype;      /* "f32" or "bf16" (NULL = f32) */
+    int32_t page_size;      /* KV page size in tokens (0 = 16) */
+    const char *cc;         /* C compiler (NULL = $IGNIS_CC or "cc") */
+    FILE *dump;             /* graph dumps after each pass, or NULL */
+    FILE *log;              /* progress lines, or NULL */
+} cc_options;
+
+ig_status cc_compile(const cc_options *o, ig_err *err);
+
+#endif

@@ -1,0 +1,152 @@
+/* pack.c — weight layout planning, packing and writing (see pack.h). */
+#include "pack.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_util.h"
+
+#define ALIGN 64u
+
+uint16_t pk_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt) {
+    uint64_t np = (uint64_t)(N + 15) / 16;
+    return np * (uint64_t)K * 16u * (dt == IG_DTYPE_BF16 ? 2u : 4u);
+}
+
+void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
+    int64_t np = (N + 15) / 16;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < np; p++) {
+        for (int64_t j = 0; j < 16; j++) {
+            int64_t n = p * 16 + j;
+            const float *row = n < N ? w + n * K : NULL;
+            if (dt == IG_DTYPE_BF16) {
+                uint16_t *o = (uint16_t *)dst + (size_t)p * K * 16;
+                for (int64_t k = 0; k < K; k++)
+                    o[(k / 2) * 32 + j * 2 + (k & 1)] = row ? pk_f32_to_bf16(row[k]) : 0;
+            } else {
+                float *o = (float *)dst + (size_t)p * K * 16;
+                for (int64_t k = 0; k < K; k++) o[k * 16 + j] = row ? row[k] : 0.0f;
+            }
+        }
+    }
+}
+
+static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format fmt, ig_dtype dt,
+                           ig_err *err) {
+    if (t < 0 || pk_find(p, t) >= 0) return IG_OK;
+    const ir_tensor *x = &g->tensors[t];
+    if (x->kind != IR_TENSOR_WEIGHT)
+        return ig_fail(err, IG_ERR_INTERNAL, "pack: tensor %s is not a weight", x->name);
+    pk_entry e = {.tensor = t, .name = x->name, .fmt = fmt, .dtype = dt};
+    if (fmt == PK_PANEL) {
+        if (x->rank != 2)
+            return ig_fail(err, IG_ERR_INTERNAL, "pack: %s is not a matrix", x->name);
+        if (dt == IG_DTYPE_BF16 && x->shape[1] % 2)
+            return ig_fail(err, IG_ERR_UNSUPPORTED,
+                           "pack: %s has an odd inner dimension %lld (bf16 packs pairs)", x->name,
+                           (long long)x->shape[1]);
+        e.nbytes = pk_panel_bytes(x->shape[0], x->shape[1], dt);
+    } else {
+        int64_t n = x->shape[0] * (x->rank == 2 ? x->shape[1] : 1);
+        e.nbytes = (uint64_t)((n + 15) / 16) * 16u * 4u;
+        e.dtype = IG_DTYPE_F32;
+    }
+    e.offset = (p->total + ALIGN - 1) / ALIGN * ALIGN;
+    p->total = e.offset + e.nbytes;
+    pk_entry *ne = realloc(p->e, sizeof *ne * (size_t)(p->n + 1));
+    if (!ne) return ig_fail(err, IG_ERR_NOMEM, "pack: out of memory");
+    p->e = ne;
+    p->e[p->n++] = e;
+    return IG_OK;
+}
+
+ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_plan *plan, ig_err *err) {
+    memset(plan, 0, sizeof *plan);
+    ig_status st = IG_OK;
+    for (int32_t i = 0; i < g->n_nodes && !st; i++) {
+        const ir_node *n = &g->nodes[i];
+        switch (n->op) {
+        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], PK_PANEL, wdtype, err); break;
+        case IR_OP_NORM_MATMUL:
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_PANEL, wdtype, err);
+            if (!st) st = add_entry(g, plan, n->in[3], PK_VEC_F32, IG_DTYPE_F32, err);
+            break;
+        case IR_OP_MATMUL_EPI:
+            st = add_entry(g, plan, n->in[1], PK_PANEL, wdtype, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
+            break;
+        case IR_OP_ROPE_KV:
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
+            break;
+        default: break;
+        }
+    }
+    if (st) pk_plan_free(plan);
+    return st;
+}
+
+void pk_plan_free(pk_plan *plan) {
+    if (!plan) return;
+    free(plan->e);
+    memset(plan, 0, sizeof *plan);
+}
+
+int32_t pk_find(const pk_plan *plan, int32_t t) {
+    for (int32_t i = 0; i < plan->n; i++)
+        if (plan->e[i].tensor == t) return i;
+    return -1;
+}
+
+ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *err) {
+    ir_sources *src = ir_sources_open(g);
+    if (!src) return ig_fail(err, IG_ERR_NOMEM, "pack: cannot open weight sources");
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        ir_sources_close(src);
+        return ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    ig_status st = IG_OK;
+    uint64_t pos = 0;
+    static const uint8_t zeros[ALIGN];
+    for (int32_t i = 0; i < plan->n && !st; i++) {
+        pk_entry *e = &plan->e[i];
+        const ir_tensor *t = &g->tensors[e->tensor];
+        int64_t rows = t->shape[0], cols = t->rank == 2 ? t->shape[1] : 1;
+        float *w = malloc(sizeof(float) * (size_t)(rows * cols));
+        uint8_t *out = calloc(1, e->nbytes);
+        if (!w || !out) {
+            st = ig_fail(err, IG_ERR_NOMEM, "pack: out of memory for %s", t->name);
+        } else {
+            st = ir_weight_read_f32(src, g, t, w, err);
+        }
+        if (!st) {
+            if (e->fmt == PK_PANEL)
+                pk_pack_panels(w, rows, cols, e->dtype, out);
+            else
+                memcpy(out, w, sizeof(float) * (size_t)(rows * cols));
+            e->hash = rt_hash64(out, e->nbytes, 0);
+            if (fwrite(zeros, 1, e->offset - pos, f) != e->offset - pos ||
+                fwrite(out, 1, e->nbytes, f) != e->nbytes)
+                st = ig_fail(err, IG_ERR_IO, "%s: write failed (disk full?)", path);
+            pos = e->offset + e->nbytes;
+        }
+        free(w);
+        free(out);
+    }
+    if (fclose(f) != 0 && !st) st = ig_fail(err, IG_ERR_IO, "%s: write failed", path);
+    ir_sources_close(src);
+    return st;
+}

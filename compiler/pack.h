@@ -1,0 +1,45 @@
+/* pack.h — weight packing: decides which tensors of a lowered graph go into weights.bin, in
+ * which layout (the "panel" layout of templates/cpu/SPEC.md for matrices, plain f32 for norm
+ * weights and biases), at which 64-byte-aligned offset; then converts, packs and hashes them.
+ * Codegen reads the same plan, so the offsets baked into model.so and the file agree. */
+#ifndef IG_PACK_H
+#define IG_PACK_H
+
+#include "ir.h"
+
+typedef enum pk_format {
+    PK_PANEL = 0,  /* matrix [N][K] → 16-row panels in the weight dtype */
+    PK_VEC_F32 = 1 /* vector [n] → f32, zero-padded to a multiple of 16 */
+} pk_format;
+
+typedef struct pk_entry {
+    int32_t tensor;   /* graph tensor id */
+    const char *name; /* borrowed from the graph */
+    pk_format fmt;
+    ig_dtype dtype;   /* element type in the file */
+    uint64_t offset;  /* bytes from the start of weights.bin */
+    uint64_t nbytes;
+    uint64_t hash;    /* rt_hash64 of the packed bytes, set by pk_write */
+} pk_entry;
+
+typedef struct pk_plan {
+    int32_t n;
+    pk_entry *e;    /* [n], malloc'd; free with pk_plan_free */
+    uint64_t total; /* file size in bytes */
+} pk_plan;
+
+/* Lays out every weight the lowered graph reads. wdtype: IG_DTYPE_F32 or IG_DTYPE_BF16. */
+ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_plan *plan, ig_err *err);
+void pk_plan_free(pk_plan *plan);
+/* Index of the entry for tensor id t, or -1. */
+int32_t pk_find(const pk_plan *plan, int32_t t);
+/* Reads, converts, packs and writes every entry to path, filling in the hashes. */
+ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *err);
+
+/* Exposed for tests: packs logical f32 w[N][K] into the panel layout (dst sized by
+ * pk_panel_bytes). */
+uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt);
+void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
+uint16_t pk_f32_to_bf16(float f);
+
+#endif

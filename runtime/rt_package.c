@@ -1,0 +1,249 @@
+/* rt_package.c — package loading and the model instance (see rt_package.h). */
+#include "rt_package.h"
+
+#include <cjson/cJSON.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_util.h"
+
+static const cJSON *req(const cJSON *o, const char *key, const char *file, ig_err *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) ig_fail(err, IG_ERR_FORMAT, "%s: missing key \"%s\"", file, key);
+    return v;
+}
+
+void rt_package_close(rt_package *p) {
+    if (!p) return;
+    if (p->weights && p->weights != MAP_FAILED) munmap((void *)p->weights, p->weights_bytes);
+    if (p->dl) dlclose(p->dl);
+    free(p->dir);
+    free(p);
+}
+
+ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err) {
+    *out = NULL;
+    int verify = opts ? opts->verify_hashes : 1;
+    char path[4096], mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+    char *text;
+    ig_status st = rt_read_file(mpath, &text, NULL, err);
+    if (st) return ig_fail(err, st, "%s is not an ignis package: %s", dir, err->msg);
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    if (!m) return ig_fail(err, IG_ERR_FORMAT, "%s: not valid JSON", mpath);
+    rt_package *p = calloc(1, sizeof *p);
+    if (!p) {
+        cJSON_Delete(m);
+        return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    }
+    p->dir = strdup(dir);
+    p->bos_id = -1;
+    const cJSON *abi = req(m, "abi_version", mpath, err), *feat = req(m, "cpu_features", mpath, err),
+                *w = req(m, "weights", mpath, err), *target = req(m, "target", mpath, err);
+    if (!abi || !feat || !w || !target || !cJSON_IsNumber(abi)) {
+        st = IG_ERR_FORMAT;
+        if (abi && !cJSON_IsNumber(abi)) ig_fail(err, st, "%s: abi_version is not a number", mpath);
+        goto fail;
+    }
+    if ((uint32_t)abi->valuedouble != IG_MODEL_ABI_VERSION) {
+        st = ig_fail(err, IG_ERR_MISMATCH, "%s: package ABI version %u, this runtime speaks %u: recompile the package",
+                     mpath, (unsigned)abi->valuedouble, IG_MODEL_ABI_VERSION);
+        goto fail;
+    }
+    snprintf(p->target, sizeof p->target, "%s", cJSON_IsString(target) ? target->valuestring : "?");
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(m, "dtype");
+    snprintf(p->dtype, sizeof p->dtype, "%s", cJSON_IsString(dt) ? dt->valuestring : "?");
+    uint32_t need = (uint32_t)feat->valuedouble, have = rt_cpu_features();
+    if ((need & have) != need) {
+        char nb[128], hb[128];
+        rt_cpu_feature_names(need & ~have, nb, sizeof nb);
+        rt_cpu_feature_names(have, hb, sizeof hb);
+        st = ig_fail(err, IG_ERR_CPU,
+                     "%s was compiled for %s and needs CPU features this machine lacks: %s (this CPU has: %s); "
+                     "recompile with --target cpu:avx2 or cpu:generic",
+                     dir, p->target, nb, hb);
+        goto fail;
+    }
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(m, "tokenizer");
+    p->has_tokenizer = cJSON_IsTrue(tok);
+    const cJSON *hpj = cJSON_GetObjectItemCaseSensitive(m, "hparams");
+    p->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(hpj, "tie_embeddings"));
+    const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
+    if (gen) {
+        const cJSON *bos = cJSON_GetObjectItemCaseSensitive(gen, "bos_token_id");
+        if (cJSON_IsNumber(bos)) p->bos_id = (int32_t)bos->valuedouble;
+        const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_ids"), *e;
+        cJSON_ArrayForEach(e, eos) if (cJSON_IsNumber(e) && p->n_eos < 8) p->eos_ids[p->n_eos++] = (int32_t)e->valuedouble;
+    }
+
+    /* the code */
+    snprintf(path, sizeof path, "%s/model.so", dir);
+    p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!p->dl) {
+        st = ig_fail(err, IG_ERR_IO, "cannot load %s: %s", path, dlerror());
+        goto fail;
+    }
+    ig_model_entry_fn entry = (ig_model_entry_fn)dlsym(p->dl, IG_MODEL_ENTRY_SYMBOL);
+    p->desc = entry ? entry() : NULL;
+    if (!p->desc || p->desc->abi_version != IG_MODEL_ABI_VERSION) {
+        st = ig_fail(err, IG_ERR_MISMATCH, "%s: no %s symbol of ABI version %u", path,
+                     IG_MODEL_ENTRY_SYMBOL, IG_MODEL_ABI_VERSION);
+        goto fail;
+    }
+
+    /* the weights: size, table and hashes must match the manifest */
+    const cJSON *wfile = req(w, "file", mpath, err), *wbytes = req(w, "bytes", mpath, err),
+                *tensors = req(w, "tensors", mpath, err);
+    if (!wfile || !wbytes || !tensors || !cJSON_IsString(wfile)) {
+        st = IG_ERR_FORMAT;
+        goto fail;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, wfile->valuestring);
+    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        st = ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        goto fail;
+    }
+    if ((uint64_t)sb.st_size != (uint64_t)wbytes->valuedouble) {
+        close(fd);
+        st = ig_fail(err, IG_ERR_MISMATCH, "%s: %lld bytes, the manifest says %.0f (truncated or replaced?)",
+                     path, (long long)sb.st_size, wbytes->valuedouble);
+        goto fail;
+    }
+    p->weights_bytes = (uint64_t)sb.st_size;
+    p->weights = p->weights_bytes ? mmap(NULL, p->weights_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : NULL;
+    close(fd);
+    if (p->weights == MAP_FAILED) {
+        p->weights = NULL;
+        st = ig_fail(err, IG_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (cJSON_GetArraySize(tensors) != p->desc->n_weights) {
+        st = ig_fail(err, IG_ERR_MISMATCH, "%s lists %d weights, model.so expects %d", mpath,
+                     cJSON_GetArraySize(tensors), p->desc->n_weights);
+        goto fail;
+    }
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, tensors) {
+        const ig_weight_info *wi = &p->desc->weights[i++];
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name"),
+                    *off = cJSON_GetObjectItemCaseSensitive(e, "offset"),
+                    *nb = cJSON_GetObjectItemCaseSensitive(e, "bytes"),
+                    *hs = cJSON_GetObjectItemCaseSensitive(e, "hash");
+        if (!cJSON_IsString(nm) || !cJSON_IsNumber(off) || !cJSON_IsNumber(nb) || !cJSON_IsString(hs) ||
+            strcmp(nm->valuestring, wi->name) || (uint64_t)off->valuedouble != wi->offset ||
+            (uint64_t)nb->valuedouble != wi->nbytes) {
+            st = ig_fail(err, IG_ERR_MISMATCH, "%s: weight %d (%s) does not match model.so's table", mpath, i - 1, wi->name);
+            goto fail;
+        }
+        if (wi->offset + wi->nbytes > p->weights_bytes) {
+            st = ig_fail(err, IG_ERR_MISMATCH, "%s: weight %s lies past the end of weights.bin", mpath, wi->name);
+            goto fail;
+        }
+    }
+    if (verify) {
+        int bad = -1;
+        int n = p->desc->n_weights;
+        uint64_t *want = malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+        i = 0;
+        cJSON_ArrayForEach(e, tensors) want[i++] = strtoull(cJSON_GetObjectItemCaseSensitive(e, "hash")->valuestring, NULL, 16);
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int k = 0; k < n; k++) {
+            const ig_weight_info *wi = &p->desc->weights[k];
+            if (rt_hash64(p->weights + wi->offset, wi->nbytes, 0) != want[k]) {
+#pragma omp critical
+                if (bad < 0 || k < bad) bad = k;
+            }
+        }
+        free(want);
+        if (bad >= 0) {
+            st = ig_fail(err, IG_ERR_MISMATCH, "%s: weight %s does not match its hash in the manifest (corrupt or modified weights)",
+                         path, p->desc->weights[bad].name);
+            goto fail;
+        }
+    }
+    cJSON_Delete(m);
+    *out = p;
+    return IG_OK;
+fail:
+    cJSON_Delete(m);
+    rt_package_close(p);
+    return st;
+}
+
+ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err) {
+    *out = NULL;
+    const ig_model_desc *d = pkg->desc;
+    rt_model_opts def = {0};
+    if (!o) o = &def;
+    rt_model *m = calloc(1, sizeof *m);
+    if (!m) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    m->pkg = pkg;
+    m->max_seqs = o->max_seqs > 0 ? o->max_seqs : 1;
+    m->ctx.max_tokens = o->max_tokens > 0 ? o->max_tokens : 512;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    m->ctx.n_threads = o->n_threads > 0 ? o->n_threads : (ncpu > 0 ? (int32_t)ncpu : 1);
+    int32_t pages_per_seq = (d->max_context + d->page_size - 1) / d->page_size;
+    int64_t np = o->n_pages;
+    if (np <= 0) {
+        np = (int64_t)pages_per_seq * m->max_seqs;
+        int64_t cap = (int64_t)((1ull << 30) / d->kv_page_bytes);
+        if (np > cap) np = cap > 0 ? cap : 1;
+    }
+    m->ctx.n_pages = (int32_t)np;
+    uint64_t kv_bytes = (uint64_t)np * d->kv_page_bytes;
+    uint64_t ws_bytes = d->workspace_bytes(m->ctx.max_tokens, m->ctx.n_threads);
+    m->ctx.weights = pkg->weights;
+    m->ctx.kv_pool = aligned_alloc(64, (kv_bytes + 63) & ~63ull);
+    m->ctx.workspace = aligned_alloc(64, (ws_bytes + 63) & ~63ull);
+    if (!m->ctx.kv_pool || !m->ctx.workspace) {
+        rt_model_free(m);
+        return ig_fail(err, IG_ERR_NOMEM, "cannot allocate %.1f MB of KV cache and %.1f MB of workspace",
+                       kv_bytes / 1e6, ws_bytes / 1e6);
+    }
+    memset(m->ctx.kv_pool, 0, kv_bytes);
+    *out = m;
+    return IG_OK;
+}
+
+void rt_model_free(rt_model *m) {
+    if (!m) return;
+    free(m->ctx.kv_pool);
+    free(m->ctx.workspace);
+    free(m);
+}
+
+ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err) {
+    const ig_model_desc *d = m->pkg->desc;
+    if (b->n_tokens < 1 || b->n_tokens > m->ctx.max_tokens)
+        return ig_fail(err, IG_ERR_INVALID, "step has %d tokens; this model instance takes 1..%d", b->n_tokens, m->ctx.max_tokens);
+    if (b->n_seqs < 1) return ig_fail(err, IG_ERR_INVALID, "step has no sequences");
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        int32_t id = b->token_ids[t], s = b->token_seq[t], p = b->positions[t];
+        if (id < 0 || id >= d->vocab)
+            return ig_fail(err, IG_ERR_INVALID, "token id %d (at index %d) is out of range: the vocabulary has %d tokens", id, t, d->vocab);
+        if (s < 0 || s >= b->n_seqs) return ig_fail(err, IG_ERR_INVALID, "token %d names sequence %d of %d", t, s, b->n_seqs);
+        if (p < 0 || p >= d->max_context)
+            return ig_fail(err, IG_ERR_INVALID, "position %d (token %d) is beyond the model's context of %d tokens", p, t, d->max_context);
+        if (p / d->page_size >= b->max_pages_per_seq)
+            return ig_fail(err, IG_ERR_INVALID, "position %d (token %d) has no page in its page table", p, t);
+        int32_t pg = b->page_table[s * b->max_pages_per_seq + p / d->page_size];
+        if (pg < 0 || pg >= m->ctx.n_pages) return ig_fail(err, IG_ERR_INVALID, "page %d for position %d is not in the pool", pg, p);
+    }
+    for (int32_t i = 0; i < b->n_out; i++)
+        if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens)
+            return ig_fail(err, IG_ERR_INVALID, "logit row %d is not a token of the step", b->out_rows[i]);
+    int rc = d->forward(&m->ctx, b);
+    if (rc != 0) return ig_fail(err, IG_ERR_INTERNAL, "model forward rejected the step (code %d)", rc);
+    return IG_OK;
+}

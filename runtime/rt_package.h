@@ -1,0 +1,60 @@
+/* rt_package.h — opening a compiled package: manifest, model.so, weights.
+ *
+ * Opening checks, in order, each with an error naming what failed: the manifest parses and has
+ * this ABI version; this CPU has the features the package was compiled for (checked before the
+ * code is loaded, so a mismatch is an error, not SIGILL); model.so loads and its weight table
+ * matches the manifest; weights.bin has the manifest's size and every tensor's hash matches.
+ *
+ * rt_model then runs forward steps over a paged KV pool it owns (rt_kv), with a workspace sized
+ * for the limits given at open. It is not thread-safe: one engine thread drives it. */
+#ifndef IG_RT_PACKAGE_H
+#define IG_RT_PACKAGE_H
+
+#include <stdint.h>
+#include "ig_model_abi.h"
+#include "ig_status.h"
+
+typedef struct rt_package {
+    char *dir;                 /* owned */
+    void *dl;                  /* dlopen handle */
+    const ig_model_desc *desc; /* borrowed from model.so */
+    const uint8_t *weights;    /* mmap of weights.bin */
+    uint64_t weights_bytes;
+    int has_tokenizer;
+    int tie_embeddings;        /* lm_head shares the embedding table */
+    int32_t bos_id;            /* -1 if none */
+    int32_t n_eos;
+    int32_t eos_ids[8];
+    char target[64], dtype[16];
+} rt_package;
+
+typedef struct rt_open_opts {
+    int verify_hashes; /* 1 (default when opts is NULL): check every weight's hash */
+} rt_open_opts;
+
+/* Opens the package in dir. *out: free with rt_package_close. opts may be NULL. */
+ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err);
+void rt_package_close(rt_package *p);
+
+/* A model instance: KV pool + workspace for the given limits. */
+typedef struct rt_model {
+    const rt_package *pkg;     /* borrowed */
+    ig_model_ctx ctx;          /* owns kv_pool and workspace */
+    int32_t max_seqs;
+} rt_model;
+
+typedef struct rt_model_opts {
+    int32_t max_tokens;  /* tokens per forward step (default 512) */
+    int32_t n_pages;     /* KV pages (default: enough for max_seqs full contexts, capped at 1 GiB) */
+    int32_t n_threads;   /* default: online CPUs */
+    int32_t max_seqs;    /* default 1 */
+} rt_model_opts;
+
+/* *out: free with rt_model_free. */
+ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err);
+void rt_model_free(rt_model *m);
+/* Validates the batch (token ids, positions, pages, rows) with messages naming the bad entry,
+ * then runs it. */
+ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err);
+
+#endif

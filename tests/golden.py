@@ -1,0 +1,89 @@
+"""Shared helpers for the golden tests: reading the HF reference files of ../shared/testdata and
+running the ignis CLI. Only numpy is needed (safetensors is parsed by hand: 8-byte header length,
+JSON header, raw little-endian data)."""
+import json, os, struct, subprocess, sys, tempfile
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTDATA = os.environ.get("IGNIS_TESTDATA", os.path.join(ROOT, "..", "shared", "testdata"))
+IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "build", "ignis"))
+MODELS = ["llama-gqa", "llama3-rope-tied", "qwen2-bias-tied", "qwen3-qknorm", "mistral-sharded"]
+# tolerance on max |logit error| relative to max |reference logit| (issue 2)
+TOL = {"f32": 1e-3, "bf16": 3e-2}
+
+_DT = {"F32": np.float32, "I32": np.int32, "F16": np.float16, "I64": np.int64}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        out[k] = np.frombuffer(data[a:b], dtype=_DT[v["dtype"]]).reshape(v["shape"])
+    return out
+
+
+def read_npy(path):
+    return np.load(path)
+
+
+def run(args, check=True):
+    p = subprocess.run([IGNIS] + args, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"ignis {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p
+
+
+def compile_model(model, dtype, outdir, target=None):
+    pkg = os.path.join(outdir, f"{model}-{dtype}")
+    args = ["compile", os.path.join(TESTDATA, "models", model), "-o", pkg, "--dtype", dtype]
+    if target:
+        args += ["--target", target]
+    run(args)
+    return pkg
+
+
+def reference(model):
+    d = os.path.join(TESTDATA, "models", model)
+    ref = read_safetensors(os.path.join(d, "reference.safetensors"))
+    meta = json.load(open(os.path.join(d, "reference.json")))
+    return ref["input_ids"].astype(np.int64), ref["logits"].astype(np.float64), meta
+
+
+def check_model(model, dtype, outdir, target=None, log=print):
+    """Compiles `model` in `dtype`, compares teacher-forced logits and greedy ids with the
+    transformers float64 reference. Returns a list of failure strings (empty = pass)."""
+    fails = []
+    pkg = compile_model(model, dtype, outdir, target)
+    ids, ref, meta = reference(model)
+    npy = os.path.join(outdir, f"{model}-{dtype}.npy")
+    run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy])
+    got = read_npy(npy).astype(np.float64)
+    if got.shape != ref.shape:
+        return [f"{model} {dtype}: logits shape {got.shape} != reference {ref.shape}"]
+    scale = np.abs(ref).max()
+    err = np.abs(got - ref).max()
+    rel = err / scale
+    ok = rel <= TOL[dtype]
+    log(f"{model:18s} {dtype:4s} logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {TOL[dtype]:.0e}) {'ok' if ok else 'FAIL'}")
+    if not ok:
+        fails.append(f"{model} {dtype}: logits error {rel:.3e} x max|ref| > {TOL[dtype]}")
+    # greedy: equal up to the first step whose top-2 margin is within our measured error
+    prompt, greedy, margins = meta["prompt"], meta["greedy"], meta["greedy_top2_margin"]
+    p = run(["generate", pkg, "--tokens", ",".join(map(str, prompt)), "--max-new-tokens", str(len(greedy)), "--ignore-eos"])
+    out = [int(x) for x in p.stdout.split()]
+    n_cmp = len(greedy)
+    for i, m in enumerate(margins):
+        if m <= 2 * err:
+            n_cmp = i + 1  # the token at step i may legitimately differ: compare before it
+            n_cmp = i
+            break
+    if out[:n_cmp] != greedy[:n_cmp]:
+        fails.append(f"{model} {dtype}: greedy {out[:n_cmp]} != reference {greedy[:n_cmp]}")
+    log(f"{model:18s} {dtype:4s} greedy: {n_cmp}/{len(greedy)} steps compared {'ok' if out[:n_cmp] == greedy[:n_cmp] else 'FAIL'}")
+    return fails
