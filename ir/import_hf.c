@@ -32,6 +32,7 @@ typedef struct hf_ctx {
     cJSON *cfg;
     ir_graph *g;
     st_index *ix;              /* NULL when not sharded */
+    char ix_path[PATH_MAX + 64]; /* .../model.safetensors.index.json when sharded */
     int32_t n_st;
     st_file **st;              /* [n_st], same order as g->files */
     int32_t *st_file_id;       /* [n_st] graph file index */
@@ -348,7 +349,12 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
     if (arch == HF_QWEN2 || arch == HF_QWEN3) {
         int32_t use = 0, mwl = 0;
         if ((st = cfg_bool(c, "use_sliding_window", 0, &use))) return st;
-        if ((st = cfg_int(c, "max_window_layers", 28, &mwl))) return st;
+        const cJSON *mw = item(c->cfg, "max_window_layers");
+        int64_t v = 28; /* Qwen2Config / Qwen3Config default */
+        if (mw && (!json_int(mw, &v) || v < 0 || v > INT32_MAX))
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"max_window_layers\" must be a non-negative integer",
+                           c->cfg_path);
+        mwl = (int32_t)v;
         if (use) {
             const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->cfg, "sliding_window");
             int64_t w = 4096;
@@ -441,8 +447,8 @@ static ig_status open_shard(hf_ctx *c, const char *fname, const char *listed_in)
 }
 
 static ig_status open_checkpoint(hf_ctx *c) {
-    char ipath[PATH_MAX + 64];
-    snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", c->dir);
+    char *ipath = c->ix_path;
+    snprintf(c->ix_path, sizeof c->ix_path, "%s/model.safetensors.index.json", c->dir);
     ig_status st;
     int32_t n = 1;
     if (file_exists(ipath)) {
@@ -463,7 +469,7 @@ static ig_status open_checkpoint(hf_ctx *c) {
         return open_shard(c, "model.safetensors", NULL);
     }
     for (int32_t i = 0; i < n; i++)
-        if ((st = open_shard(c, c->ix->shards[i], "model.safetensors.index.json"))) return st;
+        if ((st = open_shard(c, c->ix->shards[i], c->ix_path))) return st;
     return IG_OK;
 }
 
@@ -503,19 +509,11 @@ static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t 
     int32_t s;
     ig_status st = find_tensor(c, name, &t, &s);
     if (st) return st;
-    const char *where = c->ix ? "model.safetensors.index.json" : c->st[0]->path;
+    const char *where = c->ix ? c->ix_path : c->st[0]->path;
     if (!t) {
         if (optional) return IG_OK;
         return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing tensor %s", where, name);
     }
-    int rank = k ? 2 : 1;
-    int64_t want[2] = {n, k};
-    char ws[64], got[128];
-    fmt_shape(ws, sizeof ws, rank, want);
-    fmt_shape(got, sizeof got, t->rank, t->shape);
-    if (t->rank != rank || t->shape[0] != n || (rank == 2 && t->shape[1] != k))
-        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: tensor %s has shape %s, expected %s",
-                       c->st[s]->path, name, got, ws);
     ir_tensor w = {0};
     switch (t->dtype) {
     case ST_F32: w.dtype = IG_DTYPE_F32; w.src_type = IR_STYPE_F32; break;
@@ -526,6 +524,14 @@ static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t 
                        "%s: tensor %s has dtype %s, expected F32, BF16 or F16", c->st[s]->path,
                        name, st_dtype_name(t->dtype));
     }
+    int rank = k ? 2 : 1;
+    int64_t want[2] = {n, k};
+    char ws[64], got[128];
+    fmt_shape(ws, sizeof ws, rank, want);
+    fmt_shape(got, sizeof got, t->rank, t->shape);
+    if (t->rank != rank || t->shape[0] != n || (rank == 2 && t->shape[1] != k))
+        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: tensor %s has shape %s, expected %s",
+                       c->st[s]->path, name, got, ws);
     w.name = (char *)name;
     w.kind = IR_TENSOR_WEIGHT;
     w.rank = rank;
@@ -633,7 +639,7 @@ static ig_status build_graph(hf_ctx *c) {
         if (head < 0) {
             st = ig_fail(c->err, IG_ERR_FORMAT,
                          "%s: missing tensor lm_head.weight (tie_word_embeddings is false)",
-                         c->ix ? "model.safetensors.index.json" : c->st[0]->path);
+                         c->ix ? c->ix_path : c->st[0]->path);
             goto done;
         }
     }

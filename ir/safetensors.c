@@ -300,8 +300,8 @@ static ig_status read_text(const char *path, char **out, size_t *len, ig_err *er
 
 ig_status st_index_load(const char *path, st_index **out, ig_err *err) {
     *out = NULL;
-    char *text;
-    size_t len;
+    char *text = NULL;
+    size_t len = 0;
     ig_status st = read_text(path, &text, &len, err);
     if (st) return st;
     cJSON *root = cJSON_ParseWithLength(text, len);

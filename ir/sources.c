@@ -144,7 +144,7 @@ static ig_status read_plain(ir_sources *s, const ir_tensor *t, float *out, ig_er
         return ig_fail(err, IG_ERR_FORMAT, "tensor %s: %llu source bytes for %lld %s elements",
                        t->name, (unsigned long long)t->src_nbytes, (long long)n,
                        ir_stype_name(t->src_type));
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     ig_status st = src_bytes(s, t->src_file, t->src_offset, t->src_nbytes, t->name, &p, err);
     if (st) return st;
     switch (t->src_type) {
