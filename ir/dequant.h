@@ -1,8 +1,7 @@
 /* dequant.h — the hook through which quantized (GGUF) weight bytes become f32.
  *
  * ir_weight_read_f32 (sources.c) converts F32/BF16/F16 itself and hands every other storage
- * type to ir_dequant. The definition lives in dequant.c (GGUF block formats); until that file
- * is part of the build, a weak fallback in weak_stubs.c answers IG_ERR_UNSUPPORTED.
+ * type to ir_dequant, defined in dequant.c (GGUF block formats).
  */
 #ifndef IG_DEQUANT_H
 #define IG_DEQUANT_H

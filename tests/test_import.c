@@ -116,6 +116,7 @@ static void expect_fail(const char *what, const char *dir, ...) {
     CHECK(st != IG_OK, "%s: import succeeded", what);
     CHECK(g == NULL, "%s: graph returned on failure", what);
     ir_graph_free(g);
+    if (getenv("IGNIS_TEST_VERBOSE")) printf("  %-22s -> %s: %s\n", what, ig_status_name(st), err.msg);
     va_list ap;
     va_start(ap, dir);
     for (const char *s; (s = va_arg(ap, const char *));)
