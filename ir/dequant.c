@@ -14,6 +14,8 @@
  * Q4_K/Q5_K pack eight 6-bit scales and eight 6-bit mins into 12 bytes (scale_min_k4 below);
  * each 64-element chunk uses 32 bytes of qs, low nibbles for its first 32 elements, high nibbles
  * for the next 32, x = d * sc * q - dmin * m.
+ *
+ * Contract (dequant.h): src_nbytes must be exactly the size of n elements, else IG_ERR_FORMAT.
  */
 #include "dequant.h"
 
@@ -184,13 +186,13 @@ ig_status ir_dequant(ir_stype t, const void *src, uint64_t src_nbytes, int64_t n
                        (int)t);
     }
     if (n < 0 || n % be)
-        return ig_fail(err, IG_ERR_INVALID,
+        return ig_fail(err, IG_ERR_FORMAT,
                        "ir_dequant: %lld %s elements is not a multiple of the block size %d",
                        (long long)n, ir_stype_name(t), be);
     uint64_t blocks = (uint64_t)n / (uint64_t)be;
-    if (blocks > src_nbytes / (uint64_t)bb)
-        return ig_fail(err, IG_ERR_INVALID,
-                       "ir_dequant: %lld %s elements need %llu bytes, source has %llu",
+    if (src_nbytes / (uint64_t)bb != blocks || src_nbytes % (uint64_t)bb)
+        return ig_fail(err, IG_ERR_FORMAT,
+                       "ir_dequant: %lld %s elements take %llu bytes, source has %llu",
                        (long long)n, ir_stype_name(t), (unsigned long long)(blocks * (uint64_t)bb),
                        (unsigned long long)src_nbytes);
     switch (t) {

@@ -103,7 +103,22 @@ if gguf_path and os.path.exists(gguf_path):
         assert vals.size == cols, (name, vals.size, cols)
         rows.append(dict(tensor=name, type=t.tensor_type.name, row=row, cols=cols,
                          exp_offset=put(vals.astype("<f4").tobytes())))
-    out["smollm2"] = dict(file_size=os.path.getsize(gguf_path), rows=rows)
+    # attn_q / attn_k in HF row order: llama.cpp's converter permuted rows with
+    # w.reshape(H, 2, R // H // 2, C).swapaxes(1, 2); undo it here with numpy
+    heads = {"attn_q": int(r.fields["llama.attention.head_count"].contents()),
+             "attn_k": int(r.fields["llama.attention.head_count_kv"].contents())}
+    hf_rows = []
+    for name, sel in [("blk.0.attn_q.weight", [0, 1, 31, 32, 63, 64, 575]),
+                      ("blk.5.attn_k.weight", [0, 1, 32, 100, 191])]:
+        t = tensors[name]
+        w = dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32)
+        R, C = w.shape
+        H = heads[name.split(".")[2]]
+        hf = w.reshape(H, R // H // 2, 2, C).swapaxes(1, 2).reshape(R, C)
+        for row in sel:
+            hf_rows.append(dict(tensor=name, row=row, cols=C, heads=H,
+                                exp_offset=put(hf[row].astype("<f4").tobytes())))
+    out["smollm2"] = dict(file_size=os.path.getsize(gguf_path), rows=rows, hf_rows=hf_rows)
 
 with open(os.path.join(HERE, "dequant_cases.bin"), "wb") as f:
     f.write(blob)
