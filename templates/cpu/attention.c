@@ -1,0 +1,201 @@
+/* attention.c — template: causal attention of a mixed batch (prefill chunks + decode tokens of
+ * many sequences) over the paged KV cache.
+ *
+ * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_OBF16,
+ * AT_SCALE, AT_MAXCTX; defines
+ *   static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
+ *                       const int32_t *positions, const int32_t *token_seq,
+ *                       const int32_t *page_table, int max_pages, void *out, float *scratch,
+ *                       int nth);
+ * One work item is (token, kv head): the G = AT_H / AT_KV query heads of a GQA group are done
+ * together so each K and V row is loaded once for all of them. Keys are visited one page at a
+ * time with a block-wise online softmax (running max m, running sum l, rescaled accumulator),
+ * which is numerically stable and needs no context-sized buffer: `scratch` is not used (codegen
+ * may still pass it), and AT_MAXCTX is accepted but unused.
+ */
+#include "common.h"
+
+#ifndef AT_NAME
+#define AT_NAME ig_attention
+#endif
+#ifndef AT_H
+#define AT_H 32
+#endif
+#ifndef AT_KV
+#define AT_KV 8
+#endif
+#ifndef AT_D
+#define AT_D 64
+#endif
+#ifndef AT_PS
+#define AT_PS 16
+#endif
+#ifndef AT_KVBF16
+#define AT_KVBF16 0
+#endif
+#ifndef AT_OBF16
+#define AT_OBF16 0
+#endif
+#ifndef AT_PAGE_BYTES /* default: one layer per page */
+#define AT_PAGE_BYTES ((uint64_t)2 * AT_KV * AT_PS * AT_D * (AT_KVBF16 ? 2 : 4))
+#endif
+#ifndef AT_SCALE
+#define AT_SCALE 0.125f
+#endif
+#ifndef AT_MAXCTX
+#define AT_MAXCTX 4096
+#endif
+
+#ifndef IG_ATTN_HELPERS
+#define IG_ATTN_HELPERS
+
+/* v[j] = exp(v[j] - sub) for j < n; returns the sum. */
+IG_INLINE float ig_exp_row(float *v, float sub, int n) {
+    int j = 0;
+    float s = 0.0f;
+#if defined(IG_AVX512)
+    __m512 acc = _mm512_setzero_ps(), vs = _mm512_set1_ps(sub);
+    for (; j < n; j += 16) {
+        __mmask16 m = (j + 16 <= n) ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = ig_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, v + j), vs));
+        e = _mm512_maskz_mov_ps(m, e);
+        _mm512_mask_storeu_ps(v + j, m, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    return ig_hsum512(acc);
+#elif defined(IG_AVX2)
+    __m256 acc = _mm256_setzero_ps(), vs = _mm256_set1_ps(sub);
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = ig_exp256(_mm256_sub_ps(_mm256_loadu_ps(v + j), vs));
+        _mm256_storeu_ps(v + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    s = ig_hsum256(acc);
+#endif
+    for (; j < n; j++) {
+        v[j] = expf(v[j] - sub);
+        s += v[j];
+    }
+    return s;
+}
+
+/* sc[g*ps + j] = qs[g] · K[j] for j < n; K rows dim elements apart. */
+IG_INLINE void ig_attn_scores(int ng, int dim, int ps, int kvbf16, const float *qs, const void *K,
+                              int n, float *sc) {
+#if defined(IG_AVX512)
+    enum { GM = 16 };
+    const int nc = (dim + 15) / 16;
+    const __mmask16 mt = (dim % 16) ? (__mmask16)((1u << (dim % 16)) - 1) : (__mmask16)0xffff;
+    for (int j = 0; j < n; j++) {
+        __m512 s[GM];
+#pragma GCC unroll 16
+        for (int g = 0; g < ng; g++) s[g] = _mm512_setzero_ps();
+        for (int c = 0; c < nc; c++) {
+            __mmask16 m = (c == nc - 1) ? mt : (__mmask16)0xffff;
+            __m512 k = kvbf16 ? ig_maskload16_bf16((const uint16_t *)K + (size_t)j * dim + 16 * c, m)
+                              : _mm512_maskz_loadu_ps(m, (const float *)K + (size_t)j * dim + 16 * c);
+#pragma GCC unroll 16
+            for (int g = 0; g < ng; g++)
+                s[g] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qs + g * dim + 16 * c), k, s[g]);
+        }
+#pragma GCC unroll 16
+        for (int g = 0; g < ng; g++) sc[g * ps + j] = ig_hsum512(s[g]);
+    }
+#else
+    for (int j = 0; j < n; j++) {
+        const void *kr = kvbf16 ? (const void *)((const uint16_t *)K + (size_t)j * dim)
+                                : (const void *)((const float *)K + (size_t)j * dim);
+        for (int g = 0; g < ng; g++) sc[g * ps + j] = ig_dot(qs + g * dim, kr, kvbf16, dim);
+    }
+#endif
+}
+
+/* acc[g] += sum_j p[g*ps + j] * V[j] for j < n. */
+IG_INLINE void ig_attn_pv(int ng, int dim, int ps, int kvbf16, const float *p, const void *V, int n,
+                          float *acc) {
+#if defined(IG_AVX512)
+    enum { GM = 16 };
+    const int nc = (dim + 15) / 16;
+    const __mmask16 mt = (dim % 16) ? (__mmask16)((1u << (dim % 16)) - 1) : (__mmask16)0xffff;
+    for (int c = 0; c < nc; c++) {
+        __mmask16 m = (c == nc - 1) ? mt : (__mmask16)0xffff;
+        __m512 a[GM];
+#pragma GCC unroll 16
+        for (int g = 0; g < ng; g++) a[g] = _mm512_maskz_loadu_ps(m, acc + g * dim + 16 * c);
+        for (int j = 0; j < n; j++) {
+            __m512 v = kvbf16 ? ig_maskload16_bf16((const uint16_t *)V + (size_t)j * dim + 16 * c, m)
+                              : _mm512_maskz_loadu_ps(m, (const float *)V + (size_t)j * dim + 16 * c);
+#pragma GCC unroll 16
+            for (int g = 0; g < ng; g++) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g * ps + j]), v, a[g]);
+        }
+#pragma GCC unroll 16
+        for (int g = 0; g < ng; g++) _mm512_mask_storeu_ps(acc + g * dim + 16 * c, m, a[g]);
+    }
+#else
+    for (int j = 0; j < n; j++) {
+        const void *vr = kvbf16 ? (const void *)((const uint16_t *)V + (size_t)j * dim)
+                                : (const void *)((const float *)V + (size_t)j * dim);
+        for (int g = 0; g < ng; g++) ig_axpy(acc + g * dim, p[g * ps + j], vr, kvbf16, dim);
+    }
+#endif
+}
+#endif /* IG_ATTN_HELPERS */
+
+static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
+                    const int32_t *positions, const int32_t *token_seq,
+                    const int32_t *page_table, int max_pages, void *out, float *scratch, int nth) {
+    enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
+    _Static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
+#if defined(IG_AVX512)
+    _Static_assert(G_ <= 16, "GQA groups of more than 16 heads are not supported on AVX-512 yet");
+#endif
+    const int n_items = T * AT_KV;
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (n_items > 1)
+    for (int it = 0; it < n_items; it++) {
+        int t = it / AT_KV, kh = it % AT_KV;
+        int pos = positions[t];
+        const int32_t *pt = page_table + (size_t)token_seq[t] * max_pages;
+        IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS];
+        float m[G_], l[G_];
+        for (int g = 0; g < G_; g++) {
+            const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
+            for (int i = 0; i < AT_D; i++) qs[g * AT_D + i] = qh[i] * AT_SCALE;
+            m[g] = -INFINITY;
+            l[g] = 0.0f;
+        }
+        memset(acc, 0, sizeof acc);
+        for (int pi = 0; pi <= pos / AT_PS; pi++) {
+            int n = IG_MIN(AT_PS, pos + 1 - pi * AT_PS);
+            const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
+            const uint8_t *K = base + (size_t)kh * AT_PS * AT_D * ES_;
+            const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + (size_t)kh * AT_PS * AT_D) * ES_;
+            ig_attn_scores(G_, AT_D, AT_PS, AT_KVBF16, qs, K, n, sc);
+            for (int g = 0; g < G_; g++) {
+                float mb = sc[g * AT_PS];
+                for (int j = 1; j < n; j++) mb = IG_MAX(mb, sc[g * AT_PS + j]);
+                float mn = IG_MAX(m[g], mb);
+                float corr = (m[g] == -INFINITY) ? 0.0f : expf(m[g] - mn);
+                l[g] = l[g] * corr + ig_exp_row(sc + g * AT_PS, mn, n);
+                if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
+                m[g] = mn;
+            }
+            ig_attn_pv(G_, AT_D, AT_PS, AT_KVBF16, sc, V, n, acc);
+        }
+        for (int g = 0; g < G_; g++) {
+            ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
+            size_t o = (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
+            ig_store_row((char *)out + o * (AT_OBF16 ? 2 : 4), acc + g * AT_D, AT_OBF16, AT_D);
+        }
+    }
+}
+
+#undef AT_NAME
+#undef AT_H
+#undef AT_KV
+#undef AT_D
+#undef AT_PS
+#undef AT_KVBF16
+#undef AT_OBF16
+#undef AT_PAGE_BYTES
+#undef AT_SCALE
+#undef AT_MAXCTX

@@ -1,0 +1,296 @@
+/* common.h — helpers shared by the CPU kernel templates (matmul, rmsnorm, rope_kv, attention,
+ * embed): bf16 <-> f32 conversion, ISA selection, OpenMP helpers, small SIMD building blocks
+ * (dot products, axpy, horizontal sums, a vectorized exp).
+ *
+ * Every template includes this file; it is include-guarded and defines only static inline
+ * functions and constant macros, so a generated translation unit can include many templates many
+ * times. The ISA is picked at compile time from the compiler's predefined macros (codegen passes
+ * the -m flags of the target), never detected at run time:
+ *   IG_AVX512      AVX-512 F+BW+VL (16 f32 lanes)
+ *   IG_AVX512BF16  ... plus AVX512_BF16 (vdpbf16ps)
+ *   IG_AVX2        AVX2+FMA (8 f32 lanes), when AVX-512 is absent
+ *   none           portable scalar C
+ */
+#ifndef IG_CPU_COMMON_H
+#define IG_CPU_COMMON_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define IG_AVX512 1
+#if defined(__AVX512BF16__)
+#define IG_AVX512BF16 1
+#endif
+#elif defined(__AVX2__) && defined(__FMA__)
+#define IG_AVX2 1
+#endif
+
+#if defined(IG_AVX512) || defined(IG_AVX2)
+#include <immintrin.h>
+#endif
+
+#define IG_RESTRICT __restrict
+#define IG_ALIGN64 _Alignas(64)
+/* Kernel helpers take shapes as arguments but are always inlined into a template instance whose
+ * shapes are constants, so the compiler specializes them (unrolled rows, constant strides). */
+#define IG_INLINE static inline __attribute__((always_inline))
+#define IG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define IG_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- bf16 (stored as uint16_t: the upper half of an IEEE f32) ---- */
+
+IG_INLINE float ig_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Round to nearest even; NaN stays NaN (quiet bit forced so the payload cannot round to inf). */
+IG_INLINE uint16_t ig_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---- OpenMP helpers: kernels also build without -fopenmp (one thread) ---- */
+
+IG_INLINE int ig_omp_tid(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+IG_INLINE int ig_omp_nth(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Splits [0, n) into nt nearly equal contiguous parts; part i is [*lo, *hi). */
+IG_INLINE void ig_split(int n, int nt, int i, int *lo, int *hi) {
+    int q = n / nt, r = n % nt;
+    *lo = i * q + IG_MIN(i, r);
+    *hi = *lo + q + (i < r);
+}
+
+/* ---- SIMD building blocks ---- */
+
+#ifdef IG_AVX512
+IG_INLINE float ig_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* 16 bf16 -> 16 f32 (exact). */
+IG_INLINE __m512 ig_load16_bf16(const uint16_t *p) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+IG_INLINE __m512 ig_maskload16_bf16(const uint16_t *p, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+/* 16 f32 -> 16 bf16, round to nearest even, the same rule as ig_f32_to_bf16 on every ISA (the
+ * hardware vcvtneps2bf16 flushes denormals, which would make results differ between paths). */
+IG_INLINE __m256i ig_cvt16_bf16(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+IG_INLINE void ig_store16_bf16(uint16_t *p, __m512 v) {
+    _mm256_storeu_si256((__m256i *)p, ig_cvt16_bf16(v));
+}
+IG_INLINE void ig_maskstore16_bf16(uint16_t *p, __mmask16 m, __m512 v) {
+    _mm256_mask_storeu_epi16(p, m, ig_cvt16_bf16(v));
+}
+
+/* exp(x) for 16 lanes: Cephes expf polynomial after range reduction by ln2 (about 1-2 ulp);
+ * scalef makes underflow/overflow saturate to 0/inf. */
+IG_INLINE __m512 ig_exp512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(89.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#ifdef IG_AVX2
+IG_INLINE float ig_hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+IG_INLINE __m256 ig_load8_bf16(const uint16_t *p) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+IG_INLINE void ig_store8_bf16(uint16_t *p, __m256 v) {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    r = _mm256_castps_si256(_mm256_blendv_ps(
+        _mm256_castsi256_ps(r),
+        _mm256_castsi256_ps(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000))), nan));
+    r = _mm256_srli_epi32(r, 16);
+    __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+    _mm_storeu_si128((__m128i *)p, _mm_packus_epi32(lo, hi));
+}
+/* Same polynomial as ig_exp512; 2^n built in the exponent field (n clamped to normal range). */
+IG_INLINE __m256 ig_exp256(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+/* sum of a[i]*b[i] (b is f32 when bbf16 == 0, bf16 otherwise), f32 accumulation. */
+IG_INLINE float ig_dot(const float *IG_RESTRICT a, const void *IG_RESTRICT b, int bbf16, int n) {
+    int i = 0;
+    float s = 0.0f;
+#if defined(IG_AVX512)
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        __m512 b0 = bbf16 ? ig_load16_bf16((const uint16_t *)b + i) : _mm512_loadu_ps((const float *)b + i);
+        __m512 b1 = bbf16 ? ig_load16_bf16((const uint16_t *)b + i + 16) : _mm512_loadu_ps((const float *)b + i + 16);
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), b0, s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), b1, s1);
+    }
+    if (i < n) {
+        __mmask16 m = (i + 16 <= n) ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 b0 = bbf16 ? ig_maskload16_bf16((const uint16_t *)b + i, m) : _mm512_maskz_loadu_ps(m, (const float *)b + i);
+        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), b0, s0);
+        i += 16;
+        if (i < n) {
+            m = (__mmask16)((1u << (n - i)) - 1);
+            b0 = bbf16 ? ig_maskload16_bf16((const uint16_t *)b + i, m) : _mm512_maskz_loadu_ps(m, (const float *)b + i);
+            s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), b0, s1);
+        }
+    }
+    return ig_hsum512(_mm512_add_ps(s0, s1));
+#elif defined(IG_AVX2)
+    __m256 s0 = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        __m256 b0 = bbf16 ? ig_load8_bf16((const uint16_t *)b + i) : _mm256_loadu_ps((const float *)b + i);
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, s0);
+    }
+    s = ig_hsum256(s0);
+#endif
+    for (; i < n; i++) s += a[i] * (bbf16 ? ig_bf16_to_f32(((const uint16_t *)b)[i]) : ((const float *)b)[i]);
+    return s;
+}
+
+/* y[i] += a * x[i] (x is f32 when xbf16 == 0, bf16 otherwise). */
+IG_INLINE void ig_axpy(float *IG_RESTRICT y, float a, const void *IG_RESTRICT x, int xbf16, int n) {
+    int i = 0;
+#if defined(IG_AVX512)
+    __m512 va = _mm512_set1_ps(a);
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = xbf16 ? ig_load16_bf16((const uint16_t *)x + i) : _mm512_loadu_ps((const float *)x + i);
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, v, _mm512_loadu_ps(y + i)));
+    }
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = xbf16 ? ig_maskload16_bf16((const uint16_t *)x + i, m) : _mm512_maskz_loadu_ps(m, (const float *)x + i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(va, v, _mm512_maskz_loadu_ps(m, y + i)));
+        return;
+    }
+#elif defined(IG_AVX2)
+    __m256 va = _mm256_set1_ps(a);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = xbf16 ? ig_load8_bf16((const uint16_t *)x + i) : _mm256_loadu_ps((const float *)x + i);
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, v, _mm256_loadu_ps(y + i)));
+    }
+#endif
+    for (; i < n; i++) y[i] += a * (xbf16 ? ig_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i]);
+}
+
+/* y[i] *= a */
+IG_INLINE void ig_scale(float *y, float a, int n) {
+    int i = 0;
+#if defined(IG_AVX512)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), _mm512_set1_ps(a)));
+#elif defined(IG_AVX2)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), _mm256_set1_ps(a)));
+#endif
+    for (; i < n; i++) y[i] *= a;
+}
+
+/* Writes n f32 values to dst as f32 (obf16 == 0) or bf16. */
+IG_INLINE void ig_store_row(void *IG_RESTRICT dst, const float *IG_RESTRICT src, int obf16, int n) {
+    if (!obf16) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = (uint16_t *)dst;
+    int i = 0;
+#if defined(IG_AVX512)
+    for (; i + 16 <= n; i += 16) ig_store16_bf16(d + i, _mm512_loadu_ps(src + i));
+#elif defined(IG_AVX2)
+    for (; i + 8 <= n; i += 8) ig_store8_bf16(d + i, _mm256_loadu_ps(src + i));
+#endif
+    for (; i < n; i++) d[i] = ig_f32_to_bf16(src[i]);
+}
+
+/* sum of x[i]^2 in f32 with several lanes (the caller needs ~1e-6 relative, not bitwise). */
+IG_INLINE float ig_sumsq(const float *x, int n) { return ig_dot(x, x, 0, n); }
+
+/* out[j] = silu(g[j]) * u[j] for 16 values, silu(g) = g / (1 + exp(-g)). */
+IG_INLINE void ig_silu_mul16(const float *IG_RESTRICT g, const float *IG_RESTRICT u, float *IG_RESTRICT out) {
+#if defined(IG_AVX512)
+    __m512 vg = _mm512_loadu_ps(g);
+    __m512 e = ig_exp512(_mm512_sub_ps(_mm512_setzero_ps(), vg));
+    __m512 s = _mm512_div_ps(vg, _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+    _mm512_storeu_ps(out, _mm512_mul_ps(s, _mm512_loadu_ps(u)));
+#elif defined(IG_AVX2)
+    for (int h = 0; h < 16; h += 8) {
+        __m256 vg = _mm256_loadu_ps(g + h);
+        __m256 e = ig_exp256(_mm256_sub_ps(_mm256_setzero_ps(), vg));
+        __m256 s = _mm256_div_ps(vg, _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
+        _mm256_storeu_ps(out + h, _mm256_mul_ps(s, _mm256_loadu_ps(u + h)));
+    }
+#else
+    for (int j = 0; j < 16; j++) out[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+#endif
+}
+
+#endif /* IG_CPU_COMMON_H */

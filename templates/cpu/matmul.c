@@ -1,0 +1,476 @@
+/* matmul.c — template: Y = X · Wᵀ (+ bias) with a fused epilogue (store, residual add, SwiGLU),
+ * W packed in 16-row panels (see SPEC.md). This is the hot path of every model: decode (T == 1)
+ * is bound by how fast the weights stream from memory, prefill (T > 1) by FMA / dpbf16 throughput.
+ *
+ * Instantiate with MM_NAME, MM_K, MM_N, MM_WBF16, MM_XBF16, MM_BIAS, MM_EPI, MM_LDY, MM_YBF16;
+ * defines  static void MM_NAME(int T, const void *x, const void *w, const float *bias, void *y,
+ *                              int nth);
+ *
+ * Work is organized in panel pairs (panels 2q and 2q+1, 32 outputs): the unit threads split, the
+ * width of the register block, and for SwiGLU exactly one gate panel plus its up panel.
+ *  - T == 1: each thread streams its contiguous range of panels once (one sequential stream per
+ *    thread, which the hardware prefetcher likes), four independent accumulators per panel and a
+ *    software prefetch a few KB ahead.
+ *  - T > 1: for each block of up to MM_TB rows and each panel pair, the K range is cut into chunks
+ *    of MM_KC k-pairs (the pair's chunk, 16 KB of bf16, stays in L1) and every group of up to RB
+ *    rows runs a register-blocked micro-kernel over the chunk, accumulating into a small tile that
+ *    the epilogue turns into y. W is read from memory once per row block of MM_TB rows.
+ * Each ISA (AVX-512 with/without BF16, AVX2+FMA, scalar) implements the same micro-kernel
+ * contract; the driver at the bottom is shared.
+ */
+#include "common.h"
+
+#ifndef MM_NAME
+#define MM_NAME ig_matmul
+#endif
+#ifndef MM_K
+#define MM_K 2048
+#endif
+#ifndef MM_N
+#define MM_N 2048
+#endif
+#ifndef MM_WBF16
+#define MM_WBF16 1
+#endif
+#ifndef MM_XBF16
+#define MM_XBF16 1
+#endif
+#ifndef MM_BIAS
+#define MM_BIAS 0
+#endif
+#ifndef MM_EPI_STORE
+#define MM_EPI_STORE 0
+#define MM_EPI_ACC 1
+#define MM_EPI_SWIGLU 2
+#endif
+#ifndef MM_EPI
+#define MM_EPI MM_EPI_STORE
+#endif
+#ifndef MM_LDY /* row stride of y in elements; for SwiGLU y has MM_N/2 columns */
+#define MM_LDY ((MM_EPI) == MM_EPI_SWIGLU ? (MM_N) / 2 : (MM_N))
+#endif
+#ifndef MM_YBF16 /* SwiGLU output type (STORE/ACC always write f32) */
+#define MM_YBF16 0
+#endif
+#ifndef MM_TB /* rows per row block: the tile is MM_TB x 32 floats on the stack */
+#define MM_TB 192
+#endif
+#ifndef MM_KC /* k-pairs per K chunk */
+#define MM_KC 128
+#endif
+
+#ifndef IG_MATMUL_HELPERS
+#define IG_MATMUL_HELPERS
+
+/* Bytes of one k-pair in a panel: bf16 [16][2] = 64 B, f32 two [16] lines = 128 B. */
+#define IG_MM_LB(wb) ((wb) ? 64 : 128)
+/* Software prefetch distance for streamed weights, in bytes ahead of the current line. */
+#ifndef IG_MM_PF
+#define IG_MM_PF 2048
+#endif
+
+#if defined(IG_AVX512)
+
+/* Weight k-pair of one panel as f32: even k lanes and odd k lanes (bf16 unpack is exact). */
+IG_INLINE void ig_mm512_w(int wb, const char *wl, __m512 *we, __m512 *wo) {
+    if (wb) {
+        __m512i v = _mm512_loadu_si512((const void *)wl);
+        *we = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        *wo = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+    } else {
+        *we = _mm512_loadu_ps((const float *)wl);
+        *wo = _mm512_loadu_ps((const float *)wl + 16);
+    }
+}
+/* Activation k-pair l of one row, broadcast as f32. */
+IG_INLINE void ig_mm512_x(int xb, const void *xr, int l, __m512 *xe, __m512 *xo) {
+    if (xb) {
+        int32_t v;
+        memcpy(&v, (const uint16_t *)xr + 2 * l, 4);
+        __m512i b = _mm512_set1_epi32(v);
+        *xe = _mm512_castsi512_ps(_mm512_slli_epi32(b, 16));
+        *xo = _mm512_castsi512_ps(_mm512_and_si512(b, _mm512_set1_epi32((int)0xffff0000u)));
+    } else {
+        *xe = _mm512_set1_ps(((const float *)xr)[2 * l]);
+        *xo = _mm512_set1_ps(((const float *)xr)[2 * l + 1]);
+    }
+}
+
+/* Micro-kernel: tile[r][16p + j] (+)= sum over k-pairs [l0, l1) of x[r] · W[panel p], for nr rows
+ * (nr <= 12) and npn panels (1 or 2). x rows are ldx elements apart; panel p starts at
+ * w + p * wps bytes. 2R accumulators + the weight line(s) + broadcasts fit the 32 zmm. */
+IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
+                        size_t wps, int l0, int l1, float *tile, int init) {
+    __m512 acc[12][2];
+    const int lb = IG_MM_LB(wb);
+#pragma GCC unroll 12
+    for (int r = 0; r < nr; r++)
+#pragma GCC unroll 2
+        for (int p = 0; p < npn; p++)
+            acc[r][p] = init ? _mm512_setzero_ps() : _mm512_loadu_ps(tile + r * 32 + 16 * p);
+#if defined(IG_AVX512BF16)
+    if (wb && xb) {
+        const uint16_t *xs = (const uint16_t *)x;
+        for (int l = l0; l < l1; l++) {
+            const char *wl = w + (size_t)l * 64;
+            _mm_prefetch(wl + IG_MM_PF, _MM_HINT_T0);
+            __m512bh w0 = (__m512bh)_mm512_loadu_si512((const void *)wl);
+            __m512bh w1 = w0;
+            if (npn > 1) {
+                _mm_prefetch(wl + wps + IG_MM_PF, _MM_HINT_T0);
+                w1 = (__m512bh)_mm512_loadu_si512((const void *)(wl + wps));
+            }
+#pragma GCC unroll 12
+            for (int r = 0; r < nr; r++) {
+                int32_t v;
+                memcpy(&v, xs + (size_t)r * ldx + 2 * l, 4);
+                __m512bh xb2 = (__m512bh)_mm512_set1_epi32(v);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xb2, w0);
+                if (npn > 1) acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xb2, w1);
+            }
+        }
+    } else
+#endif
+    {
+        for (int l = l0; l < l1; l++) {
+            const char *wl = w + (size_t)l * lb;
+            __m512 we0, wo0, we1, wo1;
+            _mm_prefetch(wl + IG_MM_PF, _MM_HINT_T0);
+            ig_mm512_w(wb, wl, &we0, &wo0);
+            we1 = we0, wo1 = wo0;
+            if (npn > 1) {
+                _mm_prefetch(wl + wps + IG_MM_PF, _MM_HINT_T0);
+                ig_mm512_w(wb, wl + wps, &we1, &wo1);
+            }
+#pragma GCC unroll 12
+            for (int r = 0; r < nr; r++) {
+                __m512 xe, xo;
+                ig_mm512_x(xb, (xb ? (const void *)((const uint16_t *)x + (size_t)r * ldx)
+                                   : (const void *)((const float *)x + (size_t)r * ldx)),
+                           l, &xe, &xo);
+                acc[r][0] = _mm512_fmadd_ps(xe, we0, acc[r][0]);
+                acc[r][0] = _mm512_fmadd_ps(xo, wo0, acc[r][0]);
+                if (npn > 1) {
+                    acc[r][1] = _mm512_fmadd_ps(xe, we1, acc[r][1]);
+                    acc[r][1] = _mm512_fmadd_ps(xo, wo1, acc[r][1]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < nr; r++)
+#pragma GCC unroll 2
+        for (int p = 0; p < npn; p++) _mm512_storeu_ps(tile + r * 32 + 16 * p, acc[r][p]);
+}
+#define IG_MM_RB 12
+
+/* Decode: out[0..16) = x · W[panel] over all nl k-pairs; four accumulators break the add chain. */
+IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int lb = IG_MM_LB(wb);
+    int l = 0;
+    for (; l + 4 <= nl; l += 4) {
+        const char *wl = w + (size_t)l * lb;
+        _mm_prefetch(wl + IG_MM_PF, _MM_HINT_T0);
+        _mm_prefetch(wl + IG_MM_PF + 64, _MM_HINT_T0);
+        _mm_prefetch(wl + IG_MM_PF + 128, _MM_HINT_T0);
+        _mm_prefetch(wl + IG_MM_PF + 192, _MM_HINT_T0);
+        if (!wb) {
+            _mm_prefetch(wl + IG_MM_PF + 256, _MM_HINT_T0);
+            _mm_prefetch(wl + IG_MM_PF + 320, _MM_HINT_T0);
+            _mm_prefetch(wl + IG_MM_PF + 384, _MM_HINT_T0);
+            _mm_prefetch(wl + IG_MM_PF + 448, _MM_HINT_T0);
+        }
+#if defined(IG_AVX512BF16)
+        if (wb && xb) {
+            int32_t v[4];
+            memcpy(v, (const uint16_t *)x + 2 * l, 16);
+            a0 = _mm512_dpbf16_ps(a0, (__m512bh)_mm512_set1_epi32(v[0]), (__m512bh)_mm512_loadu_si512((const void *)wl));
+            a1 = _mm512_dpbf16_ps(a1, (__m512bh)_mm512_set1_epi32(v[1]), (__m512bh)_mm512_loadu_si512((const void *)(wl + 64)));
+            a2 = _mm512_dpbf16_ps(a2, (__m512bh)_mm512_set1_epi32(v[2]), (__m512bh)_mm512_loadu_si512((const void *)(wl + 128)));
+            a3 = _mm512_dpbf16_ps(a3, (__m512bh)_mm512_set1_epi32(v[3]), (__m512bh)_mm512_loadu_si512((const void *)(wl + 192)));
+            continue;
+        }
+#endif
+        __m512 we, wo, xe, xo;
+        ig_mm512_w(wb, wl, &we, &wo);
+        ig_mm512_x(xb, x, l, &xe, &xo);
+        a0 = _mm512_fmadd_ps(xe, we, a0);
+        a1 = _mm512_fmadd_ps(xo, wo, a1);
+        ig_mm512_w(wb, wl + lb, &we, &wo);
+        ig_mm512_x(xb, x, l + 1, &xe, &xo);
+        a2 = _mm512_fmadd_ps(xe, we, a2);
+        a3 = _mm512_fmadd_ps(xo, wo, a3);
+        ig_mm512_w(wb, wl + 2 * lb, &we, &wo);
+        ig_mm512_x(xb, x, l + 2, &xe, &xo);
+        a0 = _mm512_fmadd_ps(xe, we, a0);
+        a1 = _mm512_fmadd_ps(xo, wo, a1);
+        ig_mm512_w(wb, wl + 3 * lb, &we, &wo);
+        ig_mm512_x(xb, x, l + 3, &xe, &xo);
+        a2 = _mm512_fmadd_ps(xe, we, a2);
+        a3 = _mm512_fmadd_ps(xo, wo, a3);
+    }
+    for (; l < nl; l++) {
+        const char *wl = w + (size_t)l * lb;
+#if defined(IG_AVX512BF16)
+        if (wb && xb) {
+            int32_t v;
+            memcpy(&v, (const uint16_t *)x + 2 * l, 4);
+            a0 = _mm512_dpbf16_ps(a0, (__m512bh)_mm512_set1_epi32(v), (__m512bh)_mm512_loadu_si512((const void *)wl));
+            continue;
+        }
+#endif
+        __m512 we, wo, xe, xo;
+        ig_mm512_w(wb, wl, &we, &wo);
+        ig_mm512_x(xb, x, l, &xe, &xo);
+        a0 = _mm512_fmadd_ps(xe, we, a0);
+        a1 = _mm512_fmadd_ps(xo, wo, a1);
+    }
+    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+#elif defined(IG_AVX2)
+
+/* AVX2: a panel is two ymm halves (outputs 0-7, 8-15); one panel per call, nr <= 4 rows:
+ * 8 accumulators + 4 unpacked weight vectors + 2 broadcasts = 14 of the 16 ymm. */
+IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const char *w, int l0,
+                         int l1, float *tile, int init) {
+    __m256 acc[4][2];
+    const int lb = IG_MM_LB(wb);
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        acc[r][0] = init ? _mm256_setzero_ps() : _mm256_loadu_ps(tile + r * 32);
+        acc[r][1] = init ? _mm256_setzero_ps() : _mm256_loadu_ps(tile + r * 32 + 8);
+    }
+    for (int l = l0; l < l1; l++) {
+        const char *wl = w + (size_t)l * lb;
+        __m256 we0, wo0, we1, wo1;
+        _mm_prefetch(wl + IG_MM_PF, _MM_HINT_T0);
+        if (wb) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)wl);
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(wl + 32));
+            we0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+            wo0 = _mm256_castsi256_ps(_mm256_and_si256(v0, hi));
+            we1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+            wo1 = _mm256_castsi256_ps(_mm256_and_si256(v1, hi));
+        } else {
+            _mm_prefetch(wl + IG_MM_PF + 64, _MM_HINT_T0);
+            const float *wf = (const float *)wl;
+            we0 = _mm256_loadu_ps(wf);
+            we1 = _mm256_loadu_ps(wf + 8);
+            wo0 = _mm256_loadu_ps(wf + 16);
+            wo1 = _mm256_loadu_ps(wf + 24);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            __m256 xe, xo;
+            if (xb) {
+                int32_t v;
+                memcpy(&v, (const uint16_t *)x + (size_t)r * ldx + 2 * l, 4);
+                __m256i b = _mm256_set1_epi32(v);
+                xe = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+                xo = _mm256_castsi256_ps(_mm256_and_si256(b, hi));
+            } else {
+                xe = _mm256_broadcast_ss((const float *)x + (size_t)r * ldx + 2 * l);
+                xo = _mm256_broadcast_ss((const float *)x + (size_t)r * ldx + 2 * l + 1);
+            }
+            acc[r][0] = _mm256_fmadd_ps(xe, we0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(xe, we1, acc[r][1]);
+            acc[r][0] = _mm256_fmadd_ps(xo, wo0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(xo, wo1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        _mm256_storeu_ps(tile + r * 32, acc[r][0]);
+        _mm256_storeu_ps(tile + r * 32 + 8, acc[r][1]);
+    }
+}
+IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
+                        size_t wps, int l0, int l1, float *tile, int init) {
+    ig_mm_mk1(nr, wb, xb, x, ldx, w, l0, l1, tile, init);
+    if (npn > 1) ig_mm_mk1(nr, wb, xb, x, ldx, w + wps, l0, l1, tile + 16, init);
+}
+#define IG_MM_RB 4
+
+IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
+    IG_ALIGN64 float t[32];
+    ig_mm_mk1(1, wb, xb, x, 0, w, 0, nl, t, 1);
+    memcpy(out, t, 16 * sizeof(float));
+}
+
+#else /* portable scalar C */
+
+IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
+                        size_t wps, int l0, int l1, float *tile, int init) {
+    const int lb = IG_MM_LB(wb);
+    for (int r = 0; r < nr; r++) {
+        for (int p = 0; p < npn; p++) {
+            float a[16];
+            for (int j = 0; j < 16; j++) a[j] = init ? 0.0f : tile[r * 32 + 16 * p + j];
+            for (int l = l0; l < l1; l++) {
+                float xe, xo;
+                if (xb) {
+                    const uint16_t *xr = (const uint16_t *)x + (size_t)r * ldx;
+                    xe = ig_bf16_to_f32(xr[2 * l]);
+                    xo = ig_bf16_to_f32(xr[2 * l + 1]);
+                } else {
+                    const float *xr = (const float *)x + (size_t)r * ldx;
+                    xe = xr[2 * l];
+                    xo = xr[2 * l + 1];
+                }
+                const char *wl = w + p * wps + (size_t)l * lb;
+                if (wb) {
+                    const uint16_t *ws = (const uint16_t *)wl;
+                    for (int j = 0; j < 16; j++)
+                        a[j] += xe * ig_bf16_to_f32(ws[2 * j]) + xo * ig_bf16_to_f32(ws[2 * j + 1]);
+                } else {
+                    const float *wf = (const float *)wl;
+                    for (int j = 0; j < 16; j++) a[j] += xe * wf[j] + xo * wf[16 + j];
+                }
+            }
+            for (int j = 0; j < 16; j++) tile[r * 32 + 16 * p + j] = a[j];
+        }
+    }
+}
+#define IG_MM_RB 4
+
+IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
+    float t[32];
+    ig_mm_mk(1, 1, wb, xb, x, 0, w, 0, 0, nl, t, 1);
+    memcpy(out, t, 16 * sizeof(float));
+}
+
+#endif
+
+/* Runs the micro-kernel for nr rows with nr a constant in each case, so each copy is unrolled. */
+IG_INLINE void ig_mm_mk_rows(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
+                             size_t wps, int l0, int l1, float *tile, int init) {
+#define IG_MM_CASE(n)                                                        \
+    case n:                                                                  \
+        if (npn > 1) ig_mm_mk(n, 2, wb, xb, x, ldx, w, wps, l0, l1, tile, init); \
+        else ig_mm_mk(n, 1, wb, xb, x, ldx, w, wps, l0, l1, tile, init);       \
+        break;
+    switch (nr) {
+        IG_MM_CASE(1)
+        IG_MM_CASE(2)
+        IG_MM_CASE(3)
+        IG_MM_CASE(4)
+#if IG_MM_RB > 4
+        IG_MM_CASE(5)
+        IG_MM_CASE(6)
+        IG_MM_CASE(7)
+        IG_MM_CASE(8)
+        IG_MM_CASE(9)
+        IG_MM_CASE(10)
+        IG_MM_CASE(11)
+        IG_MM_CASE(12)
+#endif
+    default: break;
+    }
+#undef IG_MM_CASE
+}
+
+/* Epilogue for one row and one panel pair q (npn panels): acc[32] holds the raw sums
+ * (acc[16p + j] is packed output row 16(2q+p)+j). */
+IG_INLINE void ig_mm_epi(int epi, int ybf16, int nout, int ldy, const float *bias, const float *acc,
+                         int q, int npn, void *y, int t) {
+    float v[32];
+    for (int j = 0; j < 16 * npn; j++) v[j] = acc[j] + (bias ? bias[32 * q + j] : 0.0f);
+    if (epi == 2) { /* SwiGLU: panel 2q is gate, 2q+1 is up, for outputs 16q..16q+15 */
+        float o[16];
+        ig_silu_mul16(v, v + 16, o);
+        if (ybf16) ig_store_row((uint16_t *)y + (size_t)t * ldy + 16 * q, o, 1, 16);
+        else memcpy((float *)y + (size_t)t * ldy + 16 * q, o, sizeof o);
+        return;
+    }
+    float *yr = (float *)y + (size_t)t * ldy;
+    int n0 = 32 * q, n1 = IG_MIN(nout, n0 + 16 * npn);
+    if (epi == 1) {
+        for (int n = n0; n < n1; n++) yr[n] += v[n - n0];
+    } else {
+        for (int n = n0; n < n1; n++) yr[n] = v[n - n0];
+    }
+}
+
+#endif /* IG_MATMUL_HELPERS */
+
+static void MM_NAME(int T, const void *x, const void *w, const float *bias, void *y, int nth) {
+    enum {
+        K_ = MM_K,
+        N_ = MM_N,
+        NP_ = (MM_N + 15) / 16,  /* panels */
+        NPP_ = (NP_ + 1) / 2,    /* panel pairs */
+        KP_ = MM_K / 2,          /* k-pairs */
+        LB_ = IG_MM_LB(MM_WBF16) /* bytes per k-pair per panel */
+    };
+    _Static_assert(MM_K % 2 == 0, "MM_K must be even");
+    _Static_assert(MM_EPI != MM_EPI_SWIGLU || MM_N % 32 == 0, "SwiGLU needs I % 16 == 0");
+    const size_t wps = (size_t)KP_ * LB_; /* bytes per panel */
+    const char *wc = (const char *)w;
+    const float *bs = MM_BIAS ? bias : NULL;
+    const size_t xes = MM_XBF16 ? 2 : 4; /* bytes per x element */
+    if (T <= 0) return;
+
+    if (T == 1) {
+#pragma omp parallel num_threads(nth)
+        {
+            int lo, hi;
+            ig_split(NPP_, ig_omp_nth(), ig_omp_tid(), &lo, &hi);
+            for (int q = lo; q < hi; q++) {
+                IG_ALIGN64 float acc[32];
+                int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
+                ig_mm_gemv(MM_WBF16, MM_XBF16, x, wc + 2 * q * wps, KP_, acc);
+                if (P > 1) ig_mm_gemv(MM_WBF16, MM_XBF16, x, wc + (2 * q + 1) * wps, KP_, acc + 16);
+                ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, acc, q, P, y, 0);
+            }
+        }
+        return;
+    }
+
+#pragma omp parallel num_threads(nth)
+    {
+        /* Threads form a grid: ncol split the panel pairs; when there are fewer pairs than
+         * threads, the remaining factor splits the rows. */
+        int nt = ig_omp_nth(), tid = ig_omp_tid();
+        int ncol = IG_MIN(nt, NPP_), nrow = nt / ncol;
+        int col = tid % ncol, rg = tid / ncol;
+        if (rg < nrow) {
+            int q0, q1, t0, t1;
+            ig_split(NPP_, ncol, col, &q0, &q1);
+            ig_split(T, nrow, rg, &t0, &t1);
+            IG_ALIGN64 float tile[MM_TB * 32];
+            for (int tb = t0; tb < t1; tb += MM_TB) {
+                int tn = IG_MIN(MM_TB, t1 - tb);
+                const char *xb = (const char *)x + (size_t)tb * K_ * xes;
+                for (int q = q0; q < q1; q++) {
+                    int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
+                    const char *wq = wc + 2 * q * wps;
+                    for (int l0 = 0; l0 < KP_; l0 += MM_KC) {
+                        int l1 = IG_MIN(KP_, l0 + MM_KC);
+                        for (int r = 0; r < tn; r += IG_MM_RB) {
+                            int R = IG_MIN(IG_MM_RB, tn - r);
+                            ig_mm_mk_rows(R, P, MM_WBF16, MM_XBF16, xb + (size_t)r * K_ * xes, K_, wq,
+                                          wps, l0, l1, tile + r * 32, l0 == 0);
+                        }
+                    }
+                    for (int r = 0; r < tn; r++)
+                        ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, tile + r * 32, q, P, y, tb + r);
+                }
+            }
+        }
+    }
+}
+
+#undef MM_NAME
+#undef MM_K
+#undef MM_N
+#undef MM_WBF16
+#undef MM_XBF16
+#undef MM_BIAS
+#undef MM_EPI
+#undef MM_LDY
+#undef MM_YBF16
+#undef MM_TB
+#undef MM_KC

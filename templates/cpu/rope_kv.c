@@ -1,0 +1,98 @@
+/* rope_kv.c — template: optional per-head q/k RMSNorm (Qwen3-style), rotary embedding on q and k
+ * ("rotate half", HF Llama), and the write of this step's keys and values into the paged KV pool.
+ *
+ * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS;
+ * defines
+ *   static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *q_norm,
+ *                       const float *k_norm, float *q_out, uint8_t *kv_pool, uint64_t layer_off,
+ *                       const int32_t *positions, const int32_t *token_seq,
+ *                       const int32_t *page_table, int max_pages, int nth);
+ * Layouts are in SPEC.md. One pass per token: each head is read once, normalized and rotated in
+ * a small stack buffer, and written once (q to q_out, k and v to their page slot), so tokens of
+ * one sequence written in this step are visible to the attention that follows.
+ */
+#include "common.h"
+
+#ifndef RK_NAME
+#define RK_NAME ig_rope_kv
+#endif
+#ifndef RK_H
+#define RK_H 32
+#endif
+#ifndef RK_KV
+#define RK_KV 8
+#endif
+#ifndef RK_D
+#define RK_D 64
+#endif
+#ifndef RK_PS
+#define RK_PS 16
+#endif
+#ifndef RK_KVBF16
+#define RK_KVBF16 0
+#endif
+#ifndef RK_PAGE_BYTES /* default: one layer per page */
+#define RK_PAGE_BYTES ((uint64_t)2 * RK_KV * RK_PS * RK_D * (RK_KVBF16 ? 2 : 4))
+#endif
+#ifndef RK_QKNORM
+#define RK_QKNORM 0
+#endif
+#ifndef RK_EPS
+#define RK_EPS 1e-6f
+#endif
+
+#ifndef IG_ROPE_HELPERS
+#define IG_ROPE_HELPERS
+/* v (D floats) <- rope(norm(v)); cs = [D/2][2] (cos, sin); g = per-head norm weight or NULL. */
+IG_INLINE void ig_rope_head(float *IG_RESTRICT o, const float *IG_RESTRICT v, const float *cs,
+                            const float *g, float eps, int dim) {
+    float s = 1.0f;
+    if (g) s = 1.0f / sqrtf(ig_sumsq(v, dim) / (float)dim + eps);
+    const int h = dim / 2;
+    for (int i = 0; i < h; i++) {
+        float a = v[i] * s, b = v[i + h] * s;
+        if (g) a *= g[i], b *= g[i + h];
+        float c = cs[2 * i], sn = cs[2 * i + 1];
+        o[i] = a * c - b * sn;
+        o[i + h] = b * c + a * sn;
+    }
+}
+#endif
+
+static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *q_norm,
+                    const float *k_norm, float *q_out, uint8_t *kv_pool, uint64_t layer_off,
+                    const int32_t *positions, const int32_t *token_seq,
+                    const int32_t *page_table, int max_pages, int nth) {
+    _Static_assert(RK_D % 2 == 0, "RK_D must be even");
+    _Static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
+    enum { W_ = (RK_H + 2 * RK_KV) * RK_D, ES_ = RK_KVBF16 ? 2 : 4 };
+    const float *qn = RK_QKNORM ? q_norm : NULL, *kn = RK_QKNORM ? k_norm : NULL;
+#pragma omp parallel for num_threads(nth) schedule(static) if (T >= 16)
+    for (int t = 0; t < T; t++) {
+        const float *row = qkv + (size_t)t * W_;
+        const float *cs = rope_cs + (size_t)t * RK_D;
+        int pos = positions[t];
+        int page = page_table[(size_t)token_seq[t] * max_pages + pos / RK_PS], slot = pos % RK_PS;
+        uint8_t *base = kv_pool + (uint64_t)page * RK_PAGE_BYTES + layer_off;
+        for (int h = 0; h < RK_H; h++)
+            ig_rope_head(q_out + (size_t)t * RK_H * RK_D + h * RK_D, row + h * RK_D, cs, qn, RK_EPS, RK_D);
+        for (int h = 0; h < RK_KV; h++) {
+            IG_ALIGN64 float kr[RK_D];
+            ig_rope_head(kr, row + (RK_H + h) * RK_D, cs, kn, RK_EPS, RK_D);
+            size_t ko = ((size_t)h * RK_PS + slot) * RK_D;
+            size_t vo = (size_t)RK_KV * RK_PS * RK_D + ko;
+            ig_store_row(base + ko * ES_, kr, RK_KVBF16, RK_D);
+            ig_store_row(base + vo * ES_, row + (RK_H + RK_KV + h) * RK_D, RK_KVBF16, RK_D);
+        }
+    }
+}
+
+#undef RK_NAME
+#undef RK_H
+#undef RK_KV
+#undef RK_D
+#undef RK_PS
+#undef RK_KVBF16
+#undef RK_PAGE_BYTES
+#undef RK_QKNORM
+#undef RK_EPS
