@@ -16,6 +16,7 @@
 #include "kv_pager.h"
 #include "rt_package.h"
 #include "rt_seq.h"
+#include "rt_machine.h"
 #include "rt_util.h"
 
 static int fail(const char *cmd, const ig_err *err) {
@@ -239,76 +240,6 @@ static int cmd_generate(int argc, char **argv) {
 
 /* ---- bench: speed against what this machine can do, measured in the same run */
 
-__attribute__((target("avx2"))) static double read_bw_avx2(const uint8_t *buf, size_t n, int reps) {
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double t0 = rt_now();
-        long long acc = 0;
-#pragma omp parallel reduction(^ : acc)
-        {
-            __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-#pragma omp for schedule(static)
-            for (size_t i = 0; i < n; i += 128) {
-                a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(buf + i)));
-                a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(buf + i + 32)));
-                a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(buf + i + 64)));
-                a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(buf + i + 96)));
-            }
-            __m256i s = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-            acc ^= _mm256_extract_epi64(s, 0) ^ _mm256_extract_epi64(s, 3);
-        }
-        double dt = rt_now() - t0;
-        if (acc == 42) fprintf(stderr, " ");
-        if (n / dt > best) best = n / dt;
-    }
-    return best;
-}
-
-/* Peak multiply-add rate of the cores for the package's dtype (flops counted as 2 per MAC). */
-__attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(double secs) {
-    double total = 0;
-    double t0 = rt_now(), dt;
-#pragma omp parallel reduction(+ : total)
-    {
-        __m512 acc[12];
-        for (int i = 0; i < 12; i++) acc[i] = _mm512_setzero_ps();
-        __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3f803f80);
-        long it = 0;
-        while (rt_now() - t0 < secs) {
-            for (int k = 0; k < 1000; k++)
-                for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-            it += 1000;
-        }
-        float s = 0;
-        for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(acc[i]);
-        total += (double)it * 12 * 32 * 2 + (s == 1.0f);
-    }
-    dt = rt_now() - t0;
-    return total / dt;
-}
-
-__attribute__((target("avx512f"))) static double peak_f32_512(double secs) {
-    double total = 0;
-    double t0 = rt_now(), dt;
-#pragma omp parallel reduction(+ : total)
-    {
-        __m512 acc[12];
-        for (int i = 0; i < 12; i++) acc[i] = _mm512_setzero_ps();
-        __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
-        long it = 0;
-        while (rt_now() - t0 < secs) {
-            for (int k = 0; k < 1000; k++)
-                for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-            it += 1000;
-        }
-        float s = 0;
-        for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(acc[i]);
-        total += (double)it * 12 * 16 * 2 + (s == 1.0f);
-    }
-    dt = rt_now() - t0;
-    return total / dt;
-}
-
 static int cmd_bench(int argc, char **argv) {
     static const char *const valued[] = {"--prompt-len", "--decode-tokens", "--threads", NULL};
     const char *pkg = positional(argc, argv, valued);
@@ -354,13 +285,14 @@ static int cmd_bench(int argc, char **argv) {
     size_t bw_bytes = (size_t)1 << 30;
     uint8_t *buf = aligned_alloc(64, bw_bytes);
     memset(buf, 1, bw_bytes);
-    double bw = read_bw_avx2(buf, bw_bytes, 5);
+    double bw = rt_read_bandwidth(buf, bw_bytes, 5);
     free(buf);
     int bf = d->dtype == IG_DTYPE_BF16;
     uint32_t cpu = rt_cpu_features();
     double peak = 0;
-    if (bf && (cpu & IG_CPU_AVX512BF16)) peak = peak_bf16(0.5);
-    else if (cpu & IG_CPU_AVX512F) peak = peak_f32_512(0.5);
+    if (bf && (cpu & IG_CPU_AVX512BF16)) peak = rt_peak_flops(RT_PEAK_BF16_DOT, 0.5);
+    else if (cpu & IG_CPU_AVX512F) peak = rt_peak_flops(RT_PEAK_F32_FMA512, 0.5);
+    else if (cpu & IG_CPU_AVX2) peak = rt_peak_flops(RT_PEAK_F32_FMA256, 0.5);
 
     /* work per token */
     double L = d->n_layers, Hd = d->hidden, q = (double)d->n_heads * d->head_dim, kv = (double)d->n_kv_heads * d->head_dim;
