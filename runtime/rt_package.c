@@ -34,7 +34,11 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     char *text;
     ig_status st = rt_read_file(mpath, &text, NULL, err);
-    if (st) return ig_fail(err, st, "%s is not an ignis package: %s", dir, err->msg);
+    if (st) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return ig_fail(err, st, "%s is not an ignis package: %s", dir, why);
+    }
     cJSON *m = cJSON_Parse(text);
     free(text);
     if (!m) return ig_fail(err, IG_ERR_FORMAT, "%s: not valid JSON", mpath);

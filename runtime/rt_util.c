@@ -62,7 +62,18 @@ uint64_t rt_hash64_par(const void *data, size_t n) {
     return avalanche(acc);
 }
 
+static uint32_t cpu_features_probe(void);
+
+/* IGNIS_CPU_MASK (an integer of IG_CPU_* bits) hides features, to test and to emulate an older
+ * machine: a package that needs a hidden feature is refused as it would be there. */
 uint32_t rt_cpu_features(void) {
+    uint32_t f = cpu_features_probe();
+    const char *mask = getenv("IGNIS_CPU_MASK");
+    if (mask && *mask) f &= (uint32_t)strtoul(mask, NULL, 0);
+    return f;
+}
+
+static uint32_t cpu_features_probe(void) {
     unsigned a, b, c, d;
     uint32_t f = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;

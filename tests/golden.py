@@ -14,6 +14,13 @@ TOL = {"f32": 1e-3, "bf16": 3e-2}
 _DT = {"F32": np.float32, "I32": np.int32, "F16": np.float16, "I64": np.int64}
 
 
+def require_testdata():
+    """Exits with ctest's skip code (77) when ../shared/testdata is not next to the checkout."""
+    if not os.path.isdir(os.path.join(TESTDATA, "models")):
+        print(f"SKIP: no test data at {TESTDATA}")
+        sys.exit(77)
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]

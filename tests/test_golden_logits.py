@@ -7,6 +7,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
 def main():
+    golden.require_testdata()
     fails = []
     with tempfile.TemporaryDirectory(prefix="ignis-golden-") as tmp:
         for model in golden.MODELS:
