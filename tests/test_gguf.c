@@ -421,6 +421,22 @@ static void test_tiny(void) {
         CHECK(st == IG_ERR_FORMAT && strstr(err.msg, "metadata"));
     }
 
+    /* every header byte overwritten with a few values: any status, never a crash (run under
+       IGNIS_SANITIZE to catch reads past the mapping) */
+    {
+        static const uint8_t vals[] = {0x00, 0xff, 0x80};
+        for (size_t i = 0; i < hdr; i++)
+            for (size_t k = 0; k < sizeof vals; k++) {
+                memcpy(c.p, b.p, b.n);
+                if (c.p[i] == vals[k]) continue;
+                c.p[i] = vals[k];
+                st = import_bytes(&c, c.n, &g, &err);
+                if (st == IG_OK) ir_graph_free(g);
+                else CHECK(g == NULL && err.msg[0]);
+                if (i % 7 == 0) (void)ir_gguf_write_tokenizer(path, tmpdir, &err);
+            }
+    }
+
     /* unsupported tensor type */
     buf u = tiny_gguf(3, 1);
     st = import_bytes(&u, u.n, &g, &err);
