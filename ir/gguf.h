@@ -119,7 +119,7 @@ const gguf_tensor_info *gguf_find_tensor(const gguf_file *f, const char *name); 
 
 /* ggml type traits: elements per block and bytes per block; 0 on both for unknown ids. */
 void gguf_type_block(uint32_t type, int *block_elems, int *block_bytes);
-const char *gguf_type_name(uint32_t type); /* "Q4_K", or "type 99" style is the caller's job: NULL */
+const char *gguf_type_name(uint32_t type); /* "Q4_K"; NULL for unknown ids */
 const char *gguf_vtype_name(gguf_vtype t);
 
 /* Writes tokenizer.json and tokenizer_config.json into out_dir (which must exist) from the
