@@ -393,7 +393,7 @@ typedef struct tok {
 
 enum {
     X_LIT, X_NAME, X_ATTR, X_ITEM, X_SLICE, X_CALL, X_FILTER, X_TEST, X_BIN, X_AND, X_OR, X_NOT,
-    X_NEG, X_POS, X_COND, X_LIST, X_DICT
+    X_NEG, X_POS, X_COND, X_LIST, X_DICT, X_CHAIN
 };
 enum {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FDIV, OP_MOD, OP_POW, OP_CAT, OP_EQ, OP_NE, OP_LT, OP_LE,
@@ -411,6 +411,7 @@ typedef struct jx {
     const char **kwn; /* keyword names; X_DICT: unused */
     struct jx **kwv;  /* keyword values; X_DICT: dict values */
     int nkw;
+    int *ops; /* X_CHAIN: nargs-1 comparison OP_*s between args (Python's a < b < c) */
 } jx;
 
 enum { S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO, S_BREAK, S_CONTINUE, S_BLOCK };
@@ -1138,7 +1139,10 @@ static jx *p_add(cc *c) {
     }
 }
 static jx *p_cmp(cc *c) {
-    jx *x = p_add(c);
+    int line = pk(c)->line;
+    jx *first = p_add(c);
+    xvec v = {0};
+    int ops[64], nops = 0;
     for (;;) {
         tok *t = pk(c);
         int op = t_op(t, "==") ? OP_EQ : t_op(t, "!=") ? OP_NE : t_op(t, "<") ? OP_LT
@@ -1148,10 +1152,21 @@ static jx *p_cmp(cc *c) {
             nx(c);
             op = OP_NOTIN;
         }
-        if (op < 0) return x;
+        if (op < 0) break;
         nx(c);
-        x = mkbin(c, op, x, p_add(c), t->line);
+        if (nops == 64) jfail(&c->e, IG_ERR_UNSUPPORTED, t->line, "unsupported: comparison chain longer than 64");
+        if (!v.n) xv_push(c, &v, first, NULL);
+        ops[nops++] = op;
+        xv_push(c, &v, p_add(c), NULL);
     }
+    if (nops == 0) return first;
+    if (nops == 1) return mkbin(c, ops[0], v.v[0], v.v[1], line);
+    jx *x = mk(c, X_CHAIN, line);
+    x->args = v.v;
+    x->nargs = v.n;
+    x->ops = jalloc(&c->e, (size_t)nops * sizeof(int));
+    memcpy(x->ops, ops, (size_t)nops * sizeof(int));
+    return x;
 }
 static jx *p_not(cc *c) {
     if (t_name(pk(c), "not")) {
@@ -2165,17 +2180,54 @@ static jv str_replace(rctx *r, jv s, jv old, jv nw, int64_t count) {
     return sb_v(&b);
 }
 
-/* mode: 0 lower, 1 upper, 2 capitalize, 3 title (ASCII case mapping) */
+/* Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (what Python's
+ * str.upper/lower do for those letters, minus the few that change length, like U+00DF). */
+static uint32_t case_map(uint32_t c, int up) {
+    if (c < 0x80) {
+        if (up && c >= 'a' && c <= 'z') return c - 32;
+        if (!up && c >= 'A' && c <= 'Z') return c + 32;
+        return c;
+    }
+    if (up) {
+        if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) ||
+            (c >= 0x430 && c <= 0x44F))
+            return c - 32;
+        if (c == 0x3C2) return 0x3A3;
+        if (c == 0xFF) return 0x178;
+        if (c >= 0x450 && c <= 0x45F) return c - 80;
+        if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+            int odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+            if (odd_upper ? !(c & 1) : (c & 1)) return c - 1;
+        }
+        return c;
+    }
+    if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) ||
+        (c >= 0x410 && c <= 0x42F))
+        return c + 32;
+    if (c == 0x178) return 0xFF;
+    if (c >= 0x400 && c <= 0x40F) return c + 80;
+    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+        int odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+        if (odd_upper ? (c & 1) : !(c & 1)) return c + 1;
+    }
+    return c;
+}
+
+/* mode: 0 lower, 1 upper, 2 capitalize, 3 title */
 static jv str_case(rctx *r, jv s, int mode) {
     sb b = {.e = &r->e};
-    sb_put(&b, s.u.s.p, s.u.s.n);
-    int prev_sep = 1;
-    for (size_t i = 0; i < b.n; i++) {
-        char c = b.p[i];
-        int up = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && prev_sep);
-        if (up && c >= 'a' && c <= 'z') b.p[i] = (char)(c - 32);
-        if (!up && c >= 'A' && c <= 'Z') b.p[i] = (char)(c + 32);
-        if (mode == 3) prev_sep = c_ws(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    sb_put(&b, "", 0);
+    int prev_sep = 1, first = 1;
+    for (size_t i = 0; i < s.u.s.n;) {
+        size_t l;
+        uint32_t c = u8_dec(s.u.s.p + i, s.u.s.n - i, &l);
+        int up = mode == 1 || (mode == 2 && first) || (mode == 3 && prev_sep);
+        uint32_t m = case_map(c, up);
+        if (m == c) sb_put(&b, s.u.s.p + i, l);
+        else u8_enc(&b, m);
+        if (mode == 3) prev_sep = py_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+        first = 0;
+        i += l;
     }
     return sb_v(&b);
 }
@@ -2973,6 +3025,16 @@ static jv ev(rctx *r, frame *f, const jx *x) {
         return truthy(a) ? a : ev(r, f, x->b);
     }
     case X_NOT: return v_bool(!truthy(ev(r, f, x->a)));
+    case X_CHAIN: {
+        jv a = ev(r, f, x->args[0]), res = v_bool(1);
+        for (int i = 1; i < x->nargs; i++) {
+            jv b = ev(r, f, x->args[i]);
+            res = binop(r, x->ops[i - 1], a, b, x->line);
+            if (!truthy(res)) return res;
+            a = b;
+        }
+        return res;
+    }
     case X_NEG: case X_POS: {
         jv a = ev(r, f, x->a);
         if (a.t == JV_UNDEF) undef_fail(r, a, x->line);
