@@ -896,8 +896,8 @@ static ig_status post_apply(const tpost *p, ibuf *ids) {
         ids->p = np; ids->cap = total;
     }
     memmove(ids->p + p->npre, ids->p, n * sizeof *ids->p);
-    memcpy(ids->p, p->pre, p->npre * sizeof *ids->p);
-    memcpy(ids->p + p->npre + n, p->post, p->npost * sizeof *ids->p);
+    if (p->npre) memcpy(ids->p, p->pre, p->npre * sizeof *ids->p);
+    if (p->npost) memcpy(ids->p + p->npre + n, p->post, p->npost * sizeof *ids->p);
     ids->n = total;
     return IG_OK;
 }

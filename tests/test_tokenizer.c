@@ -1,6 +1,7 @@
 /* test_tokenizer.c — golden tests of the C tokenizer against HF tokenizers' outputs
  * ($IGNIS_TESTDATA/tokenizers/{qwen3,llama3,llama2}/expected.json), the regex engine against
  * matches computed with Python's `regex` module, and bad-input handling. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +236,48 @@ static void test_tiny(void) {
     tok_free(t);
 }
 
+/* Encodes the same texts from several threads at once (the pre-token cache is shared) and
+ * checks each thread gets the single-threaded ids. */
+typedef struct thr_arg { const tok_tokenizer *t; const char *text; const int32_t *want; size_t nwant; int bad; } thr_arg;
+static void *thr_main(void *p) {
+    thr_arg *a = p;
+    for (int rep = 0; rep < 50; rep++) {
+        int32_t *ids;
+        size_t n;
+        ig_err err;
+        if (tok_encode(a->t, a->text, strlen(a->text), 1, 1, &ids, &n, &err) != IG_OK) { a->bad++; continue; }
+        if (n != a->nwant || memcmp(ids, a->want, n * sizeof *ids)) a->bad++;
+        free(ids);
+    }
+    return NULL;
+}
+
+static void test_threads(const char *root) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tokenizers/qwen3", root);
+    tok_tokenizer *t;
+    ig_err err;
+    if (tok_load_dir(dir, &t, &err) != IG_OK) { CHECK(0, "threads: load: %s", err.msg); return; }
+    static const char *texts[4] = {"The quick brown fox jumps over the lazy dog, again and again.",
+                                   "def f(x):\n    return x * 2  # twice\n", "日本語のテキストとカタカナ、ひらがな。",
+                                   "emoji: \xf0\x9f\x98\x80 caf\xc3\xa9 na\xc3\xafve <|im_start|>user"};
+    thr_arg args[8];
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) {
+        int32_t *ids;
+        size_t n;
+        tok_encode(t, texts[i % 4], strlen(texts[i % 4]), 1, 1, &ids, &n, &err);
+        args[i] = (thr_arg){t, texts[i % 4], ids, n, 0};
+    }
+    for (int i = 0; i < 8; i++) pthread_create(&th[i], NULL, thr_main, &args[i]);
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].bad == 0, "threads: thread %d got %d wrong encodes", i, args[i].bad);
+        free((void *)args[i].want);
+    }
+    tok_free(t);
+}
+
 int main(void) {
     const char *root = getenv("IGNIS_TESTDATA");
     if (!root) root = "../shared/testdata";
@@ -244,6 +287,7 @@ int main(void) {
     test_model(root, "qwen3");
     test_model(root, "llama3");
     test_model(root, "llama2");
+    test_threads(root);
     if (g_fail) { fprintf(stderr, "test_tokenizer: %d failures\n", g_fail); return 1; }
     printf("test_tokenizer: all passed\n");
     return 0;
