@@ -75,8 +75,14 @@ static _Noreturn void jfail(jerr *e, ig_status st, int line, const char *fmt, ..
     char msg[900];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int w = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (w >= (int)sizeof msg) { /* truncated: do not leave half a UTF-8 character */
+        size_t k = sizeof msg - 1;
+        while (k > 0 && ((unsigned char)msg[k - 1] & 0xC0) == 0x80) k--;
+        if (k > 0 && ((unsigned char)msg[k - 1] & 0x80)) k--;
+        msg[k] = 0;
+    }
     if (line > 0)
         ig_fail(e->err, st, "chat template line %d: %s", line, msg);
     else
@@ -692,8 +698,11 @@ static void lex(cc *c, const char *s, size_t n) {
                 for (int k = 0; k < 6; k++)
                     if (p + 1 < n && s[p] == two[k][0] && s[p + 1] == two[k][1]) len = 2;
                 if (!len) {
-                    if (!strchr("+-*/%~<>=()[]{}.,:|", ch) || ch == 0)
-                        jfail(&c->e, IG_ERR_FORMAT, line, "unexpected character '%c' in tag", ch);
+                    if (!strchr("+-*/%~<>=()[]{}.,:|", ch) || ch == 0) {
+                        size_t cl;
+                        u8_dec(s + p, n - p, &cl);
+                        jfail(&c->e, IG_ERR_FORMAT, line, "unexpected character '%.*s' in tag", (int)cl, s + p);
+                    }
                     len = 1;
                     if (ch == '(' || ch == '[' || ch == '{') depth++;
                     if ((ch == ')' || ch == ']' || ch == '}') && depth > 0) depth--;
@@ -1030,8 +1039,9 @@ static jx *p_filter_expr(cc *c, jx *x) {
             nx(c);
             int line = pk(c)->line;
             const char *nm = p_dotted_name(c);
+            /* unknown filters fail when reached, as in jinja2 3.x, so that a template whose
+             * unused branch needs one still renders */
             int id = find_name(filter_names, F_COUNT_, nm);
-            if (id < 0) jfail(&c->e, IG_ERR_UNSUPPORTED, line, "unsupported filter '%s'", nm);
             jx *y = mk(c, X_FILTER, line);
             y->a = x;
             y->name = nm;
@@ -1048,7 +1058,6 @@ static jx *p_filter_expr(cc *c, jx *x) {
             int line = pk(c)->line;
             const char *nm = p_dotted_name(c);
             int id = find_name(test_names, TS_COUNT_, nm);
-            if (id < 0) jfail(&c->e, IG_ERR_UNSUPPORTED, line, "unsupported test '%s'", nm);
             jx *y = mk(c, X_TEST, line);
             y->a = x;
             y->name = nm;
@@ -1247,17 +1256,23 @@ static js *p_body(cc *c, const char *const *ends, int nends, const char **which,
 
 static void end_tag(cc *c) { expect_t(c, T_BE, "'%}'"); }
 
+/* a tag that opens a body may end in ':' (jinja2 allows it for Python's sake) */
+static void open_tag(cc *c) {
+    if (t_op(pk(c), ":")) nx(c);
+    end_tag(c);
+}
+
 static js *p_if_rest(cc *c, int line) {
     js *s = mks(c, S_IF, line);
     s->e = p_expr(c);
-    end_tag(c);
+    open_tag(c);
     static const char *const ends[] = {"elif", "else", "endif"};
     const char *w;
     s->body = p_body(c, ends, 3, &w, line, "if");
     if (strcmp(w, "elif") == 0) {
         s->els = p_if_rest(c, c->tk[c->p - 1].line);
     } else if (strcmp(w, "else") == 0) {
-        end_tag(c);
+        open_tag(c);
         static const char *const e2[] = {"endif"};
         s->els = p_body(c, e2, 1, &w, line, "if");
         end_tag(c);
@@ -1300,13 +1315,13 @@ static js *p_stmt(cc *c) {
         }
         if (t_name(pk(c), "recursive"))
             jfail(&c->e, IG_ERR_UNSUPPORTED, line, "unsupported: recursive for loops");
-        end_tag(c);
+        open_tag(c);
         static const char *const ends[] = {"else", "endfor"};
         const char *w;
         c->loops++;
         s->body = p_body(c, ends, 2, &w, line, "for");
         c->loops--;
-        end_tag(c);
+        open_tag(c);
         if (strcmp(w, "else") == 0) {
             static const char *const e2[] = {"endfor"};
             s->els = p_body(c, e2, 1, &w, line, "for");
@@ -1339,7 +1354,7 @@ static js *p_stmt(cc *c) {
             return s;
         }
         if (pk(c)->t == T_BE && nn == 1 && !s->attr) {
-            end_tag(c);
+            open_tag(c);
             s->k = S_SETBLOCK;
             static const char *const ends[] = {"endset"};
             const char *w;
@@ -1393,7 +1408,7 @@ static js *p_stmt(cc *c) {
         return mks(c, nm[0] == 'b' ? S_BREAK : S_CONTINUE, line);
     }
     if (strcmp(nm, "generation") == 0) {
-        end_tag(c);
+        open_tag(c);
         js *s = mks(c, S_BLOCK, line);
         static const char *const ends[] = {"endgeneration"};
         const char *w;
@@ -1534,7 +1549,7 @@ static void py_repr(sb *b, jv v);
 
 static void py_str(sb *b, jv v) {
     switch (v.t) {
-    case JV_UNDEF: return;
+    case JV_UNDEF: return; /* str(Undefined) is '' even though repr() is not */
     case JV_STR: sb_sv(b, v); return;
     default: py_repr(b, v);
     }
@@ -1562,7 +1577,7 @@ static void repr_str(sb *b, const char *s, size_t n) {
 
 static void py_repr(sb *b, jv v) {
     switch (v.t) {
-    case JV_UNDEF: return;
+    case JV_UNDEF: sb_s(b, "Undefined"); return;
     case JV_NONE: sb_s(b, "None"); return;
     case JV_BOOL: sb_s(b, v.u.b ? "True" : "False"); return;
     case JV_INT: fmt_int(b, v.u.i); return;
@@ -1588,7 +1603,12 @@ static void py_repr(sb *b, jv v) {
         sb_c(b, '}');
         return;
     case JV_NS: sb_s(b, "<Namespace>"); return;
-    case JV_LOOP: sb_s(b, "<LoopContext>"); return;
+    case JV_LOOP: {
+        char t[64];
+        snprintf(t, sizeof t, "<LoopContext %zu/%zu>", v.u.lp->i + 1, v.u.lp->items->n);
+        sb_s(b, t);
+        return;
+    }
     case JV_MACRO: sb_s(b, "<Macro>"); return;
     case JV_FUNC: sb_s(b, "<function>"); return;
     }
@@ -2628,6 +2648,8 @@ static jv apply_filter(rctx *r, int id, jv v, const jargs *g, int line) {
         jv pr = arg(g, 0, "precision", v_int(0));
         jv method = arg(g, 1, "method", v_cstr("common"));
         if (!is_num(v)) RF(r, line, "round: expected a number");
+        if (is_intish(v) && !streq(method, "ceil", 4) && !streq(method, "floor", 5) && as_int(pr) >= 0)
+            return v_int(as_int(v));
         double x = as_dbl(v), m = pow(10.0, (double)as_int(pr)), y;
         if (streq(method, "ceil", 4)) y = ceil(x * m) / m;
         else if (streq(method, "floor", 5)) y = floor(x * m) / m;
@@ -3005,11 +3027,13 @@ static jv ev(rctx *r, frame *f, const jx *x) {
         RF(r, x->line, "'%s' object is not callable", type_name(fn));
     }
     case X_FILTER: {
+        if (x->op < 0) jfail(&r->e, IG_ERR_UNSUPPORTED, x->line, "unsupported filter '%s'", x->name);
         jv v = ev(r, f, x->a);
         jargs g = eval_args(r, f, x);
         return apply_filter(r, x->op, v, &g, x->line);
     }
     case X_TEST: {
+        if (x->op < 0) jfail(&r->e, IG_ERR_UNSUPPORTED, x->line, "unsupported test '%s'", x->name);
         jv v = ev(r, f, x->a);
         jargs g = eval_args(r, f, x);
         int t = apply_test(r, x->op, v, &g, x->line);
