@@ -1,0 +1,25 @@
+#!/bin/sh
+# test_kernels_isa.sh — builds tests/test_kernels.c once per ISA path of the CPU templates
+# (AVX-512+BF16, AVX2+FMA, portable scalar) and runs each build the host can execute. The CMake
+# target test_kernels is compiled without -m flags, so without this script only the portable
+# path would be exercised. Uses $CC (default cc); needs OpenMP.
+set -eu
+cd "$(dirname "$0")/.."
+CC=${CC:-cc}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+has() { case " $flags " in *" $1 "*) return 0 ;; esac; return 1; }
+run() { # name, cflags...
+    name=$1; shift
+    "$CC" -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Werror "$@" \
+        -Itemplates/cpu tests/test_kernels.c -lm -o "$tmp/$name"
+    "$tmp/$name"
+}
+run scalar
+if has avx2 && has fma; then run avx2 -mavx2 -mfma; else echo "skip avx2 (host lacks it)"; fi
+if has avx512f && has avx512bw && has avx512vl && has avx512_bf16; then
+    run avx512bf16 -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
+else echo "skip avx512bf16 (host lacks it)"; fi
+if has avx512f && has avx512bw && has avx512vl; then run avx512 -mavx512f -mavx512bw -mavx512vl -mfma
+else echo "skip avx512 (host lacks it)"; fi
