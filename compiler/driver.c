@@ -11,6 +11,7 @@
 
 #include "cg.h"
 #include "cg_templates.h"
+#include "gguf.h"
 #include "pack.h"
 #include "passes.h"
 #include "rt_util.h"
@@ -22,6 +23,15 @@
             fflush((o)->log);                         \
         }                                             \
     } while (0)
+
+static int is_gguf_path(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[4] = {0};
+    if (!f) return 0;
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && !memcmp(magic, "GGUF", 4);
+}
 
 static ig_status write_sources(const char *src_dir, ig_err *err) {
     char path[4096];
@@ -130,8 +140,12 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         st = build_so(o, t, pkg, err);
         if (!st) LOG(o, "built %s/model.so for %s (%.2f s)\n", pkg, t->full_name, rt_now() - t1);
     }
-    /* tokenizer files travel with the package */
+    /* tokenizer files travel with the package; a GGUF carries its tokenizer in metadata */
     int has_tok = 0;
+    if (!st && !g->tokenizer_dir && g->n_files == 1 && is_gguf_path(g->files[0])) {
+        st = ir_gguf_write_tokenizer(g->files[0], pkg, err);
+        has_tok = !st;
+    }
     if (!st && g->tokenizer_dir) {
         static const char *names[] = {"tokenizer.json", "tokenizer_config.json"};
         for (int i = 0; i < 2 && !st; i++) {

@@ -20,7 +20,10 @@ typedef enum ig_status {
     IG_ERR_MISMATCH = 6,    /* hash, ABI, shape or target mismatch */
     IG_ERR_CPU = 7,         /* package needs a CPU feature this machine lacks */
     IG_ERR_BUILD = 8,       /* C compiler failed */
-    IG_ERR_INTERNAL = 9
+    IG_ERR_INTERNAL = 9,
+    IG_ERR_TIMEOUT = 10,    /* nothing arrived within the wait (queue reads) */
+    IG_ERR_BUSY = 11,       /* engine at its request limit: try again later */
+    IG_ERR_CLOSED = 12      /* engine shut down */
 } ig_status;
 
 typedef struct ig_err {

@@ -13,6 +13,9 @@ const char *ig_status_name(ig_status st) {
     case IG_ERR_CPU: return "missing cpu feature";
     case IG_ERR_BUILD: return "build failed";
     case IG_ERR_INTERNAL: return "internal error";
+    case IG_ERR_TIMEOUT: return "timed out";
+    case IG_ERR_BUSY: return "busy";
+    case IG_ERR_CLOSED: return "closed";
     }
     return "unknown status";
 }

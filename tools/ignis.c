@@ -11,7 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "chat_template.h"
 #include "driver.h"
+#include "ignis.h"
+#include "tokenizer.h"
 #include "ir.h"
 #include "kv_pager.h"
 #include "rt_package.h"
@@ -32,7 +37,14 @@ static int usage(void) {
             "  compile HF_DIR|FILE.gguf|model.igraph -o PKG [--target cpu|cpu:avx512bf16|cpu:avx512|cpu:avx2|cpu:generic]\n"
             "          [--dtype f32|bf16] [--page-size N] [--dump-graph FILE]\n"
             "  logits  PKG --tokens 1,2,3 --out FILE.npy     teacher-forced logits [n_tokens, vocab]\n"
-            "  generate PKG --tokens 1,2,3 [--max-new-tokens N] [--ignore-eos]   greedy; prints new ids\n"
+            "  generate PKG (--tokens 1,2,3 | --tokens-file FILE | --prompt TEXT [--ids]) [--max-new-tokens N]\n"
+            "          [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
+            "          [--presence-penalty P] [--frequency-penalty F] [--seed S] [--stop TEXT]... [--ignore-eos]\n"
+            "          prints the new ids (one line per prompt, in order) or streams the text of --prompt\n"
+            "  chat    PKG [--system TEXT] [sampling flags]  interactive chat with the model's chat template\n"
+            "  tokenize DIR|PKG [--special] < text           prints token ids\n"
+            "  detokenize DIR|PKG --ids 1,2,3 [--skip-special]   writes the decoded text\n"
+            "  chat-template DIR|PKG --messages FILE.json [--add-generation-prompt]   writes the rendered prompt\n"
             "  bench   PKG [--prompt-len 512] [--decode-tokens 32]   prefill/decode speed vs. the machine\n"
             "common flags: --threads N\n");
     return 2;
@@ -204,38 +216,378 @@ static int cmd_logits(int argc, char **argv) {
     return st ? fail("logits", &err) : 0;
 }
 
+/* ---- generate / chat / tokenizer tools (through the engine) */
+
+static const char *const gen_valued[] = {"--tokens", "--tokens-file", "--prompt", "--max-new-tokens", "--min-new-tokens",
+                                         "--temperature", "--top-k", "--top-p", "--min-p", "--repetition-penalty",
+                                         "--presence-penalty", "--frequency-penalty", "--seed", "--stop", "--threads",
+                                         "--max-seqs", "--max-tokens-per-step", "--kv-pages", "--top-logprobs", NULL};
+
+/* Sampling flags → generation config; errors for values that do not parse. */
+static int parse_gen(int argc, char **argv, ig_gen_config *g, const char **stops, int32_t *n_stops, ig_err *err) {
+    ig_gen_config_default(g);
+    struct {
+        const char *flag;
+        float *f;
+        int32_t *i;
+    } nums[] = {{"--temperature", &g->temperature, NULL},       {"--top-p", &g->top_p, NULL},
+                {"--min-p", &g->min_p, NULL},                   {"--repetition-penalty", &g->repetition_penalty, NULL},
+                {"--presence-penalty", &g->presence_penalty, NULL}, {"--frequency-penalty", &g->frequency_penalty, NULL},
+                {"--top-k", NULL, &g->top_k},                   {"--max-new-tokens", NULL, &g->max_new_tokens},
+                {"--min-new-tokens", NULL, &g->min_new_tokens}, {"--top-logprobs", NULL, &g->top_logprobs}};
+    for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
+        const char *v = opt(argc, argv, nums[k].flag, 1);
+        if (!v) continue;
+        char *end;
+        double x = strtod(v, &end);
+        if (end == v || *end) {
+            ig_fail(err, IG_ERR_INVALID, "%s: '%s' is not a number", nums[k].flag, v);
+            return -1;
+        }
+        if (nums[k].f) *nums[k].f = (float)x;
+        else *nums[k].i = (int32_t)x;
+    }
+    const char *seed = opt(argc, argv, "--seed", 1);
+    if (seed) g->seed = strtoull(seed, NULL, 0);
+    g->ignore_eos = opt(argc, argv, "--ignore-eos", 0) != NULL;
+    *n_stops = 0;
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--stop") && *n_stops < 16) stops[(*n_stops)++] = argv[i + 1];
+    g->stop_strings = stops;
+    g->n_stop_strings = *n_stops;
+    return 0;
+}
+
+static ig_status open_engine(int argc, char **argv, const char *pkg, int max_seqs, ig_engine **e, ig_err *err) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.n_threads = threads_opt(argc, argv);
+    const char *v;
+    if ((v = opt(argc, argv, "--max-seqs", 1))) max_seqs = atoi(v);
+    if (max_seqs > 0) cfg.max_seqs = max_seqs;
+    if ((v = opt(argc, argv, "--max-tokens-per-step", 1))) cfg.max_tokens_per_step = atoi(v);
+    if (cfg.max_tokens_per_step < cfg.max_seqs) cfg.max_tokens_per_step = cfg.max_seqs;
+    if ((v = opt(argc, argv, "--kv-pages", 1))) cfg.kv_pages = atoi(v);
+    return ig_engine_open(pkg, &cfg, e, err);
+}
+
+/* Reads the request to its end; prints text as it streams (text mode) or collects ids. */
+static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n, ig_err *err) {
+    int32_t cap = 64;
+    *n = 0;
+    *ids = malloc(sizeof(int32_t) * cap);
+    for (;;) {
+        ig_output *o;
+        ig_status st = ig_request_read(r, -1, &o, err);
+        if (st == IG_ERR_CLOSED) return IG_OK;
+        if (st) return st;
+        if (o->status == IG_REQ_ERROR) {
+            st = ig_fail(err, IG_ERR_INVALID, "%s", o->error);
+            ig_output_free(o);
+            return st;
+        }
+        for (int32_t i = 0; i < o->n_tokens; i++) {
+            if (*n == cap) *ids = realloc(*ids, sizeof(int32_t) * (cap *= 2));
+            (*ids)[(*n)++] = o->tokens[i];
+        }
+        if (print_text && o->text_len) {
+            fwrite(o->text, 1, o->text_len, stdout);
+            fflush(stdout);
+        }
+        ig_output_free(o);
+    }
+}
+
+static void print_ids(const int32_t *ids, int32_t n) {
+    for (int32_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+}
+
 static int cmd_generate(int argc, char **argv) {
-    static const char *const valued[] = {"--tokens", "--max-new-tokens", "--threads", NULL};
-    const char *pkg = positional(argc, argv, valued);
+    const char *pkg = positional(argc, argv, gen_valued);
     if (!pkg) return usage();
     ig_err err = {{0}};
-    int32_t *ids, n;
-    if (parse_ids(opt(argc, argv, "--tokens", 1), &ids, &n, &err)) return fail("generate", &err);
-    const char *mnt = opt(argc, argv, "--max-new-tokens", 1);
-    int max_new = mnt ? atoi(mnt) : 16;
-    int ignore_eos = opt(argc, argv, "--ignore-eos", 0) != NULL;
-    runner r;
-    ig_status st = runner_open(&r, pkg, 256, threads_opt(argc, argv), &err);
-    float *lg = NULL;
-    if (!st) {
-        int32_t V = r.pkg->desc->vocab;
-        lg = malloc(sizeof(float) * V);
-        st = rt_seq_feed(r.m, r.pager, &r.seq, ids, n, NULL, lg, &err);
-        for (int i = 0; i < max_new && !st; i++) {
-            int32_t next = rt_argmax(lg, V);
-            printf(i ? " %d" : "%d", next);
-            fflush(stdout);
-            int eos = 0;
-            for (int k = 0; k < r.pkg->n_eos; k++) eos |= next == r.pkg->eos_ids[k];
-            if ((eos && !ignore_eos) || i + 1 == max_new) break;
-            st = rt_seq_feed(r.m, r.pager, &r.seq, &next, 1, NULL, lg, &err);
-        }
-        printf("\n");
+    ig_gen_config g;
+    const char *stops[16];
+    int32_t n_stops;
+    if (parse_gen(argc, argv, &g, stops, &n_stops, &err)) return fail("generate", &err);
+    if (!opt(argc, argv, "--max-new-tokens", 1)) g.max_new_tokens = 16;
+    const char *tokens = opt(argc, argv, "--tokens", 1), *file = opt(argc, argv, "--tokens-file", 1),
+               *prompt = opt(argc, argv, "--prompt", 1);
+    if (!!tokens + !!file + !!prompt != 1) {
+        snprintf(err.msg, sizeof err.msg, "give exactly one of --tokens, --tokens-file, --prompt");
+        return fail("generate", &err);
     }
-    free(lg);
+    /* the prompts */
+    int32_t n_prompts = 0, *lens = NULL;
+    int32_t **prompts = NULL;
+    if (tokens) {
+        prompts = malloc(sizeof *prompts);
+        lens = malloc(sizeof *lens);
+        if (parse_ids(tokens, &prompts[0], &lens[0], &err)) return fail("generate", &err);
+        n_prompts = 1;
+    } else if (file) {
+        char *text;
+        if (rt_read_file(file, &text, NULL, &err)) return fail("generate", &err);
+        int lines = 1;
+        for (char *p = text; *p; p++) lines += *p == '\n';
+        prompts = calloc(lines, sizeof *prompts);
+        lens = calloc(lines, sizeof *lens);
+        int ln = 0;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            ln++;
+            while (*line == ' ' || *line == '\r') line++;
+            size_t L = strlen(line);
+            while (L && (line[L - 1] == '\r' || line[L - 1] == ' ')) line[--L] = 0;
+            if (!L) continue;
+            if (parse_ids(line, &prompts[n_prompts], &lens[n_prompts], &err)) {
+                char msg[sizeof err.msg];
+                snprintf(msg, sizeof msg, "%s line %d: %s", file, ln, err.msg);
+                snprintf(err.msg, sizeof err.msg, "%s", msg);
+                return fail("generate", &err);
+            }
+            n_prompts++;
+        }
+        free(text);
+    }
+    ig_engine *e;
+    if (open_engine(argc, argv, pkg, n_prompts > 1 ? n_prompts : 0, &e, &err)) return fail("generate", &err);
+    int rc = 0;
+    if (prompt) {
+        ig_request *r;
+        int32_t *ids, n;
+        ig_status st = ig_request_start_text(e, prompt, &g, &r, &err);
+        if (!st) {
+            st = drain(r, !opt(argc, argv, "--ids", 0), &ids, &n, &err);
+            if (opt(argc, argv, "--ids", 0)) print_ids(ids, n);
+            else printf("\n");
+            free(ids);
+            ig_request_release(r);
+        }
+        if (st) rc = fail("generate", &err);
+    } else {
+        /* all prompts run concurrently through the engine; outputs in input order */
+        ig_request **reqs = calloc(n_prompts, sizeof *reqs);
+        char (*errs)[256] = calloc(n_prompts, 256);
+        for (int32_t i = 0; i < n_prompts; i++)
+            if (ig_request_start(e, prompts[i], lens[i], &g, &reqs[i], &err)) snprintf(errs[i], 256, "%s", err.msg);
+        for (int32_t i = 0; i < n_prompts; i++) {
+            int32_t *ids = NULL, n = 0;
+            if (reqs[i] && drain(reqs[i], 0, &ids, &n, &err)) snprintf(errs[i], 256, "%s", err.msg);
+            if (errs[i][0]) {
+                fprintf(stderr, "ignis generate: error: prompt %d: %s\n", i + 1, errs[i]);
+                printf("\n");
+                rc = 1;
+            } else {
+                print_ids(ids, n);
+            }
+            free(ids);
+            ig_request_release(reqs[i]);
+            free(prompts[i]);
+        }
+        free(reqs);
+        free(errs);
+    }
+    free(prompts);
+    free(lens);
+    ig_engine_close(e);
+    return rc;
+}
+
+static int load_tok(const char *dir, tok_tokenizer **t, ig_err *err) {
+    return tok_load_dir(dir, t, err) != IG_OK;
+}
+
+static int cmd_tokenize(int argc, char **argv) {
+    static const char *const valued[] = {NULL};
+    const char *dir = positional(argc, argv, valued);
+    if (!dir) return usage();
+    ig_err err = {{0}};
+    tok_tokenizer *t;
+    if (load_tok(dir, &t, &err)) return fail("tokenize", &err);
+    size_t cap = 1 << 16, len = 0, got;
+    char *text = malloc(cap);
+    while ((got = fread(text + len, 1, cap - len, stdin)) > 0) {
+        len += got;
+        if (len == cap) text = realloc(text, cap *= 2);
+    }
+    int32_t *ids;
+    size_t n;
+    ig_status st = tok_encode(t, text, len, opt(argc, argv, "--special", 0) != NULL, 1, &ids, &n, &err);
+    if (!st) {
+        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+        free(ids);
+    }
+    free(text);
+    tok_free(t);
+    return st ? fail("tokenize", &err) : 0;
+}
+
+static int cmd_detokenize(int argc, char **argv) {
+    static const char *const valued[] = {"--ids", NULL};
+    const char *dir = positional(argc, argv, valued);
+    if (!dir) return usage();
+    ig_err err = {{0}};
+    int32_t *ids, n;
+    const char *list = opt(argc, argv, "--ids", 1);
+    if (list && !*list) {
+        n = 0;
+        ids = NULL;
+    } else if (parse_ids(list, &ids, &n, &err)) {
+        return fail("detokenize", &err);
+    }
+    tok_tokenizer *t;
+    if (load_tok(dir, &t, &err)) return fail("detokenize", &err);
+    char *text;
+    size_t len;
+    ig_status st = tok_decode(t, ids, (size_t)n, opt(argc, argv, "--skip-special", 0) != NULL, &text, &len, &err);
+    if (!st) {
+        fwrite(text, 1, len, stdout);
+        free(text);
+    }
     free(ids);
-    if (r.pkg) runner_close(&r);
-    return st ? fail("generate", &err) : 0;
+    tok_free(t);
+    return st ? fail("detokenize", &err) : 0;
+}
+
+/* Template + bos/eos strings of a tokenizer folder or package; ChatML when it has none. */
+static ig_status load_template(const char *dir, ct_template **tmpl, char **bos, char **eos, ig_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    *tmpl = NULL;
+    *bos = *eos = NULL;
+    ig_status st = IG_OK;
+    if (access(path, R_OK) == 0) st = ct_load_tokenizer_config(path, tmpl, bos, eos, err);
+    if (!st && !*tmpl) st = ct_compile(ct_chatml_source(), tmpl, err);
+    return st;
+}
+
+static int cmd_chat_template(int argc, char **argv) {
+    static const char *const valued[] = {"--messages", NULL};
+    const char *dir = positional(argc, argv, valued), *mfile = opt(argc, argv, "--messages", 1);
+    if (!dir || !mfile) return usage();
+    ig_err err = {{0}};
+    char *text;
+    if (rt_read_file(mfile, &text, NULL, &err)) return fail("chat-template", &err);
+    cJSON *msgs = cJSON_Parse(text);
+    free(text);
+    if (!msgs || !cJSON_IsArray(msgs)) {
+        snprintf(err.msg, sizeof err.msg, "%s: not a JSON array of messages", mfile);
+        cJSON_Delete(msgs);
+        return fail("chat-template", &err);
+    }
+    ct_template *tmpl;
+    char *bos, *eos, *out = NULL;
+    size_t len = 0;
+    ig_status st = load_template(dir, &tmpl, &bos, &eos, &err);
+    if (!st) {
+        ct_vars v = {.bos_token = bos, .eos_token = eos, .add_generation_prompt = opt(argc, argv, "--add-generation-prompt", 0) != NULL};
+        st = ct_render(tmpl, msgs, &v, &out, &len, &err);
+    }
+    if (!st) fwrite(out, 1, len, stdout);
+    free(out);
+    free(bos);
+    free(eos);
+    ct_free(tmpl);
+    cJSON_Delete(msgs);
+    return st ? fail("chat-template", &err) : 0;
+}
+
+/* Interactive chat: keeps the conversation, renders it with the model's chat template, streams
+ * the reply. /reset starts over, /quit (or end of input) leaves. */
+static int cmd_chat(int argc, char **argv) {
+    const char *pkg = positional(argc, argv, gen_valued);
+    if (!pkg) return usage();
+    ig_err err = {{0}};
+    ig_gen_config g;
+    const char *stops[16];
+    int32_t n_stops;
+    if (parse_gen(argc, argv, &g, stops, &n_stops, &err)) return fail("chat", &err);
+    if (!opt(argc, argv, "--max-new-tokens", 1)) g.max_new_tokens = 512;
+    ig_engine *e;
+    if (open_engine(argc, argv, pkg, 1, &e, &err)) return fail("chat", &err);
+    tok_tokenizer *t = NULL;
+    ct_template *tmpl = NULL;
+    char *bos = NULL, *eos = NULL;
+    if (!ig_engine_has_tokenizer(e)) {
+        snprintf(err.msg, sizeof err.msg, "%s has no tokenizer: chat needs one", pkg);
+        ig_engine_close(e);
+        return fail("chat", &err);
+    }
+    if (load_tok(pkg, &t, &err) || load_template(pkg, &tmpl, &bos, &eos, &err)) {
+        ig_engine_close(e);
+        return fail("chat", &err);
+    }
+    cJSON *msgs = cJSON_CreateArray();
+    const char *sys_prompt = opt(argc, argv, "--system", 1);
+    if (sys_prompt) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "system");
+        cJSON_AddStringToObject(m, "content", sys_prompt);
+        cJSON_AddItemToArray(msgs, m);
+    }
+    int tty = isatty(0);
+    char line[16384];
+    int rc = 0;
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        if (!fgets(line, sizeof line, stdin)) break;
+        size_t L = strlen(line);
+        while (L && (line[L - 1] == '\n' || line[L - 1] == '\r')) line[--L] = 0;
+        if (!L) continue;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            cJSON_Delete(msgs);
+            msgs = cJSON_CreateArray();
+            continue;
+        }
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", line);
+        cJSON_AddItemToArray(msgs, m);
+        char *prompt = NULL;
+        size_t plen = 0;
+        int32_t *ids = NULL, *out = NULL, n_out = 0;
+        size_t n = 0;
+        ct_vars v = {.bos_token = bos, .eos_token = eos, .add_generation_prompt = 1};
+        ig_status st = ct_render(tmpl, msgs, &v, &prompt, &plen, &err);
+        if (!st) st = tok_encode(t, prompt, plen, 0, 1, &ids, &n, &err);
+        ig_request *r = NULL;
+        if (!st) st = ig_request_start(e, ids, (int32_t)n, &g, &r, &err);
+        if (!st) st = drain(r, 1, &out, &n_out, &err);
+        printf("\n");
+        if (!st) {
+            char *reply;
+            size_t rl;
+            /* the conversation keeps the reply as text, without the end-of-turn token */
+            if (tok_decode(t, out, (size_t)n_out, 1, &reply, &rl, &err) == IG_OK) {
+                cJSON *a = cJSON_CreateObject();
+                cJSON_AddStringToObject(a, "role", "assistant");
+                cJSON_AddStringToObject(a, "content", reply);
+                cJSON_AddItemToArray(msgs, a);
+                free(reply);
+            }
+        } else {
+            fprintf(stderr, "ignis chat: error: %s\n", err.msg);
+            cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
+            rc = 1;
+        }
+        ig_request_release(r);
+        free(prompt);
+        free(ids);
+        free(out);
+    }
+    cJSON_Delete(msgs);
+    free(bos);
+    free(eos);
+    ct_free(tmpl);
+    tok_free(t);
+    ig_engine_close(e);
+    return rc;
 }
 
 /* ---- bench: speed against what this machine can do, measured in the same run */
@@ -330,6 +682,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "logits")) return cmd_logits(ac, av);
     if (!strcmp(cmd, "generate")) return cmd_generate(ac, av);
     if (!strcmp(cmd, "bench")) return cmd_bench(ac, av);
+    if (!strcmp(cmd, "chat")) return cmd_chat(ac, av);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(ac, av);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(ac, av);
+    if (!strcmp(cmd, "chat-template")) return cmd_chat_template(ac, av);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("ignis %s\n", IGNIS_VERSION);
         return 0;

@@ -1,0 +1,147 @@
+/* bench_engine.c — serving throughput of the engine (issue 4): output tokens/s at 1, 4, 16 and 64
+ * concurrent requests, with time to first token and inter-token latency, on a compiled package.
+ * Decode is memory-bound, so a step of 16 sequences should cost little more than a step of one:
+ * the ratio of throughputs against one-at-a-time is printed.
+ * Usage: bench_engine PKG [--prompt-len 32] [--new-tokens 16] [--levels 1,4,16,64] [--threads N] */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ignis.h"
+#include "rt_util.h"
+
+typedef struct req_stat {
+    ig_request *r;
+    double t_start, t_first, t_last;
+    int32_t n;
+} req_stat;
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_engine PKG [--prompt-len N] [--new-tokens N] [--levels 1,4,16,64] [--threads N]\n");
+        return 2;
+    }
+    int P = 32, N = 16, threads = 0;
+    int levels[8] = {1, 4, 16, 64}, n_levels = 4;
+    for (int i = 2; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--prompt-len")) P = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--new-tokens")) N = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--levels")) {
+            n_levels = 0;
+            for (char *t = strtok(argv[i + 1], ","); t && n_levels < 8; t = strtok(NULL, ",")) levels[n_levels++] = atoi(t);
+        }
+    }
+    int max_c = 1;
+    for (int i = 0; i < n_levels; i++)
+        if (levels[i] > max_c) max_c = levels[i];
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = max_c;
+    cfg.max_tokens_per_step = max_c > 256 ? max_c : 256;
+    cfg.n_threads = threads;
+    cfg.kv_pages = max_c * ((P + N) / 16 + 2);
+    ig_engine *e;
+    ig_err err;
+    if (ig_engine_open(argv[1], &cfg, &e, &err)) {
+        fprintf(stderr, "bench_engine: %s\n", err.msg);
+        return 1;
+    }
+    int32_t V = ig_engine_vocab(e);
+    int32_t *ids = malloc(sizeof(int32_t) * P);
+    uint64_t s = 42;
+    printf("package %s: prompt %d tokens, %d new tokens per request (greedy, EOS ignored)\n", argv[1], P, N);
+    printf("%-12s %12s %12s %14s %14s %14s\n", "concurrency", "tokens/s", "x vs 1", "TTFT p50 ms", "ITL p50 ms", "ITL p90 ms");
+    double base = 0;
+    for (int li = 0; li < n_levels; li++) {
+        int C = levels[li];
+        req_stat *st = calloc(C, sizeof *st);
+        ig_gen_config g;
+        ig_gen_config_default(&g);
+        g.max_new_tokens = N;
+        g.ignore_eos = 1;
+        double t0 = rt_now();
+        for (int c = 0; c < C; c++) {
+            for (int i = 0; i < P; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                ids[i] = (int32_t)((s >> 33) % (uint64_t)V);
+            }
+            st[c].t_start = rt_now();
+            if (ig_request_start(e, ids, P, &g, &st[c].r, &err)) {
+                fprintf(stderr, "start: %s\n", err.msg);
+                return 1;
+            }
+        }
+        /* one reader polls all queues without blocking on any single one */
+        double *itl = malloc(sizeof(double) * C * (N + 1));
+        int n_itl = 0, done = 0;
+        while (done < C) {
+            int progressed = 0;
+            for (int c = 0; c < C; c++) {
+                if (!st[c].r) continue;
+                ig_output *o;
+                ig_status rs = ig_request_read(st[c].r, 0, &o, &err);
+                if (rs == IG_ERR_CLOSED) {
+                    ig_request_release(st[c].r);
+                    st[c].r = NULL;
+                    done++;
+                    continue;
+                }
+                if (rs) continue;
+                progressed = 1;
+                double t = rt_now();
+                if (o->n_tokens) {
+                    if (!st[c].n) st[c].t_first = t;
+                    else itl[n_itl++] = (t - st[c].t_last) / o->n_tokens;
+                    st[c].t_last = t;
+                    st[c].n += o->n_tokens;
+                }
+                ig_output_free(o);
+            }
+            if (!progressed && done < C) {
+                /* wait on one unfinished request to avoid spinning */
+                for (int c = 0; c < C; c++)
+                    if (st[c].r) {
+                        ig_output *o;
+                        if (ig_request_read(st[c].r, 5, &o, &err) == IG_OK) {
+                            double t = rt_now();
+                            if (o->n_tokens) {
+                                if (!st[c].n) st[c].t_first = t;
+                                else itl[n_itl++] = (t - st[c].t_last) / o->n_tokens;
+                                st[c].t_last = t;
+                                st[c].n += o->n_tokens;
+                            }
+                            ig_output_free(o);
+                        }
+                        break;
+                    }
+            }
+        }
+        double wall = rt_now() - t0;
+        long total = 0;
+        double *ttft = malloc(sizeof(double) * C);
+        for (int c = 0; c < C; c++) {
+            total += st[c].n;
+            ttft[c] = st[c].t_first - st[c].t_start;
+        }
+        qsort(ttft, C, sizeof(double), cmp_d);
+        qsort(itl, n_itl, sizeof(double), cmp_d);
+        double tps = total / wall;
+        if (li == 0) base = tps;
+        printf("%-12d %12.2f %12.2f %14.1f %14.1f %14.1f\n", C, tps, tps / base, ttft[C / 2] * 1e3,
+               n_itl ? itl[n_itl / 2] * 1e3 : 0, n_itl ? itl[n_itl * 9 / 10] * 1e3 : 0);
+        fflush(stdout);
+        free(ttft);
+        free(itl);
+        free(st);
+    }
+    ig_engine_close(e);
+    free(ids);
+    return 0;
+}

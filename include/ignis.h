@@ -1,0 +1,150 @@
+/* ignis.h — the public C API of the ignis runtime.
+ *
+ * An engine serves one compiled package (made by `ignis compile`) to many concurrent requests:
+ * continuous batching over a paged KV cache, chunked prefill, preemption by recompute when KV
+ * pages run out, and per-request sampling. Every function here is thread-safe: requests can be
+ * started, read, stopped and released from any thread.
+ *
+ * Life of a request:
+ *   ig_request_start(engine, ids, n, &gen, &req, &err)   → handle (or an error for that request)
+ *   ig_request_read(req, timeout_ms, &out, &err)         → new tokens / text / status, repeatedly
+ *   ig_request_sync / ig_request_stop                    → wait for the end / end it early
+ *   ig_request_release(req)                              → the handle is gone (stops it if running)
+ *
+ * Errors: functions return ig_status and write a message naming the bad value into an ig_err
+ * (see ig_status.h). Strings and arrays passed in are borrowed for the call only.
+ */
+#ifndef IGNIS_H
+#define IGNIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ig_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define IG_API __attribute__((visibility("default")))
+#else
+#define IG_API
+#endif
+
+typedef struct ig_engine ig_engine;
+typedef struct ig_request ig_request;
+
+typedef struct ig_engine_config {
+    int32_t max_seqs;            /* sequences per step (default 32) */
+    int32_t max_tokens_per_step; /* token budget of one step, prefill chunks + decode (default 256) */
+    int64_t kv_bytes;            /* KV cache budget in bytes (0: use kv_pages) */
+    int32_t kv_pages;            /* KV cache pages (0 and kv_bytes 0: 512 MiB worth) */
+    int32_t n_threads;           /* compute threads (0: all online CPUs) */
+    int32_t max_waiting;         /* requests queued beyond running ones before start says BUSY (default 1024) */
+    int verify_hashes;           /* check weight hashes at open (default 1) */
+} ig_engine_config;
+
+IG_API void ig_engine_config_default(ig_engine_config *cfg);
+/* Opens the package in pkg_dir. cfg may be NULL (defaults). *out: close with ig_engine_close. */
+IG_API ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg, ig_engine **out,
+                                ig_err *err);
+/* Stops every request (they end with status STOPPED), joins the scheduler, frees the engine.
+ * Handles not yet released stay valid for read/release. Accepts NULL. */
+IG_API void ig_engine_close(ig_engine *e);
+
+typedef struct ig_engine_stats {
+    int32_t running;          /* sequences holding KV pages */
+    int32_t waiting;          /* admitted requests not yet scheduled (incl. preempted) */
+    int32_t kv_pages_total, kv_pages_used, kv_pages_free;
+    int64_t steps;            /* forward steps run */
+    int64_t tokens_prefilled; /* prompt tokens processed (recomputed ones too) */
+    int64_t tokens_generated;
+    int64_t preemptions;
+} ig_engine_stats;
+IG_API void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s);
+/* Model facts: vocabulary size, context length (tokens), whether a tokenizer is present. */
+IG_API int32_t ig_engine_vocab(const ig_engine *e);
+IG_API int32_t ig_engine_max_context(const ig_engine *e);
+IG_API int ig_engine_has_tokenizer(const ig_engine *e);
+
+typedef struct ig_gen_config {
+    int32_t max_new_tokens;   /* default 128 */
+    int32_t min_new_tokens;   /* EOS and stop ids are suppressed before this many (default 0) */
+    float temperature;        /* 0 = greedy (default) */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* (0, 1], 1 = off */
+    float min_p;              /* [0, 1), 0 = off */
+    float repetition_penalty; /* > 0, 1 = off */
+    float presence_penalty;   /* [-2, 2] */
+    float frequency_penalty;  /* [-2, 2] */
+    uint64_t seed;            /* same request + same seed = same tokens, whatever runs beside it */
+    const int32_t *stop_ids;  int32_t n_stop_ids;            /* extra stop token ids */
+    const char *const *stop_strings; int32_t n_stop_strings; /* stop text (needs a tokenizer); not emitted */
+    const int32_t *logit_bias_ids; const float *logit_bias_values; int32_t n_logit_bias;
+    int32_t top_logprobs;     /* 0..20 */
+    int ignore_eos;           /* keep going past the model's EOS tokens */
+} ig_gen_config;
+IG_API void ig_gen_config_default(ig_gen_config *g);
+
+typedef enum ig_req_status {
+    IG_REQ_QUEUED = 0,
+    IG_REQ_PREFILLING = 1,
+    IG_REQ_GENERATING = 2,
+    IG_REQ_FINISHED = 3,   /* see ig_finish_reason */
+    IG_REQ_STOPPED = 4,    /* ig_request_stop or engine close */
+    IG_REQ_ERROR = 5       /* message in ig_output.error */
+} ig_req_status;
+
+typedef enum ig_finish_reason {
+    IG_FINISH_NONE = 0,
+    IG_FINISH_EOS = 1,
+    IG_FINISH_STOP = 2,    /* a stop id or stop string */
+    IG_FINISH_LENGTH = 3   /* max_new_tokens or the context length */
+} ig_finish_reason;
+
+typedef struct ig_logprob {
+    int32_t id;
+    float logprob;
+} ig_logprob;
+
+/* One element of a request's result queue: what happened since the previous element. */
+typedef struct ig_output {
+    ig_req_status status;     /* status after these tokens */
+    ig_finish_reason finish;  /* when status == FINISHED */
+    int32_t n_tokens;
+    int32_t *tokens;          /* [n_tokens] new token ids */
+    float *logprobs;          /* [n_tokens] log-probability of each (raw model distribution) */
+    int32_t n_top;            /* top_logprobs of the request */
+    ig_logprob *top;          /* [n_tokens][n_top] */
+    char *text;               /* new text (NUL-terminated; empty without a tokenizer) */
+    size_t text_len;
+    char error[256];          /* when status == ERROR */
+} ig_output;
+IG_API void ig_output_free(ig_output *o); /* accepts NULL */
+
+/* Starts a request. ids are copied. Errors (invalid parameters, unknown ids, a prompt longer
+ * than the model or the KV cache can hold, BUSY when too many are waiting) concern this request
+ * only. *out: release with ig_request_release. */
+IG_API ig_status ig_request_start(ig_engine *e, const int32_t *ids, int32_t n_ids,
+                                  const ig_gen_config *g, ig_request **out, ig_err *err);
+/* Same, from text (the package's tokenizer, special tokens parsed, BOS added as the tokenizer's
+ * post-processor says). */
+IG_API ig_status ig_request_start_text(ig_engine *e, const char *text, const ig_gen_config *g,
+                                       ig_request **out, ig_err *err);
+/* Takes the next queue element: timeout_ms < 0 waits as long as needed, 0 does not wait, > 0
+ * waits that long. IG_ERR_TIMEOUT when nothing came; IG_ERR_CLOSED when the request has ended
+ * and every element was read. *out: free with ig_output_free. */
+IG_API ig_status ig_request_read(ig_request *r, int timeout_ms, ig_output **out, ig_err *err);
+/* Waits until the request has ended; returns its final status. */
+IG_API ig_req_status ig_request_sync(ig_request *r);
+IG_API ig_req_status ig_request_status(ig_request *r);
+/* Asks the request to end (status STOPPED); returns at once. */
+IG_API void ig_request_stop(ig_request *r);
+/* Drops the handle (stopping the request if it runs). Accepts NULL. */
+IG_API void ig_request_release(ig_request *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

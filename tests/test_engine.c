@@ -1,0 +1,408 @@
+/* test_engine.c — the serving engine (issue 4) on real tiny models:
+ *  - the three `batch` prompts of each reference.json, run together, give transformers' greedy
+ *    tokens, and each prompt alone gives the same tokens as in the batch;
+ *  - a seeded sampled request gives the same tokens alone and beside other traffic;
+ *  - bad requests fail alone while the engine keeps serving;
+ *  - a stress run: many requests from several threads, random lengths, parameters, stop ids and
+ *    cancellations, a KV pool small enough to force preemption; every request ends with a
+ *    proper status, nothing hangs (alarm), and the pool is whole again at the end.
+ * IGNIS_STRESS_LONG=1 makes the stress run 8x longer. */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "ignis.h"
+#include "rt_util.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            failures++;                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                  \
+            fprintf(stderr, "\n");                         \
+        }                                                  \
+    } while (0)
+
+static const char *testdata(void) {
+    const char *t = getenv("IGNIS_TESTDATA");
+    return t ? t : "../shared/testdata";
+}
+
+static int compile_pkg(const char *model, const char *dtype, char *pkg, size_t cap) {
+    char src[1024];
+    snprintf(src, sizeof src, "%s/models/%s", testdata(), model);
+    snprintf(pkg, cap, "/tmp/ignis-test-engine-%d-%s-%s", (int)getpid(), model, dtype);
+    cc_options o = {.input = src, .out_dir = pkg, .dtype = dtype};
+    ig_err err = {{0}};
+    if (cc_compile(&o, &err)) {
+        fprintf(stderr, "compile %s: %s\n", model, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs a request to its end; collects tokens. Returns the final status. */
+static ig_req_status collect(ig_request *r, int32_t *toks, int32_t *n, int32_t cap, ig_finish_reason *why) {
+    *n = 0;
+    ig_req_status st = IG_REQ_QUEUED;
+    for (;;) {
+        ig_output *o;
+        ig_err err;
+        ig_status s = ig_request_read(r, -1, &o, &err);
+        if (s == IG_ERR_CLOSED) break;
+        if (s) {
+            fprintf(stderr, "read: %s\n", err.msg);
+            break;
+        }
+        for (int32_t i = 0; i < o->n_tokens && *n < cap; i++) toks[(*n)++] = o->tokens[i];
+        st = o->status;
+        if (why) *why = o->finish;
+        ig_output_free(o);
+    }
+    return st;
+}
+
+static int32_t json_ids(const cJSON *arr, int32_t *out, int32_t cap) {
+    int32_t n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) if (n < cap) out[n++] = (int32_t)x->valuedouble;
+    return n;
+}
+
+static void test_batch_reference(const char *model) {
+    char pkg[512], path[1024];
+    if (compile_pkg(model, "f32", pkg, sizeof pkg)) {
+        CHECK(0, "compile %s", model);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/models/%s/reference.json", testdata(), model);
+    char *text;
+    ig_err err = {{0}};
+    if (rt_read_file(path, &text, NULL, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    cJSON *ref = cJSON_Parse(text);
+    free(text);
+    const cJSON *batch = cJSON_GetObjectItem(ref, "batch");
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 4;
+    cfg.max_tokens_per_step = 16; /* forces chunked prefill of the 23-token prompt */
+    ig_engine *e;
+    if (ig_engine_open(pkg, &cfg, &e, &err)) {
+        CHECK(0, "open %s: %s", pkg, err.msg);
+        cJSON_Delete(ref);
+        return;
+    }
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 8;
+    g.ignore_eos = 1;
+    int32_t prompts[3][64], np[3], want[3][8], got[3][16], ng[3];
+    ig_request *req[3];
+    for (int i = 0; i < 3; i++) {
+        const cJSON *b = cJSON_GetArrayItem(batch, i);
+        np[i] = json_ids(cJSON_GetObjectItem(b, "prompt"), prompts[i], 64);
+        json_ids(cJSON_GetObjectItem(b, "greedy"), want[i], 8);
+        CHECK(ig_request_start(e, prompts[i], np[i], &g, &req[i], &err) == IG_OK, "start: %s", err.msg);
+    }
+    for (int i = 0; i < 3; i++) {
+        ig_finish_reason why = IG_FINISH_NONE;
+        ig_req_status st = collect(req[i], got[i], &ng[i], 16, &why);
+        CHECK(st == IG_REQ_FINISHED && why == IG_FINISH_LENGTH, "%s batch %d: status %d reason %d", model, i, st, why);
+        CHECK(ng[i] == 8 && !memcmp(got[i], want[i], sizeof want[i]), "%s batch %d: greedy differs from transformers", model, i);
+        ig_request_release(req[i]);
+    }
+    /* alone: same tokens as in the batch */
+    for (int i = 0; i < 3; i++) {
+        ig_request *r;
+        int32_t alone[16], na;
+        CHECK(ig_request_start(e, prompts[i], np[i], &g, &r, &err) == IG_OK, "start: %s", err.msg);
+        collect(r, alone, &na, 16, NULL);
+        CHECK(na == ng[i] && !memcmp(alone, got[i], sizeof(int32_t) * na), "%s prompt %d alone differs from batched", model, i);
+        ig_request_release(r);
+    }
+    /* seeded sampling: same tokens alone and with other traffic */
+    ig_gen_config s = g;
+    s.temperature = 0.9f;
+    s.top_p = 0.95f;
+    s.seed = 1234;
+    s.max_new_tokens = 12;
+    ig_request *a, *noise[3];
+    int32_t t1[16], n1, t2[16], n2;
+    ig_request_start(e, prompts[2], np[2], &s, &a, &err);
+    collect(a, t1, &n1, 16, NULL);
+    ig_request_release(a);
+    for (int i = 0; i < 3; i++) {
+        ig_gen_config gn = s;
+        gn.seed = 99 + i;
+        ig_request_start(e, prompts[i], np[i], &gn, &noise[i], &err);
+    }
+    ig_request_start(e, prompts[2], np[2], &s, &a, &err);
+    collect(a, t2, &n2, 16, NULL);
+    CHECK(n1 == n2 && !memcmp(t1, t2, sizeof(int32_t) * n1), "%s: seeded request differs when run beside others", model);
+    ig_request_release(a);
+    for (int i = 0; i < 3; i++) {
+        ig_request_sync(noise[i]);
+        ig_request_release(noise[i]);
+    }
+    ig_engine_stats st;
+    ig_engine_get_stats(e, &st);
+    CHECK(st.kv_pages_free == st.kv_pages_total, "%s: %d of %d pages still used", model, st.kv_pages_used, st.kv_pages_total);
+    ig_engine_close(e);
+    cJSON_Delete(ref);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
+    if (system(cmd)) {}
+}
+
+/* Preemption by recompute must not change what a sequence generates: three long greedy requests
+ * on a pool that holds barely one of them give the same tokens as each run alone. */
+static void test_preemption(const char *pkg) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 4;
+    cfg.max_tokens_per_step = 32;
+    cfg.kv_pages = 10; /* 160 tokens; each request grows to 110 */
+    ig_engine *e;
+    ig_err err;
+    if (ig_engine_open(pkg, &cfg, &e, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 90;
+    g.ignore_eos = 1;
+    int32_t prompts[3][20], alone[3][96], na[3], together[3][96], nt[3];
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 20; k++) prompts[i][k] = (int32_t)((i * 131 + k * 17 + 5) % ig_engine_vocab(e));
+    for (int i = 0; i < 3; i++) {
+        ig_request *r;
+        CHECK(ig_request_start(e, prompts[i], 20, &g, &r, &err) == IG_OK, "start: %s", err.msg);
+        collect(r, alone[i], &na[i], 96, NULL);
+        ig_request_release(r);
+    }
+    ig_request *rs[3];
+    for (int i = 0; i < 3; i++) CHECK(ig_request_start(e, prompts[i], 20, &g, &rs[i], &err) == IG_OK, "start: %s", err.msg);
+    for (int i = 0; i < 3; i++) {
+        ig_finish_reason why = IG_FINISH_NONE;
+        ig_req_status st = collect(rs[i], together[i], &nt[i], 96, &why);
+        CHECK(st == IG_REQ_FINISHED && why == IG_FINISH_LENGTH && nt[i] == 90, "preempted request %d: status %d, %d tokens", i, st, nt[i]);
+        CHECK(nt[i] == na[i] && !memcmp(together[i], alone[i], sizeof(int32_t) * na[i]), "request %d: tokens differ after preemption", i);
+        ig_request_release(rs[i]);
+    }
+    ig_engine_stats st;
+    ig_engine_get_stats(e, &st);
+    CHECK(st.preemptions > 0, "no preemption happened (the test needs one)");
+    CHECK(st.kv_pages_free == st.kv_pages_total, "%d pages still used", st.kv_pages_used);
+    printf("preemption: %lld preemptions, outputs equal to solo runs\n", (long long)st.preemptions);
+    ig_engine_close(e);
+}
+
+/* ---- bad requests */
+static void test_bad_requests(ig_engine *e) {
+    ig_err err = {{0}};
+    ig_request *r = NULL;
+    int32_t ids[4] = {1, 2, 3, 4};
+    ig_gen_config g;
+    struct {
+        const char *what, *needle;
+        void (*set)(ig_gen_config *);
+    } cases[] = {
+        {"negative temperature", "temperature", NULL},
+    };
+    (void)cases;
+    ig_gen_config_default(&g);
+    g.temperature = -1;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) != IG_OK && strstr(err.msg, "temperature"), "negative temperature: %s", err.msg);
+    ig_gen_config_default(&g);
+    g.top_p = 1.5f;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) != IG_OK && strstr(err.msg, "top_p"), "top_p 1.5: %s", err.msg);
+    ig_gen_config_default(&g);
+    g.top_p = 0;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) != IG_OK && strstr(err.msg, "top_p"), "top_p 0: %s", err.msg);
+    ig_gen_config_default(&g);
+    int32_t bad[3] = {1, 999999, 2};
+    CHECK(ig_request_start(e, bad, 3, &g, &r, &err) != IG_OK && strstr(err.msg, "999999"), "unknown id: %s", err.msg);
+    int32_t n_long = ig_engine_max_context(e) + 5;
+    int32_t *lng = calloc(n_long, sizeof(int32_t));
+    CHECK(ig_request_start(e, lng, n_long, &g, &r, &err) != IG_OK && strstr(err.msg, "context"), "too long: %s", err.msg);
+    free(lng);
+    g.max_new_tokens = 0;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) != IG_OK && strstr(err.msg, "max_new_tokens"), "max_new_tokens 0: %s", err.msg);
+    ig_gen_config_default(&g);
+    const char *stop = "x";
+    g.stop_strings = &stop;
+    g.n_stop_strings = 1;
+    if (!ig_engine_has_tokenizer(e))
+        CHECK(ig_request_start(e, ids, 4, &g, &r, &err) != IG_OK && strstr(err.msg, "tokenizer"), "stop string without tokenizer: %s", err.msg);
+    /* and the engine still serves */
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 3;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) == IG_OK, "good request after bad ones: %s", err.msg);
+    int32_t t[8], n;
+    CHECK(collect(r, t, &n, 8, NULL) == IG_REQ_FINISHED && n >= 1, "good request did not finish");
+    ig_request_release(r);
+}
+
+/* ---- stress */
+typedef struct stress_arg {
+    ig_engine *e;
+    int id, n_req;
+    int bad;
+} stress_arg;
+
+static uint64_t rnd(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void *stress_thread(void *p) {
+    stress_arg *a = p;
+    uint64_t s = 0x9E3779B97F4A7C15ull * (a->id + 1);
+    int32_t V = ig_engine_vocab(a->e);
+    for (int k = 0; k < a->n_req; k++) {
+        int32_t n = 1 + (int32_t)(rnd(&s) % 60), ids[64];
+        for (int i = 0; i < n; i++) ids[i] = (int32_t)(rnd(&s) % V);
+        ig_gen_config g;
+        ig_gen_config_default(&g);
+        g.max_new_tokens = 1 + (int32_t)(rnd(&s) % 40);
+        g.temperature = (rnd(&s) % 2) ? 0.0f : 0.8f;
+        g.top_k = (int32_t)(rnd(&s) % 50);
+        g.top_p = 0.5f + (rnd(&s) % 50) / 100.0f;
+        g.repetition_penalty = 1.0f + (rnd(&s) % 3) * 0.1f;
+        g.seed = rnd(&s);
+        int32_t stop_id = (int32_t)(rnd(&s) % V);
+        if (rnd(&s) % 3 == 0) {
+            g.stop_ids = &stop_id;
+            g.n_stop_ids = 1;
+        }
+        ig_request *r;
+        ig_err err;
+        ig_status st = ig_request_start(a->e, ids, n, &g, &r, &err);
+        if (st == IG_ERR_BUSY) continue;
+        if (st) {
+            a->bad++;
+            fprintf(stderr, "stress start: %s\n", err.msg);
+            continue;
+        }
+        int mode = (int)(rnd(&s) % 6);
+        int32_t got = 0;
+        ig_req_status last = IG_REQ_QUEUED;
+        ig_finish_reason why = IG_FINISH_NONE;
+        if (mode == 0) { /* release at once */
+            ig_request_release(r);
+            continue;
+        }
+        for (;;) {
+            ig_output *o;
+            ig_status rs = ig_request_read(r, mode == 1 ? 0 : 50, &o, &err);
+            if (rs == IG_ERR_CLOSED) break;
+            if (rs == IG_ERR_TIMEOUT) {
+                if (mode == 1 && got >= 2) ig_request_stop(r);
+                continue;
+            }
+            got += o->n_tokens;
+            last = o->status;
+            why = o->finish;
+            ig_output_free(o);
+            if (mode == 2 && got >= 3) ig_request_stop(r);
+        }
+        int ok = last == IG_REQ_STOPPED ||
+                 (last == IG_REQ_FINISHED && (why == IG_FINISH_LENGTH ? got == g.max_new_tokens : why != IG_FINISH_NONE));
+        if (!ok) {
+            a->bad++;
+            fprintf(stderr, "stress: request ended with status %d reason %d after %d tokens (max %d)\n", last, why, got, g.max_new_tokens);
+        }
+        ig_request_release(r);
+    }
+    return NULL;
+}
+
+static void test_stress(const char *pkg) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 16;
+    cfg.max_tokens_per_step = 64;
+    cfg.kv_pages = 14; /* 14 x 16 tokens: less than 4 threads' requests of up to 100 tokens use: forces preemption */
+    ig_engine *e;
+    ig_err err;
+    if (ig_engine_open(pkg, &cfg, &e, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    test_bad_requests(e);
+    int threads = 4, per = getenv("IGNIS_STRESS_LONG") ? 128 : 16;
+    pthread_t th[8];
+    stress_arg args[8];
+    for (int i = 0; i < threads; i++) {
+        args[i] = (stress_arg){.e = e, .id = i, .n_req = per};
+        pthread_create(&th[i], NULL, stress_thread, &args[i]);
+    }
+    for (int i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].bad == 0, "stress thread %d: %d bad requests", i, args[i].bad);
+    }
+    /* released-at-once requests may still be ending: wait for the pool to be whole */
+    ig_engine_stats st;
+    for (int i = 0; i < 200; i++) {
+        ig_engine_get_stats(e, &st);
+        if (st.running == 0 && st.waiting == 0) break;
+        usleep(10000);
+    }
+    CHECK(st.running == 0 && st.waiting == 0, "stress: %d running, %d waiting at the end", st.running, st.waiting);
+    CHECK(st.kv_pages_free == st.kv_pages_total, "stress: %d of %d pages still used", st.kv_pages_used, st.kv_pages_total);
+    printf("stress: %lld steps, %lld prefilled, %lld generated, %lld preemptions\n", (long long)st.steps,
+           (long long)st.tokens_prefilled, (long long)st.tokens_generated, (long long)st.preemptions);
+    /* close with requests in flight: they end STOPPED and handles stay usable */
+    ig_request *r;
+    int32_t ids[3] = {1, 2, 3};
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 1000;
+    g.ignore_eos = 1;
+    ig_request_start(e, ids, 3, &g, &r, &err);
+    ig_engine_close(e);
+    CHECK(ig_request_sync(r) == IG_REQ_STOPPED || ig_request_status(r) == IG_REQ_FINISHED, "request in flight at close did not end STOPPED");
+    ig_request_release(r);
+}
+
+int main(void) {
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s/models", testdata());
+    if (access(probe, R_OK)) {
+        printf("SKIP: no test data at %s\n", testdata());
+        return 77;
+    }
+    alarm(getenv("IGNIS_STRESS_LONG") ? 1200 : 240); /* a hang is a failure, not a stuck CI */
+    static const char *models[] = {"llama-gqa", "qwen2-bias-tied", "qwen3-qknorm"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) test_batch_reference(models[i]);
+    char pkg[512];
+    if (compile_pkg("llama-gqa", "f32", pkg, sizeof pkg) == 0) {
+        test_preemption(pkg);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
+        if (system(cmd)) {}
+    }
+    if (compile_pkg("llama-gqa", "bf16", pkg, sizeof pkg) == 0) {
+        test_stress(pkg);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
+        if (system(cmd)) {}
+    } else {
+        CHECK(0, "compile for the stress test");
+    }
+    printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+    return failures ? 1 : 0;
+}
