@@ -324,11 +324,11 @@ static int cmd_generate(int argc, char **argv) {
     if (tokens) {
         prompts = malloc(sizeof *prompts);
         lens = malloc(sizeof *lens);
-        if (parse_ids(tokens, &prompts[0], &lens[0], &err)) return fail("generate", &err);
+        if (parse_ids(tokens, &prompts[0], &lens[0], &err)) goto fail_prompts;
         n_prompts = 1;
     } else if (file) {
         char *text;
-        if (rt_read_file(file, &text, NULL, &err)) return fail("generate", &err);
+        if (rt_read_file(file, &text, NULL, &err)) goto fail_prompts;
         int lines = 1;
         for (char *p = text; *p; p++) lines += *p == '\n';
         prompts = calloc(lines, sizeof *prompts);
@@ -344,14 +344,15 @@ static int cmd_generate(int argc, char **argv) {
                 char msg[sizeof err.msg];
                 snprintf(msg, sizeof msg, "%s line %d: %s", file, ln, err.msg);
                 snprintf(err.msg, sizeof err.msg, "%s", msg);
-                return fail("generate", &err);
+                free(text);
+                goto fail_prompts;
             }
             n_prompts++;
         }
         free(text);
     }
     ig_engine *e;
-    if (open_engine(argc, argv, pkg, n_prompts > 1 ? n_prompts : 0, &e, &err)) return fail("generate", &err);
+    if (open_engine(argc, argv, pkg, n_prompts > 1 ? n_prompts : 0, &e, &err)) goto fail_prompts;
     int rc = 0;
     if (prompt) {
         ig_request *r;
@@ -383,15 +384,20 @@ static int cmd_generate(int argc, char **argv) {
             }
             free(ids);
             ig_request_release(reqs[i]);
-            free(prompts[i]);
         }
         free(reqs);
         free(errs);
     }
+    ig_engine_close(e);
+    for (int32_t i = 0; i < n_prompts; i++) free(prompts[i]);
     free(prompts);
     free(lens);
-    ig_engine_close(e);
     return rc;
+fail_prompts:
+    for (int32_t i = 0; i < n_prompts; i++) free(prompts[i]);
+    free(prompts);
+    free(lens);
+    return fail("generate", &err);
 }
 
 static int load_tok(const char *dir, tok_tokenizer **t, ig_err *err) {
