@@ -265,8 +265,15 @@ static int32_t first_bad(const float *x, int32_t n) {
     return 0;
 }
 
-static int32_t first_eq(const float *x, int32_t n, float v) {
-    for (int32_t i = 0; i < n; i++)
+/* First i with x[i] == v (v is in x). Blocks of 64 are tested with a vectorizable OR first. */
+SMP_HOT static int32_t first_eq(const float *x, int32_t n, float v) {
+    int32_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        int32_t any = 0;
+        for (int k = 0; k < 64; k++) any |= x[i + k] == v;
+        if (any) break;
+    }
+    for (; i < n; i++)
         if (x[i] == v) return i;
     return n - 1;
 }
@@ -491,19 +498,30 @@ SMP_HOT static int32_t sample_filtered(smp_state *s, const float *x, float mx, f
     return last;
 }
 
-static void top_n(const float *x, int32_t V, int32_t n, float mx, double lse, smp_result *r) {
+/* The n largest raw logits, descending, lower id first on ties. Blocks of 64 whose max cannot
+ * enter the list are skipped with one vectorized test. */
+SMP_HOT static void top_n(const float *x, int32_t V, int32_t n, float mx, double lse, smp_result *r) {
     smp_logprob *t = r->top;
     int32_t have = 0;
-    for (int32_t i = 0; i < V; i++) {
-        float v = x[i];
-        if (have == n && !(v > t[n - 1].logprob)) continue;
-        int32_t j = have < n ? have++ : n - 1;
-        while (j > 0 && v > t[j - 1].logprob) {
-            t[j] = t[j - 1];
-            j--;
+    for (int32_t i0 = 0; i0 < V; i0 += 64) {
+        int32_t i1 = V - i0 < 64 ? V : i0 + 64;
+        if (have == n && i1 - i0 == 64) {
+            float thr = t[n - 1].logprob;
+            int32_t any = 0;
+            for (int k = 0; k < 64; k++) any |= x[i0 + k] > thr;
+            if (!any) continue;
         }
-        t[j].id = i;
-        t[j].logprob = v;
+        for (int32_t i = i0; i < i1; i++) {
+            float v = x[i];
+            if (have == n && !(v > t[n - 1].logprob)) continue;
+            int32_t j = have < n ? have++ : n - 1;
+            while (j > 0 && v > t[j - 1].logprob) {
+                t[j] = t[j - 1];
+                j--;
+            }
+            t[j].id = i;
+            t[j].logprob = v;
+        }
     }
     for (int32_t j = 0; j < have; j++) t[j].logprob = (float)((double)t[j].logprob - (double)mx - lse);
     r->n_top = have;
