@@ -47,7 +47,8 @@ __attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(double sec
     double total = 0, t0 = rt_now();
 #pragma omp parallel reduction(+ : total)
     {
-#define DECL(i) __m512 c##i = _mm512_setzero_ps();
+/* distinct starting values: identical chains would be merged by the compiler */
+#define DECL(i) __m512 c##i = _mm512_set1_ps((float)(i));
         REP12(DECL)
         __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80);
         long it = 0;
@@ -91,7 +92,7 @@ __attribute__((target("avx2,fma"))) static double peak_f32_256(double secs) {
     double total = 0, t0 = rt_now();
 #pragma omp parallel reduction(+ : total)
     {
-#define DECL8(i) __m256 c##i = _mm256_setzero_ps();
+#define DECL8(i) __m256 c##i = _mm256_set1_ps((float)(i));
         REP12(DECL8)
         __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
         long it = 0;
