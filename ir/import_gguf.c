@@ -295,36 +295,11 @@ static ig_status add_weight(gg_ctx *c, const char *name, int32_t layer, int64_t 
     return IG_OK;
 }
 
-/* Same node helper as import_hf.c: up to three inputs, output activation named per layer. */
-static ig_status node(gg_ctx *c, ir_op op, int32_t layer, int32_t a, int32_t b,
-                      const char *out_name, int64_t cols, int32_t *out) {
-    ir_graph *g = c->g;
-    int32_t o = -1;
-    if (out_name) {
-        char nm[96];
-        if (layer >= 0)
-            snprintf(nm, sizeof nm, "layers.%d.%s", layer, out_name);
-        else
-            snprintf(nm, sizeof nm, "%s", out_name);
-        if ((o = ir_add_act(g, nm, cols, layer)) < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-    }
-    ir_node *n = ir_add_node(g, op, layer);
-    if (!n) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-    n->in[0] = a;
-    n->in[1] = b;
-    n->out = o;
-    if (out) *out = o;
-    return IG_OK;
-}
-
-static ir_node *last(gg_ctx *c) { return &c->g->nodes[c->g->n_nodes - 1]; }
-
 static ig_status build_graph(gg_ctx *c) {
     ir_graph *g = c->g;
     const ir_hparams *h = &g->hp;
     int64_t D = h->hidden, qd = (int64_t)h->n_heads * h->head_dim,
             kvd = (int64_t)h->n_kv_heads * h->head_dim, I = h->intermediate;
-    float eps = (float)h->rms_eps;
     ig_status st;
     int32_t embed, fnorm, head;
     const gguf_tensor_info *te = gguf_find_tensor(c->f, "token_embd.weight");
@@ -339,65 +314,37 @@ static ig_status build_graph(gg_ctx *c) {
     if (head < 0) head = embed;
     if ((st = add_weight(c, "output_norm.weight", -1, D, 0, 0, &fnorm))) return st;
 
-    int32_t ids = ir_add_act(g, "ids", 1, -1), x;
-    if (ids < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-    g->tensors[ids].dtype = IG_DTYPE_I32;
-    if ((st = node(c, IR_OP_EMBED, -1, ids, embed, "x", D, &x))) return st;
+    ir_layer_weights *lw = calloc((size_t)h->n_layers, sizeof *lw);
+    if (!lw) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
     for (int32_t L = 0; L < h->n_layers; L++) {
-        int32_t an, wq, wk, wv, wo, fn, wg, wu, wd;
+        ir_layer_weights *w = &lw[L];
         char nm[96];
+        w->qb = w->kb = w->vb = w->ob = w->q_norm = w->k_norm = w->gate_b = w->up_b = w->down_b = -1;
 #define W(var, suffix, n, k)                                                \
     do {                                                                    \
         snprintf(nm, sizeof nm, "blk.%d.%s.weight", L, suffix);             \
-        if ((st = add_weight(c, nm, L, n, k, 0, &var))) return st;          \
+        if ((st = add_weight(c, nm, L, n, k, 0, &w->var))) goto done;       \
     } while (0)
-        W(an, "attn_norm", D, 0);
-        W(wq, "attn_q", qd, D);
-        W(wk, "attn_k", kvd, D);
-        W(wv, "attn_v", kvd, D);
-        W(wo, "attn_output", D, qd);
-        W(fn, "ffn_norm", D, 0);
-        W(wg, "ffn_gate", I, D);
-        W(wu, "ffn_up", I, D);
-        W(wd, "ffn_down", D, I);
+        W(in_norm, "attn_norm", D, 0);
+        W(q, "attn_q", qd, D);
+        W(k, "attn_k", kvd, D);
+        W(v, "attn_v", kvd, D);
+        W(o, "attn_output", D, qd);
+        W(post_norm, "ffn_norm", D, 0);
+        W(gate, "ffn_gate", I, D);
+        W(up, "ffn_up", I, D);
+        W(down, "ffn_down", D, I);
 #undef W
-        g->tensors[wq].xform = IR_XFORM_UNPERMUTE_ROPE;
-        g->tensors[wq].xform_heads = h->n_heads;
-        g->tensors[wk].xform = IR_XFORM_UNPERMUTE_ROPE;
-        g->tensors[wk].xform_heads = h->n_kv_heads;
-
-        int32_t hh, q, k, v, qr, kr, a, o, x2, h2, gt, up, m, d;
-        if ((st = node(c, IR_OP_RMSNORM, L, x, an, "h", D, &hh))) return st;
-        last(c)->eps = eps;
-        if ((st = node(c, IR_OP_MATMUL, L, hh, wq, "q", qd, &q)) ||
-            (st = node(c, IR_OP_MATMUL, L, hh, wk, "k", kvd, &k)) ||
-            (st = node(c, IR_OP_MATMUL, L, hh, wv, "v", kvd, &v)))
-            return st;
-        if ((st = node(c, IR_OP_ROPE, L, q, -1, "qr", qd, &qr))) return st;
-        last(c)->n_heads = h->n_heads;
-        if ((st = node(c, IR_OP_ROPE, L, k, -1, "kr", kvd, &kr))) return st;
-        last(c)->n_heads = h->n_kv_heads;
-        if ((st = node(c, IR_OP_KV_WRITE, L, kr, v, NULL, 0, NULL)) ||
-            (st = node(c, IR_OP_ATTENTION, L, qr, -1, "a", qd, &a)) ||
-            (st = node(c, IR_OP_MATMUL, L, a, wo, "o", D, &o)) ||
-            (st = node(c, IR_OP_ADD, L, x, o, "x2", D, &x2)) ||
-            (st = node(c, IR_OP_RMSNORM, L, x2, fn, "h2", D, &h2)))
-            return st;
-        last(c)->eps = eps;
-        if ((st = node(c, IR_OP_MATMUL, L, h2, wg, "g", I, &gt)) ||
-            (st = node(c, IR_OP_MATMUL, L, h2, wu, "u", I, &up)) ||
-            (st = node(c, IR_OP_SILU_MUL, L, gt, up, "m", I, &m)) ||
-            (st = node(c, IR_OP_MATMUL, L, m, wd, "d", D, &d)) ||
-            (st = node(c, IR_OP_ADD, L, x2, d, "out", D, &x)))
-            return st;
+        /* llama GGUF q/k rows are permuted for interleaved RoPE: read them back in HF order */
+        g->tensors[w->q].xform = IR_XFORM_UNPERMUTE_ROPE;
+        g->tensors[w->q].xform_heads = h->n_heads;
+        g->tensors[w->k].xform = IR_XFORM_UNPERMUTE_ROPE;
+        g->tensors[w->k].xform_heads = h->n_kv_heads;
     }
-    int32_t xo, hn;
-    if ((st = node(c, IR_OP_GATHER_ROWS, -1, x, -1, "xo", D, &xo)) ||
-        (st = node(c, IR_OP_RMSNORM, -1, xo, fnorm, "hn", D, &hn)))
-        return st;
-    last(c)->eps = eps;
-    if ((st = node(c, IR_OP_MATMUL, -1, hn, head, "logits", h->vocab, NULL))) return st;
-    return ir_verify(g, c->err);
+    st = ir_build_decoder(g, embed, lw, fnorm, head, c->err);
+done:
+    free(lw);
+    return st;
 }
 
 ig_status ir_import_gguf(const char *path, ir_graph **out, ig_err *err) {

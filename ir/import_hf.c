@@ -548,10 +548,7 @@ static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t 
 
 /* ---- graph */
 
-typedef struct hf_layer_w {
-    int32_t in_norm, q, k, v, o, qb, kb, vb, ob, q_norm, k_norm;
-    int32_t post_norm, gate, up, down, gate_b, up_b, down_b;
-} hf_layer_w;
+typedef ir_layer_weights hf_layer_w;
 
 static ig_status add_layer_weights(hf_ctx *c, int32_t L, hf_layer_w *w) {
     const ir_hparams *h = &c->g->hp;
@@ -594,35 +591,10 @@ static ig_status add_layer_weights(hf_ctx *c, int32_t L, hf_layer_w *w) {
     return IG_OK;
 }
 
-/* Node helper: one node with up to three inputs and an output activation (name NULL: none). */
-static ig_status node(hf_ctx *c, ir_op op, int32_t layer, int32_t a, int32_t b, int32_t bias,
-                      const char *out_name, int64_t cols, int32_t *out) {
-    ir_graph *g = c->g;
-    int32_t o = -1;
-    if (out_name) {
-        char nm[96];
-        if (layer >= 0)
-            snprintf(nm, sizeof nm, "layers.%d.%s", layer, out_name);
-        else
-            snprintf(nm, sizeof nm, "%s", out_name);
-        if ((o = ir_add_act(g, nm, cols, layer)) < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-    }
-    ir_node *n = ir_add_node(g, op, layer);
-    if (!n) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-    n->in[0] = a;
-    n->in[1] = b;
-    n->in[2] = bias;
-    n->out = o;
-    if (out) *out = o;
-    return IG_OK;
-}
-
 static ig_status build_graph(hf_ctx *c) {
     ir_graph *g = c->g;
     const ir_hparams *h = &g->hp;
-    int64_t D = h->hidden, qd = (int64_t)h->n_heads * h->head_dim,
-            kvd = (int64_t)h->n_kv_heads * h->head_dim, I = h->intermediate;
-    float eps = (float)h->rms_eps;
+    int64_t D = h->hidden;
     ig_status st;
     int32_t embed, fnorm, head = -1;
     if ((st = add_weight(c, "model.embed_tokens.weight", -1, h->vocab, D, 0, &embed))) return st;
@@ -644,55 +616,7 @@ static ig_status build_graph(hf_ctx *c) {
         }
     }
 
-    int32_t ids = ir_add_act(g, "ids", 1, -1), x;
-    if (ids < 0) {
-        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    g->tensors[ids].dtype = IG_DTYPE_I32;
-    if ((st = node(c, IR_OP_EMBED, -1, ids, embed, -1, "x", D, &x))) goto done;
-    for (int32_t L = 0; L < h->n_layers; L++) {
-        const hf_layer_w *w = &lw[L];
-        int32_t hh, q, k, v, qr, kr, a, o, x2, h2, gt, up, m, d;
-        if ((st = node(c, IR_OP_RMSNORM, L, x, w->in_norm, -1, "h", D, &hh))) goto done;
-        g->nodes[g->n_nodes - 1].eps = eps;
-        if ((st = node(c, IR_OP_MATMUL, L, hh, w->q, w->qb, "q", qd, &q)) ||
-            (st = node(c, IR_OP_MATMUL, L, hh, w->k, w->kb, "k", kvd, &k)) ||
-            (st = node(c, IR_OP_MATMUL, L, hh, w->v, w->vb, "v", kvd, &v)))
-            goto done;
-        if (h->qk_norm) {
-            if ((st = node(c, IR_OP_HEAD_RMSNORM, L, q, w->q_norm, -1, "qn", qd, &q))) goto done;
-            g->nodes[g->n_nodes - 1].eps = eps;
-            g->nodes[g->n_nodes - 1].n_heads = h->n_heads;
-            if ((st = node(c, IR_OP_HEAD_RMSNORM, L, k, w->k_norm, -1, "kn", kvd, &k))) goto done;
-            g->nodes[g->n_nodes - 1].eps = eps;
-            g->nodes[g->n_nodes - 1].n_heads = h->n_kv_heads;
-        }
-        if ((st = node(c, IR_OP_ROPE, L, q, -1, -1, "qr", qd, &qr))) goto done;
-        g->nodes[g->n_nodes - 1].n_heads = h->n_heads;
-        if ((st = node(c, IR_OP_ROPE, L, k, -1, -1, "kr", kvd, &kr))) goto done;
-        g->nodes[g->n_nodes - 1].n_heads = h->n_kv_heads;
-        if ((st = node(c, IR_OP_KV_WRITE, L, kr, v, -1, NULL, 0, NULL)) ||
-            (st = node(c, IR_OP_ATTENTION, L, qr, -1, -1, "a", qd, &a)) ||
-            (st = node(c, IR_OP_MATMUL, L, a, w->o, w->ob, "o", D, &o)) ||
-            (st = node(c, IR_OP_ADD, L, x, o, -1, "x2", D, &x2)) ||
-            (st = node(c, IR_OP_RMSNORM, L, x2, w->post_norm, -1, "h2", D, &h2)))
-            goto done;
-        g->nodes[g->n_nodes - 1].eps = eps;
-        if ((st = node(c, IR_OP_MATMUL, L, h2, w->gate, w->gate_b, "g", I, &gt)) ||
-            (st = node(c, IR_OP_MATMUL, L, h2, w->up, w->up_b, "u", I, &up)) ||
-            (st = node(c, IR_OP_SILU_MUL, L, gt, up, -1, "m", I, &m)) ||
-            (st = node(c, IR_OP_MATMUL, L, m, w->down, w->down_b, "d", D, &d)) ||
-            (st = node(c, IR_OP_ADD, L, x2, d, -1, "out", D, &x)))
-            goto done;
-    }
-    int32_t xo, hn;
-    if ((st = node(c, IR_OP_GATHER_ROWS, -1, x, -1, -1, "xo", D, &xo)) ||
-        (st = node(c, IR_OP_RMSNORM, -1, xo, fnorm, -1, "hn", D, &hn)))
-        goto done;
-    g->nodes[g->n_nodes - 1].eps = eps;
-    if ((st = node(c, IR_OP_MATMUL, -1, hn, head, -1, "logits", h->vocab, NULL))) goto done;
-    st = ir_verify(g, c->err);
+    st = ir_build_decoder(g, embed, lw, fnorm, head, c->err);
 done:
     free(lw);
     return st;

@@ -158,6 +158,17 @@ void ir_sources_close(ir_sources *s);
 ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
                              ig_err *err);
 
+/* Weight tensor ids of one decoder layer, -1 for absent optional ones (biases, q/k norms). */
+typedef struct ir_layer_weights {
+    int32_t in_norm, q, k, v, o, qb, kb, vb, ob, q_norm, k_norm;
+    int32_t post_norm, gate, up, down, gate_b, up_b, down_b;
+} ir_layer_weights;
+
+/* Emits the unfused Llama-family decoder graph over weights an importer has added and checked
+ * (ir/build_decoder.c): lw has hp.n_layers entries (borrowed). Ends with ir_verify. */
+ig_status ir_build_decoder(ir_graph *g, int32_t embed, const ir_layer_weights *lw, int32_t final_norm,
+                           int32_t head, ig_err *err);
+
 /* Importers (ir/import_hf.c, ir/import_gguf.c). *out: free with ir_graph_free. */
 ig_status ir_import_hf(const char *dir, ir_graph **out, ig_err *err);
 ig_status ir_import_gguf(const char *path, ir_graph **out, ig_err *err);
