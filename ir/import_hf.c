@@ -548,9 +548,8 @@ static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t 
 
 /* ---- graph */
 
-typedef ir_layer_weights hf_layer_w;
 
-static ig_status add_layer_weights(hf_ctx *c, int32_t L, hf_layer_w *w) {
+static ig_status add_layer_weights(hf_ctx *c, int32_t L, ir_layer_weights *w) {
     const ir_hparams *h = &c->g->hp;
     int64_t D = h->hidden, qd = (int64_t)h->n_heads * h->head_dim,
             kvd = (int64_t)h->n_kv_heads * h->head_dim, I = h->intermediate;
@@ -599,7 +598,7 @@ static ig_status build_graph(hf_ctx *c) {
     int32_t embed, fnorm, head = -1;
     if ((st = add_weight(c, "model.embed_tokens.weight", -1, h->vocab, D, 0, &embed))) return st;
     if (!item(c->cfg, "dtype") && !item(c->cfg, "torch_dtype")) g->hp.src_dtype = g->tensors[embed].dtype;
-    hf_layer_w *lw = calloc((size_t)h->n_layers, sizeof *lw);
+    ir_layer_weights *lw = calloc((size_t)h->n_layers, sizeof *lw);
     if (!lw) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
     for (int32_t L = 0; L < h->n_layers; L++)
         if ((st = add_layer_weights(c, L, &lw[L]))) goto done;
