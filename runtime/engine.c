@@ -504,23 +504,30 @@ static void reap_stopped(ig_engine *e) {
     }
 }
 
-/* Preempts the newest running request other than `keep` (c->mu held): its pages go back to the
- * pool and it waits at the head of the queue to be recomputed. Returns 0 if none could be. */
+/* Preemption by recompute (c->mu held): r leaves the running list, its pages go back to the pool
+ * and it waits at the head of the queue, to be recomputed from prompt + generated tokens. */
+static void requeue_front(ig_engine *e, ig_request *r) {
+    core *c = e->c;
+    list_remove(&c->run_head, r);
+    c->n_running--;
+    kv_seq_release(e->pager, &r->kv);
+    r->n_kv = 0;
+    r->next = c->wait_head;
+    c->wait_head = r;
+    if (!c->wait_tail) c->wait_tail = r;
+    c->n_waiting++;
+    c->stats.preemptions++;
+}
+
+/* Preempts the newest running request other than `keep` that is not yet in this step.
+ * Returns 0 if there is none. */
 static int preempt_newest(ig_engine *e, ig_request *keep) {
     core *c = e->c;
     ig_request *victim = NULL;
     for (ig_request *r = c->run_head; r; r = r->next)
         if (r != keep && r->step_take == 0) victim = r;
     if (!victim) return 0;
-    list_remove(&c->run_head, victim);
-    c->n_running--;
-    kv_seq_release(e->pager, &victim->kv);
-    victim->n_kv = 0;
-    victim->next = c->wait_head;
-    c->wait_head = victim;
-    if (!c->wait_tail) c->wait_tail = victim;
-    c->n_waiting++;
-    c->stats.preemptions++;
+    requeue_front(e, victim);
     return 1;
 }
 
@@ -549,10 +556,16 @@ static int32_t plan_step(ig_engine *e, int32_t *n_tokens_out) {
                 next = r->next; /* the list changed */
             }
             if (r->kv.n_pages * d->page_size < r->n_kv + take) {
-                /* alone in the pool and still no room: the sequence has outgrown the KV cache */
-                list_remove(&c->run_head, r);
-                c->n_running--;
-                finish_request(e, r, IG_REQ_FINISHED, IG_FINISH_LENGTH, NULL, NULL);
+                if (c->n_running > 1) {
+                    /* every other sequence is already in this step: r yields its own pages and
+                     * is recomputed later, so the others can progress */
+                    requeue_front(e, r);
+                } else {
+                    /* alone in the pool and still no room: it has outgrown the KV cache */
+                    list_remove(&c->run_head, r);
+                    c->n_running--;
+                    finish_request(e, r, IG_REQ_FINISHED, IG_FINISH_LENGTH, NULL, NULL);
+                }
                 r = next;
                 continue;
             }

@@ -268,11 +268,20 @@ static uint64_t rnd(uint64_t *s) {
     return *s;
 }
 
+/* Each thread starts all its requests at once (so 4 threads x 16 = 64 run concurrently), then
+ * reads them round-robin; by its mode a request is read to the end, stopped after a few tokens,
+ * released right after start, or released while it is still generating. */
 static void *stress_thread(void *p) {
     stress_arg *a = p;
     uint64_t s = 0x9E3779B97F4A7C15ull * (a->id + 1);
     int32_t V = ig_engine_vocab(a->e);
-    for (int k = 0; k < a->n_req; k++) {
+    enum { MAXR = 128 };
+    ig_request *req[MAXR] = {0};
+    int mode[MAXR], got[MAXR] = {0}, maxn[MAXR];
+    ig_req_status last[MAXR];
+    ig_finish_reason why[MAXR];
+    int live = 0, n_req = a->n_req < MAXR ? a->n_req : MAXR;
+    for (int k = 0; k < n_req; k++) {
         int32_t n = 1 + (int32_t)(rnd(&s) % 60), ids[64];
         for (int i = 0; i < n; i++) ids[i] = (int32_t)(rnd(&s) % V);
         ig_gen_config g;
@@ -281,51 +290,91 @@ static void *stress_thread(void *p) {
         g.temperature = (rnd(&s) % 2) ? 0.0f : 0.8f;
         g.top_k = (int32_t)(rnd(&s) % 50);
         g.top_p = 0.5f + (rnd(&s) % 50) / 100.0f;
+        g.min_p = (rnd(&s) % 4 == 0) ? 0.05f : 0.0f;
         g.repetition_penalty = 1.0f + (rnd(&s) % 3) * 0.1f;
+        g.frequency_penalty = (rnd(&s) % 3) * 0.2f;
+        g.top_logprobs = (int32_t)(rnd(&s) % 3);
         g.seed = rnd(&s);
         int32_t stop_id = (int32_t)(rnd(&s) % V);
         if (rnd(&s) % 3 == 0) {
             g.stop_ids = &stop_id;
             g.n_stop_ids = 1;
         }
-        ig_request *r;
         ig_err err;
-        ig_status st = ig_request_start(a->e, ids, n, &g, &r, &err);
-        if (st == IG_ERR_BUSY) continue;
+        ig_status st = ig_request_start(a->e, ids, n, &g, &req[k], &err);
         if (st) {
-            a->bad++;
-            fprintf(stderr, "stress start: %s\n", err.msg);
+            req[k] = NULL;
+            if (st != IG_ERR_BUSY) {
+                a->bad++;
+                fprintf(stderr, "stress start: %s\n", err.msg);
+            }
             continue;
         }
-        int mode = (int)(rnd(&s) % 6);
-        int32_t got = 0;
-        ig_req_status last = IG_REQ_QUEUED;
-        ig_finish_reason why = IG_FINISH_NONE;
-        if (mode == 0) { /* release at once */
-            ig_request_release(r);
+        mode[k] = (int)(rnd(&s) % 6);
+        maxn[k] = g.max_new_tokens;
+        last[k] = IG_REQ_QUEUED;
+        why[k] = IG_FINISH_NONE;
+        if (mode[k] == 0) { /* release at once */
+            ig_request_release(req[k]);
+            req[k] = NULL;
             continue;
         }
-        for (;;) {
+        live++;
+    }
+    while (live > 0) {
+        int progressed = 0;
+        for (int k = 0; k < n_req; k++) {
+            if (!req[k]) continue;
             ig_output *o;
-            ig_status rs = ig_request_read(r, mode == 1 ? 0 : 50, &o, &err);
-            if (rs == IG_ERR_CLOSED) break;
-            if (rs == IG_ERR_TIMEOUT) {
-                if (mode == 1 && got >= 2) ig_request_stop(r);
+            ig_err err;
+            ig_status rs = ig_request_read(req[k], 0, &o, &err);
+            if (rs == IG_ERR_TIMEOUT) continue;
+            progressed = 1;
+            if (rs == IG_ERR_CLOSED) {
+                int ok = last[k] == IG_REQ_STOPPED ||
+                         (last[k] == IG_REQ_FINISHED &&
+                          (why[k] == IG_FINISH_LENGTH ? got[k] == maxn[k] : why[k] != IG_FINISH_NONE));
+                if (!ok) {
+                    a->bad++;
+                    fprintf(stderr, "stress: request ended with status %d reason %d after %d tokens (max %d)\n",
+                            last[k], why[k], got[k], maxn[k]);
+                }
+                ig_request_release(req[k]);
+                req[k] = NULL;
+                live--;
                 continue;
             }
-            got += o->n_tokens;
-            last = o->status;
-            why = o->finish;
+            if (rs) {
+                a->bad++;
+                fprintf(stderr, "stress read: %s\n", err.msg);
+                continue;
+            }
+            got[k] += o->n_tokens;
+            last[k] = o->status;
+            why[k] = o->finish;
             ig_output_free(o);
-            if (mode == 2 && got >= 3) ig_request_stop(r);
+            if ((mode[k] == 1 || mode[k] == 2) && got[k] >= mode[k] + 1) ig_request_stop(req[k]);
+            if (mode[k] == 3 && got[k] >= 2) { /* drop the handle while it may still run */
+                ig_request_release(req[k]);
+                req[k] = NULL;
+                live--;
+            }
         }
-        int ok = last == IG_REQ_STOPPED ||
-                 (last == IG_REQ_FINISHED && (why == IG_FINISH_LENGTH ? got == g.max_new_tokens : why != IG_FINISH_NONE));
-        if (!ok) {
-            a->bad++;
-            fprintf(stderr, "stress: request ended with status %d reason %d after %d tokens (max %d)\n", last, why, got, g.max_new_tokens);
+        if (!progressed) {
+            for (int k = 0; k < n_req; k++)
+                if (req[k]) {
+                    ig_output *o;
+                    ig_err err;
+                    /* block briefly on one request rather than spin */
+                    if (ig_request_read(req[k], 20, &o, &err) == IG_OK) {
+                        got[k] += o->n_tokens;
+                        last[k] = o->status;
+                        why[k] = o->finish;
+                        ig_output_free(o);
+                    }
+                    break;
+                }
         }
-        ig_request_release(r);
     }
     return NULL;
 }
