@@ -46,9 +46,9 @@ def run(args, check=True):
     return p
 
 
-def compile_model(model, dtype, outdir, target=None):
-    pkg = os.path.join(outdir, f"{model}-{dtype}")
-    args = ["compile", os.path.join(TESTDATA, "models", model), "-o", pkg, "--dtype", dtype]
+def compile_model(model, dtype, outdir, target=None, source=None):
+    pkg = os.path.join(outdir, f"{model}-{dtype}-{(target or 'native').replace(':', '_')}")
+    args = ["compile", source or os.path.join(TESTDATA, "models", model), "-o", pkg, "--dtype", dtype]
     if target:
         args += ["--target", target]
     run(args)
@@ -62,13 +62,14 @@ def reference(model):
     return ref["input_ids"].astype(np.int64), ref["logits"].astype(np.float64), meta
 
 
-def check_model(model, dtype, outdir, target=None, log=print):
-    """Compiles `model` in `dtype`, compares teacher-forced logits and greedy ids with the
-    transformers float64 reference. Returns a list of failure strings (empty = pass)."""
+def check_model(model, dtype, outdir, target=None, log=print, source=None):
+    """Compiles `model` in `dtype` (for `target`, from `source` if given: e.g. an .igraph),
+    compares teacher-forced logits and greedy ids with the transformers float64 reference.
+    Returns a list of failure strings (empty = pass)."""
     fails = []
-    pkg = compile_model(model, dtype, outdir, target)
+    pkg = compile_model(model, dtype, outdir, target, source)
     ids, ref, meta = reference(model)
-    npy = os.path.join(outdir, f"{model}-{dtype}.npy")
+    npy = pkg + ".npy"
     run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy])
     got = read_npy(npy).astype(np.float64)
     if got.shape != ref.shape:
@@ -77,7 +78,8 @@ def check_model(model, dtype, outdir, target=None, log=print):
     err = np.abs(got - ref).max()
     rel = err / scale
     ok = rel <= TOL[dtype]
-    log(f"{model:18s} {dtype:4s} logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {TOL[dtype]:.0e}) {'ok' if ok else 'FAIL'}")
+    tag = f"{model} {target or ''}".strip()
+    log(f"{tag:18s} {dtype:4s} logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {TOL[dtype]:.0e}) {'ok' if ok else 'FAIL'}")
     if not ok:
         fails.append(f"{model} {dtype}: logits error {rel:.3e} x max|ref| > {TOL[dtype]}")
     # greedy: equal up to the first step whose top-2 margin is within our measured error
@@ -92,5 +94,5 @@ def check_model(model, dtype, outdir, target=None, log=print):
             break
     if out[:n_cmp] != greedy[:n_cmp]:
         fails.append(f"{model} {dtype}: greedy {out[:n_cmp]} != reference {greedy[:n_cmp]}")
-    log(f"{model:18s} {dtype:4s} greedy: {n_cmp}/{len(greedy)} steps compared {'ok' if out[:n_cmp] == greedy[:n_cmp] else 'FAIL'}")
+    log(f"{tag:18s} {dtype:4s} greedy: {n_cmp}/{len(greedy)} steps compared {'ok' if out[:n_cmp] == greedy[:n_cmp] else 'FAIL'}")
     return fails

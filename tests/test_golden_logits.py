@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Golden test (issue 2): every model of ../shared/testdata/models compiled for the CPU in f32
 and bf16; teacher-forced logits and greedy continuations against HuggingFace transformers'
-float64 outputs (reference.safetensors / reference.json)."""
-import os, sys, tempfile
+float64 outputs (reference.safetensors / reference.json). Also: the AVX2 and portable-C code
+paths, compiling from a serialized .igraph, and byte-identical output for identical input."""
+import filecmp, os, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
@@ -16,6 +17,25 @@ def main():
                     fails += golden.check_model(model, dtype, tmp)
                 except Exception as e:  # a crash or a CLI error is a failure of this case
                     fails.append(f"{model} {dtype}: {e}")
+        # other ISA levels of the kernels (the host runs them all: it has AVX-512)
+        for model, dtype, target in (("llama-gqa", "f32", "cpu:avx2"), ("qwen3-qknorm", "bf16", "cpu:avx2"),
+                                     ("qwen2-bias-tied", "f32", "cpu:generic"), ("llama3-rope-tied", "bf16", "cpu:generic")):
+            try:
+                fails += golden.check_model(model, dtype, tmp, target=target)
+            except Exception as e:
+                fails.append(f"{model} {dtype} {target}: {e}")
+        # import -> .igraph -> compile gives the same package as compiling the folder
+        try:
+            ig = os.path.join(tmp, "mistral.igraph")
+            golden.run(["import", os.path.join(golden.TESTDATA, "models", "mistral-sharded"), "-o", ig])
+            fails += golden.check_model("mistral-sharded", "f32", tmp, target="cpu", source=ig)
+            a = os.path.join(tmp, "mistral-sharded-f32-native")
+            b = os.path.join(tmp, "mistral-sharded-f32-cpu")
+            for f in ("src/model.c", "weights.bin"):
+                if not filecmp.cmp(os.path.join(a, f), os.path.join(b, f), shallow=False):
+                    fails.append(f"mistral-sharded: {f} differs between the folder and the .igraph route (same input)")
+        except Exception as e:
+            fails.append(f"igraph route: {e}")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0
