@@ -34,6 +34,30 @@ typedef struct cg_options {
 ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                     const cg_options *o, FILE *out, ig_err *err);
 
+/* ---- shared by the generators (cg_common.c) */
+
+/* Where the decoder layers sit in the lowered graph, and which (node, input slot) pairs of the
+ * layer template read weights: layers share kernels and differ only in these. */
+typedef struct cg_layout {
+    int32_t first_layer, last_layer; /* node indices of the first and last layer node */
+    int32_t per_layer;               /* nodes per layer */
+    int32_t n_fld;                   /* weights read per layer */
+    int32_t fld_node[32], fld_slot[32];
+} cg_layout;
+
+/* Checks that every layer has layer 0's ops and weight shapes, and fills the layout. */
+ig_status cg_analyze(const ir_graph *g, const pk_plan *plan, cg_layout *lay, ig_err *err);
+/* Writes the expression for the weight in input `slot` of node `node`: "W(lw[f])" inside the
+ * layer loop, "W(i)" outside. */
+void cg_weight_ref(const pk_plan *plan, const cg_layout *lay, int in_layer, int32_t node, int slot,
+                   int32_t tensor, char *buf, size_t cap);
+/* Emits `static const ig_weight_info weights[]` (the plan's table). */
+void cg_emit_weight_list(FILE *out, const pk_plan *plan);
+/* Emits `static const int32_t layer_weights[N_LAYERS][n_fld]` with a comment naming the fields. */
+void cg_emit_layer_table(FILE *out, const ir_graph *g, const pk_plan *plan, const cg_layout *lay);
+/* Emits `static const double rope_inv_freq[HEAD_DIM / 2]`. */
+ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err);
+
 /* Computes RoPE inverse frequencies [head_dim/2] from the hyper-parameters (default, linear,
  * llama3 scaling), in double precision. */
 void cg_rope_inv_freq(const ir_hparams *hp, double *inv_freq);

@@ -38,28 +38,6 @@ const cg_target *cg_target_find(const char *name) {
 
 const char *cg_target_names(void) { return "cpu (= native), cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic"; }
 
-void cg_rope_inv_freq(const ir_hparams *hp, double *inv) {
-    int D = hp->head_dim;
-    for (int i = 0; i < D / 2; i++) {
-        double f = 1.0 / pow(hp->rope_theta, (2.0 * i) / D);
-        if (hp->rope_type == IR_ROPE_LINEAR) {
-            f /= hp->rope_factor;
-        } else if (hp->rope_type == IR_ROPE_LLAMA3) {
-            double old = hp->rope_orig_max, lo = hp->rope_low_freq_factor,
-                   hi = hp->rope_high_freq_factor, fac = hp->rope_factor;
-            double wavelen = 2.0 * M_PI / f;
-            double lo_wl = old / lo, hi_wl = old / hi;
-            if (wavelen > lo_wl) {
-                f = f / fac;
-            } else if (wavelen >= hi_wl) {
-                double smooth = (old / wavelen - lo) / (hi - lo);
-                f = (1.0 - smooth) * f / fac + smooth * f;
-            }
-        }
-        inv[i] = f;
-    }
-}
-
 /* ---- small emit helpers */
 
 typedef struct kinst {
@@ -137,59 +115,10 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
     if (!c.kern || !fw) return ig_fail(err, IG_ERR_NOMEM, "codegen: out of memory");
     ig_status st = IG_OK;
 
-    /* ---- split nodes: before the layers, layer 0 (the template), after the layers */
-    int32_t first_layer = -1, last_layer = -1;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].layer >= 0) {
-            if (first_layer < 0) first_layer = i;
-            last_layer = i;
-        }
-    if (first_layer < 0 || hp->n_layers < 1) {
-        st = ig_fail(err, IG_ERR_INVALID, "codegen: graph has no decoder layers");
-        goto done;
-    }
-    int32_t per_layer = (last_layer - first_layer + 1) / hp->n_layers;
-    if (per_layer * hp->n_layers != last_layer - first_layer + 1) {
-        st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: layers have different node counts");
-        goto done;
-    }
-    /* layer template: weights of node j, input slot s in layer L */
-    for (int32_t L = 0; L < hp->n_layers; L++)
-        for (int32_t j = 0; j < per_layer; j++) {
-            const ir_node *a = &g->nodes[first_layer + j], *b = &g->nodes[first_layer + L * per_layer + j];
-            if (a->op != b->op || b->layer != L || a->epi != b->epi) {
-                st = ig_fail(err, IG_ERR_UNSUPPORTED,
-                             "codegen: layer %d differs from layer 0 at node %d (%s vs %s)", L, j,
-                             ir_op_name(b->op), ir_op_name(a->op));
-                goto done;
-            }
-            for (int s = 0; s < IR_MAX_IN; s++) {
-                int32_t ta = a->in[s], tb = b->in[s];
-                if ((ta < 0) != (tb < 0)) goto mismatch;
-                if (ta < 0 || g->tensors[ta].kind != IR_TENSOR_WEIGHT) continue;
-                if (g->tensors[ta].shape[0] != g->tensors[tb].shape[0] ||
-                    g->tensors[ta].shape[1] != g->tensors[tb].shape[1] || pk_find(plan, tb) < 0)
-                    goto mismatch;
-            }
-            continue;
-        mismatch:
-            st = ig_fail(err, IG_ERR_UNSUPPORTED,
-                         "codegen: layer %d's weights differ in shape from layer 0's (node %s)",
-                         L, ir_op_name(a->op));
-            goto done;
-        }
-
-    /* layer weight fields: (node j, slot s) pairs with a weight input */
-    int32_t fld_node[32], fld_slot[32], n_fld = 0;
-    for (int32_t j = 0; j < per_layer; j++)
-        for (int s = 0; s < IR_MAX_IN; s++) {
-            int32_t ti = g->nodes[first_layer + j].in[s];
-            if (ti >= 0 && g->tensors[ti].kind == IR_TENSOR_WEIGHT && n_fld < 32) {
-                fld_node[n_fld] = j;
-                fld_slot[n_fld] = s;
-                n_fld++;
-            }
-        }
+    cg_layout lay;
+    st = cg_analyze(g, plan, &lay, err);
+    if (st) goto done;
+    const int32_t first_layer = lay.first_layer, last_layer = lay.last_layer, per_layer = lay.per_layer;
 
     int H = hp->n_heads, KV = hp->n_kv_heads, D = hp->head_dim, HID = hp->hidden;
     int PS = o->page_size;
@@ -297,13 +226,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                     snprintf(wexpr[s], sizeof wexpr[s], "NULL");
                     continue;
                 }
-                if (pass == 1) {
-                    int f = 0;
-                    while (f < n_fld && !(fld_node[f] == i - first_layer && fld_slot[f] == s)) f++;
-                    snprintf(wexpr[s], sizeof wexpr[s], "W(lw[%d])", f);
-                } else {
-                    snprintf(wexpr[s], sizeof wexpr[s], "W(%d)", pk_find(plan, ti));
-                }
+                cg_weight_ref(plan, &lay, pass == 1, i, s, ti, wexpr[s], sizeof wexpr[s]);
             }
             const ir_tensor *wt = NULL;
             char inb[64] = "", outb[64] = "";
@@ -433,41 +356,12 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
     fprintf(out, "\n/* ---- kernels: one instantiation per distinct shape */\n%s", kern_text);
 
     /* ---- weights */
-    fprintf(out, "\n/* ---- packed weights (weights.bin; offsets from the compiler's plan) */\n"
-                 "static const ig_weight_info weights[%d] = {\n", plan->n);
-    for (int32_t i = 0; i < plan->n; i++)
-        fprintf(out, "    {\"%s\", %lluull, %lluull},\n", plan->e[i].name,
-                (unsigned long long)plan->e[i].offset, (unsigned long long)plan->e[i].nbytes);
-    fprintf(out, "};\n#define W(i) ((const void *)(ctx->weights + weights[i].offset))\n\n");
-    fprintf(out, "/* per layer: index into weights[] of each weight the layer reads, in order:");
-    for (int f = 0; f < n_fld; f++) {
-        const ir_node *n = &g->nodes[first_layer + fld_node[f]];
-        const char *nm0 = g->tensors[n->in[fld_slot[f]]].name;
-        const char *d = !strncmp(nm0, "layers.", 7) || !strncmp(nm0, "model.layers.", 13) ? strchr(strchr(nm0, '.') + 1, '.') : NULL;
-        if (!strncmp(nm0, "model.", 6) && d) d = strchr(d + 1, '.');
-        fprintf(out, "%s %d=%s", f ? "," : "", f, d ? d + 1 : nm0);
-    }
-    fprintf(out, " */\nstatic const int32_t layer_weights[N_LAYERS][%d] = {\n", n_fld);
-    for (int32_t L = 0; L < hp->n_layers; L++) {
-        fprintf(out, "    {");
-        for (int f = 0; f < n_fld; f++)
-            fprintf(out, "%s%d", f ? ", " : "",
-                    pk_find(plan, g->nodes[first_layer + L * per_layer + fld_node[f]].in[fld_slot[f]]));
-        fprintf(out, "},\n");
-    }
-    fprintf(out, "};\n");
-
+    cg_emit_weight_list(out, plan);
+    fprintf(out, "#define W(i) ((const void *)(ctx->weights + weights[i].offset))\n\n");
+    cg_emit_layer_table(out, g, plan, &lay);
     /* ---- RoPE frequencies */
-    double inv[1024];
-    if (D / 2 > 1024) {
-        st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: head_dim %d too large", D);
-        goto done;
-    }
-    cg_rope_inv_freq(hp, inv);
-    fprintf(out, "\n/* RoPE inverse frequencies (theta %g, scaling %s) */\nstatic const double rope_inv_freq[HEAD_DIM / 2] = {",
-            hp->rope_theta, hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "none");
-    for (int i = 0; i < D / 2; i++) fprintf(out, "%s%.17g", i == 0 ? "\n    " : i % 4 ? ", " : ",\n    ", inv[i]);
-    fprintf(out, "};\n");
+    st = cg_emit_rope_table(out, hp, err);
+    if (st) goto done;
 
     /* ---- workspace */
     fprintf(out, "\n/* ---- workspace: activation buffers for up to max_tokens tokens, 64-byte aligned */\n"
@@ -501,6 +395,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                  "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
                  "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
                  "    .n_weights = %d, .weights = weights,\n"
+                 "    .device = IG_DEVICE_CPU, .device_archs = \"\",\n"
                  "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n"
                  "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n",
             hp->arch, t->full_name, o->compiler_version, t->cpu_features,

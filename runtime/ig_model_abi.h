@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 1u
+#define IG_MODEL_ABI_VERSION 2u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -65,13 +65,21 @@ typedef struct ig_fwd_batch {
 
 /* Memory the runtime hands to the model; all borrowed, owned by the runtime. */
 typedef struct ig_model_ctx {
-    const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned */
-    uint8_t *kv_pool;       /* n_pages * kv_page_bytes */
+    const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned (host memory) */
+    uint8_t *kv_pool;       /* n_pages * kv_page_bytes (host targets; NULL on devices) */
     int32_t n_pages;        /* pages in kv_pool */
     uint8_t *workspace;     /* workspace_bytes(max_tokens, n_threads) bytes, 64-byte aligned */
     int32_t max_tokens;     /* most tokens a single forward may carry */
     int32_t n_threads;      /* OpenMP threads for kernels, >= 1 */
+    int32_t device_index;   /* device targets: which GPU (default 0) */
+    void *device_state;     /* device targets: owned by the model, made by init, freed by fini */
 } ig_model_ctx;
+
+/* Where a package's code runs. Host targets use the runtime's kv_pool/workspace; device targets
+ * allocate KV pool and workspace in device memory in init() and copy the weights there; forward()
+ * then takes host arrays and returns host logits, so the runtime is the same for every target. */
+#define IG_DEVICE_CPU 0
+#define IG_DEVICE_CUDA 1
 
 typedef struct ig_model_desc {
     uint32_t abi_version;         /* IG_MODEL_ABI_VERSION */
@@ -88,6 +96,13 @@ typedef struct ig_model_desc {
     uint64_t kv_layer_page_bytes; /* bytes per page per layer */
     int32_t n_weights;
     const ig_weight_info *weights; /* [n_weights] */
+    int32_t device;               /* IG_DEVICE_* */
+    const char *device_archs;     /* CUDA: "sm_80,sm_90" (cubins held, PTX of the last), else "" */
+    /* Device targets (NULL for host targets): init checks the device, loads the kernels, copies
+     * the weights and allocates ctx->n_pages KV pages and the workspace for ctx->max_tokens; on
+     * failure returns nonzero with a message in err. fini frees what init made. */
+    int (*init)(ig_model_ctx *ctx, char *err, size_t err_cap);
+    void (*fini)(ig_model_ctx *ctx);
     /* Workspace bytes for a forward of up to max_tokens tokens on n_threads threads. */
     uint64_t (*workspace_bytes)(int32_t max_tokens, int32_t n_threads);
     /* Runs one step. Returns 0, or a negative value if the batch is malformed (the runtime

@@ -205,9 +205,21 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
         if (np > cap) np = cap > 0 ? cap : 1;
     }
     m->ctx.n_pages = (int32_t)np;
+    m->ctx.weights = pkg->weights;
+    m->ctx.device_index = o->device_index;
+    if (d->device != IG_DEVICE_CPU) {
+        /* the model owns device memory: KV pool, workspace, weights copy */
+        char msg[512] = "";
+        if (!d->init || d->init(&m->ctx, msg, sizeof msg) != 0) {
+            m->ctx.device_state = NULL;
+            rt_model_free(m);
+            return ig_fail(err, IG_ERR_INVALID, "%s: %s", pkg->dir, msg[0] ? msg : "device initialization failed");
+        }
+        *out = m;
+        return IG_OK;
+    }
     uint64_t kv_bytes = (uint64_t)np * d->kv_page_bytes;
     uint64_t ws_bytes = d->workspace_bytes(m->ctx.max_tokens, m->ctx.n_threads);
-    m->ctx.weights = pkg->weights;
     m->ctx.kv_pool = aligned_alloc(64, (kv_bytes + 63) & ~63ull);
     m->ctx.workspace = aligned_alloc(64, (ws_bytes + 63) & ~63ull);
     if (!m->ctx.kv_pool || !m->ctx.workspace) {
@@ -222,6 +234,7 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
 
 void rt_model_free(rt_model *m) {
     if (!m) return;
+    if (m->ctx.device_state && m->pkg->desc->fini) m->pkg->desc->fini(&m->ctx);
     free(m->ctx.kv_pool);
     free(m->ctx.workspace);
     free(m);

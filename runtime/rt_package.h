@@ -48,6 +48,7 @@ typedef struct rt_model_opts {
     int32_t n_pages;     /* KV pages (default: enough for max_seqs full contexts, capped at 1 GiB) */
     int32_t n_threads;   /* default: online CPUs */
     int32_t max_seqs;    /* default 1 */
+    int32_t device_index; /* device targets: GPU index (default 0) */
 } rt_model_opts;
 
 /* *out: free with rt_model_free. */

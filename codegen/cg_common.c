@@ -1,0 +1,129 @@
+/* cg_common.c — what every code generator needs from a lowered graph: the layer layout (one
+ * template layer, the weights each layer reads), the weight tables and the RoPE frequencies. */
+#include <math.h>
+#include <string.h>
+
+#include "cg.h"
+
+ig_status cg_analyze(const ir_graph *g, const pk_plan *plan, cg_layout *lay, ig_err *err) {
+    const ir_hparams *hp = &g->hp;
+    memset(lay, 0, sizeof *lay);
+    lay->first_layer = lay->last_layer = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].layer >= 0) {
+            if (lay->first_layer < 0) lay->first_layer = i;
+            lay->last_layer = i;
+        }
+    if (lay->first_layer < 0 || hp->n_layers < 1) return ig_fail(err, IG_ERR_INVALID, "codegen: graph has no decoder layers");
+    int32_t span = lay->last_layer - lay->first_layer + 1;
+    lay->per_layer = span / hp->n_layers;
+    if (lay->per_layer * hp->n_layers != span) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: layers have different node counts");
+    for (int32_t L = 0; L < hp->n_layers; L++)
+        for (int32_t j = 0; j < lay->per_layer; j++) {
+            const ir_node *a = &g->nodes[lay->first_layer + j], *b = &g->nodes[lay->first_layer + L * lay->per_layer + j];
+            if (a->op != b->op || b->layer != L || a->epi != b->epi)
+                return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: layer %d differs from layer 0 at node %d (%s vs %s)", L, j,
+                               ir_op_name(b->op), ir_op_name(a->op));
+            for (int s = 0; s < IR_MAX_IN; s++) {
+                int32_t ta = a->in[s], tb = b->in[s];
+                if ((ta < 0) != (tb < 0)) goto mismatch;
+                if (ta < 0 || g->tensors[ta].kind != IR_TENSOR_WEIGHT) continue;
+                if (g->tensors[ta].shape[0] != g->tensors[tb].shape[0] || g->tensors[ta].shape[1] != g->tensors[tb].shape[1] ||
+                    pk_find(plan, tb) < 0)
+                    goto mismatch;
+            }
+            continue;
+        mismatch:
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: layer %d's weights differ in shape from layer 0's (node %s)", L,
+                           ir_op_name(a->op));
+        }
+    for (int32_t j = 0; j < lay->per_layer; j++)
+        for (int s = 0; s < IR_MAX_IN; s++) {
+            int32_t ti = g->nodes[lay->first_layer + j].in[s];
+            if (ti < 0 || g->tensors[ti].kind != IR_TENSOR_WEIGHT) continue;
+            if (lay->n_fld == 32) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: more than 32 weights per layer");
+            lay->fld_node[lay->n_fld] = j;
+            lay->fld_slot[lay->n_fld] = s;
+            lay->n_fld++;
+        }
+    return IG_OK;
+}
+
+void cg_weight_ref(const pk_plan *plan, const cg_layout *lay, int in_layer, int32_t node, int slot,
+                   int32_t tensor, char *buf, size_t cap) {
+    if (in_layer) {
+        int f = 0;
+        while (f < lay->n_fld && !(lay->fld_node[f] == node - lay->first_layer && lay->fld_slot[f] == slot)) f++;
+        snprintf(buf, cap, "W(lw[%d])", f);
+    } else {
+        snprintf(buf, cap, "W(%d)", pk_find(plan, tensor));
+    }
+}
+
+void cg_emit_weight_list(FILE *out, const pk_plan *plan) {
+    fprintf(out, "\n/* ---- packed weights (weights.bin; offsets from the compiler's plan) */\n"
+                 "static const ig_weight_info weights[%d] = {\n", plan->n);
+    for (int32_t i = 0; i < plan->n; i++)
+        fprintf(out, "    {\"%s\", %lluull, %lluull},\n", plan->e[i].name, (unsigned long long)plan->e[i].offset,
+                (unsigned long long)plan->e[i].nbytes);
+    fprintf(out, "};\n");
+}
+
+void cg_emit_layer_table(FILE *out, const ir_graph *g, const pk_plan *plan, const cg_layout *lay) {
+    fprintf(out, "/* per layer: index into weights[] of each weight the layer reads, in order:");
+    for (int f = 0; f < lay->n_fld; f++) {
+        const ir_node *n = &g->nodes[lay->first_layer + lay->fld_node[f]];
+        const char *nm = g->tensors[n->in[lay->fld_slot[f]]].name;
+        /* drop "model.layers.N." / "layers.N." so the comment names the role */
+        const char *d = strstr(nm, "layers.");
+        if (d) {
+            d = strchr(d + 7, '.');
+            nm = d ? d + 1 : nm;
+        }
+        fprintf(out, "%s %d=%s", f ? "," : "", f, nm);
+    }
+    fprintf(out, " */\nstatic const int32_t layer_weights[N_LAYERS][%d] = {\n", lay->n_fld);
+    for (int32_t L = 0; L < g->hp.n_layers; L++) {
+        fprintf(out, "    {");
+        for (int f = 0; f < lay->n_fld; f++)
+            fprintf(out, "%s%d", f ? ", " : "",
+                    pk_find(plan, g->nodes[lay->first_layer + L * lay->per_layer + lay->fld_node[f]].in[lay->fld_slot[f]]));
+        fprintf(out, "},\n");
+    }
+    fprintf(out, "};\n");
+}
+
+ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err) {
+    double inv[1024];
+    int D = hp->head_dim;
+    if (D / 2 > 1024) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: head_dim %d too large", D);
+    cg_rope_inv_freq(hp, inv);
+    fprintf(out, "\n/* RoPE inverse frequencies (theta %g, scaling %s) */\nstatic const double rope_inv_freq[HEAD_DIM / 2] = {",
+            hp->rope_theta, hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "none");
+    for (int i = 0; i < D / 2; i++) fprintf(out, "%s%.17g", i == 0 ? "\n    " : i % 4 ? ", " : ",\n    ", inv[i]);
+    fprintf(out, "};\n");
+    return IG_OK;
+}
+
+void cg_rope_inv_freq(const ir_hparams *hp, double *inv) {
+    int D = hp->head_dim;
+    for (int i = 0; i < D / 2; i++) {
+        double f = 1.0 / pow(hp->rope_theta, (2.0 * i) / D);
+        if (hp->rope_type == IR_ROPE_LINEAR) {
+            f /= hp->rope_factor;
+        } else if (hp->rope_type == IR_ROPE_LLAMA3) {
+            /* Llama 3.1 scaling: keep high frequencies, divide low ones by factor, blend between */
+            double old = hp->rope_orig_max, lo = hp->rope_low_freq_factor, hi = hp->rope_high_freq_factor,
+                   fac = hp->rope_factor;
+            double wavelen = 2.0 * M_PI / f;
+            double lo_wl = old / lo, hi_wl = old / hi;
+            if (wavelen > lo_wl) {
+                f = f / fac;
+            } else if (wavelen >= hi_wl) {
+                double smooth = (old / wavelen - lo) / (hi - lo);
+                f = (1.0 - smooth) * f / fac + smooth * f;
+            }
+        }
+        inv[i] = f;
+    }
+}
