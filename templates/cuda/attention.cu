@@ -1,0 +1,281 @@
+/* attention.cu — template: causal attention of a mixed batch (prefill chunks + decode tokens of
+ * many sequences) over the paged KV pool, with a split-over-context variant for decode.
+ *
+ * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_OBF16, AT_SCALE,
+ * AT_MAXCTX (accepted, unused), AT_SPLIT; defines three kernels:
+ *   extern "C" __global__ void AT_NAME(int T, const float *q, const unsigned char *kv_pool,
+ *       unsigned long long layer_off, const int *positions, const int *token_seq,
+ *       const int *page_table, int max_pages, AT *out);
+ *   extern "C" __global__ void AT_NAME_split(<same arguments but> float *ws);
+ *   extern "C" __global__ void AT_NAME_reduce(int T, const float *ws, AT *out);
+ * q f32 [T][H * D] (roped, from rope_kv); out [T][H * D] of AT (AT_OBF16); token t of sequence
+ * token_seq[t] at position p attends keys 0..p of its sequence (pool layout: SPEC.md / rope_kv.cu);
+ * head h uses kv head h / (H / KV); out = softmax(q·kᵀ · AT_SCALE) · V, f32 online softmax.
+ * launch (launch.h):
+ *   direct: AT_NAME        grid (KV, T, 1),        block IG_AT_BLOCK = 256, smem IG_AT_SMEM(H, KV, D)
+ *   split:  AT_NAME_split  grid (KV, T, AT_SPLIT), block 256, smem IG_AT_SMEM(H, KV, D), then
+ *           AT_NAME_reduce grid (H, T),            block IG_AT_REDUCE_BLOCK = 128, smem 0,
+ *           ws f32 [T][H][AT_SPLIT][D + 2] = IG_AT_WS_FLOATS(T, H, D, AT_SPLIT) floats.
+ * (IG_AT_SMEM is 33 KB for G = 8, D = 128; above 48 KB the host sets the max-dynamic-smem attribute.)
+ * The direct kernel suits prefill and large decode batches (T * KV CTAs); the split pair suits a
+ * few decode tokens with long contexts (a single sequence with 8 KV heads still gets 8 * AT_SPLIT
+ * CTAs). Split s of a token with n = p + 1 keys handles keys [s*c, min(n, (s+1)*c)), c = ceil(n/S).
+ *
+ * Inside a CTA (one token, one kv head, a key range): the G query heads of the GQA group share
+ * every K/V load. A key row is read by TPK lanes with 16-byte loads (TPK = D/8 for bf16 KV, D/4
+ * for f32, rounded up to a power of two and capped at 32), so a warp handles 32/TPK keys per step
+ * and 8 warps interleave over the range, 4 steps unrolled (K and V of 4 keys in flight per lane).
+ * Each lane group keeps its own online-softmax state (m, l, acc in the log2 domain: q is
+ * pre-scaled by AT_SCALE*log2(e), so exp2f is the only exponential); states are merged across the
+ * lane groups of a warp with shuffles, then across warps through shared memory.
+ * Not yet: a tensor-core (mma.sync) prefill path that shares K/V tiles across query tokens; prefill
+ * here re-reads the context per token (from L2).
+ */
+#include "common.cuh"
+
+#ifndef AT_NAME
+#define AT_NAME ig_attention
+#endif
+#ifndef AT_H
+#define AT_H 32
+#endif
+#ifndef AT_KV
+#define AT_KV 8
+#endif
+#ifndef AT_D
+#define AT_D 64
+#endif
+#ifndef AT_PS
+#define AT_PS 16
+#endif
+#ifndef AT_KVBF16
+#define AT_KVBF16 0
+#endif
+#ifndef AT_OBF16
+#define AT_OBF16 0
+#endif
+#ifndef AT_PAGE_BYTES /* default: one layer per page */
+#define AT_PAGE_BYTES (2ull * AT_KV * AT_PS * AT_D * (AT_KVBF16 ? 2 : 4))
+#endif
+#ifndef AT_SCALE
+#define AT_SCALE 0.125f
+#endif
+#ifndef AT_MAXCTX
+#define AT_MAXCTX 4096
+#endif
+#ifndef AT_SPLIT
+#define AT_SPLIT 16
+#endif
+
+#if AT_OBF16
+#define AT_OT_ unsigned short
+#else
+#define AT_OT_ float
+#endif
+
+#ifndef IG_ATTN_HELPERS
+#define IG_ATTN_HELPERS
+IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
+    if (bf) ((unsigned short *)out)[i] = ig_f32_to_bf16(v);
+    else ((float *)out)[i] = v;
+}
+IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
+#endif
+
+/* Attention of token t, kv head kh over keys [k0, k1) for the G heads of the group. Leaves one
+ * online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
+ * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. Ends with a
+ * barrier, so every thread may read sm afterwards. */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
+    int t, int kh, int k0, int k1, const float *q, const unsigned char *kv_pool,
+    unsigned long long layer_off, const int *pt, float *sm) {
+    constexpr int G = AT_H / AT_KV, D = AT_D, ES = AT_KVBF16 ? 2 : 4, VE = 16 / ES, DV = D / VE;
+    constexpr int TPK = ig_at_pow2ceil(DV) < 32 ? ig_at_pow2ceil(DV) : 32;
+    constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, NW = IG_AT_WARPS, UK = 4;
+    constexpr int E = NV * VE; /* elements per lane per row */
+    constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kk = lane / TPK, vl = lane % TPK;
+
+    float qr[G][E], acc[G][E], m[G], l[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const float *qh = q + (size_t)t * AT_H * D + (size_t)(kh * G + g) * D;
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+#pragma unroll
+            for (int e = 0; e < VE; e++) {
+                const int v = vl + TPK * j;
+                qr[g][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
+                acc[g][j * VE + e] = 0.0f;
+            }
+        m[g] = IG_NEG_INF, l[g] = 0.0f;
+    }
+    const size_t koff = (size_t)kh * AT_PS * D * ES;
+    const size_t voff = ((size_t)AT_KV * AT_PS * D + (size_t)kh * AT_PS * D) * ES;
+
+    for (int jw = k0 + warp * KPW; jw < k1; jw += NW * KPW * UK) {
+        uint4 kr[UK][NV], vr[UK][NV];
+#pragma unroll
+        for (int u = 0; u < UK; u++) {
+            const int j = jw + u * NW * KPW + kk;
+            const bool ok = j < k1;
+            const unsigned char *base =
+                kv_pool + (unsigned long long)(ok ? __ldg(pt + j / AT_PS) : 0) * AT_PAGE_BYTES + layer_off;
+            const size_t row = (size_t)(j % AT_PS) * D * ES;
+#pragma unroll
+            for (int jv = 0; jv < NV; jv++) {
+                const int v = vl + TPK * jv;
+                const bool okv = ok && v < DV;
+                kr[u][jv] = okv ? ig_ldg16(base + koff + row + (size_t)v * 16) : make_uint4(0u, 0u, 0u, 0u);
+                vr[u][jv] = okv ? ig_ldg16(base + voff + row + (size_t)v * 16) : make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UK; u++) {
+            const bool ok = jw + u * NW * KPW + kk < k1;
+            float kf[E], vf[E], s[G];
+#pragma unroll
+            for (int jv = 0; jv < NV; jv++) ig_unpack16(kr[u][jv], ES, kf + jv * VE), ig_unpack16(vr[u][jv], ES, vf + jv * VE);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < E; e++) d = fmaf(qr[g][e], kf[e], d);
+#pragma unroll
+                for (int o = TPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(IG_FULL_MASK, d, o);
+                s[g] = d;
+            }
+            if (ok) {
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const float mn = fmaxf(m[g], s[g]);
+                    const float corr = exp2f(m[g] - mn), p = exp2f(s[g] - mn);
+                    l[g] = l[g] * corr + p;
+#pragma unroll
+                    for (int e = 0; e < E; e++) acc[g][e] = fmaf(p, vf[e], acc[g][e] * corr);
+                    m[g] = mn;
+                }
+            }
+        }
+    }
+    /* merge the KPW lane groups of the warp (lanes with equal vl) */
+#pragma unroll
+    for (int o = TPK; o < 32; o <<= 1) {
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const float om = __shfl_xor_sync(IG_FULL_MASK, m[g], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[g], o);
+            const float M = fmaxf(m[g], om), f1 = ig_sm_factor(m[g], M), f2 = ig_sm_factor(om, M);
+            l[g] = l[g] * f1 + ol * f2;
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * f1 + __shfl_xor_sync(IG_FULL_MASK, acc[g][e], o) * f2;
+            m[g] = M;
+        }
+    }
+    if (kk == 0) {
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            float *w = sm + (size_t)(warp * G + g) * (D + 2);
+#pragma unroll
+            for (int jv = 0; jv < NV; jv++) {
+                const int v = vl + TPK * jv;
+                if (v < DV)
+#pragma unroll
+                    for (int e = 0; e < VE; e++) w[v * VE + e] = acc[g][jv * VE + e];
+            }
+            if (vl == 0) w[D] = m[g], w[D + 1] = l[g];
+        }
+    }
+    __syncthreads();
+}
+
+/* Combination of the NW warp states for element (g, d): returns the merged (O, M, L). */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _merge)(const float *sm, int g, int d, float *O,
+                                                                float *M, float *L) {
+    constexpr int G = AT_H / AT_KV, D = AT_D;
+    float mx = IG_NEG_INF;
+#pragma unroll
+    for (int w = 0; w < IG_AT_WARPS; w++) mx = fmaxf(mx, sm[(size_t)(w * G + g) * (D + 2) + D]);
+    float o = 0.0f, s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < IG_AT_WARPS; w++) {
+        const float *st = sm + (size_t)(w * G + g) * (D + 2);
+        const float f = ig_sm_factor(st[D], mx);
+        o += st[d] * f, s += st[D + 1] * f;
+    }
+    *O = o, *M = mx, *L = s;
+}
+
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
+        const int *positions, const int *token_seq, const int *page_table, int max_pages, AT_OT_ *out) {
+    static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
+    static_assert(AT_D % 8 == 0, "AT_D must be a multiple of 8 (16-byte loads)");
+    extern __shared__ float ig_dyn_smem[];
+    constexpr int G = AT_H / AT_KV, D = AT_D;
+    const int kh = blockIdx.x, t = blockIdx.y;
+    if (t >= T) return;
+    const int *pt = page_table + (size_t)token_seq[t] * max_pages;
+    IG_CAT(AT_NAME, _core)(t, kh, 0, positions[t] + 1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
+        const int g = i / D, d = i % D;
+        float O, M, L;
+        IG_CAT(AT_NAME, _merge)(ig_dyn_smem, g, d, &O, &M, &L);
+        ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, O / L, AT_OBF16);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
+                        const int *positions, const int *token_seq, const int *page_table, int max_pages,
+                        float *ws) {
+    extern __shared__ float ig_dyn_smem[];
+    constexpr int G = AT_H / AT_KV, D = AT_D;
+    const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+    if (t >= T) return;
+    const int n = positions[t] + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
+    const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    const int *pt = page_table + (size_t)token_seq[t] * max_pages;
+    IG_CAT(AT_NAME, _core)(t, kh, k0, k1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
+        const int g = i / D, d = i % D;
+        float O, M, L;
+        IG_CAT(AT_NAME, _merge)(ig_dyn_smem, g, d, &O, &M, &L);
+        float *w = ws + (((size_t)t * AT_H + kh * G + g) * AT_SPLIT + sp) * (D + 2);
+        w[d] = O;
+        if (d == 0) w[D] = M, w[D + 1] = L;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(IG_AT_REDUCE_BLOCK)
+IG_CAT(AT_NAME, _reduce)(int T, const float *ws, AT_OT_ *out) {
+    constexpr int D = AT_D;
+    const int h = blockIdx.x, t = blockIdx.y;
+    if (t >= T) return;
+    const float *w = ws + ((size_t)t * AT_H + h) * AT_SPLIT * (D + 2);
+    float mx = IG_NEG_INF;
+#pragma unroll
+    for (int s = 0; s < AT_SPLIT; s++) mx = fmaxf(mx, w[(size_t)s * (D + 2) + D]);
+    for (int d = threadIdx.x; d < D; d += IG_AT_REDUCE_BLOCK) {
+        float o = 0.0f, l = 0.0f;
+#pragma unroll 4
+        for (int s = 0; s < AT_SPLIT; s++) {
+            const float *p = w + (size_t)s * (D + 2);
+            const float f = ig_sm_factor(p[D], mx);
+            o += p[d] * f, l += p[D + 1] * f;
+        }
+        ig_at_store(out, (size_t)t * AT_H * D + (size_t)h * D + d, o / l, AT_OBF16);
+    }
+}
+
+#undef AT_OT_
+#undef AT_NAME
+#undef AT_H
+#undef AT_KV
+#undef AT_D
+#undef AT_PS
+#undef AT_KVBF16
+#undef AT_OBF16
+#undef AT_PAGE_BYTES
+#undef AT_SCALE
+#undef AT_MAXCTX
+#undef AT_SPLIT

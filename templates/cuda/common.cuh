@@ -1,0 +1,89 @@
+/* common.cuh — device helpers shared by the CUDA kernel templates (gemv, epilogue, rmsnorm,
+ * rope_kv, attention, embed, argmax): bf16 <-> f32 by bit manipulation, 16-byte vector loads,
+ * warp reductions, an online-softmax merge, and the launch-shape macros (launch.h).
+ *
+ * Everything here must compile under NVRTC, which has no host headers: no <stdint.h>, <math.h>,
+ * <cuda_bf16.h>. We use plain integer types, the vector types NVRTC predefines (uint4, float4),
+ * and CUDA built-ins (__ldg, __shfl_xor_sync, exp2f, rsqrtf, sincos). Include-guarded; defines only
+ * __device__ inline functions and constant macros, so a generated model.cu can include many
+ * template instances in one translation unit.
+ */
+#ifndef IG_CUDA_COMMON_CUH
+#define IG_CUDA_COMMON_CUH
+
+#include "launch.h"
+
+/* bf16 is stored as unsigned short: the upper half of an IEEE f32. */
+typedef unsigned short ig_bf16;
+
+#define IG_DEV static __device__ __forceinline__
+#define IG_CAT_(a, b) a##b
+#define IG_CAT(a, b) IG_CAT_(a, b)
+#define IG_NEG_INF (__int_as_float(0xff800000))
+#define IG_FULL_MASK 0xffffffffu
+
+IG_DEV float ig_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+
+/* Round to nearest even; NaN stays NaN (quiet bit forced so the payload cannot round to inf).
+ * Same rule as the CPU templates' ig_f32_to_bf16, so both targets round identically. */
+IG_DEV unsigned short ig_f32_to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+/* The 8 bf16 of a 16-byte word, as f32 (exact: a shift or a mask per element). */
+IG_DEV void ig_unpack8_bf16(uint4 v, float *o) {
+    o[0] = __uint_as_float(v.x << 16), o[1] = __uint_as_float(v.x & 0xffff0000u);
+    o[2] = __uint_as_float(v.y << 16), o[3] = __uint_as_float(v.y & 0xffff0000u);
+    o[4] = __uint_as_float(v.z << 16), o[5] = __uint_as_float(v.z & 0xffff0000u);
+    o[6] = __uint_as_float(v.w << 16), o[7] = __uint_as_float(v.w & 0xffff0000u);
+}
+IG_DEV void ig_unpack4_f32(uint4 v, float *o) {
+    o[0] = __uint_as_float(v.x), o[1] = __uint_as_float(v.y);
+    o[2] = __uint_as_float(v.z), o[3] = __uint_as_float(v.w);
+}
+/* 16-byte word -> 16/ES f32 values (ES = element bytes: 2 bf16, 4 f32). */
+IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
+    if (es == 2) ig_unpack8_bf16(v, o);
+    else ig_unpack4_f32(v, o);
+}
+IG_DEV unsigned ig_pack2_bf16(float a, float b) {
+    return (unsigned)ig_f32_to_bf16(a) | ((unsigned)ig_f32_to_bf16(b) << 16);
+}
+
+/* Read-only 16-byte load through the non-coherent (texture) path: the streamed operands (weights,
+ * KV pages) are never written by the kernel that reads them. */
+IG_DEV uint4 ig_ldg16(const void *p) { return __ldg((const uint4 *)p); }
+
+IG_DEV float ig_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
+    return v;
+}
+IG_DEV float ig_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
+    return v;
+}
+
+/* Sum over a whole CTA (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+ * `red` is 32 floats of shared memory; the trailing barrier lets the caller reuse it. */
+IG_DEV float ig_block_sum(float v, float *red) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = ig_warp_sum(v);
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    float s = lane < nw ? red[lane] : 0.0f;
+    s = ig_warp_sum(s);
+    __syncthreads();
+    return s;
+}
+
+/* Online-softmax scale factor exp2(m - M) that is 0 for an empty state (m == -inf), so that
+ * merging two empty states gives 0 instead of exp2(-inf - -inf) = NaN. Scores are kept in the
+ * log2 domain (q pre-scaled by log2(e)) so that exp2f, a single MUFU.EX2, is the only exp used. */
+IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
+
+#endif /* IG_CUDA_COMMON_CUH */

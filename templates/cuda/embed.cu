@@ -1,0 +1,46 @@
+/* embed.cu — template: gather embedding rows, x[t][:] = E[ids[t]][:] as f32.
+ *
+ * Instantiate with EM_NAME, EM_D (hidden size, multiple of 8), EM_WBF16 (table type); defines
+ *   extern "C" __global__ void EM_NAME(int T, const int *ids, const WT *w, float *x);
+ * w is E [V][EM_D] row-major (the same bytes a tied lm_head GEMV reads), x f32 [T][EM_D].
+ * launch: grid = (IG_EM_GRID_X(T) = T), block = IG_EM_BLOCK = 128, smem 0.
+ * One CTA per token copies its row with 16-byte loads and 16-byte stores. ids must be valid
+ * (0 <= id < V): the runtime checks them before the step.
+ */
+#include "common.cuh"
+
+#ifndef EM_NAME
+#define EM_NAME ig_embed
+#endif
+#ifndef EM_D
+#define EM_D 2048
+#endif
+#ifndef EM_WBF16
+#define EM_WBF16 1
+#endif
+
+#if EM_WBF16
+#define EM_WT_ unsigned short
+#else
+#define EM_WT_ float
+#endif
+
+extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const int *ids, const EM_WT_ *w, float *x) {
+    static_assert(EM_D % 8 == 0, "EM_D must be a multiple of 8");
+    constexpr int ES = EM_WBF16 ? 2 : 4, VE = 16 / ES, NV = EM_D / VE;
+    const int t = blockIdx.x;
+    if (t >= T) return;
+    const char *row = (const char *)w + (size_t)ids[t] * EM_D * ES;
+    float *xr = x + (size_t)t * EM_D;
+    for (int v = threadIdx.x; v < NV; v += IG_EM_BLOCK) {
+        float f[VE];
+        ig_unpack16(ig_ldg16(row + (size_t)v * 16), ES, f);
+#pragma unroll
+        for (int e = 0; e < VE; e += 4) ((float4 *)(xr + v * VE))[e / 4] = make_float4(f[e], f[e + 1], f[e + 2], f[e + 3]);
+    }
+}
+
+#undef EM_WT_
+#undef EM_NAME
+#undef EM_D
+#undef EM_WBF16

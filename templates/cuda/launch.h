@@ -1,0 +1,92 @@
+/* launch.h — launch shapes of the CUDA kernel templates, as plain C macros.
+ *
+ * The generated model.cu is compiled to a cubin (NVRTC or nvcc); the generated host code that
+ * launches its kernels through the driver API (cuLaunchKernel) is a separate C translation unit
+ * that never sees the templates' parameter macros (they are #undef'd after each instantiation).
+ * So every launch shape here is a function-like macro of the *values* the instantiation used:
+ * the host code passes the same constants it wrote before `#include "gemv.cu"`, e.g.
+ *
+ *     cuLaunchKernel(f_mv_qkv, IG_MV_GRID_X(T, 3072, IG_MV_ROWS_DEFAULT(3072, 0)), 1, 1,
+ *                    IG_MV_BLOCK, 1, 1, 0, stream, args, NULL);
+ *
+ * The templates include this header (through common.cuh) and use the same macros for their own
+ * tiling, so host and device cannot disagree. Pure C, no device code, include-guarded, never
+ * #undef'd: the host side may include it as is.
+ *
+ * Convention per kernel family <P>: IG_<P>_BLOCK (threads per CTA, x only), IG_<P>_GRID_X/Y/Z(...),
+ * IG_<P>_SMEM(...) (dynamic shared memory bytes; when it can exceed 48 KB the host must first set
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES on the function). All values fit in unsigned int.
+ */
+#ifndef IG_CUDA_LAUNCH_H
+#define IG_CUDA_LAUNCH_H
+
+#define IG_CDIV(a, b) (((a) + (b) - 1) / (b))
+#define IG_NPAD16(n) (IG_CDIV((n), 16) * 16)
+
+/* ---- gemv.cu: MV_NAME(T, x, w, bias, y) ----
+ * One CTA of 8 warps owns ROWS consecutive packed rows (SwiGLU: ROWS/2 gate rows and their ROWS/2
+ * up rows); the warps split K. ROWS divides 16 (1, 2, 4, 8, 16; 2..16 for SwiGLU).
+ * IG_MV_ROWS_DEFAULT picks it from N so that the grid has several CTAs per SM (MV_ROWS overrides;
+ * the host must then pass the same value). SWIGLU: 1 when MV_EPI == 2. No dynamic smem. */
+#define IG_MV_BLOCK 256
+#define IG_MV_ROWS_DEFAULT(N, SWIGLU) \
+    (IG_NPAD16(N) >= 8192 ? 8 : IG_NPAD16(N) >= 1024 ? 4 : ((SWIGLU) || IG_NPAD16(N) >= 256) ? 2 : 1)
+#define IG_MV_GRID_X(T, N, ROWS) (IG_NPAD16(N) / (ROWS))
+#define IG_MV_GRID_Y(T) 1
+#define IG_MV_SMEM(T) 0
+
+/* ---- epilogue.cu ----
+ * EP_BIAS_NAME(T, y, bias):        grid (ceil(N/256), T), block 256
+ * EP_SWIGLU_NAME(T, gu, out):      grid (ceil(I/256), T), block 256
+ * EP_CAST_NAME(T, x, out, n):      grid (min(ceil(T*n/1024), 65535)), block 256 (grid-stride) */
+#define IG_EP_BLOCK 256
+#define IG_EP_BIAS_GRID_X(T, N) IG_CDIV((N), 256)
+#define IG_EP_BIAS_GRID_Y(T) (T)
+#define IG_EP_SWIGLU_GRID_X(T, I) IG_CDIV((I), 256)
+#define IG_EP_SWIGLU_GRID_Y(T) (T)
+#define IG_EP_CAST_GRID_X(T, n) \
+    (IG_CDIV((long long)(T) * (n), 1024) < 65535 ? (unsigned)IG_CDIV((long long)(T) * (n), 1024) : 65535u)
+#define IG_EP_SMEM(T) 0
+
+/* ---- rmsnorm.cu: RN_NAME(T, x, gamma, out): one CTA per row ---- */
+#define IG_RN_BLOCK(D) ((D) >= 4096 ? 1024 : (D) >= 1024 ? 256 : 128)
+#define IG_RN_GRID_X(T) (T)
+#define IG_RN_GRID_Y(T) 1
+#define IG_RN_SMEM(T) 0
+
+/* ---- rope_kv.cu: RK_NAME(...): one CTA per (token, head) over q, k and v heads ----
+ * blockIdx.x = head in [0, H + 2*KV), blockIdx.y = token. One thread per rotated pair. */
+#define IG_RK_BLOCK(D) (IG_CDIV((D) / 2, 32) * 32)
+#define IG_RK_GRID_X(T, H, KV) ((H) + 2 * (KV))
+#define IG_RK_GRID_Y(T) (T)
+#define IG_RK_SMEM(T) 0
+
+/* ---- attention.cu ----
+ * AT_NAME(...)          direct:  grid (KV, T, 1),     block 256, smem IG_AT_SMEM(H, KV, D)
+ * AT_NAME_split(...)    split:   grid (KV, T, SPLIT), block 256, smem IG_AT_SMEM(H, KV, D),
+ *                                writes partial results to ws (IG_AT_WS_FLOATS floats)
+ * AT_NAME_reduce(...)   reduce:  grid (H, T),         block 128, smem 0
+ * The 8 warps of a CTA each keep an online-softmax state for the G = H/KV heads of the group;
+ * the smem holds those states for the final merge. */
+#define IG_AT_WARPS 8
+#define IG_AT_BLOCK (32 * IG_AT_WARPS)
+#define IG_AT_GRID_X(T, KV) (KV)
+#define IG_AT_GRID_Y(T) (T)
+#define IG_AT_GRID_Z(T, SPLIT) (SPLIT)
+#define IG_AT_SMEM(H, KV, D) (IG_AT_WARPS * ((H) / (KV)) * ((D) + 2) * 4)
+#define IG_AT_WS_FLOATS(T, H, D, SPLIT) ((unsigned long long)(T) * (H) * (SPLIT) * ((D) + 2))
+#define IG_AT_REDUCE_BLOCK 128
+#define IG_AT_REDUCE_GRID_X(T, H) (H)
+#define IG_AT_REDUCE_GRID_Y(T) (T)
+
+/* ---- embed.cu: EM_NAME(T, ids, w, x): one CTA per token ---- */
+#define IG_EM_BLOCK 128
+#define IG_EM_GRID_X(T) (T)
+#define IG_EM_SMEM(T) 0
+
+/* ---- argmax.cu: AM_NAME(n, logits, out): one CTA per row ---- */
+#define IG_AM_BLOCK 1024
+#define IG_AM_GRID_X(n) (n)
+#define IG_AM_SMEM(n) 0
+
+#endif /* IG_CUDA_LAUNCH_H */

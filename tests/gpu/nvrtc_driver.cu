@@ -1,0 +1,70 @@
+/* nvrtc_driver.cu — instantiates every CUDA template twice with different parameters in one
+ * translation unit, the way a generated model.cu does; compiled by nvrtc_check (NVRTC, no host
+ * headers) and by nvcc in build_and_run.sh. Not linked into anything. */
+#define MV_NAME mv_a
+#define MV_K 2048
+#define MV_N 1000
+#include "gemv.cu"
+#define MV_NAME mv_b
+#define MV_K 96
+#define MV_N 96
+#define MV_WBF16 0
+#define MV_XBF16 0
+#define MV_BIAS 1
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+
+#define EP_BIAS_NAME ep_bias_a
+#define EP_SWIGLU_NAME ep_swiglu_a
+#define EP_CAST_NAME ep_cast_a
+#include "epilogue.cu"
+#define EP_BIAS_NAME ep_bias_b
+#define EP_SWIGLU_NAME ep_swiglu_b
+#define EP_CAST_NAME ep_cast_b
+#define EP_N 33
+#define EP_I 48
+#define EP_OBF16 0
+#include "epilogue.cu"
+
+#define RN_NAME rn_a
+#include "rmsnorm.cu"
+#define RN_NAME rn_b
+#define RN_D 48
+#define RN_OBF16 1
+#include "rmsnorm.cu"
+
+#define RK_NAME rk_a
+#include "rope_kv.cu"
+#define RK_NAME rk_b
+#define RK_H 6
+#define RK_KV 2
+#define RK_D 48
+#define RK_KVBF16 1
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+
+#define AT_NAME at_a
+#include "attention.cu"
+#define AT_NAME at_b
+#define AT_H 6
+#define AT_KV 2
+#define AT_D 48
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SPLIT 4
+#include "attention.cu"
+
+#define EM_NAME em_a
+#include "embed.cu"
+#define EM_NAME em_b
+#define EM_D 48
+#define EM_WBF16 0
+#include "embed.cu"
+
+#define AM_NAME am_a
+#include "argmax.cu"
+#define AM_NAME am_b
+#define AM_V 1000
+#define AM_LD 1024
+#include "argmax.cu"

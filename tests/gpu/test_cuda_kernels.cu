@@ -1,0 +1,1018 @@
+/* test_cuda_kernels.cu — GPU harness for the CUDA kernel templates (templates/cuda).
+ *
+ * Instantiates every template with several parameter sets (the CPU harness's cases: T = 1..200,
+ * N not a multiple of 16, bf16 and f32, SwiGLU, GQA 1/3/4/8, head dims 16/48/64/128/256, pages
+ * crossed, two sequences mixed over three steps, direct and split attention) and checks each
+ * against a plain C++ reference on the host (double accumulation). Then it times the decode GEMV
+ * shapes and decode attention, and prints GB/s next to a measured device-to-device copy bandwidth.
+ * Timed operands rotate through copies totalling more than the L2 cache so that HBM is measured.
+ *
+ * Kernels are launched with cudaLaunchKernel and the launch-shape macros of launch.h, i.e. the
+ * same grid/block/smem the generated host code passes to cuLaunchKernel.
+ * Build: nvcc -O2 -arch=sm_90 -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o test_cuda_kernels
+ * Exit: 0 all passed (or "SKIP: no CUDA device"), 1 on any mismatch or CUDA error. Every failure
+ * prints the case, the index of the first bad element, got/want, and the max error of the case.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+/* ------------------------------------------------------------------ template instances */
+
+/* GEMV: the CPU harness's matmul cases plus long-K / explicit-ROWS / timing shapes. */
+#define MV_NAME mv_bb_store_bias
+#define MV_K 96
+#define MV_N 1000
+#define MV_BIAS 1
+#include "gemv.cu"
+#define MV_NAME mv_ff_store
+#define MV_K 48
+#define MV_N 1000
+#define MV_WBF16 0
+#define MV_XBF16 0
+#include "gemv.cu"
+#define MV_NAME mv_bf_acc_bias
+#define MV_K 128
+#define MV_N 200
+#define MV_XBF16 0
+#define MV_BIAS 1
+#define MV_EPI 1
+#include "gemv.cu"
+#define MV_NAME mv_fb_acc
+#define MV_K 96
+#define MV_N 40
+#define MV_WBF16 0
+#define MV_EPI 1
+#include "gemv.cu"
+#define MV_NAME mv_bb_swiglu_bias
+#define MV_K 128
+#define MV_N 96
+#define MV_BIAS 1
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+#define MV_NAME mv_ff_swiglu
+#define MV_K 48
+#define MV_N 64
+#define MV_WBF16 0
+#define MV_XBF16 0
+#define MV_EPI 2
+#include "gemv.cu"
+#define MV_NAME mv_bb_ldy
+#define MV_K 64
+#define MV_N 48
+#define MV_LDY 80
+#include "gemv.cu"
+#define MV_NAME mv_bb_longk
+#define MV_K 8200
+#define MV_N 72
+#include "gemv.cu"
+#define MV_NAME mv_fb_rows8
+#define MV_K 2056
+#define MV_N 33
+#define MV_WBF16 0
+#define MV_ROWS 8
+#include "gemv.cu"
+#define MV_NAME mv_bb_swiglu_big
+#define MV_K 2048
+#define MV_N 16384
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+/* timing shapes (bf16 x bf16, store) */
+#define MV_NAME mv_p_2048_8192
+#define MV_K 8192
+#define MV_N 2048
+#include "gemv.cu"
+#define MV_NAME mv_p_8192_2048
+#define MV_K 2048
+#define MV_N 8192
+#include "gemv.cu"
+#define MV_NAME mv_p_128256_2048
+#define MV_K 2048
+#define MV_N 128256
+#include "gemv.cu"
+
+#define EP_BIAS_NAME ep_bias
+#define EP_SWIGLU_NAME ep_swiglu_b
+#define EP_CAST_NAME ep_cast_b
+#define EP_N 1000
+#define EP_LDY 1024
+#define EP_I 48
+#include "epilogue.cu"
+#define EP_SWIGLU_NAME ep_swiglu_f
+#define EP_CAST_NAME ep_cast_f
+#define EP_I 32
+#define EP_LDGU 80
+#define EP_OBF16 0
+#include "epilogue.cu"
+
+#define RN_NAME rn_f48
+#define RN_D 48
+#define RN_EPS 1e-5f
+#include "rmsnorm.cu"
+#define RN_NAME rn_b1000
+#define RN_D 1000
+#define RN_EPS 1e-6f
+#define RN_OBF16 1
+#include "rmsnorm.cu"
+#define RN_NAME rn_b4096
+#define RN_D 4096
+#define RN_EPS 1e-5f
+#define RN_OBF16 1
+#include "rmsnorm.cu"
+
+#define EM_NAME em_b96
+#define EM_D 96
+#define EM_WBF16 1
+#include "embed.cu"
+#define EM_NAME em_f48
+#define EM_D 48
+#define EM_WBF16 0
+#include "embed.cu"
+
+#define AM_NAME am_1000
+#define AM_V 1000
+#define AM_LD 1024
+#include "argmax.cu"
+#define AM_NAME am_128256
+#define AM_V 128256
+#include "argmax.cu"
+
+/* rope_kv + attention configurations: two layers per page, tests run on layer 1. */
+#define TPS 16
+#define ATTN_CASE(P, H_, KV_, D_, KVB_, QKN_, OB_, SPLIT_)                                 \
+    enum { P##_H = H_, P##_KV = KV_, P##_D = D_, P##_KVB = KVB_, P##_QKN = QKN_, P##_OB = OB_, P##_SPLIT = SPLIT_ };
+ATTN_CASE(A, 4, 4, 16, 0, 0, 0, 4)
+ATTN_CASE(B, 6, 2, 48, 1, 1, 1, 4)
+ATTN_CASE(C, 8, 2, 64, 0, 1, 0, 3)
+ATTN_CASE(D, 8, 1, 64, 1, 0, 0, 8)
+ATTN_CASE(E, 16, 2, 128, 1, 0, 1, 4)
+ATTN_CASE(F, 8, 4, 256, 0, 0, 0, 2)
+ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
+
+/* rope_kv/attention instances, written out (a macro cannot #define); values match ATTN_CASE */
+#define RK_NAME rk_A
+#define RK_H 4
+#define RK_KV 4
+#define RK_D 16
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 4 * TPS * 16 * 4)
+#define RK_KVBF16 0
+#define RK_QKNORM 0
+#include "rope_kv.cu"
+#define AT_NAME at_A
+#define AT_H 4
+#define AT_KV 4
+#define AT_D 16
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 4 * TPS * 16 * 4)
+#define AT_KVBF16 0
+#define AT_SCALE 0.25f
+#define AT_SPLIT 4
+#include "attention.cu"
+
+#define RK_NAME rk_B
+#define RK_H 6
+#define RK_KV 2
+#define RK_D 48
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 2 * TPS * 48 * 2)
+#define RK_KVBF16 1
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+#define AT_NAME at_B
+#define AT_H 6
+#define AT_KV 2
+#define AT_D 48
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 48 * 2)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.14433756729740643f
+#define AT_SPLIT 4
+#include "attention.cu"
+
+#define RK_NAME rk_C
+#define RK_H 8
+#define RK_KV 2
+#define RK_D 64
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 2 * TPS * 64 * 4)
+#define RK_KVBF16 0
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+#define AT_NAME at_C
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 64 * 4)
+#define AT_KVBF16 0
+#define AT_SCALE 0.125f
+#define AT_SPLIT 3
+#include "attention.cu"
+
+#define RK_NAME rk_D
+#define RK_H 8
+#define RK_KV 1
+#define RK_D 64
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 1 * TPS * 64 * 2)
+#define RK_KVBF16 1
+#define RK_QKNORM 0
+#include "rope_kv.cu"
+#define AT_NAME at_D
+#define AT_H 8
+#define AT_KV 1
+#define AT_D 64
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 1 * TPS * 64 * 2)
+#define AT_KVBF16 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT 8
+#include "attention.cu"
+
+#define RK_NAME rk_E
+#define RK_H 16
+#define RK_KV 2
+#define RK_D 128
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 2 * TPS * 128 * 2)
+#define RK_KVBF16 1
+#define RK_QKNORM 0
+#include "rope_kv.cu"
+#define AT_NAME at_E
+#define AT_H 16
+#define AT_KV 2
+#define AT_D 128
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 128 * 2)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT 4
+#include "attention.cu"
+
+#define RK_NAME rk_F
+#define RK_H 8
+#define RK_KV 4
+#define RK_D 256
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 4 * TPS * 256 * 4)
+#define RK_KVBF16 0
+#define RK_QKNORM 0
+#include "rope_kv.cu"
+#define AT_NAME at_F
+#define AT_H 8
+#define AT_KV 4
+#define AT_D 256
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 4 * TPS * 256 * 4)
+#define AT_KVBF16 0
+#define AT_SCALE 0.0625f
+#define AT_SPLIT 2
+#include "attention.cu"
+
+#define RK_NAME rk_G
+#define RK_H 24
+#define RK_KV 8
+#define RK_D 128
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 8 * TPS * 128 * 2)
+#define RK_KVBF16 1
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+#define AT_NAME at_G
+#define AT_H 24
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 8 * TPS * 128 * 2)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT 16
+#include "attention.cu"
+
+/* timing: Llama-3-8B-like attention, 32 layers per page (so rotating layers defeats the L2) */
+#define PERF_LAYERS 32
+#define AT_NAME at_perf
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_PAGE_BYTES (2ull * 8 * 16 * 128 * 2 * PERF_LAYERS)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT 16
+#include "attention.cu"
+
+/* ------------------------------------------------------------------ host helpers */
+
+struct ctx {
+    int fails;       /* failed cases */
+    uint64_t rng;    /* xorshift state */
+};
+
+#define CK(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, \
+                    __LINE__, #call);                                                         \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+static float frand(ctx *c) { /* uniform in [-1, 1) */
+    c->rng ^= c->rng << 13, c->rng ^= c->rng >> 7, c->rng ^= c->rng << 17;
+    return (float)((c->rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static uint16_t h_f2b(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float h_b2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* Random values; when bf16, rounded to bf16 so the f32 copy is exactly what the device sees. */
+static void fill(ctx *c, std::vector<float> &f, size_t n, bool bf, float scale = 1.0f) {
+    f.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        f[i] = frand(c) * scale;
+        if (bf) f[i] = h_b2f(h_f2b(f[i]));
+    }
+}
+/* Device copy of f as f32 or bf16. */
+static void *upload(const std::vector<float> &f, bool bf) {
+    void *d;
+    size_t es = bf ? 2 : 4;
+    CK(cudaMalloc(&d, f.size() * es + 16));
+    if (bf) {
+        std::vector<uint16_t> h(f.size());
+        for (size_t i = 0; i < f.size(); i++) h[i] = h_f2b(f[i]);
+        CK(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    } else {
+        CK(cudaMemcpy(d, f.data(), f.size() * 4, cudaMemcpyHostToDevice));
+    }
+    return d;
+}
+static std::vector<float> download(const void *d, size_t n, bool bf) {
+    std::vector<float> f(n);
+    if (bf) {
+        std::vector<uint16_t> h(n);
+        CK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) f[i] = h_b2f(h[i]);
+    } else {
+        CK(cudaMemcpy(f.data(), d, n * 4, cudaMemcpyDeviceToHost));
+    }
+    return f;
+}
+
+/* Compares got[i] with ref[i] under tol[i]; prints the first bad index and the max error. */
+struct checker {
+    const char *what;
+    double maxerr, maxrel;
+    long first_bad, nbad;
+    double bad_got, bad_ref, bad_tol;
+};
+static void chk_init(checker *k, const char *what) {
+    memset(k, 0, sizeof *k);
+    k->what = what;
+    k->first_bad = -1;
+}
+static void chk(checker *k, long i, double got, double ref, double tol) {
+    double e = fabs(got - ref);
+    if (!(e <= tol)) {
+        if (k->first_bad < 0) k->first_bad = i, k->bad_got = got, k->bad_ref = ref, k->bad_tol = tol;
+        k->nbad++;
+    }
+    if (e > k->maxerr || e != e) k->maxerr = e;
+    if (e / (fabs(ref) + 1e-6) > k->maxrel) k->maxrel = e / (fabs(ref) + 1e-6);
+}
+static void chk_done(ctx *c, checker *k) {
+    if (k->nbad) {
+        c->fails++;
+        printf("FAIL %-58s %ld bad, first [%ld] got %.8g want %.8g (tol %.3g), max abs err %.3g\n", k->what,
+               k->nbad, k->first_bad, k->bad_got, k->bad_ref, k->bad_tol, k->maxerr);
+    } else {
+        printf("ok   %-58s max abs err %.3g, max rel %.3g\n", k->what, k->maxerr, k->maxrel);
+    }
+}
+
+static void launch(const void *fn, dim3 grid, dim3 block, size_t smem, void **args) {
+    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaLaunchKernel(fn, grid, block, args, smem, 0));
+    CK(cudaGetLastError());
+}
+
+/* ------------------------------------------------------------------ gemv */
+
+struct mv_case {
+    const char *name;
+    const void *fn;
+    int K, N, wb, xb, bias, epi, yb, ldy, rows;
+};
+#define MVC(fn, K, N, wb, xb, bias, epi, yb, ldy, rows) \
+    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, rows }
+
+static void test_mv(ctx *c, const mv_case &m, int T) {
+    const int Np = IG_NPAD16(m.N), I = m.N / 2, ycols = m.epi == 2 ? I : m.N;
+    std::vector<float> x, w, b, y0;
+    fill(c, x, (size_t)T * m.K, m.xb);
+    fill(c, w, (size_t)Np * m.K, m.wb);
+    for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
+    fill(c, b, Np, false);
+    fill(c, y0, (size_t)T * m.ldy, m.epi == 2 && m.yb);
+    void *dx = upload(x, m.xb), *dw = upload(w, m.wb), *db = upload(b, false), *dy = upload(y0, m.epi == 2 && m.yb);
+    const float *bias = m.bias ? (const float *)db : NULL;
+    void *args[] = {&T, &dx, &dw, &bias, &dy};
+    launch(m.fn, dim3(IG_MV_GRID_X(T, m.N, m.rows), IG_MV_GRID_Y(T)), dim3(IG_MV_BLOCK), IG_MV_SMEM(T), args);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> y = download(dy, (size_t)T * m.ldy, m.epi == 2 && m.yb);
+    char what[160];
+    snprintf(what, sizeof what, "gemv %s T=%d", m.name, T);
+    checker k;
+    chk_init(&k, what);
+    std::vector<double> acc(Np), mag(Np);
+    for (int t = 0; t < T; t++) {
+        for (int n = 0; n < Np; n++) {
+            double s = 0, a = 0;
+            for (int i = 0; i < m.K; i++) {
+                double p = (double)x[(size_t)t * m.K + i] * w[(size_t)n * m.K + i];
+                s += p, a += fabs(p);
+            }
+            acc[n] = s + (m.bias ? b[n] : 0.0), mag[n] = a + (m.bias ? fabs(b[n]) : 0.0);
+        }
+        for (int n = 0; n < ycols; n++) {
+            size_t o = (size_t)t * m.ldy + n;
+            double ref, tol;
+            if (m.epi == 2) {
+                int g = 32 * (n / 16) + n % 16, u = g + 16;
+                double sg = acc[g] / (1 + exp(-acc[g]));
+                ref = sg * acc[u];
+                tol = 1e-5 * (mag[g] * fabs(acc[u]) * 1.2 + mag[u] * fabs(sg) + fabs(ref)) + 1e-6;
+                if (m.yb) tol += fabs(ref) / 256;
+            } else {
+                ref = acc[n] + (m.epi == 1 ? y0[o] : 0.0);
+                tol = 1e-5 * mag[n] + 1e-6 + (m.epi == 1 ? 1e-7 * fabs(y0[o]) : 0);
+            }
+            chk(&k, (long)o, y[o], ref, tol);
+        }
+        /* columns between ycols and ldy must be untouched */
+        for (int n = ycols; n < m.ldy; n++) chk(&k, (long)t * m.ldy + n, y[(size_t)t * m.ldy + n], y0[(size_t)t * m.ldy + n], 0);
+    }
+    chk_done(c, &k);
+    CK(cudaFree(dx)); CK(cudaFree(dw)); CK(cudaFree(db)); CK(cudaFree(dy));
+}
+
+/* ------------------------------------------------------------------ epilogues, rmsnorm, embed, argmax */
+
+static void test_ep(ctx *c, int T) {
+    char what[160];
+    checker k;
+    { /* bias: N 1000, LDY 1024 */
+        std::vector<float> y, b;
+        fill(c, y, (size_t)T * 1024, false), fill(c, b, 1000, false);
+        float *dy = (float *)upload(y, false), *db = (float *)upload(b, false);
+        void *args[] = {&T, &dy, &db};
+        launch((const void *)ep_bias, dim3(IG_EP_BIAS_GRID_X(T, 1000), IG_EP_BIAS_GRID_Y(T)), dim3(IG_EP_BLOCK), 0, args);
+        std::vector<float> o = download(dy, y.size(), false);
+        snprintf(what, sizeof what, "ep_bias N1000 LDY1024 T=%d", T);
+        chk_init(&k, what);
+        for (int t = 0; t < T; t++)
+            for (int n = 0; n < 1024; n++) {
+                size_t i = (size_t)t * 1024 + n;
+                chk(&k, (long)i, o[i], n < 1000 ? (double)(y[i] + b[n]) : y[i], 0);
+            }
+        chk_done(c, &k);
+        CK(cudaFree(dy)); CK(cudaFree(db));
+    }
+    for (int bf = 0; bf < 2; bf++) { /* swiglu: bf16 I48 LDGU 96, f32 I32 LDGU 80 */
+        const int I = bf ? 48 : 32, ld = bf ? 96 : 80;
+        std::vector<float> gu, o0;
+        fill(c, gu, (size_t)T * ld, false, 4.0f);
+        fill(c, o0, (size_t)T * I, bf);
+        float *dgu = (float *)upload(gu, false);
+        void *dout = upload(o0, bf);
+        void *args[] = {&T, &dgu, &dout};
+        launch(bf ? (const void *)ep_swiglu_b : (const void *)ep_swiglu_f, dim3(IG_EP_SWIGLU_GRID_X(T, I), IG_EP_SWIGLU_GRID_Y(T)),
+               dim3(IG_EP_BLOCK), 0, args);
+        std::vector<float> o = download(dout, o0.size(), bf);
+        snprintf(what, sizeof what, "ep_swiglu %s I%d T=%d", bf ? "bf16" : "f32", I, T);
+        chk_init(&k, what);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < I; i++) {
+                double g = gu[(size_t)t * ld + 32 * (i / 16) + i % 16], u = gu[(size_t)t * ld + 32 * (i / 16) + 16 + i % 16];
+                double ref = g / (1 + exp(-g)) * u;
+                chk(&k, (long)t * I + i, o[(size_t)t * I + i], ref, 2e-6 * (fabs(ref) + fabs(u)) + 1e-7 + (bf ? fabs(ref) / 256 : 0));
+            }
+        chk_done(c, &k);
+        CK(cudaFree(dgu)); CK(cudaFree(dout));
+    }
+    for (int bf = 0; bf < 2; bf++) { /* cast: n = 1001 (odd total exercises the tail) */
+        int n = 1001;
+        std::vector<float> x, o0;
+        fill(c, x, (size_t)T * n, false, 100.0f);
+        o0.assign((size_t)T * n, 0.0f);
+        float *dx = (float *)upload(x, false);
+        void *dout = upload(o0, bf);
+        void *args[] = {&T, &dx, &dout, &n};
+        launch(bf ? (const void *)ep_cast_b : (const void *)ep_cast_f, dim3(IG_EP_CAST_GRID_X(T, n)), dim3(IG_EP_BLOCK), 0, args);
+        std::vector<float> o = download(dout, o0.size(), bf);
+        snprintf(what, sizeof what, "ep_cast %s n1001 T=%d", bf ? "bf16" : "f32", T);
+        chk_init(&k, what);
+        for (size_t i = 0; i < o.size(); i++) chk(&k, (long)i, o[i], bf ? h_b2f(h_f2b(x[i])) : x[i], 0); /* exact RNE */
+        chk_done(c, &k);
+        CK(cudaFree(dx)); CK(cudaFree(dout));
+    }
+}
+
+static void test_rn(ctx *c, const char *name, const void *fn, int D, float eps, int ob, int T) {
+    std::vector<float> x, g;
+    fill(c, x, (size_t)T * D, false, 3.0f), fill(c, g, D, false);
+    for (auto &v : g) v += 1.5f;
+    float *dx = (float *)upload(x, false), *dg = (float *)upload(g, false);
+    void *dout;
+    CK(cudaMalloc(&dout, (size_t)T * D * 4));
+    void *args[] = {&T, &dx, &dg, &dout};
+    launch(fn, dim3(IG_RN_GRID_X(T)), dim3(IG_RN_BLOCK(D)), 0, args);
+    std::vector<float> o = download(dout, (size_t)T * D, ob);
+    char what[160];
+    snprintf(what, sizeof what, "%s T=%d", name, T);
+    checker k;
+    chk_init(&k, what);
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)x[(size_t)t * D + i] * x[(size_t)t * D + i];
+        double s = 1 / sqrt(ss / D + eps);
+        for (int i = 0; i < D; i++) {
+            double ref = x[(size_t)t * D + i] * s * g[i];
+            chk(&k, (long)t * D + i, o[(size_t)t * D + i], ref, 3e-6 * fabs(ref) + 1e-7 + (ob ? fabs(ref) / 256 : 0));
+        }
+    }
+    chk_done(c, &k);
+    CK(cudaFree(dx)); CK(cudaFree(dg)); CK(cudaFree(dout));
+}
+
+static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
+    const int V = 1000, T = 37;
+    std::vector<float> w;
+    fill(c, w, (size_t)V * D, wb);
+    std::vector<int> ids(T);
+    for (int t = 0; t < T; t++) ids[t] = (t * 389 + 7) % V;
+    ids[0] = 0, ids[1] = V - 1;
+    void *dw = upload(w, wb);
+    int *dids;
+    float *dx;
+    CK(cudaMalloc(&dids, T * 4)); CK(cudaMalloc(&dx, (size_t)T * D * 4));
+    CK(cudaMemcpy(dids, ids.data(), T * 4, cudaMemcpyHostToDevice));
+    int Tv = T;
+    void *args[] = {&Tv, &dids, &dw, &dx};
+    launch(fn, dim3(IG_EM_GRID_X(T)), dim3(IG_EM_BLOCK), 0, args);
+    std::vector<float> x = download(dx, (size_t)T * D, false);
+    checker k;
+    chk_init(&k, name);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < D; i++) chk(&k, (long)t * D + i, x[(size_t)t * D + i], w[(size_t)ids[t] * D + i], 0);
+    chk_done(c, &k);
+    CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
+}
+
+static void test_am(ctx *c, const char *name, const void *fn, int V, int ld) {
+    const int n = 5;
+    std::vector<float> l;
+    fill(c, l, (size_t)n * ld, false);
+    /* row 0: tie between 17 and 900 -> 17; row 1: max at the last id; row 2: all equal -> 0;
+     * row 3: NaNs around the max; row 4: random */
+    l[17] = l[900 % V] = 5.0f;
+    l[(size_t)ld + V - 1] = 7.0f;
+    for (int j = 0; j < V; j++) l[2 * (size_t)ld + j] = -3.0f;
+    l[3 * (size_t)ld + 5] = NAN, l[3 * (size_t)ld + 6] = 9.0f, l[3 * (size_t)ld + 7] = NAN;
+    for (int j = V; j < ld; j++)
+        for (int r = 0; r < n; r++) l[(size_t)r * ld + j] = 100.0f; /* beyond V: must be ignored */
+    float *dl = (float *)upload(l, false);
+    int *dout;
+    CK(cudaMalloc(&dout, n * 4));
+    int nv = n;
+    void *args[] = {&nv, &dl, &dout};
+    launch(fn, dim3(IG_AM_GRID_X(n)), dim3(IG_AM_BLOCK), 0, args);
+    std::vector<int> o(n);
+    CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+    checker k;
+    chk_init(&k, name);
+    for (int r = 0; r < n; r++) {
+        int best = -1;
+        for (int j = 0; j < V; j++) {
+            float v = l[(size_t)r * ld + j];
+            if (v == v && (best < 0 || v > l[(size_t)r * ld + best])) best = j;
+        }
+        chk(&k, r, o[r], best, 0);
+    }
+    chk_done(c, &k);
+    CK(cudaFree(dl)); CK(cudaFree(dout));
+}
+
+/* ------------------------------------------------------------------ rope_kv + attention */
+
+struct attn_case {
+    const char *name;
+    const void *rk, *at, *at_split, *at_reduce;
+    int H, KV, D, kvb, qkn, ob, split;
+    float scale;
+};
+#define ATC(P, name, scale)                                                                                 \
+    { name, (const void *)rk_##P, (const void *)at_##P, (const void *)at_##P##_split, (const void *)at_##P##_reduce, \
+      P##_H, P##_KV, P##_D, P##_KVB, P##_QKN, P##_OB, P##_SPLIT, scale }
+
+static double pool_get(const std::vector<uint8_t> &pool, size_t byte_off, size_t idx, bool bf) {
+    if (bf) {
+        uint16_t h;
+        memcpy(&h, &pool[byte_off + idx * 2], 2);
+        return h_b2f(h);
+    }
+    float f;
+    memcpy(&f, &pool[byte_off + idx * 4], 4);
+    return f;
+}
+
+/* Two sequences over three steps (as in tests/test_kernels.c): step 1 prefills seq0 0..29 and
+ * seq1 0..4 (T=35), step 2 mixes seq0's decode token 30 with seq1's prefill chunk 5..40 (T=37),
+ * step 3 decodes seq1 at 41 (T=1). Scattered page ids, layer 1 of 2. Attention runs direct and
+ * split (+ reduce); both are checked. */
+static void test_attn(ctx *c, const attn_case &a) {
+    const int H = a.H, KV = a.KV, D = a.D, MAXP = 4, NPAGES = 9, W = (H + 2 * KV) * D, es = a.kvb ? 2 : 4;
+    const uint64_t layer_bytes = 2ull * KV * TPS * D * es, page_bytes = 2 * layer_bytes;
+    const int ptab[2 * 4] = {7, 2, 5, 0, 3, 8, 1, 6};
+    uint8_t *dpool;
+    int *dptab;
+    CK(cudaMalloc(&dpool, NPAGES * page_bytes));
+    CK(cudaMemset(dpool, 0xff, NPAGES * page_bytes)); /* NaN everywhere unwritten */
+    CK(cudaMalloc(&dptab, sizeof ptab));
+    CK(cudaMemcpy(dptab, ptab, sizeof ptab, cudaMemcpyHostToDevice));
+    std::vector<float> qn, kn;
+    fill(c, qn, D, false), fill(c, kn, D, false);
+    for (int i = 0; i < D; i++) qn[i] = 1 + 0.5f * qn[i], kn[i] = 1 + 0.5f * kn[i];
+    float *dqn = (float *)upload(qn, false), *dkn = (float *)upload(kn, false);
+    std::vector<double> invf(D / 2);
+    for (int i = 0; i < D / 2; i++) invf[i] = pow(10000.0, -2.0 * i / D);
+    double *dinvf;
+    CK(cudaMalloc(&dinvf, D / 2 * 8));
+    CK(cudaMemcpy(dinvf, invf.data(), D / 2 * 8, cudaMemcpyHostToDevice));
+    int steps[3][2][2] = {{{0, 30}, {0, 5}}, {{30, 31}, {5, 41}}, {{0, 0}, {41, 42}}};
+    for (int st = 0; st < 3; st++) {
+        std::vector<int> pos, seq;
+        for (int s = 0; s < 2; s++)
+            for (int p = steps[st][s][0]; p < steps[st][s][1]; p++) pos.push_back(p), seq.push_back(s);
+        int T = (int)pos.size();
+        std::vector<float> qkv;
+        fill(c, qkv, (size_t)T * W, false, 2.0f);
+        float *dqkv = (float *)upload(qkv, false), *dqo, *dws;
+        int *dpos, *dseq;
+        void *dout, *dout2;
+        CK(cudaMalloc(&dqo, (size_t)T * H * D * 4));
+        CK(cudaMalloc(&dpos, T * 4)); CK(cudaMalloc(&dseq, T * 4));
+        CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&dout, (size_t)T * H * D * 4)); CK(cudaMalloc(&dout2, (size_t)T * H * D * 4));
+        CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, a.split) * 4));
+        unsigned long long loff = layer_bytes;
+        int maxp = MAXP;
+        {
+            void *args[] = {&T, &dqkv, &dinvf, &dqn, &dkn, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp};
+            launch(a.rk, dim3(IG_RK_GRID_X(T, H, KV), IG_RK_GRID_Y(T)), dim3(IG_RK_BLOCK(D)), IG_RK_SMEM(T), args);
+        }
+        {
+            void *args[] = {&T, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp, &dout};
+            launch(a.at, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T), 1), dim3(IG_AT_BLOCK), IG_AT_SMEM(H, KV, D), args);
+            void *args2[] = {&T, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp, &dws};
+            launch(a.at_split, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, a.split)), dim3(IG_AT_BLOCK),
+                   IG_AT_SMEM(H, KV, D), args2);
+            void *args3[] = {&T, &dws, &dout2};
+            launch(a.at_reduce, dim3(IG_AT_REDUCE_GRID_X(T, H), IG_AT_REDUCE_GRID_Y(T)), dim3(IG_AT_REDUCE_BLOCK), 0, args3);
+        }
+        CK(cudaDeviceSynchronize());
+        std::vector<float> qo = download(dqo, (size_t)T * H * D, false);
+        std::vector<uint8_t> pool(NPAGES * page_bytes);
+        CK(cudaMemcpy(pool.data(), dpool, pool.size(), cudaMemcpyDeviceToHost));
+        char what[160];
+        checker k;
+        snprintf(what, sizeof what, "rope_kv %s step %d T=%d", a.name, st, T);
+        chk_init(&k, what);
+        for (int t = 0; t < T; t++) {
+            size_t base = ptab[seq[t] * MAXP + pos[t] / TPS] * page_bytes + layer_bytes;
+            int slot = pos[t] % TPS;
+            for (int h = 0; h < H + 2 * KV; h++) {
+                const float *v = &qkv[(size_t)t * W + h * D];
+                double r[512], s = 1;
+                const float *g = h < H ? qn.data() : kn.data();
+                bool nrm = a.qkn && h < H + KV;
+                if (nrm) {
+                    double ss = 0;
+                    for (int i = 0; i < D; i++) ss += (double)v[i] * v[i];
+                    s = 1 / sqrt(ss / D + 1e-6);
+                }
+                for (int i = 0; i < D / 2; i++) {
+                    double x0 = v[i] * s, x1 = v[i + D / 2] * s;
+                    if (nrm) x0 *= g[i], x1 *= g[i + D / 2];
+                    if (h < H + KV) {
+                        double an = pos[t] * invf[i], cs = (float)cos(an), sn = (float)sin(an);
+                        r[i] = x0 * cs - x1 * sn, r[i + D / 2] = x1 * cs + x0 * sn;
+                    } else {
+                        r[i] = v[i], r[i + D / 2] = v[i + D / 2];
+                    }
+                }
+                for (int i = 0; i < D; i++) {
+                    double got;
+                    if (h < H) got = qo[(size_t)t * H * D + h * D + i];
+                    else if (h < H + KV) got = pool_get(pool, base, ((size_t)(h - H) * TPS + slot) * D + i, a.kvb);
+                    else got = pool_get(pool, base, (size_t)KV * TPS * D + ((size_t)(h - H - KV) * TPS + slot) * D + i, a.kvb);
+                    double tol = 1e-5 * (1 + fabs(r[i])) + (h >= H && a.kvb ? fabs(r[i]) / 256 : 0);
+                    chk(&k, ((long)t * (H + 2 * KV) + h) * D + i, got, r[i], tol);
+                }
+            }
+        }
+        chk_done(c, &k);
+        /* attention reference from the q_out and the K/V the pool holds (double softmax) */
+        std::vector<float> o1 = download(dout, (size_t)T * H * D, a.ob), o2 = download(dout2, (size_t)T * H * D, a.ob);
+        checker k1, k2;
+        char w1[160], w2[160];
+        snprintf(w1, sizeof w1, "attention %s step %d T=%d", a.name, st, T);
+        snprintf(w2, sizeof w2, "attention split%d %s step %d T=%d", a.split, a.name, st, T);
+        chk_init(&k1, w1), chk_init(&k2, w2);
+        const int G = H / KV;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                int kh = h / G, n = pos[t] + 1;
+                std::vector<double> sc(n), o(D, 0.0);
+                double mx = -1e300, l = 0;
+                for (int j = 0; j < n; j++) {
+                    size_t base = ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
+                    double s = 0;
+                    for (int i = 0; i < D; i++)
+                        s += (double)qo[(size_t)t * H * D + h * D + i] * pool_get(pool, base, ((size_t)kh * TPS + j % TPS) * D + i, a.kvb);
+                    sc[j] = s * a.scale;
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                for (int j = 0; j < n; j++) {
+                    size_t base = ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
+                    double p = exp(sc[j] - mx);
+                    l += p;
+                    for (int i = 0; i < D; i++) o[i] += p * pool_get(pool, base, (size_t)KV * TPS * D + ((size_t)kh * TPS + j % TPS) * D + i, a.kvb);
+                }
+                for (int i = 0; i < D; i++) {
+                    double ref = o[i] / l, tol = 2e-5 + (a.ob ? fabs(ref) / 256 : 0);
+                    size_t idx = (size_t)t * H * D + h * D + i;
+                    chk(&k1, (long)idx, o1[idx], ref, tol);
+                    chk(&k2, (long)idx, o2[idx], ref, tol);
+                }
+            }
+        chk_done(c, &k1), chk_done(c, &k2);
+        CK(cudaFree(dqkv)); CK(cudaFree(dqo)); CK(cudaFree(dpos)); CK(cudaFree(dseq));
+        CK(cudaFree(dout)); CK(cudaFree(dout2)); CK(cudaFree(dws));
+    }
+    CK(cudaFree(dpool)); CK(cudaFree(dptab)); CK(cudaFree(dqn)); CK(cudaFree(dkn)); CK(cudaFree(dinvf));
+}
+
+/* ------------------------------------------------------------------ timings */
+
+/* Fills n bf16 with hash-based pseudo-random values in [-1, 1) (pools of GBs, no host copy). */
+__global__ void fill_bf16(unsigned short *p, size_t n, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+        p[i] = ig_f32_to_bf16((float)(h >> 8) * (1.0f / 8388608.0f) - 1.0f);
+    }
+}
+
+/* Median-free simple timing: warm-up, then `iters` launches of fn(i) between two events. */
+template <typename F>
+static double time_us(F fn, int iters) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) fn(i);
+    CK(cudaDeviceSynchronize());
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < iters; i++) fn(i);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+    return ms * 1000.0 / iters;
+}
+
+static double bench_copy(void) {
+    const size_t n = 1ull << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n)); CK(cudaMalloc(&b, n));
+    CK(cudaMemset(a, 1, n));
+    double us = time_us([&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 10);
+    CK(cudaFree(a)); CK(cudaFree(b));
+    double gbs = 2.0 * n / (us * 1e-6) / 1e9;
+    printf("bench cudaMemcpy D2D 1 GiB: %.1f us, %.0f GB/s (read + write)\n", us, gbs);
+    return gbs;
+}
+
+static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs) {
+    const int Np = IG_NPAD16(N), rows = IG_MV_ROWS_DEFAULT(N, 0);
+    const size_t wbytes = (size_t)Np * K * 2;
+    const int ncopy = (int)(512ull * 1024 * 1024 / wbytes) + 2; /* > 512 MB in rotation: not L2 */
+    std::vector<void *> ws(ncopy);
+    for (int i = 0; i < ncopy; i++) {
+        CK(cudaMalloc(&ws[i], wbytes));
+        CK(cudaMemset(ws[i], 0x3c, wbytes)); /* bf16 ~0.0117 */
+    }
+    std::vector<float> x;
+    fill(c, x, (size_t)8 * K, true);
+    void *dx = upload(x, true), *dy;
+    CK(cudaMalloc(&dy, (size_t)8 * N * 4));
+    for (int T = 1; T <= 8; T += 7) {
+        void *w;
+        const float *bias = NULL;
+        void *args[] = {&T, &dx, &w, &bias, &dy};
+        double us = time_us(
+            [&](int i) {
+                w = ws[i % ncopy];
+                CK(cudaLaunchKernel(fn, dim3(IG_MV_GRID_X(T, N, rows)), dim3(IG_MV_BLOCK), args, 0, 0));
+            },
+            50);
+        CK(cudaGetLastError());
+        double gbs = (wbytes + (size_t)T * K * 2 + (size_t)T * N * 4) / (us * 1e-6) / 1e9;
+        printf("bench gemv %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs of %d rows)\n",
+               name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, IG_MV_GRID_X(T, N, rows), rows);
+    }
+    for (auto p : ws) CK(cudaFree(p));
+    CK(cudaFree(dx)); CK(cudaFree(dy));
+}
+
+/* Decode attention, Llama-3-8B shapes (H 32, KV 8, D 128, bf16 KV, page 16): T sequences of
+ * context ctx, one decode token each; layers rotate (32 per page) so the KV is read from HBM.
+ * Also checks the first token of the last layer against the host reference. */
+static void bench_attn(ctx *c, int T, int ctx_len, double copy_gbs) {
+    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS;
+    const size_t layer_bytes = 2ull * KV * PS * D * 2, page_bytes = layer_bytes * L;
+    const int maxp = (ctx_len + PS - 1) / PS, npages = maxp * T;
+    uint8_t *dpool;
+    CK(cudaMalloc(&dpool, npages * page_bytes));
+    fill_bf16<<<4096, 256>>>((unsigned short *)dpool, npages * page_bytes / 2, 12345u);
+    CK(cudaGetLastError());
+    std::vector<int> ptab(npages), pos(T), seq(T);
+    for (int i = 0; i < npages; i++) ptab[i] = (int)((i * 7919ull) % npages); /* scattered */
+    for (int t = 0; t < T; t++) pos[t] = ctx_len - 1 - t, seq[t] = t;
+    std::vector<float> q;
+    fill(c, q, (size_t)T * H * D, false);
+    float *dq = (float *)upload(q, false), *dws;
+    int *dptab, *dpos, *dseq;
+    void *dout;
+    CK(cudaMalloc(&dptab, npages * 4)); CK(cudaMalloc(&dpos, T * 4)); CK(cudaMalloc(&dseq, T * 4));
+    CK(cudaMemcpy(dptab, ptab.data(), npages * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, 16) * 4));
+    unsigned long long loff = 0;
+    int Tv = T, mp = maxp;
+    void *args[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dout};
+    void *args2[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dws};
+    void *args3[] = {&Tv, &dws, &dout};
+    const size_t smem = IG_AT_SMEM(H, KV, D);
+    double bytes = 0;
+    for (int t = 0; t < T; t++) bytes += (double)(pos[t] + 1) * KV * D * 2 * 2;
+    double us_d = time_us(
+        [&](int i) {
+            loff = (unsigned long long)(i % L) * layer_bytes;
+            CK(cudaLaunchKernel((const void *)at_perf, dim3(KV, T, 1), dim3(IG_AT_BLOCK), args, smem, 0));
+        },
+        64);
+    double us_s = time_us(
+        [&](int i) {
+            loff = (unsigned long long)(i % L) * layer_bytes;
+            CK(cudaLaunchKernel((const void *)at_perf_split, dim3(KV, T, 16), dim3(IG_AT_BLOCK), args2, smem, 0));
+            CK(cudaLaunchKernel((const void *)at_perf_reduce, dim3(H, T), dim3(IG_AT_REDUCE_BLOCK), args3, 0, 0));
+        },
+        64);
+    CK(cudaGetLastError());
+    printf("bench attention H32 KV8 D128 bf16 T=%d ctx=%-5d direct: %8.2f us %6.0f GB/s (%4.1f%%) | split16+reduce: %8.2f us %6.0f GB/s (%4.1f%%)\n",
+           T, ctx_len, us_d, bytes / (us_d * 1e-6) / 1e9, 100.0 * bytes / (us_d * 1e-6) / 1e9 / copy_gbs, us_s,
+           bytes / (us_s * 1e-6) / 1e9, 100.0 * bytes / (us_s * 1e-6) / 1e9 / copy_gbs);
+    /* loff is now that of the last launch; check token 0 of the split result against the host */
+    CK(cudaDeviceSynchronize());
+    std::vector<float> o = download(dout, (size_t)T * H * D, true);
+    /* the checked layer of sequence 0's pages, as consecutive host "pages" of layer_bytes */
+    std::vector<uint8_t> pool((size_t)maxp * layer_bytes);
+    for (int p = 0; p < maxp; p++)
+        CK(cudaMemcpy(&pool[(size_t)p * layer_bytes], dpool + (size_t)ptab[p] * page_bytes + loff, layer_bytes, cudaMemcpyDeviceToHost));
+    char what[160];
+    snprintf(what, sizeof what, "attention perf T=%d ctx=%d (split, token 0)", T, ctx_len);
+    checker k;
+    chk_init(&k, what);
+    for (int h = 0; h < H; h++) {
+        int kh = h / (H / KV), n = pos[0] + 1;
+        std::vector<double> sc(n), acc(D, 0.0);
+        double mx = -1e300, l = 0;
+        for (int j = 0; j < n; j++) {
+            size_t base = (size_t)(j / PS) * layer_bytes;
+            double s = 0;
+            for (int i = 0; i < D; i++) s += (double)q[h * D + i] * pool_get(pool, base, ((size_t)kh * PS + j % PS) * D + i, true);
+            sc[j] = s * 0.08838834764831845;
+            mx = sc[j] > mx ? sc[j] : mx;
+        }
+        for (int j = 0; j < n; j++) {
+            size_t base = (size_t)(j / PS) * layer_bytes;
+            double p = exp(sc[j] - mx);
+            l += p;
+            for (int i = 0; i < D; i++) acc[i] += p * pool_get(pool, base, (size_t)KV * PS * D + ((size_t)kh * PS + j % PS) * D + i, true);
+        }
+        for (int i = 0; i < D; i++) chk(&k, h * D + i, o[h * D + i], acc[i] / l, 2e-5 + fabs(acc[i] / l) / 256);
+    }
+    chk_done(c, &k);
+    CK(cudaFree(dpool)); CK(cudaFree(dq)); CK(cudaFree(dws)); CK(cudaFree(dptab)); CK(cudaFree(dpos));
+    CK(cudaFree(dseq)); CK(cudaFree(dout));
+}
+
+/* ------------------------------------------------------------------ main */
+
+int main(int argc, char **argv) {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 0;
+    }
+    int no_bench = argc > 1 && !strcmp(argv[1], "--no-bench");
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s, sm_%d%d, %d SMs, %.0f GB\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+           prop.totalGlobalMem / 1e9);
+    ctx c = {0, 0x9e3779b97f4a7c15ull};
+
+    const mv_case mvs[] = {
+        MVC(mv_bb_store_bias, 96, 1000, 1, 1, 1, 0, 0, 1000, IG_MV_ROWS_DEFAULT(1000, 0)),
+        MVC(mv_ff_store, 48, 1000, 0, 0, 0, 0, 0, 1000, IG_MV_ROWS_DEFAULT(1000, 0)),
+        MVC(mv_bf_acc_bias, 128, 200, 1, 0, 1, 1, 0, 200, IG_MV_ROWS_DEFAULT(200, 0)),
+        MVC(mv_fb_acc, 96, 40, 0, 1, 0, 1, 0, 40, IG_MV_ROWS_DEFAULT(40, 0)),
+        MVC(mv_bb_swiglu_bias, 128, 96, 1, 1, 1, 2, 1, 48, IG_MV_ROWS_DEFAULT(96, 1)),
+        MVC(mv_ff_swiglu, 48, 64, 0, 0, 0, 2, 0, 32, IG_MV_ROWS_DEFAULT(64, 1)),
+        MVC(mv_bb_ldy, 64, 48, 1, 1, 0, 0, 0, 80, IG_MV_ROWS_DEFAULT(48, 0)),
+        MVC(mv_bb_longk, 8200, 72, 1, 1, 0, 0, 0, 72, IG_MV_ROWS_DEFAULT(72, 0)),
+        MVC(mv_fb_rows8, 2056, 33, 0, 1, 0, 0, 0, 33, 8),
+        MVC(mv_bb_swiglu_big, 2048, 16384, 1, 1, 0, 2, 1, 8192, IG_MV_ROWS_DEFAULT(16384, 1)),
+        MVC(mv_p_2048_8192, 8192, 2048, 1, 1, 0, 0, 0, 2048, IG_MV_ROWS_DEFAULT(2048, 0)),
+        MVC(mv_p_128256_2048, 2048, 128256, 1, 1, 0, 0, 0, 128256, IG_MV_ROWS_DEFAULT(128256, 0)),
+    };
+    const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 37, 200};
+    for (const auto &m : mvs)
+        for (int T : Ts) {
+            if ((size_t)T * IG_NPAD16(m.N) * m.K > 400000000ull) continue; /* host reference cost */
+            test_mv(&c, m, T);
+        }
+    for (int T : {1, 7, 37}) {
+        test_ep(&c, T);
+        test_rn(&c, "rmsnorm D48 f32", (const void *)rn_f48, 48, 1e-5f, 0, T);
+        test_rn(&c, "rmsnorm D1000 bf16", (const void *)rn_b1000, 1000, 1e-6f, 1, T);
+        test_rn(&c, "rmsnorm D4096 bf16", (const void *)rn_b4096, 4096, 1e-5f, 1, T);
+    }
+    test_em(&c, "embed bf16 D96", (const void *)em_b96, 96, 1);
+    test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
+    test_am(&c, "argmax V1000 LD1024", (const void *)am_1000, 1000, 1024);
+    test_am(&c, "argmax V128256", (const void *)am_128256, 128256, 128256);
+    const attn_case acs[] = {
+        ATC(A, "H4 KV4 D16 f32", 0.25f),
+        ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
+        ATC(C, "H8 KV2 D64 f32 qknorm", 0.125f),
+        ATC(D, "H8 KV1 D64 bf16kv", 0.125f),
+        ATC(E, "H16 KV2 D128 bf16kv bf16out", 0.08838834764831845f),
+        ATC(F, "H8 KV4 D256 f32", 0.0625f),
+        ATC(G, "H24 KV8 D128 bf16kv qknorm bf16out", 0.08838834764831845f),
+    };
+    for (const auto &a : acs) test_attn(&c, a);
+
+    if (!no_bench) {
+        double copy = bench_copy();
+        bench_mv(&c, "bf16 (2048x8192)", (const void *)mv_p_2048_8192, 2048, 8192, copy);
+        bench_mv(&c, "bf16 (8192x2048)", (const void *)mv_p_8192_2048, 8192, 2048, copy);
+        bench_mv(&c, "bf16 lm_head", (const void *)mv_p_128256_2048, 128256, 2048, copy);
+        for (int ctxl : {1024, 4096}) {
+            bench_attn(&c, 1, ctxl, copy);
+            bench_attn(&c, 8, ctxl, copy);
+        }
+    }
+    if (c.fails) {
+        printf("test_cuda_kernels: %d failed cases\n", c.fails);
+        return 1;
+    }
+    printf("test_cuda_kernels: all passed\n");
+    return 0;
+}
