@@ -34,6 +34,23 @@ typedef struct cg_options {
 ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                     const cg_options *o, FILE *out, ig_err *err);
 
+/* A CUDA target: architectures to build cubins for ("sm_80", "sm_90", "sm_90a"); PTX of the
+ * newest is embedded too, for newer GPUs. */
+#define CG_MAX_ARCHS 8
+typedef struct cg_cuda_target {
+    int n_archs;
+    char archs[CG_MAX_ARCHS][16];
+} cg_cuda_target;
+
+/* Parses "cuda", "cuda:sm_80,sm_90" (sm_70 .. sm_90a). */
+ig_status cg_cuda_target_parse(const char *spec, cg_cuda_target *t, ig_err *err);
+
+/* Writes the device code (model.cu: kernel template instantiations) and the host code (model.c:
+ * driver-API launches, cuBLAS for prefill GEMMs, the embedded kernel images named
+ * kernel_<arch>.cubin / kernel_compute_<nn>.ptx next to it) for the lowered graph. */
+ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_target *t, const cg_options *o,
+                       FILE *cu, FILE *host, ig_err *err);
+
 /* ---- shared by the generators (cg_common.c) */
 
 /* Where the decoder layers sit in the lowered graph, and which (node, input slot) pairs of the

@@ -12,6 +12,7 @@
 #include "cg.h"
 #include "cg_templates.h"
 #include "gguf.h"
+#include "nvrtc.h"
 #include "pack.h"
 #include "passes.h"
 #include "rt_util.h"
@@ -33,30 +34,81 @@ static int is_gguf_path(const char *path) {
     return n == 4 && !memcmp(magic, "GGUF", 4);
 }
 
-static ig_status write_sources(const char *src_dir, ig_err *err) {
+/* Writes the templates of one target folder ("cpu" or "cuda") and the ABI header into src/, so
+ * the generated code there builds on its own. */
+static ig_status write_sources(const char *src_dir, const char *folder, ig_err *err) {
     char path[4096];
+    size_t fl = strlen(folder);
     for (const cg_template *t = cg_templates; t->name; t++) {
-        snprintf(path, sizeof path, "%s/%s", src_dir, t->name);
+        if (strncmp(t->name, "runtime/", 8) && !(strncmp(t->name, folder, fl) == 0 && t->name[fl] == '/')) continue;
+        snprintf(path, sizeof path, "%s/%s", src_dir, strchr(t->name, '/') + 1);
         ig_status st = rt_write_file(path, t->text, t->len, err);
         if (st) return st;
     }
     return IG_OK;
 }
 
-/* Runs the C compiler; its output goes to build.log in the package. */
-static ig_status build_so(const cc_options *o, const cg_target *t, const char *pkg, ig_err *err) {
+static const char *cuda_home(void) {
+    const char *h = getenv("CUDA_HOME");
+    return h && *h ? h : "/usr/local/cuda";
+}
+
+/* Runs the C compiler; its output goes to build.log in the package. CPU packages get the ISA
+ * flags and OpenMP; CUDA packages the CUDA headers (types only: the libraries are opened at run
+ * time) and the assembler include path for the .incbin'd kernel images. */
+static ig_status build_so(const cc_options *o, const cg_target *t, int cuda, const char *pkg, ig_err *err) {
     const char *cc = o->cc ? o->cc : getenv("IGNIS_CC");
     if (!cc || !*cc) cc = "cc";
     char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "%s -O3 -std=gnu11 -fPIC -shared -fopenmp -fvisibility=hidden -fno-math-errno %s "
-             "-I'%s/src' -o '%s/model.so' '%s/src/model.c' -lm > '%s/build.log' 2>&1",
-             cc, t->cflags, pkg, pkg, pkg, pkg);
+    if (cuda)
+        snprintf(cmd, sizeof cmd,
+                 "%s -O2 -std=gnu11 -fPIC -shared -fvisibility=hidden -I'%s/src' -I'%s/include' -Wa,-I'%s/src' "
+                 "-o '%s/model.so' '%s/src/model.c' -ldl > '%s/build.log' 2>&1",
+                 cc, pkg, cuda_home(), pkg, pkg, pkg, pkg);
+    else
+        snprintf(cmd, sizeof cmd,
+                 "%s -O3 -std=gnu11 -fPIC -shared -fopenmp -fvisibility=hidden -fno-math-errno %s "
+                 "-I'%s/src' -o '%s/model.so' '%s/src/model.c' -lm > '%s/build.log' 2>&1",
+                 cc, t->cflags, pkg, pkg, pkg, pkg);
     int rc = system(cmd);
     if (rc != 0)
         return ig_fail(err, IG_ERR_BUILD, "C compiler failed (exit %d) building %s/model.so: see %s/build.log",
                        WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, pkg, pkg);
     return IG_OK;
+}
+
+/* NVRTC: model.cu → a cubin per architecture and PTX of the newest, next to model.c (which
+ * embeds them with .incbin). */
+static ig_status build_kernels(const cc_options *o, const cg_cuda_target *ct, const char *src_dir, ig_err *err) {
+    char path[4096];
+    char *src;
+    snprintf(path, sizeof path, "%s/model.cu", src_dir);
+    ig_status st = rt_read_file(path, &src, NULL, err);
+    if (st) return st;
+    int newest = 0;
+    for (int i = 0; i < ct->n_archs; i++)
+        if (atoi(ct->archs[i] + 3) > newest) newest = atoi(ct->archs[i] + 3);
+    for (int i = 0; i <= ct->n_archs && !st; i++) {
+        char arch[32], file[64];
+        if (i < ct->n_archs) {
+            snprintf(arch, sizeof arch, "%s", ct->archs[i]);
+            snprintf(file, sizeof file, "kernel_%s.cubin", ct->archs[i]);
+        } else {
+            snprintf(arch, sizeof arch, "compute_%d", newest);
+            snprintf(file, sizeof file, "kernel_compute_%d.ptx", newest);
+        }
+        double t1 = rt_now();
+        unsigned char *img;
+        size_t len;
+        st = nv_compile(src, "model.cu", arch, src_dir, &img, &len, err);
+        if (st) break;
+        snprintf(path, sizeof path, "%s/%s", src_dir, file);
+        st = rt_write_file(path, img, len, err);
+        free(img);
+        LOG(o, "NVRTC: %s, %zu bytes (%.2f s)\n", file, len, rt_now() - t1);
+    }
+    free(src);
+    return st;
 }
 
 static ig_status copy_file(const char *from, const char *to, ig_err *err) {
@@ -96,10 +148,24 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         dt = IG_DTYPE_BF16;
     else if (o->dtype && strcmp(o->dtype, "f32"))
         return ig_fail(err, IG_ERR_INVALID, "unknown --dtype '%s' (expected f32 or bf16)", o->dtype);
-    const cg_target *t = cg_target_find(o->target);
-    if (!t)
-        return ig_fail(err, IG_ERR_INVALID, "unknown --target '%s' (known: %s)", o->target,
+    int cuda = o->target && !strncmp(o->target, "cuda", 4) && (o->target[4] == 0 || o->target[4] == ':');
+    cg_cuda_target ct;
+    const cg_target *t = cuda ? NULL : cg_target_find(o->target);
+    if (cuda) {
+        ig_status st0 = cg_cuda_target_parse(o->target, &ct, err);
+        if (st0) return st0;
+    } else if (!t) {
+        return ig_fail(err, IG_ERR_INVALID, "unknown --target '%s' (known: %s, cuda:sm_80,sm_90, ...)", o->target,
                        cg_target_names());
+    }
+    char target_name[160];
+    if (cuda) {
+        snprintf(target_name, sizeof target_name, "cuda-");
+        for (int i = 0; i < ct.n_archs; i++)
+            snprintf(target_name + strlen(target_name), sizeof target_name - strlen(target_name), "%s%s", i ? "," : "", ct.archs[i]);
+    } else {
+        snprintf(target_name, sizeof target_name, "%s", t->full_name);
+    }
     int32_t ps = o->page_size > 0 ? o->page_size : 16;
     if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
 
@@ -114,7 +180,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (!st) st = cp_run_all(g, o->dump, err);
     pk_plan plan = {0};
     char path[4096], src_dir[4096];
-    if (!st) st = pk_plan_build(g, dt, &plan, err);
+    if (!st) st = pk_plan_build(g, dt, cuda ? PK_ROWMAJOR : PK_PANEL, &plan, err);
     snprintf(src_dir, sizeof src_dir, "%s/src", pkg);
     if (!st) st = rt_mkdirs(src_dir, err);
     if (!st) {
@@ -124,21 +190,28 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         if (!st) LOG(o, "packed %d weights, %.1f MB (%.2f s)\n", plan.n, plan.total / 1e6, rt_now() - t1);
     }
     if (!st) {
+        cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION};
         snprintf(path, sizeof path, "%s/model.c", src_dir);
         FILE *f = fopen(path, "w");
-        if (!f) {
-            st = ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
+        char cu_path[4096];
+        snprintf(cu_path, sizeof cu_path, "%s/model.cu", src_dir);
+        FILE *fcu = cuda ? fopen(cu_path, "w") : NULL;
+        if (!f || (cuda && !fcu)) {
+            st = ig_fail(err, IG_ERR_IO, "%s: %s", !f ? path : cu_path, strerror(errno));
+        } else if (cuda) {
+            st = cg_emit_cuda(g, &plan, &ct, &co, fcu, f, err);
         } else {
-            cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION};
             st = cg_emit_c(g, &plan, t, &co, f, err);
-            if (fclose(f) != 0 && !st) st = ig_fail(err, IG_ERR_IO, "%s: write failed", path);
         }
+        if (f && fclose(f) != 0 && !st) st = ig_fail(err, IG_ERR_IO, "%s: write failed", path);
+        if (fcu && fclose(fcu) != 0 && !st) st = ig_fail(err, IG_ERR_IO, "%s: write failed", cu_path);
     }
-    if (!st) st = write_sources(src_dir, err);
+    if (!st) st = write_sources(src_dir, cuda ? "cuda" : "cpu", err);
+    if (!st && cuda) st = build_kernels(o, &ct, src_dir, err);
     if (!st) {
         double t1 = rt_now();
-        st = build_so(o, t, pkg, err);
-        if (!st) LOG(o, "built %s/model.so for %s (%.2f s)\n", pkg, t->full_name, rt_now() - t1);
+        st = build_so(o, t, cuda, pkg, err);
+        if (!st) LOG(o, "built %s/model.so for %s (%.2f s)\n", pkg, target_name, rt_now() - t1);
     }
     /* tokenizer files travel with the package; a GGUF carries its tokenizer in metadata */
     int has_tok = 0;
@@ -164,8 +237,9 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddNumberToObject(m, "format_version", 1);
         cJSON_AddNumberToObject(m, "abi_version", IG_MODEL_ABI_VERSION);
         cJSON_AddStringToObject(m, "compiler_version", IGNIS_VERSION);
-        cJSON_AddStringToObject(m, "target", t->full_name);
-        cJSON_AddNumberToObject(m, "cpu_features", t->cpu_features);
+        cJSON_AddStringToObject(m, "target", target_name);
+        cJSON_AddStringToObject(m, "device", cuda ? "cuda" : "cpu");
+        cJSON_AddNumberToObject(m, "cpu_features", cuda ? 0 : t->cpu_features);
         cJSON_AddStringToObject(m, "dtype", dt == IG_DTYPE_BF16 ? "bf16" : "f32");
         cJSON_AddStringToObject(m, "kv_dtype", dt == IG_DTYPE_BF16 ? "bf16" : "f32");
         cJSON_AddNumberToObject(m, "page_size", ps);

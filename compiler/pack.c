@@ -42,6 +42,19 @@ void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst
     }
 }
 
+void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
+    /* rows past N stay zero: dst is zeroed by the caller */
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        if (dt == IG_DTYPE_BF16) {
+            uint16_t *o = (uint16_t *)dst + (size_t)n * K;
+            for (int64_t k = 0; k < K; k++) o[k] = pk_f32_to_bf16(w[n * K + k]);
+        } else {
+            memcpy((float *)dst + (size_t)n * K, w + n * K, sizeof(float) * (size_t)K);
+        }
+    }
+}
+
 static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format fmt, ig_dtype dt,
                            ig_err *err) {
     if (t < 0 || pk_find(p, t) >= 0) return IG_OK;
@@ -49,9 +62,13 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
     if (x->kind != IR_TENSOR_WEIGHT)
         return ig_fail(err, IG_ERR_INTERNAL, "pack: tensor %s is not a weight", x->name);
     pk_entry e = {.tensor = t, .name = x->name, .fmt = fmt, .dtype = dt};
-    if (fmt == PK_PANEL) {
+    if (fmt == PK_PANEL || fmt == PK_ROWMAJOR) {
         if (x->rank != 2)
             return ig_fail(err, IG_ERR_INTERNAL, "pack: %s is not a matrix", x->name);
+        if (fmt == PK_ROWMAJOR && x->shape[1] % 8)
+            return ig_fail(err, IG_ERR_UNSUPPORTED,
+                           "pack: %s has an inner dimension %lld that is not a multiple of 8 (GPU kernels load 16 bytes)",
+                           x->name, (long long)x->shape[1]);
         if (dt == IG_DTYPE_BF16 && x->shape[1] % 2)
             return ig_fail(err, IG_ERR_UNSUPPORTED,
                            "pack: %s has an odd inner dimension %lld (bf16 packs pairs)", x->name,
@@ -71,20 +88,20 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
     return IG_OK;
 }
 
-ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_plan *plan, ig_err *err) {
+ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
     ig_status st = IG_OK;
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
         switch (n->op) {
-        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], PK_PANEL, wdtype, err); break;
+        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], mf, wdtype, err); break;
         case IR_OP_NORM_MATMUL:
             st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
-            if (!st) st = add_entry(g, plan, n->in[2], PK_PANEL, wdtype, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, err);
             if (!st) st = add_entry(g, plan, n->in[3], PK_VEC_F32, IG_DTYPE_F32, err);
             break;
         case IR_OP_MATMUL_EPI:
-            st = add_entry(g, plan, n->in[1], PK_PANEL, wdtype, err);
+            st = add_entry(g, plan, n->in[1], mf, wdtype, err);
             if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
             break;
         case IR_OP_ROPE_KV:
@@ -135,6 +152,8 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
         if (!st) {
             if (e->fmt == PK_PANEL)
                 pk_pack_panels(w, rows, cols, e->dtype, out);
+            else if (e->fmt == PK_ROWMAJOR)
+                pk_pack_rows(w, rows, cols, e->dtype, out);
             else
                 memcpy(out, w, sizeof(float) * (size_t)(rows * cols));
             e->hash = rt_hash64(out, e->nbytes, 0);

@@ -8,8 +8,9 @@
 #include "ir.h"
 
 typedef enum pk_format {
-    PK_PANEL = 0,  /* matrix [N][K] → 16-row panels in the weight dtype */
-    PK_VEC_F32 = 1 /* vector [n] → f32, zero-padded to a multiple of 16 */
+    PK_PANEL = 0,   /* matrix [N][K] → 16-row panels in the weight dtype (CPU kernels) */
+    PK_VEC_F32 = 1, /* vector [n] → f32, zero-padded to a multiple of 16 */
+    PK_ROWMAJOR = 2 /* matrix [N][K] → row-major, N padded to 16 with zero rows (GPU kernels) */
 } pk_format;
 
 typedef struct pk_entry {
@@ -28,8 +29,9 @@ typedef struct pk_plan {
     uint64_t total; /* file size in bytes */
 } pk_plan;
 
-/* Lays out every weight the lowered graph reads. wdtype: IG_DTYPE_F32 or IG_DTYPE_BF16. */
-ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_plan *plan, ig_err *err);
+/* Lays out every weight the lowered graph reads. wdtype: IG_DTYPE_F32 or IG_DTYPE_BF16;
+ * matrices in matrix_fmt (PK_PANEL for CPU targets, PK_ROWMAJOR for GPU targets). */
+ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format matrix_fmt, pk_plan *plan, ig_err *err);
 void pk_plan_free(pk_plan *plan);
 /* Index of the entry for tensor id t, or -1. */
 int32_t pk_find(const pk_plan *plan, int32_t t);
@@ -40,6 +42,7 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
  * pk_panel_bytes). */
 uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt);
 void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
+void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 uint16_t pk_f32_to_bf16(float f);
 
 #endif

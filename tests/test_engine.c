@@ -39,7 +39,8 @@ static int compile_pkg(const char *model, const char *dtype, char *pkg, size_t c
     char src[1024];
     snprintf(src, sizeof src, "%s/models/%s", testdata(), model);
     snprintf(pkg, cap, "/tmp/ignis-test-engine-%d-%s-%s", (int)getpid(), model, dtype);
-    cc_options o = {.input = src, .out_dir = pkg, .dtype = dtype};
+    /* IGNIS_TEST_TARGET=cuda:sm_90 runs the same engine checks on a GPU package */
+    cc_options o = {.input = src, .out_dir = pkg, .dtype = dtype, .target = getenv("IGNIS_TEST_TARGET")};
     ig_err err = {{0}};
     if (cc_compile(&o, &err)) {
         fprintf(stderr, "compile %s: %s\n", model, err.msg);

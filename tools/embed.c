@@ -1,6 +1,7 @@
 /* embed.c — build tool: writes a C file holding the given files as byte arrays, so the ignis
  * compiler carries its kernel templates and can run from any directory.
- * Usage: ig_embed OUT.c FILE... ; each file is stored under its base name. */
+ * Usage: ig_embed OUT.c FILE... ; each file is stored as "<folder>/<base name>" ("cpu/matmul.c",
+ * "cuda/gemv.cu", "runtime/ig_model_abi.h"). */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,8 +32,16 @@ int main(int argc, char **argv) {
     }
     fprintf(o, "const cg_template cg_templates[] = {\n");
     for (int i = 2; i < argc; i++) {
-        const char *base = strrchr(argv[i], '/');
-        base = base ? base + 1 : argv[i];
+        /* keep the last two path components */
+        const char *base = argv[i], *p = argv[i] + strlen(argv[i]);
+        int slashes = 0;
+        while (p > argv[i]) {
+            p--;
+            if (*p == '/' && ++slashes == 2) {
+                base = p + 1;
+                break;
+            }
+        }
         fprintf(o, "  {\"%s\", tpl_%d, sizeof tpl_%d - 1},\n", base, i - 2, i - 2);
     }
     fprintf(o, "  {NULL, NULL, 0}\n};\n");

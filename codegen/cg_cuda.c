@@ -1,0 +1,563 @@
+/* cg_cuda.c — emits a CUDA package's code (see cg.h): model.cu holds the kernels (templates of
+ * templates/cuda instantiated once per distinct shape), model.c the host side that runs the
+ * model through the ABI of ig_model_abi.h: init() loads the driver and cuBLAS, picks the kernel
+ * image for the GPU, uploads the weights and allocates the KV pool and workspace; forward()
+ * stages the batch, launches the kernels of each layer (GEMV kernels for decode-sized steps,
+ * cuBLAS GEMMs plus epilogue kernels for prefill) and copies the logits back. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+
+ig_status cg_cuda_target_parse(const char *spec, cg_cuda_target *t, ig_err *err) {
+    memset(t, 0, sizeof *t);
+    const char *list = strchr(spec, ':');
+    if (!list) list = "sm_80,sm_90";
+    else list++;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int cc = 0;
+        char suffix = 0;
+        if (sscanf(tok, "sm_%d%c", &cc, &suffix) < 1 || cc < 70 || cc > 120 || (suffix && suffix != 'a'))
+            return ig_fail(err, IG_ERR_INVALID, "unknown CUDA architecture '%s' in --target %s (expected sm_70 ... sm_90a)", tok, spec);
+        if (t->n_archs == CG_MAX_ARCHS) return ig_fail(err, IG_ERR_INVALID, "too many architectures in --target %s", spec);
+        snprintf(t->archs[t->n_archs++], 16, "%s", tok);
+    }
+    if (!t->n_archs) return ig_fail(err, IG_ERR_INVALID, "--target %s names no architecture", spec);
+    return IG_OK;
+}
+
+/* ---- kernel instances: one per distinct (template, parameters) */
+
+typedef struct kinst {
+    char key[512];
+    char name[64];
+} kinst;
+
+typedef struct gen {
+    FILE *cu;                 /* device code */
+    kinst inst[96];
+    int n_inst;
+    char fnames[160][64];     /* every __global__ function host code launches */
+    int n_fn;
+} gen;
+
+static int fn_index(gen *c, const char *name) {
+    for (int i = 0; i < c->n_fn; i++)
+        if (!strcmp(c->fnames[i], name)) return i;
+    snprintf(c->fnames[c->n_fn], 64, "%s", name);
+    return c->n_fn++;
+}
+
+/* Instantiates `tpl` with `params` once; returns the instance name. */
+static const char *instance(gen *c, const char *tpl, const char *prefix, const char *name_macro, const char *params,
+                            const char *comment) {
+    char key[512];
+    snprintf(key, sizeof key, "%s|%s", tpl, params);
+    for (int i = 0; i < c->n_inst; i++)
+        if (!strcmp(c->inst[i].key, key)) return c->inst[i].name;
+    kinst *k = &c->inst[c->n_inst++];
+    snprintf(k->key, sizeof k->key, "%s", key);
+    snprintf(k->name, sizeof k->name, "%s", prefix);
+    for (int i = 0; i < c->n_inst - 1; i++)
+        if (!strcmp(c->inst[i].name, k->name)) snprintf(k->name, sizeof k->name, "%s_v%d", prefix, c->n_inst);
+    fprintf(c->cu, "\n/* %s */\n#define %s %s\n%s#include \"%s\"\n", comment, name_macro, k->name, params, tpl);
+    return k->name;
+}
+
+static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
+
+static void act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap) {
+    const char *n = g->tensors[t].name;
+    if (!strncmp(n, "layers.", 7)) {
+        const char *d = strchr(n + 7, '.');
+        if (d) n = d + 1;
+    }
+    size_t j = (size_t)snprintf(buf, cap, "a_");
+    for (; *n && j + 1 < cap; n++)
+        buf[j++] = (char)((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ? *n : '_');
+    buf[j] = 0;
+}
+
+/* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi: a GEMV launch for up to MV_TMAX rows,
+ * else cuBLAS (+ bias / SwiGLU epilogue kernels). */
+static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
+                        const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
+                        const char *what) {
+    char params[1024], comment[512], nm[96];
+    int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "0") != 0;
+    snprintf(params, sizeof params,
+             "#define MV_K %lld\n#define MV_N %lld\n#define MV_WBF16 %d\n#define MV_XBF16 %d\n#define MV_BIAS %d\n"
+             "#define MV_EPI %d\n#define MV_LDY %lld\n#define MV_YBF16 %d\n",
+             (long long)K, (long long)N, bf, bf, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0);
+    snprintf(comment, sizeof comment, "%s: gemv x[T,%lld] %s . w[%lld,%lld]^T %s, %s", what, (long long)K, dtn(bf),
+             (long long)N, (long long)K, dtn(bf), epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
+    snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s", (long long)K, (long long)N, epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "",
+             has_bias ? "_bias" : "");
+    const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
+    int fmv = fn_index(c, mv);
+    fprintf(fw, "%sif (%s <= MV_TMAX) {\n", ind, rows);
+    fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", x, w, bias, y);
+    fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%s, %lld, IG_MV_ROWS_DEFAULT(%lld, %d)), 1, 1, IG_MV_BLOCK, 0, args);\n", ind, fmv,
+            rows, (long long)N, (long long)N, swiglu);
+    fprintf(fw, "%s} else {\n", ind);
+    if (swiglu) {
+        int64_t I = N / 2;
+        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n", (long long)I, bf);
+        snprintf(comment, sizeof comment, "%s: SwiGLU of the packed gate/up GEMM output [T,%lld] f32 -> [T,%lld] %s", what,
+                 (long long)N, (long long)I, dtn(bf));
+        snprintf(nm, sizeof nm, "swiglu_i%lld", (long long)I);
+        const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
+        fprintf(fw, "%s    GEMM(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f);\n", ind, (long long)N, rows, (long long)K, w, x, (long long)N);
+        fprintf(fw, "%s    void *args[] = {&%s, &a_gu, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", y);
+        fprintf(fw, "%s    LAUNCH(%d, IG_EP_SWIGLU_GRID_X(%s, %lld), IG_EP_SWIGLU_GRID_Y(%s), 1, IG_EP_BLOCK, 0, args);\n", ind,
+                fn_index(c, ep), rows, (long long)I, rows);
+    } else {
+        fprintf(fw, "%s    GEMM(%lld, %s, %lld, %s, %s, %s, %lld, %s);\n", ind, (long long)N, rows, (long long)K, w, x, y,
+                (long long)ldy, epi == IR_EPI_ACC ? "1.0f" : "0.0f");
+        if (has_bias) {
+            snprintf(params, sizeof params, "#define EP_N %lld\n#define EP_LDY %lld\n", (long long)N, (long long)ldy);
+            snprintf(comment, sizeof comment, "%s: bias add after the GEMM, [T,%lld]", what, (long long)N);
+            snprintf(nm, sizeof nm, "bias_n%lld", (long long)N);
+            const char *ep = instance(c, "epilogue.cu", nm, "EP_BIAS_NAME", params, comment);
+            fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", y, bias);
+            fprintf(fw, "%s    LAUNCH(%d, IG_EP_BIAS_GRID_X(%s, %lld), IG_EP_BIAS_GRID_Y(%s), 1, IG_EP_BLOCK, 0, args);\n", ind,
+                    fn_index(c, ep), rows, (long long)N, rows);
+        }
+    }
+    fprintf(fw, "%s}\n", ind);
+}
+
+typedef struct buf {
+    char ident[64];
+    int64_t cols;
+    int bf16;
+} buf;
+
+ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_target *t, const cg_options *o,
+                       FILE *cu, FILE *out, ig_err *err) {
+    const ir_hparams *hp = &g->hp;
+    gen c;
+    memset(&c, 0, sizeof c);
+    c.cu = cu;
+    int bf = o->dtype == IG_DTYPE_BF16;
+    char *fwd_text = NULL;
+    size_t fwd_len = 0;
+    FILE *fw = open_memstream(&fwd_text, &fwd_len);
+    if (!fw) return ig_fail(err, IG_ERR_NOMEM, "codegen: out of memory");
+    cg_layout lay;
+    ig_status st = cg_analyze(g, plan, &lay, err);
+    if (st) {
+        fclose(fw);
+        free(fwd_text);
+        return st;
+    }
+    int H = hp->n_heads, KV = hp->n_kv_heads, D = hp->head_dim, HID = hp->hidden, PS = o->page_size;
+    uint64_t kv_layer_page = 2ull * KV * PS * D * (bf ? 2 : 4);
+    char archs[128] = "";
+    for (int i = 0; i < t->n_archs; i++) snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s", i ? "," : "", t->archs[i]);
+
+    fprintf(cu, "/* model.cu — generated by ignis %s: the kernels of %s (%d layers, hidden %d), %s.\n"
+                " * Compiled by NVRTC for %s (+ PTX). Do not edit: regenerate with `ignis compile`. */\n"
+                "#include \"common.cuh\"\n\n"
+                "#define ATTN_SPLIT 16 /* context partitions of decode attention (same value in model.c) */\n",
+            o->compiler_version, hp->arch, hp->n_layers, HID, dtn(bf), archs);
+
+    buf bufs[32];
+    int n_bufs = 0;
+    int32_t *buf_of = malloc(sizeof(int32_t) * (size_t)g->n_tensors);
+    for (int32_t i = 0; i < g->n_tensors; i++) buf_of[i] = -1;
+#define NEW_BUF(tid, colsv, isbf)                                                               \
+    do {                                                                                       \
+        buf *b_ = &bufs[n_bufs];                                                               \
+        b_->cols = (colsv);                                                                    \
+        b_->bf16 = (isbf);                                                                     \
+        act_ident(g, (tid), b_->ident, sizeof b_->ident);                                      \
+        for (int q_ = 0; q_ < n_bufs; q_++)                                                    \
+            if (!strcmp(bufs[q_].ident, b_->ident)) snprintf(b_->ident + strlen(b_->ident), 8, "_%d", n_bufs); \
+        buf_of[(tid)] = n_bufs++;                                                              \
+    } while (0)
+    int64_t xn_cols = HID, gu_cols = 16;
+    int32_t resid = -1;
+    char params[1024], comment[512], nm[96];
+
+    fprintf(fw, "\n/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
+                "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
+                "    dev_state *st = ctx->device_state;\n"
+                "    int T = b->n_tokens, n_out = b->n_out;\n"
+                "    const int mp = b->max_pages_per_seq;\n"
+                "    if (!st || T < 1 || T > st->max_tokens || n_out < 0 || n_out > T || b->n_seqs < 1 || b->n_seqs > T ||\n"
+                "        mp < 1 || mp > st->max_pages)\n"
+                "        return -1;\n"
+                "    for (int t = 0; t < T; t++) {\n"
+                "        int s = b->token_seq[t], p = b->positions[t];\n"
+                "        if (b->token_ids[t] < 0 || b->token_ids[t] >= VOCAB || s < 0 || s >= b->n_seqs || p < 0 ||\n"
+                "            p >= MAX_CONTEXT || p / PAGE_SIZE >= mp)\n"
+                "            return -2;\n"
+                "        int32_t pg = b->page_table[s * mp + p / PAGE_SIZE];\n"
+                "        if (pg < 0 || pg >= ctx->n_pages) return -3;\n"
+                "    }\n"
+                "    for (int i = 0; i < n_out; i++)\n"
+                "        if (b->out_rows[i] < 0 || b->out_rows[i] >= T) return -4;\n\n"
+                "    WORKSPACE_CARVE(st->ws, st->max_tokens);\n"
+                "    /* the batch in one copy: ids, positions, sequences, logit rows, page table */\n"
+                "    int32_t *hb = st->pinned;\n"
+                "    memcpy(hb, b->token_ids, sizeof(int32_t) * T);\n"
+                "    memcpy(hb + T, b->positions, sizeof(int32_t) * T);\n"
+                "    memcpy(hb + 2 * T, b->token_seq, sizeof(int32_t) * T);\n"
+                "    memcpy(hb + 3 * T, b->out_rows, sizeof(int32_t) * n_out);\n"
+                "    memcpy(hb + 4 * T, b->page_table, sizeof(int32_t) * b->n_seqs * mp);\n"
+                "    CU(st->api.cuMemcpyHtoDAsync(batch, hb, sizeof(int32_t) * (4 * T + b->n_seqs * mp), st->stream));\n"
+                "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_pages = batch + 16ull * T;\n"
+                "    CUdeviceptr kv = st->kv, inv_freq = st->inv_freq, zero = 0; /* zero: an absent optional input */\n"
+                "    int mpv = mp;\n");
+
+    for (int pass = 0; pass < 3 && !st; pass++) {
+        int32_t lo = pass == 0 ? 0 : pass == 1 ? lay.first_layer : lay.last_layer + 1;
+        int32_t hi = pass == 0 ? lay.first_layer : pass == 1 ? lay.first_layer + lay.per_layer : g->n_nodes;
+        if (pass == 1)
+            fprintf(fw, "\n    for (int l = 0; l < N_LAYERS; l++) {\n"
+                        "        const int32_t *lw = layer_weights[l];\n"
+                        "        unsigned long long kv_off = (unsigned long long)l * KV_LAYER_PAGE_BYTES;\n");
+        if (pass == 2) fprintf(fw, "\n    if (n_out > 0) {\n");
+        const char *ind = "        ";
+        const char *rows = pass == 2 ? "n_out" : "T";
+        for (int32_t i = lo; i < hi && !st; i++) {
+            const ir_node *n = &g->nodes[i];
+            char wexpr[IR_MAX_IN][96];
+            for (int s = 0; s < IR_MAX_IN; s++) {
+                int32_t ti = n->in[s];
+                if (ti < 0 || g->tensors[ti].kind != IR_TENSOR_WEIGHT) snprintf(wexpr[s], sizeof wexpr[s], "zero");
+                else cg_weight_ref(plan, &lay, pass == 1, i, s, ti, wexpr[s], sizeof wexpr[s]);
+            }
+            /* weights are device addresses: bind each to a variable so launches can take its address */
+            fprintf(fw, "%s{\n", ind);
+            for (int s = 0; s < IR_MAX_IN; s++)
+                if (strcmp(wexpr[s], "zero")) {
+                    fprintf(fw, "%s    CUdeviceptr w%d = %s;\n", ind, s, wexpr[s]);
+                    snprintf(wexpr[s], sizeof wexpr[s], "w%d", s);
+                }
+            char ind2[32];
+            snprintf(ind2, sizeof ind2, "%s    ", ind);
+            switch (n->op) {
+            case IR_OP_EMBED: {
+                NEW_BUF(n->out, HID, 0);
+                resid = buf_of[n->out];
+                snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, bf);
+                snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table", HID, dtn(bf), hp->vocab, HID);
+                snprintf(nm, sizeof nm, "embed_%d", HID);
+                const char *k = instance(&c, "embed.cu", nm, "EM_NAME", params, comment);
+                fprintf(fw, "%s/* %s */\n%svoid *args[] = {&T, &d_ids, &w1, &%s};\n%sLAUNCH(%d, IG_EM_GRID_X(T), 1, 1, IG_EM_BLOCK, 0, args);\n",
+                        ind2, comment, ind2, bufs[resid].ident, ind2, fn_index(&c, k));
+                break;
+            }
+            case IR_OP_GATHER_ROWS:
+                NEW_BUF(n->out, HID, 0);
+                fprintf(fw, "%s/* gather the rows whose logits are wanted */\n"
+                            "%sfor (int i = 0; i < n_out; i++)\n"
+                            "%s    CU(st->api.cuMemcpyDtoDAsync(%s + (CUdeviceptr)i * HIDDEN * 4, %s + (CUdeviceptr)b->out_rows[i] * HIDDEN * 4,\n"
+                            "%s                                 HIDDEN * 4, st->stream));\n",
+                        ind2, ind2, ind2, bufs[buf_of[n->out]].ident, bufs[resid].ident, ind2);
+                break;
+            case IR_OP_NORM_MATMUL: {
+                const ir_tensor *wt = &g->tensors[n->in[2]];
+                int64_t N = wt->shape[0], K = wt->shape[1];
+                int32_t src = buf_of[n->in[0]] >= 0 ? buf_of[n->in[0]] : resid;
+                if (K > xn_cols) xn_cols = K;
+                int logits = pass == 2, swiglu = n->epi == IR_EPI_SWIGLU;
+                int64_t out_cols = swiglu ? N / 2 : N;
+                if (swiglu && N > gu_cols) gu_cols = N;
+                if (!logits && buf_of[n->out] < 0) NEW_BUF(n->out, out_cols, swiglu ? bf : 0);
+                const char *y = logits ? "d_logits" : bufs[buf_of[n->out]].ident;
+                snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, n->eps, bf);
+                snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, n->eps, dtn(bf));
+                snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
+                const char *rn = instance(&c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
+                fprintf(fw, "%s/* %s: norm_matmul */\n", ind2, logits ? wt->name : g->tensors[n->out].name);
+                fprintf(fw, "%s{\n%s    void *args[] = {&%s, &%s, &w1, &xn};\n%s    LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n%s}\n",
+                        ind2, ind2, rows, bufs[src].ident, ind2, fn_index(&c, rn), rows, (long long)K, ind2);
+                if (n->in[3] < 0) snprintf(wexpr[3], sizeof wexpr[3], "zero");
+                emit_matmul(&c, fw, ind2, rows, "xn", "w2", wexpr[3], y, K, N, swiglu ? IR_EPI_SWIGLU : IR_EPI_STORE,
+                            swiglu ? N / 2 : N, bf, logits ? "lm_head" : "layers.*");
+                break;
+            }
+            case IR_OP_MATMUL_EPI: {
+                const ir_tensor *wt = &g->tensors[n->in[1]];
+                if (n->epi != IR_EPI_ACC) {
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate");
+                    break;
+                }
+                buf_of[n->out] = resid;
+                if (n->in[2] < 0) snprintf(wexpr[2], sizeof wexpr[2], "zero");
+                fprintf(fw, "%s/* %s: matmul + residual add */\n", ind2, g->tensors[n->out].name);
+                emit_matmul(&c, fw, ind2, rows, bufs[buf_of[n->in[0]]].ident, "w1", wexpr[2], bufs[resid].ident, wt->shape[1],
+                            wt->shape[0], IR_EPI_ACC, wt->shape[0], bf, "layers.*");
+                break;
+            }
+            case IR_OP_ROPE_KV: {
+                NEW_BUF(n->out, (int64_t)H * D, 0);
+                int qk = n->in[1] >= 0;
+                snprintf(params, sizeof params,
+                         "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n#define RK_PAGE_BYTES %lluull\n"
+                         "#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n",
+                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, qk, qk ? n->eps : 1e-6);
+                snprintf(comment, sizeof comment, "%srope on q[T,%d] and k[T,%d], k/v into the %s KV pages", qk ? "q/k rms_norm, " : "",
+                         H * D, KV * D, dtn(bf));
+                snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
+                const char *k = instance(&c, "rope_kv.cu", nm, "RK_NAME", params, comment);
+                fprintf(fw, "%s/* %s: rope_kv */\n%svoid *args[] = {&T, &%s, &inv_freq, &%s, &%s, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv};\n"
+                            "%sLAUNCH(%d, IG_RK_GRID_X(T, %d, %d), IG_RK_GRID_Y(T), 1, IG_RK_BLOCK(%d), 0, args);\n",
+                        ind2, g->tensors[n->out].name, ind2, bufs[buf_of[n->in[0]]].ident, qk ? wexpr[1] : "zero", qk ? wexpr[2] : "zero",
+                        bufs[buf_of[n->out]].ident, ind2, fn_index(&c, k), H, KV, D);
+                break;
+            }
+            case IR_OP_ATTENTION: {
+                NEW_BUF(n->out, (int64_t)H * D, bf);
+                snprintf(params, sizeof params,
+                         "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
+                         "#define AT_KVBF16 %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n",
+                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D));
+                snprintf(comment, sizeof comment, "causal attention, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s", H, KV, D,
+                         dtn(bf), H * D, dtn(bf));
+                snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
+                const char *k = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
+                char split[96], reduce[96];
+                snprintf(split, sizeof split, "%s_split", k);
+                snprintf(reduce, sizeof reduce, "%s_reduce", k);
+                const char *o_ = bufs[buf_of[n->out]].ident, *q_ = bufs[buf_of[n->in[0]]].ident;
+                fprintf(fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind2, g->tensors[n->out].name);
+                fprintf(fw, "%sif (T <= MV_TMAX) {\n"
+                            "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws};\n"
+                            "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
+                            "%s    void *args2[] = {&T, &attn_ws, &%s};\n"
+                            "%s    LAUNCH(%d, IG_AT_REDUCE_GRID_X(T, %d), IG_AT_REDUCE_GRID_Y(T), 1, IG_AT_REDUCE_BLOCK, 0, args2);\n"
+                            "%s} else {\n"
+                            "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
+                            "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), 1, IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
+                            "%s}\n",
+                        ind2, ind2, q_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, o_, ind2, fn_index(&c, reduce), H, ind2, ind2, q_,
+                        o_, ind2, fn_index(&c, k), KV, H, KV, D, ind2);
+                break;
+            }
+            default:
+                st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): cannot lower op %s", ir_op_name(n->op));
+            }
+            fprintf(fw, "%s}\n", ind);
+        }
+        if (pass == 1 || pass == 2) fprintf(fw, "    }\n");
+    }
+    if (!st) {
+        fprintf(fw, "    if (n_out > 0)\n"
+                    "        CU(st->api.cuMemcpyDtoHAsync(b->logits, d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
+                    "    CU(st->api.cuStreamSynchronize(st->stream));\n"
+                    "    return 0;\n}\n");
+    }
+    fflush(fw);
+    if (st) goto done;
+
+    /* ---- host file */
+    fprintf(out,
+            "/* model.c — generated by ignis %s: host side of a CUDA package. Do not edit: regenerate with\n"
+            " * `ignis compile`.\n"
+            " *\n"
+            " * model:  %s, %d layers, hidden %d, %d heads / %d KV heads x %d, intermediate %d, vocab %d\n"
+            " * target: CUDA %s (cubins + PTX embedded below); %s weights and activations, f32 accumulation\n"
+            " * The kernels are in model.cu; this file loads them (driver API, opened with dlopen so the\n"
+            " * package loads without a GPU) and runs them: GEMV kernels for up to MV_TMAX tokens a step,\n"
+            " * cuBLAS GEMMs for larger (prefill) steps. */\n"
+            "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
+            "#include \"ig_model_abi.h\"\n#include \"host.h\"\n#include \"launch.h\"\n\n"
+            "#define N_LAYERS %d\n#define HIDDEN %d\n#define N_HEADS %d\n#define N_KV_HEADS %d\n#define HEAD_DIM %d\n"
+            "#define INTERMEDIATE %d\n#define VOCAB %d\n#define MAX_CONTEXT %d\n#define PAGE_SIZE %d\n"
+            "#define KV_LAYER_PAGE_BYTES %lluull\n#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)\n"
+            "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
+            "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
+            "#define W_BF16 %d\n",
+            o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, archs, dtn(bf), hp->n_layers, HID,
+            H, KV, D, hp->intermediate, hp->vocab, hp->max_context, PS, (unsigned long long)kv_layer_page, bf);
+
+    /* kernel images, embedded with .incbin (files next to this one) */
+    fprintf(out, "\n/* ---- kernel images: cubins per architecture and PTX of the newest, embedded at build time */\n");
+    int newest = 0;
+    for (int i = 0; i < t->n_archs; i++) {
+        int cc = atoi(t->archs[i] + 3);
+        if (cc > newest) newest = cc;
+    }
+    char imgs[CG_MAX_ARCHS + 1][48];
+    int imgcc[CG_MAX_ARCHS + 1], imgptx[CG_MAX_ARCHS + 1], n_img = 0;
+    for (int i = 0; i <= t->n_archs; i++) {
+        if (i < t->n_archs) {
+            snprintf(imgs[n_img], 48, "kernel_%s.cubin", t->archs[i]);
+            imgcc[n_img] = atoi(t->archs[i] + 3);
+            imgptx[n_img] = 0;
+        } else {
+            snprintf(imgs[n_img], 48, "kernel_compute_%d.ptx", newest);
+            imgcc[n_img] = newest;
+            imgptx[n_img] = 1;
+        }
+        fprintf(out, "__asm__(\".section .rodata\\n.balign 64\\n.hidden img%d\\n.globl img%d\\nimg%d:\\n.incbin \\\"%s\\\"\\n"
+                     ".hidden img%d_end\\n.globl img%d_end\\nimg%d_end:\\n.byte 0\\n.previous\\n\");\n"
+                     "extern const unsigned char img%d[], img%d_end[];\n",
+                n_img, n_img, n_img, imgs[n_img], n_img, n_img, n_img, n_img, n_img);
+        n_img++;
+    }
+
+    /* kernels */
+    fprintf(out, "\n/* ---- kernels of model.cu launched below */\nstatic const char *const kernel_names[%d] = {", c.n_fn);
+    for (int i = 0; i < c.n_fn; i++) fprintf(out, "%s\"%s\"", i ? ", " : "", c.fnames[i]);
+    fprintf(out, "};\n");
+
+    cg_emit_weight_list(out, plan);
+    fprintf(out, "#define W(i) (st->w + weights[i].offset)\n\n");
+    cg_emit_layer_table(out, g, plan, &lay);
+    st = cg_emit_rope_table(out, hp, err);
+    if (st) goto done;
+
+    fprintf(out, "\n/* ---- device workspace for up to max_tokens tokens (offsets from st->ws, 256-byte aligned) */\n"
+                 "#define WS_ALIGN(n) (((n) + 255) & ~(uint64_t)255)\n"
+                 "#define WORKSPACE_LIST(X, T) \\\n"
+                 "    X(int32_t, batch, (uint64_t)(T) * (4 + MAX_PAGES_PER_SEQ)) \\\n"
+                 "    X(float, d_logits, (uint64_t)(T) * VOCAB) \\\n"
+                 "    X(float, attn_ws, IG_AT_WS_FLOATS(MV_TMAX, N_HEADS, HEAD_DIM, ATTN_SPLIT)) \\\n"
+                 "    X(float, a_gu, (uint64_t)(T) * %lld) \\\n"
+                 "    X(%s, xn, (uint64_t)(T) * %lld)",
+            (long long)gu_cols, bf ? "uint16_t" : "float", (long long)xn_cols);
+    for (int i = 0; i < n_bufs; i++)
+        fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", bufs[i].bf16 ? "uint16_t" : "float", bufs[i].ident, (long long)bufs[i].cols);
+    fprintf(out, "\n#define MAX_PAGES_PER_SEQ ((MAX_CONTEXT + PAGE_SIZE - 1) / PAGE_SIZE)\n"
+                 "static uint64_t workspace_bytes(int32_t max_tokens, int32_t n_threads) {\n"
+                 "    (void)n_threads;\n    uint64_t n = 0;\n"
+                 "#define X(type, name, count) n += WS_ALIGN(sizeof(type) * (count));\n"
+                 "    WORKSPACE_LIST(X, max_tokens)\n#undef X\n    return n;\n}\n"
+                 "#define WORKSPACE_CARVE(base, max_t) \\\n"
+                 "    CUdeviceptr ws_ = (base); \\\n"
+                 "    WORKSPACE_LIST(WS_CARVE_ONE, max_t)\n"
+                 "#define WS_CARVE_ONE(type, name, count) \\\n"
+                 "    CUdeviceptr name = ws_; ws_ += WS_ALIGN(sizeof(type) * (count));\n");
+
+    fprintf(out,
+            "\n/* ---- device state (ctx->device_state) */\n"
+            "typedef struct dev_state {\n"
+            "    cu_api api;\n    CUdevice dev;\n    CUcontext cctx;\n    CUmodule mod;\n    CUstream stream;\n"
+            "    cublasHandle_t blas;\n    CUfunction fn[%d];\n"
+            "    CUdeviceptr w, kv, ws, inv_freq;\n"
+            "    int32_t *pinned;    /* staging of one batch */\n"
+            "    int32_t max_tokens, max_pages;\n"
+            "} dev_state;\n\n"
+            "#define CU(call) do { if ((call) != CUDA_SUCCESS) return -10; } while (0)\n"
+            "#define LAUNCH(k, gx, gy, gz, bx, smem, args) \\\n"
+            "    CU(st->api.cuLaunchKernel(st->fn[k], (gx), (gy), (gz), (bx), 1, 1, (smem), st->stream, (args), NULL))\n"
+            "/* y[T][ldy] (f32) = beta * y + x[T][K] . w[N][K]^T on cuBLAS (column-major view: y^T = w . x^T) */\n"
+            "#define GEMM(N, T_, K, w_, x_, y_, ldy, beta_) \\\n"
+            "    CU(gemm(st, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_)))\n"
+            "static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy, float beta) {\n"
+            "    const float alpha = 1.0f;\n"
+            "    cudaDataType dt = W_BF16 ? CUDA_R_16BF : CUDA_R_32F;\n"
+            "    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, dt, K,\n"
+            "                                            (const void *)x, dt, K, &beta, (void *)y, CUDA_R_32F, ldy,\n"
+            "                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n"
+            "    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;\n}\n",
+            c.n_fn);
+
+    fprintf(out, "%s", fwd_text);
+
+    /* init / fini */
+    fprintf(out, "\nstatic void fini(ig_model_ctx *ctx) {\n"
+                 "    dev_state *st = ctx->device_state;\n"
+                 "    if (!st) return;\n"
+                 "    if (st->api.cuCtxSetCurrent && st->cctx) st->api.cuCtxSetCurrent(st->cctx);\n"
+                 "    if (st->stream) st->api.cuStreamSynchronize(st->stream);\n"
+                 "    if (st->blas) st->api.cublasDestroy(st->blas);\n"
+                 "    if (st->pinned) st->api.cuMemFreeHost(st->pinned);\n"
+                 "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq};\n"
+                 "    for (int i = 0; i < 4; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
+                 "    if (st->mod) st->api.cuModuleUnload(st->mod);\n"
+                 "    if (st->stream) st->api.cuStreamDestroy(st->stream);\n"
+                 "    if (st->cctx) st->api.cuDevicePrimaryCtxRelease(st->dev);\n"
+                 "    cu_api_close(&st->api);\n"
+                 "    free(st);\n"
+                 "    ctx->device_state = NULL;\n}\n\n");
+    fprintf(out, "#define TRY(call, what) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { \\\n"
+                 "    cu_errf(err, cap, \"%%s: %%s\", what, cu_strerr(&st->api, r_)); fini(ctx); return -1; } } while (0)\n"
+                 "static int init(ig_model_ctx *ctx, char *err, size_t cap) {\n"
+                 "    dev_state *st = calloc(1, sizeof *st);\n"
+                 "    if (!st) { cu_errf(err, cap, \"out of memory\"); return -1; }\n"
+                 "    ctx->device_state = st;\n"
+                 "    if (cu_api_load(&st->api, err, cap)) { fini(ctx); return -1; }\n"
+                 "    CUresult r = st->api.cuInit(0);\n"
+                 "    int n_dev = 0;\n"
+                 "    if (r == CUDA_SUCCESS) st->api.cuDeviceGetCount(&n_dev);\n"
+                 "    if (r != CUDA_SUCCESS || n_dev == 0) {\n"
+                 "        cu_errf(err, cap, \"this package targets CUDA but no CUDA GPU is available (%%s)\", r ? cu_strerr(&st->api, r) : \"0 devices\");\n"
+                 "        fini(ctx);\n        return -1;\n    }\n"
+                 "    if (ctx->device_index < 0 || ctx->device_index >= n_dev) {\n"
+                 "        cu_errf(err, cap, \"GPU %%d requested, %%d present\", ctx->device_index, n_dev);\n        fini(ctx);\n        return -1;\n    }\n"
+                 "    TRY(st->api.cuDeviceGet(&st->dev, ctx->device_index), \"cuDeviceGet\");\n"
+                 "    int major = 0, minor = 0;\n    char name[128] = \"?\";\n"
+                 "    st->api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev);\n"
+                 "    st->api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev);\n"
+                 "    st->api.cuDeviceGetName(name, sizeof name, st->dev);\n"
+                 "    cu_image images[%d] = {\n", n_img);
+    for (int i = 0; i < n_img; i++)
+        fprintf(out, "        {%d, %d, img%d, 0},\n", imgcc[i], imgptx[i], i);
+    fprintf(out, "    };\n");
+    for (int i = 0; i < n_img; i++) fprintf(out, "    images[%d].len = (size_t)(img%d_end - img%d);\n", i, i, i);
+    fprintf(out, "    int pick = cu_pick_image(images, %d, major * 10 + minor);\n"
+                 "    if (pick < 0) {\n"
+                 "        cu_errf(err, cap, \"GPU %%s is sm_%%d%%d; this package holds code for %s (PTX compute_%d): recompile with --target cuda:sm_%%d%%d\",\n"
+                 "                name, major, minor, major, minor);\n"
+                 "        fini(ctx);\n        return -1;\n    }\n"
+                 "    TRY(st->api.cuDevicePrimaryCtxRetain(&st->cctx, st->dev), \"cuDevicePrimaryCtxRetain\");\n"
+                 "    TRY(st->api.cuCtxSetCurrent(st->cctx), \"cuCtxSetCurrent\");\n"
+                 "    TRY(st->api.cuStreamCreate(&st->stream, CU_STREAM_NON_BLOCKING), \"cuStreamCreate\");\n"
+                 "    TRY(st->api.cuModuleLoadData(&st->mod, images[pick].data), \"loading the kernel image\");\n"
+                 "    for (int i = 0; i < %d; i++) {\n"
+                 "        CUresult rk = st->api.cuModuleGetFunction(&st->fn[i], st->mod, kernel_names[i]);\n"
+                 "        if (rk != CUDA_SUCCESS) { cu_errf(err, cap, \"kernel %%s missing from the image: %%s\", kernel_names[i], cu_strerr(&st->api, rk)); fini(ctx); return -1; }\n"
+                 "        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 96 * 1024);\n"
+                 "    }\n"
+                 "    st->max_tokens = ctx->max_tokens;\n"
+                 "    st->max_pages = MAX_PAGES_PER_SEQ;\n"
+                 "    size_t w_bytes = %lluull, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;\n"
+                 "    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;\n"
+                 "    st->api.cuMemGetInfo(&free_b, &total_b);\n"
+                 "    if (w_bytes + kv_bytes + ws_bytes + (64u << 20) > free_b) {\n"
+                 "        cu_errf(err, cap, \"not enough memory on %%s: weights %%.2f GB + KV cache %%.2f GB (%%d pages) + workspace %%.2f GB > %%.2f GB free; \"\n"
+                 "                \"ask for fewer KV pages or tokens per step\", name, w_bytes / 1e9, kv_bytes / 1e9, ctx->n_pages, ws_bytes / 1e9, free_b / 1e9);\n"
+                 "        fini(ctx);\n        return -1;\n    }\n"
+                 "    TRY(st->api.cuMemAlloc(&st->w, w_bytes), \"allocating weights\");\n"
+                 "    TRY(st->api.cuMemcpyHtoD(st->w, ctx->weights, w_bytes), \"copying weights\");\n"
+                 "    TRY(st->api.cuMemAlloc(&st->kv, kv_bytes), \"allocating the KV cache\");\n"
+                 "    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), \"clearing the KV cache\");\n"
+                 "    TRY(st->api.cuMemAlloc(&st->ws, ws_bytes), \"allocating the workspace\");\n"
+                 "    TRY(st->api.cuMemAlloc(&st->inv_freq, sizeof rope_inv_freq), \"allocating RoPE frequencies\");\n"
+                 "    TRY(st->api.cuMemcpyHtoD(st->inv_freq, rope_inv_freq, sizeof rope_inv_freq), \"copying RoPE frequencies\");\n"
+                 "    TRY(st->api.cuMemAllocHost((void **)&st->pinned, sizeof(int32_t) * (size_t)ctx->max_tokens * (4 + MAX_PAGES_PER_SEQ)), \"pinned staging\");\n"
+                 "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
+                 "    st->api.cublasSetStream(st->blas, st->stream);\n"
+                 "    return 0;\n}\n",
+            n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
+
+    fprintf(out, "\nstatic const ig_model_desc desc = {\n"
+                 "    .abi_version = IG_MODEL_ABI_VERSION,\n"
+                 "    .arch = \"%s\",\n    .target = \"cuda-%s\",\n    .compiler_version = \"%s\",\n"
+                 "    .cpu_features = 0,\n    .dtype = %s,\n    .kv_dtype = %s,\n"
+                 "    .n_layers = N_LAYERS, .hidden = HIDDEN, .n_heads = N_HEADS, .n_kv_heads = N_KV_HEADS,\n"
+                 "    .head_dim = HEAD_DIM, .intermediate = INTERMEDIATE, .vocab = VOCAB,\n"
+                 "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
+                 "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
+                 "    .n_weights = %d, .weights = weights,\n"
+                 "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
+                 "    .init = init, .fini = fini,\n"
+                 "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n"
+                 "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n",
+            hp->arch, archs, o->compiler_version, bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", plan->n,
+            archs);
+done:
+    fclose(fw);
+    free(fwd_text);
+    free(buf_of);
+    return st;
+}

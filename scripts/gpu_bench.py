@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""GPU benchmark (issue 5), run on the device by scripts/gpu_check.sh: a random-weight checkpoint of
+Llama-3.2-1B's shape in bf16, compiled by ignis for this GPU, against HuggingFace transformers
+(eager) on the same weights in the same script. Prints: measured copy bandwidth and bf16 matmul
+rate (the ceilings), decode ms/token at batch 1 vs the HBM roofline, decode throughput at batch
+1/8/32/128/256, prefill tokens/s on 2048-token prompts vs bf16 peak, compile time, package size."""
+import json, os, re, subprocess, sys, time
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "devbuild", "ignis"))
+arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+work = "/tmp/ignis-bench"
+os.makedirs(work, exist_ok=True)
+ckpt, pkg = os.path.join(work, "llama1b"), os.path.join(work, "pkg1b")
+
+def sh(args, **kw):
+    p = subprocess.run(args, capture_output=True, text=True, **kw)
+    if p.returncode:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+        raise SystemExit(f"failed: {' '.join(args)}")
+    return p.stdout
+
+# ceilings, measured here
+dev = torch.device("cuda")
+x = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
+y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+torch.cuda.synchronize(); t = time.perf_counter()
+for _ in range(10): y.copy_(x)
+torch.cuda.synchronize(); dt = (time.perf_counter() - t) / 10
+bw = 2 * x.numel() / dt
+del x, y
+a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=dev); b = torch.randn_like(a)
+for _ in range(3): a @ b
+torch.cuda.synchronize(); t = time.perf_counter()
+for _ in range(10): a @ b
+torch.cuda.synchronize(); peak = 2 * 8192**3 / ((time.perf_counter() - t) / 10)
+del a, b
+print(f"device: {torch.cuda.get_device_name()}; copy bandwidth {bw/1e12:.2f} TB/s (read+write); bf16 matmul {peak/1e12:.0f} TFLOP/s")
+
+if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
+    sh([sys.executable, os.path.join(ROOT, "scripts", "make_random_llama.py"), ckpt])
+t = time.perf_counter()
+sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", f"cuda:{arch}", "--dtype", "bf16"])
+ct = time.perf_counter() - t
+size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(pkg) for f in fs)
+so = os.path.getsize(os.path.join(pkg, "model.so"))
+wbytes = os.path.getsize(os.path.join(pkg, "weights.bin"))
+print(f"compile: {ct:.1f} s; package {size/1e9:.2f} GB (model.so {so/1e6:.1f} MB, weights {wbytes/1e9:.2f} GB)")
+
+out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "128"])
+print(out)
+ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+pre = float(re.search(r"prefill\s+\d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", out).group(1))
+roof = wbytes / (bw / 2) * 1e3  # weight bytes / (copy bandwidth counted one way)
+L, H, I, V, q, kv = 16, 2048, 8192, 128256, 2048, 512
+params = L * (H * (q + 2 * kv) + q * H + 3 * H * I)
+P = 2048
+flops = 2 * params * P + L * 2 * 2 * 32 * 64 * P * P / 2 + 2 * H * V
+print(f"ignis decode batch 1: {ms:.3f} ms/token; roofline {roof:.3f} ms (weights {wbytes/1e9:.2f} GB at {bw/2e12:.2f} TB/s) -> {100*roof/ms:.1f}% of roofline")
+print(f"ignis prefill 2048: {pre:.0f} tokens/s = {flops*pre/P/1e12:.1f} TFLOP/s = {100*flops*pre/P/peak:.1f}% of measured bf16 peak")
+eng = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "1,8,32,128,256"])
+print(eng)
+
+# the peer: transformers eager on the same weights
+from transformers import AutoModelForCausalLM
+m = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16).to(dev).eval()
+def hf_decode(batch, steps=32):
+    ids = torch.randint(0, V, (batch, 32), device=dev)
+    with torch.no_grad():
+        o = m(ids, use_cache=True)
+        pkv, nxt = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
+        for _ in range(4):
+            o = m(nxt, past_key_values=pkv, use_cache=True); pkv = o.past_key_values; nxt = o.logits[:, -1].argmax(-1, keepdim=True)
+        torch.cuda.synchronize(); t = time.perf_counter()
+        for _ in range(steps):
+            o = m(nxt, past_key_values=pkv, use_cache=True); pkv = o.past_key_values; nxt = o.logits[:, -1].argmax(-1, keepdim=True)
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t) / steps
+t1 = hf_decode(1)
+t32 = hf_decode(32)
+print(f"transformers eager: decode batch 1 {t1*1e3:.2f} ms/token; batch 32 {32/t32:.0f} tokens/s")
+print(f"ignis vs transformers at batch 1: {t1*1e3/ms:.1f}x faster")

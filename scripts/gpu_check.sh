@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every GPU test and benchmark, in one call on the device machine (issue 5):
+#   scripts/gpu_check.sh [tests|bench|all]
+# Expects the binaries built on the CI-like machine in devbuild/ (scripts/gpu_prepare.sh makes it:
+# ignis, test_engine, bench_engine and the shared libraries they need); writes logs to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+OUT=${OUT:-/tmp/ignis-gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/devbuild/lib:${LD_LIBRARY_PATH:-}"
+export IGNIS="$PWD/devbuild/ignis"
+export IGNIS_TESTDATA="${IGNIS_TESTDATA:-$PWD/shared/testdata}"
+[ -d "$IGNIS_TESTDATA" ] || export IGNIS_TESTDATA="$PWD/../shared/testdata"
+nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+rc=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== CUDA kernel harness"
+  tests/gpu/build_and_run.sh 2>&1 | tee "$OUT/kernels.txt" || rc=1
+  echo "== GPU golden (all test models, f32 and bf16, $arch)"
+  python3 tests/test_gpu_golden.py 2>&1 | tee "$OUT/golden.txt" || rc=1
+  echo "== engine on the GPU (batch references, preemption, stress)"
+  IGNIS_TEST_TARGET=cuda:$arch devbuild/test_engine 2>&1 | tee "$OUT/engine.txt" || rc=1
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  echo "== benchmark"
+  python3 scripts/gpu_bench.py "$arch" 2>&1 | tee "$OUT/bench.txt" || rc=1
+fi
+exit $rc

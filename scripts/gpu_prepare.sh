@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Collects what scripts/gpu_check.sh needs on the device machine (which cannot build ignis: it
+# lacks protobuf-c and cJSON): the binaries from build/ and the shared libraries they link.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build}
+rm -rf devbuild && mkdir -p devbuild/lib
+cp "$B/ignis" "$B/test_engine" "$B/bench_engine" devbuild/
+for lib in $(ldd "$B/ignis" | awk '/=>/ {print $3}' | grep -E 'cjson|protobuf-c|gomp'); do cp -L "$lib" devbuild/lib/; done
+du -sh devbuild

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""GPU golden test (issue 5): every model of ../shared/testdata/models compiled for CUDA (the GPU
+this runs on, e.g. sm_90 for an H200) in f32 and bf16, teacher-forced logits and greedy ids
+against transformers' float64 reference, same rule as the CPU golden test. Skipped (77) without
+a GPU; scripts/gpu_check.sh runs it on the device machine."""
+import os, subprocess, sys, tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden
+
+def gpu_arch():
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    if p.returncode != 0 or not p.stdout.strip():
+        return None
+    return "sm_" + p.stdout.split()[0].replace(".", "")
+
+def main():
+    golden.require_testdata()
+    arch = gpu_arch()
+    if not arch:
+        print("SKIP: no GPU")
+        return 77
+    fails = []
+    with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
+        for model in golden.MODELS:
+            for dtype in ("f32", "bf16"):
+                try:
+                    fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}")
+                except Exception as e:
+                    fails.append(f"{model} {dtype}: {e}")
+    for f in fails:
+        print("FAIL:", f)
+    return 1 if fails else 0
+
+if __name__ == "__main__":
+    sys.exit(main())
