@@ -87,7 +87,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
                         const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
                         const char *what) {
     char params[1024], comment[512], nm[96];
-    int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "0") != 0;
+    int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "zero") != 0;
     snprintf(params, sizeof params,
              "#define MV_K %lld\n#define MV_N %lld\n#define MV_WBF16 %d\n#define MV_XBF16 %d\n#define MV_BIAS %d\n"
              "#define MV_EPI %d\n#define MV_LDY %lld\n#define MV_YBF16 %d\n",
@@ -445,10 +445,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    CUdeviceptr w, kv, ws, inv_freq;\n"
             "    int32_t *pinned;    /* staging of one batch */\n"
             "    int32_t max_tokens, max_pages;\n"
+            "    int sync_each;      /* IGNIS_CUDA_SYNC: debug aid */\n"
             "} dev_state;\n\n"
-            "#define CU(call) do { if ((call) != CUDA_SUCCESS) return -10; } while (0)\n"
-            "#define LAUNCH(k, gx, gy, gz, bx, smem, args) \\\n"
-            "    CU(st->api.cuLaunchKernel(st->fn[k], (gx), (gy), (gz), (bx), 1, 1, (smem), st->stream, (args), NULL))\n"
+            "/* a failed CUDA call returns -(10000 + the line of this file), so the error names the step */\n"
+            "#define CU(call) do { if ((call) != CUDA_SUCCESS) return -(10000 + __LINE__); } while (0)\n"
+            "/* IGNIS_CUDA_SYNC=1 synchronizes after every launch, so a faulting kernel is the one named */\n"
+            "#define LAUNCH(k, gx, gy, gz, bx, smem, args) do { \\\n"
+            "    CU(st->api.cuLaunchKernel(st->fn[k], (gx), (gy), (gz), (bx), 1, 1, (smem), st->stream, (args), NULL)); \\\n"
+            "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); } while (0)\n"
             "/* y[T][ldy] (f32) = beta * y + x[T][K] . w[N][K]^T on cuBLAS (column-major view: y^T = w . x^T) */\n"
             "#define GEMM(N, T_, K, w_, x_, y_, ldy, beta_) \\\n"
             "    CU(gemm(st, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_)))\n"
@@ -519,6 +523,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 96 * 1024);\n"
                  "    }\n"
                  "    st->max_tokens = ctx->max_tokens;\n"
+                 "    st->sync_each = getenv(\"IGNIS_CUDA_SYNC\") != NULL;\n"
                  "    st->max_pages = MAX_PAGES_PER_SEQ;\n"
                  "    size_t w_bytes = %lluull, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;\n"
                  "    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;\n"
