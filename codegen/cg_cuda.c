@@ -183,37 +183,13 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     int32_t resid = -1;
     char params[1024], comment[512], nm[96];
 
-    fprintf(fw, "\n/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
-                "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
-                "    dev_state *st = ctx->device_state;\n"
-                "    int T = b->n_tokens, n_out = b->n_out;\n"
-                "    const int mp = b->max_pages_per_seq;\n"
-                "    if (!st || T < 1 || T > st->max_tokens || n_out < 0 || n_out > T || b->n_seqs < 1 || b->n_seqs > T ||\n"
-                "        mp < 1 || mp > st->max_pages)\n"
-                "        return -1;\n"
-                "    for (int t = 0; t < T; t++) {\n"
-                "        int s = b->token_seq[t], p = b->positions[t];\n"
-                "        if (b->token_ids[t] < 0 || b->token_ids[t] >= VOCAB || s < 0 || s >= b->n_seqs || p < 0 ||\n"
-                "            p >= MAX_CONTEXT || p / PAGE_SIZE >= mp)\n"
-                "            return -2;\n"
-                "        int32_t pg = b->page_table[s * mp + p / PAGE_SIZE];\n"
-                "        if (pg < 0 || pg >= ctx->n_pages) return -3;\n"
-                "    }\n"
-                "    for (int i = 0; i < n_out; i++)\n"
-                "        if (b->out_rows[i] < 0 || b->out_rows[i] >= T) return -4;\n\n"
+    fprintf(fw, "\n/* Launches one step's kernels on st->stream (the batch is already in device memory): either\n"
+                " * directly or while a CUDA graph captures them. Everything it bakes in is in the graph key. */\n"
+                "static int launch_step(dev_state *st, int T, int n_out, int mpv) {\n"
                 "    WORKSPACE_CARVE(st->ws, st->max_tokens);\n"
-                "    /* the batch in one copy: ids, positions, sequences, logit rows, page table */\n"
-                "    int32_t *hb = st->pinned;\n"
-                "    memcpy(hb, b->token_ids, sizeof(int32_t) * T);\n"
-                "    memcpy(hb + T, b->positions, sizeof(int32_t) * T);\n"
-                "    memcpy(hb + 2 * T, b->token_seq, sizeof(int32_t) * T);\n"
-                "    memcpy(hb + 3 * T, b->out_rows, sizeof(int32_t) * n_out);\n"
-                "    memcpy(hb + 4 * T, b->page_table, sizeof(int32_t) * b->n_seqs * mp);\n"
-                "    CU(st->api.cuMemcpyHtoDAsync(batch, hb, sizeof(int32_t) * (4 * T + b->n_seqs * mp), st->stream));\n"
-                "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_pages = batch + 16ull * T;\n"
-                "    CUdeviceptr kv = st->kv, inv_freq = st->inv_freq, zero = 0; /* zero: an absent optional input */\n"
-                "    int mpv = mp;\n");
-
+                "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_rows = batch + 12ull * T,\n"
+                "                d_pages = batch + 16ull * T;\n"
+                "    CUdeviceptr kv = st->kv, inv_freq = st->inv_freq, zero = 0; /* zero: an absent optional input */\n");
     for (int pass = 0; pass < 3 && !st; pass++) {
         int32_t lo = pass == 0 ? 0 : pass == 1 ? lay.first_layer : lay.last_layer + 1;
         int32_t hi = pass == 0 ? lay.first_layer : pass == 1 ? lay.first_layer + lay.per_layer : g->n_nodes;
@@ -253,14 +229,17 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                         ind2, comment, ind2, bufs[resid].ident, ind2, fn_index(&c, k));
                 break;
             }
-            case IR_OP_GATHER_ROWS:
+            case IR_OP_GATHER_ROWS: {
                 NEW_BUF(n->out, HID, 0);
-                fprintf(fw, "%s/* gather the rows whose logits are wanted */\n"
-                            "%sfor (int i = 0; i < n_out; i++)\n"
-                            "%s    CU(st->api.cuMemcpyDtoDAsync(%s + (CUdeviceptr)i * HIDDEN * 4, %s + (CUdeviceptr)b->out_rows[i] * HIDDEN * 4,\n"
-                            "%s                                 HIDDEN * 4, st->stream));\n",
-                        ind2, ind2, ind2, bufs[buf_of[n->out]].ident, bufs[resid].ident, ind2);
+                /* the embedding gather over an f32 table: rows of the residual stream by d_rows */
+                snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 0\n", HID);
+                snprintf(comment, sizeof comment, "gather the rows whose logits are wanted: x[rows[i]] -> xo[i], f32 [%d]", HID);
+                snprintf(nm, sizeof nm, "gather_rows_%d", HID);
+                const char *k = instance(&c, "embed.cu", nm, "EM_NAME", params, comment);
+                fprintf(fw, "%s/* %s */\n%svoid *args[] = {&n_out, &d_rows, &%s, &%s};\n%sLAUNCH(%d, IG_EM_GRID_X(n_out), 1, 1, IG_EM_BLOCK, 0, args);\n",
+                        ind2, comment, ind2, bufs[resid].ident, bufs[buf_of[n->out]].ident, ind2, fn_index(&c, k));
                 break;
+            }
             case IR_OP_NORM_MATMUL: {
                 const ir_tensor *wt = &g->tensors[n->in[2]];
                 int64_t N = wt->shape[0], K = wt->shape[1];
@@ -349,10 +328,68 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         if (pass == 1 || pass == 2) fprintf(fw, "    }\n");
     }
     if (!st) {
-        fprintf(fw, "    if (n_out > 0)\n"
-                    "        CU(st->api.cuMemcpyDtoHAsync(b->logits, d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
-                    "    CU(st->api.cuStreamSynchronize(st->stream));\n"
-                    "    return 0;\n}\n");
+        fprintf(fw, "    return 0;\n}\n\n");
+        fprintf(fw,
+                "/* Replays the CUDA graph of this step's shape, capturing it on first use. */\n"
+                "static int launch_graph(dev_state *st, int T, int n_out, int mpb) {\n"
+                "    cu_graph_cache *gc = &st->graphs;\n"
+                "    int i = 0;\n"
+                "    while (i < gc->n && !(gc->key[i][0] == T && gc->key[i][1] == n_out && gc->key[i][2] == mpb)) i++;\n"
+                "    if (i == gc->n) {\n"
+                "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
+                "        i = gc->n;\n"
+                "        CUgraph g = NULL;\n"
+                "        CU(st->api.cuStreamBeginCapture(st->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));\n"
+                "        int rc = launch_step(st, T, n_out, mpb);\n"
+                "        CUresult re = st->api.cuStreamEndCapture(st->stream, &g);\n"
+                "        if (rc || re != CUDA_SUCCESS) {\n"
+                "            if (g) st->api.cuGraphDestroy(g);\n"
+                "            return rc ? rc : -(10000 + __LINE__);\n"
+                "        }\n"
+                "        CUresult ri = st->api.cuGraphInstantiate(&gc->exec[i], g, 0);\n"
+                "        st->api.cuGraphDestroy(g);\n"
+                "        CU(ri);\n"
+                "        gc->key[i][0] = T, gc->key[i][1] = n_out, gc->key[i][2] = mpb;\n"
+                "        gc->n++;\n"
+                "    }\n"
+                "    CU(st->api.cuGraphLaunch(gc->exec[i], st->stream));\n"
+                "    return 0;\n}\n\n");
+        fprintf(fw,
+                "/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
+                "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
+                "    dev_state *st = ctx->device_state;\n"
+                "    const int T = b->n_tokens, n_out = b->n_out, mp = b->max_pages_per_seq;\n"
+                "    if (!st || T < 1 || T > st->max_tokens || n_out < 0 || n_out > T || b->n_seqs < 1 || b->n_seqs > T ||\n"
+                "        mp < 1 || mp > st->max_pages)\n"
+                "        return -1;\n"
+                "    for (int t = 0; t < T; t++) {\n"
+                "        int s = b->token_seq[t], p = b->positions[t];\n"
+                "        if (b->token_ids[t] < 0 || b->token_ids[t] >= VOCAB || s < 0 || s >= b->n_seqs || p < 0 ||\n"
+                "            p >= MAX_CONTEXT || p / PAGE_SIZE >= mp)\n"
+                "            return -2;\n"
+                "        int32_t pg = b->page_table[s * mp + p / PAGE_SIZE];\n"
+                "        if (pg < 0 || pg >= ctx->n_pages) return -3;\n"
+                "    }\n"
+                "    for (int i = 0; i < n_out; i++)\n"
+                "        if (b->out_rows[i] < 0 || b->out_rows[i] >= T) return -4;\n"
+                "    /* page-table rows padded to a power of two, so decode steps reuse a few graphs as contexts grow */\n"
+                "    int mpb = 1;\n"
+                "    while (mpb < mp) mpb *= 2;\n"
+                "    if (mpb > st->max_pages) mpb = st->max_pages;\n"
+                "    /* the batch in one copy: ids, positions, sequences, logit rows, page table */\n"
+                "    int32_t *hb = st->pinned;\n"
+                "    memcpy(hb, b->token_ids, sizeof(int32_t) * T);\n"
+                "    memcpy(hb + T, b->positions, sizeof(int32_t) * T);\n"
+                "    memcpy(hb + 2 * T, b->token_seq, sizeof(int32_t) * T);\n"
+                "    memcpy(hb + 3 * T, b->out_rows, sizeof(int32_t) * n_out);\n"
+                "    for (int s = 0; s < b->n_seqs; s++) memcpy(hb + 4 * T + s * mpb, b->page_table + s * mp, sizeof(int32_t) * mp);\n"
+                "    CU(st->api.cuMemcpyHtoDAsync(st->d_batch, hb, sizeof(int32_t) * (4 * T + b->n_seqs * mpb), st->stream));\n"
+                "    int rc = T <= MV_TMAX && st->use_graphs ? launch_graph(st, T, n_out, mpb) : launch_step(st, T, n_out, mpb);\n"
+                "    if (rc) return rc;\n"
+                "    if (n_out > 0)\n"
+                "        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
+                "    CU(st->api.cuStreamSynchronize(st->stream));\n"
+                "    return 0;\n}\n");
     }
     fflush(fw);
     if (st) goto done;
@@ -446,6 +483,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int32_t *pinned;    /* staging of one batch */\n"
             "    int32_t max_tokens, max_pages;\n"
             "    int sync_each;      /* IGNIS_CUDA_SYNC: debug aid */\n"
+            "    int use_graphs;     /* decode steps replay CUDA graphs (IGNIS_CUDA_GRAPHS=0: off) */\n"
+            "    cu_graph_cache graphs;\n"
+            "    CUdeviceptr d_batch, d_logits; /* in the workspace */\n"
             "} dev_state;\n\n"
             "/* a failed CUDA call returns -(10000 + the line of this file), so the error names the step */\n"
             "#define CU(call) do { if ((call) != CUDA_SUCCESS) return -(10000 + __LINE__); } while (0)\n"
@@ -473,6 +513,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (!st) return;\n"
                  "    if (st->api.cuCtxSetCurrent && st->cctx) st->api.cuCtxSetCurrent(st->cctx);\n"
                  "    if (st->stream) st->api.cuStreamSynchronize(st->stream);\n"
+                 "    cu_graphs_clear(&st->api, &st->graphs);\n"
                  "    if (st->blas) st->api.cublasDestroy(st->blas);\n"
                  "    if (st->pinned) st->api.cuMemFreeHost(st->pinned);\n"
                  "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq};\n"
@@ -524,6 +565,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    }\n"
                  "    st->max_tokens = ctx->max_tokens;\n"
                  "    st->sync_each = getenv(\"IGNIS_CUDA_SYNC\") != NULL;\n"
+                 "    const char *graphs = getenv(\"IGNIS_CUDA_GRAPHS\");\n"
+                 "    st->use_graphs = !st->sync_each && !(graphs && graphs[0] == '0');\n"
                  "    st->max_pages = MAX_PAGES_PER_SEQ;\n"
                  "    size_t w_bytes = %lluull, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;\n"
                  "    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;\n"
@@ -542,6 +585,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    TRY(st->api.cuMemAllocHost((void **)&st->pinned, sizeof(int32_t) * (size_t)ctx->max_tokens * (4 + MAX_PAGES_PER_SEQ)), \"pinned staging\");\n"
                  "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
                  "    st->api.cublasSetStream(st->blas, st->stream);\n"
+                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_batch = batch;\n        st->d_logits = d_logits;\n    }\n"
                  "    return 0;\n}\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
 

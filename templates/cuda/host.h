@@ -48,6 +48,13 @@ typedef struct cu_api {
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, CUstream, void **, void **);
     CUresult (*cuGetErrorString)(CUresult, const char **);
+    /* CUDA graphs: decode-sized steps are captured once per shape and replayed */
+    CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*cuGraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec);
+    CUresult (*cuGraphDestroy)(CUgraph);
     cublasStatus_t (*cublasCreate)(cublasHandle_t *);
     cublasStatus_t (*cublasDestroy)(cublasHandle_t);
     cublasStatus_t (*cublasSetStream)(cublasHandle_t, CUstream);
@@ -118,6 +125,12 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(cuda, cuStreamSynchronize, "cuStreamSynchronize");
     SYM(cuda, cuLaunchKernel, "cuLaunchKernel");
     SYM(cuda, cuGetErrorString, "cuGetErrorString");
+    SYM(cuda, cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+    SYM(cuda, cuStreamEndCapture, "cuStreamEndCapture");
+    SYM(cuda, cuGraphInstantiate, "cuGraphInstantiateWithFlags");
+    SYM(cuda, cuGraphLaunch, "cuGraphLaunch");
+    SYM(cuda, cuGraphExecDestroy, "cuGraphExecDestroy");
+    SYM(cuda, cuGraphDestroy, "cuGraphDestroy");
     a->lib_blas = cu_dlopen_any(blas_names);
     if (!a->lib_blas) {
         cu_errf(err, cap, "cuBLAS (libcublas.so) is not installed; this CUDA package needs it for prefill: %s", dlerror());
@@ -160,6 +173,20 @@ static int cu_pick_image(const cu_image *im, int n, int cc) {
     for (int i = 0; i < n; i++)
         if (im[i].is_ptx && im[i].arch <= cc && (best < 0 || im[i].arch > im[best].arch)) best = i;
     return best;
+}
+
+/* Replayable steps, keyed by what the captured launches baked in (token count, logit rows,
+ * page-table width); the batch's contents live in device memory and change between replays. */
+#define CU_GRAPHS 32
+typedef struct cu_graph_cache {
+    int n;
+    int key[CU_GRAPHS][3];
+    CUgraphExec exec[CU_GRAPHS];
+} cu_graph_cache;
+
+static void cu_graphs_clear(const cu_api *a, cu_graph_cache *g) {
+    for (int i = 0; i < g->n; i++) a->cuGraphExecDestroy(g->exec[i]);
+    g->n = 0;
 }
 
 #endif
