@@ -336,6 +336,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    int i = 0;\n"
                 "    while (i < gc->n && !(gc->key[i][0] == T && gc->key[i][1] == n_out && gc->key[i][2] == mpb)) i++;\n"
                 "    if (i == gc->n) {\n"
+                "        /* first time: run the step directly (this also makes the driver load every kernel\n"
+                "         * it uses, which must not happen during a capture), then capture it for next time */\n"
+                "        int rc0 = launch_step(st, T, n_out, mpb);\n"
+                "        if (rc0) return rc0;\n"
                 "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
                 "        i = gc->n;\n"
                 "        CUgraph g = NULL;\n"
@@ -351,6 +355,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "        CU(ri);\n"
                 "        gc->key[i][0] = T, gc->key[i][1] = n_out, gc->key[i][2] = mpb;\n"
                 "        gc->n++;\n"
+                "        return 0;\n"
                 "    }\n"
                 "    CU(st->api.cuGraphLaunch(gc->exec[i], st->stream));\n"
                 "    return 0;\n}\n\n");

@@ -639,6 +639,17 @@ static int cmd_bench(int argc, char **argv) {
     td = rt_now() - td;
     if (st) return fail("bench", &err);
 
+    printf("package        %s (%s, %s)\n", pkg, r.pkg->target, r.pkg->dtype);
+    printf("load           %.2f s (weights %.1f MB, hashes checked)\n", t_load, r.pkg->weights_bytes / 1e6);
+    if (d->device != IG_DEVICE_CPU) {
+        /* the ceilings of a GPU are measured by scripts/gpu_bench.py, beside a peer engine */
+        printf("prefill        %d tokens in %.3f s: %.1f tokens/s\n", P, tp, P / tp);
+        printf("decode         %d tokens: %.3f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
+        free(ids);
+        free(lg);
+        runner_close(&r);
+        return 0;
+    }
     /* what the machine can do */
     size_t bw_bytes = (size_t)1 << 30;
     uint8_t *buf = aligned_alloc(64, bw_bytes);
@@ -661,9 +672,7 @@ static int cmd_bench(int argc, char **argv) {
         if (strstr(d->weights[i].name, "embed") || strstr(d->weights[i].name, "token_embd")) embed_bytes = d->weights[i].nbytes;
     double bytes_tok = (double)r.pkg->weights_bytes - (r.pkg->tie_embeddings ? 0 : (double)embed_bytes);
     double ms_tok = td / N * 1e3;
-    printf("package        %s (%s, %s)\n", pkg, r.pkg->target, r.pkg->dtype);
     printf("threads        %d\n", r.m->ctx.n_threads);
-    printf("load           %.2f s (weights %.1f MB, hashes checked)\n", t_load, r.pkg->weights_bytes / 1e6);
     printf("prefill        %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s", P, tp, P / tp, flops_prefill / tp / 1e9);
     if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf ? "bf16 dot-product" : "f32 FMA", peak / 1e9);
     printf("\n");
