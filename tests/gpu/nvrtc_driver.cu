@@ -55,6 +55,20 @@
 #define AT_SPLIT 4
 #include "attention.cu"
 
+#define AP_NAME ap_a
+#include "attention_prefill.cu"
+#define AP_NAME ap_b
+#define AP_H 6
+#define AP_KV 2
+#define AP_D 48
+#define AP_PS 7
+#define AP_OBF16 0
+#include "attention_prefill.cu"
+#define AP_NAME ap_c
+#define AP_D 256
+#define AP_KVBF16 0
+#include "attention_prefill.cu"
+
 #define EM_NAME em_a
 #include "embed.cu"
 #define EM_NAME em_b

@@ -313,12 +313,152 @@ ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
 #define AT_SPLIT 16
 #include "attention.cu"
 
+
+/* attention_prefill (flash, tensor cores): two layers per page, tests run on layer 1. */
+#define AP_NAME ap_g1_d16_f32
+#define AP_H 4
+#define AP_KV 4
+#define AP_D 16
+#define AP_PS 16
+#define AP_KVBF16 0
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 4 * 16 * 16 * 4)
+#define AP_SCALE 0.25f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g8_d16_bf
+#define AP_H 8
+#define AP_KV 1
+#define AP_D 16
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 1 * 16 * 16 * 2)
+#define AP_SCALE 0.25f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d48_bf
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 48
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 48 * 2)
+#define AP_SCALE 0.14433756729740643f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g8_d64_bf
+#define AP_H 8
+#define AP_KV 1
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 1 * 16 * 64 * 2)
+#define AP_SCALE 0.125f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d64_f32
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVBF16 0
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 64 * 4)
+#define AP_SCALE 0.125f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d64_ps7
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 7
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 7 * 64 * 2)
+#define AP_SCALE 0.125f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d128_bf
+#define AP_H 16
+#define AP_KV 4
+#define AP_D 128
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 4 * 16 * 128 * 2)
+#define AP_SCALE 0.08838834764831845f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g1_d96_bf
+#define AP_H 4
+#define AP_KV 4
+#define AP_D 96
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 4 * 16 * 96 * 2)
+#define AP_SCALE 0.10206207261596575f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g2_d80_bf
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 80
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 80 * 2)
+#define AP_SCALE 0.11180339887498948f
+#include "attention_prefill.cu"
+#define AP_NAME ap_g2_d256_bf
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 256
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 256 * 2)
+#define AP_SCALE 0.0625f
+#include "attention_prefill.cu"
+/* prefill timing, Llama shapes (one layer per page), against the direct kernel */
+#define AP_NAME ap_p128
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 128
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#include "attention_prefill.cu"
+#define AT_NAME at_p128
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#include "attention.cu"
+#define AP_NAME ap_p64
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 64
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
+#include "attention_prefill.cu"
+#define AT_NAME at_p64
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#include "attention.cu"
+
 /* ------------------------------------------------------------------ host helpers */
 
 struct ctx {
     int fails;       /* failed cases */
     uint64_t rng;    /* xorshift state */
 };
+
+/* --only <substring>: run only the cases (and bench lines) whose label contains it */
+static const char *g_only = NULL;
+static bool sel(const char *label) { return !g_only || strstr(label, g_only) != NULL; }
 
 #define CK(call)                                                                              \
     do {                                                                                      \
@@ -429,6 +569,11 @@ struct mv_case {
     { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, rows }
 
 static void test_mv(ctx *c, const mv_case &m, int T) {
+    {
+        char lab[160];
+        snprintf(lab, sizeof lab, "gemv %s T=%d", m.name, T);
+        if (!sel(lab)) return;
+    }
     const int Np = IG_NPAD16(m.N), I = m.N / 2, ycols = m.epi == 2 ? I : m.N;
     std::vector<float> x, w, b, y0;
     fill(c, x, (size_t)T * m.K, m.xb);
@@ -942,6 +1087,244 @@ static void bench_attn(ctx *c, int T, int ctx_len, double copy_gbs) {
     CK(cudaFree(dseq)); CK(cudaFree(dout));
 }
 
+/* ------------------------------------------------------------------ attention_prefill */
+
+struct ap_case {
+    const char *name;
+    const void *fn;
+    int H, KV, D, kvb, ob, ps;
+    float scale;
+};
+#define APC(fn, H, KV, D, kvb, ob, ps, scale) { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale }
+
+/* A batch as segments: `n` tokens of sequence `seq` at positions start, start + 1, ... */
+struct ap_seg {
+    int seq, start, n;
+};
+struct ap_scn {
+    const char *name;
+    int nseg;
+    ap_seg seg[10];
+};
+
+/* Host reference of one (token, head) over the pool (double softmax), with the error bound of the
+ * bf16 tensor-core path: q and P rounded to bf16 (relative 2^-9, bound with 2^-8). Writes ref[D]
+ * and tol[D]. */
+static void ap_ref(const std::vector<uint8_t> &pool, const std::vector<int> &ptab, int maxp, size_t page_bytes,
+                   size_t loff, int H, int KV, int D, int PS, bool kvb, bool ob, double scale, const float *qh, int h,
+                   int seq, int pos, double *ref, double *tol) {
+    const int kh = h / (H / KV), n = pos + 1;
+    std::vector<double> sc(n), qk(n);
+    double mx = -1e300;
+    for (int j = 0; j < n; j++) {
+        size_t base = (size_t)ptab[(size_t)seq * maxp + j / PS] * page_bytes + loff;
+        double sum = 0, a = 0;
+        for (int i = 0; i < D; i++) {
+            double k = pool_get(pool, base, ((size_t)kh * PS + j % PS) * D + i, kvb);
+            sum += (double)qh[i] * k, a += fabs((double)qh[i] * k);
+        }
+        sc[j] = sum * scale, qk[j] = a * scale;
+        mx = sc[j] > mx ? sc[j] : mx;
+    }
+    double l = 0, es_max = 0;
+    std::vector<double> o(D, 0.0), av(D, 0.0);
+    for (int j = 0; j < n; j++) {
+        sc[j] = exp(sc[j] - mx), l += sc[j];
+        es_max = qk[j] / 256 > es_max ? qk[j] / 256 : es_max;
+    }
+    for (int j = 0; j < n; j++) {
+        size_t base = (size_t)ptab[(size_t)seq * maxp + j / PS] * page_bytes + loff;
+        for (int i = 0; i < D; i++) {
+            double v = pool_get(pool, base, (size_t)KV * PS * D + ((size_t)kh * PS + j % PS) * D + i, kvb);
+            o[i] += sc[j] * v, av[i] += sc[j] * fabs(v);
+        }
+    }
+    for (int i = 0; i < D; i++) {
+        ref[i] = o[i] / l;
+        tol[i] = 3e-5 + 1e-5 * fabs(ref[i]) + (ob ? fabs(ref[i]) / 256 : 0);
+        /* dev of v from ref is at most |v| + |ref|: sum p |v - ref| <= av + |ref| */
+        if (kvb) tol[i] += av[i] / l / 256 + es_max * (av[i] / l + fabs(ref[i]));
+    }
+}
+
+/* Runs one scenario on one instance: pool with random K/V for every position a sequence of the
+ * batch reaches (everything else NaN, unused page-table entries point at an all-NaN page), random
+ * q, output prefilled with NaN (every element must be written). */
+static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
+    char what[200];
+    std::vector<int> pos, seq;
+    for (int i = 0; i < sc.nseg; i++)
+        for (int p = 0; p < sc.seg[i].n; p++) pos.push_back(sc.seg[i].start + p), seq.push_back(sc.seg[i].seq);
+    const int T = (int)pos.size(), H = a.H, KV = a.KV, D = a.D, PS = a.ps, es = a.kvb ? 2 : 4;
+    snprintf(what, sizeof what, "attention_prefill %s %s T=%d", a.name, sc.name, T);
+    if (!sel(what)) return;
+    int nseq = 0, maxpos = 0;
+    for (int t = 0; t < T; t++) nseq = seq[t] + 1 > nseq ? seq[t] + 1 : nseq, maxpos = pos[t] > maxpos ? pos[t] : maxpos;
+    std::vector<int> seqmax(nseq, -1);
+    for (int t = 0; t < T; t++) seqmax[seq[t]] = pos[t] > seqmax[seq[t]] ? pos[t] : seqmax[seq[t]];
+    const int maxp = maxpos / PS + 2, npages = nseq * maxp + 1, nan_page = npages - 1;
+    const size_t layer_bytes = 2ull * KV * PS * D * es, page_bytes = 2 * layer_bytes, loff = layer_bytes;
+    /* scattered page ids: a permutation of 0..npages-2 */
+    std::vector<int> perm(npages - 1), ptab((size_t)nseq * maxp, nan_page);
+    for (int i = 0; i < npages - 1; i++) perm[i] = i;
+    for (int i = npages - 2; i > 0; i--) {
+        int j = (int)((frand(c) + 1.0f) * 0.5f * (i + 1));
+        j = j > i ? i : j;
+        int tmp = perm[i];
+        perm[i] = perm[j], perm[j] = tmp;
+    }
+    int used = 0;
+    std::vector<uint8_t> pool((size_t)npages * page_bytes, 0xff);
+    for (int s = 0; s < nseq; s++) {
+        if (seqmax[s] < 0) continue;
+        for (int pg = 0; pg <= seqmax[s] / PS; pg++) ptab[(size_t)s * maxp + pg] = perm[used++];
+        for (int j = 0; j <= seqmax[s]; j++) {
+            size_t base = (size_t)ptab[(size_t)s * maxp + j / PS] * page_bytes + loff;
+            for (int kh = 0; kh < KV; kh++)
+                for (int i = 0; i < D; i++)
+                    for (int kv = 0; kv < 2; kv++) {
+                        float v = frand(c);
+                        size_t idx = (size_t)kv * KV * PS * D + ((size_t)kh * PS + j % PS) * D + i;
+                        if (a.kvb) {
+                            uint16_t hv = h_f2b(v);
+                            memcpy(&pool[base + idx * 2], &hv, 2);
+                        } else {
+                            memcpy(&pool[base + idx * 4], &v, 4);
+                        }
+                    }
+        }
+    }
+    std::vector<float> q;
+    fill(c, q, (size_t)T * H * D, false, 2.0f);
+    uint8_t *dpool;
+    int *dptab, *dpos, *dseq;
+    CK(cudaMalloc(&dpool, pool.size()));
+    CK(cudaMemcpy(dpool, pool.data(), pool.size(), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dptab, ptab.size() * 4)); CK(cudaMalloc(&dpos, T * 4)); CK(cudaMalloc(&dseq, T * 4));
+    CK(cudaMemcpy(dptab, ptab.data(), ptab.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
+    float *dq = (float *)upload(q, false);
+    void *dout;
+    const size_t on = (size_t)T * H * D;
+    CK(cudaMalloc(&dout, on * 4));
+    CK(cudaMemset(dout, 0xff, on * 4)); /* NaN (f32 and bf16) */
+    unsigned long long lo = loff;
+    int Tv = T, mp = maxp;
+    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
+    launch(a.fn, dim3(IG_AP_GRID_X(T, H), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCK), IG_AP_SMEM(D), args);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> o = download(dout, on, a.ob);
+    checker k;
+    chk_init(&k, what);
+    std::vector<double> ref(D), tol(D);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            ap_ref(pool, ptab, maxp, page_bytes, loff, H, KV, D, PS, a.kvb, a.ob, a.scale, &q[((size_t)t * H + h) * D], h,
+                   seq[t], pos[t], ref.data(), tol.data());
+            for (int i = 0; i < D; i++) {
+                size_t idx = ((size_t)t * H + h) * D + i;
+                chk(&k, (long)idx, o[idx], ref[i], tol[i]);
+            }
+        }
+    chk_done(c, &k);
+    if (k.nbad) {
+        long b = k.first_bad;
+        int t = (int)(b / ((long)H * D)), h = (int)(b / D % H), i = (int)(b % D), run = 1;
+        for (int u = t - 1; u >= 0 && seq[u] == seq[t] && pos[u] == pos[u + 1] - 1; u--) run++;
+        for (int u = t + 1; u < T && seq[u] == seq[t] && pos[u] == pos[u - 1] + 1; u++) run++;
+        printf("     first bad: token %d (tile %d row %d, seq %d pos %d, run of %d) head %d d %d\n", t, t / IG_AP_BM,
+               t % IG_AP_BM, seq[t], pos[t], run, h, i);
+        long nb_nan = 0;
+        for (int u = 0; u < T; u++) {
+            bool bad = false;
+            for (size_t x = (size_t)u * H * D; x < (size_t)(u + 1) * H * D; x++) bad |= o[x] != o[x];
+            nb_nan += bad;
+        }
+        printf("     tokens with NaN outputs (unwritten or NaN read): %ld of %d\n", nb_nan, T);
+    }
+    CK(cudaFree(dpool)); CK(cudaFree(dptab)); CK(cudaFree(dpos)); CK(cudaFree(dseq)); CK(cudaFree(dq));
+    CK(cudaFree(dout));
+}
+
+/* Prefill of one sequence of T tokens (positions 0..T-1), H32 KV8, bf16 KV and output: flash vs the
+ * direct kernel, TFLOP/s over the causal flops 4 * T * T/2 * H * D; checks a few tokens of the
+ * flash output against the host. */
+static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T) {
+    char what[200];
+    snprintf(what, sizeof what, "bench_prefill attention H32 KV8 D%d T=%d", D, T);
+    if (!sel(what)) return;
+    const int H = 32, KV = 8, PS = 16, maxp = (T + PS - 1) / PS, npages = maxp;
+    const size_t page_bytes = 2ull * KV * PS * D * 2;
+    uint8_t *dpool;
+    CK(cudaMalloc(&dpool, npages * page_bytes));
+    fill_bf16<<<4096, 256>>>((unsigned short *)dpool, npages * page_bytes / 2, 777u);
+    CK(cudaGetLastError());
+    std::vector<int> ptab(maxp), pos(T), seq(T, 0);
+    for (int i = 0; i < maxp; i++) ptab[i] = (int)((i * 7919ull) % npages);
+    for (int t = 0; t < T; t++) pos[t] = t;
+    std::vector<float> q;
+    fill(c, q, (size_t)T * H * D, false, 2.0f);
+    float *dq = (float *)upload(q, false);
+    int *dptab, *dpos, *dseq;
+    void *dout, *dout2;
+    CK(cudaMalloc(&dptab, maxp * 4)); CK(cudaMalloc(&dpos, T * 4)); CK(cudaMalloc(&dseq, T * 4));
+    CK(cudaMemcpy(dptab, ptab.data(), maxp * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dout2, (size_t)T * H * D * 2));
+    unsigned long long lo = 0;
+    int Tv = T, mp = maxp;
+    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
+    void *args2[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout2};
+    if (IG_AP_SMEM(D) > 48 * 1024) CK(cudaFuncSetAttribute(ap, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_AP_SMEM(D)));
+    if (IG_AT_SMEM(H, KV, D) > 48 * 1024)
+        CK(cudaFuncSetAttribute(at, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_AT_SMEM(H, KV, D)));
+    double us_f = time_us(
+        [&](int) {
+            CK(cudaLaunchKernel(ap, dim3(IG_AP_GRID_X(T, H), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCK), args, IG_AP_SMEM(D), 0));
+        },
+        20);
+    CK(cudaGetLastError());
+    double us_d = time_us(
+        [&](int) {
+            CK(cudaLaunchKernel(at, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T)), dim3(IG_AT_BLOCK), args2,
+                                IG_AT_SMEM(H, KV, D), 0));
+        },
+        5);
+    CK(cudaGetLastError());
+    const double fl = 4.0 * T * (T / 2.0) * H * D;
+    printf("bench_prefill attention H32 KV8 D%-3d bf16 T=%d one seq: flash %8.1f us %6.1f TFLOP/s | direct %9.1f us %6.1f "
+           "TFLOP/s | speedup %.1fx\n",
+           D, T, us_f, fl / (us_f * 1e-6) / 1e12, us_d, fl / (us_d * 1e-6) / 1e12, us_d / us_f);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> o = download(dout, (size_t)T * H * D, true), o2 = download(dout2, (size_t)T * H * D, true);
+    std::vector<uint8_t> pool(npages * page_bytes);
+    CK(cudaMemcpy(pool.data(), dpool, pool.size(), cudaMemcpyDeviceToHost));
+    snprintf(what, sizeof what, "attention_prefill perf D%d T=%d (tokens 0, 63, 64, 1000, T-1)", D, T);
+    checker k, k2;
+    chk_init(&k, what);
+    char what2[200];
+    snprintf(what2, sizeof what2, "attention direct perf D%d T=%d (same tokens)", D, T);
+    chk_init(&k2, what2);
+    std::vector<double> ref(D), tol(D);
+    for (int t : {0, 63, 64, 1000, T - 1}) {
+        if (t >= T) continue;
+        for (int h = 0; h < H; h++) {
+            ap_ref(pool, ptab, maxp, page_bytes, 0, H, KV, D, PS, true, true, D == 128 ? 0.08838834764831845 : 0.125,
+                   &q[((size_t)t * H + h) * D], h, 0, t, ref.data(), tol.data());
+            for (int i = 0; i < D; i++) {
+                size_t idx = ((size_t)t * H + h) * D + i;
+                chk(&k, (long)idx, o[idx], ref[i], tol[i]);
+                chk(&k2, (long)idx, o2[idx], ref[i], tol[i]);
+            }
+        }
+    }
+    chk_done(c, &k), chk_done(c, &k2);
+    CK(cudaFree(dpool)); CK(cudaFree(dq)); CK(cudaFree(dptab)); CK(cudaFree(dpos)); CK(cudaFree(dseq));
+    CK(cudaFree(dout)); CK(cudaFree(dout2));
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
@@ -951,7 +1334,15 @@ int main(int argc, char **argv) {
         printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return 0;
     }
-    int no_bench = argc > 1 && !strcmp(argv[1], "--no-bench");
+    int no_bench = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-bench")) no_bench = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--no-bench] [--only <substring of case labels>]\n", argv[0]);
+            return 2;
+        }
+    }
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s, sm_%d%d, %d SMs, %.0f GB\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
@@ -979,15 +1370,15 @@ int main(int argc, char **argv) {
             test_mv(&c, m, T);
         }
     for (int T : {1, 7, 37}) {
-        test_ep(&c, T);
-        test_rn(&c, "rmsnorm D48 f32", (const void *)rn_f48, 48, 1e-5f, 0, T);
-        test_rn(&c, "rmsnorm D1000 bf16", (const void *)rn_b1000, 1000, 1e-6f, 1, T);
-        test_rn(&c, "rmsnorm D4096 bf16", (const void *)rn_b4096, 4096, 1e-5f, 1, T);
+        if (sel("ep_")) test_ep(&c, T);
+        if (sel("rmsnorm D48 f32")) test_rn(&c, "rmsnorm D48 f32", (const void *)rn_f48, 48, 1e-5f, 0, T);
+        if (sel("rmsnorm D1000 bf16")) test_rn(&c, "rmsnorm D1000 bf16", (const void *)rn_b1000, 1000, 1e-6f, 1, T);
+        if (sel("rmsnorm D4096 bf16")) test_rn(&c, "rmsnorm D4096 bf16", (const void *)rn_b4096, 4096, 1e-5f, 1, T);
     }
-    test_em(&c, "embed bf16 D96", (const void *)em_b96, 96, 1);
-    test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
-    test_am(&c, "argmax V1000 LD1024", (const void *)am_1000, 1000, 1024);
-    test_am(&c, "argmax V128256", (const void *)am_128256, 128256, 128256);
+    if (sel("embed bf16 D96")) test_em(&c, "embed bf16 D96", (const void *)em_b96, 96, 1);
+    if (sel("embed f32 D48")) test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
+    if (sel("argmax V1000 LD1024")) test_am(&c, "argmax V1000 LD1024", (const void *)am_1000, 1000, 1024);
+    if (sel("argmax V128256")) test_am(&c, "argmax V128256", (const void *)am_128256, 128256, 128256);
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
@@ -997,17 +1388,49 @@ int main(int argc, char **argv) {
         ATC(F, "H8 KV4 D256 f32", 0.0625f),
         ATC(G, "H24 KV8 D128 bf16kv qknorm bf16out", 0.08838834764831845f),
     };
-    for (const auto &a : acs) test_attn(&c, a);
+    for (const auto &a : acs) {
+        char lab[200];
+        snprintf(lab, sizeof lab, "rope_kv / attention %s", a.name);
+        if (sel(lab)) test_attn(&c, a);
+    }
+    const ap_case aps[] = {
+        APC(ap_g1_d16_f32, 4, 4, 16, 0, 0, 16, 0.25f),
+        APC(ap_g8_d16_bf, 8, 1, 16, 1, 1, 16, 0.25f),
+        APC(ap_g4_d48_bf, 8, 2, 48, 1, 1, 16, 0.14433756729740643f),
+        APC(ap_g8_d64_bf, 8, 1, 64, 1, 0, 16, 0.125f),
+        APC(ap_g4_d64_f32, 8, 2, 64, 0, 0, 16, 0.125f),
+        APC(ap_g4_d64_ps7, 8, 2, 64, 1, 1, 7, 0.125f),
+        APC(ap_g4_d128_bf, 16, 4, 128, 1, 1, 16, 0.08838834764831845f),
+        APC(ap_g1_d96_bf, 4, 4, 96, 1, 0, 16, 0.10206207261596575f),
+        APC(ap_g2_d80_bf, 4, 2, 80, 1, 1, 16, 0.11180339887498948f),
+        APC(ap_g2_d256_bf, 4, 2, 256, 1, 0, 16, 0.0625f),
+    };
+    const ap_scn scns[] = {
+        {"decode", 1, {{0, 250, 1}}},
+        {"one-seq", 1, {{0, 0, 37}}},
+        {"chunk@100", 1, {{0, 100, 200}}},
+        {"two-seqs", 2, {{0, 0, 150}, {1, 50, 150}}},
+        {"mixed", 9, {{2, 300, 1}, {3, 17, 1}, {4, 64, 1}, {5, 0, 1}, {0, 40, 100}, {6, 129, 3}, {1, 60, 4}, {7, 5, 1}, {3, 18, 2}}},
+        {"same-seq-gap", 2, {{0, 10, 40}, {0, 70, 30}}},
+    };
+    for (const auto &a : aps)
+        for (const auto &sc : scns) test_ap(&c, a, sc);
 
     if (!no_bench) {
         double copy = bench_copy();
-        bench_mv(&c, "bf16 (2048x8192)", (const void *)mv_p_2048_8192, 2048, 8192, copy);
-        bench_mv(&c, "bf16 (8192x2048)", (const void *)mv_p_8192_2048, 8192, 2048, copy);
-        bench_mv(&c, "bf16 lm_head", (const void *)mv_p_128256_2048, 128256, 2048, copy);
-        for (int ctxl : {1024, 4096}) {
-            bench_attn(&c, 1, ctxl, copy);
-            bench_attn(&c, 8, ctxl, copy);
+        if (sel("bench gemv")) {
+            bench_mv(&c, "bf16 (2048x8192)", (const void *)mv_p_2048_8192, 2048, 8192, copy);
+            bench_mv(&c, "bf16 (8192x2048)", (const void *)mv_p_8192_2048, 8192, 2048, copy);
+            bench_mv(&c, "bf16 lm_head", (const void *)mv_p_128256_2048, 128256, 2048, copy);
         }
+        if (sel("bench attention"))
+            for (int ctxl : {1024, 4096}) {
+                bench_attn(&c, 1, ctxl, copy);
+                bench_attn(&c, 8, ctxl, copy);
+            }
+        bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
+        bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
+        bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 8192);
     }
     if (c.fails) {
         printf("test_cuda_kernels: %d failed cases\n", c.fails);

@@ -1,0 +1,417 @@
+/* attention_prefill.cu — template: causal attention of a mixed batch over the paged KV pool, with
+ * FlashAttention-2 on tensor cores (mma.sync m16n8k16 bf16, f32 accumulate) for runs of query
+ * tokens of one sequence at consecutive positions (prefill chunks). Drop-in for AT_NAME of
+ * attention.cu (same arguments, same semantics, different launch shape).
+ *
+ * Instantiate with AP_NAME, AP_H, AP_KV, AP_D, AP_PS, AP_PAGE_BYTES, AP_KVBF16, AP_OBF16, AP_SCALE;
+ * defines
+ *   extern "C" __global__ void AP_NAME(int T, const float *q, const unsigned char *kv_pool,
+ *       unsigned long long layer_off, const int *positions, const int *token_seq,
+ *       const int *page_table, int max_pages, AT *out);
+ * q f32 [T][H * D] (roped, from rope_kv); out [T][H * D] of AT (bf16 when AP_OBF16, else f32);
+ * token t of sequence token_seq[t] at position p attends keys 0..p of its sequence; head h reads
+ * kv head h / (H / KV); out = softmax(q·kᵀ · AP_SCALE) · V. Pool layout as rope_kv.cu: K of kv head
+ * kh, slot s at base + (kh * PS + s) * D elements, V after the KV * PS * D keys of the page.
+ * launch (launch.h):
+ *   grid (IG_AP_GRID_X(T, H) = H, IG_AP_GRID_Y(T) = ceil(T / IG_AP_BM)), block IG_AP_BLOCK = 128,
+ *   dynamic smem IG_AP_SMEM(D) = 2 * IG_AP_BN * (D + 8) * 2 bytes (34 KB for D = 128, 0 for D > 128:
+ *   always under 48 KB, no attribute needed).
+ *
+ * A CTA owns BM = 64 consecutive token indices (a tile) and one query head. Heads are the fast grid
+ * axis so that the G heads of a GQA group run side by side and read the same K/V tiles from L2;
+ * tiles are taken last-first so that the longest causal rows start first. The tile is cut into runs
+ * (maximal stretches of one sequence at consecutive positions). A run of >= AP_MINRUN tokens goes
+ * through the tensor-core path with the whole CTA: the 4 warps own 16 rows each (rows outside the
+ * run get q = 0, are never stored), Q is converted f32 -> bf16 (pre-scaled by AP_SCALE·log2 e) into
+ * A fragments held in registers, K/V tiles of BN = 64 keys stream through shared memory (rows padded
+ * by 16 bytes: conflict-free ldmatrix) with cp.async (FA2 order: V load overlaps QKᵀ + softmax, the
+ * next K load overlaps P·V), P stays in registers as the A operand of P·V, online softmax in f32
+ * with exp2f, causal mask only on tiles that reach past the run's first position, keys beyond the
+ * run's last position zero-filled (never read: their page may not exist). Shorter runs (decode
+ * tokens of a mixed batch) are spread over the 4 warps, one token at a time, on CUDA cores (the
+ * same lane-group scheme as attention.cu, one head). The CUDA-core path also serves every token
+ * when the tensor-core path does not apply: f32 KV (bf16 rounding would cost accuracy), D not a
+ * multiple of 16 or above 128 (register budget), or an sm_75 build (no bf16 mma).
+ * Accuracy of the tensor-core path: q and P rounded to bf16 (relative 2^-9), as any bf16 FA kernel.
+ */
+#include "common.cuh"
+
+#ifndef AP_NAME
+#define AP_NAME ig_attention_prefill
+#endif
+#ifndef AP_H
+#define AP_H 32
+#endif
+#ifndef AP_KV
+#define AP_KV 8
+#endif
+#ifndef AP_D
+#define AP_D 128
+#endif
+#ifndef AP_PS
+#define AP_PS 16
+#endif
+#ifndef AP_KVBF16
+#define AP_KVBF16 1
+#endif
+#ifndef AP_OBF16
+#define AP_OBF16 1
+#endif
+#ifndef AP_PAGE_BYTES /* default: one layer per page */
+#define AP_PAGE_BYTES (2ull * AP_KV * AP_PS * AP_D * (AP_KVBF16 ? 2 : 4))
+#endif
+#ifndef AP_SCALE
+#define AP_SCALE 0.08838834764831845f
+#endif
+#ifndef AP_MINRUN /* runs shorter than this take the per-token CUDA-core path */
+#define AP_MINRUN 4
+#endif
+
+#if AP_OBF16
+#define AP_OT_ unsigned short
+#else
+#define AP_OT_ float
+#endif
+/* tensor-core path compiled in (besides the arch check) */
+#define AP_MMA_ (AP_KVBF16 && AP_D % 16 == 0 && AP_D <= 128)
+
+#ifndef IG_AP_HELPERS
+#define IG_AP_HELPERS
+IG_DEV constexpr int ig_ap_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_ap_pow2ceil((x + 1) / 2); }
+IG_DEV void ig_ap_store(void *out, size_t i, float v, bool bf) {
+    if (bf) ((unsigned short *)out)[i] = ig_f32_to_bf16(v);
+    else ((float *)out)[i] = v;
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+IG_DEV void ig_ap_store2(void *out, size_t i, float a, float b, bool bf) {
+    if (bf) *(unsigned *)((unsigned short *)out + i) = ig_pack2_bf16(a, b);
+    else *(float2 *)((float *)out + i) = make_float2(a, b);
+}
+IG_DEV unsigned ig_ap_smem_addr(const void *p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+/* 16 bytes global -> shared, bypassing L1; src_bytes 0 writes zeros and reads nothing. */
+IG_DEV void ig_ap_cp16(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+IG_DEV void ig_ap_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+IG_DEV void ig_ap_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+IG_DEV void ig_ap_ldsm4(unsigned a, unsigned *r) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+IG_DEV void ig_ap_ldsm4t(unsigned a, unsigned *r) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+/* c += a (16x16 bf16, row) · b (16x8 bf16, col), f32 accumulate */
+IG_DEV void ig_ap_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* (lo, hi) -> bf16x2 with lo in the low half, round to nearest even */
+IG_DEV unsigned ig_ap_pack_bf16(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+#endif
+#endif /* IG_AP_HELPERS */
+
+/* One token t (head h, keys 0..n-1 through page table pt) by one warp on CUDA cores. TPK lanes read
+ * a key row with 16-byte loads, 32/TPK keys per step, 2 steps in flight; each lane group keeps its
+ * own online-softmax state, merged by shuffles at the end. */
+static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, const float *q,
+                                                           const unsigned char *kv_pool,
+                                                           unsigned long long layer_off, const int *pt,
+                                                           AP_OT_ *out) {
+    constexpr int G = AP_H / AP_KV, D = AP_D, ES = AP_KVBF16 ? 2 : 4, VE = 16 / ES, DV = D / VE;
+    constexpr int TPK = ig_ap_pow2ceil(DV) < 32 ? ig_ap_pow2ceil(DV) : 32;
+    constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, UK = 2, E = NV * VE;
+    constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
+    const int lane = threadIdx.x & 31, kk = lane / TPK, vl = lane % TPK, kh = h / G;
+    float qr[E], acc[E], m = IG_NEG_INF, l = 0.0f;
+    const float *qh = q + (size_t)t * AP_H * D + (size_t)h * D;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < VE; e++) {
+            const int v = vl + TPK * j;
+            qr[j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
+            acc[j * VE + e] = 0.0f;
+        }
+    const size_t koff = (size_t)kh * AP_PS * D * ES;
+    const size_t voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * ES;
+    for (int jb = 0; jb < n; jb += KPW * UK) {
+        uint4 kr[UK][NV], vr[UK][NV];
+#pragma unroll
+        for (int u = 0; u < UK; u++) {
+            const int j = jb + u * KPW + kk;
+            const bool ok = j < n;
+            const unsigned char *base =
+                kv_pool + (unsigned long long)(ok ? __ldg(pt + j / AP_PS) : 0) * AP_PAGE_BYTES + layer_off;
+            const size_t row = (size_t)(ok ? j % AP_PS : 0) * D * ES;
+#pragma unroll
+            for (int jv = 0; jv < NV; jv++) {
+                const int v = vl + TPK * jv;
+                const bool okv = ok && v < DV;
+                kr[u][jv] = okv ? ig_ldg16(base + koff + row + (size_t)v * 16) : make_uint4(0u, 0u, 0u, 0u);
+                vr[u][jv] = okv ? ig_ldg16(base + voff + row + (size_t)v * 16) : make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UK; u++) {
+            float kf[E], vf[E];
+#pragma unroll
+            for (int jv = 0; jv < NV; jv++) ig_unpack16(kr[u][jv], ES, kf + jv * VE), ig_unpack16(vr[u][jv], ES, vf + jv * VE);
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E; e++) d = fmaf(qr[e], kf[e], d);
+#pragma unroll
+            for (int o = TPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(IG_FULL_MASK, d, o);
+            if (jb + u * KPW + kk < n) {
+                const float mn = fmaxf(m, d), corr = exp2f(m - mn), p = exp2f(d - mn);
+                l = l * corr + p;
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[e] = fmaf(p, vf[e], acc[e] * corr);
+                m = mn;
+            }
+        }
+    }
+#pragma unroll
+    for (int o = TPK; o < 32; o <<= 1) {
+        const float om = __shfl_xor_sync(IG_FULL_MASK, m, o), ol = __shfl_xor_sync(IG_FULL_MASK, l, o);
+        const float M = fmaxf(m, om), f1 = ig_sm_factor(m, M), f2 = ig_sm_factor(om, M);
+        l = l * f1 + ol * f2;
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] = acc[e] * f1 + __shfl_xor_sync(IG_FULL_MASK, acc[e], o) * f2;
+        m = M;
+    }
+    if (kk == 0) {
+        const float inv = 1.0f / l;
+        const size_t o0 = (size_t)t * AP_H * D + (size_t)h * D;
+#pragma unroll
+        for (int jv = 0; jv < NV; jv++) {
+            const int v = vl + TPK * jv;
+            if (v < DV)
+#pragma unroll
+                for (int e = 0; e < VE; e++) ig_ap_store(out, o0 + v * VE + e, acc[jv * VE + e] * inv, AP_OBF16);
+        }
+    }
+}
+
+#if AP_MMA_ && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* Rows r0..r1-1 of the tile starting at token t0 (one sequence, positions p0.., page table pt) for
+ * head h, by the whole CTA on tensor cores. sm: 2 * BN * (D + 8) bf16 (K tile, V tile). Starts and
+ * ends with every warp past a barrier (the caller may reuse sm). */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, int r1, int p0, int h,
+                                                                const float *q, const unsigned char *kv_pool,
+                                                                unsigned long long layer_off, const int *pt,
+                                                                AP_OT_ *out, unsigned short *sm) {
+    constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, LD = D + 8, KD = D / 16, NB = BN / 8;
+    constexpr int CH = D / 8; /* 16-byte chunks per key row */
+    static_assert(BN * CH % IG_AP_BLOCK == 0 && BN % 16 == 0, "tile load split");
+    constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tig = lane & 3;
+    const int kh = h / G, plast = p0 + (r1 - r0 - 1);
+    /* this thread's two rows: ra = 16 warp + gq, rb = ra + 8 */
+    const int ra = 16 * warp + gq, rb = ra + 8;
+    const bool va = ra >= r0 && ra < r1, vb = rb >= r0 && rb < r1;
+    const int pa = va ? p0 + ra - r0 : plast, pb = vb ? p0 + rb - r0 : plast;
+    /* position of the warp's last row inside the run (-1: none): tiles past it are skipped */
+    const int wlo = 16 * warp, wlast = min(wlo + 15, r1 - 1);
+    const int wmax = (wlast < r0 || wlast < wlo) ? -1 : p0 + wlast - r0;
+
+    /* Q fragments (A operand, row-major 16 x D per warp) */
+    unsigned qa[KD][4];
+    {
+        const float *qra = q + (size_t)(t0 + ra) * AP_H * D + (size_t)h * D;
+        const float *qrb = q + (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
+#pragma unroll
+        for (int k = 0; k < KD; k++) {
+            const int c = 16 * k + 2 * tig;
+            float2 x0 = va ? *(const float2 *)(qra + c) : make_float2(0.f, 0.f);
+            float2 x1 = vb ? *(const float2 *)(qrb + c) : make_float2(0.f, 0.f);
+            float2 x2 = va ? *(const float2 *)(qra + c + 8) : make_float2(0.f, 0.f);
+            float2 x3 = vb ? *(const float2 *)(qrb + c + 8) : make_float2(0.f, 0.f);
+            qa[k][0] = ig_ap_pack_bf16(x0.x * QS, x0.y * QS);
+            qa[k][1] = ig_ap_pack_bf16(x1.x * QS, x1.y * QS);
+            qa[k][2] = ig_ap_pack_bf16(x2.x * QS, x2.y * QS);
+            qa[k][3] = ig_ap_pack_bf16(x3.x * QS, x3.y * QS);
+        }
+    }
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float ma = IG_NEG_INF, mb = IG_NEG_INF, la = 0.0f, lb = 0.0f;
+
+    unsigned short *sk = sm, *sv = sm + BN * LD;
+    const unsigned sk_a = ig_ap_smem_addr(sk), sv_a = ig_ap_smem_addr(sv);
+    const size_t koff = (size_t)kh * AP_PS * D * 2;
+    const size_t voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * 2;
+    /* issue the loads of key tile kt (K or V) into shared memory */
+    auto load_tile = [&](int kt, size_t off, unsigned dst) {
+#pragma unroll 2
+        for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
+            const int i = tid + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
+            const bool ok = j <= plast;
+            const unsigned char *src =
+                ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
+                         (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
+                   : kv_pool;
+            ig_ap_cp16(dst + (unsigned)(r * LD + c * 8) * 2, src, ok ? 16 : 0);
+        }
+    };
+    const int nt = plast / BN + 1;
+    /* ldmatrix lane addresses (bytes, relative to the tile): K non-transposed, key-major pairs of
+     * n-blocks; V transposed, 16 keys x 2 d-blocks */
+    const unsigned k_lane = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8) * 2;
+    const unsigned v_lane = (unsigned)(((lane & 7) + (((lane >> 3) & 1) << 3)) * LD + (lane >> 4) * 8) * 2;
+
+    load_tile(0, koff, sk_a);
+    ig_ap_cp_commit();
+    for (int kt = 0; kt < nt; kt++) {
+        ig_ap_cp_wait<0>();
+        __syncthreads(); /* K[kt] visible; every warp done with V[kt-1] */
+        load_tile(kt, voff, sv_a);
+        ig_ap_cp_commit();
+        const int kbase = kt * BN;
+        const bool active = kbase <= wmax; /* some row of this warp sees a key of the tile */
+        float s[NB][4];
+        if (active) {
+#pragma unroll
+            for (int i = 0; i < NB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < KD; k++)
+#pragma unroll
+                for (int nb = 0; nb < NB; nb += 2) {
+                    unsigned b[4];
+                    ig_ap_ldsm4(sk_a + k_lane + (unsigned)(nb * 8 * LD + k * 16) * 2, b);
+                    ig_ap_mma(s[nb], qa[k], b[0], b[1]);
+                    ig_ap_mma(s[nb + 1], qa[k], b[2], b[3]);
+                }
+            if (kbase + BN - 1 > p0) { /* diagonal (or beyond-the-end) tile: causal mask */
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++) {
+                    const int j = kbase + nb * 8 + 2 * tig;
+                    if (j > pa) s[nb][0] = IG_NEG_INF;
+                    if (j + 1 > pa) s[nb][1] = IG_NEG_INF;
+                    if (j > pb) s[nb][2] = IG_NEG_INF;
+                    if (j + 1 > pb) s[nb][3] = IG_NEG_INF;
+                }
+            }
+            float xa = IG_NEG_INF, xb = IG_NEG_INF;
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) xa = fmaxf(xa, fmaxf(s[nb][0], s[nb][1])), xb = fmaxf(xb, fmaxf(s[nb][2], s[nb][3]));
+            xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 1)), xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 2));
+            xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 1)), xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 2));
+            /* key 0 of tile 0 is visible to every row, so the new maxima are finite */
+            const float na = fmaxf(ma, xa), nb_ = fmaxf(mb, xb);
+            const float ca = exp2f(ma - na), cb = exp2f(mb - nb_);
+            ma = na, mb = nb_;
+            float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+                s[nb][0] = exp2f(s[nb][0] - na), s[nb][1] = exp2f(s[nb][1] - na);
+                s[nb][2] = exp2f(s[nb][2] - nb_), s[nb][3] = exp2f(s[nb][3] - nb_);
+                sa += s[nb][0] + s[nb][1], sb += s[nb][2] + s[nb][3];
+            }
+            la = la * ca + sa, lb = lb * cb + sb;
+#pragma unroll
+            for (int i = 0; i < D / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
+        }
+        __syncthreads(); /* every warp done with K[kt] */
+        if (kt + 1 < nt) load_tile(kt + 1, koff, sk_a);
+        ig_ap_cp_commit();
+        ig_ap_cp_wait<1>(); /* V[kt] landed (K[kt+1] may still fly) */
+        __syncthreads();
+        if (active) {
+#pragma unroll
+            for (int j = 0; j < BN / 16; j++) {
+                unsigned pfr[4];
+                pfr[0] = ig_ap_pack_bf16(s[2 * j][0], s[2 * j][1]);
+                pfr[1] = ig_ap_pack_bf16(s[2 * j][2], s[2 * j][3]);
+                pfr[2] = ig_ap_pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
+                pfr[3] = ig_ap_pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
+#pragma unroll
+                for (int db = 0; db < D / 8; db += 2) {
+                    unsigned b[4];
+                    ig_ap_ldsm4t(sv_a + v_lane + (unsigned)(j * 16 * LD + db * 8) * 2, b);
+                    ig_ap_mma(o[db], pfr, b[0], b[1]);
+                    ig_ap_mma(o[db + 1], pfr, b[2], b[3]);
+                }
+            }
+        }
+    }
+    ig_ap_cp_wait<0>();
+    __syncthreads(); /* the caller may run another run through sm */
+    la += __shfl_xor_sync(IG_FULL_MASK, la, 1), la += __shfl_xor_sync(IG_FULL_MASK, la, 2);
+    lb += __shfl_xor_sync(IG_FULL_MASK, lb, 1), lb += __shfl_xor_sync(IG_FULL_MASK, lb, 2);
+    const float ia = 1.0f / la, ib = 1.0f / lb;
+    const size_t oa = (size_t)(t0 + ra) * AP_H * D + (size_t)h * D, ob = (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+        const int c = 8 * i + 2 * tig;
+        if (va) ig_ap_store2(out, oa + c, o[i][0] * ia, o[i][1] * ia, AP_OBF16);
+        if (vb) ig_ap_store2(out, ob + c, o[i][2] * ib, o[i][3] * ib, AP_OBF16);
+    }
+}
+#endif /* tensor-core path */
+
+extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 2)
+AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
+        const int *positions, const int *token_seq, const int *page_table, int max_pages, AP_OT_ *out) {
+    static_assert(AP_H % AP_KV == 0, "AP_H must be a multiple of AP_KV");
+    static_assert(AP_D % 8 == 0, "AP_D must be a multiple of 8 (16-byte loads)");
+    static_assert(IG_AP_BM == 16 * IG_AP_WARPS, "each warp owns 16 rows of the tile");
+    __shared__ int s_pos[IG_AP_BM], s_seq[IG_AP_BM];
+    const int h = blockIdx.x, t0 = (gridDim.y - 1 - blockIdx.y) * IG_AP_BM;
+    if (t0 >= T) return;
+    const int n = min(IG_AP_BM, T - t0), warp = threadIdx.x >> 5;
+    for (int i = threadIdx.x; i < IG_AP_BM; i += IG_AP_BLOCK)
+        s_pos[i] = i < n ? positions[t0 + i] : -1, s_seq[i] = i < n ? token_seq[t0 + i] : -1;
+    __syncthreads();
+#if AP_MMA_ && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int MINRUN = AP_MINRUN < 1 ? 1 : AP_MINRUN;
+    extern __shared__ uint4 ig_ap_dyn_smem[];
+    /* long runs: the whole CTA, one after the other (uniform: every thread sees the same runs) */
+    for (int r = 0, e; r < n; r = e) {
+        for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
+        }
+        if (e - r >= MINRUN)
+            IG_CAT(AP_NAME, _flash)(t0, r, e, s_pos[r], h, q, kv_pool, layer_off,
+                                    page_table + (size_t)s_seq[r] * max_pages, out, (unsigned short *)ig_ap_dyn_smem);
+    }
+#else
+    constexpr int MINRUN = 1 << 30;
+#endif
+    /* short runs: token by token, round-robin over the warps */
+    int k = 0;
+    for (int r = 0, e; r < n; r = e) {
+        for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
+        }
+        if (e - r >= MINRUN) continue;
+        for (int i = r; i < e; i++, k++)
+            if (k % IG_AP_WARPS == warp)
+                IG_CAT(AP_NAME, _tok)(t0 + i, h, s_pos[i] + 1, q, kv_pool, layer_off,
+                                      page_table + (size_t)s_seq[i] * max_pages, out);
+    }
+}
+
+#undef AP_OT_
+#undef AP_MMA_
+#undef AP_NAME
+#undef AP_H
+#undef AP_KV
+#undef AP_D
+#undef AP_PS
+#undef AP_KVBF16
+#undef AP_OBF16
+#undef AP_PAGE_BYTES
+#undef AP_SCALE
+#undef AP_MINRUN
