@@ -62,6 +62,19 @@ def main():
                     text = golden.run(["detokenize", pkg, "--ids", ",".join(map(str, out))]).stdout
                     if text != c["greedy_text"]:
                         fails.append(f"{dtype} prompt {i}: text {text!r} != {c['greedy_text']!r}")
+            if dtype == "f32":
+                # text through the engine: the prompt's greedy text equals transformers', and a stop
+                # string cuts it right before the stop text (which spans a token boundary here)
+                c0 = ref["cases"][0]
+                text = golden.run(["generate", pkg, "--prompt", c0["prompt"], "--max-new-tokens", "24", "--ignore-eos"]).stdout
+                if text.rstrip("\n") != c0["greedy_text"]:
+                    fails.append(f"generate --prompt: {text!r} != {c0['greedy_text']!r}")
+                stop = " and green"
+                cut = c0["greedy_text"].index(stop)
+                text = golden.run(["generate", pkg, "--prompt", c0["prompt"], "--max-new-tokens", "24", "--stop", stop]).stdout
+                if text.rstrip("\n") != c0["greedy_text"][:cut]:
+                    fails.append(f"generate --stop {stop!r}: {text!r} != {c0['greedy_text'][:cut]!r}")
+                print(f"smollm2 f32: --prompt text and --stop {stop!r} {'ok' if not fails else 'FAIL'}")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0
