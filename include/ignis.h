@@ -35,6 +35,9 @@ extern "C" {
 typedef struct ig_engine ig_engine;
 typedef struct ig_request ig_request;
 
+/* "0.1.0" */
+IG_API const char *ig_version(void);
+
 typedef struct ig_engine_config {
     int32_t max_seqs;            /* sequences per step (default 32) */
     int32_t max_tokens_per_step; /* token budget of one step, prefill chunks + decode (default 256) */
