@@ -185,7 +185,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
 
     fprintf(fw, "\n/* Launches one step's kernels on st->stream (the batch is already in device memory): either\n"
                 " * directly or while a CUDA graph captures them. Everything it bakes in is in the graph key. */\n"
-                "static int launch_step(dev_state *st, int T, int n_out, int mpv) {\n"
+                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs) {\n"
                 "    WORKSPACE_CARVE(st->ws, st->max_tokens);\n"
                 "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_rows = batch + 12ull * T,\n"
                 "                d_pages = batch + 16ull * T;\n"
@@ -305,6 +305,15 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 char split[96], reduce[96];
                 snprintf(split, sizeof split, "%s_split", k);
                 snprintf(reduce, sizeof reduce, "%s_reduce", k);
+                /* prefill: flash attention on tensor cores (same arguments as the direct kernel) */
+                snprintf(params, sizeof params,
+                         "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
+                         "#define AP_KVBF16 %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n",
+                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D));
+                snprintf(comment, sizeof comment, "causal flash attention for prefill runs (tensor cores), %d heads over %d KV heads x %d",
+                         H, KV, D);
+                snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d", H, KV, D);
+                const char *ap = instance(&c, "attention_prefill.cu", nm, "AP_NAME", params, comment);
                 const char *o_ = bufs[buf_of[n->out]].ident, *q_ = bufs[buf_of[n->in[0]]].ident;
                 fprintf(fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind2, g->tensors[n->out].name);
                 fprintf(fw, "%sif (T <= MV_TMAX) {\n"
@@ -312,12 +321,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                             "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
                             "%s    void *args2[] = {&T, &attn_ws, &%s};\n"
                             "%s    LAUNCH(%d, IG_AT_REDUCE_GRID_X(T, %d), IG_AT_REDUCE_GRID_Y(T), 1, IG_AT_REDUCE_BLOCK, 0, args2);\n"
-                            "%s} else {\n"
+                            "%s} else if (!prefill_runs) {\n"
+                            "%s    /* many decode tokens: one CTA per (token, KV head) keeps the GPU busy */\n"
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
                             "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), 1, IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
+                            "%s} else {\n"
+                            "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
+                            "%s    LAUNCH(%d, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
                             "%s}\n",
-                        ind2, ind2, q_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, o_, ind2, fn_index(&c, reduce), H, ind2, ind2, q_,
-                        o_, ind2, fn_index(&c, k), KV, H, KV, D, ind2);
+                        ind2, ind2, q_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, o_, ind2, fn_index(&c, reduce), H, ind2, ind2,
+                        ind2, q_, o_, ind2, fn_index(&c, k), KV, H, KV, D, ind2, ind2, q_, o_, ind2, fn_index(&c, ap), H, D, ind2);
                 break;
             }
             default:
@@ -338,13 +351,13 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    if (i == gc->n) {\n"
                 "        /* first time: run the step directly (this also makes the driver load every kernel\n"
                 "         * it uses, which must not happen during a capture), then capture it for next time */\n"
-                "        int rc0 = launch_step(st, T, n_out, mpb);\n"
+                "        int rc0 = launch_step(st, T, n_out, mpb, 0);\n"
                 "        if (rc0) return rc0;\n"
                 "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
                 "        i = gc->n;\n"
                 "        CUgraph g = NULL;\n"
                 "        CU(st->api.cuStreamBeginCapture(st->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));\n"
-                "        int rc = launch_step(st, T, n_out, mpb);\n"
+                "        int rc = launch_step(st, T, n_out, mpb, 0);\n"
                 "        CUresult re = st->api.cuStreamEndCapture(st->stream, &g);\n"
                 "        if (rc || re != CUDA_SUCCESS) {\n"
                 "            if (g) st->api.cuGraphDestroy(g);\n"
@@ -389,7 +402,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    memcpy(hb + 3 * T, b->out_rows, sizeof(int32_t) * n_out);\n"
                 "    for (int s = 0; s < b->n_seqs; s++) memcpy(hb + 4 * T + s * mpb, b->page_table + s * mp, sizeof(int32_t) * mp);\n"
                 "    CU(st->api.cuMemcpyHtoDAsync(st->d_batch, hb, sizeof(int32_t) * (4 * T + b->n_seqs * mpb), st->stream));\n"
-                "    int rc = T <= MV_TMAX && st->use_graphs ? launch_graph(st, T, n_out, mpb) : launch_step(st, T, n_out, mpb);\n"
+                "    /* does the step hold prefill runs (a sequence's consecutive positions) for the tensor-core kernel? */\n"
+                "    int prefill_runs = 0;\n"
+                "    for (int t = 1, run = 1; t < T && !prefill_runs; t++) {\n"
+                "        run = b->token_seq[t] == b->token_seq[t - 1] && b->positions[t] == b->positions[t - 1] + 1 ? run + 1 : 1;\n"
+                "        prefill_runs = run >= 16;\n"
+                "    }\n"
+                "    int rc = T <= MV_TMAX && st->use_graphs ? launch_graph(st, T, n_out, mpb)\n"
+                "                                            : launch_step(st, T, n_out, mpb, prefill_runs);\n"
                 "    if (rc) return rc;\n"
                 "    if (n_out > 0)\n"
                 "        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
