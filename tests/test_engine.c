@@ -64,6 +64,7 @@ static ig_req_status collect(ig_request *r, int32_t *toks, int32_t *n, int32_t c
         }
         for (int32_t i = 0; i < o->n_tokens && *n < cap; i++) toks[(*n)++] = o->tokens[i];
         st = o->status;
+        if (st == IG_REQ_ERROR) fprintf(stderr, "request error: %s\n", o->error);
         if (why) *why = o->finish;
         ig_output_free(o);
     }

@@ -625,8 +625,10 @@ static int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)(s % (uint64_t)V);
     }
     float *lg = malloc(sizeof(float) * V);
-    /* warm-up: one short sequence touches every weight page */
-    st = rt_seq_feed(r.m, r.pager, &r.seq, ids, 8, NULL, lg, &err);
+    /* warm-up: a short sequence touches every weight page, and one decode-sized and one
+     * prefill-sized step load every kernel (and, on GPUs, the GEMM library) before timing */
+    st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P < 64 ? P : 64, NULL, lg, &err);
+    for (int i = 0; i < 2 && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, 1, NULL, lg, &err);
     kv_seq_release(r.pager, &r.seq);
     double tp = rt_now();
     if (!st) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P, NULL, lg, &err);
