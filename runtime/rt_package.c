@@ -261,8 +261,9 @@ ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err) {
         if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens)
             return ig_fail(err, IG_ERR_INVALID, "logit row %d is not a token of the step", b->out_rows[i]);
     int rc = d->forward(&m->ctx, b);
-    if (rc <= -10000)
-        return ig_fail(err, IG_ERR_INTERNAL, "a device call failed in the step (%s/src/model.c line %d)", m->pkg->dir, -rc - 10000);
+    if (rc <= -10000000)
+        return ig_fail(err, IG_ERR_INTERNAL, "a device call failed in the step with error %d (%s/src/model.c line %d)",
+                       (-rc - 10000000) / 10000, m->pkg->dir, (-rc - 10000000) % 10000);
     if (rc != 0) return ig_fail(err, IG_ERR_INTERNAL, "model forward rejected the step (code %d)", rc);
     return IG_OK;
 }
