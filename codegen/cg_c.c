@@ -80,19 +80,6 @@ static const char *instance(cg *c, const char *tpl, const char *prefix, const ch
 
 static const char *dtname(int bf16) { return bf16 ? "bf16" : "f32"; }
 
-/* C identifier for an activation tensor: its IR name without the layer prefix. */
-static void act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap) {
-    const char *n = g->tensors[t].name;
-    if (!strncmp(n, "layers.", 7)) {
-        const char *d = strchr(n + 7, '.');
-        if (d) n = d + 1;
-    }
-    size_t j = 0;
-    j += snprintf(buf, cap, "a_");
-    for (; *n && j + 1 < cap; n++) buf[j++] = (char)((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ? *n : '_');
-    buf[j] = 0;
-}
-
 /* Activation buffers of the step: the residual stream `x` and one buffer per other tensor. */
 typedef struct buf {
     int32_t tensor; /* first tensor (layer 0 or global) using it */
@@ -143,7 +130,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
         b_->tensor = (tid);                                                       \
         b_->cols = (colsv);                                                       \
         b_->bf16 = (isbf);                                                        \
-        act_ident(g, (tid), b_->ident, sizeof b_->ident);                         \
+        cg_act_ident(g, (tid), b_->ident, sizeof b_->ident);                         \
         for (int q_ = 0; q_ < n_bufs; q_++)                                       \
             if (!strcmp(bufs[q_].ident, b_->ident))                               \
                 snprintf(b_->ident + strlen(b_->ident), 8, "_%d", n_bufs);        \

@@ -127,3 +127,15 @@ void cg_rope_inv_freq(const ir_hparams *hp, double *inv) {
         inv[i] = f;
     }
 }
+
+void cg_act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap) {
+    const char *n = g->tensors[t].name;
+    if (!strncmp(n, "layers.", 7)) {
+        const char *d = strchr(n + 7, '.');
+        if (d) n = d + 1;
+    }
+    size_t j = (size_t)snprintf(buf, cap, "a_");
+    for (; *n && j + 1 < cap; n++)
+        buf[j++] = (char)((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ? *n : '_');
+    buf[j] = 0;
+}

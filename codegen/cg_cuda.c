@@ -69,18 +69,6 @@ static const char *instance(gen *c, const char *tpl, const char *prefix, const c
 
 static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
 
-static void act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap) {
-    const char *n = g->tensors[t].name;
-    if (!strncmp(n, "layers.", 7)) {
-        const char *d = strchr(n + 7, '.');
-        if (d) n = d + 1;
-    }
-    size_t j = (size_t)snprintf(buf, cap, "a_");
-    for (; *n && j + 1 < cap; n++)
-        buf[j++] = (char)((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ? *n : '_');
-    buf[j] = 0;
-}
-
 /* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi: a GEMV launch for up to MV_TMAX rows,
  * else cuBLAS (+ bias / SwiGLU epilogue kernels). */
 static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
@@ -174,7 +162,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         buf *b_ = &bufs[n_bufs];                                                               \
         b_->cols = (colsv);                                                                    \
         b_->bf16 = (isbf);                                                                     \
-        act_ident(g, (tid), b_->ident, sizeof b_->ident);                                      \
+        cg_act_ident(g, (tid), b_->ident, sizeof b_->ident);                                      \
         for (int q_ = 0; q_ < n_bufs; q_++)                                                    \
             if (!strcmp(bufs[q_].ident, b_->ident)) snprintf(b_->ident + strlen(b_->ident), 8, "_%d", n_bufs); \
         buf_of[(tid)] = n_bufs++;                                                              \

@@ -475,33 +475,28 @@ static int is_stop_id(const ig_request *r, int32_t id) {
     return 0;
 }
 
+/* Ends the requests of one list that were asked to stop (all of them at shutdown). */
+static void reap_list(ig_engine *e, ig_request **head, int32_t *count) {
+    for (ig_request **p = head; *p;) {
+        ig_request *r = *p;
+        if (r->stop_requested || e->c->shutdown) {
+            *p = r->next;
+            r->next = NULL;
+            (*count)--;
+            finish_request(e, r, IG_REQ_STOPPED, IG_FINISH_NONE, NULL, NULL);
+        } else {
+            p = &r->next;
+        }
+    }
+}
+
 /* Ends requests asked to stop, wherever they are (c->mu held). */
 static void reap_stopped(ig_engine *e) {
     core *c = e->c;
-    for (ig_request **p = &c->wait_head; *p;) {
-        ig_request *r = *p;
-        if (r->stop_requested || c->shutdown) {
-            *p = r->next;
-            r->next = NULL;
-            c->n_waiting--;
-            finish_request(e, r, IG_REQ_STOPPED, IG_FINISH_NONE, NULL, NULL);
-        } else {
-            p = &r->next;
-        }
-    }
+    reap_list(e, &c->wait_head, &c->n_waiting);
     c->wait_tail = NULL;
     for (ig_request *r = c->wait_head; r; r = r->next) c->wait_tail = r;
-    for (ig_request **p = &c->run_head; *p;) {
-        ig_request *r = *p;
-        if (r->stop_requested || c->shutdown) {
-            *p = r->next;
-            r->next = NULL;
-            c->n_running--;
-            finish_request(e, r, IG_REQ_STOPPED, IG_FINISH_NONE, NULL, NULL);
-        } else {
-            p = &r->next;
-        }
-    }
+    reap_list(e, &c->run_head, &c->n_running);
 }
 
 /* Preemption by recompute (c->mu held): r leaves the running list, its pages go back to the pool
