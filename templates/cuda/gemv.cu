@@ -14,7 +14,7 @@
  * launch: grid = (IG_MV_GRID_X(T, MV_N, MV_ROWS) = Np / MV_ROWS, 1, 1), block = IG_MV_BLOCK = 256,
  *         dynamic smem = 0 (launch.h; MV_ROWS defaults to IG_MV_ROWS_DEFAULT(MV_N, MV_EPI == 2)).
  *
- * Work split: a CTA owns MV_ROWS packed rows (at most 16); its 8 warps split K into 8 slices and
+ * Work split: a CTA owns MV_ROWS packed rows (at most 8); its 8 warps split K into 8 slices and
  * each warp computes all of the CTA's rows over its slice, so that even N = 2048 with K = 8192 has
  * 512 CTAs of long streams. A lane reads 16 bytes of W per row per step (coalesced 512-byte warp
  * transactions), several rows and unrolled steps in flight; W goes through registers only.
@@ -23,7 +23,7 @@
  * per 16-byte W vector and reused in registers across the CTA's rows, and T*K*4 bytes of staging
  * would not fit shared memory for K = 8192, T = 8 anyway. Partial sums are reduced inside each warp
  * by a transposing butterfly (V values in 31 shuffles instead of 5V), then across the 8 warps
- * through 4 KB of static shared memory; one thread per output applies the epilogue (no atomics,
+ * through 2 KB of static shared memory; one thread per output applies the epilogue (no atomics,
  * deterministic). At most 32 accumulators per lane: T <= 4 runs as one pass over W with all rows,
  * 5 <= T <= 8 as two half-row passes (each W byte still read once), T > 8 in groups of 8.
  */
@@ -131,35 +131,19 @@ IG_DEV int ig_mv_bfly_idx(int lane) {
     return idx;
 }
 
-/* Offset (in packed rows) of local row r from the CTA's first packed row P0 (ig_mv_p0): rows are
- * consecutive, except SwiGLU where the RW/2 up rows sit 16 rows after the RW/2 gate rows (the
- * c*h .. c*h+h-1 outputs of a CTA never cross a 16-row block since h divides 16). */
-template <int RW, bool SW>
-IG_DEV int ig_mv_p0(int c) {
-    if (!SW) return c * RW;
-    constexpr int h = RW >= 2 ? RW / 2 : 1;
-    return 32 * ((c * h) >> 4) + ((c * h) & 15);
-}
-template <int RW, bool SW>
-__host__ __device__ constexpr int ig_mv_roff(int r) {
-    return !SW ? r : (r < (RW >= 2 ? RW / 2 : 1) ? r : r - (RW >= 2 ? RW / 2 : 1) + 16);
-}
-
 /* One pass over this warp's K slice for TB tokens (rows >= tn of the group read as zero) and RC
- * CTA rows starting at local row r0; writes red[warp][t][r0 + r] (red is [8][8][16] floats).
- * Loads in flight per lane: U * RC 16-byte W vectors (16 for TB <= 2, 8 beyond), all issued
- * before any is used. */
-template <int K, bool WB, bool XB, int RW, bool SW, int TB, int RC, int R0>
-IG_DEV void ig_mv_pass(const void *x, int tn, const char *w, int c, float *red) {
+ * CTA rows starting at local row r0; writes red[warp][t][r0 + r] (red is [8][8][8] floats). */
+template <int K, bool WB, bool XB, int RW, bool SW, int TB, int RC>
+IG_DEV void ig_mv_pass(const void *x, int tn, const char *w, int c, int r0, float *red) {
     constexpr int WES = WB ? 2 : 4, XES = XB ? 2 : 4;
     constexpr int VE = 16 / WES;          /* elements per 16-byte W vector */
     constexpr int KV = K / VE;            /* vectors per row */
-    constexpr int LIF = TB == 1 ? 16 : 8; /* target W loads in flight per lane */
-    constexpr int U = RC >= LIF ? 1 : LIF / RC;
-    constexpr size_t RB = (size_t)K * WES; /* bytes per row */
+    constexpr int U = RC >= 8 ? 1 : 8 / RC; /* steps per iteration: ~8 W loads in flight per lane */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int v0 = warp * KV / 8, v1 = (warp + 1) * KV / 8;
-    const char *wb = w + (size_t)ig_mv_p0<RW, SW>(c) * RB;
+    const char *wr[RC];
+#pragma unroll
+    for (int r = 0; r < RC; r++) wr[r] = w + (size_t)ig_mv_row<RW, SW>(c, r0 + r) * (K * WES);
     float acc[TB * RC];
 #pragma unroll
     for (int i = 0; i < TB * RC; i++) acc[i] = 0.0f;
@@ -170,19 +154,19 @@ IG_DEV void ig_mv_pass(const void *x, int tn, const char *w, int c, float *red) 
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < RC; r++)
-                raw[u][r] = (v + 32 * u < v1) ? ig_ldg16(wb + (size_t)ig_mv_roff<RW, SW>(R0 + r) * RB + (size_t)(v + 32 * u) * 16)
+                raw[u][r] = (v + 32 * u < v1) ? ig_ldg16(wr[r] + (size_t)(v + 32 * u) * 16)
                                               : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int vv = v + 32 * u;
-            const bool in = vv < v1; /* out-of-slice steps: W and x zero */
+            if (vv >= v1) break;
             float wf[RC][VE];
 #pragma unroll
             for (int r = 0; r < RC; r++) ig_unpack16(raw[u][r], WES, wf[r]);
 #pragma unroll
             for (int t = 0; t < TB; t++) {
                 float xf[VE];
-                ig_mv_loadx<VE, XB>((const char *)x + (size_t)t * K * XES, vv * VE, in && t < tn, xf);
+                ig_mv_loadx<VE, XB>((const char *)x + (size_t)t * K * XES, vv * VE, t < tn, xf);
 #pragma unroll
                 for (int r = 0; r < RC; r++)
 #pragma unroll
@@ -195,22 +179,9 @@ IG_DEV void ig_mv_pass(const void *x, int tn, const char *w, int c, float *red) 
     /* lanes that differ only in the bits the plain xor steps reduced hold the same value */
     if ((lane & ((TB * RC >= 32) ? 0 : (32 / (TB * RC) - 1))) == 0) {
         /* value index idx is acc[t * RC + r]; lanes with the low bits set hold copies */
-        red[(warp * 8 + idx / RC) * 16 + R0 + idx % RC] = s;
+        red[(warp * 8 + idx / RC) * 8 + r0 + idx % RC] = s;
     }
 }
-
-/* All RW rows for TB tokens, RC rows per pass (TB * RC <= 32 accumulators). */
-template <int K, bool WB, bool XB, int RW, bool SW, int TB, int RC, int R0>
-struct ig_mv_passes {
-    static __device__ __forceinline__ void run(const void *x, int tn, const char *w, int c, float *red) {
-        ig_mv_pass<K, WB, XB, RW, SW, TB, RC, R0>(x, tn, w, c, red);
-        ig_mv_passes<K, WB, XB, RW, SW, TB, RC, (R0 + RC < RW ? R0 + RC : -1)>::run(x, tn, w, c, red);
-    }
-};
-template <int K, bool WB, bool XB, int RW, bool SW, int TB, int RC>
-struct ig_mv_passes<K, WB, XB, RW, SW, TB, RC, -1> {
-    static __device__ __forceinline__ void run(const void *, int, const char *, int, float *) {}
-};
 
 #endif /* IG_GEMV_HELPERS */
 
@@ -230,23 +201,26 @@ MV_NAME(int T, const MV_XT_ *x, const MV_WT_ *w, const float *bias, void *y) {
     constexpr int RW = MV_ROWS, XES = MV_XBF16 ? 2 : 4;
     constexpr bool SW = (MV_EPI) == 2;
     static_assert(MV_K % 8 == 0, "MV_K must be a multiple of 8 (16-byte loads)");
-    static_assert(RW >= 1 && RW <= 16 && 16 % RW == 0, "MV_ROWS must be 1, 2, 4, 8 or 16");
+    static_assert(RW >= 1 && RW <= 8 && 16 % RW == 0, "MV_ROWS must be 1, 2, 4 or 8");
     static_assert(!SW || (RW >= 2 && MV_N % 32 == 0), "SwiGLU needs MV_ROWS >= 2 and I % 16 == 0");
     static_assert(IG_MV_BLOCK == 256, "the K split assumes 8 warps");
-    __shared__ float red[8 * 8 * 16]; /* [warp][token][row] */
+    __shared__ float red[8 * 8 * 8]; /* [warp][token][row] */
     const int c = blockIdx.x;
     const char *wc = (const char *)w;
     for (int t0 = 0; t0 < T; t0 += 8) {
         const int tn = min(8, T - t0);
         const void *xg = (const char *)x + (size_t)t0 * MV_K * XES;
         if (tn == 1) {
-            ig_mv_passes<MV_K, MV_WBF16, MV_XBF16, RW, SW, 1, (RW < 16 ? RW : 16), 0>::run(xg, tn, wc, c, red);
+            ig_mv_pass<MV_K, MV_WBF16, MV_XBF16, RW, SW, 1, RW>(xg, tn, wc, c, 0, red);
         } else if (tn == 2) {
-            ig_mv_passes<MV_K, MV_WBF16, MV_XBF16, RW, SW, 2, (RW < 8 ? RW : 8), 0>::run(xg, tn, wc, c, red);
+            ig_mv_pass<MV_K, MV_WBF16, MV_XBF16, RW, SW, 2, RW>(xg, tn, wc, c, 0, red);
         } else if (tn <= 4) {
-            ig_mv_passes<MV_K, MV_WBF16, MV_XBF16, RW, SW, 4, (RW < 8 ? RW : 8), 0>::run(xg, tn, wc, c, red);
+            ig_mv_pass<MV_K, MV_WBF16, MV_XBF16, RW, SW, 4, RW>(xg, tn, wc, c, 0, red);
+        } else if (RW >= 2) {
+            ig_mv_pass<MV_K, MV_WBF16, MV_XBF16, RW, SW, 8, (RW >= 2 ? RW / 2 : 1)>(xg, tn, wc, c, 0, red);
+            ig_mv_pass<MV_K, MV_WBF16, MV_XBF16, RW, SW, 8, (RW >= 2 ? RW / 2 : 1)>(xg, tn, wc, c, RW / 2, red);
         } else {
-            ig_mv_passes<MV_K, MV_WBF16, MV_XBF16, RW, SW, 8, (RW < 4 ? RW : 4), 0>::run(xg, tn, wc, c, red);
+            ig_mv_pass<MV_K, MV_WBF16, MV_XBF16, RW, SW, 8, 1>(xg, tn, wc, c, 0, red);
         }
         __syncthreads();
         const int tid = threadIdx.x;
@@ -255,7 +229,7 @@ MV_NAME(int T, const MV_XT_ *x, const MV_WT_ *w, const float *bias, void *y) {
                 const int t = tid / RW, r = tid % RW, n = c * RW + r;
                 float s = 0.0f;
 #pragma unroll
-                for (int wp = 0; wp < 8; wp++) s += red[(wp * 8 + t) * 16 + r];
+                for (int wp = 0; wp < 8; wp++) s += red[(wp * 8 + t) * 8 + r];
                 if (n < MV_N) { /* padded rows are computed (zero weights) but never stored */
                     if (MV_BIAS) s += bias[n];
                     float *yr = (float *)y + (size_t)(t0 + t) * MV_LDY;
@@ -269,7 +243,7 @@ MV_NAME(int T, const MV_XT_ *x, const MV_WT_ *w, const float *bias, void *y) {
                 const int t = tid / H, i = tid % H;
                 float g = 0.0f, u = 0.0f;
 #pragma unroll
-                for (int wp = 0; wp < 8; wp++) g += red[(wp * 8 + t) * 16 + i], u += red[(wp * 8 + t) * 16 + H + i];
+                for (int wp = 0; wp < 8; wp++) g += red[(wp * 8 + t) * 8 + i], u += red[(wp * 8 + t) * 8 + H + i];
                 if (MV_BIAS) g += bias[ig_mv_row<RW, true>(c, i)], u += bias[ig_mv_row<RW, true>(c, H + i)];
                 const float o = g / (1.0f + expf(-g)) * u;
                 const size_t yo = (size_t)(t0 + t) * MV_LDY + c * H + i;

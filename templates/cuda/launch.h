@@ -25,13 +25,12 @@
 
 /* ---- gemv.cu: MV_NAME(T, x, w, bias, y) ----
  * One CTA of 8 warps owns ROWS consecutive packed rows (SwiGLU: ROWS/2 gate rows and their ROWS/2
- * up rows); the warps split K. ROWS divides 16 (1, 2, 4, 8, 16; 2..16 for SwiGLU). 16 rows for
- * N >= 3072 so that K = 2048 lanes have 16 independent 16-byte loads in flight at T = 1.
+ * up rows); the warps split K. ROWS divides 16 (1, 2, 4, 8, 16; 2..16 for SwiGLU).
  * IG_MV_ROWS_DEFAULT picks it from N so that the grid has several CTAs per SM (MV_ROWS overrides;
  * the host must then pass the same value). SWIGLU: 1 when MV_EPI == 2. No dynamic smem. */
 #define IG_MV_BLOCK 256
 #define IG_MV_ROWS_DEFAULT(N, SWIGLU) \
-    (IG_NPAD16(N) >= 3072 ? 16 : IG_NPAD16(N) >= 1024 ? 8 : ((SWIGLU) || IG_NPAD16(N) >= 256) ? 2 : 1)
+    (IG_NPAD16(N) >= 8192 ? 8 : IG_NPAD16(N) >= 1024 ? 4 : ((SWIGLU) || IG_NPAD16(N) >= 256) ? 2 : 1)
 #define IG_MV_GRID_X(T, N, ROWS) (IG_NPAD16(N) / (ROWS))
 #define IG_MV_GRID_Y(T) 1
 #define IG_MV_SMEM(T) 0
