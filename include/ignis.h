@@ -87,6 +87,8 @@ typedef struct ig_gen_config {
     const int32_t *logit_bias_ids; const float *logit_bias_values; int32_t n_logit_bias;
     int32_t top_logprobs;     /* 0..20 */
     int ignore_eos;           /* keep going past the model's EOS tokens */
+    int logprobs;             /* 1: ig_output.logprobs holds each token's log-probability (costs a
+                                 pass over the vocabulary per token); 0: NaN unless top_logprobs > 0 */
 } ig_gen_config;
 IG_API void ig_gen_config_default(ig_gen_config *g);
 
@@ -117,7 +119,8 @@ typedef struct ig_output {
     ig_finish_reason finish;  /* when status == FINISHED */
     int32_t n_tokens;
     int32_t *tokens;          /* [n_tokens] new token ids */
-    float *logprobs;          /* [n_tokens] log-probability of each (raw model distribution) */
+    float *logprobs;          /* [n_tokens] log-probability of each (raw model distribution); NaN
+                                 unless the request asked for logprobs or top_logprobs */
     int32_t n_top;            /* top_logprobs of the request */
     ig_logprob *top;          /* [n_tokens][n_top] */
     char *text;               /* new text (NUL-terminated; empty without a tokenizer) */

@@ -93,6 +93,9 @@ struct ig_engine {
     int32_t *b_ids, *b_pos, *b_seq, *b_rows, *b_pages;
     float *b_logits;
     ig_request **b_reqs;
+    smp_result *b_res;          /* [max_seqs] sampling results of the step */
+    ig_status *b_sampled;       /* [max_seqs] */
+    ig_err *b_errs;             /* [max_seqs] */
     int32_t max_pages_per_seq;
 };
 
@@ -316,6 +319,7 @@ ig_status ig_request_start(ig_engine *e, const int32_t *ids, int32_t n_ids, cons
     sp.logit_bias_ids = gin->logit_bias_ids;
     sp.logit_bias_values = gin->logit_bias_values;
     sp.top_logprobs = gin->top_logprobs;
+    sp.logprobs = gin->logprobs;
     ig_status st = smp_validate(&sp, d->vocab, err);
     if (st) return st;
 
@@ -634,23 +638,28 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
     b->logits = e->b_logits;
 }
 
-/* Samples the next token of r from its logits row and emits it (c->mu held). */
-static void advance(ig_engine *e, ig_request *r, float *logits) {
-    core *c = e->c;
-    const ig_model_desc *d = e->pkg->desc;
+/* Samples the next token of r from its logits row. Runs without the lock, for all sequences of
+ * a step in parallel: it touches only r's sampler state and its row, both the scheduler's. */
+static ig_status sample_one(ig_engine *e, ig_request *r, float *logits, smp_result *res, ig_err *err) {
     if (r->n_gen < r->g.min_new_tokens) {
         for (int32_t i = 0; i < e->pkg->n_eos; i++) logits[e->pkg->eos_ids[i]] = -INFINITY;
         for (int32_t i = 0; i < r->g.n_stop_ids; i++) logits[r->stop_ids[i]] = -INFINITY;
     }
-    smp_result res;
+    return smp_sample(r->smp, logits, res, err);
+}
+
+/* Appends the sampled token to r and emits it, or ends r (c->mu held). */
+static void advance(ig_engine *e, ig_request *r, ig_status sampled, const smp_result *res, const ig_err *serr) {
+    core *c = e->c;
+    const ig_model_desc *d = e->pkg->desc;
     ig_err err;
-    if (smp_sample(r->smp, logits, &res, &err) != IG_OK) {
+    if (sampled != IG_OK) {
         list_remove(&c->run_head, r);
         c->n_running--;
-        finish_request(e, r, IG_REQ_ERROR, IG_FINISH_NONE, err.msg, NULL);
+        finish_request(e, r, IG_REQ_ERROR, IG_FINISH_NONE, serr->msg, NULL);
         return;
     }
-    int32_t tok = res.token;
+    int32_t tok = res->token;
     r->tokens[r->n_tokens++] = tok;
     r->n_gen++;
     c->stats.tokens_generated++;
@@ -659,10 +668,10 @@ static void advance(ig_engine *e, ig_request *r, float *logits) {
     if (!o) return;
     o->n_tokens = 1;
     o->tokens[0] = tok;
-    o->logprobs[0] = res.logprob;
+    o->logprobs[0] = res->logprob;
     for (int32_t k = 0; k < o->n_top; k++) {
-        o->top[k].id = res.top[k].id;
-        o->top[k].logprob = res.top[k].logprob;
+        o->top[k].id = res->top[k].id;
+        o->top[k].logprob = res->top[k].logprob;
     }
     ig_finish_reason why = IG_FINISH_NONE;
     if (is_eos(e, r, tok))
@@ -750,6 +759,15 @@ static void *scheduler_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
         ig_err err;
         ig_status st = rt_model_forward(e->model, &b, &err);
+        if (!st) {
+            /* sample every sequence of the step in parallel, still without the lock */
+#pragma omp parallel for schedule(dynamic, 1) if (b.n_out > 1)
+            for (int32_t s = 0; s < b.n_seqs; s++) {
+                ig_request *r = e->b_reqs[s];
+                if (r->step_row >= 0)
+                    e->b_sampled[s] = sample_one(e, r, e->b_logits + (size_t)r->step_row * V, &e->b_res[s], &e->b_errs[s]);
+            }
+        }
         pthread_mutex_lock(&c->mu);
         c->stats.steps++;
         for (int32_t s = 0; s < b.n_seqs; s++) {
@@ -764,7 +782,7 @@ static void *scheduler_main(void *arg) {
             }
             if (r->n_kv < r->n_prompt) c->stats.tokens_prefilled += take;
             r->n_kv += take;
-            if (r->step_row >= 0) advance(e, r, e->b_logits + (size_t)r->step_row * V);
+            if (r->step_row >= 0) advance(e, r, e->b_sampled[s], &e->b_res[s], &e->b_errs[s]);
         }
     }
     pthread_mutex_unlock(&c->mu);
@@ -821,7 +839,11 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
         e->b_pages = malloc(sizeof(int32_t) * (size_t)S * e->max_pages_per_seq);
         e->b_logits = malloc(sizeof(float) * (size_t)S * d->vocab);
         e->b_reqs = malloc(sizeof(ig_request *) * S);
-        if (!e->b_ids || !e->b_pos || !e->b_seq || !e->b_rows || !e->b_pages || !e->b_logits || !e->b_reqs)
+        e->b_res = malloc(sizeof(smp_result) * S);
+        e->b_sampled = malloc(sizeof(ig_status) * S);
+        e->b_errs = malloc(sizeof(ig_err) * S);
+        if (!e->b_ids || !e->b_pos || !e->b_seq || !e->b_rows || !e->b_pages || !e->b_logits || !e->b_reqs ||
+            !e->b_res || !e->b_sampled || !e->b_errs)
             st = ig_fail(err, IG_ERR_NOMEM, "out of memory for step buffers");
     }
     if (!st) {
@@ -859,6 +881,9 @@ void ig_engine_close(ig_engine *e) {
     free(e->b_pages);
     free(e->b_logits);
     free(e->b_reqs);
+    free(e->b_res);
+    free(e->b_sampled);
+    free(e->b_errs);
     tok_free(e->tok);
     kv_pager_free(e->pager);
     rt_model_free(e->model);

@@ -593,13 +593,16 @@ ig_status smp_sample(smp_state *s, float *logits, smp_result *r, ig_err *err) {
 
     for (int64_t j = ns - 1; j >= 0; j--) logits[s->save_ids[j]] = s->save_vals[j];
 
-    /* Raw logprobs. */
-    double z0 = zsame >= 0.0 ? zsame : sum_weights(logits, V, m0, 1.0f, 0.0f);
-    double lse = log(z0);
+    /* Raw logprobs, only when asked for: greedy decoding then costs two passes over the vocab. */
     r->token = tok;
-    r->logprob = (float)((double)logits[tok] - (double)m0 - lse);
+    r->logprob = NAN;
     r->n_top = 0;
-    if (p->top_logprobs > 0) top_n(logits, V, p->top_logprobs < V ? p->top_logprobs : V, m0, lse, r);
+    if (p->logprobs || p->top_logprobs > 0) {
+        double z0 = zsame >= 0.0 ? zsame : sum_weights(logits, V, m0, 1.0f, 0.0f);
+        double lse = log(z0);
+        r->logprob = (float)((double)logits[tok] - (double)m0 - lse);
+        if (p->top_logprobs > 0) top_n(logits, V, p->top_logprobs < V ? p->top_logprobs : V, m0, lse, r);
+    }
 
     if (s->track) record(s, tok, 1, 0);
     s->n_sampled++;

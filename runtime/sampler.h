@@ -50,6 +50,8 @@ typedef struct smp_params {
     const int32_t *logit_bias_ids;    /* [n_logit_bias] ids < vocab; borrowed until smp_new returns */
     const float *logit_bias_values;   /* [n_logit_bias] added to the logits first; finite or -inf */
     int32_t top_logprobs;     /* 0..20: also report the n most likely tokens with logprobs */
+    int logprobs;             /* 1: report the chosen token's logprob (a pass of exp over the vocab);
+                                 0: smp_result.logprob is NaN unless top_logprobs > 0 */
 } smp_params;
 
 /* Greedy, no penalties, no bias, seed 0, no top logprobs. */

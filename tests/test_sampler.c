@@ -464,6 +464,7 @@ static void test_logit_bias(void) {
     p.n_logit_bias = 1;
     p.logit_bias_ids = id3;
     p.logit_bias_values = up;
+    p.logprobs = 1;
     smp_state *s = mk(&p, V, NULL, 0);
     smp_result r;
     ig_err err;
@@ -474,6 +475,19 @@ static void test_logit_bias(void) {
     CHECK(fabs(r.logprob - (x[3] - m - log(z))) < 1e-4);
     smp_free(s);
     free(x);
+}
+
+/* Without logprobs asked for, greedy skips the log-softmax pass: same token, NaN logprob. */
+static void test_no_logprobs(void) {
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = (float)((i * 37) % 64) * 0.1f;
+    smp_params p;
+    smp_params_default(&p);
+    smp_state *s = mk(&p, 64, NULL, 0);
+    smp_result r;
+    ig_err err;
+    CHECK(smp_sample(s, x, &r, &err) == IG_OK && x[r.token] == 6.3f && isnan(r.logprob) && r.n_top == 0);
+    smp_free(s);
 }
 
 static void test_logprobs(void) {
@@ -493,6 +507,7 @@ static void test_logprobs(void) {
     p.logit_bias_ids = bid;
     p.logit_bias_values = bval;
     p.top_logprobs = 20;
+    p.logprobs = 1;
     smp_state *s = mk(&p, V, prompt, 3);
     double m = -INFINITY, z = 0.0;
     for (int32_t i = 0; i < V; i++) m = fmax(m, x[i]);
@@ -514,6 +529,7 @@ static void test_logprobs(void) {
     /* top_logprobs larger than the vocabulary */
     smp_params_default(&p);
     p.top_logprobs = 5;
+    p.logprobs = 1;
     s = mk(&p, 3, NULL, 0);
     float y[3] = {0.0f, 1.0f, -INFINITY};
     smp_result r;
@@ -732,6 +748,7 @@ int main(void) {
     test_penalties();
     test_logit_bias();
     test_logprobs();
+    test_no_logprobs();
     test_validation();
     test_stop();
     if (failures) {
