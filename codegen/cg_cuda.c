@@ -86,7 +86,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              has_bias ? "_bias" : "");
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
-    fprintf(fw, "%sif (%s <= MV_TMAX) {\n", ind, rows);
+    fprintf(fw, "%sif (%s <= st->gemv_tmax) {\n", ind, rows);
     fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", x, w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%s, %lld, IG_MV_ROWS_DEFAULT(%lld, %d)), 1, 1, IG_MV_BLOCK, 0, args);\n", ind, fmv,
             rows, (long long)N, (long long)N, swiglu);
@@ -400,7 +400,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "        run = b->token_seq[t] == b->token_seq[t - 1] && b->positions[t] == b->positions[t - 1] + 1 ? run + 1 : 1;\n"
                 "        prefill_runs = run >= 16;\n"
                 "    }\n"
-                "    int rc = T <= MV_TMAX && st->use_graphs ? launch_graph(st, T, n_out, mpb)\n"
+                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs ? launch_graph(st, T, n_out, mpb)\n"
                 "                                            : launch_step(st, T, n_out, mpb, prefill_runs);\n"
                 "    if (rc) return rc;\n"
                 "    if (n_out > 0)\n"
@@ -501,6 +501,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int32_t max_tokens, max_pages;\n"
             "    int sync_each;      /* IGNIS_CUDA_SYNC: debug aid */\n"
             "    int use_graphs;     /* decode steps replay CUDA graphs (IGNIS_CUDA_GRAPHS=0: off) */\n"
+            "    int gemv_tmax;      /* steps of up to this many tokens use the GEMV kernels, larger ones cuBLAS:\n"
+            "                         * 1 by default (H200, 1B shape: at 8 tokens cuBLAS steps took 2.3 ms, the\n"
+            "                         * GEMV 4.4 ms; at 1 token they tie without graphs, and the GEMV step can be\n"
+            "                         * replayed as a graph). IGNIS_CUDA_GEMV_TMAX=0..8 overrides it. */\n"
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
             "    CUdeviceptr d_batch, d_logits; /* in the workspace */\n"
@@ -587,6 +591,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    st->sync_each = getenv(\"IGNIS_CUDA_SYNC\") != NULL;\n"
                  "    const char *graphs = getenv(\"IGNIS_CUDA_GRAPHS\");\n"
                  "    st->use_graphs = !st->sync_each && !(graphs && graphs[0] == '0');\n"
+                 "    const char *gt = getenv(\"IGNIS_CUDA_GEMV_TMAX\");\n"
+                 "    st->gemv_tmax = gt ? atoi(gt) : 1;\n"
+                 "    if (st->gemv_tmax > MV_TMAX) st->gemv_tmax = MV_TMAX;\n"
                  "    st->max_pages = MAX_PAGES_PER_SEQ;\n"
                  "    size_t w_bytes = %lluull, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;\n"
                  "    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;\n"
