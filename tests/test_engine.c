@@ -256,6 +256,46 @@ static void test_bad_requests(ig_engine *e) {
     ig_request_release(r);
 }
 
+/* Limits: a full waiting queue answers BUSY to the extra request only; a KV budget smaller than
+ * one page is refused at open with the sizes named. */
+static void test_limits(const char *pkg) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 1;
+    cfg.max_tokens_per_step = 8;
+    cfg.max_waiting = 2;
+    ig_engine *e;
+    ig_err err;
+    if (ig_engine_open(pkg, &cfg, &e, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 20;
+    g.ignore_eos = 1;
+    int32_t ids[4] = {1, 2, 3, 4};
+    ig_request *r[8];
+    int ok = 0, busy = 0;
+    for (int i = 0; i < 8; i++) {
+        ig_status st = ig_request_start(e, ids, 4, &g, &r[i], &err);
+        if (st == IG_OK) ok++;
+        else if (st == IG_ERR_BUSY && strstr(err.msg, "too many requests")) busy++, r[i] = NULL;
+        else r[i] = NULL;
+    }
+    CHECK(busy > 0 && ok >= 2, "max_waiting 2: %d started, %d busy", ok, busy);
+    for (int i = 0; i < 8; i++)
+        if (r[i]) {
+            int32_t t[32], n;
+            CHECK(collect(r[i], t, &n, 32, NULL) == IG_REQ_FINISHED && n == 20, "accepted request %d did not finish", i);
+            ig_request_release(r[i]);
+        }
+    ig_engine_close(e);
+    ig_engine_config_default(&cfg);
+    cfg.kv_bytes = 100;
+    CHECK(ig_engine_open(pkg, &cfg, &e, &err) != IG_OK && strstr(err.msg, "less than one page"), "tiny KV budget: %s", err.msg);
+}
+
 /* ---- stress */
 typedef struct stress_arg {
     ig_engine *e;
@@ -442,6 +482,7 @@ int main(void) {
     char pkg[512];
     if (compile_pkg("llama-gqa", "f32", pkg, sizeof pkg) == 0) {
         test_preemption(pkg);
+        test_limits(pkg);
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
         if (system(cmd)) {}
