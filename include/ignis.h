@@ -46,6 +46,7 @@ typedef struct ig_engine_config {
     int32_t n_threads;           /* compute threads (0: all online CPUs) */
     int32_t max_waiting;         /* requests queued beyond running ones before start says BUSY (default 1024) */
     int verify_hashes;           /* check weight hashes at open (default 1) */
+    int prefix_cache;            /* reuse KV pages of shared prompt prefixes across requests (default 1) */
 } ig_engine_config;
 
 IG_API void ig_engine_config_default(ig_engine_config *cfg);
@@ -64,6 +65,9 @@ typedef struct ig_engine_stats {
     int64_t tokens_prefilled; /* prompt tokens processed (recomputed ones too) */
     int64_t tokens_generated;
     int64_t preemptions;
+    int32_t kv_pages_cached;  /* pages only the prefix cache holds (free on demand): free + cached
+                                 = total when no request runs */
+    int64_t prefix_hit_tokens; /* prompt tokens whose KV came from the prefix cache */
 } ig_engine_stats;
 IG_API void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s);
 /* Model facts: vocabulary size, context length (tokens), whether a tokenizer is present. */

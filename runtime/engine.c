@@ -8,8 +8,13 @@
  *
  * A sequence is "tokens[0..n_tokens) known, KV computed for [0..n_kv)": prefill and decode are the
  * same operation (feed tokens[n_kv..n_tokens)). Preemption (no page left for a running sequence)
- * releases the newest sequence's pages and sends it back to the head of the waiting queue with
- * n_kv = 0: it is recomputed from prompt + generated tokens later, never failed.
+ * first evicts pages only the prefix cache holds, then releases the newest sequence's pages and
+ * sends it back to the head of the waiting queue with n_kv = 0: it is recomputed from prompt +
+ * generated tokens later (its prefix mostly from the cache), never failed.
+ *
+ * Prefix cache (prefix_cache.h): every full page a sequence completes is offered to the cache
+ * under a chained hash of the tokens up to it; at admission a sequence takes the cached pages
+ * that prefix its tokens (shared, read-only: its own writes start on a page of its own).
  *
  * Locking: one mutex (core->mu) guards request state, queues and lists; the scheduler drops it
  * during the forward pass. Each request has a condition variable for its readers; the scheduler
@@ -25,6 +30,7 @@
 
 #include "ignis.h"
 #include "kv_pager.h"
+#include "prefix_cache.h"
 #include "rt_package.h"
 #include "sampler.h"
 #include "stop.h"
@@ -60,6 +66,8 @@ struct ig_request {
     /* scheduler-only */
     kv_seq kv;
     int32_t n_kv;               /* tokens whose K/V are in the cache */
+    int32_t n_keyed;            /* leading full pages offered to the prefix cache */
+    uint64_t last_key;          /* prefix-cache key of page n_keyed - 1 (0: none) */
     smp_state *smp;
     tok_stream *ts;
     stop_matcher *sm;
@@ -86,6 +94,7 @@ struct ig_engine {
     rt_package *pkg;
     rt_model *model;
     kv_pager *pager;
+    prefix_cache *pc;           /* NULL when disabled */
     tok_tokenizer *tok;
     pthread_t thread;
     int thread_started;
@@ -107,6 +116,7 @@ void ig_engine_config_default(ig_engine_config *cfg) {
     cfg->max_tokens_per_step = 256;
     cfg->max_waiting = 1024;
     cfg->verify_hashes = 1;
+    cfg->prefix_cache = 1;
 }
 
 void ig_gen_config_default(ig_gen_config *g) {
@@ -511,6 +521,8 @@ static void requeue_front(ig_engine *e, ig_request *r) {
     c->n_running--;
     kv_seq_release(e->pager, &r->kv);
     r->n_kv = 0;
+    r->n_keyed = 0;
+    r->last_key = 0;
     r->next = c->wait_head;
     c->wait_head = r;
     if (!c->wait_tail) c->wait_tail = r;
@@ -528,6 +540,40 @@ static int preempt_newest(ig_engine *e, ig_request *keep) {
     if (!victim) return 0;
     requeue_front(e, victim);
     return 1;
+}
+
+/* Takes the longest run of cached full pages that prefixes r's tokens, stopping before the page
+ * that holds the last known token (that token must be computed to give logits, and the page it
+ * is written to must be r's own). */
+static void match_prefix(ig_engine *e, ig_request *r) {
+    if (!e->pc) return;
+    const int32_t ps = e->pkg->desc->page_size, limit = (r->n_tokens - 1) / ps;
+    uint64_t key = 0;
+    int32_t m = 0;
+    ig_err err;
+    for (; m < limit; m++) {
+        const int32_t *t = r->tokens + (size_t)m * ps;
+        uint64_t k = pc_key(key, t, ps);
+        int32_t page = pc_lookup(e->pc, k, t);
+        if (page < 0 || kv_seq_push_shared(e->pager, &r->kv, page, &err) != IG_OK) break;
+        key = k;
+    }
+    r->n_kv = m * ps;
+    r->n_keyed = m;
+    r->last_key = key;
+}
+
+/* Offers r's newly completed full pages to the prefix cache (c->mu held). */
+static void publish_pages(ig_engine *e, ig_request *r) {
+    if (!e->pc) return;
+    const int32_t ps = e->pkg->desc->page_size;
+    while ((r->n_keyed + 1) * ps <= r->n_kv) {
+        const int32_t *t = r->tokens + (size_t)r->n_keyed * ps;
+        uint64_t k = pc_key(r->last_key, t, ps);
+        pc_insert(e->pc, e->pager, k, t, r->kv.pages[r->n_keyed]);
+        r->last_key = k;
+        r->n_keyed++;
+    }
 }
 
 /* Plans the next step (c->mu held). Returns the number of sequences in it. */
@@ -551,6 +597,7 @@ static int32_t plan_step(ig_engine *e, int32_t *n_tokens_out) {
             int32_t take = need < budget ? need : budget;
             ig_err err;
             while (kv_seq_reserve(e->pager, &r->kv, r->n_kv + take, d->page_size, &err) != IG_OK) {
+                if (e->pc && pc_evict_one(e->pc, e->pager)) continue; /* cached pages go first */
                 if (!preempt_newest(e, r)) break;
                 next = r->next; /* the list changed */
             }
@@ -578,13 +625,22 @@ static int32_t plan_step(ig_engine *e, int32_t *n_tokens_out) {
     /* admit waiting requests while there is room */
     while (c->wait_head && budget > 0 && c->n_running < e->cfg.max_seqs) {
         ig_request *r = c->wait_head;
-        int32_t need_pages = (r->n_tokens + 1 + d->page_size - 1) / d->page_size;
+        if (r->n_kv == 0) match_prefix(e, r);
+        int32_t need_pages = (r->n_tokens + 1 + d->page_size - 1) / d->page_size - r->kv.n_pages;
         /* keep one page per running sequence in reserve so admission does not immediately
-         * force a preemption at the next decode step */
-        if (need_pages + c->n_running > e->pager->n_free && c->n_running > 0) break;
-        int32_t take = r->n_tokens < budget ? r->n_tokens : budget;
+         * force a preemption at the next decode step; cached pages are given up first */
+        while (need_pages + c->n_running > e->pager->n_free && e->pc && pc_evict_one(e->pc, e->pager)) {}
+        int32_t take = r->n_tokens - r->n_kv < budget ? r->n_tokens - r->n_kv : budget;
         ig_err err;
-        if (kv_seq_reserve(e->pager, &r->kv, take, d->page_size, &err) != IG_OK) break;
+        if ((need_pages + c->n_running > e->pager->n_free && c->n_running > 0) ||
+            kv_seq_reserve(e->pager, &r->kv, r->n_kv + take, d->page_size, &err) != IG_OK) {
+            /* not now: give the matched pages back, the match is redone at admission */
+            kv_seq_release(e->pager, &r->kv);
+            r->n_kv = r->n_keyed = 0;
+            r->last_key = 0;
+            break;
+        }
+        c->stats.prefix_hit_tokens += r->n_kv;
         c->wait_head = r->next;
         if (!c->wait_head) c->wait_tail = NULL;
         c->n_waiting--;
@@ -782,6 +838,7 @@ static void *scheduler_main(void *arg) {
             }
             if (r->n_kv < r->n_prompt) c->stats.tokens_prefilled += take;
             r->n_kv += take;
+            publish_pages(e, r);
             if (r->step_row >= 0) advance(e, r, e->b_sampled[s], &e->b_res[s], &e->b_errs[s]);
         }
     }
@@ -827,6 +884,7 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
                             .n_threads = cfg.n_threads, .max_seqs = cfg.max_seqs};
         if (!st) st = rt_model_new(e->pkg, &mo, &e->model, err);
         if (!st) st = kv_pager_new(e->model->ctx.n_pages, &e->pager, err);
+        if (!st && cfg.prefix_cache) st = pc_new(d->page_size, e->model->ctx.n_pages, &e->pc, err);
     }
     if (!st && e->pkg->has_tokenizer) st = tok_load_dir(pkg_dir, &e->tok, err);
     if (!st) {
@@ -885,6 +943,7 @@ void ig_engine_close(ig_engine *e) {
     free(e->b_sampled);
     free(e->b_errs);
     tok_free(e->tok);
+    pc_free(e->pc, e->pager);
     kv_pager_free(e->pager);
     rt_model_free(e->model);
     rt_package_close(e->pkg);
@@ -900,6 +959,7 @@ void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s) {
     s->kv_pages_total = e->pager->n_pages;
     s->kv_pages_free = e->pager->n_free;
     s->kv_pages_used = e->pager->n_pages - e->pager->n_free;
+    s->kv_pages_cached = e->pc ? pc_evictable(e->pc, e->pager) : 0;
     pthread_mutex_unlock(&c->mu);
 }
 

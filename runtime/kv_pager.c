@@ -64,6 +64,19 @@ ig_status kv_seq_reserve(kv_pager *p, kv_seq *s, int32_t need, int32_t page_size
     return IG_OK;
 }
 
+ig_status kv_seq_push_shared(kv_pager *p, kv_seq *s, int32_t page, ig_err *err) {
+    if (s->n_pages == s->cap) {
+        int32_t cap = s->cap ? s->cap * 2 : 8;
+        int32_t *np = realloc(s->pages, sizeof(int32_t) * (size_t)cap);
+        if (!np) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        s->pages = np;
+        s->cap = cap;
+    }
+    kv_ref(p, page);
+    s->pages[s->n_pages++] = page;
+    return IG_OK;
+}
+
 void kv_seq_release(kv_pager *p, kv_seq *s) {
     for (int32_t i = 0; i < s->n_pages; i++) kv_unref(p, s->pages[i]);
     s->n_pages = 0;

@@ -35,6 +35,9 @@ typedef struct kv_seq {
 /* Makes room for `need` tokens in total, allocating pages of page_size as needed. On failure
  * the sequence keeps what it had. */
 ig_status kv_seq_reserve(kv_pager *p, kv_seq *s, int32_t need, int32_t page_size, ig_err *err);
+/* Appends an existing page (shared, e.g. from the prefix cache) to the sequence, taking a
+ * reference on it. */
+ig_status kv_seq_push_shared(kv_pager *p, kv_seq *s, int32_t page, ig_err *err);
 /* Returns every page of the sequence to the pool and empties it (keeps the array). */
 void kv_seq_release(kv_pager *p, kv_seq *s);
 void kv_seq_free(kv_pager *p, kv_seq *s); /* release + free the array */

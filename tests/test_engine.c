@@ -158,7 +158,8 @@ static void test_batch_reference(const char *model) {
     }
     ig_engine_stats st;
     ig_engine_get_stats(e, &st);
-    CHECK(st.kv_pages_free == st.kv_pages_total, "%s: %d of %d pages still used", model, st.kv_pages_used, st.kv_pages_total);
+    CHECK(st.kv_pages_free + st.kv_pages_cached == st.kv_pages_total, "%s: %d of %d pages still used (%d cached)", model,
+          st.kv_pages_used, st.kv_pages_total, st.kv_pages_cached);
     ig_engine_close(e);
     cJSON_Delete(ref);
     char cmd[1100];
@@ -205,7 +206,7 @@ static void test_preemption(const char *pkg) {
     ig_engine_stats st;
     ig_engine_get_stats(e, &st);
     CHECK(st.preemptions > 0, "no preemption happened (the test needs one)");
-    CHECK(st.kv_pages_free == st.kv_pages_total, "%d pages still used", st.kv_pages_used);
+    CHECK(st.kv_pages_free + st.kv_pages_cached == st.kv_pages_total, "%d pages still used", st.kv_pages_used);
     printf("preemption: %lld preemptions, outputs equal to solo runs\n", (long long)st.preemptions);
     ig_engine_close(e);
 }
@@ -254,6 +255,78 @@ static void test_bad_requests(ig_engine *e) {
     int32_t t[8], n;
     CHECK(collect(r, t, &n, 8, NULL) == IG_REQ_FINISHED && n >= 1, "good request did not finish");
     ig_request_release(r);
+}
+
+/* Prefix cache: a repeated prompt reuses its full pages (all but the page of its last token) and
+ * gives the same tokens; prompts sharing a prefix give the same tokens as with the cache off;
+ * cached pages are evicted when a request needs them. */
+static void run_greedy(ig_engine *e, const int32_t *ids, int32_t n, int32_t new_tokens, int32_t *out, int32_t *n_out) {
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = new_tokens;
+    g.ignore_eos = 1;
+    ig_request *r;
+    ig_err err;
+    *n_out = 0;
+    if (ig_request_start(e, ids, n, &g, &r, &err) != IG_OK) {
+        CHECK(0, "start: %s", err.msg);
+        return;
+    }
+    collect(r, out, n_out, 64, NULL);
+    ig_request_release(r);
+}
+
+static void test_prefix_cache(const char *pkg) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 4;
+    cfg.max_tokens_per_step = 64;
+    cfg.kv_pages = 12;
+    ig_engine *on, *off;
+    ig_err err;
+    if (ig_engine_open(pkg, &cfg, &on, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    cfg.prefix_cache = 0;
+    if (ig_engine_open(pkg, &cfg, &off, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        ig_engine_close(on);
+        return;
+    }
+    int32_t p[48], a[64], b[64], c[64], na, nb, nc;
+    for (int i = 0; i < 48; i++) p[i] = (int32_t)((i * 97 + 11) % ig_engine_vocab(on));
+    run_greedy(off, p, 40, 10, c, &nc);
+    run_greedy(on, p, 40, 10, a, &na);
+    ig_engine_stats s0, s1;
+    ig_engine_get_stats(on, &s0);
+    run_greedy(on, p, 40, 10, b, &nb);
+    ig_engine_get_stats(on, &s1);
+    CHECK(s1.prefix_hit_tokens - s0.prefix_hit_tokens == 32, "repeated 40-token prompt reused %lld tokens, expected 32",
+          (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens));
+    CHECK(na == 10 && nb == 10 && nc == 10 && !memcmp(a, b, sizeof(int32_t) * 10) && !memcmp(a, c, sizeof(int32_t) * 10),
+          "prefix-cache hit changed the output");
+    /* prompts sharing a 32-token prefix, different tails */
+    for (int k = 0; k < 3; k++) {
+        int32_t q[40];
+        memcpy(q, p, sizeof(int32_t) * 32);
+        for (int i = 32; i < 40; i++) q[i] = (int32_t)((i * 31 + k * 7 + 3) % ig_engine_vocab(on));
+        run_greedy(on, q, 40, 8, a, &na);
+        run_greedy(off, q, 40, 8, b, &nb);
+        CHECK(na == 8 && nb == 8 && !memcmp(a, b, sizeof(int32_t) * 8), "shared prefix, tail %d: output differs from cache off", k);
+    }
+    /* a long request on a pool full of cached pages: eviction makes room */
+    int32_t big[150];
+    for (int i = 0; i < 150; i++) big[i] = (int32_t)((i * 13 + 5) % ig_engine_vocab(on));
+    run_greedy(on, big, 150, 20, a, &na);
+    run_greedy(off, big, 150, 20, b, &nb);
+    CHECK(na == 20 && nb == 20 && !memcmp(a, b, sizeof(int32_t) * 20), "after eviction: output differs from cache off");
+    ig_engine_get_stats(on, &s1);
+    CHECK(s1.kv_pages_free + s1.kv_pages_cached == s1.kv_pages_total, "prefix cache: %d free + %d cached of %d",
+          s1.kv_pages_free, s1.kv_pages_cached, s1.kv_pages_total);
+    printf("prefix cache: %lld prompt tokens reused, %d pages cached\n", (long long)s1.prefix_hit_tokens, s1.kv_pages_cached);
+    ig_engine_close(on);
+    ig_engine_close(off);
 }
 
 /* Limits: a full waiting queue answers BUSY to the extra request only; a KV budget smaller than
@@ -453,7 +526,8 @@ static void test_stress(const char *pkg) {
         usleep(10000);
     }
     CHECK(st.running == 0 && st.waiting == 0, "stress: %d running, %d waiting at the end", st.running, st.waiting);
-    CHECK(st.kv_pages_free == st.kv_pages_total, "stress: %d of %d pages still used", st.kv_pages_used, st.kv_pages_total);
+    CHECK(st.kv_pages_free + st.kv_pages_cached == st.kv_pages_total, "stress: %d of %d pages still used (%d cached)",
+          st.kv_pages_used, st.kv_pages_total, st.kv_pages_cached);
     printf("stress: %lld steps, %lld prefilled, %lld generated, %lld preemptions\n", (long long)st.steps,
            (long long)st.tokens_prefilled, (long long)st.tokens_generated, (long long)st.preemptions);
     /* close with requests in flight: they end STOPPED and handles stay usable */
@@ -483,6 +557,7 @@ int main(void) {
     if (compile_pkg("llama-gqa", "f32", pkg, sizeof pkg) == 0) {
         test_preemption(pkg);
         test_limits(pkg);
+        test_prefix_cache(pkg);
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
         if (system(cmd)) {}

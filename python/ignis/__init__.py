@@ -44,7 +44,7 @@ class _Err(ctypes.Structure):
 class _EngineConfig(ctypes.Structure):
     _fields_ = [("max_seqs", ctypes.c_int32), ("max_tokens_per_step", ctypes.c_int32), ("kv_bytes", ctypes.c_int64),
                 ("kv_pages", ctypes.c_int32), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
-                ("verify_hashes", ctypes.c_int)]
+                ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int)]
 
 
 class _GenConfig(ctypes.Structure):
@@ -62,7 +62,8 @@ class _GenConfig(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [("running", ctypes.c_int32), ("waiting", ctypes.c_int32), ("kv_pages_total", ctypes.c_int32),
                 ("kv_pages_used", ctypes.c_int32), ("kv_pages_free", ctypes.c_int32), ("steps", ctypes.c_int64),
-                ("tokens_prefilled", ctypes.c_int64), ("tokens_generated", ctypes.c_int64), ("preemptions", ctypes.c_int64)]
+                ("tokens_prefilled", ctypes.c_int64), ("tokens_generated", ctypes.c_int64), ("preemptions", ctypes.c_int64),
+                ("kv_pages_cached", ctypes.c_int32), ("prefix_hit_tokens", ctypes.c_int64)]
 
 
 class _Logprob(ctypes.Structure):
@@ -193,7 +194,8 @@ class Engine:
     """An engine serving one compiled package (continuous batching over a paged KV cache)."""
 
     def __init__(self, package: str, max_seqs: int = 0, max_tokens_per_step: int = 0, kv_pages: int = 0,
-                 kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True):
+                 kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True,
+                 prefix_cache: bool = True):
         lib = _L()
         cfg = _EngineConfig()
         lib.ig_engine_config_default(ctypes.byref(cfg))
@@ -202,6 +204,7 @@ class Engine:
             if v:
                 setattr(cfg, name, v)
         cfg.verify_hashes = int(verify_hashes)
+        cfg.prefix_cache = int(prefix_cache)
         h, err = ctypes.c_void_p(), _Err()
         if lib.ig_engine_open(package.encode(), ctypes.byref(cfg), ctypes.byref(h), ctypes.byref(err)):
             raise Error(err.msg.decode())
