@@ -704,6 +704,22 @@ static ig_status sample_one(ig_engine *e, ig_request *r, float *logits, smp_resu
     return smp_sample(r->smp, logits, res, err);
 }
 
+/* Routes newly decoded text through r's stop-string matcher into o. Returns 1 when a stop
+ * string completed (its text and anything after it are never emitted). */
+static int emit_text(ig_request *r, ig_output *o, const char *piece, size_t len) {
+    if (!len) return 0;
+    if (!r->sm) {
+        output_append_text(o, piece, len);
+        return 0;
+    }
+    const char *em;
+    size_t emn;
+    int stopped = 0;
+    if (stop_feed(r->sm, piece, len, &em, &emn, &stopped) != IG_OK) return 0;
+    output_append_text(o, em, emn);
+    return stopped;
+}
+
 /* Appends the sampled token to r and emits it, or ends r (c->mu held). */
 static void advance(ig_engine *e, ig_request *r, ig_status sampled, const smp_result *res, const ig_err *serr) {
     core *c = e->c;
@@ -735,41 +751,24 @@ static void advance(ig_engine *e, ig_request *r, ig_status sampled, const smp_re
     else if (is_stop_id(r, tok))
         why = IG_FINISH_STOP;
     /* text: incremental detokenization, then stop strings */
+    int stop_string = 0;
     if (r->ts && why == IG_FINISH_NONE) {
         const char *piece;
         size_t len = 0;
-        if (tok_stream_push(r->ts, tok, &piece, &len, &err) == IG_OK && len) {
-            if (r->sm) {
-                const char *em;
-                size_t emn;
-                int stopped = 0;
-                stop_feed(r->sm, piece, len, &em, &emn, &stopped);
-                output_append_text(o, em, emn);
-                if (stopped) why = IG_FINISH_STOP;
-            } else {
-                output_append_text(o, piece, len);
-            }
-        }
+        if (tok_stream_push(r->ts, tok, &piece, &len, &err) == IG_OK) stop_string = emit_text(r, o, piece, len);
+        if (stop_string) why = IG_FINISH_STOP;
     }
     if (why == IG_FINISH_NONE && (r->n_gen >= r->g.max_new_tokens || r->n_tokens >= d->max_context))
         why = IG_FINISH_LENGTH;
     if (why != IG_FINISH_NONE) {
-        if (why != IG_FINISH_STOP || !r->sm) {
-            /* flush what the detokenizer / stop matcher still hold */
+        if (!stop_string) {
+            /* flush what the detokenizer (not after EOS: its text is not emitted) and the stop
+             * matcher still hold back */
             const char *piece;
             size_t len = 0;
-            if (r->ts && why != IG_FINISH_EOS && tok_stream_flush(r->ts, &piece, &len, &err) == IG_OK && len) {
-                if (r->sm) {
-                    const char *em;
-                    size_t emn;
-                    int stopped = 0;
-                    stop_feed(r->sm, piece, len, &em, &emn, &stopped);
-                    output_append_text(o, em, emn);
-                } else {
-                    output_append_text(o, piece, len);
-                }
-            }
-            if (r->sm) {
+            if (r->ts && why != IG_FINISH_EOS && tok_stream_flush(r->ts, &piece, &len, &err) == IG_OK)
+                stop_string = emit_text(r, o, piece, len);
+            if (r->sm && !stop_string) {
                 const char *em;
                 size_t emn;
                 stop_flush(r->sm, &em, &emn);
