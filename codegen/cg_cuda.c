@@ -99,6 +99,15 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
         snprintf(nm, sizeof nm, "swiglu_i%lld", (long long)I);
         const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
         fprintf(fw, "%s    GEMM(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f);\n", ind, (long long)N, rows, (long long)K, w, x, (long long)N);
+        if (has_bias) { /* mlp_bias, in packed gate/up order, before the SwiGLU */
+            snprintf(params, sizeof params, "#define EP_N %lld\n#define EP_LDY %lld\n", (long long)N, (long long)N);
+            snprintf(comment, sizeof comment, "%s: gate/up bias add after the GEMM, [T,%lld]", what, (long long)N);
+            snprintf(nm, sizeof nm, "bias_n%lld", (long long)N);
+            const char *eb = instance(c, "epilogue.cu", nm, "EP_BIAS_NAME", params, comment);
+            fprintf(fw, "%s    { void *argsb[] = {&%s, &a_gu, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", bias);
+            fprintf(fw, "%s      LAUNCH(%d, IG_EP_BIAS_GRID_X(%s, %lld), IG_EP_BIAS_GRID_Y(%s), 1, IG_EP_BLOCK, 0, argsb); }\n", ind,
+                    fn_index(c, eb), rows, (long long)N, rows);
+        }
         fprintf(fw, "%s    void *args[] = {&%s, &a_gu, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", y);
         fprintf(fw, "%s    LAUNCH(%d, IG_EP_SWIGLU_GRID_X(%s, %lld), IG_EP_SWIGLU_GRID_Y(%s), 1, IG_EP_BLOCK, 0, args);\n", ind,
                 fn_index(c, ep), rows, (long long)I, rows);

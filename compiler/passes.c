@@ -145,10 +145,8 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
         ir_node *gn = &g->nodes[gi], *un = &g->nodes[ui];
         int32_t L = s->layer;
         if (gn->in[0] != un->in[0] || uses(g, s->in[0]) != 1 || uses(g, s->in[1]) != 1) continue;
-        if (gn->in[2] >= 0 || un->in[2] >= 0)
-            return ig_fail(err, IG_ERR_UNSUPPORTED,
-                           "fuse_gate_up: layer %d: MLP biases (mlp_bias) are not supported yet",
-                           L);
+        if ((gn->in[2] >= 0) != (un->in[2] >= 0))
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "fuse_gate_up: layer %d has a bias on only one of gate/up", L);
         int64_t I = g->tensors[gn->in[1]].shape[0];
         if (I % 16 != 0 || g->tensors[un->in[1]].shape[0] != I)
             return ig_fail(err, IG_ERR_UNSUPPORTED,
@@ -157,6 +155,12 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
         int32_t ws[2] = {gn->in[1], un->in[1]};
         snprintf(name, sizeof name, "layers.%d.mlp.gate_up.weight", L);
         int32_t w = add_merged_weight(g, ir_strdup(g, name), ws, 2, 1);
+        int32_t bias = -1;
+        if (gn->in[2] >= 0) { /* mlp_bias: interleaved like the rows they add to */
+            int32_t bs[2] = {g->nodes[gi].in[2], g->nodes[ui].in[2]};
+            snprintf(name, sizeof name, "layers.%d.mlp.gate_up.bias", L);
+            bias = add_merged_weight(g, ir_strdup(g, name), bs, 2, 1);
+        }
         s = &g->nodes[i];
         gn = &g->nodes[gi];
         un = &g->nodes[ui];
@@ -164,7 +168,7 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
         s->epi = IR_EPI_SWIGLU;
         s->in[0] = gn->in[0];
         s->in[1] = w;
-        s->in[2] = -1;
+        s->in[2] = bias;
         s->in[3] = -1;
         gn->op = DEAD;
         un->op = DEAD;

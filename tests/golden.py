@@ -8,6 +8,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.environ.get("IGNIS_TESTDATA", os.path.join(ROOT, "..", "shared", "testdata"))
 IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "build", "ignis"))
 MODELS = ["llama-gqa", "llama3-rope-tied", "qwen2-bias-tied", "qwen3-qknorm", "mistral-sharded"]
+# more variants, made the same way by scripts/make_extra_models.py (transformers float64 references)
+EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
+EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window"]
 # tolerance on max |logit error| relative to max |reference logit| (issue 2)
 TOL = {"f32": 1e-3, "bf16": 3e-2}
 
@@ -46,29 +49,29 @@ def run(args, check=True):
     return p
 
 
-def compile_model(model, dtype, outdir, target=None, source=None):
+def compile_model(model, dtype, outdir, target=None, source=None, models_dir=None):
     pkg = os.path.join(outdir, f"{model}-{dtype}-{(target or 'native').replace(':', '_')}")
-    args = ["compile", source or os.path.join(TESTDATA, "models", model), "-o", pkg, "--dtype", dtype]
+    args = ["compile", source or os.path.join(models_dir or os.path.join(TESTDATA, "models"), model), "-o", pkg, "--dtype", dtype]
     if target:
         args += ["--target", target]
     run(args)
     return pkg
 
 
-def reference(model):
-    d = os.path.join(TESTDATA, "models", model)
+def reference(model, models_dir=None):
+    d = os.path.join(models_dir or os.path.join(TESTDATA, "models"), model)
     ref = read_safetensors(os.path.join(d, "reference.safetensors"))
     meta = json.load(open(os.path.join(d, "reference.json")))
     return ref["input_ids"].astype(np.int64), ref["logits"].astype(np.float64), meta
 
 
-def check_model(model, dtype, outdir, target=None, log=print, source=None):
+def check_model(model, dtype, outdir, target=None, log=print, source=None, models_dir=None):
     """Compiles `model` in `dtype` (for `target`, from `source` if given: e.g. an .igraph),
     compares teacher-forced logits and greedy ids with the transformers float64 reference.
     Returns a list of failure strings (empty = pass)."""
     fails = []
-    pkg = compile_model(model, dtype, outdir, target, source)
-    ids, ref, meta = reference(model)
+    pkg = compile_model(model, dtype, outdir, target, source, models_dir)
+    ids, ref, meta = reference(model, models_dir)
     npy = pkg + ".npy"
     run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy])
     got = read_npy(npy).astype(np.float64)

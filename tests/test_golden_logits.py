@@ -17,6 +17,13 @@ def main():
                     fails += golden.check_model(model, dtype, tmp)
                 except Exception as e:  # a crash or a CLI error is a failure of this case
                     fails.append(f"{model} {dtype}: {e}")
+        # variants real checkpoints have: MQA/MHA, linear rope, attention + MLP biases, head_dim 64/80
+        for model in golden.EXTRA_MODELS:
+            for dtype in ("f32", "bf16"):
+                try:
+                    fails += golden.check_model(model, dtype, tmp, models_dir=golden.EXTRA_DIR)
+                except Exception as e:
+                    fails.append(f"{model} {dtype}: {e}")
         # other ISA levels of the kernels (the host runs them all: it has AVX-512)
         for model, dtype, target in (("llama-gqa", "f32", "cpu:avx2"), ("qwen3-qknorm", "bf16", "cpu:avx2"),
                                      ("qwen2-bias-tied", "f32", "cpu:generic"), ("llama3-rope-tied", "bf16", "cpu:generic")):

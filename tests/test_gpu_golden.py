@@ -24,10 +24,11 @@ def main():
         return 77
     fails = []
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
-        for model in golden.MODELS:
+        for model in golden.MODELS + golden.EXTRA_MODELS:
+            mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
             for dtype in ("f32", "bf16"):
                 try:
-                    fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}")
+                    fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)
                 except Exception as e:
                     fails.append(f"{model} {dtype}: {e}")
     for f in fails:

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""More tiny reference models, beyond ../shared/testdata, for variants real checkpoints have:
+MQA and MHA, linear rope scaling, attention and MLP biases on Llama, Qwen3 with attention bias,
+untied Qwen2 in float16, head_dim 64/80. Uses ../shared/tools/make_reference.py's make_model (the
+same recipe as the shared test data: perturbed random weights, float64 transformers forward,
+teacher-forced logits and greedy continuations). Needs torch + transformers (CPU is enough).
+Writes tests/data/models/<name>/."""
+import importlib.util, os, shutil, sys
+import torch
+from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM, MistralConfig, MistralForCausalLM)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+spec = importlib.util.spec_from_file_location("mr", os.path.join(ROOT, "..", "shared", "tools", "make_reference.py"))
+mr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mr)
+
+def main():
+    out = os.path.join(ROOT, "tests", "data", "models")
+    mr.make_model("extra", "llama-mqa-bias-linear", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=160,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, vocab_size=384, max_position_embeddings=256,
+        rms_norm_eps=1e-6, rope_theta=10000.0, attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
+        rope_scaling={"rope_type": "linear", "factor": 2.0}), torch.float32, 21)
+    mr.make_model("extra", "llama-mha-hd80", LlamaForCausalLM, LlamaConfig(hidden_size=160, intermediate_size=208,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, vocab_size=400, max_position_embeddings=256,
+        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 22)
+    mr.make_model("extra", "qwen3-bias-hd64", Qwen3ForCausalLM, Qwen3Config(hidden_size=96, intermediate_size=192,
+        num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=320,
+        max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
+        tie_word_embeddings=True), torch.float32, 23)
+    mr.make_model("extra", "qwen2-untied-f16", Qwen2ForCausalLM, Qwen2Config(hidden_size=64, intermediate_size=176,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, vocab_size=300, max_position_embeddings=256,
+        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False), torch.float16, 24)
+    mr.make_model("extra", "mistral-window", MistralForCausalLM, MistralConfig(hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, sliding_window=4096,
+        max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0), torch.bfloat16, 25)
+    for name in os.listdir(os.path.join(mr.WORK, "extra")):
+        dst = os.path.join(out, name)
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(os.path.join(mr.WORK, "extra", name), dst)
+    print("wrote", out, "torch", torch.__version__, "transformers", __import__("transformers").__version__)
+
+if __name__ == "__main__":
+    main()
