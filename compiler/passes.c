@@ -148,10 +148,11 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
         if ((gn->in[2] >= 0) != (un->in[2] >= 0))
             return ig_fail(err, IG_ERR_UNSUPPORTED, "fuse_gate_up: layer %d has a bias on only one of gate/up", L);
         int64_t I = g->tensors[gn->in[1]].shape[0];
-        if (I % 16 != 0 || g->tensors[un->in[1]].shape[0] != I)
-            return ig_fail(err, IG_ERR_UNSUPPORTED,
-                           "fuse_gate_up: layer %d: intermediate size %lld is not a multiple of 16",
-                           L, (long long)I);
+        if (g->tensors[un->in[1]].shape[0] != I)
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "fuse_gate_up: layer %d: gate and up differ in size", L);
+        /* kernels work on 16-row panels: an intermediate size that is not a multiple of 16 is
+         * padded with zero gate/up rows (silu(0) * 0 = 0) and zero down-projection columns */
+        int64_t Ip = (I + 15) / 16 * 16;
         int32_t ws[2] = {gn->in[1], un->in[1]};
         snprintf(name, sizeof name, "layers.%d.mlp.gate_up.weight", L);
         int32_t w = add_merged_weight(g, ir_strdup(g, name), ws, 2, 1);
@@ -160,6 +161,26 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
             int32_t bs[2] = {g->nodes[gi].in[2], g->nodes[ui].in[2]};
             snprintf(name, sizeof name, "layers.%d.mlp.gate_up.bias", L);
             bias = add_merged_weight(g, ir_strdup(g, name), bs, 2, 1);
+        }
+        if (Ip != I) {
+            g->tensors[w].pad16 = 1;
+            g->tensors[w].shape[0] = 2 * Ip;
+            if (bias >= 0) {
+                g->tensors[bias].pad16 = 1;
+                g->tensors[bias].shape[0] = 2 * Ip;
+            }
+            int32_t m = g->nodes[i].out;
+            g->tensors[m].shape[1] = Ip;
+            for (int32_t j = i + 1; j < g->n_nodes; j++) {
+                ir_node *dn = &g->nodes[j];
+                if (dn->op != IR_OP_MATMUL || dn->in[0] != m) continue;
+                int32_t dw = dn->in[1];
+                snprintf(name, sizeof name, "layers.%d.mlp.down.padded", L);
+                int32_t pw = add_merged_weight(g, ir_strdup(g, name), &dw, 1, 0);
+                g->tensors[pw].pad16 = 1;
+                g->tensors[pw].shape[1] = Ip;
+                g->nodes[j].in[1] = pw;
+            }
         }
         s = &g->nodes[i];
         gn = &g->nodes[gi];

@@ -75,6 +75,9 @@ typedef struct ir_tensor {
     int32_t n_parts;      /* 0: plain source weight */
     int32_t parts[3];     /* tensor ids */
     int32_t interleave16; /* 1: parts[0]/parts[1] interleaved by 16-row panels (gate/up) */
+    int32_t pad16;        /* 1: zero padding so kernels see multiples of 16: interleaved parts are
+                             padded to a multiple of 16 rows each; a single part is padded with
+                             zero columns up to this tensor's cols (made by passes, not stored) */
 } ir_tensor;
 
 /* Epilogue of a fused matmul. */

@@ -216,15 +216,29 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
                 return ig_fail(err, IG_ERR_INVALID, "tensor %s: part %d is tensor %d", t->name, p,
                                t->parts[p]);
             pt[p] = &g->tensors[t->parts[p]];
-            if (tensor_cols(pt[p]) != cols)
+            int64_t pc = tensor_cols(pt[p]);
+            if (pc != cols && !(t->pad16 && t->n_parts == 1 && !t->interleave16 && pc < cols))
                 return ig_fail(err, IG_ERR_INVALID, "tensor %s: part %s has %lld cols, expected %lld",
-                               t->name, pt[p]->name, (long long)tensor_cols(pt[p]), (long long)cols);
-            total += tensor_rows(pt[p]);
+                               t->name, pt[p]->name, (long long)pc, (long long)cols);
+            int64_t pr = tensor_rows(pt[p]);
+            total += t->interleave16 && t->pad16 ? (pr + 15) / 16 * 16 : pr;
         }
         if (total != rows)
             return ig_fail(err, IG_ERR_INVALID, "tensor %s: parts hold %lld rows, expected %lld",
                            t->name, (long long)total, (long long)rows);
-        if (!t->interleave16) {
+        if (!t->interleave16 && t->n_parts == 1 && tensor_cols(pt[0]) < cols) {
+            /* zero columns on the right (a down projection whose input was padded to 16) */
+            int64_t pc = tensor_cols(pt[0]);
+            float *tmp = malloc((size_t)(rows * pc) * sizeof *tmp);
+            if (!tmp) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
+            st = read_tensor(s, g, pt[0], tmp, depth + 1, err);
+            if (!st)
+                for (int64_t r = 0; r < rows; r++) {
+                    memcpy(out + r * cols, tmp + r * pc, (size_t)pc * sizeof *out);
+                    memset(out + r * cols + pc, 0, (size_t)(cols - pc) * sizeof *out);
+                }
+            free(tmp);
+        } else if (!t->interleave16) {
             int64_t r0 = 0;
             for (int p = 0; p < t->n_parts; p++) {
                 if ((st = read_tensor(s, g, pt[p], out + r0 * cols, depth + 1, err))) return st;
@@ -235,10 +249,10 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
             if (t->n_parts != 2 || tensor_rows(pt[0]) != tensor_rows(pt[1]))
                 return ig_fail(err, IG_ERR_INVALID,
                                "tensor %s: interleave16 needs two parts of equal shape", t->name);
-            int64_t I = tensor_rows(pt[0]);
-            float *a = malloc((size_t)(2 * I * cols) * sizeof *a);
+            int64_t I = tensor_rows(pt[0]), Ip = t->pad16 ? (I + 15) / 16 * 16 : I;
+            float *a = calloc((size_t)(2 * Ip * cols), sizeof *a); /* padding rows stay zero */
             if (!a) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
-            float *b = a + I * cols;
+            float *b = a + Ip * cols;
             if ((st = read_tensor(s, g, pt[0], a, depth + 1, err)) ||
                 (st = read_tensor(s, g, pt[1], b, depth + 1, err))) {
                 free(a);
@@ -246,8 +260,8 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
             }
             /* panels: gate rows [r, r+16), up rows [r, r+16), gate [r+16, r+32), ... */
             float *o = out;
-            for (int64_t r = 0; r < I; r += 16) {
-                int64_t m = I - r < 16 ? I - r : 16;
+            for (int64_t r = 0; r < Ip; r += 16) {
+                int64_t m = Ip - r < 16 ? Ip - r : 16;
                 memcpy(o, a + r * cols, (size_t)(m * cols) * sizeof *o);
                 o += m * cols;
                 memcpy(o, b + r * cols, (size_t)(m * cols) * sizeof *o);

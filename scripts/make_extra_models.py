@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """More tiny reference models, beyond ../shared/testdata, for variants real checkpoints have:
 MQA and MHA, linear rope scaling, attention and MLP biases on Llama, Qwen3 with attention bias,
-untied Qwen2 in float16, head_dim 64/80. Uses ../shared/tools/make_reference.py's make_model (the
+untied Qwen2 in float16, head_dim 64/80, an intermediate size that is not a multiple of 16. Uses ../shared/tools/make_reference.py's make_model (the
 same recipe as the shared test data: perturbed random weights, float64 transformers forward,
 teacher-forced logits and greedy continuations). Needs torch + transformers (CPU is enough).
 Writes tests/data/models/<name>/."""
@@ -34,6 +34,9 @@ def main():
     mr.make_model("extra", "mistral-window", MistralForCausalLM, MistralConfig(hidden_size=64, intermediate_size=128,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, sliding_window=4096,
         max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0), torch.bfloat16, 25)
+    mr.make_model("extra", "llama-ffn200-mlpbias", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=200,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, max_position_embeddings=256,
+        rms_norm_eps=1e-5, rope_theta=10000.0, mlp_bias=True, tie_word_embeddings=True), torch.float32, 26)
     for name in os.listdir(os.path.join(mr.WORK, "extra")):
         dst = os.path.join(out, name)
         shutil.rmtree(dst, ignore_errors=True)
