@@ -125,6 +125,7 @@ ATTN_INST(A, 4, 4, 16, 0, 0, 0)
 ATTN_INST(B, 6, 2, 48, 1, 1, 1)
 ATTN_INST(C, 8, 2, 64, 0, 1, 0)
 ATTN_INST(D, 8, 1, 64, 1, 0, 0)
+ATTN_INST(E, 32, 1, 16, 0, 0, 0) /* MQA with a group of 32: larger than the 16 heads kept in registers */
 
 #define RK_NAME rk_A
 #define RK_H 4
@@ -206,6 +207,26 @@ ATTN_INST(D, 8, 1, 64, 1, 0, 0)
 #define AT_KVBF16 1
 #define AT_OBF16 0
 #define AT_SCALE 0.125f
+#include "attention.c"
+
+#define RK_NAME rk_E
+#define RK_H 32
+#define RK_KV 1
+#define RK_D 16
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 1 * TPS * 16 * 4)
+#define RK_KVBF16 0
+#define RK_QKNORM 0
+#include "rope_kv.c"
+#define AT_NAME at_E
+#define AT_H 32
+#define AT_KV 1
+#define AT_D 16
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 1 * TPS * 16 * 4)
+#define AT_KVBF16 0
+#define AT_OBF16 0
+#define AT_SCALE 0.25f
 #include "attention.c"
 
 /* ---------------- helpers ---------------- */
@@ -513,6 +534,7 @@ int main(void) {
     test_attn("attn H6 KV2 D48 bf16kv qknorm bf16out", rk_B, at_B, B_H, B_KV, B_D, B_KVB, B_QKN, B_OB, 0.14433756729740643f);
     test_attn("attn H8 KV2 D64 f32 qknorm", rk_C, at_C, C_H, C_KV, C_D, C_KVB, C_QKN, C_OB, 0.125f);
     test_attn("attn H8 KV1 D64 bf16kv", rk_D, at_D, D_H, D_KV, D_D, D_KVB, D_QKN, D_OB, 0.125f);
+    test_attn("attn H32 KV1 D16 f32 (group 32)", rk_E, at_E, E_H, E_KV, E_D, E_KVB, E_QKN, E_OB, 0.25f);
 #if defined(IG_AVX512BF16)
     const char *isa = "avx512+bf16";
 #elif defined(IG_AVX512)

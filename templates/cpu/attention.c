@@ -146,9 +146,6 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
                     const int32_t *page_table, int max_pages, void *out, float *scratch, int nth) {
     enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
     _Static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
-#if defined(IG_AVX512)
-    _Static_assert(G_ <= 16, "GQA groups of more than 16 heads are not supported on AVX-512 yet");
-#endif
     const int n_items = T * AT_KV;
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (n_items > 1)
     for (int it = 0; it < n_items; it++) {
@@ -169,7 +166,9 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
             const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
             const uint8_t *K = base + (size_t)kh * AT_PS * AT_D * ES_;
             const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + (size_t)kh * AT_PS * AT_D) * ES_;
-            ig_attn_scores(G_, AT_D, AT_PS, AT_KVBF16, qs, K, n, sc);
+            /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
             for (int g = 0; g < G_; g++) {
                 float mb = sc[g * AT_PS];
                 for (int j = 1; j < n; j++) mb = IG_MAX(mb, sc[g * AT_PS + j]);
@@ -179,7 +178,8 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
                 if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
                 m[g] = mn;
             }
-            ig_attn_pv(G_, AT_D, AT_PS, AT_KVBF16, sc, V, n, acc);
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, sc + g0 * AT_PS, V, n, acc + g0 * AT_D);
         }
         for (int g = 0; g < G_; g++) {
             ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
