@@ -72,6 +72,9 @@ void cg_weight_ref(const pk_plan *plan, const cg_layout *lay, int in_layer, int3
 void cg_emit_weight_list(FILE *out, const pk_plan *plan);
 /* Emits `static const int32_t layer_weights[N_LAYERS][n_fld]` with a comment naming the fields. */
 void cg_emit_layer_table(FILE *out, const ir_graph *g, const pk_plan *plan, const cg_layout *lay);
+/* Name of tensor t for a comment in generated code: "layers.l.<name>" for layer tensors (the
+ * code runs in a loop over l). Returns buf. */
+const char *cg_node_label(const ir_graph *g, int32_t t, char *buf, size_t cap);
 /* C identifier of an activation buffer: "a_" + the tensor's IR name without its layer prefix. */
 void cg_act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap);
 /* Emits `static const double rope_inv_freq[HEAD_DIM / 2]`. */

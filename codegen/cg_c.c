@@ -203,6 +203,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
         const char *ind = pass == 1 ? "        " : "    ";
         for (int32_t i = lo; i < hi && !st; i++) {
             const ir_node *n = &g->nodes[i];
+            char lbl[96];
             const char *rows = pass == 2 ? "b->n_out" : "T";
             /* weight expression for input slot s */
             char wexpr[IR_MAX_IN][96];
@@ -224,7 +225,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 snprintf(outb, sizeof outb, "%s", bufs[resid].ident);
                 snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, bf);
                 snprintf(comment, sizeof comment, "%s: embed ids[T] -> %s[T,%d] f32, table %s [%d,%d] panels",
-                         g->tensors[n->in[1]].name, g->tensors[n->out].name, HID, dtname(bf), hp->vocab, HID);
+                         g->tensors[n->in[1]].name, cg_node_label(g, n->out, lbl, sizeof lbl), HID, dtname(bf), hp->vocab, HID);
                 snprintf(nm, sizeof nm, "embed_%d", HID);
                 fprintf(fw, "\n    /* %s */\n    %s(T, b->token_ids, %s, %s, nth);\n", comment,
                         instance(&c, "embed.c", nm, params, comment, "EM_NAME"), wexpr[1], outb);
@@ -234,7 +235,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 fprintf(fw, "\n    /* %s: gather the rows whose logits are wanted */\n"
                             "    for (int i = 0; i < b->n_out; i++)\n"
                             "        memcpy(%s + (size_t)i * HIDDEN, %s + (size_t)b->out_rows[i] * HIDDEN, sizeof(float) * HIDDEN);\n",
-                        g->tensors[n->out].name, bufs[buf_of[n->out]].ident,
+                        cg_node_label(g, n->out, lbl, sizeof lbl), bufs[buf_of[n->out]].ident,
                         bufs[buf_of[n->in[0]] >= 0 ? buf_of[n->in[0]] : resid].ident);
                 break;
             case IR_OP_NORM_MATMUL: {
@@ -266,7 +267,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                          n->in[3] >= 0 ? "_bias" : "");
                 const char *mm = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
                 fprintf(fw, "\n%s/* %s: norm_matmul (rms_norm fused into the %s) */\n", ind,
-                        pass == 1 ? g->tensors[n->out].name : g->tensors[n->in[2]].name,
+                        pass == 1 ? cg_node_label(g, n->out, lbl, sizeof lbl) : g->tensors[n->in[2]].name,
                         swiglu ? "gate/up matmul with SwiGLU" : "following matmul");
                 fprintf(fw, "%s%s(%s, %s, %s, xn, nth);\n", ind, rn, rows, inb, wexpr[1]);
                 fprintf(fw, "%s%s(%s, xn, %s, %s, %s, nth);\n", ind, mm, rows, wexpr[2],
@@ -290,7 +291,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 snprintf(nm, sizeof nm, "matmul_k%lld_n%lld_acc%s", (long long)K, (long long)N, n->in[2] >= 0 ? "_bias" : "");
                 const char *mm = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
                 fprintf(fw, "\n%s/* %s: matmul + residual add */\n%s%s(T, %s, %s, %s, %s, nth);\n", ind,
-                        g->tensors[n->out].name, ind, mm, bufs[buf_of[n->in[0]]].ident, wexpr[1],
+                        cg_node_label(g, n->out, lbl, sizeof lbl), ind, mm, bufs[buf_of[n->in[0]]].ident, wexpr[1],
                         n->in[2] >= 0 ? wexpr[2] : "NULL", bufs[resid].ident);
                 break;
             }
@@ -307,7 +308,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 const char *rk = instance(&c, "rope_kv.c", nm, params, comment, "RK_NAME");
                 fprintf(fw, "\n%s/* %s: rope_kv */\n%s%s(T, %s, rope_cs, %s, %s, %s, ctx->kv_pool, kv_off,\n"
                             "%s    b->positions, b->token_seq, b->page_table, b->max_pages_per_seq, nth);\n",
-                        ind, g->tensors[n->out].name, ind, rk, bufs[buf_of[n->in[0]]].ident,
+                        ind, cg_node_label(g, n->out, lbl, sizeof lbl), ind, rk, bufs[buf_of[n->in[0]]].ident,
                         qk ? wexpr[1] : "NULL", qk ? wexpr[2] : "NULL", bufs[buf_of[n->out]].ident, ind);
                 break;
             }
@@ -324,7 +325,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 const char *at = instance(&c, "attention.c", nm, params, comment, "AT_NAME");
                 fprintf(fw, "\n%s/* %s: attention */\n%s%s(T, %s, ctx->kv_pool, kv_off, b->positions, b->token_seq,\n"
                             "%s    b->page_table, b->max_pages_per_seq, %s, attn_scratch, nth);\n",
-                        ind, g->tensors[n->out].name, ind, at, bufs[buf_of[n->in[0]]].ident, ind,
+                        ind, cg_node_label(g, n->out, lbl, sizeof lbl), ind, at, bufs[buf_of[n->in[0]]].ident, ind,
                         bufs[buf_of[n->out]].ident);
                 break;
             }

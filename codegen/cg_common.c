@@ -139,3 +139,17 @@ void cg_act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap) {
         buf[j++] = (char)((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || (*n >= '0' && *n <= '9') ? *n : '_');
     buf[j] = 0;
 }
+
+const char *cg_node_label(const ir_graph *g, int32_t t, char *buf, size_t cap) {
+    const char *n = g->tensors[t].name;
+    /* inside the layer loop a comment names the tensor of layer l, not of layer 0 */
+    if (!strncmp(n, "layers.", 7) && g->tensors[t].layer >= 0) {
+        const char *d = strchr(n + 7, '.');
+        if (d) {
+            snprintf(buf, cap, "layers.l.%s", d + 1);
+            return buf;
+        }
+    }
+    snprintf(buf, cap, "%s", n);
+    return buf;
+}

@@ -199,6 +199,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         const char *rows = pass == 2 ? "n_out" : "T";
         for (int32_t i = lo; i < hi && !st; i++) {
             const ir_node *n = &g->nodes[i];
+            char lbl[96];
             char wexpr[IR_MAX_IN][96];
             for (int s = 0; s < IR_MAX_IN; s++) {
                 int32_t ti = n->in[s];
@@ -251,7 +252,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, n->eps, dtn(bf));
                 snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
                 const char *rn = instance(&c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
-                fprintf(fw, "%s/* %s: norm_matmul */\n", ind2, logits ? wt->name : g->tensors[n->out].name);
+                fprintf(fw, "%s/* %s: norm_matmul */\n", ind2, logits ? wt->name : cg_node_label(g, n->out, lbl, sizeof lbl));
                 fprintf(fw, "%s{\n%s    void *args[] = {&%s, &%s, &w1, &xn};\n%s    LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n%s}\n",
                         ind2, ind2, rows, bufs[src].ident, ind2, fn_index(&c, rn), rows, (long long)K, ind2);
                 if (n->in[3] < 0) snprintf(wexpr[3], sizeof wexpr[3], "zero");
@@ -267,7 +268,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 }
                 buf_of[n->out] = resid;
                 if (n->in[2] < 0) snprintf(wexpr[2], sizeof wexpr[2], "zero");
-                fprintf(fw, "%s/* %s: matmul + residual add */\n", ind2, g->tensors[n->out].name);
+                fprintf(fw, "%s/* %s: matmul + residual add */\n", ind2, cg_node_label(g, n->out, lbl, sizeof lbl));
                 emit_matmul(&c, fw, ind2, rows, bufs[buf_of[n->in[0]]].ident, "w1", wexpr[2], bufs[resid].ident, wt->shape[1],
                             wt->shape[0], IR_EPI_ACC, wt->shape[0], bf, "layers.*");
                 break;
@@ -285,7 +286,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 const char *k = instance(&c, "rope_kv.cu", nm, "RK_NAME", params, comment);
                 fprintf(fw, "%s/* %s: rope_kv */\n%svoid *args[] = {&T, &%s, &inv_freq, &%s, &%s, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv};\n"
                             "%sLAUNCH(%d, IG_RK_GRID_X(T, %d, %d), IG_RK_GRID_Y(T), 1, IG_RK_BLOCK(%d), 0, args);\n",
-                        ind2, g->tensors[n->out].name, ind2, bufs[buf_of[n->in[0]]].ident, qk ? wexpr[1] : "zero", qk ? wexpr[2] : "zero",
+                        ind2, cg_node_label(g, n->out, lbl, sizeof lbl), ind2, bufs[buf_of[n->in[0]]].ident, qk ? wexpr[1] : "zero", qk ? wexpr[2] : "zero",
                         bufs[buf_of[n->out]].ident, ind2, fn_index(&c, k), H, KV, D);
                 break;
             }
@@ -312,7 +313,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d", H, KV, D);
                 const char *ap = instance(&c, "attention_prefill.cu", nm, "AP_NAME", params, comment);
                 const char *o_ = bufs[buf_of[n->out]].ident, *q_ = bufs[buf_of[n->in[0]]].ident;
-                fprintf(fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind2, g->tensors[n->out].name);
+                fprintf(fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind2, cg_node_label(g, n->out, lbl, sizeof lbl));
                 fprintf(fw, "%sif (T <= MV_TMAX) {\n"
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws};\n"
                             "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
