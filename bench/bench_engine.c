@@ -18,6 +18,18 @@ typedef struct req_stat {
     int32_t n;
 } req_stat;
 
+/* Accounts one queue element of request r: time to first token, then inter-token latency. */
+static void record(req_stat *r, ig_output *o, double *itl, int *n_itl) {
+    double t = rt_now();
+    if (o->n_tokens) {
+        if (!r->n) r->t_first = t;
+        else itl[(*n_itl)++] = (t - r->t_last) / o->n_tokens;
+        r->t_last = t;
+        r->n += o->n_tokens;
+    }
+    ig_output_free(o);
+}
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -97,30 +109,14 @@ int main(int argc, char **argv) {
                 }
                 if (rs) continue;
                 progressed = 1;
-                double t = rt_now();
-                if (o->n_tokens) {
-                    if (!st[c].n) st[c].t_first = t;
-                    else itl[n_itl++] = (t - st[c].t_last) / o->n_tokens;
-                    st[c].t_last = t;
-                    st[c].n += o->n_tokens;
-                }
-                ig_output_free(o);
+                record(&st[c], o, itl, &n_itl);
             }
             if (!progressed && done < C) {
                 /* wait on one unfinished request to avoid spinning */
                 for (int c = 0; c < C; c++)
                     if (st[c].r) {
                         ig_output *o;
-                        if (ig_request_read(st[c].r, 5, &o, &err) == IG_OK) {
-                            double t = rt_now();
-                            if (o->n_tokens) {
-                                if (!st[c].n) st[c].t_first = t;
-                                else itl[n_itl++] = (t - st[c].t_last) / o->n_tokens;
-                                st[c].t_last = t;
-                                st[c].n += o->n_tokens;
-                            }
-                            ig_output_free(o);
-                        }
+                        if (ig_request_read(st[c].r, 5, &o, &err) == IG_OK) record(&st[c], o, itl, &n_itl);
                         break;
                     }
             }

@@ -1,7 +1,7 @@
 /* dequant.h — the hook through which quantized (GGUF) weight bytes become f32.
  *
- * ir_weight_read_f32 (sources.c) converts F32/BF16/F16 itself and hands every other storage
- * type to ir_dequant, defined in dequant.c (GGUF block formats).
+ * ir_weight_read_f32 (sources.c) hands every storage type to ir_dequant (dequant.c): the plain
+ * F32/BF16/F16 of safetensors and the GGUF block formats.
  */
 #ifndef IG_DEQUANT_H
 #define IG_DEQUANT_H

@@ -104,74 +104,23 @@ static ig_status src_bytes(ir_sources *s, int32_t fi, uint64_t off, uint64_t n, 
     return IG_OK;
 }
 
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-    if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13); /* inf / nan */
-    } else if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else { /* subnormal: normalize */
-            int e = -1;
-            do {
-                man <<= 1;
-                e++;
-            } while (!(man & 0x400));
-            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else {
-        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static int64_t tensor_rows(const ir_tensor *t) { return t->shape[0]; }
 static int64_t tensor_cols(const ir_tensor *t) { return t->rank == 2 ? t->shape[1] : 1; }
 
+/* Stored bytes → f32 for every storage type (F32/BF16/F16 and the GGUF block formats alike go
+ * through ir_dequant, which also checks the byte count). */
 static ig_status read_plain(ir_sources *s, const ir_tensor *t, float *out, ig_err *err) {
     int64_t n = tensor_rows(t) * tensor_cols(t);
-    int esz = t->src_type == IR_STYPE_F32 ? 4 : (t->src_type == IR_STYPE_BF16 || t->src_type == IR_STYPE_F16) ? 2 : 0;
-    if (esz && t->src_nbytes != (uint64_t)n * (uint64_t)esz)
-        return ig_fail(err, IG_ERR_FORMAT, "tensor %s: %llu source bytes for %lld %s elements",
-                       t->name, (unsigned long long)t->src_nbytes, (long long)n,
-                       ir_stype_name(t->src_type));
     const uint8_t *p = NULL;
     ig_status st = src_bytes(s, t->src_file, t->src_offset, t->src_nbytes, t->name, &p, err);
     if (st) return st;
-    switch (t->src_type) {
-    case IR_STYPE_F32: memcpy(out, p, (size_t)n * 4); return IG_OK;
-    case IR_STYPE_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = bf16_to_f32(h);
-        }
-        return IG_OK;
-    case IR_STYPE_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = f16_to_f32(h);
-        }
-        return IG_OK;
-    default:
-        st = ir_dequant(t->src_type, p, t->src_nbytes, n, out, err);
-        if (st && err && !strstr(err->msg, t->name)) {
-            char m[sizeof err->msg];
-            snprintf(m, sizeof m, "%s", err->msg);
-            ig_fail(err, st, "tensor %s: %s", t->name, m);
-        }
-        return st;
+    st = ir_dequant(t->src_type, p, t->src_nbytes, n, out, err);
+    if (st && err && !strstr(err->msg, t->name)) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        ig_fail(err, st, "tensor %s: %s", t->name, m);
     }
+    return st;
 }
 
 /* GGUF stores llama q/k rows of each head as [r0, r_{D/2}, r1, r_{D/2+1}, ...] (convert script's
