@@ -69,46 +69,60 @@ static const char *instance(gen *c, const char *tpl, const char *prefix, const c
 
 static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
 
-/* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi: a GEMV launch for up to MV_TMAX rows,
- * else cuBLAS (+ bias / SwiGLU epilogue kernels). */
+/* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
+typedef struct mm_norm {
+    const char *src;   /* f32 residual rows [T][K] */
+    const char *gamma; /* weight variable of gamma */
+    double eps;
+} mm_norm;
+
+/* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi, preceded by an RMSNorm of norm->src into x
+ * when norm is set: a GEMV launch for up to st->gemv_tmax rows (the norm fused into it), else an
+ * rmsnorm launch, cuBLAS and bias / SwiGLU epilogue kernels. */
 static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                         const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
-                        const char *what) {
+                        const char *what, const mm_norm *norm) {
     char params[1024], comment[512], nm[96];
     int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "zero") != 0;
+    const char *targ = rows[0] == 'T' ? "T" : "n_out";
     snprintf(params, sizeof params,
              "#define MV_K %lld\n#define MV_N %lld\n#define MV_WBF16 %d\n#define MV_XBF16 %d\n#define MV_BIAS %d\n"
-             "#define MV_EPI %d\n#define MV_LDY %lld\n#define MV_YBF16 %d\n",
-             (long long)K, (long long)N, bf, bf, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0);
-    snprintf(comment, sizeof comment, "%s: gemv x[T,%lld] %s . w[%lld,%lld]^T %s, %s", what, (long long)K, dtn(bf),
-             (long long)N, (long long)K, dtn(bf), epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
-    snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s", (long long)K, (long long)N, epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "",
-             has_bias ? "_bias" : "");
+             "#define MV_EPI %d\n#define MV_LDY %lld\n#define MV_YBF16 %d\n#define MV_NORM %d\n#define MV_EPS %.9gf\n",
+             (long long)K, (long long)N, bf, bf, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, norm != NULL,
+             norm ? norm->eps : 1e-5);
+    snprintf(comment, sizeof comment, "%s: gemv %sx[T,%lld] %s . w[%lld,%lld]^T %s, %s", what, norm ? "rms_norm(x) then " : "",
+             (long long)K, dtn(bf), (long long)N, (long long)K, dtn(bf),
+             epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
+    snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s%s", (long long)K, (long long)N, norm ? "_norm" : "",
+             epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "");
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
     fprintf(fw, "%sif (%s <= st->gemv_tmax) {\n", ind, rows);
-    fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", x, w, bias, y);
-    fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%s, %lld, IG_MV_ROWS_DEFAULT(%lld, %d)), 1, 1, IG_MV_BLOCK, 0, args);\n", ind, fmv,
-            rows, (long long)N, (long long)N, swiglu);
+    fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
+            norm ? norm->gamma : "zero", w, bias, y);
+    fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n", ind,
+            fmv, (long long)N, (long long)K, bf ? 2 : 4, (long long)K, bf ? 2 : 4);
     fprintf(fw, "%s} else {\n", ind);
+    if (norm) {
+        snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, norm->eps, bf);
+        snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, norm->eps, dtn(bf));
+        snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
+        const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
+        fprintf(fw, "%s    { void *argsn[] = {&%s, &%s, &%s, &%s};\n%s      LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, argsn); }\n",
+                ind, targ, norm->src, norm->gamma, x, ind, fn_index(c, rn), rows, (long long)K);
+    }
     if (swiglu) {
         int64_t I = N / 2;
-        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n", (long long)I, bf);
-        snprintf(comment, sizeof comment, "%s: SwiGLU of the packed gate/up GEMM output [T,%lld] f32 -> [T,%lld] %s", what,
-                 (long long)N, (long long)I, dtn(bf));
+        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n", (long long)I, bf, bf);
+        snprintf(comment, sizeof comment, "%s: SwiGLU (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> [T,%lld] %s",
+                 what, (long long)N, dtn(bf), (long long)I, dtn(bf));
         snprintf(nm, sizeof nm, "swiglu_i%lld", (long long)I);
         const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
-        fprintf(fw, "%s    GEMM(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f);\n", ind, (long long)N, rows, (long long)K, w, x, (long long)N);
-        if (has_bias) { /* mlp_bias, in packed gate/up order, before the SwiGLU */
-            snprintf(params, sizeof params, "#define EP_N %lld\n#define EP_LDY %lld\n", (long long)N, (long long)N);
-            snprintf(comment, sizeof comment, "%s: gate/up bias add after the GEMM, [T,%lld]", what, (long long)N);
-            snprintf(nm, sizeof nm, "bias_n%lld", (long long)N);
-            const char *eb = instance(c, "epilogue.cu", nm, "EP_BIAS_NAME", params, comment);
-            fprintf(fw, "%s    { void *argsb[] = {&%s, &a_gu, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", bias);
-            fprintf(fw, "%s      LAUNCH(%d, IG_EP_BIAS_GRID_X(%s, %lld), IG_EP_BIAS_GRID_Y(%s), 1, IG_EP_BLOCK, 0, argsb); }\n", ind,
-                    fn_index(c, eb), rows, (long long)N, rows);
-        }
-        fprintf(fw, "%s    void *args[] = {&%s, &a_gu, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", y);
+        /* gate/up leave the GEMM in the activation type (as in the reference model), the
+         * mlp_bias (packed gate/up order) is added inside the SwiGLU kernel */
+        fprintf(fw, "%s    GEMM_OUT(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f, W_BF16);\n", ind, (long long)N, rows, (long long)K, w, x,
+                (long long)N);
+        fprintf(fw, "%s    void *args[] = {&%s, &a_gu, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", bias, y);
         fprintf(fw, "%s    LAUNCH(%d, IG_EP_SWIGLU_GRID_X(%s, %lld), IG_EP_SWIGLU_GRID_Y(%s), 1, IG_EP_BLOCK, 0, args);\n", ind,
                 fn_index(c, ep), rows, (long long)I, rows);
     } else {
@@ -152,6 +166,19 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         return st;
     }
     int H = hp->n_heads, KV = hp->n_kv_heads, D = hp->head_dim, HID = hp->hidden, PS = o->page_size;
+    /* the GEMV stages a token's row of x in shared memory: at most 96 KB (IG_MV_SMEM, see init) */
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = &g->nodes[i];
+        int32_t wi = n->op == IR_OP_NORM_MATMUL ? n->in[2] : n->op == IR_OP_MATMUL_EPI ? n->in[1] : -1;
+        if (wi >= 0 && g->tensors[wi].shape[1] * (bf ? 2 : 4) > 98304) {
+            fclose(fw);
+            free(fwd_text);
+            return ig_fail(err, IG_ERR_UNSUPPORTED,
+                           "codegen (cuda): %s has rows of %lld %s elements; the decode GEMV stages a row in 96 KB of "
+                           "shared memory (at most %d elements)", g->tensors[wi].name, (long long)g->tensors[wi].shape[1],
+                           dtn(bf), 98304 / (bf ? 2 : 4));
+        }
+    }
     uint64_t kv_layer_page = 2ull * KV * PS * D * (bf ? 2 : 4);
     char archs[128] = "";
     for (int i = 0; i < t->n_archs; i++) snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s", i ? "," : "", t->archs[i]);
@@ -182,7 +209,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
 
     fprintf(fw, "\n/* Launches one step's kernels on st->stream (the batch is already in device memory): either\n"
                 " * directly or while a CUDA graph captures them. Everything it bakes in is in the graph key. */\n"
-                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs) {\n"
+                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample) {\n"
                 "    WORKSPACE_CARVE(st->ws, st->max_tokens);\n"
                 "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_rows = batch + 12ull * T,\n"
                 "                d_pages = batch + 16ull * T;\n"
@@ -248,16 +275,11 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 if (swiglu && N > gu_cols) gu_cols = N;
                 if (!logits && buf_of[n->out] < 0) NEW_BUF(n->out, out_cols, swiglu ? bf : 0);
                 const char *y = logits ? "d_logits" : bufs[buf_of[n->out]].ident;
-                snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, n->eps, bf);
-                snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, n->eps, dtn(bf));
-                snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
-                const char *rn = instance(&c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
                 fprintf(fw, "%s/* %s: norm_matmul */\n", ind2, logits ? wt->name : cg_node_label(g, n->out, lbl, sizeof lbl));
-                fprintf(fw, "%s{\n%s    void *args[] = {&%s, &%s, &w1, &xn};\n%s    LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n%s}\n",
-                        ind2, ind2, rows, bufs[src].ident, ind2, fn_index(&c, rn), rows, (long long)K, ind2);
                 if (n->in[3] < 0) snprintf(wexpr[3], sizeof wexpr[3], "zero");
+                mm_norm nrm = {bufs[src].ident, "w1", n->eps};
                 emit_matmul(&c, fw, ind2, rows, "xn", "w2", wexpr[3], y, K, N, swiglu ? IR_EPI_SWIGLU : IR_EPI_STORE,
-                            swiglu ? N / 2 : N, bf, logits ? "lm_head" : "layers.*");
+                            swiglu ? N / 2 : N, bf, logits ? "lm_head" : "layers.*", &nrm);
                 break;
             }
             case IR_OP_MATMUL_EPI: {
@@ -270,7 +292,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 if (n->in[2] < 0) snprintf(wexpr[2], sizeof wexpr[2], "zero");
                 fprintf(fw, "%s/* %s: matmul + residual add */\n", ind2, cg_node_label(g, n->out, lbl, sizeof lbl));
                 emit_matmul(&c, fw, ind2, rows, bufs[buf_of[n->in[0]]].ident, "w1", wexpr[2], bufs[resid].ident, wt->shape[1],
-                            wt->shape[0], IR_EPI_ACC, wt->shape[0], bf, "layers.*");
+                            wt->shape[0], IR_EPI_ACC, wt->shape[0], bf, "layers.*", NULL);
                 break;
             }
             case IR_OP_ROPE_KV: {
@@ -300,9 +322,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                          dtn(bf), H * D, dtn(bf));
                 snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
                 const char *k = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
-                char split[96], reduce[96];
+                char split[96];
                 snprintf(split, sizeof split, "%s_split", k);
-                snprintf(reduce, sizeof reduce, "%s_reduce", k);
                 /* prefill: flash attention on tensor cores (same arguments as the direct kernel) */
                 snprintf(params, sizeof params,
                          "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
@@ -315,10 +336,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 const char *o_ = bufs[buf_of[n->out]].ident, *q_ = bufs[buf_of[n->in[0]]].ident;
                 fprintf(fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind2, cg_node_label(g, n->out, lbl, sizeof lbl));
                 fprintf(fw, "%sif (T <= MV_TMAX) {\n"
-                            "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws};\n"
+                            "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
                             "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
-                            "%s    void *args2[] = {&T, &attn_ws, &%s};\n"
-                            "%s    LAUNCH(%d, IG_AT_REDUCE_GRID_X(T, %d), IG_AT_REDUCE_GRID_Y(T), 1, IG_AT_REDUCE_BLOCK, 0, args2);\n"
                             "%s} else if (!prefill_runs) {\n"
                             "%s    /* many decode tokens: one CTA per (token, KV head) keeps the GPU busy */\n"
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
@@ -327,7 +346,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
                             "%s    LAUNCH(%d, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
                             "%s}\n",
-                        ind2, ind2, q_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, o_, ind2, fn_index(&c, reduce), H, ind2, ind2,
+                        ind2, ind2, q_, o_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, ind2,
                         ind2, q_, o_, ind2, fn_index(&c, k), KV, H, KV, D, ind2, ind2, q_, o_, ind2, fn_index(&c, ap), H, D, ind2);
                 break;
             }
@@ -336,20 +355,34 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             }
             fprintf(fw, "%s}\n", ind);
         }
+        if (pass == 2 && !st) {
+            /* device sampling of the logits rows */
+            snprintf(params, sizeof params, "#define SM_V %d\n#define SM_LD %d\n", hp->vocab, hp->vocab);
+            snprintf(comment, sizeof comment, "sampling on the device: one token per logits row of %d", hp->vocab);
+            const char *k = instance(&c, "sample.cu", "sample", "SM_NAME", params, comment);
+            fprintf(fw, "        if (do_sample) {\n"
+                        "            /* %s */\n"
+                        "            void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled};\n"
+                        "            LAUNCH(%d, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);\n"
+                        "        }\n",
+                    comment, fn_index(&c, k));
+        }
         if (pass == 1 || pass == 2) fprintf(fw, "    }\n");
     }
     if (!st) {
         fprintf(fw, "    return 0;\n}\n\n");
         fprintf(fw,
                 "/* Replays the CUDA graph of this step's shape, capturing it on first use. */\n"
-                "static int launch_graph(dev_state *st, int T, int n_out, int mpb) {\n"
+                "static int launch_graph(dev_state *st, int T, int n_out, int mpb, int do_sample) {\n"
                 "    cu_graph_cache *gc = &st->graphs;\n"
                 "    int i = 0;\n"
-                "    while (i < gc->n && !(gc->key[i][0] == T && gc->key[i][1] == n_out && gc->key[i][2] == mpb)) i++;\n"
+                "    while (i < gc->n && !(gc->key[i][0] == T && gc->key[i][1] == n_out && gc->key[i][2] == mpb &&\n"
+                "                          gc->key[i][3] == do_sample))\n"
+                "        i++;\n"
                 "    if (i == gc->n) {\n"
                 "        /* first time: run the step directly (this also makes the driver load every kernel\n"
                 "         * it uses, which must not happen during a capture), then capture it for next time */\n"
-                "        int rc0 = launch_step(st, T, n_out, mpb, 0);\n"
+                "        int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample);\n"
                 "        if (rc0) return rc0;\n"
                 "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
                 "        i = gc->n;\n"
@@ -359,7 +392,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            st->use_graphs = 0;\n"
                 "            return 0;\n"
                 "        }\n"
-                "        int rc = launch_step(st, T, n_out, mpb, 0);\n"
+                "        int rc = launch_step(st, T, n_out, mpb, 0, do_sample);\n"
                 "        CUresult re = st->api.cuStreamEndCapture(st->stream, &g);\n"
                 "        CUresult ri = rc || re != CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : st->api.cuGraphInstantiate(&gc->exec[i], g, 0);\n"
                 "        if (g) st->api.cuGraphDestroy(g);\n"
@@ -368,7 +401,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            st->use_graphs = 0;\n"
                 "            return 0;\n"
                 "        }\n"
-                "        gc->key[i][0] = T, gc->key[i][1] = n_out, gc->key[i][2] = mpb;\n"
+                "        gc->key[i][0] = T, gc->key[i][1] = n_out, gc->key[i][2] = mpb, gc->key[i][3] = do_sample;\n"
                 "        gc->n++;\n"
                 "        return 0;\n"
                 "    }\n"
@@ -410,12 +443,23 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "        run = b->token_seq[t] == b->token_seq[t - 1] && b->positions[t] == b->positions[t - 1] + 1 ? run + 1 : 1;\n"
                 "        prefill_runs = run >= 16;\n"
                 "    }\n"
-                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs ? launch_graph(st, T, n_out, mpb)\n"
-                "                                            : launch_step(st, T, n_out, mpb, prefill_runs);\n"
+                "    /* device sampling: the rows' parameters go up with the batch, one id per row comes back */\n"
+                "    const int do_sample = b->sample != NULL && n_out > 0;\n"
+                "    if (do_sample) {\n"
+                "        memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);\n"
+                "        CU(st->api.cuMemcpyHtoDAsync(st->d_sp, st->pinned_smp, sizeof(ig_fwd_sample) * n_out, st->stream));\n"
+                "    }\n"
+                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs ? launch_graph(st, T, n_out, mpb, do_sample)\n"
+                "                                            : launch_step(st, T, n_out, mpb, prefill_runs, do_sample);\n"
                 "    if (rc) return rc;\n"
-                "    if (n_out > 0)\n"
+                "    if (n_out > 0 && b->logits)\n"
                 "        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
+                "    int32_t *tok = (int32_t *)(st->pinned_smp + sizeof(ig_fwd_sample) * st->max_tokens);\n"
+                "    if (do_sample) CU(st->api.cuMemcpyDtoHAsync(tok, st->d_sampled, sizeof(int32_t) * n_out, st->stream));\n"
                 "    CU(st->api.cuStreamSynchronize(st->stream));\n"
+                "    if (do_sample)\n"
+                "        for (int i = 0; i < n_out; i++)\n"
+                "            if (b->sample[i].on) b->sampled[i] = tok[i];\n"
                 "    return 0;\n}\n");
     }
     fflush(fw);
@@ -484,10 +528,13 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "#define WORKSPACE_LIST(X, T) \\\n"
                  "    X(int32_t, batch, (uint64_t)(T) * (4 + MAX_PAGES_PER_SEQ)) \\\n"
                  "    X(float, d_logits, (uint64_t)(T) * VOCAB) \\\n"
+                 "    X(ig_fwd_sample, d_sp, (uint64_t)(T)) \\\n"
+                 "    X(int32_t, d_sampled, (uint64_t)(T)) \\\n"
                  "    X(float, attn_ws, IG_AT_WS_FLOATS(MV_TMAX, N_HEADS, HEAD_DIM, ATTN_SPLIT)) \\\n"
-                 "    X(float, a_gu, (uint64_t)(T) * %lld) \\\n"
+                 "    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_KV_HEADS)) \\\n"
+                 "    X(%s, a_gu, (uint64_t)(T) * %lld) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
-            (long long)gu_cols, bf ? "uint16_t" : "float", (long long)xn_cols);
+            bf ? "uint16_t" : "float", (long long)gu_cols, bf ? "uint16_t" : "float", (long long)xn_cols);
     for (int i = 0; i < n_bufs; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", bufs[i].bf16 ? "uint16_t" : "float", bufs[i].ident, (long long)bufs[i].cols);
     fprintf(out, "\n#define MAX_PAGES_PER_SEQ ((MAX_CONTEXT + PAGE_SIZE - 1) / PAGE_SIZE)\n"
@@ -508,6 +555,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    cublasHandle_t blas;\n    CUfunction fn[%d];\n"
             "    CUdeviceptr w, kv, ws, inv_freq;\n"
             "    int32_t *pinned;    /* staging of one batch */\n"
+            "    unsigned char *pinned_smp; /* staging of device sampling: params [max_tokens], then ids [max_tokens] */\n"
             "    int32_t max_tokens, max_pages;\n"
             "    int sync_each;      /* IGNIS_CUDA_SYNC: debug aid */\n"
             "    int use_graphs;     /* decode steps replay CUDA graphs (IGNIS_CUDA_GRAPHS=0: off) */\n"
@@ -515,9 +563,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "                         * 1 by default (H200, 1B shape: at 8 tokens cuBLAS steps took 2.3 ms, the\n"
             "                         * GEMV 4.4 ms; at 1 token they tie without graphs, and the GEMV step can be\n"
             "                         * replayed as a graph). IGNIS_CUDA_GEMV_TMAX=0..8 overrides it. */\n"
+            "    int pdl;            /* programmatic dependent launch (sm_90+; IGNIS_CUDA_PDL=0: off) */\n"
+            "    int mv_ctas;        /* GEMV grid cap: SMs x IG_MV_CTAS_PER_SM (IGNIS_CUDA_MV_CTAS_PER_SM) */\n"
+            "    cu_prof prof;       /* IGNIS_CUDA_PROFILE=1: per-kernel times, printed by fini */\n"
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
-            "    CUdeviceptr d_batch, d_logits; /* in the workspace */\n"
+            "    CUdeviceptr d_batch, d_logits, d_sp, d_sampled; /* in the workspace */\n"
             "} dev_state;\n\n"
             "/* a failed CUDA call returns -(10000000 + result * 10000 + the line of this file), so the\n"
             " * runtime's error names the call and the driver's error code */\n"
@@ -525,16 +576,23 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    if (r_ != CUDA_SUCCESS) return -(10000000 + (int)(r_ %% 1000) * 10000 + __LINE__); } while (0)\n"
             "/* IGNIS_CUDA_SYNC=1 synchronizes after every launch, so a faulting kernel is the one named */\n"
             "#define LAUNCH(k, gx, gy, gz, bx, smem, args) do { \\\n"
-            "    CU(st->api.cuLaunchKernel(st->fn[k], (gx), (gy), (gz), (bx), 1, 1, (smem), st->stream, (args), NULL)); \\\n"
-            "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); } while (0)\n"
+            "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
+            "    CU(cu_launch(&st->api, st->fn[k], st->stream, st->pdl, (gx), (gy), (gz), (bx), (smem), (args))); \\\n"
+            "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
+            "    cu_prof_end(&st->api, &st->prof, st->stream, (k)); } while (0)\n"
             "/* y[T][ldy] (f32) = beta * y + x[T][K] . w[N][K]^T on cuBLAS (column-major view: y^T = w . x^T) */\n"
-            "#define GEMM(N, T_, K, w_, x_, y_, ldy, beta_) \\\n"
-            "    CU(gemm(st, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_)))\n"
-            "static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy, float beta) {\n"
+            "#define GEMM(N, T_, K, w_, x_, y_, ldy, beta_) GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, 0)\n"
+            "/* ... with y in bf16 when ybf16 */\n"
+            "#define GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, ybf16) do { \\\n"
+            "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
+            "    CU(gemm(st, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_), (ybf16))); \\\n"
+            "    cu_prof_end(&st->api, &st->prof, st->stream, CU_PROF_SLOTS - 1); } while (0)\n"
+            "static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy, float beta,\n"
+            "                     int ybf16) {\n"
             "    const float alpha = 1.0f;\n"
             "    cudaDataType dt = W_BF16 ? CUDA_R_16BF : CUDA_R_32F;\n"
             "    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, dt, K,\n"
-            "                                            (const void *)x, dt, K, &beta, (void *)y, CUDA_R_32F, ldy,\n"
+            "                                            (const void *)x, dt, K, &beta, (void *)y, ybf16 ? CUDA_R_16BF : CUDA_R_32F, ldy,\n"
             "                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n"
             "    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;\n}\n",
             c.n_fn);
@@ -547,9 +605,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (!st) return;\n"
                  "    if (st->api.cuCtxSetCurrent && st->cctx) st->api.cuCtxSetCurrent(st->cctx);\n"
                  "    if (st->stream) st->api.cuStreamSynchronize(st->stream);\n"
+                 "    if (st->prof.on) {\n"
+                 "        cu_prof_print(&st->prof, kernel_names, %d);\n"
+                 "        for (int i = 0; i < 2; i++)\n            if (st->prof.ev[i]) st->api.cuEventDestroy(st->prof.ev[i]);\n"
+                 "    }\n"
                  "    cu_graphs_clear(&st->api, &st->graphs);\n"
                  "    if (st->blas) st->api.cublasDestroy(st->blas);\n"
                  "    if (st->pinned) st->api.cuMemFreeHost(st->pinned);\n"
+                 "    if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);\n"
                  "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq};\n"
                  "    for (int i = 0; i < 4; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
                  "    if (st->mod) st->api.cuModuleUnload(st->mod);\n"
@@ -557,7 +620,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->cctx) st->api.cuDevicePrimaryCtxRelease(st->dev);\n"
                  "    cu_api_close(&st->api);\n"
                  "    free(st);\n"
-                 "    ctx->device_state = NULL;\n}\n\n");
+                 "    ctx->device_state = NULL;\n}\n\n", c.n_fn);
     fprintf(out, "#define TRY(call, what) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { \\\n"
                  "    cu_errf(err, cap, \"%%s: %%s\", what, cu_strerr(&st->api, r_)); fini(ctx); return -1; } } while (0)\n"
                  "static int init(ig_model_ctx *ctx, char *err, size_t cap) {\n"
@@ -604,6 +667,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    const char *gt = getenv(\"IGNIS_CUDA_GEMV_TMAX\");\n"
                  "    st->gemv_tmax = gt ? atoi(gt) : 1;\n"
                  "    if (st->gemv_tmax > MV_TMAX) st->gemv_tmax = MV_TMAX;\n"
+                 "    const char *pdl = getenv(\"IGNIS_CUDA_PDL\"), *mvc = getenv(\"IGNIS_CUDA_MV_CTAS_PER_SM\");\n"
+                 "    st->pdl = major >= 9 && !(pdl && pdl[0] == '0');\n"
+                 "    int n_sm = 0;\n"
+                 "    st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);\n"
+                 "    st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (mvc && atoi(mvc) > 0 ? atoi(mvc) : IG_MV_CTAS_PER_SM);\n"
+                 "    if (getenv(\"IGNIS_CUDA_PROFILE\")) {\n"
+                 "        st->prof.on = 1, st->use_graphs = 0;\n"
+                 "        TRY(st->api.cuEventCreate(&st->prof.ev[0], 0), \"cuEventCreate\");\n"
+                 "        TRY(st->api.cuEventCreate(&st->prof.ev[1], 0), \"cuEventCreate\");\n"
+                 "    }\n"
                  "    st->max_pages = MAX_PAGES_PER_SEQ;\n"
                  "    size_t w_bytes = %lluull, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;\n"
                  "    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;\n"
@@ -617,12 +690,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    TRY(st->api.cuMemAlloc(&st->kv, kv_bytes), \"allocating the KV cache\");\n"
                  "    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), \"clearing the KV cache\");\n"
                  "    TRY(st->api.cuMemAlloc(&st->ws, ws_bytes), \"allocating the workspace\");\n"
+                 "    TRY(st->api.cuMemsetD8(st->ws, 0, ws_bytes), \"clearing the workspace\"); /* attention counters start at 0 */\n"
                  "    TRY(st->api.cuMemAlloc(&st->inv_freq, sizeof rope_inv_freq), \"allocating RoPE frequencies\");\n"
                  "    TRY(st->api.cuMemcpyHtoD(st->inv_freq, rope_inv_freq, sizeof rope_inv_freq), \"copying RoPE frequencies\");\n"
                  "    TRY(st->api.cuMemAllocHost((void **)&st->pinned, sizeof(int32_t) * (size_t)ctx->max_tokens * (4 + MAX_PAGES_PER_SEQ)), \"pinned staging\");\n"
+                 "    TRY(st->api.cuMemAllocHost((void **)&st->pinned_smp, (sizeof(ig_fwd_sample) + sizeof(int32_t)) * (size_t)ctx->max_tokens), \"pinned staging\");\n"
                  "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
                  "    st->api.cublasSetStream(st->blas, st->stream);\n"
-                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_batch = batch;\n        st->d_logits = d_logits;\n    }\n"
+                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_batch = batch;\n        st->d_logits = d_logits;\n        st->d_sp = d_sp;\n        st->d_sampled = d_sampled;\n    }\n"
                  "    return 0;\n}\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
 
@@ -637,7 +712,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    .n_weights = %d, .weights = weights,\n"
                  "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
                  "    .init = init, .fini = fini,\n"
-                 "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n"
+                 "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n"
+                 "    .caps = IG_MODEL_CAP_SAMPLE,\n};\n\n"
                  "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n",
             hp->arch, archs, o->compiler_version, bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", plan->n,
             archs);

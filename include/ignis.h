@@ -47,6 +47,9 @@ typedef struct ig_engine_config {
     int32_t max_waiting;         /* requests queued beyond running ones before start says BUSY (default 1024) */
     int verify_hashes;           /* check weight hashes at open (default 1) */
     int prefix_cache;            /* reuse KV pages of shared prompt prefixes across requests (default 1) */
+    int device_sampling;         /* on packages that can (CUDA): sample requests without logit bias,
+                                    penalties or logprobs on the device, copying back one id per
+                                    sequence instead of a row of logits (default 1) */
 } ig_engine_config;
 
 IG_API void ig_engine_config_default(ig_engine_config *cfg);

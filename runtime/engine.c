@@ -103,6 +103,9 @@ struct ig_engine {
     float *b_logits;
     ig_request **b_reqs;
     smp_result *b_res;          /* [max_seqs] sampling results of the step */
+    ig_fwd_sample *b_sp;        /* [max_seqs] device sampling per logits row (device_sampling) */
+    int32_t *b_dev_tok;         /* [max_seqs] tokens the device chose */
+    int device_sampling;        /* the model samples eligible rows (config and IG_MODEL_CAP_SAMPLE) */
     ig_status *b_sampled;       /* [max_seqs] */
     ig_err *b_errs;             /* [max_seqs] */
     int32_t max_pages_per_seq;
@@ -117,6 +120,7 @@ void ig_engine_config_default(ig_engine_config *cfg) {
     cfg->max_waiting = 1024;
     cfg->verify_hashes = 1;
     cfg->prefix_cache = 1;
+    cfg->device_sampling = 1;
 }
 
 void ig_gen_config_default(ig_gen_config *g) {
@@ -681,6 +685,16 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
         e->b_reqs[s] = r;
         s++;
     }
+    /* rows whose request samples on the device: decided by the request's own params only */
+    int32_t n_dev = 0;
+    for (int32_t i = 0; i < s && e->device_sampling; i++) {
+        ig_request *r = e->b_reqs[i];
+        if (r->step_row < 0) continue;
+        ig_fwd_sample *sp = &e->b_sp[r->step_row];
+        memset(sp, 0, sizeof *sp);
+        int bans = r->n_gen < r->g.min_new_tokens && (e->pkg->n_eos > 0 || r->g.n_stop_ids > 0);
+        if (!bans && smp_device_step(r->smp, sp)) n_dev++;
+    }
     memset(b, 0, sizeof *b);
     b->n_tokens = t;
     b->token_ids = e->b_ids;
@@ -691,7 +705,11 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
     b->max_pages_per_seq = mp;
     b->n_out = n_out;
     b->out_rows = e->b_rows;
-    b->logits = e->b_logits;
+    b->logits = n_out > 0 && n_dev == n_out ? NULL : e->b_logits;
+    if (e->device_sampling) {
+        b->sample = e->b_sp;
+        b->sampled = e->b_dev_tok;
+    }
 }
 
 /* Samples the next token of r from its logits row. Runs without the lock, for all sequences of
@@ -819,8 +837,16 @@ static void *scheduler_main(void *arg) {
 #pragma omp parallel for schedule(dynamic, 1) if (b.n_out > 1)
             for (int32_t s = 0; s < b.n_seqs; s++) {
                 ig_request *r = e->b_reqs[s];
-                if (r->step_row >= 0)
+                if (r->step_row < 0) continue;
+                if (b.sample && b.sample[r->step_row].on) {
+                    int32_t tok = b.sampled[r->step_row];
+                    e->b_sampled[s] = tok >= 0 && tok < V ? IG_OK
+                                                          : ig_fail(&e->b_errs[s], IG_ERR_INVALID,
+                                                                    "the step's logits held NaN or +inf (or were all -inf)");
+                    if (!e->b_sampled[s]) smp_device_accept(r->smp, tok, &e->b_res[s]);
+                } else {
                     e->b_sampled[s] = sample_one(e, r, e->b_logits + (size_t)r->step_row * V, &e->b_res[s], &e->b_errs[s]);
+                }
             }
         }
         pthread_mutex_lock(&c->mu);
@@ -897,10 +923,13 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
         e->b_logits = malloc(sizeof(float) * (size_t)S * d->vocab);
         e->b_reqs = malloc(sizeof(ig_request *) * S);
         e->b_res = malloc(sizeof(smp_result) * S);
+        e->b_sp = calloc((size_t)S, sizeof(ig_fwd_sample));
+        e->b_dev_tok = calloc((size_t)S, sizeof(int32_t));
+        e->device_sampling = cfg.device_sampling && (d->caps & IG_MODEL_CAP_SAMPLE);
         e->b_sampled = malloc(sizeof(ig_status) * S);
         e->b_errs = malloc(sizeof(ig_err) * S);
         if (!e->b_ids || !e->b_pos || !e->b_seq || !e->b_rows || !e->b_pages || !e->b_logits || !e->b_reqs ||
-            !e->b_res || !e->b_sampled || !e->b_errs)
+            !e->b_res || !e->b_sampled || !e->b_errs || !e->b_sp || !e->b_dev_tok)
             st = ig_fail(err, IG_ERR_NOMEM, "out of memory for step buffers");
     }
     if (!st) {
@@ -939,6 +968,8 @@ void ig_engine_close(ig_engine *e) {
     free(e->b_logits);
     free(e->b_reqs);
     free(e->b_res);
+    free(e->b_sp);
+    free(e->b_dev_tok);
     free(e->b_sampled);
     free(e->b_errs);
     tok_free(e->tok);

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 2u
+#define IG_MODEL_ABI_VERSION 3u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -50,6 +50,20 @@ typedef struct ig_weight_info {
 } ig_weight_info;
 
 /* One forward step (see the header comment). All arrays are borrowed for the call. */
+/* How one logits row is sampled on the device (models whose desc.caps has IG_MODEL_CAP_SAMPLE).
+ * The semantics are sampler.h's steps 3-8 without bias or penalties: greedy when temperature is 0,
+ * else softmax of logits / temperature, top-k (ties with the k-th kept), top-p over what top-k
+ * left (the crossing token kept), min-p, then the token where the cumulative kept mass, walked in
+ * id order, first exceeds u x (kept mass). */
+typedef struct ig_fwd_sample {
+    int32_t on;        /* 1: sample this row on the device; 0: the runtime samples it from logits */
+    float temperature; /* 0 = greedy (argmax, lowest id on ties) */
+    int32_t top_k;     /* 0 or >= vocab: off */
+    float top_p;       /* (0, 1]; 1 = off */
+    float min_p;       /* [0, 1); 0 = off */
+    float u;           /* this step's uniform draw in [0, 1) (unused when greedy) */
+} ig_fwd_sample;
+
 typedef struct ig_fwd_batch {
     int32_t n_tokens;          /* tokens in this step, >= 1 */
     const int32_t *token_ids;  /* [n_tokens] */
@@ -60,7 +74,13 @@ typedef struct ig_fwd_batch {
     int32_t max_pages_per_seq; /* row stride of page_table */
     int32_t n_out;             /* rows whose logits are wanted */
     const int32_t *out_rows;   /* [n_out] token indices in 0..n_tokens-1 */
-    float *logits;             /* [n_out][vocab], written by forward */
+    float *logits;             /* [n_out][vocab], written by forward; may be NULL when sample
+                                  is set and every row has sample[i].on */
+    /* Device sampling (NULL on models without IG_MODEL_CAP_SAMPLE): sample [n_out] params;
+     * forward writes sampled[i] for rows with sample[i].on: the token id, or -1 when the row's
+     * logits held NaN or +inf, or were all -inf. */
+    const ig_fwd_sample *sample;
+    int32_t *sampled;          /* [n_out] */
 } ig_fwd_batch;
 
 /* Memory the runtime hands to the model; all borrowed, owned by the runtime. */
@@ -108,7 +128,10 @@ typedef struct ig_model_desc {
     /* Runs one step. Returns 0, or a negative value if the batch is malformed (the runtime
      * validates batches first; this is a last guard, never a crash). */
     int (*forward)(const ig_model_ctx *ctx, const ig_fwd_batch *batch);
+    uint32_t caps;                /* IG_MODEL_CAP_* */
 } ig_model_desc;
+
+#define IG_MODEL_CAP_SAMPLE (1u << 0) /* forward honours ig_fwd_batch.sample (device sampling) */
 
 typedef const ig_model_desc *(*ig_model_entry_fn)(void);
 #define IG_MODEL_ENTRY_SYMBOL "ig_model_entry"

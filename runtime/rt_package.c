@@ -260,6 +260,11 @@ ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err) {
     for (int32_t i = 0; i < b->n_out; i++)
         if (b->out_rows[i] < 0 || b->out_rows[i] >= b->n_tokens)
             return ig_fail(err, IG_ERR_INVALID, "logit row %d is not a token of the step", b->out_rows[i]);
+    if (b->sample && !(d->caps & IG_MODEL_CAP_SAMPLE))
+        return ig_fail(err, IG_ERR_INVALID, "device sampling asked of a package that cannot sample (target %s)", m->pkg->target);
+    for (int32_t i = 0; i < b->n_out; i++)
+        if (!b->logits && !(b->sample && b->sample[i].on))
+            return ig_fail(err, IG_ERR_INVALID, "logit row %d is neither copied back (logits is NULL) nor sampled on the device", i);
     int rc = d->forward(&m->ctx, b);
     if (rc <= -10000000)
         return ig_fail(err, IG_ERR_INTERNAL, "a device call failed in the step with error %d (%s/src/model.c line %d)",

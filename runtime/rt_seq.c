@@ -11,8 +11,8 @@ int32_t rt_argmax(const float *x, int32_t n) {
     return best;
 }
 
-ig_status rt_seq_feed(rt_model *m, kv_pager *p, kv_seq *s, const int32_t *ids, int32_t n,
-                      float *all_logits, float *last_logits, ig_err *err) {
+static ig_status feed(rt_model *m, kv_pager *p, kv_seq *s, const int32_t *ids, int32_t n, float *all_logits,
+                      float *last_logits, const ig_fwd_sample *sample, int32_t *next, ig_err *err) {
     const ig_model_desc *d = m->pkg->desc;
     if (n < 1) return ig_fail(err, IG_ERR_INVALID, "no tokens to feed");
     if ((int64_t)s->len + n > d->max_context)
@@ -44,11 +44,13 @@ ig_status rt_seq_feed(rt_model *m, kv_pager *p, kv_seq *s, const int32_t *ids, i
             b.n_out = c;
             b.out_rows = rows;
             b.logits = all_logits + (size_t)off * d->vocab;
-        } else if (last_logits && last_chunk) {
+        } else if ((last_logits || sample) && last_chunk) {
             b.n_out = 1;
             rows[0] = c - 1;
             b.out_rows = rows;
             b.logits = last_logits;
+            b.sample = sample;
+            b.sampled = next;
         }
         st = rt_model_forward(m, &b, err);
         if (!st) s->len += c;
@@ -57,5 +59,18 @@ ig_status rt_seq_feed(rt_model *m, kv_pager *p, kv_seq *s, const int32_t *ids, i
     }
     free(tmp);
     free(pos);
+    if (!st && sample && *next < 0) st = ig_fail(err, IG_ERR_INVALID, "the device found NaN or +inf in the logits");
     return st;
+}
+
+ig_status rt_seq_feed(rt_model *m, kv_pager *p, kv_seq *s, const int32_t *ids, int32_t n, float *all_logits,
+                      float *last_logits, ig_err *err) {
+    return feed(m, p, s, ids, n, all_logits, last_logits, NULL, NULL, err);
+}
+
+ig_status rt_seq_feed_sample(rt_model *m, kv_pager *p, kv_seq *s, const int32_t *ids, int32_t n,
+                             const ig_fwd_sample *sample, int32_t *next, ig_err *err) {
+    if (!(m->pkg->desc->caps & IG_MODEL_CAP_SAMPLE))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "package %s cannot sample on its device", m->pkg->dir);
+    return feed(m, p, s, ids, n, NULL, NULL, sample, next, err);
 }

@@ -608,3 +608,30 @@ ig_status smp_sample(smp_state *s, float *logits, smp_result *r, ig_err *err) {
     s->n_sampled++;
     return IG_OK;
 }
+
+/* ---- device sampling: the same params and RNG, the work done by the model (ig_fwd_sample) */
+
+int smp_device_step(smp_state *s, ig_fwd_sample *d) {
+    const smp_params *p = &s->p;
+    if (p->n_logit_bias > 0 || s->track || p->logprobs || p->top_logprobs > 0) return 0;
+    d->on = 1;
+    d->temperature = p->temperature;
+    d->top_k = p->top_k;
+    d->top_p = p->top_p;
+    d->min_p = p->min_p;
+    d->u = 0.0f;
+    if (p->temperature != 0.0f) {
+        /* the draw smp_sample makes, rounded down to a float below 1 */
+        double u = (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53;
+        float uf = (float)u;
+        d->u = uf < 1.0f ? uf : 0x1.fffffep-1f;
+    }
+    return 1;
+}
+
+void smp_device_accept(smp_state *s, int32_t token, smp_result *r) {
+    r->token = token;
+    r->logprob = NAN;
+    r->n_top = 0;
+    s->n_sampled++;
+}

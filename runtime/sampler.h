@@ -32,6 +32,7 @@
 #define IG_SAMPLER_H
 
 #include <stdint.h>
+#include "ig_model_abi.h"
 #include "ig_status.h"
 
 #define SMP_MAX_TOP_LOGPROBS 20
@@ -92,5 +93,15 @@ ig_status smp_sample(smp_state *s, float *logits, smp_result *r, ig_err *err);
 
 /* Tokens sampled so far by s. */
 int64_t smp_n_sampled(const smp_state *s);
+
+/* Device sampling (ig_fwd_sample, for models with IG_MODEL_CAP_SAMPLE). When s's params need
+ * nothing the device sampler lacks (logit bias, penalties, logprobs), fills d for this step,
+ * drawing u from the state's RNG exactly where smp_sample would (greedy draws nothing), and
+ * returns 1; otherwise returns 0 and leaves s and d untouched. After the step, the caller passes
+ * the device's choice to smp_device_accept. Whether a request samples on the device depends only
+ * on its own params, so a seeded request draws the same tokens beside any other traffic. */
+int smp_device_step(smp_state *s, ig_fwd_sample *d);
+/* Records the token the device chose for s's step; fills r (logprob NaN, no top logprobs). */
+void smp_device_accept(smp_state *s, int32_t token, smp_result *r);
 
 #endif

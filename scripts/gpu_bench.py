@@ -53,7 +53,12 @@ out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "128"]
 print(out)
 nog = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "128"], env=dict(os.environ, IGNIS_CUDA_GRAPHS="0"))
 print("without CUDA graphs:", re.search(r"decode .*", nog).group(0))
-ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+ms_long = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+# the roofline counts weight bytes only, so batch-1 decode is measured at a short context (64..320
+# tokens, where the KV cache adds < 2% to the bytes read); after the 2048-token prompt above,
+# each step also reads 2048+ tokens of KV (67 MB)
+short = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "256"])
+ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", short).group(1))
 pre = float(re.search(r"prefill\s+\d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", out).group(1))
 roof = wbytes / bw * 1e3  # the roofline: weight bytes / measured copy bandwidth
 L, H, I, V, q, kv = 16, 2048, 8192, 128256, 2048, 512
@@ -61,10 +66,28 @@ params = L * (H * (q + 2 * kv) + q * H + 3 * H * I)
 P = 2048
 flops = 2 * params * P + L * 2 * 2 * 32 * 64 * P * P / 2 + 2 * H * V
 print(f"ignis decode batch 1: {ms:.3f} ms/token; roofline {roof:.3f} ms (weights {wbytes/1e9:.2f} GB at {bw/1e12:.2f} TB/s) -> {100*roof/ms:.1f}% of roofline")
+print(f"ignis decode batch 1 after a 2048-token prompt: {ms_long:.3f} ms/token")
 print(f"ignis prefill 2048: {pre:.0f} tokens/s = {flops*pre/P/1e12:.1f} TFLOP/s = {100*flops*pre/P/peak:.1f}% of measured bf16 peak")
+# where decode and prefill time goes, and the launch options against each other
+def decode_ms(env, n=128):
+    o = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", str(n)], env=dict(os.environ, **env))
+    return float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", o).group(1))
+for label, env in [("default (as above)", {}), ("no programmatic dependent launch", {"IGNIS_CUDA_PDL": "0"}),
+                   ("GEMV grid 1 CTA/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "1"}),
+                   ("GEMV grid 4 CTAs/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "4"})]:
+    print(f"variant {label}: decode {decode_ms(env):.3f} ms/token")
+if os.environ.get("IGNIS_BENCH_PROFILE", "1") != "0":
+    for what, args in [("decode (64-token prompt, 32 steps)", ["--prompt-len", "64", "--decode-tokens", "32"]),
+                       ("prefill 2048 (+ warm-up steps)", ["--prompt-len", "2048", "--decode-tokens", "1"])]:
+        p = subprocess.run([IGNIS, "bench", pkg] + args, capture_output=True, text=True,
+                           env=dict(os.environ, IGNIS_CUDA_PROFILE="1"))
+        print(f"== profile, {what}:")
+        print("\n".join(p.stderr.splitlines()[:28]))
 eng = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "1,8,32,128,256"])
 print(eng)
 
+if os.environ.get("IGNIS_BENCH_PEER", "1") == "0":
+    raise SystemExit(0)
 # the peer: transformers eager on the same weights
 from transformers import AutoModelForCausalLM
 m = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16).to(dev).eval()

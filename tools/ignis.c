@@ -625,18 +625,30 @@ static int cmd_bench(int argc, char **argv) {
         ids[i] = (int32_t)(s % (uint64_t)V);
     }
     float *lg = malloc(sizeof(float) * V);
-    /* warm-up: a short sequence touches every weight page, and one decode-sized and one
-     * prefill-sized step load every kernel (and, on GPUs, the GEMM library) before timing */
-    st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P < 64 ? P : 64, NULL, lg, &err);
-    for (int i = 0; i < 2 && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, 1, NULL, lg, &err);
-    kv_seq_release(r.pager, &r.seq);
+    /* warm-up: one prefill of the timed length and a few decode steps touch every weight page and
+     * load every kernel (on GPUs also the GEMM library's kernels for these shapes, which load
+     * lazily, and the decode step's CUDA graph) before timing. The sequence's pages for the whole
+     * run are reserved first, so every decode step has the same page-table width (as in the
+     * engine) and replays one graph. */
+    st = kv_seq_reserve(r.pager, &r.seq, P + N, d->page_size, &err);
+    if (!st) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P, NULL, lg, &err);
+    for (int i = 0; i < 3 && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, 1, NULL, lg, &err);
+    r.seq.len = 0; /* keep the pages, forget the tokens: the timed run overwrites them */
     double tp = rt_now();
     if (!st) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P, NULL, lg, &err);
     tp = rt_now() - tp;
+    /* greedy decode; packages that sample on their device pick the token there (one id comes
+     * back per step, as in the engine), others copy the logits back for the host argmax */
+    int dev_sample = (d->caps & IG_MODEL_CAP_SAMPLE) != 0;
+    const ig_fwd_sample greedy = {.on = 1, .temperature = 0.0f, .top_p = 1.0f};
+    int32_t next = rt_argmax(lg, V);
     double td = rt_now();
     for (int i = 0; i < N && !st; i++) {
-        int32_t next = rt_argmax(lg, V);
-        st = rt_seq_feed(r.m, r.pager, &r.seq, &next, 1, NULL, lg, &err);
+        if (dev_sample) st = rt_seq_feed_sample(r.m, r.pager, &r.seq, &next, 1, &greedy, &next, &err);
+        else {
+            st = rt_seq_feed(r.m, r.pager, &r.seq, &next, 1, NULL, lg, &err);
+            next = rt_argmax(lg, V);
+        }
     }
     td = rt_now() - td;
     if (st) return fail("bench", &err);

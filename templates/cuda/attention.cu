@@ -2,20 +2,22 @@
  * many sequences) over the paged KV pool, with a split-over-context variant for decode.
  *
  * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_OBF16, AT_SCALE,
- * AT_MAXCTX (accepted, unused), AT_SPLIT; defines three kernels:
+ * AT_MAXCTX (accepted, unused), AT_SPLIT; defines two kernels:
  *   extern "C" __global__ void AT_NAME(int T, const float *q, const unsigned char *kv_pool,
  *       unsigned long long layer_off, const int *positions, const int *token_seq,
  *       const int *page_table, int max_pages, AT *out);
- *   extern "C" __global__ void AT_NAME_split(<same arguments but> float *ws);
- *   extern "C" __global__ void AT_NAME_reduce(int T, const float *ws, AT *out);
+ *   extern "C" __global__ void AT_NAME_split(<same arguments but> float *ws, unsigned *counters,
+ *       AT *out);
  * q f32 [T][H * D] (roped, from rope_kv); out [T][H * D] of AT (AT_OBF16); token t of sequence
  * token_seq[t] at position p attends keys 0..p of its sequence (pool layout: SPEC.md / rope_kv.cu);
  * head h uses kv head h / (H / KV); out = softmax(q·kᵀ · AT_SCALE) · V, f32 online softmax.
  * launch (launch.h):
  *   direct: AT_NAME        grid (KV, T, 1),        block IG_AT_BLOCK = 256, smem IG_AT_SMEM(H, KV, D)
- *   split:  AT_NAME_split  grid (KV, T, AT_SPLIT), block 256, smem IG_AT_SMEM(H, KV, D), then
- *           AT_NAME_reduce grid (H, T),            block IG_AT_REDUCE_BLOCK = 128, smem 0,
- *           ws f32 [T][H][AT_SPLIT][D + 2] = IG_AT_WS_FLOATS(T, H, D, AT_SPLIT) floats.
+ *   split:  AT_NAME_split  grid (KV, T, AT_SPLIT), block 256, smem IG_AT_SMEM(H, KV, D);
+ *           ws f32 [T][H][AT_SPLIT][D + 2] = IG_AT_WS_FLOATS(T, H, D, AT_SPLIT) floats of partial
+ *           results, counters [T][KV] (IG_AT_COUNTERS(T, KV)) zero before the first launch; the
+ *           last split CTA of each (token, kv head) merges the partials into out and re-zeroes
+ *           its counter, so no second kernel is needed.
  * (IG_AT_SMEM is 33 KB for G = 8, D = 128; above 48 KB the host sets the max-dynamic-smem attribute.)
  * The direct kernel suits prefill and large decode batches (T * KV CTAs); the split pair suits a
  * few decode tokens with long contexts (a single sequence with 8 KV heads still gets 8 * AT_SPLIT
@@ -208,6 +210,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _merge)(const float *sm, 
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AT_OT_ *out) {
+    IG_PDL_ENTER();
     static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
     static_assert(AT_D % 8 == 0, "AT_D must be a multiple of 8 (16-byte loads)");
     extern __shared__ float ig_dyn_smem[];
@@ -227,8 +230,10 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
                         const int *positions, const int *token_seq, const int *page_table, int max_pages,
-                        float *ws) {
+                        float *ws, unsigned *counters, AT_OT_ *out) {
+    IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
+    __shared__ int s_last;
     constexpr int G = AT_H / AT_KV, D = AT_D;
     const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
     if (t >= T) return;
@@ -244,27 +249,31 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
         w[d] = O;
         if (d == 0) w[D] = M, w[D + 1] = L;
     }
-}
-
-extern "C" __global__ void __launch_bounds__(IG_AT_REDUCE_BLOCK)
-IG_CAT(AT_NAME, _reduce)(int T, const float *ws, AT_OT_ *out) {
-    constexpr int D = AT_D;
-    const int h = blockIdx.x, t = blockIdx.y;
-    if (t >= T) return;
-    const float *w = ws + ((size_t)t * AT_H + h) * AT_SPLIT * (D + 2);
-    float mx = IG_NEG_INF;
+    /* the last split of (t, kh) to finish merges all of them: partials are published with a
+     * fence before the count, and the last CTA reads them from L2 (__ldcg) after it */
+    __threadfence();
+    __syncthreads();
+    unsigned *cnt = counters + (size_t)t * AT_KV + kh;
+    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == AT_SPLIT - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
+        const int g = i / D, d = i % D;
+        const float *w = ws + ((size_t)t * AT_H + kh * G + g) * AT_SPLIT * (D + 2);
+        float mx = IG_NEG_INF;
 #pragma unroll
-    for (int s = 0; s < AT_SPLIT; s++) mx = fmaxf(mx, w[(size_t)s * (D + 2) + D]);
-    for (int d = threadIdx.x; d < D; d += IG_AT_REDUCE_BLOCK) {
+        for (int s = 0; s < AT_SPLIT; s++) mx = fmaxf(mx, __ldcg(w + (size_t)s * (D + 2) + D));
         float o = 0.0f, l = 0.0f;
 #pragma unroll 4
         for (int s = 0; s < AT_SPLIT; s++) {
             const float *p = w + (size_t)s * (D + 2);
-            const float f = ig_sm_factor(p[D], mx);
-            o += p[d] * f, l += p[D + 1] * f;
+            const float f = ig_sm_factor(__ldcg(p + D), mx);
+            o += __ldcg(p + d) * f, l += __ldcg(p + D + 1) * f;
         }
-        ig_at_store(out, (size_t)t * AT_H * D + (size_t)h * D + d, o / l, AT_OBF16);
+        ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, o / l, AT_OBF16);
     }
+    if (threadIdx.x == 0) *cnt = 0u; /* ready for the next launch */
 }
 
 #undef AT_OT_

@@ -3,17 +3,20 @@
  * output, and the f32 -> activation-type cast of a GEMM input.
  *
  * Instantiate with EP_BIAS_NAME, EP_SWIGLU_NAME, EP_CAST_NAME, EP_N, EP_LDY, EP_I, EP_LDGU,
- * EP_OBF16; defines
+ * EP_GUBF16, EP_OBF16; defines
  *   extern "C" __global__ void EP_BIAS_NAME(int T, float *y, const float *bias);
  *       y[t][n] += bias[n] for n < EP_N, row stride EP_LDY (default EP_N)
- *   extern "C" __global__ void EP_SWIGLU_NAME(int T, const float *gu, AT *out);
- *       gu f32 [T][EP_LDGU] (default 2*EP_I) in packed gate/up order (16-row blocks interleaved,
- *       SPEC.md); out [T][EP_I] of AT (EP_OBF16): out[t][16q+j] = silu(gu[t][32q+j]) * gu[t][32q+16+j]
+ *   extern "C" __global__ void EP_SWIGLU_NAME(int T, const void *gu, const float *bias, AT *out);
+ *       gu [T][EP_LDGU] (default 2*EP_I; f32, or bf16 when EP_GUBF16) in packed gate/up order
+ *       (16-row blocks interleaved, SPEC.md); bias f32 [2*EP_I] in the same packed order, or null;
+ *       out [T][EP_I] of AT (EP_OBF16): with g = gu[t][32q+j] + bias[32q+j] and
+ *       u = gu[t][32q+16+j] + bias[32q+16+j], out[t][16q+j] = silu(g) * u
  *   extern "C" __global__ void EP_CAST_NAME(int T, const float *x, AT *out, int n);
  *       out[i] = x[i] for i < T*n (T contiguous rows of n), AT by EP_OBF16
  * launch (launch.h):
  *   bias:   grid (IG_EP_BIAS_GRID_X(T, EP_N), T),   block IG_EP_BLOCK = 256, smem 0
- *   swiglu: grid (IG_EP_SWIGLU_GRID_X(T, EP_I), T), block 256, smem 0
+ *   swiglu: grid (IG_EP_SWIGLU_GRID_X(T, EP_I), T), block 256, smem 0; a thread does 8
+ *           consecutive outputs with 16-byte (bf16) or 2 x 16-byte (f32) loads
  *   cast:   grid (IG_EP_CAST_GRID_X(T, n)),         block 256, smem 0 (grid-stride loop)
  * A name left undefined skips that kernel, so one instantiation can define only what it needs
  * (by default all three are defined with ig_ep_* names).
@@ -37,6 +40,9 @@
 #ifndef EP_LDGU
 #define EP_LDGU (2 * (EP_I))
 #endif
+#ifndef EP_GUBF16
+#define EP_GUBF16 0
+#endif
 #ifndef EP_OBF16
 #define EP_OBF16 1
 #endif
@@ -49,26 +55,51 @@
 
 #ifdef EP_BIAS_NAME
 extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_BIAS_NAME(int T, float *y, const float *bias) {
+    IG_PDL_ENTER();
     const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
     if (n < EP_N && t < T) y[(size_t)t * EP_LDY + n] += bias[n];
 }
 #endif
 
 #ifdef EP_SWIGLU_NAME
-extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_SWIGLU_NAME(int T, const float *gu, EP_AT_ *out) {
-    static_assert(EP_I % 16 == 0, "SwiGLU needs I % 16 == 0");
-    const int i = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
-    if (i >= EP_I || t >= T) return;
-    const float *r = gu + (size_t)t * EP_LDGU + 32 * (i >> 4) + (i & 15);
-    const float g = r[0], u = r[16], o = g / (1.0f + expf(-g)) * u;
-    if (EP_OBF16) ((unsigned short *)out)[(size_t)t * EP_I + i] = ig_f32_to_bf16(o);
-    else ((float *)out)[(size_t)t * EP_I + i] = o;
+extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK)
+EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
+    IG_PDL_ENTER();
+    static_assert(EP_I % 16 == 0 && EP_LDGU % 8 == 0, "SwiGLU needs I % 16 == 0 and 16-byte rows");
+    const int i0 = (blockIdx.x * IG_EP_BLOCK + threadIdx.x) * 8, t = blockIdx.y;
+    if (i0 >= EP_I || t >= T) return;
+    const int c = 32 * (i0 >> 4) + (i0 & 15); /* packed column of gate i0; up is 16 further */
+    float g[8], u[8];
+    if (EP_GUBF16) {
+        const unsigned short *r = (const unsigned short *)gu + (size_t)t * EP_LDGU + c;
+        ig_unpack8_bf16(*(const uint4 *)r, g);
+        ig_unpack8_bf16(*(const uint4 *)(r + 16), u);
+    } else {
+        const float *r = (const float *)gu + (size_t)t * EP_LDGU + c;
+        ig_unpack4_f32(*(const uint4 *)r, g), ig_unpack4_f32(*(const uint4 *)(r + 4), g + 4);
+        ig_unpack4_f32(*(const uint4 *)(r + 16), u), ig_unpack4_f32(*(const uint4 *)(r + 20), u + 4);
+    }
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        const float ge = bias ? g[e] + bias[c + e] : g[e], ue = bias ? u[e] + bias[c + 16 + e] : u[e];
+        o[e] = ge / (1.0f + expf(-ge)) * ue;
+    }
+    if (EP_OBF16) {
+        uint4 v = make_uint4(ig_pack2_bf16(o[0], o[1]), ig_pack2_bf16(o[2], o[3]), ig_pack2_bf16(o[4], o[5]),
+                             ig_pack2_bf16(o[6], o[7]));
+        *(uint4 *)((unsigned short *)out + (size_t)t * EP_I + i0) = v;
+    } else {
+        float4 *p = (float4 *)((float *)out + (size_t)t * EP_I + i0);
+        p[0] = make_float4(o[0], o[1], o[2], o[3]), p[1] = make_float4(o[4], o[5], o[6], o[7]);
+    }
 }
 #endif
 
 #ifdef EP_CAST_NAME
 /* Four elements per thread per step; the tail (T*n not a multiple of 4) is done elementwise. */
 extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_CAST_NAME(int T, const float *x, EP_AT_ *out, int n) {
+    IG_PDL_ENTER();
     const long long total = (long long)T * n, n4 = total / 4;
     const long long stride = (long long)gridDim.x * IG_EP_BLOCK;
     const bool al = (((unsigned long long)x | (unsigned long long)out) & 15) == 0;
@@ -99,4 +130,5 @@ extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_CAST_NAME(int T, co
 #undef EP_LDY
 #undef EP_I
 #undef EP_LDGU
+#undef EP_GUBF16
 #undef EP_OBF16

@@ -47,7 +47,14 @@ typedef struct cu_api {
     CUresult (*cuStreamSynchronize)(CUstream);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, CUstream, void **, void **);
+    CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
     CUresult (*cuGetErrorString)(CUresult, const char **);
+    /* events: only for IGNIS_CUDA_PROFILE */
+    CUresult (*cuEventCreate)(CUevent *, unsigned);
+    CUresult (*cuEventDestroy)(CUevent);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventSynchronize)(CUevent);
+    CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
     /* CUDA graphs: decode-sized steps are captured once per shape and replayed */
     CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
     CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
@@ -124,7 +131,13 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(cuda, cuStreamDestroy, "cuStreamDestroy_v2");
     SYM(cuda, cuStreamSynchronize, "cuStreamSynchronize");
     SYM(cuda, cuLaunchKernel, "cuLaunchKernel");
+    SYM(cuda, cuLaunchKernelEx, "cuLaunchKernelEx");
     SYM(cuda, cuGetErrorString, "cuGetErrorString");
+    SYM(cuda, cuEventCreate, "cuEventCreate");
+    SYM(cuda, cuEventDestroy, "cuEventDestroy_v2");
+    SYM(cuda, cuEventRecord, "cuEventRecord");
+    SYM(cuda, cuEventSynchronize, "cuEventSynchronize");
+    SYM(cuda, cuEventElapsedTime, "cuEventElapsedTime_v2");
     SYM(cuda, cuStreamBeginCapture, "cuStreamBeginCapture_v2");
     SYM(cuda, cuStreamEndCapture, "cuStreamEndCapture");
     SYM(cuda, cuGraphInstantiate, "cuGraphInstantiateWithFlags");
@@ -176,17 +189,82 @@ static int cu_pick_image(const cu_image *im, int n, int cc) {
 }
 
 /* Replayable steps, keyed by what the captured launches baked in (token count, logit rows,
- * page-table width); the batch's contents live in device memory and change between replays. */
+ * page-table width, device sampling on/off); the batch's contents live in device memory and
+ * change between replays. */
 #define CU_GRAPHS 32
 typedef struct cu_graph_cache {
     int n;
-    int key[CU_GRAPHS][3];
+    int key[CU_GRAPHS][4];
     CUgraphExec exec[CU_GRAPHS];
 } cu_graph_cache;
 
 static void cu_graphs_clear(const cu_api *a, cu_graph_cache *g) {
     for (int i = 0; i < g->n; i++) a->cuGraphExecDestroy(g->exec[i]);
     g->n = 0;
+}
+
+/* ---- kernel launches: programmatic dependent launch, debug sync, profiling */
+
+/* IGNIS_CUDA_PROFILE=1: every launch is timed with a pair of events and synchronized (so steps
+ * run slower and without graphs); fini prints the per-kernel table to stderr. Slot CU_PROF_SLOTS-1
+ * collects the cuBLAS GEMMs. */
+#define CU_PROF_SLOTS 192
+typedef struct cu_prof {
+    int on;
+    CUevent ev[2];
+    double ms[CU_PROF_SLOTS];
+    long calls[CU_PROF_SLOTS];
+} cu_prof;
+
+static void cu_prof_begin(const cu_api *a, cu_prof *p, CUstream s) {
+    if (p->on) a->cuEventRecord(p->ev[0], s);
+}
+static void cu_prof_end(const cu_api *a, cu_prof *p, CUstream s, int slot) {
+    if (!p->on) return;
+    float ms = 0.0f;
+    a->cuEventRecord(p->ev[1], s);
+    a->cuEventSynchronize(p->ev[1]);
+    a->cuEventElapsedTime(&ms, p->ev[0], p->ev[1]);
+    if (slot < 0 || slot >= CU_PROF_SLOTS) slot = CU_PROF_SLOTS - 1;
+    p->ms[slot] += ms, p->calls[slot]++;
+}
+
+/* Prints the profile: kernels by total time. names[i] names slot i (n of them). */
+static void cu_prof_print(const cu_prof *p, const char *const *names, int n) {
+    double total = 0.0;
+    int order[CU_PROF_SLOTS], m = 0;
+    for (int i = 0; i < CU_PROF_SLOTS; i++)
+        if (p->calls[i]) total += p->ms[i], order[m++] = i;
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0 && p->ms[order[j]] > p->ms[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    fprintf(stderr, "ignis CUDA profile (IGNIS_CUDA_PROFILE): %.3f ms of kernels\n%-44s %8s %10s %10s %6s\n", total,
+            "kernel", "calls", "total ms", "mean us", "share");
+    for (int k = 0; k < m; k++) {
+        int i = order[k];
+        fprintf(stderr, "%-44s %8ld %10.3f %10.2f %5.1f%%\n", i < n ? names[i] : "cublas gemm", p->calls[i], p->ms[i],
+                1e3 * p->ms[i] / p->calls[i], total > 0 ? 100.0 * p->ms[i] / total : 0.0);
+    }
+}
+
+/* Launches f on stream s. pdl: with programmatic stream serialization (sm_90+), so the kernel may
+ * start while the previous one finishes (every template waits for its inputs: ig_pdl_wait). */
+static CUresult cu_launch(const cu_api *a, CUfunction f, CUstream s, int pdl, unsigned gx, unsigned gy, unsigned gz,
+                          unsigned bx, unsigned smem, void **args) {
+    if (!pdl) return a->cuLaunchKernel(f, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    at.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+    cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem, cfg.hStream = s;
+    cfg.attrs = &at, cfg.numAttrs = 1;
+    return a->cuLaunchKernelEx(&cfg, f, args, NULL);
 }
 
 #endif

@@ -23,17 +23,24 @@
 #define IG_CDIV(a, b) (((a) + (b) - 1) / (b))
 #define IG_NPAD16(n) (IG_CDIV((n), 16) * 16)
 
-/* ---- gemv.cu: MV_NAME(T, x, w, bias, y) ----
- * One CTA of 8 warps owns ROWS consecutive packed rows (SwiGLU: ROWS/2 gate rows and their ROWS/2
- * up rows); the warps split K. ROWS divides 16 (1, 2, 4, 8, 16; 2..16 for SwiGLU).
- * IG_MV_ROWS_DEFAULT picks it from N so that the grid has several CTAs per SM (MV_ROWS overrides;
- * the host must then pass the same value). SWIGLU: 1 when MV_EPI == 2. No dynamic smem. */
+/* ---- gemv.cu: MV_NAME(T, x, gamma, w, bias, y) ----
+ * The unit of work is a pair of packed rows (SwiGLU: gate row and up row of one output). A row is
+ * IG_MV_NCH chunks of 32 lanes x IG_MV_VPL 16-byte vectors (one chunk = 2048 bf16). KS warps
+ * share a pair (split K: KS = chunks per row, at most 8, so a long row's chunks are in flight
+ * at once), a CTA of 8 warps takes 8 / KS pairs per step and CTAs stride over the pairs. The grid
+ * is one CTA per step's pairs, capped at MAXC (the host passes a few per SM). x is staged in
+ * shared memory IG_MV_TG(K, XES) tokens at a time (XES = bytes per x element): 4 tokens while
+ * they fit 48 KB, else 2, else 1. WES = bytes per weight element. */
 #define IG_MV_BLOCK 256
-#define IG_MV_ROWS_DEFAULT(N, SWIGLU) \
-    (IG_NPAD16(N) >= 8192 ? 8 : IG_NPAD16(N) >= 1024 ? 4 : ((SWIGLU) || IG_NPAD16(N) >= 256) ? 2 : 1)
-#define IG_MV_GRID_X(T, N, ROWS) (IG_NPAD16(N) / (ROWS))
-#define IG_MV_GRID_Y(T) 1
-#define IG_MV_SMEM(T) 0
+#define IG_MV_VPL 4
+#define IG_MV_TG_MAX 4
+#define IG_MV_TG(K, XES) (4 * (K) * (XES) <= 49152 ? 4 : 2 * (K) * (XES) <= 49152 ? 2 : 1)
+#define IG_MV_SMEM(K, XES) (IG_MV_TG((K), (XES)) * (K) * (XES))
+#define IG_MV_NCH(K, WES) IG_CDIV((K) * (WES) / 16, 32 * IG_MV_VPL)
+#define IG_MV_KS(K, WES) (IG_MV_NCH(K, WES) >= 8 ? 8 : IG_MV_NCH(K, WES) >= 4 ? 4 : IG_MV_NCH(K, WES) >= 2 ? 2 : 1)
+#define IG_MV_CTAS(N, K, WES) IG_CDIV(IG_NPAD16(N) / 2, 8 / IG_MV_KS(K, WES))
+#define IG_MV_GRID_X(N, K, WES, MAXC) (IG_MV_CTAS(N, K, WES) < (MAXC) ? IG_MV_CTAS(N, K, WES) : (MAXC))
+#define IG_MV_CTAS_PER_SM 2 /* default MAXC = SMs x this: 16 warps per SM, 128 KB of W in flight */
 
 /* ---- epilogue.cu ----
  * EP_BIAS_NAME(T, y, bias):        grid (ceil(N/256), T), block 256
@@ -42,7 +49,7 @@
 #define IG_EP_BLOCK 256
 #define IG_EP_BIAS_GRID_X(T, N) IG_CDIV((N), 256)
 #define IG_EP_BIAS_GRID_Y(T) (T)
-#define IG_EP_SWIGLU_GRID_X(T, I) IG_CDIV((I), 256)
+#define IG_EP_SWIGLU_GRID_X(T, I) IG_CDIV((I), 8 * 256)
 #define IG_EP_SWIGLU_GRID_Y(T) (T)
 #define IG_EP_CAST_GRID_X(T, n) \
     (IG_CDIV((long long)(T) * (n), 1024) < 65535 ? (unsigned)IG_CDIV((long long)(T) * (n), 1024) : 65535u)
@@ -54,18 +61,17 @@
 #define IG_RN_GRID_Y(T) 1
 #define IG_RN_SMEM(T) 0
 
-/* ---- rope_kv.cu: RK_NAME(...): one CTA per (token, head) over q, k and v heads ----
- * blockIdx.x = head in [0, H + 2*KV), blockIdx.y = token. One thread per rotated pair. */
-#define IG_RK_BLOCK(D) (IG_CDIV((D) / 2, 32) * 32)
-#define IG_RK_GRID_X(T, H, KV) ((H) + 2 * (KV))
-#define IG_RK_GRID_Y(T) (T)
+/* ---- rope_kv.cu: RK_NAME(...): one CTA of 8 warps per token, a warp per head at a time ---- */
+#define IG_RK_BLOCK(D) 256
+#define IG_RK_GRID_X(T, H, KV) (T)
+#define IG_RK_GRID_Y(T) 1
 #define IG_RK_SMEM(T) 0
 
 /* ---- attention.cu ----
  * AT_NAME(...)          direct:  grid (KV, T, 1),     block 256, smem IG_AT_SMEM(H, KV, D)
  * AT_NAME_split(...)    split:   grid (KV, T, SPLIT), block 256, smem IG_AT_SMEM(H, KV, D),
- *                                writes partial results to ws (IG_AT_WS_FLOATS floats)
- * AT_NAME_reduce(...)   reduce:  grid (H, T),         block 128, smem 0
+ *                                partial results in ws (IG_AT_WS_FLOATS floats), merged by the
+ *                                last CTA of each (token, kv head) (IG_AT_COUNTERS counters)
  * The 8 warps of a CTA each keep an online-softmax state for the G = H/KV heads of the group;
  * the smem holds those states for the final merge. */
 #define IG_AT_WARPS 8
@@ -75,9 +81,7 @@
 #define IG_AT_GRID_Z(T, SPLIT) (SPLIT)
 #define IG_AT_SMEM(H, KV, D) (IG_AT_WARPS * ((H) / (KV)) * ((D) + 2) * 4)
 #define IG_AT_WS_FLOATS(T, H, D, SPLIT) ((unsigned long long)(T) * (H) * (SPLIT) * ((D) + 2))
-#define IG_AT_REDUCE_BLOCK 128
-#define IG_AT_REDUCE_GRID_X(T, H) (H)
-#define IG_AT_REDUCE_GRID_Y(T) (T)
+#define IG_AT_COUNTERS(T, KV) ((unsigned long long)(T) * (KV))
 
 /* ---- attention_prefill.cu: AP_NAME(...) (same arguments as AT_NAME) ----
  * grid (H, ceil(T / 64)), block 128 (4 warps x 16 query rows), dynamic smem IG_AP_SMEM(D): one K and
@@ -97,9 +101,9 @@
 #define IG_EM_GRID_X(T) (T)
 #define IG_EM_SMEM(T) 0
 
-/* ---- argmax.cu: AM_NAME(n, logits, out): one CTA per row ---- */
-#define IG_AM_BLOCK 1024
-#define IG_AM_GRID_X(n) (n)
-#define IG_AM_SMEM(n) 0
+/* ---- sample.cu: SM_NAME(n, logits, params, out): one CTA per row ---- */
+#define IG_SM_BLOCK 1024
+#define IG_SM_GRID_X(n) (n)
+#define IG_SM_SMEM(n) 0
 
 #endif /* IG_CUDA_LAUNCH_H */

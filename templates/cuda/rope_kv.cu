@@ -16,10 +16,12 @@
  *   page = page_table[token_seq[t] * max_pages + pos / PS], slot = pos % PS,
  *   base = kv_pool + page * RK_PAGE_BYTES + layer_off,
  *   K at base + ((h * PS + slot) * D) elements, V at base + (KV * PS * D + (h * PS + slot) * D).
- * launch: grid = (IG_RK_GRID_X(T, RK_H, RK_KV) = H + 2*KV, IG_RK_GRID_Y(T) = T),
- *         block = IG_RK_BLOCK(RK_D) = D/2 rounded up to 32, smem 0.
- * One CTA per (head, token); thread i owns the rotated pair (i, i + D/2). v heads are only copied
- * (converted to the KV type).
+ * launch: grid = (IG_RK_GRID_X(T, RK_H, RK_KV) = T, IG_RK_GRID_Y(T) = 1),
+ *         block = IG_RK_BLOCK(RK_D) = 256, smem 0.
+ * One CTA per token: its threads first compute the D/2 angles' cos/sin once (double sincos is
+ * the expensive part, shared by every head), then each warp takes heads in turn, a lane owning
+ * the rotated pairs (i, i + D/2) for i = lane, lane + 32, ...; the q/k RMSNorm is a warp sum.
+ * v heads are only copied (converted to the KV type).
  */
 #include "common.cuh"
 
@@ -63,40 +65,66 @@ extern "C" __global__ void __launch_bounds__(IG_RK_BLOCK(RK_D))
 RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
         float *q_out, unsigned char *kv_pool, unsigned long long layer_off, const int *positions,
         const int *token_seq, const int *page_table, int max_pages) {
+    IG_PDL_ENTER();
     static_assert(RK_D % 2 == 0, "RK_D must be even");
     static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
-    constexpr int HD = RK_D / 2, W = (RK_H + 2 * RK_KV) * RK_D;
-    __shared__ float red[32];
-    const int hh = blockIdx.x, t = blockIdx.y, i = threadIdx.x;
+    constexpr int HD = RK_D / 2, W = (RK_H + 2 * RK_KV) * RK_D, NP = IG_CDIV(HD, 32);
+    __shared__ float cs[HD], sn[HD];
+    const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (t >= T) return;
-    const bool act = i < HD;
-    const float *v = qkv + (size_t)t * W + (size_t)hh * RK_D;
-    float a = act ? v[i] : 0.0f, b = act ? v[i + HD] : 0.0f;
     const int pos = positions[t];
+    for (int i = threadIdx.x; i < HD; i += IG_RK_BLOCK(RK_D)) {
+        double s, c;
+        sincos((double)pos * inv_freq[i], &s, &c);
+        cs[i] = (float)c, sn[i] = (float)s;
+    }
+    __syncthreads();
     const int page = page_table[(size_t)token_seq[t] * max_pages + pos / RK_PS], slot = pos % RK_PS;
     unsigned char *base = kv_pool + (unsigned long long)page * RK_PAGE_BYTES + layer_off;
-    if (hh >= RK_H + RK_KV) { /* v head: copy */
-        const size_t o = (size_t)RK_KV * RK_PS * RK_D + ((size_t)(hh - RK_H - RK_KV) * RK_PS + slot) * RK_D;
-        if (act) ig_rk_store(base, o + i, a, RK_KVBF16), ig_rk_store(base, o + i + HD, b, RK_KVBF16);
-        return;
-    }
-    if (RK_QKNORM) { /* uniform branch: every thread of the CTA reaches the barriers */
-        const float ss = ig_block_sum(a * a + b * b, red);
-        const float s = 1.0f / sqrtf(ss / (float)RK_D + RK_EPS);
-        const float *g = hh < RK_H ? q_norm : k_norm;
-        if (act) a = a * s * g[i], b = b * s * g[i + HD];
-    }
-    if (!act) return;
-    double sn, cs;
-    sincos((double)pos * inv_freq[i], &sn, &cs);
-    const float c = (float)cs, s = (float)sn;
-    const float o0 = a * c - b * s, o1 = b * c + a * s;
-    if (hh < RK_H) {
-        float *q = q_out + (size_t)t * RK_H * RK_D + (size_t)hh * RK_D;
-        q[i] = o0, q[i + HD] = o1;
-    } else {
-        const size_t o = ((size_t)(hh - RK_H) * RK_PS + slot) * RK_D;
-        ig_rk_store(base, o + i, o0, RK_KVBF16), ig_rk_store(base, o + i + HD, o1, RK_KVBF16);
+    for (int hh = warp; hh < RK_H + 2 * RK_KV; hh += IG_RK_BLOCK(RK_D) / 32) {
+        const float *v = qkv + (size_t)t * W + (size_t)hh * RK_D;
+        float a[NP], b[NP];
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int i = lane + 32 * j;
+            a[j] = i < HD ? v[i] : 0.0f, b[j] = i < HD ? v[i + HD] : 0.0f;
+        }
+        if (hh >= RK_H + RK_KV) { /* v head: copy */
+            const size_t o = (size_t)RK_KV * RK_PS * RK_D + ((size_t)(hh - RK_H - RK_KV) * RK_PS + slot) * RK_D;
+#pragma unroll
+            for (int j = 0; j < NP; j++) {
+                const int i = lane + 32 * j;
+                if (i < HD) ig_rk_store(base, o + i, a[j], RK_KVBF16), ig_rk_store(base, o + i + HD, b[j], RK_KVBF16);
+            }
+            continue;
+        }
+        if (RK_QKNORM) { /* warp-uniform: the whole warp holds this head */
+            float ss = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NP; j++) ss += a[j] * a[j] + b[j] * b[j];
+            ss = ig_warp_sum(ss);
+            const float s = 1.0f / sqrtf(ss / (float)RK_D + RK_EPS);
+            const float *g = hh < RK_H ? q_norm : k_norm;
+#pragma unroll
+            for (int j = 0; j < NP; j++) {
+                const int i = lane + 32 * j;
+                if (i < HD) a[j] = a[j] * s * g[i], b[j] = b[j] * s * g[i + HD];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int i = lane + 32 * j;
+            if (i >= HD) break;
+            const float c = cs[i], s = sn[i];
+            const float o0 = a[j] * c - b[j] * s, o1 = b[j] * c + a[j] * s;
+            if (hh < RK_H) {
+                float *q = q_out + (size_t)t * RK_H * RK_D + (size_t)hh * RK_D;
+                q[i] = o0, q[i + HD] = o1;
+            } else {
+                const size_t o = ((size_t)(hh - RK_H) * RK_PS + slot) * RK_D;
+                ig_rk_store(base, o + i, o0, RK_KVBF16), ig_rk_store(base, o + i + HD, o1, RK_KVBF16);
+            }
+        }
     }
 }
 

@@ -76,9 +76,9 @@
 #define EM_WBF16 0
 #include "embed.cu"
 
-#define AM_NAME am_a
-#include "argmax.cu"
-#define AM_NAME am_b
-#define AM_V 1000
-#define AM_LD 1024
-#include "argmax.cu"
+#define SM_NAME sm_a
+#include "sample.cu"
+#define SM_NAME sm_b
+#define SM_V 1000
+#define SM_LD 1024
+#include "sample.cu"

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
+#include <functional>
 #include <vector>
 
 /* ------------------------------------------------------------------ template instances */
@@ -71,11 +73,34 @@
 #define MV_K 8200
 #define MV_N 72
 #include "gemv.cu"
-#define MV_NAME mv_fb_rows8
+#define MV_NAME mv_fb_2056
 #define MV_K 2056
 #define MV_N 33
 #define MV_WBF16 0
-#define MV_ROWS 8
+#include "gemv.cu"
+/* RMSNorm fused in front (x is the f32 residual stream) */
+#define MV_NAME mv_bb_norm_swiglu
+#define MV_K 1000
+#define MV_N 96
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#include "gemv.cu"
+#define MV_NAME mv_ff_norm_bias
+#define MV_K 200
+#define MV_N 70
+#define MV_WBF16 0
+#define MV_XBF16 0
+#define MV_BIAS 1
+#define MV_NORM 1
+#define MV_EPS 1e-5f
+#include "gemv.cu"
+#define MV_NAME mv_bb_norm_lmhead
+#define MV_K 2048
+#define MV_N 5000
+#define MV_NORM 1
+#define MV_EPS 1e-5f
 #include "gemv.cu"
 #define MV_NAME mv_bb_swiglu_big
 #define MV_K 2048
@@ -92,6 +117,14 @@
 #define MV_K 2048
 #define MV_N 8192
 #include "gemv.cu"
+#define MV_NAME mv_p_3072_2048
+#define MV_K 2048
+#define MV_N 3072
+#include "gemv.cu"
+#define MV_NAME mv_p_2048_2048
+#define MV_K 2048
+#define MV_N 2048
+#include "gemv.cu"
 #define MV_NAME mv_p_128256_2048
 #define MV_K 2048
 #define MV_N 128256
@@ -103,6 +136,7 @@
 #define EP_N 1000
 #define EP_LDY 1024
 #define EP_I 48
+#define EP_GUBF16 1
 #include "epilogue.cu"
 #define EP_SWIGLU_NAME ep_swiglu_f
 #define EP_CAST_NAME ep_cast_f
@@ -135,13 +169,16 @@
 #define EM_WBF16 0
 #include "embed.cu"
 
-#define AM_NAME am_1000
-#define AM_V 1000
-#define AM_LD 1024
-#include "argmax.cu"
-#define AM_NAME am_128256
-#define AM_V 128256
-#include "argmax.cu"
+#define SM_NAME sm_1000
+#define SM_V 1000
+#define SM_LD 1024
+#include "sample.cu"
+#define SM_NAME sm_5000
+#define SM_V 5000
+#include "sample.cu"
+#define SM_NAME sm_128256
+#define SM_V 128256
+#include "sample.cu"
 
 /* rope_kv + attention configurations: two layers per page, tests run on layer 1. */
 #define TPS 16
@@ -563,28 +600,50 @@ static void launch(const void *fn, dim3 grid, dim3 block, size_t smem, void **ar
 struct mv_case {
     const char *name;
     const void *fn;
-    int K, N, wb, xb, bias, epi, yb, ldy, rows;
+    int K, N, wb, xb, bias, epi, yb, ldy, norm;
+    float eps;
 };
-#define MVC(fn, K, N, wb, xb, bias, epi, yb, ldy, rows) \
-    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, rows }
+#define MVC(fn, K, N, wb, xb, bias, epi, yb, ldy) \
+    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 0, 0.0f }
+#define MVN(fn, K, N, wb, xb, bias, epi, yb, ldy, eps) \
+    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 1, eps }
+static int g_sms = 132; /* multiprocessors of the device, set in main */
 
-static void test_mv(ctx *c, const mv_case &m, int T) {
+/* maxc: the grid cap (few CTAs make every warp stride over many row pairs) */
+static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
     {
         char lab[160];
         snprintf(lab, sizeof lab, "gemv %s T=%d", m.name, T);
         if (!sel(lab)) return;
     }
     const int Np = IG_NPAD16(m.N), I = m.N / 2, ycols = m.epi == 2 ? I : m.N;
-    std::vector<float> x, w, b, y0;
-    fill(c, x, (size_t)T * m.K, m.xb);
+    std::vector<float> x, w, b, y0, xr, gam;
+    fill(c, x, (size_t)T * m.K, m.xb && !m.norm, m.norm ? 3.0f : 1.0f);
+    if (m.norm) {
+        /* the device normalizes the f32 rows x into what the GEMV reads (rounded to bf16 when xb) */
+        xr = x;
+        fill(c, gam, m.K, false);
+        for (auto &v : gam) v += 1.5f;
+        for (int t = 0; t < T; t++) {
+            double ss = 0;
+            for (int i = 0; i < m.K; i++) ss += (double)x[(size_t)t * m.K + i] * x[(size_t)t * m.K + i];
+            const float s = (float)(1 / sqrt(ss / m.K + m.eps));
+            for (int i = 0; i < m.K; i++) {
+                float o = x[(size_t)t * m.K + i] * s * gam[i];
+                xr[(size_t)t * m.K + i] = m.xb ? h_b2f(h_f2b(o)) : o;
+            }
+        }
+    }
     fill(c, w, (size_t)Np * m.K, m.wb);
     for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
     fill(c, b, Np, false);
     fill(c, y0, (size_t)T * m.ldy, m.epi == 2 && m.yb);
-    void *dx = upload(x, m.xb), *dw = upload(w, m.wb), *db = upload(b, false), *dy = upload(y0, m.epi == 2 && m.yb);
+    void *dx = upload(x, m.xb && !m.norm), *dw = upload(w, m.wb), *db = upload(b, false), *dy = upload(y0, m.epi == 2 && m.yb);
+    void *dg = m.norm ? upload(gam, false) : NULL;
     const float *bias = m.bias ? (const float *)db : NULL;
-    void *args[] = {&T, &dx, &dw, &bias, &dy};
-    launch(m.fn, dim3(IG_MV_GRID_X(T, m.N, m.rows), IG_MV_GRID_Y(T)), dim3(IG_MV_BLOCK), IG_MV_SMEM(T), args);
+    void *args[] = {&T, &dx, &dg, &dw, &bias, &dy};
+    launch(m.fn, dim3(IG_MV_GRID_X(m.N, m.K, m.wb ? 2 : 4, maxc)), dim3(IG_MV_BLOCK), IG_MV_SMEM(m.K, m.xb ? 2 : 4), args);
+    const std::vector<float> &xv = m.norm ? xr : x;
     CK(cudaDeviceSynchronize());
     std::vector<float> y = download(dy, (size_t)T * m.ldy, m.epi == 2 && m.yb);
     char what[160];
@@ -594,12 +653,16 @@ static void test_mv(ctx *c, const mv_case &m, int T) {
     std::vector<double> acc(Np), mag(Np);
     for (int t = 0; t < T; t++) {
         for (int n = 0; n < Np; n++) {
-            double s = 0, a = 0;
+            double s = 0, a = 0, big = 0;
             for (int i = 0; i < m.K; i++) {
-                double p = (double)x[(size_t)t * m.K + i] * w[(size_t)n * m.K + i];
-                s += p, a += fabs(p);
+                double p = (double)xv[(size_t)t * m.K + i] * w[(size_t)n * m.K + i];
+                s += p, a += fabs(p), big = fmax(big, fabs(p));
             }
+            /* fused norm: the device's scale may differ from ours by an ulp, which can flip the
+             * bf16 rounding of a few elements by one bf16 ulp (2^-8 relative) */
             acc[n] = s + (m.bias ? b[n] : 0.0), mag[n] = a + (m.bias ? fabs(b[n]) : 0.0);
+            /* (tolerances below are 1e-5 x mag: the slack is scaled to match) */
+            if (m.norm) mag[n] += 4 * a + (m.xb ? 4 * big / 256 / 1e-5 : 0);
         }
         for (int n = 0; n < ycols; n++) {
             size_t o = (size_t)t * m.ldy + n;
@@ -621,9 +684,10 @@ static void test_mv(ctx *c, const mv_case &m, int T) {
     }
     chk_done(c, &k);
     CK(cudaFree(dx)); CK(cudaFree(dw)); CK(cudaFree(db)); CK(cudaFree(dy));
+    if (dg) CK(cudaFree(dg));
 }
 
-/* ------------------------------------------------------------------ epilogues, rmsnorm, embed, argmax */
+/* ------------------------------------------------------------------ epilogues, rmsnorm, embed, sample */
 
 static void test_ep(ctx *c, int T) {
     char what[160];
@@ -645,14 +709,17 @@ static void test_ep(ctx *c, int T) {
         chk_done(c, &k);
         CK(cudaFree(dy)); CK(cudaFree(db));
     }
-    for (int bf = 0; bf < 2; bf++) { /* swiglu: bf16 I48 LDGU 96, f32 I32 LDGU 80 */
+    for (int bf = 0; bf < 2; bf++) { /* swiglu: bf16 gu/out I48 LDGU 96 with bias, f32 I32 LDGU 80 */
         const int I = bf ? 48 : 32, ld = bf ? 96 : 80;
-        std::vector<float> gu, o0;
-        fill(c, gu, (size_t)T * ld, false, 4.0f);
+        std::vector<float> gu, o0, bs;
+        fill(c, gu, (size_t)T * ld, bf, 4.0f);
         fill(c, o0, (size_t)T * I, bf);
-        float *dgu = (float *)upload(gu, false);
+        fill(c, bs, 2 * I, false);
+        if (!bf) bs.assign(2 * I, 0.0f);
+        void *dgu = upload(gu, bf);
+        float *dbs = bf ? (float *)upload(bs, false) : NULL;
         void *dout = upload(o0, bf);
-        void *args[] = {&T, &dgu, &dout};
+        void *args[] = {&T, &dgu, &dbs, &dout};
         launch(bf ? (const void *)ep_swiglu_b : (const void *)ep_swiglu_f, dim3(IG_EP_SWIGLU_GRID_X(T, I), IG_EP_SWIGLU_GRID_Y(T)),
                dim3(IG_EP_BLOCK), 0, args);
         std::vector<float> o = download(dout, o0.size(), bf);
@@ -660,12 +727,14 @@ static void test_ep(ctx *c, int T) {
         chk_init(&k, what);
         for (int t = 0; t < T; t++)
             for (int i = 0; i < I; i++) {
-                double g = gu[(size_t)t * ld + 32 * (i / 16) + i % 16], u = gu[(size_t)t * ld + 32 * (i / 16) + 16 + i % 16];
+                const int gc = 32 * (i / 16) + i % 16;
+                double g = gu[(size_t)t * ld + gc] + bs[gc], u = gu[(size_t)t * ld + gc + 16] + bs[gc + 16];
                 double ref = g / (1 + exp(-g)) * u;
                 chk(&k, (long)t * I + i, o[(size_t)t * I + i], ref, 2e-6 * (fabs(ref) + fabs(u)) + 1e-7 + (bf ? fabs(ref) / 256 : 0));
             }
         chk_done(c, &k);
         CK(cudaFree(dgu)); CK(cudaFree(dout));
+        if (dbs) CK(cudaFree(dbs));
     }
     for (int bf = 0; bf < 2; bf++) { /* cast: n = 1001 (odd total exercises the tail) */
         int n = 1001;
@@ -736,50 +805,126 @@ static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
     CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
 }
 
-static void test_am(ctx *c, const char *name, const void *fn, int V, int ld) {
-    const int n = 5;
+/* Greedy rows (ties, last id, all equal, beyond-V columns ignored) and invalid rows (NaN, +inf,
+ * all -inf) of the device sampler, against a host scan. */
+static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int ld) {
+    const int n = 7;
     std::vector<float> l;
     fill(c, l, (size_t)n * ld, false);
-    /* row 0: tie between 17 and 900 -> 17; row 1: max at the last id; row 2: all equal -> 0;
-     * row 3: NaNs around the max; row 4: random */
     l[17] = l[900 % V] = 5.0f;
     l[(size_t)ld + V - 1] = 7.0f;
     for (int j = 0; j < V; j++) l[2 * (size_t)ld + j] = -3.0f;
-    l[3 * (size_t)ld + 5] = NAN, l[3 * (size_t)ld + 6] = 9.0f, l[3 * (size_t)ld + 7] = NAN;
+    l[3 * (size_t)ld + 5] = NAN;                        /* NaN: invalid */
+    l[4 * (size_t)ld + 9] = INFINITY;                   /* +inf: invalid */
+    for (int j = 0; j < V; j++) l[5 * (size_t)ld + j] = -INFINITY; /* nothing to pick */
     for (int j = V; j < ld; j++)
         for (int r = 0; r < n; r++) l[(size_t)r * ld + j] = 100.0f; /* beyond V: must be ignored */
+    std::vector<ig_sm_params> ps(n);
+    for (auto &q : ps) q = {1, 0.0f, 0, 1.0f, 0.0f, 0.5f};
     float *dl = (float *)upload(l, false);
+    void *dp;
     int *dout;
+    CK(cudaMalloc(&dp, n * sizeof(ig_sm_params)));
+    CK(cudaMemcpy(dp, ps.data(), n * sizeof(ig_sm_params), cudaMemcpyHostToDevice));
     CK(cudaMalloc(&dout, n * 4));
+    CK(cudaMemset(dout, 0x7f, n * 4));
     int nv = n;
-    void *args[] = {&nv, &dl, &dout};
-    launch(fn, dim3(IG_AM_GRID_X(n)), dim3(IG_AM_BLOCK), 0, args);
+    void *args[] = {&nv, &dl, &dp, &dout};
+    launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
     std::vector<int> o(n);
     CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
     checker k;
     chk_init(&k, name);
     for (int r = 0; r < n; r++) {
-        int best = -1;
+        int best = -1, bad = 0;
         for (int j = 0; j < V; j++) {
             float v = l[(size_t)r * ld + j];
-            if (v == v && (best < 0 || v > l[(size_t)r * ld + best])) best = j;
+            if (v != v || v == INFINITY) bad = 1;
+            if (v > -INFINITY && (best < 0 || v > l[(size_t)r * ld + best])) best = j;
         }
-        chk(&k, r, o[r], best, 0);
+        chk(&k, r, o[r], bad ? -1 : best, 0);
     }
     chk_done(c, &k);
-    CK(cudaFree(dl)); CK(cudaFree(dout));
+    CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
+}
+
+/* Sampling rows: for each (temperature, top-k, top-p, min-p) and several u, the host computes
+ * the kept set in double and the cumulative kept mass in id order; the device's token must be
+ * kept (tokens within 1e-4 of a threshold may go either way) and its mass interval must contain
+ * u x (kept mass) to within 1e-4 of the total. */
+static void test_sm_sample(ctx *c, const char *name, const void *fn, int V) {
+    struct pcase { float temp; int k; float p, minp; };
+    const pcase pcs[] = {{1.0f, 0, 1.0f, 0.0f}, {0.7f, 50, 1.0f, 0.0f}, {1.3f, 0, 0.9f, 0.0f},
+                         {1.0f, 1000, 0.5f, 0.01f}, {1.0f, 0, 1.0f, 0.1f}, {2.0f, 3, 1.0f, 0.0f},
+                         {0.5f, 0, 0.3f, 0.0f}, {1.0f, 1, 1.0f, 0.0f}};
+    const float us[] = {0.0f, 0.001f, 0.3f, 0.77f, 0.999f};
+    const int np = sizeof pcs / sizeof pcs[0], nu = sizeof us / sizeof us[0], n = np * nu;
+    std::vector<float> row;
+    fill(c, row, V, false, 4.0f);
+    std::vector<float> l((size_t)n * V);
+    std::vector<ig_sm_params> ps(n);
+    for (int i = 0; i < n; i++) {
+        memcpy(&l[(size_t)i * V], row.data(), sizeof(float) * V);
+        const pcase &q = pcs[i / nu];
+        ps[i] = {1, q.temp, q.k, q.p, q.minp, us[i % nu]};
+    }
+    float *dl = (float *)upload(l, false);
+    void *dp;
+    int *dout;
+    CK(cudaMalloc(&dp, n * sizeof(ig_sm_params)));
+    CK(cudaMemcpy(dp, ps.data(), n * sizeof(ig_sm_params), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dout, n * 4));
+    int nv = n;
+    void *args[] = {&nv, &dl, &dp, &dout};
+    launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
+    std::vector<int> o(n);
+    CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+    checker k;
+    chk_init(&k, name);
+    double m = -INFINITY;
+    for (int j = 0; j < V; j++) m = fmax(m, row[j]);
+    for (int pi = 0; pi < np; pi++) {
+        const pcase &q = pcs[pi];
+        std::vector<double> w(V), srt(V);
+        for (int j = 0; j < V; j++) w[j] = srt[j] = exp((row[j] - m) / q.temp);
+        std::sort(srt.begin(), srt.end(), std::greater<double>());
+        double tk = q.k > 0 && q.k < V ? srt[q.k - 1] : 0.0, tp = 0.0;
+        if (q.p < 1.0f) {
+            double tot = 0, cum = 0;
+            for (int j = 0; j < V && srt[j] >= tk; j++) tot += srt[j];
+            for (int j = 0; j < V && srt[j] >= tk; j++) {
+                cum += srt[j];
+                if (cum >= q.p * tot) { tp = srt[j]; break; }
+            }
+        }
+        const double tau = fmax(fmax(tk, tp), (double)q.minp);
+        double z = 0;
+        for (int j = 0; j < V; j++) if (w[j] >= tau) z += w[j];
+        for (int ui = 0; ui < nu; ui++) {
+            const int r = pi * nu + ui, t = o[r];
+            if (t < 0 || t >= V) { chk(&k, r, t, 0, -1); continue; }
+            const bool near = fabs(w[t] - tau) <= 1e-4 * fmax(tau, 1e-30);
+            chk(&k, r, (w[t] >= tau || near) ? 1 : 0, 1, 0); /* kept */
+            double before = 0;
+            for (int j = 0; j < t; j++) if (w[j] >= tau) before += w[j];
+            const double target = us[ui] * z, slack = 1e-4 * z;
+            chk(&k, r, (before <= target + slack && before + w[t] >= target - slack) ? 1 : 0, 1, 0); /* the walk */
+        }
+    }
+    chk_done(c, &k);
+    CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
 }
 
 /* ------------------------------------------------------------------ rope_kv + attention */
 
 struct attn_case {
     const char *name;
-    const void *rk, *at, *at_split, *at_reduce;
+    const void *rk, *at, *at_split;
     int H, KV, D, kvb, qkn, ob, split;
     float scale;
 };
 #define ATC(P, name, scale)                                                                                 \
-    { name, (const void *)rk_##P, (const void *)at_##P, (const void *)at_##P##_split, (const void *)at_##P##_reduce, \
+    { name, (const void *)rk_##P, (const void *)at_##P, (const void *)at_##P##_split,                          \
       P##_H, P##_KV, P##_D, P##_KVB, P##_QKN, P##_OB, P##_SPLIT, scale }
 
 static double pool_get(const std::vector<uint8_t> &pool, size_t byte_off, size_t idx, bool bf) {
@@ -833,6 +978,9 @@ static void test_attn(ctx *c, const attn_case &a) {
         CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
         CK(cudaMalloc(&dout, (size_t)T * H * D * 4)); CK(cudaMalloc(&dout2, (size_t)T * H * D * 4));
         CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, a.split) * 4));
+        unsigned *dcnt;
+        CK(cudaMalloc(&dcnt, IG_AT_COUNTERS(T, KV) * 4));
+        CK(cudaMemset(dcnt, 0, IG_AT_COUNTERS(T, KV) * 4));
         unsigned long long loff = layer_bytes;
         int maxp = MAXP;
         {
@@ -842,11 +990,13 @@ static void test_attn(ctx *c, const attn_case &a) {
         {
             void *args[] = {&T, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp, &dout};
             launch(a.at, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T), 1), dim3(IG_AT_BLOCK), IG_AT_SMEM(H, KV, D), args);
-            void *args2[] = {&T, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp, &dws};
-            launch(a.at_split, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, a.split)), dim3(IG_AT_BLOCK),
-                   IG_AT_SMEM(H, KV, D), args2);
-            void *args3[] = {&T, &dws, &dout2};
-            launch(a.at_reduce, dim3(IG_AT_REDUCE_GRID_X(T, H), IG_AT_REDUCE_GRID_Y(T)), dim3(IG_AT_REDUCE_BLOCK), 0, args3);
+            void *args2[] = {&T, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp, &dws, &dcnt, &dout2};
+            /* twice: the last CTA of each group must leave its counter at zero for the next launch */
+            for (int rep = 0; rep < 2; rep++) {
+                if (rep) CK(cudaMemset(dout2, 0, (size_t)T * H * D * (a.ob ? 2 : 4)));
+                launch(a.at_split, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, a.split)), dim3(IG_AT_BLOCK),
+                       IG_AT_SMEM(H, KV, D), args2);
+            }
         }
         CK(cudaDeviceSynchronize());
         std::vector<float> qo = download(dqo, (size_t)T * H * D, false);
@@ -926,7 +1076,7 @@ static void test_attn(ctx *c, const attn_case &a) {
             }
         chk_done(c, &k1), chk_done(c, &k2);
         CK(cudaFree(dqkv)); CK(cudaFree(dqo)); CK(cudaFree(dpos)); CK(cudaFree(dseq));
-        CK(cudaFree(dout)); CK(cudaFree(dout2)); CK(cudaFree(dws));
+        CK(cudaFree(dout)); CK(cudaFree(dout2)); CK(cudaFree(dws)); CK(cudaFree(dcnt));
     }
     CK(cudaFree(dpool)); CK(cudaFree(dptab)); CK(cudaFree(dqn)); CK(cudaFree(dkn)); CK(cudaFree(dinvf));
 }
@@ -972,7 +1122,7 @@ static double bench_copy(void) {
 }
 
 static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs) {
-    const int Np = IG_NPAD16(N), rows = IG_MV_ROWS_DEFAULT(N, 0);
+    const int Np = IG_NPAD16(N), grid = IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
     const size_t wbytes = (size_t)Np * K * 2;
     const int ncopy = (int)(512ull * 1024 * 1024 / wbytes) + 2; /* > 512 MB in rotation: not L2 */
     std::vector<void *> ws(ncopy);
@@ -987,17 +1137,18 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
     for (int T = 1; T <= 8; T += 7) {
         void *w;
         const float *bias = NULL;
-        void *args[] = {&T, &dx, &w, &bias, &dy};
+        const float *gamma = NULL;
+        void *args[] = {&T, &dx, &gamma, &w, &bias, &dy};
         double us = time_us(
             [&](int i) {
                 w = ws[i % ncopy];
-                CK(cudaLaunchKernel(fn, dim3(IG_MV_GRID_X(T, N, rows)), dim3(IG_MV_BLOCK), args, 0, 0));
+                CK(cudaLaunchKernel(fn, dim3(grid), dim3(IG_MV_BLOCK), args, IG_MV_SMEM(K, 2), 0));
             },
             50);
         CK(cudaGetLastError());
         double gbs = (wbytes + (size_t)T * K * 2 + (size_t)T * N * 4) / (us * 1e-6) / 1e9;
-        printf("bench gemv %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs of %d rows)\n",
-               name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, IG_MV_GRID_X(T, N, rows), rows);
+        printf("bench gemv %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs)\n",
+               name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, grid);
     }
     for (auto p : ws) CK(cudaFree(p));
     CK(cudaFree(dx)); CK(cudaFree(dy));
@@ -1027,11 +1178,13 @@ static void bench_attn(ctx *c, int T, int ctx_len, double copy_gbs) {
     CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, 16) * 4));
+    unsigned *dcnt;
+    CK(cudaMalloc(&dcnt, IG_AT_COUNTERS(T, KV) * 4));
+    CK(cudaMemset(dcnt, 0, IG_AT_COUNTERS(T, KV) * 4));
     unsigned long long loff = 0;
     int Tv = T, mp = maxp;
     void *args[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dout};
-    void *args2[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dws};
-    void *args3[] = {&Tv, &dws, &dout};
+    void *args2[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dws, &dcnt, &dout};
     const size_t smem = IG_AT_SMEM(H, KV, D);
     double bytes = 0;
     for (int t = 0; t < T; t++) bytes += (double)(pos[t] + 1) * KV * D * 2 * 2;
@@ -1045,11 +1198,10 @@ static void bench_attn(ctx *c, int T, int ctx_len, double copy_gbs) {
         [&](int i) {
             loff = (unsigned long long)(i % L) * layer_bytes;
             CK(cudaLaunchKernel((const void *)at_perf_split, dim3(KV, T, 16), dim3(IG_AT_BLOCK), args2, smem, 0));
-            CK(cudaLaunchKernel((const void *)at_perf_reduce, dim3(H, T), dim3(IG_AT_REDUCE_BLOCK), args3, 0, 0));
         },
         64);
     CK(cudaGetLastError());
-    printf("bench attention H32 KV8 D128 bf16 T=%d ctx=%-5d direct: %8.2f us %6.0f GB/s (%4.1f%%) | split16+reduce: %8.2f us %6.0f GB/s (%4.1f%%)\n",
+    printf("bench attention H32 KV8 D128 bf16 T=%d ctx=%-5d direct: %8.2f us %6.0f GB/s (%4.1f%%) | split16 (merged in): %8.2f us %6.0f GB/s (%4.1f%%)\n",
            T, ctx_len, us_d, bytes / (us_d * 1e-6) / 1e9, 100.0 * bytes / (us_d * 1e-6) / 1e9 / copy_gbs, us_s,
            bytes / (us_s * 1e-6) / 1e9, 100.0 * bytes / (us_s * 1e-6) / 1e9 / copy_gbs);
     /* loff is now that of the last launch; check token 0 of the split result against the host */
@@ -1083,7 +1235,7 @@ static void bench_attn(ctx *c, int T, int ctx_len, double copy_gbs) {
         for (int i = 0; i < D; i++) chk(&k, h * D + i, o[h * D + i], acc[i] / l, 2e-5 + fabs(acc[i] / l) / 256);
     }
     chk_done(c, &k);
-    CK(cudaFree(dpool)); CK(cudaFree(dq)); CK(cudaFree(dws)); CK(cudaFree(dptab)); CK(cudaFree(dpos));
+    CK(cudaFree(dpool)); CK(cudaFree(dq)); CK(cudaFree(dws)); CK(cudaFree(dcnt)); CK(cudaFree(dptab)); CK(cudaFree(dpos));
     CK(cudaFree(dseq)); CK(cudaFree(dout));
 }
 
@@ -1349,25 +1501,30 @@ int main(int argc, char **argv) {
            prop.totalGlobalMem / 1e9);
     ctx c = {0, 0x9e3779b97f4a7c15ull};
 
+    g_sms = prop.multiProcessorCount;
     const mv_case mvs[] = {
-        MVC(mv_bb_store_bias, 96, 1000, 1, 1, 1, 0, 0, 1000, IG_MV_ROWS_DEFAULT(1000, 0)),
-        MVC(mv_ff_store, 48, 1000, 0, 0, 0, 0, 0, 1000, IG_MV_ROWS_DEFAULT(1000, 0)),
-        MVC(mv_bf_acc_bias, 128, 200, 1, 0, 1, 1, 0, 200, IG_MV_ROWS_DEFAULT(200, 0)),
-        MVC(mv_fb_acc, 96, 40, 0, 1, 0, 1, 0, 40, IG_MV_ROWS_DEFAULT(40, 0)),
-        MVC(mv_bb_swiglu_bias, 128, 96, 1, 1, 1, 2, 1, 48, IG_MV_ROWS_DEFAULT(96, 1)),
-        MVC(mv_ff_swiglu, 48, 64, 0, 0, 0, 2, 0, 32, IG_MV_ROWS_DEFAULT(64, 1)),
-        MVC(mv_bb_ldy, 64, 48, 1, 1, 0, 0, 0, 80, IG_MV_ROWS_DEFAULT(48, 0)),
-        MVC(mv_bb_longk, 8200, 72, 1, 1, 0, 0, 0, 72, IG_MV_ROWS_DEFAULT(72, 0)),
-        MVC(mv_fb_rows8, 2056, 33, 0, 1, 0, 0, 0, 33, 8),
-        MVC(mv_bb_swiglu_big, 2048, 16384, 1, 1, 0, 2, 1, 8192, IG_MV_ROWS_DEFAULT(16384, 1)),
-        MVC(mv_p_2048_8192, 8192, 2048, 1, 1, 0, 0, 0, 2048, IG_MV_ROWS_DEFAULT(2048, 0)),
-        MVC(mv_p_128256_2048, 2048, 128256, 1, 1, 0, 0, 0, 128256, IG_MV_ROWS_DEFAULT(128256, 0)),
+        MVC(mv_bb_store_bias, 96, 1000, 1, 1, 1, 0, 0, 1000),
+        MVC(mv_ff_store, 48, 1000, 0, 0, 0, 0, 0, 1000),
+        MVC(mv_bf_acc_bias, 128, 200, 1, 0, 1, 1, 0, 200),
+        MVC(mv_fb_acc, 96, 40, 0, 1, 0, 1, 0, 40),
+        MVC(mv_bb_swiglu_bias, 128, 96, 1, 1, 1, 2, 1, 48),
+        MVC(mv_ff_swiglu, 48, 64, 0, 0, 0, 2, 0, 32),
+        MVC(mv_bb_ldy, 64, 48, 1, 1, 0, 0, 0, 80),
+        MVC(mv_bb_longk, 8200, 72, 1, 1, 0, 0, 0, 72),
+        MVC(mv_fb_2056, 2056, 33, 0, 1, 0, 0, 0, 33),
+        MVC(mv_bb_swiglu_big, 2048, 16384, 1, 1, 0, 2, 1, 8192),
+        MVC(mv_p_2048_8192, 8192, 2048, 1, 1, 0, 0, 0, 2048),
+        MVC(mv_p_128256_2048, 2048, 128256, 1, 1, 0, 0, 0, 128256),
+        MVN(mv_bb_norm_swiglu, 1000, 96, 1, 1, 0, 2, 1, 48, 1e-6f),
+        MVN(mv_ff_norm_bias, 200, 70, 0, 0, 1, 0, 0, 70, 1e-5f),
+        MVN(mv_bb_norm_lmhead, 2048, 5000, 1, 1, 0, 0, 0, 5000, 1e-5f),
     };
     const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 37, 200};
     for (const auto &m : mvs)
         for (int T : Ts) {
             if ((size_t)T * IG_NPAD16(m.N) * m.K > 400000000ull) continue; /* host reference cost */
-            test_mv(&c, m, T);
+            test_mv(&c, m, T, g_sms * IG_MV_CTAS_PER_SM);
+            if (T <= 5) test_mv(&c, m, T, 3); /* a small grid: warps stride over many pairs */
         }
     for (int T : {1, 7, 37}) {
         if (sel("ep_")) test_ep(&c, T);
@@ -1377,8 +1534,10 @@ int main(int argc, char **argv) {
     }
     if (sel("embed bf16 D96")) test_em(&c, "embed bf16 D96", (const void *)em_b96, 96, 1);
     if (sel("embed f32 D48")) test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
-    if (sel("argmax V1000 LD1024")) test_am(&c, "argmax V1000 LD1024", (const void *)am_1000, 1000, 1024);
-    if (sel("argmax V128256")) test_am(&c, "argmax V128256", (const void *)am_128256, 128256, 128256);
+    if (sel("sample greedy V1000 LD1024")) test_sm_greedy(&c, "sample greedy V1000 LD1024", (const void *)sm_1000, 1000, 1024);
+    if (sel("sample greedy V128256")) test_sm_greedy(&c, "sample greedy V128256", (const void *)sm_128256, 128256, 128256);
+    if (sel("sample top-k/top-p V128256")) test_sm_sample(&c, "sample top-k/top-p V128256", (const void *)sm_128256, 128256);
+    if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
@@ -1421,6 +1580,8 @@ int main(int argc, char **argv) {
         if (sel("bench gemv")) {
             bench_mv(&c, "bf16 (2048x8192)", (const void *)mv_p_2048_8192, 2048, 8192, copy);
             bench_mv(&c, "bf16 (8192x2048)", (const void *)mv_p_8192_2048, 8192, 2048, copy);
+            bench_mv(&c, "bf16 qkv (3072x2048)", (const void *)mv_p_3072_2048, 3072, 2048, copy);
+            bench_mv(&c, "bf16 o (2048x2048)", (const void *)mv_p_2048_2048, 2048, 2048, copy);
             bench_mv(&c, "bf16 lm_head", (const void *)mv_p_128256_2048, 128256, 2048, copy);
         }
         if (sel("bench attention"))

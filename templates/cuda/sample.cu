@@ -1,0 +1,238 @@
+/* sample.cu — template: picks one token per logits row on the device (greedy, temperature, top-k,
+ * top-p, min-p), so a decode step copies back one int per sequence instead of a row of logits.
+ *
+ * Instantiate with SM_NAME, SM_V (vocabulary), SM_LD (row stride, default SM_V); defines
+ *   extern "C" __global__ void SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out);
+ * logits f32 [n][SM_LD]; p [n] (the layout of ig_fwd_sample in ig_model_abi.h: on, temperature,
+ * top_k, top_p, min_p, u); out [n]: for rows with p.on, the chosen id, or -1 when the row holds
+ * NaN or +inf or only -inf; rows without p.on are left alone.
+ * launch: grid = (IG_SM_GRID_X(n) = n), block = IG_SM_BLOCK = 1024, smem 0.
+ *
+ * Semantics (runtime/sampler.h steps 3-8, no bias or penalties): temperature 0 is the argmax
+ * (lowest id on ties). Otherwise w_i = exp((x_i - max) / T) <= 1 and a token is kept when its w
+ * is at least a threshold tau = max(tau_k, tau_p, min_p):
+ *   tau_k: the k-th largest w (ties with it kept, as HF);
+ *   tau_p: over the tokens with w >= tau_k, in descending w, the w of the token where the mass
+ *          first reaches top_p of their total (that token kept);
+ *   min_p: w >= min_p is p >= min_p * p_max, since w_max = 1.
+ * The token is the first, in id order, where the cumulative kept mass exceeds u x (kept mass).
+ * The CPU sampler walks the kept tokens of a top-k/top-p step in another order, so the two may
+ * pick different tokens for the same u; both draw from the same distribution.
+ *
+ * Method: one CTA per row. Thresholds come from radix selects over the bit patterns of w (for
+ * w >= 0 the float order is the unsigned order): four passes of 8 bits each, with a histogram
+ * of counts (top-k) or of mass (top-p) in shared memory. Masses are sums of w in 2^-40 fixed
+ * point (64-bit integer atomics), so every sum, threshold and choice is deterministic whatever
+ * the order the threads add in. w is recomputed in every pass instead of stored (the row stays
+ * in L2); a greedy row is one pass.
+ */
+#include "common.cuh"
+
+#ifndef SM_NAME
+#define SM_NAME ig_sample
+#endif
+#ifndef SM_V
+#define SM_V 128256
+#endif
+#ifndef SM_LD
+#define SM_LD SM_V
+#endif
+
+#ifndef IG_SAMPLE_HELPERS
+#define IG_SAMPLE_HELPERS
+typedef struct ig_sm_params {
+    int on;
+    float temperature;
+    int top_k;
+    float top_p;
+    float min_p;
+    float u;
+} ig_sm_params;
+
+#define IG_SM_FIX 1099511627776.0f /* 2^40: fixed-point scale of masses */
+
+/* (v, i) beats (bv, bi): larger value, or equal value and smaller index. */
+IG_DEV bool ig_sm_better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+
+/* The weight of logit x as a key: the bits of w = exp((x - m) * invt) in [0, 1]. */
+IG_DEV unsigned ig_sm_key(float x, float m, float invt) { return __float_as_uint(__expf((x - m) * invt)); }
+IG_DEV unsigned long long ig_sm_fix(unsigned key) {
+    return (unsigned long long)(__uint_as_float(key) * IG_SM_FIX);
+}
+
+/* Exclusive prefix sum over the CTA (1024 threads) of v; *total gets the sum. sh: 32 slots. */
+IG_DEV unsigned long long ig_sm_scan(unsigned long long v, unsigned long long *sh, unsigned long long *total) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    unsigned long long inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        unsigned long long n = __shfl_up_sync(IG_FULL_MASK, inc, o);
+        if (lane >= o) inc += n;
+    }
+    if (lane == 31) sh[wid] = inc;
+    __syncthreads();
+    if (wid == 0) {
+        unsigned long long w = sh[lane], wi = w;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            unsigned long long n = __shfl_up_sync(IG_FULL_MASK, wi, o);
+            if (lane >= o) wi += n;
+        }
+        sh[lane] = wi - w; /* exclusive base of warp `lane` */
+        if (lane == 31) sh[32] = wi;
+    }
+    __syncthreads();
+    const unsigned long long r = sh[wid] + inc - v;
+    *total = sh[32];
+    __syncthreads();
+    return r;
+}
+#endif /* IG_SAMPLE_HELPERS */
+
+extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out) {
+    IG_PDL_ENTER();
+    __shared__ unsigned long long hist[256];
+    __shared__ unsigned long long sh[33];
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    __shared__ unsigned s_sel[2];
+    __shared__ unsigned long long s_rem;
+    const int row = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    if (row >= n) return;
+    const ig_sm_params ps = p[row];
+    if (!ps.on) return;
+    const float *l = logits + (size_t)row * SM_LD;
+
+    /* pass 1: max and argmax (lowest id on ties); NaN and +inf make the row invalid */
+    float bv = IG_NEG_INF;
+    int bi = 0x7fffffff, bad = 0;
+    for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
+        const float v = l[j];
+        if (v != v || v == __int_as_float(0x7f800000)) bad = 1;
+        else if (v > bv || (bi == 0x7fffffff && v == v)) bv = v, bi = j;
+    }
+    bad = __syncthreads_or(bad);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
+        const int oi = __shfl_xor_sync(IG_FULL_MASK, bi, o);
+        if (ig_sm_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    if (lane == 0) sv[wid] = bv, si[wid] = bi;
+    __syncthreads();
+    bv = sv[lane], bi = si[lane];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
+        const int oi = __shfl_xor_sync(IG_FULL_MASK, bi, o);
+        if (ig_sm_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    if (bad || bv == IG_NEG_INF) {
+        if (tid == 0) out[row] = -1;
+        return;
+    }
+    if (ps.temperature == 0.0f) {
+        if (tid == 0) out[row] = bi;
+        return;
+    }
+    const float m = bv, invt = 1.0f / ps.temperature;
+
+    /* tau_k: the k-th largest key, by a radix select over counts */
+    unsigned tau_k = 0u;
+    if (ps.top_k > 0 && ps.top_k < SM_V) {
+        unsigned prefix = 0u, mask = 0u;
+        if (tid == 0) s_rem = (unsigned long long)ps.top_k;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            if (tid < 256) hist[tid] = 0ull;
+            __syncthreads();
+            for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
+                const unsigned key = ig_sm_key(l[j], m, invt);
+                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1ull);
+            }
+            __syncthreads();
+            if (tid == 0) {
+                unsigned long long rem = s_rem, above = 0ull;
+                int b = 255;
+                for (; b > 0 && above + hist[b] < rem; b--) above += hist[b];
+                s_rem = rem - above;
+                s_sel[0] = (unsigned)b;
+            }
+            __syncthreads();
+            prefix |= s_sel[0] << shift;
+            mask |= 255u << shift;
+        }
+        tau_k = prefix;
+    }
+
+    /* tau_p: over keys >= tau_k, the key where the descending mass first reaches top_p */
+    unsigned tau_p = 0u;
+    if (ps.top_p < 1.0f) {
+        unsigned long long part = 0ull, tot;
+        for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
+            const unsigned key = ig_sm_key(l[j], m, invt);
+            if (key >= tau_k) part += ig_sm_fix(key);
+        }
+        ig_sm_scan(part, sh, &tot);
+        unsigned long long target = (unsigned long long)((double)ps.top_p * (double)tot);
+        if (target < 1ull) target = 1ull;
+        unsigned prefix = 0u, mask = 0u;
+        if (tid == 0) s_rem = target;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            if (tid < 256) hist[tid] = 0ull;
+            __syncthreads();
+            for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
+                const unsigned key = ig_sm_key(l[j], m, invt);
+                if (key >= tau_k && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], ig_sm_fix(key));
+            }
+            __syncthreads();
+            if (tid == 0) {
+                unsigned long long rem = s_rem, above = 0ull;
+                int b = 255;
+                for (; b > 0 && above + hist[b] < rem; b--) above += hist[b];
+                s_rem = rem > above ? rem - above : 1ull;
+                s_sel[0] = (unsigned)b;
+            }
+            __syncthreads();
+            prefix |= s_sel[0] << shift;
+            mask |= 255u << shift;
+        }
+        tau_p = prefix;
+    }
+    unsigned tau = tau_k > tau_p ? tau_k : tau_p;
+    if (ps.min_p > 0.0f && __float_as_uint(ps.min_p) > tau) tau = __float_as_uint(ps.min_p);
+
+    /* the walk: thread tid owns ids [tid*C, tid*C + C); scan of the kept mass, then the owner of
+     * the crossing point finds the id */
+    constexpr int C = IG_CDIV(SM_V, IG_SM_BLOCK);
+    const int j0 = tid * C, j1 = min(j0 + C, SM_V);
+    unsigned long long mine = 0ull, total;
+    for (int j = j0; j < j1; j++) {
+        const unsigned key = ig_sm_key(l[j], m, invt);
+        if (key >= tau) mine += ig_sm_fix(key);
+    }
+    const unsigned long long base = ig_sm_scan(mine, sh, &total);
+    if (total == 0ull) { /* every kept weight underflowed the fixed point: the mode */
+        if (tid == 0) out[row] = bi;
+        return;
+    }
+    unsigned long long r = (unsigned long long)((double)ps.u * (double)total);
+    if (r >= total) r = total - 1ull;
+    if (r >= base && r < base + mine) {
+        unsigned long long acc = base;
+        int pick = j1 - 1;
+        for (int j = j0; j < j1; j++) {
+            const unsigned key = ig_sm_key(l[j], m, invt);
+            if (key < tau) continue;
+            acc += ig_sm_fix(key);
+            if (acc > r) {
+                pick = j;
+                break;
+            }
+        }
+        out[row] = pick;
+    }
+}
+
+#undef SM_NAME
+#undef SM_V
+#undef SM_LD
