@@ -204,12 +204,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         buf_of[(tid)] = n_bufs++;                                                              \
     } while (0)
     int64_t xn_cols = HID, gu_cols = 16;
-    int32_t resid = -1;
+    int32_t resid = -1, rk_node = -1; /* rk_node: the rope_kv feeding the next attention (fused for decode) */
     char params[1024], comment[512], nm[96];
 
     fprintf(fw, "\n/* Launches one step's kernels on st->stream (the batch is already in device memory): either\n"
                 " * directly or while a CUDA graph captures them. Everything it bakes in is in the graph key. */\n"
-                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample) {\n"
+                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample, int decode_only) {\n"
                 "    WORKSPACE_CARVE(st->ws, st->max_tokens);\n"
                 "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_rows = batch + 12ull * T,\n"
                 "                d_pages = batch + 16ull * T;\n"
@@ -306,24 +306,40 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                          H * D, KV * D, dtn(bf));
                 snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
                 const char *k = instance(&c, "rope_kv.cu", nm, "RK_NAME", params, comment);
-                fprintf(fw, "%s/* %s: rope_kv */\n%svoid *args[] = {&T, &%s, &inv_freq, &%s, &%s, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv};\n"
-                            "%sLAUNCH(%d, IG_RK_GRID_X(T, %d, %d), IG_RK_GRID_Y(T), 1, IG_RK_BLOCK(%d), 0, args);\n",
-                        ind2, cg_node_label(g, n->out, lbl, sizeof lbl), ind2, bufs[buf_of[n->in[0]]].ident, qk ? wexpr[1] : "zero", qk ? wexpr[2] : "zero",
-                        bufs[buf_of[n->out]].ident, ind2, fn_index(&c, k), H, KV, D);
+                rk_node = i;
+                fprintf(fw, "%s/* %s: rope_kv (in the attention kernel on decode steps) */\n"
+                            "%sif (!(T <= MV_TMAX && decode_only)) {\n"
+                            "%s    void *args[] = {&T, &%s, &inv_freq, &%s, &%s, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv};\n"
+                            "%s    LAUNCH(%d, IG_RK_GRID_X(T, %d, %d), IG_RK_GRID_Y(T), 1, IG_RK_BLOCK(%d), 0, args);\n%s}\n",
+                        ind2, cg_node_label(g, n->out, lbl, sizeof lbl), ind2, ind2, bufs[buf_of[n->in[0]]].ident, qk ? wexpr[1] : "zero",
+                        qk ? wexpr[2] : "zero", bufs[buf_of[n->out]].ident, ind2, fn_index(&c, k), H, KV, D, ind2);
                 break;
             }
             case IR_OP_ATTENTION: {
                 NEW_BUF(n->out, (int64_t)H * D, bf);
+                const ir_node *rk = rk_node >= 0 && g->nodes[rk_node].out == n->in[0] ? &g->nodes[rk_node] : NULL;
+                if (!rk) {
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): attention whose q does not come from rope_kv");
+                    break;
+                }
+                int rk_qk = rk->in[1] >= 0;
                 snprintf(params, sizeof params,
                          "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
-                         "#define AT_KVBF16 %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n",
-                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D));
+                         "#define AT_KVBF16 %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
+                         "#define AT_QKNORM %d\n#define AT_EPS %.9gf\n",
+                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D), rk_qk,
+                         rk_qk ? rk->eps : 1e-6);
                 snprintf(comment, sizeof comment, "causal attention, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s", H, KV, D,
                          dtn(bf), H * D, dtn(bf));
                 snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
                 const char *k = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
-                char split[96];
+                char split[96], split_rope[96], qn[96] = "zero", kn[96] = "zero";
                 snprintf(split, sizeof split, "%s_split", k);
+                snprintf(split_rope, sizeof split_rope, "%s_split_rope", k);
+                if (rk_qk) {
+                    cg_weight_ref(plan, &lay, pass == 1, rk_node, 1, rk->in[1], qn, sizeof qn);
+                    cg_weight_ref(plan, &lay, pass == 1, rk_node, 2, rk->in[2], kn, sizeof kn);
+                }
                 /* prefill: flash attention on tensor cores (same arguments as the direct kernel) */
                 snprintf(params, sizeof params,
                          "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
@@ -335,7 +351,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 const char *ap = instance(&c, "attention_prefill.cu", nm, "AP_NAME", params, comment);
                 const char *o_ = bufs[buf_of[n->out]].ident, *q_ = bufs[buf_of[n->in[0]]].ident;
                 fprintf(fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind2, cg_node_label(g, n->out, lbl, sizeof lbl));
-                fprintf(fw, "%sif (T <= MV_TMAX) {\n"
+                fprintf(fw, "%sif (T <= MV_TMAX && decode_only) {\n"
+                            "%s    /* one token per sequence: rope_kv fused in */\n"
+                            "%s    CUdeviceptr qn = %s, kn = %s;\n"
+                            "%s    void *args[] = {&T, &%s, &inv_freq, &qn, &kn, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
+                            "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
+                            "%s} else if (T <= MV_TMAX) {\n"
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
                             "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
                             "%s} else if (!prefill_runs) {\n"
@@ -346,6 +367,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
                             "%s    LAUNCH(%d, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
                             "%s}\n",
+                        ind2, ind2, ind2, qn, kn, ind2, bufs[buf_of[rk->in[0]]].ident, q_, o_, ind2, fn_index(&c, split_rope), KV, H, KV, D,
                         ind2, ind2, q_, o_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, ind2,
                         ind2, q_, o_, ind2, fn_index(&c, k), KV, H, KV, D, ind2, ind2, q_, o_, ind2, fn_index(&c, ap), H, D, ind2);
                 break;
@@ -373,16 +395,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         fprintf(fw, "    return 0;\n}\n\n");
         fprintf(fw,
                 "/* Replays the CUDA graph of this step's shape, capturing it on first use. */\n"
-                "static int launch_graph(dev_state *st, int T, int n_out, int mpb, int do_sample) {\n"
+                "static int launch_graph(dev_state *st, int T, int n_out, int mpb, int do_sample, int decode_only) {\n"
                 "    cu_graph_cache *gc = &st->graphs;\n"
                 "    int i = 0;\n"
                 "    while (i < gc->n && !(gc->key[i][0] == T && gc->key[i][1] == n_out && gc->key[i][2] == mpb &&\n"
-                "                          gc->key[i][3] == do_sample))\n"
+                "                          gc->key[i][3] == do_sample && gc->key[i][4] == decode_only))\n"
                 "        i++;\n"
                 "    if (i == gc->n) {\n"
                 "        /* first time: run the step directly (this also makes the driver load every kernel\n"
                 "         * it uses, which must not happen during a capture), then capture it for next time */\n"
-                "        int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample);\n"
+                "        int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only);\n"
                 "        if (rc0) return rc0;\n"
                 "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
                 "        i = gc->n;\n"
@@ -392,7 +414,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            st->use_graphs = 0;\n"
                 "            return 0;\n"
                 "        }\n"
-                "        int rc = launch_step(st, T, n_out, mpb, 0, do_sample);\n"
+                "        int rc = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only);\n"
                 "        CUresult re = st->api.cuStreamEndCapture(st->stream, &g);\n"
                 "        CUresult ri = rc || re != CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : st->api.cuGraphInstantiate(&gc->exec[i], g, 0);\n"
                 "        if (g) st->api.cuGraphDestroy(g);\n"
@@ -402,6 +424,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            return 0;\n"
                 "        }\n"
                 "        gc->key[i][0] = T, gc->key[i][1] = n_out, gc->key[i][2] = mpb, gc->key[i][3] = do_sample;\n"
+                "        gc->key[i][4] = decode_only;\n"
                 "        gc->n++;\n"
                 "        return 0;\n"
                 "    }\n"
@@ -445,12 +468,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    }\n"
                 "    /* device sampling: the rows' parameters go up with the batch, one id per row comes back */\n"
                 "    const int do_sample = b->sample != NULL && n_out > 0;\n"
+                "    /* one token per sequence (pure decode): rope_kv runs inside the attention kernel */\n"
+                "    const int decode_only = b->n_seqs == T;\n"
                 "    if (do_sample) {\n"
                 "        memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);\n"
                 "        CU(st->api.cuMemcpyHtoDAsync(st->d_sp, st->pinned_smp, sizeof(ig_fwd_sample) * n_out, st->stream));\n"
                 "    }\n"
-                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs ? launch_graph(st, T, n_out, mpb, do_sample)\n"
-                "                                            : launch_step(st, T, n_out, mpb, prefill_runs, do_sample);\n"
+                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs ? launch_graph(st, T, n_out, mpb, do_sample, decode_only)\n"
+                "                                            : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only);\n"
                 "    if (rc) return rc;\n"
                 "    if (n_out > 0 && b->logits)\n"
                 "        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
@@ -563,7 +588,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "                         * 1 by default (H200, 1B shape: at 8 tokens cuBLAS steps took 2.3 ms, the\n"
             "                         * GEMV 4.4 ms; at 1 token they tie without graphs, and the GEMV step can be\n"
             "                         * replayed as a graph). IGNIS_CUDA_GEMV_TMAX=0..8 overrides it. */\n"
-            "    int pdl;            /* programmatic dependent launch (sm_90+; IGNIS_CUDA_PDL=0: off) */\n"
+            "    int pdl;            /* programmatic dependent launch (sm_90+, IGNIS_CUDA_PDL=1; off by default: on the\n"
+            "                         * H200 1B decode it measured 1.076 ms/token on, 1.071 off) */\n"
             "    int mv_ctas;        /* GEMV grid cap: SMs x IG_MV_CTAS_PER_SM (IGNIS_CUDA_MV_CTAS_PER_SM) */\n"
             "    cu_prof prof;       /* IGNIS_CUDA_PROFILE=1: per-kernel times, printed by fini */\n"
             "    cu_graph_cache graphs;\n"
@@ -668,7 +694,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    st->gemv_tmax = gt ? atoi(gt) : 1;\n"
                  "    if (st->gemv_tmax > MV_TMAX) st->gemv_tmax = MV_TMAX;\n"
                  "    const char *pdl = getenv(\"IGNIS_CUDA_PDL\"), *mvc = getenv(\"IGNIS_CUDA_MV_CTAS_PER_SM\");\n"
-                 "    st->pdl = major >= 9 && !(pdl && pdl[0] == '0');\n"
+                 "    st->pdl = major >= 9 && pdl && pdl[0] == '1';\n"
                  "    int n_sm = 0;\n"
                  "    st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);\n"
                  "    st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (mvc && atoi(mvc) > 0 ? atoi(mvc) : IG_MV_CTAS_PER_SM);\n"

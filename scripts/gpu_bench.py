@@ -72,9 +72,9 @@ print(f"ignis prefill 2048: {pre:.0f} tokens/s = {flops*pre/P/1e12:.1f} TFLOP/s 
 def decode_ms(env, n=128):
     o = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", str(n)], env=dict(os.environ, **env))
     return float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", o).group(1))
-for label, env in [("default (as above)", {}), ("no programmatic dependent launch", {"IGNIS_CUDA_PDL": "0"}),
+for label, env in [("default (as above)", {}), ("programmatic dependent launch", {"IGNIS_CUDA_PDL": "1"}),
                    ("GEMV grid 1 CTA/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "1"}),
-                   ("GEMV grid 4 CTAs/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "4"})]:
+                   ("GEMV grid 2 CTAs/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "2"})]:
     print(f"variant {label}: decode {decode_ms(env):.3f} ms/token")
 if os.environ.get("IGNIS_BENCH_PROFILE", "1") != "0":
     for what, args in [("decode (64-token prompt, 32 steps)", ["--prompt-len", "64", "--decode-tokens", "32"]),

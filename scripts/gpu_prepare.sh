@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Collects what scripts/gpu_check.sh needs on the device machine (which cannot build ignis: it
-# lacks protobuf-c and cJSON): the binaries from build/ and the shared libraries they link.
+# lacks protobuf-c and cJSON): the binaries from build/ and the shared libraries they link, and
+# the CUDA kernel harness built for $ARCH (default sm_90) when nvcc is here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 rm -rf devbuild && mkdir -p devbuild/lib
 cp "$B/ignis" "$B/test_engine" "$B/bench_engine" devbuild/
 for lib in $(ldd "$B/ignis" | awk '/=>/ {print $3}' | grep -E 'cjson|protobuf-c|gomp'); do cp -L "$lib" devbuild/lib/; done
+NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+if [ -x "$NVCC" ]; then
+  "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o devbuild/test_cuda_kernels
+fi
 du -sh devbuild

@@ -33,7 +33,7 @@
  * Not yet: a tensor-core (mma.sync) prefill path that shares K/V tiles across query tokens; prefill
  * here re-reads the context per token (from L2).
  */
-#include "common.cuh"
+#include "rope.cuh"
 
 #ifndef AT_NAME
 #define AT_NAME ig_attention
@@ -68,6 +68,12 @@
 #ifndef AT_SPLIT
 #define AT_SPLIT 16
 #endif
+#ifndef AT_QKNORM /* the fused decode kernel's q/k RMSNorm (as rope_kv.cu's RK_QKNORM) */
+#define AT_QKNORM 0
+#endif
+#ifndef AT_EPS
+#define AT_EPS 1e-6f
+#endif
 
 #if AT_OBF16
 #define AT_OT_ unsigned short
@@ -88,6 +94,7 @@ IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2c
  * online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
  * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. Ends with a
  * barrier, so every thread may read sm afterwards. */
+template <bool COH> /* coherent (L2) loads: the kernel itself wrote some of the keys it reads */
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     int t, int kh, int k0, int k1, const float *q, const unsigned char *kv_pool,
     unsigned long long layer_off, const int *pt, float *sm) {
@@ -128,8 +135,10 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
             for (int jv = 0; jv < NV; jv++) {
                 const int v = vl + TPK * jv;
                 const bool okv = ok && v < DV;
-                kr[u][jv] = okv ? ig_ldg16(base + koff + row + (size_t)v * 16) : make_uint4(0u, 0u, 0u, 0u);
-                vr[u][jv] = okv ? ig_ldg16(base + voff + row + (size_t)v * 16) : make_uint4(0u, 0u, 0u, 0u);
+                const unsigned char *kp = base + koff + row + (size_t)v * 16, *vp = base + voff + row + (size_t)v * 16;
+                const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                kr[u][jv] = !okv ? z : COH ? __ldcg((const uint4 *)kp) : ig_ldg16(kp);
+                vr[u][jv] = !okv ? z : COH ? __ldcg((const uint4 *)vp) : ig_ldg16(vp);
             }
         }
 #pragma unroll
@@ -218,7 +227,7 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     const int kh = blockIdx.x, t = blockIdx.y;
     if (t >= T) return;
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
-    IG_CAT(AT_NAME, _core)(t, kh, 0, positions[t] + 1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    IG_CAT(AT_NAME, _core)<false>(t, kh, 0, positions[t] + 1, q, kv_pool, layer_off, pt, ig_dyn_smem);
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
@@ -227,30 +236,21 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
-IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
-                        const int *positions, const int *token_seq, const int *page_table, int max_pages,
-                        float *ws, unsigned *counters, AT_OT_ *out) {
-    IG_PDL_ENTER();
-    extern __shared__ float ig_dyn_smem[];
-    __shared__ int s_last;
+/* End of a split CTA: its partial results to ws; the last split of (t, kh) to finish merges all
+ * of them into out. Partials are published with a fence before the count, and the last CTA reads
+ * them from L2 (__ldcg) after it, then re-zeroes the counter for the next launch. */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int kh, int sp, const float *sm, float *ws,
+                                                                     unsigned *counters, AT_OT_ *out) {
     constexpr int G = AT_H / AT_KV, D = AT_D;
-    const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
-    if (t >= T) return;
-    const int n = positions[t] + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
-    const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
-    const int *pt = page_table + (size_t)token_seq[t] * max_pages;
-    IG_CAT(AT_NAME, _core)(t, kh, k0, k1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    __shared__ int s_last;
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
-        IG_CAT(AT_NAME, _merge)(ig_dyn_smem, g, d, &O, &M, &L);
+        IG_CAT(AT_NAME, _merge)(sm, g, d, &O, &M, &L);
         float *w = ws + (((size_t)t * AT_H + kh * G + g) * AT_SPLIT + sp) * (D + 2);
         w[d] = O;
         if (d == 0) w[D] = M, w[D + 1] = L;
     }
-    /* the last split of (t, kh) to finish merges all of them: partials are published with a
-     * fence before the count, and the last CTA reads them from L2 (__ldcg) after it */
     __threadfence();
     __syncthreads();
     unsigned *cnt = counters + (size_t)t * AT_KV + kh;
@@ -273,7 +273,60 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
         }
         ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, o / l, AT_OBF16);
     }
-    if (threadIdx.x == 0) *cnt = 0u; /* ready for the next launch */
+    if (threadIdx.x == 0) *cnt = 0u;
+}
+
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
+                        const int *positions, const int *token_seq, const int *page_table, int max_pages,
+                        float *ws, unsigned *counters, AT_OT_ *out) {
+    IG_PDL_ENTER();
+    extern __shared__ float ig_dyn_smem[];
+    const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
+    if (t >= T) return;
+    const int n = positions[t] + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
+    const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    const int *pt = page_table + (size_t)token_seq[t] * max_pages;
+    IG_CAT(AT_NAME, _core)<false>(t, kh, k0, k1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ig_dyn_smem, ws, counters, out);
+}
+
+/* Decode steps (every token of the step from a different sequence): rope_kv fused in front of
+ * the split kernel. Each CTA applies RoPE (and the q/k norm) to its group's q heads itself
+ * (every split of the group writes the same values to q_out); the split that holds the token's
+ * own position also writes its k and v into the pool, then reads the pool coherently. */
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, const float *q_norm,
+                             const float *k_norm, float *q_out, unsigned char *kv_pool,
+                             unsigned long long layer_off, const int *positions, const int *token_seq,
+                             const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out) {
+    IG_PDL_ENTER();
+    extern __shared__ float ig_dyn_smem[];
+    constexpr int G = AT_H / AT_KV, D = AT_D, HD = D / 2, W = (AT_H + 2 * AT_KV) * D;
+    __shared__ float cs[HD], sn[HD];
+    const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z, warp = threadIdx.x >> 5;
+    if (t >= T) return;
+    const int pos = positions[t], n = pos + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
+    const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    const int *pt = page_table + (size_t)token_seq[t] * max_pages;
+    ig_rope_angles<HD>(pos, inv_freq, cs, sn, IG_AT_BLOCK);
+    __syncthreads();
+    const float *src = qkv + (size_t)t * W;
+    for (int g = warp; g < G; g += IG_AT_WARPS)
+        ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(kh * G + g) * D, cs, sn, q_norm, AT_EPS,
+                                              q_out + ((size_t)t * AT_H + kh * G + g) * D, NULL, 0);
+    if (pos >= k0 && pos < k1 && warp >= IG_AT_WARPS - 2) {
+        unsigned char *base = kv_pool + (unsigned long long)__ldg(pt + pos / AT_PS) * AT_PAGE_BYTES + layer_off;
+        const size_t row = ((size_t)kh * AT_PS + pos % AT_PS) * D;
+        if (warp == IG_AT_WARPS - 2)
+            ig_rope_head<D, AT_KVBF16, AT_QKNORM>(1, src + (size_t)(AT_H + kh) * D, cs, sn, k_norm, AT_EPS, NULL, base, row);
+        else
+            ig_rope_head<D, AT_KVBF16, AT_QKNORM>(2, src + (size_t)(AT_H + AT_KV + kh) * D, cs, sn, NULL, AT_EPS, NULL, base,
+                                                  (size_t)AT_KV * AT_PS * D + row);
+    }
+    __syncthreads(); /* q_out and the new key / value row, written by this CTA, are visible to it */
+    IG_CAT(AT_NAME, _core)<true>(t, kh, k0, k1, q_out, kv_pool, layer_off, pt, ig_dyn_smem);
+    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ig_dyn_smem, ws, counters, out);
 }
 
 #undef AT_OT_
@@ -288,3 +341,5 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
 #undef AT_SCALE
 #undef AT_MAXCTX
 #undef AT_SPLIT
+#undef AT_QKNORM
+#undef AT_EPS

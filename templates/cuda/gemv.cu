@@ -153,7 +153,7 @@ IG_DEV void ig_mv_fma(const unsigned char *xs, int tn, int c, int lane, uint4 (*
 #define MV_WT_ float
 #endif
 
-extern "C" __global__ void __launch_bounds__(IG_MV_BLOCK, 4)
+extern "C" __global__ void __launch_bounds__(IG_MV_BLOCK, 2)
 MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *bias, void *y) {
     constexpr int WES = MV_WBF16 ? 2 : 4, XES = MV_XBF16 ? 2 : 4;
     constexpr int VE = 16 / WES;                       /* elements per 16-byte W vector */

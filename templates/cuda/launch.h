@@ -6,8 +6,8 @@
  * So every launch shape here is a function-like macro of the *values* the instantiation used:
  * the host code passes the same constants it wrote before `#include "gemv.cu"`, e.g.
  *
- *     cuLaunchKernel(f_mv_qkv, IG_MV_GRID_X(T, 3072, IG_MV_ROWS_DEFAULT(3072, 0)), 1, 1,
- *                    IG_MV_BLOCK, 1, 1, 0, stream, args, NULL);
+ *     cuLaunchKernel(f_mv_qkv, IG_MV_GRID_X(3072, 2048, 2, max_ctas), 1, 1, IG_MV_BLOCK, 1, 1,
+ *                    IG_MV_SMEM(2048, 2), stream, args, NULL);
  *
  * The templates include this header (through common.cuh) and use the same macros for their own
  * tiling, so host and device cannot disagree. Pure C, no device code, include-guarded, never
@@ -32,7 +32,7 @@
  * shared memory IG_MV_TG(K, XES) tokens at a time (XES = bytes per x element): 4 tokens while
  * they fit 48 KB, else 2, else 1. WES = bytes per weight element. */
 #define IG_MV_BLOCK 256
-#define IG_MV_VPL 4
+#define IG_MV_VPL 8
 #define IG_MV_TG_MAX 4
 #define IG_MV_TG(K, XES) (4 * (K) * (XES) <= 49152 ? 4 : 2 * (K) * (XES) <= 49152 ? 2 : 1)
 #define IG_MV_SMEM(K, XES) (IG_MV_TG((K), (XES)) * (K) * (XES))
@@ -40,7 +40,7 @@
 #define IG_MV_KS(K, WES) (IG_MV_NCH(K, WES) >= 8 ? 8 : IG_MV_NCH(K, WES) >= 4 ? 4 : IG_MV_NCH(K, WES) >= 2 ? 2 : 1)
 #define IG_MV_CTAS(N, K, WES) IG_CDIV(IG_NPAD16(N) / 2, 8 / IG_MV_KS(K, WES))
 #define IG_MV_GRID_X(N, K, WES, MAXC) (IG_MV_CTAS(N, K, WES) < (MAXC) ? IG_MV_CTAS(N, K, WES) : (MAXC))
-#define IG_MV_CTAS_PER_SM 2 /* default MAXC = SMs x this: 16 warps per SM, 128 KB of W in flight */
+#define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 
 /* ---- epilogue.cu ----
  * EP_BIAS_NAME(T, y, bias):        grid (ceil(N/256), T), block 256

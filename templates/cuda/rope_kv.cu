@@ -23,7 +23,7 @@
  * the rotated pairs (i, i + D/2) for i = lane, lane + 32, ...; the q/k RMSNorm is a warp sum.
  * v heads are only copied (converted to the KV type).
  */
-#include "common.cuh"
+#include "rope.cuh"
 
 #ifndef RK_NAME
 #define RK_NAME ig_rope_kv
@@ -53,13 +53,6 @@
 #define RK_EPS 1e-6f
 #endif
 
-#ifndef IG_ROPE_HELPERS
-#define IG_ROPE_HELPERS
-IG_DEV void ig_rk_store(unsigned char *p, size_t idx, float v, bool bf) {
-    if (bf) ((unsigned short *)p)[idx] = ig_f32_to_bf16(v);
-    else ((float *)p)[idx] = v;
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__(IG_RK_BLOCK(RK_D))
 RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
@@ -68,63 +61,26 @@ RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, co
     IG_PDL_ENTER();
     static_assert(RK_D % 2 == 0, "RK_D must be even");
     static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
-    constexpr int HD = RK_D / 2, W = (RK_H + 2 * RK_KV) * RK_D, NP = IG_CDIV(HD, 32);
+    constexpr int HD = RK_D / 2, W = (RK_H + 2 * RK_KV) * RK_D;
     __shared__ float cs[HD], sn[HD];
-    const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int t = blockIdx.x, warp = threadIdx.x >> 5;
     if (t >= T) return;
     const int pos = positions[t];
-    for (int i = threadIdx.x; i < HD; i += IG_RK_BLOCK(RK_D)) {
-        double s, c;
-        sincos((double)pos * inv_freq[i], &s, &c);
-        cs[i] = (float)c, sn[i] = (float)s;
-    }
+    ig_rope_angles<HD>(pos, inv_freq, cs, sn, IG_RK_BLOCK(RK_D));
     __syncthreads();
     const int page = page_table[(size_t)token_seq[t] * max_pages + pos / RK_PS], slot = pos % RK_PS;
     unsigned char *base = kv_pool + (unsigned long long)page * RK_PAGE_BYTES + layer_off;
     for (int hh = warp; hh < RK_H + 2 * RK_KV; hh += IG_RK_BLOCK(RK_D) / 32) {
-        const float *v = qkv + (size_t)t * W + (size_t)hh * RK_D;
-        float a[NP], b[NP];
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            const int i = lane + 32 * j;
-            a[j] = i < HD ? v[i] : 0.0f, b[j] = i < HD ? v[i + HD] : 0.0f;
-        }
-        if (hh >= RK_H + RK_KV) { /* v head: copy */
-            const size_t o = (size_t)RK_KV * RK_PS * RK_D + ((size_t)(hh - RK_H - RK_KV) * RK_PS + slot) * RK_D;
-#pragma unroll
-            for (int j = 0; j < NP; j++) {
-                const int i = lane + 32 * j;
-                if (i < HD) ig_rk_store(base, o + i, a[j], RK_KVBF16), ig_rk_store(base, o + i + HD, b[j], RK_KVBF16);
-            }
-            continue;
-        }
-        if (RK_QKNORM) { /* warp-uniform: the whole warp holds this head */
-            float ss = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NP; j++) ss += a[j] * a[j] + b[j] * b[j];
-            ss = ig_warp_sum(ss);
-            const float s = 1.0f / sqrtf(ss / (float)RK_D + RK_EPS);
-            const float *g = hh < RK_H ? q_norm : k_norm;
-#pragma unroll
-            for (int j = 0; j < NP; j++) {
-                const int i = lane + 32 * j;
-                if (i < HD) a[j] = a[j] * s * g[i], b[j] = b[j] * s * g[i + HD];
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            const int i = lane + 32 * j;
-            if (i >= HD) break;
-            const float c = cs[i], s = sn[i];
-            const float o0 = a[j] * c - b[j] * s, o1 = b[j] * c + a[j] * s;
-            if (hh < RK_H) {
-                float *q = q_out + (size_t)t * RK_H * RK_D + (size_t)hh * RK_D;
-                q[i] = o0, q[i + HD] = o1;
-            } else {
-                const size_t o = ((size_t)(hh - RK_H) * RK_PS + slot) * RK_D;
-                ig_rk_store(base, o + i, o0, RK_KVBF16), ig_rk_store(base, o + i + HD, o1, RK_KVBF16);
-            }
-        }
+        const float *src = qkv + (size_t)t * W + (size_t)hh * RK_D;
+        if (hh < RK_H)
+            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM>(0, src, cs, sn, q_norm, RK_EPS, q_out + ((size_t)t * RK_H + hh) * RK_D,
+                                                     base, 0);
+        else if (hh < RK_H + RK_KV)
+            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM>(1, src, cs, sn, k_norm, RK_EPS, NULL, base,
+                                                     ((size_t)(hh - RK_H) * RK_PS + slot) * RK_D);
+        else
+            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM>(2, src, cs, sn, NULL, RK_EPS, NULL, base,
+                                                     (size_t)RK_KV * RK_PS * RK_D + ((size_t)(hh - RK_H - RK_KV) * RK_PS + slot) * RK_D);
     }
 }
 

@@ -223,6 +223,7 @@ ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
 #define RK_QKNORM 1
 #include "rope_kv.cu"
 #define AT_NAME at_B
+#define AT_QKNORM 1
 #define AT_H 6
 #define AT_KV 2
 #define AT_D 48
@@ -244,6 +245,7 @@ ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
 #define RK_QKNORM 1
 #include "rope_kv.cu"
 #define AT_NAME at_C
+#define AT_QKNORM 1
 #define AT_H 8
 #define AT_KV 2
 #define AT_D 64
@@ -325,6 +327,7 @@ ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
 #define RK_QKNORM 1
 #include "rope_kv.cu"
 #define AT_NAME at_G
+#define AT_QKNORM 1
 #define AT_H 24
 #define AT_KV 8
 #define AT_D 128
@@ -919,12 +922,12 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V) {
 
 struct attn_case {
     const char *name;
-    const void *rk, *at, *at_split;
+    const void *rk, *at, *at_split, *at_split_rope;
     int H, KV, D, kvb, qkn, ob, split;
     float scale;
 };
 #define ATC(P, name, scale)                                                                                 \
-    { name, (const void *)rk_##P, (const void *)at_##P, (const void *)at_##P##_split,                          \
+    { name, (const void *)rk_##P, (const void *)at_##P, (const void *)at_##P##_split, (const void *)at_##P##_split_rope, \
       P##_H, P##_KV, P##_D, P##_KVB, P##_QKN, P##_OB, P##_SPLIT, scale }
 
 static double pool_get(const std::vector<uint8_t> &pool, size_t byte_off, size_t idx, bool bf) {
@@ -961,7 +964,9 @@ static void test_attn(ctx *c, const attn_case &a) {
     double *dinvf;
     CK(cudaMalloc(&dinvf, D / 2 * 8));
     CK(cudaMemcpy(dinvf, invf.data(), D / 2 * 8, cudaMemcpyHostToDevice));
-    int steps[3][2][2] = {{{0, 30}, {0, 5}}, {{30, 31}, {5, 41}}, {{0, 0}, {41, 42}}};
+    /* step 2 is a decode step (one token per sequence): the fused rope + split kernel runs first
+     * (on pool rows still NaN), and must match rope_kv + split bit for bit */
+    int steps[3][2][2] = {{{0, 30}, {0, 5}}, {{30, 31}, {5, 41}}, {{31, 32}, {41, 42}}};
     for (int st = 0; st < 3; st++) {
         std::vector<int> pos, seq;
         for (int s = 0; s < 2; s++)
@@ -983,6 +988,15 @@ static void test_attn(ctx *c, const attn_case &a) {
         CK(cudaMemset(dcnt, 0, IG_AT_COUNTERS(T, KV) * 4));
         unsigned long long loff = layer_bytes;
         int maxp = MAXP;
+        float *dqo3 = NULL;
+        void *dout3 = NULL;
+        if (st == 2) {
+            CK(cudaMalloc(&dqo3, (size_t)T * H * D * 4)); CK(cudaMalloc(&dout3, (size_t)T * H * D * 4));
+            void *args[] = {&T, &dqkv, &dinvf, &dqn, &dkn, &dqo3, &dpool, &loff, &dpos, &dseq, &dptab, &maxp, &dws, &dcnt, &dout3};
+            launch(a.at_split_rope, dim3(IG_AT_GRID_X(T, KV), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, a.split)), dim3(IG_AT_BLOCK),
+                   IG_AT_SMEM(H, KV, D), args);
+            CK(cudaDeviceSynchronize());
+        }
         {
             void *args[] = {&T, &dqkv, &dinvf, &dqn, &dkn, &dqo, &dpool, &loff, &dpos, &dseq, &dptab, &maxp};
             launch(a.rk, dim3(IG_RK_GRID_X(T, H, KV), IG_RK_GRID_Y(T)), dim3(IG_RK_BLOCK(D)), IG_RK_SMEM(T), args);
@@ -1042,6 +1056,17 @@ static void test_attn(ctx *c, const attn_case &a) {
         chk_done(c, &k);
         /* attention reference from the q_out and the K/V the pool holds (double softmax) */
         std::vector<float> o1 = download(dout, (size_t)T * H * D, a.ob), o2 = download(dout2, (size_t)T * H * D, a.ob);
+        if (dout3) {
+            std::vector<float> o3 = download(dout3, (size_t)T * H * D, a.ob), q3 = download(dqo3, (size_t)T * H * D, false);
+            checker k3;
+            char w3[160];
+            snprintf(w3, sizeof w3, "attention split_rope (fused) %s step %d T=%d", a.name, st, T);
+            chk_init(&k3, w3);
+            for (size_t i = 0; i < q3.size(); i++) chk(&k3, (long)i, q3[i], qo[i], 0);
+            for (size_t i = 0; i < o3.size(); i++) chk(&k3, (long)i, o3[i], o2[i], 0);
+            chk_done(c, &k3);
+            CK(cudaFree(dqo3)); CK(cudaFree(dout3));
+        }
         checker k1, k2;
         char w1[160], w2[160];
         snprintf(w1, sizeof w1, "attention %s step %d T=%d", a.name, st, T);
