@@ -738,6 +738,73 @@ static void test_stop(void) {
     stop_free(NULL);
 }
 
+/* Device sampling (smp_device_step / smp_device_accept): which params go to the device, and that
+ * the u a device step gets is the draw smp_sample would have used. With V equal logits and no
+ * filter, smp_sample's walk in id order picks floor(u * V), so a state that samples on the host
+ * and one with the same seed that hands its draws to the device must agree on every token. */
+static void test_device_steps(void) {
+    const int32_t V = 1000;
+    float *x = malloc(sizeof(float) * V);
+    smp_params p;
+    smp_params_default(&p);
+    p.temperature = 0.7f;
+    p.seed = 1234;
+    smp_state *host = mk(&p, V, NULL, 0), *dev = mk(&p, V, NULL, 0);
+    for (int i = 0; i < 300; i++) {
+        for (int32_t j = 0; j < V; j++) x[j] = 0.25f;
+        int32_t want = draw(host, x);
+        ig_fwd_sample d;
+        memset(&d, 0xab, sizeof d);
+        CHECK(smp_device_step(dev, &d) == 1);
+        CHECK(d.on == 1 && d.temperature == 0.7f && d.top_k == 0 && d.top_p == 1.0f && d.min_p == 0.0f);
+        CHECK(d.u >= 0.0f && d.u < 1.0f);
+        int32_t got = (int32_t)floor((double)d.u * V);
+        if (got != want) {
+            fprintf(stderr, "device step %d: u %.9g gives %d, the host drew %d\n", i, (double)d.u, got, want);
+            failures++;
+            break;
+        }
+        smp_result r;
+        smp_device_accept(dev, got, &r);
+        CHECK(r.token == got && isnan(r.logprob) && r.n_top == 0);
+    }
+    CHECK(smp_n_sampled(dev) == 300 && smp_n_sampled(host) == 300);
+    smp_free(host);
+    smp_free(dev);
+
+    /* greedy: nothing drawn, the params say so */
+    smp_params_default(&p);
+    smp_state *g = mk(&p, V, NULL, 0);
+    ig_fwd_sample d;
+    CHECK(smp_device_step(g, &d) == 1 && d.on == 1 && d.temperature == 0.0f && d.u == 0.0f);
+    smp_free(g);
+
+    /* what the device sampler lacks stays on the host, and the state is untouched */
+    int32_t bid = 3;
+    float bval = 1.0f;
+    for (int k = 0; k < 5; k++) {
+        smp_params_default(&p);
+        p.temperature = 1.0f;
+        p.seed = 77;
+        if (k == 0) p.repetition_penalty = 1.1f;
+        if (k == 1) p.presence_penalty = 0.5f;
+        if (k == 2) p.n_logit_bias = 1, p.logit_bias_ids = &bid, p.logit_bias_values = &bval;
+        if (k == 3) p.logprobs = 1;
+        if (k == 4) p.top_logprobs = 2;
+        smp_state *a = mk(&p, V, NULL, 0), *b = mk(&p, V, NULL, 0);
+        memset(&d, 0, sizeof d);
+        CHECK(smp_device_step(a, &d) == 0 && d.on == 0);
+        /* a's RNG did not move: it draws what b draws */
+        for (int32_t j = 0; j < V; j++) x[j] = 0.25f;
+        int32_t ta = draw(a, x);
+        for (int32_t j = 0; j < V; j++) x[j] = 0.25f;
+        CHECK(ta == draw(b, x));
+        smp_free(a);
+        smp_free(b);
+    }
+    free(x);
+}
+
 int main(void) {
     test_greedy();
     test_top_k();
@@ -751,6 +818,7 @@ int main(void) {
     test_no_logprobs();
     test_validation();
     test_stop();
+    test_device_steps();
     if (failures) {
         fprintf(stderr, "test_sampler: %d failure(s)\n", failures);
         return 1;
