@@ -1756,7 +1756,11 @@ static ig_status build(tok_tokenizer *t, const cJSON *root, const cJSON *cfg, ig
         size_t skip = (t->cont_prefix && bl >= t->cont_len && !memcmp(b, t->cont_prefix, t->cont_len)) ? t->cont_len : 0;
         if (sb_put(&tmp, a, al) || sb_put(&tmp, b + skip, bl - skip)) { free(tmp.p); return ig_fail(err, IG_ERR_NOMEM, "out of memory"); }
         int32_t in = vocab_get(t, tmp.p, tmp.n);
-        if (in < 0) { free(tmp.p); return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: merge %u result \"%.100s\" not in vocab", rank, tmp.p); }
+        if (in < 0) { /* the message is formatted before the buffer it quotes is freed */
+            ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: merge %u result \"%.*s\" not in vocab", rank, (int)(tmp.n < 100 ? tmp.n : 100), tmp.p);
+            free(tmp.p);
+            return IG_ERR_FORMAT;
+        }
         uint64_t key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
         size_t mask = t->mcap - 1, i = hash_u64(key) & mask;
         while (t->mkeys[i] != UINT64_MAX && t->mkeys[i] != key) i = (i + 1) & mask;

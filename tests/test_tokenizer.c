@@ -195,6 +195,9 @@ static void test_bad_input(void) {
                       " \"pre_tokenizer\": {\"type\": \"FancySplit\"}}",
                       IG_ERR_UNSUPPORTED, "FancySplit");
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a q\"]}}", IG_ERR_FORMAT, "merge 0");
+    /* both halves in the vocab, their concatenation not: the message quotes the result */
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"q\": 1}, \"merges\": [\"a q\"]}}", IG_ERR_FORMAT,
+                      "merge 0 result \"aq\" not in vocab");
     ig_err err;
     tok_tokenizer *t = NULL;
     CHECK(tok_load_dir("/nonexistent-dir", &t, &err) == IG_ERR_IO && strstr(err.msg, "nonexistent"), "missing dir: %s", err.msg);
