@@ -808,6 +808,25 @@ static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
     CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
 }
 
+/* Runs the sampler over the rows of l (f32) with params ps; returns one id per row. */
+static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, const std::vector<ig_sm_params> &ps) {
+    const int n = (int)ps.size();
+    float *dl = (float *)upload(l, false);
+    void *dp;
+    int *dout;
+    CK(cudaMalloc(&dp, n * sizeof(ig_sm_params)));
+    CK(cudaMemcpy(dp, ps.data(), n * sizeof(ig_sm_params), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dout, n * 4));
+    CK(cudaMemset(dout, 0x7f, n * 4));
+    int nv = n;
+    void *args[] = {&nv, &dl, &dp, &dout};
+    launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
+    std::vector<int> o(n);
+    CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
+    return o;
+}
+
 /* Greedy rows (ties, last id, all equal, beyond-V columns ignored) and invalid rows (NaN, +inf,
  * all -inf) of the device sampler, against a host scan. */
 static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int ld) {
@@ -824,18 +843,7 @@ static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int 
         for (int r = 0; r < n; r++) l[(size_t)r * ld + j] = 100.0f; /* beyond V: must be ignored */
     std::vector<ig_sm_params> ps(n);
     for (auto &q : ps) q = {1, 0.0f, 0, 1.0f, 0.0f, 0.5f};
-    float *dl = (float *)upload(l, false);
-    void *dp;
-    int *dout;
-    CK(cudaMalloc(&dp, n * sizeof(ig_sm_params)));
-    CK(cudaMemcpy(dp, ps.data(), n * sizeof(ig_sm_params), cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dout, n * 4));
-    CK(cudaMemset(dout, 0x7f, n * 4));
-    int nv = n;
-    void *args[] = {&nv, &dl, &dp, &dout};
-    launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
-    std::vector<int> o(n);
-    CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+    const std::vector<int> o = run_sample(fn, l, ps);
     checker k;
     chk_init(&k, name);
     for (int r = 0; r < n; r++) {
@@ -848,7 +856,6 @@ static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int 
         chk(&k, r, o[r], bad ? -1 : best, 0);
     }
     chk_done(c, &k);
-    CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
 }
 
 /* Sampling rows: for each (temperature, top-k, top-p, min-p) and several u, the host computes
@@ -871,17 +878,7 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V) {
         const pcase &q = pcs[i / nu];
         ps[i] = {1, q.temp, q.k, q.p, q.minp, us[i % nu]};
     }
-    float *dl = (float *)upload(l, false);
-    void *dp;
-    int *dout;
-    CK(cudaMalloc(&dp, n * sizeof(ig_sm_params)));
-    CK(cudaMemcpy(dp, ps.data(), n * sizeof(ig_sm_params), cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dout, n * 4));
-    int nv = n;
-    void *args[] = {&nv, &dl, &dp, &dout};
-    launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
-    std::vector<int> o(n);
-    CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+    const std::vector<int> o = run_sample(fn, l, ps);
     checker k;
     chk_init(&k, name);
     double m = -INFINITY;
@@ -915,7 +912,6 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V) {
         }
     }
     chk_done(c, &k);
-    CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
 }
 
 /* ------------------------------------------------------------------ rope_kv + attention */
