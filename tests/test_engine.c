@@ -17,6 +17,8 @@
 
 #include "driver.h"
 #include "ignis.h"
+#include "rt_package.h"
+#include "rt_seq.h"
 #include "rt_util.h"
 
 static int failures = 0;
@@ -543,6 +545,43 @@ static void test_stress(const char *pkg) {
     ig_request_release(r);
 }
 
+/* The model ABI's device-sampling fields at the runtime's guard (rt_model_forward): a package that
+ * cannot sample on its device refuses a step that asks it to, a step must either copy logits
+ * back or sample every row, and a package that can (CUDA) picks the argmax of the logits it also
+ * copies back for a greedy row. */
+static void test_forward_sampling_guards(const char *pkg) {
+    rt_package *p = NULL;
+    rt_model *m = NULL;
+    ig_err err;
+    rt_model_opts mo = {.max_tokens = 4, .n_pages = 4, .n_threads = 1, .max_seqs = 1};
+    if (rt_package_open(pkg, NULL, &p, &err) || rt_model_new(p, &mo, &m, &err)) {
+        CHECK(0, "open %s: %s", pkg, err.msg);
+        rt_model_free(m);
+        rt_package_close(p);
+        return;
+    }
+    const int32_t V = p->desc->vocab;
+    float *lg = malloc(sizeof(float) * V);
+    int32_t id = 5, pos = 0, seq = 0, page = 0, row = 0, got = -7;
+    const ig_fwd_sample greedy = {.on = 1, .temperature = 0.0f, .top_p = 1.0f};
+    ig_fwd_batch b = {.n_tokens = 1, .token_ids = &id, .positions = &pos, .token_seq = &seq, .n_seqs = 1,
+                      .page_table = &page, .max_pages_per_seq = 1, .n_out = 1, .out_rows = &row};
+    b.logits = NULL;
+    ig_status st = rt_model_forward(m, &b, &err);
+    CHECK(st == IG_ERR_INVALID && strstr(err.msg, "neither copied back"), "no logits, no sampling: %d %s", st, err.msg);
+    b.logits = lg, b.sample = &greedy, b.sampled = &got;
+    st = rt_model_forward(m, &b, &err);
+    if (!(p->desc->caps & IG_MODEL_CAP_SAMPLE)) {
+        CHECK(st == IG_ERR_INVALID && strstr(err.msg, "cannot sample"), "sampling on a host package: %d %s", st, err.msg);
+    } else {
+        CHECK(st == IG_OK, "greedy device step: %s", err.msg);
+        CHECK(got == rt_argmax(lg, V), "device greedy picked %d, the logits' argmax is %d", got, rt_argmax(lg, V));
+    }
+    free(lg);
+    rt_model_free(m);
+    rt_package_close(p);
+}
+
 int main(void) {
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/models", testdata());
@@ -558,6 +597,7 @@ int main(void) {
         test_preemption(pkg);
         test_limits(pkg);
         test_prefix_cache(pkg);
+        test_forward_sampling_guards(pkg);
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
         if (system(cmd)) {}

@@ -196,7 +196,7 @@ class Engine:
 
     def __init__(self, package: str, max_seqs: int = 0, max_tokens_per_step: int = 0, kv_pages: int = 0,
                  kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True,
-                 prefix_cache: bool = True):
+                 prefix_cache: bool = True, device_sampling: bool = True):
         lib = _L()
         cfg = _EngineConfig()
         lib.ig_engine_config_default(ctypes.byref(cfg))
@@ -206,6 +206,7 @@ class Engine:
                 setattr(cfg, name, v)
         cfg.verify_hashes = int(verify_hashes)
         cfg.prefix_cache = int(prefix_cache)
+        cfg.device_sampling = int(device_sampling)
         h, err = ctypes.c_void_p(), _Err()
         if lib.ig_engine_open(package.encode(), ctypes.byref(cfg), ctypes.byref(h), ctypes.byref(err)):
             raise Error(err.msg.decode())
