@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <errno.h>
+#include <stddef.h>
 
 #include "ignis.h"
 #include "kv_pager.h"
@@ -36,10 +37,18 @@
 #include "stop.h"
 #include "tokenizer.h"
 
+/* One queued output in one allocation: the queue link, the public ig_output, and behind them its
+ * arrays (tokens, logprobs, top) and OUT_TEXT_INLINE bytes for its text, so a decode step costs
+ * one malloc per sequence; text that outgrows the inline bytes moves to its own buffer.
+ * ig_output_free finds the block from the ig_output (every ig_output is made by new_output). */
+#define OUT_TEXT_INLINE 64
 typedef struct out_node {
-    ig_output *o;
     struct out_node *next;
+    ig_output o;
+    char *text_inline; /* o.text points here while the text fits */
+    size_t text_cap;   /* bytes o.text can hold, NUL included */
 } out_node;
+#define OUT_NODE(op) ((out_node *)((char *)(op) - offsetof(out_node, o)))
 
 typedef struct core core;
 
@@ -132,11 +141,9 @@ void ig_gen_config_default(ig_gen_config *g) {
 
 void ig_output_free(ig_output *o) {
     if (!o) return;
-    free(o->tokens);
-    free(o->logprobs);
-    free(o->top);
-    free(o->text);
-    free(o);
+    out_node *n = OUT_NODE(o);
+    if (o->text != n->text_inline) free(o->text);
+    free(n);
 }
 
 static void core_unref_locked(core *c, int *free_it) {
@@ -152,8 +159,7 @@ static void core_free(core *c) {
 static void request_free(ig_request *r) {
     for (out_node *n = r->head; n;) {
         out_node *nx = n->next;
-        ig_output_free(n->o);
-        free(n);
+        ig_output_free(&n->o);
         n = nx;
     }
     for (int32_t i = 0; i < r->g.n_stop_strings; i++) free(r->stop_strings ? r->stop_strings[i] : NULL);
@@ -181,12 +187,7 @@ static void request_unref_locked(ig_request *r, int *free_core) {
 
 /* Queues an element for the readers (c->mu held). Takes ownership of o. */
 static void push_output(ig_request *r, ig_output *o) {
-    out_node *n = malloc(sizeof *n);
-    if (!n) {
-        ig_output_free(o);
-        return;
-    }
-    n->o = o;
+    out_node *n = OUT_NODE(o);
     n->next = NULL;
     if (r->tail)
         r->tail->next = n;
@@ -196,29 +197,44 @@ static void push_output(ig_request *r, ig_output *o) {
     pthread_cond_broadcast(&r->cv);
 }
 
+/* An output for n_tokens tokens (arrays uninitialized, text empty), or NULL when out of memory. */
 static ig_output *new_output(ig_request *r, int32_t n_tokens) {
-    ig_output *o = calloc(1, sizeof *o);
-    if (!o) return NULL;
+    const size_t n_top = (size_t)r->g.top_logprobs, nt = n_tokens > 0 ? (size_t)n_tokens : 0;
+    /* ig_logprob first: its alignment covers the int32 and float arrays after it */
+    const size_t b_top = sizeof(ig_logprob) * nt * n_top, b_tok = sizeof(int32_t) * nt, b_lp = sizeof(float) * nt;
+    out_node *n = malloc(sizeof *n + b_top + b_tok + b_lp + OUT_TEXT_INLINE);
+    if (!n) return NULL;
+    char *p = (char *)(n + 1);
+    memset(&n->o, 0, sizeof n->o);
+    n->next = NULL;
+    ig_output *o = &n->o;
     o->status = r->status;
     o->finish = r->finish;
-    o->n_top = r->g.top_logprobs;
-    if (n_tokens > 0) {
-        o->tokens = malloc(sizeof(int32_t) * n_tokens);
-        o->logprobs = malloc(sizeof(float) * n_tokens);
-        if (o->n_top) o->top = malloc(sizeof(ig_logprob) * n_tokens * o->n_top);
-    }
-    o->text = calloc(1, 1);
+    o->n_top = (int32_t)n_top;
+    o->top = n_top && nt ? (ig_logprob *)p : NULL;
+    o->tokens = nt ? (int32_t *)(p + b_top) : NULL;
+    o->logprobs = nt ? (float *)(p + b_top + b_tok) : NULL;
+    n->text_inline = o->text = p + b_top + b_tok + b_lp;
+    n->text_cap = OUT_TEXT_INLINE;
+    o->text[0] = 0;
     return o;
 }
 
-static void output_append_text(ig_output *o, const char *s, size_t n) {
-    if (!n) return;
-    char *t = realloc(o->text, o->text_len + n + 1);
-    if (!t) return;
-    memcpy(t + o->text_len, s, n);
-    o->text_len += n;
-    t[o->text_len] = 0;
-    o->text = t;
+/* Appends text; on allocation failure the text is kept as it was (the piece is dropped). */
+static void output_append_text(ig_output *o, const char *s, size_t len) {
+    if (!len) return;
+    out_node *n = OUT_NODE(o);
+    if (o->text_len + len + 1 > n->text_cap) {
+        size_t cap = 2 * n->text_cap > o->text_len + len + 1 ? 2 * n->text_cap : o->text_len + len + 1;
+        char *t = o->text == n->text_inline ? malloc(cap) : realloc(o->text, cap);
+        if (!t) return;
+        if (o->text == n->text_inline) memcpy(t, o->text, o->text_len + 1);
+        o->text = t;
+        n->text_cap = cap;
+    }
+    memcpy(o->text + o->text_len, s, len);
+    o->text_len += len;
+    o->text[o->text_len] = 0;
 }
 
 /* Ends a request (c->mu held): frees its pages and per-sequence state, queues the final element
@@ -428,8 +444,8 @@ ig_status ig_request_read(ig_request *r, int timeout_ms, ig_output **out, ig_err
         out_node *n = r->head;
         r->head = n->next;
         if (!r->head) r->tail = NULL;
-        *out = n->o;
-        free(n);
+        n->next = NULL;
+        *out = &n->o;
     } else if (r->ended) {
         st = ig_fail(err, IG_ERR_CLOSED, "the request has ended and its queue is empty");
     } else {
