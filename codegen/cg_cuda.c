@@ -222,7 +222,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                         "        const int32_t *lw = layer_weights[l];\n"
                         "        unsigned long long kv_off = (unsigned long long)l * KV_LAYER_PAGE_BYTES;\n");
         if (pass == 2) fprintf(fw, "\n    if (n_out > 0) {\n");
-        const char *ind = "        ";
+        const char *ind = pass == 0 ? "    " : "        "; /* the layer loop and the logits block nest once more */
         const char *rows = pass == 2 ? "n_out" : "T";
         for (int32_t i = lo; i < hi && !st; i++) {
             const ir_node *n = &g->nodes[i];
