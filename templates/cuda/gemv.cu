@@ -15,24 +15,26 @@
  * MV_EPI: 0 y f32 [T][MV_LDY] = acc; 1 y f32 [T][MV_LDY] += acc (residual add); 2 SwiGLU:
  * y [T][MV_LDY] (MV_LDY default MV_N/2) of type MV_YBF16, y[t][i] = silu(gate_i) * up_i.
  *
- * launch: grid = IG_MV_GRID_X(MV_N, max_ctas) (at most one pair of rows per warp, capped at
- *         max_ctas: the host passes a few CTAs per SM), block = IG_MV_BLOCK = 256,
+ * launch: grid = IG_MV_GRID_X(MV_N, MV_K, WES, max_ctas) (one CTA per step of 8 / KS pairs, capped
+ *         at max_ctas: the host passes 4 per SM), block = IG_MV_BLOCK = 256,
  *         dynamic smem = IG_MV_SMEM(MV_K, XES) (= IG_MV_TG tokens of x in AT; <= 48 KB unless
  *         K * XES > 48 KB, then the host must raise the function's dynamic smem limit).
  *
- * Work split: the unit of work is a pair of packed rows (SwiGLU: gate row j and its up row), owned
- * by one warp over the whole K, so no cross-warp reduction is needed; warps stride over pairs by
- * the grid's warp count. A lane reads 16 bytes per row per step, IG_MV_VPL steps per chunk (8 for
- * bf16: one chunk is a whole 2048-element row), so each warp has 2 x 8 x 512 B = 8 KB of W in
- * flight and an SM with 16 warps 128 KB, several times what HBM latency needs. x (all the tokens
- * of a pass) is staged once per CTA in shared memory, after the RMSNorm when fused; lanes read it
- * with conflict-free 16-byte loads. Partial sums are reduced with warp shuffles; the lane of token
- * t applies the epilogue (no atomics, deterministic).
+ * Work split: the unit of work is a pair of packed rows (SwiGLU: gate row j and its up row). A
+ * lane reads 16 bytes per row per step, IG_MV_VPL steps per chunk (one chunk = 2048 bf16), so a
+ * warp has 2 x 8 x 512 B = 8 KB of W in flight and an SM with 16 warps 128 KB, several times
+ * what HBM latency needs. Rows of one chunk (K = 2048 in bf16): a warp owns whole pairs and
+ * strides over them on its own (no barrier). Longer rows: KS = min(chunks, 8) warps share a pair
+ * (split K), each taking every KS-th chunk, so the chunks of a long row are in flight at once;
+ * their partial sums meet in shared memory and the CTA steps over pairs together. x (all the
+ * tokens of a pass) is staged once per CTA in shared memory, after the RMSNorm when fused; lanes
+ * read it with conflict-free 16-byte loads. Partial sums are reduced with warp shuffles; the lane
+ * of token t applies the epilogue (no atomics, deterministic).
  *
- * Programmatic dependent launch (sm_90): the kernel lets the next kernel in the stream launch
- * early, and issues its first chunk of W loads (weights do not depend on earlier kernels) before
- * waiting for the previous kernel's results, so weight streaming overlaps the previous kernel's
- * tail and this kernel's own launch. On older GPUs both steps compile to nothing.
+ * Programmatic dependent launch (sm_90, when the host asks for it): the kernel lets the next
+ * kernel in the stream launch early, and issues its first chunk of W loads (weights do not depend
+ * on earlier kernels) before waiting for the previous kernel's results. On older GPUs, or
+ * launched without the attribute, both steps are no-ops.
  */
 #include "common.cuh"
 
