@@ -29,8 +29,12 @@ static ig_status nv_open(nv_api *a, ig_err *err) {
                                         "/usr/local/cuda/lib64/libnvrtc.so", NULL};
     memset(a, 0, sizeof *a);
     const char *env = getenv("IGNIS_NVRTC");
-    if (env) a->lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    for (int i = 0; !a->lib && names[i]; i++) a->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    /* NODELETE: one compile calls this once per architecture; the library (which carries its own
+     * C++ runtime and allocates at load) is loaded once and stays, instead of being mapped,
+     * initialized and torn down again for every architecture */
+    const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
+    if (env) a->lib = dlopen(env, flags);
+    for (int i = 0; !a->lib && names[i]; i++) a->lib = dlopen(names[i], flags);
     if (!a->lib)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "CUDA targets need NVRTC (libnvrtc.so from the CUDA toolkit), which was not found; "
