@@ -77,6 +77,15 @@ void cg_emit_layer_table(FILE *out, const ir_graph *g, const pk_plan *plan, cons
 const char *cg_node_label(const ir_graph *g, int32_t t, char *buf, size_t cap);
 /* C identifier of an activation buffer: "a_" + the tensor's IR name without its layer prefix. */
 void cg_act_ident(const ir_graph *g, int32_t t, char *buf, size_t cap);
+/* The model's shape as the #defines every generated model.c uses (N_LAYERS .. KV_PAGE_BYTES). */
+void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, uint64_t kv_layer_page_bytes);
+
+/* The package's ig_model_desc and its entry point. cpu_features: IG_CPU_* bits (0 on devices);
+ * device_archs: NULL for host targets, else the CUDA architectures (then init/fini and
+ * device sampling are declared, from the generated init, fini and forward). */
+void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
+                  uint32_t cpu_features, int bf16, int32_t n_weights, const char *device_archs);
+
 /* Emits `static const double rope_inv_freq[HEAD_DIM / 2]`. */
 ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err);
 

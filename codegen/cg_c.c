@@ -156,13 +156,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
     fprintf(out,
             "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
             "#include \"ig_model_abi.h\"\n#include \"common.h\"\n\n");
-    fprintf(out,
-            "#define N_LAYERS %d\n#define HIDDEN %d\n#define N_HEADS %d\n#define N_KV_HEADS %d\n"
-            "#define HEAD_DIM %d\n#define INTERMEDIATE %d\n#define VOCAB %d\n#define MAX_CONTEXT %d\n"
-            "#define PAGE_SIZE %d\n#define KV_LAYER_PAGE_BYTES %lluull\n"
-            "#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)\n",
-            hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, hp->max_context, PS,
-            (unsigned long long)kv_layer_page);
+    cg_emit_shape_defines(out, hp, PS, kv_layer_page);
 
     /* ---- the forward body (kernels are collected on the side) */
     char nm[64], params[1024], comment[512];
@@ -374,20 +368,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
 
     fprintf(out, "%s", fwd_text);
 
-    fprintf(out, "\nstatic const ig_model_desc desc = {\n"
-                 "    .abi_version = IG_MODEL_ABI_VERSION,\n"
-                 "    .arch = \"%s\",\n    .target = \"%s\",\n    .compiler_version = \"%s\",\n"
-                 "    .cpu_features = %uu,\n    .dtype = %s,\n    .kv_dtype = %s,\n"
-                 "    .n_layers = N_LAYERS, .hidden = HIDDEN, .n_heads = N_HEADS, .n_kv_heads = N_KV_HEADS,\n"
-                 "    .head_dim = HEAD_DIM, .intermediate = INTERMEDIATE, .vocab = VOCAB,\n"
-                 "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
-                 "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
-                 "    .n_weights = %d, .weights = weights,\n"
-                 "    .device = IG_DEVICE_CPU, .device_archs = \"\",\n"
-                 "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n"
-                 "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n",
-            hp->arch, t->full_name, o->compiler_version, t->cpu_features,
-            bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", plan->n);
+    cg_emit_desc(out, hp, t->full_name, o->compiler_version, t->cpu_features, bf, plan->n, NULL);
 done:
     fclose(c.kern);
     fclose(fw);

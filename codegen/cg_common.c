@@ -153,3 +153,40 @@ const char *cg_node_label(const ir_graph *g, int32_t t, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", n);
     return buf;
 }
+
+void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, uint64_t kv_layer_page_bytes) {
+    fprintf(out,
+            "#define N_LAYERS %d\n#define HIDDEN %d\n#define N_HEADS %d\n#define N_KV_HEADS %d\n"
+            "#define HEAD_DIM %d\n#define INTERMEDIATE %d\n#define VOCAB %d\n#define MAX_CONTEXT %d\n"
+            "#define PAGE_SIZE %d\n#define KV_LAYER_PAGE_BYTES %lluull\n"
+            "#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)\n",
+            hp->n_layers, hp->hidden, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->intermediate, hp->vocab,
+            hp->max_context, page_size, (unsigned long long)kv_layer_page_bytes);
+}
+
+void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
+                  uint32_t cpu_features, int bf16, int32_t n_weights, const char *device_archs) {
+    const char *dt = bf16 ? "IG_DTYPE_BF16" : "IG_DTYPE_F32";
+    char cf[16] = "0";
+    if (!device_archs) snprintf(cf, sizeof cf, "%uu", (unsigned)cpu_features);
+    fprintf(out, "\nstatic const ig_model_desc desc = {\n"
+                 "    .abi_version = IG_MODEL_ABI_VERSION,\n"
+                 "    .arch = \"%s\",\n    .target = \"%s\",\n    .compiler_version = \"%s\",\n"
+                 "    .cpu_features = %s,\n    .dtype = %s,\n    .kv_dtype = %s,\n"
+                 "    .n_layers = N_LAYERS, .hidden = HIDDEN, .n_heads = N_HEADS, .n_kv_heads = N_KV_HEADS,\n"
+                 "    .head_dim = HEAD_DIM, .intermediate = INTERMEDIATE, .vocab = VOCAB,\n"
+                 "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
+                 "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
+                 "    .n_weights = %d, .weights = weights,\n",
+            hp->arch, target, compiler_version, cf, dt, dt, (int)n_weights);
+    if (device_archs)
+        fprintf(out, "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
+                     "    .init = init, .fini = fini,\n"
+                     "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n"
+                     "    .caps = IG_MODEL_CAP_SAMPLE,\n};\n\n",
+                device_archs);
+    else
+        fprintf(out, "    .device = IG_DEVICE_CPU, .device_archs = \"\",\n"
+                     "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n");
+    fprintf(out, "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n");
+}

@@ -502,14 +502,13 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             " * cuBLAS GEMMs for larger (prefill) steps. */\n"
             "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
             "#include \"ig_model_abi.h\"\n#include \"host.h\"\n#include \"launch.h\"\n\n"
-            "#define N_LAYERS %d\n#define HIDDEN %d\n#define N_HEADS %d\n#define N_KV_HEADS %d\n#define HEAD_DIM %d\n"
-            "#define INTERMEDIATE %d\n#define VOCAB %d\n#define MAX_CONTEXT %d\n#define PAGE_SIZE %d\n"
-            "#define KV_LAYER_PAGE_BYTES %lluull\n#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)\n"
-            "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
-            "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
-            "#define W_BF16 %d\n",
-            o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, archs, dtn(bf), hp->n_layers, HID,
-            H, KV, D, hp->intermediate, hp->vocab, hp->max_context, PS, (unsigned long long)kv_layer_page, bf);
+            ,
+            o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, archs, dtn(bf));
+    cg_emit_shape_defines(out, hp, PS, kv_layer_page);
+    fprintf(out, "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
+                 "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
+                 "#define W_BF16 %d\n",
+            bf);
 
     /* kernel images, embedded with .incbin (files next to this one) */
     fprintf(out, "\n/* ---- kernel images: cubins per architecture and PTX of the newest, embedded at build time */\n");
@@ -727,22 +726,11 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    return 0;\n}\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
 
-    fprintf(out, "\nstatic const ig_model_desc desc = {\n"
-                 "    .abi_version = IG_MODEL_ABI_VERSION,\n"
-                 "    .arch = \"%s\",\n    .target = \"cuda-%s\",\n    .compiler_version = \"%s\",\n"
-                 "    .cpu_features = 0,\n    .dtype = %s,\n    .kv_dtype = %s,\n"
-                 "    .n_layers = N_LAYERS, .hidden = HIDDEN, .n_heads = N_HEADS, .n_kv_heads = N_KV_HEADS,\n"
-                 "    .head_dim = HEAD_DIM, .intermediate = INTERMEDIATE, .vocab = VOCAB,\n"
-                 "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
-                 "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
-                 "    .n_weights = %d, .weights = weights,\n"
-                 "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
-                 "    .init = init, .fini = fini,\n"
-                 "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n"
-                 "    .caps = IG_MODEL_CAP_SAMPLE,\n};\n\n"
-                 "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n",
-            hp->arch, archs, o->compiler_version, bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", bf ? "IG_DTYPE_BF16" : "IG_DTYPE_F32", plan->n,
-            archs);
+    {
+        char tg[sizeof archs + 8];
+        snprintf(tg, sizeof tg, "cuda-%s", archs);
+        cg_emit_desc(out, hp, tg, o->compiler_version, 0, bf, plan->n, archs);
+    }
 done:
     fclose(fw);
     free(fwd_text);

@@ -86,6 +86,9 @@ static uint64_t xoshiro_next(uint64_t s[4]) {
     return result;
 }
 
+/* Step 8's uniform draw in [0, 1): 53 random bits. */
+static double draw_u(smp_state *s) { return (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53; }
+
 /* ---- parameters */
 
 void smp_params_default(smp_params *p) {
@@ -578,7 +581,7 @@ ig_status smp_sample(smp_state *s, float *logits, smp_result *r, ig_err *err) {
         tok = first_eq(logits, V, mx);
     } else {
         float invt = 1.0f / p->temperature;
-        double u = (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53;
+        double u = draw_u(s);
         if (s->filter) {
             double zall;
             tok = sample_filtered(s, logits, mx, invt, u, &zall);
@@ -622,7 +625,7 @@ int smp_device_step(smp_state *s, ig_fwd_sample *d) {
     d->u = 0.0f;
     if (p->temperature != 0.0f) {
         /* the draw smp_sample makes, rounded down to a float below 1 */
-        double u = (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53;
+        double u = draw_u(s);
         float uf = (float)u;
         d->u = uf < 1.0f ? uf : 0x1.fffffep-1f;
     }

@@ -224,8 +224,11 @@ static const char *const gen_valued[] = {"--tokens", "--tokens-file", "--prompt"
                                          "--max-seqs", "--max-tokens-per-step", "--kv-pages", "--top-logprobs", NULL};
 
 /* Sampling flags → generation config; errors for values that do not parse. */
-static int parse_gen(int argc, char **argv, ig_gen_config *g, const char **stops, int32_t *n_stops, ig_err *err) {
+/* The sampling / stopping flags into g; max_new is the command's default for --max-new-tokens. */
+static int parse_gen(int argc, char **argv, int32_t max_new, ig_gen_config *g, const char **stops, int32_t *n_stops,
+                     ig_err *err) {
     ig_gen_config_default(g);
+    g->max_new_tokens = max_new;
     struct {
         const char *flag;
         float *f;
@@ -310,8 +313,7 @@ static int cmd_generate(int argc, char **argv) {
     ig_gen_config g;
     const char *stops[16];
     int32_t n_stops;
-    if (parse_gen(argc, argv, &g, stops, &n_stops, &err)) return fail("generate", &err);
-    if (!opt(argc, argv, "--max-new-tokens", 1)) g.max_new_tokens = 16;
+    if (parse_gen(argc, argv, 16, &g, stops, &n_stops, &err)) return fail("generate", &err);
     const char *tokens = opt(argc, argv, "--tokens", 1), *file = opt(argc, argv, "--tokens-file", 1),
                *prompt = opt(argc, argv, "--prompt", 1);
     if (!!tokens + !!file + !!prompt != 1) {
@@ -509,8 +511,7 @@ static int cmd_chat(int argc, char **argv) {
     ig_gen_config g;
     const char *stops[16];
     int32_t n_stops;
-    if (parse_gen(argc, argv, &g, stops, &n_stops, &err)) return fail("chat", &err);
-    if (!opt(argc, argv, "--max-new-tokens", 1)) g.max_new_tokens = 512;
+    if (parse_gen(argc, argv, 512, &g, stops, &n_stops, &err)) return fail("chat", &err);
     ig_engine *e;
     if (open_engine(argc, argv, pkg, 1, &e, &err)) return fail("chat", &err);
     tok_tokenizer *t = NULL;

@@ -44,15 +44,12 @@
 
 /* ---- epilogue.cu ----
  * EP_BIAS_NAME(T, y, bias):        grid (ceil(N/256), T), block 256
- * EP_SWIGLU_NAME(T, gu, out):      grid (ceil(I/256), T), block 256
- * EP_CAST_NAME(T, x, out, n):      grid (min(ceil(T*n/1024), 65535)), block 256 (grid-stride) */
+ * EP_SWIGLU_NAME(T, gu, bias, out): grid (ceil(I/2048), T), block 256 (8 outputs a thread) */
 #define IG_EP_BLOCK 256
 #define IG_EP_BIAS_GRID_X(T, N) IG_CDIV((N), 256)
 #define IG_EP_BIAS_GRID_Y(T) (T)
 #define IG_EP_SWIGLU_GRID_X(T, I) IG_CDIV((I), 8 * 256)
 #define IG_EP_SWIGLU_GRID_Y(T) (T)
-#define IG_EP_CAST_GRID_X(T, n) \
-    (IG_CDIV((long long)(T) * (n), 1024) < 65535 ? (unsigned)IG_CDIV((long long)(T) * (n), 1024) : 65535u)
 #define IG_EP_SMEM(T) 0
 
 /* ---- rmsnorm.cu: RN_NAME(T, x, gamma, out): one CTA per row ---- */

@@ -17,11 +17,9 @@
 
 #define EP_BIAS_NAME ep_bias_a
 #define EP_SWIGLU_NAME ep_swiglu_a
-#define EP_CAST_NAME ep_cast_a
 #include "epilogue.cu"
 #define EP_BIAS_NAME ep_bias_b
 #define EP_SWIGLU_NAME ep_swiglu_b
-#define EP_CAST_NAME ep_cast_b
 #define EP_N 33
 #define EP_I 48
 #define EP_OBF16 0
