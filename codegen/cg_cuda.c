@@ -180,6 +180,38 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         }
     }
     uint64_t kv_layer_page = 2ull * KV * PS * D * (bf ? 2 : 4);
+    /* The persistent decode kernel (decode_layers.cu, sm_90) takes layers of exactly the usual
+     * shape: [norm+qkv, rope_kv, attention, o + residual, norm+gate/up SwiGLU, down + residual],
+     * bf16, with every GEMV's K a multiple of 128 (tensor-core windows) whose row fits a 16 KB slot. */
+    int dl_ok = 0;
+    const ir_node *dln[6] = {0};
+    if (bf && lay.per_layer == 6) {
+        static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
+                                   IR_OP_MATMUL_EPI};
+        dl_ok = 1;
+        for (int k = 0; k < 6; k++) {
+            dln[k] = &g->nodes[lay.first_layer + k];
+            if ((int)dln[k]->op != ops[k]) dl_ok = 0;
+        }
+        if (dl_ok) {
+            int64_t kq = g->tensors[dln[0]->in[2]].shape[1], ko = g->tensors[dln[3]->in[1]].shape[1];
+            int64_t kg = g->tensors[dln[4]->in[2]].shape[1], kd = g->tensors[dln[5]->in[1]].shape[1];
+            int64_t ng = g->tensors[dln[4]->in[2]].shape[0];
+            dl_ok = dln[0]->epi == IR_EPI_STORE && dln[4]->epi == IR_EPI_SWIGLU && dln[3]->epi == IR_EPI_ACC &&
+                    dln[5]->epi == IR_EPI_ACC && kq == HID && kg == HID && ko == (int64_t)H * D && kd == ng / 2 &&
+                    g->tensors[dln[3]->in[1]].shape[0] == HID && g->tensors[dln[5]->in[1]].shape[0] == HID;
+            for (int k = 0; k < 4 && dl_ok; k++) {
+                int64_t kk = k == 0 ? kq : k == 1 ? ko : k == 2 ? kg : kd;
+                if (kk % 128 || kk * 2 > 16384) dl_ok = 0;
+            }
+            if (HID % 128) dl_ok = 0;
+        }
+    }
+    /* ring slots: 12 x 16 KB where they fit beside attention's scratch and ~20 KB of static state */
+    const int dl_at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
+    int dl_nslot = (227 * 1024 - 20 * 1024 - dl_at_smem) / 16384;
+    if (dl_nslot > 12) dl_nslot = 12;
+    if (dl_nslot < 4) dl_ok = 0;
     char archs[128] = "";
     for (int i = 0; i < t->n_archs; i++) snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s", i ? "," : "", t->archs[i]);
 
@@ -217,6 +249,11 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     for (int pass = 0; pass < 3 && !st; pass++) {
         int32_t lo = pass == 0 ? 0 : pass == 1 ? lay.first_layer : lay.last_layer + 1;
         int32_t hi = pass == 0 ? lay.first_layer : pass == 1 ? lay.first_layer + lay.per_layer : g->n_nodes;
+        if (pass == 1 && dl_ok)
+            fprintf(fw, "\n    if (T == 1 && decode_only && st->dl_on) {\n"
+                        "        /* one token: the whole layer stack as one persistent kernel (decode_layers.cu) */\n"
+                        "        DECODE_LAYERS();\n"
+                        "    } else");
         if (pass == 1)
             fprintf(fw, "\n    for (int l = 0; l < N_LAYERS; l++) {\n"
                         "        const int32_t *lw = layer_weights[l];\n"
@@ -391,6 +428,92 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         }
         if (pass == 1 || pass == 2) fprintf(fw, "    }\n");
     }
+    /* the persistent decode kernel: its attention device functions, then the kernel itself */
+    int dl_fn = -1;
+    char dl_macro[1536] = "", dl_init[4096] = "";
+    if (!st && dl_ok) {
+        const ir_node *rk = dln[1];
+        int rk_qk = rk->in[1] >= 0;
+        {
+            snprintf(params, sizeof params,
+                     "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
+                     "#define AT_KVBF16 1\n#define AT_OBF16 1\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
+                     "#define AT_QKNORM %d\n#define AT_EPS %.9gf\n#define AT_DEVFN 1\n",
+                     H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, 1.0 / sqrt((double)D), rk_qk,
+                     rk_qk ? rk->eps : 1e-6);
+            snprintf(comment, sizeof comment, "decode attention as device functions for the persistent kernel");
+            snprintf(nm, sizeof nm, "attention_dl_h%d_kv%d_d%d", H, KV, D);
+            const char *an = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
+            int64_t nq = g->tensors[dln[0]->in[2]].shape[0], ng = g->tensors[dln[4]->in[2]].shape[0];
+            snprintf(params, sizeof params,
+                     "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
+                     "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
+                     "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
+                     "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n",
+                     dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
+                     dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
+                     dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page);
+            snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
+                                              "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
+            const char *dk = instance(&c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment);
+            dl_fn = fn_index(&c, dk);
+            const char *bq = bufs[buf_of[dln[0]->out]].ident, *bqo = bufs[buf_of[dln[1]->out]].ident;
+            const char *ba = bufs[buf_of[dln[2]->out]].ident, *bh = bufs[buf_of[dln[4]->out]].ident;
+            snprintf(dl_macro, sizeof dl_macro,
+                     "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
+                     "#define DECODE_LAYERS() do { \\\n"
+                     "    CUdeviceptr dl_tab = st->d_layers; \\\n"
+                     "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
+                     "                       &attn_ws, &attn_cnt, &dl_bar}; \\\n"
+                     "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
+                     "    CU(cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args)); \\\n"
+                     "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
+                     "    cu_prof_end(&st->api, &st->prof, st->stream, %d); } while (0)\n",
+                     bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
+            /* init: the per-layer pointer table, when this GPU can run the kernel */
+            char we[12][96];
+            const int wn[12] = {0, 3, 4, 5, 0, 4, 0, 3, 4, 5, 1, 1}, ws_[12] = {2, 1, 2, 1, 1, 1, 3, 2, 3, 2, 1, 2};
+            for (int k = 0; k < 12; k++) {
+                int32_t ti = dln[wn[k]]->in[ws_[k]];
+                if (ti < 0) snprintf(we[k], sizeof we[k], "0");
+                else cg_weight_ref(plan, &lay, 1, lay.first_layer + wn[k], ws_[k], ti, we[k], sizeof we[k]);
+            }
+            /* the host's limits (decode_layers.cu): slots per phase and CTA, rows of a residual add per CTA */
+            int rq = HID * 2 * 8 <= 16384 ? 8 : HID * 2 * 4 <= 16384 ? 4 : HID * 2 * 2 <= 16384 ? 2 : 1;
+            int kd = (int)(ng / 2), rd = kd * 2 * 8 <= 16384 ? 8 : kd * 2 * 4 <= 16384 ? 4 : kd * 2 * 2 <= 16384 ? 2 : 1;
+            int ro = H * D * 2 * 8 <= 16384 ? 8 : H * D * 2 * 4 <= 16384 ? 4 : H * D * 2 * 2 <= 16384 ? 2 : 1;
+            snprintf(dl_init, sizeof dl_init,
+                     "    st->n_sm = n_sm;\n"
+                     "    {\n"
+                     "        /* the persistent decode kernel: sm_90, cooperative launches, one CTA per SM with its ring,\n"
+                     "         * and each CTA's share of a phase within the kernel's limits (IGNIS_CUDA_PERSISTENT=0: off) */\n"
+                     "        const char *pe = getenv(\"IGNIS_CUDA_PERSISTENT\");\n"
+                     "        int coop = 0, fit = 0, G = n_sm > 0 ? n_sm : 1;\n"
+                     "        st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);\n"
+                     "#define DL_CTA_ROWS(n, u) ((((n) / (u)) + G - 1) / G * (u))\n"
+                     "        int limits = DL_CTA_ROWS(%lld, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 &&\n"
+                     "                     DL_CTA_ROWS(%lld, 32) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= 256;\n"
+                     "#undef DL_CTA_ROWS\n"
+                     "        if (major >= 9 && coop && limits && !(pe && pe[0] == '0') &&\n"
+                     "            st->api.cuFuncSetAttribute(st->fn[%d], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, DL_SMEM) == CUDA_SUCCESS &&\n"
+                     "            st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[%d], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&\n"
+                     "            fit >= 1) {\n"
+                     "            CUdeviceptr tab[N_LAYERS][12]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn */\n"
+                     "            for (int l = 0; l < N_LAYERS; l++) {\n"
+                     "                const int32_t *lw = layer_weights[l];\n"
+                     "                const CUdeviceptr e[12] = {%s, %s, %s, %s, %s, %s,\n"
+                     "                                           %s, %s, %s, %s, %s, %s};\n"
+                     "                memcpy(tab[l], e, sizeof e);\n"
+                     "            }\n"
+                     "            TRY(st->api.cuMemAlloc(&st->d_layers, sizeof tab), \"allocating the layer table\");\n"
+                     "            TRY(st->api.cuMemcpyHtoD(st->d_layers, tab, sizeof tab), \"copying the layer table\");\n"
+                     "            st->dl_on = 1;\n"
+                     "        }\n"
+                     "    }\n",
+                     (long long)nq, rq, HID, ro, (long long)ng, rq, HID, rd, HID, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
+                     we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
+        }
+    }
     if (!st) {
         fprintf(fw, "    return 0;\n}\n\n");
         fprintf(fw,
@@ -505,6 +628,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             ,
             o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, archs, dtn(bf));
     cg_emit_shape_defines(out, hp, PS, kv_layer_page);
+    if (dl_ok)
+        fprintf(out, "#define DL_THREADS 288 /* decode_layers.cu: 8 consumer warps + a producer warp (IG_ST_THREADS) */\n"
+                     "#define DL_SMEM (%d * 16384 + IG_AT_SMEM(N_HEADS, N_KV_HEADS, HEAD_DIM)) /* its ring + attention scratch */\n",
+                dl_nslot);
     fprintf(out, "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
                  "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
                  "#define W_BF16 %d\n",
@@ -556,6 +683,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    X(int32_t, d_sampled, (uint64_t)(T)) \\\n"
                  "    X(float, attn_ws, IG_AT_WS_FLOATS(MV_TMAX, N_HEADS, HEAD_DIM, ATTN_SPLIT)) \\\n"
                  "    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_KV_HEADS)) \\\n"
+                 "    X(unsigned long long, dl_bar, 32) \\\n"
                  "    X(%s, a_gu, (uint64_t)(T) * %lld) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
             bf ? "uint16_t" : "float", (long long)gu_cols, bf ? "uint16_t" : "float", (long long)xn_cols);
@@ -594,6 +722,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
             "    CUdeviceptr d_batch, d_logits, d_sp, d_sampled; /* in the workspace */\n"
+            "    int n_sm;           /* SMs: the persistent kernel's grid */\n"
+            "    int dl_on;          /* one-token steps run the persistent decode kernel (decode_layers.cu) */\n"
+            "    CUdeviceptr d_layers; /* its per-layer weight pointers */\n"
             "} dev_state;\n\n"
             "/* a failed CUDA call returns -(10000000 + result * 10000 + the line of this file), so the\n"
             " * runtime's error names the call and the driver's error code */\n"
@@ -622,7 +753,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;\n}\n",
             c.n_fn);
 
-    fprintf(out, "%s", fwd_text);
+    fprintf(out, "%s%s", dl_macro, fwd_text);
 
     /* init / fini */
     fprintf(out, "\nstatic void fini(ig_model_ctx *ctx) {\n"
@@ -638,8 +769,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->blas) st->api.cublasDestroy(st->blas);\n"
                  "    if (st->pinned) st->api.cuMemFreeHost(st->pinned);\n"
                  "    if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);\n"
-                 "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq};\n"
-                 "    for (int i = 0; i < 4; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
+                 "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers};\n"
+                 "    for (int i = 0; i < 5; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
                  "    if (st->mod) st->api.cuModuleUnload(st->mod);\n"
                  "    if (st->stream) st->api.cuStreamDestroy(st->stream);\n"
                  "    if (st->cctx) st->api.cuDevicePrimaryCtxRelease(st->dev);\n"
@@ -722,9 +853,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    TRY(st->api.cuMemAllocHost((void **)&st->pinned_smp, (sizeof(ig_fwd_sample) + sizeof(int32_t)) * (size_t)ctx->max_tokens), \"pinned staging\");\n"
                  "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
                  "    st->api.cublasSetStream(st->blas, st->stream);\n"
-                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_batch = batch;\n        st->d_logits = d_logits;\n        st->d_sp = d_sp;\n        st->d_sampled = d_sampled;\n    }\n"
-                 "    return 0;\n}\n",
+                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_batch = batch;\n        st->d_logits = d_logits;\n        st->d_sp = d_sp;\n        st->d_sampled = d_sampled;\n    }\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
+    fprintf(out, "%s    return 0;\n}\n", dl_init);
 
     {
         char tg[sizeof archs + 8];

@@ -72,7 +72,8 @@ print(f"ignis prefill 2048: {pre:.0f} tokens/s = {flops*pre/P/1e12:.1f} TFLOP/s 
 def decode_ms(env, n=128):
     o = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", str(n)], env=dict(os.environ, **env))
     return float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", o).group(1))
-for label, env in [("default (as above)", {}), ("programmatic dependent launch", {"IGNIS_CUDA_PDL": "1"}),
+for label, env in [("default (as above)", {}), ("persistent decode kernel off", {"IGNIS_CUDA_PERSISTENT": "0"}),
+                   ("programmatic dependent launch", {"IGNIS_CUDA_PDL": "1"}),
                    ("GEMV grid 1 CTA/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "1"}),
                    ("GEMV grid 2 CTAs/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "2"})]:
     print(f"variant {label}: decode {decode_ms(env):.3f} ms/token")

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """More tiny reference models, beyond ../shared/testdata, for variants real checkpoints have:
 MQA and MHA, linear rope scaling, attention and MLP biases on Llama, Qwen3 with attention bias,
-untied Qwen2 in float16, head_dim 64/80, an intermediate size that is not a multiple of 16. Uses ../shared/tools/make_reference.py's make_model (the
+untied Qwen2 in float16, head_dim 64/80, an intermediate size that is not a multiple of 16, and two
+bf16 models whose shapes (dims multiples of 128) take the CUDA persistent decode kernel. Uses ../shared/tools/make_reference.py's make_model (the
 same recipe as the shared test data: perturbed random weights, float64 transformers forward,
 teacher-forced logits and greedy continuations). Needs torch + transformers (CPU is enough).
-Writes tests/data/models/<name>/."""
+Writes tests/data/models/<name>/ (all of them, or only the names given as arguments)."""
 import importlib.util, os, shutil, sys
 import torch
 from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
@@ -15,8 +16,10 @@ spec = importlib.util.spec_from_file_location("mr", os.path.join(ROOT, "..", "sh
 mr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mr)
 
-def main():
+def main(only):
     out = os.path.join(ROOT, "tests", "data", "models")
+    make = mr.make_model
+    mr.make_model = lambda kind, name, *a: make(kind, name, *a) if not only or name in only else None
     mr.make_model("extra", "llama-mqa-bias-linear", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=160,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, vocab_size=384, max_position_embeddings=256,
         rms_norm_eps=1e-6, rope_theta=10000.0, attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
@@ -37,11 +40,21 @@ def main():
     mr.make_model("extra", "llama-ffn200-mlpbias", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=200,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, max_position_embeddings=256,
         rms_norm_eps=1e-5, rope_theta=10000.0, mlp_bias=True, tie_word_embeddings=True), torch.float32, 26)
+    # the CUDA persistent decode kernel's shapes: hidden, heads x head_dim and intermediate multiples of 128
+    mr.make_model("extra", "llama-stream-h256", LlamaForCausalLM, LlamaConfig(hidden_size=256, intermediate_size=512,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=320, max_position_embeddings=256,
+        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 27)
+    mr.make_model("extra", "qwen3-stream-bias", Qwen3ForCausalLM, Qwen3Config(hidden_size=256, intermediate_size=384,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=288,
+        max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
+        tie_word_embeddings=False), torch.bfloat16, 28)
     for name in os.listdir(os.path.join(mr.WORK, "extra")):
+        if only and name not in only:
+            continue
         dst = os.path.join(out, name)
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(os.path.join(mr.WORK, "extra", name), dst)
     print("wrote", out, "torch", torch.__version__, "transformers", __import__("transformers").__version__)
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -11,7 +11,7 @@ MODELS = ["llama-gqa", "llama3-rope-tied", "qwen2-bias-tied", "qwen3-qknorm", "m
 # more variants, made the same way by scripts/make_extra_models.py (transformers float64 references)
 EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
 EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window",
-                "llama-ffn200-mlpbias"]
+                "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias"]
 # tolerance on max |logit error| relative to max |reference logit| (issue 2)
 TOL = {"f32": 1e-3, "bf16": 3e-2}
 
@@ -86,6 +86,15 @@ def check_model(model, dtype, outdir, target=None, log=print, source=None, model
     log(f"{tag:18s} {dtype:4s} logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {TOL[dtype]:.0e}) {'ok' if ok else 'FAIL'}")
     if not ok:
         fails.append(f"{model} {dtype}: logits error {rel:.3e} x max|ref| > {TOL[dtype]}")
+    # the same logits from one-token steps: the decode path (on CUDA sm_90, the persistent kernel)
+    run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy, "--step"])
+    got = read_npy(npy).astype(np.float64)
+    serr = np.abs(got - ref).max() if got.shape == ref.shape else np.inf
+    sok = serr / scale <= TOL[dtype]
+    log(f"{tag:18s} {dtype:4s} one-token steps: logits max|d| {serr:.3e} = {serr / scale:.2e} x max|ref| {'ok' if sok else 'FAIL'}")
+    if not sok:
+        fails.append(f"{model} {dtype}: one-token-step logits error {serr / scale:.3e} x max|ref| > {TOL[dtype]}")
+    err = max(err, serr)
     # greedy: equal up to the first step whose top-2 margin is within our measured error
     prompt, greedy, margins = meta["prompt"], meta["greedy"], meta["greedy_top2_margin"]
     p = run(["generate", pkg, "--tokens", ",".join(map(str, prompt)), "--max-new-tokens", str(len(greedy)), "--ignore-eos"])

@@ -40,6 +40,21 @@ def main():
         insp = golden.run(["inspect", pkg]).stdout
         if "sm_75,sm_80,sm_90" not in insp:
             fails.append("inspect does not list the architectures")
+        # the persistent decode kernel (decode_layers.cu): emitted for a bf16 model whose dims are
+        # multiples of 128, compiled by NVRTC for sm_90 (and as an empty stub for sm_80), never
+        # for shapes it cannot take (the qwen3-qknorm package above: hidden 64)
+        ppkg = os.path.join(tmp, "stream")
+        golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", ppkg,
+                    "--target", "cuda:sm_80,sm_90", "--dtype", "bf16"])
+        cu, mc = (open(os.path.join(ppkg, "src", f)).read() for f in ("model.cu", "model.c"))
+        if '#include "decode_layers.cu"' not in cu or "DECODE_LAYERS()" not in mc or "cu_launch_coop" not in mc:
+            fails.append("the persistent decode kernel is missing from the llama-stream-h256 package")
+        if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
+            fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
+        p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "s32"),
+                        "--target", "cuda:sm_90", "--dtype", "f32"])
+        if '#include "decode_layers.cu"' in open(os.path.join(tmp, "s32", "src", "model.cu")).read():
+            fails.append("the persistent decode kernel was emitted for an f32 package (it is bf16 only)")
         # sm_70: compiled where the toolkit still supports Volta, else a clear error naming it
         p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", os.path.join(tmp, "v"),
                         "--target", "cuda:sm_70", "--dtype", "f32"], check=False)

@@ -37,6 +37,7 @@ static int usage(void) {
             "  compile HF_DIR|FILE.gguf|model.igraph -o PKG [--target cpu|cpu:avx512bf16|cpu:avx512|cpu:avx2|cpu:generic]\n"
             "          [--dtype f32|bf16] [--page-size N] [--dump-graph FILE]\n"
             "  logits  PKG --tokens 1,2,3 --out FILE.npy     teacher-forced logits [n_tokens, vocab]\n"
+            "          [--step]                              one token per forward step (the decode path)\n"
             "  generate PKG (--tokens 1,2,3 | --tokens-file FILE | --prompt TEXT [--ids]) [--max-new-tokens N]\n"
             "          [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
             "          [--presence-penalty P] [--frequency-penalty F] [--seed S] [--stop TEXT]... [--ignore-eos]\n"
@@ -206,7 +207,11 @@ static int cmd_logits(int argc, char **argv) {
     if (!st) {
         int32_t V = r.pkg->desc->vocab;
         lg = malloc(sizeof(float) * (size_t)n * V);
-        st = lg ? rt_seq_feed(r.m, r.pager, &r.seq, ids, n, lg, NULL, &err) : ig_fail(&err, IG_ERR_NOMEM, "out of memory");
+        if (!lg) st = ig_fail(&err, IG_ERR_NOMEM, "out of memory");
+        else if (opt(argc, argv, "--step", 0)) /* decode-sized steps: what generation runs after the prompt */
+            for (int32_t i = 0; i < n && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids + i, 1, lg + (size_t)i * V, NULL, &err);
+        else
+            st = rt_seq_feed(r.m, r.pager, &r.seq, ids, n, lg, NULL, &err);
         int64_t shape[2] = {n, V};
         if (!st) st = rt_write_npy_f32(out, lg, 2, shape, &err);
     }

@@ -74,6 +74,14 @@
 #ifndef AT_EPS
 #define AT_EPS 1e-6f
 #endif
+#ifndef AT_DEVFN /* 1: only the device functions, for the persistent decode kernel (decode_layers.cu) */
+#define AT_DEVFN 0
+#endif
+#if AT_DEVFN /* the CTA's IG_AT_BLOCK consumer threads meet at named barrier 1 (stream.cuh's) */
+#define AT_SYNC_() asm volatile("bar.sync 1, %0;" ::"n"(IG_AT_BLOCK) : "memory")
+#else
+#define AT_SYNC_() __syncthreads()
+#endif
 
 #if AT_OBF16
 #define AT_OT_ unsigned short
@@ -196,7 +204,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
             if (vl == 0) w[D] = m[g], w[D + 1] = l[g];
         }
     }
-    __syncthreads();
+    AT_SYNC_();
 }
 
 /* Combination of the NW warp states for element (g, d): returns the merged (O, M, L). */
@@ -216,6 +224,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _merge)(const float *sm, 
     *O = o, *M = mx, *L = s;
 }
 
+#if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AT_OT_ *out) {
@@ -235,6 +244,7 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
         ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, O / L, AT_OBF16);
     }
 }
+#endif
 
 /* End of a split CTA: its partial results to ws; the last split of (t, kh) to finish merges all
  * of them into out. Partials are published with a fence before the count, and the last CTA reads
@@ -252,10 +262,10 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int k
         if (d == 0) w[D] = M, w[D + 1] = L;
     }
     __threadfence();
-    __syncthreads();
+    AT_SYNC_();
     unsigned *cnt = counters + (size_t)t * AT_KV + kh;
     if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == AT_SPLIT - 1;
-    __syncthreads();
+    AT_SYNC_();
     if (!s_last) return;
     __threadfence();
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
@@ -276,6 +286,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int k
     if (threadIdx.x == 0) *cnt = 0u;
 }
 
+#if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
                         const int *positions, const int *token_seq, const int *page_table, int max_pages,
@@ -295,22 +306,23 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
  * the split kernel. Each CTA applies RoPE (and the q/k norm) to its group's q heads itself
  * (every split of the group writes the same values to q_out); the split that holds the token's
  * own position also writes its k and v into the pool, then reads the pool coherently. */
-extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
-IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, const float *q_norm,
-                             const float *k_norm, float *q_out, unsigned char *kv_pool,
-                             unsigned long long layer_off, const int *positions, const int *token_seq,
-                             const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out) {
-    IG_PDL_ENTER();
-    extern __shared__ float ig_dyn_smem[];
+#endif
+
+/* One (kv head kh, token t, split sp) of the fused decode attention; the kernel below runs one
+ * per CTA, the persistent decode kernel loops its CTAs over them. */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
+    int T, int kh, int t, int sp, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
+    float *q_out, unsigned char *kv_pool, unsigned long long layer_off, const int *positions, const int *token_seq,
+    const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out, float *sm) {
     constexpr int G = AT_H / AT_KV, D = AT_D, HD = D / 2, W = (AT_H + 2 * AT_KV) * D;
     __shared__ float cs[HD], sn[HD];
-    const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z, warp = threadIdx.x >> 5;
+    const int warp = threadIdx.x >> 5;
     if (t >= T) return;
     const int pos = positions[t], n = pos + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
     const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     ig_rope_angles<HD>(pos, inv_freq, cs, sn, IG_AT_BLOCK);
-    __syncthreads();
+    AT_SYNC_();
     const float *src = qkv + (size_t)t * W;
     for (int g = warp; g < G; g += IG_AT_WARPS)
         ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(kh * G + g) * D, cs, sn, q_norm, AT_EPS,
@@ -324,10 +336,23 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
             ig_rope_head<D, AT_KVBF16, AT_QKNORM>(2, src + (size_t)(AT_H + AT_KV + kh) * D, cs, sn, NULL, AT_EPS, NULL, base,
                                                   (size_t)AT_KV * AT_PS * D + row);
     }
-    __syncthreads(); /* q_out and the new key / value row, written by this CTA, are visible to it */
-    IG_CAT(AT_NAME, _core)<true>(t, kh, k0, k1, q_out, kv_pool, layer_off, pt, ig_dyn_smem);
-    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ig_dyn_smem, ws, counters, out);
+    AT_SYNC_(); /* q_out and the new key / value row, written by this CTA, are visible to it */
+    IG_CAT(AT_NAME, _core)<true>(t, kh, k0, k1, q_out, kv_pool, layer_off, pt, sm);
+    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, sm, ws, counters, out);
 }
+
+#if !AT_DEVFN
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, const float *q_norm,
+                             const float *k_norm, float *q_out, unsigned char *kv_pool,
+                             unsigned long long layer_off, const int *positions, const int *token_seq,
+                             const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out) {
+    IG_PDL_ENTER();
+    extern __shared__ float ig_dyn_smem[];
+    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, blockIdx.y, blockIdx.z, qkv, inv_freq, q_norm, k_norm, q_out, kv_pool,
+                                layer_off, positions, token_seq, page_table, max_pages, ws, counters, out, ig_dyn_smem);
+}
+#endif
 
 #undef AT_OT_
 #undef AT_NAME
@@ -343,3 +368,5 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_SPLIT
 #undef AT_QKNORM
 #undef AT_EPS
+#undef AT_DEVFN
+#undef AT_SYNC_

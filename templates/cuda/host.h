@@ -48,6 +48,7 @@ typedef struct cu_api {
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, CUstream, void **, void **);
     CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+    CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
     CUresult (*cuGetErrorString)(CUresult, const char **);
     /* events: only for IGNIS_CUDA_PROFILE */
     CUresult (*cuEventCreate)(CUevent *, unsigned);
@@ -132,6 +133,7 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(cuda, cuStreamSynchronize, "cuStreamSynchronize");
     SYM(cuda, cuLaunchKernel, "cuLaunchKernel");
     SYM(cuda, cuLaunchKernelEx, "cuLaunchKernelEx");
+    SYM(cuda, cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     SYM(cuda, cuGetErrorString, "cuGetErrorString");
     SYM(cuda, cuEventCreate, "cuEventCreate");
     SYM(cuda, cuEventDestroy, "cuEventDestroy_v2");
@@ -261,6 +263,22 @@ static CUresult cu_launch(const cu_api *a, CUfunction f, CUstream s, int pdl, un
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+    cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem, cfg.hStream = s;
+    cfg.attrs = &at, cfg.numAttrs = 1;
+    return a->cuLaunchKernelEx(&cfg, f, args, NULL);
+}
+
+/* Cooperative launch (every CTA resident at once, which grid barriers need); valid in CUDA graphs. */
+static CUresult cu_launch_coop(const cu_api *a, CUfunction f, CUstream s, unsigned gx, unsigned bx, unsigned smem,
+                               void **args) {
+    CUlaunchAttribute at;
+    memset(&at, 0, sizeof at);
+    at.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    at.value.cooperative = 1;
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = gx, cfg.gridDimY = 1, cfg.gridDimZ = 1;
     cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
     cfg.sharedMemBytes = smem, cfg.hStream = s;
     cfg.attrs = &at, cfg.numAttrs = 1;

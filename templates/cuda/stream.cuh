@@ -1,0 +1,315 @@
+/* stream.cuh — weight streaming for the persistent decode kernel (sm_90; decode_layers.cu): one
+ * CTA per SM streams its share of every weight matrix of the step through a ring of shared-memory
+ * slots, and the step's phases (GEMVs, attention) run as device functions between grid barriers.
+ *
+ * Why: at batch 1 a decode step reads ~2.5 GB of weights once. Separate GEMV kernels each pay a
+ * ramp (first loads' latency), a tail and a launch, and HBM idles between them: on the H200 the
+ * 1B model's layer GEMVs ran at 2.6 TB/s as 64 graph-replayed kernels and 2.7 TB/s as one
+ * persistent kernel of the same GEMV code with a grid barrier per phase. Here the loads never wait
+ * for activations: a CTA's weight stream is a fixed sequence known before the step (its rows of
+ * each matrix, in phase order), so one producer thread issues TMA bulk copies (cp.async.bulk, one
+ * instruction per 16 KB slot) as soon as a slot is free, across phase and layer boundaries.
+ * Consumers wait for a slot's bytes (mbarrier transaction count), multiply, release it. While
+ * they wait at a grid barrier or run attention the ring keeps filling. Streaming alone (consumers
+ * only releasing slots) reads at 4.5-4.6 TB/s.
+ *
+ * CTA layout: IG_ST_CWARPS = 8 consumer warps (threads 0..255) and a producer warp (warp 8, lane 0
+ * works). Consumers synchronize among themselves with named barrier 1; the producer never joins,
+ * so there is no __syncthreads after the roles split.
+ *
+ * GEMV phases (ig_st_gemv_tc): a phase's packed rows are divided among the CTAs in units (1 row;
+ * 32 rows for SwiGLU, whose gate/up rows are interleaved by 16), balanced, rotated by the phase
+ * number. A slot holds R whole rows (the largest power of two <= 8 that fits 16 KB). The dot
+ * products run on tensor cores (see ig_st_gemv_tc); x (normalized when the phase fuses RMSNorm)
+ * sits in registers for the whole phase. Each warp parks its partial sums in shared memory and
+ * releases the slot without a CTA barrier; sums and epilogue stores happen once per phase.
+ *
+ * Memory ordering: activations written in the kernel are read with ld.global.cg (L2, never a stale
+ * L1 line); ig_st_grid_sync's release reduction / acquire poll orders the phases.
+ */
+#ifndef IG_CUDA_STREAM_CUH
+#define IG_CUDA_STREAM_CUH
+
+#include "common.cuh"
+
+#ifndef IG_ST_CWARPS
+#define IG_ST_CWARPS 8
+#endif
+#define IG_ST_CTHREADS (IG_ST_CWARPS * 32)
+#define IG_ST_THREADS (IG_ST_CTHREADS + 32)
+#define IG_ST_SLOT 16384
+#ifndef IG_ST_NSLOT
+#define IG_ST_NSLOT 8
+#endif
+#ifndef IG_ST_MARK
+#define IG_ST_MARK(k) /* timing hook (tests/gpu/exp_stream.cu): point k of a GEMV phase */
+#endif
+/* Slots in flight at most (issued, not landed): enough for HBM's bandwidth-latency product, few
+ * enough that the memory queues stay short for the kernel's own latency-bound accesses. */
+#ifndef IG_ST_INFLIGHT
+#define IG_ST_INFLIGHT 3
+#endif
+#define IG_ST_PSUM 4096 /* warp sums (2 per warp) of up to 256 slots per phase and CTA */
+#define IG_ST_MAXCH (IG_ST_PSUM / (2 * IG_ST_CWARPS))
+
+/* Per-CTA state in static shared memory (the ring is the dynamic part, IG_ST_NSLOT x 16 KB). */
+struct ig_st {
+    unsigned long long full[IG_ST_NSLOT], empty[IG_ST_NSLOT];
+    float nred[IG_ST_CWARPS];
+    unsigned long long gen; /* grid barriers this CTA has passed, in all launches */
+    float psum[IG_ST_PSUM]; /* a phase's warp sums: [slot of the phase][warp] */
+};
+
+IG_DEV unsigned ig_st_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+IG_DEV void ig_st_mbar_init(unsigned long long *b, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ig_st_sa(b)), "r"(n) : "memory");
+}
+IG_DEV void ig_st_mbar_arrive(unsigned long long *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ig_st_sa(b)) : "memory");
+}
+IG_DEV void ig_st_mbar_wait(unsigned long long *b, unsigned parity) {
+    unsigned ok;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(ok)
+                     : "r"(ig_st_sa(b)), "r"(parity)
+                     : "memory");
+    } while (!ok);
+}
+/* Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) into shared memory; the
+ * barrier's transaction count is raised by `bytes` and its phase completes when they land. */
+IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ig_st_sa(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     ig_st_sa(dst)),
+                 "l"(src), "r"(bytes), "r"(ig_st_sa(bar))
+                 : "memory");
+}
+IG_DEV void ig_st_cbar() { asm volatile("bar.sync 1, %0;" ::"n"(IG_ST_CTHREADS) : "memory"); }
+
+/* Called by all threads of the CTA before the roles split. */
+IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
+    if (threadIdx.x == 0) {
+        /* every barrier of earlier launches is complete, and this launch's first one cannot
+         * complete before this CTA arrives: the count is gen * n plus fewer than n arrivals */
+        st->gen = bar ? *(volatile const unsigned long long *)bar / n : 0;
+        for (int i = 0; i < IG_ST_NSLOT; i++) ig_st_mbar_init(&st->full[i], 1), ig_st_mbar_init(&st->empty[i], IG_ST_CWARPS);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+}
+
+/* Grid barrier among the consumers of all CTAs (all resident: cooperative launch). bar[0] counts
+ * arrivals and only grows (64 bits); a CTA arrives with one release reduction (no round trip)
+ * and polls the count until its generation is complete. st->gen counts the barriers this CTA has
+ * passed, in all launches. Measured on the H200 with 132 CTAs: 1.06 us per barrier (an atomicAdd
+ * arrival with a published generation flag took 1.55 us). */
+IG_DEV void ig_st_grid_sync(ig_st *st, unsigned long long *bar, unsigned n) {
+    ig_st_cbar();
+    if (threadIdx.x == 0) {
+        const unsigned long long target = ++st->gen * n;
+        asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(bar) : "memory");
+        unsigned long long c;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(c) : "l"(bar) : "memory");
+        } while (c < target);
+    }
+    ig_st_cbar();
+}
+
+/* Activation loads (written earlier in the same kernel by other CTAs): through L2 only. */
+IG_DEV float ig_st_ldf(const float *p) { return __ldcg(p); }
+IG_DEV uint4 ig_st_ld16(const void *p) { return __ldcg((const uint4 *)p); }
+
+/* This CTA's packed rows [r0, r1) of a phase with n_rows rows split in units of `unit`. */
+IG_DEV void ig_st_rows(int n_rows, int unit, int rot, int *r0, int *r1) {
+    const int G = gridDim.x, nu = n_rows / unit, v = (int)((blockIdx.x + (unsigned)rot) % (unsigned)G);
+    *r0 = (int)((long long)v * nu / G) * unit;
+    *r1 = (int)((long long)(v + 1) * nu / G) * unit;
+}
+
+/* Rows per slot for rows of K bf16. */
+template <int K>
+struct ig_st_shape {
+    static constexpr int RB = K * 2; /* bytes per row */
+    static constexpr int R = 8 * RB <= IG_ST_SLOT ? 8 : 4 * RB <= IG_ST_SLOT ? 4 : 2 * RB <= IG_ST_SLOT ? 2 : 1;
+    static_assert(K % 8 == 0 && RB <= IG_ST_SLOT, "a row must fit one 16 KB slot");
+};
+
+/* Producer (one thread): queue this CTA's rows of a [n_rows][K] bf16 matrix. */
+template <int K>
+IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int n_rows, int unit, int rot,
+                          unsigned *it, const void *pf = 0, unsigned pf_bytes = 0) {
+    typedef ig_st_shape<K> S;
+    int r0, r1;
+    ig_st_rows(n_rows, unit, rot, &r0, &r1);
+    /* the phase's small operand (RMSNorm gamma) into L2, a ring ahead of the consumers */
+    if (pf) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf), "r"(pf_bytes) : "memory");
+    for (int r = r0; r < r1; r += S::R) {
+        const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
+        if (*it >= IG_ST_NSLOT) ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1);
+        if (IG_ST_INFLIGHT < IG_ST_NSLOT && *it >= IG_ST_INFLIGHT) {
+            const unsigned o = *it - IG_ST_INFLIGHT;
+            ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1);
+        }
+        ig_st_bulk(ring + (size_t)slot * IG_ST_SLOT, w + (size_t)r * K, (unsigned)(n * K * 2), &st->full[slot]);
+        ++*it;
+    }
+}
+
+/* The same phase on tensor cores (sm_80+ mma.sync m16n8k16, bf16 in, f32 accumulate), for
+ * K % 128 == 0 and bf16 x. The dot products are the diagonal of a small matrix product: for two
+ * rows r of a slot and a 128-column window, A row 8r + g holds the 16 weights of segment g of the
+ * window and B column j the 16 activations of segment j, so D[8r + g][g] is row r's partial dot
+ * over segment g. Within a segment the k order is permuted (thread q of a group holds elements
+ * 4q..4q+3), the same for A and B, so every A fragment is one conflict-free 8-byte shared load
+ * per row, and x is 2 registers of packed bf16 per window. Warp w owns row pair w / WP of each
+ * slot and the windows (w % WP) + WP m of it: its B fragments are loaded once per phase. */
+template <int K>
+struct ig_st_tshape {
+    typedef ig_st_shape<K> S;
+    static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
+    static constexpr int NW = K / 128, WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP;
+    static_assert(K % 128 == 0, "tensor-core phases need K % 128 == 0");
+    static_assert(IG_ST_CWARPS % RP == 0, "row pairs must divide the consumer warps");
+};
+
+IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int K, int EPI, bool NORM, bool BIAS>
+IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
+                          const float *gamma, float eps, const float *bias, void *y, unsigned *it,
+                          unsigned long long *bar) {
+    typedef ig_st_tshape<K> TS;
+    constexpr int R = TS::R, WP = TS::WP, MW = TS::MW;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int g = lane >> 2, q = lane & 3, rp = warp / WP, wq = warp % WP;
+    const int unit = EPI == 2 ? 32 : 1;
+    int r0, r1;
+    ig_st_rows(n_rows, unit, rot, &r0, &r1);
+    /* this thread's 4 columns of each of its windows */
+    auto col = [&](int m) { return (wq + WP * m) * 128 + g * 16 + 4 * q; };
+
+    IG_ST_MARK(0);
+    float gm[NORM ? MW : 1][4];
+    if (NORM) {
+#pragma unroll
+        for (int m = 0; m < MW; m++)
+            if (wq + WP * m < TS::NW) {
+                const float4 v = __ldg((const float4 *)(gamma + col(m)));
+                gm[m][0] = v.x, gm[m][1] = v.y, gm[m][2] = v.z, gm[m][3] = v.w;
+            }
+    }
+    if (bar) ig_st_grid_sync(st, bar, gridDim.x); /* x and y are the previous phase's results */
+    IG_ST_MARK(1);
+    float yold = 0.0f;
+    if (EPI == 1 && t < r1 - r0 && r0 + t < n_out) yold = ig_st_ldf((const float *)y + r0 + t);
+    unsigned xb[MW][2];
+    if (NORM) {
+        float xf[MW][4];
+        float ss = 0.0f;
+#pragma unroll
+        for (int m = 0; m < MW; m++) {
+            xf[m][0] = xf[m][1] = xf[m][2] = xf[m][3] = 0.0f;
+            if (wq + WP * m < TS::NW) {
+                const float4 v = __ldcg((const float4 *)((const float *)x + col(m)));
+                xf[m][0] = v.x, xf[m][1] = v.y, xf[m][2] = v.z, xf[m][3] = v.w;
+            }
+            if (rp == 0) /* the warps of row pair 0 hold every column once */
+#pragma unroll
+                for (int e = 0; e < 4; e++) ss = fmaf(xf[m][e], xf[m][e], ss);
+        }
+        ss = ig_warp_sum(ss);
+        if (lane == 0) st->nred[warp] = ss;
+        ig_st_cbar();
+        float tot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < IG_ST_CWARPS; i++) tot += st->nred[i];
+        const float scale = 1.0f / sqrtf(tot / (float)K + eps); /* as rmsnorm.cu */
+#pragma unroll
+        for (int m = 0; m < MW; m++) {
+            xb[m][0] = ig_pack2_bf16(xf[m][0] * scale * gm[m][0], xf[m][1] * scale * gm[m][1]);
+            xb[m][1] = ig_pack2_bf16(xf[m][2] * scale * gm[m][2], xf[m][3] * scale * gm[m][3]);
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < MW; m++) {
+            xb[m][0] = xb[m][1] = 0u;
+            if (wq + WP * m < TS::NW) {
+                const uint2 v = __ldcg((const uint2 *)((const ig_bf16 *)x + col(m)));
+                xb[m][0] = v.x, xb[m][1] = v.y;
+            }
+        }
+    }
+    IG_ST_MARK(2);
+
+    const int nch = (r1 - r0 + R - 1) / R;
+    for (int ci = 0; ci < nch; ci++) {
+        const int n = min(R, r1 - r0 - ci * R), slot = (int)((*it + ci) % IG_ST_NSLOT);
+        ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1);
+        const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
+        const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int m = 0; m < MW; m++) {
+            if (wq + WP * m < TS::NW) {
+                uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
+                if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
+                if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
+                ig_st_mma(d, wa.x, wb.x, wa.y, wb.y, xb[m][0], xb[m][1]);
+            }
+        }
+        /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
+        const bool diag = q == (g >> 1);
+        const float u0 = diag ? ((g & 1) ? d[1] : d[0]) : 0.0f, u1 = diag ? ((g & 1) ? d[3] : d[2]) : 0.0f;
+        /* two sums in five shuffles: lanes < 16 reduce u0, lanes >= 16 reduce u1 */
+        const bool hi = lane & 16;
+        float v = (hi ? u1 : u0) + __shfl_xor_sync(IG_FULL_MASK, hi ? u0 : u1, 16);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
+        if (lane == 0) st->psum[(ci * IG_ST_CWARPS + warp) * 2] = v;
+        if (lane == 16) st->psum[(ci * IG_ST_CWARPS + warp) * 2 + 1] = v;
+        __syncwarp();
+        if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
+    }
+    *it += nch;
+    IG_ST_MARK(3);
+    ig_st_cbar(); /* every slot's sums are in */
+    /* local row k of slot ci = k / R: pair (k % R) / 2, row (k % R) % 2; its warps' sums */
+    auto rowsum = [&](int k) {
+        const int ci = k / R, kr = k % R, p = kr >> 1, r = kr & 1;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < WP; i++) s += st->psum[(ci * IG_ST_CWARPS + p * WP + i) * 2 + r];
+        return s;
+    };
+    const int nr = r1 - r0;
+    if (EPI == 2) {
+        for (int k = t; k < nr / 2; k += IG_ST_CTHREADS) {
+            const int lg = (k >> 4) * 32 + (k & 15), lu = lg + 16; /* local gate / up rows */
+            float ga = rowsum(lg), u = rowsum(lu);
+            if (BIAS) ga += bias[r0 + lg], u += bias[r0 + lu];
+            const int j = r0 / 2 + k;
+            if (j < n_out) ((ig_bf16 *)y)[j] = ig_f32_to_bf16(ga / (1.0f + expf(-ga)) * u);
+        }
+    } else {
+        for (int k = t; k < nr; k += IG_ST_CTHREADS) { /* EPI 1: nr <= IG_ST_CTHREADS (yold) */
+            float s = rowsum(k);
+            const int row = r0 + k;
+            if (BIAS) s += bias[row];
+            if (row < n_out) ((float *)y)[row] = EPI == 1 ? yold + s : s;
+        }
+    }
+    IG_ST_MARK(4);
+}
+
+#endif /* IG_CUDA_STREAM_CUH */

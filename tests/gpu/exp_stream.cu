@@ -1,0 +1,296 @@
+/* exp_stream.cu — experiment for issue 5's decode goal: the four GEMVs of 16 Llama-3.2-1B layers
+ * (qkv with RMSNorm fused, o + residual, gate/up with RMSNorm and SwiGLU, down + residual;
+ * attention left out, a grid barrier in its place) run as
+ *   separate:  64 gemv.cu kernels replayed as one CUDA graph (the decode step's GEMVs today);
+ *   stream:    one cooperative persistent kernel, weights streamed through a shared-memory ring
+ *              by TMA bulk copies (stream.cuh), grid barriers between phases;
+ *   drain:     the same kernel with the consumers only releasing slots (the stream's ceiling).
+ * Results of separate and stream must agree to bf16 rounding (summation order differs).
+ *
+ *   nvcc -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/exp_stream.cu -o exp_stream && ./exp_stream
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define HID 2048
+#define QKV 3072
+#define INTER 8192
+#define LAYERS 16
+
+#define MV_NAME k_qkv
+#define MV_K HID
+#define MV_N QKV
+#define MV_NORM 1
+#include "gemv.cu"
+#define MV_NAME k_o
+#define MV_K HID
+#define MV_N HID
+#define MV_EPI 1
+#include "gemv.cu"
+#define MV_NAME k_gu
+#define MV_K HID
+#define MV_N (2 * INTER)
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#include "gemv.cu"
+#define MV_NAME k_down
+#define MV_K INTER
+#define MV_N HID
+#define MV_EPI 1
+#include "gemv.cu"
+__device__ unsigned long long g_trace[132][64][5];
+__device__ int g_phase[132];
+static __device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+#define IG_ST_MARK(k)                                                            \
+    do {                                                                         \
+        if (threadIdx.x == 0 && blockIdx.x < 132 && g_phase[blockIdx.x] < 64) {  \
+            g_trace[blockIdx.x][g_phase[blockIdx.x]][k] = gtime();               \
+            if ((k) == 4) g_phase[blockIdx.x]++;                                 \
+        }                                                                        \
+    } while (0)
+#include "stream.cuh"
+
+#define CK(x)                                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+typedef unsigned short bf16;
+struct layer_w {
+    const bf16 *qkv, *o, *gu, *down;
+    const float *g1, *g2;
+};
+
+template <int K>
+__device__ void drain(ig_st *st, int n_rows, int unit, int rot, unsigned *it) {
+    int r0, r1;
+    ig_st_rows(n_rows, unit, rot, &r0, &r1);
+    for (int r = r0; r < r1; r += ig_st_shape<K>::R) {
+        const int slot = (int)(*it % IG_ST_NSLOT);
+        ig_st_mbar_wait(&st->full[slot], (*it / IG_ST_NSLOT) & 1);
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) ig_st_mbar_arrive(&st->empty[slot]);
+        ++*it;
+    }
+}
+
+#ifndef TC
+#define TC 1
+#endif
+#ifndef PF
+#define PF 1
+#endif
+#ifdef IG_ST_EXP_NOWAIT
+#define NOWAIT 1
+#else
+#define NOWAIT 0
+#endif
+__global__ void __launch_bounds__(IG_ST_THREADS, 1)
+stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf16 *attn, bf16 *h,
+              unsigned long long *bar, int mode) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ ig_st st;
+    ig_st_init(&st, bar, gridDim.x);
+    unsigned it = 0;
+    if (threadIdx.x >= IG_ST_CTHREADS) {
+        if (threadIdx.x == IG_ST_CTHREADS && mode < 2 && !NOWAIT) {
+            for (int l = 0; l < n_layers; l++) {
+                const int p = 4 * l;
+                ig_st_produce<HID>(&st, ring, L[l].qkv, QKV, 1, p * 41, &it, PF ? L[l].g1 : NULL, HID * 4);
+                ig_st_produce<HID>(&st, ring, L[l].o, HID, 1, (p + 1) * 41, &it);
+                ig_st_produce<HID>(&st, ring, L[l].gu, 2 * INTER, 32, (p + 2) * 41, &it, PF ? L[l].g2 : NULL, HID * 4);
+                ig_st_produce<INTER>(&st, ring, L[l].down, HID, 1, (p + 3) * 41, &it);
+            }
+        }
+        return;
+    }
+    const unsigned G = gridDim.x;
+    unsigned gen = *(volatile unsigned *)((unsigned *)(bar + 32) + blockIdx.x);
+    if (threadIdx.x == 0 && blockIdx.x < 132) g_phase[blockIdx.x] = 0;
+    if (mode == 2) { /* grid barriers only */
+        for (int l = 0; l < 5 * n_layers; l++) ig_st_grid_sync(&st, bar, G);
+        return;
+    }
+    for (int l = 0; l < n_layers; l++) {
+        const int p = 4 * l;
+        if (mode == 1) {
+            drain<HID>(&st, QKV, 1, p * 41, &it);
+            drain<HID>(&st, HID, 1, (p + 1) * 41, &it);
+            drain<HID>(&st, 2 * INTER, 32, (p + 2) * 41, &it);
+            drain<INTER>(&st, HID, 1, (p + 3) * 41, &it);
+            continue;
+        }
+#if TC
+        ig_st_gemv_tc<HID, 0, true, false>(&st, ring, QKV, QKV, p * 41, resid, L[l].g1, 1e-5f, NULL, qkv, &it, l ? bar : NULL);
+        ig_st_grid_sync(&st, bar, G); /* attention would run here */
+        ig_st_gemv_tc<HID, 1, false, false>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
+        ig_st_gemv_tc<HID, 2, true, false>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
+        ig_st_gemv_tc<INTER, 1, false, false>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
+#else
+        ig_st_gemv<HID, 0, true, true, false>(&st, ring, QKV, QKV, p * 41, resid, L[l].g1, 1e-5f, NULL, qkv, &it, l ? bar : NULL);
+        ig_st_grid_sync(&st, bar, G); /* attention would run here */
+        ig_st_gemv<HID, 1, false, true, false>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
+        ig_st_gemv<HID, 2, true, true, false>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
+        ig_st_gemv<INTER, 1, false, true, false>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
+#endif
+    }
+}
+
+static void fill_bf16(bf16 *d, size_t n, uint64_t seed, float scale) {
+    std::vector<bf16> h(n);
+    for (size_t i = 0; i < n; i++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        float f = ((float)((seed >> 40) * (1.0 / 8388608.0)) - 1.0f) * scale;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (bf16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+int main() {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+    const size_t n_qkv = (size_t)QKV * HID, n_o = (size_t)HID * HID, n_gu = (size_t)2 * INTER * HID, n_dn = (size_t)HID * INTER;
+    const double bytes = 2.0 * LAYERS * (n_qkv + n_o + n_gu + n_dn);
+    std::vector<layer_w> hl(LAYERS);
+    std::vector<float> ones(HID, 1.0f);
+    for (int l = 0; l < LAYERS; l++) {
+        bf16 *p;
+        float *g;
+        CK(cudaMalloc(&p, 2 * (n_qkv + n_o + n_gu + n_dn)));
+        fill_bf16(p, n_qkv + n_o + n_gu + n_dn, 0x9e3779b97f4a7c15ull + l, 0.02f);
+        CK(cudaMalloc(&g, 2 * HID * 4));
+        CK(cudaMemcpy(g, ones.data(), HID * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(g + HID, ones.data(), HID * 4, cudaMemcpyHostToDevice));
+        hl[l] = {p, p + n_qkv, p + n_qkv + n_o, p + n_qkv + n_o + n_gu, g, g + HID};
+    }
+    layer_w *dl;
+    CK(cudaMalloc(&dl, sizeof(layer_w) * LAYERS));
+    CK(cudaMemcpy(dl, hl.data(), sizeof(layer_w) * LAYERS, cudaMemcpyHostToDevice));
+    float *resid, *qkv, *resid0;
+    bf16 *attn, *h;
+    unsigned long long *bar;
+    CK(cudaMalloc(&resid, HID * 4)); CK(cudaMalloc(&resid0, HID * 4)); CK(cudaMalloc(&qkv, QKV * 4));
+    CK(cudaMalloc(&attn, HID * 2)); CK(cudaMalloc(&h, INTER * 2)); CK(cudaMalloc(&bar, 4096));
+    CK(cudaMemset(bar, 0, 4096)); /* arrival counter at [0], generation flag at [16] */
+    fill_bf16(attn, HID, 7, 1.0f);
+    {
+        std::vector<float> r(HID);
+        for (int i = 0; i < HID; i++) r[i] = (float)((i * 37 % 101) - 50) / 25.0f;
+        CK(cudaMemcpy(resid0, r.data(), HID * 4, cudaMemcpyHostToDevice));
+    }
+    const int maxc = sms * IG_MV_CTAS_PER_SM, smem_k = IG_MV_SMEM(INTER, 2);
+    for (const void *f : {(const void *)k_qkv, (const void *)k_o, (const void *)k_gu, (const void *)k_down})
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_k));
+    const int ring_bytes = IG_ST_NSLOT * IG_ST_SLOT;
+    CK(cudaFuncSetAttribute((const void *)stream_layers, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    int T = 1;
+    const float *nul = NULL;
+
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < LAYERS; l++) {
+        void *a1[] = {&T, &resid, (void *)&hl[l].g1, (void *)&hl[l].qkv, &nul, &qkv};
+        CK(cudaLaunchKernel((const void *)k_qkv, dim3(IG_MV_GRID_X(QKV, HID, 2, maxc)), dim3(IG_MV_BLOCK), a1, IG_MV_SMEM(HID, 2), s));
+        void *a2[] = {&T, &attn, &nul, (void *)&hl[l].o, &nul, &resid};
+        CK(cudaLaunchKernel((const void *)k_o, dim3(IG_MV_GRID_X(HID, HID, 2, maxc)), dim3(IG_MV_BLOCK), a2, IG_MV_SMEM(HID, 2), s));
+        void *a3[] = {&T, &resid, (void *)&hl[l].g2, (void *)&hl[l].gu, &nul, &h};
+        CK(cudaLaunchKernel((const void *)k_gu, dim3(IG_MV_GRID_X(2 * INTER, HID, 2, maxc)), dim3(IG_MV_BLOCK), a3, IG_MV_SMEM(HID, 2), s));
+        void *a4[] = {&T, &h, &nul, (void *)&hl[l].down, &nul, &resid};
+        CK(cudaLaunchKernel((const void *)k_down, dim3(IG_MV_GRID_X(HID, INTER, 2, maxc)), dim3(IG_MV_BLOCK), a4, IG_MV_SMEM(INTER, 2), s));
+    }
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream_layers, IG_ST_THREADS, ring_bytes));
+    const int grid = sms;
+    int nl = LAYERS, mode = 0;
+    void *ap[] = {&dl, &nl, &resid, &qkv, &attn, &h, &bar, &mode};
+    printf("device %s, %d SMs; stream grid %d CTAs x %d threads, ring %d KB (%d per SM fit)\n", prop.name, sms, grid,
+           IG_ST_THREADS, ring_bytes / 1024, per_sm);
+    if (per_sm < 1) return 1;
+
+    std::vector<float> r_sep(HID), r_st(HID), q_sep(QKV), q_st(QKV);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    const char *names[] = {"separate (64 kernels, graph)", "stream (1 launch)", "drain (stream only)",
+                           "80 grid barriers only", "stream, no grid barriers"};
+#ifdef IG_ST_EXP_NOWAIT
+    names[1] = "consumers only (no stream)";
+    names[4] = "consumers only, no grid barriers";
+#endif
+    for (int way = 0; way < 4; way++) {
+        if (NOWAIT && way == 2) continue; /* drain needs the stream */
+        float best = 1e30f, sum = 0;
+        mode = way == 2 ? 1 : way == 3 ? 2 : way == 4 ? 4 : 0;
+        for (int rep = 0; rep < 30; rep++) {
+            CK(cudaMemcpyAsync(resid, resid0, HID * 4, cudaMemcpyDeviceToDevice, s));
+            CK(cudaEventRecord(e0, s));
+            if (way == 0) CK(cudaGraphLaunch(ge, s));
+            else CK(cudaLaunchCooperativeKernel((const void *)stream_layers, dim3(grid), dim3(IG_ST_THREADS), ap, ring_bytes, s));
+            CK(cudaEventRecord(e1, s));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (ms < best) best = ms;
+            if (rep >= 10) sum += ms;
+        }
+        if (way < 2) {
+            CK(cudaMemcpy(way ? r_st.data() : r_sep.data(), resid, HID * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(way ? q_st.data() : q_sep.data(), qkv, QKV * 4, cudaMemcpyDeviceToHost));
+        }
+        printf("%-30s best %7.1f us (mean %7.1f) for %d layers = %5.1f us/layer, %5.0f GB/s\n", names[way], best * 1e3,
+               sum / 20 * 1e3, LAYERS, best * 1e3 / LAYERS, bytes / (best * 1e-3) / 1e9);
+        if (way == 2 && 0) break;
+    }
+    {
+        static unsigned long long tr[132][64][5];
+        CK(cudaMemcpyFromSymbol(tr, g_trace, sizeof tr));
+        printf("per phase, layers 2..13, over the %d CTAs: mean / max of sync wait, x ready, slots, epilogue (ns)\n", grid);
+        for (int ph = 0; ph < 4; ph++) {
+            double mean[4] = {0}, mx[4] = {0};
+            int cnt = 0;
+            for (int l = 2; l < 14; l++)
+                for (int c = 0; c < grid && c < 132; c++) {
+                    const unsigned long long *q = tr[c][4 * l + ph];
+                    for (int k = 0; k < 4; k++) {
+                        const double d = (double)(q[k + 1] - q[k]);
+                        mean[k] += d, mx[k] = d > mx[k] ? d : mx[k];
+                    }
+                    cnt++;
+                }
+            printf("  %-5s", (const char *[]){"qkv", "o", "gu", "down"}[ph]);
+            for (int k = 0; k < 4; k++) printf("  %6.0f / %6.0f", mean[k] / cnt, mx[k]);
+            printf("\n");
+        }
+    }
+    double mr = 0, dr = 0, mq = 0, dq = 0;
+    for (int i = 0; i < HID; i++) mr = fmax(mr, fabs(r_sep[i])), dr = fmax(dr, fabs(r_sep[i] - r_st[i]));
+    for (int i = 0; i < QKV; i++) mq = fmax(mq, fabs(q_sep[i])), dq = fmax(dq, fabs(q_sep[i] - q_st[i]));
+    printf("resid max|sep| %.4g max|diff| %.3g (%.2e rel); qkv max %.4g diff %.3g (%.2e rel)\n", mr, dr, dr / mr, mq, dq,
+           dq / mq);
+    const int bad = !(dr <= 2e-2 * mr) || !(dq <= 2e-2 * mq);
+    printf("results %s\n", bad ? "DIFFER (bug)" : "agree");
+    return bad;
+}
