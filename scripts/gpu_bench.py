@@ -49,6 +49,21 @@ so = os.path.getsize(os.path.join(pkg, "model.so"))
 wbytes = os.path.getsize(os.path.join(pkg, "weights.bin"))
 print(f"compile: {ct:.1f} s; package {size/1e9:.2f} GB (model.so {so/1e6:.1f} MB, weights {wbytes/1e9:.2f} GB)")
 
+# the persistent decode kernel against the per-op kernels on this checkpoint: logits of one-token
+# steps (no float64 reference for a random model; the golden test checks both against one)
+import numpy as np
+ids = ",".join(str((i * 7919) % 128256) for i in range(48))
+def step_logits(persist):
+    f = os.path.join(work, f"steps{persist}.npy")
+    sh([IGNIS, "logits", pkg, "--tokens", ids, "--out", f, "--step"], env=dict(os.environ, IGNIS_CUDA_PERSISTENT=persist))
+    return np.load(f).astype(np.float64)
+lp, lk = step_logits("1"), step_logits("0")
+rel = np.abs(lp - lk).max() / np.abs(lk).max()
+same = (lp.argmax(1) == lk.argmax(1)).mean()
+print(f"persistent vs per-op kernels, 48 one-token steps: max|d| = {rel:.2e} x max|logit|, argmax equal on {100*same:.0f}% of steps")
+if not rel <= 3e-2:
+    raise SystemExit("FAIL: the persistent decode kernel's logits differ from the per-op kernels'")
+
 out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "128"])
 print(out)
 nog = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "128"], env=dict(os.environ, IGNIS_CUDA_GRAPHS="0"))

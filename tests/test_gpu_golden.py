@@ -2,7 +2,8 @@
 """GPU golden test (issue 5): every model of ../shared/testdata/models compiled for CUDA (the GPU
 this runs on, e.g. sm_90 for an H200) in f32 and bf16, teacher-forced logits and greedy ids
 against transformers' float64 reference, same rule as the CPU golden test. Skipped (77) without
-a GPU; scripts/gpu_check.sh runs it on the device machine."""
+a GPU; scripts/gpu_check.sh runs it on the device machine. IGNIS_GPU_GOLDEN_DTYPES=bf16 narrows the
+dtypes (default f32,bf16)."""
 import os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -26,11 +27,20 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
         for model in golden.MODELS + golden.EXTRA_MODELS:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
-            for dtype in ("f32", "bf16"):
+            for dtype in os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16").split(","):
                 try:
                     fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)
                 except Exception as e:
                     fails.append(f"{model} {dtype}: {e}")
+        # the persistent decode kernel's multi-split attention (merge of partial softmax states):
+        # the reference contexts are short, so force a split every 4 keys
+        os.environ["IGNIS_CUDA_DL_KEYS"] = "4"
+        for model in ("llama-stream-h256", "qwen3-stream-bias"):
+            try:
+                fails += golden.check_model(model, "bf16", tmp, target=f"cuda:{arch}", models_dir=golden.EXTRA_DIR)
+            except Exception as e:
+                fails.append(f"{model} bf16 (4 keys per split): {e}")
+        del os.environ["IGNIS_CUDA_DL_KEYS"]
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

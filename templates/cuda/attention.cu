@@ -246,25 +246,31 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 }
 #endif
 
-/* End of a split CTA: its partial results to ws; the last split of (t, kh) to finish merges all
- * of them into out. Partials are published with a fence before the count, and the last CTA reads
- * them from L2 (__ldcg) after it, then re-zeroes the counter for the next launch. */
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int kh, int sp, const float *sm, float *ws,
-                                                                     unsigned *counters, AT_OT_ *out) {
+/* End of a split CTA (one of ns <= AT_SPLIT splits): its partial results to ws; the last split of
+ * (t, kh) to finish merges all of them into out. Partials are published with a fence before the
+ * count, and the last CTA reads them from L2 (__ldcg) after it, then re-zeroes the counter for the
+ * next launch. A single split (ns == 1) writes out directly. */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int kh, int sp, int ns, const float *sm,
+                                                                     float *ws, unsigned *counters, AT_OT_ *out) {
     constexpr int G = AT_H / AT_KV, D = AT_D;
     __shared__ int s_last;
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
         IG_CAT(AT_NAME, _merge)(sm, g, d, &O, &M, &L);
+        if (ns == 1) {
+            ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, O / L, AT_OBF16);
+            continue;
+        }
         float *w = ws + (((size_t)t * AT_H + kh * G + g) * AT_SPLIT + sp) * (D + 2);
         w[d] = O;
         if (d == 0) w[D] = M, w[D + 1] = L;
     }
+    if (ns == 1) return;
     __threadfence();
     AT_SYNC_();
     unsigned *cnt = counters + (size_t)t * AT_KV + kh;
-    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == AT_SPLIT - 1;
+    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
     AT_SYNC_();
     if (!s_last) return;
     __threadfence();
@@ -272,11 +278,10 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int k
         const int g = i / D, d = i % D;
         const float *w = ws + ((size_t)t * AT_H + kh * G + g) * AT_SPLIT * (D + 2);
         float mx = IG_NEG_INF;
-#pragma unroll
-        for (int s = 0; s < AT_SPLIT; s++) mx = fmaxf(mx, __ldcg(w + (size_t)s * (D + 2) + D));
+        for (int s = 0; s < ns; s++) mx = fmaxf(mx, __ldcg(w + (size_t)s * (D + 2) + D));
         float o = 0.0f, l = 0.0f;
 #pragma unroll 4
-        for (int s = 0; s < AT_SPLIT; s++) {
+        for (int s = 0; s < ns; s++) {
             const float *p = w + (size_t)s * (D + 2);
             const float f = ig_sm_factor(__ldcg(p + D), mx);
             o += __ldcg(p + d) * f, l += __ldcg(p + D + 1) * f;
@@ -299,7 +304,7 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
     const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     IG_CAT(AT_NAME, _core)<false>(t, kh, k0, k1, q, kv_pool, layer_off, pt, ig_dyn_smem);
-    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ig_dyn_smem, ws, counters, out);
+    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, AT_SPLIT, ig_dyn_smem, ws, counters, out);
 }
 
 /* Decode steps (every token of the step from a different sequence): rope_kv fused in front of
@@ -308,17 +313,17 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
  * own position also writes its k and v into the pool, then reads the pool coherently. */
 #endif
 
-/* One (kv head kh, token t, split sp) of the fused decode attention; the kernel below runs one
- * per CTA, the persistent decode kernel loops its CTAs over them. */
+/* One (kv head kh, token t, split sp of ns) of the fused decode attention; the kernel below runs
+ * one per CTA (ns = AT_SPLIT), the persistent decode kernel loops its CTAs over them. */
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
-    int T, int kh, int t, int sp, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
+    int T, int kh, int t, int sp, int ns, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
     float *q_out, unsigned char *kv_pool, unsigned long long layer_off, const int *positions, const int *token_seq,
     const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out, float *sm) {
     constexpr int G = AT_H / AT_KV, D = AT_D, HD = D / 2, W = (AT_H + 2 * AT_KV) * D;
     __shared__ float cs[HD], sn[HD];
     const int warp = threadIdx.x >> 5;
     if (t >= T) return;
-    const int pos = positions[t], n = pos + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
+    const int pos = positions[t], n = pos + 1, c = (n + ns - 1) / ns;
     const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     ig_rope_angles<HD>(pos, inv_freq, cs, sn, IG_AT_BLOCK);
@@ -338,7 +343,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
     }
     AT_SYNC_(); /* q_out and the new key / value row, written by this CTA, are visible to it */
     IG_CAT(AT_NAME, _core)<true>(t, kh, k0, k1, q_out, kv_pool, layer_off, pt, sm);
-    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, sm, ws, counters, out);
+    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ns, sm, ws, counters, out);
 }
 
 #if !AT_DEVFN
@@ -349,7 +354,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
                              const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out) {
     IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
-    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, blockIdx.y, blockIdx.z, qkv, inv_freq, q_norm, k_norm, q_out, kv_pool,
+    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, blockIdx.y, blockIdx.z, AT_SPLIT, qkv, inv_freq, q_norm, k_norm, q_out, kv_pool,
                                 layer_off, positions, token_seq, page_table, max_pages, ws, counters, out, ig_dyn_smem);
 }
 #endif

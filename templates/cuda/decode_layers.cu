@@ -1,8 +1,9 @@
 /* decode_layers.cu — template: the whole layer stack of a one-token decode step as one persistent
  * kernel (sm_90), built on stream.cuh. Per layer, with a grid barrier before each phase:
  *   qkv = rmsnorm(resid; g1) . Wqkv^T (+ bqkv)            tensor-core GEMV phase
- *   attention of the token (q/k norm, RoPE, k/v into the paged pool, split over the context with
- *     the last split merging), attention.cu's decode item as a device function (AT_DEVFN)
+ *   attention of the token (q/k norm, RoPE, k/v into the paged pool, split over the context in
+ *     one split per keys_per_split keys, up to DL_SPLIT, the last split merging),
+ *     attention.cu's decode item as a device function (AT_DEVFN)
  *   resid += att . Wo^T (+ bo)
  *   h = silu(gate) * up of rmsnorm(resid; g2) . Wgu^T (+ bgu)
  *   resid += h . Wdown^T (+ bdown)
@@ -18,11 +19,13 @@
  *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
  *       const int *token_seq, const int *page_table, int max_pages, float *attn_ws,
- *       unsigned *attn_cnt, unsigned long long *bar);
+ *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
  * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], q_out f32 [DL_HD], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
- * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it.
+ * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
+ * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
+ * short contexts take the multi-split merge).
  * launch: cooperative, grid = the number of SMs (one CTA each, all resident, the same count every
  * launch), block IG_ST_THREADS, dynamic smem IG_ST_NSLOT * IG_ST_SLOT + IG_AT_SMEM(H, KV, D).
  * The host checks before using it: one CTA per SM fits, every phase gives a CTA at most
@@ -45,7 +48,7 @@ struct ig_dl_layer {
 extern "C" __global__ void __launch_bounds__(IG_ST_THREADS, 1)
 DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *att, ig_bf16 *h, const double *inv_freq,
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
-        float *attn_ws, unsigned *attn_cnt, unsigned long long *bar) {
+        float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
     constexpr int DOWN_K = DL_GU_ROWS / 2;
@@ -65,6 +68,10 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
         return;
     }
     const unsigned G = gridDim.x;
+    /* attention splits: one per keys_per_split keys of context, at most DL_SPLIT (a single split
+     * writes its output without the merge's extra round trips) */
+    const int n_keys = __ldg(positions) + 1;
+    const int ns = min(DL_SPLIT, (n_keys + keys_per_split - 1) / keys_per_split);
     float *at_sm = (float *)(dl_smem + (size_t)IG_ST_NSLOT * IG_ST_SLOT);
     for (int l = 0; l < DL_LAYERS; l++) {
         const int p = 4 * l;
@@ -72,8 +79,8 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
         ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1, DL_EPS1,
                                                 w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
         ig_st_grid_sync(&st, bar, G);
-        for (unsigned i = blockIdx.x; i < DL_KV * DL_SPLIT; i += G)
-            IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, qkv, inv_freq, w->qn, w->kn, q_out, kv,
+        for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
+            IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, w->qn, w->kn, q_out, kv,
                                         (unsigned long long)l * DL_KV_LAYER_BYTES, positions, token_seq, page_table,
                                         max_pages, attn_ws, attn_cnt, att, at_sm);
         ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo, resid, &it,

@@ -106,6 +106,9 @@ extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const f
     /* pass 1: max and argmax (lowest id on ties); NaN and +inf make the row invalid */
     float bv = IG_NEG_INF;
     int bi = 0x7fffffff, bad = 0;
+    /* unrolled so that 8 loads per thread are in flight (a plain loop waits out one L2 round trip
+     * per element: 25 us for a 128K vocabulary on the H200) */
+#pragma unroll 8
     for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
         const float v = l[j];
         if (v != v || v == __int_as_float(0x7f800000)) bad = 1;
@@ -145,6 +148,7 @@ extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const f
         for (int shift = 24; shift >= 0; shift -= 8) {
             if (tid < 256) hist[tid] = 0ull;
             __syncthreads();
+#pragma unroll 8
             for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
                 const unsigned key = ig_sm_key(l[j], m, invt);
                 if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1ull);
@@ -168,6 +172,7 @@ extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const f
     unsigned tau_p = 0u;
     if (ps.top_p < 1.0f) {
         unsigned long long part = 0ull, tot;
+#pragma unroll 8
         for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
             const unsigned key = ig_sm_key(l[j], m, invt);
             if (key >= tau_k) part += ig_sm_fix(key);
@@ -180,6 +185,7 @@ extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const f
         for (int shift = 24; shift >= 0; shift -= 8) {
             if (tid < 256) hist[tid] = 0ull;
             __syncthreads();
+#pragma unroll 8
             for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
                 const unsigned key = ig_sm_key(l[j], m, invt);
                 if (key >= tau_k && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], ig_sm_fix(key));

@@ -88,16 +88,8 @@ __device__ void drain(ig_st *st, int n_rows, int unit, int rot, unsigned *it) {
     }
 }
 
-#ifndef TC
-#define TC 1
-#endif
 #ifndef PF
 #define PF 1
-#endif
-#ifdef IG_ST_EXP_NOWAIT
-#define NOWAIT 1
-#else
-#define NOWAIT 0
 #endif
 __global__ void __launch_bounds__(IG_ST_THREADS, 1)
 stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf16 *attn, bf16 *h,
@@ -107,7 +99,7 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
     ig_st_init(&st, bar, gridDim.x);
     unsigned it = 0;
     if (threadIdx.x >= IG_ST_CTHREADS) {
-        if (threadIdx.x == IG_ST_CTHREADS && mode < 2 && !NOWAIT) {
+        if (threadIdx.x == IG_ST_CTHREADS && mode < 2) {
             for (int l = 0; l < n_layers; l++) {
                 const int p = 4 * l;
                 ig_st_produce<HID>(&st, ring, L[l].qkv, QKV, 1, p * 41, &it, PF ? L[l].g1 : NULL, HID * 4);
@@ -134,19 +126,11 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
             drain<INTER>(&st, HID, 1, (p + 3) * 41, &it);
             continue;
         }
-#if TC
         ig_st_gemv_tc<HID, 0, true, false>(&st, ring, QKV, QKV, p * 41, resid, L[l].g1, 1e-5f, NULL, qkv, &it, l ? bar : NULL);
         ig_st_grid_sync(&st, bar, G); /* attention would run here */
         ig_st_gemv_tc<HID, 1, false, false>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
         ig_st_gemv_tc<HID, 2, true, false>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
         ig_st_gemv_tc<INTER, 1, false, false>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
-#else
-        ig_st_gemv<HID, 0, true, true, false>(&st, ring, QKV, QKV, p * 41, resid, L[l].g1, 1e-5f, NULL, qkv, &it, l ? bar : NULL);
-        ig_st_grid_sync(&st, bar, G); /* attention would run here */
-        ig_st_gemv<HID, 1, false, true, false>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
-        ig_st_gemv<HID, 2, true, true, false>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
-        ig_st_gemv<INTER, 1, false, true, false>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
-#endif
     }
 }
 
@@ -236,12 +220,7 @@ int main() {
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const char *names[] = {"separate (64 kernels, graph)", "stream (1 launch)", "drain (stream only)",
                            "80 grid barriers only", "stream, no grid barriers"};
-#ifdef IG_ST_EXP_NOWAIT
-    names[1] = "consumers only (no stream)";
-    names[4] = "consumers only, no grid barriers";
-#endif
     for (int way = 0; way < 4; way++) {
-        if (NOWAIT && way == 2) continue; /* drain needs the stream */
         float best = 1e30f, sum = 0;
         mode = way == 2 ? 1 : way == 3 ? 2 : way == 4 ? 4 : 0;
         for (int rep = 0; rep < 30; rep++) {
