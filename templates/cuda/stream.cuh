@@ -123,7 +123,6 @@ IG_DEV void ig_st_grid_sync(ig_st *st, unsigned long long *bar, unsigned n) {
 
 /* Activation loads (written earlier in the same kernel by other CTAs): through L2 only. */
 IG_DEV float ig_st_ldf(const float *p) { return __ldcg(p); }
-IG_DEV uint4 ig_st_ld16(const void *p) { return __ldcg((const uint4 *)p); }
 
 /* This CTA's packed rows [r0, r1) of a phase with n_rows rows split in units of `unit`. */
 IG_DEV void ig_st_rows(int n_rows, int unit, int rot, int *r0, int *r1) {
