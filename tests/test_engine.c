@@ -37,9 +37,10 @@ static const char *testdata(void) {
     return t ? t : "../shared/testdata";
 }
 
-static int compile_pkg(const char *model, const char *dtype, char *pkg, size_t cap) {
+/* Compiles model `model` of directory `dir` (default: the shared test data's models). */
+static int compile_pkg_in(const char *dir, const char *model, const char *dtype, char *pkg, size_t cap) {
     char src[1024];
-    snprintf(src, sizeof src, "%s/models/%s", testdata(), model);
+    snprintf(src, sizeof src, "%s/%s", dir, model);
     snprintf(pkg, cap, "/tmp/ignis-test-engine-%d-%s-%s", (int)getpid(), model, dtype);
     /* IGNIS_TEST_TARGET=cuda:sm_90 runs the same engine checks on a GPU package */
     cc_options o = {.input = src, .out_dir = pkg, .dtype = dtype, .target = getenv("IGNIS_TEST_TARGET")};
@@ -49,6 +50,11 @@ static int compile_pkg(const char *model, const char *dtype, char *pkg, size_t c
         return -1;
     }
     return 0;
+}
+static int compile_pkg(const char *model, const char *dtype, char *pkg, size_t cap) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/models", testdata());
+    return compile_pkg_in(dir, model, dtype, pkg, cap);
 }
 
 /* Runs a request to its end; collects tokens. Returns the final status. */
@@ -609,6 +615,19 @@ int main(void) {
         if (system(cmd)) {}
     } else {
         CHECK(0, "compile for the stress test");
+    }
+    /* a bf16 model with dims that are multiples of 128: on a CUDA sm_90 target its one-token steps
+     * run the persistent decode kernel, here checked under the engine's load and at the forward guard */
+    if (access("tests/data/models/llama-stream-h256", R_OK) == 0) {
+        if (compile_pkg_in("tests/data/models", "llama-stream-h256", "bf16", pkg, sizeof pkg) == 0) {
+            test_forward_sampling_guards(pkg);
+            test_stress(pkg);
+            char cmd[600];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
+            if (system(cmd)) {}
+        } else {
+            CHECK(0, "compile llama-stream-h256");
+        }
     }
     printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
