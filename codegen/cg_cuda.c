@@ -69,6 +69,13 @@ static const char *instance(gen *c, const char *tpl, const char *prefix, const c
 
 static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
 
+/* stream.cuh's ig_st_shape<K>::R: bf16 rows of K per 16 KB ring slot (a power of two, at most 8) */
+static int st_rows_per_slot(int K) {
+    int r = 8;
+    while (r > 1 && r * K * 2 > 16384) r /= 2;
+    return r;
+}
+
 /* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
 typedef struct mm_norm {
     const char *src;   /* f32 residual rows [T][K] */
@@ -479,9 +486,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 else cg_weight_ref(plan, &lay, 1, lay.first_layer + wn[k], ws_[k], ti, we[k], sizeof we[k]);
             }
             /* the host's limits (decode_layers.cu): slots per phase and CTA, rows of a residual add per CTA */
-            int rq = HID * 2 * 8 <= 16384 ? 8 : HID * 2 * 4 <= 16384 ? 4 : HID * 2 * 2 <= 16384 ? 2 : 1;
-            int kd = (int)(ng / 2), rd = kd * 2 * 8 <= 16384 ? 8 : kd * 2 * 4 <= 16384 ? 4 : kd * 2 * 2 <= 16384 ? 2 : 1;
-            int ro = H * D * 2 * 8 <= 16384 ? 8 : H * D * 2 * 4 <= 16384 ? 4 : H * D * 2 * 2 <= 16384 ? 2 : 1;
+            int rq = st_rows_per_slot(HID), rd = st_rows_per_slot((int)(ng / 2)), ro = st_rows_per_slot(H * D);
             snprintf(dl_init, sizeof dl_init,
                      "    st->n_sm = n_sm;\n"
                      "    {\n"

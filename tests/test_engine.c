@@ -51,6 +51,12 @@ static int compile_pkg_in(const char *dir, const char *model, const char *dtype,
     }
     return 0;
 }
+static void remove_pkg(const char *pkg) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
+    if (system(cmd)) {}
+}
+
 static int compile_pkg(const char *model, const char *dtype, char *pkg, size_t cap) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/models", testdata());
@@ -170,9 +176,7 @@ static void test_batch_reference(const char *model) {
           st.kv_pages_used, st.kv_pages_total, st.kv_pages_cached);
     ig_engine_close(e);
     cJSON_Delete(ref);
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
-    if (system(cmd)) {}
+    remove_pkg(pkg);
 }
 
 /* Preemption by recompute must not change what a sequence generates: three long greedy requests
@@ -604,15 +608,11 @@ int main(void) {
         test_limits(pkg);
         test_prefix_cache(pkg);
         test_forward_sampling_guards(pkg);
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
-        if (system(cmd)) {}
+        remove_pkg(pkg);
     }
     if (compile_pkg("llama-gqa", "bf16", pkg, sizeof pkg) == 0) {
         test_stress(pkg);
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
-        if (system(cmd)) {}
+        remove_pkg(pkg);
     } else {
         CHECK(0, "compile for the stress test");
     }
@@ -622,9 +622,7 @@ int main(void) {
         if (compile_pkg_in("tests/data/models", "llama-stream-h256", "bf16", pkg, sizeof pkg) == 0) {
             test_forward_sampling_guards(pkg);
             test_stress(pkg);
-            char cmd[600];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
-            if (system(cmd)) {}
+            remove_pkg(pkg);
         } else {
             CHECK(0, "compile llama-stream-h256");
         }

@@ -251,6 +251,18 @@ static void cu_prof_print(const cu_prof *p, const char *const *names, int n) {
     }
 }
 
+/* Launches f on stream s through cuLaunchKernelEx with one launch attribute. */
+static CUresult cu_launch_attr(const cu_api *a, CUfunction f, CUstream s, const CUlaunchAttribute *at, unsigned gx,
+                               unsigned gy, unsigned gz, unsigned bx, unsigned smem, void **args) {
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+    cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem, cfg.hStream = s;
+    cfg.attrs = (CUlaunchAttribute *)at, cfg.numAttrs = 1;
+    return a->cuLaunchKernelEx(&cfg, f, args, NULL);
+}
+
 /* Launches f on stream s. pdl: with programmatic stream serialization (sm_90+), so the kernel may
  * start while the previous one finishes (every template waits for its inputs: ig_pdl_wait). */
 static CUresult cu_launch(const cu_api *a, CUfunction f, CUstream s, int pdl, unsigned gx, unsigned gy, unsigned gz,
@@ -260,13 +272,7 @@ static CUresult cu_launch(const cu_api *a, CUfunction f, CUstream s, int pdl, un
     memset(&at, 0, sizeof at);
     at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     at.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
-    cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = smem, cfg.hStream = s;
-    cfg.attrs = &at, cfg.numAttrs = 1;
-    return a->cuLaunchKernelEx(&cfg, f, args, NULL);
+    return cu_launch_attr(a, f, s, &at, gx, gy, gz, bx, smem, args);
 }
 
 /* Cooperative launch (every CTA resident at once, which grid barriers need); valid in CUDA graphs. */
@@ -276,13 +282,7 @@ static CUresult cu_launch_coop(const cu_api *a, CUfunction f, CUstream s, unsign
     memset(&at, 0, sizeof at);
     at.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     at.value.cooperative = 1;
-    CUlaunchConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDimX = gx, cfg.gridDimY = 1, cfg.gridDimZ = 1;
-    cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = smem, cfg.hStream = s;
-    cfg.attrs = &at, cfg.numAttrs = 1;
-    return a->cuLaunchKernelEx(&cfg, f, args, NULL);
+    return cu_launch_attr(a, f, s, &at, gx, 1, 1, bx, smem, args);
 }
 
 #endif
