@@ -257,10 +257,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         int32_t lo = pass == 0 ? 0 : pass == 1 ? lay.first_layer : lay.last_layer + 1;
         int32_t hi = pass == 0 ? lay.first_layer : pass == 1 ? lay.first_layer + lay.per_layer : g->n_nodes;
         if (pass == 1 && dl_ok)
-            fprintf(fw, "\n    if (T == 1 && decode_only && st->dl_on) {\n"
-                        "        /* one token: the whole layer stack as one persistent kernel (decode_layers.cu) */\n"
-                        "        DECODE_LAYERS();\n"
-                        "    } else");
+            fprintf(fw, "\n    /* one token: the whole layer stack as one persistent kernel (decode_layers.cu); if the\n"
+                        "     * GPU refuses the cooperative launch (e.g. an MPS share of the SMs), the per-layer\n"
+                        "     * kernels run from then on */\n"
+                        "    int dl_done = 0;\n"
+                        "    if (T == 1 && decode_only && st->dl_on) DECODE_LAYERS(dl_done);\n"
+                        "    if (!dl_done)");
         if (pass == 1)
             fprintf(fw, "\n    for (int l = 0; l < N_LAYERS; l++) {\n"
                         "        const int32_t *lw = layer_weights[l];\n"
@@ -468,14 +470,17 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             const char *ba = bufs[buf_of[dln[2]->out]].ident, *bh = bufs[buf_of[dln[4]->out]].ident;
             snprintf(dl_macro, sizeof dl_macro,
                      "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
-                     "#define DECODE_LAYERS() do { \\\n"
+                     "#define DECODE_LAYERS(done) do { \\\n"
                      "    CUdeviceptr dl_tab = st->d_layers; \\\n"
                      "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
                      "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys}; \\\n"
                      "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
-                     "    CU(cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args)); \\\n"
+                     "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
+                     "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
+                     "    CU(dl_r); \\\n"
                      "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
-                     "    cu_prof_end(&st->api, &st->prof, st->stream, %d); } while (0)\n",
+                     "    cu_prof_end(&st->api, &st->prof, st->stream, %d); \\\n"
+                     "    (done) = 1; } while (0)\n",
                      bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
             /* init: the per-layer pointer table, when this GPU can run the kernel */
             char we[12][96];
