@@ -47,7 +47,7 @@ def main():
         golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", ppkg,
                     "--target", "cuda:sm_80,sm_90", "--dtype", "bf16"])
         cu, mc = (open(os.path.join(ppkg, "src", f)).read() for f in ("model.cu", "model.c"))
-        if '#include "decode_layers.cu"' not in cu or "DECODE_LAYERS()" not in mc or "cu_launch_coop" not in mc:
+        if '#include "decode_layers.cu"' not in cu or "DECODE_LAYERS(" not in mc or "cu_launch_coop" not in mc:
             fails.append("the persistent decode kernel is missing from the llama-stream-h256 package")
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
