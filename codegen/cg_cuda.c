@@ -245,6 +245,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     int64_t xn_cols = HID, gu_cols = 16;
     int32_t resid = -1, rk_node = -1; /* rk_node: the rope_kv feeding the next attention (fused for decode) */
     char params[1024], comment[512], nm[96];
+    char at_params[1024] = ""; /* the layers' attention instance parameters */
 
     fprintf(fw, "\n/* Launches one step's kernels on st->stream (the batch is already in device memory): either\n"
                 " * directly or while a CUDA graph captures them. Everything it bakes in is in the graph key. */\n"
@@ -379,6 +380,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                          dtn(bf), H * D, dtn(bf));
                 snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
                 const char *k = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
+                snprintf(at_params, sizeof at_params, "%s", params); /* the persistent kernel's instance adds AT_DEVFN */
                 char split[96], split_rope[96], qn[96] = "zero", kn[96] = "zero";
                 snprintf(split, sizeof split, "%s_split", k);
                 snprintf(split_rope, sizeof split_rope, "%s_split_rope", k);
@@ -441,89 +443,84 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     int dl_fn = -1;
     char dl_macro[1536] = "", dl_init[4096] = "";
     if (!st && dl_ok) {
-        const ir_node *rk = dln[1];
-        int rk_qk = rk->in[1] >= 0;
-        {
-            snprintf(params, sizeof params,
-                     "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
-                     "#define AT_KVBF16 1\n#define AT_OBF16 1\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
-                     "#define AT_QKNORM %d\n#define AT_EPS %.9gf\n#define AT_DEVFN 1\n",
-                     H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, 1.0 / sqrt((double)D), rk_qk,
-                     rk_qk ? rk->eps : 1e-6);
-            snprintf(comment, sizeof comment, "decode attention as device functions for the persistent kernel");
-            snprintf(nm, sizeof nm, "attention_dl_h%d_kv%d_d%d", H, KV, D);
-            const char *an = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
-            int64_t nq = g->tensors[dln[0]->in[2]].shape[0], ng = g->tensors[dln[4]->in[2]].shape[0];
-            snprintf(params, sizeof params,
-                     "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
-                     "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
-                     "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
-                     "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n",
-                     dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
-                     dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
-                     dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page);
-            snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
-                                              "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
-            const char *dk = instance(&c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment);
-            dl_fn = fn_index(&c, dk);
-            const char *bq = bufs[buf_of[dln[0]->out]].ident, *bqo = bufs[buf_of[dln[1]->out]].ident;
-            const char *ba = bufs[buf_of[dln[2]->out]].ident, *bh = bufs[buf_of[dln[4]->out]].ident;
-            snprintf(dl_macro, sizeof dl_macro,
-                     "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
-                     "#define DECODE_LAYERS(done) do { \\\n"
-                     "    CUdeviceptr dl_tab = st->d_layers; \\\n"
-                     "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
-                     "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys}; \\\n"
-                     "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
-                     "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
-                     "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
-                     "    CU(dl_r); \\\n"
-                     "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
-                     "    cu_prof_end(&st->api, &st->prof, st->stream, %d); \\\n"
-                     "    (done) = 1; } while (0)\n",
-                     bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
-            /* init: the per-layer pointer table, when this GPU can run the kernel */
-            char we[12][96];
-            const int wn[12] = {0, 3, 4, 5, 0, 4, 0, 3, 4, 5, 1, 1}, ws_[12] = {2, 1, 2, 1, 1, 1, 3, 2, 3, 2, 1, 2};
-            for (int k = 0; k < 12; k++) {
-                int32_t ti = dln[wn[k]]->in[ws_[k]];
-                if (ti < 0) snprintf(we[k], sizeof we[k], "0");
-                else cg_weight_ref(plan, &lay, 1, lay.first_layer + wn[k], ws_[k], ti, we[k], sizeof we[k]);
-            }
-            /* the host's limits (decode_layers.cu): slots per phase and CTA, rows of a residual add per CTA */
-            int rq = st_rows_per_slot(HID), rd = st_rows_per_slot((int)(ng / 2)), ro = st_rows_per_slot(H * D);
-            snprintf(dl_init, sizeof dl_init,
-                     "    st->n_sm = n_sm;\n"
-                     "    {\n"
-                     "        /* the persistent decode kernel: sm_90, cooperative launches, one CTA per SM with its ring,\n"
-                     "         * and each CTA's share of a phase within the kernel's limits (IGNIS_CUDA_PERSISTENT=0: off) */\n"
-                     "        const char *pe = getenv(\"IGNIS_CUDA_PERSISTENT\"), *pk = getenv(\"IGNIS_CUDA_DL_KEYS\");\n"
-                     "        st->dl_keys = pk && atoi(pk) > 0 ? atoi(pk) : 256;\n"
-                     "        int coop = 0, fit = 0, G = n_sm > 0 ? n_sm : 1;\n"
-                     "        st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);\n"
-                     "#define DL_CTA_ROWS(n, u) ((((n) / (u)) + G - 1) / G * (u))\n"
-                     "        int limits = DL_CTA_ROWS(%lld, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 &&\n"
-                     "                     DL_CTA_ROWS(%lld, 32) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= 256;\n"
-                     "#undef DL_CTA_ROWS\n"
-                     "        if (major >= 9 && coop && limits && !(pe && pe[0] == '0') &&\n"
-                     "            st->api.cuFuncSetAttribute(st->fn[%d], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, DL_SMEM) == CUDA_SUCCESS &&\n"
-                     "            st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[%d], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&\n"
-                     "            fit >= 1) {\n"
-                     "            CUdeviceptr tab[N_LAYERS][12]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn */\n"
-                     "            for (int l = 0; l < N_LAYERS; l++) {\n"
-                     "                const int32_t *lw = layer_weights[l];\n"
-                     "                const CUdeviceptr e[12] = {%s, %s, %s, %s, %s, %s,\n"
-                     "                                           %s, %s, %s, %s, %s, %s};\n"
-                     "                memcpy(tab[l], e, sizeof e);\n"
-                     "            }\n"
-                     "            TRY(st->api.cuMemAlloc(&st->d_layers, sizeof tab), \"allocating the layer table\");\n"
-                     "            TRY(st->api.cuMemcpyHtoD(st->d_layers, tab, sizeof tab), \"copying the layer table\");\n"
-                     "            st->dl_on = 1;\n"
-                     "        }\n"
-                     "    }\n",
-                     (long long)nq, rq, HID, ro, (long long)ng, rq, HID, rd, HID, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
-                     we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
+        snprintf(params, sizeof params, "%s#define AT_DEVFN 1\n", at_params);
+        snprintf(comment, sizeof comment, "decode attention as device functions for the persistent kernel");
+        snprintf(nm, sizeof nm, "attention_dl_h%d_kv%d_d%d", H, KV, D);
+        const char *an = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
+        int64_t nq = g->tensors[dln[0]->in[2]].shape[0], ng = g->tensors[dln[4]->in[2]].shape[0];
+        snprintf(params, sizeof params,
+                 "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
+                 "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
+                 "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
+                 "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n",
+                 dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
+                 dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
+                 dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page);
+        snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
+                                          "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
+        const char *dk = instance(&c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment);
+        dl_fn = fn_index(&c, dk);
+        const char *bq = bufs[buf_of[dln[0]->out]].ident, *bqo = bufs[buf_of[dln[1]->out]].ident;
+        const char *ba = bufs[buf_of[dln[2]->out]].ident, *bh = bufs[buf_of[dln[4]->out]].ident;
+        snprintf(dl_macro, sizeof dl_macro,
+                 "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
+                 "#define DECODE_LAYERS(done) do { \\\n"
+                 "    CUdeviceptr dl_tab = st->d_layers; \\\n"
+                 "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
+                 "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys}; \\\n"
+                 "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
+                 "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
+                 "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
+                 "    CU(dl_r); \\\n"
+                 "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
+                 "    cu_prof_end(&st->api, &st->prof, st->stream, %d); \\\n"
+                 "    (done) = 1; } while (0)\n",
+                 bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
+        /* init: the per-layer pointer table, when this GPU can run the kernel */
+        char we[12][96];
+        /* ig_dl_layer's fields: (layer node, input slot) of each */
+        static const struct { int node, slot; } dlw[12] = {
+            {0, 2} /* wqkv */, {3, 1} /* wo */, {4, 2} /* wgu */, {5, 1} /* wdown */, {0, 1} /* g1 */,
+            {4, 1} /* g2 */,   {0, 3} /* bqkv */, {3, 2} /* bo */, {4, 3} /* bgu */, {5, 2} /* bdown */,
+            {1, 1} /* qn */,   {1, 2} /* kn */};
+        for (int k = 0; k < 12; k++) {
+            int32_t ti = dln[dlw[k].node]->in[dlw[k].slot];
+            if (ti < 0) snprintf(we[k], sizeof we[k], "0");
+            else cg_weight_ref(plan, &lay, 1, lay.first_layer + dlw[k].node, dlw[k].slot, ti, we[k], sizeof we[k]);
         }
+        /* the host's limits (decode_layers.cu): slots per phase and CTA, rows of a residual add per CTA */
+        int rq = st_rows_per_slot(HID), rd = st_rows_per_slot((int)(ng / 2)), ro = st_rows_per_slot(H * D);
+        snprintf(dl_init, sizeof dl_init,
+                 "    st->n_sm = n_sm;\n"
+                 "    {\n"
+                 "        /* the persistent decode kernel: sm_90, cooperative launches, one CTA per SM with its ring,\n"
+                 "         * and each CTA's share of a phase within the kernel's limits (IGNIS_CUDA_PERSISTENT=0: off) */\n"
+                 "        const char *pe = getenv(\"IGNIS_CUDA_PERSISTENT\"), *pk = getenv(\"IGNIS_CUDA_DL_KEYS\");\n"
+                 "        st->dl_keys = pk && atoi(pk) > 0 ? atoi(pk) : 256;\n"
+                 "        int coop = 0, fit = 0, G = n_sm > 0 ? n_sm : 1;\n"
+                 "        st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);\n"
+                 "#define DL_CTA_ROWS(n, u) ((((n) / (u)) + G - 1) / G * (u))\n"
+                 "        int limits = DL_CTA_ROWS(%lld, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 &&\n"
+                 "                     DL_CTA_ROWS(%lld, 32) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= 256;\n"
+                 "#undef DL_CTA_ROWS\n"
+                 "        if (major >= 9 && coop && limits && !(pe && pe[0] == '0') &&\n"
+                 "            st->api.cuFuncSetAttribute(st->fn[%d], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, DL_SMEM) == CUDA_SUCCESS &&\n"
+                 "            st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[%d], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&\n"
+                 "            fit >= 1) {\n"
+                 "            CUdeviceptr tab[N_LAYERS][12]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn */\n"
+                 "            for (int l = 0; l < N_LAYERS; l++) {\n"
+                 "                const int32_t *lw = layer_weights[l];\n"
+                 "                const CUdeviceptr e[12] = {%s, %s, %s, %s, %s, %s,\n"
+                 "                                           %s, %s, %s, %s, %s, %s};\n"
+                 "                memcpy(tab[l], e, sizeof e);\n"
+                 "            }\n"
+                 "            TRY(st->api.cuMemAlloc(&st->d_layers, sizeof tab), \"allocating the layer table\");\n"
+                 "            TRY(st->api.cuMemcpyHtoD(st->d_layers, tab, sizeof tab), \"copying the layer table\");\n"
+                 "            st->dl_on = 1;\n"
+                 "        }\n"
+                 "    }\n",
+                 (long long)nq, rq, HID, ro, (long long)ng, rq, HID, rd, HID, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
+                 we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
     }
     if (!st) {
         fprintf(fw, "    return 0;\n}\n\n");

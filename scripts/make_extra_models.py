@@ -18,33 +18,34 @@ spec.loader.exec_module(mr)
 
 def main(only):
     out = os.path.join(ROOT, "tests", "data", "models")
-    make = mr.make_model
-    mr.make_model = lambda kind, name, *a: make(kind, name, *a) if not only or name in only else None
-    mr.make_model("extra", "llama-mqa-bias-linear", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=160,
+    def make(name, *args):
+        if not only or name in only:
+            mr.make_model("extra", name, *args)
+    make("llama-mqa-bias-linear", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=160,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, vocab_size=384, max_position_embeddings=256,
         rms_norm_eps=1e-6, rope_theta=10000.0, attention_bias=True, mlp_bias=True, tie_word_embeddings=False,
         rope_scaling={"rope_type": "linear", "factor": 2.0}), torch.float32, 21)
-    mr.make_model("extra", "llama-mha-hd80", LlamaForCausalLM, LlamaConfig(hidden_size=160, intermediate_size=208,
+    make("llama-mha-hd80", LlamaForCausalLM, LlamaConfig(hidden_size=160, intermediate_size=208,
         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, vocab_size=400, max_position_embeddings=256,
         rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 22)
-    mr.make_model("extra", "qwen3-bias-hd64", Qwen3ForCausalLM, Qwen3Config(hidden_size=96, intermediate_size=192,
+    make("qwen3-bias-hd64", Qwen3ForCausalLM, Qwen3Config(hidden_size=96, intermediate_size=192,
         num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=320,
         max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
         tie_word_embeddings=True), torch.float32, 23)
-    mr.make_model("extra", "qwen2-untied-f16", Qwen2ForCausalLM, Qwen2Config(hidden_size=64, intermediate_size=176,
+    make("qwen2-untied-f16", Qwen2ForCausalLM, Qwen2Config(hidden_size=64, intermediate_size=176,
         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, vocab_size=300, max_position_embeddings=256,
         rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False), torch.float16, 24)
-    mr.make_model("extra", "mistral-window", MistralForCausalLM, MistralConfig(hidden_size=64, intermediate_size=128,
+    make("mistral-window", MistralForCausalLM, MistralConfig(hidden_size=64, intermediate_size=128,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, sliding_window=4096,
         max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0), torch.bfloat16, 25)
-    mr.make_model("extra", "llama-ffn200-mlpbias", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=200,
+    make("llama-ffn200-mlpbias", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=200,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, max_position_embeddings=256,
         rms_norm_eps=1e-5, rope_theta=10000.0, mlp_bias=True, tie_word_embeddings=True), torch.float32, 26)
     # the CUDA persistent decode kernel's shapes: hidden, heads x head_dim and intermediate multiples of 128
-    mr.make_model("extra", "llama-stream-h256", LlamaForCausalLM, LlamaConfig(hidden_size=256, intermediate_size=512,
+    make("llama-stream-h256", LlamaForCausalLM, LlamaConfig(hidden_size=256, intermediate_size=512,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=320, max_position_embeddings=256,
         rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 27)
-    mr.make_model("extra", "qwen3-stream-bias", Qwen3ForCausalLM, Qwen3Config(hidden_size=256, intermediate_size=384,
+    make("qwen3-stream-bias", Qwen3ForCausalLM, Qwen3Config(hidden_size=256, intermediate_size=384,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=288,
         max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
         tie_word_embeddings=False), torch.bfloat16, 28)

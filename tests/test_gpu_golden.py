@@ -24,23 +24,23 @@ def main():
         print("SKIP: no GPU")
         return 77
     fails = []
+    dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16").split(",")
+    runs = [(m, dt, "") for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
+    # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
+    # reference contexts are short, so force a split every 4 keys
+    runs += [(m, "bf16", "4") for m in ("llama-stream-h256", "qwen3-stream-bias")]
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
-        for model in golden.MODELS + golden.EXTRA_MODELS:
+        for model, dtype, keys in runs:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
-            for dtype in os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16").split(","):
-                try:
-                    fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)
-                except Exception as e:
-                    fails.append(f"{model} {dtype}: {e}")
-        # the persistent decode kernel's multi-split attention (merge of partial softmax states):
-        # the reference contexts are short, so force a split every 4 keys
-        os.environ["IGNIS_CUDA_DL_KEYS"] = "4"
-        for model in ("llama-stream-h256", "qwen3-stream-bias"):
+            if keys:
+                os.environ["IGNIS_CUDA_DL_KEYS"] = keys
+            else:
+                os.environ.pop("IGNIS_CUDA_DL_KEYS", None)
             try:
-                fails += golden.check_model(model, "bf16", tmp, target=f"cuda:{arch}", models_dir=golden.EXTRA_DIR)
+                fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)
             except Exception as e:
-                fails.append(f"{model} bf16 (4 keys per split): {e}")
-        del os.environ["IGNIS_CUDA_DL_KEYS"]
+                fails.append(f"{model} {dtype}{f' ({keys} keys per split)' if keys else ''}: {e}")
+        os.environ.pop("IGNIS_CUDA_DL_KEYS", None)
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0
