@@ -29,6 +29,9 @@ def main():
     # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
     # reference contexts are short, so force a split every 4 keys
     runs += [(m, "bf16", "4") for m in ("llama-stream-h256", "qwen3-stream-bias")]
+    only = os.environ.get("IGNIS_GPU_GOLDEN_MODELS")  # a comma list: a quicker subset while iterating
+    if only:
+        runs = [r for r in runs if r[0] in only.split(",")]
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
         for model, dtype, keys in runs:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
