@@ -70,12 +70,6 @@ static const char *instance(gen *c, const char *tpl, const char *prefix, const c
 static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
 
 /* stream.cuh's ig_st_shape<K>::R: bf16 rows of K per 16 KB ring slot (a power of two, at most 8) */
-static int st_rows_per_slot(int K) {
-    int r = 8;
-    while (r > 1 && r * K * 2 > 16384) r /= 2;
-    return r;
-}
-
 /* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
 typedef struct mm_norm {
     const char *src;   /* f32 residual rows [T][K] */
@@ -214,11 +208,24 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             if (HID % 128) dl_ok = 0;
         }
     }
+    /* It also takes the embedding (a step whose only node before the layers is a bf16 embed) and
+     * the lm_head (after the layers exactly: gather the output row, then norm + matmul to the
+     * vocabulary with K = hidden), so a decode step is one kernel plus sampling. */
+    const ir_node *dl_emb = NULL, *dl_head = NULL;
+    if (dl_ok) {
+        if (lay.first_layer == 1 && g->nodes[0].op == IR_OP_EMBED) dl_emb = &g->nodes[0];
+        const int32_t tail = lay.last_layer + 1;
+        if (g->n_nodes - tail == 2 && g->nodes[tail].op == IR_OP_GATHER_ROWS && g->nodes[tail + 1].op == IR_OP_NORM_MATMUL &&
+            g->nodes[tail + 1].epi == IR_EPI_STORE && g->nodes[tail + 1].in[3] < 0 &&
+            g->tensors[g->nodes[tail + 1].in[2]].shape[1] == HID && g->tensors[g->nodes[tail + 1].in[2]].shape[0] == hp->vocab)
+            dl_head = &g->nodes[tail + 1];
+    }
     /* ring slots: 12 x 16 KB where they fit beside attention's scratch and ~20 KB of static state */
     const int dl_at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
     int dl_nslot = (227 * 1024 - 20 * 1024 - dl_at_smem) / 16384;
     if (dl_nslot > 12) dl_nslot = 12;
     if (dl_nslot < 4) dl_ok = 0;
+    if (!dl_ok) dl_emb = dl_head = NULL;
     char archs[128] = "";
     for (int i = 0; i < t->n_archs; i++) snprintf(archs + strlen(archs), sizeof archs - strlen(archs), "%s%s", i ? "," : "", t->archs[i]);
 
@@ -257,18 +264,20 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     for (int pass = 0; pass < 3 && !st; pass++) {
         int32_t lo = pass == 0 ? 0 : pass == 1 ? lay.first_layer : lay.last_layer + 1;
         int32_t hi = pass == 0 ? lay.first_layer : pass == 1 ? lay.first_layer + lay.per_layer : g->n_nodes;
-        if (pass == 1 && dl_ok)
-            fprintf(fw, "\n    /* one token: the whole layer stack as one persistent kernel (decode_layers.cu); if the\n"
-                        "     * GPU refuses the cooperative launch (e.g. an MPS share of the SMs), the per-layer\n"
+        if (dl_ok && pass == (dl_emb ? 0 : 1))
+            fprintf(fw, "\n    /* one token: the whole layer stack as one persistent kernel (decode_layers.cu)%s%s;\n"
+                        "     * if the GPU refuses the cooperative launch (e.g. an MPS share of the SMs), the per-op\n"
                         "     * kernels run from then on */\n"
                         "    int dl_done = 0;\n"
-                        "    if (T == 1 && decode_only && st->dl_on) DECODE_LAYERS(dl_done);\n"
-                        "    if (!dl_done)");
+                        "    if (T == 1 && decode_only && st->dl_on) DECODE_LAYERS(dl_done);\n",
+                    dl_emb ? ",\n     * with the embedding" : "", dl_head ? (dl_emb ? " and the lm_head" : ",\n     * with the lm_head") : "");
+        if (dl_ok && pass == 1) fprintf(fw, "    if (!dl_done)");
+        if (dl_emb && pass == 0) fprintf(fw, "    if (!dl_done)\n");
         if (pass == 1)
             fprintf(fw, "\n    for (int l = 0; l < N_LAYERS; l++) {\n"
                         "        const int32_t *lw = layer_weights[l];\n"
                         "        unsigned long long kv_off = (unsigned long long)l * KV_LAYER_PAGE_BYTES;\n");
-        if (pass == 2) fprintf(fw, "\n    if (n_out > 0) {\n");
+        if (pass == 2) fprintf(fw, "\n    if (n_out > 0%s) {\n", dl_head ? " && !dl_done" : "");
         const char *ind = pass == 0 ? "    " : "        "; /* the layer loop and the logits block nest once more */
         const char *rows = pass == 2 ? "n_out" : "T";
         for (int32_t i = lo; i < hi && !st; i++) {
@@ -425,19 +434,21 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             }
             fprintf(fw, "%s}\n", ind);
         }
+        if (pass == 1 || pass == 2) fprintf(fw, "    }\n");
         if (pass == 2 && !st) {
             /* device sampling of the logits rows */
             snprintf(params, sizeof params, "#define SM_V %d\n#define SM_LD %d\n", hp->vocab, hp->vocab);
             snprintf(comment, sizeof comment, "sampling on the device: one token per logits row of %d", hp->vocab);
             const char *k = instance(&c, "sample.cu", "sample", "SM_NAME", params, comment);
-            fprintf(fw, "        if (do_sample) {\n"
-                        "            /* %s */\n"
-                        "            void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled};\n"
-                        "            LAUNCH(%d, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);\n"
-                        "        }\n",
-                    comment, fn_index(&c, k));
+            fprintf(fw, "    if (do_sample) {\n"
+                        "        /* %s%s */\n"
+                        "        int n_part = %s;\n"
+                        "        void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part};\n"
+                        "        LAUNCH(%d, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);\n"
+                        "    }\n",
+                    comment, dl_head ? " (after the persistent kernel: from its per-CTA greedy picks)" : "",
+                    dl_head ? "dl_done ? st->n_sm : 0" : "0", fn_index(&c, k));
         }
-        if (pass == 1 || pass == 2) fprintf(fw, "    }\n");
     }
     /* the persistent decode kernel: its attention device functions, then the kernel itself */
     int dl_fn = -1;
@@ -452,22 +463,33 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
                  "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
-                 "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n",
+                 "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
+                 "#define DL_VOCAB %d\n#define DL_HEAD_ROWS %d\n#define DL_EPS_HEAD %.9gf\n",
                  dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
                  dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
-                 dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page);
+                 dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page, hp->vocab, hp->vocab,
+                 dl_head ? dl_head->eps : 1e-6);
         snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
                                           "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
         const char *dk = instance(&c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment);
         dl_fn = fn_index(&c, dk);
         const char *bq = bufs[buf_of[dln[0]->out]].ident, *bqo = bufs[buf_of[dln[1]->out]].ident;
         const char *ba = bufs[buf_of[dln[2]->out]].ident, *bh = bufs[buf_of[dln[4]->out]].ident;
+        /* the embedding table, the lm_head and its norm, when the kernel takes them */
+        char emb_w[96] = "0", head_w[96] = "0", head_g[96] = "0";
+        if (dl_emb) cg_weight_ref(plan, &lay, 0, 0, 1, dl_emb->in[1], emb_w, sizeof emb_w);
+        if (dl_head) {
+            int32_t hn = (int32_t)(dl_head - g->nodes);
+            cg_weight_ref(plan, &lay, 0, hn, 2, dl_head->in[2], head_w, sizeof head_w);
+            cg_weight_ref(plan, &lay, 0, hn, 1, dl_head->in[1], head_g, sizeof head_g);
+        }
         snprintf(dl_macro, sizeof dl_macro,
                  "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
                  "#define DECODE_LAYERS(done) do { \\\n"
-                 "    CUdeviceptr dl_tab = st->d_layers; \\\n"
+                 "    CUdeviceptr dl_tab = st->d_layers, dl_emb = %s, dl_hw = n_out > 0 ? %s : 0, dl_hg = %s; \\\n"
                  "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
-                 "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys}; \\\n"
+                 "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys, &dl_emb, &d_ids, &dl_hw, &dl_hg, \\\n"
+                 "                       &d_logits, &dl_amax}; \\\n"
                  "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
                  "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
                  "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
@@ -475,7 +497,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
                  "    cu_prof_end(&st->api, &st->prof, st->stream, %d); \\\n"
                  "    (done) = 1; } while (0)\n",
-                 bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
+                 emb_w, head_w, head_g, bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
         /* init: the per-layer pointer table, when this GPU can run the kernel */
         char we[12][96];
         /* ig_dl_layer's fields: (layer node, input slot) of each */
@@ -488,21 +510,17 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             if (ti < 0) snprintf(we[k], sizeof we[k], "0");
             else cg_weight_ref(plan, &lay, 1, lay.first_layer + dlw[k].node, dlw[k].slot, ti, we[k], sizeof we[k]);
         }
-        /* the host's limits (decode_layers.cu): slots per phase and CTA, rows of a residual add per CTA */
-        int rq = st_rows_per_slot(HID), rd = st_rows_per_slot((int)(ng / 2)), ro = st_rows_per_slot(H * D);
         snprintf(dl_init, sizeof dl_init,
                  "    st->n_sm = n_sm;\n"
                  "    {\n"
                  "        /* the persistent decode kernel: sm_90, cooperative launches, one CTA per SM with its ring,\n"
-                 "         * and each CTA's share of a phase within the kernel's limits (IGNIS_CUDA_PERSISTENT=0: off) */\n"
+                 "         * at most 1024 CTAs (dl_amax) and IG_ST_CTHREADS rows of a residual add per CTA\n"
+                 "         * (decode_layers.cu); IGNIS_CUDA_PERSISTENT=0 turns it off */\n"
                  "        const char *pe = getenv(\"IGNIS_CUDA_PERSISTENT\"), *pk = getenv(\"IGNIS_CUDA_DL_KEYS\");\n"
                  "        st->dl_keys = pk && atoi(pk) > 0 ? atoi(pk) : 256;\n"
                  "        int coop = 0, fit = 0, G = n_sm > 0 ? n_sm : 1;\n"
                  "        st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);\n"
-                 "#define DL_CTA_ROWS(n, u) ((((n) / (u)) + G - 1) / G * (u))\n"
-                 "        int limits = DL_CTA_ROWS(%lld, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 &&\n"
-                 "                     DL_CTA_ROWS(%lld, 32) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= %d * 256 && DL_CTA_ROWS(%d, 1) <= 256;\n"
-                 "#undef DL_CTA_ROWS\n"
+                 "        int limits = G <= 1024 && (%d + G - 1) / G <= 256;\n"
                  "        if (major >= 9 && coop && limits && !(pe && pe[0] == '0') &&\n"
                  "            st->api.cuFuncSetAttribute(st->fn[%d], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, DL_SMEM) == CUDA_SUCCESS &&\n"
                  "            st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[%d], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&\n"
@@ -519,7 +537,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "            st->dl_on = 1;\n"
                  "        }\n"
                  "    }\n",
-                 (long long)nq, rq, HID, ro, (long long)ng, rq, HID, rd, HID, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
+                 HID, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
                  we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
     }
     if (!st) {
@@ -692,6 +710,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    X(float, attn_ws, IG_AT_WS_FLOATS(MV_TMAX, N_HEADS, HEAD_DIM, ATTN_SPLIT)) \\\n"
                  "    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_KV_HEADS)) \\\n"
                  "    X(unsigned long long, dl_bar, 32) \\\n"
+                 "    X(unsigned long long, dl_amax, 1024) /* the persistent kernel's greedy pick per CTA */ \\\n"
                  "    X(%s, a_gu, (uint64_t)(T) * %lld) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
             bf ? "uint16_t" : "float", (long long)gu_cols, bf ? "uint16_t" : "float", (long long)xn_cols);

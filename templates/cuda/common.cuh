@@ -90,6 +90,24 @@ IG_DEV float ig_warp_max(float v) {
 
 /* Sum over a whole CTA (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
  * `red` is 32 floats of shared memory; the trailing barrier lets the caller reuse it. */
+/* Greedy pick by key (ig_amax_key): the largest key is the largest value with the smallest index,
+ * as a max over 64-bit integers. NaN keys above +inf's, so a row holding NaN or +inf has its best
+ * key >= IG_AMAX_BAD; -0 keys as +0. A kernel that writes logits can leave per-CTA best keys for
+ * sample.cu, which then skips its pass over the row. */
+#define IG_AMAX_BAD 0xff800000u /* high word of +inf's key */
+IG_DEV unsigned long long ig_amax_key(float v, int i) {
+    unsigned u = __float_as_uint(v);
+    if (u == 0x80000000u) u = 0u;
+    const unsigned k = v != v ? 0xffffffffu : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)k << 32) | (0xffffffffu - (unsigned)i);
+}
+/* The value and index of a key (the value is meaningless when the key is >= IG_AMAX_BAD). */
+IG_DEV float ig_amax_value(unsigned long long key) {
+    const unsigned k = (unsigned)(key >> 32);
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+IG_DEV int ig_amax_index(unsigned long long key) { return (int)(0xffffffffu - (unsigned)key); }
+
 IG_DEV float ig_block_sum(float v, float *red) {
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
     v = ig_warp_sum(v);

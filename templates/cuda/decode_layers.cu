@@ -8,28 +8,34 @@
  *   h = silu(gate) * up of rmsnorm(resid; g2) . Wgu^T (+ bgu)
  *   resid += h . Wdown^T (+ bdown)
  * while the producer thread streams every layer's weights, in that order, through the ring.
- * Embedding before and the final norm + lm_head after stay separate kernels (the lm_head GEMV
- * already streams at full bandwidth).
+ * With emb set, layer 0 reads the token's embedding row (and CTA 0 stores it as the residual);
+ * with w_head set, a last phase computes logits = rmsnorm(resid; g_head) . Whead^T and each CTA's
+ * best key (ig_amax_key) over its logits into amax[blockIdx.x], for sample.cu's greedy pass.
  *
  * Instantiate with DL_NAME, DL_LAYERS, DL_HID, DL_QKV_ROWS / DL_QKV_N (packed rows / outputs),
  * DL_HD (heads x head_dim, o's K), DL_GU_ROWS (packed gate/up rows; outputs DL_GU_ROWS / 2 = down's
  * K), DL_EPS1, DL_EPS2, DL_BQKV, DL_BO, DL_BGU, DL_BDOWN (0/1: bias present), DL_ATTN (an
- * attention.cu instance with AT_DEVFN 1), DL_KV, DL_SPLIT, DL_KV_LAYER_BYTES, and IG_ST_NSLOT
+ * attention.cu instance with AT_DEVFN 1), DL_KV, DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
+ * DL_HEAD_ROWS (the lm_head's packed rows), DL_EPS_HEAD, and IG_ST_NSLOT
  * before the first include of stream.cuh. Defines
  *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
  *       const int *token_seq, const int *page_table, int max_pages, float *attn_ws,
- *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split);
+ *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
+ *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
+ *       unsigned long long *amax);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
  * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], q_out f32 [DL_HD], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
  * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
- * short contexts take the multi-split merge).
+ * short contexts take the multi-split merge). emb: the bf16 embedding table [vocab][DL_HID] and
+ * ids[0] the token, or null (resid holds the input); w_head: the bf16 lm_head [DL_HEAD_ROWS][DL_HID]
+ * and g_head its norm, or null (no logits); logits f32 [DL_VOCAB]; amax [grid].
  * launch: cooperative, grid = the number of SMs (one CTA each, all resident, the same count every
  * launch), block IG_ST_THREADS, dynamic smem IG_ST_NSLOT * IG_ST_SLOT + IG_AT_SMEM(H, KV, D).
- * The host checks before using it: one CTA per SM fits, every phase gives a CTA at most
- * IG_ST_MAXCH slots and a residual-add phase at most IG_ST_CTHREADS rows.
+ * The host checks before using it: one CTA per SM fits, a residual-add phase gives a CTA at most
+ * IG_ST_CTHREADS rows, and the grid is at most 1024 CTAs (the host's amax buffer).
  * Before sm_90 the kernel body is empty (the host never launches it there).
  */
 #ifndef IG_ST_NSLOT
@@ -48,7 +54,8 @@ struct ig_dl_layer {
 extern "C" __global__ void __launch_bounds__(IG_ST_THREADS, 1)
 DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *att, ig_bf16 *h, const double *inv_freq,
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
-        float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split) {
+        float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
+        const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
     constexpr int DOWN_K = DL_GU_ROWS / 2;
@@ -65,6 +72,8 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
                 ig_st_produce<DL_HID>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2, DL_HID * 4);
                 ig_st_produce<DOWN_K>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
             }
+        if (threadIdx.x == IG_ST_CTHREADS && w_head)
+            ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_HEAD_ROWS, 1, 4 * DL_LAYERS * 41, &it, g_head, DL_HID * 4);
         return;
     }
     const unsigned G = gridDim.x;
@@ -76,8 +85,13 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
     for (int l = 0; l < DL_LAYERS; l++) {
         const int p = 4 * l;
         const ig_dl_layer *w = L + l;
-        ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1, DL_EPS1,
-                                                w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
+        if (l == 0 && emb) /* the token's embedding row is the residual stream */
+            ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV, true>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, 0,
+                                                          emb + (size_t)__ldg(ids) * DL_HID, w->g1, DL_EPS1, w->bqkv,
+                                                          qkv, &it, (unsigned long long *)0, resid);
+        else
+            ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1, DL_EPS1,
+                                                    w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
         ig_st_grid_sync(&st, bar, G);
         for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
             IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, w->qn, w->kn, q_out, kv,
@@ -90,6 +104,9 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
         ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown, resid,
                                                   &it, bar);
     }
+    if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
+        ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_HEAD_ROWS, DL_VOCAB, 4 * DL_LAYERS * 41,
+                                                           resid, g_head, DL_EPS_HEAD, 0, logits, &it, bar, 0, amax);
 #endif
 }
 
@@ -110,3 +127,6 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
 #undef DL_KV
 #undef DL_SPLIT
 #undef DL_KV_LAYER_BYTES
+#undef DL_VOCAB
+#undef DL_HEAD_ROWS
+#undef DL_EPS_HEAD

@@ -2,10 +2,13 @@
  * top-p, min-p), so a decode step copies back one int per sequence instead of a row of logits.
  *
  * Instantiate with SM_NAME, SM_V (vocabulary), SM_LD (row stride, default SM_V); defines
- *   extern "C" __global__ void SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out);
+ *   extern "C" __global__ void SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out,
+ *                                      const unsigned long long *amax, int n_part);
  * logits f32 [n][SM_LD]; p [n] (the layout of ig_fwd_sample in ig_model_abi.h: on, temperature,
  * top_k, top_p, min_p, u); out [n]: for rows with p.on, the chosen id, or -1 when the row holds
- * NaN or +inf or only -inf; rows without p.on are left alone.
+ * NaN or +inf or only -inf; rows without p.on are left alone. amax (may be null when n_part is 0):
+ * [n][n_part] best keys (ig_amax_key) over parts of each row, left by the kernel that wrote the
+ * logits; with them the first pass (max, argmax, validity) reads n_part keys instead of the row.
  * launch: grid = (IG_SM_GRID_X(n) = n), block = IG_SM_BLOCK = 1024, smem 0.
  *
  * Semantics (runtime/sampler.h steps 3-8, no bias or penalties): temperature 0 is the argmax
@@ -89,7 +92,8 @@ IG_DEV unsigned long long ig_sm_scan(unsigned long long v, unsigned long long *s
 }
 #endif /* IG_SAMPLE_HELPERS */
 
-extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out) {
+extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK)
+SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsigned long long *amax, int n_part) {
     IG_PDL_ENTER();
     __shared__ unsigned long long hist[256];
     __shared__ unsigned long long sh[33];
@@ -106,29 +110,45 @@ extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK) SM_NAME(int n, const f
     /* pass 1: max and argmax (lowest id on ties); NaN and +inf make the row invalid */
     float bv = IG_NEG_INF;
     int bi = 0x7fffffff, bad = 0;
-    /* unrolled so that 8 loads per thread are in flight (a plain loop waits out one L2 round trip
-     * per element: 25 us for a 128K vocabulary on the H200) */
+    if (n_part > 0) {
+        /* from the writer's per-part best keys */
+        __shared__ unsigned long long sk[32];
+        unsigned long long key = 0ull;
+        for (int j = tid; j < n_part; j += IG_SM_BLOCK) key = max(key, amax[(size_t)row * n_part + j]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) key = max(key, __shfl_xor_sync(IG_FULL_MASK, key, o));
+        if (lane == 0) sk[wid] = key;
+        __syncthreads();
+        key = sk[lane];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) key = max(key, __shfl_xor_sync(IG_FULL_MASK, key, o));
+        bad = (unsigned)(key >> 32) >= IG_AMAX_BAD;
+        bv = ig_amax_value(key), bi = ig_amax_index(key);
+    } else {
+        /* unrolled so that 8 loads per thread are in flight (a plain loop waits out one L2 round
+         * trip per element: 25 us for a 128K vocabulary on the H200) */
 #pragma unroll 8
-    for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
-        const float v = l[j];
-        if (v != v || v == __int_as_float(0x7f800000)) bad = 1;
-        else if (v > bv || (bi == 0x7fffffff && v == v)) bv = v, bi = j;
-    }
-    bad = __syncthreads_or(bad);
+        for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
+            const float v = l[j];
+            if (v != v || v == __int_as_float(0x7f800000)) bad = 1;
+            else if (v > bv || (bi == 0x7fffffff && v == v)) bv = v, bi = j;
+        }
+        bad = __syncthreads_or(bad);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
-        const int oi = __shfl_xor_sync(IG_FULL_MASK, bi, o);
-        if (ig_sm_better(ov, oi, bv, bi)) bv = ov, bi = oi;
-    }
-    if (lane == 0) sv[wid] = bv, si[wid] = bi;
-    __syncthreads();
-    bv = sv[lane], bi = si[lane];
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
+            const int oi = __shfl_xor_sync(IG_FULL_MASK, bi, o);
+            if (ig_sm_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+        }
+        if (lane == 0) sv[wid] = bv, si[wid] = bi;
+        __syncthreads();
+        bv = sv[lane], bi = si[lane];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
-        const int oi = __shfl_xor_sync(IG_FULL_MASK, bi, o);
-        if (ig_sm_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
+            const int oi = __shfl_xor_sync(IG_FULL_MASK, bi, o);
+            if (ig_sm_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+        }
     }
     if (bad || bv == IG_NEG_INF) {
         if (tid == 0) out[row] = -1;

@@ -167,7 +167,15 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int 
  * over segment g. Within a segment the k order is permuted (thread q of a group holds elements
  * 4q..4q+3), the same for A and B, so every A fragment is one conflict-free 8-byte shared load
  * per row, and x is 2 registers of packed bf16 per window. Warp w owns row pair w / WP of each
- * slot and the windows (w % WP) + WP m of it: its B fragments are loaded once per phase. */
+ * slot and the windows (w % WP) + WP m of it: its B fragments are loaded once per phase.
+ *
+ * ig_st_gemv_tc runs one phase: y = x . W^T (+ bias) over this CTA's rows, n_rows packed rows of
+ * which the first n_out are real. NORM: x is the f32 residual (EMB: a bf16 embedding row, which
+ * CTA 0 also stores to x_out as the f32 residual), RMSNorm'd here with gamma / eps and rounded to
+ * bf16 as rmsnorm.cu does; otherwise x is bf16 [K]. EPI 0: y f32 = sum; 1: y f32 += sum (at most
+ * IG_ST_CTHREADS rows per CTA); 2: SwiGLU, y bf16 [row / 2] (gate/up rows interleaved by 16).
+ * Sums and stores happen once per IG_ST_MAXCH slots. AMAX (EPI 0): the CTA's best key over its
+ * stored values (ig_amax_key) goes to amax[blockIdx.x]. */
 template <int K>
 struct ig_st_tshape {
     typedef ig_st_shape<K> S;
@@ -184,10 +192,10 @@ IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned 
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int K, int EPI, bool NORM, bool BIAS>
+template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false>
 IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
                           const float *gamma, float eps, const float *bias, void *y, unsigned *it,
-                          unsigned long long *bar) {
+                          unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0) {
     typedef ig_st_tshape<K> TS;
     constexpr int R = TS::R, WP = TS::WP, MW = TS::MW;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -220,8 +228,16 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
         for (int m = 0; m < MW; m++) {
             xf[m][0] = xf[m][1] = xf[m][2] = xf[m][3] = 0.0f;
             if (wq + WP * m < TS::NW) {
-                const float4 v = __ldcg((const float4 *)((const float *)x + col(m)));
-                xf[m][0] = v.x, xf[m][1] = v.y, xf[m][2] = v.z, xf[m][3] = v.w;
+                if (EMB) {
+                    const uint2 v = __ldg((const uint2 *)((const ig_bf16 *)x + col(m)));
+                    xf[m][0] = __uint_as_float(v.x << 16), xf[m][1] = __uint_as_float(v.x & 0xffff0000u);
+                    xf[m][2] = __uint_as_float(v.y << 16), xf[m][3] = __uint_as_float(v.y & 0xffff0000u);
+                    if (blockIdx.x == 0 && rp == 0)
+                        *(float4 *)(x_out + col(m)) = make_float4(xf[m][0], xf[m][1], xf[m][2], xf[m][3]);
+                } else {
+                    const float4 v = __ldcg((const float4 *)((const float *)x + col(m)));
+                    xf[m][0] = v.x, xf[m][1] = v.y, xf[m][2] = v.z, xf[m][3] = v.w;
+                }
             }
             if (rp == 0) /* the warps of row pair 0 hold every column once */
 #pragma unroll
@@ -251,61 +267,81 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     }
     IG_ST_MARK(2);
 
-    const int nch = (r1 - r0 + R - 1) / R;
-    for (int ci = 0; ci < nch; ci++) {
-        const int n = min(R, r1 - r0 - ci * R), slot = (int)((*it + ci) % IG_ST_NSLOT);
-        ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1);
-        const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
-        const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
-        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int nch = (r1 - r0 + R - 1) / R, nr = r1 - r0;
+    unsigned long long best = 0ull; /* AMAX: this thread's best key */
+    for (int cb = 0; cb < nch; cb += IG_ST_MAXCH) { /* batches of slots whose sums fit psum */
+        const int ce = min(nch, cb + IG_ST_MAXCH);
+        for (int ci = cb; ci < ce; ci++) {
+            const int n = min(R, nr - ci * R), slot = (int)((*it + ci) % IG_ST_NSLOT);
+            ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1);
+            const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
+            const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int m = 0; m < MW; m++) {
-            if (wq + WP * m < TS::NW) {
-                uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
-                if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
-                if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
-                ig_st_mma(d, wa.x, wb.x, wa.y, wb.y, xb[m][0], xb[m][1]);
+            for (int m = 0; m < MW; m++) {
+                if (wq + WP * m < TS::NW) {
+                    uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
+                    if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
+                    if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
+                    ig_st_mma(d, wa.x, wb.x, wa.y, wb.y, xb[m][0], xb[m][1]);
+                }
+            }
+            /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
+            const bool diag = q == (g >> 1);
+            const float u0 = diag ? ((g & 1) ? d[1] : d[0]) : 0.0f, u1 = diag ? ((g & 1) ? d[3] : d[2]) : 0.0f;
+            /* two sums in five shuffles: lanes < 16 reduce u0, lanes >= 16 reduce u1 */
+            const bool hi = lane & 16;
+            float v = (hi ? u1 : u0) + __shfl_xor_sync(IG_FULL_MASK, hi ? u0 : u1, 16);
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
+            const int pi = ((ci - cb) * IG_ST_CWARPS + warp) * 2;
+            if (lane == 0) st->psum[pi] = v;
+            if (lane == 16) st->psum[pi + 1] = v;
+            __syncwarp();
+            if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
+        }
+        IG_ST_MARK(3);
+        ig_st_cbar(); /* every slot's sums of the batch are in */
+        /* local row k of the batch's slot ci = k / R: pair (k % R) / 2, row (k % R) % 2; its warps' sums */
+        auto rowsum = [&](int k) {
+            const int ci = k / R, kr = k % R, p = kr >> 1, r = kr & 1;
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < WP; i++) s += st->psum[(ci * IG_ST_CWARPS + p * WP + i) * 2 + r];
+            return s;
+        };
+        const int k0 = cb * R, k1 = min(nr, ce * R); /* the batch's local rows */
+        if (EPI == 2) {
+            for (int k = t; k < (k1 - k0) / 2; k += IG_ST_CTHREADS) {
+                const int lg = (k >> 4) * 32 + (k & 15), lu = lg + 16; /* the batch's gate / up rows */
+                float ga = rowsum(lg), u = rowsum(lu);
+                if (BIAS) ga += bias[r0 + k0 + lg], u += bias[r0 + k0 + lu];
+                const int j = (r0 + k0) / 2 + k;
+                if (j < n_out) ((ig_bf16 *)y)[j] = ig_f32_to_bf16(ga / (1.0f + expf(-ga)) * u);
+            }
+        } else {
+            for (int k = t; k < k1 - k0; k += IG_ST_CTHREADS) { /* EPI 1: one batch of <= IG_ST_CTHREADS rows */
+                float s = rowsum(k);
+                const int row = r0 + k0 + k;
+                if (BIAS) s += bias[row];
+                if (row < n_out) {
+                    ((float *)y)[row] = EPI == 1 ? yold + s : s;
+                    if (AMAX) best = max(best, ig_amax_key(s, row));
+                }
             }
         }
-        /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
-        const bool diag = q == (g >> 1);
-        const float u0 = diag ? ((g & 1) ? d[1] : d[0]) : 0.0f, u1 = diag ? ((g & 1) ? d[3] : d[2]) : 0.0f;
-        /* two sums in five shuffles: lanes < 16 reduce u0, lanes >= 16 reduce u1 */
-        const bool hi = lane & 16;
-        float v = (hi ? u1 : u0) + __shfl_xor_sync(IG_FULL_MASK, hi ? u0 : u1, 16);
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
-        if (lane == 0) st->psum[(ci * IG_ST_CWARPS + warp) * 2] = v;
-        if (lane == 16) st->psum[(ci * IG_ST_CWARPS + warp) * 2 + 1] = v;
-        __syncwarp();
-        if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
+        if (ce < nch) ig_st_cbar(); /* psum is free for the next batch */
     }
     *it += nch;
-    IG_ST_MARK(3);
-    ig_st_cbar(); /* every slot's sums are in */
-    /* local row k of slot ci = k / R: pair (k % R) / 2, row (k % R) % 2; its warps' sums */
-    auto rowsum = [&](int k) {
-        const int ci = k / R, kr = k % R, p = kr >> 1, r = kr & 1;
-        float s = 0.0f;
+    if (AMAX) { /* the CTA's best key */
+        __shared__ unsigned long long ig_st_best[IG_ST_CWARPS];
 #pragma unroll
-        for (int i = 0; i < WP; i++) s += st->psum[(ci * IG_ST_CWARPS + p * WP + i) * 2 + r];
-        return s;
-    };
-    const int nr = r1 - r0;
-    if (EPI == 2) {
-        for (int k = t; k < nr / 2; k += IG_ST_CTHREADS) {
-            const int lg = (k >> 4) * 32 + (k & 15), lu = lg + 16; /* local gate / up rows */
-            float ga = rowsum(lg), u = rowsum(lu);
-            if (BIAS) ga += bias[r0 + lg], u += bias[r0 + lu];
-            const int j = r0 / 2 + k;
-            if (j < n_out) ((ig_bf16 *)y)[j] = ig_f32_to_bf16(ga / (1.0f + expf(-ga)) * u);
-        }
-    } else {
-        for (int k = t; k < nr; k += IG_ST_CTHREADS) { /* EPI 1: nr <= IG_ST_CTHREADS (yold) */
-            float s = rowsum(k);
-            const int row = r0 + k;
-            if (BIAS) s += bias[row];
-            if (row < n_out) ((float *)y)[row] = EPI == 1 ? yold + s : s;
+        for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(IG_FULL_MASK, best, o));
+        if (lane == 0) ig_st_best[warp] = best;
+        ig_st_cbar();
+        if (t == 0) {
+            for (int i = 1; i < IG_ST_CWARPS; i++) best = max(best, ig_st_best[i]);
+            amax[blockIdx.x] = best;
         }
     }
     IG_ST_MARK(4);

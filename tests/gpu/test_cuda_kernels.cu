@@ -790,10 +790,35 @@ static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
     CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
 }
 
-/* Runs the sampler over the rows of l (f32) with params ps; returns one id per row. */
-static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, const std::vector<ig_sm_params> &ps) {
+/* Per-part greedy keys of logits rows, as a kernel that writes logits leaves them (decode_layers.cu):
+ * block (p, r) takes columns [p V / parts, (p + 1) V / parts) of row r. */
+__global__ void amax_parts(const float *l, int V, int ld, unsigned long long *out) {
+    const int p = blockIdx.x, r = blockIdx.y, parts = gridDim.x;
+    __shared__ unsigned long long best[32];
+    unsigned long long b = 0ull;
+    for (int j = p * V / parts + (int)threadIdx.x; j < (p + 1) * V / parts; j += blockDim.x)
+        b = max(b, ig_amax_key(l[(size_t)r * ld + j], j));
+    for (int o = 16; o > 0; o >>= 1) b = max(b, __shfl_xor_sync(IG_FULL_MASK, b, o));
+    if ((threadIdx.x & 31) == 0) best[threadIdx.x >> 5] = b;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)blockDim.x / 32; w++) b = max(b, best[w]);
+        out[(size_t)r * parts + p] = b;
+    }
+}
+
+/* Runs the sampler over the rows of l (f32) with params ps; returns one id per row. With parts > 0
+ * its first pass reads per-part greedy keys (amax_parts over V columns of rows ld apart). */
+static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, const std::vector<ig_sm_params> &ps,
+                                   int parts = 0, int V = 0, int ld = 0) {
     const int n = (int)ps.size();
     float *dl = (float *)upload(l, false);
+    unsigned long long *dk = NULL;
+    if (parts > 0) {
+        CK(cudaMalloc(&dk, sizeof(unsigned long long) * parts * n));
+        amax_parts<<<dim3(parts, n), 128>>>(dl, V, ld, dk);
+        CK(cudaGetLastError());
+    }
     void *dp;
     int *dout;
     CK(cudaMalloc(&dp, n * sizeof(ig_sm_params)));
@@ -801,17 +826,18 @@ static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, 
     CK(cudaMalloc(&dout, n * 4));
     CK(cudaMemset(dout, 0x7f, n * 4));
     int nv = n;
-    void *args[] = {&nv, &dl, &dp, &dout};
+    void *args[] = {&nv, &dl, &dp, &dout, &dk, &parts};
     launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
     std::vector<int> o(n);
     CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
     CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
+    if (dk) CK(cudaFree(dk));
     return o;
 }
 
 /* Greedy rows (ties, last id, all equal, beyond-V columns ignored) and invalid rows (NaN, +inf,
  * all -inf) of the device sampler, against a host scan. */
-static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int ld) {
+static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int ld, int parts = 0) {
     const int n = 7;
     std::vector<float> l;
     fill(c, l, (size_t)n * ld, false);
@@ -825,7 +851,9 @@ static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int 
         for (int r = 0; r < n; r++) l[(size_t)r * ld + j] = 100.0f; /* beyond V: must be ignored */
     std::vector<ig_sm_params> ps(n);
     for (auto &q : ps) q = {1, 0.0f, 0, 1.0f, 0.0f, 0.5f};
-    const std::vector<int> o = run_sample(fn, l, ps);
+    /* -0 and +0 tie: the lower id wins */
+    for (int j = 0; j < V; j++) l[6 * (size_t)ld + j] = j == V / 2 ? -0.0f : j == V - 2 ? 0.0f : -1.0f;
+    const std::vector<int> o = run_sample(fn, l, ps, parts, V, ld);
     checker k;
     chk_init(&k, name);
     for (int r = 0; r < n; r++) {
@@ -844,7 +872,7 @@ static void test_sm_greedy(ctx *c, const char *name, const void *fn, int V, int 
  * the kept set in double and the cumulative kept mass in id order; the device's token must be
  * kept (tokens within 1e-4 of a threshold may go either way) and its mass interval must contain
  * u x (kept mass) to within 1e-4 of the total. */
-static void test_sm_sample(ctx *c, const char *name, const void *fn, int V) {
+static void test_sm_sample(ctx *c, const char *name, const void *fn, int V, int parts = 0) {
     struct pcase { float temp; int k; float p, minp; };
     const pcase pcs[] = {{1.0f, 0, 1.0f, 0.0f}, {0.7f, 50, 1.0f, 0.0f}, {1.3f, 0, 0.9f, 0.0f},
                          {1.0f, 1000, 0.5f, 0.01f}, {1.0f, 0, 1.0f, 0.1f}, {2.0f, 3, 1.0f, 0.0f},
@@ -860,7 +888,7 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V) {
         const pcase &q = pcs[i / nu];
         ps[i] = {1, q.temp, q.k, q.p, q.minp, us[i % nu]};
     }
-    const std::vector<int> o = run_sample(fn, l, ps);
+    const std::vector<int> o = run_sample(fn, l, ps, parts, V, V);
     checker k;
     chk_init(&k, name);
     double m = -INFINITY;
@@ -1539,8 +1567,15 @@ int main(int argc, char **argv) {
     if (sel("embed f32 D48")) test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
     if (sel("sample greedy V1000 LD1024")) test_sm_greedy(&c, "sample greedy V1000 LD1024", (const void *)sm_1000, 1000, 1024);
     if (sel("sample greedy V128256")) test_sm_greedy(&c, "sample greedy V128256", (const void *)sm_128256, 128256, 128256);
+    /* the first pass from per-part greedy keys (the persistent decode kernel's lm_head leaves one per CTA) */
+    if (sel("sample greedy V1000 LD1024 from 7 parts"))
+        test_sm_greedy(&c, "sample greedy V1000 LD1024 from 7 parts", (const void *)sm_1000, 1000, 1024, 7);
+    if (sel("sample greedy V128256 from 132 parts"))
+        test_sm_greedy(&c, "sample greedy V128256 from 132 parts", (const void *)sm_128256, 128256, 128256, 132);
     if (sel("sample top-k/top-p V128256")) test_sm_sample(&c, "sample top-k/top-p V128256", (const void *)sm_128256, 128256);
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
+    if (sel("sample top-k/top-p V5000 from 40 parts"))
+        test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
