@@ -220,9 +220,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             g->tensors[g->nodes[tail + 1].in[2]].shape[1] == HID && g->tensors[g->nodes[tail + 1].in[2]].shape[0] == hp->vocab)
             dl_head = &g->nodes[tail + 1];
     }
-    /* ring slots: 12 x 16 KB where they fit beside attention's scratch and ~20 KB of static state */
+    /* ring slots: 12 x 16 KB where they fit beside attention's scratch and the static state (~18 KB,
+     * and the rope table and the group's queries) */
     const int dl_at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
-    int dl_nslot = (227 * 1024 - 20 * 1024 - dl_at_smem) / 16384;
+    int dl_nslot = (227 * 1024 - 18 * 1024 - (2 * D + (H / KV) * D) * 4 - dl_at_smem) / 16384;
     if (dl_nslot > 12) dl_nslot = 12;
     if (dl_nslot < 4) dl_ok = 0;
     if (!dl_ok) dl_emb = dl_head = NULL;
@@ -411,7 +412,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 fprintf(fw, "%sif (T <= MV_TMAX && decode_only) {\n"
                             "%s    /* one token per sequence: rope_kv fused in */\n"
                             "%s    CUdeviceptr qn = %s, kn = %s;\n"
-                            "%s    void *args[] = {&T, &%s, &inv_freq, &qn, &kn, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
+                            "%s    void *args[] = {&T, &%s, &inv_freq, &qn, &kn, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
                             "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n"
                             "%s} else if (T <= MV_TMAX) {\n"
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
@@ -424,7 +425,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                             "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
                             "%s    LAUNCH(%d, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
                             "%s}\n",
-                        ind2, ind2, ind2, qn, kn, ind2, bufs[buf_of[rk->in[0]]].ident, q_, o_, ind2, fn_index(&c, split_rope), KV, H, KV, D,
+                        ind2, ind2, ind2, qn, kn, ind2, bufs[buf_of[rk->in[0]]].ident, o_, ind2, fn_index(&c, split_rope), KV, H, KV, D,
                         ind2, ind2, q_, o_, ind2, fn_index(&c, split), KV, H, KV, D, ind2, ind2,
                         ind2, q_, o_, ind2, fn_index(&c, k), KV, H, KV, D, ind2, ind2, q_, o_, ind2, fn_index(&c, ap), H, D, ind2);
                 break;
@@ -464,16 +465,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
                  "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
                  "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
-                 "#define DL_VOCAB %d\n#define DL_HEAD_ROWS %d\n#define DL_EPS_HEAD %.9gf\n",
+                 "#define DL_VOCAB %d\n#define DL_HEAD_ROWS %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n",
                  dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
                  dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
                  dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page, hp->vocab, hp->vocab,
-                 dl_head ? dl_head->eps : 1e-6);
+                 dl_head ? dl_head->eps : 1e-6, D);
         snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
                                           "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
         const char *dk = instance(&c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment);
         dl_fn = fn_index(&c, dk);
-        const char *bq = bufs[buf_of[dln[0]->out]].ident, *bqo = bufs[buf_of[dln[1]->out]].ident;
+        const char *bq = bufs[buf_of[dln[0]->out]].ident;
         const char *ba = bufs[buf_of[dln[2]->out]].ident, *bh = bufs[buf_of[dln[4]->out]].ident;
         /* the embedding table, the lm_head and its norm, when the kernel takes them */
         char emb_w[96] = "0", head_w[96] = "0", head_g[96] = "0";
@@ -487,7 +488,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
                  "#define DECODE_LAYERS(done) do { \\\n"
                  "    CUdeviceptr dl_tab = st->d_layers, dl_emb = %s, dl_hw = n_out > 0 ? %s : 0, dl_hg = %s; \\\n"
-                 "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
+                 "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
                  "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys, &dl_emb, &d_ids, &dl_hw, &dl_hg, \\\n"
                  "                       &d_logits, &dl_amax}; \\\n"
                  "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
@@ -497,7 +498,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream)); \\\n"
                  "    cu_prof_end(&st->api, &st->prof, st->stream, %d); \\\n"
                  "    (done) = 1; } while (0)\n",
-                 emb_w, head_w, head_g, bufs[resid].ident, bq, bqo, ba, bh, dl_fn, dl_fn);
+                 emb_w, head_w, head_g, bufs[resid].ident, bq, ba, bh, dl_fn, dl_fn);
         /* init: the per-layer pointer table, when this GPU can run the kernel */
         char we[12][96];
         /* ig_dl_layer's fields: (layer node, input slot) of each */

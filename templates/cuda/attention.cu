@@ -98,13 +98,14 @@ IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
 #endif
 
-/* Attention of token t, kv head kh over keys [k0, k1) for the G heads of the group. Leaves one
+/* Attention of kv head kh over keys [k0, k1) for the G heads of the group (their roped queries
+ * qg [G][D], in global or shared memory; pt: the token's page-table row). Leaves one
  * online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
  * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. Ends with a
  * barrier, so every thread may read sm afterwards. */
 template <bool COH> /* coherent (L2) loads: the kernel itself wrote some of the keys it reads */
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
-    int t, int kh, int k0, int k1, const float *q, const unsigned char *kv_pool,
+    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
     unsigned long long layer_off, const int *pt, float *sm) {
     constexpr int G = AT_H / AT_KV, D = AT_D, ES = AT_KVBF16 ? 2 : 4, VE = 16 / ES, DV = D / VE;
     constexpr int TPK = ig_at_pow2ceil(DV) < 32 ? ig_at_pow2ceil(DV) : 32;
@@ -116,7 +117,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     float qr[G][E], acc[G][E], m[G], l[G];
 #pragma unroll
     for (int g = 0; g < G; g++) {
-        const float *qh = q + (size_t)t * AT_H * D + (size_t)(kh * G + g) * D;
+        const float *qh = qg + (size_t)g * D;
 #pragma unroll
         for (int j = 0; j < NV; j++)
 #pragma unroll
@@ -236,7 +237,8 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     const int kh = blockIdx.x, t = blockIdx.y;
     if (t >= T) return;
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
-    IG_CAT(AT_NAME, _core)<false>(t, kh, 0, positions[t] + 1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    IG_CAT(AT_NAME, _core)<false>(kh, 0, positions[t] + 1, q + ((size_t)t * AT_H + kh * G) * D, kv_pool, layer_off, pt,
+                                  ig_dyn_smem);
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
@@ -303,35 +305,48 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
     const int n = positions[t] + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
     const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
-    IG_CAT(AT_NAME, _core)<false>(t, kh, k0, k1, q, kv_pool, layer_off, pt, ig_dyn_smem);
+    IG_CAT(AT_NAME, _core)<false>(kh, k0, k1, q + ((size_t)t * AT_H + kh * AT_H / AT_KV) * AT_D, kv_pool, layer_off, pt,
+                                  ig_dyn_smem);
     IG_CAT(AT_NAME, _split_tail)(t, kh, sp, AT_SPLIT, ig_dyn_smem, ws, counters, out);
 }
 
 /* Decode steps (every token of the step from a different sequence): rope_kv fused in front of
- * the split kernel. Each CTA applies RoPE (and the q/k norm) to its group's q heads itself
- * (every split of the group writes the same values to q_out); the split that holds the token's
- * own position also writes its k and v into the pool, then reads the pool coherently. */
+ * the split kernel. Each CTA applies RoPE (and the q/k norm) to its group's q heads itself (every
+ * split of the group computes the same queries, into its shared memory); the split that holds the
+ * token's own position also writes its k and v into the pool, then reads the pool coherently.
+ *   extern "C" __global__ void AT_NAME_split_rope(int T, const float *qkv, const double *inv_freq,
+ *       const float *q_norm, const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off,
+ *       const int *positions, const int *token_seq, const int *page_table, int max_pages,
+ *       float *ws, unsigned *counters, AT *out);
+ * qkv f32 [T][(H + 2 KV) D] (the qkv projection), q_norm / k_norm f32 [D] or null (AT_QKNORM);
+ * launched like AT_NAME_split. */
 #endif
 
 /* One (kv head kh, token t, split sp of ns) of the fused decode attention; the kernel below runs
- * one per CTA (ns = AT_SPLIT), the persistent decode kernel loops its CTAs over them. */
+ * one per CTA (ns = AT_SPLIT), the persistent decode kernel loops its CTAs over them. The group's
+ * roped queries stay in shared memory. rope_cs: the token's cos and sin table ([D / 2] each,
+ * ig_rope_angles) when the caller has it, else null (computed here). */
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
-    int T, int kh, int t, int sp, int ns, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
-    float *q_out, unsigned char *kv_pool, unsigned long long layer_off, const int *positions, const int *token_seq,
-    const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out, float *sm) {
+    int T, int kh, int t, int sp, int ns, const float *qkv, const double *inv_freq, const float *rope_cs,
+    const float *q_norm, const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off, const int *positions,
+    const int *token_seq, const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out, float *sm) {
     constexpr int G = AT_H / AT_KV, D = AT_D, HD = D / 2, W = (AT_H + 2 * AT_KV) * D;
-    __shared__ float cs[HD], sn[HD];
+    __shared__ float cs_[HD], sn_[HD], qs[G * D];
     const int warp = threadIdx.x >> 5;
     if (t >= T) return;
     const int pos = positions[t], n = pos + 1, c = (n + ns - 1) / ns;
     const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
-    ig_rope_angles<HD>(pos, inv_freq, cs, sn, IG_AT_BLOCK);
-    AT_SYNC_();
+    const float *cs = rope_cs, *sn = rope_cs + HD;
+    if (!rope_cs) {
+        ig_rope_angles<HD>(pos, inv_freq, cs_, sn_, IG_AT_BLOCK);
+        AT_SYNC_();
+        cs = cs_, sn = sn_;
+    }
     const float *src = qkv + (size_t)t * W;
     for (int g = warp; g < G; g += IG_AT_WARPS)
-        ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(kh * G + g) * D, cs, sn, q_norm, AT_EPS,
-                                              q_out + ((size_t)t * AT_H + kh * G + g) * D, NULL, 0);
+        ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(kh * G + g) * D, cs, sn, q_norm, AT_EPS, qs + (size_t)g * D,
+                                              NULL, 0);
     if (pos >= k0 && pos < k1 && warp >= IG_AT_WARPS - 2) {
         unsigned char *base = kv_pool + (unsigned long long)__ldg(pt + pos / AT_PS) * AT_PAGE_BYTES + layer_off;
         const size_t row = ((size_t)kh * AT_PS + pos % AT_PS) * D;
@@ -341,20 +356,39 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
             ig_rope_head<D, AT_KVBF16, AT_QKNORM>(2, src + (size_t)(AT_H + AT_KV + kh) * D, cs, sn, NULL, AT_EPS, NULL, base,
                                                   (size_t)AT_KV * AT_PS * D + row);
     }
-    AT_SYNC_(); /* q_out and the new key / value row, written by this CTA, are visible to it */
-    IG_CAT(AT_NAME, _core)<true>(t, kh, k0, k1, q_out, kv_pool, layer_off, pt, sm);
+    AT_SYNC_(); /* the queries and the new key / value row, written by this CTA, are visible to it */
+    IG_CAT(AT_NAME, _core)<true>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
     IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ns, sm, ws, counters, out);
 }
+
+#if AT_DEVFN && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* L2 prefetch of the K and V blocks (a page's AT_PS rows of kv head kh) that item (t, kh, sp of
+ * ns) will read, by one warp: the persistent kernel issues it a phase ahead, so the item's key
+ * loads are L2 hits instead of HBM round trips queued behind the weight stream. */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _prefetch_item)(int t, int kh, int sp, int ns, const unsigned char *kv_pool,
+                                                                        unsigned long long layer_off, const int *positions,
+                                                                        const int *token_seq, const int *page_table, int max_pages) {
+    constexpr unsigned BLK = AT_PS * AT_D * (AT_KVBF16 ? 2 : 4);
+    const int n = positions[t] + 1, c = (n + ns - 1) / ns, k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    const int *pt = page_table + (size_t)token_seq[t] * max_pages;
+    if (k0 >= k1) return;
+    for (int p = k0 / AT_PS + (int)(threadIdx.x & 31); p <= (k1 - 1) / AT_PS; p += 32) {
+        const unsigned char *b = kv_pool + (unsigned long long)__ldg(pt + p) * AT_PAGE_BYTES + layer_off + (size_t)kh * BLK;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"(BLK) : "memory");
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + (size_t)AT_KV * BLK), "r"(BLK) : "memory");
+    }
+}
+#endif
 
 #if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, const float *q_norm,
-                             const float *k_norm, float *q_out, unsigned char *kv_pool,
-                             unsigned long long layer_off, const int *positions, const int *token_seq,
-                             const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out) {
+                             const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off,
+                             const int *positions, const int *token_seq, const int *page_table, int max_pages,
+                             float *ws, unsigned *counters, AT_OT_ *out) {
     IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
-    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, blockIdx.y, blockIdx.z, AT_SPLIT, qkv, inv_freq, q_norm, k_norm, q_out, kv_pool,
+    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, blockIdx.y, blockIdx.z, AT_SPLIT, qkv, inv_freq, NULL, q_norm, k_norm, kv_pool,
                                 layer_off, positions, token_seq, page_table, max_pages, ws, counters, out, ig_dyn_smem);
 }
 #endif

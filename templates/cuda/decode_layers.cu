@@ -15,17 +15,17 @@
  * Instantiate with DL_NAME, DL_LAYERS, DL_HID, DL_QKV_ROWS / DL_QKV_N (packed rows / outputs),
  * DL_HD (heads x head_dim, o's K), DL_GU_ROWS (packed gate/up rows; outputs DL_GU_ROWS / 2 = down's
  * K), DL_EPS1, DL_EPS2, DL_BQKV, DL_BO, DL_BGU, DL_BDOWN (0/1: bias present), DL_ATTN (an
- * attention.cu instance with AT_DEVFN 1), DL_KV, DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
+ * attention.cu instance with AT_DEVFN 1), DL_KV, DL_D (head_dim), DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
  * DL_HEAD_ROWS (the lm_head's packed rows), DL_EPS_HEAD, and IG_ST_NSLOT
  * before the first include of stream.cuh. Defines
- *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out,
+ *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
  *       const int *token_seq, const int *page_table, int max_pages, float *attn_ws,
  *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
  *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
  *       unsigned long long *amax);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
- * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], q_out f32 [DL_HD], att bf16 [DL_HD],
+ * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
  * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
@@ -52,7 +52,7 @@ struct ig_dl_layer {
 #endif
 
 extern "C" __global__ void __launch_bounds__(IG_ST_THREADS, 1)
-DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *att, ig_bf16 *h, const double *inv_freq,
+DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h, const double *inv_freq,
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
         float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
         const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax) {
@@ -82,7 +82,19 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
     const int n_keys = __ldg(positions) + 1;
     const int ns = min(DL_SPLIT, (n_keys + keys_per_split - 1) / keys_per_split);
     float *at_sm = (float *)(dl_smem + (size_t)IG_ST_NSLOT * IG_ST_SLOT);
+    /* the CTAs with attention items: the token's rope table, once for all layers */
+    __shared__ float rope_cs[DL_D]; /* cos [DL_D / 2], then sin */
+    const bool att_cta = blockIdx.x < (unsigned)(DL_KV * ns);
+    if (att_cta) {
+        ig_rope_angles<DL_D / 2>(n_keys - 1, inv_freq, rope_cs, rope_cs + DL_D / 2, IG_ST_CTHREADS);
+        ig_st_cbar();
+    }
     for (int l = 0; l < DL_LAYERS; l++) {
+        /* the layer's past keys and values into L2 while its qkv phase runs */
+        if (att_cta && threadIdx.x < 32)
+            for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
+                IG_CAT(DL_ATTN, _prefetch_item)(0, i % DL_KV, i / DL_KV, ns, kv, (unsigned long long)l * DL_KV_LAYER_BYTES,
+                                                positions, token_seq, page_table, max_pages);
         const int p = 4 * l;
         const ig_dl_layer *w = L + l;
         if (l == 0 && emb) /* the token's embedding row is the residual stream */
@@ -94,7 +106,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
                                                     w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
         ig_st_grid_sync(&st, bar, G);
         for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
-            IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, w->qn, w->kn, q_out, kv,
+            IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, rope_cs, w->qn, w->kn, kv,
                                         (unsigned long long)l * DL_KV_LAYER_BYTES, positions, token_seq, page_table,
                                         max_pages, attn_ws, attn_cnt, att, at_sm);
         ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo, resid, &it,
@@ -125,6 +137,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, float *q_out, ig_bf16 *a
 #undef DL_BDOWN
 #undef DL_ATTN
 #undef DL_KV
+#undef DL_D
 #undef DL_SPLIT
 #undef DL_KV_LAYER_BYTES
 #undef DL_VOCAB
