@@ -441,13 +441,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             snprintf(params, sizeof params, "#define SM_V %d\n#define SM_LD %d\n", hp->vocab, hp->vocab);
             snprintf(comment, sizeof comment, "sampling on the device: one token per logits row of %d", hp->vocab);
             const char *k = instance(&c, "sample.cu", "sample", "SM_NAME", params, comment);
-            fprintf(fw, "    if (do_sample) {\n"
+            fprintf(fw, "    if (do_sample%s) {\n"
                         "        /* %s%s */\n"
                         "        int n_part = %s;\n"
                         "        void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part};\n"
                         "        LAUNCH(%d, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);\n"
                         "    }\n",
-                    comment, dl_head ? " (after the persistent kernel: from its per-CTA greedy picks)" : "",
+                    dl_head ? " && !(dl_done && do_sample == 2)" : "", comment,
+                    dl_head ? " (after the persistent kernel: from its per-CTA greedy picks)" : "",
                     dl_head ? "dl_done ? st->n_sm : 0" : "0", fn_index(&c, k));
         }
     }
@@ -488,9 +489,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
                  "#define DECODE_LAYERS(done) do { \\\n"
                  "    CUdeviceptr dl_tab = st->d_layers, dl_emb = %s, dl_hw = n_out > 0 ? %s : 0, dl_hg = %s; \\\n"
+                 "    CUdeviceptr dl_pick = do_sample == 2 ? d_sampled : 0; \\\n"
                  "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
                  "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys, &dl_emb, &d_ids, &dl_hw, &dl_hg, \\\n"
-                 "                       &d_logits, &dl_amax}; \\\n"
+                 "                       &d_logits, &dl_amax, &dl_pick}; \\\n"
                  "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
                  "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
                  "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
@@ -617,7 +619,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "        prefill_runs = run >= 16;\n"
                 "    }\n"
                 "    /* device sampling: the rows' parameters go up with the batch, one id per row comes back */\n"
-                "    const int do_sample = b->sample != NULL && n_out > 0;\n"
+                "    /* 2: a single greedy row, which the persistent kernel picks itself when it runs the step */\n"
+                "    const int do_sample = b->sample != NULL && n_out > 0\n"
+                "                              ? (n_out == 1 && b->sample[0].on && b->sample[0].temperature == 0.0f ? 2 : 1) : 0;\n"
                 "    /* one token per sequence (pure decode): rope_kv runs inside the attention kernel */\n"
                 "    const int decode_only = b->n_seqs == T;\n"
                 "    if (do_sample) {\n"

@@ -23,7 +23,7 @@
  *       const int *token_seq, const int *page_table, int max_pages, float *attn_ws,
  *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
  *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
- *       unsigned long long *amax);
+ *       unsigned long long *amax, int *pick);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
  * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
@@ -31,7 +31,9 @@
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
  * short contexts take the multi-split merge). emb: the bf16 embedding table [vocab][DL_HID] and
  * ids[0] the token, or null (resid holds the input); w_head: the bf16 lm_head [DL_HEAD_ROWS][DL_HID]
- * and g_head its norm, or null (no logits); logits f32 [DL_VOCAB]; amax [grid].
+ * and g_head its norm, or null (no logits); logits f32 [DL_VOCAB]; amax [grid]; pick: where the last
+ * CTA writes the greedy token (the reduction of amax), or null (sample.cu picks). bar[16] counts
+ * the CTAs done with the lm_head (back to zero after each launch).
  * launch: cooperative, grid = the number of SMs (one CTA each, all resident, the same count every
  * launch), block IG_ST_THREADS, dynamic smem IG_ST_NSLOT * IG_ST_SLOT + IG_AT_SMEM(H, KV, D).
  * The host checks before using it: one CTA per SM fits, a residual-add phase gives a CTA at most
@@ -55,7 +57,8 @@ extern "C" __global__ void __launch_bounds__(IG_ST_THREADS, 1)
 DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h, const double *inv_freq,
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
         float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
-        const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax) {
+        const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax,
+        int *pick) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
     constexpr int DOWN_K = DL_GU_ROWS / 2;
@@ -119,6 +122,33 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
     if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
         ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_HEAD_ROWS, DL_VOCAB, 4 * DL_LAYERS * 41,
                                                            resid, g_head, DL_EPS_HEAD, 0, logits, &it, bar, 0, amax);
+    if (w_head && pick) {
+        /* the last CTA done picks the token from every CTA's key (sample.cu's greedy rule: the lowest
+         * id of the largest logit, -1 when the row holds NaN or +inf or only -inf) */
+        __shared__ unsigned dl_last;
+        __shared__ unsigned long long dl_key[IG_ST_CWARPS];
+        unsigned long long *cnt = bar + 16;
+        if (threadIdx.x == 0) {
+            __threadfence(); /* this CTA's key, before its count */
+            dl_last = atomicAdd(cnt, 1ull) == G - 1;
+        }
+        ig_st_cbar();
+        if (dl_last) {
+            __threadfence();
+            unsigned long long key = 0ull;
+            for (unsigned i = threadIdx.x; i < G; i += IG_ST_CTHREADS) key = max(key, __ldcg(amax + i));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) key = max(key, __shfl_xor_sync(IG_FULL_MASK, key, o));
+            if ((threadIdx.x & 31) == 0) dl_key[threadIdx.x >> 5] = key;
+            ig_st_cbar();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < IG_ST_CWARPS; w++) key = max(key, dl_key[w]);
+                const bool bad = (unsigned)(key >> 32) >= IG_AMAX_BAD || ig_amax_value(key) == IG_NEG_INF;
+                *pick = bad ? -1 : ig_amax_index(key);
+                *cnt = 0ull; /* for the next launch */
+            }
+        }
+    }
 #endif
 }
 
