@@ -257,8 +257,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
 
     fprintf(fw, "\n/* Launches one step's kernels on st->stream (the batch is already in device memory): either\n"
                 " * directly or while a CUDA graph captures them. Everything it bakes in is in the graph key. */\n"
-                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample, int decode_only) {\n"
+                "static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample, int decode_only,\n"
+                "                       int batch_ints) {\n"
                 "    WORKSPACE_CARVE(st->ws, st->max_tokens);\n"
+                "    /* the staged batch (and sampling parameters) up; in a graph these are its first nodes */\n"
+                "    CU(st->api.cuMemcpyHtoDAsync(batch, st->pinned, sizeof(int32_t) * (size_t)batch_ints, st->stream));\n"
+                "    if (do_sample) CU(st->api.cuMemcpyHtoDAsync(d_sp, st->pinned_smp, sizeof(ig_fwd_sample) * n_out, st->stream));\n"
                 "    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_rows = batch + 12ull * T,\n"
                 "                d_pages = batch + 16ull * T;\n"
                 "    CUdeviceptr kv = st->kv, inv_freq = st->inv_freq, zero = 0; /* zero: an absent optional input */\n");
@@ -544,10 +548,15 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
     }
     if (!st) {
-        fprintf(fw, "    return 0;\n}\n\n");
+        fprintf(fw, "    /* the sampled ids back (into the staging area after the parameters) */\n"
+                    "    if (do_sample)\n"
+                    "        CU(st->api.cuMemcpyDtoHAsync(st->pinned_smp + sizeof(ig_fwd_sample) * st->max_tokens, d_sampled,\n"
+                    "                                     sizeof(int32_t) * n_out, st->stream));\n"
+                    "    return 0;\n}\n\n");
         fprintf(fw,
                 "/* Replays the CUDA graph of this step's shape, capturing it on first use. */\n"
                 "static int launch_graph(dev_state *st, int T, int n_out, int mpb, int do_sample, int decode_only) {\n"
+                "    const int batch_ints = 4 * T + T * mpb; /* every page-table row the key allows: one size per graph */\n"
                 "    cu_graph_cache *gc = &st->graphs;\n"
                 "    int i = 0;\n"
                 "    while (i < gc->n && !(gc->key[i][0] == T && gc->key[i][1] == n_out && gc->key[i][2] == mpb &&\n"
@@ -556,7 +565,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    if (i == gc->n) {\n"
                 "        /* first time: run the step directly (this also makes the driver load every kernel\n"
                 "         * it uses, which must not happen during a capture), then capture it for next time */\n"
-                "        int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only);\n"
+                "        int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, batch_ints);\n"
                 "        if (rc0) return rc0;\n"
                 "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
                 "        i = gc->n;\n"
@@ -566,7 +575,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            st->use_graphs = 0;\n"
                 "            return 0;\n"
                 "        }\n"
-                "        int rc = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only);\n"
+                "        int rc = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, batch_ints);\n"
                 "        CUresult re = st->api.cuStreamEndCapture(st->stream, &g);\n"
                 "        CUresult ri = rc || re != CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : st->api.cuGraphInstantiate(&gc->exec[i], g, 0);\n"
                 "        if (g) st->api.cuGraphDestroy(g);\n"
@@ -604,14 +613,14 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    int mpb = 1;\n"
                 "    while (mpb < mp) mpb *= 2;\n"
                 "    if (mpb > st->max_pages) mpb = st->max_pages;\n"
-                "    /* the batch in one copy: ids, positions, sequences, logit rows, page table */\n"
+                "    /* the batch staged for one copy: ids, positions, sequences, logit rows, page table */\n"
                 "    int32_t *hb = st->pinned;\n"
                 "    memcpy(hb, b->token_ids, sizeof(int32_t) * T);\n"
                 "    memcpy(hb + T, b->positions, sizeof(int32_t) * T);\n"
                 "    memcpy(hb + 2 * T, b->token_seq, sizeof(int32_t) * T);\n"
                 "    memcpy(hb + 3 * T, b->out_rows, sizeof(int32_t) * n_out);\n"
                 "    for (int s = 0; s < b->n_seqs; s++) memcpy(hb + 4 * T + s * mpb, b->page_table + s * mp, sizeof(int32_t) * mp);\n"
-                "    CU(st->api.cuMemcpyHtoDAsync(st->d_batch, hb, sizeof(int32_t) * (4 * T + b->n_seqs * mpb), st->stream));\n"
+
                 "    /* does the step hold prefill runs (a sequence's consecutive positions) for the tensor-core kernel? */\n"
                 "    int prefill_runs = 0;\n"
                 "    for (int t = 1, run = 1; t < T && !prefill_runs; t++) {\n"
@@ -624,18 +633,15 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "                              ? (n_out == 1 && b->sample[0].on && b->sample[0].temperature == 0.0f ? 2 : 1) : 0;\n"
                 "    /* one token per sequence (pure decode): rope_kv runs inside the attention kernel */\n"
                 "    const int decode_only = b->n_seqs == T;\n"
-                "    if (do_sample) {\n"
-                "        memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);\n"
-                "        CU(st->api.cuMemcpyHtoDAsync(st->d_sp, st->pinned_smp, sizeof(ig_fwd_sample) * n_out, st->stream));\n"
-                "    }\n"
-                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs ? launch_graph(st, T, n_out, mpb, do_sample, decode_only)\n"
-                "                                            : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only);\n"
+                "    if (do_sample) memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);\n"
+                "    int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs\n"
+                "                 ? launch_graph(st, T, n_out, mpb, do_sample, decode_only)\n"
+                "                 : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only, 4 * T + b->n_seqs * mpb);\n"
                 "    if (rc) return rc;\n"
                 "    if (n_out > 0 && b->logits)\n"
                 "        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
-                "    int32_t *tok = (int32_t *)(st->pinned_smp + sizeof(ig_fwd_sample) * st->max_tokens);\n"
-                "    if (do_sample) CU(st->api.cuMemcpyDtoHAsync(tok, st->d_sampled, sizeof(int32_t) * n_out, st->stream));\n"
                 "    CU(st->api.cuStreamSynchronize(st->stream));\n"
+                "    const int32_t *tok = (const int32_t *)(st->pinned_smp + sizeof(ig_fwd_sample) * st->max_tokens);\n"
                 "    if (do_sample)\n"
                 "        for (int i = 0; i < n_out; i++)\n"
                 "            if (b->sample[i].on) b->sampled[i] = tok[i];\n"
@@ -753,7 +759,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    cu_prof prof;       /* IGNIS_CUDA_PROFILE=1: per-kernel times, printed by fini */\n"
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
-            "    CUdeviceptr d_batch, d_logits, d_sp, d_sampled; /* in the workspace */\n"
+            "    CUdeviceptr d_logits; /* in the workspace */\n"
             "    int n_sm;           /* SMs: the persistent kernel's grid */\n"
             "    int dl_on;          /* one-token steps run the persistent decode kernel (decode_layers.cu) */\n"
             "    int dl_keys;        /* its attention: keys per context split (IGNIS_CUDA_DL_KEYS, default 256) */\n"
@@ -886,7 +892,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    TRY(st->api.cuMemAllocHost((void **)&st->pinned_smp, (sizeof(ig_fwd_sample) + sizeof(int32_t)) * (size_t)ctx->max_tokens), \"pinned staging\");\n"
                  "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
                  "    st->api.cublasSetStream(st->blas, st->stream);\n"
-                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_batch = batch;\n        st->d_logits = d_logits;\n        st->d_sp = d_sp;\n        st->d_sampled = d_sampled;\n    }\n",
+                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_logits = d_logits;\n    }\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
     fprintf(out, "%s    return 0;\n}\n", dl_init);
 
