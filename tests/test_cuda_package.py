@@ -49,6 +49,18 @@ def main():
         cu, mc = (open(os.path.join(ppkg, "src", f)).read() for f in ("model.cu", "model.c"))
         if '#include "decode_layers.cu"' not in cu or "DECODE_LAYERS(" not in mc or "cu_launch_coop" not in mc:
             fails.append("the persistent decode kernel is missing from the llama-stream-h256 package")
+        # it also takes the embedding and the lm_head: the separate launches must then be skipped
+        # exactly when it ran, and it must be handed the tables (an unguarded launch computes the
+        # step twice; a guarded one with a null table leaves the residual or the logits unset)
+        import re
+        mac = mc[mc.index("#define DECODE_LAYERS("):]
+        mac = mac[:mac.index("while (0)")]
+        emb_ok = re.search(r"dl_emb = W\(\d+\)", mac) and re.search(r"if \(!dl_done\)\s*\{[^}]*embed ids", mc)
+        head_ok = re.search(r"dl_hw = n_out > 0 \? W\(\d+\) : 0", mac) and "if (n_out > 0 && !dl_done) {" in mc
+        if not emb_ok or not head_ok or "#define DL_HEAD_ROWS 320" not in cu:
+            fails.append("the persistent kernel's embedding / lm_head and the skipped launches disagree")
+        if "if (do_sample && !(dl_done && do_sample == 2))" not in mc or "&dl_pick" not in mac:
+            fails.append("a greedy one-token step must take the kernel's pick instead of launching the sampler")
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "s32"),
