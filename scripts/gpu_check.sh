@@ -3,6 +3,8 @@
 #   scripts/gpu_check.sh [tests|bench|all]
 # Expects the binaries built on the CI-like machine in devbuild/ (scripts/gpu_prepare.sh makes it:
 # ignis, test_engine, bench_engine and the shared libraries they need); writes logs to $OUT.
+# Shorter runs while iterating: IGNIS_GPU_GOLDEN_DTYPES=bf16, IGNIS_GPU_GOLDEN_MODELS=a,b (a subset
+# of the golden models), IGNIS_BENCH_PEER=0 (no transformers peer), IGNIS_BENCH_PROFILE=0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
