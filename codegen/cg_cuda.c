@@ -69,7 +69,6 @@ static const char *instance(gen *c, const char *tpl, const char *prefix, const c
 
 static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
 
-/* stream.cuh's ig_st_shape<K>::R: bf16 rows of K per 16 KB ring slot (a power of two, at most 8) */
 /* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
 typedef struct mm_norm {
     const char *src;   /* f32 residual rows [T][K] */
@@ -470,10 +469,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
                  "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
                  "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
-                 "#define DL_VOCAB %d\n#define DL_HEAD_ROWS %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n",
+                 "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n",
                  dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
                  dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
-                 dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page, hp->vocab, hp->vocab,
+                 dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page, hp->vocab,
                  dl_head ? dl_head->eps : 1e-6, D);
         snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
                                           "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
@@ -548,10 +547,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
     }
     if (!st) {
-        fprintf(fw, "    /* the sampled ids back (into the staging area after the parameters) */\n"
-                    "    if (do_sample)\n"
-                    "        CU(st->api.cuMemcpyDtoHAsync(st->pinned_smp + sizeof(ig_fwd_sample) * st->max_tokens, d_sampled,\n"
-                    "                                     sizeof(int32_t) * n_out, st->stream));\n"
+        fprintf(fw, "    /* the sampled ids back */\n"
+                    "    if (do_sample) CU(st->api.cuMemcpyDtoHAsync(SAMPLED_IDS(st), d_sampled, sizeof(int32_t) * n_out, st->stream));\n"
                     "    return 0;\n}\n\n");
         fprintf(fw,
                 "/* Replays the CUDA graph of this step's shape, capturing it on first use. */\n"
@@ -641,7 +638,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    if (n_out > 0 && b->logits)\n"
                 "        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));\n"
                 "    CU(st->api.cuStreamSynchronize(st->stream));\n"
-                "    const int32_t *tok = (const int32_t *)(st->pinned_smp + sizeof(ig_fwd_sample) * st->max_tokens);\n"
+                "    const int32_t *tok = SAMPLED_IDS(st);\n"
                 "    if (do_sample)\n"
                 "        for (int i = 0; i < n_out; i++)\n"
                 "            if (b->sample[i].on) b->sampled[i] = tok[i];\n"
@@ -764,7 +761,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int dl_on;          /* one-token steps run the persistent decode kernel (decode_layers.cu) */\n"
             "    int dl_keys;        /* its attention: keys per context split (IGNIS_CUDA_DL_KEYS, default 256) */\n"
             "    CUdeviceptr d_layers; /* its per-layer weight pointers */\n"
-            "} dev_state;\n\n"
+            "} dev_state;\n"
+            "/* where a step's sampled ids land: the staging area after the sampling parameters */\n"
+            "#define SAMPLED_IDS(st) ((int32_t *)((st)->pinned_smp + sizeof(ig_fwd_sample) * (st)->max_tokens))\n\n"
             "/* a failed CUDA call returns -(10000000 + result * 10000 + the line of this file), so the\n"
             " * runtime's error names the call and the driver's error code */\n"
             "#define CU(call) do { CUresult r_ = (call); \\\n"

@@ -57,7 +57,7 @@ def main():
         mac = mac[:mac.index("while (0)")]
         emb_ok = re.search(r"dl_emb = W\(\d+\)", mac) and re.search(r"if \(!dl_done\)\s*\{[^}]*embed ids", mc)
         head_ok = re.search(r"dl_hw = n_out > 0 \? W\(\d+\) : 0", mac) and "if (n_out > 0 && !dl_done) {" in mc
-        if not emb_ok or not head_ok or "#define DL_HEAD_ROWS 320" not in cu:
+        if not emb_ok or not head_ok or "#define DL_VOCAB 320" not in cu:
             fails.append("the persistent kernel's embedding / lm_head and the skipped launches disagree")
         if "if (do_sample && !(dl_done && do_sample == 2))" not in mc or "&dl_pick" not in mac:
             fails.append("a greedy one-token step must take the kernel's pick instead of launching the sampler")

@@ -16,7 +16,7 @@
  * DL_HD (heads x head_dim, o's K), DL_GU_ROWS (packed gate/up rows; outputs DL_GU_ROWS / 2 = down's
  * K), DL_EPS1, DL_EPS2, DL_BQKV, DL_BO, DL_BGU, DL_BDOWN (0/1: bias present), DL_ATTN (an
  * attention.cu instance with AT_DEVFN 1), DL_KV, DL_D (head_dim), DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
- * DL_HEAD_ROWS (the lm_head's packed rows), DL_EPS_HEAD, and IG_ST_NSLOT
+ * DL_EPS_HEAD, and IG_ST_NSLOT
  * before the first include of stream.cuh. Defines
  *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
@@ -30,7 +30,7 @@
  * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
  * short contexts take the multi-split merge). emb: the bf16 embedding table [vocab][DL_HID] and
- * ids[0] the token, or null (resid holds the input); w_head: the bf16 lm_head [DL_HEAD_ROWS][DL_HID]
+ * ids[0] the token, or null (resid holds the input); w_head: the bf16 lm_head [DL_VOCAB][DL_HID]
  * and g_head its norm, or null (no logits); logits f32 [DL_VOCAB]; amax [grid]; pick: where the last
  * CTA writes the greedy token (the reduction of amax), or null (sample.cu picks). bar[16] counts
  * the CTAs done with the lm_head (back to zero after each launch).
@@ -76,7 +76,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                 ig_st_produce<DOWN_K>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
             }
         if (threadIdx.x == IG_ST_CTHREADS && w_head)
-            ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_HEAD_ROWS, 1, 4 * DL_LAYERS * 41, &it, g_head, DL_HID * 4);
+            ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it, g_head, DL_HID * 4);
         return;
     }
     const unsigned G = gridDim.x;
@@ -120,7 +120,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                                                   &it, bar);
     }
     if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
-        ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_HEAD_ROWS, DL_VOCAB, 4 * DL_LAYERS * 41,
+        ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
                                                            resid, g_head, DL_EPS_HEAD, 0, logits, &it, bar, 0, amax);
     if (w_head && pick) {
         /* the last CTA done picks the token from every CTA's key (sample.cu's greedy rule: the lowest
@@ -171,5 +171,4 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
 #undef DL_SPLIT
 #undef DL_KV_LAYER_BYTES
 #undef DL_VOCAB
-#undef DL_HEAD_ROWS
 #undef DL_EPS_HEAD

@@ -90,6 +90,37 @@ IG_DEV unsigned long long ig_sm_scan(unsigned long long v, unsigned long long *s
     __syncthreads();
     return r;
 }
+/* Radix select over the keys >= floor of a row of V logits (four passes of 8 bits, histogram in
+ * hist[256]): the key where the descending total of counts (MASS false) or of fixed-point masses
+ * (MASS true) first reaches rem >= 1. Called by the whole CTA; s_rem / s_sel are shared scratch. */
+template <int V, bool MASS>
+IG_DEV unsigned ig_sm_select(const float *l, float m, float invt, unsigned floor, unsigned long long rem,
+                             unsigned long long *hist, unsigned long long *s_rem, unsigned *s_sel) {
+    const int tid = threadIdx.x;
+    unsigned prefix = 0u, mask = 0u;
+    if (tid == 0) *s_rem = rem;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        if (tid < 256) hist[tid] = 0ull;
+        __syncthreads();
+#pragma unroll 8
+        for (int j = tid; j < V; j += IG_SM_BLOCK) {
+            const unsigned key = ig_sm_key(l[j], m, invt);
+            if (key >= floor && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], MASS ? ig_sm_fix(key) : 1ull);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            unsigned long long r = *s_rem, above = 0ull;
+            int b = 255;
+            for (; b > 0 && above + hist[b] < r; b--) above += hist[b];
+            *s_rem = !MASS ? r - above : r > above ? r - above : 1ull; /* counts: above < r */
+            *s_sel = (unsigned)b;
+        }
+        __syncthreads();
+        prefix |= *s_sel << shift;
+        mask |= 255u << shift;
+    }
+    return prefix;
+}
 #endif /* IG_SAMPLE_HELPERS */
 
 extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK)
@@ -162,31 +193,8 @@ SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsig
 
     /* tau_k: the k-th largest key, by a radix select over counts */
     unsigned tau_k = 0u;
-    if (ps.top_k > 0 && ps.top_k < SM_V) {
-        unsigned prefix = 0u, mask = 0u;
-        if (tid == 0) s_rem = (unsigned long long)ps.top_k;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            if (tid < 256) hist[tid] = 0ull;
-            __syncthreads();
-#pragma unroll 8
-            for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
-                const unsigned key = ig_sm_key(l[j], m, invt);
-                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1ull);
-            }
-            __syncthreads();
-            if (tid == 0) {
-                unsigned long long rem = s_rem, above = 0ull;
-                int b = 255;
-                for (; b > 0 && above + hist[b] < rem; b--) above += hist[b];
-                s_rem = rem - above;
-                s_sel[0] = (unsigned)b;
-            }
-            __syncthreads();
-            prefix |= s_sel[0] << shift;
-            mask |= 255u << shift;
-        }
-        tau_k = prefix;
-    }
+    if (ps.top_k > 0 && ps.top_k < SM_V)
+        tau_k = ig_sm_select<SM_V, false>(l, m, invt, 0u, (unsigned long long)ps.top_k, hist, &s_rem, &s_sel[0]);
 
     /* tau_p: over keys >= tau_k, the key where the descending mass first reaches top_p */
     unsigned tau_p = 0u;
@@ -200,29 +208,7 @@ SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsig
         ig_sm_scan(part, sh, &tot);
         unsigned long long target = (unsigned long long)((double)ps.top_p * (double)tot);
         if (target < 1ull) target = 1ull;
-        unsigned prefix = 0u, mask = 0u;
-        if (tid == 0) s_rem = target;
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            if (tid < 256) hist[tid] = 0ull;
-            __syncthreads();
-#pragma unroll 8
-            for (int j = tid; j < SM_V; j += IG_SM_BLOCK) {
-                const unsigned key = ig_sm_key(l[j], m, invt);
-                if (key >= tau_k && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], ig_sm_fix(key));
-            }
-            __syncthreads();
-            if (tid == 0) {
-                unsigned long long rem = s_rem, above = 0ull;
-                int b = 255;
-                for (; b > 0 && above + hist[b] < rem; b--) above += hist[b];
-                s_rem = rem > above ? rem - above : 1ull;
-                s_sel[0] = (unsigned)b;
-            }
-            __syncthreads();
-            prefix |= s_sel[0] << shift;
-            mask |= 255u << shift;
-        }
-        tau_p = prefix;
+        tau_p = ig_sm_select<SM_V, true>(l, m, invt, tau_k, target, hist, &s_rem, &s_sel[0]);
     }
     unsigned tau = tau_k > tau_p ? tau_k : tau_p;
     if (ps.min_p > 0.0f && __float_as_uint(ps.min_p) > tau) tau = __float_as_uint(ps.min_p);
