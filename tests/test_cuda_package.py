@@ -61,6 +61,19 @@ def main():
             fails.append("the persistent kernel's embedding / lm_head and the skipped launches disagree")
         if "if (do_sample && !(dl_done && do_sample == 2))" not in mc or "&dl_pick" not in mac:
             fails.append("a greedy one-token step must take the kernel's pick instead of launching the sampler")
+        # chained greedy steps (forward): the kernel's pick also leaves the next step's token and
+        # position in the batch; the chained step must then upload nothing (a stale staged batch
+        # would overwrite them), and a queued step is only taken for exactly the step it computed,
+        # inside the page its sequence wrote last
+        if "dl_nid = do_sample == 2 ? d_ids : 0" not in mac or "&dl_nid, &dl_npos" not in mac:
+            fails.append("a greedy one-token step must leave the next step's input in the batch")
+        if not re.search(r"if \(!chain\) \{\s*CU\(st->api\.cuMemcpyHtoDAsync\(batch,", mc):
+            fails.append("a chained step must not upload the staged batch")
+        fw = mc[mc.index("static int forward("):]
+        if not ("b->token_ids[0] == st->chain_tok && b->positions[0] == st->chain_pos" in fw
+                and "!memcmp(b->page_table, st->pinned + 4," in fw
+                and "(b->positions[0] + 1) / PAGE_SIZE == b->positions[0] / PAGE_SIZE" in fw):
+            fails.append("forward must take a chained step only for the step it computed, inside the last page")
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "s32"),

@@ -23,7 +23,7 @@
  *       const int *token_seq, const int *page_table, int max_pages, float *attn_ws,
  *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
  *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
- *       unsigned long long *amax, int *pick);
+ *       unsigned long long *amax, int *pick, int *next_ids, int *next_pos);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
  * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
@@ -32,8 +32,11 @@
  * short contexts take the multi-split merge). emb: the bf16 embedding table [vocab][DL_HID] and
  * ids[0] the token, or null (resid holds the input); w_head: the bf16 lm_head [DL_VOCAB][DL_HID]
  * and g_head its norm, or null (no logits); logits f32 [DL_VOCAB]; amax [grid]; pick: where the last
- * CTA writes the greedy token (the reduction of amax), or null (sample.cu picks). bar[16] counts
- * the CTAs done with the lm_head (back to zero after each launch).
+ * CTA writes the greedy token (the reduction of amax), or null (sample.cu picks). next_ids /
+ * next_pos (with pick, or null): the same CTA also writes the next step's input there, the picked
+ * token (0 when the pick is -1) and positions[0] + 1, so a following launch can run that step
+ * without a batch upload (the host's chained greedy steps). bar[16] counts the CTAs done with the
+ * lm_head (back to zero after each launch).
  * launch: cooperative, grid = the number of SMs (one CTA each, all resident, the same count every
  * launch), block IG_ST_THREADS, dynamic smem IG_ST_NSLOT * IG_ST_SLOT + IG_AT_SMEM(H, KV, D).
  * The host checks before using it: one CTA per SM fits, a residual-add phase gives a CTA at most
@@ -58,7 +61,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
         float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
         const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax,
-        int *pick) {
+        int *pick, int *next_ids, int *next_pos) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
     constexpr int DOWN_K = DL_GU_ROWS / 2;
@@ -145,6 +148,10 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                 for (int w = 1; w < IG_ST_CWARPS; w++) key = max(key, dl_key[w]);
                 const bool bad = (unsigned)(key >> 32) >= IG_AMAX_BAD || ig_amax_value(key) == IG_NEG_INF;
                 *pick = bad ? -1 : ig_amax_index(key);
+                if (next_ids) { /* every CTA is past its reads of ids / positions */
+                    next_ids[0] = bad ? 0 : ig_amax_index(key);
+                    next_pos[0] = positions[0] + 1;
+                }
                 *cnt = 0ull; /* for the next launch */
             }
         }

@@ -191,12 +191,12 @@ static int cu_pick_image(const cu_image *im, int n, int cc) {
 }
 
 /* Replayable steps, keyed by what the captured launches baked in (token count, logit rows,
- * page-table width, device sampling on/off, decode-only); the batch's contents live in device memory and
- * change between replays. */
+ * page-table width, device sampling on/off, decode-only, chained: no uploads); the batch's contents live
+ * in device memory and change between replays. */
 #define CU_GRAPHS 32
 typedef struct cu_graph_cache {
     int n;
-    int key[CU_GRAPHS][5];
+    int key[CU_GRAPHS][6];
     CUgraphExec exec[CU_GRAPHS];
 } cu_graph_cache;
 

@@ -44,6 +44,15 @@
 #ifndef IG_ST_MARK
 #define IG_ST_MARK(k) /* timing hook (tests/gpu/exp_stream.cu): point k of a GEMV phase */
 #endif
+#ifndef IG_ST_TIMED
+#define IG_ST_TIMED(k, stmt) stmt /* timing hook: a wait (0 consumer slot, 1 producer ring full, 2 in flight) */
+#endif
+#ifndef IG_ST_SRC
+#define IG_ST_SRC(w, r, K) ((w) + (size_t)(r) * (K)) /* where row r of a streamed matrix is read */
+#endif
+#ifndef IG_ST_FEED
+#define IG_ST_FEED(dst, src, bytes, bar) ig_st_bulk(dst, src, bytes, bar) /* how a slot is filled */
+#endif
 /* Slots in flight at most (issued, not landed): enough for HBM's bandwidth-latency product, few
  * enough that the memory queues stay short for the kernel's own latency-bound accesses. */
 #ifndef IG_ST_INFLIGHT
@@ -58,6 +67,9 @@ struct ig_st {
     float nred[IG_ST_CWARPS];
     unsigned long long gen; /* grid barriers this CTA has passed, in all launches */
     float psum[IG_ST_PSUM]; /* a phase's warp sums: [slot of the phase][warp] */
+#ifdef IG_ST_STATS
+    unsigned long long stat[IG_ST_STATS]; /* timing harness counters (tests/gpu/exp_stream.cu) */
+#endif
 };
 
 IG_DEV unsigned ig_st_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -150,12 +162,12 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int 
     if (pf) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf), "r"(pf_bytes) : "memory");
     for (int r = r0; r < r1; r += S::R) {
         const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
-        if (*it >= IG_ST_NSLOT) ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1);
+        if (*it >= IG_ST_NSLOT) IG_ST_TIMED(1, ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1));
         if (IG_ST_INFLIGHT < IG_ST_NSLOT && *it >= IG_ST_INFLIGHT) {
             const unsigned o = *it - IG_ST_INFLIGHT;
-            ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1);
+            IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
         }
-        ig_st_bulk(ring + (size_t)slot * IG_ST_SLOT, w + (size_t)r * K, (unsigned)(n * K * 2), &st->full[slot]);
+        IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC(w, r, K), (unsigned)(n * K * 2), &st->full[slot]);
         ++*it;
     }
 }
@@ -273,7 +285,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
         const int ce = min(nch, cb + IG_ST_MAXCH);
         for (int ci = cb; ci < ce; ci++) {
             const int n = min(R, nr - ci * R), slot = (int)((*it + ci) % IG_ST_NSLOT);
-            ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1);
+            IG_ST_TIMED(0, ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1));
             const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
             const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
             float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};

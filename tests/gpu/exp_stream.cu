@@ -4,10 +4,15 @@
  *   separate:  64 gemv.cu kernels replayed as one CUDA graph (the decode step's GEMVs today);
  *   stream:    one cooperative persistent kernel, weights streamed through a shared-memory ring
  *              by TMA bulk copies (stream.cuh), grid barriers between phases;
- *   drain:     the same kernel with the consumers only releasing slots (the stream's ceiling).
- * Results of separate and stream must agree to bf16 rounding (summation order differs).
+ *   drain:     the same kernel with the consumers only releasing slots (the stream's ceiling);
+ *   L2-fed:    the stream kernel reading every matrix's rows modulo 8 (L2-resident);
+ *   no feed:   the producer completes each slot without copying (the consumers' own time).
+ * Results of separate and stream must agree to bf16 rounding (summation order differs). After the
+ * stream / L2-fed / no-feed runs it prints each CTA's waits (consumer for a slot, producer for a
+ * free slot or for its copies in flight) and a per-phase trace, from hooks that touch only shared
+ * memory; -DNO_TRACE builds without them (the timings to quote). EXP_WAYS=n runs the first n ways.
  *
- *   nvcc -O3 -arch=sm_90 -Itemplates/cuda tests/gpu/exp_stream.cu -o exp_stream && ./exp_stream
+ *   nvcc -O3 -arch=sm_90 -Itemplates/cuda [-DNO_TRACE] tests/gpu/exp_stream.cu -o exp_stream && ./exp_stream
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -45,19 +50,46 @@
 #define MV_EPI 1
 #include "gemv.cu"
 __device__ unsigned long long g_trace[132][64][5];
-__device__ int g_phase[132];
 static __device__ __forceinline__ unsigned long long gtime() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
     return t;
 }
-#define IG_ST_MARK(k)                                                            \
-    do {                                                                         \
-        if (threadIdx.x == 0 && blockIdx.x < 132 && g_phase[blockIdx.x] < 64) {  \
-            g_trace[blockIdx.x][g_phase[blockIdx.x]][k] = gtime();               \
-            if ((k) == 4) g_phase[blockIdx.x]++;                                 \
-        }                                                                        \
+/* timing hooks write shared memory only (st->stat: [0..2] waits in cycles, [3] phase, [4 + 5 p + k]
+ * marks in ns); the kernel copies them out at its end. -DNO_TRACE leaves the hooks out. */
+#define IG_ST_STATS (4 + 64 * 5)
+#ifndef NO_TRACE
+#define IG_ST_MARK(k)                                                                \
+    do {                                                                             \
+        if (threadIdx.x == 0) {                                                      \
+            const int ph_ = (int)st->stat[3];                                        \
+            if (ph_ < 64) st->stat[4 + ph_ * 5 + (k)] = gtime();                     \
+            if ((k) == 4) st->stat[3]++;                                             \
+        }                                                                            \
     } while (0)
+#endif
+__device__ unsigned long long g_wait[132][3];
+__device__ int g_l2feed;
+#ifndef NO_TRACE
+#define IG_ST_TIMED(k, stmt)                                                       \
+    do {                                                                           \
+        const long long t0_ = clock64();                                           \
+        stmt;                                                                      \
+        if (threadIdx.x == 0 || threadIdx.x == IG_ST_CTHREADS)                     \
+            st->stat[k] += (unsigned long long)(clock64() - t0_);                  \
+    } while (0)
+#endif
+/* no-feed runs: the producer completes each slot's barrier without copying (the slots hold
+ * garbage): the kernel time is the consumers' alone */
+__device__ int g_nofeed;
+#define IG_ST_FEED(dst, src, bytes, bar)                                                        \
+    do {                                                                                        \
+        if (g_nofeed) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ig_st_sa(bar)) : "memory"); \
+        else ig_st_bulk(dst, src, bytes, bar);                                                  \
+    } while (0)
+/* L2-fed runs: every matrix's rows are read modulo 8 (8 MB in all, L2-resident), so the ring
+ * fills faster than the consumers drain it and the kernel time is the consumers' */
+#define IG_ST_SRC(w, r, K) (g_l2feed ? (w) + (size_t)((r) % 8) * (K) : (w) + (size_t)(r) * (K))
 #include "stream.cuh"
 
 #define CK(x)                                                                                   \
@@ -96,6 +128,7 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
               unsigned long long *bar, int mode) {
     extern __shared__ __align__(128) unsigned char ring[];
     __shared__ ig_st st;
+    for (int i = threadIdx.x; i < IG_ST_STATS; i += blockDim.x) st.stat[i] = 0;
     ig_st_init(&st, bar, gridDim.x);
     unsigned it = 0;
     if (threadIdx.x >= IG_ST_CTHREADS) {
@@ -112,7 +145,6 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
     }
     const unsigned G = gridDim.x;
     unsigned gen = *(volatile unsigned *)((unsigned *)(bar + 32) + blockIdx.x);
-    if (threadIdx.x == 0 && blockIdx.x < 132) g_phase[blockIdx.x] = 0;
     if (mode == 2) { /* grid barriers only */
         for (int l = 0; l < 5 * n_layers; l++) ig_st_grid_sync(&st, bar, G);
         return;
@@ -131,6 +163,11 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
         ig_st_gemv_tc<HID, 1, false, false>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
         ig_st_gemv_tc<HID, 2, true, false>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
         ig_st_gemv_tc<INTER, 1, false, false>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
+    }
+    ig_st_cbar();
+    if (threadIdx.x == 0 && blockIdx.x < 132) {
+        for (int k = 0; k < 3; k++) g_wait[blockIdx.x][k] = st.stat[k];
+        for (int k = 0; k < 64 * 5; k++) g_trace[blockIdx.x][k / 5][k % 5] = st.stat[4 + k];
     }
 }
 
@@ -219,10 +256,14 @@ int main() {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const char *names[] = {"separate (64 kernels, graph)", "stream (1 launch)", "drain (stream only)",
-                           "80 grid barriers only", "stream, no grid barriers"};
-    for (int way = 0; way < 4; way++) {
+                           "80 grid barriers only", "stream, L2-fed", "no feed (consumers alone)"};
+    const int nway = getenv("EXP_WAYS") ? atoi(getenv("EXP_WAYS")) : 6;
+    for (int way = 0; way < nway; way++) {
+        const int l2feed = way == 4, nofeed = way == 5;
+        CK(cudaMemcpyToSymbol(g_l2feed, &l2feed, sizeof l2feed));
+        CK(cudaMemcpyToSymbol(g_nofeed, &nofeed, sizeof nofeed));
         float best = 1e30f, sum = 0;
-        mode = way == 2 ? 1 : way == 3 ? 2 : way == 4 ? 4 : 0;
+        mode = way == 2 ? 1 : way == 3 ? 2 : 0;
         for (int rep = 0; rep < 30; rep++) {
             CK(cudaMemcpyAsync(resid, resid0, HID * 4, cudaMemcpyDeviceToDevice, s));
             CK(cudaEventRecord(e0, s));
@@ -241,27 +282,36 @@ int main() {
         }
         printf("%-30s best %7.1f us (mean %7.1f) for %d layers = %5.1f us/layer, %5.0f GB/s\n", names[way], best * 1e3,
                sum / 20 * 1e3, LAYERS, best * 1e3 / LAYERS, bytes / (best * 1e-3) / 1e9);
-        if (way == 2 && 0) break;
-    }
-    {
-        static unsigned long long tr[132][64][5];
-        CK(cudaMemcpyFromSymbol(tr, g_trace, sizeof tr));
-        printf("per phase, layers 2..13, over the %d CTAs: mean / max of sync wait, x ready, slots, epilogue (ns)\n", grid);
-        for (int ph = 0; ph < 4; ph++) {
-            double mean[4] = {0}, mx[4] = {0};
-            int cnt = 0;
-            for (int l = 2; l < 14; l++)
-                for (int c = 0; c < grid && c < 132; c++) {
-                    const unsigned long long *q = tr[c][4 * l + ph];
-                    for (int k = 0; k < 4; k++) {
-                        const double d = (double)(q[k + 1] - q[k]);
-                        mean[k] += d, mx[k] = d > mx[k] ? d : mx[k];
+        if (way == 1 || way >= 4) { /* waits of the last run, per CTA: mean / max in us */
+            static unsigned long long w[132][3];
+            CK(cudaMemcpyFromSymbol(w, g_wait, sizeof w));
+            double mn[3] = {0}, mx[3] = {0};
+            int khz = 0;
+            CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+            const double cyc_us = khz * 1e-3; /* cycles per us (max clock) */
+            for (int c = 0; c < grid && c < 132; c++)
+                for (int k = 0; k < 3; k++) mn[k] += w[c][k] / cyc_us / grid, mx[k] = fmax(mx[k], w[c][k] / cyc_us);
+            printf("  waits (us at %.0f MHz, mean / max over CTAs): consumer slot %.1f / %.1f, producer ring full %.1f / %.1f, "
+                   "in flight %.1f / %.1f\n", cyc_us, mn[0], mx[0], mn[1], mx[1], mn[2], mx[2]);
+            static unsigned long long tr[132][64][5];
+            CK(cudaMemcpyFromSymbol(tr, g_trace, sizeof tr));
+            printf("  per phase, layers 2..13, over the %d CTAs: mean / max of sync wait, x ready, slots, epilogue (ns)\n", grid);
+            for (int ph = 0; ph < 4; ph++) {
+                double mean[4] = {0}, mx[4] = {0};
+                int cnt = 0;
+                for (int l = 2; l < 14; l++)
+                    for (int c = 0; c < grid && c < 132; c++) {
+                        const unsigned long long *q = tr[c][4 * l + ph];
+                        for (int k = 0; k < 4; k++) {
+                            const double d = (double)(q[k + 1] - q[k]);
+                            mean[k] += d, mx[k] = d > mx[k] ? d : mx[k];
+                        }
+                        cnt++;
                     }
-                    cnt++;
-                }
-            printf("  %-5s", (const char *[]){"qkv", "o", "gu", "down"}[ph]);
-            for (int k = 0; k < 4; k++) printf("  %6.0f / %6.0f", mean[k] / cnt, mx[k]);
-            printf("\n");
+                printf("  %-5s", (const char *[]){"qkv", "o", "gu", "down"}[ph]);
+                for (int k = 0; k < 4; k++) printf("  %6.0f / %6.0f", mean[k] / cnt, mx[k]);
+                printf("\n");
+            }
         }
     }
     double mr = 0, dr = 0, mq = 0, dq = 0;
