@@ -460,7 +460,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     }
     /* the persistent decode kernel: its attention device functions, then the kernel itself */
     int dl_fn = -1;
-    char dl_macro[1536] = "", dl_init[4096] = "";
+    char dl_macro[4096] = "", dl_init[4096] = "";
     if (!st && dl_ok) {
         snprintf(params, sizeof params, "%s#define AT_DEVFN 1\n", at_params);
         snprintf(comment, sizeof comment, "decode attention as device functions for the persistent kernel");
@@ -491,15 +491,20 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             cg_weight_ref(plan, &lay, 0, hn, 2, dl_head->in[2], head_w, sizeof head_w);
             cg_weight_ref(plan, &lay, 0, hn, 1, dl_head->in[1], head_g, sizeof head_g);
         }
-        snprintf(dl_macro, sizeof dl_macro,
+        int dl_len = snprintf(dl_macro, sizeof dl_macro,
                  "/* the layer stack of a one-token step as one cooperative launch (decode_layers.cu) */\n"
                  "#define DECODE_LAYERS(done) do { \\\n"
                  "    CUdeviceptr dl_tab = st->d_layers, dl_emb = %s, dl_hw = n_out > 0 ? %s : 0, dl_hg = %s; \\\n"
                  "    CUdeviceptr dl_pick = do_sample == 2 ? d_sampled : 0, dl_nid = do_sample == 2 ? d_ids : 0; \\\n"
                  "    CUdeviceptr dl_npos = do_sample == 2 ? d_pos : 0; \\\n"
+                 "    /* a multi-step run (forward; never captured in a graph) or one step */ \\\n"
+                 "    int dl_steps = do_sample == 2 ? st->run_steps : 1; \\\n"
+                 "    CUdeviceptr dl_tok = dl_steps > 1 ? st->run_dev : 0, dl_cancel = dl_steps > 1 ? dl_go + 4 * RUN_MAX : 0; \\\n"
+                 "    CUdeviceptr dl_gop = dl_steps > 1 ? dl_go : 0; /* its decisions and cancel flag start at zero: */ \\\n"
+                 "    if (dl_steps > 1) CU(st->api.cuMemcpyHtoDAsync(dl_go, st->run_host + RUN_MAX + 1, 4 * (RUN_MAX + 1), st->stream)); \\\n"
                  "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
                  "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys, &dl_emb, &d_ids, &dl_hw, &dl_hg, \\\n"
-                 "                       &d_logits, &dl_amax, &dl_pick, &dl_nid, &dl_npos}; \\\n"
+                 "                       &d_logits, &dl_amax, &dl_pick, &dl_nid, &dl_npos, &dl_steps, &dl_tok, &dl_cancel, &dl_gop}; \\\n"
                  "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
                  "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
                  "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
@@ -508,6 +513,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    cu_prof_end(&st->api, &st->prof, st->stream, %d); \\\n"
                  "    (done) = 1; } while (0)\n",
                  emb_w, head_w, head_g, bufs[resid].ident, bq, ba, bh, dl_fn, dl_fn);
+        if (dl_len < 0 || (size_t)dl_len >= sizeof dl_macro) st = ig_fail(err, IG_ERR_INTERNAL, "codegen: DECODE_LAYERS macro too long");
         /* init: the per-layer pointer table, when this GPU can run the kernel */
         char we[12][96];
         /* ig_dl_layer's fields: (layer node, input slot) of each */
@@ -594,6 +600,23 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "    CU(st->api.cuGraphLaunch(gc->exec[i], st->stream));\n"
                 "    return 0;\n}\n\n");
         fprintf(fw,
+                "/* Waits for step j of the multi-step run in flight to publish its token (the host-mapped slot), checking\n"
+                " * now and then that the stream has not failed or ended without it. */\n"
+                "static int run_wait(dev_state *st, int j) {\n"
+                "    volatile int32_t *slot = st->run_host + j;\n"
+                "    for (unsigned n = 1; *slot == RUN_PENDING; n++)\n"
+                "        if (!(n & 4095)) {\n"
+                "            CUresult q = st->api.cuStreamQuery(st->stream);\n"
+                "            if (q == CUDA_SUCCESS) return *slot == RUN_PENDING ? -5 : 0; /* the run stopped before step j */\n"
+                "            if (q != CUDA_ERROR_NOT_READY) CU(q);\n"
+                "        }\n"
+                "    return 0;\n}\n\n"
+                "/* Stops the multi-step run in flight after its next step: its cancel flag is set by a copy on the side\n"
+                " * stream (the run holds st->stream), waited for so that it cannot land in a later run. */\n"
+                "static CUresult run_cancel(dev_state *st) {\n"
+                "    st->run_k = 0;\n"
+                "    CUresult r = st->api.cuMemcpyHtoDAsync(st->d_cancel, st->run_host + RUN_MAX, sizeof(int32_t), st->side);\n"
+                "    return r == CUDA_SUCCESS ? st->api.cuStreamSynchronize(st->side) : r;\n}\n\n"
                 "/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
                 "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
                 "    dev_state *st = ctx->device_state;\n"
@@ -621,6 +644,28 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "                              ? (n_out == 1 && b->sample[0].on && b->sample[0].temperature == 0.0f ? 2 : 1) : 0;\n"
                 "    /* one token per sequence (pure decode): rope_kv runs inside the attention kernel */\n"
                 "    const int decode_only = b->n_seqs == T;\n"
+                "    /* a multi-step run (below) in flight: this step is its next one when the engine asks for exactly\n"
+                "     * that (the token the run returned last, the next position, the same page-table row) */\n"
+                "    if (st->run_k) {\n"
+                "        const int j = st->run_j;\n"
+                "        if (T == 1 && n_out == 1 && b->n_seqs == 1 && do_sample == 2 && !b->logits && b->out_rows[0] == 0 &&\n"
+                "            b->token_ids[0] == st->run_tok && b->positions[0] == st->run_pos0 + j && mp == st->run_mp &&\n"
+                "            !memcmp(b->page_table, st->pinned + 4, sizeof(int32_t) * (size_t)mp)) {\n"
+                "            int rw = run_wait(st, j);\n"
+                "            if (rw) {\n"
+                "                st->run_k = 0;\n"
+                "                return rw;\n"
+                "            }\n"
+                "            b->sampled[0] = st->run_tok = st->run_host[j];\n"
+                "            if (++st->run_j == st->run_k) st->run_k = 0;\n"
+                "            return 0;\n"
+                "        }\n"
+                "        /* otherwise the run stops after its next step (it reads the flag during each step's lm_head); like a\n"
+                "         * chained step, its extra steps leave only K/V in the page its sequence wrote last. It must be over\n"
+                "         * before run_host is reused (a run still going would write its tokens into a new run's slots). */\n"
+                "        CU(run_cancel(st));\n"
+                "        CU(st->api.cuStreamSynchronize(st->stream));\n"
+                "    }\n"
                 "    /* the chained step the previous call queued (below) is this step when the engine asks for\n"
                 "     * exactly what it computes: the same single greedy row, with the token the previous step\n"
                 "     * returned, at the next position, with the same page-table row */\n"
@@ -649,7 +694,33 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            prefill_runs = run >= 16;\n"
                 "        }\n"
                 "        if (do_sample) memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);\n"
-                "        int rc = T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs\n"
+                "        /* a single greedy row with no logits wanted runs the rest of its KV page (up to run_max steps) in one\n"
+                "         * persistent launch, each step's token the previous one's pick, published as soon as picked */\n"
+                "        int run = 0;\n"
+                "        if (st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits) {\n"
+                "            run = PAGE_SIZE - b->positions[0] %% PAGE_SIZE;\n"
+                "            if (run > MAX_CONTEXT - b->positions[0]) run = MAX_CONTEXT - b->positions[0];\n"
+                "            if (run > st->run_max) run = st->run_max;\n"
+                "        }\n"
+                "        if (run > 1) {\n"
+                "            for (int j = 0; j < run; j++) st->run_host[j] = RUN_PENDING;\n"
+                "            st->run_steps = run;\n"
+                "            int rr = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, 4 * T + mpb, 0);\n"
+                "            st->run_steps = 1;\n"
+                "            if (rr) return rr;\n"
+                "            if (st->dl_on) { /* else the GPU refused the cooperative launch: that was one per-op step */\n"
+                "                st->run_k = run, st->run_j = 0, st->run_pos0 = b->positions[0], st->run_mp = mp;\n"
+                "                int rw = run_wait(st, 0);\n"
+                "                if (rw) {\n"
+                "                    st->run_k = 0;\n"
+                "                    return rw;\n"
+                "                }\n"
+                "                b->sampled[0] = st->run_tok = st->run_host[0];\n"
+                "                st->run_j = 1;\n"
+                "                return 0;\n"
+                "            }\n"
+                "        }\n"
+                "        int rc = run > 1 ? 0 : T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs\n"
                 "                     ? launch_graph(st, T, n_out, mpb, do_sample, decode_only, 0)\n"
                 "                     : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only, 4 * T + b->n_seqs * mpb, 0);\n"
                 "        if (rc) return rc;\n"
@@ -699,6 +770,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         fprintf(out, "#define DL_THREADS 288 /* decode_layers.cu: 8 consumer warps + a producer warp (IG_ST_THREADS) */\n"
                      "#define DL_SMEM (%d * 16384 + IG_AT_SMEM(N_HEADS, N_KV_HEADS, HEAD_DIM)) /* its ring + attention scratch */\n",
                 dl_nslot);
+    fprintf(out, "#define RUN_MAX 64     /* steps of a multi-step greedy run at most (forward) */\n"
+                 "#define RUN_PENDING (-2147483647 - 1) /* a run's token slot not written yet */\n");
     fprintf(out, "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
                  "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
                  "#define W_BF16 %d\n",
@@ -752,6 +825,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_KV_HEADS)) \\\n"
                  "    X(unsigned long long, dl_bar, 32) \\\n"
                  "    X(unsigned long long, dl_amax, 1024) /* the persistent kernel's greedy pick per CTA */ \\\n"
+                 "    X(int32_t, dl_go, RUN_MAX + 1) /* its multi-step runs' decisions, then their cancel flag */ \\\n"
                  "    X(%s, a_gu, (uint64_t)(T) * %lld) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
             bf ? "uint16_t" : "float", (long long)gu_cols, bf ? "uint16_t" : "float", (long long)xn_cols);
@@ -799,6 +873,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int chain_on, chain_q, chain_par;\n"
             "    int32_t chain_pos, chain_tok, chain_mp;\n"
             "    CUevent chain_ev[3]; /* recorded after the step launched in a call (0) and after each chained one */\n"
+            "    /* multi-step greedy runs (forward; IGNIS_CUDA_RUN = most steps per run, 1: off): run_steps is what the\n"
+            "     * next persistent launch runs; a run in flight has run_k steps from position run_pos0, run_j of them\n"
+            "     * returned, the last with token run_tok; run_host (mapped, run_dev on the device): RUN_MAX token\n"
+            "     * slots, a 1 (what a cancel copies), RUN_MAX + 1 zeros; d_cancel: the run's cancel flag, set through\n"
+            "     * the side stream while the run occupies st->stream */\n"
+            "    int run_max, run_steps, run_k, run_j;\n"
+            "    int32_t run_pos0, run_mp, run_tok;\n"
+            "    int32_t *run_host;\n"
+            "    CUdeviceptr run_dev, d_cancel;\n"
+            "    CUstream side;\n"
             "} dev_state;\n"
             "/* where a step's sampled ids land: the staging area after the sampling parameters (max_tokens ids, then\n"
             " * one for each of the two chained-step slots) */\n"
@@ -837,7 +921,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    dev_state *st = ctx->device_state;\n"
                  "    if (!st) return;\n"
                  "    if (st->api.cuCtxSetCurrent && st->cctx) st->api.cuCtxSetCurrent(st->cctx);\n"
+                 "    if (st->run_k) run_cancel(st); /* a run in flight stops after its next step */\n"
                  "    if (st->stream) st->api.cuStreamSynchronize(st->stream);\n"
+                 "    if (st->side) st->api.cuStreamDestroy(st->side);\n"
                  "    if (st->prof.on) {\n"
                  "        cu_prof_print(&st->prof, kernel_names, %d);\n"
                  "        for (int i = 0; i < 2; i++)\n            if (st->prof.ev[i]) st->api.cuEventDestroy(st->prof.ev[i]);\n"
@@ -847,6 +933,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->blas) st->api.cublasDestroy(st->blas);\n"
                  "    if (st->pinned) st->api.cuMemFreeHost(st->pinned);\n"
                  "    if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);\n"
+                 "    if (st->run_host) st->api.cuMemFreeHost(st->run_host);\n"
                  "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers};\n"
                  "    for (int i = 0; i < 5; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
                  "    if (st->mod) st->api.cuModuleUnload(st->mod);\n"
@@ -932,9 +1019,19 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    for (int i = 0; i < 3; i++) TRY(st->api.cuEventCreate(&st->chain_ev[i], CU_EVENT_DISABLE_TIMING), \"cuEventCreate\");\n"
                  "    const char *chain = getenv(\"IGNIS_CUDA_CHAIN\");\n"
                  "    st->chain_on = !(chain && chain[0] == '0');\n"
+                 "    TRY(st->api.cuMemAllocHost((void **)&st->run_host, sizeof(int32_t) * (2 * RUN_MAX + 2)), \"pinned run slots\");\n"
+                 "    memset(st->run_host, 0, sizeof(int32_t) * (2 * RUN_MAX + 2));\n"
+                 "    st->run_host[RUN_MAX] = 1;\n"
+                 "    TRY(st->api.cuStreamCreate(&st->side, CU_STREAM_NON_BLOCKING), \"cuStreamCreate\");\n"
+                 "    TRY(st->api.cuMemHostGetDevicePointer(&st->run_dev, st->run_host, 0), \"mapping the run slots\");\n"
+                 "    const char *run = getenv(\"IGNIS_CUDA_RUN\");\n"
+                 "    st->run_max = run ? atoi(run) : PAGE_SIZE;\n"
+                 "    if (st->run_max > RUN_MAX) st->run_max = RUN_MAX;\n"
+                 "    if (st->prof.on) st->run_max = 1; /* profiles time single steps */\n"
+                 "    st->run_steps = 1;\n"
                  "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
                  "    st->api.cublasSetStream(st->blas, st->stream);\n"
-                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_logits = d_logits;\n    }\n",
+                 "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_logits = d_logits;\n        st->d_cancel = dl_go + 4 * RUN_MAX;\n    }\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
     fprintf(out, "%s    return 0;\n}\n", dl_init);
 

@@ -74,6 +74,16 @@ def main():
                 and "!memcmp(b->page_table, st->pinned + 4," in fw
                 and "(b->positions[0] + 1) / PAGE_SIZE == b->positions[0] / PAGE_SIZE" in fw):
             fails.append("forward must take a chained step only for the step it computed, inside the last page")
+        # multi-step greedy runs: only a single greedy row with no logits wanted, never past its KV page;
+        # a call that is not the run's next step must stop the run and wait for it before anything else
+        # (a run still going would write its tokens into the next run's slots)
+        if not ("run = PAGE_SIZE - b->positions[0] % PAGE_SIZE;" in fw
+                and "st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits" in fw
+                and re.search(r"CU\(run_cancel\(st\)\);\s*CU\(st->api\.cuStreamSynchronize\(st->stream\)\);", fw)
+                and "b->positions[0] == st->run_pos0 + j" in fw):
+            fails.append("forward's multi-step runs: eligibility, or stopping a run before the next step")
+        if "int dl_steps = do_sample == 2 ? st->run_steps : 1;" not in mac:
+            fails.append("the persistent kernel must run several steps only for a greedy row")
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "s32"),

@@ -11,6 +11,10 @@
  * With emb set, layer 0 reads the token's embedding row (and CTA 0 stores it as the residual);
  * with w_head set, a last phase computes logits = rmsnorm(resid; g_head) . Whead^T and each CTA's
  * best key (ig_amax_key) over its logits into amax[blockIdx.x], for sample.cu's greedy pass.
+ * With pick set and n_steps > 1, the kernel runs up to n_steps greedy steps of one sequence: each
+ * step's token is the previous step's pick (a grid barrier between steps; the producer streams on
+ * across them, so the ring is full when a step starts), at the next position, in the same KV page
+ * (the host guarantees it); see the arguments below.
  *
  * Instantiate with DL_NAME, DL_LAYERS, DL_HID, DL_QKV_ROWS / DL_QKV_N (packed rows / outputs),
  * DL_HD (heads x head_dim, o's K), DL_GU_ROWS (packed gate/up rows; outputs DL_GU_ROWS / 2 = down's
@@ -23,7 +27,8 @@
  *       const int *token_seq, const int *page_table, int max_pages, float *attn_ws,
  *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
  *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
- *       unsigned long long *amax, int *pick, int *next_ids, int *next_pos);
+ *       unsigned long long *amax, int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens,
+ *       const volatile int *cancel, int *go);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
  * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
@@ -36,7 +41,13 @@
  * next_pos (with pick, or null): the same CTA also writes the next step's input there, the picked
  * token (0 when the pick is -1) and positions[0] + 1, so a following launch can run that step
  * without a batch upload (the host's chained greedy steps). bar[16] counts the CTAs done with the
- * lm_head (back to zero after each launch).
+ * lm_head (back to zero after each step). n_steps >= 1; with more than one (pick and next_* set):
+ * tokens[s] (host-mapped memory) receives step s's token as soon as it is picked; cancel (device
+ * memory: the host sets it with a copy on another stream) read as nonzero by step s's pick stops the
+ * run after step s + 1 at the latest; go [n_steps], zero before the launch, is where step s's pick
+ * publishes whether step s + 2 runs (1) or not (2), so the producer, which runs a step ahead, and
+ * every CTA agree on the number of steps. (One reader of cancel per step: 132 CTAs each reading a
+ * host-mapped flag made every step ~0.1 ms slower on the H200, the PCIe reads queueing.)
  * launch: cooperative, grid = the number of SMs (one CTA each, all resident, the same count every
  * launch), block IG_ST_THREADS, dynamic smem IG_ST_NSLOT * IG_ST_SLOT + IG_AT_SMEM(H, KV, D).
  * The host checks before using it: one CTA per SM fits, a residual-add phase gives a CTA at most
@@ -61,7 +72,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
         float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
         const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax,
-        int *pick, int *next_ids, int *next_pos) {
+        int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens, const volatile int *cancel, int *go) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
     constexpr int DOWN_K = DL_GU_ROWS / 2;
@@ -69,92 +80,118 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
     __shared__ ig_st st;
     ig_st_init(&st, bar, gridDim.x);
     unsigned it = 0;
-    if (threadIdx.x >= IG_ST_CTHREADS) { /* the producer: every layer's weights in phase order */
+    if (!(emb && w_head && pick && next_ids)) n_steps = 1; /* a run needs the whole step in here */
+    /* the run's first position: read before any step's pick rewrites it (next_pos) */
+    const int pos0 = __ldcg(positions);
+    if (threadIdx.x >= IG_ST_CTHREADS) { /* the producer: every layer's weights in phase order, every step */
         if (threadIdx.x == IG_ST_CTHREADS)
-            for (int l = 0; l < DL_LAYERS; l++) {
-                const int p = 4 * l;
-                ig_st_produce<DL_HID>(&st, dl_smem, L[l].wqkv, DL_QKV_ROWS, 1, p * 41, &it, L[l].g1, DL_HID * 4);
-                ig_st_produce<DL_HD>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
-                ig_st_produce<DL_HID>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2, DL_HID * 4);
-                ig_st_produce<DOWN_K>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
+            for (int s = 0; s < n_steps; s++) {
+                if (s >= 2) { /* published by step s - 2's pick, long before this point */
+                    int g;
+                    while ((g = *(volatile int *)(go + s)) == 0) {
+                    }
+                    if (g != 1) break;
+                }
+                for (int l = 0; l < DL_LAYERS; l++) {
+                    const int p = 4 * l;
+                    ig_st_produce<DL_HID>(&st, dl_smem, L[l].wqkv, DL_QKV_ROWS, 1, p * 41, &it, L[l].g1, DL_HID * 4);
+                    ig_st_produce<DL_HD>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
+                    ig_st_produce<DL_HID>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2, DL_HID * 4);
+                    ig_st_produce<DOWN_K>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
+                }
+                if (w_head)
+                    ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it, g_head, DL_HID * 4);
             }
-        if (threadIdx.x == IG_ST_CTHREADS && w_head)
-            ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it, g_head, DL_HID * 4);
         return;
     }
     const unsigned G = gridDim.x;
-    /* attention splits: one per keys_per_split keys of context, at most DL_SPLIT (a single split
-     * writes its output without the merge's extra round trips) */
-    const int n_keys = __ldg(positions) + 1;
-    const int ns = min(DL_SPLIT, (n_keys + keys_per_split - 1) / keys_per_split);
-    float *at_sm = (float *)(dl_smem + (size_t)IG_ST_NSLOT * IG_ST_SLOT);
-    /* the CTAs with attention items: the token's rope table, once for all layers */
-    __shared__ float rope_cs[DL_D]; /* cos [DL_D / 2], then sin */
-    const bool att_cta = blockIdx.x < (unsigned)(DL_KV * ns);
-    if (att_cta) {
-        ig_rope_angles<DL_D / 2>(n_keys - 1, inv_freq, rope_cs, rope_cs + DL_D / 2, IG_ST_CTHREADS);
+    __shared__ int dl_tok, dl_pos; /* this step's token and position */
+    for (int s = 0;;) {
+        if (threadIdx.x == 0) /* ids: uploaded, or the previous step's pick */
+            dl_tok = ids ? __ldcg(ids) : 0, dl_pos = pos0 + s;
         ig_st_cbar();
-    }
-    for (int l = 0; l < DL_LAYERS; l++) {
-        /* the layer's past keys and values into L2 while its qkv phase runs */
-        if (att_cta && threadIdx.x < 32)
-            for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
-                IG_CAT(DL_ATTN, _prefetch_item)(0, i % DL_KV, i / DL_KV, ns, kv, (unsigned long long)l * DL_KV_LAYER_BYTES,
-                                                positions, token_seq, page_table, max_pages);
-        const int p = 4 * l;
-        const ig_dl_layer *w = L + l;
-        if (l == 0 && emb) /* the token's embedding row is the residual stream */
-            ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV, true>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, 0,
-                                                          emb + (size_t)__ldg(ids) * DL_HID, w->g1, DL_EPS1, w->bqkv,
-                                                          qkv, &it, (unsigned long long *)0, resid);
-        else
-            ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1, DL_EPS1,
-                                                    w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
-        ig_st_grid_sync(&st, bar, G);
-        for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
-            IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, rope_cs, w->qn, w->kn, kv,
-                                        (unsigned long long)l * DL_KV_LAYER_BYTES, positions, token_seq, page_table,
-                                        max_pages, attn_ws, attn_cnt, att, at_sm);
-        ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo, resid, &it,
-                                              bar);
-        ig_st_gemv_tc<DL_HID, 2, true, DL_BGU>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2, DL_EPS2,
-                                               w->bgu, h, &it, bar);
-        ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown, resid,
-                                                  &it, bar);
-    }
-    if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
-        ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
-                                                           resid, g_head, DL_EPS_HEAD, 0, logits, &it, bar, 0, amax);
-    if (w_head && pick) {
-        /* the last CTA done picks the token from every CTA's key (sample.cu's greedy rule: the lowest
-         * id of the largest logit, -1 when the row holds NaN or +inf or only -inf) */
-        __shared__ unsigned dl_last;
-        __shared__ unsigned long long dl_key[IG_ST_CWARPS];
-        unsigned long long *cnt = bar + 16;
-        if (threadIdx.x == 0) {
-            __threadfence(); /* this CTA's key, before its count */
-            dl_last = atomicAdd(cnt, 1ull) == G - 1;
-        }
-        ig_st_cbar();
-        if (dl_last) {
-            __threadfence();
-            unsigned long long key = 0ull;
-            for (unsigned i = threadIdx.x; i < G; i += IG_ST_CTHREADS) key = max(key, __ldcg(amax + i));
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) key = max(key, __shfl_xor_sync(IG_FULL_MASK, key, o));
-            if ((threadIdx.x & 31) == 0) dl_key[threadIdx.x >> 5] = key;
+        /* attention splits: one per keys_per_split keys of context, at most DL_SPLIT (a single split
+         * writes its output without the merge's extra round trips) */
+        const int n_keys = dl_pos + 1;
+        const int ns = min(DL_SPLIT, (n_keys + keys_per_split - 1) / keys_per_split);
+        float *at_sm = (float *)(dl_smem + (size_t)IG_ST_NSLOT * IG_ST_SLOT);
+        /* the CTAs with attention items: the token's rope table, once for all layers */
+        __shared__ float rope_cs[DL_D]; /* cos [DL_D / 2], then sin */
+        const bool att_cta = blockIdx.x < (unsigned)(DL_KV * ns);
+        if (att_cta) {
+            ig_rope_angles<DL_D / 2>(n_keys - 1, inv_freq, rope_cs, rope_cs + DL_D / 2, IG_ST_CTHREADS);
             ig_st_cbar();
+        }
+        for (int l = 0; l < DL_LAYERS; l++) {
+            /* the layer's past keys and values into L2 while its qkv phase runs */
+            if (att_cta && threadIdx.x < 32)
+                for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
+                    IG_CAT(DL_ATTN, _prefetch_item)(0, i % DL_KV, i / DL_KV, ns, kv, (unsigned long long)l * DL_KV_LAYER_BYTES,
+                                                    &dl_pos, token_seq, page_table, max_pages);
+            const int p = 4 * l;
+            const ig_dl_layer *w = L + l;
+            if (l == 0 && emb) /* the token's embedding row is the residual stream */
+                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV, true>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, 0,
+                                                              emb + (size_t)dl_tok * DL_HID, w->g1, DL_EPS1, w->bqkv,
+                                                              qkv, &it, (unsigned long long *)0, resid);
+            else
+                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1, DL_EPS1,
+                                                        w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
+            ig_st_grid_sync(&st, bar, G);
+            for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
+                IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, rope_cs, w->qn, w->kn, kv,
+                                            (unsigned long long)l * DL_KV_LAYER_BYTES, &dl_pos, token_seq, page_table,
+                                            max_pages, attn_ws, attn_cnt, att, at_sm);
+            ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo, resid, &it,
+                                                  bar);
+            ig_st_gemv_tc<DL_HID, 2, true, DL_BGU>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2, DL_EPS2,
+                                                   w->bgu, h, &it, bar);
+            ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown, resid,
+                                                      &it, bar);
+        }
+        if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
+            ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
+                                                               resid, g_head, DL_EPS_HEAD, 0, logits, &it, bar, 0, amax);
+        if (w_head && pick) {
+            /* the last CTA done picks the token from every CTA's key (sample.cu's greedy rule: the lowest
+             * id of the largest logit, -1 when the row holds NaN or +inf or only -inf) */
+            __shared__ unsigned dl_last;
+            __shared__ unsigned long long dl_key[IG_ST_CWARPS];
+            unsigned long long *cnt = bar + 16;
             if (threadIdx.x == 0) {
-                for (int w = 1; w < IG_ST_CWARPS; w++) key = max(key, dl_key[w]);
-                const bool bad = (unsigned)(key >> 32) >= IG_AMAX_BAD || ig_amax_value(key) == IG_NEG_INF;
-                *pick = bad ? -1 : ig_amax_index(key);
-                if (next_ids) { /* every CTA is past its reads of ids / positions */
-                    next_ids[0] = bad ? 0 : ig_amax_index(key);
-                    next_pos[0] = positions[0] + 1;
+                __threadfence(); /* this CTA's key, before its count */
+                dl_last = atomicAdd(cnt, 1ull) == G - 1;
+            }
+            ig_st_cbar();
+            if (dl_last) {
+                __threadfence();
+                unsigned long long key = 0ull;
+                for (unsigned i = threadIdx.x; i < G; i += IG_ST_CTHREADS) key = max(key, __ldcg(amax + i));
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) key = max(key, __shfl_xor_sync(IG_FULL_MASK, key, o));
+                if ((threadIdx.x & 31) == 0) dl_key[threadIdx.x >> 5] = key;
+                ig_st_cbar();
+                if (threadIdx.x == 0) {
+                    for (int w = 1; w < IG_ST_CWARPS; w++) key = max(key, dl_key[w]);
+                    const bool bad = (unsigned)(key >> 32) >= IG_AMAX_BAD || ig_amax_value(key) == IG_NEG_INF;
+                    *pick = bad ? -1 : ig_amax_index(key);
+                    if (next_ids) { /* every CTA is past its reads of ids / positions */
+                        next_ids[0] = bad ? 0 : ig_amax_index(key);
+                        next_pos[0] = dl_pos + 1;
+                    }
+                    if (tokens) { /* to the host, now */
+                        *(volatile int *)(tokens + s) = bad ? -1 : ig_amax_index(key);
+                        __threadfence_system();
+                    }
+                    if (go && s + 2 < n_steps) go[s + 2] = cancel && *cancel ? 2 : 1;
+                    *cnt = 0ull; /* for the next step or launch */
                 }
-                *cnt = 0ull; /* for the next launch */
             }
         }
+        /* the next step, if the run has one: every CTA reads the same decision (go[s + 1] was
+         * published by step s - 1's pick, before the barrier that started step s) */
+        if (++s >= n_steps || (s >= 2 && __ldcg(go + s) != 1)) break;
+        ig_st_grid_sync(&st, bar, G); /* this step's pick (the next token) is out */
     }
 #endif
 }

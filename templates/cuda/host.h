@@ -45,6 +45,8 @@ typedef struct cu_api {
     CUresult (*cuStreamCreate)(CUstream *, unsigned);
     CUresult (*cuStreamDestroy)(CUstream);
     CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamQuery)(CUstream);
+    CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, CUstream, void **, void **);
     CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
@@ -131,6 +133,8 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(cuda, cuStreamCreate, "cuStreamCreate");
     SYM(cuda, cuStreamDestroy, "cuStreamDestroy_v2");
     SYM(cuda, cuStreamSynchronize, "cuStreamSynchronize");
+    SYM(cuda, cuStreamQuery, "cuStreamQuery");
+    SYM(cuda, cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
     SYM(cuda, cuLaunchKernel, "cuLaunchKernel");
     SYM(cuda, cuLaunchKernelEx, "cuLaunchKernelEx");
     SYM(cuda, cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
