@@ -96,11 +96,13 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                     const int p = 4 * l;
                     ig_st_produce<DL_HID>(&st, dl_smem, L[l].wqkv, DL_QKV_ROWS, 1, p * 41, &it, L[l].g1, DL_HID * 4);
                     ig_st_produce<DL_HD>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
-                    ig_st_produce<DL_HID>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2, DL_HID * 4);
+                    ig_st_produce<DL_HID>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2,
+                                          DL_HID * 4);
                     ig_st_produce<DOWN_K>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
                 }
                 if (w_head)
-                    ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it, g_head, DL_HID * 4);
+                    ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it, g_head,
+                                          DL_HID * 4);
             }
         return;
     }
@@ -126,8 +128,9 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
             /* the layer's past keys and values into L2 while its qkv phase runs */
             if (att_cta && threadIdx.x < 32)
                 for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
-                    IG_CAT(DL_ATTN, _prefetch_item)(0, i % DL_KV, i / DL_KV, ns, kv, (unsigned long long)l * DL_KV_LAYER_BYTES,
-                                                    &dl_pos, token_seq, page_table, max_pages);
+                    IG_CAT(DL_ATTN, _prefetch_item)(0, i % DL_KV, i / DL_KV, ns, kv,
+                                                    (unsigned long long)l * DL_KV_LAYER_BYTES, &dl_pos, token_seq,
+                                                    page_table, max_pages);
             const int p = 4 * l;
             const ig_dl_layer *w = L + l;
             if (l == 0 && emb) /* the token's embedding row is the residual stream */
@@ -135,19 +138,20 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                                                               emb + (size_t)dl_tok * DL_HID, w->g1, DL_EPS1, w->bqkv,
                                                               qkv, &it, (unsigned long long *)0, resid);
             else
-                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1, DL_EPS1,
-                                                        w->bqkv, qkv, &it, l ? bar : (unsigned long long *)0);
+                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1,
+                                                        DL_EPS1, w->bqkv, qkv, &it,
+                                                        l ? bar : (unsigned long long *)0);
             ig_st_grid_sync(&st, bar, G);
             for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
                 IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, rope_cs, w->qn, w->kn, kv,
                                             (unsigned long long)l * DL_KV_LAYER_BYTES, &dl_pos, token_seq, page_table,
                                             max_pages, attn_ws, attn_cnt, att, at_sm);
-            ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo, resid, &it,
-                                                  bar);
-            ig_st_gemv_tc<DL_HID, 2, true, DL_BGU>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2, DL_EPS2,
-                                                   w->bgu, h, &it, bar);
-            ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown, resid,
-                                                      &it, bar);
+            ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo,
+                                                  resid, &it, bar);
+            ig_st_gemv_tc<DL_HID, 2, true, DL_BGU>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2,
+                                                   DL_EPS2, w->bgu, h, &it, bar);
+            ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown,
+                                                      resid, &it, bar);
         }
         if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
             ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
