@@ -70,8 +70,11 @@ def main():
         if not re.search(r"if \(!chain\) \{\s*CU\(st->api\.cuMemcpyHtoDAsync\(batch,", mc):
             fails.append("a chained step must not upload the staged batch")
         fw = mc[mc.index("static int forward("):]
-        if not ("b->token_ids[0] == st->chain_tok && b->positions[0] == st->chain_pos" in fw
-                and "!memcmp(b->page_table, st->pinned + 4," in fw
+        nx = mc[mc.index("static int next_of("):]
+        nx = nx[:nx.index("\n}")]
+        if not ("b->token_ids[0] == tok && b->positions[0] == pos" in nx
+                and "!memcmp(b->page_table, st->pinned + 4," in nx
+                and "next_of(st, b, do_sample, st->chain_tok, st->chain_pos, st->chain_mp)" in fw
                 and "(b->positions[0] + 1) / PAGE_SIZE == b->positions[0] / PAGE_SIZE" in fw):
             fails.append("forward must take a chained step only for the step it computed, inside the last page")
         # multi-step greedy runs: only a single greedy row with no logits wanted, never past its KV page;
@@ -80,7 +83,7 @@ def main():
         if not ("run = PAGE_SIZE - b->positions[0] % PAGE_SIZE;" in fw
                 and "st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits" in fw
                 and re.search(r"CU\(run_cancel\(st\)\);\s*CU\(st->api\.cuStreamSynchronize\(st->stream\)\);", fw)
-                and "b->positions[0] == st->run_pos0 + j" in fw):
+                and "next_of(st, b, do_sample, st->run_tok, st->run_pos0 + st->run_j, st->run_mp)" in fw):
             fails.append("forward's multi-step runs: eligibility, or stopping a run before the next step")
         if "int dl_steps = do_sample == 2 ? st->run_steps : 1;" not in mac:
             fails.append("the persistent kernel must run several steps only for a greedy row")
