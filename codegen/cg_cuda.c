@@ -182,8 +182,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     uint64_t kv_layer_page = 2ull * KV * PS * D * (bf ? 2 : 4);
     /* The persistent decode kernel (decode_layers.cu, sm_90) takes layers of exactly the usual
      * shape: [norm+qkv, rope_kv, attention, o + residual, norm+gate/up SwiGLU, down + residual],
-     * bf16, with every GEMV's K a multiple of 128 (tensor-core windows) whose row fits a 16 KB slot. */
-    int dl_ok = 0;
+     * bf16, with every GEMV's K a multiple of 128 (tensor-core windows) whose row fits a 16 KB slot, or
+     * a multiple of 256 up to 16384 whose row fits two (stream.cuh's SPLIT; Llama-3-8B's down, 14336). */
+    int dl_ok = 0, dl_resid_rows = 256; /* rows of a residual-add phase per CTA the kernel takes */
     const ir_node *dln[6] = {0};
     if (bf && lay.per_layer == 6) {
         static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
@@ -202,8 +203,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                     g->tensors[dln[3]->in[1]].shape[0] == HID && g->tensors[dln[5]->in[1]].shape[0] == HID;
             for (int k = 0; k < 4 && dl_ok; k++) {
                 int64_t kk = k == 0 ? kq : k == 1 ? ko : k == 2 ? kg : kd;
-                if (kk % 128 || kk * 2 > 16384) dl_ok = 0;
+                if (kk % 128 || kk > 16384 || (kk > 8192 && kk % 256)) dl_ok = 0;
             }
+            /* a residual add's rows must fit one batch of sums: 256 slots, 128 rows when they take two */
+            if (ko > 8192 || kd > 8192) dl_resid_rows = 128;
             if (HID % 128) dl_ok = 0;
         }
     }
@@ -526,17 +529,18 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             if (ti < 0) snprintf(we[k], sizeof we[k], "0");
             else cg_weight_ref(plan, &lay, 1, lay.first_layer + dlw[k].node, dlw[k].slot, ti, we[k], sizeof we[k]);
         }
-        snprintf(dl_init, sizeof dl_init,
+        int dl_ilen = snprintf(dl_init, sizeof dl_init,
                  "    st->n_sm = n_sm;\n"
                  "    {\n"
                  "        /* the persistent decode kernel: sm_90, cooperative launches, one CTA per SM with its ring,\n"
-                 "         * at most 1024 CTAs (dl_amax) and IG_ST_CTHREADS rows of a residual add per CTA\n"
+                 "         * at most 1024 CTAs (dl_amax) and one batch of sums of a residual add per CTA (256 rows, 128\n"
+                 "         * when a row takes two slots)\n"
                  "         * (decode_layers.cu); IGNIS_CUDA_PERSISTENT=0 turns it off */\n"
                  "        const char *pe = getenv(\"IGNIS_CUDA_PERSISTENT\"), *pk = getenv(\"IGNIS_CUDA_DL_KEYS\");\n"
                  "        st->dl_keys = pk && atoi(pk) > 0 ? atoi(pk) : 256;\n"
                  "        int coop = 0, fit = 0, G = n_sm > 0 ? n_sm : 1;\n"
                  "        st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);\n"
-                 "        int limits = G <= 1024 && (%d + G - 1) / G <= 256;\n"
+                 "        int limits = G <= 1024 && (%d + G - 1) / G <= %d;\n"
                  "        if (major >= 9 && coop && limits && !(pe && pe[0] == '0') &&\n"
                  "            st->api.cuFuncSetAttribute(st->fn[%d], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, DL_SMEM) == CUDA_SUCCESS &&\n"
                  "            st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[%d], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&\n"
@@ -553,8 +557,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "            st->dl_on = 1;\n"
                  "        }\n"
                  "    }\n",
-                 HID, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
+                 HID, dl_resid_rows, dl_fn, dl_fn, we[0], we[1], we[2], we[3],
                  we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
+        if (dl_ilen < 0 || (size_t)dl_ilen >= sizeof dl_init) st = ig_fail(err, IG_ERR_INTERNAL, "codegen: persistent kernel init too long");
     }
     if (!st) {
         fprintf(fw, "    /* the sampled ids back */\n"

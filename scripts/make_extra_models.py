@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """More tiny reference models, beyond ../shared/testdata, for variants real checkpoints have:
 MQA and MHA, linear rope scaling, attention and MLP biases on Llama, Qwen3 with attention bias,
-untied Qwen2 in float16, head_dim 64/80, an intermediate size that is not a multiple of 16, and two
-bf16 models whose shapes (dims multiples of 128) take the CUDA persistent decode kernel. Uses ../shared/tools/make_reference.py's make_model (the
+untied Qwen2 in float16, head_dim 64/80, an intermediate size that is not a multiple of 16, and three
+bf16 models whose shapes (dims multiples of 128) take the CUDA persistent decode kernel (one with
+its down projection's rows over two ring slots). Uses ../shared/tools/make_reference.py's make_model (the
 same recipe as the shared test data: perturbed random weights, float64 transformers forward,
 teacher-forced logits and greedy continuations). Needs torch + transformers (CPU is enough).
 Writes tests/data/models/<name>/ (all of them, or only the names given as arguments)."""
@@ -49,6 +50,11 @@ def main(only):
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=288,
         max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
         tie_word_embeddings=False), torch.bfloat16, 28)
+    # the persistent kernel with a row over two ring slots (K > 8192: stream.cuh's SPLIT), as
+    # Llama-3-8B's down projection (K = 14336); one small layer to keep the file at 6.6 MB
+    make("llama-stream-ksplit", LlamaForCausalLM, LlamaConfig(hidden_size=128, intermediate_size=8448,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=256, max_position_embeddings=256,
+        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 29)
     for name in os.listdir(os.path.join(mr.WORK, "extra")):
         if only and name not in only:
             continue

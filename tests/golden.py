@@ -11,7 +11,7 @@ MODELS = ["llama-gqa", "llama3-rope-tied", "qwen2-bias-tied", "qwen3-qknorm", "m
 # more variants, made the same way by scripts/make_extra_models.py (transformers float64 references)
 EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
 EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window",
-                "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias"]
+                "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit"]
 # tolerance on max |logit error| relative to max |reference logit| (issue 2)
 TOL = {"f32": 1e-3, "bf16": 3e-2}
 

@@ -89,6 +89,13 @@ def main():
             fails.append("the persistent kernel must run several steps only for a greedy row")
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
+        # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at
+        # most 128 rows per CTA (one batch of sums), which the host checks before turning the kernel on
+        golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-ksplit"), "-o", os.path.join(tmp, "ks"),
+                    "--target", "cuda:sm_90", "--dtype", "bf16"])
+        kcu, kmc = (open(os.path.join(tmp, "ks", "src", f)).read() for f in ("model.cu", "model.c"))
+        if '#include "decode_layers.cu"' not in kcu or "(128 + G - 1) / G <= 128;" not in kmc:
+            fails.append("the persistent kernel must take a down projection of K 8448 (two slots a row), 128 rows a CTA")
         p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "s32"),
                         "--target", "cuda:sm_90", "--dtype", "f32"])
         if '#include "decode_layers.cu"' in open(os.path.join(tmp, "s32", "src", "model.cu")).read():

@@ -28,7 +28,7 @@ def main():
     runs = [(m, dt, "") for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
     # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
     # reference contexts are short, so force a split every 4 keys
-    runs += [(m, "bf16", "4") for m in ("llama-stream-h256", "qwen3-stream-bias")]
+    runs += [(m, "bf16", "4") for m in ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")]
     only = os.environ.get("IGNIS_GPU_GOLDEN_MODELS")  # a comma list: a quicker subset while iterating
     if only:
         runs = [r for r in runs if r[0] in only.split(",")]

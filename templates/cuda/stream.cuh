@@ -169,12 +169,19 @@ IG_DEV void ig_st_rows(int n_rows, int unit, int rot, int *r0, int *r1) {
     *r1 = (int)((long long)(v + 1) * nu / G) * unit;
 }
 
-/* Rows per slot for rows of K bf16. */
+/* Rows per slot for rows of K bf16: R whole rows of up to 8192 elements, or (SPLIT = 2) one row of
+ * up to 16384 elements as two slots of KS = K / 2 each (e.g. Llama-3-8B's down projection, 14336). */
 template <int K>
 struct ig_st_shape {
-    static constexpr int RB = K * 2; /* bytes per row */
-    static constexpr int R = 8 * RB <= IG_ST_SLOT ? 8 : 4 * RB <= IG_ST_SLOT ? 4 : 2 * RB <= IG_ST_SLOT ? 2 : 1;
-    static_assert(K % 8 == 0 && RB <= IG_ST_SLOT, "a row must fit one 16 KB slot");
+    static constexpr int SPLIT = K * 2 > IG_ST_SLOT ? 2 : 1; /* slots per row */
+    static constexpr int KS = K / SPLIT;                     /* elements of a row in one slot */
+    static constexpr int RB = KS * 2;                        /* bytes of a row (piece) */
+    static constexpr int R = SPLIT > 1                ? 1
+                             : 8 * RB <= IG_ST_SLOT ? 8
+                             : 4 * RB <= IG_ST_SLOT ? 4
+                             : 2 * RB <= IG_ST_SLOT ? 2
+                                                      : 1;
+    static_assert(K % (8 * SPLIT) == 0 && RB <= IG_ST_SLOT, "a row must fit two 16 KB slots");
 };
 
 /* Producer (one thread): queue this CTA's rows of a [n_rows][K] bf16 matrix. */
@@ -186,16 +193,18 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int 
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
     /* the phase's small operand (RMSNorm gamma) into L2, a ring ahead of the consumers */
     if (pf) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf), "r"(pf_bytes) : "memory");
-    for (int r = r0; r < r1; r += S::R) {
-        const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
-        if (*it >= IG_ST_NSLOT) IG_ST_TIMED(1, ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1));
-        if (IG_ST_INFLIGHT < IG_ST_NSLOT && *it >= IG_ST_INFLIGHT) {
-            const unsigned o = *it - IG_ST_INFLIGHT;
-            IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
+    for (int r = r0; r < r1; r += S::R)
+        for (int h = 0; h < S::SPLIT; h++) { /* the row's pieces, one slot each */
+            const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
+            if (*it >= IG_ST_NSLOT) IG_ST_TIMED(1, ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1));
+            if (IG_ST_INFLIGHT < IG_ST_NSLOT && *it >= IG_ST_INFLIGHT) {
+                const unsigned o = *it - IG_ST_INFLIGHT;
+                IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
+            }
+            IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC(w, r, K) + h * S::KS, (unsigned)(n * S::KS * 2),
+                       &st->full[slot]);
+            ++*it;
         }
-        IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC(w, r, K), (unsigned)(n * K * 2), &st->full[slot]);
-        ++*it;
-    }
 }
 
 /* The same phase on tensor cores (sm_80+ mma.sync m16n8k16, bf16 in, f32 accumulate), for
@@ -218,8 +227,9 @@ template <int K>
 struct ig_st_tshape {
     typedef ig_st_shape<K> S;
     static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
-    static constexpr int NW = K / 128, WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP;
-    static_assert(K % 128 == 0, "tensor-core phases need K % 128 == 0");
+    static constexpr int SPLIT = S::SPLIT, KS = S::KS;     /* slots per row, row elements per slot */
+    static constexpr int NW = KS / 128, WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
+    static_assert(KS % 128 == 0, "tensor-core phases need K % 128 == 0 (K % 256 for rows over two slots)");
     static_assert(IG_ST_CWARPS % RP == 0, "row pairs must divide the consumer warps");
 };
 
@@ -236,24 +246,26 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                           unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0, unsigned tx = 0,
                           unsigned ty = 0, unsigned tw = 0) {
     typedef ig_st_tshape<K> TS;
-    constexpr int R = TS::R, WP = TS::WP, MW = TS::MW;
+    constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, q = lane & 3, rp = warp / WP, wq = warp % WP;
     const int unit = EPI == 2 ? 32 : 1;
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
-    /* this thread's 4 columns of each of its windows */
+    /* this thread's 4 columns of each of its windows (of a row piece h: columns h KS + col) */
     auto col = [&](int m) { return (wq + WP * m) * 128 + g * 16 + 4 * q; };
 
     IG_ST_MARK(0);
-    float gm[NORM ? MW : 1][4];
+    float gm[SP][NORM ? MW : 1][4];
     if (NORM) {
 #pragma unroll
-        for (int m = 0; m < MW; m++)
-            if (wq + WP * m < TS::NW) {
-                const float4 v = __ldg((const float4 *)(gamma + col(m)));
-                gm[m][0] = v.x, gm[m][1] = v.y, gm[m][2] = v.z, gm[m][3] = v.w;
-            }
+        for (int h = 0; h < SP; h++)
+#pragma unroll
+            for (int m = 0; m < MW; m++)
+                if (wq + WP * m < TS::NW) {
+                    const float4 v = __ldg((const float4 *)(gamma + h * KS + col(m)));
+                    gm[h][m][0] = v.x, gm[h][m][1] = v.y, gm[h][m][2] = v.z, gm[h][m][3] = v.w;
+                }
     }
     if (bar) ig_st_grid_sync(st, bar, gridDim.x); /* x and y are the previous phase's results */
     IG_ST_MARK(1);
@@ -261,34 +273,37 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     if (EPI == 1 && t < r1 - r0 && r0 + t < n_out)
         yold = TAG & 2 ? __uint_as_float(ig_st_tag_ld1((const unsigned long long *)y + r0 + t, ty))
                        : ig_st_ldf((const float *)y + r0 + t);
-    unsigned xb[MW][2];
+    unsigned xb[SP][MW][2];
     if (NORM) {
-        float xf[MW][4];
+        float xf[SP][MW][4];
         float ss = 0.0f;
 #pragma unroll
-        for (int m = 0; m < MW; m++) {
-            xf[m][0] = xf[m][1] = xf[m][2] = xf[m][3] = 0.0f;
-            if (wq + WP * m < TS::NW) {
-                if (EMB) {
-                    const uint2 v = __ldg((const uint2 *)((const ig_bf16 *)x + col(m)));
-                    xf[m][0] = __uint_as_float(v.x << 16), xf[m][1] = __uint_as_float(v.x & 0xffff0000u);
-                    xf[m][2] = __uint_as_float(v.y << 16), xf[m][3] = __uint_as_float(v.y & 0xffff0000u);
-                    if (blockIdx.x == 0 && rp == 0)
-                        *(float4 *)(x_out + col(m)) = make_float4(xf[m][0], xf[m][1], xf[m][2], xf[m][3]);
-                } else if (TAG & 1) {
-                    const unsigned long long *xp = (const unsigned long long *)x + col(m);
-                    const uint2 a = ig_st_tag_ld2(xp, tx), b = ig_st_tag_ld2(xp + 2, tx);
-                    xf[m][0] = __uint_as_float(a.x), xf[m][1] = __uint_as_float(a.y);
-                    xf[m][2] = __uint_as_float(b.x), xf[m][3] = __uint_as_float(b.y);
-                } else {
-                    const float4 v = __ldcg((const float4 *)((const float *)x + col(m)));
-                    xf[m][0] = v.x, xf[m][1] = v.y, xf[m][2] = v.z, xf[m][3] = v.w;
-                }
-            }
-            if (rp == 0) /* the warps of row pair 0 hold every column once */
+        for (int h = 0; h < SP; h++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) ss = fmaf(xf[m][e], xf[m][e], ss);
-        }
+            for (int m = 0; m < MW; m++) {
+                xf[h][m][0] = xf[h][m][1] = xf[h][m][2] = xf[h][m][3] = 0.0f;
+                if (wq + WP * m < TS::NW) {
+                    const int c = h * KS + col(m);
+                    if (EMB) {
+                        const uint2 v = __ldg((const uint2 *)((const ig_bf16 *)x + c));
+                        xf[h][m][0] = __uint_as_float(v.x << 16), xf[h][m][1] = __uint_as_float(v.x & 0xffff0000u);
+                        xf[h][m][2] = __uint_as_float(v.y << 16), xf[h][m][3] = __uint_as_float(v.y & 0xffff0000u);
+                        if (blockIdx.x == 0 && rp == 0)
+                            *(float4 *)(x_out + c) = make_float4(xf[h][m][0], xf[h][m][1], xf[h][m][2], xf[h][m][3]);
+                    } else if (TAG & 1) {
+                        const unsigned long long *xp = (const unsigned long long *)x + c;
+                        const uint2 a = ig_st_tag_ld2(xp, tx), b = ig_st_tag_ld2(xp + 2, tx);
+                        xf[h][m][0] = __uint_as_float(a.x), xf[h][m][1] = __uint_as_float(a.y);
+                        xf[h][m][2] = __uint_as_float(b.x), xf[h][m][3] = __uint_as_float(b.y);
+                    } else {
+                        const float4 v = __ldcg((const float4 *)((const float *)x + c));
+                        xf[h][m][0] = v.x, xf[h][m][1] = v.y, xf[h][m][2] = v.z, xf[h][m][3] = v.w;
+                    }
+                }
+                if (rp == 0) /* the warps of row pair 0 hold every column once */
+#pragma unroll
+                    for (int e = 0; e < 4; e++) ss = fmaf(xf[h][m][e], xf[h][m][e], ss);
+            }
         ss = ig_warp_sum(ss);
         if (lane == 0) st->nred[warp] = ss;
         ig_st_cbar();
@@ -297,29 +312,34 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
         for (int i = 0; i < IG_ST_CWARPS; i++) tot += st->nred[i];
         const float scale = 1.0f / sqrtf(tot / (float)K + eps); /* as rmsnorm.cu */
 #pragma unroll
-        for (int m = 0; m < MW; m++) {
-            xb[m][0] = ig_pack2_bf16(xf[m][0] * scale * gm[m][0], xf[m][1] * scale * gm[m][1]);
-            xb[m][1] = ig_pack2_bf16(xf[m][2] * scale * gm[m][2], xf[m][3] * scale * gm[m][3]);
-        }
+        for (int h = 0; h < SP; h++)
+#pragma unroll
+            for (int m = 0; m < MW; m++) {
+                xb[h][m][0] = ig_pack2_bf16(xf[h][m][0] * scale * gm[h][m][0], xf[h][m][1] * scale * gm[h][m][1]);
+                xb[h][m][1] = ig_pack2_bf16(xf[h][m][2] * scale * gm[h][m][2], xf[h][m][3] * scale * gm[h][m][3]);
+            }
     } else {
 #pragma unroll
-        for (int m = 0; m < MW; m++) {
-            xb[m][0] = xb[m][1] = 0u;
-            if (wq + WP * m < TS::NW) {
-                const uint2 v = TAG & 1 ? ig_st_tag_ld2((const unsigned long long *)x + col(m) / 2, tx)
-                                        : __ldcg((const uint2 *)((const ig_bf16 *)x + col(m)));
-                xb[m][0] = v.x, xb[m][1] = v.y;
+        for (int h = 0; h < SP; h++)
+#pragma unroll
+            for (int m = 0; m < MW; m++) {
+                xb[h][m][0] = xb[h][m][1] = 0u;
+                if (wq + WP * m < TS::NW) {
+                    const int c = h * KS + col(m);
+                    const uint2 v = TAG & 1 ? ig_st_tag_ld2((const unsigned long long *)x + c / 2, tx)
+                                            : __ldcg((const uint2 *)((const ig_bf16 *)x + c));
+                    xb[h][m][0] = v.x, xb[h][m][1] = v.y;
+                }
             }
-        }
     }
     IG_ST_MARK(2);
 
-    const int nch = (r1 - r0 + R - 1) / R, nr = r1 - r0;
+    const int nch = (r1 - r0 + R - 1) / R * SP, nr = r1 - r0; /* slots, rows */
     unsigned long long best = 0ull; /* AMAX: this thread's best key */
     for (int cb = 0; cb < nch; cb += IG_ST_MAXCH) { /* batches of slots whose sums fit psum */
         const int ce = min(nch, cb + IG_ST_MAXCH);
         for (int ci = cb; ci < ce; ci++) {
-            const int n = min(R, nr - ci * R), slot = (int)((*it + ci) % IG_ST_NSLOT);
+            const int n = min(R, nr - ci / SP * R), slot = (int)((*it + ci) % IG_ST_NSLOT), h = ci % SP;
             IG_ST_TIMED(0, ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1));
             const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
             const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
@@ -330,7 +350,10 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                     uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
                     if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
                     if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
-                    ig_st_mma(d, wa.x, wb.x, wa.y, wb.y, xb[m][0], xb[m][1]);
+                    /* the piece's x (a select, not a dynamic index: xb stays in registers) */
+                    const unsigned b0 = SP > 1 && h ? xb[SP - 1][m][0] : xb[0][m][0];
+                    const unsigned b1 = SP > 1 && h ? xb[SP - 1][m][1] : xb[0][m][1];
+                    ig_st_mma(d, wa.x, wb.x, wa.y, wb.y, b0, b1);
                 }
             }
             /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
@@ -349,15 +372,20 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
         }
         IG_ST_MARK(3);
         ig_st_cbar(); /* every slot's sums of the batch are in */
-        /* local row k of the batch's slot ci = k / R: pair (k % R) / 2, row (k % R) % 2; its warps' sums */
+        /* local row k of the batch, in its slots (k / R) SP + h: pair (k % R) / 2, row (k % R) % 2; the sums
+         * of its pieces' warps */
         auto rowsum = [&](int k) {
-            const int ci = k / R, kr = k % R, p = kr >> 1, r = kr & 1;
+            const int kr = k % R, p = kr >> 1, r = kr & 1;
             float s = 0.0f;
 #pragma unroll
-            for (int i = 0; i < WP; i++) s += st->psum[(ci * IG_ST_CWARPS + p * WP + i) * 2 + r];
+            for (int h = 0; h < SP; h++) {
+                const int ci = k / R * SP + h;
+#pragma unroll
+                for (int i = 0; i < WP; i++) s += st->psum[(ci * IG_ST_CWARPS + p * WP + i) * 2 + r];
+            }
             return s;
         };
-        const int k0 = cb * R, k1 = min(nr, ce * R); /* the batch's local rows */
+        const int k0 = cb / SP * R, k1 = min(nr, ce / SP * R); /* the batch's local rows */
         if (EPI == 2 && (TAG & 2)) { /* two outputs (one tagged word) per thread */
             for (int k = 2 * t; k < (k1 - k0) / 2; k += 2 * IG_ST_CTHREADS) {
                 float o[2];
