@@ -470,16 +470,28 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         snprintf(nm, sizeof nm, "attention_dl_h%d_kv%d_d%d", H, KV, D);
         const char *an = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
         int64_t nq = g->tensors[dln[0]->in[2]].shape[0], ng = g->tensors[dln[4]->in[2]].shape[0];
+        /* stream.cuh's consumer slots per group, accumulators per slot and slots in flight, for
+         * measuring them against its defaults: IGNIS_COMPILE_ST_GROUP (1, 2, 4), IGNIS_COMPILE_ST_ACC
+         * (1, 2), IGNIS_COMPILE_ST_INFLIGHT (1..12) */
+        char st_knobs[128] = "";
+        const char *sg = getenv("IGNIS_COMPILE_ST_GROUP"), *sa = getenv("IGNIS_COMPILE_ST_ACC");
+        if (sg && (atoi(sg) == 1 || atoi(sg) == 2 || atoi(sg) == 4))
+            snprintf(st_knobs, sizeof st_knobs, "#define IG_ST_GROUP %d\n", atoi(sg));
+        if (sa && (atoi(sa) == 1 || atoi(sa) == 2))
+            snprintf(st_knobs + strlen(st_knobs), sizeof st_knobs - strlen(st_knobs), "#define IG_ST_ACC %d\n", atoi(sa));
+        const char *si = getenv("IGNIS_COMPILE_ST_INFLIGHT");
+        if (si && atoi(si) >= 1 && atoi(si) <= 12)
+            snprintf(st_knobs + strlen(st_knobs), sizeof st_knobs - strlen(st_knobs), "#define IG_ST_INFLIGHT %d\n", atoi(si));
         snprintf(params, sizeof params,
                  "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
                  "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
                  "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
-                 "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n",
+                 "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n%s",
                  dl_nslot, hp->n_layers, HID, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
                  dln[0]->eps, dln[4]->eps, dln[0]->in[3] >= 0, dln[3]->in[2] >= 0, dln[4]->in[3] >= 0,
                  dln[5]->in[2] >= 0, an, KV, (unsigned long long)kv_layer_page, hp->vocab,
-                 dl_head ? dl_head->eps : 1e-6, D);
+                 dl_head ? dl_head->eps : 1e-6, D, st_knobs);
         snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
                                           "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, dl_nslot);
         const char *dk = instance(&c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment);
@@ -567,7 +579,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                     "                                                sizeof(int32_t) * n_out, st->stream));\n"
                     "    return 0;\n}\n\n");
         fprintf(fw,
-                "/* Replays the CUDA graph of this step's shape, capturing it on first use. */\n"
+                "/* Replays the CUDA graph of this step's shape, capturing it on first use. Steps of one token (the\n"
+                " * GEMV kernels or the persistent one) and decode-only steps of more (cuBLAS, batched decode) both\n"
+                " * take graphs; the batch's contents are uploaded by the graph's first node. */\n"
                 "static int launch_graph(dev_state *st, int T, int n_out, int mpb, int do_sample, int decode_only, int chain) {\n"
                 "    const int batch_ints = 4 * T + T * mpb; /* every page-table row the key allows: one size per graph */\n"
                 "    cu_graph_cache *gc = &st->graphs;\n"
@@ -576,32 +590,36 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "                          gc->key[i][3] == do_sample && gc->key[i][4] == decode_only && gc->key[i][5] == chain))\n"
                 "        i++;\n"
                 "    if (i == gc->n) {\n"
-                "        /* first time: run the step directly (this also makes the driver load every kernel\n"
-                "         * it uses, which must not happen during a capture), then capture it for next time */\n"
+                "        /* not captured: run the step directly (this also makes the driver load every kernel it\n"
+                "         * uses, which must not happen during a capture); the second time, capture it for the next */\n"
                 "        int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, batch_ints, chain);\n"
-                "        if (rc0) return rc0;\n"
-                "        if (gc->n == CU_GRAPHS) cu_graphs_clear(&st->api, gc);\n"
-                "        i = gc->n;\n"
-                "        /* graphs are an optimization: if capturing fails, this engine runs steps directly */\n"
+                "        const int key[6] = {T, n_out, mpb, do_sample, decode_only, chain};\n"
+                "        if (rc0 || !cu_graphs_seen(gc, key)) return rc0;\n"
+                "        /* graphs are an optimization: if capturing fails, this engine runs such steps directly (a\n"
+                "         * batched step's failure leaves the one-token graphs on) */\n"
+                "        const int batched = !(T <= MV_TMAX && T <= st->gemv_tmax);\n"
                 "        CUgraph g = NULL;\n"
                 "        if (st->api.cuStreamBeginCapture(st->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) {\n"
-                "            st->use_graphs = 0;\n"
+                "            if (batched) st->graph_tmax = 0; else st->use_graphs = 0;\n"
                 "            return 0;\n"
                 "        }\n"
                 "        int rc = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, batch_ints, chain);\n"
                 "        CUresult re = st->api.cuStreamEndCapture(st->stream, &g);\n"
-                "        CUresult ri = rc || re != CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : st->api.cuGraphInstantiate(&gc->exec[i], g, 0);\n"
+                "        CUgraphExec ex = NULL;\n"
+                "        CUresult ri = rc || re != CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : st->api.cuGraphInstantiate(&ex, g, 0);\n"
                 "        if (g) st->api.cuGraphDestroy(g);\n"
                 "        if (ri != CUDA_SUCCESS) {\n"
                 "            st->graph_error = ri;\n"
-                "            st->use_graphs = 0;\n"
+                "            if (batched) st->graph_tmax = 0; else st->use_graphs = 0;\n"
                 "            return 0;\n"
                 "        }\n"
+                "        i = cu_graphs_slot(&st->api, gc);\n"
+                "        gc->exec[i] = ex, gc->used[i] = ++gc->tick;\n"
                 "        gc->key[i][0] = T, gc->key[i][1] = n_out, gc->key[i][2] = mpb, gc->key[i][3] = do_sample;\n"
                 "        gc->key[i][4] = decode_only, gc->key[i][5] = chain;\n"
-                "        gc->n++;\n"
                 "        return 0;\n"
                 "    }\n"
+                "    gc->used[i] = ++gc->tick;\n"
                 "    CU(st->api.cuGraphLaunch(gc->exec[i], st->stream));\n"
                 "    return 0;\n}\n\n");
         fprintf(fw,
@@ -724,7 +742,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "                return run_take(st, 0, b);\n"
                 "            }\n"
                 "        }\n"
-                "        int rc = run > 1 ? 0 : T <= MV_TMAX && T <= st->gemv_tmax && st->use_graphs\n"
+                "        /* one-token steps and decode-only batches replay graphs (batch sizes up to graph_tmax) */\n"
+                "        const int graph = st->use_graphs && ((T <= MV_TMAX && T <= st->gemv_tmax) || (decode_only && T <= st->graph_tmax));\n"
+                "        int rc = run > 1 ? 0 : graph\n"
                 "                     ? launch_graph(st, T, n_out, mpb, do_sample, decode_only, 0)\n"
                 "                     : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only, 4 * T + b->n_seqs * mpb, 0);\n"
                 "        if (rc) return rc;\n"
@@ -776,6 +796,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 dl_nslot);
     fprintf(out, "#define RUN_MAX 64     /* steps of a multi-step greedy run at most (forward) */\n"
                  "#define RUN_PENDING (-2147483647 - 1) /* a run's token slot not written yet */\n");
+    fprintf(out, "#define BLAS_WS_BYTES (32u << 20) /* cuBLAS's workspace (its recommendation for sm_90) */\n");
     fprintf(out, "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
                  "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
                  "#define W_BF16 %d\n",
@@ -867,6 +888,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    cu_prof prof;       /* IGNIS_CUDA_PROFILE=1: per-kernel times, printed by fini */\n"
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
+            "    int graph_tmax;     /* decode-only steps of up to this many tokens replay graphs too (IGNIS_CUDA_GRAPH_TMAX,\n"
+            "                         * default every size; 0: only one-token steps do) */\n"
+            "    CUdeviceptr blas_ws; /* cuBLAS's workspace, ours so that a graph capture never allocates */\n"
             "    CUdeviceptr d_logits; /* in the workspace */\n"
             "    int n_sm;           /* SMs: the persistent kernel's grid */\n"
             "    int dl_on;          /* one-token steps run the persistent decode kernel (decode_layers.cu) */\n"
@@ -938,8 +962,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->pinned) st->api.cuMemFreeHost(st->pinned);\n"
                  "    if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);\n"
                  "    if (st->run_host) st->api.cuMemFreeHost(st->run_host);\n"
-                 "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers};\n"
-                 "    for (int i = 0; i < 5; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
+                 "    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers, st->blas_ws};\n"
+                 "    for (int i = 0; i < 6; i++)\n        if (bufs[i]) st->api.cuMemFree(bufs[i]);\n"
                  "    if (st->mod) st->api.cuModuleUnload(st->mod);\n"
                  "    if (st->stream) st->api.cuStreamDestroy(st->stream);\n"
                  "    if (st->cctx) st->api.cuDevicePrimaryCtxRelease(st->dev);\n"
@@ -1006,7 +1030,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    size_t w_bytes = %lluull, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;\n"
                  "    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;\n"
                  "    st->api.cuMemGetInfo(&free_b, &total_b);\n"
-                 "    if (w_bytes + kv_bytes + ws_bytes + (64u << 20) > free_b) {\n"
+                 "    if (w_bytes + kv_bytes + ws_bytes + BLAS_WS_BYTES + (64u << 20) > free_b) {\n"
                  "        cu_errf(err, cap, \"not enough memory on %%s: weights %%.2f GB + KV cache %%.2f GB (%%d pages) + workspace %%.2f GB > %%.2f GB free; \"\n"
                  "                \"ask for fewer KV pages or tokens per step\", name, w_bytes / 1e9, kv_bytes / 1e9, ctx->n_pages, ws_bytes / 1e9, free_b / 1e9);\n"
                  "        fini(ctx);\n        return -1;\n    }\n"
@@ -1034,7 +1058,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (st->prof.on) st->run_max = 1; /* profiles time single steps */\n"
                  "    st->run_steps = 1;\n"
                  "    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) { cu_errf(err, cap, \"cublasCreate failed\"); fini(ctx); return -1; }\n"
-                 "    st->api.cublasSetStream(st->blas, st->stream);\n"
+                 "    st->api.cublasSetStream(st->blas, st->stream); /* (this resets the workspace: set it after) */\n"
+                 "    TRY(st->api.cuMemAlloc(&st->blas_ws, BLAS_WS_BYTES), \"allocating the cuBLAS workspace\");\n"
+                 "    if (st->api.cublasSetWorkspace(st->blas, (void *)(uintptr_t)st->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {\n"
+                 "        cu_errf(err, cap, \"cublasSetWorkspace failed\");\n        fini(ctx);\n        return -1;\n    }\n"
+                 "    const char *gtm = getenv(\"IGNIS_CUDA_GRAPH_TMAX\");\n"
+                 "    st->graph_tmax = gtm ? atoi(gtm) : ctx->max_tokens;\n"
                  "    {\n        WORKSPACE_CARVE(st->ws, st->max_tokens);\n        st->d_logits = d_logits;\n        st->d_cancel = dl_go + 4 * RUN_MAX;\n    }\n",
             n_img, archs, newest, c.n_fn, (unsigned long long)plan->total);
     fprintf(out, "%s    return 0;\n}\n", dl_init);

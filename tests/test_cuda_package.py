@@ -7,6 +7,7 @@ where the GPU golden test runs instead, and when the CUDA toolkit's NVRTC is abs
 import json, os, shutil, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def have_gpu():
     try:
@@ -87,6 +88,23 @@ def main():
             fails.append("forward's multi-step runs: eligibility, or stopping a run before the next step")
         if "int dl_steps = do_sample == 2 ? st->run_steps : 1;" not in mac:
             fails.append("the persistent kernel must run several steps only for a greedy row")
+        # decode steps of several sequences replay graphs too (cuBLAS inside: its workspace must be ours,
+        # set after cublasSetStream, which resets it); a step with prefill runs never does (its attention
+        # kernel is chosen on the host); a batched capture failing must leave the one-token graphs on
+        if not ("(decode_only && T <= st->graph_tmax)" in fw
+                and mc.count("if (batched) st->graph_tmax = 0; else st->use_graphs = 0;") == 2
+                and 0 <= mc.index("cublasSetStream(st->blas") < mc.index("cublasSetWorkspace(st->blas")):
+            fails.append("batched decode graphs: eligibility, cuBLAS workspace, or capture-failure handling")
+        # the graph cache's policy (capture on second sighting, least recently used out), on the host
+        cuda_inc = os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda", "include")
+        exe = os.path.join(tmp, "test_graph_cache")
+        subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-Wno-unused-function", "-I", os.path.join(root, "templates", "cuda"),
+                        "-I", cuda_inc, os.path.join(root, "tests", "cuda_host", "test_graph_cache.c"), "-o", exe, "-ldl"],
+                       check=True)
+        p = subprocess.run([exe], capture_output=True, text=True)
+        print("graph cache:", p.stdout.strip())
+        if p.returncode != 0:
+            fails.append("graph cache policy: " + p.stderr.strip())
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at

@@ -68,6 +68,7 @@ typedef struct cu_api {
     cublasStatus_t (*cublasCreate)(cublasHandle_t *);
     cublasStatus_t (*cublasDestroy)(cublasHandle_t);
     cublasStatus_t (*cublasSetStream)(cublasHandle_t, CUstream);
+    cublasStatus_t (*cublasSetWorkspace)(cublasHandle_t, void *, size_t);
     cublasStatus_t (*cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                    const void *, const void *, cudaDataType, int, const void *,
                                    cudaDataType, int, const void *, void *, cudaDataType, int,
@@ -158,6 +159,7 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(blas, cublasCreate, "cublasCreate_v2");
     SYM(blas, cublasDestroy, "cublasDestroy_v2");
     SYM(blas, cublasSetStream, "cublasSetStream_v2");
+    SYM(blas, cublasSetWorkspace, "cublasSetWorkspace_v2");
     SYM(blas, cublasGemmEx, "cublasGemmEx");
 #undef SYM
     return 0;
@@ -196,17 +198,43 @@ static int cu_pick_image(const cu_image *im, int n, int cc) {
 
 /* Replayable steps, keyed by what the captured launches baked in (token count, logit rows,
  * page-table width, device sampling on/off, decode-only, chained: no uploads); the batch's contents live
- * in device memory and change between replays. */
+ * in device memory and change between replays. A full cache makes room by dropping the graph used
+ * least recently, so a batch size that comes and goes does not evict the steady ones. */
 #define CU_GRAPHS 32
 typedef struct cu_graph_cache {
     int n;
     int key[CU_GRAPHS][6];
     CUgraphExec exec[CU_GRAPHS];
+    unsigned long long used[CU_GRAPHS], tick; /* last use of each, the use counter */
+    int seen[CU_GRAPHS][6], n_seen, seen_next;  /* shapes run once and not captured (a ring) */
 } cu_graph_cache;
+
+/* Whether a step of this key ran before without a graph; if not, remembers it. A shape is captured
+ * the second time it comes, so the batch sizes that pass once (a batch draining as its requests
+ * finish) cost no capture. */
+static int cu_graphs_seen(cu_graph_cache *g, const int key[6]) {
+    for (int i = 0; i < g->n_seen; i++)
+        if (!memcmp(g->seen[i], key, sizeof g->seen[i])) return 1;
+    memcpy(g->seen[g->seen_next], key, sizeof g->seen[0]);
+    g->seen_next = (g->seen_next + 1) % CU_GRAPHS;
+    if (g->n_seen < CU_GRAPHS) g->n_seen++;
+    return 0;
+}
 
 static void cu_graphs_clear(const cu_api *a, cu_graph_cache *g) {
     for (int i = 0; i < g->n; i++) a->cuGraphExecDestroy(g->exec[i]);
     g->n = 0;
+}
+
+/* The index for a new graph: the next free one, or the least recently used one, whose graph is
+ * destroyed (the caller fills the entry and its key). */
+static int cu_graphs_slot(const cu_api *a, cu_graph_cache *g) {
+    if (g->n < CU_GRAPHS) return g->n++;
+    int lru = 0;
+    for (int i = 1; i < CU_GRAPHS; i++)
+        if (g->used[i] < g->used[lru]) lru = i;
+    a->cuGraphExecDestroy(g->exec[lru]);
+    return lru;
 }
 
 /* ---- kernel launches: programmatic dependent launch, debug sync, profiling */

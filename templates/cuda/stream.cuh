@@ -54,9 +54,20 @@
 #define IG_ST_FEED(dst, src, bytes, bar) ig_st_bulk(dst, src, bytes, bar) /* how a slot is filled */
 #endif
 /* Slots in flight at most (issued, not landed): enough for HBM's bandwidth-latency product, few
- * enough that the memory queues stay short for the kernel's own latency-bound accesses. */
+ * enough that the memory queues stay short for the kernel's own latency-bound accesses (H200, 1B
+ * decode: 3 0.743, 4 0.756, 6-12 0.776-0.780 ms/token). */
 #ifndef IG_ST_INFLIGHT
 #define IG_ST_INFLIGHT 3
+#endif
+/* Consumer slots per group (1, 2 or 4): a group's mma chains run side by side and its sums share
+ * one shuffle reduction; accumulators per slot (1 or 2): shorter mma chains over the windows.
+ * H200, 1B decode: 1/1 0.745, 2/2 0.736, 4/2 0.736 ms/token (consumers alone 27.6 -> 25.4 / 23.8
+ * us/layer in tests/gpu/exp_stream.cu). */
+#ifndef IG_ST_GROUP
+#define IG_ST_GROUP 2
+#endif
+#ifndef IG_ST_ACC
+#define IG_ST_ACC 2
 #endif
 #define IG_ST_PSUM 4096 /* warp sums (2 per warp) of up to 256 slots per phase and CTA */
 #define IG_ST_MAXCH (IG_ST_PSUM / (2 * IG_ST_CWARPS))
@@ -234,7 +245,7 @@ struct ig_st_tshape {
 };
 
 IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -246,7 +257,8 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                           unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0, unsigned tx = 0,
                           unsigned ty = 0, unsigned tw = 0) {
     typedef ig_st_tshape<K> TS;
-    constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS;
+    constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS, G = IG_ST_GROUP;
+    static_assert(G == 1 || G == 2 || G == 4, "IG_ST_GROUP is 1, 2 or 4");
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, q = lane & 3, rp = warp / WP, wq = warp % WP;
     const int unit = EPI == 2 ? 32 : 1;
@@ -338,37 +350,58 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     unsigned long long best = 0ull; /* AMAX: this thread's best key */
     for (int cb = 0; cb < nch; cb += IG_ST_MAXCH) { /* batches of slots whose sums fit psum */
         const int ce = min(nch, cb + IG_ST_MAXCH);
-        for (int ci = cb; ci < ce; ci++) {
-            const int n = min(R, nr - ci / SP * R), slot = (int)((*it + ci) % IG_ST_NSLOT), h = ci % SP;
-            IG_ST_TIMED(0, ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1));
-            const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
-            const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int c0 = cb; c0 < ce; c0 += G) { /* a group of G slots: G independent mma chains, one reduction */
+            float u[G][2]; /* per slot, the diagonal partials of rows ra (u[j][0]) and rb (u[j][1]) */
 #pragma unroll
-            for (int m = 0; m < MW; m++) {
-                if (wq + WP * m < TS::NW) {
-                    uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
-                    if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
-                    if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
-                    /* the piece's x (a select, not a dynamic index: xb stays in registers) */
-                    const unsigned b0 = SP > 1 && h ? xb[SP - 1][m][0] : xb[0][m][0];
-                    const unsigned b1 = SP > 1 && h ? xb[SP - 1][m][1] : xb[0][m][1];
-                    ig_st_mma(d, wa.x, wb.x, wa.y, wb.y, b0, b1);
+            for (int j = 0; j < G; j++) {
+                const int ci = c0 + j;
+                u[j][0] = u[j][1] = 0.0f;
+                if (G > 1 && ci >= ce) continue;
+                const int n = min(R, nr - ci / SP * R), slot = (int)((*it + ci) % IG_ST_NSLOT), h = ci % SP;
+                IG_ST_TIMED(0, ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1));
+                const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
+                const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
+                float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
+#pragma unroll
+                for (int m = 0; m < MW; m++) {
+                    if (wq + WP * m < TS::NW) {
+                        uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
+                        if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
+                        if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
+                        /* the piece's x (a select, not a dynamic index: xb stays in registers) */
+                        const unsigned b0 = SP > 1 && h ? xb[SP - 1][m][0] : xb[0][m][0];
+                        const unsigned b1 = SP > 1 && h ? xb[SP - 1][m][1] : xb[0][m][1];
+                        ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
+                    }
                 }
-            }
-            /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
-            const bool diag = q == (g >> 1);
-            const float u0 = diag ? ((g & 1) ? d[1] : d[0]) : 0.0f, u1 = diag ? ((g & 1) ? d[3] : d[2]) : 0.0f;
-            /* two sums in five shuffles: lanes < 16 reduce u0, lanes >= 16 reduce u1 */
-            const bool hi = lane & 16;
-            float v = (hi ? u1 : u0) + __shfl_xor_sync(IG_FULL_MASK, hi ? u0 : u1, 16);
 #pragma unroll
-            for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
-            const int pi = ((ci - cb) * IG_ST_CWARPS + warp) * 2;
-            if (lane == 0) st->psum[pi] = v;
-            if (lane == 16) st->psum[pi + 1] = v;
-            __syncwarp();
-            if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
+                for (int a = 1; a < IG_ST_ACC; a++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) d[0][e] += d[a][e];
+                /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
+                const bool diag = q == (g >> 1);
+                u[j][0] = diag ? ((g & 1) ? d[0][1] : d[0][0]) : 0.0f;
+                u[j][1] = diag ? ((g & 1) ? d[0][3] : d[0][2]) : 0.0f;
+                __syncwarp(); /* every lane's loads of the slot are done: it goes back to the producer */
+                if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
+            }
+            /* the group's 2G sums in log2(2G) halving exchanges and then plain butterflies: lane bit 16
+             * takes the row, bits 8, 4 the slot's bits 0, 1; lane 16 r + 32 j / (2 G) ends with sum (j, r) */
+            float v[2 * G];
+#pragma unroll
+            for (int j = 0; j < G; j++) v[2 * j] = u[j][0], v[2 * j + 1] = u[j][1];
+#pragma unroll
+            for (int n2 = 2 * G, bit = 16; n2 > 1; n2 >>= 1, bit >>= 1) {
+                const bool up = lane & bit;
+#pragma unroll
+                for (int i = 0; i < n2 / 2; i++)
+                    v[i] = (up ? v[2 * i + 1] : v[2 * i]) + __shfl_xor_sync(IG_FULL_MASK, up ? v[2 * i] : v[2 * i + 1], bit);
+            }
+#pragma unroll
+            for (int o = 16 / G / 2; o > 0; o >>= 1) v[0] += __shfl_xor_sync(IG_FULL_MASK, v[0], o);
+            const int low = 32 / (2 * G), sj = (lane & 15) / low, sr = lane >> 4; /* this lane's sum */
+            const int sjs = G == 4 ? ((sj & 1) << 1 | sj >> 1) : sj; /* bit 8 is slot bit 0 */
+            if (lane % low == 0 && c0 + sjs < ce) st->psum[((c0 + sjs - cb) * IG_ST_CWARPS + warp) * 2 + sr] = v[0];
         }
         IG_ST_MARK(3);
         ig_st_cbar(); /* every slot's sums of the batch are in */
