@@ -88,6 +88,8 @@ def decode_ms(env, n=128):
     o = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", str(n)], env=dict(os.environ, **env))
     return float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", o).group(1))
 for label, env in [("default (as above)", {}), ("persistent decode kernel off", {"IGNIS_CUDA_PERSISTENT": "0"}),
+                   ("multi-step runs off", {"IGNIS_CUDA_RUN": "1"}),
+                   ("multi-step runs and chained steps off", {"IGNIS_CUDA_RUN": "1", "IGNIS_CUDA_CHAIN": "0"}),
                    ("programmatic dependent launch", {"IGNIS_CUDA_PDL": "1"}),
                    ("GEMV grid 1 CTA/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "1"}),
                    ("GEMV grid 2 CTAs/SM", {"IGNIS_CUDA_MV_CTAS_PER_SM": "2"})]:
@@ -101,6 +103,11 @@ if os.environ.get("IGNIS_BENCH_PROFILE", "1") != "0":
         print("\n".join(p.stderr.splitlines()[:28]))
 eng = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "1,8,32,128,256"])
 print(eng)
+# batched decode steps without their CUDA graphs, for the ratio
+eng0 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128"],
+          env=dict(os.environ, IGNIS_CUDA_GRAPH_TMAX="0"))
+print("variant batched decode graphs off (IGNIS_CUDA_GRAPH_TMAX=0):")
+print(eng0)
 
 if os.environ.get("IGNIS_BENCH_PEER", "1") == "0":
     raise SystemExit(0)
