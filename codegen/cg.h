@@ -84,7 +84,7 @@ void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, u
  * device_archs: NULL for host targets, else the CUDA architectures (then init/fini and
  * device sampling are declared, from the generated init, fini and forward). */
 void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
-                  uint32_t cpu_features, int bf16, int32_t n_weights, const char *device_archs);
+                  uint32_t cpu_features, ig_dtype dtype, int32_t n_weights, const char *device_archs);
 
 /* Emits `static const double rope_inv_freq[HEAD_DIM / 2]`. */
 ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err);

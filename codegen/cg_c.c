@@ -368,7 +368,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
 
     fprintf(out, "%s", fwd_text);
 
-    cg_emit_desc(out, hp, t->full_name, o->compiler_version, t->cpu_features, bf, plan->n, NULL);
+    cg_emit_desc(out, hp, t->full_name, o->compiler_version, t->cpu_features, bf ? IG_DTYPE_BF16 : IG_DTYPE_F32, plan->n, NULL);
 done:
     fclose(c.kern);
     fclose(fw);

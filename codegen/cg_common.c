@@ -165,8 +165,8 @@ void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, u
 }
 
 void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
-                  uint32_t cpu_features, int bf16, int32_t n_weights, const char *device_archs) {
-    const char *dt = bf16 ? "IG_DTYPE_BF16" : "IG_DTYPE_F32";
+                  uint32_t cpu_features, ig_dtype dtype, int32_t n_weights, const char *device_archs) {
+    const char *dt = dtype == IG_DTYPE_BF16 ? "IG_DTYPE_BF16" : dtype == IG_DTYPE_F16 ? "IG_DTYPE_F16" : "IG_DTYPE_F32";
     char cf[16] = "0";
     if (!device_archs) snprintf(cf, sizeof cf, "%uu", (unsigned)cpu_features);
     fprintf(out, "\nstatic const ig_model_desc desc = {\n"

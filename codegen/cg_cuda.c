@@ -42,6 +42,7 @@ typedef struct gen {
     int n_inst;
     char fnames[160][64];     /* every __global__ function host code launches */
     int n_fn;
+    int f16;                  /* the 16-bit element type is IEEE half (--dtype f16), else bf16 */
 } gen;
 
 static int fn_index(gen *c, const char *name) {
@@ -67,7 +68,8 @@ static const char *instance(gen *c, const char *tpl, const char *prefix, const c
     return k->name;
 }
 
-static const char *dtn(int bf) { return bf ? "bf16" : "f32"; }
+/* The name of an element type: f32, or the package's 16-bit type. */
+static const char *dtn(const gen *c, int bf) { return !bf ? "f32" : c->f16 ? "f16" : "bf16"; }
 
 /* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
 typedef struct mm_norm {
@@ -91,7 +93,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              (long long)K, (long long)N, bf, bf, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, norm != NULL,
              norm ? norm->eps : 1e-5);
     snprintf(comment, sizeof comment, "%s: gemv %sx[T,%lld] %s . w[%lld,%lld]^T %s, %s", what, norm ? "rms_norm(x) then " : "",
-             (long long)K, dtn(bf), (long long)N, (long long)K, dtn(bf),
+             (long long)K, dtn(c, bf), (long long)N, (long long)K, dtn(c, bf),
              epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
     snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s%s", (long long)K, (long long)N, norm ? "_norm" : "",
              epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "");
@@ -105,7 +107,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
     fprintf(fw, "%s} else {\n", ind);
     if (norm) {
         snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, norm->eps, bf);
-        snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, norm->eps, dtn(bf));
+        snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, norm->eps, dtn(c, bf));
         snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
         const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
         fprintf(fw, "%s    { void *argsn[] = {&%s, &%s, &%s, &%s};\n%s      LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, argsn); }\n",
@@ -115,7 +117,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
         int64_t I = N / 2;
         snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n", (long long)I, bf, bf);
         snprintf(comment, sizeof comment, "%s: SwiGLU (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> [T,%lld] %s",
-                 what, (long long)N, dtn(bf), (long long)I, dtn(bf));
+                 what, (long long)N, dtn(c, bf), (long long)I, dtn(c, bf));
         snprintf(nm, sizeof nm, "swiglu_i%lld", (long long)I);
         const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
         /* gate/up leave the GEMM in the activation type (as in the reference model), the
@@ -153,7 +155,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     gen c;
     memset(&c, 0, sizeof c);
     c.cu = cu;
-    int bf = o->dtype == IG_DTYPE_BF16;
+    /* bf: 16-bit weights, KV and activations (bf16, or half for --dtype f16: c.f16) */
+    c.f16 = o->dtype == IG_DTYPE_F16;
+    int bf = o->dtype == IG_DTYPE_BF16 || c.f16;
     char *fwd_text = NULL;
     size_t fwd_len = 0;
     FILE *fw = open_memstream(&fwd_text, &fwd_len);
@@ -176,7 +180,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             return ig_fail(err, IG_ERR_UNSUPPORTED,
                            "codegen (cuda): %s has rows of %lld %s elements; the decode GEMV stages a row in 96 KB of "
                            "shared memory (at most %d elements)", g->tensors[wi].name, (long long)g->tensors[wi].shape[1],
-                           dtn(bf), 98304 / (bf ? 2 : 4));
+                           dtn(&c, bf), 98304 / (bf ? 2 : 4));
         }
     }
     uint64_t kv_layer_page = 2ull * KV * PS * D * (bf ? 2 : 4);
@@ -186,7 +190,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
      * a multiple of 256 up to 16384 whose row fits two (stream.cuh's SPLIT; Llama-3-8B's down, 14336). */
     int dl_ok = 0, dl_resid_rows = 256; /* rows of a residual-add phase per CTA the kernel takes */
     const ir_node *dln[6] = {0};
-    if (bf && lay.per_layer == 6) {
+    if (bf && !c.f16 && lay.per_layer == 6) { /* (bf16 only) */
         static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                    IR_OP_MATMUL_EPI};
         dl_ok = 1;
@@ -234,9 +238,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
 
     fprintf(cu, "/* model.cu — generated by ignis %s: the kernels of %s (%d layers, hidden %d), %s.\n"
                 " * Compiled by NVRTC for %s (+ PTX). Do not edit: regenerate with `ignis compile`. */\n"
-                "#include \"common.cuh\"\n\n"
+                "%s#include \"common.cuh\"\n\n"
                 "#define ATTN_SPLIT 16 /* context partitions of decode attention (same value in model.c) */\n",
-            o->compiler_version, hp->arch, hp->n_layers, HID, dtn(bf), archs);
+            o->compiler_version, hp->arch, hp->n_layers, HID, dtn(&c, bf), archs,
+            c.f16 ? "#define IG_F16 1 /* the 16-bit type is IEEE half */\n" : "");
 
     buf bufs[32];
     int n_bufs = 0;
@@ -313,7 +318,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 NEW_BUF(n->out, HID, 0);
                 resid = buf_of[n->out];
                 snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, bf);
-                snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table", HID, dtn(bf), hp->vocab, HID);
+                snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table", HID, dtn(&c, bf), hp->vocab, HID);
                 snprintf(nm, sizeof nm, "embed_%d", HID);
                 const char *k = instance(&c, "embed.cu", nm, "EM_NAME", params, comment);
                 fprintf(fw, "%s/* %s */\n%svoid *args[] = {&T, &d_ids, &w1, &%s};\n%sLAUNCH(%d, IG_EM_GRID_X(T), 1, 1, IG_EM_BLOCK, 0, args);\n",
@@ -369,7 +374,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                          "#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n",
                          H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, qk, qk ? n->eps : 1e-6);
                 snprintf(comment, sizeof comment, "%srope on q[T,%d] and k[T,%d], k/v into the %s KV pages", qk ? "q/k rms_norm, " : "",
-                         H * D, KV * D, dtn(bf));
+                         H * D, KV * D, dtn(&c, bf));
                 snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
                 const char *k = instance(&c, "rope_kv.cu", nm, "RK_NAME", params, comment);
                 rk_node = i;
@@ -396,7 +401,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                          H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D), rk_qk,
                          rk_qk ? rk->eps : 1e-6);
                 snprintf(comment, sizeof comment, "causal attention, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s", H, KV, D,
-                         dtn(bf), H * D, dtn(bf));
+                         dtn(&c, bf), H * D, dtn(&c, bf));
                 snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
                 const char *k = instance(&c, "attention.cu", nm, "AT_NAME", params, comment);
                 snprintf(at_params, sizeof at_params, "%s", params); /* the persistent kernel's instance adds AT_DEVFN */
@@ -788,7 +793,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n"
             "#include \"ig_model_abi.h\"\n#include \"host.h\"\n#include \"launch.h\"\n\n"
             ,
-            o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, archs, dtn(bf));
+            o->compiler_version, hp->arch, hp->n_layers, HID, H, KV, D, hp->intermediate, hp->vocab, archs, dtn(&c, bf));
     cg_emit_shape_defines(out, hp, PS, kv_layer_page);
     if (dl_ok)
         fprintf(out, "#define DL_THREADS 288 /* decode_layers.cu: 8 consumer warps + a producer warp (IG_ST_THREADS) */\n"
@@ -799,8 +804,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     fprintf(out, "#define BLAS_WS_BYTES (32u << 20) /* cuBLAS's workspace (its recommendation for sm_90) */\n");
     fprintf(out, "#define MV_TMAX 8      /* steps of up to this many tokens take the GEMV path */\n"
                  "#define ATTN_SPLIT 16  /* context partitions of decode attention */\n"
-                 "#define W_BF16 %d\n",
-            bf);
+                 "#define W_BF16 %d     /* 16-bit weights (and activations where the kernels round) */\n"
+                 "#define W_F16 %d      /* ... of IEEE half rather than bf16 */\n",
+            bf, c.f16);
 
     /* kernel images, embedded with .incbin (files next to this one) */
     fprintf(out, "\n/* ---- kernel images: cubins per architecture and PTX of the newest, embedded at build time */\n");
@@ -935,9 +941,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy, float beta,\n"
             "                     int ybf16) {\n"
             "    const float alpha = 1.0f;\n"
-            "    cudaDataType dt = W_BF16 ? CUDA_R_16BF : CUDA_R_32F;\n"
+            "    const cudaDataType h = W_F16 ? CUDA_R_16F : CUDA_R_16BF, dt = W_BF16 ? h : CUDA_R_32F;\n"
             "    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, dt, K,\n"
-            "                                            (const void *)x, dt, K, &beta, (void *)y, ybf16 ? CUDA_R_16BF : CUDA_R_32F, ldy,\n"
+            "                                            (const void *)x, dt, K, &beta, (void *)y, ybf16 ? h : CUDA_R_32F, ldy,\n"
             "                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);\n"
             "    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;\n}\n",
             c.n_fn);
@@ -1071,7 +1077,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     {
         char tg[sizeof archs + 8];
         snprintf(tg, sizeof tg, "cuda-%s", archs);
-        cg_emit_desc(out, hp, tg, o->compiler_version, 0, bf, plan->n, archs);
+        cg_emit_desc(out, hp, tg, o->compiler_version, 0, o->dtype, plan->n, archs);
     }
 done:
     fclose(fw);

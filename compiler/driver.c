@@ -141,14 +141,21 @@ static cJSON *hparams_json(const ir_hparams *hp) {
     return h;
 }
 
+/* The manifest's name of a package element type. */
+static const char *dtype_str(ig_dtype d) { return d == IG_DTYPE_BF16 ? "bf16" : d == IG_DTYPE_F16 ? "f16" : "f32"; }
+
 ig_status cc_compile(const cc_options *o, ig_err *err) {
     const char *pkg = o->out_dir;
     ig_dtype dt = IG_DTYPE_F32;
+    int cuda = o->target && !strncmp(o->target, "cuda", 4) && (o->target[4] == 0 || o->target[4] == ':');
     if (o->dtype && !strcmp(o->dtype, "bf16"))
         dt = IG_DTYPE_BF16;
+    else if (o->dtype && !strcmp(o->dtype, "f16"))
+        dt = IG_DTYPE_F16;
     else if (o->dtype && strcmp(o->dtype, "f32"))
-        return ig_fail(err, IG_ERR_INVALID, "unknown --dtype '%s' (expected f32 or bf16)", o->dtype);
-    int cuda = o->target && !strncmp(o->target, "cuda", 4) && (o->target[4] == 0 || o->target[4] == ':');
+        return ig_fail(err, IG_ERR_INVALID, "unknown --dtype '%s' (expected f32, bf16, or f16 for CUDA)", o->dtype);
+    if (dt == IG_DTYPE_F16 && !cuda)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--dtype f16 is for CUDA targets; CPU packages take f32 or bf16");
     cg_cuda_target ct;
     const cg_target *t = cuda ? NULL : cg_target_find(o->target);
     if (cuda) {
@@ -240,8 +247,8 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "target", target_name);
         cJSON_AddStringToObject(m, "device", cuda ? "cuda" : "cpu");
         cJSON_AddNumberToObject(m, "cpu_features", cuda ? 0 : t->cpu_features);
-        cJSON_AddStringToObject(m, "dtype", dt == IG_DTYPE_BF16 ? "bf16" : "f32");
-        cJSON_AddStringToObject(m, "kv_dtype", dt == IG_DTYPE_BF16 ? "bf16" : "f32");
+        cJSON_AddStringToObject(m, "dtype", dtype_str(dt));
+        cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
         cJSON_AddNumberToObject(m, "page_size", ps);
         cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");
@@ -278,7 +285,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             cJSON_AddNumberToObject(e, "offset", (double)plan.e[i].offset);
             cJSON_AddNumberToObject(e, "bytes", (double)plan.e[i].nbytes);
             cJSON_AddStringToObject(e, "layout", plan.e[i].fmt == PK_PANEL ? "panel16" : "vector");
-            cJSON_AddStringToObject(e, "dtype", plan.e[i].dtype == IG_DTYPE_BF16 ? "bf16" : "f32");
+            cJSON_AddStringToObject(e, "dtype", dtype_str(plan.e[i].dtype));
             snprintf(hx, sizeof hx, "%016llx", (unsigned long long)plan.e[i].hash);
             cJSON_AddStringToObject(e, "hash", hx);
             cJSON_AddItemToArray(ts, e);

@@ -13,7 +13,7 @@ typedef struct cc_options {
     const char *input;      /* HF folder, .gguf file or .igraph */
     const char *out_dir;    /* package directory (created) */
     const char *target;     /* "cpu", "cpu:avx2", ... (NULL = native) */
-    const char *dtype;      /* "f32" or "bf16" (NULL = f32) */
+    const char *dtype;      /* "f32", "bf16" or "f16" (CUDA only) (NULL = f32) */
     int32_t page_size;      /* KV page size in tokens (0 = 16) */
     const char *cc;         /* C compiler (NULL = $IGNIS_CC or "cc") */
     FILE *dump;             /* graph dumps after each pass, or NULL */

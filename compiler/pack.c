@@ -18,9 +18,29 @@ uint16_t pk_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+uint16_t pk_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00u;  /* NaN: quiet */
+    if (a >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 rounds past 65504: inf */
+    if (a < 0x38800000u) {                       /* below 2^-14: a subnormal half, in units of 2^-24 */
+        if (a < 0x33000000u) return sign;        /* at most 2^-25: zero (the tie goes to even) */
+        const uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 126u - (a >> 23); /* |f| = m 2^(e - 150) */
+        uint32_t r = m >> shift;
+        const uint32_t rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+        if (rem > halfway || (rem == halfway && (r & 1u))) r++; /* may carry into the smallest normal */
+        return (uint16_t)(sign | r);
+    }
+    uint32_t v = a - 0x38000000u;     /* exponent rebiased 127 -> 15 */
+    v += 0xfffu + ((v >> 13) & 1u); /* round to nearest even on the 13 dropped bits */
+    return (uint16_t)(sign | (v >> 13));
+}
+
 uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt) {
     uint64_t np = (uint64_t)(N + 15) / 16;
-    return np * (uint64_t)K * 16u * (dt == IG_DTYPE_BF16 ? 2u : 4u);
+    return np * (uint64_t)K * 16u * (dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16 ? 2u : 4u);
 }
 
 void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
@@ -46,9 +66,9 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) 
     /* rows past N stay zero: dst is zeroed by the caller */
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
-        if (dt == IG_DTYPE_BF16) {
+        if (dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16) {
             uint16_t *o = (uint16_t *)dst + (size_t)n * K;
-            for (int64_t k = 0; k < K; k++) o[k] = pk_f32_to_bf16(w[n * K + k]);
+            for (int64_t k = 0; k < K; k++) o[k] = dt == IG_DTYPE_F16 ? pk_f32_to_f16(w[n * K + k]) : pk_f32_to_bf16(w[n * K + k]);
         } else {
             memcpy((float *)dst + (size_t)n * K, w + n * K, sizeof(float) * (size_t)K);
         }
@@ -69,9 +89,11 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
             return ig_fail(err, IG_ERR_UNSUPPORTED,
                            "pack: %s has an inner dimension %lld that is not a multiple of 8 (GPU kernels load 16 bytes)",
                            x->name, (long long)x->shape[1]);
-        if (dt == IG_DTYPE_BF16 && x->shape[1] % 2)
+        if (fmt == PK_PANEL && dt == IG_DTYPE_F16)
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: f16 weights are for CUDA packages only (CPU panels: f32 or bf16)");
+        if ((dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16) && x->shape[1] % 2)
             return ig_fail(err, IG_ERR_UNSUPPORTED,
-                           "pack: %s has an odd inner dimension %lld (bf16 packs pairs)", x->name,
+                           "pack: %s has an odd inner dimension %lld (16-bit types pack pairs)", x->name,
                            (long long)x->shape[1]);
         e.nbytes = pk_panel_bytes(x->shape[0], x->shape[1], dt);
     } else {

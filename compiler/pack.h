@@ -44,5 +44,7 @@ uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt);
 void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 uint16_t pk_f32_to_bf16(float f);
+/* f32 -> IEEE half, round to nearest even; past 65504 (after rounding) inf, NaN stays NaN. */
+uint16_t pk_f32_to_f16(float f);
 
 #endif

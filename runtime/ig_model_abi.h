@@ -16,7 +16,7 @@
  * KV pool layout (page-major, one page id addresses all layers):
  *   pool + page * kv_page_bytes + layer * kv_layer_page_bytes
  *     → K [n_kv_heads][page_size][head_dim] then V [n_kv_heads][page_size][head_dim],
- *   elements of kv_dtype (IG_DTYPE_F32 or IG_DTYPE_BF16).
+ *   elements of kv_dtype (IG_DTYPE_F32, IG_DTYPE_BF16, or IG_DTYPE_F16 on CUDA).
  *
  * This header is copied verbatim into every package's src/ so generated code builds on its own.
  */

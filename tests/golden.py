@@ -13,7 +13,7 @@ EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
 EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window",
                 "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit"]
 # tolerance on max |logit error| relative to max |reference logit| (issue 2)
-TOL = {"f32": 1e-3, "bf16": 3e-2}
+TOL = {"f32": 1e-3, "bf16": 3e-2, "f16": 1.5e-2}  # f16 (CUDA only): half the bf16 limit (8x finer rounding)
 
 _DT = {"F32": np.float32, "I32": np.int32, "F16": np.float16, "I64": np.int64}
 

@@ -114,6 +114,19 @@ def main():
         kcu, kmc = (open(os.path.join(tmp, "ks", "src", f)).read() for f in ("model.cu", "model.c"))
         if '#include "decode_layers.cu"' not in kcu or "(128 + G - 1) / G <= 128;" not in kmc:
             fails.append("the persistent kernel must take a down projection of K 8448 (two slots a row), 128 rows a CTA")
+        # f16 (IEEE half weights, KV and 16-bit activations): every kernel but the persistent one (bf16
+        # only) compiles with IG_F16 for each architecture; the manifest says f16; the CPU refuses it
+        golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "h16"),
+                    "--target", "cuda:sm_75,sm_80,sm_90", "--dtype", "f16"])
+        hcu = open(os.path.join(tmp, "h16", "src", "model.cu")).read()
+        hm = json.load(open(os.path.join(tmp, "h16", "manifest.json")))
+        if ("#define IG_F16 1" not in hcu or '#include "decode_layers.cu"' in hcu or hm.get("dtype") != "f16"
+                or hm.get("kv_dtype") != "f16" or "W_F16 1" not in open(os.path.join(tmp, "h16", "src", "model.c")).read()):
+            fails.append("an f16 CUDA package: IG_F16, no persistent kernel, manifest dtype f16, half cuBLAS")
+        p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", os.path.join(tmp, "hc"),
+                        "--dtype", "f16"], check=False)
+        if p.returncode == 0 or "f16" not in p.stderr or "CUDA" not in p.stderr:
+            fails.append(f"--dtype f16 on the CPU must be refused, naming it: {p.stderr!r}")
         p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "s32"),
                         "--target", "cuda:sm_90", "--dtype", "f32"])
         if '#include "decode_layers.cu"' in open(os.path.join(tmp, "s32", "src", "model.cu")).read():

@@ -24,7 +24,7 @@ def main():
         print("SKIP: no GPU")
         return 77
     fails = []
-    dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16").split(",")
+    dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16,f16").split(",")
     runs = [(m, dt, "") for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
     # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
     # reference contexts are short, so force a split every 4 keys

@@ -92,7 +92,7 @@
 #ifndef IG_ATTN_HELPERS
 #define IG_ATTN_HELPERS
 IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
-    if (bf) ((unsigned short *)out)[i] = ig_f32_to_bf16(v);
+    if (bf) ((unsigned short *)out)[i] = ig_f32_to_h(v);
     else ((float *)out)[i] = v;
 }
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }

@@ -79,12 +79,12 @@
 #define IG_AP_HELPERS
 IG_DEV constexpr int ig_ap_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_ap_pow2ceil((x + 1) / 2); }
 IG_DEV void ig_ap_store(void *out, size_t i, float v, bool bf) {
-    if (bf) ((unsigned short *)out)[i] = ig_f32_to_bf16(v);
+    if (bf) ((unsigned short *)out)[i] = ig_f32_to_h(v);
     else ((float *)out)[i] = v;
 }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 IG_DEV void ig_ap_store2(void *out, size_t i, float a, float b, bool bf) {
-    if (bf) *(unsigned *)((unsigned short *)out + i) = ig_pack2_bf16(a, b);
+    if (bf) *(unsigned *)((unsigned short *)out + i) = ig_pack2_h(a, b);
     else *(float2 *)((float *)out + i) = make_float2(a, b);
 }
 IG_DEV unsigned ig_ap_smem_addr(const void *p) {
@@ -107,17 +107,26 @@ IG_DEV void ig_ap_ldsm4t(unsigned a, unsigned *r) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-/* c += a (16x16 bf16, row) · b (16x8 bf16, col), f32 accumulate */
+/* c += a (16x16, row) · b (16x8, col) of the package's 16-bit type (bf16, or half when IG_F16), f32
+ * accumulate */
 IG_DEV void ig_ap_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+#if IG_F16
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+#else
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+#endif
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-/* (lo, hi) -> bf16x2 with lo in the low half, round to nearest even */
-IG_DEV unsigned ig_ap_pack_bf16(float lo, float hi) {
+/* (lo, hi) -> a 16-bit pair with lo in the low half, round to nearest even */
+IG_DEV unsigned ig_ap_pack_h(float lo, float hi) {
     unsigned r;
+#if IG_F16
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#else
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
     return r;
 }
 #endif
@@ -239,10 +248,10 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
             float2 x1 = vb ? *(const float2 *)(qrb + c) : make_float2(0.f, 0.f);
             float2 x2 = va ? *(const float2 *)(qra + c + 8) : make_float2(0.f, 0.f);
             float2 x3 = vb ? *(const float2 *)(qrb + c + 8) : make_float2(0.f, 0.f);
-            qa[k][0] = ig_ap_pack_bf16(x0.x * QS, x0.y * QS);
-            qa[k][1] = ig_ap_pack_bf16(x1.x * QS, x1.y * QS);
-            qa[k][2] = ig_ap_pack_bf16(x2.x * QS, x2.y * QS);
-            qa[k][3] = ig_ap_pack_bf16(x3.x * QS, x3.y * QS);
+            qa[k][0] = ig_ap_pack_h(x0.x * QS, x0.y * QS);
+            qa[k][1] = ig_ap_pack_h(x1.x * QS, x1.y * QS);
+            qa[k][2] = ig_ap_pack_h(x2.x * QS, x2.y * QS);
+            qa[k][3] = ig_ap_pack_h(x3.x * QS, x3.y * QS);
         }
     }
     float o[D / 8][4];
@@ -334,10 +343,10 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #pragma unroll
             for (int j = 0; j < BN / 16; j++) {
                 unsigned pfr[4];
-                pfr[0] = ig_ap_pack_bf16(s[2 * j][0], s[2 * j][1]);
-                pfr[1] = ig_ap_pack_bf16(s[2 * j][2], s[2 * j][3]);
-                pfr[2] = ig_ap_pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
-                pfr[3] = ig_ap_pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
+                pfr[0] = ig_ap_pack_h(s[2 * j][0], s[2 * j][1]);
+                pfr[1] = ig_ap_pack_h(s[2 * j][2], s[2 * j][3]);
+                pfr[2] = ig_ap_pack_h(s[2 * j + 1][0], s[2 * j + 1][1]);
+                pfr[3] = ig_ap_pack_h(s[2 * j + 1][2], s[2 * j + 1][3]);
 #pragma unroll
                 for (int db = 0; db < D / 8; db += 2) {
                     unsigned b[4];

@@ -64,13 +64,44 @@ IG_DEV void ig_unpack4_f32(uint4 v, float *o) {
     o[0] = __uint_as_float(v.x), o[1] = __uint_as_float(v.y);
     o[2] = __uint_as_float(v.z), o[3] = __uint_as_float(v.w);
 }
-/* 16-byte word -> 16/ES f32 values (ES = element bytes: 2 bf16, 4 f32). */
-IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
-    if (es == 2) ig_unpack8_bf16(v, o);
-    else ig_unpack4_f32(v, o);
-}
 IG_DEV unsigned ig_pack2_bf16(float a, float b) {
     return (unsigned)ig_f32_to_bf16(a) | ((unsigned)ig_f32_to_bf16(b) << 16);
+}
+
+/* The package's 16-bit element type (weights, KV pages, 16-bit activations): bf16, or IEEE half
+ * when the package was compiled with --dtype f16 (codegen defines IG_F16 1). Every kernel but the
+ * persistent decode kernel (bf16 only) converts through the ig_h* helpers below; with IG_F16 0
+ * they are the bf16 functions above. Half conversions are the PTX cvt instructions (round to
+ * nearest even; out-of-range values become inf, as any f16 engine's). */
+#ifndef IG_F16
+#define IG_F16 0
+#endif
+IG_DEV float ig_f16_to_f32(unsigned short h) {
+    float f;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+IG_DEV unsigned short ig_f32_to_f16(float f) {
+    unsigned short h;
+    asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+    return h;
+}
+IG_DEV float ig_h_to_f32(unsigned short h) { return IG_F16 ? ig_f16_to_f32(h) : ig_bf16_to_f32(h); }
+IG_DEV unsigned short ig_f32_to_h(float f) { return IG_F16 ? ig_f32_to_f16(f) : ig_f32_to_bf16(f); }
+IG_DEV unsigned ig_pack2_h(float a, float b) { return (unsigned)ig_f32_to_h(a) | ((unsigned)ig_f32_to_h(b) << 16); }
+/* The 2 elements of a 32-bit word (the first in the low half), as f32. */
+IG_DEV void ig_unpack2_h(unsigned w, float *o) {
+    if (IG_F16) o[0] = ig_f16_to_f32((unsigned short)(w & 0xffffu)), o[1] = ig_f16_to_f32((unsigned short)(w >> 16));
+    else o[0] = __uint_as_float(w << 16), o[1] = __uint_as_float(w & 0xffff0000u);
+}
+IG_DEV void ig_unpack8_h(uint4 v, float *o) {
+    if (IG_F16) ig_unpack2_h(v.x, o), ig_unpack2_h(v.y, o + 2), ig_unpack2_h(v.z, o + 4), ig_unpack2_h(v.w, o + 6);
+    else ig_unpack8_bf16(v, o);
+}
+/* 16-byte word -> 16/ES f32 values (ES = element bytes: 2 the 16-bit type, 4 f32). */
+IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
+    if (es == 2) ig_unpack8_h(v, o);
+    else ig_unpack4_f32(v, o);
 }
 
 /* Read-only 16-byte load through the non-coherent (texture) path: the streamed operands (weights,

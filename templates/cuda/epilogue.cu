@@ -68,8 +68,8 @@ EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
     float g[8], u[8];
     if (EP_GUBF16) {
         const unsigned short *r = (const unsigned short *)gu + (size_t)t * EP_LDGU + c;
-        ig_unpack8_bf16(*(const uint4 *)r, g);
-        ig_unpack8_bf16(*(const uint4 *)(r + 16), u);
+        ig_unpack8_h(*(const uint4 *)r, g);
+        ig_unpack8_h(*(const uint4 *)(r + 16), u);
     } else {
         const float *r = (const float *)gu + (size_t)t * EP_LDGU + c;
         ig_unpack4_f32(*(const uint4 *)r, g), ig_unpack4_f32(*(const uint4 *)(r + 4), g + 4);
@@ -82,8 +82,8 @@ EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
         o[e] = ge / (1.0f + expf(-ge)) * ue;
     }
     if (EP_OBF16) {
-        uint4 v = make_uint4(ig_pack2_bf16(o[0], o[1]), ig_pack2_bf16(o[2], o[3]), ig_pack2_bf16(o[4], o[5]),
-                             ig_pack2_bf16(o[6], o[7]));
+        uint4 v = make_uint4(ig_pack2_h(o[0], o[1]), ig_pack2_h(o[2], o[3]), ig_pack2_h(o[4], o[5]),
+                             ig_pack2_h(o[6], o[7]));
         *(uint4 *)((unsigned short *)out + (size_t)t * EP_I + i0) = v;
     } else {
         float4 *p = (float4 *)((float *)out + (size_t)t * EP_I + i0);

@@ -89,11 +89,10 @@ IG_DEV void ig_mv_xs(const void *xs, int k, float *xf) {
     if (XB) {
         const unsigned short *p = (const unsigned short *)xs + k;
         if (VE == 8) {
-            ig_unpack8_bf16(*(const uint4 *)p, xf);
+            ig_unpack8_h(*(const uint4 *)p, xf);
         } else {
             uint2 v = *(const uint2 *)p;
-            xf[0] = __uint_as_float(v.x << 16), xf[1] = __uint_as_float(v.x & 0xffff0000u);
-            xf[2] = __uint_as_float(v.y << 16), xf[3] = __uint_as_float(v.y & 0xffff0000u);
+            ig_unpack2_h(v.x, xf), ig_unpack2_h(v.y, xf + 2);
         }
     } else {
         const float *p = (const float *)xs + k;
@@ -194,7 +193,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
             float g = s0, u = s1;
             if (MV_BIAS) g += bias[ig_mv_row<true>(p, 0)], u += bias[ig_mv_row<true>(p, 1)];
             const float o = g / (1.0f + expf(-g)) * u;
-            if (MV_YBF16) ((unsigned short *)y)[yo + p] = ig_f32_to_bf16(o);
+            if (MV_YBF16) ((unsigned short *)y)[yo + p] = ig_f32_to_h(o);
             else ((float *)y)[yo + p] = o;
         }
     };
@@ -220,7 +219,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
                 const float s = 1.0f / sqrtf(ss / (float)MV_K + MV_EPS); /* as rmsnorm.cu */
                 for (int i = threadIdx.x; i < MV_K; i += IG_MV_BLOCK) {
                     const float o = xr[i] * s * gamma[i];
-                    if (MV_XBF16) ((unsigned short *)xs)[(size_t)t * MV_K + i] = ig_f32_to_bf16(o);
+                    if (MV_XBF16) ((unsigned short *)xs)[(size_t)t * MV_K + i] = ig_f32_to_h(o);
                     else ((float *)xs)[(size_t)t * MV_K + i] = o;
                 }
             } else {

@@ -43,7 +43,7 @@ RN_NAME(int T, const float *x, const float *gamma, RN_AT_ *out) {
     const float s = 1.0f / sqrtf(ss / (float)RN_D + RN_EPS);
     for (int i = threadIdx.x; i < RN_D; i += IG_RN_BLOCK(RN_D)) {
         const float o = xr[i] * s * gamma[i];
-        if (RN_OBF16) ((unsigned short *)out)[(size_t)t * RN_D + i] = ig_f32_to_bf16(o);
+        if (RN_OBF16) ((unsigned short *)out)[(size_t)t * RN_D + i] = ig_f32_to_h(o);
         else ((float *)out)[(size_t)t * RN_D + i] = o;
     }
 }

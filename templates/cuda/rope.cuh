@@ -9,7 +9,7 @@
 #include "common.cuh"
 
 IG_DEV void ig_rk_store(unsigned char *p, size_t idx, float v, bool bf) {
-    if (bf) ((unsigned short *)p)[idx] = ig_f32_to_bf16(v);
+    if (bf) ((unsigned short *)p)[idx] = ig_f32_to_h(v);
     else ((float *)p)[idx] = v;
 }
 
