@@ -35,7 +35,7 @@ static int usage(void) {
             "  import  HF_DIR|FILE.gguf -o model.igraph     import a model into an ignis graph\n"
             "  inspect FILE|DIR|PKG [--passes]               print a graph (or a package's manifest)\n"
             "  compile HF_DIR|FILE.gguf|model.igraph -o PKG [--target cpu|cpu:avx512bf16|cpu:avx512|cpu:avx2|cpu:generic]\n"
-            "          [--dtype f32|bf16] [--page-size N] [--dump-graph FILE]\n"
+            "          [--dtype f32|bf16|f16 (CUDA)] [--page-size N] [--dump-graph FILE]\n"
             "  logits  PKG --tokens 1,2,3 --out FILE.npy     teacher-forced logits [n_tokens, vocab]\n"
             "          [--step]                              one token per forward step (the decode path)\n"
             "  generate PKG (--tokens 1,2,3 | --tokens-file FILE | --prompt TEXT [--ids]) [--max-new-tokens N]\n"
