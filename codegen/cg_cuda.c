@@ -482,11 +482,13 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         const char *sg = getenv("IGNIS_COMPILE_ST_GROUP"), *sa = getenv("IGNIS_COMPILE_ST_ACC");
         if (sg && (atoi(sg) == 1 || atoi(sg) == 2 || atoi(sg) == 4))
             snprintf(st_knobs, sizeof st_knobs, "#define IG_ST_GROUP %d\n", atoi(sg));
+        size_t kl = strlen(st_knobs);
         if (sa && (atoi(sa) == 1 || atoi(sa) == 2))
-            snprintf(st_knobs + strlen(st_knobs), sizeof st_knobs - strlen(st_knobs), "#define IG_ST_ACC %d\n", atoi(sa));
+            snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_ACC %d\n", atoi(sa));
         const char *si = getenv("IGNIS_COMPILE_ST_INFLIGHT");
+        kl = strlen(st_knobs);
         if (si && atoi(si) >= 1 && atoi(si) <= 12)
-            snprintf(st_knobs + strlen(st_knobs), sizeof st_knobs - strlen(st_knobs), "#define IG_ST_INFLIGHT %d\n", atoi(si));
+            snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_INFLIGHT %d\n", atoi(si));
         snprintf(params, sizeof params,
                  "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
@@ -748,7 +750,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                 "            }\n"
                 "        }\n"
                 "        /* one-token steps and decode-only batches replay graphs (batch sizes up to graph_tmax) */\n"
-                "        const int graph = st->use_graphs && ((T <= MV_TMAX && T <= st->gemv_tmax) || (decode_only && T <= st->graph_tmax));\n"
+                "        const int graph = st->use_graphs &&\n"
+                "                          ((T <= MV_TMAX && T <= st->gemv_tmax) || (decode_only && T <= st->graph_tmax));\n"
                 "        int rc = run > 1 ? 0 : graph\n"
                 "                     ? launch_graph(st, T, n_out, mpb, do_sample, decode_only, 0)\n"
                 "                     : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only, 4 * T + b->n_seqs * mpb, 0);\n"
