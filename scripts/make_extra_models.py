@@ -7,7 +7,7 @@ its down projection's rows over two ring slots). Uses ../shared/tools/make_refer
 same recipe as the shared test data: perturbed random weights, float64 transformers forward,
 teacher-forced logits and greedy continuations). Needs torch + transformers (CPU is enough).
 Writes tests/data/models/<name>/ (all of them, or only the names given as arguments)."""
-import importlib.util, os, shutil, sys
+import importlib.util, json, os, shutil, sys
 import torch
 from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
                           Qwen3ForCausalLM, MistralConfig, MistralForCausalLM)
@@ -16,6 +16,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 spec = importlib.util.spec_from_file_location("mr", os.path.join(ROOT, "..", "shared", "tools", "make_reference.py"))
 mr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mr)
+
+def recipe_model(name, cls, cfg, seed):
+    """make_reference.make_model for a bf16 fixture whose weights come from a recipe (weights.json)
+    that the tests expand with numpy instead of a stored model.safetensors."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import golden
+    from safetensors import safe_open
+    probe = os.path.join(mr.WORK, "probe-" + name)
+    cls(cfg).to(torch.bfloat16).save_pretrained(probe)  # the stored tensor names and shapes
+    with safe_open(os.path.join(probe, "model.safetensors"), "pt") as f:
+        keys = sorted(f.keys())
+        shapes = {k: list(f.get_slice(k).get_shape()) for k in keys}
+    init = lambda k: "norm" if "norm" in k else "bias" if k.endswith("bias") else "weight"
+    recipe = {"seed": seed, "tensors": [{"name": k, "shape": shapes[k], "init": init(k)} for k in keys]}
+    gen = os.path.join(mr.WORK, "gen-" + name)
+    os.makedirs(gen)
+    json.dump(recipe, open(os.path.join(gen, "weights.json"), "w"), indent=1)
+    golden.ensure_weights(gen)
+    with safe_open(os.path.join(gen, "model.safetensors"), "pt") as f:
+        values = {k: f.get_tensor(k) for k in keys}
+    def load(model, seed_):  # make_model's perturb step: the recipe's values instead
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                p.copy_(values[k].to(p.dtype))
+    perturb, mr.perturb = mr.perturb, load
+    try:
+        mr.make_model("extra", name, cls, cfg, torch.bfloat16, seed)
+    finally:
+        mr.perturb = perturb
+    d = os.path.join(mr.WORK, "extra", name)
+    with safe_open(os.path.join(d, "model.safetensors"), "pt") as f:  # what the reference saw
+        assert all(torch.equal(f.get_tensor(k), values[k]) for k in keys), "saved weights differ from the recipe"
+    os.remove(os.path.join(d, "model.safetensors"))
+    shutil.copy(os.path.join(gen, "weights.json"), d)
 
 def main(only):
     out = os.path.join(ROOT, "tests", "data", "models")
@@ -52,9 +86,12 @@ def main(only):
         tie_word_embeddings=False), torch.bfloat16, 28)
     # the persistent kernel with a row over two ring slots (K > 8192: stream.cuh's SPLIT), as
     # Llama-3-8B's down projection (K = 14336); one small layer to keep the file at 6.6 MB
-    make("llama-stream-ksplit", LlamaForCausalLM, LlamaConfig(hidden_size=128, intermediate_size=8448,
-        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=256, max_position_embeddings=256,
-        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 29)
+    # Its weights (6.5 MB) are not kept in the repository: weights.json is their recipe, which the
+    # tests expand with numpy (golden.ensure_weights); the reference is computed from those values.
+    if not only or "llama-stream-ksplit" in only:
+        recipe_model("llama-stream-ksplit", LlamaForCausalLM, LlamaConfig(hidden_size=128, intermediate_size=8448,
+            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=256,
+            max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), 32)
     for name in os.listdir(os.path.join(mr.WORK, "extra")):
         if only and name not in only:
             continue

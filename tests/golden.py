@@ -1,7 +1,7 @@
 """Shared helpers for the golden tests: reading the HF reference files of ../shared/testdata and
 running the ignis CLI. Only numpy is needed (safetensors is parsed by hand: 8-byte header length,
 JSON header, raw little-endian data)."""
-import json, os, struct, subprocess, sys, tempfile
+import hashlib, json, os, struct, subprocess, sys, tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +39,43 @@ def read_safetensors(path):
     return out
 
 
+def ensure_weights(model_dir):
+    """Writes model_dir/model.safetensors from model_dir/weights.json unless it is there, made from the
+    same recipe (its sha256 in the header's metadata): fixtures too
+    large to keep in the repository are stored as a recipe (seed; per tensor name, shape and init:
+    "norm" 1 + 0.1 N(0,1), "bias" 0.1 N, "weight" 0.08 N, drawn in list order from numpy's PCG64 in
+    float64, rounded to float32 and then to bf16 to nearest even). scripts/make_extra_models.py made
+    the references from exactly these values."""
+    recipe, out = os.path.join(model_dir, "weights.json"), os.path.join(model_dir, "model.safetensors")
+    if not os.path.exists(recipe):
+        return
+    digest = hashlib.sha256(open(recipe, "rb").read()).hexdigest()
+    if os.path.exists(out):  # made from this recipe (its digest is in the header)? then keep it
+        with open(out, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            if json.loads(f.read(n)).get("__metadata__", {}).get("recipe") == digest:
+                return
+    r = json.load(open(recipe))
+    rng = np.random.Generator(np.random.PCG64(r["seed"]))
+    base, scale = {"norm": 1.0, "bias": 0.0, "weight": 0.0}, {"norm": 0.1, "bias": 0.1, "weight": 0.08}
+    hdr, blobs, off = {"__metadata__": {"format": "pt", "recipe": digest}}, [], 0
+    for t in r["tensors"]:
+        f = (base[t["init"]] + scale[t["init"]] * rng.standard_normal(t["shape"])).astype(np.float32)
+        u = f.view(np.uint32).astype(np.uint64)
+        b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).tobytes()
+        hdr[t["name"]] = {"dtype": "BF16", "shape": t["shape"], "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, out)
+
+
 def read_npy(path):
     return np.load(path)
 
@@ -52,7 +89,9 @@ def run(args, check=True):
 
 def compile_model(model, dtype, outdir, target=None, source=None, models_dir=None):
     pkg = os.path.join(outdir, f"{model}-{dtype}-{(target or 'native').replace(':', '_')}")
-    args = ["compile", source or os.path.join(models_dir or os.path.join(TESTDATA, "models"), model), "-o", pkg, "--dtype", dtype]
+    mdir = os.path.join(models_dir or os.path.join(TESTDATA, "models"), model)
+    ensure_weights(mdir)
+    args = ["compile", source or mdir, "-o", pkg, "--dtype", dtype]
     if target:
         args += ["--target", target]
     run(args)

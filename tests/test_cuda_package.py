@@ -109,6 +109,7 @@ def main():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at
         # most 128 rows per CTA (one batch of sums), which the host checks before turning the kernel on
+        golden.ensure_weights(os.path.join(golden.EXTRA_DIR, "llama-stream-ksplit"))
         golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-ksplit"), "-o", os.path.join(tmp, "ks"),
                     "--target", "cuda:sm_90", "--dtype", "bf16"])
         kcu, kmc = (open(os.path.join(tmp, "ks", "src", f)).read() for f in ("model.cu", "model.c"))
