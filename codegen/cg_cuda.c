@@ -99,7 +99,25 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "");
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
-    fprintf(fw, "%sif (%s <= st->gemv_tmax) {\n", ind, rows);
+    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit W and x, K % 32 == 0, a fused norm's x
+     * staged in at most 96 KB) when the GPU has it (sm_80+) */
+    if (bf && K % 32 == 0 && (!norm || (K + 32) * 16 <= 96 * 1024)) {
+        char tnm[112];
+        snprintf(comment, sizeof comment, "%s: gemv on tensor cores for 2..8 tokens, %sx[T,%lld] %s . w[%lld,%lld]^T %s, %s", what,
+                 norm ? "rms_norm(x) then " : "", (long long)K, dtn(c, bf), (long long)N, (long long)K, dtn(c, bf),
+                 epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
+        snprintf(tnm, sizeof tnm, "%s_tc", nm);
+        int fmt = fn_index(c, instance(c, "gemv_tc.cu", tnm, "MV_NAME", params, comment));
+        fprintf(fw, "%sif (%s >= 2 && %s <= IG_MVT_TMAX && st->mvt_on) {\n", ind, rows, rows);
+        fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
+                norm ? norm->gamma : "zero", w, bias, y);
+        fprintf(fw, "%s    LAUNCH(%d, IG_MVT_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MVT_BLOCK, IG_MVT_SMEM(%lld, %d), args);\n",
+                ind, fmt, (long long)N, (long long)K, swiglu, (long long)K, norm != NULL);
+        fprintf(fw, "%s} else ", ind);
+    } else {
+        fprintf(fw, "%s", ind);
+    }
+    fprintf(fw, "if (%s <= st->gemv_tmax) {\n", rows);
     fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
             norm ? norm->gamma : "zero", w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n", ind,
@@ -891,6 +909,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int pdl;            /* programmatic dependent launch (sm_90+, IGNIS_CUDA_PDL=1; off by default: on the\n"
             "                         * H200 1B decode it measured 1.076 ms/token on, 1.071 off) */\n"
             "    int mv_ctas;        /* GEMV grid cap: SMs x IG_MV_CTAS_PER_SM (IGNIS_CUDA_MV_CTAS_PER_SM) */\n"
+            "    int mvt_on;         /* matmuls of 2..8 tokens on the tensor-core GEMV (sm_80+; IGNIS_CUDA_MVT=0: off) */\n"
             "    cu_prof prof;       /* IGNIS_CUDA_PROFILE=1: per-kernel times, printed by fini */\n"
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
@@ -1026,7 +1045,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    st->pdl = major >= 9 && pdl && pdl[0] == '1';\n"
                  "    int n_sm = 0;\n"
                  "    st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);\n"
-                 "    st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (mvc && atoi(mvc) > 0 ? atoi(mvc) : IG_MV_CTAS_PER_SM);\n"
+                 "    st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (mvc && atoi(mvc) > 0 ? atoi(mvc) : IG_MV_CTAS_PER_SM);\n"                 "    const char *mvt = getenv(\"IGNIS_CUDA_MVT\");\n"
+                 "    st->mvt_on = major >= 8 && !(mvt && mvt[0] == '0');\n"
                  "    if (getenv(\"IGNIS_CUDA_PROFILE\")) {\n"
                  "        st->prof.on = 1, st->use_graphs = 0;\n"
                  "        TRY(st->api.cuEventCreate(&st->prof.ev[0], 0), \"cuEventCreate\");\n"

@@ -108,6 +108,11 @@ eng0 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", 
           env=dict(os.environ, IGNIS_CUDA_GRAPH_TMAX="0"))
 print("variant batched decode graphs off (IGNIS_CUDA_GRAPH_TMAX=0):")
 print(eng0)
+# matmuls of 2..8 tokens on cuBLAS instead of the tensor-core GEMV
+eng1 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "4,8"],
+          env=dict(os.environ, IGNIS_CUDA_MVT="0"))
+print("variant tensor-core GEMV off (IGNIS_CUDA_MVT=0):")
+print(eng1)
 
 if os.environ.get("IGNIS_BENCH_PEER", "1") == "0":
     raise SystemExit(0)

@@ -42,6 +42,20 @@
 #define IG_MV_GRID_X(N, K, WES, MAXC) (IG_MV_CTAS(N, K, WES) < (MAXC) ? IG_MV_CTAS(N, K, WES) : (MAXC))
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 
+/* ---- gemv_tc.cu: MV_NAME(T, x, gamma, w, bias, y), 2 <= T <= IG_MVT_TMAX, sm_80+ ----
+ * The unit of work is 16 packed rows (SwiGLU: 32, gate and up tiles); KS = IG_MVT_KS(K) warps
+ * share a unit (split K over 32-column blocks: 8 when a row has at least 64 blocks, else 4, 2,
+ * 1 for 32, 16, fewer), a CTA of 8 warps takes 8 / KS units per step and CTAs stride over the
+ * units, the grid capped at MAXC. Dynamic smem: the normalized x of up to 8 tokens when the
+ * RMSNorm is fused (rows of IG_MVT_XS(K) elements: padded by 32 when 2K is a multiple of 128). */
+#define IG_MVT_BLOCK 256
+#define IG_MVT_TMAX 8
+#define IG_MVT_KS(K) ((K) / 32 >= 64 ? 8 : (K) / 32 >= 32 ? 4 : (K) / 32 >= 16 ? 2 : 1)
+#define IG_MVT_XS(K) ((K) % 64 == 0 ? (K) + 32 : (K))
+#define IG_MVT_SMEM(K, NORM) ((NORM) ? IG_MVT_TMAX * IG_MVT_XS(K) * 2 : 0)
+#define IG_MVT_CTAS(N, K, SW) IG_CDIV(IG_NPAD16(N) / ((SW) ? 32 : 16), 8 / IG_MVT_KS(K))
+#define IG_MVT_GRID_X(N, K, SW, MAXC) (IG_MVT_CTAS(N, K, SW) < (MAXC) ? IG_MVT_CTAS(N, K, SW) : (MAXC))
+
 /* ---- epilogue.cu ----
  * EP_BIAS_NAME(T, y, bias):        grid (ceil(N/256), T), block 256
  * EP_SWIGLU_NAME(T, gu, bias, out): grid (ceil(I/2048), T), block 256 (8 outputs a thread) */

@@ -129,6 +129,87 @@
 #define MV_K 2048
 #define MV_N 128256
 #include "gemv.cu"
+/* the tensor-core GEMV for 2..8 tokens (gemv_tc.cu): 16-bit W and x only, K % 32 == 0 */
+#define MV_NAME mvt_store_bias
+#define MV_K 96
+#define MV_N 1000
+#define MV_BIAS 1
+#include "gemv_tc.cu"
+#define MV_NAME mvt_acc_bias
+#define MV_K 128
+#define MV_N 200
+#define MV_BIAS 1
+#define MV_EPI 1
+#include "gemv_tc.cu"
+#define MV_NAME mvt_swiglu_bias
+#define MV_K 128
+#define MV_N 96
+#define MV_BIAS 1
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv_tc.cu"
+#define MV_NAME mvt_ldy
+#define MV_K 64
+#define MV_N 48
+#define MV_LDY 80
+#include "gemv_tc.cu"
+#define MV_NAME mvt_longk
+#define MV_K 8224
+#define MV_N 72
+#include "gemv_tc.cu"
+#define MV_NAME mvt_k1056
+#define MV_K 1056
+#define MV_N 40
+#define MV_EPI 1
+#include "gemv_tc.cu"
+#define MV_NAME mvt_swiglu_big
+#define MV_K 2048
+#define MV_N 16384
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv_tc.cu"
+#define MV_NAME mvt_norm_swiglu
+#define MV_K 992
+#define MV_N 96
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#include "gemv_tc.cu"
+#define MV_NAME mvt_norm_lmhead
+#define MV_K 2048
+#define MV_N 5000
+#define MV_NORM 1
+#define MV_EPS 1e-5f
+#include "gemv_tc.cu"
+#define MV_NAME mvt_norm_k4096
+#define MV_K 4096
+#define MV_N 300
+#define MV_NORM 1
+#define MV_BIAS 1
+#define MV_EPS 1e-5f
+#include "gemv_tc.cu"
+/* tensor-core timing shapes */
+#define MV_NAME mvt_p_2048_8192
+#define MV_K 8192
+#define MV_N 2048
+#include "gemv_tc.cu"
+#define MV_NAME mvt_p_8192_2048
+#define MV_K 2048
+#define MV_N 8192
+#include "gemv_tc.cu"
+#define MV_NAME mvt_p_3072_2048
+#define MV_K 2048
+#define MV_N 3072
+#include "gemv_tc.cu"
+#define MV_NAME mvt_p_2048_2048
+#define MV_K 2048
+#define MV_N 2048
+#include "gemv_tc.cu"
+#define MV_NAME mvt_p_128256_2048
+#define MV_K 2048
+#define MV_N 128256
+#include "gemv_tc.cu"
 
 #define EP_BIAS_NAME ep_bias
 #define EP_SWIGLU_NAME ep_swiglu_b
@@ -603,11 +684,14 @@ struct mv_case {
     const void *fn;
     int K, N, wb, xb, bias, epi, yb, ldy, norm;
     float eps;
+    int tc; /* gemv_tc.cu (2 <= T <= 8): its launch shape */
 };
 #define MVC(fn, K, N, wb, xb, bias, epi, yb, ldy) \
-    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 0, 0.0f }
+    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 0, 0.0f, 0 }
 #define MVN(fn, K, N, wb, xb, bias, epi, yb, ldy, eps) \
-    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 1, eps }
+    { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 1, eps, 0 }
+#define MVT(fn, K, N, bias, epi, yb, ldy, norm, eps) \
+    { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1 }
 static int g_sms = 132; /* multiprocessors of the device, set in main */
 
 /* maxc: the grid cap (few CTAs make every warp stride over many row pairs) */
@@ -643,7 +727,12 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
     void *dg = m.norm ? upload(gam, false) : NULL;
     const float *bias = m.bias ? (const float *)db : NULL;
     void *args[] = {&T, &dx, &dg, &dw, &bias, &dy};
-    launch(m.fn, dim3(IG_MV_GRID_X(m.N, m.K, m.wb ? 2 : 4, maxc)), dim3(IG_MV_BLOCK), IG_MV_SMEM(m.K, m.xb ? 2 : 4), args);
+    if (m.tc) {
+        CK(cudaFuncSetAttribute(m.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024)); /* as the host */
+        launch(m.fn, dim3(IG_MVT_GRID_X(m.N, m.K, m.epi == 2, maxc)), dim3(IG_MVT_BLOCK), IG_MVT_SMEM(m.K, m.norm), args);
+    } else {
+        launch(m.fn, dim3(IG_MV_GRID_X(m.N, m.K, m.wb ? 2 : 4, maxc)), dim3(IG_MV_BLOCK), IG_MV_SMEM(m.K, m.xb ? 2 : 4), args);
+    }
     const std::vector<float> &xv = m.norm ? xr : x;
     CK(cudaDeviceSynchronize());
     std::vector<float> y = download(dy, (size_t)T * m.ldy, m.epi == 2 && m.yb);
@@ -1151,8 +1240,10 @@ static double bench_copy(void) {
     return gbs;
 }
 
-static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs) {
-    const int Np = IG_NPAD16(N), grid = IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
+/* tc: the tensor-core GEMV (gemv_tc.cu), timed at T = 8 only */
+static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs, bool tc = false) {
+    const int Np = IG_NPAD16(N);
+    const int grid = tc ? IG_MVT_GRID_X(N, K, 0, g_sms * IG_MV_CTAS_PER_SM) : IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
     const size_t wbytes = (size_t)Np * K * 2;
     const int ncopy = (int)(512ull * 1024 * 1024 / wbytes) + 2; /* > 512 MB in rotation: not L2 */
     std::vector<void *> ws(ncopy);
@@ -1164,7 +1255,7 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
     fill(c, x, (size_t)8 * K, true);
     void *dx = upload(x, true), *dy;
     CK(cudaMalloc(&dy, (size_t)8 * N * 4));
-    for (int T = 1; T <= 8; T += 7) {
+    for (int T = tc ? 8 : 1; T <= 8; T += 7) {
         void *w;
         const float *bias = NULL;
         const float *gamma = NULL;
@@ -1172,13 +1263,13 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
         double us = time_us(
             [&](int i) {
                 w = ws[i % ncopy];
-                CK(cudaLaunchKernel(fn, dim3(grid), dim3(IG_MV_BLOCK), args, IG_MV_SMEM(K, 2), 0));
+                CK(cudaLaunchKernel(fn, dim3(grid), dim3(IG_MV_BLOCK), args, tc ? 0 : IG_MV_SMEM(K, 2), 0));
             },
             50);
         CK(cudaGetLastError());
         double gbs = (wbytes + (size_t)T * K * 2 + (size_t)T * N * 4) / (us * 1e-6) / 1e9;
-        printf("bench gemv %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs)\n",
-               name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, grid);
+        printf("bench gemv%s %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs)\n",
+               tc ? "_tc" : "", name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, grid);
     }
     for (auto p : ws) CK(cudaFree(p));
     CK(cudaFree(dx)); CK(cudaFree(dy));
@@ -1548,11 +1639,23 @@ int main(int argc, char **argv) {
         MVN(mv_bb_norm_swiglu, 1000, 96, 1, 1, 0, 2, 1, 48, 1e-6f),
         MVN(mv_ff_norm_bias, 200, 70, 0, 0, 1, 0, 0, 70, 1e-5f),
         MVN(mv_bb_norm_lmhead, 2048, 5000, 1, 1, 0, 0, 0, 5000, 1e-5f),
+        MVT(mvt_store_bias, 96, 1000, 1, 0, 0, 1000, 0, 0.0f),
+        MVT(mvt_acc_bias, 128, 200, 1, 1, 0, 200, 0, 0.0f),
+        MVT(mvt_swiglu_bias, 128, 96, 1, 2, 1, 48, 0, 0.0f),
+        MVT(mvt_ldy, 64, 48, 0, 0, 0, 80, 0, 0.0f),
+        MVT(mvt_longk, 8224, 72, 0, 0, 0, 72, 0, 0.0f),
+        MVT(mvt_k1056, 1056, 40, 0, 1, 0, 40, 0, 0.0f),
+        MVT(mvt_swiglu_big, 2048, 16384, 0, 2, 1, 8192, 0, 0.0f),
+        MVT(mvt_p_2048_8192, 8192, 2048, 0, 0, 0, 2048, 0, 0.0f),
+        MVT(mvt_norm_swiglu, 992, 96, 0, 2, 1, 48, 1, 1e-6f),
+        MVT(mvt_norm_lmhead, 2048, 5000, 0, 0, 0, 5000, 1, 1e-5f),
+        MVT(mvt_norm_k4096, 4096, 300, 1, 0, 0, 300, 1, 1e-5f),
     };
     const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 37, 200};
     for (const auto &m : mvs)
         for (int T : Ts) {
             if ((size_t)T * IG_NPAD16(m.N) * m.K > 400000000ull) continue; /* host reference cost */
+            if (m.tc && (T < 2 || T > IG_MVT_TMAX)) continue;
             test_mv(&c, m, T, g_sms * IG_MV_CTAS_PER_SM);
             if (T <= 5) test_mv(&c, m, T, 3); /* a small grid: warps stride over many pairs */
         }
@@ -1620,6 +1723,11 @@ int main(int argc, char **argv) {
             bench_mv(&c, "bf16 qkv (3072x2048)", (const void *)mv_p_3072_2048, 3072, 2048, copy);
             bench_mv(&c, "bf16 o (2048x2048)", (const void *)mv_p_2048_2048, 2048, 2048, copy);
             bench_mv(&c, "bf16 lm_head", (const void *)mv_p_128256_2048, 128256, 2048, copy);
+            bench_mv(&c, "bf16 (2048x8192)", (const void *)mvt_p_2048_8192, 2048, 8192, copy, true);
+            bench_mv(&c, "bf16 (8192x2048)", (const void *)mvt_p_8192_2048, 8192, 2048, copy, true);
+            bench_mv(&c, "bf16 qkv (3072x2048)", (const void *)mvt_p_3072_2048, 3072, 2048, copy, true);
+            bench_mv(&c, "bf16 o (2048x2048)", (const void *)mvt_p_2048_2048, 2048, 2048, copy, true);
+            bench_mv(&c, "bf16 lm_head", (const void *)mvt_p_128256_2048, 128256, 2048, copy, true);
         }
         if (sel("bench attention"))
             for (int ctxl : {1024, 4096}) {

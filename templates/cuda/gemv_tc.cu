@@ -1,0 +1,203 @@
+/* gemv_tc.cu — template: the decode matmul of gemv.cu for 2..8 tokens on tensor cores. Same
+ * parameters, arguments and results as gemv.cu (see there), for 16-bit weights and x only (bf16,
+ * or half when IG_F16): y = x · Wᵀ (+ bias), an optional fused RMSNorm prologue, and the store /
+ * residual add / SwiGLU epilogues.
+ *
+ * Why: gemv.cu multiplies every weight by every token on the CUDA cores, so at 8 tokens it is
+ * bound by FMAs and shared-memory reads of x, not by HBM (the harness: 22-26% of the copy
+ * bandwidth at T = 8 against 60-100% at T = 1). Here the tokens are the N = 8 columns of
+ * mma.sync m16n8k16: a warp multiplies 16 weight rows by 16 k of all (up to) 8 tokens in one
+ * instruction, and the weights stream once, as at T = 1.
+ *
+ * Instantiate with MV_NAME, MV_K, MV_N, MV_BIAS, MV_EPI, MV_LDY, MV_YBF16, MV_NORM, MV_EPS (MV_WBF16
+ * and MV_XBF16 are 1 by definition); defines
+ *   extern "C" __global__ void MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w,
+ *                                      const float *bias, void *y);
+ * with T <= IG_MVT_TMAX (8) and MV_K % 32 == 0.
+ *
+ * launch: grid = IG_MVT_GRID_X(MV_N, MV_K, MV_EPI == 2, max_ctas), block = IG_MVT_BLOCK = 256,
+ *         dynamic smem = IG_MVT_SMEM(MV_K, MV_NORM) (the normalized x when MV_NORM, else 0; the
+ *         host raises every function's dynamic smem limit to 96 KB, enough for K <= 6112).
+ *
+ * Work split: a unit is 16 packed rows (SwiGLU: 32, the 16 gate rows and their 16 up rows, as
+ * packed). KS = IG_MVT_KS(K) warps share a unit, warp ks taking the 32-column blocks ks, ks + KS,
+ * ...; their partial tiles meet in shared memory. Per block, lane (g = lane / 4, q = lane % 4)
+ * loads 16 bytes of rows g and g + 8 (and the up rows): columns 8q .. 8q + 7 of the block, and the
+ * same 16 bytes of token g's x. Within a block the k order is permuted, the same for A and B:
+ * physical columns 8q + {0,1}, {2,3} are the first mma's logical columns 2q + {0,1}, 2q + 8 + {0,1},
+ * and 8q + {4,5}, {6,7} the second's, so every fragment is one 16-byte load and no shuffles are
+ * needed. D[r][t] lands in lane (r % 8) * 4 + t / 2: lanes hold rows g, g + 8 of tokens 2q, 2q + 1.
+ * x comes from global memory through the read-only path (L1: every warp of an SM reads the same
+ * few KB), or from shared memory after the fused RMSNorm (rows padded by 64 bytes when 2K is a
+ * multiple of 128, so the 8 tokens of a load fall in different banks). Tokens >= T read nothing
+ * and their columns are never stored.
+ */
+#include "common.cuh"
+#include "launch.h"
+
+#ifndef MV_NAME
+#define MV_NAME ig_gemv_tc
+#endif
+#ifndef MV_K
+#define MV_K 2048
+#endif
+#ifndef MV_N
+#define MV_N 2048
+#endif
+#ifndef MV_BIAS
+#define MV_BIAS 0
+#endif
+#ifndef MV_EPI
+#define MV_EPI 0
+#endif
+#ifndef MV_LDY
+#define MV_LDY ((MV_EPI) == 2 ? MV_N / 2 : MV_N)
+#endif
+#ifndef MV_YBF16
+#define MV_YBF16 0
+#endif
+#ifndef MV_NORM
+#define MV_NORM 0
+#endif
+#ifndef MV_EPS
+#define MV_EPS 1e-6f
+#endif
+
+#ifndef IG_MVT_HELPERS
+#define IG_MVT_HELPERS
+/* d += a (16 rows x 16 k) . b (16 k x 8 tokens) of the package's 16-bit type, f32 accumulate */
+IG_DEV void ig_mvt_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+#if IG_F16
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+#else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+#endif
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif /* IG_MVT_HELPERS */
+
+extern "C" __global__ void __launch_bounds__(IG_MVT_BLOCK, 2)
+MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const float *bias, void *y) {
+#if __CUDA_ARCH__ >= 800
+    constexpr bool SW = (MV_EPI) == 2;
+    constexpr int RT = SW ? 32 : 16;               /* packed rows per unit */
+    constexpr int NU = IG_NPAD16(MV_N) / RT;       /* units */
+    constexpr int NJ = MV_K / 32;                  /* 32-column blocks of a row */
+    constexpr int KS = IG_MVT_KS(MV_K), UPC = 8 / KS; /* warps per unit, units per CTA step */
+    constexpr int NA = SW ? 4 : 2;                 /* rows a lane loads per block: g, g + 8 (, up) */
+    constexpr int U = SW ? 4 : 8;                  /* blocks in flight per warp */
+    constexpr int XS = IG_MVT_XS(MV_K);            /* staged x row stride (elements) */
+    static_assert(MV_K % 32 == 0, "gemv_tc needs K % 32 == 0");
+    static_assert(!SW || IG_NPAD16(MV_N) % 32 == 0, "SwiGLU units are 32 packed rows");
+    static_assert(IG_MVT_BLOCK == 256, "8 warps per CTA");
+    extern __shared__ uint4 ig_mvt_smem[];
+    __shared__ float part[8][32][2 * NA];
+    const int lane = threadIdx.x & 31, w8 = threadIdx.x >> 5, slot = w8 / KS, ks = w8 % KS;
+    const int g = lane >> 2, q = lane & 3;
+    IG_PDL_ENTER();
+
+    /* this lane's token row of x: normalized into shared memory, or straight from global */
+    const unsigned short *xt;
+    if (MV_NORM) {
+        __shared__ float red[32];
+        unsigned short *xs = (unsigned short *)ig_mvt_smem;
+        for (int t = 0; t < T; t++) {
+            const float *xr = (const float *)x + (size_t)t * MV_K;
+            float ss = 0.0f;
+            for (int i = threadIdx.x; i < MV_K; i += IG_MVT_BLOCK) ss = fmaf(xr[i], xr[i], ss);
+            ss = ig_block_sum(ss, red);
+            const float s = 1.0f / sqrtf(ss / (float)MV_K + MV_EPS); /* as rmsnorm.cu */
+            for (int i = threadIdx.x; i < MV_K; i += IG_MVT_BLOCK) xs[(size_t)t * XS + i] = ig_f32_to_h(xr[i] * s * gamma[i]);
+        }
+        __syncthreads();
+        xt = xs + (size_t)(g < T ? g : 0) * XS;
+    } else {
+        xt = (const unsigned short *)x + (size_t)(g < T ? g : 0) * MV_K;
+    }
+    const bool tok = g < T;
+
+    for (int ub = blockIdx.x * UPC; ub < NU; ub += gridDim.x * UPC) { /* CTA-uniform (barriers inside) */
+        const int u = ub + slot;
+        float d[SW ? 2 : 1][4];
+#pragma unroll
+        for (int i = 0; i < (SW ? 2 : 1); i++) d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.0f;
+        if (u < NU) {
+            /* this lane's 16 bytes of row g of the unit in block 0; row g + 8r is 8r rows on */
+            const char *wr = (const char *)w + ((size_t)u * RT + g) * (MV_K * 2) + 16 * q;
+            for (int j0 = ks; j0 < NJ; j0 += KS * U) {
+                uint4 a[U][NA], b[U];
+#pragma unroll
+                for (int i = 0; i < U; i++) {
+                    const int j = j0 + i * KS;
+#pragma unroll
+                    for (int r = 0; r < NA; r++)
+                        a[i][r] = j < NJ ? ig_ldg16(wr + (size_t)r * 8 * (MV_K * 2) + (size_t)j * 64) : make_uint4(0u, 0u, 0u, 0u);
+                    if (j < NJ && tok)
+                        b[i] = MV_NORM ? *(const uint4 *)(xt + j * 32 + 8 * q) : ig_ldg16(xt + j * 32 + 8 * q);
+                    else
+                        b[i] = make_uint4(0u, 0u, 0u, 0u);
+                }
+#pragma unroll
+                for (int i = 0; i < U; i++)
+#pragma unroll
+                    for (int h = 0; h < (SW ? 2 : 1); h++) { /* the gate (or only) tile, the up tile */
+                        const uint4 r0 = a[i][2 * h], r8 = a[i][2 * h + 1];
+                        ig_mvt_mma(d[h], r0.x, r8.x, r0.y, r8.y, b[i].x, b[i].y);
+                        ig_mvt_mma(d[h], r0.z, r8.z, r0.w, r8.w, b[i].z, b[i].w);
+                    }
+            }
+        }
+        if (KS > 1) { /* the unit's KS partial tiles meet in warp ks == 0 */
+            if (u < NU)
+#pragma unroll
+                for (int h = 0; h < (SW ? 2 : 1); h++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) part[w8][lane][4 * h + e] = d[h][e];
+            __syncthreads();
+            if (ks == 0 && u < NU)
+                for (int k = 1; k < KS; k++)
+#pragma unroll
+                    for (int h = 0; h < (SW ? 2 : 1); h++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) d[h][e] += part[w8 + k][lane][4 * h + e];
+        }
+        if (ks == 0 && u < NU) {
+            /* element e of the lane: row g + 8 (e / 2) of the unit, token 2q + e % 2 */
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int t = 2 * q + (e & 1), r = g + 8 * (e >> 1);
+                if (t >= T) continue;
+                if (!SW) {
+                    const int n = u * 16 + r;
+                    if (n >= MV_N) continue; /* padded rows are computed (zero weights) but never stored */
+                    const float s = d[0][e] + (MV_BIAS ? bias[n] : 0.0f);
+                    float *yr = (float *)y + (size_t)t * MV_LDY;
+                    if ((MV_EPI) == 1) yr[n] += s;
+                    else yr[n] = s;
+                } else {
+                    const float ga = d[0][e] + (MV_BIAS ? bias[u * 32 + r] : 0.0f);
+                    const float up = d[1][e] + (MV_BIAS ? bias[u * 32 + 16 + r] : 0.0f);
+                    const float o = ga / (1.0f + expf(-ga)) * up;
+                    const size_t yo = (size_t)t * MV_LDY + u * 16 + r;
+                    if (MV_YBF16) ((unsigned short *)y)[yo] = ig_f32_to_h(o);
+                    else ((float *)y)[yo] = o;
+                }
+            }
+        }
+        if (KS > 1) __syncthreads(); /* part is free for the next step */
+    }
+#endif
+}
+
+#undef MV_NAME
+#undef MV_K
+#undef MV_N
+#undef MV_WBF16
+#undef MV_XBF16
+#undef MV_BIAS
+#undef MV_EPI
+#undef MV_LDY
+#undef MV_YBF16
+#undef MV_NORM
+#undef MV_EPS
