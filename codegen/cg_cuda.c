@@ -247,7 +247,9 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     /* ring slots: 12 x 16 KB where they fit beside attention's scratch and the static state (~18 KB,
      * and the rope table and the group's queries) */
     const int dl_at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
-    int dl_nslot = (227 * 1024 - 18 * 1024 - (2 * D + (H / KV) * D) * 4 - dl_at_smem) / 16384;
+    /* static shared memory of the attention items: rope tables and queries, of the group's items and
+     * of the one-head items */
+    int dl_nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - dl_at_smem) / 16384;
     if (dl_nslot > 12) dl_nslot = 12;
     if (dl_nslot < 4) dl_ok = 0;
     if (!dl_ok) dl_emb = dl_head = NULL;
@@ -544,7 +546,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    if (dl_steps > 1) CU(st->api.cuMemcpyHtoDAsync(dl_go, st->run_host + RUN_MAX + 1, 4 * (RUN_MAX + 1), st->stream)); \\\n"
                  "    void *dl_args[] = {&dl_tab, &%s, &%s, &%s, &%s, &inv_freq, &kv, &d_pos, &d_seq, &d_pages, &mpv, \\\n"
                  "                       &attn_ws, &attn_cnt, &dl_bar, &st->dl_keys, &dl_emb, &d_ids, &dl_hw, &dl_hg, \\\n"
-                 "                       &d_logits, &dl_amax, &dl_pick, &dl_nid, &dl_npos, &dl_steps, &dl_tok, &dl_cancel, &dl_gop}; \\\n"
+                 "                       &d_logits, &dl_amax, &dl_pick, &dl_nid, &dl_npos, &dl_steps, &dl_tok, &dl_cancel, &dl_gop, \\\n"
+                 "                       &st->dl_heads}; \\\n"
                  "    cu_prof_begin(&st->api, &st->prof, st->stream); \\\n"
                  "    CUresult dl_r = cu_launch_coop(&st->api, st->fn[%d], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args); \\\n"
                  "    if (dl_r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) { st->dl_on = 0; break; } \\\n"
@@ -575,6 +578,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "         * (decode_layers.cu); IGNIS_CUDA_PERSISTENT=0 turns it off */\n"
                  "        const char *pe = getenv(\"IGNIS_CUDA_PERSISTENT\"), *pk = getenv(\"IGNIS_CUDA_DL_KEYS\");\n"
                  "        st->dl_keys = pk && atoi(pk) > 0 ? atoi(pk) : 256;\n"
+                 "        const char *ph = getenv(\"IGNIS_CUDA_DL_HEADS\"); /* 0: attention items per kv head only */\n"
+                 "        st->dl_heads = !(ph && ph[0] == '0');\n"
                  "        int coop = 0, fit = 0, G = n_sm > 0 ? n_sm : 1;\n"
                  "        st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);\n"
                  "        int limits = G <= 1024 && (%d + G - 1) / G <= %d;\n"
@@ -871,7 +876,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    X(ig_fwd_sample, d_sp, (uint64_t)(T)) \\\n"
                  "    X(int32_t, d_sampled, (uint64_t)(T)) \\\n"
                  "    X(float, attn_ws, IG_AT_WS_FLOATS(MV_TMAX, N_HEADS, HEAD_DIM, ATTN_SPLIT)) \\\n"
-                 "    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_KV_HEADS)) \\\n"
+                 "    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_HEADS)) /* a counter per query head: one-head items */ \\\n"
                  "    X(unsigned long long, dl_bar, 32) \\\n"
                  "    X(unsigned long long, dl_amax, 1024) /* the persistent kernel's greedy pick per CTA */ \\\n"
                  "    X(int32_t, dl_go, RUN_MAX + 1) /* its multi-step runs' decisions, then their cancel flag */ \\\n"
@@ -920,6 +925,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int n_sm;           /* SMs: the persistent kernel's grid */\n"
             "    int dl_on;          /* one-token steps run the persistent decode kernel (decode_layers.cu) */\n"
             "    int dl_keys;        /* its attention: keys per context split (IGNIS_CUDA_DL_KEYS, default 256) */\n"
+            "    int dl_heads;       /* 1: one attention item per query head where they fit (IGNIS_CUDA_DL_HEADS=0: off) */\n"
             "    CUdeviceptr d_layers; /* its per-layer weight pointers */\n"
             "    /* chained greedy steps (forward; IGNIS_CUDA_CHAIN=0 turns them off): one may be queued, with its\n"
             "     * sampled-id slot (1 or 2), the position it runs at, the token it was given, the page-row width */\n"

@@ -25,25 +25,30 @@ def main():
         return 77
     fails = []
     dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16,f16").split(",")
-    runs = [(m, dt, "") for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
+    runs = [(m, dt, {}) for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
     # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
-    # reference contexts are short, so force a split every 4 keys
-    runs += [(m, "bf16", "4") for m in ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")]
+    # reference contexts are short, so force a split every 4 keys; with one-head attention items
+    # (the default) and with items of a whole GQA group
+    stream = ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")
+    runs += [(m, "bf16", {"IGNIS_CUDA_DL_KEYS": "4"}) for m in stream]
+    runs += [(m, "bf16", {"IGNIS_CUDA_DL_KEYS": k, "IGNIS_CUDA_DL_HEADS": "0"}) for m in stream for k in ("4", "256")]
     only = os.environ.get("IGNIS_GPU_GOLDEN_MODELS")  # a comma list: a quicker subset while iterating
     if only:
         runs = [r for r in runs if r[0] in only.split(",")]
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
-        for model, dtype, keys in runs:
+        knobs = ("IGNIS_CUDA_DL_KEYS", "IGNIS_CUDA_DL_HEADS")
+        for model, dtype, env in runs:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
-            if keys:
-                os.environ["IGNIS_CUDA_DL_KEYS"] = keys
-            else:
-                os.environ.pop("IGNIS_CUDA_DL_KEYS", None)
+            for k in knobs:
+                os.environ.pop(k, None)
+            os.environ.update(env)
             try:
-                fails += golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)
+                fails += [f + (f" ({env})" if env else "") for f in
+                          golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)]
             except Exception as e:
-                fails.append(f"{model} {dtype}{f' ({keys} keys per split)' if keys else ''}: {e}")
-        os.environ.pop("IGNIS_CUDA_DL_KEYS", None)
+                fails.append(f"{model} {dtype}{f' ({env})' if env else ''}: {e}")
+        for k in knobs:
+            os.environ.pop(k, None)
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

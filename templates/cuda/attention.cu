@@ -26,7 +26,8 @@
  * Inside a CTA (one token, one kv head, a key range): the G query heads of the GQA group share
  * every K/V load. A key row is read by TPK lanes with 16-byte loads (TPK = D/8 for bf16 KV, D/4
  * for f32, rounded up to a power of two and capped at 32), so a warp handles 32/TPK keys per step
- * and 8 warps interleave over the range, 4 steps unrolled (K and V of 4 keys in flight per lane).
+ * and 8 warps interleave over the range, 4 steps unrolled (K and V of 4 keys in flight per lane; 8 for
+ * items of at most 2 heads).
  * Each lane group keeps its own online-softmax state (m, l, acc in the log2 domain: q is
  * pre-scaled by AT_SCALE*log2(e), so exp2f is the only exponential); states are merged across the
  * lane groups of a warp with shuffles, then across warps through shared memory.
@@ -98,18 +99,21 @@ IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
 #endif
 
-/* Attention of kv head kh over keys [k0, k1) for the G heads of the group (their roped queries
- * qg [G][D], in global or shared memory; pt: the token's page-table row). Leaves one
- * online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
- * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. Ends with a
- * barrier, so every thread may read sm afterwards. */
-template <bool COH> /* coherent (L2) loads: the kernel itself wrote some of the keys it reads */
+/* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their roped queries
+ * qg [GS][D], in global or shared memory; pt: the token's page-table row): all G = AT_H / AT_KV of
+ * them, or fewer when the group's heads are spread over several CTAs (the persistent decode
+ * kernel's one-head items). Leaves one online-softmax state per warp and head in shared memory,
+ * sm[warp][g][0..D+2) = acc (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge
+ * combines them. Ends with a barrier, so every thread may read sm afterwards. */
+template <bool COH, int G = AT_H / AT_KV> /* COH: coherent (L2) loads, the kernel itself wrote some keys */
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
     unsigned long long layer_off, const int *pt, float *sm) {
-    constexpr int G = AT_H / AT_KV, D = AT_D, ES = AT_KVBF16 ? 2 : 4, VE = 16 / ES, DV = D / VE;
+    constexpr int D = AT_D, ES = AT_KVBF16 ? 2 : 4, VE = 16 / ES, DV = D / VE;
     constexpr int TPK = ig_at_pow2ceil(DV) < 32 ? ig_at_pow2ceil(DV) : 32;
-    constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, NW = IG_AT_WARPS, UK = 4;
+    /* UK key steps unrolled (their K and V loads in flight together): 8 when the item has at most 2
+     * heads (its queries and accumulators leave the registers), else 4 */
+    constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, NW = IG_AT_WARPS, UK = G <= 2 ? 8 : 4;
     constexpr int E = NV * VE; /* elements per lane per row */
     constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kk = lane / TPK, vl = lane % TPK;
@@ -208,10 +212,11 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     AT_SYNC_();
 }
 
-/* Combination of the NW warp states for element (g, d): returns the merged (O, M, L). */
+/* Combination of the NW warp states for element (g, d) of _core<G>'s sm: the merged (O, M, L). */
+template <int G = AT_H / AT_KV>
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _merge)(const float *sm, int g, int d, float *O,
                                                                 float *M, float *L) {
-    constexpr int G = AT_H / AT_KV, D = AT_D;
+    constexpr int D = AT_D;
     float mx = IG_NEG_INF;
 #pragma unroll
     for (int w = 0; w < IG_AT_WARPS; w++) mx = fmaxf(mx, sm[(size_t)(w * G + g) * (D + 2) + D]);
@@ -248,37 +253,39 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 }
 #endif
 
-/* End of a split CTA (one of ns <= AT_SPLIT splits): its partial results to ws; the last split of
- * (t, kh) to finish merges all of them into out. Partials are published with a fence before the
- * count, and the last CTA reads them from L2 (__ldcg) after it, then re-zeroes the counter for the
- * next launch. A single split (ns == 1) writes out directly. */
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int kh, int sp, int ns, const float *sm,
+/* End of a split CTA (one of ns <= AT_SPLIT splits) of _core<G>, query heads hb .. hb + G - 1 of
+ * token t: its partial results to ws; the last split of (t, hb) to finish merges all of them into
+ * out. Partials are published with a fence before the count (counter t * AT_H / G + hb / G), and
+ * the last CTA reads them from L2 (__ldcg) after it, then re-zeroes the counter for the next
+ * launch. A single split (ns == 1) writes out directly. */
+template <int G = AT_H / AT_KV>
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int hb, int sp, int ns, const float *sm,
                                                                      float *ws, unsigned *counters, AT_OT_ *out) {
-    constexpr int G = AT_H / AT_KV, D = AT_D;
+    constexpr int D = AT_D;
     __shared__ int s_last;
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
-        IG_CAT(AT_NAME, _merge)(sm, g, d, &O, &M, &L);
+        IG_CAT(AT_NAME, _merge)<G>(sm, g, d, &O, &M, &L);
         if (ns == 1) {
-            ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, O / L, AT_OBF16);
+            ig_at_store(out, (size_t)t * AT_H * D + (size_t)(hb + g) * D + d, O / L, AT_OBF16);
             continue;
         }
-        float *w = ws + (((size_t)t * AT_H + kh * G + g) * AT_SPLIT + sp) * (D + 2);
+        float *w = ws + (((size_t)t * AT_H + hb + g) * AT_SPLIT + sp) * (D + 2);
         w[d] = O;
         if (d == 0) w[D] = M, w[D + 1] = L;
     }
     if (ns == 1) return;
     __threadfence();
     AT_SYNC_();
-    unsigned *cnt = counters + (size_t)t * AT_KV + kh;
+    unsigned *cnt = counters + ((size_t)t * AT_H + hb) / G;
     if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
     AT_SYNC_();
     if (!s_last) return;
     __threadfence();
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
-        const float *w = ws + ((size_t)t * AT_H + kh * G + g) * AT_SPLIT * (D + 2);
+        const float *w = ws + ((size_t)t * AT_H + hb + g) * AT_SPLIT * (D + 2);
         float mx = IG_NEG_INF;
         for (int s = 0; s < ns; s++) mx = fmaxf(mx, __ldcg(w + (size_t)s * (D + 2) + D));
         float o = 0.0f, l = 0.0f;
@@ -288,7 +295,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int k
             const float f = ig_sm_factor(__ldcg(p + D), mx);
             o += __ldcg(p + d) * f, l += __ldcg(p + D + 1) * f;
         }
-        ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, o / l, AT_OBF16);
+        ig_at_store(out, (size_t)t * AT_H * D + (size_t)(hb + g) * D + d, o / l, AT_OBF16);
     }
     if (threadIdx.x == 0) *cnt = 0u;
 }
@@ -307,7 +314,7 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     IG_CAT(AT_NAME, _core)<false>(kh, k0, k1, q + ((size_t)t * AT_H + kh * AT_H / AT_KV) * AT_D, kv_pool, layer_off, pt,
                                   ig_dyn_smem);
-    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, AT_SPLIT, ig_dyn_smem, ws, counters, out);
+    IG_CAT(AT_NAME, _split_tail)(t, kh * (AT_H / AT_KV), sp, AT_SPLIT, ig_dyn_smem, ws, counters, out);
 }
 
 /* Decode steps (every token of the step from a different sequence): rope_kv fused in front of
@@ -322,16 +329,22 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
  * launched like AT_NAME_split. */
 #endif
 
-/* One (kv head kh, token t, split sp of ns) of the fused decode attention; the kernel below runs
- * one per CTA (ns = AT_SPLIT), the persistent decode kernel loops its CTAs over them. The group's
- * roped queries stay in shared memory. rope_cs: the token's cos and sin table ([D / 2] each,
+/* One (kv head kh, query heads sub GS .. sub GS + GS - 1 of its group, token t, split sp of ns) of
+ * the fused decode attention; the kernel below runs one per CTA (ns = AT_SPLIT, GS = G: the whole
+ * group, sub 0), the persistent decode kernel loops its CTAs over them. The roped queries stay in
+ * shared memory. The split holding the token's position writes its key and value row into the
+ * pool; with GS < G every item of that split writes the same row (the same bytes), so each reads
+ * the row its own write made visible. rope_cs: the token's cos and sin table ([D / 2] each,
  * ig_rope_angles) when the caller has it, else null (computed here). */
+template <int GS = AT_H / AT_KV>
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
-    int T, int kh, int t, int sp, int ns, const float *qkv, const double *inv_freq, const float *rope_cs,
+    int T, int kh, int sub, int t, int sp, int ns, const float *qkv, const double *inv_freq, const float *rope_cs,
     const float *q_norm, const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off, const int *positions,
     const int *token_seq, const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out, float *sm) {
     constexpr int G = AT_H / AT_KV, D = AT_D, HD = D / 2, W = (AT_H + 2 * AT_KV) * D;
-    __shared__ float cs_[HD], sn_[HD], qs[G * D];
+    static_assert(G % GS == 0, "an item's query heads divide the group");
+    __shared__ float cs_[HD], sn_[HD], qs[GS * D];
+    const int hb = kh * G + sub * GS; /* the item's first query head */
     const int warp = threadIdx.x >> 5;
     if (t >= T) return;
     const int pos = positions[t], n = pos + 1, c = (n + ns - 1) / ns;
@@ -344,8 +357,8 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
         cs = cs_, sn = sn_;
     }
     const float *src = qkv + (size_t)t * W;
-    for (int g = warp; g < G; g += IG_AT_WARPS)
-        ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(kh * G + g) * D, cs, sn, q_norm, AT_EPS, qs + (size_t)g * D,
+    for (int g = warp; g < GS; g += IG_AT_WARPS)
+        ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(hb + g) * D, cs, sn, q_norm, AT_EPS, qs + (size_t)g * D,
                                               NULL, 0);
     if (pos >= k0 && pos < k1 && warp >= IG_AT_WARPS - 2) {
         unsigned char *base = kv_pool + (unsigned long long)__ldg(pt + pos / AT_PS) * AT_PAGE_BYTES + layer_off;
@@ -357,8 +370,8 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
                                                   (size_t)AT_KV * AT_PS * D + row);
     }
     AT_SYNC_(); /* the queries and the new key / value row, written by this CTA, are visible to it */
-    IG_CAT(AT_NAME, _core)<true>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
-    IG_CAT(AT_NAME, _split_tail)(t, kh, sp, ns, sm, ws, counters, out);
+    IG_CAT(AT_NAME, _core)<true, GS>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
+    IG_CAT(AT_NAME, _split_tail)<GS>(t, hb, sp, ns, sm, ws, counters, out);
 }
 
 #if AT_DEVFN && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -388,7 +401,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
                              float *ws, unsigned *counters, AT_OT_ *out) {
     IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
-    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, blockIdx.y, blockIdx.z, AT_SPLIT, qkv, inv_freq, NULL, q_norm, k_norm, kv_pool,
+    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, 0, blockIdx.y, blockIdx.z, AT_SPLIT, qkv, inv_freq, NULL, q_norm, k_norm, kv_pool,
                                 layer_off, positions, token_seq, page_table, max_pages, ws, counters, out, ig_dyn_smem);
 }
 #endif

@@ -3,7 +3,9 @@
  *   qkv = rmsnorm(resid; g1) . Wqkv^T (+ bqkv)            tensor-core GEMV phase
  *   attention of the token (q/k norm, RoPE, k/v into the paged pool, split over the context in
  *     one split per keys_per_split keys, up to DL_SPLIT, the last split merging),
- *     attention.cu's decode item as a device function (AT_DEVFN)
+ *     attention.cu's decode item as a device function (AT_DEVFN): one item per query head and
+ *     split when head_items is set and they fit the grid at once, else one per kv head (its GQA
+ *     group) and split
  *   resid += att . Wo^T (+ bo)
  *   h = silu(gate) * up of rmsnorm(resid; g2) . Wgu^T (+ bgu)
  *   resid += h . Wdown^T (+ bdown)
@@ -28,13 +30,16 @@
  *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
  *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
  *       unsigned long long *amax, int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens,
- *       const volatile int *cancel, int *go);
+ *       const volatile int *cancel, int *go, int head_items);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
  * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
  * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
- * short contexts take the multi-split merge). emb: the bf16 embedding table [vocab][DL_HID] and
+ * short contexts take the multi-split merge). head_items (0/1): spread a GQA group's query heads
+ * over CTAs (each item reads the group's K/V, from L2, for one head: a quarter of the arithmetic
+ * and shuffles of a 4-head item on the otherwise idle CTAs; attn_cnt then needs a counter per
+ * query head). emb: the bf16 embedding table [vocab][DL_HID] and
  * ids[0] the token, or null (resid holds the input); w_head: the bf16 lm_head [DL_VOCAB][DL_HID]
  * and g_head its norm, or null (no logits); logits f32 [DL_VOCAB]; amax [grid]; pick: where the last
  * CTA writes the greedy token (the reduction of amax), or null (sample.cu picks). next_ids /
@@ -72,10 +77,11 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
         unsigned char *kv, const int *positions, const int *token_seq, const int *page_table, int max_pages,
         float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
         const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax,
-        int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens, const volatile int *cancel, int *go) {
+        int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens, const volatile int *cancel, int *go,
+        int head_items) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
-    constexpr int DOWN_K = DL_GU_ROWS / 2;
+    constexpr int DOWN_K = DL_GU_ROWS / 2, NH = DL_HD / DL_D, GQ = NH / DL_KV; /* query heads, per kv head */
     extern __shared__ __align__(128) unsigned char dl_smem[]; /* the ring, then attention's scratch */
     __shared__ ig_st st;
     ig_st_init(&st, bar, gridDim.x);
@@ -116,10 +122,12 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
          * writes its output without the merge's extra round trips) */
         const int n_keys = dl_pos + 1;
         const int ns = min(DL_SPLIT, (n_keys + keys_per_split - 1) / keys_per_split);
+        const bool one_head = GQ > 1 && head_items && NH * ns <= (int)G; /* one query head per item */
+        const int n_items = (one_head ? NH : DL_KV) * ns;
         float *at_sm = (float *)(dl_smem + (size_t)IG_ST_NSLOT * IG_ST_SLOT);
         /* the CTAs with attention items: the token's rope table, once for all layers */
         __shared__ float rope_cs[DL_D]; /* cos [DL_D / 2], then sin */
-        const bool att_cta = blockIdx.x < (unsigned)(DL_KV * ns);
+        const bool att_cta = blockIdx.x < (unsigned)n_items;
         if (att_cta) {
             ig_rope_angles<DL_D / 2>(n_keys - 1, inv_freq, rope_cs, rope_cs + DL_D / 2, IG_ST_CTHREADS);
             ig_st_cbar();
@@ -142,10 +150,17 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                                                         DL_EPS1, w->bqkv, qkv, &it,
                                                         l ? bar : (unsigned long long *)0);
             ig_st_grid_sync(&st, bar, G);
-            for (unsigned i = blockIdx.x; i < DL_KV * ns; i += G)
-                IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, i / DL_KV, ns, qkv, inv_freq, rope_cs, w->qn, w->kn, kv,
-                                            (unsigned long long)l * DL_KV_LAYER_BYTES, &dl_pos, token_seq, page_table,
-                                            max_pages, attn_ws, attn_cnt, att, at_sm);
+            for (unsigned i = blockIdx.x; i < (unsigned)n_items; i += G) {
+                const unsigned long long lo = (unsigned long long)l * DL_KV_LAYER_BYTES;
+                if (one_head) /* item i: split i / NH, query head i % NH */
+                    IG_CAT(DL_ATTN, _rope_item)<1>(1, i % NH / GQ, i % GQ, 0, i / NH, ns, qkv, inv_freq, rope_cs, w->qn,
+                                                   w->kn, kv, lo, &dl_pos, token_seq, page_table, max_pages, attn_ws,
+                                                   attn_cnt, att, at_sm);
+                else /* item i: split i / DL_KV, kv head i % DL_KV */
+                    IG_CAT(DL_ATTN, _rope_item)(1, i % DL_KV, 0, 0, i / DL_KV, ns, qkv, inv_freq, rope_cs, w->qn, w->kn,
+                                                kv, lo, &dl_pos, token_seq, page_table, max_pages, attn_ws, attn_cnt,
+                                                att, at_sm);
+            }
             ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo,
                                                   resid, &it, bar);
             ig_st_gemv_tc<DL_HID, 2, true, DL_BGU>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2,
