@@ -108,7 +108,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
                  epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
         snprintf(tnm, sizeof tnm, "%s_tc", nm);
         int fmt = fn_index(c, instance(c, "gemv_tc.cu", tnm, "MV_NAME", params, comment));
-        fprintf(fw, "%sif (%s >= 2 && %s <= IG_MVT_TMAX && st->mvt_on) {\n", ind, rows, rows);
+        fprintf(fw, "%sif (%s >= 2 && %s <= st->mvt_tmax) {\n", ind, rows, rows);
         fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
                 norm ? norm->gamma : "zero", w, bias, y);
         fprintf(fw, "%s    LAUNCH(%d, IG_MVT_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MVT_BLOCK, IG_MVT_SMEM(%lld, %d), args);\n",
@@ -914,7 +914,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
             "    int pdl;            /* programmatic dependent launch (sm_90+, IGNIS_CUDA_PDL=1; off by default: on the\n"
             "                         * H200 1B decode it measured 1.076 ms/token on, 1.071 off) */\n"
             "    int mv_ctas;        /* GEMV grid cap: SMs x IG_MV_CTAS_PER_SM (IGNIS_CUDA_MV_CTAS_PER_SM) */\n"
-            "    int mvt_on;         /* matmuls of 2..8 tokens on the tensor-core GEMV (sm_80+; IGNIS_CUDA_MVT=0: off) */\n"
+            "    int mvt_tmax;       /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (sm_80+; IGNIS_CUDA_MVT=n,\n"
+            "                         * at most IG_MVT_TMAX, default 2; 0 or 1: off) */\n"
             "    cu_prof prof;       /* IGNIS_CUDA_PROFILE=1: per-kernel times, printed by fini */\n"
             "    cu_graph_cache graphs;\n"
             "    CUresult graph_error; /* why graphs were turned off, if they were */\n"
@@ -1052,7 +1053,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                  "    int n_sm = 0;\n"
                  "    st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);\n"
                  "    st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (mvc && atoi(mvc) > 0 ? atoi(mvc) : IG_MV_CTAS_PER_SM);\n"                 "    const char *mvt = getenv(\"IGNIS_CUDA_MVT\");\n"
-                 "    st->mvt_on = major >= 8 && !(mvt && mvt[0] == '0');\n"
+                 "    /* 2 tokens: faster than cuBLAS on the H200 (1B decode at 2 requests: +8%%); 4 even, 8 slower (its\n"
+                 "     * fused norm's prologue), so larger batches stay on cuBLAS unless asked */\n"
+                 "    st->mvt_tmax = major < 8 ? 0 : mvt ? atoi(mvt) : 2;\n"
+                 "    if (st->mvt_tmax > IG_MVT_TMAX) st->mvt_tmax = IG_MVT_TMAX;\n"
                  "    if (getenv(\"IGNIS_CUDA_PROFILE\")) {\n"
                  "        st->prof.on = 1, st->use_graphs = 0;\n"
                  "        TRY(st->api.cuEventCreate(&st->prof.ev[0], 0), \"cuEventCreate\");\n"

@@ -101,18 +101,19 @@ if os.environ.get("IGNIS_BENCH_PROFILE", "1") != "0":
                            env=dict(os.environ, IGNIS_CUDA_PROFILE="1"))
         print(f"== profile, {what}:")
         print("\n".join(p.stderr.splitlines()[:28]))
-eng = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "1,8,32,128,256"])
+eng = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "1,2,8,32,128,256"])
 print(eng)
 # batched decode steps without their CUDA graphs, for the ratio
 eng0 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128"],
           env=dict(os.environ, IGNIS_CUDA_GRAPH_TMAX="0"))
 print("variant batched decode graphs off (IGNIS_CUDA_GRAPH_TMAX=0):")
 print(eng0)
-# matmuls of 2..8 tokens on cuBLAS instead of the tensor-core GEMV
-eng1 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "4,8"],
-          env=dict(os.environ, IGNIS_CUDA_MVT="0"))
-print("variant tensor-core GEMV off (IGNIS_CUDA_MVT=0):")
-print(eng1)
+# matmuls of 2 tokens on the tensor-core GEMV (the default) against cuBLAS, and of 2..8 tokens
+for mvt, what in (("0", "off: cuBLAS from 2 tokens"), ("8", "for 2..8 tokens")):
+    e = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "2,4,8"],
+           env=dict(os.environ, IGNIS_CUDA_MVT=mvt))
+    print(f"variant tensor-core GEMV {what} (IGNIS_CUDA_MVT={mvt}):")
+    print(e)
 
 if os.environ.get("IGNIS_BENCH_PEER", "1") == "0":
     raise SystemExit(0)

@@ -97,7 +97,7 @@ def main():
             fails.append("batched decode graphs: eligibility, cuBLAS workspace, or capture-failure handling")
         # matmuls of 2..8 tokens: the tensor-core GEMV (gemv_tc.cu), only where the GPU has it
         if not (re.search(r'#define MV_NAME gemv_k\d+_n\d+\w*_tc\n', cu) and '#include "gemv_tc.cu"' in cu
-                and "if (T >= 2 && T <= IG_MVT_TMAX && st->mvt_on) {" in mc and "st->mvt_on = major >= 8" in mc):
+                and "if (T >= 2 && T <= st->mvt_tmax) {" in mc and "st->mvt_tmax = major < 8 ? 0" in mc):
             fails.append("the tensor-core GEMV for 2..8 tokens is missing or not guarded by the GPU's architecture")
         # the graph cache's policy (capture on second sighting, least recently used out), on the host
         cuda_inc = os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda", "include")
