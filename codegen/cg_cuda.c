@@ -414,12 +414,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                     break;
                 }
                 int rk_qk = rk->in[1] >= 0;
+                /* the split kernels' keys per split at least (IGNIS_COMPILE_AT_SPLIT_KEYS: another value, for
+                 * measurement; 1 splits every context AT_SPLIT ways) */
+                const char *ask = getenv("IGNIS_COMPILE_AT_SPLIT_KEYS");
+                const int split_keys = ask && atoi(ask) >= 1 ? atoi(ask) : 64;
                 snprintf(params, sizeof params,
                          "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
                          "#define AT_KVBF16 %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
-                         "#define AT_QKNORM %d\n#define AT_EPS %.9gf\n",
-                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D), rk_qk,
-                         rk_qk ? rk->eps : 1e-6);
+                         "#define AT_SPLIT_KEYS %d\n#define AT_QKNORM %d\n#define AT_EPS %.9gf\n",
+                         H, KV, D, PS, (unsigned long long)kv_layer_page * hp->n_layers, bf, bf, 1.0 / sqrt((double)D),
+                         split_keys, rk_qk, rk_qk ? rk->eps : 1e-6);
                 snprintf(comment, sizeof comment, "causal attention, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s", H, KV, D,
                          dtn(&c, bf), H * D, dtn(&c, bf));
                 snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);

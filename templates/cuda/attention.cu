@@ -21,7 +21,9 @@
  * (IG_AT_SMEM is 33 KB for G = 8, D = 128; above 48 KB the host sets the max-dynamic-smem attribute.)
  * The direct kernel suits prefill and large decode batches (T * KV CTAs); the split pair suits a
  * few decode tokens with long contexts (a single sequence with 8 KV heads still gets 8 * AT_SPLIT
- * CTAs). Split s of a token with n = p + 1 keys handles keys [s*c, min(n, (s+1)*c)), c = ceil(n/S).
+ * CTAs). A token with n = p + 1 keys takes S = min(AT_SPLIT, ceil(n / AT_SPLIT_KEYS)) splits (the
+ * grid's other split CTAs return at once: a short context is not cut into slivers that each pay
+ * the rope, a round trip and the merge), split s handling keys [s*c, min(n, (s+1)*c)), c = ceil(n/S).
  *
  * Inside a CTA (one token, one kv head, a key range): the G query heads of the GQA group share
  * every K/V load. A key row is read by TPK lanes with 16-byte loads (TPK = D/8 for bf16 KV, D/4
@@ -68,6 +70,9 @@
 #endif
 #ifndef AT_SPLIT
 #define AT_SPLIT 16
+#endif
+#ifndef AT_SPLIT_KEYS /* keys per split at least (codegen: 64) */
+#define AT_SPLIT_KEYS 1
 #endif
 #ifndef AT_QKNORM /* the fused decode kernel's q/k RMSNorm (as rope_kv.cu's RK_QKNORM) */
 #define AT_QKNORM 0
@@ -300,6 +305,11 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
     if (threadIdx.x == 0) *cnt = 0u;
 }
 
+/* The split kernels' number of splits for a token with n keys. */
+static __device__ __forceinline__ int IG_CAT(AT_NAME, _splits)(int n) {
+    return max(1, min(AT_SPLIT, (n + AT_SPLIT_KEYS - 1) / AT_SPLIT_KEYS));
+}
+
 #if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
@@ -309,12 +319,13 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
     extern __shared__ float ig_dyn_smem[];
     const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
     if (t >= T) return;
-    const int n = positions[t] + 1, c = (n + AT_SPLIT - 1) / AT_SPLIT;
+    const int n = positions[t] + 1, ns = IG_CAT(AT_NAME, _splits)(n), c = (n + ns - 1) / ns;
+    if (sp >= ns) return;
     const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     IG_CAT(AT_NAME, _core)<false>(kh, k0, k1, q + ((size_t)t * AT_H + kh * AT_H / AT_KV) * AT_D, kv_pool, layer_off, pt,
                                   ig_dyn_smem);
-    IG_CAT(AT_NAME, _split_tail)(t, kh * (AT_H / AT_KV), sp, AT_SPLIT, ig_dyn_smem, ws, counters, out);
+    IG_CAT(AT_NAME, _split_tail)(t, kh * (AT_H / AT_KV), sp, ns, ig_dyn_smem, ws, counters, out);
 }
 
 /* Decode steps (every token of the step from a different sequence): rope_kv fused in front of
@@ -330,7 +341,7 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
 #endif
 
 /* One (kv head kh, query heads sub GS .. sub GS + GS - 1 of its group, token t, split sp of ns) of
- * the fused decode attention; the kernel below runs one per CTA (ns = AT_SPLIT, GS = G: the whole
+ * the fused decode attention; the kernel below runs one per CTA (ns from _splits, GS = G: the whole
  * group, sub 0), the persistent decode kernel loops its CTAs over them. The roped queries stay in
  * shared memory. The split holding the token's position writes its key and value row into the
  * pool; with GS < G every item of that split writes the same row (the same bytes), so each reads
@@ -401,7 +412,10 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
                              float *ws, unsigned *counters, AT_OT_ *out) {
     IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
-    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, 0, blockIdx.y, blockIdx.z, AT_SPLIT, qkv, inv_freq, NULL, q_norm, k_norm, kv_pool,
+    if ((int)blockIdx.y >= T) return;
+    const int ns = IG_CAT(AT_NAME, _splits)(positions[blockIdx.y] + 1);
+    if ((int)blockIdx.z >= ns) return;
+    IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, 0, blockIdx.y, blockIdx.z, ns, qkv, inv_freq, NULL, q_norm, k_norm, kv_pool,
                                 layer_off, positions, token_seq, page_table, max_pages, ws, counters, out, ig_dyn_smem);
 }
 #endif
@@ -418,6 +432,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_SCALE
 #undef AT_MAXCTX
 #undef AT_SPLIT
+#undef AT_SPLIT_KEYS
 #undef AT_QKNORM
 #undef AT_EPS
 #undef AT_DEVFN
