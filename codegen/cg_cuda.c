@@ -501,8 +501,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         int64_t nq = g->tensors[dln[0]->in[2]].shape[0], ng = g->tensors[dln[4]->in[2]].shape[0];
         /* stream.cuh's consumer slots per group, accumulators per slot and slots in flight, for
          * measuring them against its defaults: IGNIS_COMPILE_ST_GROUP (1, 2, 4), IGNIS_COMPILE_ST_ACC
-         * (1, 2), IGNIS_COMPILE_ST_INFLIGHT (1..12) */
-        char st_knobs[128] = "";
+         * (1, 2), IGNIS_COMPILE_ST_INFLIGHT (1..12), IGNIS_COMPILE_ST_LATE (0, 1) */
+        char st_knobs[192] = "";
         const char *sg = getenv("IGNIS_COMPILE_ST_GROUP"), *sa = getenv("IGNIS_COMPILE_ST_ACC");
         if (sg && (atoi(sg) == 1 || atoi(sg) == 2 || atoi(sg) == 4))
             snprintf(st_knobs, sizeof st_knobs, "#define IG_ST_GROUP %d\n", atoi(sg));
@@ -513,6 +513,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         kl = strlen(st_knobs);
         if (si && atoi(si) >= 1 && atoi(si) <= 12)
             snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_INFLIGHT %d\n", atoi(si));
+        const char *sl = getenv("IGNIS_COMPILE_ST_LATE");
+        kl = strlen(st_knobs);
+        if (sl && (sl[0] == '0' || sl[0] == '1'))
+            snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_LATE_SCALE %c\n", sl[0]);
         snprintf(params, sizeof params,
                  "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
