@@ -99,6 +99,14 @@ def main():
         if not (re.search(r'#define MV_NAME gemv_k\d+_n\d+\w*_tc\n', cu) and '#include "gemv_tc.cu"' in cu
                 and "if (T >= 2 && T <= st->mvt_tmax) {" in mc and "st->mvt_tmax = major < 8 ? 0" in mc):
             fails.append("the tensor-core GEMV for 2..8 tokens is missing or not guarded by the GPU's architecture")
+        # one-head attention items: the kernel gets the switch, and the split counters are per query head
+        # (sized per kv head, the items' merge counters of one group's heads would overrun them)
+        if not ("&st->dl_heads}" in mc and "X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_HEADS))" in mc
+                and 'getenv(\"IGNIS_CUDA_DL_HEADS\")' in mc):
+            fails.append("one-head attention items: the kernel argument, its switch or per-head split counters")
+        # the split decode attention kernels split a context only every 64 keys
+        if "#define AT_SPLIT_KEYS 64\n" not in cu:
+            fails.append("the decode attention instance must split contexts every 64 keys (AT_SPLIT_KEYS)")
         # the graph cache's policy (capture on second sighting, least recently used out), on the host
         cuda_inc = os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda", "include")
         exe = os.path.join(tmp, "test_graph_cache")
