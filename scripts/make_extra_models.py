@@ -76,18 +76,21 @@ def main(only):
     make("llama-ffn200-mlpbias", LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=200,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=256, max_position_embeddings=256,
         rms_norm_eps=1e-5, rope_theta=10000.0, mlp_bias=True, tie_word_embeddings=True), torch.float32, 26)
-    # the CUDA persistent decode kernel's shapes: hidden, heads x head_dim and intermediate multiples of 128
-    make("llama-stream-h256", LlamaForCausalLM, LlamaConfig(hidden_size=256, intermediate_size=512,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=320, max_position_embeddings=256,
-        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), torch.bfloat16, 27)
-    make("qwen3-stream-bias", Qwen3ForCausalLM, Qwen3Config(hidden_size=256, intermediate_size=384,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=288,
-        max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
-        tie_word_embeddings=False), torch.bfloat16, 28)
-    # the persistent kernel with a row over two ring slots (K > 8192: stream.cuh's SPLIT), as
-    # Llama-3-8B's down projection (K = 14336); one small layer to keep the file at 6.6 MB
-    # Its weights (6.5 MB) are not kept in the repository: weights.json is their recipe, which the
-    # tests expand with numpy (golden.ensure_weights); the reference is computed from those values.
+    # The CUDA persistent decode kernel's bf16 fixtures. Their weights (2.2-6.5 MB each) are not kept in
+    # the repository: weights.json is their recipe, which the tests expand with numpy
+    # (golden.ensure_weights); the reference is computed from those values.
+    # Its shapes: hidden, heads x head_dim and intermediate multiples of 128
+    if not only or "llama-stream-h256" in only:
+        recipe_model("llama-stream-h256", LlamaForCausalLM, LlamaConfig(hidden_size=256, intermediate_size=512,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=320,
+            max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), 109)
+    if not only or "qwen3-stream-bias" in only:
+        recipe_model("qwen3-stream-bias", Qwen3ForCausalLM, Qwen3Config(hidden_size=256, intermediate_size=384,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=288,
+            max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
+            tie_word_embeddings=False), 126)
+    # a row over two ring slots (K > 8192: stream.cuh's SPLIT), as Llama-3-8B's down projection
+    # (K = 14336); one small layer
     if not only or "llama-stream-ksplit" in only:
         recipe_model("llama-stream-ksplit", LlamaForCausalLM, LlamaConfig(hidden_size=128, intermediate_size=8448,
             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=256,

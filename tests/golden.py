@@ -68,7 +68,7 @@ def ensure_weights(model_dir):
         off += len(b)
     h = json.dumps(hdr).encode()
     h += b" " * (-len(h) % 8)
-    tmp = out + ".tmp"
+    tmp = f"{out}.{os.getpid()}.tmp"  # tests running in parallel may expand the same recipe
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h)
         for b in blobs:
@@ -143,3 +143,8 @@ def check_model(model, dtype, outdir, target=None, log=print, source=None, model
         fails.append(f"{model} {dtype}: greedy {out[:n_cmp]} != reference {greedy[:n_cmp]}")
     log(f"{tag:18s} {dtype:4s} greedy: {n_cmp}/{len(greedy)} steps compared {'ok' if out[:n_cmp] == greedy[:n_cmp] else 'FAIL'}")
     return fails
+
+
+if __name__ == "__main__":  # python3 tests/golden.py: expand every fixture stored as a recipe
+    for m in EXTRA_MODELS:
+        ensure_weights(os.path.join(EXTRA_DIR, m))

@@ -619,7 +619,10 @@ int main(void) {
     /* a bf16 model with dims that are multiples of 128: on a CUDA sm_90 target its one-token steps
      * run the persistent decode kernel, here checked under the engine's load and at the forward guard */
     if (access("tests/data/models/llama-stream-h256", R_OK) == 0) {
-        if (compile_pkg_in("tests/data/models", "llama-stream-h256", "bf16", pkg, sizeof pkg) == 0) {
+        /* its weights are a recipe, expanded by tests/golden.py (ctest's fixture_weights) */
+        if (access("tests/data/models/llama-stream-h256/model.safetensors", R_OK) != 0)
+            CHECK(0, "llama-stream-h256's weights are not expanded: run python3 tests/golden.py first");
+        else if (compile_pkg_in("tests/data/models", "llama-stream-h256", "bf16", pkg, sizeof pkg) == 0) {
             test_forward_sampling_guards(pkg);
             test_stress(pkg);
             remove_pkg(pkg);
