@@ -502,21 +502,20 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         /* stream.cuh's consumer slots per group, accumulators per slot and slots in flight, for
          * measuring them against its defaults: IGNIS_COMPILE_ST_GROUP (1, 2, 4), IGNIS_COMPILE_ST_ACC
          * (1, 2), IGNIS_COMPILE_ST_INFLIGHT (1..12), IGNIS_COMPILE_ST_LATE (0, 1) */
+        static const struct {
+            const char *env, *macro;
+            unsigned ok; /* bit v: value v is accepted */
+        } st_knob[] = {{"IGNIS_COMPILE_ST_GROUP", "IG_ST_GROUP", 1u << 1 | 1u << 2 | 1u << 4},
+                       {"IGNIS_COMPILE_ST_ACC", "IG_ST_ACC", 1u << 1 | 1u << 2},
+                       {"IGNIS_COMPILE_ST_INFLIGHT", "IG_ST_INFLIGHT", 0x1ffeu /* 1..12 */},
+                       {"IGNIS_COMPILE_ST_LATE", "IG_ST_LATE_SCALE", 1u << 0 | 1u << 1}};
         char st_knobs[192] = "";
-        const char *sg = getenv("IGNIS_COMPILE_ST_GROUP"), *sa = getenv("IGNIS_COMPILE_ST_ACC");
-        if (sg && (atoi(sg) == 1 || atoi(sg) == 2 || atoi(sg) == 4))
-            snprintf(st_knobs, sizeof st_knobs, "#define IG_ST_GROUP %d\n", atoi(sg));
-        size_t kl = strlen(st_knobs);
-        if (sa && (atoi(sa) == 1 || atoi(sa) == 2))
-            snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_ACC %d\n", atoi(sa));
-        const char *si = getenv("IGNIS_COMPILE_ST_INFLIGHT");
-        kl = strlen(st_knobs);
-        if (si && atoi(si) >= 1 && atoi(si) <= 12)
-            snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_INFLIGHT %d\n", atoi(si));
-        const char *sl = getenv("IGNIS_COMPILE_ST_LATE");
-        kl = strlen(st_knobs);
-        if (sl && (sl[0] == '0' || sl[0] == '1'))
-            snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define IG_ST_LATE_SCALE %c\n", sl[0]);
+        for (size_t k = 0, kl = 0; k < sizeof st_knob / sizeof st_knob[0]; k++) {
+            const char *e = getenv(st_knob[k].env);
+            const int v = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : -1;
+            if (v >= 0 && v < 16 && (st_knob[k].ok >> v & 1u))
+                kl += (size_t)snprintf(st_knobs + kl, sizeof st_knobs - kl, "#define %s %d\n", st_knob[k].macro, v);
+        }
         snprintf(params, sizeof params,
                  "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
                  "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
