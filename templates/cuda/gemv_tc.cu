@@ -100,15 +100,24 @@ MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const
     /* this lane's token row of x: normalized into shared memory, or straight from global */
     const unsigned short *xt;
     if (MV_NORM) {
-        __shared__ float red[32];
+        /* a warp per token row, all rows at once: their loads in flight together and warp sums only
+         * (a block-wide sum per row in turn put T dependent L2 round trips and 2T barriers in front
+         * of every CTA's first load of W) */
         unsigned short *xs = (unsigned short *)ig_mvt_smem;
-        for (int t = 0; t < T; t++) {
+        for (int t = w8; t < T; t += IG_MVT_BLOCK / 32) {
             const float *xr = (const float *)x + (size_t)t * MV_K;
             float ss = 0.0f;
-            for (int i = threadIdx.x; i < MV_K; i += IG_MVT_BLOCK) ss = fmaf(xr[i], xr[i], ss);
-            ss = ig_block_sum(ss, red);
+            for (int i = 4 * lane; i < MV_K; i += 128) {
+                const float4 v = *(const float4 *)(xr + i);
+                ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
+            }
+            ss = ig_warp_sum(ss);
             const float s = 1.0f / sqrtf(ss / (float)MV_K + MV_EPS); /* as rmsnorm.cu */
-            for (int i = threadIdx.x; i < MV_K; i += IG_MVT_BLOCK) xs[(size_t)t * XS + i] = ig_f32_to_h(xr[i] * s * gamma[i]);
+            for (int i = 4 * lane; i < MV_K; i += 128) { /* the row again (L1) */
+                const float4 v = *(const float4 *)(xr + i), gm = *(const float4 *)(gamma + i);
+                *(uint2 *)(xs + (size_t)t * XS + i) = make_uint2(ig_pack2_h(v.x * s * gm.x, v.y * s * gm.y),
+                                                                 ig_pack2_h(v.z * s * gm.z, v.w * s * gm.w));
+            }
         }
         __syncthreads();
         xt = xs + (size_t)(g < T ? g : 0) * XS;

@@ -210,6 +210,14 @@
 #define MV_K 2048
 #define MV_N 128256
 #include "gemv_tc.cu"
+#define MV_NAME mvt_p_gu_norm /* the 1B's gate/up: fused RMSNorm, SwiGLU */
+#define MV_K 2048
+#define MV_N 16384
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-5f
+#include "gemv_tc.cu"
 
 #define EP_BIAS_NAME ep_bias
 #define EP_SWIGLU_NAME ep_swiglu_b
@@ -1240,10 +1248,12 @@ static double bench_copy(void) {
     return gbs;
 }
 
-/* tc: the tensor-core GEMV (gemv_tc.cu), timed at T = 8 only */
-static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs, bool tc = false) {
+/* tc: the tensor-core GEMV (gemv_tc.cu), timed at T = 8 only; norm_sw: its fused-RMSNorm SwiGLU
+ * instance (x f32, gamma of ones) */
+static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs, bool tc = false,
+                     bool norm_sw = false) {
     const int Np = IG_NPAD16(N);
-    const int grid = tc ? IG_MVT_GRID_X(N, K, 0, g_sms * IG_MV_CTAS_PER_SM) : IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
+    const int grid = tc ? IG_MVT_GRID_X(N, K, norm_sw, g_sms * IG_MV_CTAS_PER_SM) : IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
     const size_t wbytes = (size_t)Np * K * 2;
     const int ncopy = (int)(512ull * 1024 * 1024 / wbytes) + 2; /* > 512 MB in rotation: not L2 */
     std::vector<void *> ws(ncopy);
@@ -1251,28 +1261,30 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
         CK(cudaMalloc(&ws[i], wbytes));
         CK(cudaMemset(ws[i], 0x3c, wbytes)); /* bf16 ~0.0117 */
     }
-    std::vector<float> x;
-    fill(c, x, (size_t)8 * K, true);
-    void *dx = upload(x, true), *dy;
+    std::vector<float> x, ones((size_t)K, 1.0f);
+    fill(c, x, (size_t)8 * K, !norm_sw);
+    void *dx = upload(x, !norm_sw), *dy, *dg = upload(ones, false);
     CK(cudaMalloc(&dy, (size_t)8 * N * 4));
+    const int smem = tc ? IG_MVT_SMEM(K, norm_sw) : IG_MV_SMEM(K, 2);
+    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     for (int T = tc ? 8 : 1; T <= 8; T += 7) {
         void *w;
         const float *bias = NULL;
-        const float *gamma = NULL;
+        const float *gamma = norm_sw ? (const float *)dg : NULL;
         void *args[] = {&T, &dx, &gamma, &w, &bias, &dy};
         double us = time_us(
             [&](int i) {
                 w = ws[i % ncopy];
-                CK(cudaLaunchKernel(fn, dim3(grid), dim3(IG_MV_BLOCK), args, tc ? 0 : IG_MV_SMEM(K, 2), 0));
+                CK(cudaLaunchKernel(fn, dim3(grid), dim3(IG_MV_BLOCK), args, smem, 0));
             },
             50);
         CK(cudaGetLastError());
-        double gbs = (wbytes + (size_t)T * K * 2 + (size_t)T * N * 4) / (us * 1e-6) / 1e9;
+        double gbs = (wbytes + (size_t)T * K * (norm_sw ? 4 : 2) + (size_t)T * N * 4) / (us * 1e-6) / 1e9;
         printf("bench gemv%s %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs)\n",
                tc ? "_tc" : "", name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, grid);
     }
     for (auto p : ws) CK(cudaFree(p));
-    CK(cudaFree(dx)); CK(cudaFree(dy));
+    CK(cudaFree(dx)); CK(cudaFree(dy)); CK(cudaFree(dg));
 }
 
 /* Decode attention, Llama-3-8B shapes (H 32, KV 8, D 128, bf16 KV, page 16): T sequences of
@@ -1728,6 +1740,7 @@ int main(int argc, char **argv) {
             bench_mv(&c, "bf16 qkv (3072x2048)", (const void *)mvt_p_3072_2048, 3072, 2048, copy, true);
             bench_mv(&c, "bf16 o (2048x2048)", (const void *)mvt_p_2048_2048, 2048, 2048, copy, true);
             bench_mv(&c, "bf16 lm_head", (const void *)mvt_p_128256_2048, 128256, 2048, copy, true);
+            bench_mv(&c, "bf16 norm gate/up", (const void *)mvt_p_gu_norm, 16384, 2048, copy, true, true);
         }
         if (sel("bench attention"))
             for (int ctxl : {1024, 4096}) {
