@@ -501,15 +501,16 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         int64_t nq = g->tensors[dln[0]->in[2]].shape[0], ng = g->tensors[dln[4]->in[2]].shape[0];
         /* stream.cuh's consumer slots per group, accumulators per slot and slots in flight, for
          * measuring them against its defaults: IGNIS_COMPILE_ST_GROUP (1, 2, 4), IGNIS_COMPILE_ST_ACC
-         * (1, 2), IGNIS_COMPILE_ST_INFLIGHT (1..12), IGNIS_COMPILE_ST_LATE (0, 1) */
+         * (1, 2), IGNIS_COMPILE_ST_INFLIGHT (1..12), IGNIS_COMPILE_ST_LATE (0, 1), IGNIS_COMPILE_ST_L2HINT (0, 1) */
         static const struct {
             const char *env, *macro;
             unsigned ok; /* bit v: value v is accepted */
         } st_knob[] = {{"IGNIS_COMPILE_ST_GROUP", "IG_ST_GROUP", 1u << 1 | 1u << 2 | 1u << 4},
                        {"IGNIS_COMPILE_ST_ACC", "IG_ST_ACC", 1u << 1 | 1u << 2},
                        {"IGNIS_COMPILE_ST_INFLIGHT", "IG_ST_INFLIGHT", 0x1ffeu /* 1..12 */},
-                       {"IGNIS_COMPILE_ST_LATE", "IG_ST_LATE_SCALE", 1u << 0 | 1u << 1}};
-        char st_knobs[192] = "";
+                       {"IGNIS_COMPILE_ST_LATE", "IG_ST_LATE_SCALE", 1u << 0 | 1u << 1},
+                       {"IGNIS_COMPILE_ST_L2HINT", "IG_ST_L2HINT", 1u << 0 | 1u << 1}};
+        char st_knobs[256] = "";
         for (size_t k = 0, kl = 0; k < sizeof st_knob / sizeof st_knob[0]; k++) {
             const char *e = getenv(st_knob[k].env);
             const int v = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : -1;

@@ -127,6 +127,12 @@ def main():
         kcu, kmc = (open(os.path.join(tmp, "ks", "src", f)).read() for f in ("model.cu", "model.c"))
         if '#include "decode_layers.cu"' not in kcu or "(128 + G - 1) / G <= 128;" not in kmc:
             fails.append("the persistent kernel must take a down projection of K 8448 (two slots a row), 128 rows a CTA")
+        # its weight copies carry an L2 evict-first policy (the stream must not push the K/V pages and
+        # activations out of L2), unless IG_ST_L2HINT is 0
+        kptx = open(os.path.join(tmp, "ks", "src", "kernel_compute_90.ptx")).read()
+        if not ("createpolicy.fractional.L2::evict_first" in kptx
+                and "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint" in kptx):
+            fails.append("the persistent kernel's weight copies must carry the L2 evict-first policy")
         # f16 (IEEE half weights, KV and 16-bit activations): every kernel but the persistent one (bf16
         # only) compiles with IG_F16 for each architecture; the manifest says f16; the CPU refuses it
         golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "h16"),
