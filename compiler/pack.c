@@ -38,9 +38,12 @@ uint16_t pk_f32_to_f16(float f) {
     return (uint16_t)(sign | (v >> 13));
 }
 
+/* bf16 or f16: 2-byte elements */
+static int is16(ig_dtype dt) { return dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16; }
+
 uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt) {
     uint64_t np = (uint64_t)(N + 15) / 16;
-    return np * (uint64_t)K * 16u * (dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16 ? 2u : 4u);
+    return np * (uint64_t)K * 16u * (is16(dt) ? 2u : 4u);
 }
 
 void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
@@ -66,7 +69,7 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) 
     /* rows past N stay zero: dst is zeroed by the caller */
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
-        if (dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16) {
+        if (is16(dt)) {
             uint16_t *o = (uint16_t *)dst + (size_t)n * K;
             for (int64_t k = 0; k < K; k++) o[k] = dt == IG_DTYPE_F16 ? pk_f32_to_f16(w[n * K + k]) : pk_f32_to_bf16(w[n * K + k]);
         } else {
@@ -91,7 +94,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
                            x->name, (long long)x->shape[1]);
         if (fmt == PK_PANEL && dt == IG_DTYPE_F16)
             return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: f16 weights are for CUDA packages only (CPU panels: f32 or bf16)");
-        if ((dt == IG_DTYPE_BF16 || dt == IG_DTYPE_F16) && x->shape[1] % 2)
+        if (is16(dt) && x->shape[1] % 2)
             return ig_fail(err, IG_ERR_UNSUPPORTED,
                            "pack: %s has an odd inner dimension %lld (16-bit types pack pairs)", x->name,
                            (long long)x->shape[1]);

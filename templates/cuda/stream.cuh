@@ -174,32 +174,6 @@ IG_DEV void ig_st_grid_sync(ig_st *st, unsigned long long *bar, unsigned n) {
 /* Activation loads (written earlier in the same kernel by other CTAs): through L2 only. */
 IG_DEV float ig_st_ldf(const float *p) { return __ldcg(p); }
 
-/* Tagged activations (experiment, tests/gpu/exp_stream.cu: phases without grid barriers). A
- * tagged element is a 64-bit word, the value's 32 bits (an f32, or two bf16) below the tag of the
- * phase that wrote it; the word is written and read whole, so a reader that polls until the tag
- * is the one it expects needs no barrier. */
-IG_DEV unsigned long long ig_st_tag_word(unsigned bits, unsigned tag) {
-    return (unsigned long long)tag << 32 | bits;
-}
-IG_DEV void ig_st_tag_st(unsigned long long *p, unsigned long long v) {
-    asm volatile("st.global.cg.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-/* two consecutive tagged words (16-byte aligned), polled until both carry `tag`; their values */
-IG_DEV uint2 ig_st_tag_ld2(const unsigned long long *p, unsigned tag) {
-    unsigned long long a, b;
-    do {
-        asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-    } while ((unsigned)(a >> 32) != tag || (unsigned)(b >> 32) != tag);
-    return make_uint2((unsigned)a, (unsigned)b);
-}
-IG_DEV unsigned ig_st_tag_ld1(const unsigned long long *p, unsigned tag) {
-    unsigned long long a;
-    do {
-        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(a) : "l"(p) : "memory");
-    } while ((unsigned)(a >> 32) != tag);
-    return (unsigned)a;
-}
-
 /* This CTA's packed rows [r0, r1) of a phase with n_rows rows split in units of `unit`. */
 IG_DEV void ig_st_rows(int n_rows, int unit, int rot, int *r0, int *r1) {
     const int G = gridDim.x, nu = n_rows / unit, v = (int)((blockIdx.x + (unsigned)rot) % (unsigned)G);
@@ -286,11 +260,10 @@ IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned 
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int TAG = 0>
+template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false>
 IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
                           const float *gamma, float eps, const float *bias, void *y, unsigned *it,
-                          unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0, unsigned tx = 0,
-                          unsigned ty = 0, unsigned tw = 0) {
+                          unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0) {
     typedef ig_st_tshape<K> TS;
     constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS, G = IG_ST_GROUP;
     static_assert(G == 1 || G == 2 || G == 4, "IG_ST_GROUP is 1, 2 or 4");
@@ -317,9 +290,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     if (bar) ig_st_grid_sync(st, bar, gridDim.x); /* x and y are the previous phase's results */
     IG_ST_MARK(1);
     float yold = 0.0f;
-    if (EPI == 1 && t < r1 - r0 && r0 + t < n_out)
-        yold = TAG & 2 ? __uint_as_float(ig_st_tag_ld1((const unsigned long long *)y + r0 + t, ty))
-                       : ig_st_ldf((const float *)y + r0 + t);
+    if (EPI == 1 && t < r1 - r0 && r0 + t < n_out) yold = ig_st_ldf((const float *)y + r0 + t);
     unsigned xb[SP][MW][2];
     float ss_late = 0.0f; /* IG_ST_LATE_SCALE: this lane's sum of squares of x */
     if (NORM) {
@@ -338,11 +309,6 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                         xf[h][m][2] = __uint_as_float(v.y << 16), xf[h][m][3] = __uint_as_float(v.y & 0xffff0000u);
                         if (blockIdx.x == 0 && rp == 0)
                             *(float4 *)(x_out + c) = make_float4(xf[h][m][0], xf[h][m][1], xf[h][m][2], xf[h][m][3]);
-                    } else if (TAG & 1) {
-                        const unsigned long long *xp = (const unsigned long long *)x + c;
-                        const uint2 a = ig_st_tag_ld2(xp, tx), b = ig_st_tag_ld2(xp + 2, tx);
-                        xf[h][m][0] = __uint_as_float(a.x), xf[h][m][1] = __uint_as_float(a.y);
-                        xf[h][m][2] = __uint_as_float(b.x), xf[h][m][3] = __uint_as_float(b.y);
                     } else {
                         const float4 v = __ldcg((const float4 *)((const float *)x + c));
                         xf[h][m][0] = v.x, xf[h][m][1] = v.y, xf[h][m][2] = v.z, xf[h][m][3] = v.w;
@@ -376,8 +342,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 xb[h][m][0] = xb[h][m][1] = 0u;
                 if (wq + WP * m < TS::NW) {
                     const int c = h * KS + col(m);
-                    const uint2 v = TAG & 1 ? ig_st_tag_ld2((const unsigned long long *)x + c / 2, tx)
-                                            : __ldcg((const uint2 *)((const ig_bf16 *)x + c));
+                    const uint2 v = __ldcg((const uint2 *)((const ig_bf16 *)x + c));
                     xb[h][m][0] = v.x, xb[h][m][1] = v.y;
                 }
             }
@@ -462,21 +427,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
             return s * rscale;
         };
         const int k0 = cb / SP * R, k1 = min(nr, ce / SP * R); /* the batch's local rows */
-        if (EPI == 2 && (TAG & 2)) { /* two outputs (one tagged word) per thread */
-            for (int k = 2 * t; k < (k1 - k0) / 2; k += 2 * IG_ST_CTHREADS) {
-                float o[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int lg = ((k + e) >> 4) * 32 + ((k + e) & 15), lu = lg + 16;
-                    float ga = rowsum(lg), u = rowsum(lu);
-                    if (BIAS) ga += bias[r0 + k0 + lg], u += bias[r0 + k0 + lu];
-                    o[e] = ga / (1.0f + expf(-ga)) * u;
-                }
-                const int j = (r0 + k0) / 2 + k; /* even */
-                if (j < n_out)
-                    ig_st_tag_st((unsigned long long *)y + j / 2, ig_st_tag_word(ig_pack2_bf16(o[0], o[1]), tw));
-            }
-        } else if (EPI == 2) {
+        if (EPI == 2) {
             for (int k = t; k < (k1 - k0) / 2; k += IG_ST_CTHREADS) {
                 const int lg = (k >> 4) * 32 + (k & 15), lu = lg + 16; /* the batch's gate / up rows */
                 float ga = rowsum(lg), u = rowsum(lu);
@@ -490,10 +441,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const int row = r0 + k0 + k;
                 if (BIAS) s += bias[row];
                 if (row < n_out) {
-                    if (EPI == 1 && (TAG & 2))
-                        ig_st_tag_st((unsigned long long *)y + row, ig_st_tag_word(__float_as_uint(yold + s), tw));
-                    else
-                        ((float *)y)[row] = EPI == 1 ? yold + s : s;
+                    ((float *)y)[row] = EPI == 1 ? yold + s : s;
                     if (AMAX) best = max(best, ig_amax_key(s, row));
                 }
             }
