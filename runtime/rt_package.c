@@ -71,8 +71,8 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
         rt_cpu_feature_names(have, hb, sizeof hb);
         st = ig_fail(err, IG_ERR_CPU,
                      "%s was compiled for %s and needs CPU features this machine lacks: %s (this CPU has: %s); "
-                     "recompile with --target cpu:avx2 or cpu:generic",
-                     dir, p->target, nb, hb);
+                     "recompile with --target %s (or --target cpu, the compiling machine's best)",
+                     dir, p->target, nb, hb, rt_cpu_best_target(have));
         goto fail;
     }
     const cJSON *tok = cJSON_GetObjectItemCaseSensitive(m, "tokenizer");

@@ -73,6 +73,15 @@ uint32_t rt_cpu_features(void) {
     return f;
 }
 
+const char *rt_cpu_best_target(uint32_t f) {
+    /* the same feature sets as the CPU target table of codegen/cg_c.c */
+    const uint32_t avx512 = IG_CPU_AVX2 | IG_CPU_AVX512F, bf16 = avx512 | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI;
+    if ((f & bf16) == bf16) return "cpu:avx512bf16";
+    if ((f & avx512) == avx512) return "cpu:avx512";
+    if (f & IG_CPU_AVX2) return "cpu:avx2";
+    return "cpu:generic";
+}
+
 static uint32_t cpu_features_probe(void) {
     unsigned a, b, c, d;
     uint32_t f = 0;

@@ -15,6 +15,10 @@ uint64_t rt_hash64(const void *data, size_t n, uint64_t seed);
 /* Same hash, split over OpenMP threads by 1 MiB blocks (a different value from rt_hash64). */
 uint64_t rt_hash64_par(const void *data, size_t n);
 
+/* The most capable --target value whose code runs on a CPU with `features` (IG_CPU_* bits):
+ * "cpu:avx512bf16", "cpu:avx512", "cpu:avx2" or "cpu:generic". A static string. */
+const char *rt_cpu_best_target(uint32_t features);
+
 /* IG_CPU_* bits (ig_model_abi.h) that this machine and its OS support. */
 uint32_t rt_cpu_features(void);
 /* Writes the names of the bits in `mask` ("avx2 avx512f ...") to buf. */

@@ -80,6 +80,29 @@ def read_npy(path):
     return np.load(path)
 
 
+def host_cpu_flags():
+    """The feature flags /proc/cpuinfo lists for this machine's first CPU (empty if unreadable)."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+# what each explicit CPU --target needs (the feature sets of codegen/cg_c.c's target table)
+CPU_TARGET_FLAGS = {"cpu:avx512bf16": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+                                       "avx512_bf16", "avx512_vnni"},
+                    "cpu:avx512": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl"},
+                    "cpu:avx2": {"avx2", "fma", "f16c"}, "cpu:generic": set()}
+
+
+def host_runs(target):
+    """True when this machine can run code compiled for the CPU `target`."""
+    return CPU_TARGET_FLAGS[target] <= host_cpu_flags()
+
+
 def run(args, check=True):
     p = subprocess.run([IGNIS] + args, capture_output=True, text=True)
     if check and p.returncode != 0:

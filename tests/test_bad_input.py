@@ -71,9 +71,15 @@ def main():
                                        os.path.join(tmp, "p5"), "--dtype", "f8"], "f8")
 
         # --- packages
-        pkg = golden.compile_model("llama-gqa", "f32", tmp, target="cpu:avx512bf16")
-        expect_error("CPU lacks a feature the package needs", ["generate", pkg, "--tokens", "1,2"], "avx512",
-                     env={"IGNIS_CPU_MASK": "1"})
+        # the package the checks below use targets what this host runs (its best ISA); the feature
+        # check gets its own AVX-512 BF16 package, refused on any host: IGNIS_CPU_MASK hides the
+        # features an AVX-512 host has, and an AVX2-only host lacks them anyway
+        pkg = golden.compile_model("llama-gqa", "f32", tmp)
+        isa = golden.compile_model("llama-gqa", "f32", tmp, target="cpu:avx512bf16")
+        expect_error("CPU lacks a feature the package needs", ["generate", isa, "--tokens", "1,2"], "avx512",
+                     "recompile", env={"IGNIS_CPU_MASK": "1"})
+        expect_error("AVX2 package on a CPU without AVX2", ["generate", golden.compile_model(
+            "llama-gqa", "f32", tmp, target="cpu:avx2"), "--tokens", "1,2"], "avx2", env={"IGNIS_CPU_MASK": "0"})
         expect_error("token id out of range", ["generate", pkg, "--tokens", "1,5000,3"], "5000")
         expect_error("malformed token list", ["generate", pkg, "--tokens", "1,x"], "1,x")
         long = ",".join(["7"] * 300)  # llama-gqa has max_position_embeddings 256
