@@ -16,6 +16,8 @@ typedef struct cc_options {
     const char *dtype;      /* "f32", "bf16" or "f16" (CUDA only) (NULL = f32) */
     int32_t page_size;      /* KV page size in tokens (0 = 16) */
     const char *cc;         /* C compiler (NULL = $IGNIS_CC or "cc") */
+    const char *tune;       /* compile-time tuning, "key=value,key=value" (--tune; docs/TUNING.md);
+                               NULL or "" = defaults. Recorded in manifest.json under "tuning" */
     FILE *dump;             /* graph dumps after each pass, or NULL */
     FILE *log;              /* progress lines, or NULL */
 } cc_options;

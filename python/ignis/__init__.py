@@ -45,7 +45,7 @@ class _EngineConfig(ctypes.Structure):
     _fields_ = [("max_seqs", ctypes.c_int32), ("max_tokens_per_step", ctypes.c_int32), ("kv_bytes", ctypes.c_int64),
                 ("kv_pages", ctypes.c_int32), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
                 ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int),
-                ("device_sampling", ctypes.c_int)]
+                ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p)]
 
 
 class _GenConfig(ctypes.Structure):
