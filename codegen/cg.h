@@ -24,10 +24,13 @@ const cg_target *cg_target_find(const char *name);
 /* Comma-separated list of known target names, for error messages. */
 const char *cg_target_names(void);
 
+struct cg_tuning; /* tuning.h: compile-time choices of the CUDA templates */
+
 typedef struct cg_options {
-    ig_dtype dtype;     /* weights and stored activations: F32 or BF16 */
+    ig_dtype dtype;     /* weights and stored activations: F32, BF16 (or F16 on CUDA) */
     int32_t page_size;  /* KV tokens per page */
     const char *compiler_version;
+    const struct cg_tuning *tuning; /* CUDA: never NULL (tune_compile_defaults) */
 } cg_options;
 
 /* Writes model.c for the lowered graph g to out (borrowed). */
@@ -52,6 +55,58 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                        FILE *cu, FILE *host, ig_err *err);
 
 /* ---- shared by the generators (cg_common.c) */
+
+/* How weights, activations and the KV cache are stored: one row per element format. Adding a
+ * format is a row here, its packer (compiler/pack.c) and the template instances that read it. */
+typedef struct cg_format {
+    ig_dtype dtype;
+    const char *name;   /* "f32", "bf16", "f16": comments, manifests, messages */
+    int bytes;          /* per element */
+    int is16;           /* a 16-bit float: the kernels' 16-bit paths (MV_WBF16, AT_KVBF16, ...) */
+    const char *c_type; /* storage type in generated code: "float", "uint16_t" */
+    const char *cu_def; /* defined at the top of model.cu for this format ("IG_F16 1"), or NULL */
+    int cpu, cuda;      /* targets whose kernels take it */
+} cg_format;
+/* The storage format of dt, or NULL when dt is not one (I32). */
+const cg_format *cg_format_of(ig_dtype dt);
+
+/* Template instances of one generated file: one per distinct (template, parameters), named after
+ * a prefix made unique, plus the list of kernel functions host code launches (CUDA). Grows as
+ * needed; an allocation failure sets `failed` and the functions return NULL / -1 from then on. */
+typedef struct cg_insts {
+    struct cg_inst { char *key; char name[64]; } *v;
+    int n, cap;
+    char (*fn)[64];
+    int n_fn, cap_fn;
+    int failed;
+} cg_insts;
+/* Returns the instance name of `tpl` with `params` ("#define X v\n" lines), writing the instance
+ * (a comment naming the IR node, the name macro, the parameters and the #include) to out on first
+ * use. NULL after an allocation failure. */
+const char *cg_instance(cg_insts *s, FILE *out, const char *tpl, const char *prefix, const char *name_macro,
+                        const char *params, const char *comment);
+/* Index of kernel function `name` in the launch table (added on first use); -1 after a failure or
+ * for a NULL name. */
+int cg_fn_index(cg_insts *s, const char *name);
+void cg_insts_free(cg_insts *s);
+
+/* Activation buffers of a step: one per IR tensor that needs storage (buf_of maps tensors to
+ * them), each `cols` elements per token of the format `is16` says. */
+typedef struct cg_buf {
+    char ident[64]; /* C identifier: cg_act_ident, made unique */
+    int64_t cols;
+    int is16;
+} cg_buf;
+typedef struct cg_bufs {
+    cg_buf *v;
+    int n, cap;
+    int32_t *buf_of; /* [n_tensors]: buffer index or -1 */
+    int failed;
+} cg_bufs;
+ig_status cg_bufs_init(cg_bufs *b, const ir_graph *g, ig_err *err);
+/* Gives tensor t a new buffer; returns its index (-1 after an allocation failure). */
+int cg_buf_new(cg_bufs *b, const ir_graph *g, int32_t t, int64_t cols, int is16);
+void cg_bufs_free(cg_bufs *b);
 
 /* Where the decoder layers sit in the lowered graph, and which (node, input slot) pairs of the
  * layer template read weights: layers share kernels and differ only in these. */

@@ -1,6 +1,7 @@
 /* cg_common.c — what every code generator needs from a lowered graph: the layer layout (one
  * template layer, the weights each layer reads), the weight tables and the RoPE frequencies. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cg.h"
@@ -189,4 +190,107 @@ void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const cha
         fprintf(out, "    .device = IG_DEVICE_CPU, .device_archs = \"\",\n"
                      "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n};\n\n");
     fprintf(out, "__attribute__((visibility(\"default\"))) const ig_model_desc *ig_model_entry(void) { return &desc; }\n");
+}
+
+/* ---- formats */
+
+static const cg_format formats[] = {
+    {IG_DTYPE_F32, "f32", 4, 0, "float", NULL, 1, 1},
+    {IG_DTYPE_BF16, "bf16", 2, 1, "uint16_t", NULL, 1, 1},
+    {IG_DTYPE_F16, "f16", 2, 1, "uint16_t", "IG_F16 1", 0, 1},
+};
+
+const cg_format *cg_format_of(ig_dtype dt) {
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (formats[i].dtype == dt) return &formats[i];
+    return NULL;
+}
+
+/* ---- instances and kernel names */
+
+/* Makes room for one more element of size sz in *v (n used, *cap allocated). 0 on failure. */
+static int grow(void **v, int n, int *cap, size_t sz) {
+    if (n < *cap) return 1;
+    int nc = *cap ? 2 * *cap : 32;
+    void *p = realloc(*v, sz * (size_t)nc);
+    if (!p) return 0;
+    *v = p, *cap = nc;
+    return 1;
+}
+
+const char *cg_instance(cg_insts *s, FILE *out, const char *tpl, const char *prefix, const char *name_macro,
+                        const char *params, const char *comment) {
+    if (s->failed) return NULL;
+    size_t kl = strlen(tpl) + strlen(params) + 2;
+    char *key = malloc(kl);
+    if (!key || !grow((void **)&s->v, s->n, &s->cap, sizeof s->v[0])) {
+        free(key);
+        s->failed = 1;
+        return NULL;
+    }
+    snprintf(key, kl, "%s|%s", tpl, params);
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i].key, key)) {
+            free(key);
+            return s->v[i].name;
+        }
+    struct cg_inst *k = &s->v[s->n++];
+    k->key = key;
+    snprintf(k->name, sizeof k->name, "%s", prefix);
+    for (int i = 0; i < s->n - 1; i++) /* two shapes sharing a prefix: the later one is numbered */
+        if (!strcmp(s->v[i].name, k->name)) {
+            snprintf(k->name, sizeof k->name, "%s_v%d", prefix, s->n);
+            break;
+        }
+    fprintf(out, "\n/* %s */\n#define %s %s\n%s#include \"%s\"\n", comment, name_macro, k->name, params, tpl);
+    return k->name;
+}
+
+int cg_fn_index(cg_insts *s, const char *name) {
+    if (!name || s->failed) return -1;
+    for (int i = 0; i < s->n_fn; i++)
+        if (!strcmp(s->fn[i], name)) return i;
+    if (!grow((void **)&s->fn, s->n_fn, &s->cap_fn, sizeof s->fn[0])) {
+        s->failed = 1;
+        return -1;
+    }
+    snprintf(s->fn[s->n_fn], sizeof s->fn[0], "%s", name);
+    return s->n_fn++;
+}
+
+void cg_insts_free(cg_insts *s) {
+    for (int i = 0; i < s->n; i++) free(s->v[i].key);
+    free(s->v);
+    free(s->fn);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- activation buffers */
+
+ig_status cg_bufs_init(cg_bufs *b, const ir_graph *g, ig_err *err) {
+    memset(b, 0, sizeof *b);
+    b->buf_of = malloc(sizeof(int32_t) * (size_t)(g->n_tensors > 0 ? g->n_tensors : 1));
+    if (!b->buf_of) return ig_fail(err, IG_ERR_NOMEM, "codegen: out of memory");
+    for (int32_t i = 0; i < g->n_tensors; i++) b->buf_of[i] = -1;
+    return IG_OK;
+}
+
+int cg_buf_new(cg_bufs *b, const ir_graph *g, int32_t t, int64_t cols, int is16) {
+    if (b->failed || !grow((void **)&b->v, b->n, &b->cap, sizeof b->v[0])) {
+        b->failed = 1;
+        return -1;
+    }
+    cg_buf *n = &b->v[b->n];
+    n->cols = cols, n->is16 = is16;
+    cg_act_ident(g, t, n->ident, sizeof n->ident);
+    for (int q = 0; q < b->n; q++) /* two tensors of one name (a layer's and a global one) */
+        if (!strcmp(b->v[q].ident, n->ident)) snprintf(n->ident + strlen(n->ident), 8, "_%d", b->n);
+    b->buf_of[t] = b->n;
+    return b->n++;
+}
+
+void cg_bufs_free(cg_bufs *b) {
+    free(b->v);
+    free(b->buf_of);
+    memset(b, 0, sizeof *b);
 }

@@ -1,5 +1,6 @@
 /* driver.c — the compile pipeline (see driver.h). */
 #include "driver.h"
+#include "tuning.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -121,6 +122,28 @@ static ig_status copy_file(const char *from, const char *to, ig_err *err) {
     return st;
 }
 
+/* The compile-time tuning: defaults, then --tune, then IGNIS_TUNE (measurement). The keys tune the
+ * CUDA templates: on a CPU target a --tune value is an error naming it, IGNIS_TUNE is ignored. */
+static ig_status compile_tuning(const cc_options *o, int cuda, cg_tuning *t, ig_err *err) {
+    tune_compile_defaults(t);
+    ig_status st = tune_apply(TUNE_COMPILE, o->tune, "--tune", t, err);
+    if (st || !cuda) {
+        if (!st && o->tune && *o->tune)
+            st = ig_fail(err, IG_ERR_INVALID, "--tune %s: the compile-time tuning keys tune CUDA targets, not %s", o->tune,
+                         o->target ? o->target : "cpu");
+        return st;
+    }
+    return tune_apply_env(TUNE_COMPILE, t, err);
+}
+
+/* manifest.json's "tuning": every compile-time key with the value the package was built with. */
+static cJSON *tuning_json(const cg_tuning *t) {
+    cJSON *j = cJSON_CreateObject();
+    for (const tune_key *k = tune_keys; k->name; k++)
+        if (k->phase == TUNE_COMPILE) cJSON_AddNumberToObject(j, k->name, tune_get(k, t));
+    return j;
+}
+
 static cJSON *hparams_json(const ir_hparams *hp) {
     cJSON *h = cJSON_CreateObject();
     cJSON_AddStringToObject(h, "architecture", hp->arch);
@@ -173,6 +196,9 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     } else {
         snprintf(target_name, sizeof target_name, "%s", t->full_name);
     }
+    cg_tuning tuning;
+    ig_status tst = compile_tuning(o, cuda, &tuning, err);
+    if (tst) return tst;
     int32_t ps = o->page_size > 0 ? o->page_size : 16;
     if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
 
@@ -197,7 +223,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         if (!st) LOG(o, "packed %d weights, %.1f MB (%.2f s)\n", plan.n, plan.total / 1e6, rt_now() - t1);
     }
     if (!st) {
-        cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION};
+        cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION, .tuning = &tuning};
         snprintf(path, sizeof path, "%s/model.c", src_dir);
         FILE *f = fopen(path, "w");
         char cu_path[4096];
@@ -251,6 +277,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
         cJSON_AddNumberToObject(m, "page_size", ps);
         cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));
+        if (cuda) cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");
         cJSON_AddNumberToObject(gen, "bos_token_id", g->hp.bos_id);
         cJSON *eos = cJSON_AddArrayToObject(gen, "eos_token_ids");

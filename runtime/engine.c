@@ -922,7 +922,7 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
                                     (long long)cfg.kv_bytes, (unsigned long long)d->kv_page_bytes);
         if (pages > 0x7fffffff) pages = 0x7fffffff;
         rt_model_opts mo = {.max_tokens = cfg.max_tokens_per_step, .n_pages = (int32_t)pages,
-                            .n_threads = cfg.n_threads, .max_seqs = cfg.max_seqs};
+                            .n_threads = cfg.n_threads, .max_seqs = cfg.max_seqs, .tune = cfg.tune};
         if (!st) st = rt_model_new(e->pkg, &mo, &e->model, err);
         if (!st) st = kv_pager_new(e->model->ctx.n_pages, &e->pager, err);
         if (!st && cfg.prefix_cache) st = pc_new(d->page_size, e->model->ctx.n_pages, &e->pc, err);

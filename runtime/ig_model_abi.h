@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 3u
+#define IG_MODEL_ABI_VERSION 4u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -83,6 +83,23 @@ typedef struct ig_fwd_batch {
     int32_t *sampled;          /* [n_out] */
 } ig_fwd_batch;
 
+/* Run-time tuning of a device package's code (runtime/tuning.c holds the table: names, ranges,
+ * defaults and what each measured). The runtime fills it from ig_engine_config.tune. */
+typedef struct ig_model_tuning {
+    int32_t persistent;     /* one-token steps on the persistent decode kernel where it exists (1) */
+    int32_t run_steps;      /* most steps of a multi-step greedy run (0: the KV page size; 1: off) */
+    int32_t chain;          /* queue a single greedy row's next step behind the current one (1) */
+    int32_t graphs;         /* decode steps replay CUDA graphs (1) */
+    int32_t graph_tmax;     /* decode-only steps of up to this many tokens replay graphs (-1: any) */
+    int32_t gemv_tmax;      /* steps of up to this many tokens use the GEMV kernels (1) */
+    int32_t mvt_tmax;       /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (2; 0: off) */
+    int32_t mv_ctas_per_sm; /* GEMV grid cap per SM (0: the template's IG_MV_CTAS_PER_SM) */
+    int32_t dl_keys;        /* persistent kernel attention: keys per context split (256) */
+    int32_t dl_heads;       /* its attention items per query head where they fit (1; 0: per kv head) */
+    int32_t sync;           /* synchronize after every launch: a faulting kernel is the one named (0) */
+    int32_t profile;        /* time every kernel, print the table at fini (0; turns graphs off) */
+} ig_model_tuning;
+
 /* Memory the runtime hands to the model; all borrowed, owned by the runtime. */
 typedef struct ig_model_ctx {
     const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned (host memory) */
@@ -93,6 +110,7 @@ typedef struct ig_model_ctx {
     int32_t n_threads;      /* OpenMP threads for kernels, >= 1 */
     int32_t device_index;   /* device targets: which GPU (default 0) */
     void *device_state;     /* device targets: owned by the model, made by init, freed by fini */
+    const ig_model_tuning *tuning; /* device targets: read by init (never NULL there) */
 } ig_model_ctx;
 
 /* Where a package's code runs. Host targets use the runtime's kv_pool/workspace; device targets

@@ -1,5 +1,6 @@
 /* rt_package.c — package loading and the model instance (see rt_package.h). */
 #include "rt_package.h"
+#include "tuning.h"
 
 #include <cjson/cJSON.h>
 #include <dlfcn.h>
@@ -185,6 +186,23 @@ fail:
     return st;
 }
 
+/* m->tuning from the defaults, the caller's string and IGNIS_TUNE (measurement); CPU code has no
+ * run-time knobs, so a key there is a mistake worth naming (IGNIS_TUNE is ignored instead: one
+ * measurement script serves both kinds of package). */
+static ig_status model_tuning(rt_model *m, const char *tune, ig_err *err) {
+    tune_run_defaults(&m->tuning);
+    m->ctx.tuning = &m->tuning;
+    if (m->pkg->desc->device == IG_DEVICE_CPU) {
+        if (!tune || !*tune) return IG_OK;
+        ig_status st = tune_apply(TUNE_RUN, tune, "tune", &m->tuning, err);
+        if (st) return st;
+        return ig_fail(err, IG_ERR_INVALID, "tune '%s': run-time tuning keys are for CUDA packages; %s targets %s",
+                       tune, m->pkg->dir, m->pkg->target);
+    }
+    ig_status st = tune_apply(TUNE_RUN, tune, "tune", &m->tuning, err);
+    return st ? st : tune_apply_env(TUNE_RUN, &m->tuning, err);
+}
+
 ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err) {
     *out = NULL;
     const ig_model_desc *d = pkg->desc;
@@ -207,6 +225,11 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
     m->ctx.n_pages = (int32_t)np;
     m->ctx.weights = pkg->weights;
     m->ctx.device_index = o->device_index;
+    ig_status ts = model_tuning(m, o->tune, err);
+    if (ts) {
+        rt_model_free(m);
+        return ts;
+    }
     if (d->device != IG_DEVICE_CPU) {
         /* the model owns device memory: KV pool, workspace, weights copy */
         char msg[512] = "";

@@ -39,8 +39,9 @@ void rt_package_close(rt_package *p);
 /* A model instance: KV pool + workspace for the given limits. */
 typedef struct rt_model {
     const rt_package *pkg;     /* borrowed */
-    ig_model_ctx ctx;          /* owns kv_pool and workspace */
+    ig_model_ctx ctx;          /* owns kv_pool and workspace; ctx.tuning points at tuning */
     int32_t max_seqs;
+    ig_model_tuning tuning;    /* run-time tuning of device code (defaults, then opts.tune, IGNIS_TUNE) */
 } rt_model;
 
 typedef struct rt_model_opts {
@@ -49,6 +50,8 @@ typedef struct rt_model_opts {
     int32_t n_threads;   /* default: online CPUs */
     int32_t max_seqs;    /* default 1 */
     int32_t device_index; /* device targets: GPU index (default 0) */
+    const char *tune;     /* run-time tuning "key=value,..." (tuning.h; borrowed; NULL: defaults). Keys
+                             tune device code: on a CPU package any key is an error */
 } rt_model_opts;
 
 /* *out: free with rt_model_free. */

@@ -48,75 +48,68 @@ def main():
         golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", ppkg,
                     "--target", "cuda:sm_80,sm_90", "--dtype", "bf16"])
         cu, mc = (open(os.path.join(ppkg, "src", f)).read() for f in ("model.cu", "model.c"))
-        if '#include "decode_layers.cu"' not in cu or "DECODE_LAYERS(" not in mc or "cu_launch_coop" not in mc:
+        if '#include "decode_layers.cu"' not in cu or "#define HAS_DECODE_LAYERS 1" not in mc or "decode_layers(st," not in mc:
             fails.append("the persistent decode kernel is missing from the llama-stream-h256 package")
         # it also takes the embedding and the lm_head: the separate launches must then be skipped
         # exactly when it ran, and it must be handed the tables (an unguarded launch computes the
         # step twice; a guarded one with a null table leaves the residual or the logits unset)
         import re
-        mac = mc[mc.index("#define DECODE_LAYERS("):]
-        mac = mac[:mac.index("while (0)")]
-        emb_ok = re.search(r"dl_emb = W\(\d+\)", mac) and re.search(r"if \(!dl_done\)\s*\{[^}]*embed ids", mc)
-        head_ok = re.search(r"dl_hw = n_out > 0 \? W\(\d+\) : 0", mac) and "if (n_out > 0 && !dl_done) {" in mc
+        emb_ok = re.search(r"#define DL_EMB W\(\d+\)", mc) and re.search(r"if \(!dl_done\)\s*\{[^}]*embed ids", mc)
+        head_ok = re.search(r"#define DL_HEAD_W W\(\d+\)", mc) and "if (n_out > 0 && !dl_done) {" in mc
         if not emb_ok or not head_ok or "#define DL_VOCAB 320" not in cu:
             fails.append("the persistent kernel's embedding / lm_head and the skipped launches disagree")
-        if "if (do_sample && !(dl_done && do_sample == 2))" not in mc or "&dl_pick" not in mac:
+        if "if (do_sample && !(dl_done && do_sample == 2))" not in mc:
             fails.append("a greedy one-token step must take the kernel's pick instead of launching the sampler")
-        # chained greedy steps (forward): the kernel's pick also leaves the next step's token and
-        # position in the batch; the chained step must then upload nothing (a stale staged batch
-        # would overwrite them), and a queued step is only taken for exactly the step it computed,
-        # inside the page its sequence wrote last
-        if "dl_nid = do_sample == 2 ? d_ids : 0" not in mac or "&dl_nid, &dl_npos" not in mac:
-            fails.append("a greedy one-token step must leave the next step's input in the batch")
         if not re.search(r"if \(!chain\) \{\s*CU\(st->api\.cuMemcpyHtoDAsync\(batch,", mc):
             fails.append("a chained step must not upload the staged batch")
-        fw = mc[mc.index("static int forward("):]
-        nx = mc[mc.index("static int next_of("):]
-        nx = nx[:nx.index("\n}")]
-        if not ("b->token_ids[0] == tok && b->positions[0] == pos" in nx
-                and "!memcmp(b->page_table, st->pinned + 4," in nx
-                and "next_of(st, b, do_sample, st->chain_tok, st->chain_pos, st->chain_mp)" in fw
-                and "(b->positions[0] + 1) / PAGE_SIZE == b->positions[0] / PAGE_SIZE" in fw):
-            fails.append("forward must take a chained step only for the step it computed, inside the last page")
-        # multi-step greedy runs: only a single greedy row with no logits wanted, never past its KV page;
-        # a call that is not the run's next step must stop the run and wait for it before anything else
-        # (a run still going would write its tokens into the next run's slots)
-        if not ("run = PAGE_SIZE - b->positions[0] % PAGE_SIZE;" in fw
-                and "st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits" in fw
-                and re.search(r"CU\(run_cancel\(st\)\);\s*CU\(st->api\.cuStreamSynchronize\(st->stream\)\);", fw)
-                and "next_of(st, b, do_sample, st->run_tok, st->run_pos0 + st->run_j, st->run_mp)" in fw):
-            fails.append("forward's multi-step runs: eligibility, or stopping a run before the next step")
-        if "int dl_steps = do_sample == 2 ? st->run_steps : 1;" not in mac:
-            fails.append("the persistent kernel must run several steps only for a greedy row")
-        # decode steps of several sequences replay graphs too (cuBLAS inside: its workspace must be ours,
-        # set after cublasSetStream, which resets it); a step with prefill runs never does (its attention
-        # kernel is chosen on the host); a batched capture failing must leave the one-token graphs on
-        if not ("(decode_only && T <= st->graph_tmax)" in fw
-                and mc.count("if (batched) st->graph_tmax = 0; else st->use_graphs = 0;") == 2
-                and 0 <= mc.index("cublasSetStream(st->blas") < mc.index("cublasSetWorkspace(st->blas")):
-            fails.append("batched decode graphs: eligibility, cuBLAS workspace, or capture-failure handling")
-        # matmuls of 2..8 tokens: the tensor-core GEMV (gemv_tc.cu), only where the GPU has it
+        # matmuls of 2..8 tokens: the tensor-core GEMV (gemv_tc.cu), guarded by the run-time limit
         if not (re.search(r'#define MV_NAME gemv_k\d+_n\d+\w*_tc\n', cu) and '#include "gemv_tc.cu"' in cu
-                and "if (T >= 2 && T <= st->mvt_tmax) {" in mc and "st->mvt_tmax = major < 8 ? 0" in mc):
-            fails.append("the tensor-core GEMV for 2..8 tokens is missing or not guarded by the GPU's architecture")
-        # one-head attention items: the kernel gets the switch, and the split counters are per query head
-        # (sized per kv head, the items' merge counters of one group's heads would overrun them)
-        if not ("&st->dl_heads}" in mc and "X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_HEADS))" in mc
-                and 'getenv(\"IGNIS_CUDA_DL_HEADS\")' in mc):
-            fails.append("one-head attention items: the kernel argument, its switch or per-head split counters")
+                and "if (T >= 2 && T <= st->mvt_tmax) {" in mc):
+            fails.append("the tensor-core GEMV for 2..8 tokens is missing or not guarded by st->mvt_tmax")
+        # the host runtime (templates/cuda/host_runtime.c) is the package's, included once, not generated
+        if '#include "host_runtime.c"' not in mc or "static int forward(" in mc or "getenv(" in mc:
+            fails.append("model.c must include the host runtime and generate no runtime code (nor read the environment)")
+        if not os.path.exists(os.path.join(ppkg, "src", "host_runtime.c")):
+            fails.append("the package's src/ lacks host_runtime.c")
+        # compile-time tuning is in the manifest, and --tune changes the kernel source it names
+        mt = json.load(open(os.path.join(ppkg, "manifest.json"))).get("tuning", {})
+        if mt.get("at_split_keys") != 64 or mt.get("st_l2hint") != 1:
+            fails.append(f"manifest tuning of an untuned package: {mt}")
+        tpkg = os.path.join(tmp, "tuned")
+        golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", tpkg, "--target", "cuda:sm_90",
+                    "--dtype", "bf16", "--tune", "at_split_keys=128,st_l2hint=0"])
+        tcu = open(os.path.join(tpkg, "src", "model.cu")).read()
+        tm = json.load(open(os.path.join(tpkg, "manifest.json"))).get("tuning", {})
+        if "#define AT_SPLIT_KEYS 128\n" not in tcu or "#define IG_ST_L2HINT 0\n" not in tcu or tm.get("at_split_keys") != 128:
+            fails.append(f"--tune at_split_keys=128,st_l2hint=0 not in the source or the manifest: {tm}")
+        if "evict_first" in open(os.path.join(tpkg, "src", "kernel_compute_90.ptx")).read():
+            fails.append("st_l2hint=0 must compile the weight stream without the L2 policy")
+        for bad, needle in (("at_split_keys=0", "at_split_keys"), ("st_group=3", "st_group"), ("nope=1", "nope"),
+                            ("persistent=0", "run-time")):
+            p = golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", os.path.join(tmp, "bad"),
+                            "--target", "cuda:sm_90", "--tune", bad], check=False)
+            if p.returncode == 0 or needle not in p.stderr:
+                fails.append(f"--tune {bad} must fail naming {needle}: {p.stderr!r}")
+        # one-head attention items: the split counters are per query head (sized per kv head, the
+        # items' merge counters of one group's heads would overrun them)
+        if "X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_HEADS))" not in open(os.path.join(root, "templates", "cuda", "host_runtime.c")).read():
+            fails.append("one-head attention items: per-head split counters")
         # the split decode attention kernels split a context only every 64 keys
         if "#define AT_SPLIT_KEYS 64\n" not in cu:
             fails.append("the decode attention instance must split contexts every 64 keys (AT_SPLIT_KEYS)")
-        # the graph cache's policy (capture on second sighting, least recently used out), on the host
+        # the graph cache's policy (capture on second sighting, least recently used out) and the host
+        # runtime compiled on its own (tuning, batch guard, run length, chained steps), on the host
         cuda_inc = os.path.join(os.environ.get("CUDA_HOME") or "/usr/local/cuda", "include")
-        exe = os.path.join(tmp, "test_graph_cache")
-        subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-Wno-unused-function", "-I", os.path.join(root, "templates", "cuda"),
-                        "-I", cuda_inc, os.path.join(root, "tests", "cuda_host", "test_graph_cache.c"), "-o", exe, "-ldl"],
-                       check=True)
-        p = subprocess.run([exe], capture_output=True, text=True)
-        print("graph cache:", p.stdout.strip())
-        if p.returncode != 0:
-            fails.append("graph cache policy: " + p.stderr.strip())
+        for name in ("test_graph_cache", "test_host_runtime"):
+            exe = os.path.join(tmp, name)
+            subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function", "-Wno-unused-parameter",
+                            "-I", os.path.join(root, "templates", "cuda"), "-I", os.path.join(root, "runtime"),
+                            "-I", cuda_inc, os.path.join(root, "tests", "cuda_host", name + ".c"), "-o", exe, "-ldl"],
+                           check=True)
+            p = subprocess.run([exe], capture_output=True, text=True)
+            print(f"{name}:", p.stdout.strip())
+            if p.returncode != 0:
+                fails.append(f"{name}: " + p.stderr.strip())
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at
@@ -125,7 +118,7 @@ def main():
         golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-ksplit"), "-o", os.path.join(tmp, "ks"),
                     "--target", "cuda:sm_90", "--dtype", "bf16"])
         kcu, kmc = (open(os.path.join(tmp, "ks", "src", f)).read() for f in ("model.cu", "model.c"))
-        if '#include "decode_layers.cu"' not in kcu or "(128 + G - 1) / G <= 128;" not in kmc:
+        if '#include "decode_layers.cu"' not in kcu or "#define DL_RESID_ROWS 128 " not in kmc:
             fails.append("the persistent kernel must take a down projection of K 8448 (two slots a row), 128 rows a CTA")
         # its weight copies carry an L2 evict-first policy (the stream must not push the K/V pages and
         # activations out of L2), unless IG_ST_L2HINT is 0

@@ -30,13 +30,13 @@ def main():
     # reference contexts are short, so force a split every 4 keys; with one-head attention items
     # (the default) and with items of a whole GQA group
     stream = ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")
-    runs += [(m, "bf16", {"IGNIS_CUDA_DL_KEYS": "4"}) for m in stream]
-    runs += [(m, "bf16", {"IGNIS_CUDA_DL_KEYS": k, "IGNIS_CUDA_DL_HEADS": "0"}) for m in stream for k in ("4", "256")]
+    runs += [(m, "bf16", {"IGNIS_TUNE": "dl_keys=4"}) for m in stream]
+    runs += [(m, "bf16", {"IGNIS_TUNE": f"dl_keys={k},dl_heads=0"}) for m in stream for k in ("4", "256")]
     only = os.environ.get("IGNIS_GPU_GOLDEN_MODELS")  # a comma list: a quicker subset while iterating
     if only:
         runs = [r for r in runs if r[0] in only.split(",")]
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
-        knobs = ("IGNIS_CUDA_DL_KEYS", "IGNIS_CUDA_DL_HEADS")
+        knobs = ("IGNIS_TUNE",)
         for model, dtype, env in runs:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
             for k in knobs:

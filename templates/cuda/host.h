@@ -52,7 +52,7 @@ typedef struct cu_api {
     CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
     CUresult (*cuGetErrorString)(CUresult, const char **);
-    /* events: only for IGNIS_CUDA_PROFILE */
+    /* events: chained steps, and the profile (tuning key profile) */
     CUresult (*cuEventCreate)(CUevent *, unsigned);
     CUresult (*cuEventDestroy)(CUevent);
     CUresult (*cuEventRecord)(CUevent, CUstream);
@@ -237,9 +237,9 @@ static int cu_graphs_slot(const cu_api *a, cu_graph_cache *g) {
     return lru;
 }
 
-/* ---- kernel launches: programmatic dependent launch, debug sync, profiling */
+/* ---- kernel launches: profiling, plain and cooperative launches */
 
-/* IGNIS_CUDA_PROFILE=1: every launch is timed with a pair of events and synchronized (so steps
+/* tuning profile=1: every launch is timed with a pair of events and synchronized (so steps
  * run slower and without graphs); fini prints the per-kernel table to stderr. Slot CU_PROF_SLOTS-1
  * collects the cuBLAS GEMMs. */
 #define CU_PROF_SLOTS 192
@@ -274,7 +274,7 @@ static void cu_prof_print(const cu_prof *p, const char *const *names, int n) {
             int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
-    fprintf(stderr, "ignis CUDA profile (IGNIS_CUDA_PROFILE): %.3f ms of kernels\n%-44s %8s %10s %10s %6s\n", total,
+    fprintf(stderr, "ignis CUDA profile (tuning profile=1): %.3f ms of kernels\n%-44s %8s %10s %10s %6s\n", total,
             "kernel", "calls", "total ms", "mean us", "share");
     for (int k = 0; k < m; k++) {
         int i = order[k];
@@ -295,16 +295,11 @@ static CUresult cu_launch_attr(const cu_api *a, CUfunction f, CUstream s, const 
     return a->cuLaunchKernelEx(&cfg, f, args, NULL);
 }
 
-/* Launches f on stream s. pdl: with programmatic stream serialization (sm_90+), so the kernel may
- * start while the previous one finishes (every template waits for its inputs: ig_pdl_wait). */
-static CUresult cu_launch(const cu_api *a, CUfunction f, CUstream s, int pdl, unsigned gx, unsigned gy, unsigned gz,
+/* Launches f on stream s. (Programmatic dependent launch was measured here and dropped: H200 1B
+ * decode 1.076 ms/token with it, 1.071 without; templates/cuda/SPEC.md.) */
+static CUresult cu_launch(const cu_api *a, CUfunction f, CUstream s, unsigned gx, unsigned gy, unsigned gz,
                           unsigned bx, unsigned smem, void **args) {
-    if (!pdl) return a->cuLaunchKernel(f, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
-    CUlaunchAttribute at;
-    memset(&at, 0, sizeof at);
-    at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    at.value.programmaticStreamSerializationAllowed = 1;
-    return cu_launch_attr(a, f, s, &at, gx, gy, gz, bx, smem, args);
+    return a->cuLaunchKernel(f, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
 }
 
 /* Cooperative launch (every CTA resident at once, which grid barriers need); valid in CUDA graphs. */

@@ -1,0 +1,118 @@
+/* tuning.c — the table of tuning keys and its parser (see tuning.h). Defaults come with the
+ * measurement that chose them (H200, Llama-3.2-1B shape, bf16; templates/cuda/SPEC.md has the
+ * full record, including the variants measured and dropped whose knobs were deleted: the late
+ * norm scale of the weight stream and programmatic dependent launch). */
+#include "tuning.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define C(f) TUNE_COMPILE, offsetof(cg_tuning, f)
+#define R(f) TUNE_RUN, offsetof(ig_model_tuning, f)
+
+const tune_key tune_keys[] = {
+    {"st_group", C(st_group), 1, 4, 2, 1u << 0 | 1u << 1 | 1u << 3,
+     "persistent kernel: consumer slots per group (1, 2, 4); 2 measured 0.736 against 0.745 ms/token for 1"},
+    {"st_acc", C(st_acc), 1, 2, 2, 0, "persistent kernel: accumulators per consumer slot (1, 2)"},
+    {"st_inflight", C(st_inflight), 1, 12, 3, 0, "persistent kernel: weight slots in flight per producer (1..12)"},
+    {"st_l2hint", C(st_l2hint), 0, 1, 1, 0,
+     "persistent kernel: weight copies evict-first in L2 (0.720 against 0.730 ms/token at context 64-192)"},
+    {"at_split_keys", C(at_split_keys), 1, 65536, 64, 0,
+     "decode attention: a context split takes at least this many keys (1: always every split)"},
+    {"persistent", R(persistent), 0, 1, 1, 0, "one-token steps as one persistent kernel (sm_90, bf16)"},
+    {"run_steps", R(run_steps), 0, 64, 0, 0,
+     "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},
+    {"chain", R(chain), 0, 1, 1, 0, "queue a lone greedy sequence's next step behind the current one"},
+    {"graphs", R(graphs), 0, 1, 1, 0, "decode steps replay CUDA graphs"},
+    {"graph_tmax", R(graph_tmax), -1, 1 << 20, -1, 0,
+     "decode-only steps of up to this many tokens replay graphs (-1: any; 0: only one-token steps)"},
+    {"gemv_tmax", R(gemv_tmax), 0, 8, 1, 0,
+     "steps of up to this many tokens on the GEMV kernels, larger on cuBLAS (8 tokens: cuBLAS 2.3 ms, GEMV 4.4)"},
+    {"mvt_tmax", R(mvt_tmax), 0, 8, 2, 0,
+     "matmuls of 2..n tokens on the tensor-core GEMV, sm_80+ (0 or 1: off; 2 beats cuBLAS by 8% at 2 requests)"},
+    {"mv_ctas_per_sm", R(mv_ctas_per_sm), 0, 32, 0, 0, "GEMV grid cap per SM (0: the template's default, 4)"},
+    {"dl_keys", R(dl_keys), 1, 1 << 20, 256, 0, "persistent kernel attention: keys per context split"},
+    {"dl_heads", R(dl_heads), 0, 1, 1, 0,
+     "persistent kernel attention: one item per query head where they fit (0: per KV head)"},
+    {"sync", R(sync), 0, 1, 0, 0, "synchronize after every launch, so a faulting kernel is the one named (debug)"},
+    {"profile", R(profile), 0, 1, 0, 0, "time every kernel and print the table when the model closes (no graphs)"},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const tune_key *tune_find(const char *name) {
+    for (const tune_key *k = tune_keys; k->name; k++)
+        if (!strcmp(k->name, name)) return k;
+    return NULL;
+}
+
+int32_t tune_get(const tune_key *k, const void *src) {
+    int32_t v;
+    memcpy(&v, (const char *)src + k->offset, sizeof v);
+    return v;
+}
+
+static void defaults(tune_phase phase, void *dst) {
+    for (const tune_key *k = tune_keys; k->name; k++)
+        if (k->phase == phase) memcpy((char *)dst + k->offset, &k->def, sizeof k->def);
+}
+
+void tune_compile_defaults(cg_tuning *t) { defaults(TUNE_COMPILE, t); }
+void tune_run_defaults(ig_model_tuning *t) { defaults(TUNE_RUN, t); }
+
+static int accepted(const tune_key *k, long v) {
+    if (v < k->min || v > k->max) return 0;
+    return !k->only || (k->only >> (v - k->min) & 1u);
+}
+
+/* One "key=value" of len bytes. skip_other: entries of the other phase are not errors. */
+static ig_status apply_one(tune_phase phase, const char *e, size_t len, const char *what, int skip_other, void *dst,
+                           ig_err *err) {
+    char buf[128];
+    if (len >= sizeof buf) return ig_fail(err, IG_ERR_INVALID, "%s: entry '%.40s...' is too long", what, e);
+    memcpy(buf, e, len);
+    buf[len] = 0;
+    char *eq = strchr(buf, '=');
+    if (!eq) return ig_fail(err, IG_ERR_INVALID, "%s: '%s' is not key=value", what, buf);
+    *eq = 0;
+    const tune_key *k = tune_find(buf);
+    if (!k) return ig_fail(err, IG_ERR_INVALID, "%s: unknown tuning key '%s' (`ignis help tune` lists them)", what, buf);
+    if (k->phase != phase) {
+        if (skip_other) return IG_OK;
+        return ig_fail(err, IG_ERR_INVALID, "%s: '%s' is a %s key: give it to %s", what, buf,
+                       k->phase == TUNE_COMPILE ? "compile-time" : "run-time",
+                       k->phase == TUNE_COMPILE ? "`ignis compile --tune`" : "the engine (ig_engine_config.tune, --tune on "
+                                                                             "generate / chat / logits / bench)");
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(eq + 1, &end, 10);
+    if (eq[1] == 0 || *end || errno || !accepted(k, v))
+        return ig_fail(err, IG_ERR_INVALID, "%s: %s=%s is not accepted (%s: an integer in %d..%d%s)", what, buf, eq + 1,
+                       k->name, k->min, k->max, k->only ? ", from the listed set" : "");
+    int32_t v32 = (int32_t)v;
+    memcpy((char *)dst + k->offset, &v32, sizeof v32);
+    return IG_OK;
+}
+
+static ig_status apply(tune_phase phase, const char *spec, const char *what, int skip_other, void *dst, ig_err *err) {
+    if (!spec) return IG_OK;
+    for (const char *p = spec; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len) {
+            ig_status st = apply_one(phase, p, len, what, skip_other, dst, err);
+            if (st) return st;
+        }
+        p += len + (comma ? 1 : 0);
+    }
+    return IG_OK;
+}
+
+ig_status tune_apply(tune_phase phase, const char *spec, const char *what, void *dst, ig_err *err) {
+    return apply(phase, spec, what, 0, dst, err);
+}
+
+ig_status tune_apply_env(tune_phase phase, void *dst, ig_err *err) {
+    return apply(phase, getenv("IGNIS_TUNE"), "IGNIS_TUNE", 1, dst, err);
+}

@@ -1,0 +1,68 @@
+/* tuning.h — tuning as configuration: every knob of the generated code, in one table.
+ *
+ * A knob is either a compile-time choice (it changes the generated source: `ignis compile --tune
+ * key=value`, recorded in the package's manifest.json under "tuning") or a run-time choice of the
+ * package's code (`ig_engine_config.tune`, handed to the model's init through ig_model_ctx). Both
+ * are written "key=value,key=value"; a key unknown to the phase, a value that is not an integer or
+ * one outside the key's range is an error naming the key. The environment variable IGNIS_TUNE
+ * ("key=value,...") overrides either phase's keys, for measurement only: it is read in this module
+ * and nowhere else (tune_apply_env), and what it set shows in the manifest (compile time) like any
+ * --tune value.
+ *
+ * The table (tuning.c) is the documentation of every key: `ignis help tune` prints it, and
+ * docs/TUNING.md lists the same keys with the measurements behind their defaults. */
+#ifndef IG_TUNING_H
+#define IG_TUNING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ig_model_abi.h"
+#include "ig_status.h"
+
+typedef enum tune_phase {
+    TUNE_COMPILE = 1, /* fields of cg_tuning */
+    TUNE_RUN = 2      /* fields of ig_model_tuning (ig_model_abi.h) */
+} tune_phase;
+
+/* Compile-time tuning of the CUDA templates (the persistent decode kernel's weight stream and the
+ * decode attention's context splits). Values equal to the defaults leave the generated source as
+ * it is without --tune: only other values are written into it. */
+typedef struct cg_tuning {
+    int32_t st_group;      /* stream.cuh consumer slots per group: 1, 2 or 4 (default 2) */
+    int32_t st_acc;        /* accumulators per slot: 1 or 2 (default 2) */
+    int32_t st_inflight;   /* weight slots in flight per producer: 1..12 (default 3) */
+    int32_t st_l2hint;     /* weight copies carry an L2 evict-first policy: 0 or 1 (default 1) */
+    int32_t at_split_keys; /* a decode attention split takes at least this many keys (default 64) */
+} cg_tuning;
+
+typedef struct tune_key {
+    const char *name;
+    tune_phase phase;
+    size_t offset;  /* of the int32_t field in cg_tuning or ig_model_tuning */
+    int32_t min, max, def;
+    uint32_t only;  /* nonzero: bit (v - min) set for each accepted value v (a set, not a range) */
+    const char *doc;
+} tune_key;
+
+/* The table, ended by a row with name NULL. */
+extern const tune_key tune_keys[];
+
+/* Fills t with every compile-time / run-time default. */
+void tune_compile_defaults(cg_tuning *t);
+void tune_run_defaults(ig_model_tuning *t);
+
+/* Applies "key=value,key=value" (borrowed; NULL or "" does nothing) to dst (a cg_tuning for
+ * TUNE_COMPILE, an ig_model_tuning for TUNE_RUN). `what` names the source in errors ("--tune",
+ * "IGNIS_TUNE", "ig_engine_config.tune"). Stops at the first bad entry, naming it. */
+ig_status tune_apply(tune_phase phase, const char *spec, const char *what, void *dst, ig_err *err);
+/* Applies IGNIS_TUNE's entries of this phase (entries of the other phase are skipped: one
+ * variable serves both; an entry no phase knows is an error). */
+ig_status tune_apply_env(tune_phase phase, void *dst, ig_err *err);
+
+/* The key, or NULL. */
+const tune_key *tune_find(const char *name);
+/* The value of key k in src (a cg_tuning or ig_model_tuning of k's phase). */
+int32_t tune_get(const tune_key *k, const void *src);
+
+#endif

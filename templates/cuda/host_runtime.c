@@ -1,0 +1,684 @@
+/* host_runtime.c — the host side of every CUDA package: device state, init and fini, forward
+ * (batch staging, multi-step greedy runs, chained steps), the CUDA graph cache and cuBLAS GEMMs.
+ *
+ * The generated model.c defines what is specific to one model — its shape constants, kernel
+ * images and names, weight and layer tables, RoPE frequencies, the model's workspace buffers
+ * (MODEL_WORKSPACE) and, for the persistent decode kernel, where its inputs live — then includes
+ * this file, then defines the step's launch sequence (launch_step) and, when the model has the
+ * persistent kernel, its per-layer pointer table (dl_layer_table). Nothing here is generated.
+ *
+ * Compiled without IG_MODEL_GENERATED (tests/cuda_host/test_host_runtime.c does), this file
+ * stands alone with a small default model, so its logic is tested on a machine without a GPU:
+ * the driver is opened with dlopen in init (host.h), and everything before the first driver call
+ * — tuning, batch validation, the choice of multi-step runs and chained steps — is plain C.
+ *
+ * Run-time choices come from ctx->tuning (ig_model_abi.h; keys, ranges and defaults in
+ * runtime/tuning.c), never from the environment. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+#include "ig_model_abi.h"
+#include "launch.h"
+
+#ifndef IG_MODEL_GENERATED
+/* ---- a default model, so that this file compiles and is tested on its own */
+#define N_LAYERS 2
+#define HIDDEN 256
+#define N_HEADS 4
+#define N_KV_HEADS 2
+#define HEAD_DIM 64
+#define INTERMEDIATE 512
+#define VOCAB 320
+#define MAX_CONTEXT 256
+#define PAGE_SIZE 16
+#define KV_LAYER_PAGE_BYTES 8192ull
+#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)
+#define W_BF16 1
+#define W_F16 0
+#define W_BYTES 4096ull
+#define HAS_DECODE_LAYERS 0
+#define N_KERNELS 1
+#define N_IMAGES 1
+#define PACKAGE_ARCHS "sm_90"
+#define PACKAGE_PTX 90
+static const char *const kernel_names[N_KERNELS] = {"k"};
+static const unsigned char default_image[1];
+static const unsigned char *const image_data[N_IMAGES] = {default_image}, *const image_end[N_IMAGES] = {default_image};
+static const int image_arch[N_IMAGES] = {90}, image_is_ptx[N_IMAGES] = {0};
+static const double rope_inv_freq[HEAD_DIM / 2];
+#define MODEL_WORKSPACE(X, T) X(float, a_x, (uint64_t)(T) * HIDDEN)
+#endif
+
+#define RUN_MAX 64                    /* steps of a multi-step greedy run at most (forward) */
+#define RUN_PENDING (-2147483647 - 1) /* a run's token slot not written yet */
+#define BLAS_WS_BYTES (32u << 20)     /* cuBLAS's workspace (its recommendation for sm_90) */
+#define MV_TMAX 8                     /* steps of up to this many tokens take the GEMV path */
+#define ATTN_SPLIT 16                 /* context partitions of decode attention (same value in model.cu) */
+#define MAX_PAGES_PER_SEQ ((MAX_CONTEXT + PAGE_SIZE - 1) / PAGE_SIZE)
+
+/* ---- device workspace for up to max_tokens tokens (offsets from st->ws, 256-byte aligned): the
+ * staged batch, logits, sampling, attention and persistent-kernel scratch, then the model's own
+ * activation buffers */
+#define WS_ALIGN(n) (((n) + 255) & ~(uint64_t)255)
+#define WORKSPACE_LIST(X, T)                                                                          \
+    X(int32_t, batch, (uint64_t)(T) * (4 + MAX_PAGES_PER_SEQ))                                        \
+    X(float, d_logits, (uint64_t)(T) * VOCAB)                                                         \
+    X(ig_fwd_sample, d_sp, (uint64_t)(T))                                                             \
+    X(int32_t, d_sampled, (uint64_t)(T))                                                              \
+    X(float, attn_ws, IG_AT_WS_FLOATS(MV_TMAX, N_HEADS, HEAD_DIM, ATTN_SPLIT))                        \
+    X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_HEADS)) /* a counter per query head */            \
+    X(unsigned long long, dl_bar, 32)                                                                 \
+    X(unsigned long long, dl_amax, 1024) /* the persistent kernel's greedy pick per CTA */            \
+    X(int32_t, dl_go, RUN_MAX + 1)       /* its multi-step runs' decisions, then their cancel flag */ \
+    MODEL_WORKSPACE(X, T)
+
+static uint64_t workspace_bytes(int32_t max_tokens, int32_t n_threads) {
+    (void)n_threads;
+    uint64_t n = 0;
+#define X(type, name, count) n += WS_ALIGN(sizeof(type) * (count));
+    WORKSPACE_LIST(X, max_tokens)
+#undef X
+    return n;
+}
+/* Declares a CUdeviceptr for every workspace buffer, carved from base in list order. */
+#define WORKSPACE_CARVE(base, max_t) \
+    CUdeviceptr ws_ = (base);        \
+    WORKSPACE_LIST(WS_CARVE_ONE, max_t)
+#define WS_CARVE_ONE(type, name, count)                  \
+    CUdeviceptr name __attribute__((unused)) = ws_; \
+    ws_ += WS_ALIGN(sizeof(type) * (count));
+
+/* ---- device state (ctx->device_state) */
+typedef struct dev_state {
+    cu_api api;
+    CUdevice dev;
+    CUcontext cctx;
+    CUmodule mod;
+    CUstream stream;
+    cublasHandle_t blas;
+    CUfunction fn[N_KERNELS];
+    CUdeviceptr w, kv, ws, inv_freq;
+    int32_t *pinned;           /* staging of one batch */
+    unsigned char *pinned_smp; /* staging of device sampling: params [max_tokens], then ids [max_tokens] */
+    int32_t max_tokens, max_pages;
+    int sync_each;  /* tuning sync: a debug aid */
+    int use_graphs; /* decode steps replay CUDA graphs */
+    int gemv_tmax;  /* steps of up to this many tokens use the GEMV kernels, larger ones cuBLAS (tuning) */
+    int mv_ctas;    /* GEMV grid cap: SMs x mv_ctas_per_sm */
+    int mvt_tmax;   /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (sm_80+; 0 or 1: off) */
+    cu_prof prof;   /* tuning profile: per-kernel times, printed by fini */
+    cu_graph_cache graphs;
+    CUresult graph_error; /* why graphs were turned off, if they were */
+    int graph_tmax;       /* decode-only steps of up to this many tokens replay graphs too (0: one-token only) */
+    CUdeviceptr blas_ws;  /* cuBLAS's workspace, ours so that a graph capture never allocates */
+    CUdeviceptr d_logits; /* in the workspace */
+    int n_sm;             /* SMs: the persistent kernel's grid */
+    int dl_on;            /* one-token steps run the persistent decode kernel (decode_layers.cu) */
+    int dl_keys;          /* its attention: keys per context split */
+    int dl_heads;         /* 1: one attention item per query head where they fit */
+    CUdeviceptr d_layers; /* its per-layer weight pointers */
+    /* chained greedy steps (forward): one may be queued, with its sampled-id slot (1 or 2), the
+     * position it runs at, the token it was given, the page-row width */
+    int chain_on, chain_q, chain_par;
+    int32_t chain_pos, chain_tok, chain_mp;
+    CUevent chain_ev[3]; /* recorded after the step launched in a call (0) and after each chained one */
+    /* multi-step greedy runs (forward): run_steps is what the next persistent launch runs; a run in
+     * flight has run_k steps from position run_pos0, run_j of them returned, the last with token
+     * run_tok; run_host (mapped, run_dev on the device): RUN_MAX token slots, a 1 (what a cancel
+     * copies), RUN_MAX + 1 zeros; d_cancel: the run's cancel flag, set through the side stream while
+     * the run occupies st->stream */
+    int run_max, run_steps, run_k, run_j;
+    int32_t run_pos0, run_mp, run_tok;
+    int32_t *run_host;
+    CUdeviceptr run_dev, d_cancel;
+    CUstream side;
+} dev_state;
+/* where a step's sampled ids land: the staging area after the sampling parameters (max_tokens ids,
+ * then one for each of the two chained-step slots) */
+#define SAMPLED_IDS(st) ((int32_t *)((st)->pinned_smp + sizeof(ig_fwd_sample) * (st)->max_tokens))
+
+/* A failed CUDA call returns -(10000000 + result * 10000 + line): the line of model.c, or of this
+ * file plus CU_LINE_BASE, so that the runtime's error names the call and the driver's error code. */
+#define CU_LINE_BASE 5000
+#ifndef CU_LINE
+#define CU_LINE (CU_LINE_BASE + __LINE__)
+#endif
+#define CU(call)                                                                       \
+    do {                                                                               \
+        CUresult r_ = (call);                                                          \
+        if (r_ != CUDA_SUCCESS) return -(10000000 + (int)(r_ % 1000) * 10000 + CU_LINE); \
+    } while (0)
+/* tuning sync synchronizes after every launch, so a faulting kernel is the one named */
+#define LAUNCH(k, gx, gy, gz, bx, smem, args)                                                             \
+    do {                                                                                                  \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                                   \
+        CU(cu_launch(&st->api, st->fn[k], st->stream, (gx), (gy), (gz), (bx), (smem), (args)));           \
+        if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream));                                   \
+        cu_prof_end(&st->api, &st->prof, st->stream, (k));                                                \
+    } while (0)
+/* y[T][ldy] (f32) = beta * y + x[T][K] . w[N][K]^T on cuBLAS (column-major view: y^T = w . x^T) */
+#define GEMM(N, T_, K, w_, x_, y_, ldy, beta_) GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, 0)
+/* ... with y in the 16-bit type when ybf16 */
+#define GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, ybf16)                               \
+    do {                                                                                \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                 \
+        CU(gemm(st, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_), (ybf16)));        \
+        cu_prof_end(&st->api, &st->prof, st->stream, CU_PROF_SLOTS - 1);                \
+    } while (0)
+
+static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy,
+                     float beta, int ybf16) {
+    const float alpha = 1.0f;
+    const cudaDataType h = W_F16 ? CUDA_R_16F : CUDA_R_16BF, dt = W_BF16 ? h : CUDA_R_32F;
+    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, dt,
+                                            K, (const void *)x, dt, K, &beta, (void *)y, ybf16 ? h : CUDA_R_32F, ldy,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
+/* The model's launch sequence (generated, after this file): one step's kernels on st->stream, the
+ * batch already staged in st->pinned; run directly or while a CUDA graph captures it. Everything it
+ * bakes in is in the graph key. */
+static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample, int decode_only,
+                       int batch_ints, int chain);
+
+/* ---- the persistent decode kernel (decode_layers.cu): where the model has it, model.c defines
+ * DL_FN (its kernel index), DL_THREADS, DL_SMEM, DL_RESID_ROWS, the activations it reads and
+ * writes (DL_X, DL_QKV, DL_ATTN, DL_MLP: workspace buffer names), the embedding table and the
+ * lm_head with its norm (DL_EMB, DL_HEAD_W, DL_HEAD_G: 0 when the kernel leaves them to the per-op
+ * kernels) and dl_layer_table */
+#if HAS_DECODE_LAYERS
+/* Fills tab[l] with layer l's 12 weight pointers, in ig_dl_layer's order (generated). */
+static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][12]);
+
+/* Launches a one-token step's layer stack as one cooperative kernel; *done = 1 when it ran. If the
+ * GPU refuses the cooperative launch (e.g. an MPS share of the SMs), the per-op kernels run from
+ * then on (st->dl_on = 0, *done stays 0). */
+static int decode_layers(dev_state *st, int T, int n_out, int mpv, int do_sample, int *done) {
+    WORKSPACE_CARVE(st->ws, st->max_tokens);
+    CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_pages = batch + 16ull * T;
+    CUdeviceptr kv = st->kv, inv_freq = st->inv_freq;
+    CUdeviceptr dl_x = DL_X, dl_qkv = DL_QKV, dl_attn = DL_ATTN, dl_mlp = DL_MLP;
+    CUdeviceptr dl_tab = st->d_layers, dl_emb = DL_EMB, dl_hw = n_out > 0 ? DL_HEAD_W : 0, dl_hg = DL_HEAD_G;
+    CUdeviceptr dl_pick = do_sample == 2 ? d_sampled : 0, dl_nid = do_sample == 2 ? d_ids : 0;
+    CUdeviceptr dl_npos = do_sample == 2 ? d_pos : 0;
+    /* a multi-step run (forward; never captured in a graph) or one step */
+    int dl_steps = do_sample == 2 ? st->run_steps : 1;
+    CUdeviceptr dl_tok = dl_steps > 1 ? st->run_dev : 0, dl_cancel = dl_steps > 1 ? dl_go + 4 * RUN_MAX : 0;
+    CUdeviceptr dl_gop = dl_steps > 1 ? dl_go : 0; /* its decisions and cancel flag start at zero: */
+    if (dl_steps > 1) CU(st->api.cuMemcpyHtoDAsync(dl_go, st->run_host + RUN_MAX + 1, 4 * (RUN_MAX + 1), st->stream));
+    void *dl_args[] = {&dl_tab,   &dl_x,    &dl_qkv,  &dl_attn,  &dl_mlp,  &inv_freq,   &kv,      &d_pos,
+                       &d_seq,    &d_pages, &mpv,     &attn_ws,  &attn_cnt, &dl_bar,    &st->dl_keys, &dl_emb,
+                       &d_ids,    &dl_hw,   &dl_hg,   &d_logits, &dl_amax, &dl_pick,   &dl_nid,  &dl_npos,
+                       &dl_steps, &dl_tok,  &dl_cancel, &dl_gop, &st->dl_heads};
+    cu_prof_begin(&st->api, &st->prof, st->stream);
+    CUresult r = cu_launch_coop(&st->api, st->fn[DL_FN], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args);
+    if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {
+        st->dl_on = 0;
+        return 0;
+    }
+    CU(r);
+    if (st->sync_each) CU(st->api.cuStreamSynchronize(st->stream));
+    cu_prof_end(&st->api, &st->prof, st->stream, DL_FN);
+    *done = 1;
+    return 0;
+}
+#endif
+
+/* ---- CUDA graphs */
+
+/* Replays the CUDA graph of this step's shape, capturing it on first use. Steps of one token (the
+ * GEMV kernels or the persistent one) and decode-only steps of more (cuBLAS, batched decode) both
+ * take graphs; the batch's contents are uploaded by the graph's first node. */
+static int launch_graph(dev_state *st, int T, int n_out, int mpb, int do_sample, int decode_only, int chain) {
+    const int batch_ints = 4 * T + T * mpb; /* every page-table row the key allows: one size per graph */
+    cu_graph_cache *gc = &st->graphs;
+    const int key[6] = {T, n_out, mpb, do_sample, decode_only, chain};
+    int i = 0;
+    while (i < gc->n && memcmp(gc->key[i], key, sizeof key)) i++;
+    if (i < gc->n) {
+        gc->used[i] = ++gc->tick;
+        CU(st->api.cuGraphLaunch(gc->exec[i], st->stream));
+        return 0;
+    }
+    /* not captured: run the step directly (this also makes the driver load every kernel it uses,
+     * which must not happen during a capture); the second time, capture it for the next */
+    int rc0 = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, batch_ints, chain);
+    if (rc0 || !cu_graphs_seen(gc, key)) return rc0;
+    /* graphs are an optimization: if capturing fails, this engine runs such steps directly (a
+     * batched step's failure leaves the one-token graphs on) */
+    const int batched = !(T <= MV_TMAX && T <= st->gemv_tmax);
+    CUgraph g = NULL;
+    if (st->api.cuStreamBeginCapture(st->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) {
+        if (batched) st->graph_tmax = 0;
+        else st->use_graphs = 0;
+        return 0;
+    }
+    int rc = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, batch_ints, chain);
+    CUresult re = st->api.cuStreamEndCapture(st->stream, &g);
+    CUgraphExec ex = NULL;
+    CUresult ri = rc || re != CUDA_SUCCESS ? CUDA_ERROR_UNKNOWN : st->api.cuGraphInstantiate(&ex, g, 0);
+    if (g) st->api.cuGraphDestroy(g);
+    if (ri != CUDA_SUCCESS) {
+        st->graph_error = ri;
+        if (batched) st->graph_tmax = 0;
+        else st->use_graphs = 0;
+        return 0;
+    }
+    i = cu_graphs_slot(&st->api, gc);
+    gc->exec[i] = ex, gc->used[i] = ++gc->tick;
+    memcpy(gc->key[i], key, sizeof key);
+    return 0;
+}
+
+/* ---- multi-step greedy runs and chained steps */
+
+/* Waits for step j of the multi-step run in flight to publish its token (the host-mapped slot),
+ * checking now and then that the stream has not failed or ended without it. */
+static int run_wait(dev_state *st, int j) {
+    volatile int32_t *slot = st->run_host + j;
+    for (unsigned n = 1; *slot == RUN_PENDING; n++)
+        if (!(n & 4095)) {
+            CUresult q = st->api.cuStreamQuery(st->stream);
+            if (q == CUDA_SUCCESS) return *slot == RUN_PENDING ? -5 : 0; /* the run stopped before step j */
+            if (q != CUDA_ERROR_NOT_READY) CU(q);
+        }
+    return 0;
+}
+
+/* Returns step j of the multi-step run in flight as b's token, once it is out; the run ends after
+ * its last step, or on an error. */
+static int run_take(dev_state *st, int j, const ig_fwd_batch *b) {
+    int rw = run_wait(st, j);
+    if (rw) {
+        st->run_k = 0;
+        return rw;
+    }
+    b->sampled[0] = st->run_tok = st->run_host[j];
+    st->run_j = j + 1;
+    if (st->run_j == st->run_k) st->run_k = 0;
+    return 0;
+}
+
+/* Is b exactly the step that continues the last one of a single greedy row: token tok at position
+ * pos, with the page-table row (mp entries) the last launched step staged? (What a chained step or
+ * a run's next step computed.) */
+static int next_of(const dev_state *st, const ig_fwd_batch *b, int do_sample, int32_t tok, int32_t pos, int32_t mp) {
+    return b->n_tokens == 1 && b->n_out == 1 && b->n_seqs == 1 && do_sample == 2 && b->out_rows[0] == 0 &&
+           b->token_ids[0] == tok && b->positions[0] == pos && b->max_pages_per_seq == mp &&
+           !memcmp(b->page_table, st->pinned + 4, sizeof(int32_t) * (size_t)mp);
+}
+
+/* Stops the multi-step run in flight after its next step: its cancel flag is set by a copy on the
+ * side stream (the run holds st->stream), waited for so that it cannot land in a later run. */
+static CUresult run_cancel(dev_state *st) {
+    st->run_k = 0;
+    CUresult r = st->api.cuMemcpyHtoDAsync(st->d_cancel, st->run_host + RUN_MAX, sizeof(int32_t), st->side);
+    return r == CUDA_SUCCESS ? st->api.cuStreamSynchronize(st->side) : r;
+}
+
+/* Steps a lone greedy sequence at position pos may run in one launch: the rest of its KV page,
+ * within the context and st->run_max. */
+static int run_length(const dev_state *st, int32_t pos) {
+    int run = PAGE_SIZE - pos % PAGE_SIZE;
+    if (run > MAX_CONTEXT - pos) run = MAX_CONTEXT - pos;
+    if (run > st->run_max) run = st->run_max;
+    return run;
+}
+
+/* ---- forward */
+
+/* A last guard on the batch (the runtime validated it): 0, or the negative code forward returns. */
+static int check_batch(const ig_model_ctx *ctx, const dev_state *st, const ig_fwd_batch *b) {
+    const int T = b->n_tokens, n_out = b->n_out, mp = b->max_pages_per_seq;
+    if (!st || T < 1 || T > st->max_tokens || n_out < 0 || n_out > T || b->n_seqs < 1 || b->n_seqs > T || mp < 1 ||
+        mp > st->max_pages)
+        return -1;
+    for (int t = 0; t < T; t++) {
+        int s = b->token_seq[t], p = b->positions[t];
+        if (b->token_ids[t] < 0 || b->token_ids[t] >= VOCAB || s < 0 || s >= b->n_seqs || p < 0 || p >= MAX_CONTEXT ||
+            p / PAGE_SIZE >= mp)
+            return -2;
+        int32_t pg = b->page_table[s * mp + p / PAGE_SIZE];
+        if (pg < 0 || pg >= ctx->n_pages) return -3;
+    }
+    for (int i = 0; i < n_out; i++)
+        if (b->out_rows[i] < 0 || b->out_rows[i] >= T) return -4;
+    return 0;
+}
+
+/* Stages b for one copy (ids, positions, sequences, logit rows, page-table rows of mpb entries,
+ * sampling parameters); returns whether the step holds prefill runs (16 consecutive positions of a
+ * sequence) for the tensor-core attention. */
+static int stage_batch(dev_state *st, const ig_fwd_batch *b, int mpb, int do_sample) {
+    const int T = b->n_tokens, n_out = b->n_out, mp = b->max_pages_per_seq;
+    int32_t *hb = st->pinned;
+    memcpy(hb, b->token_ids, sizeof(int32_t) * T);
+    memcpy(hb + T, b->positions, sizeof(int32_t) * T);
+    memcpy(hb + 2 * T, b->token_seq, sizeof(int32_t) * T);
+    memcpy(hb + 3 * T, b->out_rows, sizeof(int32_t) * n_out);
+    for (int s = 0; s < b->n_seqs; s++) memcpy(hb + 4 * T + s * mpb, b->page_table + s * mp, sizeof(int32_t) * mp);
+    int prefill_runs = 0;
+    for (int t = 1, run = 1; t < T && !prefill_runs; t++) {
+        run = b->token_seq[t] == b->token_seq[t - 1] && b->positions[t] == b->positions[t - 1] + 1 ? run + 1 : 1;
+        prefill_runs = run >= 16;
+    }
+    if (do_sample) memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);
+    return prefill_runs;
+}
+
+/* Launches the step b asks for (staged first): a multi-step run, a graph replay or a direct launch. */
+static int launch_new(dev_state *st, const ig_fwd_batch *b, int mpb, int do_sample, int decode_only) {
+    const int T = b->n_tokens, n_out = b->n_out;
+    const int prefill_runs = stage_batch(st, b, mpb, do_sample);
+    /* a single greedy row with no logits wanted runs the rest of its KV page (up to run_max steps) in
+     * one persistent launch, each step's token the previous one's pick, published as soon as picked */
+    int run = st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits
+                  ? run_length(st, b->positions[0]) : 0;
+    if (run > 1) {
+        for (int j = 0; j < run; j++) st->run_host[j] = RUN_PENDING;
+        st->run_steps = run;
+        int rr = launch_step(st, T, n_out, mpb, 0, do_sample, decode_only, 4 * T + mpb, 0);
+        st->run_steps = 1;
+        if (rr) return rr;
+        if (st->dl_on) { /* else the GPU refused the cooperative launch: that was one per-op step */
+            st->run_k = run, st->run_j = 0, st->run_pos0 = b->positions[0], st->run_mp = b->max_pages_per_seq;
+            return run_take(st, 0, b);
+        }
+        return 0;
+    }
+    /* one-token steps and decode-only batches replay graphs (batch sizes up to graph_tmax) */
+    const int graph = st->use_graphs && ((T <= MV_TMAX && T <= st->gemv_tmax) || (decode_only && T <= st->graph_tmax));
+    return graph ? launch_graph(st, T, n_out, mpb, do_sample, decode_only, 0)
+                 : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only, 4 * T + b->n_seqs * mpb, 0);
+}
+
+/* Whether to queue the next step of a single greedy row behind this one: its next position stays
+ * in this KV page, so the step's pick left everything it needs in the batch (decode_layers.cu). */
+static int chain_next(const dev_state *st, const ig_fwd_batch *b, int do_sample, int decode_only) {
+    return st->chain_on && st->dl_on && st->use_graphs && do_sample == 2 && b->n_tokens == 1 && decode_only &&
+           b->positions[0] + 1 < MAX_CONTEXT && (b->positions[0] + 1) / PAGE_SIZE == b->positions[0] / PAGE_SIZE;
+}
+
+/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */
+static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {
+    dev_state *st = ctx->device_state;
+    int bad = check_batch(ctx, st, b);
+    if (bad) return bad;
+    const int T = b->n_tokens, n_out = b->n_out, mp = b->max_pages_per_seq;
+    /* page-table rows padded to a power of two, so decode steps reuse a few graphs as contexts grow */
+    int mpb = 1;
+    while (mpb < mp) mpb *= 2;
+    if (mpb > st->max_pages) mpb = st->max_pages;
+    /* device sampling: the rows' parameters go up with the batch, one id per row comes back;
+     * 2: a single greedy row, which the persistent kernel picks itself when it runs the step */
+    const int do_sample = b->sample != NULL && n_out > 0
+                              ? (n_out == 1 && b->sample[0].on && b->sample[0].temperature == 0.0f ? 2 : 1) : 0;
+    /* one token per sequence (pure decode): rope_kv runs inside the attention kernel */
+    const int decode_only = b->n_seqs == T;
+    /* a multi-step run in flight: this step is its next one when the engine asks for exactly that
+     * (the token the run returned last, the next position, the same page-table row) */
+    if (st->run_k) {
+        if (!b->logits && next_of(st, b, do_sample, st->run_tok, st->run_pos0 + st->run_j, st->run_mp))
+            return run_take(st, st->run_j, b);
+        /* otherwise the run stops after its next step (it reads the flag during each step's lm_head);
+         * like a chained step, its extra steps leave only K/V in the page its sequence wrote last. It
+         * must be over before run_host is reused (a run still going would write its tokens into a new
+         * run's slots). */
+        CU(run_cancel(st));
+        CU(st->api.cuStreamSynchronize(st->stream));
+    }
+    /* the chained step the previous call queued is this step when the engine asks for exactly what it
+     * computes: the same single greedy row, with the token the previous step returned, at the next
+     * position, with the same page-table row; otherwise it ran for nothing, before this step in
+     * stream order: all it leaves is the K/V of position chain_pos in the page its sequence wrote
+     * last, which no other sequence reads */
+    int cur = 0; /* whose results this call returns: 0 a step launched here, 1 / 2 the chained one */
+    if (st->chain_q) {
+        st->chain_q = 0;
+        if (next_of(st, b, do_sample, st->chain_tok, st->chain_pos, st->chain_mp)) cur = st->chain_par;
+    }
+    if (!cur) {
+        int rc = launch_new(st, b, mpb, do_sample, decode_only);
+        if (rc || st->run_k) return rc; /* an error, or a run started (its first token is out) */
+    }
+    if (n_out > 0 && b->logits)
+        CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));
+    CU(st->api.cuEventRecord(st->chain_ev[cur], st->stream));
+    if (chain_next(st, b, do_sample, decode_only)) {
+        const int nxt = cur == 1 ? 2 : 1; /* its sampled id lands apart from this step's */
+        if (launch_graph(st, 1, 1, mpb, 2, 1, nxt) == 0 &&
+            st->api.cuEventRecord(st->chain_ev[nxt], st->stream) == CUDA_SUCCESS)
+            st->chain_q = 1, st->chain_par = nxt, st->chain_pos = b->positions[0] + 1, st->chain_mp = mp;
+        else
+            st->chain_on = 0; /* a failing device shows in the wait below */
+    }
+    CU(st->api.cuEventSynchronize(st->chain_ev[cur]));
+    const int32_t *tok = SAMPLED_IDS(st) + (cur ? st->max_tokens + cur - 1 : 0);
+    if (do_sample)
+        for (int i = 0; i < n_out; i++)
+            if (b->sample[i].on) b->sampled[i] = tok[i];
+    if (st->chain_q) st->chain_tok = tok[0];
+    return 0;
+}
+
+
+/* ---- init and fini */
+
+static void fini(ig_model_ctx *ctx) {
+    dev_state *st = ctx->device_state;
+    if (!st) return;
+    if (st->api.cuCtxSetCurrent && st->cctx) st->api.cuCtxSetCurrent(st->cctx);
+    if (st->run_k) run_cancel(st); /* a run in flight stops after its next step */
+    if (st->stream) st->api.cuStreamSynchronize(st->stream);
+    if (st->side) st->api.cuStreamDestroy(st->side);
+    if (st->prof.on) {
+        cu_prof_print(&st->prof, kernel_names, N_KERNELS);
+        for (int i = 0; i < 2; i++)
+            if (st->prof.ev[i]) st->api.cuEventDestroy(st->prof.ev[i]);
+    }
+    cu_graphs_clear(&st->api, &st->graphs);
+    for (int i = 0; i < 3; i++)
+        if (st->chain_ev[i]) st->api.cuEventDestroy(st->chain_ev[i]);
+    if (st->blas) st->api.cublasDestroy(st->blas);
+    if (st->pinned) st->api.cuMemFreeHost(st->pinned);
+    if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);
+    if (st->run_host) st->api.cuMemFreeHost(st->run_host);
+    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers, st->blas_ws};
+    for (int i = 0; i < 6; i++)
+        if (bufs[i]) st->api.cuMemFree(bufs[i]);
+    if (st->mod) st->api.cuModuleUnload(st->mod);
+    if (st->stream) st->api.cuStreamDestroy(st->stream);
+    if (st->cctx) st->api.cuDevicePrimaryCtxRelease(st->dev);
+    cu_api_close(&st->api);
+    free(st);
+    ctx->device_state = NULL;
+}
+
+/* In the init steps below: a failed call frees everything (fini) and fails init with a message. */
+#define TRY(call, what)                                                        \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            cu_errf(err, cap, "%s: %s", what, cu_strerr(&st->api, r_));        \
+            fini(ctx);                                                         \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+#define FAIL(...)                         \
+    do {                                  \
+        cu_errf(err, cap, __VA_ARGS__);   \
+        fini(ctx);                        \
+        return -1;                        \
+    } while (0)
+
+/* The run-time choices of a GPU of compute capability major.x with n_sm SMs, from the tuning (whose
+ * values are in range: runtime/tuning.c checked them). Plain C: tested without a GPU. */
+static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int n_sm, int32_t max_tokens) {
+    st->max_tokens = max_tokens;
+    st->max_pages = MAX_PAGES_PER_SEQ;
+    st->sync_each = t->sync;
+    st->use_graphs = !t->sync && t->graphs && !t->profile;
+    st->prof.on = t->profile;
+    st->gemv_tmax = t->gemv_tmax > MV_TMAX ? MV_TMAX : t->gemv_tmax;
+    st->n_sm = n_sm;
+    st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (t->mv_ctas_per_sm > 0 ? t->mv_ctas_per_sm : IG_MV_CTAS_PER_SM);
+    st->mvt_tmax = major < 8 ? 0 : t->mvt_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvt_tmax;
+    st->chain_on = t->chain;
+    st->run_max = t->run_steps > 0 ? t->run_steps : PAGE_SIZE;
+    if (st->run_max > RUN_MAX) st->run_max = RUN_MAX;
+    if (t->profile) st->run_max = 1; /* profiles time single steps */
+    st->run_steps = 1;
+    st->graph_tmax = t->graph_tmax < 0 ? max_tokens : t->graph_tmax;
+    st->dl_keys = t->dl_keys;
+    st->dl_heads = t->dl_heads;
+}
+
+/* The driver, the GPU, its kernel image and the functions of model.cu; major: the GPU's compute
+ * capability major, name: its name. */
+static int open_device(ig_model_ctx *ctx, dev_state *st, int *major, char *name, size_t name_cap, char *err,
+                       size_t cap) {
+    if (cu_api_load(&st->api, err, cap)) {
+        fini(ctx);
+        return -1;
+    }
+    CUresult r = st->api.cuInit(0);
+    int n_dev = 0, minor = 0;
+    if (r == CUDA_SUCCESS) st->api.cuDeviceGetCount(&n_dev);
+    if (r != CUDA_SUCCESS || n_dev == 0)
+        FAIL("this package targets CUDA but no CUDA GPU is available (%s)", r ? cu_strerr(&st->api, r) : "0 devices");
+    if (ctx->device_index < 0 || ctx->device_index >= n_dev) FAIL("GPU %d requested, %d present", ctx->device_index, n_dev);
+    TRY(st->api.cuDeviceGet(&st->dev, ctx->device_index), "cuDeviceGet");
+    st->api.cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev);
+    st->api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev);
+    st->api.cuDeviceGetName(name, (int)name_cap, st->dev);
+    cu_image images[N_IMAGES];
+    for (int i = 0; i < N_IMAGES; i++)
+        images[i] = (cu_image){image_arch[i], image_is_ptx[i], image_data[i], (size_t)(image_end[i] - image_data[i])};
+    int pick = cu_pick_image(images, N_IMAGES, *major * 10 + minor);
+    if (pick < 0)
+        FAIL("GPU %s is sm_%d%d; this package holds code for %s (PTX compute_%d): recompile with --target cuda:sm_%d%d",
+             name, *major, minor, PACKAGE_ARCHS, PACKAGE_PTX, *major, minor);
+    TRY(st->api.cuDevicePrimaryCtxRetain(&st->cctx, st->dev), "cuDevicePrimaryCtxRetain");
+    TRY(st->api.cuCtxSetCurrent(st->cctx), "cuCtxSetCurrent");
+    TRY(st->api.cuStreamCreate(&st->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    TRY(st->api.cuModuleLoadData(&st->mod, images[pick].data), "loading the kernel image");
+    for (int i = 0; i < N_KERNELS; i++) {
+        CUresult rk = st->api.cuModuleGetFunction(&st->fn[i], st->mod, kernel_names[i]);
+        if (rk != CUDA_SUCCESS) FAIL("kernel %s missing from the image: %s", kernel_names[i], cu_strerr(&st->api, rk));
+        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 96 * 1024);
+    }
+    return 0;
+}
+
+/* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */
+static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char *err, size_t cap) {
+    size_t w_bytes = W_BYTES, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;
+    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;
+    st->api.cuMemGetInfo(&free_b, &total_b);
+    if (w_bytes + kv_bytes + ws_bytes + BLAS_WS_BYTES + (64u << 20) > free_b)
+        FAIL("not enough memory on %s: weights %.2f GB + KV cache %.2f GB (%d pages) + workspace %.2f GB > %.2f GB free; "
+             "ask for fewer KV pages or tokens per step",
+             name, w_bytes / 1e9, kv_bytes / 1e9, ctx->n_pages, ws_bytes / 1e9, free_b / 1e9);
+    TRY(st->api.cuMemAlloc(&st->w, w_bytes), "allocating weights");
+    TRY(st->api.cuMemcpyHtoD(st->w, ctx->weights, w_bytes), "copying weights");
+    TRY(st->api.cuMemAlloc(&st->kv, kv_bytes), "allocating the KV cache");
+    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), "clearing the KV cache");
+    TRY(st->api.cuMemAlloc(&st->ws, ws_bytes), "allocating the workspace");
+    TRY(st->api.cuMemsetD8(st->ws, 0, ws_bytes), "clearing the workspace"); /* attention counters start at 0 */
+    TRY(st->api.cuMemAlloc(&st->inv_freq, sizeof rope_inv_freq), "allocating RoPE frequencies");
+    TRY(st->api.cuMemcpyHtoD(st->inv_freq, rope_inv_freq, sizeof rope_inv_freq), "copying RoPE frequencies");
+    TRY(st->api.cuMemAllocHost((void **)&st->pinned, sizeof(int32_t) * (size_t)ctx->max_tokens * (4 + MAX_PAGES_PER_SEQ)),
+        "pinned staging");
+    TRY(st->api.cuMemAllocHost((void **)&st->pinned_smp,
+                               (sizeof(ig_fwd_sample) + sizeof(int32_t)) * (size_t)ctx->max_tokens + 2 * sizeof(int32_t)),
+        "pinned staging");
+    for (int i = 0; i < 3; i++) TRY(st->api.cuEventCreate(&st->chain_ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    TRY(st->api.cuMemAllocHost((void **)&st->run_host, sizeof(int32_t) * (2 * RUN_MAX + 2)), "pinned run slots");
+    memset(st->run_host, 0, sizeof(int32_t) * (2 * RUN_MAX + 2));
+    st->run_host[RUN_MAX] = 1;
+    TRY(st->api.cuStreamCreate(&st->side, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    TRY(st->api.cuMemHostGetDevicePointer(&st->run_dev, st->run_host, 0), "mapping the run slots");
+    WORKSPACE_CARVE(st->ws, st->max_tokens);
+    st->d_logits = d_logits;
+    st->d_cancel = dl_go + 4 * RUN_MAX;
+    return 0;
+}
+
+/* cuBLAS on our stream, with our own workspace (so that a graph capture never allocates). */
+static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
+    if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) FAIL("cublasCreate failed");
+    st->api.cublasSetStream(st->blas, st->stream); /* (this resets the workspace: set it after) */
+    TRY(st->api.cuMemAlloc(&st->blas_ws, BLAS_WS_BYTES), "allocating the cuBLAS workspace");
+    if (st->api.cublasSetWorkspace(st->blas, (void *)(uintptr_t)st->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS)
+        FAIL("cublasSetWorkspace failed");
+    return 0;
+}
+
+#if HAS_DECODE_LAYERS
+/* The persistent decode kernel, when this GPU runs it: sm_90, cooperative launches, one CTA per SM
+ * with its ring, at most 1024 CTAs (dl_amax) and one batch of sums of a residual add per CTA
+ * (DL_RESID_ROWS); then its per-layer pointer table goes to the device. */
+static int open_decode_layers(ig_model_ctx *ctx, dev_state *st, int major, char *err, size_t cap) {
+    int coop = 0, fit = 0, G = st->n_sm > 0 ? st->n_sm : 1;
+    st->api.cuDeviceGetAttribute(&coop, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, st->dev);
+    int limits = G <= 1024 && (HIDDEN + G - 1) / G <= DL_RESID_ROWS;
+    if (!(major >= 9 && coop && limits && ctx->tuning->persistent &&
+          st->api.cuFuncSetAttribute(st->fn[DL_FN], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, DL_SMEM) ==
+              CUDA_SUCCESS &&
+          st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[DL_FN], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&
+          fit >= 1))
+        return 0;
+    CUdeviceptr tab[N_LAYERS][12]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn */
+    dl_layer_table(st, tab);
+    TRY(st->api.cuMemAlloc(&st->d_layers, sizeof tab), "allocating the layer table");
+    TRY(st->api.cuMemcpyHtoD(st->d_layers, tab, sizeof tab), "copying the layer table");
+    st->dl_on = 1;
+    return 0;
+}
+#endif
+
+static int init(ig_model_ctx *ctx, char *err, size_t cap) {
+    dev_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        cu_errf(err, cap, "out of memory");
+        return -1;
+    }
+    ctx->device_state = st;
+    int major = 0, n_sm = 0;
+    char name[128] = "?";
+    if (open_device(ctx, st, &major, name, sizeof name, err, cap)) return -1;
+    st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);
+    if (!ctx->tuning) FAIL("no tuning given by the runtime (ig_model_ctx.tuning)");
+    apply_tuning(st, ctx->tuning, major, n_sm, ctx->max_tokens);
+    if (st->prof.on) {
+        TRY(st->api.cuEventCreate(&st->prof.ev[0], 0), "cuEventCreate");
+        TRY(st->api.cuEventCreate(&st->prof.ev[1], 0), "cuEventCreate");
+    }
+    if (alloc_device(ctx, st, name, err, cap) || open_blas(ctx, st, err, cap)) return -1;
+#if HAS_DECODE_LAYERS
+    if (open_decode_layers(ctx, st, major, err, cap)) return -1;
+#endif
+    return 0;
+}
+#undef TRY
+#undef FAIL
+
+#ifndef IG_MODEL_GENERATED
+/* The default model launches nothing; a test sees each step through IG_HOST_TEST_HOOK. */
+#ifdef IG_HOST_TEST_HOOK
+static void IG_HOST_TEST_HOOK(dev_state *st, int T, int chain);
+#endif
+static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_runs, int do_sample, int decode_only,
+                       int batch_ints, int chain) {
+    (void)n_out, (void)mpv, (void)prefill_runs, (void)do_sample, (void)decode_only, (void)batch_ints;
+#ifdef IG_HOST_TEST_HOOK
+    IG_HOST_TEST_HOOK(st, T, chain);
+#else
+    (void)st, (void)T, (void)chain;
+#endif
+    return 0;
+}
+#endif

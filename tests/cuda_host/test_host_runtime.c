@@ -1,0 +1,181 @@
+/* test_host_runtime.c — the CUDA packages' host runtime (templates/cuda/host_runtime.c), compiled
+ * on its own with its default model and run without a GPU: the tuning it derives its launch
+ * choices from, the last guard on a batch, the multi-step run length, and forward's chained steps
+ * (a queued step is returned only for exactly the step it computed), through a stand-in driver
+ * whose calls always succeed and a launch_step that counts its calls.
+ * Built and run by tests/test_cuda_package.py (it needs the CUDA toolkit's headers). */
+#define IG_HOST_TEST_HOOK on_step /* the default launch_step calls it */
+#include "host_runtime.c"
+
+static int n_steps;
+static void on_step(dev_state *st, int T, int chain) { n_steps++; }
+
+static int fails;
+#define EXPECT(c)                                                         \
+    do {                                                                  \
+        if (!(c)) {                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); \
+            fails++;                                                      \
+        }                                                                 \
+    } while (0)
+
+static const ig_model_tuning defaults = {.persistent = 1, .run_steps = 0, .chain = 1, .graphs = 1, .graph_tmax = -1,
+                                         .gemv_tmax = 1, .mvt_tmax = 2, .mv_ctas_per_sm = 0, .dl_keys = 256,
+                                         .dl_heads = 1};
+
+static void test_tuning(void) {
+    dev_state st;
+    memset(&st, 0, sizeof st);
+    apply_tuning(&st, &defaults, 9, 132, 256);
+    EXPECT(st.use_graphs && st.chain_on && !st.sync_each && !st.prof.on);
+    EXPECT(st.gemv_tmax == 1 && st.mvt_tmax == 2 && st.mv_ctas == 132 * IG_MV_CTAS_PER_SM);
+    EXPECT(st.run_max == PAGE_SIZE && st.run_steps == 1 && st.graph_tmax == 256 && st.dl_keys == 256 && st.dl_heads == 1);
+    ig_model_tuning t = defaults;
+    apply_tuning(&st, &t, 7, 80, 256); /* no tensor-core GEMV before sm_80 */
+    EXPECT(st.mvt_tmax == 0);
+    t.sync = 1;
+    apply_tuning(&st, &t, 9, 132, 256); /* a synchronizing launch cannot be captured */
+    EXPECT(!st.use_graphs && st.sync_each);
+    t = defaults, t.profile = 1, t.run_steps = 8;
+    apply_tuning(&st, &t, 9, 132, 256); /* profiles time single steps, without graphs */
+    EXPECT(st.prof.on && !st.use_graphs && st.run_max == 1);
+    t = defaults, t.run_steps = 64, t.graph_tmax = 0, t.mv_ctas_per_sm = 2, t.gemv_tmax = 8;
+    apply_tuning(&st, &t, 9, 132, 256);
+    EXPECT(st.run_max == 64 && st.graph_tmax == 0 && st.mv_ctas == 264 && st.gemv_tmax == 8);
+    t.run_steps = 1;
+    apply_tuning(&st, &t, 9, 132, 256);
+    EXPECT(st.run_max == 1); /* 1: runs off */
+}
+
+/* A one-sequence decode batch: token tok at position pos, pages 0.. of its row. */
+typedef struct one {
+    int32_t id, pos, seq, row, pages[MAX_PAGES_PER_SEQ], sampled;
+    ig_fwd_sample smp;
+    ig_fwd_batch b;
+} one;
+
+static void one_init(one *o, int32_t tok, int32_t pos, int32_t mp) {
+    memset(o, 0, sizeof *o);
+    o->id = tok, o->pos = pos;
+    for (int i = 0; i < mp; i++) o->pages[i] = i;
+    o->smp.on = 1; /* greedy (temperature 0) */
+    o->b = (ig_fwd_batch){.n_tokens = 1, .token_ids = &o->id, .positions = &o->pos, .token_seq = &o->seq, .n_seqs = 1,
+                          .page_table = o->pages, .max_pages_per_seq = mp, .n_out = 1, .out_rows = &o->row,
+                          .sample = &o->smp, .sampled = &o->sampled};
+}
+
+static void test_batch_guard(void) {
+    dev_state st;
+    memset(&st, 0, sizeof st);
+    st.max_tokens = 8, st.max_pages = MAX_PAGES_PER_SEQ;
+    ig_model_ctx ctx = {.n_pages = 4, .device_state = &st};
+    one o;
+    one_init(&o, 5, 3, 1);
+    EXPECT(check_batch(&ctx, &st, &o.b) == 0);
+    o.id = VOCAB;
+    EXPECT(check_batch(&ctx, &st, &o.b) == -2);
+    one_init(&o, 5, PAGE_SIZE, 1); /* position past the row's pages */
+    EXPECT(check_batch(&ctx, &st, &o.b) == -2);
+    one_init(&o, 5, 3, 1);
+    o.pages[0] = 4; /* page outside the pool */
+    EXPECT(check_batch(&ctx, &st, &o.b) == -3);
+    one_init(&o, 5, 3, 1);
+    o.row = 1;
+    EXPECT(check_batch(&ctx, &st, &o.b) == -4);
+    o.b.n_tokens = 9;
+    EXPECT(check_batch(&ctx, &st, &o.b) == -1);
+    EXPECT(check_batch(&ctx, NULL, &o.b) == -1);
+}
+
+static void test_run_length(void) {
+    dev_state st;
+    memset(&st, 0, sizeof st);
+    st.run_max = 64;
+    EXPECT(run_length(&st, 0) == PAGE_SIZE);
+    EXPECT(run_length(&st, PAGE_SIZE + 5) == PAGE_SIZE - 5); /* never past the KV page */
+    EXPECT(run_length(&st, MAX_CONTEXT - 2) == 2);          /* nor past the context */
+    st.run_max = 3;
+    EXPECT(run_length(&st, 0) == 3);
+}
+
+/* ---- forward with a stand-in driver */
+
+static int n_graph_launches;
+static CUresult ok0(void) { return CUDA_SUCCESS; }
+static CUresult fake_capture(CUstream s, CUstreamCaptureMode m) { return CUDA_ERROR_NOT_SUPPORTED; }
+static CUresult fake_graph_launch(CUgraphExec e, CUstream s) { return n_graph_launches++, CUDA_SUCCESS; }
+
+static void test_chain(void) {
+    static dev_state st;
+    memset(&st, 0, sizeof st);
+    void **api = (void **)&st.api;
+    for (size_t i = 0; i < sizeof st.api / sizeof(void *); i++) api[i] = (void *)ok0; /* every call succeeds */
+    st.api.cuStreamBeginCapture = fake_capture; /* graphs: steps run directly */
+    st.api.cuGraphLaunch = fake_graph_launch;
+    apply_tuning(&st, &defaults, 9, 132, 8);
+    st.dl_on = 1;
+    static int32_t pinned[8 * (4 + MAX_PAGES_PER_SEQ)];
+    static unsigned char smp[(sizeof(ig_fwd_sample) + 4) * 8 + 8];
+    st.pinned = pinned, st.pinned_smp = smp;
+    ig_model_ctx ctx = {.n_pages = 4, .device_state = &st, .max_tokens = 8};
+    one o;
+    one_init(&o, 5, 3, 1);
+    o.b.logits = (float[VOCAB]){0}; /* logits wanted: no multi-step run, a chained step instead */
+    n_steps = 0;
+    EXPECT(forward(&ctx, &o.b) == 0);
+    EXPECT(n_steps == 2 && st.chain_q == 1 && st.chain_pos == 4); /* the step, then the chained one */
+    SAMPLED_IDS(&st)[st.max_tokens + st.chain_par - 1] = 77;      /* what the chained step picked */
+    int32_t picked = SAMPLED_IDS(&st)[0];
+    one n;
+    one_init(&n, picked, 4, 1);
+    n.b.logits = o.b.logits;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n_steps == 3 && n.sampled == 77); /* taken: only the next chained step was launched */
+    /* the step after the chained one, but with another token than the chained step was given: its
+     * result must not be taken (it would return the pick for the wrong input) */
+    SAMPLED_IDS(&st)[0] = 11, SAMPLED_IDS(&st)[st.max_tokens + st.chain_par - 1] = 88;
+    one_init(&n, 76, 5, 1);
+    n.b.logits = o.b.logits;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n.sampled == 11);
+    st.use_graphs = 1; /* (that step's capture failed in the stand-in driver, turning graphs off) */
+    /* a different step (another token, another page row) is launched anew, the queued one ran for
+     * nothing (new row widths below keep the graph keys new: every step runs directly) */
+    one_init(&n, 1234 % VOCAB, 5, 2);
+    n.b.logits = o.b.logits;
+    int before = n_steps;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n_steps == before + 2);
+    /* the last position of a page: nothing is chained past it */
+    one_init(&n, 9, PAGE_SIZE - 1, 4);
+    n.b.logits = o.b.logits;
+    before = n_steps;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n_steps == before + 1 && !st.chain_q);
+    /* chain=0: never */
+    ig_model_tuning t = defaults;
+    t.chain = 0;
+    apply_tuning(&st, &t, 9, 132, 8);
+    one_init(&n, 9, 2, 8);
+    n.b.logits = o.b.logits;
+    before = n_steps;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n_steps == before + 1 && !st.chain_q);
+    EXPECT(n_graph_launches == 0);
+}
+
+static void test_workspace(void) {
+    WORKSPACE_CARVE(0, 8);
+    EXPECT(ws_ == workspace_bytes(8, 1)); /* the carve ends where the size says */
+    EXPECT(batch == 0 && d_logits % 256 == 0 && a_x % 256 == 0 && a_x < ws_);
+}
+
+int main(void) {
+    test_tuning();
+    test_batch_guard();
+    test_run_length();
+    test_chain();
+    test_workspace();
+    if (!fails) printf("host runtime: ok\n");
+    return fails ? 1 : 0;
+}
