@@ -40,7 +40,7 @@ static ig_status write_sources(const char *src_dir, const char *folder, ig_err *
     char path[4096];
     size_t fl = strlen(folder);
     for (const cg_template *t = cg_templates; t->name; t++) {
-        if (strncmp(t->name, "runtime/", 8) && !(strncmp(t->name, folder, fl) == 0 && t->name[fl] == '/')) continue;
+        if (strncmp(t->name, "common/", 7) && !(strncmp(t->name, folder, fl) == 0 && t->name[fl] == '/')) continue;
         snprintf(path, sizeof path, "%s/%s", src_dir, strchr(t->name, '/') + 1);
         ig_status st = rt_write_file(path, t->text, t->len, err);
         if (st) return st;
