@@ -11,10 +11,10 @@
 
 #include "cg.h"
 #include "cg_templates.h"
-#include "gguf.h"
 #include "nvrtc.h"
 #include "pack.h"
 #include "passes.h"
+#include "pkg_tokenizer.h"
 #include "rt_util.h"
 
 #define LOG(o, ...)                                   \
@@ -223,7 +223,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     /* tokenizer files travel with the package; a GGUF carries its tokenizer in metadata */
     int has_tok = 0;
     if (!st && !g->tokenizer_dir && g->n_files == 1 && is_gguf_path(g->files[0])) {
-        st = ir_gguf_write_tokenizer(g->files[0], pkg, err);
+        st = pt_write_gguf_tokenizer(g->files[0], pkg, err);
         has_tok = !st;
     }
     if (!st && g->tokenizer_dir) {
