@@ -3,7 +3,7 @@
 #define IG_CG_TEMPLATES_H
 #include <stddef.h>
 typedef struct cg_template {
-    const char *name; /* "<folder>/<file>": "cpu/matmul.c", "cuda/gemv.cu", "runtime/ig_model_abi.h" */
+    const char *name; /* "<folder>/<file>": "cpu/matmul.c", "cuda/gemv.cu", "common/ig_model_abi.h" */
     const char *text; /* file contents, NUL-terminated */
     size_t len;
 } cg_template;

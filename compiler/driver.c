@@ -12,10 +12,10 @@
 
 #include "cg.h"
 #include "cg_templates.h"
-#include "gguf.h"
 #include "nvrtc.h"
 #include "pack.h"
 #include "passes.h"
+#include "pkg_tokenizer.h"
 #include "rt_util.h"
 
 #define LOG(o, ...)                                   \
@@ -41,7 +41,7 @@ static ig_status write_sources(const char *src_dir, const char *folder, ig_err *
     char path[4096];
     size_t fl = strlen(folder);
     for (const cg_template *t = cg_templates; t->name; t++) {
-        if (strncmp(t->name, "runtime/", 8) && !(strncmp(t->name, folder, fl) == 0 && t->name[fl] == '/')) continue;
+        if (strncmp(t->name, "common/", 7) && !(strncmp(t->name, folder, fl) == 0 && t->name[fl] == '/')) continue;
         snprintf(path, sizeof path, "%s/%s", src_dir, strchr(t->name, '/') + 1);
         ig_status st = rt_write_file(path, t->text, t->len, err);
         if (st) return st;
@@ -249,7 +249,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     /* tokenizer files travel with the package; a GGUF carries its tokenizer in metadata */
     int has_tok = 0;
     if (!st && !g->tokenizer_dir && g->n_files == 1 && is_gguf_path(g->files[0])) {
-        st = ir_gguf_write_tokenizer(g->files[0], pkg, err);
+        st = pt_write_gguf_tokenizer(g->files[0], pkg, err);
         has_tok = !st;
     }
     if (!st && g->tokenizer_dir) {

@@ -11,8 +11,9 @@
  * `general.alignment` (default 32) aligns the data section and every tensor offset inside it;
  * dims are listed fastest first (ne[0] is the column count of a row-major matrix).
  *
- * Also here: ir_gguf_write_tokenizer (ir/import_gguf.c), which turns a GGUF's tokenizer metadata
- * into HF tokenizer.json / tokenizer_config.json files.
+ * Also here: ir_gguf_read_tokenizer (ir/import_gguf.c), which parses and checks a GGUF's
+ * tokenizer metadata into plain data (ir_gguf_tokenizer); compiler/pkg_tokenizer.c turns that into
+ * the HF tokenizer.json / tokenizer_config.json a package carries.
  */
 #ifndef IG_GGUF_H
 #define IG_GGUF_H
@@ -122,10 +123,36 @@ void gguf_type_block(uint32_t type, int *block_elems, int *block_bytes);
 const char *gguf_type_name(uint32_t type); /* "Q4_K"; NULL for unknown ids */
 const char *gguf_vtype_name(gguf_vtype t);
 
-/* Writes tokenizer.json and tokenizer_config.json into out_dir (which must exist) from the
- * tokenizer.* metadata of the GGUF at gguf_path. Supports tokenizer.ggml.model "gpt2" (byte-level
- * BPE; pre-tokenizer regex from tokenizer.ggml.pre) and "llama" (SentencePiece BPE with byte
- * fallback, merges derived from the scores). Others: IG_ERR_UNSUPPORTED. */
-ig_status ir_gguf_write_tokenizer(const char *gguf_path, const char *out_dir, ig_err *err);
+/* A GGUF's tokenizer metadata (tokenizer.ggml.*, tokenizer.chat_template), checked and copied
+ * out of the file, so it outlives gguf_close. Every string is a NUL-terminated malloc'd copy owned
+ * by the struct; free the whole with ir_gguf_tokenizer_free. */
+typedef enum ir_tok_model {
+    IR_TOK_BPE = 0, /* tokenizer.ggml.model "gpt2": byte-level BPE */
+    IR_TOK_SPM = 1  /* "llama": SentencePiece BPE with byte fallback */
+} ir_tok_model;
+
+typedef struct ir_gguf_tokenizer {
+    ir_tok_model model;
+    char *pre;            /* tokenizer.ggml.pre, "" when absent */
+    uint64_t pre_len;     /* its bytes (the key may hold a NUL: compare with the length) */
+    int32_t n_tokens;     /* >= 1 */
+    char **tokens;        /* [n_tokens] the bytes as stored (never containing NUL) */
+    int64_t *token_type;  /* [n_tokens] tokenizer.ggml.token_type, or NULL when absent */
+    double *scores;       /* [n_tokens] tokenizer.ggml.scores (SPM only), else NULL */
+    int64_t n_merges;     /* -1: the file has no tokenizer.ggml.merges */
+    char **merges;        /* [n_merges] "left right" (checked) */
+    int32_t bos, eos, unk, pad; /* token ids, -1 when absent or out of range */
+    int add_bos, add_eos;       /* tokenizer.ggml.add_{bos,eos}_token (defaults: SPM, 0) */
+    int add_space_prefix;       /* tokenizer.ggml.add_space_prefix (default 1) */
+    char *chat_template;        /* tokenizer.chat_template, or NULL */
+    int has_context_length;     /* llama.context_length is a number ... */
+    uint64_t context_length;    /* ... and this is its value as stored */
+} ir_gguf_tokenizer;
+
+/* Reads the tokenizer metadata of the GGUF at gguf_path. *out: free with ir_gguf_tokenizer_free.
+ * Models other than "gpt2" and "llama": IG_ERR_UNSUPPORTED; missing or malformed keys:
+ * IG_ERR_FORMAT naming the file and key. */
+ig_status ir_gguf_read_tokenizer(const char *gguf_path, ir_gguf_tokenizer **out, ig_err *err);
+void ir_gguf_tokenizer_free(ir_gguf_tokenizer *t); /* accepts NULL */
 
 #endif

@@ -1,5 +1,6 @@
 /* import_gguf.c — GGUF file → unfused ignis graph (ir_import_gguf), and the GGUF tokenizer
- * metadata → HF tokenizer.json / tokenizer_config.json (ir_gguf_write_tokenizer).
+ * metadata → plain data (ir_gguf_read_tokenizer) that package assembly turns into HF tokenizer
+ * files (compiler/pkg_tokenizer.c).
  *
  * Architecture `llama` only (llama.cpp also files Mistral and SmolLM under it). The graph is the
  * same op sequence ir/import_hf.c builds for LlamaForCausalLM (compiler passes pattern-match
@@ -8,18 +9,14 @@
  * [N][K] matrix. llama.cpp's converter row-permutes attn_q / attn_k for its interleaved rope;
  * those weights carry IR_XFORM_UNPERMUTE_ROPE so ir/sources.c undoes it on read.
  *
- * The tokenizer writer follows what transformers does when it loads a GGUF tokenizer
- * (integrations/gguf/gguf_tokenizer_mapping.py): byte-level BPE for tokenizer.ggml.model "gpt2"
- * with the split regex chosen by tokenizer.ggml.pre, SentencePiece BPE with byte fallback for
- * "llama" with merges recovered from the scores (tokenization_utils_base.generate_merges).
+ * The tokenizer reader checks every key the synthesis uses (model, token list, types, scores,
+ * merges) and copies them out of the mapping, so what it returns outlives the file.
  */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "gguf.h"
 #include "ir.h"
@@ -366,8 +363,8 @@ ig_status ir_import_gguf(const char *path, ir_graph **out, ig_err *err) {
         goto done;
     }
     if ((st = parse_hparams(&c)) || (st = build_graph(&c))) goto done;
-    /* tokenizer_dir stays NULL: the tokenizer lives in the GGUF; the compiler driver writes
-       HF files from it with ir_gguf_write_tokenizer */
+    /* tokenizer_dir stays NULL: the tokenizer lives in the GGUF; the compiler driver reads it
+       with ir_gguf_read_tokenizer and writes HF files from it (compiler/pkg_tokenizer.c) */
 done:
     gguf_close(c.f);
     if (st) {
@@ -378,314 +375,103 @@ done:
     return IG_OK;
 }
 
-/* ==== tokenizer ==== */
+/* ==== tokenizer metadata (turned into tokenizer files by compiler/pkg_tokenizer.c) ==== */
 
-/* token string -> id (last occurrence wins, like a Python dict built in order; or the first) */
-typedef struct tok_map {
-    uint64_t cap;     /* power of two */
-    int32_t *slot;    /* [cap] token id or -1 */
-    const gguf_str *toks;
-} tok_map;
+/* The tokenizer keys, found and checked; values point into the mapping. */
+typedef struct tok_keys {
+    gguf_str model, pre;
+    const gguf_kv *toks, *types, *scores, *merges; /* types, scores, merges: NULL when absent */
+} tok_keys;
 
-static uint64_t hash_bytes(const char *p, uint64_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
-    return h;
-}
-
-static int map_init(tok_map *m, const gguf_str *toks, int32_t n, int keep_first) {
-    m->cap = 16;
-    while (m->cap < (uint64_t)n * 2) m->cap <<= 1;
-    m->toks = toks;
-    m->slot = malloc(m->cap * sizeof *m->slot);
-    if (!m->slot) return 0;
-    memset(m->slot, 0xff, m->cap * sizeof *m->slot);
-    for (int32_t i = 0; i < n; i++) {
-        uint64_t j = hash_bytes(toks[i].p, toks[i].n) & (m->cap - 1);
-        for (;; j = (j + 1) & (m->cap - 1)) {
-            int32_t s = m->slot[j];
-            if (s < 0 || (toks[s].n == toks[i].n && !memcmp(toks[s].p, toks[i].p, toks[i].n))) {
-                if (s < 0 || !keep_first) m->slot[j] = i;
-                break;
-            }
-        }
-    }
-    return 1;
-}
-
-static int32_t map_get(const tok_map *m, const char *p, uint64_t n) {
-    uint64_t j = hash_bytes(p, n) & (m->cap - 1);
-    for (;; j = (j + 1) & (m->cap - 1)) {
-        int32_t s = m->slot[j];
-        if (s < 0) return -1;
-        if (m->toks[s].n == n && !memcmp(m->toks[s].p, p, n)) return s;
-    }
-}
-
-typedef struct merge_cand {
-    int32_t l, r;     /* token ids */
-    uint32_t nl, nr;  /* lengths in code points */
-    uint32_t off;     /* split byte offset inside the merged token */
-    int32_t tok;      /* merged token id */
-    double score;
-    uint64_t seq;     /* order of discovery, for a stable sort */
-} merge_cand;
-
-static int utf8_len(uint8_t b) {
-    return b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
-}
-
-static uint32_t cp_count(const char *p, uint64_t n) {
-    uint32_t k = 0;
-    for (uint64_t i = 0; i < n; i += (uint64_t)utf8_len((uint8_t)p[i])) k++;
-    return k;
-}
-
-static int cmp_local(const void *a, const void *b) {
-    const merge_cand *x = a, *y = b;
-    if (x->l != y->l) return x->l < y->l ? -1 : 1;
-    if (x->r != y->r) return x->r < y->r ? -1 : 1;
-    return 0;
-}
-
-static int cmp_global_asc(const void *a, const void *b) {
-    const merge_cand *x = a, *y = b;
-    if (x->score != y->score) return x->score < y->score ? -1 : 1;
-    if (x->nl != y->nl) return x->nl < y->nl ? -1 : 1;
-    if (x->nr != y->nr) return x->nr < y->nr ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static int cmp_global_desc(const void *a, const void *b) {
-    const merge_cand *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    if (x->nl != y->nl) return x->nl > y->nl ? -1 : 1;
-    if (x->nr != y->nr) return x->nr > y->nr ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq; /* Python's reverse sort stays stable */
-}
-
-/* Merges implied by a vocabulary, the way transformers' generate_merges does it: every split of
- * every token into two vocabulary tokens, ordered per token by (left id, right id), then over all
- * by (score, left length, right length) — descending when scores are given (SentencePiece), by
- * token id ascending otherwise. *out: free(). */
-static ig_status derive_merges(const gguf_str *toks, int32_t n, const tok_map *m,
-                               const tok_map *first, const gguf_kv *scores, merge_cand **out, int64_t *n_out,
+static ig_status find_tok_keys(gguf_file *f, const char *path, ir_gguf_tokenizer *t, tok_keys *k,
                                ig_err *err) {
-    int64_t cap = 1024, cnt = 0;
-    merge_cand *v = malloc((size_t)cap * sizeof *v);
-    if (!v) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < n; i++) {
-        const gguf_str t = toks[i];
-        /* dict order: a repeated token is visited once, at its first position, with the id
-           (and score) of its last */
-        if (map_get(first, t.p, t.n) != i) continue;
-        int32_t last_id = map_get(m, t.p, t.n);
-        double score = scores ? gguf_arr_float(scores, (uint64_t)last_id) : (double)last_id;
-        int64_t start = cnt;
-        for (uint64_t off = (uint64_t)utf8_len((uint8_t)t.p[0]); off < t.n;
-             off += (uint64_t)utf8_len((uint8_t)t.p[off])) {
-            int32_t l = map_get(m, t.p, off), r = map_get(m, t.p + off, t.n - off);
-            if (l < 0 || r < 0) continue;
-            if (cnt == cap) {
-                cap *= 2;
-                merge_cand *nv = realloc(v, (size_t)cap * sizeof *nv);
-                if (!nv) {
-                    free(v);
-                    return ig_fail(err, IG_ERR_NOMEM, "out of memory");
-                }
-                v = nv;
-            }
-            v[cnt++] = (merge_cand){l, r, cp_count(t.p, off), cp_count(t.p + off, t.n - off),
-                                    (uint32_t)off, i, score, 0};
-        }
-        if (cnt - start > 1) qsort(v + start, (size_t)(cnt - start), sizeof *v, cmp_local);
+    ig_status st;
+    k->pre = (gguf_str){"", 0};
+    if ((st = gguf_get_str(f, "tokenizer.ggml.model", &k->model, err)) ||
+        (st = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &k->toks, err)))
+        return st;
+    int bpe = gguf_str_eq(k->model, "gpt2"), spm = gguf_str_eq(k->model, "llama");
+    if (!bpe && !spm)
+        return ig_fail(err, IG_ERR_UNSUPPORTED,
+                       "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2, llama are)",
+                       path, (int)(k->model.n > 32 ? 32 : k->model.n), k->model.p);
+    t->model = spm ? IR_TOK_SPM : IR_TOK_BPE;
+    if (k->toks->arr_n == 0 || k->toks->arr_n > INT32_MAX)
+        return ig_fail(err, IG_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries", path,
+                       (unsigned long long)k->toks->arr_n);
+    int32_t n = (int32_t)k->toks->arr_n;
+    if (gguf_find_kv(f, "tokenizer.ggml.pre") && (st = gguf_get_str(f, "tokenizer.ggml.pre", &k->pre, err)))
+        return st;
+    if (gguf_find_kv(f, "tokenizer.ggml.token_type")) {
+        const gguf_kv *ty;
+        if ((st = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VT_COUNT, &ty, err))) return st;
+        if (ty->arr_n != k->toks->arr_n || ty->arr_type == GGUF_VT_STRING || ty->arr_type == GGUF_VT_ARRAY)
+            return ig_fail(err, IG_ERR_FORMAT,
+                           "%s: tokenizer.ggml.token_type has %llu entries of %s for %d tokens", path,
+                           (unsigned long long)ty->arr_n, gguf_vtype_name(ty->arr_type), n);
+        k->types = ty;
     }
-    for (int64_t i = 0; i < cnt; i++) v[i].seq = (uint64_t)i;
-    qsort(v, (size_t)cnt, sizeof *v, scores ? cmp_global_desc : cmp_global_asc);
-    *out = v;
-    *n_out = cnt;
+    if (gguf_find_kv(f, "tokenizer.ggml.merges") &&
+        (st = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING, &k->merges, err)))
+        return st;
+    if (spm) {
+        const gguf_kv *sc;
+        if ((st = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_VT_COUNT, &sc, err))) return st;
+        if (sc->arr_n != k->toks->arr_n || (sc->arr_type != GGUF_VT_FLOAT32 && sc->arr_type != GGUF_VT_FLOAT64))
+            return ig_fail(err, IG_ERR_FORMAT,
+                           "%s: tokenizer.ggml.scores has %llu entries of %s for %d tokens", path,
+                           (unsigned long long)sc->arr_n, gguf_vtype_name(sc->arr_type), n);
+        k->scores = sc;
+    }
     return IG_OK;
 }
 
-/* GPT-2 byte-to-unicode table: printable bytes map to themselves, the rest to U+0100... */
-static void byte_alphabet(uint32_t cp_of[256]) {
-    uint32_t next = 256;
-    for (int b = 0; b < 256; b++) {
-        int keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        cp_of[b] = keep ? (uint32_t)b : next++;
-    }
-}
-
-static int in_alphabet(uint32_t cp) {
-    return (cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 323);
-}
-
-/* Decodes one UTF-8 code point; returns its length, 0 when invalid. */
-static int utf8_dec(const uint8_t *p, uint64_t n, uint32_t *cp) {
-    int len = utf8_len(p[0]);
-    if (p[0] >= 0x80 && len == 1) return 0;
-    if ((uint64_t)len > n) return 0;
-    uint32_t c = len == 1 ? p[0] : len == 2 ? p[0] & 0x1f : len == 3 ? p[0] & 0x0f : p[0] & 0x07;
-    for (int i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        c = c << 6 | (p[i] & 0x3f);
-    }
-    *cp = c;
-    return len;
-}
-
-static size_t utf8_enc(uint32_t cp, char *o) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    o[0] = (char)(0xe0 | cp >> 12);
-    o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-}
-
-/* 1 if every code point of s is in the byte-level alphabet. */
-static int all_in_alphabet(gguf_str s) {
-    uint64_t i = 0;
-    while (i < s.n) {
-        uint32_t cp;
-        int k = utf8_dec((const uint8_t *)s.p + i, s.n - i, &cp);
-        if (!k || !in_alphabet(cp)) return 0;
-        i += (uint64_t)k;
-    }
-    return 1;
-}
-
-/* NUL-terminated copy of s; byte-level respelling when `respell` (each byte -> its alphabet
- * character). free(). */
-static char *tok_cstr(gguf_str s, int respell, const uint32_t *cp_of) {
-    char *o = malloc(respell ? s.n * 2 + 1 : s.n + 1), *q = o;
+/* NUL-terminated malloc'd copy of s; NULL when out of memory. */
+static char *str_dup(gguf_str s) {
+    char *o = malloc(s.n + 1);
     if (!o) return NULL;
-    if (!respell) {
-        memcpy(o, s.p, s.n);
-        o[s.n] = 0;
-        return o;
-    }
-    for (uint64_t i = 0; i < s.n; i++) q += utf8_enc(cp_of[(uint8_t)s.p[i]], q);
-    *q = 0;
+    memcpy(o, s.p, s.n);
+    o[s.n] = 0;
     return o;
 }
 
-/* Split regexes per tokenizer.ggml.pre (from transformers' GGUF tokenizer mapping and the
- * models' tokenizer.json files). NULL regex: the GPT-2 pattern built into ByteLevel. */
-static const char *const LLAMA3_SPLIT =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *const QWEN2_SPLIT =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *const TEKKEN_SPLIT =
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
-    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
-    "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *const GPT4O_SPLIT =
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-static const struct { const char *pre; const char *const *re; } pre_splits[] = {
-    {"llama3", &LLAMA3_SPLIT}, {"llama-v3", &LLAMA3_SPLIT}, {"llama-bpe", &LLAMA3_SPLIT},
-    {"falcon3", &LLAMA3_SPLIT}, {"pixtral", &LLAMA3_SPLIT}, {"dbrx", &LLAMA3_SPLIT},
-    {"smaug-bpe", &LLAMA3_SPLIT}, {"tekken", &TEKKEN_SPLIT}, {"qwen2", &QWEN2_SPLIT},
-    {"deepseek-r1-qwen", &QWEN2_SPLIT}, {"megrez", &QWEN2_SPLIT}, {"gpt-4o", &GPT4O_SPLIT},
-    {"llama4", &GPT4O_SPLIT},
-};
-
-static cJSON *byte_level(int add_prefix_space, int trim_offsets, int use_regex) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "ByteLevel");
-    cJSON_AddBoolToObject(o, "add_prefix_space", add_prefix_space);
-    cJSON_AddBoolToObject(o, "trim_offsets", trim_offsets);
-    cJSON_AddBoolToObject(o, "use_regex", use_regex);
-    return o;
+/* Copies the token strings, types and scores (arrays already checked by find_tok_keys). */
+static ig_status copy_tokens(const char *path, const tok_keys *k, ir_gguf_tokenizer *t, ig_err *err) {
+    int32_t n = (int32_t)k->toks->arr_n;
+    if (!(t->tokens = calloc((size_t)n, sizeof *t->tokens))) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    t->n_tokens = n;
+    for (int32_t i = 0; i < n; i++) {
+        gguf_str s = k->toks->arr_strs[i];
+        if (memchr(s.p, 0, s.n))
+            return ig_fail(err, IG_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%d] contains a NUL byte", path, i);
+        if (!(t->tokens[i] = str_dup(s))) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    }
+    if (k->types) {
+        if (!(t->token_type = malloc((size_t)n * sizeof *t->token_type)))
+            return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        for (int32_t i = 0; i < n; i++) t->token_type[i] = gguf_arr_int(k->types, (uint64_t)i);
+    }
+    if (k->scores) {
+        if (!(t->scores = malloc((size_t)n * sizeof *t->scores))) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        for (int32_t i = 0; i < n; i++) t->scores[i] = gguf_arr_float(k->scores, (uint64_t)i);
+    }
+    return IG_OK;
 }
 
-static cJSON *pre_tokenizer_for(gguf_str pre) {
-    for (size_t i = 0; i < sizeof pre_splits / sizeof pre_splits[0]; i++) {
-        if (!gguf_str_eq(pre, pre_splits[i].pre)) continue;
-        cJSON *seq = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *sp = cJSON_CreateObject(),
-              *pat = cJSON_CreateObject();
-        cJSON_AddStringToObject(seq, "type", "Sequence");
-        cJSON_AddStringToObject(sp, "type", "Split");
-        cJSON_AddStringToObject(pat, "Regex", *pre_splits[i].re);
-        cJSON_AddItemToObject(sp, "pattern", pat);
-        cJSON_AddStringToObject(sp, "behavior", "Isolated");
-        cJSON_AddBoolToObject(sp, "invert", 0);
-        cJSON_AddItemToArray(arr, sp);
-        cJSON_AddItemToArray(arr, byte_level(0, 1, 0));
-        cJSON_AddItemToObject(seq, "pretokenizers", arr);
-        return seq;
+static ig_status copy_merges(const char *path, const gguf_kv *merges, ir_gguf_tokenizer *t, ig_err *err) {
+    t->n_merges = -1;
+    if (!merges) return IG_OK;
+    if (!(t->merges = calloc(merges->arr_n ? (size_t)merges->arr_n : 1, sizeof *t->merges)))
+        return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    t->n_merges = 0;
+    for (uint64_t i = 0; i < merges->arr_n; i++) {
+        gguf_str s = merges->arr_strs[i];
+        if (!memchr(s.p, ' ', s.n) || memchr(s.p, 0, s.n))
+            return ig_fail(err, IG_ERR_FORMAT, "%s: tokenizer.ggml.merges[%llu] is not \"left right\"",
+                           path, (unsigned long long)i);
+        if (!(t->merges[i] = str_dup(s))) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        t->n_merges++;
     }
-    if (gguf_str_eq(pre, "smollm")) {
-        /* SmolLM / SmolLM2's own tokenizer.json: digits one by one, then GPT-2 byte level */
-        cJSON *seq = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *dg = cJSON_CreateObject();
-        cJSON_AddStringToObject(seq, "type", "Sequence");
-        cJSON_AddStringToObject(dg, "type", "Digits");
-        cJSON_AddBoolToObject(dg, "individual_digits", 1);
-        cJSON_AddItemToArray(arr, dg);
-        cJSON_AddItemToArray(arr, byte_level(0, 1, 1));
-        cJSON_AddItemToObject(seq, "pretokenizers", arr);
-        return seq;
-    }
-    /* "default", "gpt2", absent, and names without a known pattern: GPT-2's regex, as
-       transformers does */
-    return byte_level(0, 1, 1);
-}
-
-static cJSON *template_processing(const char *bos, int32_t bos_id, const char *eos, int32_t eos_id) {
-    cJSON *tp = cJSON_CreateObject(), *single = cJSON_CreateArray(), *pair = cJSON_CreateArray(),
-          *sp = cJSON_CreateObject();
-    cJSON_AddStringToObject(tp, "type", "TemplateProcessing");
-    for (int p = 0; p < 2; p++) {
-        cJSON *arr = p ? pair : single;
-        for (int seg = 0; seg <= p; seg++) {
-            const char *names[3] = {bos, seg ? "B" : "A", eos};
-            for (int k = 0; k < 3; k++) {
-                if (!names[k]) continue;
-                cJSON *e = cJSON_CreateObject(), *in = cJSON_CreateObject();
-                cJSON_AddStringToObject(in, "id", names[k]);
-                cJSON_AddNumberToObject(in, "type_id", seg);
-                cJSON_AddItemToObject(e, k == 1 ? "Sequence" : "SpecialToken", in);
-                cJSON_AddItemToArray(arr, e);
-            }
-        }
-    }
-    cJSON_AddItemToObject(tp, "single", single);
-    cJSON_AddItemToObject(tp, "pair", pair);
-    for (int k = 0; k < 2; k++) {
-        const char *t = k ? eos : bos;
-        if (!t || cJSON_GetObjectItemCaseSensitive(sp, t)) continue;
-        cJSON *o = cJSON_CreateObject(), *ids = cJSON_CreateArray(), *ts = cJSON_CreateArray();
-        cJSON_AddStringToObject(o, "id", t);
-        cJSON_AddItemToArray(ids, cJSON_CreateNumber(k ? eos_id : bos_id));
-        cJSON_AddItemToArray(ts, cJSON_CreateString(t));
-        cJSON_AddItemToObject(o, "ids", ids);
-        cJSON_AddItemToObject(o, "tokens", ts);
-        cJSON_AddItemToObject(sp, t, o);
-    }
-    cJSON_AddItemToObject(tp, "special_tokens", sp);
-    return tp;
-}
-
-static ig_status write_json(const char *dir, const char *name, cJSON *j, ig_err *err) {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *s = cJSON_Print(j);
-    if (!s) return ig_fail(err, IG_ERR_NOMEM, "%s: out of memory while formatting", path);
-    FILE *fp = fopen(path, "wb");
-    if (!fp) {
-        free(s);
-        return ig_fail(err, IG_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    size_t n = strlen(s);
-    int bad = fwrite(s, 1, n, fp) != n || fputc('\n', fp) == EOF;
-    bad |= fclose(fp) != 0;
-    free(s);
-    if (bad) return ig_fail(err, IG_ERR_IO, "%s: write failed", path);
     return IG_OK;
 }
 
@@ -702,298 +488,59 @@ static int opt_bool(gguf_file *f, const char *key, int def) {
     return kv && kv->type == GGUF_VT_BOOL ? kv->u != 0 : def;
 }
 
-ig_status ir_gguf_write_tokenizer(const char *gguf_path, const char *out_dir, ig_err *err) {
+/* The scalar keys: special token ids, flags, chat template, context length. */
+static ig_status read_tok_scalars(gguf_file *f, ir_gguf_tokenizer *t, ig_err *err) {
+    int32_t n = t->n_tokens;
+    t->bos = opt_id(f, "tokenizer.ggml.bos_token_id", n);
+    t->eos = opt_id(f, "tokenizer.ggml.eos_token_id", n);
+    t->unk = opt_id(f, "tokenizer.ggml.unknown_token_id", n);
+    t->pad = opt_id(f, "tokenizer.ggml.padding_token_id", n);
+    t->add_bos = opt_bool(f, "tokenizer.ggml.add_bos_token", t->model == IR_TOK_SPM);
+    t->add_eos = opt_bool(f, "tokenizer.ggml.add_eos_token", 0);
+    t->add_space_prefix = opt_bool(f, "tokenizer.ggml.add_space_prefix", 1);
+    const gguf_kv *ct = gguf_find_kv(f, "tokenizer.chat_template");
+    if (ct && ct->type == GGUF_VT_STRING && !(t->chat_template = str_dup(ct->s)))
+        return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    const gguf_kv *ctx = gguf_find_kv(f, "llama.context_length");
+    t->has_context_length = ctx && ctx->type != GGUF_VT_STRING && ctx->type != GGUF_VT_ARRAY;
+    t->context_length = t->has_context_length ? ctx->u : 0;
+    return IG_OK;
+}
+
+ig_status ir_gguf_read_tokenizer(const char *gguf_path, ir_gguf_tokenizer **out, ig_err *err) {
+    *out = NULL;
     gguf_file *f = NULL;
     ig_status st = gguf_open(gguf_path, &f, err);
     if (st) return st;
-    cJSON *tj = NULL, *cfg = NULL;
-    char **cstr = NULL;
-    int32_t n = 0;
-    tok_map map = {0}, map_first = {0};
-    merge_cand *mc = NULL;
-    int64_t n_mc = 0;
-    gguf_str model, pre = {"", 0};
-    const gguf_kv *toks, *types = NULL, *scores = NULL, *merges = NULL;
-    uint32_t cp_of[256];
-    byte_alphabet(cp_of);
-
-    if ((st = gguf_get_str(f, "tokenizer.ggml.model", &model, err)) ||
-        (st = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, err)))
-        goto done;
-    int bpe = gguf_str_eq(model, "gpt2"), spm = gguf_str_eq(model, "llama");
-    if (!bpe && !spm) {
-        st = ig_fail(err, IG_ERR_UNSUPPORTED,
-                     "%s: tokenizer.ggml.model \"%.*s\" is not supported (gpt2, llama are)",
-                     gguf_path, (int)(model.n > 32 ? 32 : model.n), model.p);
-        goto done;
-    }
-    if (toks->arr_n == 0 || toks->arr_n > INT32_MAX) {
-        st = ig_fail(err, IG_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries", gguf_path,
-                     (unsigned long long)toks->arr_n);
-        goto done;
-    }
-    n = (int32_t)toks->arr_n;
-    if (gguf_find_kv(f, "tokenizer.ggml.pre") && (st = gguf_get_str(f, "tokenizer.ggml.pre", &pre, err)))
-        goto done;
-    if (gguf_find_kv(f, "tokenizer.ggml.token_type")) {
-        if ((st = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VT_COUNT, &types, err))) goto done;
-        if (types->arr_n != toks->arr_n || types->arr_type == GGUF_VT_STRING ||
-            types->arr_type == GGUF_VT_ARRAY) {
-            st = ig_fail(err, IG_ERR_FORMAT,
-                         "%s: tokenizer.ggml.token_type has %llu entries of %s for %d tokens",
-                         gguf_path, (unsigned long long)types->arr_n,
-                         gguf_vtype_name(types->arr_type), n);
-            goto done;
-        }
-    }
-    if (gguf_find_kv(f, "tokenizer.ggml.merges") &&
-        (st = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING, &merges, err)))
-        goto done;
-    if (spm || !merges) {
-        if (spm) {
-            if ((st = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_VT_COUNT, &scores, err))) goto done;
-            if (scores->arr_n != toks->arr_n || (scores->arr_type != GGUF_VT_FLOAT32 &&
-                                                 scores->arr_type != GGUF_VT_FLOAT64)) {
-                st = ig_fail(err, IG_ERR_FORMAT,
-                             "%s: tokenizer.ggml.scores has %llu entries of %s for %d tokens",
-                             gguf_path, (unsigned long long)scores->arr_n,
-                             gguf_vtype_name(scores->arr_type), n);
-                goto done;
-            }
-        }
-    }
-
-    /* vocabulary strings as the tokenizer.json spells them */
-    const gguf_str *ts = toks->arr_strs;
-    cstr = calloc((size_t)n, sizeof *cstr);
-    if (!cstr) {
+    ir_gguf_tokenizer *t = calloc(1, sizeof *t);
+    tok_keys k = {0};
+    if (!t) {
         st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-        goto done;
+    } else if (!(st = find_tok_keys(f, gguf_path, t, &k, err)) &&
+               !(st = copy_tokens(gguf_path, &k, t, err)) && !(st = copy_merges(gguf_path, k.merges, t, err)) &&
+               !(st = read_tok_scalars(f, t, err))) {
+        t->pre_len = k.pre.n;
+        if (!(t->pre = str_dup(k.pre))) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
-    for (int32_t i = 0; i < n; i++) {
-        if (memchr(ts[i].p, 0, ts[i].n)) {
-            st = ig_fail(err, IG_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%d] contains a NUL byte",
-                         gguf_path, i);
-            goto done;
-        }
-        int respell = bpe && !all_in_alphabet(ts[i]);
-        if (!(cstr[i] = tok_cstr(ts[i], respell, cp_of))) {
-            st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-    }
-
-    int32_t bos = opt_id(f, "tokenizer.ggml.bos_token_id", n), eos = opt_id(f, "tokenizer.ggml.eos_token_id", n),
-            unk = opt_id(f, "tokenizer.ggml.unknown_token_id", n),
-            pad = opt_id(f, "tokenizer.ggml.padding_token_id", n);
-    int add_bos = opt_bool(f, "tokenizer.ggml.add_bos_token", spm), add_eos = opt_bool(f, "tokenizer.ggml.add_eos_token", 0);
-
-    tj = cJSON_CreateObject();
-    cJSON_AddStringToObject(tj, "version", "1.0");
-    cJSON_AddNullToObject(tj, "truncation");
-    cJSON_AddNullToObject(tj, "padding");
-
-    /* added tokens: control (3) and unknown (2) as special, user-defined (4) as plain; the
-       named special tokens too */
-    cJSON *added = cJSON_AddArrayToObject(tj, "added_tokens");
-    for (int32_t i = 0; i < n; i++) {
-        int64_t ty = types ? gguf_arr_int(types, (uint64_t)i) : 1;
-        int special = ty == 3 || (spm && ty == 2) || i == bos || i == eos || i == unk || i == pad;
-        int plain = ty == 4;
-        if (bpe && special && !all_in_alphabet(ts[i])) special = 0; /* llama.cpp mislabel */
-        if (bpe && plain && !all_in_alphabet(ts[i])) plain = 0;
-        if (!special && !plain) continue;
-        cJSON *a = cJSON_CreateObject();
-        cJSON_AddNumberToObject(a, "id", i);
-        cJSON_AddStringToObject(a, "content", cstr[i]);
-        cJSON_AddBoolToObject(a, "single_word", 0);
-        cJSON_AddBoolToObject(a, "lstrip", 0);
-        cJSON_AddBoolToObject(a, "rstrip", 0);
-        cJSON_AddBoolToObject(a, "normalized", 0);
-        cJSON_AddBoolToObject(a, "special", special);
-        cJSON_AddItemToArray(added, a);
-    }
-
-    const char *bos_s = bos >= 0 ? cstr[bos] : NULL, *eos_s = eos >= 0 ? cstr[eos] : NULL;
-    int add_prefix = opt_bool(f, "tokenizer.ggml.add_space_prefix", 1);
-    if (bpe) {
-        cJSON_AddNullToObject(tj, "normalizer");
-        cJSON_AddItemToObject(tj, "pre_tokenizer", pre_tokenizer_for(pre));
-        cJSON *bl = byte_level(1, 0, 1);
-        if ((add_bos && bos_s) || (add_eos && eos_s)) {
-            cJSON *seq = cJSON_CreateObject(), *arr = cJSON_CreateArray();
-            cJSON_AddStringToObject(seq, "type", "Sequence");
-            cJSON_AddItemToArray(arr, bl);
-            cJSON_AddItemToArray(arr, template_processing(add_bos ? bos_s : NULL, bos,
-                                                          add_eos ? eos_s : NULL, eos));
-            cJSON_AddItemToObject(seq, "processors", arr);
-            cJSON_AddItemToObject(tj, "post_processor", seq);
-        } else {
-            cJSON_AddItemToObject(tj, "post_processor", bl);
-        }
-        cJSON_AddItemToObject(tj, "decoder", byte_level(1, 1, 1));
-    } else {
-        /* the Llama-2 tokenizer.json shape: prefix space and spaces as U+2581 by normalizer */
-        if (add_prefix) {
-            cJSON *nz = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *pp = cJSON_CreateObject(),
-                  *rp = cJSON_CreateObject(), *pat = cJSON_CreateObject();
-            cJSON_AddStringToObject(nz, "type", "Sequence");
-            cJSON_AddStringToObject(pp, "type", "Prepend");
-            cJSON_AddStringToObject(pp, "prepend", "\xe2\x96\x81");
-            cJSON_AddItemToArray(arr, pp);
-            cJSON_AddStringToObject(rp, "type", "Replace");
-            cJSON_AddStringToObject(pat, "String", " ");
-            cJSON_AddItemToObject(rp, "pattern", pat);
-            cJSON_AddStringToObject(rp, "content", "\xe2\x96\x81");
-            cJSON_AddItemToArray(arr, rp);
-            cJSON_AddItemToObject(nz, "normalizers", arr);
-            cJSON_AddItemToObject(tj, "normalizer", nz);
-        } else {
-            cJSON *rp = cJSON_CreateObject(), *pat = cJSON_CreateObject();
-            cJSON_AddStringToObject(rp, "type", "Replace");
-            cJSON_AddStringToObject(pat, "String", " ");
-            cJSON_AddItemToObject(rp, "pattern", pat);
-            cJSON_AddStringToObject(rp, "content", "\xe2\x96\x81");
-            cJSON_AddItemToObject(tj, "normalizer", rp);
-        }
-        cJSON_AddNullToObject(tj, "pre_tokenizer");
-        if ((add_bos && bos_s) || (add_eos && eos_s))
-            cJSON_AddItemToObject(tj, "post_processor",
-                                  template_processing(add_bos ? bos_s : NULL, bos,
-                                                      add_eos ? eos_s : NULL, eos));
-        else
-            cJSON_AddNullToObject(tj, "post_processor");
-        cJSON *dec = cJSON_CreateObject(), *arr = cJSON_CreateArray(), *rp = cJSON_CreateObject(),
-              *pat = cJSON_CreateObject(), *bf = cJSON_CreateObject(), *fu = cJSON_CreateObject();
-        cJSON_AddStringToObject(dec, "type", "Sequence");
-        cJSON_AddStringToObject(rp, "type", "Replace");
-        cJSON_AddStringToObject(pat, "String", "\xe2\x96\x81");
-        cJSON_AddItemToObject(rp, "pattern", pat);
-        cJSON_AddStringToObject(rp, "content", " ");
-        cJSON_AddItemToArray(arr, rp);
-        cJSON_AddStringToObject(bf, "type", "ByteFallback");
-        cJSON_AddItemToArray(arr, bf);
-        cJSON_AddStringToObject(fu, "type", "Fuse");
-        cJSON_AddItemToArray(arr, fu);
-        if (add_prefix) {
-            cJSON *sp = cJSON_CreateObject();
-            cJSON_AddStringToObject(sp, "type", "Strip");
-            cJSON_AddStringToObject(sp, "content", " ");
-            cJSON_AddNumberToObject(sp, "start", 1);
-            cJSON_AddNumberToObject(sp, "stop", 0);
-            cJSON_AddItemToArray(arr, sp);
-        }
-        cJSON_AddItemToObject(dec, "decoders", arr);
-        cJSON_AddItemToObject(tj, "decoder", dec);
-    }
-
-    cJSON *mod = cJSON_AddObjectToObject(tj, "model");
-    cJSON_AddStringToObject(mod, "type", "BPE");
-    cJSON_AddNullToObject(mod, "dropout");
-    if (spm && unk >= 0) cJSON_AddStringToObject(mod, "unk_token", cstr[unk]);
-    else cJSON_AddNullToObject(mod, "unk_token");
-    if (spm) {
-        cJSON_AddNullToObject(mod, "continuing_subword_prefix");
-        cJSON_AddNullToObject(mod, "end_of_word_suffix");
-    } else {
-        cJSON_AddStringToObject(mod, "continuing_subword_prefix", "");
-        cJSON_AddStringToObject(mod, "end_of_word_suffix", "");
-    }
-    cJSON_AddBoolToObject(mod, "fuse_unk", spm);
-    cJSON_AddBoolToObject(mod, "byte_fallback", spm);
-    cJSON_AddBoolToObject(mod, "ignore_merges", 0);
-    cJSON *voc = cJSON_AddObjectToObject(mod, "vocab");
-    for (int32_t i = 0; i < n; i++) cJSON_AddItemToObject(voc, cstr[i], cJSON_CreateNumber(i));
-    cJSON *mj = cJSON_AddArrayToObject(mod, "merges");
-    if (merges) {
-        for (uint64_t i = 0; i < merges->arr_n; i++) {
-            gguf_str s = merges->arr_strs[i];
-            const char *sp = memchr(s.p, ' ', s.n);
-            if (!sp || memchr(s.p, 0, s.n)) {
-                st = ig_fail(err, IG_ERR_FORMAT,
-                             "%s: tokenizer.ggml.merges[%llu] is not \"left right\"", gguf_path,
-                             (unsigned long long)i);
-                goto done;
-            }
-            char *c = tok_cstr(s, 0, cp_of);
-            if (!c) {
-                st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-                goto done;
-            }
-            cJSON_AddItemToArray(mj, cJSON_CreateString(c));
-            free(c);
-        }
-    } else {
-        /* no merges in the file: recover them from the vocabulary (scores for SentencePiece) */
-        gguf_str *sp_toks = malloc((size_t)n * sizeof *sp_toks);
-        if (!sp_toks) {
-            st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int32_t i = 0; i < n; i++) sp_toks[i] = (gguf_str){cstr[i], strlen(cstr[i])};
-        if (!map_init(&map, sp_toks, n, 0) || !map_init(&map_first, sp_toks, n, 1)) {
-            free(sp_toks);
-            st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        st = derive_merges(sp_toks, n, &map, &map_first, scores, &mc, &n_mc, err);
-        if (!st) {
-            for (int64_t i = 0; i < n_mc; i++) {
-                const merge_cand *m = &mc[i];
-                size_t ll = strlen(cstr[m->l]), lr = strlen(cstr[m->r]);
-                char *c = malloc(ll + lr + 2);
-                if (!c) {
-                    st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                memcpy(c, cstr[m->l], ll);
-                c[ll] = ' ';
-                memcpy(c + ll + 1, cstr[m->r], lr + 1);
-                cJSON_AddItemToArray(mj, cJSON_CreateString(c));
-                free(c);
-            }
-        }
-        free(sp_toks);
-        if (st) goto done;
-    }
-    if ((st = write_json(out_dir, "tokenizer.json", tj, err))) goto done;
-
-    cfg = cJSON_CreateObject();
-    cJSON_AddBoolToObject(cfg, "add_bos_token", add_bos);
-    cJSON_AddBoolToObject(cfg, "add_eos_token", add_eos);
-    if (bpe) cJSON_AddBoolToObject(cfg, "add_prefix_space", 0);
-    const struct { const char *k; int32_t id; } named[] = {
-        {"bos_token", bos}, {"eos_token", eos}, {"unk_token", unk}, {"pad_token", pad}};
-    for (int k = 0; k < 4; k++) {
-        if (named[k].id >= 0) cJSON_AddStringToObject(cfg, named[k].k, cstr[named[k].id]);
-        else cJSON_AddNullToObject(cfg, named[k].k);
-    }
-    const gguf_kv *ct = gguf_find_kv(f, "tokenizer.chat_template");
-    if (ct && ct->type == GGUF_VT_STRING) {
-        char *t = tok_cstr(ct->s, 0, cp_of);
-        if (!t) {
-            st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        cJSON_AddStringToObject(cfg, "chat_template", t);
-        free(t);
-    }
-    cJSON_AddBoolToObject(cfg, "clean_up_tokenization_spaces", 0);
-    const gguf_kv *ctx = gguf_find_kv(f, "llama.context_length");
-    if (ctx && ctx->type != GGUF_VT_STRING && ctx->type != GGUF_VT_ARRAY)
-        cJSON_AddNumberToObject(cfg, "model_max_length", (double)ctx->u);
-    cJSON_AddStringToObject(cfg, "tokenizer_class", bpe ? "GPT2Tokenizer" : "LlamaTokenizer");
-    st = write_json(out_dir, "tokenizer_config.json", cfg, err);
-
-done:
-    cJSON_Delete(tj);
-    cJSON_Delete(cfg);
-    if (cstr)
-        for (int32_t i = 0; i < n; i++) free(cstr[i]);
-    free(cstr);
-    free(map.slot);
-    free(map_first.slot);
-    free(mc);
     gguf_close(f);
-    return st;
+    if (st) {
+        ir_gguf_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return IG_OK;
+}
+
+void ir_gguf_tokenizer_free(ir_gguf_tokenizer *t) {
+    if (!t) return;
+    if (t->tokens)
+        for (int32_t i = 0; i < t->n_tokens; i++) free(t->tokens[i]);
+    for (int64_t i = 0; i < t->n_merges; i++) free(t->merges[i]);
+    free(t->tokens);
+    free(t->token_type);
+    free(t->scores);
+    free(t->merges);
+    free(t->pre);
+    free(t->chat_template);
+    free(t);
 }

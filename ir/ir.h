@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ig_model_abi.h" /* ig_dtype */
+#include "ig_model_abi.h" /* ig_dtype (common/) */
 #include "ig_status.h"
 
 typedef enum ir_op {

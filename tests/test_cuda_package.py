@@ -103,7 +103,7 @@ def main():
         for name in ("test_graph_cache", "test_host_runtime"):
             exe = os.path.join(tmp, name)
             subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function", "-Wno-unused-parameter",
-                            "-I", os.path.join(root, "templates", "cuda"), "-I", os.path.join(root, "runtime"),
+                            "-I", os.path.join(root, "templates", "cuda"), "-I", os.path.join(root, "common"),
                             "-I", cuda_inc, os.path.join(root, "tests", "cuda_host", name + ".c"), "-o", exe, "-ldl"],
                            check=True)
             p = subprocess.run([exe], capture_output=True, text=True)

@@ -1,4 +1,5 @@
-/* test_gguf.c — GGUF reader, dequantization, GGUF import and tokenizer synthesis.
+/* test_gguf.c — GGUF reader, dequantization, GGUF import and tokenizer synthesis (the importer
+ * reads the metadata, compiler/pkg_tokenizer.c writes the files).
  *
  * 1. ir_dequant on random blocks of every supported type against values computed by the
  *    official `gguf` Python package (fixture tests/data/dequant_cases.{bin,json}, made by
@@ -24,6 +25,7 @@
 #include "dequant.h"
 #include "gguf.h"
 #include "ir.h"
+#include "pkg_tokenizer.h"
 
 static int failures;
 #define CHECK(c)                                                                  \
@@ -313,7 +315,7 @@ static void test_tiny(void) {
        vocabulary and these scores */
     char path[128];
     snprintf(path, sizeof path, "%s/case.gguf", tmpdir);
-    st = ir_gguf_write_tokenizer(path, tmpdir, &err);
+    st = pt_write_gguf_tokenizer(path, tmpdir, &err);
     CHECK_MSG(st == IG_OK, err);
     char tp[160];
     snprintf(tp, sizeof tp, "%s/tokenizer.json", tmpdir);
@@ -433,7 +435,7 @@ static void test_tiny(void) {
                 st = import_bytes(&c, c.n, &g, &err);
                 if (st == IG_OK) ir_graph_free(g);
                 else CHECK(g == NULL && err.msg[0]);
-                if (i % 7 == 0) (void)ir_gguf_write_tokenizer(path, tmpdir, &err);
+                if (i % 7 == 0) (void)pt_write_gguf_tokenizer(path, tmpdir, &err);
             }
     }
 
@@ -598,7 +600,7 @@ static void test_smollm2(const char *path) {
     }
 
     /* tokenizer */
-    st = ir_gguf_write_tokenizer(path, tmpdir, &err);
+    st = pt_write_gguf_tokenizer(path, tmpdir, &err);
     CHECK_MSG(st == IG_OK, err);
     char tp[160];
     snprintf(tp, sizeof tp, "%s/tokenizer.json", tmpdir);

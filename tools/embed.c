@@ -1,7 +1,7 @@
 /* embed.c — build tool: writes a C file holding the given files as byte arrays, so the ignis
  * compiler carries its kernel templates and can run from any directory.
  * Usage: ig_embed OUT.c FILE... ; each file is stored as "<folder>/<base name>" ("cpu/matmul.c",
- * "cuda/gemv.cu", "runtime/ig_model_abi.h"). */
+ * "cuda/gemv.cu", "common/ig_model_abi.h"). */
 #include <stdio.h>
 #include <string.h>
 

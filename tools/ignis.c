@@ -21,7 +21,7 @@
 #include "kv_pager.h"
 #include "rt_package.h"
 #include "rt_seq.h"
-#include "rt_machine.h"
+#include "machine_probe.h"
 #include "rt_util.h"
 
 static int fail(const char *cmd, const ig_err *err) {

@@ -1,7 +1,7 @@
-/* rt_machine.c — bandwidth and peak-FLOP probes (see rt_machine.h). Each probe function is
+/* machine_probe.c — bandwidth and peak-FLOP probes (see machine_probe.h). Each probe function is
  * compiled for the instructions it measures (target attribute) and only called when the CPU
  * has them. */
-#include "rt_machine.h"
+#include "machine_probe.h"
 
 #include <immintrin.h>
 #include <stdio.h>

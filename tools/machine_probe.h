@@ -1,8 +1,9 @@
-/* rt_machine.h — what this machine can do, measured, so benchmarks report speed as a fraction of
- * the hardware's limits taken in the same run: streaming read bandwidth and peak multiply-add
- * rate of the cores. Built with -O3 (CMakeLists.txt) so the loops are what we mean. */
-#ifndef IG_RT_MACHINE_H
-#define IG_RT_MACHINE_H
+/* machine_probe.h — what this machine can do, measured, so benchmarks report speed as a fraction
+ * of the hardware's limits taken in the same run: streaming read bandwidth and peak multiply-add
+ * rate of the cores. A tool, not part of libignis: built into the ignis CLI (`ignis bench`), with
+ * -O3 (CMakeLists.txt) so the loops are what we mean. The rt_ names predate the move. */
+#ifndef IG_MACHINE_PROBE_H
+#define IG_MACHINE_PROBE_H
 
 #include <stddef.h>
 #include <stdint.h>
