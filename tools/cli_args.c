@@ -209,18 +209,31 @@ static ig_status check_complete(const walk *w, ig_err *err) {
     return IG_OK;
 }
 
+/* Whether -h / --help stands among the flags (not as a flag's value, not after `--`). Looked for
+ * before parsing, so the help shows the defaults, not values given before it. */
+static int wants_help(const cli_group *groups, int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) return 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        found x;
+        if (a[0] == '-' && a[1] && !strchr(a, '=') && find_flag(groups, a, strlen(a), &x) && x.f->kind != CLI_SWITCH) i++;
+    }
+    return 0;
+}
+
 ig_status cli_parse(const cli_cmd *c, const cli_group *groups, int argc, char **argv, const char **pos,
                     int *n_pos, int *help, ig_err *err) {
     walk w = {.c = c, .groups = groups, .pos = pos, .n_pos = n_pos};
     *n_pos = 0;
-    *help = 0;
+    *help = wants_help(groups, argc, argv);
+    if (*help) return IG_OK;
     int flags_done = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         ig_status st;
         if (flags_done || a[0] != '-' || !a[1]) st = positional(&w, a, err);
         else if (!strcmp(a, "--")) st = IG_OK, flags_done = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return *help = 1, IG_OK;
         else st = one_flag(&w, argc, argv, &i, err);
         if (st) return st;
     }

@@ -7,7 +7,8 @@
  * its own destination struct.
  *
  * cli_parse walks argv once: flags and positional arguments may come in any order, `--` ends
- * the flags, `--name=value` and `--name value` are the same, -h / --help asks for help. Every
+ * the flags, `--name=value` and `--name value` are the same, -h / --help anywhere among the flags
+ * asks for help. Every
  * value is checked in full (the whole string is a number, no overflow, inside the table's range)
  * and every problem (unknown flag, missing value, malformed or out-of-range number, missing or
  * extra positional argument, missing required flag) is an IG_ERR_INVALID whose message names
@@ -78,6 +79,8 @@ typedef struct cli_flag {
     {n_, a_, CLI_FLOAT, CLI_FIELD(ty_, fd_, float), lo_, hi_, fl_, mv_, h_, NULL}
 #define CLI_STRV(n_, a_, ty_, fd_, fl_, mv_, h_) \
     {n_, a_, CLI_STR, CLI_FIELD(ty_, fd_, const char *), 0, 0, fl_, mv_, h_, NULL}
+#define CLI_STRD(n_, a_, ty_, fd_, fl_, mv_, h_, d_) \
+    {n_, a_, CLI_STR, CLI_FIELD(ty_, fd_, const char *), 0, 0, fl_, mv_, h_, d_}
 #define CLI_SW(n_, a_, ty_, fd_, h_) {n_, a_, CLI_SWITCH, CLI_FIELD(ty_, fd_, int), 0, 0, 0, NULL, h_, NULL}
 #define CLI_REP(n_, a_, ty_, fd_, mv_, h_) {n_, a_, CLI_STRS, CLI_FIELD(ty_, fd_, cli_strs), 0, 0, 0, mv_, h_, NULL}
 #define CLI_END {NULL, NULL, CLI_SWITCH, 0, 0, 0, 0, NULL, NULL, NULL}
@@ -100,7 +103,8 @@ typedef struct cli_cmd {
 
 /* Parses argv (the arguments after the command name) into the groups' structs and the
  * positional arguments into pos[0 .. c->max_pos) (borrowed from argv; *n_pos of them).
- * *help = 1 when -h / --help came before any error (the rest is not checked then). */
+ * *help = 1 when -h / --help stands among the flags: then nothing is parsed or checked (the
+ * structs keep their defaults for cli_help). */
 ig_status cli_parse(const cli_cmd *c, const cli_group *groups, int argc, char **argv, const char **pos,
                     int *n_pos, int *help, ig_err *err);
 

@@ -237,14 +237,13 @@ typedef struct compile_opts {
 
 static const cli_flag compile_flags[] = {
     CLI_STRV("--output", "-o", compile_opts, out, CLI_REQUIRED, "PKG", "the package directory to write"),
-    {"--target", NULL, CLI_STR, CLI_FIELD(compile_opts, target, const char *), 0, 0, 0, "TARGET",
-     "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
-     "cpu: the best this machine runs"},
-    {"--dtype", NULL, CLI_STR, CLI_FIELD(compile_opts, dtype, const char *), 0, 0, 0, "f32|bf16|f16",
-     "weight and activation type (f16: CUDA only)", "f32"},
+    CLI_STRD("--target", NULL, compile_opts, target, 0, "TARGET",
+             "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
+             "cpu: the best this machine runs"),
+    CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)", "f32"),
     CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
     CLI_STRV("--dump-graph", NULL, compile_opts, dump, 0, "FILE", "write the graph after each compiler pass to FILE"),
-    {"--cc", NULL, CLI_STR, CLI_FIELD(compile_opts, cc, const char *), 0, 0, 0, "CC", "the C compiler", "$IGNIS_CC or cc"},
+    CLI_STRD("--cc", NULL, compile_opts, cc, 0, "CC", "the C compiler", "$IGNIS_CC or cc"),
     CLI_REP("--tune", NULL, compile_opts, tune, "KEY=VALUE[,...]", "compile-time tuning (docs/TUNING.md)"),
     CLI_END};
 
@@ -611,6 +610,12 @@ static int generate_batch(ig_engine *e, const prompt_set *p, const ig_gen_config
     char(*errs)[256] = calloc(p->n, 256);
     ig_err err = {{0}};
     int rc = 0;
+    if (!reqs || !errs) {
+        free(reqs);
+        free(errs);
+        fprintf(stderr, "ignis %s: error: out of memory\n", name);
+        return 1;
+    }
     for (int32_t i = 0; i < p->n; i++)
         if (ig_request_start(e, p->ids[i], p->lens[i], g, &reqs[i], &err)) snprintf(errs[i], 256, "%s", err.msg);
     for (int32_t i = 0; i < p->n; i++) {
