@@ -1,8 +1,14 @@
-/* ignis.c — the command-line tool: import, inspect, compile, logits, generate, bench.
+/* ignis.c — the command-line tool: compile, generate, chat, logits, bench, import, inspect and
+ * the tokenizer tools.
  *
- * Each subcommand parses its own flags, calls the library and prints the library's error
- * message (which names the file, key, tensor or value at fault) with a nonzero exit. This is the
- * only place in ignis that prints or exits. */
+ * Every command declares its flags as tables (tools/cli_args.h): one table of its own plus the
+ * shared ones it takes (sampling_flags, engine_flags, thread_flags), each pointing into an
+ * options struct that holds the defaults before parsing. cli_parse fills the structs and checks
+ * every value; the same tables give `ignis help CMD` / `ignis CMD --help`. Exit status: 0 done,
+ * 1 the library failed (its message names the file, key, tensor or value at fault), 2 the command
+ * line is wrong (the message names the flag and the value). This is the only place in ignis that
+ * prints or exits. */
+#include <float.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
@@ -14,77 +20,135 @@
 #include <cjson/cJSON.h>
 
 #include "chat_template.h"
+#include "cli_args.h"
 #include "driver.h"
 #include "ignis.h"
-#include "tokenizer.h"
 #include "ir.h"
 #include "kv_pager.h"
+#include "passes.h"
 #include "rt_package.h"
 #include "rt_seq.h"
 #include "machine_probe.h"
 #include "rt_util.h"
+#include "tokenizer.h"
 
 static int fail(const char *cmd, const ig_err *err) {
     fprintf(stderr, "ignis %s: error: %s\n", cmd, err->msg);
     return 1;
 }
 
-static int usage(void) {
-    fprintf(stderr,
-            "usage: ignis <command> [args]\n"
-            "  import  HF_DIR|FILE.gguf -o model.igraph     import a model into an ignis graph\n"
-            "  inspect FILE|DIR|PKG [--passes]               print a graph (or a package's manifest)\n"
-            "  compile HF_DIR|FILE.gguf|model.igraph -o PKG [--target cpu|cpu:avx512bf16|cpu:avx512|cpu:avx2|cpu:generic]\n"
-            "          [--dtype f32|bf16|f16 (CUDA)] [--page-size N] [--dump-graph FILE]\n"
-            "  logits  PKG --tokens 1,2,3 --out FILE.npy     teacher-forced logits [n_tokens, vocab]\n"
-            "          [--step]                              one token per forward step (the decode path)\n"
-            "  generate PKG (--tokens 1,2,3 | --tokens-file FILE | --prompt TEXT [--ids]) [--max-new-tokens N]\n"
-            "          [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
-            "          [--presence-penalty P] [--frequency-penalty F] [--seed S] [--stop TEXT]... [--ignore-eos]\n"
-            "          prints the new ids (one line per prompt, in order) or streams the text of --prompt\n"
-            "  chat    PKG [--system TEXT] [sampling flags]  interactive chat with the model's chat template\n"
-            "  tokenize DIR|PKG [--special] < text           prints token ids\n"
-            "  detokenize DIR|PKG --ids 1,2,3 [--skip-special]   writes the decoded text\n"
-            "  chat-template DIR|PKG --messages FILE.json [--add-generation-prompt]   writes the rendered prompt\n"
-            "  bench   PKG [--prompt-len 512] [--decode-tokens 32]   prefill/decode speed vs. the machine\n"
-            "common flags: --threads N\n");
-    return 2;
-}
-
-/* Finds "--name" in argv and returns its value (or "" for a flag without one); NULL if absent. */
-static const char *opt(int argc, char **argv, const char *name, int has_value) {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], name)) return has_value ? (i + 1 < argc ? argv[i + 1] : NULL) : "";
-    return NULL;
-}
-
-/* First argument that is not a flag or a flag's value. */
-static const char *positional(int argc, char **argv, const char *const *valued) {
-    for (int i = 0; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] == '-') {
-            for (const char *const *v = valued; *v; v++)
-                if (!strcmp(argv[i], *v)) {
-                    i++;
-                    break;
-                }
-            continue;
-        }
-        if (!strcmp(argv[i], "-o")) {
-            i++;
-            continue;
-        }
-        return argv[i];
+/* Parses a command's arguments: -1 to go on, else the exit status (help printed: 0; a bad
+ * command line: 2). */
+static int parse_args(const cli_cmd *c, const cli_group *groups, int argc, char **argv, const char **pos) {
+    int n_pos, help;
+    ig_err err = {{0}};
+    if (cli_parse(c, groups, argc, argv, pos, &n_pos, &help, &err)) {
+        fprintf(stderr, "ignis %s: error: %s\n(see 'ignis help %s')\n", c->name, err.msg, c->name);
+        return 2;
     }
-    return NULL;
+    if (help) {
+        cli_help(stdout, c, groups);
+        return 0;
+    }
+    return -1;
 }
 
-static ig_status parse_ids(const char *s, int32_t **ids, int32_t *n, ig_err *err) {
+/* ---- shared flag tables */
+
+typedef struct thread_opts {
+    int32_t threads;
+} thread_opts;
+
+static const cli_flag thread_flags[] = {
+    CLI_I32("--threads", NULL, thread_opts, threads, 0, 4096, 0, "N", "compute threads (0 = all online CPUs)", NULL),
+    CLI_END};
+
+/* The sampling / stopping flags: an ig_gen_config plus the --stop strings it points to. */
+typedef struct sample_opts {
+    ig_gen_config g;
+    cli_strs stop;
+} sample_opts;
+
+static const cli_flag sampling_flags[] = {
+    CLI_I32("--max-new-tokens", NULL, sample_opts, g.max_new_tokens, 1, CLI_NONE, 0, "N", "generate at most N tokens", NULL),
+    CLI_I32("--min-new-tokens", NULL, sample_opts, g.min_new_tokens, 0, CLI_NONE, 0, "N",
+            "suppress EOS and stop ids before N tokens", NULL),
+    CLI_F32("--temperature", NULL, sample_opts, g.temperature, 0, CLI_NONE, 0, "T", "sampling temperature (0 = greedy)"),
+    CLI_I32("--top-k", NULL, sample_opts, g.top_k, 0, CLI_NONE, 0, "K", "sample from the K most likely tokens (0 = off)", NULL),
+    CLI_F32("--top-p", NULL, sample_opts, g.top_p, 0, 1, CLI_LO_OPEN, "P",
+            "sample from the most likely tokens that make up P of the probability (1 = off)"),
+    CLI_F32("--min-p", NULL, sample_opts, g.min_p, 0, 1, CLI_HI_OPEN, "P",
+            "drop tokens less likely than P times the most likely one (0 = off)"),
+    CLI_F32("--repetition-penalty", NULL, sample_opts, g.repetition_penalty, 0, CLI_NONE, CLI_LO_OPEN, "R",
+            "penalize the logits of tokens already seen by the factor R (1 = off)"),
+    CLI_F32("--presence-penalty", NULL, sample_opts, g.presence_penalty, -2, 2, 0, "P",
+            "subtract P from the logits of tokens already seen"),
+    CLI_F32("--frequency-penalty", NULL, sample_opts, g.frequency_penalty, -2, 2, 0, "F",
+            "subtract F times its count from the logit of each token already seen"),
+    CLI_U64V("--seed", NULL, sample_opts, g.seed, "S", "random seed: the same request and seed give the same tokens"),
+    CLI_REP("--stop", NULL, sample_opts, stop, "TEXT", "stop before this text (needs a tokenizer)"),
+    CLI_SW("--ignore-eos", NULL, sample_opts, g.ignore_eos, "keep going past the model's end-of-sequence tokens"),
+    CLI_I32("--top-logprobs", NULL, sample_opts, g.top_logprobs, 0, 20, 0, "N",
+            "compute the log-probabilities of the N most likely tokens at each step", NULL),
+    CLI_END};
+
+static void sample_defaults(sample_opts *s, int32_t max_new) {
+    memset(s, 0, sizeof *s);
+    ig_gen_config_default(&s->g);
+    s->g.max_new_tokens = max_new;
+}
+
+/* Points the config at the parsed --stop strings (borrowed from s). */
+static void sample_finish(sample_opts *s) {
+    s->g.stop_strings = s->stop.v;
+    s->g.n_stop_strings = s->stop.n;
+}
+
+/* The engine flags (with thread_flags): 0 means "not given" for each number. */
+typedef struct engine_opts {
+    int32_t max_seqs, max_tokens_per_step, kv_pages;
+    int64_t kv_bytes;
+    cli_strs tune;
+} engine_opts;
+
+static const cli_flag engine_flags[] = {
+    CLI_I32("--max-seqs", NULL, engine_opts, max_seqs, 1, 65536, 0, "N", "sequences per step", "one per prompt"),
+    CLI_I32("--max-tokens-per-step", NULL, engine_opts, max_tokens_per_step, 1, CLI_NONE, 0, "N",
+            "token budget of one step, prefill chunks + decode", "256, at least --max-seqs"),
+    CLI_I32("--kv-pages", NULL, engine_opts, kv_pages, 1, CLI_NONE, 0, "N", "KV cache pages", "512 MiB worth"),
+    CLI_I64("--kv-bytes", NULL, engine_opts, kv_bytes, 1, CLI_NONE, 0, "BYTES", "KV cache budget in bytes (instead of --kv-pages)",
+            NULL),
+    CLI_REP("--tune", NULL, engine_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
+    CLI_END};
+
+/* Opens the engine; max_seqs is the command's default for --max-seqs (0: the engine's). */
+static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const char *pkg, int32_t max_seqs,
+                             ig_engine **e, ig_err *err) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.n_threads = t->threads;
+    if (eo->max_seqs > 0) max_seqs = eo->max_seqs;
+    if (max_seqs > 0) cfg.max_seqs = max_seqs;
+    if (eo->max_tokens_per_step > 0) cfg.max_tokens_per_step = eo->max_tokens_per_step;
+    if (cfg.max_tokens_per_step < cfg.max_seqs) cfg.max_tokens_per_step = cfg.max_seqs;
+    cfg.kv_pages = eo->kv_pages;
+    cfg.kv_bytes = eo->kv_bytes;
+    char *tune;
+    ig_status st = cli_join(&eo->tune, ',', &tune, err);
+    cfg.tune = tune;
+    if (!st) st = ig_engine_open(pkg, &cfg, e, err);
+    free(tune);
+    return st;
+}
+
+static ig_status parse_ids(const char *flag, const char *s, int32_t **ids, int32_t *n, ig_err *err) {
     *ids = NULL;
     *n = 0;
-    if (!s || !*s) return ig_fail(err, IG_ERR_INVALID, "--tokens needs a comma-separated list of token ids");
+    if (!s || !*s) return ig_fail(err, IG_ERR_INVALID, "%s needs a comma-separated list of token ids", flag);
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += *p == ',';
     int32_t *v = malloc(sizeof(int32_t) * cap);
+    if (!v) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     int32_t k = 0;
     const char *p = s;
     while (*p) {
@@ -92,7 +156,7 @@ static ig_status parse_ids(const char *s, int32_t **ids, int32_t *n, ig_err *err
         long x = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',') || x < 0 || x > 0x7fffffff) {
             free(v);
-            return ig_fail(err, IG_ERR_INVALID, "--tokens: '%s' is not a list of non-negative token ids", s);
+            return ig_fail(err, IG_ERR_INVALID, "%s: '%s' is not a list of non-negative token ids", flag, s);
         }
         v[k++] = (int32_t)x;
         p = *end ? end + 1 : end;
@@ -102,72 +166,115 @@ static ig_status parse_ids(const char *s, int32_t **ids, int32_t *n, ig_err *err
     return IG_OK;
 }
 
-static int threads_opt(int argc, char **argv) {
-    const char *t = opt(argc, argv, "--threads", 1);
-    return t ? atoi(t) : 0;
-}
+/* ---- import, inspect, compile */
 
-static int cmd_import(int argc, char **argv) {
-    static const char *const valued[] = {NULL};
-    const char *in = positional(argc, argv, valued), *out = opt(argc, argv, "-o", 1);
+typedef struct import_opts {
+    const char *pos[1];
+    const char *out;
+} import_opts;
+
+static const cli_flag import_flags[] = {
+    CLI_STRV("--output", "-o", import_opts, out, CLI_REQUIRED, "FILE", "the ignis graph to write (model.igraph)"),
+    CLI_END};
+
+static int cmd_import(const cli_cmd *c, int argc, char **argv) {
+    import_opts o = {0};
+    const cli_group groups[] = {{NULL, import_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
     ig_err err = {{0}};
-    if (!in || !out) return usage();
     ir_graph *g;
-    ig_status st = ir_import_any(in, &g, &err);
-    if (!st) st = ir_save(g, out, &err);
-    if (st) return fail("import", &err);
-    printf("%s: %s, %d layers, %d nodes, %d tensors -> %s\n", in, g->hp.arch, g->hp.n_layers, g->n_nodes, g->n_tensors, out);
+    ig_status st = ir_import_any(o.pos[0], &g, &err);
+    if (st) return fail(c->name, &err);
+    st = ir_save(g, o.out, &err);
+    if (!st)
+        printf("%s: %s, %d layers, %d nodes, %d tensors -> %s\n", o.pos[0], g->hp.arch, g->hp.n_layers, g->n_nodes,
+               g->n_tensors, o.out);
     ir_graph_free(g);
-    return 0;
+    return st ? fail(c->name, &err) : 0;
 }
 
-static int cmd_inspect(int argc, char **argv) {
-    static const char *const valued[] = {NULL};
-    const char *in = positional(argc, argv, valued);
+typedef struct inspect_opts {
+    const char *pos[1];
+    int passes;
+} inspect_opts;
+
+static const cli_flag inspect_flags[] = {
+    CLI_SW("--passes", NULL, inspect_opts, passes, "run the compiler passes, printing the graph after each"),
+    CLI_END};
+
+static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
+    inspect_opts o = {0};
+    const cli_group groups[] = {{NULL, inspect_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
     ig_err err = {{0}};
-    if (!in) return usage();
     char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", in);
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", o.pos[0]);
     if (access(mpath, R_OK) == 0) {
         char *text;
-        if (rt_read_file(mpath, &text, NULL, &err)) return fail("inspect", &err);
+        if (rt_read_file(mpath, &text, NULL, &err)) return fail(c->name, &err);
         fputs(text, stdout);
         putchar('\n');
         free(text);
         return 0;
     }
     ir_graph *g;
-    if (ir_import_any(in, &g, &err)) return fail("inspect", &err);
-    ir_dump(g, stdout);
+    if (ir_import_any(o.pos[0], &g, &err)) return fail(c->name, &err);
+    ig_status st = IG_OK;
+    if (o.passes) st = cp_run_all(g, stdout, &err);
+    else ir_dump(g, stdout);
     ir_graph_free(g);
-    return 0;
+    return st ? fail(c->name, &err) : 0;
 }
 
-static int cmd_compile(int argc, char **argv) {
-    static const char *const valued[] = {"--target", "--dtype", "--page-size", "--dump-graph", "--cc", NULL};
-    const char *in = positional(argc, argv, valued), *out = opt(argc, argv, "-o", 1);
-    if (!in || !out) return usage();
+typedef struct compile_opts {
+    const char *pos[1];
+    const char *out, *target, *dtype, *cc, *dump;
+    int32_t page_size;
+    cli_strs tune;
+} compile_opts;
+
+static const cli_flag compile_flags[] = {
+    CLI_STRV("--output", "-o", compile_opts, out, CLI_REQUIRED, "PKG", "the package directory to write"),
+    CLI_STRD("--target", NULL, compile_opts, target, 0, "TARGET",
+             "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
+             "cpu: the best this machine runs"),
+    CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)", "f32"),
+    CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
+    CLI_STRV("--dump-graph", NULL, compile_opts, dump, 0, "FILE", "write the graph after each compiler pass to FILE"),
+    CLI_STRD("--cc", NULL, compile_opts, cc, 0, "CC", "the C compiler", "$IGNIS_CC or cc"),
+    CLI_REP("--tune", NULL, compile_opts, tune, "KEY=VALUE[,...]", "compile-time tuning (docs/TUNING.md)"),
+    CLI_END};
+
+static int run_compile(const compile_opts *a, const char *name) {
     ig_err err = {{0}};
-    cc_options o = {.input = in,
-                    .out_dir = out,
-                    .target = opt(argc, argv, "--target", 1),
-                    .dtype = opt(argc, argv, "--dtype", 1),
-                    .cc = opt(argc, argv, "--cc", 1),
-                    .log = stderr};
-    const char *ps = opt(argc, argv, "--page-size", 1);
-    if (ps) o.page_size = atoi(ps);
-    const char *dump = opt(argc, argv, "--dump-graph", 1);
-    if (dump) {
-        o.dump = fopen(dump, "w");
-        if (!o.dump) {
-            snprintf(err.msg, sizeof err.msg, "cannot write %s", dump);
-            return fail("compile", &err);
-        }
+    cc_options o = {.input = a->pos[0], .out_dir = a->out, .target = a->target, .dtype = a->dtype, .cc = a->cc,
+                    .page_size = a->page_size, .log = stderr};
+    char *tune = NULL;
+    if (cli_join(&a->tune, ',', &tune, &err)) return fail(name, &err);
+    o.tune = tune;
+    if (a->dump && !(o.dump = fopen(a->dump, "w"))) {
+        free(tune);
+        snprintf(err.msg, sizeof err.msg, "cannot write %s", a->dump);
+        return fail(name, &err);
     }
     ig_status st = cc_compile(&o, &err);
     if (o.dump) fclose(o.dump);
-    return st ? fail("compile", &err) : 0;
+    free(tune);
+    return st ? fail(name, &err) : 0;
 }
+
+static int cmd_compile(const cli_cmd *c, int argc, char **argv) {
+    compile_opts o = {0};
+    const cli_group groups[] = {{NULL, compile_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc < 0) rc = run_compile(&o, c->name);
+    cli_free(groups);
+    return rc;
+}
+
+/* ---- logits and bench (one sequence, straight on the model) */
 
 /* Opens package + model instance + pager for one sequence. */
 typedef struct runner {
@@ -177,12 +284,19 @@ typedef struct runner {
     kv_seq seq;
 } runner;
 
-static ig_status runner_open(runner *r, const char *dir, int max_tokens, int threads, ig_err *err) {
+/* tune: the --tune values (borrowed), joined for rt_model_opts.tune. */
+static ig_status runner_open(runner *r, const char *dir, int max_tokens, int threads, const cli_strs *tune, ig_err *err) {
     memset(r, 0, sizeof *r);
-    ig_status st = rt_package_open(dir, NULL, &r->pkg, err);
-    if (st) return st;
-    rt_model_opts mo = {.max_tokens = max_tokens, .n_threads = threads, .max_seqs = 1};
+    char *t = NULL;
+    ig_status st = cli_join(tune, ',', &t, err);
+    if (!st) st = rt_package_open(dir, NULL, &r->pkg, err);
+    if (st) {
+        free(t);
+        return st;
+    }
+    rt_model_opts mo = {.max_tokens = max_tokens, .n_threads = threads, .max_seqs = 1, .tune = t};
     st = rt_model_new(r->pkg, &mo, &r->m, err);
+    free(t);
     if (!st) st = kv_pager_new(r->m->ctx.n_pages, &r->pager, err);
     return st;
 }
@@ -194,90 +308,188 @@ static void runner_close(runner *r) {
     rt_package_close(r->pkg);
 }
 
-static int cmd_logits(int argc, char **argv) {
-    static const char *const valued[] = {"--tokens", "--out", "--threads", NULL};
-    const char *pkg = positional(argc, argv, valued), *out = opt(argc, argv, "--out", 1);
-    if (!pkg || !out) return usage();
-    ig_err err = {{0}};
+typedef struct logits_opts {
+    const char *pos[1];
+    const char *tokens, *out;
+    int step;
+    cli_strs tune;
+    thread_opts t;
+} logits_opts;
+
+static const cli_flag logits_flags[] = {
+    CLI_STRV("--tokens", NULL, logits_opts, tokens, CLI_REQUIRED, "IDS", "comma-separated token ids (1,2,3)"),
+    CLI_STRV("--out", NULL, logits_opts, out, CLI_REQUIRED, "FILE.npy", "where to write the float32 logits [n_tokens, vocab]"),
+    CLI_SW("--step", NULL, logits_opts, step, "one token per forward step (the decode path)"),
+    CLI_REP("--tune", NULL, logits_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
+    CLI_END};
+
+static ig_status run_logits(const logits_opts *o, ig_err *err) {
     int32_t *ids, n;
-    if (parse_ids(opt(argc, argv, "--tokens", 1), &ids, &n, &err)) return fail("logits", &err);
+    ig_status st = parse_ids("--tokens", o->tokens, &ids, &n, err);
+    if (st) return st;
     runner r;
-    ig_status st = runner_open(&r, pkg, 256, threads_opt(argc, argv), &err);
+    st = runner_open(&r, o->pos[0], 256, o->t.threads, &o->tune, err);
     float *lg = NULL;
     if (!st) {
         int32_t V = r.pkg->desc->vocab;
         lg = malloc(sizeof(float) * (size_t)n * V);
-        if (!lg) st = ig_fail(&err, IG_ERR_NOMEM, "out of memory");
-        else if (opt(argc, argv, "--step", 0)) /* decode-sized steps: what generation runs after the prompt */
-            for (int32_t i = 0; i < n && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids + i, 1, lg + (size_t)i * V, NULL, &err);
+        if (!lg) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        else if (o->step) /* decode-sized steps: what generation runs after the prompt */
+            for (int32_t i = 0; i < n && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids + i, 1, lg + (size_t)i * V, NULL, err);
         else
-            st = rt_seq_feed(r.m, r.pager, &r.seq, ids, n, lg, NULL, &err);
+            st = rt_seq_feed(r.m, r.pager, &r.seq, ids, n, lg, NULL, err);
         int64_t shape[2] = {n, V};
-        if (!st) st = rt_write_npy_f32(out, lg, 2, shape, &err);
+        if (!st) st = rt_write_npy_f32(o->out, lg, 2, shape, err);
     }
     free(lg);
     free(ids);
     if (r.pkg) runner_close(&r);
-    return st ? fail("logits", &err) : 0;
+    return st;
 }
 
-/* ---- generate / chat / tokenizer tools (through the engine) */
+static int cmd_logits(const cli_cmd *c, int argc, char **argv) {
+    logits_opts o = {0};
+    const cli_group groups[] = {{NULL, logits_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    return run_logits(&o, &err) ? fail(c->name, &err) : 0;
+}
 
-static const char *const gen_valued[] = {"--tokens", "--tokens-file", "--prompt", "--max-new-tokens", "--min-new-tokens",
-                                         "--temperature", "--top-k", "--top-p", "--min-p", "--repetition-penalty",
-                                         "--presence-penalty", "--frequency-penalty", "--seed", "--stop", "--threads",
-                                         "--max-seqs", "--max-tokens-per-step", "--kv-pages", "--top-logprobs", NULL};
+/* ---- bench: speed against what this machine can do, measured in the same run */
 
-/* Sampling flags → generation config; errors for values that do not parse. */
-/* The sampling / stopping flags into g; max_new is the command's default for --max-new-tokens. */
-static int parse_gen(int argc, char **argv, int32_t max_new, ig_gen_config *g, const char **stops, int32_t *n_stops,
-                     ig_err *err) {
-    ig_gen_config_default(g);
-    g->max_new_tokens = max_new;
-    struct {
-        const char *flag;
-        float *f;
-        int32_t *i;
-    } nums[] = {{"--temperature", &g->temperature, NULL},       {"--top-p", &g->top_p, NULL},
-                {"--min-p", &g->min_p, NULL},                   {"--repetition-penalty", &g->repetition_penalty, NULL},
-                {"--presence-penalty", &g->presence_penalty, NULL}, {"--frequency-penalty", &g->frequency_penalty, NULL},
-                {"--top-k", NULL, &g->top_k},                   {"--max-new-tokens", NULL, &g->max_new_tokens},
-                {"--min-new-tokens", NULL, &g->min_new_tokens}, {"--top-logprobs", NULL, &g->top_logprobs}};
-    for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
-        const char *v = opt(argc, argv, nums[k].flag, 1);
-        if (!v) continue;
-        char *end;
-        double x = strtod(v, &end);
-        if (end == v || *end) {
-            ig_fail(err, IG_ERR_INVALID, "%s: '%s' is not a number", nums[k].flag, v);
-            return -1;
-        }
-        if (nums[k].f) *nums[k].f = (float)x;
-        else *nums[k].i = (int32_t)x;
+typedef struct bench_opts {
+    const char *pos[1];
+    int32_t prompt_len, decode_tokens;
+    cli_strs tune;
+    thread_opts t;
+} bench_opts;
+
+static const cli_flag bench_flags[] = {
+    CLI_I32("--prompt-len", NULL, bench_opts, prompt_len, 1, CLI_NONE, 0, "N", "prompt tokens (random ids) to prefill", NULL),
+    CLI_I32("--decode-tokens", NULL, bench_opts, decode_tokens, 1, CLI_NONE, 0, "N", "greedy decode steps after the prompt", NULL),
+    CLI_REP("--tune", NULL, bench_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
+    CLI_END};
+
+/* Times one prefill of P tokens (*tp) and N greedy decode steps after it (*td), in seconds. */
+static ig_status bench_time(runner *r, int P, int N, double *tp, double *td, ig_err *err) {
+    const ig_model_desc *d = r->pkg->desc;
+    int32_t V = d->vocab;
+    int32_t *ids = malloc(sizeof(int32_t) * P);
+    float *lg = malloc(sizeof(float) * V);
+    if (!ids || !lg) {
+        free(ids);
+        free(lg);
+        return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
-    const char *seed = opt(argc, argv, "--seed", 1);
-    if (seed) g->seed = strtoull(seed, NULL, 0);
-    g->ignore_eos = opt(argc, argv, "--ignore-eos", 0) != NULL;
-    *n_stops = 0;
-    for (int i = 0; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--stop") && *n_stops < 16) stops[(*n_stops)++] = argv[i + 1];
-    g->stop_strings = stops;
-    g->n_stop_strings = *n_stops;
-    return 0;
+    uint64_t s = 88172645463325252ull;
+    for (int i = 0; i < P; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        ids[i] = (int32_t)(s % (uint64_t)V);
+    }
+    /* warm-up: one prefill of the timed length and a few decode steps touch every weight page and
+     * load every kernel (on GPUs also the GEMM library's kernels for these shapes, which load
+     * lazily, and the decode step's CUDA graph) before timing. The sequence's pages for the whole
+     * run are reserved first, so every decode step has the same page-table width (as in the
+     * engine) and replays one graph. */
+    ig_status st = kv_seq_reserve(r->pager, &r->seq, P + N, d->page_size, err);
+    if (!st) st = rt_seq_feed(r->m, r->pager, &r->seq, ids, P, NULL, lg, err);
+    for (int i = 0; i < 3 && !st; i++) st = rt_seq_feed(r->m, r->pager, &r->seq, ids, 1, NULL, lg, err);
+    r->seq.len = 0; /* keep the pages, forget the tokens: the timed run overwrites them */
+    *tp = rt_now();
+    if (!st) st = rt_seq_feed(r->m, r->pager, &r->seq, ids, P, NULL, lg, err);
+    *tp = rt_now() - *tp;
+    /* greedy decode; packages that sample on their device pick the token there (one id comes
+     * back per step, as in the engine), others copy the logits back for the host argmax */
+    int dev_sample = (d->caps & IG_MODEL_CAP_SAMPLE) != 0;
+    const ig_fwd_sample greedy = {.on = 1, .temperature = 0.0f, .top_p = 1.0f};
+    int32_t next = rt_argmax(lg, V);
+    *td = rt_now();
+    for (int i = 0; i < N && !st; i++) {
+        if (dev_sample) st = rt_seq_feed_sample(r->m, r->pager, &r->seq, &next, 1, &greedy, &next, err);
+        else {
+            st = rt_seq_feed(r->m, r->pager, &r->seq, &next, 1, NULL, lg, err);
+            next = rt_argmax(lg, V);
+        }
+    }
+    *td = rt_now() - *td;
+    free(ids);
+    free(lg);
+    return st;
 }
 
-static ig_status open_engine(int argc, char **argv, const char *pkg, int max_seqs, ig_engine **e, ig_err *err) {
-    ig_engine_config cfg;
-    ig_engine_config_default(&cfg);
-    cfg.n_threads = threads_opt(argc, argv);
-    const char *v;
-    if ((v = opt(argc, argv, "--max-seqs", 1))) max_seqs = atoi(v);
-    if (max_seqs > 0) cfg.max_seqs = max_seqs;
-    if ((v = opt(argc, argv, "--max-tokens-per-step", 1))) cfg.max_tokens_per_step = atoi(v);
-    if (cfg.max_tokens_per_step < cfg.max_seqs) cfg.max_tokens_per_step = cfg.max_seqs;
-    if ((v = opt(argc, argv, "--kv-pages", 1))) cfg.kv_pages = atoi(v);
-    return ig_engine_open(pkg, &cfg, e, err);
+/* The CPU report: the speeds against this machine's measured read bandwidth and peak FLOP/s. */
+static void bench_cpu_report(const runner *r, int P, int N, double tp, double td) {
+    const ig_model_desc *d = r->pkg->desc;
+    size_t bw_bytes = (size_t)1 << 30;
+    uint8_t *buf = aligned_alloc(64, bw_bytes);
+    double bw = 0;
+    if (buf) {
+        memset(buf, 1, bw_bytes);
+        bw = rt_read_bandwidth(buf, bw_bytes, 5);
+        free(buf);
+    }
+    int bf = d->dtype == IG_DTYPE_BF16;
+    uint32_t cpu = rt_cpu_features();
+    double peak = 0;
+    if (bf && (cpu & IG_CPU_AVX512BF16)) peak = rt_peak_flops(RT_PEAK_BF16_DOT, 0.5);
+    else if (cpu & IG_CPU_AVX512F) peak = rt_peak_flops(RT_PEAK_F32_FMA512, 0.5);
+    else if (cpu & IG_CPU_AVX2) peak = rt_peak_flops(RT_PEAK_F32_FMA256, 0.5);
+
+    /* work per token */
+    double L = d->n_layers, Hd = d->hidden, q = (double)d->n_heads * d->head_dim, kv = (double)d->n_kv_heads * d->head_dim;
+    double mat_params = L * (Hd * (q + 2 * kv) + q * Hd + 3.0 * Hd * d->intermediate);
+    double flops_prefill = 2.0 * mat_params * P + L * 2.0 * 2.0 * d->n_heads * d->head_dim * (double)P * P / 2 + 2.0 * Hd * d->vocab;
+    uint64_t embed_bytes = 0;
+    for (int i = 0; i < d->n_weights; i++)
+        if (strstr(d->weights[i].name, "embed") || strstr(d->weights[i].name, "token_embd")) embed_bytes = d->weights[i].nbytes;
+    double bytes_tok = (double)r->pkg->weights_bytes - (r->pkg->tie_embeddings ? 0 : (double)embed_bytes);
+    printf("threads        %d\n", r->m->ctx.n_threads);
+    printf("prefill        %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s", P, tp, P / tp, flops_prefill / tp / 1e9);
+    if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf ? "bf16 dot-product" : "f32 FMA", peak / 1e9);
+    printf("\n");
+    printf("decode         %d tokens: %.2f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
+    printf("memory         measured read bandwidth %.1f GB/s; decode reads %.1f MB of weights per token\n", bw / 1e9, bytes_tok / 1e6);
+    printf("decode bound   %.2f tokens/s at that bandwidth; decode reaches %.1f%% of it (%.1f GB/s)\n",
+           bw / bytes_tok, 100.0 * (bytes_tok / (td / N)) / bw, bytes_tok / (td / N) / 1e9);
 }
+
+static ig_status run_bench(const bench_opts *o, ig_err *err) {
+    int P = o->prompt_len, N = o->decode_tokens;
+    if (o->t.threads > 0) omp_set_num_threads(o->t.threads);
+    double t0 = rt_now(), tp = 0, td = 0;
+    runner r;
+    ig_status st = runner_open(&r, o->pos[0], P, o->t.threads, &o->tune, err);
+    double t_load = rt_now() - t0;
+    const ig_model_desc *d = st ? NULL : r.pkg->desc;
+    if (!st && P + N > d->max_context)
+        st = ig_fail(err, IG_ERR_INVALID, "prompt %d + decode %d exceeds the context of %d", P, N, d->max_context);
+    if (!st) st = bench_time(&r, P, N, &tp, &td, err);
+    if (!st) {
+        printf("package        %s (%s, %s)\n", o->pos[0], r.pkg->target, r.pkg->dtype);
+        printf("load           %.2f s (weights %.1f MB, hashes checked)\n", t_load, r.pkg->weights_bytes / 1e6);
+    }
+    if (!st && d->device != IG_DEVICE_CPU) {
+        /* the ceilings of a GPU are measured by scripts/gpu_bench.py, beside a peer engine */
+        printf("prefill        %d tokens in %.3f s: %.1f tokens/s\n", P, tp, P / tp);
+        printf("decode         %d tokens: %.3f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
+    } else if (!st) {
+        bench_cpu_report(&r, P, N, tp, td);
+    }
+    if (r.pkg) runner_close(&r);
+    return st;
+}
+
+static int cmd_bench(const cli_cmd *c, int argc, char **argv) {
+    bench_opts o = {.prompt_len = 512, .decode_tokens = 32};
+    const cli_group groups[] = {{NULL, bench_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    return run_bench(&o, &err) ? fail(c->name, &err) : 0;
+}
+
+/* ---- generate / chat (through the engine) */
 
 /* Reads the request to its end; prints text as it streams (text mode) or collects ids. */
 static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n, ig_err *err) {
@@ -311,157 +523,158 @@ static void print_ids(const int32_t *ids, int32_t n) {
     printf("\n");
 }
 
-static int cmd_generate(int argc, char **argv) {
-    const char *pkg = positional(argc, argv, gen_valued);
-    if (!pkg) return usage();
-    ig_err err = {{0}};
-    ig_gen_config g;
-    const char *stops[16];
-    int32_t n_stops;
-    if (parse_gen(argc, argv, 16, &g, stops, &n_stops, &err)) return fail("generate", &err);
-    const char *tokens = opt(argc, argv, "--tokens", 1), *file = opt(argc, argv, "--tokens-file", 1),
-               *prompt = opt(argc, argv, "--prompt", 1);
-    if (!!tokens + !!file + !!prompt != 1) {
-        snprintf(err.msg, sizeof err.msg, "give exactly one of --tokens, --tokens-file, --prompt");
-        return fail("generate", &err);
-    }
-    /* the prompts */
-    int32_t n_prompts = 0, *lens = NULL;
-    int32_t **prompts = NULL;
-    if (tokens) {
-        prompts = malloc(sizeof *prompts);
-        lens = malloc(sizeof *lens);
-        if (parse_ids(tokens, &prompts[0], &lens[0], &err)) goto fail_prompts;
-        n_prompts = 1;
-    } else if (file) {
-        char *text;
-        if (rt_read_file(file, &text, NULL, &err)) goto fail_prompts;
-        int lines = 1;
-        for (char *p = text; *p; p++) lines += *p == '\n';
-        prompts = calloc(lines, sizeof *prompts);
-        lens = calloc(lines, sizeof *lens);
-        int ln = 0;
-        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-            ln++;
-            while (*line == ' ' || *line == '\r') line++;
-            size_t L = strlen(line);
-            while (L && (line[L - 1] == '\r' || line[L - 1] == ' ')) line[--L] = 0;
-            if (!L) continue;
-            if (parse_ids(line, &prompts[n_prompts], &lens[n_prompts], &err)) {
-                char msg[sizeof err.msg];
-                snprintf(msg, sizeof msg, "%s line %d: %s", file, ln, err.msg);
-                snprintf(err.msg, sizeof err.msg, "%s", msg);
-                free(text);
-                goto fail_prompts;
-            }
-            n_prompts++;
-        }
-        free(text);
-    }
-    ig_engine *e;
-    if (open_engine(argc, argv, pkg, n_prompts > 1 ? n_prompts : 0, &e, &err)) goto fail_prompts;
-    int rc = 0;
-    if (prompt) {
-        ig_request *r;
-        int32_t *ids, n;
-        ig_status st = ig_request_start_text(e, prompt, &g, &r, &err);
-        if (!st) {
-            st = drain(r, !opt(argc, argv, "--ids", 0), &ids, &n, &err);
-            if (opt(argc, argv, "--ids", 0)) print_ids(ids, n);
-            else printf("\n");
-            free(ids);
-            ig_request_release(r);
-        }
-        if (st) rc = fail("generate", &err);
-    } else {
-        /* all prompts run concurrently through the engine; outputs in input order */
-        ig_request **reqs = calloc(n_prompts, sizeof *reqs);
-        char (*errs)[256] = calloc(n_prompts, 256);
-        for (int32_t i = 0; i < n_prompts; i++)
-            if (ig_request_start(e, prompts[i], lens[i], &g, &reqs[i], &err)) snprintf(errs[i], 256, "%s", err.msg);
-        for (int32_t i = 0; i < n_prompts; i++) {
-            int32_t *ids = NULL, n = 0;
-            if (reqs[i] && drain(reqs[i], 0, &ids, &n, &err)) snprintf(errs[i], 256, "%s", err.msg);
-            if (errs[i][0]) {
-                fprintf(stderr, "ignis generate: error: prompt %d: %s\n", i + 1, errs[i]);
-                printf("\n");
-                rc = 1;
-            } else {
-                print_ids(ids, n);
-            }
-            free(ids);
-            ig_request_release(reqs[i]);
-        }
-        free(reqs);
-        free(errs);
-    }
-    ig_engine_close(e);
-    for (int32_t i = 0; i < n_prompts; i++) free(prompts[i]);
-    free(prompts);
-    free(lens);
-    return rc;
-fail_prompts:
-    for (int32_t i = 0; i < n_prompts; i++) free(prompts[i]);
-    free(prompts);
-    free(lens);
-    return fail("generate", &err);
+/* Token-id prompts: one from --tokens or one per non-empty line of --tokens-file. */
+typedef struct prompt_set {
+    int32_t n;
+    int32_t **ids;
+    int32_t *lens;
+} prompt_set;
+
+static void prompts_free(prompt_set *p) {
+    for (int32_t i = 0; i < p->n; i++) free(p->ids[i]);
+    free(p->ids);
+    free(p->lens);
+    memset(p, 0, sizeof *p);
 }
 
-static int load_tok(const char *dir, tok_tokenizer **t, ig_err *err) {
-    return tok_load_dir(dir, t, err) != IG_OK;
+/* Trims spaces and CRs at both ends of line, in place. */
+static char *trim_line(char *line) {
+    while (*line == ' ' || *line == '\r') line++;
+    size_t L = strlen(line);
+    while (L && (line[L - 1] == '\r' || line[L - 1] == ' ')) line[--L] = 0;
+    return line;
 }
 
-static int cmd_tokenize(int argc, char **argv) {
-    static const char *const valued[] = {NULL};
-    const char *dir = positional(argc, argv, valued);
-    if (!dir) return usage();
-    ig_err err = {{0}};
-    tok_tokenizer *t;
-    if (load_tok(dir, &t, &err)) return fail("tokenize", &err);
-    size_t cap = 1 << 16, len = 0, got;
-    char *text = malloc(cap);
-    while ((got = fread(text + len, 1, cap - len, stdin)) > 0) {
-        len += got;
-        if (len == cap) text = realloc(text, cap *= 2);
-    }
-    int32_t *ids;
-    size_t n;
-    ig_status st = tok_encode(t, text, len, opt(argc, argv, "--special", 0) != NULL, 1, &ids, &n, &err);
-    if (!st) {
-        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-        printf("\n");
-        free(ids);
+static ig_status prompts_from_file(const char *file, prompt_set *p, ig_err *err) {
+    char *text;
+    ig_status st = rt_read_file(file, &text, NULL, err);
+    if (st) return st;
+    int lines = 1;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    p->ids = calloc(lines, sizeof *p->ids);
+    p->lens = calloc(lines, sizeof *p->lens);
+    if (!p->ids || !p->lens) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    int ln = 0;
+    char *save = NULL;
+    for (char *line = st ? NULL : strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        ln++;
+        line = trim_line(line);
+        if (!*line) continue;
+        if ((st = parse_ids("--tokens-file", line, &p->ids[p->n], &p->lens[p->n], err))) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s line %d: %s", file, ln, err->msg);
+            snprintf(err->msg, sizeof err->msg, "%s", msg);
+            break;
+        }
+        p->n++;
     }
     free(text);
-    tok_free(t);
-    return st ? fail("tokenize", &err) : 0;
+    return st;
 }
 
-static int cmd_detokenize(int argc, char **argv) {
-    static const char *const valued[] = {"--ids", NULL};
-    const char *dir = positional(argc, argv, valued);
-    if (!dir) return usage();
-    ig_err err = {{0}};
+static ig_status prompts_load(const char *tokens, const char *file, prompt_set *p, ig_err *err) {
+    memset(p, 0, sizeof *p);
+    if (file) return prompts_from_file(file, p, err);
+    p->ids = malloc(sizeof *p->ids);
+    p->lens = malloc(sizeof *p->lens);
+    if (!p->ids || !p->lens) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = parse_ids("--tokens", tokens, &p->ids[0], &p->lens[0], err);
+    if (!st) p->n = 1;
+    return st;
+}
+
+typedef struct generate_opts {
+    const char *pos[1];
+    const char *tokens, *tokens_file, *prompt;
+    int ids;
+    sample_opts s;
+    engine_opts e;
+    thread_opts t;
+} generate_opts;
+
+static const cli_flag generate_flags[] = {
+    CLI_STRV("--tokens", NULL, generate_opts, tokens, 0, "IDS", "the prompt as comma-separated token ids (1,2,3)"),
+    CLI_STRV("--tokens-file", NULL, generate_opts, tokens_file, 0, "FILE",
+             "one prompt of token ids per line, all run at once; one output line per prompt, in order"),
+    CLI_STRV("--prompt", NULL, generate_opts, prompt, 0, "TEXT", "the prompt as text (needs a tokenizer); streams the text"),
+    CLI_SW("--ids", NULL, generate_opts, ids, "with --prompt: print the new token ids instead of the text"),
+    CLI_END};
+
+/* --prompt: streams the text, or prints the ids with --ids. */
+static ig_status generate_text(ig_engine *e, const generate_opts *o, ig_err *err) {
+    ig_request *r;
     int32_t *ids, n;
-    const char *list = opt(argc, argv, "--ids", 1);
-    if (list && !*list) {
-        n = 0;
-        ids = NULL;
-    } else if (parse_ids(list, &ids, &n, &err)) {
-        return fail("detokenize", &err);
-    }
-    tok_tokenizer *t;
-    if (load_tok(dir, &t, &err)) return fail("detokenize", &err);
-    char *text;
-    size_t len;
-    ig_status st = tok_decode(t, ids, (size_t)n, opt(argc, argv, "--skip-special", 0) != NULL, &text, &len, &err);
-    if (!st) {
-        fwrite(text, 1, len, stdout);
-        free(text);
-    }
+    ig_status st = ig_request_start_text(e, o->prompt, &o->s.g, &r, err);
+    if (st) return st;
+    st = drain(r, !o->ids, &ids, &n, err);
+    if (o->ids) print_ids(ids, n);
+    else printf("\n");
     free(ids);
-    tok_free(t);
-    return st ? fail("detokenize", &err) : 0;
+    ig_request_release(r);
+    return st;
+}
+
+/* All prompts run concurrently through the engine; one output line each, in input order (an
+ * empty line and a message on stderr for a prompt that failed). 1 if any failed. */
+static int generate_batch(ig_engine *e, const prompt_set *p, const ig_gen_config *g, const char *name) {
+    ig_request **reqs = calloc(p->n, sizeof *reqs);
+    char(*errs)[256] = calloc(p->n, 256);
+    ig_err err = {{0}};
+    int rc = 0;
+    if (!reqs || !errs) {
+        free(reqs);
+        free(errs);
+        fprintf(stderr, "ignis %s: error: out of memory\n", name);
+        return 1;
+    }
+    for (int32_t i = 0; i < p->n; i++)
+        if (ig_request_start(e, p->ids[i], p->lens[i], g, &reqs[i], &err)) snprintf(errs[i], 256, "%s", err.msg);
+    for (int32_t i = 0; i < p->n; i++) {
+        int32_t *ids = NULL, n = 0;
+        if (reqs[i] && drain(reqs[i], 0, &ids, &n, &err)) snprintf(errs[i], 256, "%s", err.msg);
+        if (errs[i][0]) {
+            fprintf(stderr, "ignis %s: error: prompt %d: %s\n", name, i + 1, errs[i]);
+            printf("\n");
+            rc = 1;
+        } else {
+            print_ids(ids, n);
+        }
+        free(ids);
+        ig_request_release(reqs[i]);
+    }
+    free(reqs);
+    free(errs);
+    return rc;
+}
+
+static int run_generate(generate_opts *o, const char *name) {
+    ig_err err = {{0}};
+    if (!!o->tokens + !!o->tokens_file + !!o->prompt != 1) {
+        fprintf(stderr, "ignis %s: error: give exactly one of --tokens, --tokens-file, --prompt\n", name);
+        return 2;
+    }
+    sample_finish(&o->s);
+    prompt_set p = {0};
+    ig_engine *e = NULL;
+    ig_status st = o->prompt ? IG_OK : prompts_load(o->tokens, o->tokens_file, &p, &err);
+    if (!st) st = open_engine(&o->e, &o->t, o->pos[0], p.n > 1 ? p.n : 0, &e, &err);
+    int rc = st ? fail(name, &err) : 0;
+    if (!st && o->prompt && generate_text(e, o, &err)) rc = fail(name, &err);
+    if (!st && !o->prompt) rc = generate_batch(e, &p, &o->s.g, name);
+    ig_engine_close(e);
+    prompts_free(&p);
+    return rc;
+}
+
+static int cmd_generate(const cli_cmd *c, int argc, char **argv) {
+    generate_opts o = {0};
+    sample_defaults(&o.s, 16);
+    const cli_group groups[] = {{NULL, generate_flags, &o}, {"sampling", sampling_flags, &o.s},
+                                {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc < 0) rc = run_generate(&o, c->name);
+    cli_free(groups);
+    return rc;
 }
 
 /* Template + bos/eos strings of a tokenizer folder or package; ChatML when it has none. */
@@ -476,72 +689,93 @@ static ig_status load_template(const char *dir, ct_template **tmpl, char **bos, 
     return st;
 }
 
-static int cmd_chat_template(int argc, char **argv) {
-    static const char *const valued[] = {"--messages", NULL};
-    const char *dir = positional(argc, argv, valued), *mfile = opt(argc, argv, "--messages", 1);
-    if (!dir || !mfile) return usage();
-    ig_err err = {{0}};
-    char *text;
-    if (rt_read_file(mfile, &text, NULL, &err)) return fail("chat-template", &err);
-    cJSON *msgs = cJSON_Parse(text);
-    free(text);
-    if (!msgs || !cJSON_IsArray(msgs)) {
-        snprintf(err.msg, sizeof err.msg, "%s: not a JSON array of messages", mfile);
-        cJSON_Delete(msgs);
-        return fail("chat-template", &err);
-    }
-    ct_template *tmpl;
-    char *bos, *eos, *out = NULL;
-    size_t len = 0;
-    ig_status st = load_template(dir, &tmpl, &bos, &eos, &err);
-    if (!st) {
-        ct_vars v = {.bos_token = bos, .eos_token = eos, .add_generation_prompt = opt(argc, argv, "--add-generation-prompt", 0) != NULL};
-        st = ct_render(tmpl, msgs, &v, &out, &len, &err);
-    }
-    if (!st) fwrite(out, 1, len, stdout);
-    free(out);
-    free(bos);
-    free(eos);
-    ct_free(tmpl);
-    cJSON_Delete(msgs);
-    return st ? fail("chat-template", &err) : 0;
+static void add_message(cJSON *msgs, const char *role, const char *content) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddStringToObject(m, "content", content);
+    cJSON_AddItemToArray(msgs, m);
 }
 
-/* Interactive chat: keeps the conversation, renders it with the model's chat template, streams
- * the reply. /reset starts over, /quit (or end of input) leaves. */
-static int cmd_chat(int argc, char **argv) {
-    const char *pkg = positional(argc, argv, gen_valued);
-    if (!pkg) return usage();
-    ig_err err = {{0}};
-    ig_gen_config g;
-    const char *stops[16];
-    int32_t n_stops;
-    if (parse_gen(argc, argv, 512, &g, stops, &n_stops, &err)) return fail("chat", &err);
+/* An interactive conversation: the engine, the package's tokenizer and chat template, and the
+ * messages so far. */
+typedef struct chat_session {
     ig_engine *e;
-    if (open_engine(argc, argv, pkg, 1, &e, &err)) return fail("chat", &err);
-    tok_tokenizer *t = NULL;
-    ct_template *tmpl = NULL;
-    char *bos = NULL, *eos = NULL;
-    if (!ig_engine_has_tokenizer(e)) {
-        snprintf(err.msg, sizeof err.msg, "%s has no tokenizer: chat needs one", pkg);
-        ig_engine_close(e);
-        return fail("chat", &err);
+    tok_tokenizer *t;
+    ct_template *tmpl;
+    char *bos, *eos;
+    cJSON *msgs;
+} chat_session;
+
+static void chat_close(chat_session *s) {
+    cJSON_Delete(s->msgs);
+    free(s->bos);
+    free(s->eos);
+    ct_free(s->tmpl);
+    tok_free(s->t);
+    ig_engine_close(s->e);
+}
+
+/* One user turn: renders the conversation, streams the reply and keeps it as text (without the
+ * end-of-turn token). On failure the user's message is dropped again. */
+static ig_status chat_turn(chat_session *s, const char *line, const ig_gen_config *g, ig_err *err) {
+    add_message(s->msgs, "user", line);
+    char *prompt = NULL, *reply = NULL;
+    size_t plen = 0, n = 0, rl;
+    int32_t *ids = NULL, *out = NULL, n_out = 0;
+    ig_request *r = NULL;
+    ct_vars v = {.bos_token = s->bos, .eos_token = s->eos, .add_generation_prompt = 1};
+    ig_status st = ct_render(s->tmpl, s->msgs, &v, &prompt, &plen, err);
+    if (!st) st = tok_encode(s->t, prompt, plen, 0, 1, &ids, &n, err);
+    if (!st) st = ig_request_start(s->e, ids, (int32_t)n, g, &r, err);
+    if (!st) st = drain(r, 1, &out, &n_out, err);
+    printf("\n");
+    if (!st && tok_decode(s->t, out, (size_t)n_out, 1, &reply, &rl, err) == IG_OK) {
+        add_message(s->msgs, "assistant", reply);
+        free(reply);
     }
-    if (load_tok(pkg, &t, &err) || load_template(pkg, &tmpl, &bos, &eos, &err)) {
-        ig_engine_close(e);
-        return fail("chat", &err);
+    if (st) cJSON_DeleteItemFromArray(s->msgs, cJSON_GetArraySize(s->msgs) - 1);
+    ig_request_release(r);
+    free(prompt);
+    free(ids);
+    free(out);
+    return st;
+}
+
+typedef struct chat_opts {
+    const char *pos[1];
+    const char *system;
+    sample_opts s;
+    engine_opts e;
+    thread_opts t;
+} chat_opts;
+
+static const cli_flag chat_flags[] = {
+    CLI_STRV("--system", NULL, chat_opts, system, 0, "TEXT", "the system message the conversation starts with"),
+    CLI_END};
+
+static ig_status chat_open(const chat_opts *o, chat_session *s, ig_err *err) {
+    memset(s, 0, sizeof *s);
+    const char *pkg = o->pos[0];
+    ig_status st = open_engine(&o->e, &o->t, pkg, 1, &s->e, err);
+    if (!st && !ig_engine_has_tokenizer(s->e)) st = ig_fail(err, IG_ERR_INVALID, "%s has no tokenizer: chat needs one", pkg);
+    if (!st) st = tok_load_dir(pkg, &s->t, err);
+    if (!st) st = load_template(pkg, &s->tmpl, &s->bos, &s->eos, err);
+    if (!st && !(s->msgs = cJSON_CreateArray())) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    if (!st && o->system) add_message(s->msgs, "system", o->system);
+    return st;
+}
+
+/* Reads user lines until end of input or /quit; /reset starts over. 1 if a turn failed. */
+static int run_chat(chat_opts *o, const char *name) {
+    ig_err err = {{0}};
+    chat_session s;
+    sample_finish(&o->s);
+    if (chat_open(o, &s, &err)) {
+        chat_close(&s);
+        return fail(name, &err);
     }
-    cJSON *msgs = cJSON_CreateArray();
-    const char *sys_prompt = opt(argc, argv, "--system", 1);
-    if (sys_prompt) {
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "system");
-        cJSON_AddStringToObject(m, "content", sys_prompt);
-        cJSON_AddItemToArray(msgs, m);
-    }
-    int tty = isatty(0);
+    int tty = isatty(0), rc = 0;
     char line[16384];
-    int rc = 0;
     for (;;) {
         if (tty) {
             printf("> ");
@@ -553,178 +787,238 @@ static int cmd_chat(int argc, char **argv) {
         if (!L) continue;
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
         if (!strcmp(line, "/reset")) {
-            cJSON_Delete(msgs);
-            msgs = cJSON_CreateArray();
+            cJSON_Delete(s.msgs);
+            s.msgs = cJSON_CreateArray();
             continue;
         }
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "role", "user");
-        cJSON_AddStringToObject(m, "content", line);
-        cJSON_AddItemToArray(msgs, m);
-        char *prompt = NULL;
-        size_t plen = 0;
-        int32_t *ids = NULL, *out = NULL, n_out = 0;
-        size_t n = 0;
-        ct_vars v = {.bos_token = bos, .eos_token = eos, .add_generation_prompt = 1};
-        ig_status st = ct_render(tmpl, msgs, &v, &prompt, &plen, &err);
-        if (!st) st = tok_encode(t, prompt, plen, 0, 1, &ids, &n, &err);
-        ig_request *r = NULL;
-        if (!st) st = ig_request_start(e, ids, (int32_t)n, &g, &r, &err);
-        if (!st) st = drain(r, 1, &out, &n_out, &err);
-        printf("\n");
-        if (!st) {
-            char *reply;
-            size_t rl;
-            /* the conversation keeps the reply as text, without the end-of-turn token */
-            if (tok_decode(t, out, (size_t)n_out, 1, &reply, &rl, &err) == IG_OK) {
-                cJSON *a = cJSON_CreateObject();
-                cJSON_AddStringToObject(a, "role", "assistant");
-                cJSON_AddStringToObject(a, "content", reply);
-                cJSON_AddItemToArray(msgs, a);
-                free(reply);
-            }
-        } else {
-            fprintf(stderr, "ignis chat: error: %s\n", err.msg);
-            cJSON_DeleteItemFromArray(msgs, cJSON_GetArraySize(msgs) - 1);
-            rc = 1;
-        }
-        ig_request_release(r);
-        free(prompt);
-        free(ids);
-        free(out);
+        if (chat_turn(&s, line, &o->s.g, &err)) rc = fail(name, &err);
     }
-    cJSON_Delete(msgs);
-    free(bos);
-    free(eos);
-    ct_free(tmpl);
-    tok_free(t);
-    ig_engine_close(e);
+    chat_close(&s);
     return rc;
 }
 
-/* ---- bench: speed against what this machine can do, measured in the same run */
+static int cmd_chat(const cli_cmd *c, int argc, char **argv) {
+    chat_opts o = {0};
+    sample_defaults(&o.s, 512);
+    const cli_group groups[] = {{NULL, chat_flags, &o}, {"sampling", sampling_flags, &o.s},
+                                {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc < 0) rc = run_chat(&o, c->name);
+    cli_free(groups);
+    return rc;
+}
 
-static int cmd_bench(int argc, char **argv) {
-    static const char *const valued[] = {"--prompt-len", "--decode-tokens", "--threads", NULL};
-    const char *pkg = positional(argc, argv, valued);
-    if (!pkg) return usage();
-    const char *pl = opt(argc, argv, "--prompt-len", 1), *dn = opt(argc, argv, "--decode-tokens", 1);
-    int P = pl ? atoi(pl) : 512, N = dn ? atoi(dn) : 32;
-    int threads = threads_opt(argc, argv);
-    if (threads > 0) omp_set_num_threads(threads);
-    ig_err err = {{0}};
-    double t0 = rt_now();
-    runner r;
-    ig_status st = runner_open(&r, pkg, P, threads, &err);
-    if (st) return fail("bench", &err);
-    double t_load = rt_now() - t0;
-    const ig_model_desc *d = r.pkg->desc;
-    int32_t V = d->vocab;
-    if (P + N > d->max_context) {
-        snprintf(err.msg, sizeof err.msg, "prompt %d + decode %d exceeds the context of %d", P, N, d->max_context);
-        return fail("bench", &err);
-    }
-    int32_t *ids = malloc(sizeof(int32_t) * P);
-    uint64_t s = 88172645463325252ull;
-    for (int i = 0; i < P; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        ids[i] = (int32_t)(s % (uint64_t)V);
-    }
-    float *lg = malloc(sizeof(float) * V);
-    /* warm-up: one prefill of the timed length and a few decode steps touch every weight page and
-     * load every kernel (on GPUs also the GEMM library's kernels for these shapes, which load
-     * lazily, and the decode step's CUDA graph) before timing. The sequence's pages for the whole
-     * run are reserved first, so every decode step has the same page-table width (as in the
-     * engine) and replays one graph. */
-    st = kv_seq_reserve(r.pager, &r.seq, P + N, d->page_size, &err);
-    if (!st) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P, NULL, lg, &err);
-    for (int i = 0; i < 3 && !st; i++) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, 1, NULL, lg, &err);
-    r.seq.len = 0; /* keep the pages, forget the tokens: the timed run overwrites them */
-    double tp = rt_now();
-    if (!st) st = rt_seq_feed(r.m, r.pager, &r.seq, ids, P, NULL, lg, &err);
-    tp = rt_now() - tp;
-    /* greedy decode; packages that sample on their device pick the token there (one id comes
-     * back per step, as in the engine), others copy the logits back for the host argmax */
-    int dev_sample = (d->caps & IG_MODEL_CAP_SAMPLE) != 0;
-    const ig_fwd_sample greedy = {.on = 1, .temperature = 0.0f, .top_p = 1.0f};
-    int32_t next = rt_argmax(lg, V);
-    double td = rt_now();
-    for (int i = 0; i < N && !st; i++) {
-        if (dev_sample) st = rt_seq_feed_sample(r.m, r.pager, &r.seq, &next, 1, &greedy, &next, &err);
-        else {
-            st = rt_seq_feed(r.m, r.pager, &r.seq, &next, 1, NULL, lg, &err);
-            next = rt_argmax(lg, V);
+/* ---- tokenizer tools */
+
+typedef struct tokenize_opts {
+    const char *pos[1];
+    int special;
+} tokenize_opts;
+
+static const cli_flag tokenize_flags[] = {
+    CLI_SW("--special", NULL, tokenize_opts, special, "add the tokenizer's special tokens (e.g. BOS), as HF add_special_tokens"),
+    CLI_END};
+
+static ig_status read_stdin(char **text, size_t *len, ig_err *err) {
+    size_t cap = 1 << 16, got;
+    *len = 0;
+    *text = malloc(cap);
+    while (*text && (got = fread(*text + *len, 1, cap - *len, stdin)) > 0) {
+        *len += got;
+        if (*len == cap) {
+            char *t = realloc(*text, cap *= 2);
+            if (!t) free(*text);
+            *text = t;
         }
     }
-    td = rt_now() - td;
-    if (st) return fail("bench", &err);
+    return *text ? IG_OK : ig_fail(err, IG_ERR_NOMEM, "out of memory reading the input");
+}
 
-    printf("package        %s (%s, %s)\n", pkg, r.pkg->target, r.pkg->dtype);
-    printf("load           %.2f s (weights %.1f MB, hashes checked)\n", t_load, r.pkg->weights_bytes / 1e6);
-    if (d->device != IG_DEVICE_CPU) {
-        /* the ceilings of a GPU are measured by scripts/gpu_bench.py, beside a peer engine */
-        printf("prefill        %d tokens in %.3f s: %.1f tokens/s\n", P, tp, P / tp);
-        printf("decode         %d tokens: %.3f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
+static int cmd_tokenize(const cli_cmd *c, int argc, char **argv) {
+    tokenize_opts o = {0};
+    const cli_group groups[] = {{NULL, tokenize_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    tok_tokenizer *t;
+    if (tok_load_dir(o.pos[0], &t, &err)) return fail(c->name, &err);
+    char *text;
+    size_t len, n;
+    int32_t *ids;
+    ig_status st = read_stdin(&text, &len, &err);
+    if (!st) st = tok_encode(t, text, len, o.special, 1, &ids, &n, &err);
+    if (!st) {
+        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
         free(ids);
-        free(lg);
-        runner_close(&r);
-        return 0;
     }
-    /* what the machine can do */
-    size_t bw_bytes = (size_t)1 << 30;
-    uint8_t *buf = aligned_alloc(64, bw_bytes);
-    memset(buf, 1, bw_bytes);
-    double bw = rt_read_bandwidth(buf, bw_bytes, 5);
-    free(buf);
-    int bf = d->dtype == IG_DTYPE_BF16;
-    uint32_t cpu = rt_cpu_features();
-    double peak = 0;
-    if (bf && (cpu & IG_CPU_AVX512BF16)) peak = rt_peak_flops(RT_PEAK_BF16_DOT, 0.5);
-    else if (cpu & IG_CPU_AVX512F) peak = rt_peak_flops(RT_PEAK_F32_FMA512, 0.5);
-    else if (cpu & IG_CPU_AVX2) peak = rt_peak_flops(RT_PEAK_F32_FMA256, 0.5);
+    free(text);
+    tok_free(t);
+    return st ? fail(c->name, &err) : 0;
+}
 
-    /* work per token */
-    double L = d->n_layers, Hd = d->hidden, q = (double)d->n_heads * d->head_dim, kv = (double)d->n_kv_heads * d->head_dim;
-    double mat_params = L * (Hd * (q + 2 * kv) + q * Hd + 3.0 * Hd * d->intermediate);
-    double flops_prefill = 2.0 * mat_params * P + L * 2.0 * 2.0 * d->n_heads * d->head_dim * (double)P * P / 2 + 2.0 * Hd * V;
-    uint64_t embed_bytes = 0;
-    for (int i = 0; i < d->n_weights; i++)
-        if (strstr(d->weights[i].name, "embed") || strstr(d->weights[i].name, "token_embd")) embed_bytes = d->weights[i].nbytes;
-    double bytes_tok = (double)r.pkg->weights_bytes - (r.pkg->tie_embeddings ? 0 : (double)embed_bytes);
-    double ms_tok = td / N * 1e3;
-    printf("threads        %d\n", r.m->ctx.n_threads);
-    printf("prefill        %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s", P, tp, P / tp, flops_prefill / tp / 1e9);
-    if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf ? "bf16 dot-product" : "f32 FMA", peak / 1e9);
-    printf("\n");
-    printf("decode         %d tokens: %.2f ms/token, %.2f tokens/s\n", N, ms_tok, N / td);
-    printf("memory         measured read bandwidth %.1f GB/s; decode reads %.1f MB of weights per token\n", bw / 1e9, bytes_tok / 1e6);
-    printf("decode bound   %.2f tokens/s at that bandwidth; decode reaches %.1f%% of it (%.1f GB/s)\n",
-           bw / bytes_tok, 100.0 * (bytes_tok / (td / N)) / bw, bytes_tok / (td / N) / 1e9);
+typedef struct detokenize_opts {
+    const char *pos[1];
+    const char *ids;
+    int skip_special;
+} detokenize_opts;
+
+static const cli_flag detokenize_flags[] = {
+    CLI_STRV("--ids", NULL, detokenize_opts, ids, CLI_REQUIRED, "IDS", "comma-separated token ids (\"\" for none)"),
+    CLI_SW("--skip-special", NULL, detokenize_opts, skip_special, "leave out special added tokens"),
+    CLI_END};
+
+static int cmd_detokenize(const cli_cmd *c, int argc, char **argv) {
+    detokenize_opts o = {0};
+    const cli_group groups[] = {{NULL, detokenize_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    int32_t *ids = NULL, n = 0;
+    if (*o.ids && parse_ids("--ids", o.ids, &ids, &n, &err)) return fail(c->name, &err);
+    tok_tokenizer *t;
+    if (tok_load_dir(o.pos[0], &t, &err)) {
+        free(ids);
+        return fail(c->name, &err);
+    }
+    char *text;
+    size_t len;
+    ig_status st = tok_decode(t, ids, (size_t)n, o.skip_special, &text, &len, &err);
+    if (!st) {
+        fwrite(text, 1, len, stdout);
+        free(text);
+    }
     free(ids);
-    free(lg);
-    runner_close(&r);
+    tok_free(t);
+    return st ? fail(c->name, &err) : 0;
+}
+
+typedef struct chat_template_opts {
+    const char *pos[1];
+    const char *messages;
+    int add_generation_prompt;
+} chat_template_opts;
+
+static const cli_flag chat_template_flags[] = {
+    CLI_STRV("--messages", NULL, chat_template_opts, messages, CLI_REQUIRED, "FILE.json",
+             "the conversation: a JSON array of {role, content}"),
+    CLI_SW("--add-generation-prompt", NULL, chat_template_opts, add_generation_prompt, "end with the assistant turn's opening"),
+    CLI_END};
+
+static ig_status render_messages(const chat_template_opts *o, ig_err *err) {
+    char *text;
+    ig_status st = rt_read_file(o->messages, &text, NULL, err);
+    if (st) return st;
+    cJSON *msgs = cJSON_Parse(text);
+    free(text);
+    if (!msgs || !cJSON_IsArray(msgs)) {
+        cJSON_Delete(msgs);
+        return ig_fail(err, IG_ERR_FORMAT, "%s: not a JSON array of messages", o->messages);
+    }
+    ct_template *tmpl;
+    char *bos, *eos, *out = NULL;
+    size_t len = 0;
+    st = load_template(o->pos[0], &tmpl, &bos, &eos, err);
+    if (!st) {
+        ct_vars v = {.bos_token = bos, .eos_token = eos, .add_generation_prompt = o->add_generation_prompt};
+        st = ct_render(tmpl, msgs, &v, &out, &len, err);
+    }
+    if (!st) fwrite(out, 1, len, stdout);
+    free(out);
+    free(bos);
+    free(eos);
+    ct_free(tmpl);
+    cJSON_Delete(msgs);
+    return st;
+}
+
+static int cmd_chat_template(const cli_cmd *c, int argc, char **argv) {
+    chat_template_opts o = {0};
+    const cli_group groups[] = {{NULL, chat_template_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    return render_messages(&o, &err) ? fail(c->name, &err) : 0;
+}
+
+static int cmd_version(const cli_cmd *c, int argc, char **argv) {
+    const cli_group groups[] = {{0}};
+    int rc = parse_args(c, groups, argc, argv, NULL);
+    if (rc >= 0) return rc;
+    printf("ignis %s\n", IGNIS_VERSION);
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc < 2) return usage();
-    const char *cmd = argv[1];
-    int ac = argc - 2;
-    char **av = argv + 2;
-    if (!strcmp(cmd, "import")) return cmd_import(ac, av);
-    if (!strcmp(cmd, "inspect")) return cmd_inspect(ac, av);
-    if (!strcmp(cmd, "compile")) return cmd_compile(ac, av);
-    if (!strcmp(cmd, "logits")) return cmd_logits(ac, av);
-    if (!strcmp(cmd, "generate")) return cmd_generate(ac, av);
-    if (!strcmp(cmd, "bench")) return cmd_bench(ac, av);
-    if (!strcmp(cmd, "chat")) return cmd_chat(ac, av);
-    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(ac, av);
-    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(ac, av);
-    if (!strcmp(cmd, "chat-template")) return cmd_chat_template(ac, av);
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("ignis %s\n", IGNIS_VERSION);
+/* ---- the commands */
+
+typedef struct command {
+    cli_cmd cli;
+    int (*run)(const cli_cmd *c, int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {{"compile", "INPUT", "-o PKG [options]", "compile an HF folder, a GGUF file or an .igraph into a package", 1, 1}, cmd_compile},
+    {{"generate", "PKG", "(--tokens IDS | --tokens-file FILE | --prompt TEXT) [options]",
+      "generate from prompts: prints the new ids (one line per prompt) or streams the text of --prompt", 1, 1}, cmd_generate},
+    {{"chat", "PKG", "[options] < turns", "interactive chat with the model's chat template (/reset, /quit)", 1, 1}, cmd_chat},
+    {{"logits", "PKG", "--tokens IDS --out FILE.npy [options]", "teacher-forced logits [n_tokens, vocab] into a .npy file", 1, 1},
+     cmd_logits},
+    {{"bench", "PKG", "[options]", "prefill and decode speed, against what this machine measures it can do", 1, 1}, cmd_bench},
+    {{"import", "INPUT", "-o FILE", "import an HF folder or a GGUF file into an ignis graph (.igraph)", 1, 1}, cmd_import},
+    {{"inspect", "INPUT|PKG", "[--passes]", "print a graph (of an HF folder, GGUF file or .igraph) or a package's manifest", 1, 1},
+     cmd_inspect},
+    {{"tokenize", "DIR|PKG", "[--special] < text", "print the token ids of the text on stdin", 1, 1}, cmd_tokenize},
+    {{"detokenize", "DIR|PKG", "--ids IDS [--skip-special]", "write the text of token ids", 1, 1}, cmd_detokenize},
+    {{"chat-template", "DIR|PKG", "--messages FILE.json [--add-generation-prompt]", "write the prompt the chat template renders",
+      1, 1}, cmd_chat_template},
+    {{"version", "", "", "print the version", 0, 0}, cmd_version},
+};
+#define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static const command *find_command(const char *name) {
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(commands[i].cli.name, name)) return &commands[i];
+    return NULL;
+}
+
+static void list_commands(FILE *out) {
+    fprintf(out, "usage: ignis COMMAND [ARGS] [options]   (flags may come before or after the arguments)\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-14s %s\n", commands[i].cli.name, commands[i].cli.summary);
+    fprintf(out, "  %-14s %s\n", "help", "list the commands, or with a command its flags");
+    fprintf(out, "\n'ignis help COMMAND' or 'ignis COMMAND --help' lists a command's flags.\n");
+}
+
+static int unknown_command(const char *name) {
+    fprintf(stderr, "ignis: error: unknown command '%s' (see 'ignis help')\n", name);
+    return 2;
+}
+
+/* `ignis help [COMMAND]` */
+static int help(int argc, char **argv) {
+    if (argc == 0) {
+        list_commands(stdout);
         return 0;
     }
-    fprintf(stderr, "ignis: unknown command '%s'\n", cmd);
-    return usage();
+    const command *c = find_command(argv[0]);
+    if (!c) return unknown_command(argv[0]);
+    if (argc > 1) {
+        fprintf(stderr, "ignis help: error: unexpected argument '%s' (help takes one command)\n", argv[1]);
+        return 2;
+    }
+    char flag[] = "--help", *hv[] = {flag, NULL};
+    return c->run(&c->cli, 1, hv);
+}
+
+/* No arguments: the command list on stderr and status 2, a usage error (git says 1). */
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        list_commands(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) return help(argc - 2, argv + 2);
+    if (!strcmp(name, "--version")) name = "version";
+    const command *c = find_command(name);
+    if (!c) return unknown_command(name);
+    return c->run(&c->cli, argc - 2, argv + 2);
 }
