@@ -59,7 +59,9 @@ typedef struct ig_engine_config {
     int32_t max_tokens_per_step; /* token budget of one step, prefill chunks + decode (default 256) */
     int64_t kv_bytes;            /* KV cache budget in bytes (0: use kv_pages) */
     int32_t kv_pages;            /* KV cache pages (0 and kv_bytes 0: 512 MiB worth) */
-    int32_t n_threads;           /* compute threads (0: all online CPUs) */
+    int32_t n_threads;           /* compute threads (0: all online CPUs). Idle threads spin-wait
+                                    between kernels (OpenMP): on a host whose cores are busy with
+                                    other work, fewer threads or OMP_WAIT_POLICY=passive do better */
     int32_t max_waiting;         /* requests queued beyond running ones before start says BUSY (default 1024) */
     int verify_hashes;           /* check weight hashes at open (default 1) */
     int prefix_cache;            /* reuse KV pages of shared prompt prefixes across requests (default 1) */

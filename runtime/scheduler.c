@@ -446,6 +446,7 @@ void *sched_main(void *arg) {
     ig_engine *e = arg;
     core *c = e->c;
     const int32_t V = e->pkg->desc->vocab;
+    const int nth = e->model->ctx.n_threads > 0 ? e->model->ctx.n_threads : 1;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         sched_reap_stopped(e);
@@ -475,7 +476,9 @@ void *sched_main(void *arg) {
         ig_status st = rt_model_forward(e->model, &b, &err);
         if (!st) {
             /* sample every sequence of the step in parallel, still without the lock */
-#pragma omp parallel for schedule(dynamic, 1) if (b.n_out > 1)
+            /* as many threads as the model's steps: a larger team would grow libgomp's pool past
+             * the CPUs and throttle every barrier's spin-wait into a futex sleep */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) if (b.n_out > 1)
             for (int32_t s = 0; s < b.n_seqs; s++) {
                 ig_request *r = e->b_reqs[s];
                 if (r->step_row < 0) continue;
