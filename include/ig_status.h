@@ -10,6 +10,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+/* Marks the functions libignis.so exports (the core is built with hidden visibility). */
+#ifndef IG_API
+#if defined(__GNUC__)
+#define IG_API __attribute__((visibility("default")))
+#else
+#define IG_API
+#endif
+#endif
+
 typedef enum ig_status {
     IG_OK = 0,
     IG_ERR_IO = 1,          /* file missing, unreadable, short read */
@@ -46,6 +55,7 @@ static inline ig_status ig_fail(ig_err *err, ig_status st, const char *fmt, ...)
     return st;
 }
 
-const char *ig_status_name(ig_status st);
+/* "io error", "invalid argument", ... (a static string; "unknown status" outside the enum). */
+IG_API const char *ig_status_name(ig_status st);
 
 #endif

@@ -2,8 +2,27 @@
  *
  * An engine serves one compiled package (made by `ignis compile`) to many concurrent requests:
  * continuous batching over a paged KV cache, chunked prefill, preemption by recompute when KV
- * pages run out, and per-request sampling. Every function here is thread-safe: requests can be
- * started, read, stopped and released from any thread.
+ * pages run out, and per-request sampling.
+ *
+ * Threads: every function may be called from any thread, concurrently with any other, with
+ * these rules for ig_engine_close:
+ *   - once ig_engine_close has begun, ig_request_start / ig_request_start_text on that engine
+ *     fail with IG_ERR_CLOSED and ig_engine_get_stats reports the counters with zero KV pages;
+ *     ig_engine_vocab / _max_context / _has_tokenizer keep answering;
+ *   - close waits for starts already inside the engine, then ends every request (status
+ *     STOPPED) and frees the model;
+ *   - request handles stay valid after close, until released: read gives what was queued, then
+ *     IG_ERR_CLOSED; sync/status/stop answer at once;
+ *   - the ig_engine pointer stays valid until ig_engine_close has returned AND every request
+ *     handle of the engine has been released; using it after that is a use of freed memory. A
+ *     program whose threads may call into an engine while another closes it keeps one request
+ *     handle (or joins those threads before close returns) to stay inside that window.
+ * Calling ig_engine_close twice is harmless while the pointer is valid.
+ *
+ * Layout check: ig_engine_config and ig_gen_config begin with struct_size, which their *_default
+ * functions set to the size this library was built with. ig_engine_open and ig_request_start
+ * reject any other value with IG_ERR_MISMATCH, so a binding built against another ignis.h
+ * fails with a message instead of misreading fields: always fill configs with *_default first.
  *
  * Life of a request:
  *   ig_request_start(engine, ids, n, &gen, &req, &err)   → handle (or an error for that request)
@@ -26,11 +45,7 @@
 extern "C" {
 #endif
 
-#if defined(__GNUC__)
-#define IG_API __attribute__((visibility("default")))
-#else
-#define IG_API
-#endif
+/* IG_API (the exported functions) comes from ig_status.h */
 
 typedef struct ig_engine ig_engine;
 typedef struct ig_request ig_request;
@@ -39,11 +54,14 @@ typedef struct ig_request ig_request;
 IG_API const char *ig_version(void);
 
 typedef struct ig_engine_config {
+    uint32_t struct_size;        /* sizeof(ig_engine_config), set by ig_engine_config_default */
     int32_t max_seqs;            /* sequences per step (default 32) */
     int32_t max_tokens_per_step; /* token budget of one step, prefill chunks + decode (default 256) */
     int64_t kv_bytes;            /* KV cache budget in bytes (0: use kv_pages) */
     int32_t kv_pages;            /* KV cache pages (0 and kv_bytes 0: 512 MiB worth) */
-    int32_t n_threads;           /* compute threads (0: all online CPUs) */
+    int32_t n_threads;           /* compute threads (0: all online CPUs). Idle threads spin-wait
+                                    between kernels (OpenMP): on a host whose cores are busy with
+                                    other work, fewer threads or OMP_WAIT_POLICY=passive do better */
     int32_t max_waiting;         /* requests queued beyond running ones before start says BUSY (default 1024) */
     int verify_hashes;           /* check weight hashes at open (default 1) */
     int prefix_cache;            /* reuse KV pages of shared prompt prefixes across requests (default 1) */
@@ -56,11 +74,15 @@ typedef struct ig_engine_config {
 } ig_engine_config;
 
 IG_API void ig_engine_config_default(ig_engine_config *cfg);
-/* Opens the package in pkg_dir. cfg may be NULL (defaults). *out: close with ig_engine_close. */
+/* Opens the package in pkg_dir. cfg may be NULL (defaults); otherwise it must come from
+ * ig_engine_config_default (IG_ERR_MISMATCH on a struct_size of another layout). *out: close with
+ * ig_engine_close. */
 IG_API ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg, ig_engine **out,
                                 ig_err *err);
-/* Stops every request (they end with status STOPPED), joins the scheduler, frees the engine.
- * Handles not yet released stay valid for read/release. Accepts NULL. */
+/* Refuses new requests (IG_ERR_CLOSED), waits for starts already inside, stops every request
+ * (they end with status STOPPED), joins the scheduler and frees the model. Handles not yet
+ * released stay valid for read/release; the engine's memory goes with the last of them (see
+ * "Threads" above). Accepts NULL. */
 IG_API void ig_engine_close(ig_engine *e);
 
 typedef struct ig_engine_stats {
@@ -82,6 +104,7 @@ IG_API int32_t ig_engine_max_context(const ig_engine *e);
 IG_API int ig_engine_has_tokenizer(const ig_engine *e);
 
 typedef struct ig_gen_config {
+    uint32_t struct_size;     /* sizeof(ig_gen_config), set by ig_gen_config_default */
     int32_t max_new_tokens;   /* default 128 */
     int32_t min_new_tokens;   /* EOS and stop ids are suppressed before this many (default 0) */
     float temperature;        /* 0 = greedy (default) */
@@ -139,7 +162,8 @@ typedef struct ig_output {
 } ig_output;
 IG_API void ig_output_free(ig_output *o); /* accepts NULL */
 
-/* Starts a request. ids are copied. Errors (invalid parameters, unknown ids, a prompt longer
+/* Starts a request. ids are copied; g may be NULL (defaults) or must come from
+ * ig_gen_config_default (IG_ERR_MISMATCH otherwise); IG_ERR_CLOSED once close has begun. Errors (invalid parameters, unknown ids, a prompt longer
  * than the model or the KV cache can hold, BUSY when too many are waiting) concern this request
  * only. *out: release with ig_request_release. */
 IG_API ig_status ig_request_start(ig_engine *e, const int32_t *ids, int32_t n_ids,

@@ -592,6 +592,158 @@ static void test_forward_sampling_guards(const char *pkg) {
     rt_package_close(p);
 }
 
+/* ---- close racing the API (ignis.h "Threads") */
+typedef struct race_arg {
+    ig_engine *e;
+    int id;
+    int started, closed_seen, bad_status;
+} race_arg;
+
+/* Starts, reads, stops and releases requests, and reads stats, until start says CLOSED. */
+static void *race_worker(void *p) {
+    race_arg *a = p;
+    uint64_t s = 1234567u + (uint64_t)a->id * 7919u;
+    for (int iter = 0; iter < 100000; iter++) {
+        int32_t ids[6];
+        for (int k = 0; k < 6; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            ids[k] = (int32_t)((s >> 33) % 100u) + 1;
+        }
+        ig_gen_config g;
+        ig_gen_config_default(&g);
+        g.max_new_tokens = 4 + (int32_t)(s % 8u);
+        g.ignore_eos = 1;
+        ig_request *r = NULL;
+        ig_err err;
+        ig_status st = ig_request_start(a->e, ids, 6, &g, &r, &err);
+        ig_engine_stats stats;
+        ig_engine_get_stats(a->e, &stats);
+        if (st == IG_ERR_CLOSED) {
+            a->closed_seen = 1;
+            return NULL;
+        }
+        if (st != IG_OK && st != IG_ERR_BUSY) a->bad_status = st;
+        if (st != IG_OK) continue;
+        a->started++;
+        ig_output *o;
+        if (ig_request_read(r, 1, &o, &err) == IG_OK) ig_output_free(o);
+        if (iter % 3 == 0) ig_request_stop(r);
+        if (iter % 2 == 0) ig_request_sync(r);
+        ig_request_release(r);
+    }
+    return NULL;
+}
+
+/* ig_engine_close while threads start, read, stop and release requests and read stats: no
+ * use of freed memory (the old engine freed itself under them: ASan reports it, a plain build
+ * crashes or reads garbage), starts after close begin fail with IG_ERR_CLOSED, and a handle
+ * kept across close still reads its queue to the end. */
+static void test_close_race(const char *pkg) {
+    int rounds = 0, closed = 0;
+    for (int round = 0; round < 6; round++) {
+        ig_engine_config cfg;
+        ig_engine_config_default(&cfg);
+        cfg.max_seqs = 4;
+        cfg.kv_pages = 16;
+        cfg.max_waiting = 8;
+        ig_engine *e;
+        ig_err err;
+        if (ig_engine_open(pkg, &cfg, &e, &err)) {
+            CHECK(0, "open: %s", err.msg);
+            return;
+        }
+        const int32_t V = ig_engine_vocab(e);
+        int32_t ids[4] = {1, 2, 3, 4};
+        ig_gen_config g;
+        ig_gen_config_default(&g);
+        g.max_new_tokens = 100000 < ig_engine_max_context(e) ? 100000 : ig_engine_max_context(e) - 8;
+        g.ignore_eos = 1;
+        ig_request *keeper;
+        CHECK(ig_request_start(e, ids, 4, &g, &keeper, &err) == IG_OK, "start keeper: %s", err.msg);
+        race_arg a[3];
+        pthread_t th[3];
+        for (int i = 0; i < 3; i++) {
+            a[i] = (race_arg){.e = e, .id = round * 3 + i};
+            pthread_create(&th[i], NULL, race_worker, &a[i]);
+        }
+        usleep(1000u * (unsigned)(1 + round * 7)); /* close at different points of the traffic */
+        ig_engine_close(e);
+        ig_engine_close(e); /* harmless while the keeper holds the engine */
+        ig_request *late = NULL;
+        CHECK(ig_request_start(e, ids, 4, &g, &late, &err) == IG_ERR_CLOSED && !late,
+              "start after close did not fail CLOSED");
+        ig_engine_stats st;
+        ig_engine_get_stats(e, &st);
+        CHECK(st.running == 0 && st.waiting == 0 && st.kv_pages_total == 0, "stats after close: %d running, %d waiting",
+              st.running, st.waiting);
+        CHECK(ig_engine_vocab(e) == V, "vocab after close %d != %d", ig_engine_vocab(e), V);
+        for (int i = 0; i < 3; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(a[i].closed_seen, "worker %d ended without seeing IG_ERR_CLOSED", i);
+            CHECK(a[i].bad_status == 0, "worker %d: start failed with status %d", i, a[i].bad_status);
+            rounds += a[i].started;
+        }
+        ig_req_status ks = ig_request_sync(keeper);
+        CHECK(ks == IG_REQ_STOPPED, "keeper ended with status %d, not STOPPED", ks);
+        int n_el = 0, last_status = -1;
+        ig_output *o;
+        while (ig_request_read(keeper, 0, &o, &err) == IG_OK) {
+            n_el++;
+            last_status = o->status;
+            ig_output_free(o);
+        }
+        CHECK(n_el >= 1 && last_status == IG_REQ_STOPPED, "keeper's queue after close: %d elements, last status %d",
+              n_el, last_status);
+        CHECK(ig_request_read(keeper, 0, &o, &err) == IG_ERR_CLOSED, "keeper's drained queue does not say CLOSED");
+        ig_request_release(keeper); /* the last handle: the engine's memory goes now */
+        closed++;
+    }
+    printf("close race: %d rounds, %d requests started around close\n", closed, rounds);
+}
+
+/* Config structs from another layout are refused by name; read timeouts run on the clock of
+ * the condition variable (a mismatch either returns at once or waits for decades). */
+static void test_config_layout_and_timeout(const char *pkg) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    CHECK(cfg.struct_size == sizeof cfg, "ig_engine_config_default set struct_size %u", cfg.struct_size);
+    ig_engine *e = NULL;
+    ig_err err = {{0}};
+    cfg.struct_size -= 8; /* a binding built against an older, shorter struct */
+    ig_status st = ig_engine_open(pkg, &cfg, &e, &err);
+    CHECK(st == IG_ERR_MISMATCH && !e && strstr(err.msg, "ig_engine_config.struct_size"), "old layout opened: %d %s", st, err.msg);
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 1;
+    if (ig_engine_open(pkg, &cfg, &e, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    CHECK(g.struct_size == sizeof g, "ig_gen_config_default set struct_size %u", g.struct_size);
+    int32_t ids[4] = {1, 2, 3, 4};
+    ig_request *r = NULL, *r2 = NULL;
+    g.struct_size = 0; /* not made by ig_gen_config_default */
+    st = ig_request_start(e, ids, 4, &g, &r, &err);
+    CHECK(st == IG_ERR_MISMATCH && !r && strstr(err.msg, "ig_gen_config.struct_size"), "bad gen layout: %d %s", st, err.msg);
+    ig_gen_config_default(&g);
+    g.max_new_tokens = ig_engine_max_context(e) - 8;
+    g.ignore_eos = 1;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) == IG_OK, "start: %s", err.msg);
+    /* max_seqs 1: the second waits behind the first and gets nothing within the timeout */
+    CHECK(ig_request_start(e, ids, 4, &g, &r2, &err) == IG_OK, "start: %s", err.msg);
+    ig_output *o = NULL;
+    double t0 = rt_now();
+    st = ig_request_read(r2, 60, &o, &err);
+    double dt = rt_now() - t0;
+    CHECK(st == IG_ERR_TIMEOUT && !o, "read of a waiting request: %d", st);
+    CHECK(dt >= 0.055 && dt < 5.0, "a 60 ms read timeout took %.3f s", dt);
+    ig_output_free(o);
+    ig_request_release(r);
+    ig_request_release(r2);
+    ig_engine_close(e);
+}
+
 int main(void) {
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/models", testdata());
@@ -608,6 +760,8 @@ int main(void) {
         test_limits(pkg);
         test_prefix_cache(pkg);
         test_forward_sampling_guards(pkg);
+        test_config_layout_and_timeout(pkg);
+        test_close_race(pkg);
         remove_pkg(pkg);
     }
     if (compile_pkg("llama-gqa", "bf16", pkg, sizeof pkg) == 0) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The Python interface (python/ignis over libignis.so): the three batch prompts of reference.json
 run concurrently from three threads give transformers' greedy tokens; a seeded sampled request
-repeats exactly; a bad parameter raises ignis.Error naming it; stop() ends a request STOPPED."""
-import json, os, sys, tempfile, threading
+repeats exactly; a bad parameter raises ignis.Error naming it; stop() ends a request STOPPED; a
+request handle outlives the engine's close; a config struct of another layout is refused."""
+import ctypes, json, os, sys, tempfile, threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
@@ -48,6 +49,25 @@ def main():
             s = eng.stats()
             if s["kv_pages_free"] + s["kv_pages_cached"] != s["kv_pages_total"]:
                 fails.append(f"pages leaked: {s}")
+            kept = eng.start([1, 2, 3], max_new_tokens=10000, ignore_eos=True)
+        # closed with `kept` running: its handle stays valid, its queue ends STOPPED
+        last = None
+        for o in kept:
+            last = o
+        if last is None or last.status != ignis.STOPPED:
+            fails.append(f"request kept across close ended with {last and last.status}")
+        kept.release()
+        lib = ignis._L()
+        lib.ig_status_name.restype = ctypes.c_char_p
+        if lib.ig_status_name(12) != b"closed":
+            fails.append("ig_status_name is not exported or wrong")
+        # a config of another layout is refused with a message naming the field
+        cfg = ignis._defaults(ignis._EngineConfig, lib.ig_engine_config_default)
+        cfg.struct_size -= 8
+        h, err = ctypes.c_void_p(), ignis._Err()
+        st = lib.ig_engine_open(pkg.encode(), ctypes.byref(cfg), ctypes.byref(h), ctypes.byref(err))
+        if st != 6 or b"ig_engine_config.struct_size" not in err.msg:
+            fails.append(f"engine config of another layout: status {st}, {err.msg!r}")
     for f in fails:
         print("FAIL:", f)
     print("ok" if not fails else f"{len(fails)} failures")

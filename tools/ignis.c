@@ -446,7 +446,7 @@ static void bench_cpu_report(const runner *r, int P, int N, double tp, double td
     double bytes_tok = (double)r->pkg->weights_bytes - (r->pkg->tie_embeddings ? 0 : (double)embed_bytes);
     printf("threads        %d\n", r->m->ctx.n_threads);
     printf("prefill        %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s", P, tp, P / tp, flops_prefill / tp / 1e9);
-    if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf ? "bf16 dot-product" : "f32 FMA", peak / 1e9);
+    if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf && (cpu & IG_CPU_AVX512BF16) ? "bf16 dot-product" : (cpu & IG_CPU_AVX512F) ? "f32 FMA (AVX-512)" : "f32 FMA (AVX2)", peak / 1e9);
     printf("\n");
     printf("decode         %d tokens: %.2f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
     printf("memory         measured read bandwidth %.1f GB/s; decode reads %.1f MB of weights per token\n", bw / 1e9, bytes_tok / 1e6);

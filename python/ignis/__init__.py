@@ -42,14 +42,14 @@ class _Err(ctypes.Structure):
 
 
 class _EngineConfig(ctypes.Structure):
-    _fields_ = [("max_seqs", ctypes.c_int32), ("max_tokens_per_step", ctypes.c_int32), ("kv_bytes", ctypes.c_int64),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("max_seqs", ctypes.c_int32), ("max_tokens_per_step", ctypes.c_int32), ("kv_bytes", ctypes.c_int64),
                 ("kv_pages", ctypes.c_int32), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
                 ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int),
                 ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p)]
 
 
 class _GenConfig(ctypes.Structure):
-    _fields_ = [("max_new_tokens", ctypes.c_int32), ("min_new_tokens", ctypes.c_int32), ("temperature", ctypes.c_float),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("max_new_tokens", ctypes.c_int32), ("min_new_tokens", ctypes.c_int32), ("temperature", ctypes.c_float),
                 ("top_k", ctypes.c_int32), ("top_p", ctypes.c_float), ("min_p", ctypes.c_float),
                 ("repetition_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
                 ("frequency_penalty", ctypes.c_float), ("seed", ctypes.c_uint64),
@@ -80,6 +80,18 @@ class _Output(ctypes.Structure):
 
 _lib = None
 _lib_lock = threading.Lock()
+
+
+def _defaults(struct, fill):
+    """A config struct filled by the library's *_default function. The struct lives in a larger
+    buffer, so a library whose struct is bigger cannot write past it; a struct_size other than
+    this mirror's size means libignis.so was built from another ignis.h."""
+    cfg = struct.from_buffer(bytearray(ctypes.sizeof(struct) + 1024))
+    fill(ctypes.byref(cfg))
+    if cfg.struct_size != ctypes.sizeof(struct):
+        raise Error(f"{struct.__name__[1:]}: libignis.so's struct is {cfg.struct_size} bytes, this binding's is "
+                    f"{ctypes.sizeof(struct)}: the Python package and the library come from different ignis versions")
+    return cfg
 
 
 def _L():
@@ -198,8 +210,7 @@ class Engine:
                  kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True,
                  prefix_cache: bool = True, device_sampling: bool = True):
         lib = _L()
-        cfg = _EngineConfig()
-        lib.ig_engine_config_default(ctypes.byref(cfg))
+        cfg = _defaults(_EngineConfig, lib.ig_engine_config_default)
         for name, v in (("max_seqs", max_seqs), ("max_tokens_per_step", max_tokens_per_step), ("kv_pages", kv_pages),
                         ("kv_bytes", kv_bytes), ("n_threads", threads), ("max_waiting", max_waiting)):
             if v:
@@ -223,8 +234,7 @@ class Engine:
         """Starts a request from text (the package's tokenizer) or token ids. Outputs carry each
         token's log-probability when logprobs=True (else NaN), and the top_logprobs best."""
         lib = _L()
-        g = _GenConfig()
-        lib.ig_gen_config_default(ctypes.byref(g))
+        g = _defaults(_GenConfig, lib.ig_gen_config_default)
         g.max_new_tokens, g.min_new_tokens, g.temperature, g.top_k = max_new_tokens, min_new_tokens, temperature, top_k
         g.top_p, g.min_p, g.repetition_penalty = top_p, min_p, repetition_penalty
         g.presence_penalty, g.frequency_penalty, g.seed = presence_penalty, frequency_penalty, seed

@@ -1,0 +1,147 @@
+/* scheduler.h — the engine's scheduler thread and the state it shares with the public API
+ * (engine.c). Internal to libignis.
+ *
+ * One scheduler thread owns the model instance, the KV pager, the prefix cache and every
+ * sequence's scheduling state. Each step it
+ *   1. ends the requests asked to stop (sched_reap_stopped),
+ *   2. plans the step under the token budget: running sequences' decode tokens first, then their
+ *      prefill chunks, then waiting requests admitted while KV pages and max_seqs allow
+ *      (chunked prefill: a prompt longer than the budget is fed over several steps);
+ *      when pages run out it evicts prefix-cache-only pages, then preempts the newest running
+ *      sequence (recompute: back to the head of the queue with no KV);
+ *   3. runs the flattened batch through the model without the lock, samples each sequence whose
+ *      chunk reached its last known token (in parallel), and
+ *   4. under the lock, appends the tokens, checks end conditions and queues one output element
+ *      per sampled sequence.
+ *
+ * Locking: core.mu guards request state, queues, lists, the pager and the stats; the scheduler
+ * drops it only for the forward pass and the sampling, which touch scheduler-only state.
+ *
+ * Lifetimes: the core (and the ig_engine shell inside it) is reference counted: one reference
+ * for the open engine, one per request handle not yet released. ig_engine_close frees the
+ * model, package and buffers but the shell and core live on until the last handle goes, so
+ * handles and calls racing close touch live memory (see ignis.h). */
+#ifndef IG_SCHEDULER_H
+#define IG_SCHEDULER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ignis.h"
+#include "kv_pager.h"
+#include "prefix_cache.h"
+#include "rt_package.h"
+#include "sampler.h"
+#include "stop.h"
+#include "tokenizer.h"
+
+/* One queued output in one allocation: the queue link, the public ig_output, and behind them its
+ * arrays (tokens, logprobs, top) and OUT_TEXT_INLINE bytes for its text, so a decode step costs
+ * one malloc per sequence; text that outgrows the inline bytes moves to its own buffer.
+ * ig_output_free finds the block from the ig_output (every ig_output is made by sched_new_output). */
+#define OUT_TEXT_INLINE 64
+typedef struct out_node {
+    struct out_node *next;
+    ig_output o;
+    char *text_inline; /* o.text points here while the text fits */
+    size_t text_cap;   /* bytes o.text can hold, NUL included */
+} out_node;
+#define OUT_NODE(op) ((out_node *)((char *)(op) - offsetof(out_node, o)))
+
+typedef struct core core;
+
+struct ig_request {
+    core *c;
+    int refs;                   /* user handle + engine */
+    pthread_cond_t cv;          /* readers wait here (on c->mu); CLOCK_MONOTONIC */
+    /* generation config (arrays copied) */
+    ig_gen_config g;
+    int32_t *stop_ids;
+    char **stop_strings;
+    int32_t *bias_ids;
+    float *bias_vals;
+    /* tokens: prompt then generated */
+    int32_t *tokens;
+    int32_t n_prompt, n_tokens, cap;
+    int32_t n_gen;
+    /* visible state */
+    ig_req_status status;
+    ig_finish_reason finish;
+    int ended;                  /* final element queued */
+    int stop_requested;
+    out_node *head, *tail;
+    out_node *final;            /* the end element, allocated at start (NULL once queued) */
+    /* scheduler-only */
+    kv_seq kv;
+    int32_t n_kv;               /* tokens whose K/V are in the cache */
+    int32_t n_keyed;            /* leading full pages offered to the prefix cache */
+    uint64_t last_key;          /* prefix-cache key of page n_keyed - 1 (0: none) */
+    smp_state *smp;
+    tok_stream *ts;
+    stop_matcher *sm;
+    struct ig_request *next;    /* in the waiting or running list */
+    int32_t step_take;          /* tokens fed in the current step */
+    int32_t step_row;           /* logits row in the current step, or -1 */
+};
+
+struct core {
+    pthread_mutex_t mu;
+    pthread_cond_t work;        /* the scheduler waits here */
+    pthread_cond_t calls_done;  /* ig_engine_close waits here for n_calls to reach 0 */
+    int refs;                   /* engine + live request handles */
+    int shutdown;               /* the scheduler must end every request and exit */
+    int closing;                /* ig_engine_close has begun: new engine calls fail (CLOSED) */
+    int n_calls;                /* engine calls inside the engine (start, start_text) */
+    /* lists (FIFO) */
+    struct ig_request *wait_head, *wait_tail;
+    struct ig_request *run_head; /* admission order, newest last */
+    int32_t n_waiting, n_running;
+    ig_engine_stats stats;
+    struct ig_engine *engine;   /* the shell, freed with the core */
+};
+
+struct ig_engine {
+    core *c;
+    ig_engine_config cfg;
+    int32_t vocab, max_context; /* model facts, valid after close too */
+    int has_tokenizer;
+    rt_package *pkg;
+    rt_model *model;
+    kv_pager *pager;
+    prefix_cache *pc;           /* NULL when disabled */
+    tok_tokenizer *tok;
+    pthread_t thread;
+    int thread_started;
+    /* step buffers, sized once (no malloc on the step path) */
+    int32_t *b_ids, *b_pos, *b_seq, *b_rows, *b_pages;
+    float *b_logits;
+    struct ig_request **b_reqs;
+    smp_result *b_res;          /* [max_seqs] sampling results of the step */
+    ig_fwd_sample *b_sp;        /* [max_seqs] device sampling per logits row (device_sampling) */
+    int32_t *b_dev_tok;         /* [max_seqs] tokens the device chose */
+    int device_sampling;        /* the model samples eligible rows (config and IG_MODEL_CAP_SAMPLE) */
+    ig_status *b_sampled;       /* [max_seqs] */
+    ig_err *b_errs;             /* [max_seqs] */
+    int32_t max_pages_per_seq;
+};
+
+/* ---- provided by scheduler.c */
+
+/* The scheduler thread's body; arg is the ig_engine (borrowed). Returns once core.shutdown is
+ * set, with every request it held ended. */
+void *sched_main(void *arg);
+/* Ends the requests asked to stop, wherever they are, and all of them once core.shutdown is set
+ * (c->mu held). */
+void sched_reap_stopped(struct ig_engine *e);
+/* An output element for n_tokens tokens of r (arrays uninitialized, text empty, status r's), or
+ * NULL when out of memory. Free with ig_output_free. */
+ig_output *sched_new_output(const struct ig_request *r, int32_t n_tokens);
+
+/* ---- provided by engine.c */
+
+/* Drops one reference to r (c->mu held): frees r at zero and then drops r's reference to the
+ * core; *free_core says the caller must core_release the core after unlocking. */
+void eng_request_unref_locked(struct ig_request *r, int *free_core);
+
+#endif
