@@ -429,26 +429,15 @@ static void plan_decode_layers(gen *c) {
         dl->head = &g->nodes[tail + 1];
 }
 
-/* The compile-time tuning of stream.cuh as #defines: only values other than the template's
- * defaults (which tuning.c's defaults are), so an untuned package's source is the same. */
+/* The compile-time tuning of the templates as #defines (the keys with a macro in tuning.c's
+ * table): only values other than the defaults, which are the templates' own, so an untuned
+ * package's source is the same. */
 static void stream_tuning(const cg_tuning *t, char *buf, size_t cap) {
-    cg_tuning d;
-    tune_compile_defaults(&d);
-    static const struct {
-        size_t off;
-        const char *macro;
-    } m[] = {{offsetof(cg_tuning, st_group), "IG_ST_GROUP"},
-             {offsetof(cg_tuning, st_acc), "IG_ST_ACC"},
-             {offsetof(cg_tuning, st_inflight), "IG_ST_INFLIGHT"},
-             {offsetof(cg_tuning, st_l2hint), "IG_ST_L2HINT"}};
     size_t len = 0;
     buf[0] = 0;
-    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
-        int32_t v, dv;
-        memcpy(&v, (const char *)t + m[k].off, sizeof v);
-        memcpy(&dv, (const char *)&d + m[k].off, sizeof dv);
-        if (v != dv && len < cap) len += (size_t)snprintf(buf + len, cap - len, "#define %s %d\n", m[k].macro, v);
-    }
+    for (const tune_key *k = tune_keys; k->name; k++)
+        if (k->phase == TUNE_COMPILE && k->macro && tune_get(k, t) != k->def && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "#define %s %d\n", k->macro, tune_get(k, t));
 }
 
 /* The persistent kernel's instance (after the per-op ones: its attention device functions, then

@@ -42,6 +42,7 @@ typedef struct tune_key {
     size_t offset;  /* of the int32_t field in cg_tuning or ig_model_tuning */
     int32_t min, max, def;
     uint32_t only;  /* nonzero: bit (v - min) set for each accepted value v (a set, not a range) */
+    const char *macro; /* compile-time keys: the template macro it sets when not the default, or NULL */
     const char *doc;
 } tune_key;
 
