@@ -209,6 +209,42 @@ static void publish_pages(ig_engine *e, ig_request *r) {
     }
 }
 
+/* Moves the head of the waiting queue into the running list with its first chunk of at most
+ * `budget` tokens, reusing prefix-cache pages (c->mu held). Returns the chunk's length, or 0 when
+ * it does not fit now (it stays at the head). */
+static int32_t admit_head(ig_engine *e, int32_t budget) {
+    core *c = e->c;
+    const ig_model_desc *d = e->pkg->desc;
+    ig_request *r = c->wait_head;
+    if (r->n_kv == 0) match_prefix(e, r);
+    int32_t need_pages = (r->n_tokens + 1 + d->page_size - 1) / d->page_size - r->kv.n_pages;
+    /* keep one page per running sequence in reserve so admission does not immediately
+     * force a preemption at the next decode step; cached pages are given up first */
+    while (need_pages + c->n_running > e->pager->n_free && e->pc && pc_evict_one(e->pc, e->pager)) {}
+    int32_t take = r->n_tokens - r->n_kv < budget ? r->n_tokens - r->n_kv : budget;
+    ig_err err;
+    if ((need_pages + c->n_running > e->pager->n_free && c->n_running > 0) ||
+        kv_seq_reserve(e->pager, &r->kv, r->n_kv + take, d->page_size, &err) != IG_OK) {
+        /* not now: give the matched pages back, the match is redone at admission */
+        kv_seq_release(e->pager, &r->kv);
+        r->n_kv = r->n_keyed = 0;
+        r->last_key = 0;
+        return 0;
+    }
+    c->stats.prefix_hit_tokens += r->n_kv;
+    c->wait_head = r->next;
+    if (!c->wait_head) c->wait_tail = NULL;
+    c->n_waiting--;
+    r->next = NULL;
+    ig_request **p = &c->run_head;
+    while (*p) p = &(*p)->next;
+    *p = r;
+    c->n_running++;
+    if (r->status == IG_REQ_QUEUED) r->status = IG_REQ_PREFILLING;
+    r->step_take = take;
+    return take;
+}
+
 /* Plans the next step (c->mu held). Returns the number of sequences in it. */
 static int32_t plan_step(ig_engine *e, int32_t *n_tokens_out) {
     core *c = e->c;
@@ -257,33 +293,8 @@ static int32_t plan_step(ig_engine *e, int32_t *n_tokens_out) {
     }
     /* admit waiting requests while there is room */
     while (c->wait_head && budget > 0 && c->n_running < e->cfg.max_seqs) {
-        ig_request *r = c->wait_head;
-        if (r->n_kv == 0) match_prefix(e, r);
-        int32_t need_pages = (r->n_tokens + 1 + d->page_size - 1) / d->page_size - r->kv.n_pages;
-        /* keep one page per running sequence in reserve so admission does not immediately
-         * force a preemption at the next decode step; cached pages are given up first */
-        while (need_pages + c->n_running > e->pager->n_free && e->pc && pc_evict_one(e->pc, e->pager)) {}
-        int32_t take = r->n_tokens - r->n_kv < budget ? r->n_tokens - r->n_kv : budget;
-        ig_err err;
-        if ((need_pages + c->n_running > e->pager->n_free && c->n_running > 0) ||
-            kv_seq_reserve(e->pager, &r->kv, r->n_kv + take, d->page_size, &err) != IG_OK) {
-            /* not now: give the matched pages back, the match is redone at admission */
-            kv_seq_release(e->pager, &r->kv);
-            r->n_kv = r->n_keyed = 0;
-            r->last_key = 0;
-            break;
-        }
-        c->stats.prefix_hit_tokens += r->n_kv;
-        c->wait_head = r->next;
-        if (!c->wait_head) c->wait_tail = NULL;
-        c->n_waiting--;
-        r->next = NULL;
-        ig_request **p = &c->run_head;
-        while (*p) p = &(*p)->next;
-        *p = r;
-        c->n_running++;
-        if (r->status == IG_REQ_QUEUED) r->status = IG_REQ_PREFILLING;
-        r->step_take = take;
+        int32_t take = admit_head(e, budget);
+        if (take == 0) break;
         budget -= take;
         n_tok += take;
         n_seq++;
@@ -442,31 +453,76 @@ static void advance(ig_engine *e, ig_request *r, ig_status sampled, const smp_re
         push_output(r, o);
 }
 
+/* Samples every sequence of the step whose chunk reached its last known token, in parallel and
+ * without the lock (each touches only its own sampler state and logits row). */
+static void sample_step(ig_engine *e, const ig_fwd_batch *b) {
+    const int32_t V = e->vocab;
+    /* as many threads as the model's steps: a larger team would grow libgomp's pool past the
+     * CPUs and throttle every barrier's spin-wait into a futex sleep */
+    const int nth = e->model->ctx.n_threads > 0 ? e->model->ctx.n_threads : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) if (b->n_out > 1)
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        ig_request *r = e->b_reqs[s];
+        if (r->step_row < 0) continue;
+        if (b->sample && b->sample[r->step_row].on) {
+            int32_t tok = b->sampled[r->step_row];
+            e->b_sampled[s] = tok >= 0 && tok < V ? IG_OK
+                                                  : ig_fail(&e->b_errs[s], IG_ERR_INVALID,
+                                                            "the step's logits held NaN or +inf (or were all -inf)");
+            if (!e->b_sampled[s]) smp_device_accept(r->smp, tok, &e->b_res[s]);
+        } else {
+            e->b_sampled[s] = sample_one(e, r, e->b_logits + (size_t)r->step_row * V, &e->b_res[s], &e->b_errs[s]);
+        }
+    }
+}
+
+/* Takes the step's results (c->mu held): KV progress, prefix-cache pages, sampled tokens; a
+ * failed forward (st) ends every sequence of the step with its message. */
+static void apply_step(ig_engine *e, const ig_fwd_batch *b, ig_status st, const ig_err *err) {
+    core *c = e->c;
+    c->stats.steps++;
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        ig_request *r = e->b_reqs[s];
+        int32_t take = r->step_take;
+        r->step_take = 0;
+        if (st) {
+            end_running(e, r, IG_REQ_ERROR, IG_FINISH_NONE, err->msg, NULL);
+            continue;
+        }
+        if (r->n_kv < r->n_prompt) c->stats.tokens_prefilled += take;
+        r->n_kv += take;
+        publish_pages(e, r);
+        if (r->step_row >= 0) advance(e, r, e->b_sampled[s], &e->b_res[s], &e->b_errs[s]);
+    }
+}
+
+/* Nothing to run this step (c->mu held): sleep until work arrives, or fail the head of the queue
+ * when nothing runs and it still does not fit (it never can: start() checks prompts against the
+ * pool; this guards recomputes). */
+static void idle_step(ig_engine *e) {
+    core *c = e->c;
+    if (!c->run_head && !c->wait_head) {
+        pthread_cond_wait(&c->work, &c->mu);
+    } else if (!c->run_head) {
+        ig_request *r = c->wait_head;
+        c->wait_head = r->next;
+        if (!c->wait_head) c->wait_tail = NULL;
+        r->next = NULL;
+        c->n_waiting--;
+        finish_request(e, r, IG_REQ_ERROR, IG_FINISH_NONE, "the sequence no longer fits in the KV cache", NULL);
+    }
+}
+
 void *sched_main(void *arg) {
     ig_engine *e = arg;
     core *c = e->c;
-    const int32_t V = e->pkg->desc->vocab;
-    const int nth = e->model->ctx.n_threads > 0 ? e->model->ctx.n_threads : 1;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         sched_reap_stopped(e);
         if (c->shutdown) break;
         int32_t n_tok = 0;
-        int32_t n_seq = plan_step(e, &n_tok);
-        if (n_seq == 0) {
-            if (!c->run_head && !c->wait_head) {
-                pthread_cond_wait(&c->work, &c->mu);
-            } else if (!c->run_head) {
-                /* nothing running and the head of the queue still does not fit: it can never
-                 * run (start() checks prompts against the pool; this guards recomputes) */
-                ig_request *r = c->wait_head;
-                c->wait_head = r->next;
-                if (!c->wait_head) c->wait_tail = NULL;
-                r->next = NULL;
-                c->n_waiting--;
-                finish_request(e, r, IG_REQ_ERROR, IG_FINISH_NONE,
-                               "the sequence no longer fits in the KV cache", NULL);
-            }
+        if (plan_step(e, &n_tok) == 0) {
+            idle_step(e);
             continue;
         }
         ig_fwd_batch b;
@@ -474,42 +530,9 @@ void *sched_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
         ig_err err;
         ig_status st = rt_model_forward(e->model, &b, &err);
-        if (!st) {
-            /* sample every sequence of the step in parallel, still without the lock */
-            /* as many threads as the model's steps: a larger team would grow libgomp's pool past
-             * the CPUs and throttle every barrier's spin-wait into a futex sleep */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) if (b.n_out > 1)
-            for (int32_t s = 0; s < b.n_seqs; s++) {
-                ig_request *r = e->b_reqs[s];
-                if (r->step_row < 0) continue;
-                if (b.sample && b.sample[r->step_row].on) {
-                    int32_t tok = b.sampled[r->step_row];
-                    e->b_sampled[s] = tok >= 0 && tok < V ? IG_OK
-                                                          : ig_fail(&e->b_errs[s], IG_ERR_INVALID,
-                                                                    "the step's logits held NaN or +inf (or were all -inf)");
-                    if (!e->b_sampled[s]) smp_device_accept(r->smp, tok, &e->b_res[s]);
-                } else {
-                    e->b_sampled[s] = sample_one(e, r, e->b_logits + (size_t)r->step_row * V, &e->b_res[s], &e->b_errs[s]);
-                }
-            }
-        }
+        if (!st) sample_step(e, &b);
         pthread_mutex_lock(&c->mu);
-        c->stats.steps++;
-        for (int32_t s = 0; s < b.n_seqs; s++) {
-            ig_request *r = e->b_reqs[s];
-            int32_t take = r->step_take;
-            r->step_take = 0;
-            if (st) {
-                list_remove(&c->run_head, r);
-                c->n_running--;
-                finish_request(e, r, IG_REQ_ERROR, IG_FINISH_NONE, err.msg, NULL);
-                continue;
-            }
-            if (r->n_kv < r->n_prompt) c->stats.tokens_prefilled += take;
-            r->n_kv += take;
-            publish_pages(e, r);
-            if (r->step_row >= 0) advance(e, r, e->b_sampled[s], &e->b_res[s], &e->b_errs[s]);
-        }
+        apply_step(e, &b, st, &err);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;

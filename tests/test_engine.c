@@ -729,17 +729,24 @@ static void test_config_layout_and_timeout(const char *pkg) {
     ig_gen_config_default(&g);
     g.max_new_tokens = ig_engine_max_context(e) - 8;
     g.ignore_eos = 1;
-    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) == IG_OK, "start: %s", err.msg);
-    /* max_seqs 1: the second waits behind the first and gets nothing within the timeout */
+    /* max_seqs 1: the last request waits behind 24 long ones and should get nothing within
+     * the timeout; if they all end first its output arrives early, never late */
+    ig_request *blockers[24];
+    for (int i = 0; i < 24; i++) CHECK(ig_request_start(e, ids, 4, &g, &blockers[i], &err) == IG_OK, "start: %s", err.msg);
     CHECK(ig_request_start(e, ids, 4, &g, &r2, &err) == IG_OK, "start: %s", err.msg);
     ig_output *o = NULL;
     double t0 = rt_now();
     st = ig_request_read(r2, 60, &o, &err);
     double dt = rt_now() - t0;
-    CHECK(st == IG_ERR_TIMEOUT && !o, "read of a waiting request: %d", st);
-    CHECK(dt >= 0.055 && dt < 5.0, "a 60 ms read timeout took %.3f s", dt);
+    CHECK(st == IG_ERR_TIMEOUT || st == IG_OK, "read of a waiting request: %d", st);
+    /* a deadline on another clock than the condition variable's either returns at once or
+     * sleeps until the output comes (after the blockers: about 1 s here) */
+    if (st == IG_ERR_TIMEOUT)
+        CHECK(dt >= 0.055 && dt < 1.0, "a 60 ms read timeout returned after %.3f s", dt);
+    else
+        CHECK(dt < 0.25, "a 60 ms read returned its output after %.3f s (the timeout did not fire)", dt);
     ig_output_free(o);
-    ig_request_release(r);
+    for (int i = 0; i < 24; i++) ig_request_release(blockers[i]);
     ig_request_release(r2);
     ig_engine_close(e);
 }
