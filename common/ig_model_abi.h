@@ -83,7 +83,7 @@ typedef struct ig_fwd_batch {
     int32_t *sampled;          /* [n_out] */
 } ig_fwd_batch;
 
-/* Run-time tuning of a device package's code (runtime/tuning.c holds the table: names, ranges,
+/* Run-time tuning of a device package's code (runtime/serving/tuning.c holds the table: names, ranges,
  * defaults and what each measured). The runtime fills it from ig_engine_config.tune. */
 typedef struct ig_model_tuning {
     int32_t persistent;     /* one-token steps on the persistent decode kernel where it exists (1) */

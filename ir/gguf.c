@@ -109,7 +109,7 @@ static ig_status rd_u32(cursor *c, uint32_t *v, const char *what) { return rd(c,
 static ig_status rd_u64(cursor *c, uint64_t *v, const char *what) { return rd(c, v, 8, what); }
 
 static ig_status rd_str(cursor *c, gguf_str *s, const char *what) {
-    uint64_t n;
+    uint64_t n = 0;
     ig_status st = rd_u64(c, &n, what);
     if (st) return st;
     if (n > left(c)) return trunc_err(c, what, n);

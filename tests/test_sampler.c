@@ -1,4 +1,4 @@
-/* test_sampler.c — the token sampler (runtime/sampler.c) and the stop-string matcher (stop.c).
+/* test_sampler.c — the token sampler (runtime/serving/sampler.c) and the stop-string matcher (runtime/text/stop.c).
  *
  * Expected values come from references written here in the plain way, in double: a full sort for
  * top-k / top-p / min-p sets, log-softmax for logprobs, hand-computed penalized logits placed just

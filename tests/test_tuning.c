@@ -1,4 +1,4 @@
-/* test_tuning.c — the tuning keys' parser (runtime/tuning.c): accepted values land in the right
+/* test_tuning.c — the tuning keys' parser (runtime/serving/tuning.c): accepted values land in the right
  * field, every bad entry is an error naming it and changes nothing after it, a key of the other
  * phase is refused (or skipped for IGNIS_TUNE), and random strings never crash the parser nor put
  * an out-of-range value into a field. */

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Generates runtime/tok_unicode_tables.c from Python's unicodedata.
+"""Generates runtime/text/tok_unicode_tables.c from Python's unicodedata.
 
 The tokenizer's regex engine needs general categories (\\p{L}, \\p{N}, ...), simple case mappings
 for (?i:...) groups, and the normalizers need canonical / compatibility decompositions, canonical
 combining classes and the primary-composite table for NFC/NFKC. The generated file is committed so
-that building ignis needs no Python. Run: python3 tools/gen_unicode_tables.py > runtime/tok_unicode_tables.c
+that building ignis needs no Python. Run: python3 tools/gen_unicode_tables.py > runtime/text/tok_unicode_tables.c
 """
 import sys
 import unicodedata as ud

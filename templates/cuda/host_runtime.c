@@ -13,7 +13,7 @@
  * — tuning, batch validation, the choice of multi-step runs and chained steps — is plain C.
  *
  * Run-time choices come from ctx->tuning (ig_model_abi.h; keys, ranges and defaults in
- * runtime/tuning.c), never from the environment. */
+ * runtime/serving/tuning.c), never from the environment. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -515,7 +515,7 @@ static void fini(ig_model_ctx *ctx) {
     } while (0)
 
 /* The run-time choices of a GPU of compute capability major.x with n_sm SMs, from the tuning (whose
- * values are in range: runtime/tuning.c checked them). Plain C: tested without a GPU. */
+ * values are in range: runtime/serving/tuning.c checked them). Plain C: tested without a GPU. */
 static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int n_sm, int32_t max_tokens) {
     st->max_tokens = max_tokens;
     st->max_pages = MAX_PAGES_PER_SEQ;
