@@ -239,7 +239,6 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _merge)(const float *sm, 
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AT_OT_ *out) {
-    IG_PDL_ENTER();
     static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
     static_assert(AT_D % 8 == 0, "AT_D must be a multiple of 8 (16-byte loads)");
     extern __shared__ float ig_dyn_smem[];
@@ -315,7 +314,6 @@ extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
                         const int *positions, const int *token_seq, const int *page_table, int max_pages,
                         float *ws, unsigned *counters, AT_OT_ *out) {
-    IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
     const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
     if (t >= T) return;
@@ -410,7 +408,6 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
                              const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off,
                              const int *positions, const int *token_seq, const int *page_table, int max_pages,
                              float *ws, unsigned *counters, AT_OT_ *out) {
-    IG_PDL_ENTER();
     extern __shared__ float ig_dyn_smem[];
     if ((int)blockIdx.y >= T) return;
     const int ns = IG_CAT(AT_NAME, _splits)(positions[blockIdx.y] + 1);

@@ -375,7 +375,6 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 2)
 AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AP_OT_ *out) {
-    IG_PDL_ENTER();
     static_assert(AP_H % AP_KV == 0, "AP_H must be a multiple of AP_KV");
     static_assert(AP_D % 8 == 0, "AP_D must be a multiple of 8 (16-byte loads)");
     static_assert(IG_AP_BM == 16 * IG_AP_WARPS, "each warp owns 16 rows of the tile");

@@ -22,25 +22,6 @@ typedef unsigned short ig_bf16;
 #define IG_NEG_INF (__int_as_float(0xff800000))
 #define IG_FULL_MASK 0xffffffffu
 
-/* Programmatic dependent launch (sm_90+; the host launches with programmatic stream
- * serialization). ig_pdl_trigger lets the next kernel of the stream start launching its CTAs;
- * ig_pdl_wait blocks until every earlier kernel this one depends on has completed and its writes
- * are visible. Every kernel calls the wait before it touches memory that another kernel writes
- * or reads, so correctness never depends on where the trigger is; kernels trigger at their start
- * so that the next kernel's launch and prologue overlap their own work. Launched without the
- * attribute (or before sm_90) both are no-ops. */
-IG_DEV void ig_pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-IG_DEV void ig_pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-/* Both, at the top of a kernel that has nothing to do before its inputs are ready. */
-#define IG_PDL_ENTER() (ig_pdl_trigger(), ig_pdl_wait())
 
 IG_DEV float ig_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 

@@ -26,7 +26,6 @@
 #endif
 
 extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const int *ids, const EM_WT_ *w, float *x) {
-    IG_PDL_ENTER();
     static_assert(EM_D % 8 == 0, "EM_D must be a multiple of 8");
     constexpr int ES = EM_WBF16 ? 2 : 4, VE = 16 / ES, NV = EM_D / VE;
     const int t = blockIdx.x;

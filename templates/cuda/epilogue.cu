@@ -51,7 +51,6 @@
 
 #ifdef EP_BIAS_NAME
 extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_BIAS_NAME(int T, float *y, const float *bias) {
-    IG_PDL_ENTER();
     const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
     if (n < EP_N && t < T) y[(size_t)t * EP_LDY + n] += bias[n];
 }
@@ -60,7 +59,6 @@ extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_BIAS_NAME(int T, fl
 #ifdef EP_SWIGLU_NAME
 extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK)
 EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
-    IG_PDL_ENTER();
     static_assert(EP_I % 16 == 0 && EP_LDGU % 8 == 0, "SwiGLU needs I % 16 == 0 and 16-byte rows");
     const int i0 = (blockIdx.x * IG_EP_BLOCK + threadIdx.x) * 8, t = blockIdx.y;
     if (i0 >= EP_I || t >= T) return;

@@ -198,12 +198,10 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
         }
     };
 
-    ig_pdl_trigger();
-    /* the first chunk of W this warp reads, before waiting: weights never depend on other kernels */
+    /* the first chunk of W this warp reads, before staging x */
     uint4 raw[2][IG_MV_VPL];
     const int p0 = KS == 1 ? gw : blockIdx.x * SLOTS + slot, c0 = KS == 1 ? 0 : ks;
     if (p0 < NPAIR && c0 < NCH) ig_mv_load<MV_K, WES, SW>(wc, p0, c0, lane, raw);
-    ig_pdl_wait(); /* x, y and the residual are the previous kernels' results */
 
     for (int t0 = 0; t0 < T; t0 += TG) {
         const int tn = min(TG, T - t0);

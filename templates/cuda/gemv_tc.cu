@@ -95,7 +95,6 @@ MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const
     __shared__ float part[8][32][2 * NA];
     const int lane = threadIdx.x & 31, w8 = threadIdx.x >> 5, slot = w8 / KS, ks = w8 % KS;
     const int g = lane >> 2, q = lane & 3;
-    IG_PDL_ENTER();
 
     /* this lane's token row of x: normalized into shared memory, or straight from global */
     const unsigned short *xt;

@@ -32,7 +32,6 @@
 
 extern "C" __global__ void __launch_bounds__(IG_RN_BLOCK(RN_D))
 RN_NAME(int T, const float *x, const float *gamma, RN_AT_ *out) {
-    IG_PDL_ENTER();
     __shared__ float red[32];
     const int t = blockIdx.x;
     if (t >= T) return;

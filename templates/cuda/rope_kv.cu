@@ -58,7 +58,6 @@ extern "C" __global__ void __launch_bounds__(IG_RK_BLOCK(RK_D))
 RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, const float *k_norm,
         float *q_out, unsigned char *kv_pool, unsigned long long layer_off, const int *positions,
         const int *token_seq, const int *page_table, int max_pages) {
-    IG_PDL_ENTER();
     static_assert(RK_D % 2 == 0, "RK_D must be even");
     static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
     constexpr int HD = RK_D / 2, W = (RK_H + 2 * RK_KV) * RK_D;

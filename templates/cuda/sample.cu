@@ -125,7 +125,6 @@ IG_DEV unsigned ig_sm_select(const float *l, float m, float invt, unsigned floor
 
 extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK)
 SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsigned long long *amax, int n_part) {
-    IG_PDL_ENTER();
     __shared__ unsigned long long hist[256];
     __shared__ unsigned long long sh[33];
     __shared__ float sv[32];

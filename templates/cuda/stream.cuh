@@ -69,16 +69,11 @@
 #ifndef IG_ST_ACC
 #define IG_ST_ACC 2
 #endif
-/* 0 (default): a fused RMSNorm phase rounds x * scale * gamma to bf16, as rmsnorm.cu does, so the
- * persistent kernel and the per-op kernels multiply the same operands. 1 (measurement): it
- * multiplies by x * gamma rounded to bf16 and scales the sums in the epilogue, so its first mma
- * does not wait for the CTA-wide sum of squares. H200, 1B decode: 0.726 / 0.738 against 0.729 /
- * 0.742 ms/token (context 64-192 / 64-320), golden errors alike, but the two paths' logits differ
- * twice as much (2.2e-2 against 1.0e-2 x max|logit|; argmax equal on 96% of 48 random-weight
- * steps against 100%): not worth 0.4%. */
-#ifndef IG_ST_LATE_SCALE
-#define IG_ST_LATE_SCALE 0
-#endif
+/* A fused RMSNorm phase rounds x * scale * gamma to bf16, as rmsnorm.cu does, so the persistent
+ * kernel and the per-op kernels multiply the same operands. (Scaling the sums in the epilogue
+ * instead, so the first mma need not wait for the CTA-wide sum of squares, measured 0.726 / 0.738
+ * against 0.729 / 0.742 ms/token on the H200 1B decode (context 64-192 / 64-320) with twice the
+ * difference between the two paths' logits: dropped, see SPEC.md.) */
 #define IG_ST_PSUM 4096 /* warp sums (2 per warp) of up to 256 slots per phase and CTA */
 #define IG_ST_MAXCH (IG_ST_PSUM / (2 * IG_ST_CWARPS))
 
@@ -292,7 +287,6 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     float yold = 0.0f;
     if (EPI == 1 && t < r1 - r0 && r0 + t < n_out) yold = ig_st_ldf((const float *)y + r0 + t);
     unsigned xb[SP][MW][2];
-    float ss_late = 0.0f; /* IG_ST_LATE_SCALE: this lane's sum of squares of x */
     if (NORM) {
         float xf[SP][MW][4];
         float ss = 0.0f;
@@ -318,15 +312,10 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
 #pragma unroll
                     for (int e = 0; e < 4; e++) ss = fmaf(xf[h][m][e], xf[h][m][e], ss);
             }
-#if IG_ST_LATE_SCALE
-        const float scale = 1.0f; /* the epilogue's (ig_st_nscale), after a barrier it has anyway */
-        ss_late = ss;             /* reduced after the slots, off the first mma's path */
-#else
         ss = ig_warp_sum(ss);
         if (lane == 0) st->nred[warp] = ss;
         ig_st_cbar();
         const float scale = ig_st_nscale(st, K, eps);
-#endif
 #pragma unroll
         for (int h = 0; h < SP; h++)
 #pragma unroll
@@ -407,14 +396,9 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
             if (lane % low == 0 && c0 + sjs < ce) st->psum[((c0 + sjs - cb) * IG_ST_CWARPS + warp) * 2 + sr] = v[0];
         }
         IG_ST_MARK(3);
-        if (NORM && IG_ST_LATE_SCALE && cb == 0) { /* the sums of squares, for ig_st_nscale */
-            ss_late = ig_warp_sum(ss_late);
-            if (lane == 0) st->nred[warp] = ss_late;
-        }
         ig_st_cbar(); /* every slot's sums of the batch are in */
-        const float rscale = NORM && IG_ST_LATE_SCALE ? ig_st_nscale(st, K, eps) : 1.0f;
         /* local row k of the batch, in its slots (k / R) SP + h: pair (k % R) / 2, row (k % R) % 2; the sums
-         * of its pieces' warps (times the norm's scale when it comes late) */
+         * of its pieces' warps */
         auto rowsum = [&](int k) {
             const int kr = k % R, p = kr >> 1, r = kr & 1;
             float s = 0.0f;
@@ -424,7 +408,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
 #pragma unroll
                 for (int i = 0; i < WP; i++) s += st->psum[(ci * IG_ST_CWARPS + p * WP + i) * 2 + r];
             }
-            return s * rscale;
+            return s;
         };
         const int k0 = cb / SP * R, k1 = min(nr, ce / SP * R); /* the batch's local rows */
         if (EPI == 2) {
