@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 4u
+#define IG_MODEL_ABI_VERSION 5u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -104,7 +104,10 @@ typedef struct ig_model_tuning {
 typedef struct ig_model_ctx {
     const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned (host memory) */
     uint8_t *kv_pool;       /* n_pages * kv_page_bytes (host targets; NULL on devices) */
-    int32_t n_pages;        /* pages in kv_pool */
+    int32_t n_pages;        /* pages in kv_pool; device targets: 0 asks init to size the pool
+                               (kv_fraction of the memory left after weights and workspace) and
+                               set n_pages */
+    float kv_fraction;      /* see n_pages */
     uint8_t *workspace;     /* workspace_bytes(max_tokens, n_threads) bytes, 64-byte aligned */
     int32_t max_tokens;     /* most tokens a single forward may carry */
     int32_t n_threads;      /* OpenMP threads for kernels, >= 1 */

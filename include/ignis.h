@@ -58,7 +58,11 @@ typedef struct ig_engine_config {
     int32_t max_seqs;            /* sequences per step (default 32) */
     int32_t max_tokens_per_step; /* token budget of one step, prefill chunks + decode (default 256) */
     int64_t kv_bytes;            /* KV cache budget in bytes (0: use kv_pages) */
-    int32_t kv_pages;            /* KV cache pages (0 and kv_bytes 0: 512 MiB worth) */
+    int32_t kv_pages;            /* KV cache pages (0 and kv_bytes 0: sized by kv_fraction) */
+    float kv_fraction;           /* with kv_pages and kv_bytes 0: the share of the memory left after
+                                    weights and workspace that the KV pool takes (default 0.85) —
+                                    free device memory on GPUs; on CPUs available RAM, the pool
+                                    capped at max_seqs full contexts and mapped lazily */
     int32_t n_threads;           /* compute threads (0: all online CPUs). Idle threads spin-wait
                                     between kernels (OpenMP): on a host whose cores are busy with
                                     other work, fewer threads or OMP_WAIT_POLICY=passive do better */

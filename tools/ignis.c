@@ -108,6 +108,7 @@ static void sample_finish(sample_opts *s) {
 typedef struct engine_opts {
     int32_t max_seqs, max_tokens_per_step, kv_pages;
     int64_t kv_bytes;
+    float kv_fraction;
     cli_strs tune;
 } engine_opts;
 
@@ -115,7 +116,10 @@ static const cli_flag engine_flags[] = {
     CLI_I32("--max-seqs", NULL, engine_opts, max_seqs, 1, 65536, 0, "N", "sequences per step", "one per prompt"),
     CLI_I32("--max-tokens-per-step", NULL, engine_opts, max_tokens_per_step, 1, CLI_NONE, 0, "N",
             "token budget of one step, prefill chunks + decode", "256, at least --max-seqs"),
-    CLI_I32("--kv-pages", NULL, engine_opts, kv_pages, 1, CLI_NONE, 0, "N", "KV cache pages", "512 MiB worth"),
+    CLI_I32("--kv-pages", NULL, engine_opts, kv_pages, 1, CLI_NONE, 0, "N", "KV cache pages", "sized by --kv-fraction"),
+    CLI_F32("--kv-fraction", NULL, engine_opts, kv_fraction, 0.001, 1.0, 0, "F",
+            "share of the memory left after weights and workspace for the KV cache (GPU: free device memory; "
+            "CPU: available RAM, at most --max-seqs full contexts; default 0.85)"),
     CLI_I64("--kv-bytes", NULL, engine_opts, kv_bytes, 1, CLI_NONE, 0, "BYTES", "KV cache budget in bytes (instead of --kv-pages)",
             NULL),
     CLI_REP("--tune", NULL, engine_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
@@ -133,6 +137,7 @@ static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const 
     if (cfg.max_tokens_per_step < cfg.max_seqs) cfg.max_tokens_per_step = cfg.max_seqs;
     cfg.kv_pages = eo->kv_pages;
     cfg.kv_bytes = eo->kv_bytes;
+    if (eo->kv_fraction > 0) cfg.kv_fraction = eo->kv_fraction;
     char *tune;
     ig_status st = cli_join(&eo->tune, ',', &tune, err);
     cfg.tune = tune;
@@ -284,8 +289,10 @@ typedef struct runner {
     kv_seq seq;
 } runner;
 
-/* tune: the --tune values (borrowed), joined for rt_model_opts.tune. */
-static ig_status runner_open(runner *r, const char *dir, int max_tokens, int threads, const cli_strs *tune, ig_err *err) {
+/* tune: the --tune values (borrowed), joined for rt_model_opts.tune. kv_tokens: the most tokens the
+ * run's one sequence holds (its KV pool is sized for them). */
+static ig_status runner_open(runner *r, const char *dir, int max_tokens, int64_t kv_tokens, int threads,
+                             const cli_strs *tune, ig_err *err) {
     memset(r, 0, sizeof *r);
     char *t = NULL;
     ig_status st = cli_join(tune, ',', &t, err);
@@ -294,7 +301,9 @@ static ig_status runner_open(runner *r, const char *dir, int max_tokens, int thr
         free(t);
         return st;
     }
-    rt_model_opts mo = {.max_tokens = max_tokens, .n_threads = threads, .max_seqs = 1, .tune = t};
+    const int32_t ps = r->pkg->desc->page_size;
+    rt_model_opts mo = {.max_tokens = max_tokens, .n_threads = threads, .max_seqs = 1, .tune = t,
+                        .n_pages = (int32_t)((kv_tokens + ps - 1) / ps + 1)};
     st = rt_model_new(r->pkg, &mo, &r->m, err);
     free(t);
     if (!st) st = kv_pager_new(r->m->ctx.n_pages, &r->pager, err);
@@ -328,7 +337,7 @@ static ig_status run_logits(const logits_opts *o, ig_err *err) {
     ig_status st = parse_ids("--tokens", o->tokens, &ids, &n, err);
     if (st) return st;
     runner r;
-    st = runner_open(&r, o->pos[0], 256, o->t.threads, &o->tune, err);
+    st = runner_open(&r, o->pos[0], 256, n, o->t.threads, &o->tune, err);
     float *lg = NULL;
     if (!st) {
         int32_t V = r.pkg->desc->vocab;
@@ -459,7 +468,7 @@ static ig_status run_bench(const bench_opts *o, ig_err *err) {
     if (o->t.threads > 0) omp_set_num_threads(o->t.threads);
     double t0 = rt_now(), tp = 0, td = 0;
     runner r;
-    ig_status st = runner_open(&r, o->pos[0], P, o->t.threads, &o->tune, err);
+    ig_status st = runner_open(&r, o->pos[0], P, (int64_t)P + N, o->t.threads, &o->tune, err);
     double t_load = rt_now() - t0;
     const ig_model_desc *d = st ? NULL : r.pkg->desc;
     if (!st && P + N > d->max_context)

@@ -29,6 +29,7 @@ void ig_engine_config_default(ig_engine_config *cfg) {
     cfg->verify_hashes = 1;
     cfg->prefix_cache = 1;
     cfg->device_sampling = 1;
+    cfg->kv_fraction = 0.85f;
 }
 
 void ig_gen_config_default(ig_gen_config *g) {
@@ -392,14 +393,13 @@ static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) 
     ig_status st = rt_package_open(pkg_dir, &oo, &e->pkg, err);
     if (st) return st;
     const ig_model_desc *d = e->pkg->desc;
-    int64_t pages = cfg->kv_pages;
+    int64_t pages = cfg->kv_pages; /* 0 (with kv_bytes 0): rt_model_new sizes it by kv_fraction */
     if (cfg->kv_bytes > 0) pages = cfg->kv_bytes / (int64_t)d->kv_page_bytes;
-    if (pages <= 0 && cfg->kv_bytes <= 0) pages = (int64_t)((512ull << 20) / d->kv_page_bytes);
-    if (pages < 1)
+    if (pages < 1 && cfg->kv_bytes > 0)
         return ig_fail(err, IG_ERR_INVALID, "KV budget of %lld bytes is less than one page (%llu bytes)",
                        (long long)cfg->kv_bytes, (unsigned long long)d->kv_page_bytes);
     if (pages > 0x7fffffff) pages = 0x7fffffff;
-    rt_model_opts mo = {.max_tokens = cfg->max_tokens_per_step, .n_pages = (int32_t)pages,
+    rt_model_opts mo = {.max_tokens = cfg->max_tokens_per_step, .n_pages = (int32_t)pages, .kv_fraction = cfg->kv_fraction,
                         .n_threads = cfg->n_threads, .max_seqs = cfg->max_seqs, .tune = cfg->tune};
     st = rt_model_new(e->pkg, &mo, &e->model, err);
     if (!st) st = kv_pager_new(e->model->ctx.n_pages, &e->pager, err);
@@ -478,6 +478,8 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
     if (cfg.max_seqs <= 0) cfg.max_seqs = 32;
     if (cfg.max_tokens_per_step <= 0) cfg.max_tokens_per_step = 256;
     if (cfg.max_waiting <= 0) cfg.max_waiting = 1024;
+    if (!(cfg.kv_fraction > 0.0f && cfg.kv_fraction <= 1.0f)) /* also NaN */
+        return ig_fail(err, IG_ERR_INVALID, "kv_fraction (%g) must be in (0, 1]", (double)cfg.kv_fraction);
     if (cfg.max_tokens_per_step < cfg.max_seqs)
         return ig_fail(err, IG_ERR_INVALID, "max_tokens_per_step (%d) must be at least max_seqs (%d)", cfg.max_tokens_per_step, cfg.max_seqs);
     ig_engine *e = calloc(1, sizeof *e);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -237,6 +238,34 @@ static ig_status model_tuning(rt_model *m, const char *tune, ig_err *err) {
     return st ? st : tune_apply_env(TUNE_RUN, &m->tuning, err);
 }
 
+/* Bytes of RAM available to new allocations (MemAvailable; without /proc, free pages), 0 unknown. */
+static uint64_t ram_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (uint64_t)kb << 10;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+}
+
+/* The KV pool of a host target when the caller left the size to us: what max_seqs full contexts
+ * need, as far as kv_fraction of the available RAM (after the workspace) allows. */
+static int64_t host_kv_pages(const ig_model_desc *d, const rt_model_opts *o, int32_t max_seqs, uint64_t ws_bytes) {
+    int64_t need = (int64_t)((d->max_context + d->page_size - 1) / d->page_size) * max_seqs;
+    if (o->kv_fraction <= 0.0f) { /* the old default, for tools that run one sequence */
+        int64_t cap = (int64_t)((1ull << 30) / d->kv_page_bytes);
+        return need > cap ? (cap > 0 ? cap : 1) : need;
+    }
+    uint64_t ram = ram_available();
+    double room = ram > ws_bytes ? (double)(ram - ws_bytes) * o->kv_fraction : 0.0;
+    int64_t fit = (int64_t)(room / (double)d->kv_page_bytes);
+    if (!ram) fit = need; /* unknown: trust the context */
+    return fit < need ? fit : need;
+}
+
 ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err) {
     *out = NULL;
     const ig_model_desc *d = pkg->desc;
@@ -249,14 +278,13 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
     m->ctx.max_tokens = o->max_tokens > 0 ? o->max_tokens : 512;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     m->ctx.n_threads = o->n_threads > 0 ? o->n_threads : (ncpu > 0 ? (int32_t)ncpu : 1);
-    int32_t pages_per_seq = (d->max_context + d->page_size - 1) / d->page_size;
     int64_t np = o->n_pages;
-    if (np <= 0) {
-        np = (int64_t)pages_per_seq * m->max_seqs;
-        int64_t cap = (int64_t)((1ull << 30) / d->kv_page_bytes);
-        if (np > cap) np = cap > 0 ? cap : 1;
-    }
-    m->ctx.n_pages = (int32_t)np;
+    if (np <= 0 && (d->device == IG_DEVICE_CPU || o->kv_fraction <= 0.0f))
+        np = host_kv_pages(d, o, m->max_seqs, d->workspace_bytes(m->ctx.max_tokens, m->ctx.n_threads));
+    if (np > INT32_MAX) np = INT32_MAX;
+    if (np < 0) np = 0;
+    m->ctx.n_pages = (int32_t)np; /* device targets: 0 = init sizes it by kv_fraction */
+    m->ctx.kv_fraction = o->kv_fraction;
     m->ctx.weights = pkg->weights;
     m->ctx.device_index = o->device_index;
     ig_status ts = model_tuning(m, o->tune, err);
@@ -275,16 +303,22 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
         *out = m;
         return IG_OK;
     }
+    if (np < 1) {
+        rt_model_free(m);
+        return ig_fail(err, IG_ERR_NOMEM, "no room for a KV cache page (%.1f MB) in the available memory",
+                       d->kv_page_bytes / 1e6);
+    }
     uint64_t kv_bytes = (uint64_t)np * d->kv_page_bytes;
     uint64_t ws_bytes = d->workspace_bytes(m->ctx.max_tokens, m->ctx.n_threads);
-    m->ctx.kv_pool = aligned_alloc(64, (kv_bytes + 63) & ~63ull);
+    /* an anonymous mapping: zeroed, page-aligned, and committed only as sequences fill it */
+    void *kv = mmap(NULL, kv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (kv != MAP_FAILED) m->ctx.kv_pool = kv, m->kv_map_bytes = kv_bytes;
     m->ctx.workspace = aligned_alloc(64, (ws_bytes + 63) & ~63ull);
     if (!m->ctx.kv_pool || !m->ctx.workspace) {
         rt_model_free(m);
         return ig_fail(err, IG_ERR_NOMEM, "cannot allocate %.1f MB of KV cache and %.1f MB of workspace",
                        kv_bytes / 1e6, ws_bytes / 1e6);
     }
-    memset(m->ctx.kv_pool, 0, kv_bytes);
     *out = m;
     return IG_OK;
 }
@@ -292,7 +326,7 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
 void rt_model_free(rt_model *m) {
     if (!m) return;
     if (m->ctx.device_state && m->pkg->desc->fini) m->pkg->desc->fini(&m->ctx);
-    free(m->ctx.kv_pool);
+    if (m->kv_map_bytes) munmap(m->ctx.kv_pool, m->kv_map_bytes);
     free(m->ctx.workspace);
     free(m);
 }

@@ -40,13 +40,18 @@ void rt_package_close(rt_package *p);
 typedef struct rt_model {
     const rt_package *pkg;     /* borrowed */
     ig_model_ctx ctx;          /* owns kv_pool and workspace; ctx.tuning points at tuning */
+    size_t kv_map_bytes;       /* host targets: the mapping that holds ctx.kv_pool */
     int32_t max_seqs;
     ig_model_tuning tuning;    /* run-time tuning of device code (defaults, then opts.tune, IGNIS_TUNE) */
 } rt_model;
 
 typedef struct rt_model_opts {
     int32_t max_tokens;  /* tokens per forward step (default 512) */
-    int32_t n_pages;     /* KV pages (default: enough for max_seqs full contexts, capped at 1 GiB) */
+    int32_t n_pages;     /* KV pages; 0: kv_fraction of the memory left (GPU: free device memory
+                            after weights and workspace; CPU: available RAM, capped at max_seqs full
+                            contexts), or with kv_fraction 0 enough for max_seqs full contexts
+                            capped at 1 GiB */
+    float kv_fraction;   /* see n_pages */
     int32_t n_threads;   /* default: online CPUs */
     int32_t max_seqs;    /* default 1 */
     int32_t device_index; /* device targets: GPU index (default 0) */

@@ -573,12 +573,26 @@ static int open_device(ig_model_ctx *ctx, dev_state *st, int *major, char *name,
     return 0;
 }
 
+/* KV pages when the runtime left the pool's size to the package: the share `fraction` of the
+ * memory that `fixed` bytes (weights, workspace, libraries) leave of `free_b`. Plain C: tested
+ * without a GPU. */
+static int32_t kv_pages_for(size_t free_b, size_t fixed, float fraction) {
+    if (free_b <= fixed || !(fraction > 0.0f)) return 0;
+    double pages = (double)(free_b - fixed) * (fraction > 1.0f ? 1.0f : fraction) / (double)KV_PAGE_BYTES;
+    return pages >= 2147483647.0 ? 2147483647 : (int32_t)pages;
+}
+
 /* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */
 static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char *err, size_t cap) {
-    size_t w_bytes = W_BYTES, kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;
-    size_t ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;
+    size_t w_bytes = W_BYTES, ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;
     st->api.cuMemGetInfo(&free_b, &total_b);
-    if (w_bytes + kv_bytes + ws_bytes + BLAS_WS_BYTES + (64u << 20) > free_b)
+    const size_t fixed = w_bytes + ws_bytes + BLAS_WS_BYTES + (64u << 20); /* + staging, modules */
+    if (ctx->n_pages == 0) ctx->n_pages = kv_pages_for(free_b, fixed, ctx->kv_fraction);
+    if (ctx->n_pages < 1)
+        FAIL("not enough memory on %s for a KV cache: weights %.2f GB + workspace %.2f GB leave no room in "
+             "%.2f GB free", name, w_bytes / 1e9, ws_bytes / 1e9, free_b / 1e9);
+    size_t kv_bytes = (size_t)ctx->n_pages * KV_PAGE_BYTES;
+    if (fixed + kv_bytes > free_b)
         FAIL("not enough memory on %s: weights %.2f GB + KV cache %.2f GB (%d pages) + workspace %.2f GB > %.2f GB free; "
              "ask for fewer KV pages or tokens per step",
              name, w_bytes / 1e9, kv_bytes / 1e9, ctx->n_pages, ws_bytes / 1e9, free_b / 1e9);

@@ -170,7 +170,20 @@ static void test_workspace(void) {
     EXPECT(batch == 0 && d_logits % 256 == 0 && a_x % 256 == 0 && a_x < ws_);
 }
 
+/* the KV pool the package sizes when the runtime passes n_pages 0 */
+static void test_kv_pages(void) {
+    const size_t G = 1000000000ull, fixed = 3 * G;
+    EXPECT(kv_pages_for(2 * G, fixed, 0.85f) == 0); /* weights alone do not fit */
+    EXPECT(kv_pages_for(100 * G, fixed, 0.0f) == 0);
+    int32_t p = kv_pages_for(100 * G, fixed, 0.5f);
+    EXPECT(p == (int32_t)(97 * G / 2 / KV_PAGE_BYTES));
+    EXPECT((size_t)p * KV_PAGE_BYTES + fixed <= 100 * G);
+    EXPECT(kv_pages_for(100 * G, fixed, 1.0f) == (int32_t)(97 * G / KV_PAGE_BYTES));
+    EXPECT(kv_pages_for((size_t)1 << 62, 0, 1.0f) == 2147483647); /* clamped, not wrapped */
+}
+
 int main(void) {
+    test_kv_pages();
     test_tuning();
     test_batch_guard();
     test_run_length();

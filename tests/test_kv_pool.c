@@ -1,0 +1,156 @@
+/* test_kv_pool.c — the KV pool's default size (ig_engine_config.kv_fraction): with kv_pages and
+ * kv_bytes 0 a CPU engine holds max_seqs full contexts when the RAM allows it, a small fraction
+ * caps the pool at that share of the available RAM, explicit sizes still win, an out-of-range
+ * fraction is an error naming it, and a request of the model's whole context runs in a default
+ * engine (it did not: the old default of 512 MiB worth held less than some models' context). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "ignis.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
+    } while (0)
+
+static unsigned long long mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb << 10;
+}
+
+/* Opens pkg with cfg, returns its KV page count (-1: the open failed, message in err). */
+static int32_t pool_pages(const char *pkg, const ig_engine_config *cfg, ig_err *err) {
+    ig_engine *e;
+    if (ig_engine_open(pkg, cfg, &e, err)) return -1;
+    ig_engine_stats s;
+    ig_engine_get_stats(e, &s);
+    ig_engine_close(e);
+    return s.kv_pages_total;
+}
+
+/* A greedy request of n prompt tokens and `gen` new ones must finish with gen tokens. */
+static void whole_context(const char *pkg, int32_t n, int32_t gen) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 1;
+    ig_engine *e;
+    ig_err err = {{0}};
+    if (ig_engine_open(pkg, &cfg, &e, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * n);
+    for (int32_t i = 0; i < n; i++) ids[i] = 1 + (i * 7) % 500;
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = gen;
+    g.ignore_eos = 1;
+    ig_request *r;
+    if (ig_request_start(e, ids, n, &g, &r, &err)) {
+        CHECK(0, "start of a %d-token prompt in a default engine: %s", n, err.msg);
+    } else {
+        int got = 0;
+        ig_req_status st = IG_REQ_QUEUED;
+        ig_output *o;
+        while (ig_request_read(r, -1, &o, &err) == IG_OK) {
+            got += o->n_tokens;
+            st = o->status;
+            ig_output_free(o);
+        }
+        CHECK(st == IG_REQ_FINISHED && got == gen, "a %d-token context: status %d, %d of %d tokens (%s)", n + gen, st,
+              got, gen, err.msg);
+        ig_request_release(r);
+    }
+    free(ids);
+    ig_engine_close(e);
+}
+
+int main(void) {
+    const char *td = getenv("IGNIS_TESTDATA") ? getenv("IGNIS_TESTDATA") : "../shared/testdata";
+    char src[1024], pkg[256];
+    snprintf(src, sizeof src, "%s/models/llama-gqa", td);
+    if (access(src, R_OK)) {
+        printf("SKIP: no test data at %s\n", td);
+        return 77;
+    }
+    snprintf(pkg, sizeof pkg, "/tmp/ignis-test-kvpool-%d", (int)getpid());
+    cc_options co = {.input = src, .out_dir = pkg, .dtype = "f32"};
+    ig_err err = {{0}};
+    if (cc_compile(&co, &err)) {
+        fprintf(stderr, "FAIL compile: %s\n", err.msg);
+        return 1;
+    }
+    ig_engine *probe;
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    CHECK(fabsf(cfg.kv_fraction - 0.85f) < 1e-6f, "default kv_fraction %g", (double)cfg.kv_fraction);
+    if (ig_engine_open(pkg, &cfg, &probe, &err)) {
+        fprintf(stderr, "FAIL open: %s\n", err.msg);
+        return 1;
+    }
+    int32_t max_context = ig_engine_max_context(probe);
+    ig_engine_close(probe);
+    const int32_t page = 16; /* the compiler's page size (tokens) */
+    int32_t per_seq = (max_context + page - 1) / page;
+
+    /* ample RAM for a tiny model: max_seqs full contexts */
+    cfg.max_seqs = 4;
+    int32_t p = pool_pages(pkg, &cfg, &err);
+    CHECK(p == 4 * per_seq, "default pool %d pages, want 4 x %d (%s)", p, per_seq, err.msg);
+    /* a fraction so small that the RAM share, not the contexts, is the limit */
+    unsigned long long ram = mem_available();
+    cfg.max_seqs = 4096;
+    cfg.max_tokens_per_step = 4096;
+    cfg.kv_fraction = 0.001f;
+    p = pool_pages(pkg, &cfg, &err);
+    double page_bytes = 0;
+    {
+        ig_engine_config c1;
+        ig_engine_config_default(&c1);
+        c1.kv_pages = 0;
+        c1.kv_bytes = 1 << 20; /* 1 MiB: pages = 1 MiB / page bytes */
+        int32_t q = pool_pages(pkg, &c1, &err);
+        page_bytes = q > 0 ? (double)(1 << 20) / q : 0;
+    }
+    double want = ram * 0.001 / (page_bytes > 0 ? page_bytes : 1);
+    CHECK(p > 0 && p < 4096 * per_seq && fabs(p - want) < 0.2 * want + 2,
+          "kv_fraction 0.001 of %.1f GB: %d pages, want about %.0f (%s)", ram / 1e9, p, want, err.msg);
+    /* explicit sizes win */
+    ig_engine_config_default(&cfg);
+    cfg.kv_pages = 7;
+    p = pool_pages(pkg, &cfg, &err);
+    CHECK(p == 7, "kv_pages 7 gave %d", p);
+    /* out of range */
+    float bad[] = {0.0f, -0.5f, 1.5f, NAN};
+    for (int i = 0; i < 4; i++) {
+        ig_engine_config_default(&cfg);
+        cfg.kv_fraction = bad[i];
+        err.msg[0] = 0;
+        p = pool_pages(pkg, &cfg, &err);
+        CHECK(p == -1 && strstr(err.msg, "kv_fraction"), "kv_fraction %g: %d pages, message %s", (double)bad[i], p,
+              err.msg);
+    }
+    /* the model's whole context in a default engine */
+    whole_context(pkg, max_context - 8, 8);
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
+    if (system(cmd)) return 1;
+    if (!failures) printf("kv pool: ok (%d-token context, %d pages per sequence)\n", max_context, per_seq);
+    return failures ? 1 : 0;
+}
