@@ -32,6 +32,21 @@
  *
  * Errors: functions return ig_status and write a message naming the bad value into an ig_err
  * (see ig_status.h). Strings and arrays passed in are borrowed for the call only.
+ *
+ * Misuse contract (each case is an error, never a use of freed memory or a crash):
+ *   - a NULL out pointer or engine: IG_ERR_INVALID with a message;
+ *   - a request handle used after ig_request_release (release twice, stop / read / sync /
+ *     status after release): read, stop and release return IG_ERR_INVALID (read with a
+ *     message), sync and status return IG_REQ_ERROR. Handles carry a magic, and released ones
+ *     are kept on the engine's shelf for at least 256 later releases before their memory is
+ *     reused, so a stale handle is recognized rather than dereferenced; a handle of an engine
+ *     whose ig_engine_close returned and whose handles are all released is gone (undefined);
+ *   - a release while other threads are blocked in ig_request_read / ig_request_sync on the
+ *     same handle: those calls return at once (read: IG_ERR_INVALID, "released while this read
+ *     waited"; sync: IG_REQ_ERROR) and the handle's memory goes after the last of them;
+ *   - max_new_tokens up to INT32_MAX is valid: generation ends at the context length, and a
+ *     request's buffers are sized by the context, never by max_new_tokens;
+ *   - a temperature in (0, 1e-6) is IG_ERR_INVALID (0 is greedy).
  */
 #ifndef IGNIS_H
 #define IGNIS_H
@@ -101,8 +116,9 @@ typedef struct ig_engine_stats {
                                  = total when no request runs */
     int64_t prefix_hit_tokens; /* prompt tokens whose KV came from the prefix cache */
 } ig_engine_stats;
-IG_API void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s);
-/* Model facts: vocabulary size, context length (tokens), whether a tokenizer is present. */
+IG_API void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s); /* e NULL: zeroed stats */
+/* Model facts: vocabulary size, context length (tokens), whether a tokenizer is present (0 for
+ * a NULL engine). */
 IG_API int32_t ig_engine_vocab(const ig_engine *e);
 IG_API int32_t ig_engine_max_context(const ig_engine *e);
 IG_API int ig_engine_has_tokenizer(const ig_engine *e);
@@ -142,7 +158,9 @@ typedef enum ig_finish_reason {
     IG_FINISH_NONE = 0,
     IG_FINISH_EOS = 1,
     IG_FINISH_STOP = 2,    /* a stop id or stop string */
-    IG_FINISH_LENGTH = 3   /* max_new_tokens or the context length */
+    IG_FINISH_LENGTH = 3,  /* max_new_tokens or the context length */
+    IG_FINISH_KV = 4       /* the KV cache could not hold the sequence, alone in it: it was cut
+                              before max_new_tokens and before the context length */
 } ig_finish_reason;
 
 typedef struct ig_logprob {
@@ -180,13 +198,16 @@ IG_API ig_status ig_request_start_text(ig_engine *e, const char *text, const ig_
  * waits that long. IG_ERR_TIMEOUT when nothing came; IG_ERR_CLOSED when the request has ended
  * and every element was read. *out: free with ig_output_free. */
 IG_API ig_status ig_request_read(ig_request *r, int timeout_ms, ig_output **out, ig_err *err);
-/* Waits until the request has ended; returns its final status. */
+/* Waits until the request has ended; returns its final status (IG_REQ_ERROR for a NULL or
+ * released handle, or when the handle is released during the wait). */
 IG_API ig_req_status ig_request_sync(ig_request *r);
-IG_API ig_req_status ig_request_status(ig_request *r);
-/* Asks the request to end (status STOPPED); returns at once. */
-IG_API void ig_request_stop(ig_request *r);
-/* Drops the handle (stopping the request if it runs). Accepts NULL. */
-IG_API void ig_request_release(ig_request *r);
+IG_API ig_req_status ig_request_status(ig_request *r); /* IG_REQ_ERROR for a NULL or released handle */
+/* Asks the request to end (status STOPPED); returns at once. IG_OK (also for NULL), or
+ * IG_ERR_INVALID for a released handle. */
+IG_API ig_status ig_request_stop(ig_request *r);
+/* Drops the handle (stopping the request if it runs; waking the calls blocked in it). Accepts
+ * NULL (IG_OK); a second release of the same handle is IG_ERR_INVALID, and changes nothing. */
+IG_API ig_status ig_request_release(ig_request *r);
 
 #ifdef __cplusplus
 }

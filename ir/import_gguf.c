@@ -311,6 +311,9 @@ static ig_status build_graph(gg_ctx *c) {
     if (head < 0) head = embed;
     if ((st = add_weight(c, "output_norm.weight", -1, D, 0, 0, &fnorm))) return st;
 
+    if (h->n_layers > gguf_n_tensors(c->f)) /* every layer has tensors of its own */
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: block_count is %d but the file holds only %lld tensors", c->path,
+                       h->n_layers, (long long)gguf_n_tensors(c->f));
     ir_layer_weights *lw = calloc((size_t)h->n_layers, sizeof *lw);
     if (!lw) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
     for (int32_t L = 0; L < h->n_layers; L++) {

@@ -157,6 +157,9 @@ static ig_status token_ids(hf_ctx *c, const cJSON *j, const char *file, const ch
         cJSON_ArrayForEach(e, j) {
             if (!json_int(e, &v) || v < 0 || v > INT32_MAX)
                 return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" holds a non-integer id", file, key);
+            if (v >= c->g->hp.vocab)
+                return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" holds id %lld, outside the vocabulary of %d tokens",
+                               file, key, (long long)v, c->g->hp.vocab);
             ids[k++] = (int32_t)v;
         }
         *n = k;
@@ -165,6 +168,9 @@ static ig_status token_ids(hf_ctx *c, const cJSON *j, const char *file, const ch
     if (!json_int(j, &v) || v < 0 || v > INT32_MAX)
         return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" must be a token id or a list of them",
                        file, key);
+    if (v >= c->g->hp.vocab)
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" is id %lld, outside the vocabulary of %d tokens",
+                       file, key, (long long)v, c->g->hp.vocab);
     ids[0] = (int32_t)v;
     *n = 1;
     return IG_OK;
@@ -598,6 +604,13 @@ static ig_status build_graph(hf_ctx *c) {
     int32_t embed, fnorm, head = -1;
     if ((st = add_weight(c, "model.embed_tokens.weight", -1, h->vocab, D, 0, &embed))) return st;
     if (!item(c->cfg, "dtype") && !item(c->cfg, "torch_dtype")) g->hp.src_dtype = g->tensors[embed].dtype;
+    /* every layer has tensors of its own: a layer count beyond the checkpoint's tensor count is
+     * a corrupt config, refused before anything is sized by it */
+    int64_t n_tensors = 0;
+    for (int32_t i = 0; i < c->n_st; i++) n_tensors += c->st[i]->n_tensors;
+    if (h->n_layers > n_tensors)
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: num_hidden_layers is %d but the checkpoint holds only %lld tensors",
+                       c->cfg_path, h->n_layers, (long long)n_tensors);
     ir_layer_weights *lw = calloc((size_t)h->n_layers, sizeof *lw);
     if (!lw) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
     for (int32_t L = 0; L < h->n_layers; L++)

@@ -5,7 +5,8 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=""
-for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev python3 python3-pip; do
+# clang + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, IGNIS_FUZZ=ON) and their sanitizers
+for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev python3 python3-pip clang libclang-rt-14-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then

@@ -241,6 +241,67 @@ static void test_errors(void) {
     free(out);
 }
 
+/* Hostile templates (they come with downloaded models) fail fast with a message naming the line:
+ * before the limits each ran without bound in time, memory or stack. */
+static void test_limits(void) {
+    static const struct { const char *src, *want; } cases[] = {
+        {"x\n{{ 'a' * 10000000000 }}", "line 2"},
+        {"x\n\n{{ ([1] * 10000000000)|length }}", "line 3"},
+        {"{{ messages|tojson(indent=2000000000) }}", "MB"},
+        {"{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}", "line 1"},
+        {"{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+         "MB"},
+        {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "line 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        ig_err err = {{0}};
+        ig_status st = render_src(cases[i].src, "[{\"role\":\"user\",\"content\":\"a\"}]", 0, &out, &err);
+        CHECK(st == IG_ERR_INVALID && strstr(err.msg, cases[i].want), "hostile template %zu: st=%d msg='%s'", i, (int)st,
+              err.msg);
+        free(out);
+    }
+    /* the step budget: 100,000 iterations of a 400-term sum (allocating nothing) */
+    {
+        char src[4096];
+        size_t n = (size_t)sprintf(src, "\n{%% for i in range(100000) %%}{%% if ");
+        for (int k = 0; k < 400; k++) n += (size_t)sprintf(src + n, "i + ");
+        sprintf(src + n, "0 < 0 %%}{%% endif %%}{%% endfor %%}");
+        char *out = NULL;
+        ig_err err = {{0}};
+        ig_status st = render_src(src, "[]", 0, &out, &err);
+        CHECK(st == IG_ERR_INVALID && strstr(err.msg, "steps") && strstr(err.msg, "line 2"), "step budget: st=%d msg='%s'",
+              (int)st, err.msg);
+        free(out);
+    }
+    /* nesting that overflowed the parser's stack: 9,000 parentheses, 9,000 `not`s, 5,000 blocks */
+    static const char *const open[] = {"(", "not ", "{% if 1 %}"};
+    static const char *const close[] = {")", "", "{% endif %}"};
+    for (int k = 0; k < 3; k++) {
+        size_t reps = k == 2 ? 5000 : 9000, n = 0;
+        char *src = malloc(reps * 24 + 32);
+        if (k < 2) n += (size_t)sprintf(src + n, "{{ ");
+        for (size_t i = 0; i < reps; i++) n += (size_t)sprintf(src + n, "%s", open[k]);
+        n += (size_t)sprintf(src + n, "1");
+        for (size_t i = 0; i < reps; i++) n += (size_t)sprintf(src + n, "%s", close[k]);
+        if (k < 2) sprintf(src + n, " }}");
+        ct_template *t = NULL;
+        ig_err err = {{0}};
+        ig_status st = ct_compile(src, &t, &err);
+        CHECK(st == IG_ERR_INVALID && strstr(err.msg, "nested") && strstr(err.msg, "line 1"), "nesting %d: st=%d msg='%s'", k,
+              (int)st, err.msg);
+        ct_free(t);
+        free(src);
+    }
+    /* an ordinary deep-ish template still renders */
+    char *out = NULL;
+    ig_err err = {{0}};
+    ig_status st = render_src("{{ ((((1 + 2)))) * 3 }}{% for i in range(3) %}{% if not not i %}{{ i }}{% endif %}{% endfor %}",
+                              "[]", 0, &out, &err);
+    CHECK(st == IG_OK && out && !strcmp(out, "912"), "ordinary template: %s", st ? err.msg : out);
+    free(out);
+}
+
 static void test_strftime_and_tools_default(void) {
     char *out;
     ig_err err = {{0}};
@@ -346,6 +407,7 @@ int main(void) {
     test_jinja_cases();
     test_chatml();
     test_errors();
+    test_limits();
     test_strftime_and_tools_default();
     test_config_forms();
     test_threads();

@@ -2,7 +2,8 @@
 """`ignis generate` through the engine (issue 4 CLI): --tokens-file runs every line concurrently
 and prints one line per prompt in input order, each equal to transformers' greedy tokens for that
 prompt (reference.json `batch`); a bad line fails only its own prompt; sampling flags with a seed
-repeat exactly; invalid flag values are refused with the flag named."""
+repeat exactly; a generation the KV cache cuts says so; invalid flag values are refused with the
+flag named."""
 import json, os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -31,6 +32,12 @@ def main():
         a, b = golden.run(args).stdout, golden.run(args).stdout
         if a != b or len(a.split()) != 12:
             fails.append(f"seeded sampling does not repeat: {a!r} vs {b!r}")
+        # a KV cache of 2 pages cuts a long generation: said on stderr, not passed off as max-new-tokens
+        p = golden.run(["generate", pkg, "--tokens", lines[0], "--max-new-tokens", "200", "--ignore-eos", "--kv-pages", "2"],
+                       check=False)
+        n = len(p.stdout.split())
+        if p.returncode != 0 or not 0 < n < 200 or "KV cache" not in p.stderr:
+            fails.append(f"KV-cut generation: rc {p.returncode}, {n} tokens, stderr {p.stderr!r}")
         for flag, val in (("--temperature", "-1"), ("--top-p", "1.5"), ("--top-k", "-3"), ("--temperature", "abc")):
             p = golden.run(["generate", pkg, "--tokens", "1,2", flag, val], check=False)
             if p.returncode == 0 or flag.strip("-").replace("-", "_") not in p.stderr.replace("-", "_"):

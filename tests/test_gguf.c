@@ -446,6 +446,19 @@ static void test_tiny(void) {
           strstr(err.msg, "IQ4_NL"));
     free(u.p);
 
+    /* a block count far beyond the tensors is refused before anything is sized by it (it was a
+     * ~150 GB calloc) */
+    buf h = tiny_gguf(3, 0);
+    char *bc = memmem(h.p, h.n, "llama.block_count", 17);
+    CHECK(bc != NULL);
+    if (bc) {
+        uint32_t huge = 2000000000u;
+        memcpy(bc + 17 + 4, &huge, 4);
+        st = import_bytes(&h, h.n, &g, &err);
+        CHECK(st == IG_ERR_FORMAT && g == NULL && strstr(err.msg, "block_count") && strstr(err.msg, "2000000000"));
+    }
+    free(h.p);
+
     /* missing file */
     st = ir_import_gguf("/nonexistent/x.gguf", &g, &err);
     CHECK(st == IG_ERR_IO && g == NULL);

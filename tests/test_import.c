@@ -632,6 +632,15 @@ static void qwen_sw(cJSON *c) {
 }
 static void head_dim_null(cJSON *c) { cJSON_ReplaceItemInObject(c, "head_dim", cJSON_CreateNull()); }
 static void gelu(cJSON *c) { cJSON_ReplaceItemInObject(c, "hidden_act", cJSON_CreateString("gelu")); }
+static void huge_layers(cJSON *c) { cJSON_ReplaceItemInObject(c, "num_hidden_layers", cJSON_CreateNumber(2000000000)); }
+static void eos_past_vocab(cJSON *c) {
+    cJSON_DeleteItemFromObject(c, "eos_token_id");
+    cJSON_AddItemToObject(c, "eos_token_id", cJSON_CreateNumber(1000000));
+}
+static void bos_past_vocab(cJSON *c) {
+    cJSON_DeleteItemFromObject(c, "bos_token_id");
+    cJSON_AddItemToObject(c, "bos_token_id", cJSON_CreateNumber(1000000));
+}
 static void attn_bias_on(cJSON *c) { cJSON_ReplaceItemInObject(c, "attention_bias", cJSON_CreateTrue()); }
 
 /* Rewrites the safetensors header of dir/model.safetensors (a symlink replaced by a real file). */
@@ -715,6 +724,10 @@ static void test_bad_inputs(void) {
     CFG_CASE("mistral-sharded", mistral_sw, "sliding_window");
     CFG_CASE("qwen2-bias-tied", qwen_sw, "use_sliding_window");
     CFG_CASE(LG, gelu, "hidden_act", "gelu");
+    /* limits: a layer count far beyond the tensors (was a 150 GB calloc), ids past the vocabulary
+     * (an eos id there made the engine write past its logits row) */
+    CFG_CASE(LG, huge_layers, "num_hidden_layers", "2000000000", "tensors");
+    CFG_CASE(LG, bos_past_vocab, "bos_token_id", "1000000", "vocabulary");
     CFG_CASE(LG, attn_bias_on, "model.layers.0.self_attn.q_proj.bias"); /* bias tensors absent */
 
     /* accepted variants: `type` alias of rope_type with legacy theta; head_dim null; eos lists */
@@ -740,6 +753,20 @@ static void test_bad_inputs(void) {
         CHECK(g->tokenizer_dir && !strcmp(g->tokenizer_dir, d), "tokenizer_dir %s", g->tokenizer_dir ? g->tokenizer_dir : "(null)");
     }
     ir_graph_free(g);
+    rm_tree(d);
+    /* an eos id outside the vocabulary in generation_config.json */
+    tmp_model(LG, d, sizeof d);
+    snprintf(p, sizeof p, "%s/generation_config.json", d);
+    unlink(p);
+    const char *bad_gen = "{\"eos_token_id\": [2, 70000]}";
+    spit(p, bad_gen, strlen(bad_gen));
+    expect_fail("eos past vocab", d, "eos_token_id", "70000", "vocabulary", NULL);
+    rm_tree(d);
+    tmp_model(LG, d, sizeof d);
+    edit_cfg(d, eos_past_vocab);
+    snprintf(p, sizeof p, "%s/generation_config.json", d);
+    unlink(p);
+    expect_fail("eos past vocab (config.json)", d, "eos_token_id", "1000000", "vocabulary", NULL);
     rm_tree(d);
 
     /* safetensors damage */

@@ -559,6 +559,11 @@ static void test_validation(void) {
     CHECK(smp_validate(&p, 100, &e) == IG_OK);
     p.temperature = -1.0f;
     expect_invalid(&p, 100, "temperature", "-1");
+    /* a subnormal temperature made 1/T infinite, every weight NaN and the token id -1 */
+    p.temperature = 1e-45f;
+    expect_invalid(&p, 100, "temperature", "too small");
+    p.temperature = 1e-6f;
+    CHECK(smp_validate(&p, 100, &e) == IG_OK);
     smp_params_default(&p);
     p.top_p = 0.0f;
     expect_invalid(&p, 100, "top_p", "(0, 1]");

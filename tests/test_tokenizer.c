@@ -1,6 +1,7 @@
 /* test_tokenizer.c — golden tests of the C tokenizer against HF tokenizers' outputs
  * ($IGNIS_TESTDATA/tokenizers/{qwen3,llama3,llama2}/expected.json), the regex engine against
  * matches computed with Python's `regex` module, and bad-input handling. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,32 @@ static void test_regex(void) {
         free(cps);
         free(off);
         tok_regex_free(re);
+    }
+    /* nested quantifiers that backtrack exponentially (28 characters took 16 s, x4 per 2 more):
+     * the memo of expanded states makes them linear, with the same (leftmost, backtracking-order) matches */
+    {
+        static const struct { const char *pat; size_t n; int match; size_t ms, me; } slow[] = {
+            {"(a+)+b", 20000, 0, 0, 0},
+            {"(a|aa)+c", 20000, 0, 0, 0},
+            {"(a+)+$", 20000, 1, 0, 20000},
+            {"(?:a|a)*x|a", 20000, 1, 0, 1},
+        };
+        for (size_t c = 0; c < sizeof slow / sizeof slow[0]; c++) {
+            tok_regex *re = NULL;
+            ig_err err;
+            if (tok_regex_compile(slow[c].pat, strlen(slow[c].pat), &re, &err)) {
+                CHECK(0, "regex %s: %s", slow[c].pat, err.msg);
+                continue;
+            }
+            uint32_t *cps = malloc(slow[c].n * 4);
+            for (size_t i = 0; i < slow[c].n; i++) cps[i] = 'a';
+            size_t ms = 99, me = 99;
+            int r = tok_regex_search(re, cps, slow[c].n, 0, &ms, &me);
+            CHECK(r == slow[c].match && (!r || (ms == slow[c].ms && me == slow[c].me)), "regex %s on %zu a's: %d [%zu,%zu)",
+                  slow[c].pat, slow[c].n, r, ms, me);
+            free(cps);
+            tok_regex_free(re);
+        }
     }
     static const char *bad[] = {"(a", "a)", "[a-", "\\p{Nope}", "(?<=a)b", "a{3,1}", "(a*)*"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -198,6 +225,25 @@ static void test_bad_input(void) {
     /* both halves in the vocab, their concatenation not: the message quotes the result */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"q\": 1}, \"merges\": [\"a q\"]}}", IG_ERR_FORMAT,
                       "merge 0 result \"aq\" not in vocab");
+    /* one listed token with id 99,999,999 sized five tables by it */
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}, \"merges\": []}}", IG_ERR_FORMAT,
+                      "99999999");
+    /* added-token strings of a load that fails later were leaked: 200 such loads must not grow the heap */
+    {
+        char js[8192];
+        size_t o = (size_t)snprintf(js, sizeof js, "{\"added_tokens\": [");
+        for (int i = 0; i < 64; i++)
+            o += (size_t)snprintf(js + o, sizeof js - o, "%s{\"id\": %d, \"content\": \"<tok%d-padding-padding-padding>\"}",
+                                  i ? "," : "", i, i);
+        snprintf(js + o, sizeof js - o, "], \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}}}");
+        tok_tokenizer *t = NULL;
+        ig_err err;
+        CHECK(tok_load_json(js, strlen(js), NULL, &t, &err) == IG_ERR_FORMAT, "bad vocab id accepted");
+        size_t base = mallinfo2().uordblks;
+        for (int k = 0; k < 200; k++) tok_load_json(js, strlen(js), NULL, &t, &err);
+        size_t after = mallinfo2().uordblks;
+        CHECK(after < base + 100000, "200 failed loads grew the heap from %zu to %zu bytes", base, after);
+    }
     ig_err err;
     tok_tokenizer *t = NULL;
     CHECK(tok_load_dir("/nonexistent-dir", &t, &err) == IG_ERR_IO && strstr(err.msg, "nonexistent"), "missing dir: %s", err.msg);
@@ -281,6 +327,49 @@ static void test_threads(const char *root) {
     tok_free(t);
 }
 
+/* Lone continuation bytes (Llama 2's <0x80>) never finish a character: the stream emits their
+ * U+FFFD as it goes (it held them all back and decoded a growing window at every push: quadratic)
+ * and the whole text equals the full decode's. */
+static void test_stream_bytes(const char *root) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tokenizers/llama2", root);
+    tok_tokenizer *t = NULL;
+    ig_err err;
+    if (tok_load_dir(dir, &t, &err)) {
+        CHECK(0, "load %s: %s", dir, err.msg);
+        return;
+    }
+    int32_t b80 = tok_token_id(t, "<0x80>");
+    CHECK(b80 >= 0, "no <0x80> token");
+    enum { N = 8192 };
+    int32_t *ids = malloc(N * sizeof *ids);
+    for (int i = 0; i < N; i++) ids[i] = b80;
+    tok_stream *s = tok_stream_new(t, 1);
+    size_t cap = 4 * N + 16, n = 0, after16 = 0;
+    char *all = malloc(cap);
+    for (int i = 0; i < N; i++) {
+        const char *p;
+        size_t len;
+        CHECK(tok_stream_push(s, ids[i], &p, &len, &err) == IG_OK, "push %d: %s", i, err.msg);
+        if (n + len < cap) memcpy(all + n, p, len), n += len;
+        if (i == 15) after16 = n;
+    }
+    const char *p;
+    size_t len;
+    CHECK(tok_stream_flush(s, &p, &len, &err) == IG_OK, "flush");
+    if (n + len < cap) memcpy(all + n, p, len), n += len;
+    CHECK(after16 > 0, "16 lone byte tokens pushed and nothing emitted");
+    char *full;
+    size_t fl;
+    CHECK(tok_decode(t, ids, N, 1, &full, &fl, &err) == IG_OK, "decode");
+    CHECK(fl == n && !memcmp(full, all, n), "stream text (%zu bytes) differs from the full decode (%zu bytes)", n, fl);
+    free(full);
+    free(all);
+    free(ids);
+    tok_stream_free(s);
+    tok_free(t);
+}
+
 int main(void) {
     const char *root = getenv("IGNIS_TESTDATA");
     if (!root) root = "../shared/testdata";
@@ -291,6 +380,7 @@ int main(void) {
     test_model(root, "llama3");
     test_model(root, "llama2");
     test_threads(root);
+    test_stream_bytes(root);
     if (g_fail) { fprintf(stderr, "test_tokenizer: %d failures\n", g_fail); return 1; }
     printf("test_tokenizer: all passed\n");
     return 0;

@@ -523,6 +523,9 @@ static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n,
             fwrite(o->text, 1, o->text_len, stdout);
             fflush(stdout);
         }
+        if (o->status == IG_REQ_FINISHED && o->finish == IG_FINISH_KV)
+            fprintf(stderr, "ignis: generation cut after %d tokens: the KV cache cannot hold a longer sequence "
+                            "(raise --kv-pages or --kv-bytes)\n", *n);
         ig_output_free(o);
     }
 }

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Union
 __all__ = ["Engine", "Request", "Output", "Result", "Error", "QUEUED", "PREFILLING", "GENERATING", "FINISHED", "STOPPED", "ERROR"]
 
 QUEUED, PREFILLING, GENERATING, FINISHED, STOPPED, ERROR = range(6)
-_FINISH = {0: None, 1: "eos", 2: "stop", 3: "length"}
+_FINISH = {0: None, 1: "eos", 2: "stop", 3: "length", 4: "kv_cache"}
 _ERR_TIMEOUT, _ERR_CLOSED = 10, 12
 
 

@@ -62,6 +62,11 @@ static void core_unref_locked(core *c, int *free_it) {
 
 /* Frees the core and the engine shell in it (the engine's resources are already gone). */
 static void core_free(core *c) {
+    for (ig_request *r = c->shelf_head; r;) {
+        ig_request *nx = r->next;
+        free(r);
+        r = nx;
+    }
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->work);
     pthread_cond_destroy(&c->calls_done);
@@ -87,7 +92,8 @@ static void engine_leave(ig_engine *e) {
     pthread_mutex_unlock(&c->mu);
 }
 
-static void request_free(ig_request *r) {
+/* Frees what r holds, not r itself. */
+static void request_clear(ig_request *r) {
     for (out_node *n = r->head; n;) {
         out_node *nx = n->next;
         ig_output_free(&n->o);
@@ -105,15 +111,54 @@ static void request_free(ig_request *r) {
     free(r->kv.pages);
     if (r->final) ig_output_free(&r->final->o);
     pthread_cond_destroy(&r->cv);
+}
+
+/* A request that never reached the user (start failed): gone at once. */
+static void request_free(ig_request *r) {
+    request_clear(r);
     free(r);
+}
+
+/* A shell for a new request of c: a released one once the shelf holds more than REQ_SHELF_MIN
+ * (so stale handles stay recognizable), else a new one. Zeroed but for c; NULL when out of memory. */
+static ig_request *request_shell(core *c) {
+    ig_request *r = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (c->n_shelf > REQ_SHELF_MIN) {
+        r = c->shelf_head;
+        c->shelf_head = r->next;
+        if (!c->shelf_head) c->shelf_tail = NULL;
+        c->n_shelf--;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (r)
+        memset((char *)r + sizeof r->c, 0, sizeof *r - sizeof r->c); /* r->c stays: readers of stale handles use it */
+    else if ((r = calloc(1, sizeof *r)))
+        r->c = c;
+    return r;
 }
 
 void eng_request_unref_locked(ig_request *r, int *free_core) {
     *free_core = 0;
     if (--r->refs > 0) return;
     core *c = r->c;
-    request_free(r);
+    request_clear(r);
+    r->magic = REQ_MAGIC_DEAD;
+    r->next = NULL;
+    if (c->shelf_tail)
+        c->shelf_tail->next = r;
+    else
+        c->shelf_head = r;
+    c->shelf_tail = r;
+    c->n_shelf++;
     core_unref_locked(c, free_core);
+}
+
+/* IG_OK when r is a live handle (c->mu held): not released, not a shelf shell. */
+static ig_status handle_ok_locked(const ig_request *r, const char *fn, ig_err *err) {
+    if (r->magic != REQ_MAGIC_LIVE || r->released)
+        return ig_fail(err, IG_ERR_INVALID, "%s: the request handle was already released (or is not a request handle)", fn);
+    return IG_OK;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -198,7 +243,7 @@ static ig_status validate_request(const ig_engine *e, const int32_t *ids, int32_
 /* A new request in state QUEUED, not yet queued (free with request_free on failure). */
 static ig_status new_request(ig_engine *e, const int32_t *ids, int32_t n_ids, const ig_gen_config *g,
                              const smp_params *sp, ig_request **out, ig_err *err) {
-    ig_request *r = calloc(1, sizeof *r);
+    ig_request *r = request_shell(e->c);
     if (!r) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -210,7 +255,9 @@ static ig_status new_request(ig_engine *e, const int32_t *ids, int32_t n_ids, co
     r->step_row = -1;
     ig_status st = copy_config(r, g, err);
     if (st) return st;
-    r->cap = n_ids + g->max_new_tokens + 1;
+    /* tokens never pass the context (generation ends there), whatever max_new_tokens says */
+    int64_t cap = (int64_t)n_ids + g->max_new_tokens;
+    r->cap = (int32_t)(cap < e->max_context ? cap : e->max_context) + 1;
     r->tokens = malloc(sizeof(int32_t) * r->cap);
     /* the final element exists from the start, so a request always gets its end (and its
      * error message) even when memory runs out later */
@@ -246,7 +293,7 @@ static ig_status enqueue(ig_engine *e, ig_request *r, ig_err *err) {
         request_free(r);
         return ig_fail(err, IG_ERR_BUSY, "too many requests: %d are already waiting (max_waiting); try again later", nw);
     }
-    r->c = c;
+    r->magic = REQ_MAGIC_LIVE;
     r->refs = 2;
     c->refs++;
     if (c->wait_tail)
@@ -284,7 +331,9 @@ static ig_status start_entered(ig_engine *e, const int32_t *ids, int32_t n_ids, 
 
 ig_status ig_request_start(ig_engine *e, const int32_t *ids, int32_t n_ids, const ig_gen_config *gin,
                            ig_request **out, ig_err *err) {
+    if (!out) return ig_fail(err, IG_ERR_INVALID, "ig_request_start: out is NULL");
     *out = NULL;
+    if (!e) return ig_fail(err, IG_ERR_INVALID, "ig_request_start: the engine is NULL");
     ig_status st = engine_enter(e, err);
     if (st) return st;
     st = start_entered(e, ids, n_ids, gin, out, err);
@@ -294,7 +343,9 @@ ig_status ig_request_start(ig_engine *e, const int32_t *ids, int32_t n_ids, cons
 
 ig_status ig_request_start_text(ig_engine *e, const char *text, const ig_gen_config *g,
                                 ig_request **out, ig_err *err) {
+    if (!out) return ig_fail(err, IG_ERR_INVALID, "ig_request_start_text: out is NULL");
     *out = NULL;
+    if (!e) return ig_fail(err, IG_ERR_INVALID, "ig_request_start_text: the engine is NULL");
     if (!e->has_tokenizer) return ig_fail(err, IG_ERR_INVALID, "this package has no tokenizer: start the request with token ids");
     if (!text) return ig_fail(err, IG_ERR_INVALID, "text is NULL");
     ig_status st = engine_enter(e, err);
@@ -308,10 +359,37 @@ ig_status ig_request_start_text(ig_engine *e, const char *text, const ig_gen_con
     return st;
 }
 
+/* Waits on r->cv until r has output, has ended, was released or the deadline passed (c->mu
+ * held; until NULL waits without limit). */
+static void wait_output_locked(ig_request *r, const struct timespec *until) {
+    while (!r->head && !r->ended && !r->released) {
+        if (!until)
+            pthread_cond_wait(&r->cv, &r->c->mu);
+        else if (pthread_cond_timedwait(&r->cv, &r->c->mu, until) == ETIMEDOUT)
+            break;
+    }
+}
+
+/* Drops a reference a blocked call took (c->mu held), then unlocks; frees the core if it was the last. */
+static void unref_unlock(ig_request *r) {
+    core *c = r->c;
+    int free_core;
+    eng_request_unref_locked(r, &free_core);
+    pthread_mutex_unlock(&c->mu);
+    if (free_core) core_free(c);
+}
+
 ig_status ig_request_read(ig_request *r, int timeout_ms, ig_output **out, ig_err *err) {
+    if (!out) return ig_fail(err, IG_ERR_INVALID, "ig_request_read: out is NULL");
     *out = NULL;
+    if (!r) return ig_fail(err, IG_ERR_INVALID, "ig_request_read: the request handle is NULL");
     core *c = r->c;
     pthread_mutex_lock(&c->mu);
+    ig_status st = handle_ok_locked(r, "ig_request_read", err);
+    if (st) {
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
     struct timespec until;
     if (timeout_ms > 0) {
         clock_gettime(CLOCK_MONOTONIC, &until); /* the clock of r->cv */
@@ -322,15 +400,11 @@ ig_status ig_request_read(ig_request *r, int timeout_ms, ig_output **out, ig_err
             until.tv_nsec -= 1000000000L;
         }
     }
-    while (!r->head && !r->ended && timeout_ms != 0) {
-        if (timeout_ms < 0) {
-            pthread_cond_wait(&r->cv, &c->mu);
-        } else if (pthread_cond_timedwait(&r->cv, &c->mu, &until) == ETIMEDOUT) {
-            break;
-        }
-    }
-    ig_status st = IG_OK;
-    if (r->head) {
+    r->refs++; /* a release meanwhile must not free r under this wait */
+    if (timeout_ms != 0) wait_output_locked(r, timeout_ms > 0 ? &until : NULL);
+    if (r->released) {
+        st = ig_fail(err, IG_ERR_INVALID, "ig_request_read: the request handle was released while this read waited");
+    } else if (r->head) {
         out_node *n = r->head;
         r->head = n->next;
         if (!r->head) r->tail = NULL;
@@ -341,47 +415,61 @@ ig_status ig_request_read(ig_request *r, int timeout_ms, ig_output **out, ig_err
     } else {
         st = ig_fail(err, IG_ERR_TIMEOUT, "no output within %d ms", timeout_ms);
     }
-    pthread_mutex_unlock(&c->mu);
+    unref_unlock(r);
     return st;
 }
 
 ig_req_status ig_request_status(ig_request *r) {
+    if (!r) return IG_REQ_ERROR;
     pthread_mutex_lock(&r->c->mu);
-    ig_req_status s = r->status;
+    ig_req_status s = handle_ok_locked(r, "", NULL) ? IG_REQ_ERROR : r->status;
     pthread_mutex_unlock(&r->c->mu);
     return s;
 }
 
 ig_req_status ig_request_sync(ig_request *r) {
+    if (!r) return IG_REQ_ERROR;
     pthread_mutex_lock(&r->c->mu);
-    while (!r->ended) pthread_cond_wait(&r->cv, &r->c->mu);
-    ig_req_status s = r->status;
-    pthread_mutex_unlock(&r->c->mu);
+    if (handle_ok_locked(r, "", NULL)) {
+        pthread_mutex_unlock(&r->c->mu);
+        return IG_REQ_ERROR;
+    }
+    r->refs++;
+    while (!r->ended && !r->released) pthread_cond_wait(&r->cv, &r->c->mu);
+    ig_req_status s = r->released ? IG_REQ_ERROR : r->status;
+    unref_unlock(r);
     return s;
 }
 
-void ig_request_stop(ig_request *r) {
-    if (!r) return;
+ig_status ig_request_stop(ig_request *r) {
+    if (!r) return IG_OK;
     pthread_mutex_lock(&r->c->mu);
-    if (!r->ended) {
+    ig_status st = handle_ok_locked(r, "ig_request_stop", NULL);
+    if (!st && !r->ended) {
         r->stop_requested = 1;
         pthread_cond_signal(&r->c->work);
     }
     pthread_mutex_unlock(&r->c->mu);
+    return st;
 }
 
-void ig_request_release(ig_request *r) {
-    if (!r) return;
+ig_status ig_request_release(ig_request *r) {
+    if (!r) return IG_OK;
     core *c = r->c;
     pthread_mutex_lock(&c->mu);
+    ig_status st = handle_ok_locked(r, "ig_request_release", NULL);
+    if (st) {
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    r->released = 1;
     if (!r->ended) {
         r->stop_requested = 1;
         pthread_cond_signal(&c->work);
     }
-    int free_core;
-    eng_request_unref_locked(r, &free_core);
-    pthread_mutex_unlock(&c->mu);
-    if (free_core) core_free(c);
+    pthread_cond_broadcast(&r->cv); /* readers and syncs blocked in r return (IG_ERR_INVALID) */
+    unref_unlock(r);
+    return IG_OK;
 }
 
 /* ---------------------------------------------------------------- engine */
@@ -467,7 +555,9 @@ static void free_resources(ig_engine *e) {
 }
 
 ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig_engine **out, ig_err *err) {
+    if (!out) return ig_fail(err, IG_ERR_INVALID, "ig_engine_open: out is NULL");
     *out = NULL;
+    if (!pkg_dir) return ig_fail(err, IG_ERR_INVALID, "ig_engine_open: the package folder is NULL");
     ig_engine_config cfg;
     ig_engine_config_default(&cfg);
     if (cfg_in) {
@@ -538,6 +628,11 @@ void ig_engine_close(ig_engine *e) {
 }
 
 void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s) {
+    if (!s) return;
+    if (!e) {
+        memset(s, 0, sizeof *s);
+        return;
+    }
     core *c = e->c;
     pthread_mutex_lock(&c->mu);
     *s = c->stats;
@@ -552,6 +647,6 @@ void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s) {
     pthread_mutex_unlock(&c->mu);
 }
 
-int32_t ig_engine_vocab(const ig_engine *e) { return e->vocab; }
-int32_t ig_engine_max_context(const ig_engine *e) { return e->max_context; }
-int ig_engine_has_tokenizer(const ig_engine *e) { return e->has_tokenizer; }
+int32_t ig_engine_vocab(const ig_engine *e) { return e ? e->vocab : 0; }
+int32_t ig_engine_max_context(const ig_engine *e) { return e ? e->max_context : 0; }
+int ig_engine_has_tokenizer(const ig_engine *e) { return e && e->has_tokenizer; }

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,35 @@ static const cJSON *req(const cJSON *o, const char *key, const char *file, ig_er
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v) ig_fail(err, IG_ERR_FORMAT, "%s: missing key \"%s\"", file, key);
     return v;
+}
+
+/* v is a JSON number holding an integer in [lo, hi] (so a cast of it is defined). */
+static int int_in(const cJSON *v, double lo, double hi) {
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi && v->valuedouble == floor(v->valuedouble);
+}
+
+/* The manifest's "generation" ids: bos (-1 = none) and up to 8 eos ids, each inside the
+ * vocabulary of model.so (an eos id past it would index past a logits row). */
+static ig_status read_generation(rt_package *p, const cJSON *gen, const char *mpath, ig_err *err) {
+    int32_t V = p->desc->vocab;
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(gen, "bos_token_id"), *e;
+    if (bos && !cJSON_IsNull(bos)) {
+        if (!int_in(bos, -1, V - 1))
+            return ig_fail(err, IG_ERR_FORMAT, "%s: generation.bos_token_id is %g, not a token id of the vocabulary of %d",
+                           mpath, cJSON_IsNumber(bos) ? bos->valuedouble : NAN, V);
+        p->bos_id = (int32_t)bos->valuedouble;
+    }
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_ids");
+    if (eos && !cJSON_IsArray(eos)) return ig_fail(err, IG_ERR_FORMAT, "%s: generation.eos_token_ids is not a list", mpath);
+    if (cJSON_GetArraySize(eos) > 8)
+        return ig_fail(err, IG_ERR_FORMAT, "%s: generation.eos_token_ids lists %d ids, at most 8", mpath, cJSON_GetArraySize(eos));
+    cJSON_ArrayForEach(e, eos) {
+        if (!int_in(e, 0, V - 1))
+            return ig_fail(err, IG_ERR_FORMAT, "%s: generation.eos_token_ids holds %g, not a token id of the vocabulary of %d",
+                           mpath, cJSON_IsNumber(e) ? e->valuedouble : NAN, V);
+        p->eos_ids[p->n_eos++] = (int32_t)e->valuedouble;
+    }
+    return IG_OK;
 }
 
 void rt_package_close(rt_package *p) {
@@ -89,11 +119,16 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     }
     p->dir = strdup(dir);
     p->bos_id = -1;
+    if (!p->dir) {
+        st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     const cJSON *abi = req(m, "abi_version", mpath, err), *feat = req(m, "cpu_features", mpath, err),
                 *w = req(m, "weights", mpath, err), *target = req(m, "target", mpath, err);
-    if (!abi || !feat || !w || !target || !cJSON_IsNumber(abi)) {
+    if (!abi || !feat || !w || !target || !int_in(abi, 0, UINT32_MAX) || !int_in(feat, 0, UINT32_MAX)) {
         st = IG_ERR_FORMAT;
-        if (abi && !cJSON_IsNumber(abi)) ig_fail(err, st, "%s: abi_version is not a number", mpath);
+        if (abi && !int_in(abi, 0, UINT32_MAX)) ig_fail(err, st, "%s: abi_version is not a 32-bit unsigned integer", mpath);
+        else if (feat && !int_in(feat, 0, UINT32_MAX)) ig_fail(err, st, "%s: cpu_features is not a 32-bit unsigned integer", mpath);
         goto fail;
     }
     if ((uint32_t)abi->valuedouble != IG_MODEL_ABI_VERSION) {
@@ -119,13 +154,6 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     p->has_tokenizer = cJSON_IsTrue(tok);
     const cJSON *hpj = cJSON_GetObjectItemCaseSensitive(m, "hparams");
     p->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(hpj, "tie_embeddings"));
-    const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
-    if (gen) {
-        const cJSON *bos = cJSON_GetObjectItemCaseSensitive(gen, "bos_token_id");
-        if (cJSON_IsNumber(bos)) p->bos_id = (int32_t)bos->valuedouble;
-        const cJSON *eos = cJSON_GetObjectItemCaseSensitive(gen, "eos_token_ids"), *e;
-        cJSON_ArrayForEach(e, eos) if (cJSON_IsNumber(e) && p->n_eos < 8) p->eos_ids[p->n_eos++] = (int32_t)e->valuedouble;
-    }
 
     /* the code */
     snprintf(path, sizeof path, "%s/model.so", dir);
@@ -141,12 +169,15 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
                      IG_MODEL_ENTRY_SYMBOL, IG_MODEL_ABI_VERSION);
         goto fail;
     }
+    const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
+    if (gen && (st = read_generation(p, gen, mpath, err))) goto fail;
 
     /* the weights: size, table and hashes must match the manifest */
     const cJSON *wfile = req(w, "file", mpath, err), *wbytes = req(w, "bytes", mpath, err),
                 *tensors = req(w, "tensors", mpath, err);
-    if (!wfile || !wbytes || !tensors || !cJSON_IsString(wfile)) {
+    if (!wfile || !wbytes || !tensors || !cJSON_IsString(wfile) || !int_in(wbytes, 0, 9007199254740992.0)) {
         st = IG_ERR_FORMAT;
+        if (wbytes && !int_in(wbytes, 0, 9007199254740992.0)) ig_fail(err, st, "%s: weights.bytes is not a byte count", mpath);
         goto fail;
     }
     snprintf(path, sizeof path, "%s/%s", dir, wfile->valuestring);
@@ -184,7 +215,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
                     *off = cJSON_GetObjectItemCaseSensitive(e, "offset"),
                     *nb = cJSON_GetObjectItemCaseSensitive(e, "bytes"),
                     *hs = cJSON_GetObjectItemCaseSensitive(e, "hash");
-        if (!cJSON_IsString(nm) || !cJSON_IsNumber(off) || !cJSON_IsNumber(nb) || !cJSON_IsString(hs) ||
+        if (!cJSON_IsString(nm) || !int_in(off, 0, 9007199254740992.0) || !int_in(nb, 0, 9007199254740992.0) || !cJSON_IsString(hs) ||
             strcmp(nm->valuestring, wi->name) || (uint64_t)off->valuedouble != wi->offset ||
             (uint64_t)nb->valuedouble != wi->nbytes) {
             st = ig_fail(err, IG_ERR_MISMATCH, "%s: weight %d (%s) does not match model.so's table", mpath, i - 1, wi->name);

@@ -103,6 +103,11 @@ ig_status smp_validate(const smp_params *p, int32_t vocab, ig_err *err) {
     if (vocab <= 0) return ig_fail(err, IG_ERR_INVALID, "vocab must be > 0, got %d", (int)vocab);
     if (!(p->temperature >= 0.0f) || isinf(p->temperature))
         return ig_fail(err, IG_ERR_INVALID, "temperature must be >= 0 and finite, got %g", (double)p->temperature);
+    /* 1/temperature scales the logits: below 1e-6 it overflows toward inf (a subnormal one made
+     * every weight NaN) while sampling already equals greedy decoding */
+    if (p->temperature > 0.0f && p->temperature < 1e-6f)
+        return ig_fail(err, IG_ERR_INVALID, "temperature %g is too small to sample with: use 0 (greedy) or at least 1e-6",
+                       (double)p->temperature);
     if (p->top_k < 0) return ig_fail(err, IG_ERR_INVALID, "top_k must be >= 0 (0 = off), got %d", (int)p->top_k);
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
         return ig_fail(err, IG_ERR_INVALID, "top_p must be in (0, 1], got %g", (double)p->top_p);
@@ -595,6 +600,8 @@ ig_status smp_sample(smp_state *s, float *logits, smp_result *r, ig_err *err) {
     }
 
     for (int64_t j = ns - 1; j >= 0; j--) logits[s->save_ids[j]] = s->save_vals[j];
+    if (tok < 0 || tok >= V) /* never a token id outside the vocabulary to the client */
+        return ig_fail(err, IG_ERR_INTERNAL, "sampling found no token (the weights of the %d logits are not finite)", V);
 
     /* Raw logprobs, only when asked for: greedy decoding then costs two passes over the vocab. */
     r->token = tok;

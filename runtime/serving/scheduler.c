@@ -279,7 +279,7 @@ static int32_t plan_step(ig_engine *e, int32_t *n_tokens_out) {
                     /* alone in the pool and still no room: it has outgrown the KV cache */
                     list_remove(&c->run_head, r);
                     c->n_running--;
-                    finish_request(e, r, IG_REQ_FINISHED, IG_FINISH_LENGTH, NULL, NULL);
+                    finish_request(e, r, IG_REQ_FINISHED, IG_FINISH_KV, NULL, NULL);
                 }
                 r = next;
                 continue;

@@ -51,9 +51,19 @@ typedef struct out_node {
 
 typedef struct core core;
 
+/* A request handle's magic while the handle is the user's; a released one (on the core's shelf
+ * or still held by the scheduler) is detected by the API instead of used. */
+#define REQ_MAGIC_LIVE 0x1971a11eu
+#define REQ_MAGIC_DEAD 0xdeadbeefu
+/* Released request shells kept per core before one is reused (FIFO), so a stale handle is
+ * recognized for at least this many later releases; freed with the core. */
+#define REQ_SHELF_MIN 256
+
 struct ig_request {
-    core *c;
-    int refs;                   /* user handle + engine */
+    core *c;                    /* set once per shell, kept across reuse (same core) */
+    uint32_t magic;             /* REQ_MAGIC_LIVE until the user's release */
+    int released;               /* ig_request_release was called (c->mu) */
+    int refs;                   /* user handle + engine + readers/syncs blocked in it */
     pthread_cond_t cv;          /* readers wait here (on c->mu); CLOCK_MONOTONIC */
     /* generation config (arrays copied) */
     ig_gen_config g;
@@ -99,6 +109,8 @@ struct core {
     int32_t n_waiting, n_running;
     ig_engine_stats stats;
     struct ig_engine *engine;   /* the shell, freed with the core */
+    struct ig_request *shelf_head, *shelf_tail; /* released request shells (FIFO, REQ_SHELF_MIN) */
+    int32_t n_shelf;
 };
 
 struct ig_engine {

@@ -27,13 +27,21 @@ typedef struct ar_chunk {
 
 typedef struct arena {
     ar_chunk *head;
+    size_t total, limit; /* bytes taken from malloc; 0: no limit */
+    int over;            /* an allocation was refused by the limit */
 } arena;
 
 static void *ar_alloc(arena *a, size_t n) {
+    if (n > ((size_t)1 << 40)) return NULL;
     n = (n + 15) & ~(size_t)15;
     ar_chunk *c = a->head;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > 32768 ? n : 32768;
+        if (a->limit && a->total + AR_HDR + cap > a->limit) {
+            a->over = 1;
+            return NULL;
+        }
+        a->total += AR_HDR + cap;
         c = malloc(AR_HDR + cap);
         if (!c) return NULL;
         c->used = 0;
@@ -66,7 +74,20 @@ typedef struct jerr {
     ig_err *err;
     ig_status st;
     arena *ar;
+    int line;       /* template line being parsed or run, for messages without one */
+    uint64_t steps; /* expressions evaluated and statements run (JINJA_MAX_STEPS) */
+    int depth;      /* parser recursion (JINJA_MAX_DEPTH) */
 } jerr;
+
+/* Limits of one compile or render, so a hostile template (downloaded with a model) fails with a
+ * message naming its line instead of running without bound: steps (each expression evaluated,
+ * each statement run), memory of its values and output, and nesting of its expressions and
+ * blocks (the parser and the evaluator recurse over them). Real chat templates use a few
+ * thousand steps and kilobytes. */
+#define JINJA_MAX_STEPS 20000000ull
+#define JINJA_MAX_BYTES ((size_t)64 << 20)
+#define JINJA_MAX_DEPTH 200
+#define JINJA_MAX_EVAL_DEPTH 1000
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
@@ -83,6 +104,7 @@ static _Noreturn void jfail(jerr *e, ig_status st, int line, const char *fmt, ..
         if (k > 0 && ((unsigned char)msg[k - 1] & 0x80)) k--;
         msg[k] = 0;
     }
+    if (line <= 0) line = e->line;
     if (line > 0)
         ig_fail(e->err, st, "chat template line %d: %s", line, msg);
     else
@@ -91,16 +113,23 @@ static _Noreturn void jfail(jerr *e, ig_status st, int line, const char *fmt, ..
     longjmp(e->jb, 1);
 }
 
+/* Fails for an allocation the arena refused. */
+static _Noreturn void nomem(jerr *e) {
+    if (e->ar->over)
+        jfail(e, IG_ERR_INVALID, 0, "the template needs more than %zu MB of memory", JINJA_MAX_BYTES >> 20);
+    jfail(e, IG_ERR_NOMEM, 0, "out of memory");
+}
+
 static void *jalloc(jerr *e, size_t n) {
     void *p = ar_alloc(e->ar, n ? n : 1);
-    if (!p) jfail(e, IG_ERR_NOMEM, 0, "out of memory");
+    if (!p) nomem(e);
     memset(p, 0, n);
     return p;
 }
 
 static char *jstrdup(jerr *e, const char *s, size_t n) {
     char *p = ar_alloc(e->ar, n + 1);
-    if (!p) jfail(e, IG_ERR_NOMEM, 0, "out of memory");
+    if (!p) nomem(e);
     memcpy(p, s, n);
     p[n] = 0;
     return p;
@@ -302,7 +331,7 @@ static void sb_put(sb *b, const char *s, size_t n) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
         char *np = ar_alloc(b->e->ar, cap);
-        if (!np) jfail(b->e, IG_ERR_NOMEM, 0, "out of memory");
+        if (!np) nomem(b->e);
         if (b->n) memcpy(np, b->p, b->n);
         b->p = np;
         b->cap = cap;
@@ -1087,9 +1116,16 @@ static jx *p_filter_expr(cc *c, jx *x) {
     }
 }
 
+/* Counts a level of parser recursion (c->e.depth; the caller decrements). */
+static void nest(cc *c, int line) {
+    if (++c->e.depth > JINJA_MAX_DEPTH)
+        jfail(&c->e, IG_ERR_INVALID, line, "expressions or blocks nested more than %d deep", JINJA_MAX_DEPTH);
+}
+
 static jx *p_unary(cc *c, int with_filter) {
     tok *t = pk(c);
     jx *x;
+    nest(c, t->line);
     if (t_op(t, "-") || t_op(t, "+")) {
         nx(c);
         x = mk(c, t_op(t, "-") ? X_NEG : X_POS, t->line);
@@ -1099,6 +1135,7 @@ static jx *p_unary(cc *c, int with_filter) {
     }
     x = p_postfix(c, x);
     if (with_filter) x = p_filter_expr(c, x);
+    c->e.depth--;
     return x;
 }
 
@@ -1181,7 +1218,9 @@ static jx *p_not(cc *c) {
     if (t_name(pk(c), "not")) {
         int line = nx(c)->line;
         jx *x = mk(c, X_NOT, line);
+        nest(c, line);
         x->a = p_not(c);
+        c->e.depth--;
         return x;
     }
     return p_cmp(c);
@@ -1209,6 +1248,7 @@ static jx *p_or(cc *c) {
     return x;
 }
 static jx *p_expr(cc *c) {
+    nest(c, pk(c)->line);
     jx *x = p_or(c);
     while (t_name(pk(c), "if")) {
         int line = nx(c)->line;
@@ -1221,6 +1261,7 @@ static jx *p_expr(cc *c) {
         }
         x = y;
     }
+    c->e.depth--;
     return x;
 }
 /* a bare tuple `a, b` where jinja2 allows one (set values, for iterables) */
@@ -1427,6 +1468,7 @@ static js *p_stmt(cc *c) {
 static js *p_body(cc *c, const char *const *ends, int nends, const char **which, int open_line,
                   const char *open_name) {
     js *head = NULL, **tail = &head;
+    nest(c, open_line);
     for (;;) {
         tok *t = pk(c);
         js *s = NULL;
@@ -1435,6 +1477,7 @@ static js *p_body(cc *c, const char *const *ends, int nends, const char **which,
                 jfail(&c->e, IG_ERR_FORMAT, open_line,
                       "unclosed '%s' block: reached the end of the template looking for '%s'",
                       open_name, ends[nends - 1]);
+            c->e.depth--;
             return head;
         }
         if (t->t == T_TEXT) {
@@ -1453,6 +1496,7 @@ static js *p_body(cc *c, const char *const *ends, int nends, const char **which,
                 if (t_name(u, ends[i])) {
                     c->p += 2;
                     *which = ends[i];
+                    c->e.depth--;
                     return head;
                 }
             s = p_stmt(c);
@@ -1478,6 +1522,7 @@ typedef struct rctx {
     frame *root;
     int brk; /* 1: break pending, 2: continue pending */
     int depth; /* macro call depth */
+    int eval_depth; /* ev recursion */
 } rctx;
 
 #define RF(r, line, ...) jfail(&(r)->e, IG_ERR_INVALID, line, __VA_ARGS__)
@@ -1787,6 +1832,9 @@ static _Noreturn void undef_fail(rctx *r, jv u, int line) {
 }
 
 static jv str_repeat(rctx *r, jv s, int64_t k) {
+    if (k > 0 && s.u.s.n && (uint64_t)k > JINJA_MAX_BYTES / s.u.s.n)
+        RF(r, r->e.line, "a string of %zu bytes repeated %lld times exceeds the template's %zu MB", s.u.s.n, (long long)k,
+           JINJA_MAX_BYTES >> 20);
     sb b = {.e = &r->e};
     sb_put(&b, "", 0);
     for (int64_t i = 0; i < k; i++) sb_sv(&b, s);
@@ -1852,6 +1900,9 @@ static jv binop(rctx *r, int op, jv a, jv b, int line) {
         return a.t == JV_STR ? str_repeat(r, a, as_int(b)) : str_repeat(r, b, as_int(a));
     }
     if (op == OP_MUL && a.t == JV_LIST && is_intish(b)) {
+        if (as_int(b) > 0 && a.u.l->n && (uint64_t)as_int(b) > JINJA_MAX_BYTES / sizeof(jv) / a.u.l->n)
+            RF(r, line, "a list of %zu items repeated %lld times exceeds the template's %zu MB", a.u.l->n,
+               (long long)as_int(b), JINJA_MAX_BYTES >> 20);
         jlist *l = l_new(&r->e, 4);
         for (int64_t k = 0; k < as_int(b); k++)
             for (size_t i = 0; i < a.u.l->n; i++) l_push(&r->e, l, a.u.l->v[i]);
@@ -2984,7 +3035,27 @@ static jargs eval_args(rctx *r, frame *f, const jx *x) {
     return g;
 }
 
+/* Counts one step at `line` (JINJA_MAX_STEPS). */
+static void step(rctx *r, int line) {
+    r->e.line = line;
+    if (++r->e.steps > JINJA_MAX_STEPS)
+        RF(r, line, "the template ran more than %llu steps (a loop without bound?)", (unsigned long long)JINJA_MAX_STEPS);
+}
+
+static jv ev_node(rctx *r, frame *f, const jx *x);
+
+/* Evaluates x: a step, and a level of evaluator recursion (macros calling macros nest the
+ * parser's bounded depth again: JINJA_MAX_EVAL_DEPTH bounds the stack). */
 static jv ev(rctx *r, frame *f, const jx *x) {
+    step(r, x->line);
+    if (++r->eval_depth > JINJA_MAX_EVAL_DEPTH)
+        RF(r, x->line, "expressions evaluated more than %d deep (recursion?)", JINJA_MAX_EVAL_DEPTH);
+    jv v = ev_node(r, f, x);
+    r->eval_depth--;
+    return v;
+}
+
+static jv ev_node(rctx *r, frame *f, const jx *x) {
     switch (x->k) {
     case X_LIT: return x->lit;
     case X_NAME: {
@@ -3096,6 +3167,7 @@ static void bind_targets(rctx *r, frame *f, const js *s, jv v) {
 }
 
 static void ex(rctx *r, frame *f, const js *s) {
+    step(r, s->line);
     switch (s->k) {
     case S_TEXT: sb_put(&r->out, s->text, s->tlen); return;
     case S_OUT: py_str(&r->out, ev(r, f, s->e)); return;
@@ -3177,6 +3249,7 @@ ig_status ct_compile(const char *source, ct_template **out, ig_err *err) {
     }
     c->e.err = err;
     c->e.ar = &t->ar;
+    t->ar.limit = JINJA_MAX_BYTES;
     if (setjmp(c->e.jb)) {
         ig_status st = c->e.st;
         free(c);
@@ -3222,6 +3295,7 @@ ig_status ct_render(const ct_template *t, const cJSON *messages, const ct_vars *
     if (!r) return ig_fail(err, IG_ERR_NOMEM, "ct_render: out of memory");
     r->e.err = err;
     r->e.ar = &r->ar;
+    r->ar.limit = JINJA_MAX_BYTES;
     r->out.e = &r->e;
     if (setjmp(r->e.jb)) {
         ig_status st = r->e.st;

@@ -678,8 +678,40 @@ static int is_word(uint32_t c) {
     return (MASK_W >> tok_ucat(c)) & 1;
 }
 
-/* Runs the VM from pc at sp; returns 1 with *end on match, 0 on no match, -1 on OOM. */
-static int run(const tok_regex *re, const uint32_t *cps, size_t n, int pc0, size_t sp0, size_t *end) {
+/* Backtracking without exponential time: the outcome of a state (pc, sp) does not depend on the
+ * path to it (no captures, no backreferences), so once a SPLIT state has been expanded and the
+ * search came back to it, it failed and fails again. The memo of expanded SPLIT states (a bitset
+ * over pc x sp, sp counted from the search's start) is made only when a search has taken more
+ * than MEMO_AFTER steps, so ordinary pre-tokenizer matches never pay for it; results are the
+ * same with or without it. Lookahead bodies run without the memo (their own success would be
+ * misread as failure) under LOOK_STEPS steps per search. */
+#define MEMO_AFTER 4096
+#define LOOK_STEPS 20000000ull
+
+typedef struct memo {
+    uint8_t *bits;   /* NULL until MEMO_AFTER steps */
+    size_t base, width; /* sp - base in [0, width) */
+    uint64_t steps, look_steps;
+} memo;
+
+/* 1 when (pc, sp) was already expanded (and marks it); -1 when the memo cannot be made. */
+static int memo_seen(const tok_regex *re, memo *m, int pc, size_t sp) {
+    if (!m->bits) {
+        if (++m->steps < MEMO_AFTER) return 0;
+        m->bits = calloc(((size_t)re->nprog * m->width + 7) / 8, 1);
+        if (!m->bits) return -1;
+    }
+    size_t k = (size_t)pc * m->width + (sp - m->base);
+    if (m->bits[k >> 3] & (1u << (k & 7))) return 1;
+    m->bits[k >> 3] |= (uint8_t)(1u << (k & 7));
+    return 0;
+}
+
+/* Runs the VM from pc at sp; returns 1 with *end on match, 0 on no match, -1 on OOM or when a
+ * lookahead ran past its step budget. m: the search's memo, NULL inside lookahead bodies
+ * (which count steps in *look). */
+static int run(const tok_regex *re, const uint32_t *cps, size_t n, int pc0, size_t sp0, size_t *end, memo *m,
+               uint64_t *look) {
     bt local[256];
     bt *stk = local;
     size_t cap = 256, top = 0;
@@ -706,6 +738,14 @@ static int run(const tok_regex *re, const uint32_t *cps, size_t n, int pc0, size
                 goto fail;
             case OP_JMP: pc = in->x; continue;
             case OP_SPLIT:
+                if (m) {
+                    int seen = memo_seen(re, m, pc, sp);
+                    if (seen < 0) { result = -1; goto done; }
+                    if (seen) goto fail;
+                } else if (++*look > LOOK_STEPS) {
+                    result = -1;
+                    goto done;
+                }
                 if (top == cap) {
                     size_t ncap = cap * 2;
                     bt *ns = stk == local ? malloc(ncap * sizeof *ns) : realloc(stk, ncap * sizeof *ns);
@@ -732,7 +772,7 @@ static int run(const tok_regex *re, const uint32_t *cps, size_t n, int pc0, size
             }
             case OP_LOOK: {
                 size_t e2;
-                int r = run(re, cps, n, pc + 1, sp, &e2);
+                int r = run(re, cps, n, pc + 1, sp, &e2, NULL, look);
                 if (r < 0) { result = -1; goto done; }
                 if (r != in->neg) { pc = in->x; continue; }
                 goto fail;
@@ -752,18 +792,24 @@ int tok_regex_search(const tok_regex *re, const uint32_t *cps, size_t n, size_t 
     /* Cheap first-instruction filter: when the program starts with a CHAR or CLASS (no SPLIT),
      * skip start positions it rejects. */
     const rinst *p0 = &re->prog[0];
+    memo mo = {.base = start, .width = n - start + 1};
     for (size_t s = start; s <= n; s++) {
         if (p0->op == OP_CLASS) {
-            if (s == n) return 0;
+            if (s == n) break;
             if (!class_has(&re->classes[p0->c], cps[s])) continue;
         } else if (p0->op == OP_CHAR) {
-            if (s == n) return 0;
+            if (s == n) break;
             if (cps[s] != p0->c) continue;
         }
         size_t e;
-        int r = run(re, cps, n, 0, s, &e);
-        if (r < 0) return -1;
-        if (r) { *ms = s; *me = e; return 1; }
+        int r = run(re, cps, n, 0, s, &e, &mo, &mo.look_steps);
+        if (r) {
+            free(mo.bits);
+            if (r < 0) return -1;
+            *ms = s; *me = e;
+            return 1;
+        }
     }
+    free(mo.bits);
     return 0;
 }

@@ -35,7 +35,7 @@ static int sb_reserve(sbuf *b, size_t extra) {
 }
 static int sb_put(sbuf *b, const void *s, size_t n) {
     if (sb_reserve(b, n)) return -1;
-    memcpy(b->p + b->n, s, n);
+    if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
     return 0;
@@ -80,7 +80,8 @@ static int pl_add0(plist *l, const char *s, size_t n) {
     l->n++;
     return 0;
 }
-#define PIECE(l, i) ((l)->b.p + (l)->s[i].off)
+/* (never NULL + 0: a list of empty pieces has no buffer) */
+#define PIECE(l, i) ((l)->b.p ? (l)->b.p + (l)->s[i].off : "")
 
 static uint64_t hash_bytes(const void *p, size_t n) { /* FNV-1a, 64-bit */
     const unsigned char *s = p;
@@ -1139,6 +1140,7 @@ ig_status tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, int s
  * window + new id and emit what extends the prefix, unless it ends in U+FFFD (an unfinished
  * character). The window keeps one token of left context, so leading-space stripping (Strip /
  * Metaspace decoders) applies only where it would in a full decode. */
+#define STREAM_PENDING 8
 struct tok_stream {
     const tok_tokenizer *t;
     int skip_special;
@@ -1170,7 +1172,11 @@ ig_status tok_stream_push(tok_stream *s, int32_t id, const char **piece, size_t 
     ig_status st = decode_into(s->t, s->ids.p, s->ids.n, s->skip_special, &s->ds, &s->cur);
     if (st) return ig_fail(err, st, "tok_stream_push: out of memory");
     size_t pl = s->prefix.n, cl = s->cur.n;
-    if (cl > pl && !(cl >= 3 && !memcmp(s->cur.p + cl - 3, "\xEF\xBF\xBD", 3))) {
+    /* text ending in U+FFFD waits for the rest of its character, but at most STREAM_PENDING tokens:
+     * a character is at most 4 byte tokens, and a window that grew without bound made every push
+     * decode it again (8192 lone byte tokens took seconds on the scheduler thread) */
+    int held = cl >= 3 && !memcmp(s->cur.p + cl - 3, "\xEF\xBF\xBD", 3) && s->ids.n - s->prefix_index < STREAM_PENDING;
+    if (cl > pl && !held) {
         if (pl && memcmp(s->cur.p, s->prefix.p, pl))
             return ig_fail(err, IG_ERR_INTERNAL, "tok_stream_push: decoded text no longer extends the emitted prefix");
         s->piece.n = 0;
@@ -1251,11 +1257,9 @@ static void post_free(tpost *p) {
 
 void tok_free(tok_tokenizer *t) {
     if (!t) return;
-    if (t->str) {
-        for (int k = 0; k < t->nadded; k++) {
-            free(t->added[k].content);
-            if (t->added_norm) free(t->added_norm[k]);
-        }
+    for (int k = 0; k < t->nadded; k++) { /* also when the load failed before the id table */
+        free(t->added[k].content);
+        if (t->added_norm) free(t->added_norm[k]);
     }
     free(t->added); free(t->added_norm); free(t->added_norm_len);
     for (int k = 0; k < 256; k++) { free(t->first_byte[k]); free(t->nfirst_byte[k]); }
@@ -1680,6 +1684,10 @@ static ig_status build(tok_tokenizer *t, const cJSON *root, const cJSON *cfg, ig
     }
     for (int k = 0; k < t->nadded; k++)
         if (t->added[k].id + 1 > nids) nids = t->added[k].id + 1;
+    /* ids are dense in real tokenizers: a sparse one would size five tables by its largest id */
+    if ((size_t)nids > 2 * (nv + (size_t)t->nadded) + 65536)
+        return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: token id %d is far beyond the %zu tokens listed", (int)nids - 1,
+                       nv + (size_t)t->nadded);
     t->nids = nids;
     t->str = calloc((size_t)nids + 1, sizeof *t->str);
     t->slen = calloc((size_t)nids + 1, sizeof *t->slen);

@@ -5,7 +5,8 @@
  * Qwen, Llama 3, SmolLM2, DeepSeek) and SentencePiece-style BPE with byte fallback (Llama 2).
  * The pipeline is HF's: added tokens split out first, then normalizer, pre-tokenizer, model,
  * post-processor; decode runs the decoder chain over token strings. Pre-tokenizer regexes run on
- * a small backtracking regex engine over code points (tok_regex_*), with Unicode categories,
+ * a small backtracking regex engine over code points (tok_regex_*; a memo of expanded states keeps it
+ * linear in pathological patterns), with Unicode categories,
  * case mappings and normalization data generated from Unicode data (tools/gen_unicode_tables.py).
  *
  * Thread-safety: a loaded tok_tokenizer is immutable except for its bounded pre-token cache,
