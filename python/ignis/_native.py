@@ -332,6 +332,7 @@ class Engine:
             keep += [ids, vals]
             g.logit_bias_ids, g.logit_bias_values, g.n_logit_bias = ids, vals, len(logit_bias)
         h, err = ctypes.c_void_p(), _Err()
+        self._open()
         if isinstance(prompt, str):
             st = lib.ig_request_start_text(self._h, prompt.encode(), ctypes.byref(g), ctypes.byref(h), ctypes.byref(err))
         else:
@@ -348,16 +349,21 @@ class Engine:
         finally:
             r.release()
 
+    def _open(self):
+        if not getattr(self, "_h", None):
+            raise Error("the engine is closed (close() was called)", Status.CLOSED)
+        return self._h
+
     def logits_into(self, ids: Sequence[int], out) -> None:
         """Teacher-forced logits of ids into out (a writable ctypes buffer of len(ids) * vocab
         float32): ig_engine_logits."""
         arr = (ctypes.c_int32 * len(ids))(*ids)
         err = _Err()
-        _check(_L().ig_engine_logits(self._h, arr, len(ids), ctypes.cast(out, ctypes.c_void_p), ctypes.byref(err)), err)
+        _check(_L().ig_engine_logits(self._open(), arr, len(ids), ctypes.cast(out, ctypes.c_void_p), ctypes.byref(err)), err)
 
     def stats(self) -> dict:
         s = _Stats()
-        _L().ig_engine_get_stats(self._h, ctypes.byref(s))
+        _L().ig_engine_get_stats(self._open(), ctypes.byref(s))
         return {k: getattr(s, k) for k, _ in _Stats._fields_}
 
     def close(self):
