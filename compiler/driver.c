@@ -167,6 +167,15 @@ static cJSON *hparams_json(const ir_hparams *hp) {
 /* The manifest's name of a package element type. */
 static const char *dtype_str(ig_dtype d) { return d == IG_DTYPE_BF16 ? "bf16" : d == IG_DTYPE_F16 ? "f16" : "f32"; }
 
+/* --dtype not given: a 16-bit checkpoint (bf16 / f16; GGUF files other than all-f32 count as
+ * 16-bit) compiles to bf16 where the target computes in bf16 (CUDA, CPUs with AVX-512 BF16),
+ * everything else to f32. */
+static ig_dtype default_dtype(const ir_hparams *hp, const cg_target *t, int cuda) {
+    int src16 = hp->src_dtype == IG_DTYPE_BF16 || hp->src_dtype == IG_DTYPE_F16;
+    int bf16 = cuda || (t && (t->cpu_features & IG_CPU_AVX512BF16));
+    return src16 && bf16 ? IG_DTYPE_BF16 : IG_DTYPE_F32;
+}
+
 ig_status cc_compile(const cc_options *o, ig_err *err) {
     const char *pkg = o->out_dir;
     ig_dtype dt = IG_DTYPE_F32;
@@ -208,6 +217,10 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (st) return st;
     LOG(o, "imported %s: %s, %d layers, hidden %d, vocab %d (%.2f s)\n", o->input, g->hp.arch,
         g->hp.n_layers, g->hp.hidden, g->hp.vocab, rt_now() - t0);
+    if (!o->dtype) {
+        dt = default_dtype(&g->hp, t, cuda);
+        LOG(o, "dtype %s (the checkpoint's is %s; --dtype chooses)\n", dtype_str(dt), dtype_str(g->hp.src_dtype));
+    }
     if (g->hp.head_dim % 2)
         st = ig_fail(err, IG_ERR_UNSUPPORTED, "%s: head_dim %d is odd (RoPE needs pairs)", o->input, g->hp.head_dim);
     if (!st) st = cp_run_all(g, o->dump, err);

@@ -209,6 +209,45 @@ IG_API ig_status ig_request_stop(ig_request *r);
  * NULL (IG_OK); a second release of the same handle is IG_ERR_INVALID, and changes nothing. */
 IG_API ig_status ig_request_release(ig_request *r);
 
+
+/* Teacher-forced logits: out[i * vocab + j] is the logit of token j after ids[0..i] (a fresh
+ * sequence; out is the caller's, n_ids * ig_engine_vocab floats, float32 on the host). Runs on a
+ * second model instance of the engine's package, beside the scheduler's requests (weights
+ * shared on CPU packages; a device package holds a second copy while the instance lives), in
+ * steps of max_tokens_per_step tokens, so the values equal `ignis logits`. Calls serialize.
+ * Errors name the bad id or the limit (context length); IG_ERR_CLOSED once close has begun. */
+IG_API ig_status ig_engine_logits(ig_engine *e, const int32_t *ids, int32_t n_ids, float *out, ig_err *err);
+
+/* ---- Text: a package's tokenizer and chat template.
+ *
+ * An ig_tokenizer is opened from a package or from any HuggingFace tokenizer folder
+ * (tokenizer.json, and tokenizer_config.json for bos/eos tokens and the chat template; a folder
+ * without a template gets ChatML). It is immutable once open: any number of threads may use it
+ * at once. Buffers it returns are the caller's: free them with ig_free. */
+typedef struct ig_tokenizer ig_tokenizer;
+
+/* *out: close with ig_tokenizer_close. */
+IG_API ig_status ig_tokenizer_open(const char *dir, ig_tokenizer **out, ig_err *err);
+IG_API void ig_tokenizer_close(ig_tokenizer *t); /* accepts NULL */
+/* Ids the tokenizer knows (model vocabulary + added tokens); its BOS / EOS ids, -1 if none. */
+IG_API int32_t ig_tokenizer_vocab(const ig_tokenizer *t);
+IG_API int32_t ig_tokenizer_bos(const ig_tokenizer *t);
+IG_API int32_t ig_tokenizer_eos(const ig_tokenizer *t);
+/* Encodes len bytes of UTF-8 text (as HF: add_special runs the post-processor, e.g. BOS;
+ * parse_special turns special tokens written in the text into their ids). *ids: ig_free. */
+IG_API ig_status ig_tokenize(const ig_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                             int32_t **ids, int32_t *n_ids, ig_err *err);
+/* Decodes ids (out-of-range ids are skipped, as HF). *text: NUL-terminated, *len bytes; ig_free. */
+IG_API ig_status ig_detokenize(const ig_tokenizer *t, const int32_t *ids, int32_t n_ids, int skip_special, char **text,
+                               size_t *len, ig_err *err);
+/* Renders a conversation with the chat template, as transformers' apply_chat_template:
+ * messages_json is a JSON array of {"role", "content", ...}; tools_json a JSON array or NULL.
+ * *text: NUL-terminated, *len bytes; ig_free. Errors name the JSON fault or the template line. */
+IG_API ig_status ig_chat_template_apply(const ig_tokenizer *t, const char *messages_json, const char *tools_json,
+                                        int add_generation_prompt, char **text, size_t *len, ig_err *err);
+/* Frees a buffer libignis returned (accepts NULL). */
+IG_API void ig_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
-"""A small program to copy from: the Python interface over libignis.so.
+"""A small program to copy from: the Python API (pip install . first, or run from a checkout
+with build/ built: python/ignis finds build/libignis.so).
 
-    PYTHONPATH=python IGNIS_LIB=build/libignis.so python3 samples/generate.py pkg/smollm2 "Tell me a joke"
+    python3 samples/generate.py pkg/smollm2 "Tell me a joke"
 """
-import sys
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import ignis
+
 
 def main():
     pkg, prompt = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "The three primary colors are"
-    with ignis.Engine(pkg) as eng:
+    with ignis.LLM(pkg) as llm:
         # streaming, sampled
-        req = eng.start(prompt, max_new_tokens=48, temperature=0.7, top_p=0.9, seed=1)
-        for out in req:
-            print(out.text, end="", flush=True)
+        for chunk in llm.stream(prompt, ignis.SamplingParams(max_tokens=48, temperature=0.7, top_p=0.9, seed=1)):
+            print(chunk.text, end="", flush=True)
         print()
-        # a whole result, greedy, with a stop string
-        res = eng.generate(prompt, max_new_tokens=48, stop=["\n"])
-        print(repr(res.text), res.finish)
-        print(eng.stats())
+        # two prompts batched, greedy, with a stop string
+        for out in llm.generate([prompt, "Water is"], ignis.SamplingParams(max_tokens=48, stop=["\n"])):
+            print(repr(out.text), out.finish_reason)
+        print(llm.chat([{"role": "user", "content": prompt}], ignis.SamplingParams(max_tokens=48))[0].text)
+        print(llm.stats())
+
 
 if __name__ == "__main__":
     main()

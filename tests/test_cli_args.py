@@ -43,7 +43,7 @@ def help_pages(pkg):
     ch = ignis(["chat", "--help"])
     gen_line = [l for l in a.stdout.splitlines() if "--max-new-tokens" in l]
     chat_line = [l for l in ch.stdout.splitlines() if "--max-new-tokens" in l]
-    check("per-command defaults", ch.returncode == 0 and "default 16" in "".join(gen_line)
+    check("per-command defaults", ch.returncode == 0 and "default 128" in "".join(gen_line)
           and "default 512" in "".join(chat_line) and all(f in ch.stdout for f in sampling + ("--system",)), ch)
     top = ignis(["help"])
     cmds = ["compile", "generate", "chat", "logits", "bench", "import", "inspect", "tokenize", "detokenize",

@@ -8,8 +8,12 @@
  * 1 the library failed (its message names the file, key, tensor or value at fault), 2 the command
  * line is wrong (the message names the flag and the value). This is the only place in ignis that
  * prints or exits. */
+#include <errno.h>
 #include <float.h>
 #include <immintrin.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <time.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,9 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#ifdef IGNIS_HAVE_LIBEDIT
+#include <editline/readline.h>
+#endif
 
 #include "chat_template.h"
 #include "cli_args.h"
@@ -63,10 +70,13 @@ static const cli_flag thread_flags[] = {
     CLI_I32("--threads", NULL, thread_opts, threads, 0, 4096, 0, "N", "compute threads (0 = all online CPUs)", NULL),
     CLI_END};
 
-/* The sampling / stopping flags: an ig_gen_config plus the --stop strings it points to. */
+/* The sampling / stopping flags: an ig_gen_config plus the --stop strings it points to, --seed as
+ * given (NULL: a random seed per run) and --verbose. */
 typedef struct sample_opts {
     ig_gen_config g;
     cli_strs stop;
+    const char *seed;
+    int verbose;
 } sample_opts;
 
 static const cli_flag sampling_flags[] = {
@@ -85,11 +95,13 @@ static const cli_flag sampling_flags[] = {
             "subtract P from the logits of tokens already seen"),
     CLI_F32("--frequency-penalty", NULL, sample_opts, g.frequency_penalty, -2, 2, 0, "F",
             "subtract F times its count from the logit of each token already seen"),
-    CLI_U64V("--seed", NULL, sample_opts, g.seed, "S", "random seed: the same request and seed give the same tokens"),
+    CLI_STRD("--seed", NULL, sample_opts, seed, 0, "S", "random seed (decimal or 0x hex): the same request and seed give the same tokens",
+             "random, printed with --verbose"),
     CLI_REP("--stop", NULL, sample_opts, stop, "TEXT", "stop before this text (needs a tokenizer)"),
     CLI_SW("--ignore-eos", NULL, sample_opts, g.ignore_eos, "keep going past the model's end-of-sequence tokens"),
     CLI_I32("--top-logprobs", NULL, sample_opts, g.top_logprobs, 0, 20, 0, "N",
             "compute the log-probabilities of the N most likely tokens at each step", NULL),
+    CLI_SW("--verbose", "-v", sample_opts, verbose, "say on stderr the seed used and, in chat, each turn's prompt size"),
     CLI_END};
 
 static void sample_defaults(sample_opts *s, int32_t max_new) {
@@ -98,10 +110,31 @@ static void sample_defaults(sample_opts *s, int32_t max_new) {
     s->g.max_new_tokens = max_new;
 }
 
-/* Points the config at the parsed --stop strings (borrowed from s). */
-static void sample_finish(sample_opts *s) {
+/* 64 random bits from the kernel (time and pid if it has none to give). */
+static uint64_t random_seed(void) {
+    uint64_t x;
+    if (getrandom(&x, sizeof x, 0) == (ssize_t)sizeof x) return x;
+    return (uint64_t)time(NULL) * 6364136223846793005ull ^ (uint64_t)getpid();
+}
+
+/* Points the config at the parsed --stop strings (borrowed from s) and sets the seed: --seed's
+ * value (the whole string a decimal or 0x hex number), else a random one, said with --verbose.
+ * IG_ERR_INVALID naming a malformed --seed. */
+static ig_status sample_finish(sample_opts *s, const char *cmd, ig_err *err) {
     s->g.stop_strings = s->stop.v;
     s->g.n_stop_strings = s->stop.n;
+    if (s->seed) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s->seed, &end, 0);
+        if (!*s->seed || *end || errno || strchr(s->seed, '-'))
+            return ig_fail(err, IG_ERR_INVALID, "--seed: '%s' is not a number in [0, 2^64)", s->seed);
+        s->g.seed = v;
+    } else {
+        s->g.seed = random_seed();
+    }
+    if (s->verbose) fprintf(stderr, "ignis %s: seed %llu%s\n", cmd, (unsigned long long)s->g.seed, s->seed ? "" : " (random)");
+    return IG_OK;
 }
 
 /* The engine flags (with thread_flags): 0 means "not given" for each number. */
@@ -245,7 +278,8 @@ static const cli_flag compile_flags[] = {
     CLI_STRD("--target", NULL, compile_opts, target, 0, "TARGET",
              "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
              "cpu: the best this machine runs"),
-    CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)", "f32"),
+    CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
+             "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
     CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
     CLI_STRV("--dump-graph", NULL, compile_opts, dump, 0, "FILE", "write the graph after each compiler pass to FILE"),
     CLI_STRD("--cc", NULL, compile_opts, cc, 0, "CC", "the C compiler", "$IGNIS_CC or cc"),
@@ -500,14 +534,23 @@ static int cmd_bench(const cli_cmd *c, int argc, char **argv) {
 
 /* ---- generate / chat (through the engine) */
 
-/* Reads the request to its end; prints text as it streams (text mode) or collects ids. */
-static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n, ig_err *err) {
+/* Reads the request to its end; prints text as it streams (text mode) or collects ids; *why:
+ * the finish reason (NONE when stopped). *interrupt (may be NULL), polled every 100 ms, stops
+ * the request when it becomes non-zero (chat's Ctrl-C). */
+static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n, ig_finish_reason *why,
+                       volatile sig_atomic_t *interrupt, ig_err *err) {
     int32_t cap = 64;
     *n = 0;
+    *why = IG_FINISH_NONE;
     *ids = malloc(sizeof(int32_t) * cap);
+    if (!*ids) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     for (;;) {
         ig_output *o;
-        ig_status st = ig_request_read(r, -1, &o, err);
+        ig_status st = ig_request_read(r, interrupt ? 100 : -1, &o, err);
+        if (st == IG_ERR_TIMEOUT) {
+            if (*interrupt) ig_request_stop(r);
+            continue;
+        }
         if (st == IG_ERR_CLOSED) return IG_OK;
         if (st) return st;
         if (o->status == IG_REQ_ERROR) {
@@ -515,19 +558,38 @@ static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n,
             ig_output_free(o);
             return st;
         }
+        if (o->status == IG_REQ_FINISHED) *why = o->finish;
         for (int32_t i = 0; i < o->n_tokens; i++) {
-            if (*n == cap) *ids = realloc(*ids, sizeof(int32_t) * (cap *= 2));
+            if (*n == cap) {
+                int32_t *t = realloc(*ids, sizeof(int32_t) * (cap *= 2));
+                if (!t) {
+                    ig_output_free(o);
+                    return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+                }
+                *ids = t;
+            }
             (*ids)[(*n)++] = o->tokens[i];
         }
         if (print_text && o->text_len) {
             fwrite(o->text, 1, o->text_len, stdout);
             fflush(stdout);
         }
-        if (o->status == IG_REQ_FINISHED && o->finish == IG_FINISH_KV)
-            fprintf(stderr, "ignis: generation cut after %d tokens: the KV cache cannot hold a longer sequence "
-                            "(raise --kv-pages or --kv-bytes)\n", *n);
         ig_output_free(o);
+        if (interrupt && *interrupt) ig_request_stop(r);
     }
+}
+
+/* A request cut short by the model's context (LENGTH before max_new_tokens) or by the KV cache
+ * (FINISH_KV): says which on stderr (label: "prompt 2" or NULL). */
+static void note_cut_short(const char *cmd, const char *label, ig_finish_reason why, int32_t n_prompt, int32_t n_gen,
+                           const ig_gen_config *g, int32_t max_context) {
+    if (why != IG_FINISH_KV && (why != IG_FINISH_LENGTH || n_gen >= g->max_new_tokens)) return;
+    fprintf(stderr, "ignis %s: note: %s%sstopped after %d of --max-new-tokens %d: ", cmd, label ? label : "",
+            label ? ": " : "", n_gen, g->max_new_tokens);
+    if (why == IG_FINISH_KV)
+        fprintf(stderr, "the KV cache cannot hold a longer sequence (raise --kv-fraction, --kv-pages or --kv-bytes)\n");
+    else
+        fprintf(stderr, "the model's context of %d tokens is full (%d prompt tokens)\n", max_context, n_prompt);
 }
 
 static void print_ids(const int32_t *ids, int32_t n) {
@@ -597,8 +659,8 @@ static ig_status prompts_load(const char *tokens, const char *file, prompt_set *
 
 typedef struct generate_opts {
     const char *pos[1];
-    const char *tokens, *tokens_file, *prompt;
-    int ids;
+    const char *tokens, *tokens_file, *prompt, *system;
+    int ids, chat;
     sample_opts s;
     engine_opts e;
     thread_opts t;
@@ -609,19 +671,66 @@ static const cli_flag generate_flags[] = {
     CLI_STRV("--tokens-file", NULL, generate_opts, tokens_file, 0, "FILE",
              "one prompt of token ids per line, all run at once; one output line per prompt, in order"),
     CLI_STRV("--prompt", NULL, generate_opts, prompt, 0, "TEXT", "the prompt as text (needs a tokenizer); streams the text"),
+    CLI_SW("--chat", NULL, generate_opts, chat, "with --prompt: the text is a user message, put through the chat template"),
+    CLI_STRV("--system", NULL, generate_opts, system, 0, "TEXT", "with --chat: a system message before it"),
     CLI_SW("--ids", NULL, generate_opts, ids, "with --prompt: print the new token ids instead of the text"),
     CLI_END};
 
-/* --prompt: streams the text, or prints the ids with --ids. */
-static ig_status generate_text(ig_engine *e, const generate_opts *o, ig_err *err) {
-    ig_request *r;
-    int32_t *ids, n;
-    ig_status st = ig_request_start_text(e, o->prompt, &o->s.g, &r, err);
+static void add_message(cJSON *msgs, const char *role, const char *content) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddStringToObject(m, "content", content);
+    cJSON_AddItemToArray(msgs, m);
+}
+
+/* The token ids of a conversation rendered by the chat template (special tokens parsed, none
+ * added: the template writes them). *ids: ig_free. */
+static ig_status chat_ids(const ig_tokenizer *t, const cJSON *msgs, int32_t **ids, int32_t *n, ig_err *err) {
+    char *json = cJSON_PrintUnformatted(msgs), *text = NULL;
+    size_t len = 0;
+    if (!json) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = ig_chat_template_apply(t, json, NULL, 1, &text, &len, err);
+    if (!st) st = ig_tokenize(t, text, len, 0, 1, ids, n, err);
+    free(json);
+    ig_free(text);
+    return st;
+}
+
+/* The ids of --prompt: as ig_request_start_text tokenizes it, or with --chat through the chat
+ * template. *ids: ig_free. */
+static ig_status prompt_ids(const generate_opts *o, int32_t **ids, int32_t *n, ig_err *err) {
+    ig_tokenizer *t;
+    ig_status st = ig_tokenizer_open(o->pos[0], &t, err);
     if (st) return st;
-    st = drain(r, !o->ids, &ids, &n, err);
-    if (o->ids) print_ids(ids, n);
-    else printf("\n");
+    if (o->chat) {
+        cJSON *msgs = cJSON_CreateArray();
+        if (o->system) add_message(msgs, "system", o->system);
+        add_message(msgs, "user", o->prompt);
+        st = chat_ids(t, msgs, ids, n, err);
+        cJSON_Delete(msgs);
+    } else {
+        st = ig_tokenize(t, o->prompt, strlen(o->prompt), 1, 1, ids, n, err);
+    }
+    ig_tokenizer_close(t);
+    return st;
+}
+
+/* --prompt: streams the text, or prints the ids with --ids. */
+static ig_status generate_text(ig_engine *e, const generate_opts *o, const char *name, ig_err *err) {
+    if (!ig_engine_has_tokenizer(e))
+        return ig_fail(err, IG_ERR_INVALID, "%s has no tokenizer: give the prompt with --tokens", o->pos[0]);
+    ig_request *r = NULL;
+    int32_t *prompt, n_prompt, *ids = NULL, n = 0;
+    ig_finish_reason why;
+    ig_status st = prompt_ids(o, &prompt, &n_prompt, err);
+    if (st) return st;
+    st = ig_request_start(e, prompt, n_prompt, &o->s.g, &r, err);
+    if (!st) st = drain(r, !o->ids, &ids, &n, &why, NULL, err);
+    if (!st && o->ids) print_ids(ids, n);
+    else if (!st) printf("\n");
+    if (!st) note_cut_short(name, NULL, why, n_prompt, n, &o->s.g, ig_engine_max_context(e));
     free(ids);
+    ig_free(prompt);
     ig_request_release(r);
     return st;
 }
@@ -643,13 +752,17 @@ static int generate_batch(ig_engine *e, const prompt_set *p, const ig_gen_config
         if (ig_request_start(e, p->ids[i], p->lens[i], g, &reqs[i], &err)) snprintf(errs[i], 256, "%s", err.msg);
     for (int32_t i = 0; i < p->n; i++) {
         int32_t *ids = NULL, n = 0;
-        if (reqs[i] && drain(reqs[i], 0, &ids, &n, &err)) snprintf(errs[i], 256, "%s", err.msg);
+        ig_finish_reason why = IG_FINISH_NONE;
+        if (reqs[i] && drain(reqs[i], 0, &ids, &n, &why, NULL, &err)) snprintf(errs[i], 256, "%s", err.msg);
         if (errs[i][0]) {
             fprintf(stderr, "ignis %s: error: prompt %d: %s\n", name, i + 1, errs[i]);
             printf("\n");
             rc = 1;
         } else {
             print_ids(ids, n);
+            char label[32];
+            snprintf(label, sizeof label, "prompt %d", i + 1);
+            note_cut_short(name, p->n > 1 ? label : NULL, why, p->lens[i], n, g, ig_engine_max_context(e));
         }
         free(ids);
         ig_request_release(reqs[i]);
@@ -665,13 +778,24 @@ static int run_generate(generate_opts *o, const char *name) {
         fprintf(stderr, "ignis %s: error: give exactly one of --tokens, --tokens-file, --prompt\n", name);
         return 2;
     }
-    sample_finish(&o->s);
+    if ((o->chat || o->system) && !o->prompt) {
+        fprintf(stderr, "ignis %s: error: --chat and --system go with --prompt\n", name);
+        return 2;
+    }
+    if (o->system && !o->chat) {
+        fprintf(stderr, "ignis %s: error: --system needs --chat\n", name);
+        return 2;
+    }
+    if (sample_finish(&o->s, name, &err)) {
+        fprintf(stderr, "ignis %s: error: %s\n", name, err.msg);
+        return 2;
+    }
     prompt_set p = {0};
     ig_engine *e = NULL;
     ig_status st = o->prompt ? IG_OK : prompts_load(o->tokens, o->tokens_file, &p, &err);
     if (!st) st = open_engine(&o->e, &o->t, o->pos[0], p.n > 1 ? p.n : 0, &e, &err);
     int rc = st ? fail(name, &err) : 0;
-    if (!st && o->prompt && generate_text(e, o, &err)) rc = fail(name, &err);
+    if (!st && o->prompt && generate_text(e, o, name, &err)) rc = fail(name, &err);
     if (!st && !o->prompt) rc = generate_batch(e, &p, &o->s.g, name);
     ig_engine_close(e);
     prompts_free(&p);
@@ -680,7 +804,7 @@ static int run_generate(generate_opts *o, const char *name) {
 
 static int cmd_generate(const cli_cmd *c, int argc, char **argv) {
     generate_opts o = {0};
-    sample_defaults(&o.s, 16);
+    sample_defaults(&o.s, 128); /* ig_gen_config_default's */
     const cli_group groups[] = {{NULL, generate_flags, &o}, {"sampling", sampling_flags, &o.s},
                                 {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
@@ -701,54 +825,111 @@ static ig_status load_template(const char *dir, ct_template **tmpl, char **bos, 
     return st;
 }
 
-static void add_message(cJSON *msgs, const char *role, const char *content) {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", role);
-    cJSON_AddStringToObject(m, "content", content);
-    cJSON_AddItemToArray(msgs, m);
+/* ---- chat: an interactive conversation
+ *
+ * Lines come from libedit (line editing, history) on a terminal, from plain stdin otherwise;
+ * a line may be of any length. Ctrl-C while a reply streams stops that reply (what came of it
+ * stays in the conversation); Ctrl-C or Ctrl-D at the prompt ends the chat. When a turn's
+ * prompt would leave less than chat_reserve() tokens of the context for the reply, the oldest
+ * turns (after the system message) are dropped, with a notice. */
+
+/* Set by the SIGINT handler while chat runs: the one process-wide state a signal can reach. */
+static volatile sig_atomic_t chat_sigint;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    chat_sigint = 1;
 }
 
-/* An interactive conversation: the engine, the package's tokenizer and chat template, and the
- * messages so far. */
 typedef struct chat_session {
     ig_engine *e;
-    tok_tokenizer *t;
-    ct_template *tmpl;
-    char *bos, *eos;
-    cJSON *msgs;
+    ig_tokenizer *t;
+    cJSON *msgs;     /* the conversation: [system], user, assistant, ... */
+    int tty;
 } chat_session;
 
 static void chat_close(chat_session *s) {
     cJSON_Delete(s->msgs);
-    free(s->bos);
-    free(s->eos);
-    ct_free(s->tmpl);
-    tok_free(s->t);
+    ig_tokenizer_close(s->t);
     ig_engine_close(s->e);
 }
 
-/* One user turn: renders the conversation, streams the reply and keeps it as text (without the
- * end-of-turn token). On failure the user's message is dropped again. */
-static ig_status chat_turn(chat_session *s, const char *line, const ig_gen_config *g, ig_err *err) {
-    add_message(s->msgs, "user", line);
-    char *prompt = NULL, *reply = NULL;
-    size_t plen = 0, n = 0, rl;
-    int32_t *ids = NULL, *out = NULL, n_out = 0;
-    ig_request *r = NULL;
-    ct_vars v = {.bos_token = s->bos, .eos_token = s->eos, .add_generation_prompt = 1};
-    ig_status st = ct_render(s->tmpl, s->msgs, &v, &prompt, &plen, err);
-    if (!st) st = tok_encode(s->t, prompt, plen, 0, 1, &ids, &n, err);
-    if (!st) st = ig_request_start(s->e, ids, (int32_t)n, g, &r, err);
-    if (!st) st = drain(r, 1, &out, &n_out, err);
-    printf("\n");
-    if (!st && tok_decode(s->t, out, (size_t)n_out, 1, &reply, &rl, err) == IG_OK) {
-        add_message(s->msgs, "assistant", reply);
-        free(reply);
+static const char *chat_help_text =
+    "  /help          this list\n"
+    "  /reset         forget the conversation (the system message stays)\n"
+    "  /system TEXT   set the system message (empty TEXT removes it)\n"
+    "  /history       print the conversation\n"
+    "  /quit          end the chat (so do Ctrl-D and Ctrl-C at the prompt)\n"
+    "  Ctrl-C while the reply streams stops it; the conversation goes on.\n";
+
+/* Tokens kept free for the reply: --max-new-tokens, at most half the context. */
+static int32_t chat_reserve(const chat_session *s, const ig_gen_config *g) {
+    int32_t half = ig_engine_max_context(s->e) / 2;
+    return g->max_new_tokens < half ? g->max_new_tokens : half;
+}
+
+static int has_system(const cJSON *msgs) {
+    const cJSON *m = cJSON_GetArrayItem(msgs, 0);
+    const cJSON *r = m ? cJSON_GetObjectItem(m, "role") : NULL;
+    return cJSON_IsString(r) && !strcmp(r->valuestring, "system");
+}
+
+/* The conversation's prompt ids, dropping the oldest turns while it does not leave room for
+ * the reply (the last message, the user's, always stays). *ids: ig_free. */
+static ig_status chat_fit(chat_session *s, const ig_gen_config *g, int32_t **ids, int32_t *n, ig_err *err) {
+    int32_t room = ig_engine_max_context(s->e) - chat_reserve(s, g);
+    int dropped = 0;
+    for (;;) {
+        ig_status st = chat_ids(s->t, s->msgs, ids, n, err);
+        if (st) return st;
+        int first = has_system(s->msgs);
+        if (*n <= room) break;
+        if (cJSON_GetArraySize(s->msgs) - first <= 1) {
+            ig_free(*ids);
+            *ids = NULL;
+            return ig_fail(err, IG_ERR_INVALID, "the message is %d tokens with the chat template; the context has room for %d "
+                           "(%d tokens of the model's %d kept for the reply)", *n, room, chat_reserve(s, g),
+                           ig_engine_max_context(s->e));
+        }
+        ig_free(*ids);
+        cJSON_DeleteItemFromArray(s->msgs, first);
+        dropped++;
     }
-    if (st) cJSON_DeleteItemFromArray(s->msgs, cJSON_GetArraySize(s->msgs) - 1);
+    if (dropped) fprintf(stderr, "[context full: dropped the %d oldest message%s]\n", dropped, dropped > 1 ? "s" : "");
+    return IG_OK;
+}
+
+/* One user turn: fits the conversation into the context, streams the reply and keeps it as
+ * text. Ctrl-C stops the reply (kept as far as it came). On failure the user's message goes. */
+static ig_status chat_turn(chat_session *s, const char *line, const sample_opts *so, ig_err *err) {
+    add_message(s->msgs, "user", line);
+    int32_t *ids = NULL, n = 0, *out = NULL, n_out = 0;
+    ig_request *r = NULL;
+    ig_finish_reason why = IG_FINISH_NONE;
+    ig_status st = chat_fit(s, &so->g, &ids, &n, err);
+    if (!st && so->verbose) fprintf(stderr, "[%d prompt tokens, %d messages]\n", n, cJSON_GetArraySize(s->msgs));
+    chat_sigint = 0;
+    struct sigaction sa = {.sa_handler = on_sigint}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    if (!st) st = ig_request_start(s->e, ids, n, &so->g, &r, err);
+    if (!st) st = drain(r, 1, &out, &n_out, &why, &chat_sigint, err);
+    sigaction(SIGINT, &old, NULL);
+    printf("\n");
+    if (!st && chat_sigint) fprintf(stderr, "[interrupted]\n");
+    chat_sigint = 0;
+    char *reply = NULL;
+    size_t rl = 0;
+    if (!st) st = ig_detokenize(s->t, out, n_out, 1, &reply, &rl, err);
+    if (!st) {
+        add_message(s->msgs, "assistant", reply);
+        note_cut_short("chat", NULL, why, n, n_out, &so->g, ig_engine_max_context(s->e));
+    } else {
+        cJSON_DeleteItemFromArray(s->msgs, cJSON_GetArraySize(s->msgs) - 1);
+    }
+    ig_free(reply);
     ig_request_release(r);
-    free(prompt);
-    free(ids);
+    ig_free(ids);
     free(out);
     return st;
 }
@@ -770,41 +951,94 @@ static ig_status chat_open(const chat_opts *o, chat_session *s, ig_err *err) {
     const char *pkg = o->pos[0];
     ig_status st = open_engine(&o->e, &o->t, pkg, 1, &s->e, err);
     if (!st && !ig_engine_has_tokenizer(s->e)) st = ig_fail(err, IG_ERR_INVALID, "%s has no tokenizer: chat needs one", pkg);
-    if (!st) st = tok_load_dir(pkg, &s->t, err);
-    if (!st) st = load_template(pkg, &s->tmpl, &s->bos, &s->eos, err);
+    if (!st) st = ig_tokenizer_open(pkg, &s->t, err);
     if (!st && !(s->msgs = cJSON_CreateArray())) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-    if (!st && o->system) add_message(s->msgs, "system", o->system);
+    if (!st && o->system && *o->system) add_message(s->msgs, "system", o->system);
+    s->tty = isatty(0);
     return st;
 }
 
-/* Reads user lines until end of input or /quit; /reset starts over. 1 if a turn failed. */
+/* The next line without its end of line (malloc'd, any length), or NULL at end of input or
+ * on Ctrl-C at the prompt. */
+static char *chat_read_line(const chat_session *s) {
+    if (s->tty) {
+#ifdef IGNIS_HAVE_LIBEDIT
+        char *l = readline("> ");
+        if (l && *l) add_history(l);
+        return chat_sigint ? (free(l), NULL) : l;
+#else
+        printf("> ");
+        fflush(stdout);
+#endif
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0 || chat_sigint) {
+        free(line);
+        return NULL;
+    }
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    return line;
+}
+
+/* A /command; 1 when the chat should end. */
+static int chat_command(chat_session *s, const char *line) {
+    if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) return 1;
+    if (!strcmp(line, "/help")) {
+        fputs(chat_help_text, stdout);
+    } else if (!strcmp(line, "/reset")) {
+        while (cJSON_GetArraySize(s->msgs) > has_system(s->msgs)) cJSON_DeleteItemFromArray(s->msgs, has_system(s->msgs));
+        printf("[conversation reset%s]\n", has_system(s->msgs) ? ", system message kept" : "");
+    } else if (!strcmp(line, "/system") || !strncmp(line, "/system ", 8)) {
+        const char *text = line[7] ? line + 8 : "";
+        if (has_system(s->msgs)) cJSON_DeleteItemFromArray(s->msgs, 0);
+        if (*text) {
+            cJSON *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "role", "system");
+            cJSON_AddStringToObject(m, "content", text);
+            cJSON_InsertItemInArray(s->msgs, 0, m);
+        }
+        printf("[system message %s]\n", *text ? "set" : "removed");
+    } else if (!strcmp(line, "/history")) {
+        const cJSON *m;
+        cJSON_ArrayForEach(m, s->msgs) printf("%s: %s\n", cJSON_GetObjectItem(m, "role")->valuestring,
+                                               cJSON_GetObjectItem(m, "content")->valuestring);
+    } else {
+        printf("unknown command %s; /help lists them\n", line);
+    }
+    return 0;
+}
+
+/* Reads user lines until end of input, Ctrl-C at the prompt or /quit. 1 if a turn failed. */
 static int run_chat(chat_opts *o, const char *name) {
     ig_err err = {{0}};
     chat_session s;
-    sample_finish(&o->s);
+    if (sample_finish(&o->s, name, &err)) {
+        fprintf(stderr, "ignis %s: error: %s\n", name, err.msg);
+        return 2;
+    }
     if (chat_open(o, &s, &err)) {
         chat_close(&s);
         return fail(name, &err);
     }
-    int tty = isatty(0), rc = 0;
-    char line[16384];
-    for (;;) {
-        if (tty) {
-            printf("> ");
-            fflush(stdout);
-        }
-        if (!fgets(line, sizeof line, stdin)) break;
-        size_t L = strlen(line);
-        while (L && (line[L - 1] == '\n' || line[L - 1] == '\r')) line[--L] = 0;
-        if (!L) continue;
-        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
-        if (!strcmp(line, "/reset")) {
-            cJSON_Delete(s.msgs);
-            s.msgs = cJSON_CreateArray();
-            continue;
-        }
-        if (chat_turn(&s, line, &o->s.g, &err)) rc = fail(name, &err);
+    if (s.tty) printf("[chat with %s: /help lists the commands, Ctrl-D ends]\n", o->pos[0]);
+    struct sigaction sa = {.sa_handler = on_sigint}, old;
+    sigemptyset(&sa.sa_mask); /* no SA_RESTART: Ctrl-C ends a read at the prompt */
+    sigaction(SIGINT, &sa, &old);
+    int rc = 0;
+    char *line;
+    chat_sigint = 0;
+    while ((line = chat_read_line(&s))) {
+        int quit = 0;
+        if (line[0] == '/') quit = chat_command(&s, line);
+        else if (line[0] && chat_turn(&s, line, &o->s, &err)) rc = fail(name, &err);
+        free(line);
+        fflush(stdout);
+        if (quit) break;
     }
+    sigaction(SIGINT, &old, NULL);
+    if (s.tty) printf("\n");
     chat_close(&s);
     return rc;
 }
@@ -972,7 +1206,7 @@ static const command commands[] = {
     {{"compile", "INPUT", "-o PKG [options]", "compile an HF folder, a GGUF file or an .igraph into a package", 1, 1}, cmd_compile},
     {{"generate", "PKG", "(--tokens IDS | --tokens-file FILE | --prompt TEXT) [options]",
       "generate from prompts: prints the new ids (one line per prompt) or streams the text of --prompt", 1, 1}, cmd_generate},
-    {{"chat", "PKG", "[options] < turns", "interactive chat with the model's chat template (/reset, /quit)", 1, 1}, cmd_chat},
+    {{"chat", "PKG", "[options] < turns", "interactive chat with the model's chat template (/help, /reset, /system, /quit)", 1, 1}, cmd_chat},
     {{"logits", "PKG", "--tokens IDS --out FILE.npy [options]", "teacher-forced logits [n_tokens, vocab] into a .npy file", 1, 1},
      cmd_logits},
     {{"bench", "PKG", "[options]", "prefill and decode speed, against what this machine measures it can do", 1, 1}, cmd_bench},

@@ -537,6 +537,7 @@ static void free_resources(ig_engine *e) {
     free(e->b_dev_tok);
     free(e->b_sampled);
     free(e->b_errs);
+    eng_scorer_free(e->scorer);
     tok_free(e->tok);
     pc_free(e->pc, e->pager);
     kv_pager_free(e->pager);
@@ -588,6 +589,7 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
     e->cfg = cfg;
     ig_status st = open_resources(e, pkg_dir, err);
     if (!st) st = alloc_step_buffers(e, err);
+    if (!st) st = eng_scorer_new(e, err);
     if (!st) {
         if (pthread_create(&e->thread, NULL, sched_main, e) != 0)
             st = ig_fail(err, IG_ERR_INTERNAL, "cannot start the scheduler thread");
@@ -645,6 +647,15 @@ void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s) {
         s->kv_pages_cached = e->pc ? pc_evictable(e->pc, e->pager) : 0;
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+ig_status ig_engine_logits(ig_engine *e, const int32_t *ids, int32_t n_ids, float *out, ig_err *err) {
+    if (!out) return ig_fail(err, IG_ERR_INVALID, "the logits buffer is NULL");
+    ig_status st = engine_enter(e, err);
+    if (st) return st;
+    st = eng_scorer_run(e, ids, n_ids, out, err);
+    engine_leave(e);
+    return st;
 }
 
 int32_t ig_engine_vocab(const ig_engine *e) { return e ? e->vocab : 0; }

