@@ -676,7 +676,8 @@ static ig_status emit_host(gen *c, const cg_cuda_target *t, const char *step, FI
     ig_status st = cg_emit_rope_table(out, &c->g->hp, err);
     if (st) return st;
     emit_workspace(c, out);
-    fprintf(out, "\n#include \"host_runtime.c\"\n%s", step);
+    /* CU() below reports this file's lines (the host runtime's are offset, ig_model_abi.h) */
+    fprintf(out, "\n#include \"host_runtime.c\"\n#undef CU_LINE\n#define CU_LINE __LINE__\n%s", step);
     if (c->dl.ok) emit_dl_layer_table(c, out);
     char tg[sizeof c->archs + 8];
     snprintf(tg, sizeof tg, "cuda-%s", c->archs);

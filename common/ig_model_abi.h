@@ -122,6 +122,12 @@ typedef struct ig_model_ctx {
 #define IG_DEVICE_CPU 0
 #define IG_DEVICE_CUDA 1
 
+/* A device call that failed in forward() returns -(IG_DEVICE_ERR + result * 10000 + line), where
+ * line is model.c's, or IG_DEVICE_ERR_HOST_LINE + the line of the shared host runtime
+ * (templates/cuda/host_runtime.c, copied into the package's src/). */
+#define IG_DEVICE_ERR 10000000
+#define IG_DEVICE_ERR_HOST_LINE 5000
+
 typedef struct ig_model_desc {
     uint32_t abi_version;         /* IG_MODEL_ABI_VERSION */
     const char *arch;             /* e.g. "LlamaForCausalLM" */

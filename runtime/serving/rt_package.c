@@ -388,9 +388,12 @@ ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err) {
         if (!b->logits && !(b->sample && b->sample[i].on))
             return ig_fail(err, IG_ERR_INVALID, "logit row %d is neither copied back (logits is NULL) nor sampled on the device", i);
     int rc = d->forward(&m->ctx, b);
-    if (rc <= -10000000)
-        return ig_fail(err, IG_ERR_INTERNAL, "a device call failed in the step with error %d (%s/src/model.c line %d)",
-                       (-rc - 10000000) / 10000, m->pkg->dir, (-rc - 10000000) % 10000);
+    if (rc <= -IG_DEVICE_ERR) {
+        int code = (-rc - IG_DEVICE_ERR) / 10000, line = (-rc - IG_DEVICE_ERR) % 10000;
+        int host = line >= IG_DEVICE_ERR_HOST_LINE;
+        return ig_fail(err, IG_ERR_INTERNAL, "a device call failed in the step with error %d (%s/src/%s line %d)", code,
+                       m->pkg->dir, host ? "host_runtime.c" : "model.c", host ? line - IG_DEVICE_ERR_HOST_LINE : line);
+    }
     if (rc != 0) return ig_fail(err, IG_ERR_INTERNAL, "model forward rejected the step (code %d)", rc);
     return IG_OK;
 }

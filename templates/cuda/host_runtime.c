@@ -139,16 +139,16 @@ typedef struct dev_state {
  * then one for each of the two chained-step slots) */
 #define SAMPLED_IDS(st) ((int32_t *)((st)->pinned_smp + sizeof(ig_fwd_sample) * (st)->max_tokens))
 
-/* A failed CUDA call returns -(10000000 + result * 10000 + line): the line of model.c, or of this
- * file plus CU_LINE_BASE, so that the runtime's error names the call and the driver's error code. */
-#define CU_LINE_BASE 5000
+/* A failed CUDA call returns -(IG_DEVICE_ERR + result * 10000 + line) (ig_model_abi.h): the line of
+ * model.c, or of this file plus IG_DEVICE_ERR_HOST_LINE, so that the runtime's error names the call
+ * and the driver's error code. */
 #ifndef CU_LINE
-#define CU_LINE (CU_LINE_BASE + __LINE__)
+#define CU_LINE (IG_DEVICE_ERR_HOST_LINE + __LINE__)
 #endif
 #define CU(call)                                                                       \
     do {                                                                               \
         CUresult r_ = (call);                                                          \
-        if (r_ != CUDA_SUCCESS) return -(10000000 + (int)(r_ % 1000) * 10000 + CU_LINE); \
+        if (r_ != CUDA_SUCCESS) return -(IG_DEVICE_ERR + (int)(r_ % 1000) * 10000 + CU_LINE); \
     } while (0)
 /* tuning sync synchronizes after every launch, so a faulting kernel is the one named */
 #define LAUNCH(k, gx, gy, gz, bx, smem, args)                                                             \
