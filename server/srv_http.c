@@ -44,7 +44,7 @@ typedef struct srv_conn {
     srv_sock *sock;
     int route;               /* index in routes, -1: none */
     const char *model_id;    /* GET /v1/models/ID: into the URL (valid during the request) */
-    int started, replied, dispatched, suspended, cancelled;
+    int started, replied, dispatched, suspended, cancelled, too_large;
     double t_start;
     sbuf body;
     srv_job *job;
@@ -264,12 +264,14 @@ static enum MHD_Result begin(srv_conn *c, const char *url, const char *method) {
     return MHD_YES;
 }
 
+/* MHD cannot answer in the middle of a body (only before it or after it): a body past the limit
+ * is read on and dropped, and answered 413 at its end (the request timeout bounds how long). */
 static enum MHD_Result body_chunk(srv_conn *c, const char *data, size_t n) {
-    srv_error e;
-    if (c->body.len + n > (size_t)c->s->o.max_body_bytes)
-        return srv_fail(&e, 413, NULL, "the request body is larger than the limit of %lld bytes",
-                        (long long)c->s->o.max_body_bytes), reply_error(c, &e);
-    if (sbuf_add(&c->body, data, n)) return srv_fail(&e, 503, NULL, "out of memory"), reply_error(c, &e);
+    if (c->too_large) return MHD_YES;
+    if (c->body.len + n > (size_t)c->s->o.max_body_bytes || sbuf_add(&c->body, data, n)) {
+        c->too_large = 1;
+        sbuf_free(&c->body);
+    }
     return MHD_YES;
 }
 
@@ -287,6 +289,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     if (c->cancelled) return MHD_NO;
     if (!c->dispatched) {
         c->dispatched = 1;
+        srv_error e;
+        if (c->too_large)
+            return srv_fail(&e, 413, NULL, "the request body is larger than the limit of %lld bytes",
+                            (long long)c->s->o.max_body_bytes), reply_error(c, &e);
         return routes[c->route].fn(c);
     }
     if (c->job && c->job->finished) return finish_job(c);

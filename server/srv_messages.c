@@ -151,8 +151,8 @@ int srv_parse_prompt(const cJSON *v, srv_params *p, const srv_model_info *mi, sr
     int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 1;
     if (!cJSON_IsString(v) && !cJSON_IsArray(v)) return srv_fail(err, 400, "prompt", "%s", shape);
     if (n == 0) return srv_fail(err, 400, "prompt", "'prompt' must not be empty");
-    if (n > mi->max_n) return srv_fail(err, 400, "prompt", "'prompt' holds %d prompts; at most %d", n, mi->max_n);
     int ids = cJSON_IsArray(v) && cJSON_IsNumber(v->child);
+    if (!ids && n > mi->max_n) return srv_fail(err, 400, "prompt", "'prompt' holds %d prompts; at most %d", n, mi->max_n);
     if (!(p->prompts = calloc(ids ? 1 : n, sizeof *p->prompts))) return srv_fail(err, 503, NULL, "out of memory");
     if (cJSON_IsString(v)) {
         p->prompts[p->n_prompts++].text = v->valuestring;
