@@ -81,6 +81,11 @@ cJSON *srv_parse_json(const char *body, size_t len, srv_error *err);
  * accepts {"type": "text"}. */
 int srv_response_format(const cJSON *rf, srv_params *p, srv_error *err);
 
+/* Tool calls in a reply (srv_tools.c): Hermes <tool_call> blocks or Llama 3 JSON. An array of
+ * OpenAI tool_calls (ids made from id) and *content (malloc'd, the text around the calls; NULL
+ * when none), or NULL when the text holds no call. */
+cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id);
+
 /* ---- metrics (srv_metrics.c) */
 #define SRV_HIST_BUCKETS 14
 typedef struct srv_hist {

@@ -428,10 +428,23 @@ int srv_job_pump(srv_job *j) {
 static cJSON *response_choice(srv_job *j, srv_choice *c) {
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", c->index);
+    const char *finish = finish_name(c);
     if (j->p.kind == SRV_CHAT) {
         cJSON *m = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", c->text.p ? c->text.p : "");
+        char *content = NULL;
+        cJSON *calls = j->p.tools && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s)) : NULL;
+        if (calls) {
+            if (content && content[strspn(content, " \n")])
+                cJSON_AddStringToObject(m, "content", content);
+            else
+                cJSON_AddNullToObject(m, "content");
+            cJSON_AddItemToObject(m, "tool_calls", calls);
+            finish = "tool_calls";
+        } else {
+            cJSON_AddStringToObject(m, "content", c->text.p ? c->text.p : "");
+        }
+        free(content);
     } else {
         cJSON_AddStringToObject(ch, "text", c->text.p ? c->text.p : "");
     }
@@ -441,7 +454,7 @@ static cJSON *response_choice(srv_job *j, srv_choice *c) {
     } else {
         cJSON_AddNullToObject(ch, "logprobs");
     }
-    cJSON_AddStringToObject(ch, "finish_reason", finish_name(c));
+    cJSON_AddStringToObject(ch, "finish_reason", finish);
     return ch;
 }
 
