@@ -2,6 +2,7 @@
  * GET /metrics, POST /tokenize (vLLM's shape: {"prompt"} or {"messages"} in, {"count",
  * "max_model_len", "tokens"} out) and POST /detokenize ({"tokens"} in, {"prompt"} out). Each
  * returns 0 and a malloc'd body, or -1 with err. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -145,7 +146,7 @@ int srv_ep_detokenize(srv *s, const char *body, size_t len, char **out, srv_erro
     if (n >= 0 && ids)
         cJSON_ArrayForEach(x, t) {
             double d = cJSON_IsNumber(x) ? x->valuedouble : -1;
-            if (d != (double)(int64_t)d || d < 0 || d >= s->mi.vocab) break;
+            if (!(d >= 0 && d < s->mi.vocab) || d != floor(d)) break;
             ids[k++] = (int32_t)d;
         }
     char *text = NULL;

@@ -5,6 +5,7 @@
  * {"type": "text", "text": ...} parts (joined with "\n", as vLLM does for string-content
  * templates); assistant messages may carry tool_calls (their JSON-string arguments become objects,
  * as templates expect) with null content; tool messages need tool_call_id. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,7 +140,7 @@ static int prompt_ids(const cJSON *v, const srv_model_info *mi, srv_prompt *pr, 
     const cJSON *x;
     cJSON_ArrayForEach(x, v) {
         double d = cJSON_IsNumber(x) ? x->valuedouble : -1;
-        if (d != (double)(int64_t)d || d < 0 || d >= mi->vocab)
+        if (!(d >= 0 && d < mi->vocab) || d != floor(d)) /* range first: no cast of a huge double */
             return srv_fail(err, 400, "prompt", "prompt token ids must be integers in [0, %d)", mi->vocab);
         pr->ids[pr->n_ids++] = (int32_t)d;
     }

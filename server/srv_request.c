@@ -177,7 +177,8 @@ static int f_stop(const cJSON *v, srv_params *p, const srv_model_info *mi, srv_e
 
 static int f_seed(const cJSON *v, srv_params *p, const srv_model_info *mi, srv_error *err) {
     int64_t s;
-    if (get_int(v, "seed", -9223372036854775807.0, 9223372036854775807.0, &s, err)) return -1;
+    /* int64 range; the top bound is the largest double below 2^63, so the cast cannot overflow */
+    if (get_int(v, "seed", -9223372036854775808.0, 9223372036854774784.0, &s, err)) return -1;
     p->g.seed = (uint64_t)s;
     p->seed_given = 1;
     return 0;
