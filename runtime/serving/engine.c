@@ -467,9 +467,23 @@ ig_status ig_request_release(ig_request *r) {
         r->stop_requested = 1;
         pthread_cond_signal(&c->work);
     }
+    r->notify = NULL; /* never called once release returns */
     pthread_cond_broadcast(&r->cv); /* readers and syncs blocked in r return (IG_ERR_INVALID) */
     unref_unlock(r);
     return IG_OK;
+}
+
+void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user) {
+    if (!r) return;
+    pthread_mutex_lock(&r->c->mu);
+    if (handle_ok_locked(r, "", NULL)) { /* a released handle: nothing to notify */
+        pthread_mutex_unlock(&r->c->mu);
+        return;
+    }
+    r->notify = fn;
+    r->notify_user = user;
+    if (fn && r->head) fn(user);
+    pthread_mutex_unlock(&r->c->mu);
 }
 
 /* ---------------------------------------------------------------- engine */

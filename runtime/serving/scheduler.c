@@ -31,6 +31,7 @@ static void push_output(ig_request *r, ig_output *o) {
         r->head = n;
     r->tail = n;
     pthread_cond_broadcast(&r->cv);
+    if (r->notify) r->notify(r->notify_user);
 }
 
 ig_output *sched_new_output(const ig_request *r, int32_t n_tokens) {

@@ -82,6 +82,8 @@ struct ig_request {
     int stop_requested;
     out_node *head, *tail;
     out_node *final;            /* the end element, allocated at start (NULL once queued) */
+    void (*notify)(void *);     /* ig_request_set_notify: called (c->mu held) on each push */
+    void *notify_user;
     /* scheduler-only */
     kv_seq kv;
     int32_t n_kv;               /* tokens whose K/V are in the cache */
