@@ -21,6 +21,7 @@
 
 #include "chat_template.h"
 #include "cli_args.h"
+#include "cli_grammar.h"
 #include "driver.h"
 #include "ignis.h"
 #include "ir.h"
@@ -949,6 +950,60 @@ static int cmd_version(const cli_cmd *c, int argc, char **argv) {
     return 0;
 }
 
+/* ---- guided decoding tools (tools/cli_grammar.c) */
+
+typedef struct grammar_check_opts {
+    const char *pos[1];
+    cli_constraint_opts c;
+    const char *instance, *batch;
+} grammar_check_opts;
+
+#define CONSTRAINT_FLAGS(ty_, f_) \
+    CLI_STRV("--json-schema", NULL, ty_, f_.json_schema, 0, "FILE", "constrain to a JSON Schema"), \
+    CLI_SW("--json", NULL, ty_, f_.json, "constrain to any JSON object"), \
+    CLI_STRV("--regex", NULL, ty_, f_.regex, 0, "RE", "constrain to a regular expression (the whole output)"), \
+    CLI_STRV("--grammar", NULL, ty_, f_.grammar, 0, "FILE", "constrain to a GBNF grammar (llama.cpp syntax, start rule root)")
+
+static const cli_flag grammar_check_flags[] = {
+    CONSTRAINT_FLAGS(grammar_check_opts, c),
+    CLI_STRV("--instance", NULL, grammar_check_opts, instance, 0, "FILE", "the text to check, token by token"),
+    CLI_STRV("--batch", NULL, grammar_check_opts, batch, 0, "FILE.jsonl",
+             "check many: lines {name, schema, tests: [{text}]}; prints one JSON result line each"),
+    CLI_END};
+
+static int cmd_grammar_check(const cli_cmd *c, int argc, char **argv) {
+    grammar_check_opts o = {0};
+    const cli_group groups[] = {{NULL, grammar_check_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    if (o.batch) return cli_grammar_batch(o.pos[0], o.batch);
+    if (!o.instance) {
+        fprintf(stderr, "ignis %s: error: --instance FILE (or --batch FILE) is required\n", c->name);
+        return 2;
+    }
+    return cli_grammar_check(o.pos[0], &o.c, o.instance);
+}
+
+typedef struct bench_grammar_opts {
+    const char *pos[1];
+    const char *schemas;
+    int verbose;
+} bench_grammar_opts;
+
+static const cli_flag bench_grammar_flags[] = {
+    CLI_STRV("--schemas", NULL, bench_grammar_opts, schemas, CLI_REQUIRED, "FILE.jsonl",
+             "lines {name, schema, tests: [{valid, data}]}: compile each schema, walk its valid instances"),
+    CLI_SW("--verbose", NULL, bench_grammar_opts, verbose, "name each unsupported schema and rejected instance"),
+    CLI_END};
+
+static int cmd_bench_grammar(const cli_cmd *c, int argc, char **argv) {
+    bench_grammar_opts o = {0};
+    const cli_group groups[] = {{NULL, bench_grammar_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    return cli_bench_grammar(o.pos[0], o.schemas, o.verbose);
+}
+
 /* ---- the commands */
 
 typedef struct command {
@@ -971,6 +1026,10 @@ static const command commands[] = {
     {{"detokenize", "DIR|PKG", "--ids IDS [--skip-special]", "write the text of token ids", 1, 1}, cmd_detokenize},
     {{"chat-template", "DIR|PKG", "--messages FILE.json [--add-generation-prompt]", "write the prompt the chat template renders",
       1, 1}, cmd_chat_template},
+    {{"grammar-check", "DIR|PKG", "(--json-schema FILE | --json | --regex RE | --grammar FILE) --instance FILE",
+      "check a text against a constraint's token masks: exit 0 accepted, 1 rejected, 3 unsupported", 1, 1}, cmd_grammar_check},
+    {{"bench-grammar", "DIR|PKG", "--schemas FILE.jsonl", "guided decoding speed: time per mask and compile time over schemas", 1, 1},
+     cmd_bench_grammar},
     {{"version", "", "", "print the version", 0, 0}, cmd_version},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
