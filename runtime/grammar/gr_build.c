@@ -250,7 +250,8 @@ typedef struct lowerer {
     gr_builder *b;
     gr_grammar *g;
     int32_t cap_elems, cap_alts, cap_rules;
-    int32_t *node_rule; int32_t cap_nr; /* node → helper rule, -1 */
+    int32_t *node_rule; int32_t cap_nr; /* node → helper rule whose body it is, -1 */
+    int32_t *star_rule; int32_t cap_sr; /* repetition node → its S ::= X S | ε rule, -1 */
     int32_t *queue; int32_t nq, cap_q;  /* rules left to lower */
     int oom;
 } lowerer;
@@ -272,9 +273,11 @@ static int queue_rule(lowerer *L, int r) {
 
 /* Keeps node_rule as long as the builder's node array (-1 where unset). */
 static int node_rule_fit(lowerer *L) {
-    int32_t old = L->cap_nr;
+    int32_t old = L->cap_nr, old2 = L->cap_sr;
     if (grow((void **)&L->node_rule, &L->cap_nr, L->b->n_nodes, sizeof(int32_t))) return -1;
     if (L->cap_nr > old) memset(L->node_rule + old, 0xff, (size_t)(L->cap_nr - old) * sizeof(int32_t));
+    if (grow((void **)&L->star_rule, &L->cap_sr, L->b->n_nodes, sizeof(int32_t))) return -1;
+    if (L->cap_sr > old2) memset(L->star_rule + old2, 0xff, (size_t)(L->cap_sr - old2) * sizeof(int32_t));
     return 0;
 }
 
@@ -322,18 +325,20 @@ static int lower_seq(lowerer *L, int x) {
         if (n.b == n.a) return 0;
         int tail;
         if (n.b == GR_INF) { /* S ::= X S | ε, one rule per repetition node */
-            if (L->node_rule[x] < 0) {
+            if (L->star_rule[x] < 0) {
                 int s = gb_rule(b, NULL);
-                tail = gb_alt2(b, gb_seq2(b, kid, gb_ref(b, s)), gb_empty(b));
+                int xe = e >= 0 ? gb_bytes(b, &b->sets[e]) : gb_ref(b, GR_REF_RULE(e)); /* X as one element */
+                tail = gb_alt2(b, gb_seq2(b, xe, gb_ref(b, s)), gb_empty(b));
                 gb_set_body(b, s, tail);
-                if (b->oom || queue_rule(L, s)) { L->oom = 1; return 1; }
-                L->node_rule[x] = s;
+                if (b->oom || queue_rule(L, s) || node_rule_fit(L)) { L->oom = 1; return 1; }
+                L->star_rule[x] = s;
             }
-            push_elem(L, GR_REF(L->node_rule[x]));
+            push_elem(L, GR_REF(L->star_rule[x]));
             return 0;
         }
         tail = gb_empty(b); /* O_k ::= X O_{k-1} | ε */
-        for (int k = 0; k < n.b - n.a; k++) tail = gb_alt2(b, gb_seq2(b, kid, tail), gb_empty(b));
+        int xe = e >= 0 ? gb_bytes(b, &b->sets[e]) : gb_ref(b, GR_REF_RULE(e));
+        for (int k = 0; k < n.b - n.a; k++) tail = gb_alt2(b, gb_seq2(b, xe, tail), gb_empty(b));
         if (b->oom) { L->oom = 1; return 1; }
         push_elem(L, elem_of(L, tail));
         return 0;
@@ -400,6 +405,7 @@ ig_status gb_finish(gr_builder *b, int root, gr_grammar **out, ig_err *err) {
     }
     free(L.queue);
     free(L.node_rule);
+    free(L.star_rule);
     if (L.oom) { gr_grammar_free(g); return ig_fail(err, IG_ERR_UNSUPPORTED, "grammar too large (or out of memory)"); }
     g->n_rules = b->n_rules;
     g->root = root;

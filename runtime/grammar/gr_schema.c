@@ -34,6 +34,7 @@ typedef struct sc {
     char **ref_keys; int *ref_rules; int n_refs, cap_refs;
     cJSON **owned; int n_owned, cap_owned; /* merged schemas made here */
     int ws, any_value, str_char;           /* shared rules / nodes */
+    int frac_max;                          /* multipleOf 10^-k: at most k fraction digits; -1 any */
 } sc;
 
 static int sfail(sc *c, ig_status st, const char *path, const char *fmt, const char *what) {
@@ -95,7 +96,12 @@ static int int_syntax(sc *c) { /* -?(0|[1-9][0-9]*) */
     gr_builder *b = c->b;
     return gb_seq2(b, gb_opt(b, gb_str(b, "-")), gb_alt2(b, gb_str(b, "0"), gb_seq2(b, gb_range(b, '1', '9'), digits(c, 0))));
 }
-static int frac_any(sc *c) { return gb_opt(c->b, gb_seq2(c->b, gb_str(c->b, "."), digits(c, 1))); }
+static int frac_digits_any(sc *c) { /* one or more fraction digits (within frac_max) */
+    gr_builder *b = c->b;
+    if (c->frac_max < 0) return digits(c, 1);
+    return gb_seq2(b, gb_rep(b, gb_range(b, '0', '9'), 1, c->frac_max), gb_rep(b, gb_str(b, "0"), 0, GR_INF));
+}
+static int frac_any(sc *c) { return gb_opt(c->b, gb_seq2(c->b, gb_str(c->b, "."), frac_digits_any(c))); }
 static int exp_part(sc *c) {
     gr_builder *b = c->b;
     gr_bset e, pm;
@@ -246,29 +252,89 @@ static int uint_range(sc *c, long long lo, long long hi) {
     return gb_alt(b, k, m);
 }
 
-typedef struct bound { int has, excl; double v; } bound;
+typedef struct bound { int has, excl; double v; long long ip; char frac[24]; } bound;
 
-/* Magnitudes y (no sign) with lo <= y <= hi; with_frac: a fraction may follow. */
+/* Splits a bound's magnitude into integer part and fraction digits (no trailing zeros);
+ * -1 if it does not print exactly in plain decimal. */
+static int split_bound(bound *x) {
+    char t[64];
+    if (!x->has) return 0;
+    double m = fabs(x->v);
+    x->frac[0] = 0;
+    if (m == floor(m)) { /* integral: exact up to 2^63 - 1 (a bound at 2^63 means int64's maximum) */
+        x->ip = m >= 9223372036854775807.0 ? 9223372036854775807LL : (long long)m;
+        return 0;
+    }
+    snprintf(t, sizeof t, "%.15g", m);
+    if (strchr(t, 'e') || strtod(t, NULL) != m) return -1;
+    char *dot = strchr(t, '.');
+    x->frac[0] = 0;
+    if (dot) {
+        *dot = 0;
+        snprintf(x->frac, sizeof x->frac, "%s", dot + 1);
+        size_t l = strlen(x->frac);
+        while (l && x->frac[l - 1] == '0') x->frac[--l] = 0;
+    }
+    x->ip = atoll(t);
+    return 0;
+}
+
+enum { F_GE, F_GT, F_LE, F_LT };
+/* Fraction digits D (after the point) compared with digits F: D >= F, D > F, D <= F, D < F. */
+static int frac_digits(sc *c, const char *F, int cmp) {
+    gr_builder *b = c->b;
+    int any = gb_rep(b, gb_range(b, '0', '9'), 0, GR_INF);
+    if (!*F) {
+        if (cmp == F_GE) return any;
+        if (cmp == F_GT) return gb_seq3(b, any, gb_range(b, '1', '9'), gb_rep(b, gb_range(b, '0', '9'), 0, GR_INF));
+        if (cmp == F_LE) return gb_rep(b, gb_str(b, "0"), 0, GR_INF);
+        return gb_never(b);
+    }
+    int k[2], m = 0, d = F[0];
+    int up = cmp == F_GE || cmp == F_GT;
+    if (up && d < '9') k[m++] = gb_seq2(b, gb_range(b, d + 1, '9'), any);
+    if (!up && d > '0') k[m++] = gb_seq2(b, gb_range(b, '0', d - 1), any);
+    k[m++] = gb_seq2(b, gb_range(b, d, d), frac_digits(c, F + 1, cmp));
+    return gb_alt(b, k, m);
+}
+
+/* The fraction part (".digits" or none) of a number whose integer part equals the bound's. */
+static int frac_part(sc *c, const char *F, int cmp) {
+    gr_builder *b = c->b;
+    int dot_any = gb_seq2(b, gb_str(b, "."), frac_digits_any(c));
+    if (!*F) {
+        if (cmp == F_GE) return gb_opt(b, dot_any);
+        if (cmp == F_GT) return gb_seq2(b, gb_str(b, "."), frac_digits(c, "", F_GT));
+        if (cmp == F_LE) return gb_opt(b, gb_seq2(b, gb_str(b, "."), gb_rep(b, gb_str(b, "0"), 1, GR_INF)));
+        return gb_never(b);
+    }
+    int digits_part = gb_seq2(b, gb_str(b, "."), frac_digits(c, F, cmp));
+    return cmp == F_GE || cmp == F_GT ? digits_part : gb_alt2(b, gb_empty(b), digits_part);
+}
+
+/* Magnitudes y (no sign) with lo <= y <= hi (either side optional, exclusive per flag);
+ * with_frac: a fraction may follow (numbers), else integers. */
 static int mag_range(sc *c, bound lo, bound hi, int with_frac) {
     gr_builder *b = c->b;
-    long long A = lo.has ? (long long)lo.v : 0, B = hi.has ? (long long)hi.v : -1;
+    long long A = lo.has ? lo.ip : 0, B = hi.has ? hi.ip : -1;
     if (!with_frac) {
         if (lo.has && lo.excl) A++;
         if (hi.has && hi.excl) B--;
         if (hi.has && B < A) return gb_never(b);
         return uint_range(c, A, hi.has ? B : -1);
     }
-    int zero_frac = gb_opt(b, gb_seq2(b, gb_str(b, "."), gb_rep(b, gb_str(b, "0"), 1, GR_INF)));
-    int nz_frac = gb_seq3(b, gb_seq2(b, gb_str(b, "."), gb_rep(b, gb_range(b, '0', '9'), 0, GR_INF)),
-                          gb_range(b, '1', '9'), gb_rep(b, gb_range(b, '0', '9'), 0, GR_INF));
     int k[3], m = 0;
+    const char *Fa = lo.has ? lo.frac : "", *Fb = hi.has ? hi.frac : "";
+    int ca = lo.has && lo.excl ? F_GT : F_GE, cb = hi.has && hi.excl ? F_LT : F_LE;
     if (hi.has && A == B) {
-        if (lo.excl || hi.excl) return gb_never(b);
-        return gb_seq2(b, uint_range(c, A, A), zero_frac);
+        if (*Fa && *Fb) return -2; /* both bounds inside one integer: not expressed */
+        if (!*Fa) return gb_seq2(b, uint_range(c, A, A), frac_part(c, Fb, cb)); /* and >= A.0 (or > A.0) */
+        return gb_seq2(b, uint_range(c, A, A), frac_part(c, Fa, ca));
     }
+    if (hi.has && B < A) return gb_never(b);
     if (!hi.has || A + 1 <= B - 1) k[m++] = gb_seq2(b, uint_range(c, A + 1, hi.has ? B - 1 : -1), frac_any(c));
-    k[m++] = gb_seq2(b, uint_range(c, A, A), lo.excl ? nz_frac : frac_any(c));
-    if (hi.has && !hi.excl) k[m++] = gb_seq2(b, uint_range(c, B, B), zero_frac);
+    k[m++] = gb_seq2(b, uint_range(c, A, A), frac_part(c, Fa, ca));
+    if (hi.has) k[m++] = gb_seq2(b, uint_range(c, B, B), frac_part(c, Fb, cb));
     return gb_alt(b, k, m);
 }
 
@@ -285,37 +351,56 @@ static int read_bound(const cJSON *s, const char *kw, const char *xkw, int upper
     return 0;
 }
 
+static int numeric_range(sc *c, const char *path, int integer, bound lo, bound hi);
+
 static int numeric(sc *c, const cJSON *s, const char *path, int integer) {
-    gr_builder *b = c->b;
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
-    if (mo) {
-        if (!cJSON_IsNumber(mo) || mo->valuedouble != 1.0 || !integer) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "multipleOf");
-    }
     bound lo, hi;
     read_bound(s, "minimum", "exclusiveMinimum", 0, &lo);
     read_bound(s, "maximum", "exclusiveMaximum", 1, &hi);
-    if (!lo.has && !hi.has) return integer ? int_syntax(c) : number_syntax(c);
+    c->frac_max = -1;
+    if (mo) { /* 1 on integers; 10^-k on numbers: at most k fraction digits (decimal semantics) */
+        int k = -1;
+        double p = 1;
+        for (int i = 0; i <= 15 && cJSON_IsNumber(mo); i++, p /= 10)
+            if (fabs(mo->valuedouble - p) < p * 1e-9) k = i;
+        int plain_bounds = !(lo.has && (lo.excl || lo.v != floor(lo.v))) && !(hi.has && (hi.excl || hi.v != floor(hi.v)));
+        if (k < 0 || (k == 0 && !integer) || (!integer && !plain_bounds))
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only 1 on integers, 10^-k on numbers without exclusive or fractional bounds)", "multipleOf");
+        if (!integer) c->frac_max = k;
+    }
+    int node = numeric_range(c, path, integer, lo, hi);
+    c->frac_max = -1;
+    return node;
+}
+
+static int numeric_range(sc *c, const char *path, int integer, bound lo, bound hi) {
+    gr_builder *b = c->b;
+    if (!lo.has && !hi.has) return integer ? int_syntax(c) : c->frac_max >= 0 ? gb_seq2(b, int_syntax(c), frac_any(c)) : number_syntax(c);
     if (integer) { /* integral bounds: ceil / floor, exclusivity kept on integral values */
         if (lo.has && lo.v != floor(lo.v)) { lo.v = ceil(lo.v); lo.excl = 0; }
         if (hi.has && hi.v != floor(hi.v)) { hi.v = floor(hi.v); hi.excl = 0; }
-    } else if ((lo.has && lo.v != floor(lo.v)) || (hi.has && hi.v != floor(hi.v)))
-        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a non-integral bound on a number)", "minimum/maximum");
-    if ((lo.has && fabs(lo.v) > 1e18) || (hi.has && fabs(hi.v) > 1e18))
+    }
+    if ((lo.has && fabs(lo.v) > 1e18 && !integer) || (hi.has && fabs(hi.v) > 1e18 && !integer))
         return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a bound beyond 1e18)", "minimum/maximum");
     int k[2], m = 0, frac = !integer;
+    /* the sign split below works on magnitudes; a bound sits on one side of zero */
     /* x >= 0: magnitude in [max(lo, 0), hi] */
     if (!hi.has || hi.v > 0 || (hi.v == 0 && !hi.excl)) {
         bound l2 = lo, h2 = hi;
         if (!lo.has || lo.v < 0) { l2.has = 1; l2.v = 0; l2.excl = 0; }
-        if (!hi.has && l2.v == 0 && !l2.excl && !integer) k[m++] = gb_seq3(b, uint_range(c, 0, -1), frac_any(c), exp_part(c));
-        else k[m++] = mag_range(c, l2, h2, frac);
+        if (!hi.has && l2.v == 0 && !l2.excl && !integer && c->frac_max < 0) k[m++] = gb_seq3(b, uint_range(c, 0, -1), frac_any(c), exp_part(c));
+        else if (split_bound(&l2) || split_bound(&h2) || (k[m++] = mag_range(c, l2, h2, frac)) == -2)
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (bounds not expressible)", "minimum/maximum");
     }
     /* x < 0: "-" and magnitude y with -hi <= y <= -lo, y > 0 */
     if (!lo.has || lo.v < 0) {
-        bound l2 = {1, 1, 0}, h2 = {0, 0, 0};
+        bound l2 = {.has = 1, .excl = 1}, h2 = {0};
         if (hi.has && hi.v < 0) { l2.v = -hi.v; l2.excl = hi.excl; }
         if (lo.has) { h2.has = 1; h2.v = -lo.v; h2.excl = lo.excl; }
-        k[m++] = gb_seq2(b, gb_str(b, "-"), mag_range(c, l2, h2, frac));
+        int mag = split_bound(&l2) || split_bound(&h2) ? -2 : mag_range(c, l2, h2, frac);
+        if (mag == -2) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (bounds not expressible)", "minimum/maximum");
+        k[m++] = gb_seq2(b, gb_str(b, "-"), mag);
     }
     return m ? gb_alt(b, k, m) : gb_never(b);
 }
@@ -333,13 +418,90 @@ static const struct { const char *name, *re; } formats[] = {
     {"hostname", "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
 };
 
+/* Byte lengths of the strings node x matches: [*mn, *mx] (*mx -1: unbounded). */
+static void byte_lengths(const gr_builder *b, int x, long *mn, long *mx, int depth) {
+    const gr_node *n = &b->nodes[x];
+    *mn = 0; *mx = 0;
+    if (depth > 200) { *mx = -1; return; }
+    switch (n->kind) {
+    case GN_BYTES: *mn = *mx = 1; return;
+    case GN_SEQ: case GN_ALT:
+        for (int i = 0; i < n->nkid; i++) {
+            long a, z;
+            byte_lengths(b, b->kids[n->kid + i], &a, &z, depth + 1);
+            if (n->kind == GN_SEQ) { *mn += a; *mx = (*mx < 0 || z < 0) ? -1 : *mx + z; }
+            else { if (!i || a < *mn) *mn = a; if (z < 0 || *mx < 0) *mx = -1; else if (z > *mx) *mx = z; }
+        }
+        return;
+    case GN_REP: {
+        long a, z;
+        byte_lengths(b, b->kids[n->kid], &a, &z, depth + 1);
+        *mn = a * n->a;
+        *mx = (z < 0 || n->b == GR_INF) ? (z == 0 ? 0 : -1) : z * n->b;
+        return;
+    }
+    case GN_REF: *mx = -1; return;
+    default: return;
+    }
+}
+
+/* Fewest characters node x matches: a byte set counts one unless it holds only UTF-8
+ * continuation bytes or only the backslash of an escape. */
+static long char_min(const gr_builder *b, int x, int depth) {
+    const gr_node *n = &b->nodes[x];
+    if (depth > 200) return 0;
+    switch (n->kind) {
+    case GN_BYTES: {
+        const gr_bset *s = &b->sets[n->a];
+        int cont = 1, bs = 1;
+        for (int ch = 0; ch < 256; ch++)
+            if (bset_has(s, ch)) { cont &= ch >= 0x80 && ch < 0xC0; bs &= ch == '\\'; }
+        return cont || bs ? 0 : 1;
+    }
+    case GN_SEQ: case GN_ALT: {
+        long t = 0;
+        for (int i = 0; i < n->nkid; i++) {
+            long a = char_min(b, b->kids[n->kid + i], depth + 1);
+            if (n->kind == GN_SEQ) t += a;
+            else if (!i || a < t) t = a;
+        }
+        return t;
+    }
+    case GN_REP: return char_min(b, b->kids[n->kid], depth + 1) * n->a;
+    default: return 0;
+    }
+}
+
+/* 0 if every string node x matches has lo..hi characters (so the lengths add nothing), or
+ * narrows a whole-pattern repetition of one character class to them in place; -1 if neither. */
+static int length_within(sc *c, int x, int lo, int hi) {
+    gr_builder *b = c->b;
+    long mn, mx;
+    byte_lengths(b, x, &mn, &mx, 0);
+    /* at most one character per byte; at least char_min characters */
+    if (char_min(b, x, 0) >= lo && mx >= 0 && (hi == GR_INF || mx <= hi)) return 0;
+    gr_node *n = &b->nodes[x];
+    if (n->kind == GN_REP) {
+        long a, z;
+        byte_lengths(b, b->kids[n->kid], &a, &z, 0);
+        int one_char = z >= 0 && z <= 1; /* ASCII class: one byte, one character */
+        if (one_char) {
+            int nlo = n->a > lo ? n->a : lo, nhi = n->b == GR_INF ? hi : (hi == GR_INF || n->b < hi ? n->b : hi);
+            n->a = nlo; n->b = nhi;
+            if (nhi != GR_INF && nhi < nlo) n->kind = GN_NEVER;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static int string_schema(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern"), *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
     int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
     if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
-    if (lo > 10000 || hi > 10000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 10000)", "minLength/maxLength");
+    if (lo > 100000 || hi > 100000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 100000)", "minLength/maxLength");
     const char *re = NULL;
     int search = 1;
     if (cJSON_IsString(fmt))
@@ -351,9 +513,14 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
     }
     int body;
     if (re) {
-        if (lo || hi != GR_INF) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with pattern or format)", "minLength/maxLength");
         ig_status st;
         body = gr_regex_build(b, re, strlen(re), 1, search, c->err, &st);
+        if (body >= 0 && search && hi != GR_INF) { /* lengths that leave no room around the match */
+            int core = gr_regex_build(b, re, strlen(re), 1, 0, c->err, &st);
+            if (core >= 0 && char_min(b, core, 0) >= hi) body = core;
+        }
+        if (body >= 0 && (lo || hi != GR_INF) && length_within(c, body, lo, hi) < 0)
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with a pattern or format it does not imply)", "minLength/maxLength");
         if (body < 0) {
             if (!c->st) {
                 char m[1024];
@@ -491,6 +658,12 @@ static cJSON *merge(sc *c, const cJSON *a, const cJSON *b2, const char *path) {
                    ((!strcmp(have->valuestring, "number") && !strcmp(k->valuestring, "integer")) ||
                     (!strcmp(have->valuestring, "integer") && !strcmp(k->valuestring, "number")))) {
             cJSON_ReplaceItemInObjectCaseSensitive(m, "type", cJSON_CreateString("integer"));
+        } else if (!strcmp(k->string, "enum") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
+            cJSON *both = cJSON_CreateArray();
+            for (const cJSON *x = have->child; x; x = x->next)
+                for (const cJSON *y = k->child; y; y = y->next)
+                    if (cJSON_Compare(x, y, 1)) { cJSON_AddItemToArray(both, cJSON_Duplicate(x, 1)); break; }
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "enum", both);
         } else if (!strcmp(k->string, "additionalProperties") && cJSON_IsTrue(have)) {
             cJSON_ReplaceItemInObjectCaseSensitive(m, k->string, cJSON_Duplicate(k, 1));
         } else if (!strcmp(k->string, "additionalProperties") && cJSON_IsTrue(k)) {
@@ -513,7 +686,7 @@ static int key_not_in(sc *c, char **keys, int n, int depth) {
     bset_clear(&kids);
     int ends = 0;
     for (int i = 0; i < n; i++) {
-        if (!keys[i][depth]) ends = 1;
+        if (keys[i][depth] == '"') ends = 1; /* an unescaped quote only ends a key */
         else bset_add_range(&kids, (unsigned char)keys[i][depth], (unsigned char)keys[i][depth]);
     }
     int any_tail = gb_seq2(b, gb_rep(b, c->str_char, 0, GR_INF), gb_str(b, "\""));
@@ -540,7 +713,7 @@ static int key_not_in(sc *c, char **keys, int n, int depth) {
     return gb_alt(b, alts, m);
 }
 
-static int object_members(sc *c, prop *P, int np, int nreq, int add_member) {
+static int object_members(sc *c, prop *P, int np, int nreq, int add_member, int min1) {
     gr_builder *b = c->b;
     int full = (1 << nreq) - 1, nsub = 1 << nreq;
     int *rules = malloc(sizeof(int) * (size_t)nsub);
@@ -566,7 +739,7 @@ static int object_members(sc *c, prop *P, int np, int nreq, int add_member) {
     free(rules);
     free(alts);
     int body = gb_seq2(b, first, ws(c));
-    return nreq ? body : gb_opt(b, body);
+    return nreq || min1 ? body : gb_opt(b, body);
 }
 
 /* Members in the schema's order (too many required members to track as a set). */
@@ -593,8 +766,21 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     const cJSON *mp = cJSON_GetObjectItemCaseSensitive(s, "minProperties");
-    if (pp && cJSON_GetArraySize(pp) > 0) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "patternProperties");
-    if (mp && !(cJSON_IsNumber(mp) && mp->valuedouble <= 0)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "minProperties");
+    int pp_keys = 0; /* patternProperties as extra member kinds (only when no other key may come) */
+    if (pp && cJSON_GetArraySize(pp) > 0) {
+        int universal = 1, trivial = 1;
+        for (const cJSON *x = pp->child; x; x = x->next) {
+            const char *re = x->string;
+            universal &= !strcmp(re, ".*") || !strcmp(re, "^.*$") || !strcmp(re, ".*$") || !strcmp(re, "^.*");
+            trivial &= cJSON_IsTrue(x) || (cJSON_IsObject(x) && !x->child);
+        }
+        if (cJSON_IsFalse(addl)) pp_keys = 1;
+        else if (!trivial && !(universal && cJSON_GetArraySize(pp) == 1 && (!addl || cJSON_IsTrue(addl))))
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only with additionalProperties false, or one '.*' pattern)", "patternProperties");
+        else if (!trivial) addl = pp->child; /* every other key: the pattern's schema */
+    }
+    if (mp && !(cJSON_IsNumber(mp) && mp->valuedouble <= 1)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1)", "minProperties");
+    int min1 = cJSON_IsNumber(mp) && mp->valuedouble == 1;
     int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = cJSON_IsArray(req) ? cJSON_GetArraySize(req) : 0;
     prop *P = calloc((size_t)(np + nr + 1), sizeof(prop));
     char **keys = calloc((size_t)(np + nr + 1), sizeof(char *));
@@ -641,9 +827,23 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
         add_member = gb_rule(b, NULL);
         int key = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
         gb_set_body(b, add_member, gb_seq3(b, key, colon(c), addv));
+    } else if (pp_keys) { /* keys matching a pattern, with its schema */
+        int alts[64], m = 0;
+        for (const cJSON *x = pp->child; x && m < 64; x = x->next) {
+            ig_status st;
+            int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
+            if (key < 0) { sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern"); goto done; }
+            subpath(p2, sizeof p2, path, "patternProperties", x->string);
+            int val = schema(c, x, p2);
+            if (val < 0) goto done;
+            alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
+        }
+        add_member = gb_rule(b, NULL);
+        gb_set_body(b, add_member, gb_alt(b, alts, m));
     }
     int body;
-    if (nreq <= 12 && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) body = object_members(c, P, n, nreq, add_member);
+    if (nreq <= 12 && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) body = object_members(c, P, n, nreq, add_member, min1);
+    else if (min1) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties"); goto done; }
     else body = object_ordered(c, P, n, add_member);
     node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
 done:
@@ -706,7 +906,7 @@ static int array_schema(sc *c, const cJSON *s, const char *path) {
 
 /* ---- dispatch --------------------------------------------------------------------------------------- */
 
-static const char *unsupported_kw[] = {"not", "if", "then", "else", "dependencies", "dependentRequired",
+static const char *unsupported_kw[] = {"if", "then", "else", "dependencies", "dependentRequired",
                                        "dependentSchemas", "propertyNames", "unevaluatedProperties",
                                        "unevaluatedItems", "$dynamicRef", "$recursiveRef", "minContains",
                                        "maxContains", "maxProperties", NULL};
@@ -775,12 +975,45 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
     return node;
 }
 
+/* `not` in the forms we can express: {"type": ...} (types taken away) and an enum / const of
+ * strings (on a plain string: any other string). *drop_bits / *not_strings receive them. */
+static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "not");
+    *drop_bits = 0;
+    *not_strings = NULL;
+    if (!n) return 0;
+    n = deref(c, n, 0);
+    int nk = 0, ok = n && cJSON_IsObject(n);
+    const cJSON *ts = ok ? cJSON_GetObjectItemCaseSensitive(n, "type") : NULL;
+    int str_enum = cJSON_IsString(ts) && !strcmp(ts->valuestring, "string") && cJSON_GetObjectItemCaseSensitive(n, "enum");
+    for (const cJSON *k = ok ? n->child : NULL; k; k = k->next)
+        if (!is_annotation(k->string) && !(str_enum && !strcmp(k->string, "type"))) nk++;
+    const cJSON *t = ok && !str_enum ? ts : NULL;
+    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(n, "enum") : NULL;
+    if (ok && nk == 1 && t) {
+        *drop_bits = type_bits(c, t, path);
+        return *drop_bits < 0 ? -1 : 0;
+    }
+    if (ok && nk == 1 && cJSON_IsArray(e)) {
+        for (const cJSON *x = e->child; x; x = x->next)
+            if (!cJSON_IsString(x)) ok = 0;
+        if (ok) { *not_strings = e; return 0; }
+    }
+    return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type} or an enum of strings)", "not");
+}
+
 static int typed(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
-    int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path);
-    if (bits < 0) return -1;
+    int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path), drop;
+    const cJSON *not_strings;
+    if (bits < 0 || read_not(c, s, path, &drop, &not_strings)) return -1;
+    if (drop & T_NUM) drop |= T_INT;
+    bits &= ~drop;
+    if ((drop & T_INT) && !(drop & T_NUM) && (bits & T_NUM))
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (numbers that are not integers)", "not");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "nullable"))) bits |= T_NULL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+    if ((en || cn) && (drop || not_strings)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
     if (en || cn) {
         if (en && !cJSON_IsArray(en)) return sfail(c, IG_ERR_FORMAT, path, "'%s' must be an array", "enum");
         int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
@@ -797,10 +1030,30 @@ static int typed(sc *c, const cJSON *s, const char *path) {
     if (bits & T_BOOL) alts[m++] = gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
     if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path)) < 0) return -1; }
     if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
-    if (bits & T_STR) { if ((alts[m++] = string_schema(c, s, path)) < 0) return -1; }
+    if ((bits & T_STR) && not_strings) {
+        if (cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
+            cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength"))
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints)", "not");
+        int n = cJSON_GetArraySize(not_strings), i = 0;
+        char **keys = calloc((size_t)n + 1, sizeof(char *));
+        if (!keys) { b->oom = 1; return -1; }
+        for (const cJSON *x = not_strings->child; x; x = x->next, i++) {
+            sbuf k = {0};
+            dump_string(&k, x->valuestring);
+            keys[i] = k.p;
+        }
+        for (i = 0; i < n; i++) if (!keys[i]) b->oom = 1;
+        if (!b->oom) {
+            for (i = 0; i < n; i++) keys[i]++;
+            alts[m++] = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
+            for (i = 0; i < n; i++) keys[i]--;
+        }
+        for (i = 0; i < n; i++) free(keys[i]);
+        free(keys);
+    } else if (bits & T_STR) { if ((alts[m++] = string_schema(c, s, path)) < 0) return -1; }
     if (bits & T_NUM) { if ((alts[m++] = numeric(c, s, path, 0)) < 0) return -1; }
     else if (bits & T_INT) { if ((alts[m++] = numeric(c, s, path, 1)) < 0) return -1; }
-    return gb_alt(b, alts, m);
+    return m ? gb_alt(b, alts, m) : gb_never(b);
 }
 
 static int schema(sc *c, const cJSON *s, const char *path) {
@@ -840,7 +1093,7 @@ out:
 }
 
 ig_status gr_schema_build(gr_builder *b, const char *text, size_t len, int json_mode, int *root, ig_err *err) {
-    sc c = {.b = b, .err = err};
+    sc c = {.b = b, .err = err, .frac_max = -1};
     cJSON *doc = NULL;
     *root = -1;
     if (!json_mode) {
