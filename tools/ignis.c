@@ -515,6 +515,8 @@ static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n,
             fwrite(o->text, 1, o->text_len, stdout);
             fflush(stdout);
         }
+        if (o->status == IG_REQ_FINISHED && o->finish == IG_FINISH_INCOMPLETE)
+            fprintf(stderr, "ignis: warning: max_new_tokens (or the context) ran out inside the constraint: the output is cut\n");
         ig_output_free(o);
     }
 }
@@ -584,8 +586,15 @@ static ig_status prompts_load(const char *tokens, const char *file, prompt_set *
     return st;
 }
 
+#define CONSTRAINT_FLAGS(ty_, f_) \
+    CLI_STRV("--json-schema", NULL, ty_, f_.json_schema, 0, "FILE", "constrain to a JSON Schema"), \
+    CLI_SW("--json", NULL, ty_, f_.json, "constrain to any JSON object"), \
+    CLI_STRV("--regex", NULL, ty_, f_.regex, 0, "RE", "constrain to a regular expression (the whole output)"), \
+    CLI_STRV("--grammar", NULL, ty_, f_.grammar, 0, "FILE", "constrain to a GBNF grammar (llama.cpp syntax, start rule root)")
+
 typedef struct generate_opts {
     const char *pos[1];
+    cli_constraint_opts c;
     const char *tokens, *tokens_file, *prompt;
     int ids;
     sample_opts s;
@@ -599,6 +608,7 @@ static const cli_flag generate_flags[] = {
              "one prompt of token ids per line, all run at once; one output line per prompt, in order"),
     CLI_STRV("--prompt", NULL, generate_opts, prompt, 0, "TEXT", "the prompt as text (needs a tokenizer); streams the text"),
     CLI_SW("--ids", NULL, generate_opts, ids, "with --prompt: print the new token ids instead of the text"),
+    CONSTRAINT_FLAGS(generate_opts, c),
     CLI_END};
 
 /* --prompt: streams the text, or prints the ids with --ids. */
@@ -657,13 +667,20 @@ static int run_generate(generate_opts *o, const char *name) {
     sample_finish(&o->s);
     prompt_set p = {0};
     ig_engine *e = NULL;
-    ig_status st = o->prompt ? IG_OK : prompts_load(o->tokens, o->tokens_file, &p, &err);
+    int kind;
+    char *ctext = NULL;
+    size_t clen;
+    ig_status st = cli_constraint_text(&o->c, &kind, &ctext, &clen, &err);
+    o->s.g.constraint = kind;
+    o->s.g.constraint_text = ctext;
+    if (!st) st = o->prompt ? IG_OK : prompts_load(o->tokens, o->tokens_file, &p, &err);
     if (!st) st = open_engine(&o->e, &o->t, o->pos[0], p.n > 1 ? p.n : 0, &e, &err);
     int rc = st ? fail(name, &err) : 0;
     if (!st && o->prompt && generate_text(e, o, &err)) rc = fail(name, &err);
     if (!st && !o->prompt) rc = generate_batch(e, &p, &o->s.g, name);
     ig_engine_close(e);
     prompts_free(&p);
+    free(ctext);
     return rc;
 }
 
@@ -957,12 +974,6 @@ typedef struct grammar_check_opts {
     cli_constraint_opts c;
     const char *instance, *batch;
 } grammar_check_opts;
-
-#define CONSTRAINT_FLAGS(ty_, f_) \
-    CLI_STRV("--json-schema", NULL, ty_, f_.json_schema, 0, "FILE", "constrain to a JSON Schema"), \
-    CLI_SW("--json", NULL, ty_, f_.json, "constrain to any JSON object"), \
-    CLI_STRV("--regex", NULL, ty_, f_.regex, 0, "RE", "constrain to a regular expression (the whole output)"), \
-    CLI_STRV("--grammar", NULL, ty_, f_.grammar, 0, "FILE", "constrain to a GBNF grammar (llama.cpp syntax, start rule root)")
 
 static const cli_flag grammar_check_flags[] = {
     CONSTRAINT_FLAGS(grammar_check_opts, c),

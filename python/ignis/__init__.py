@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Union
 __all__ = ["Engine", "Request", "Output", "Result", "Error", "QUEUED", "PREFILLING", "GENERATING", "FINISHED", "STOPPED", "ERROR"]
 
 QUEUED, PREFILLING, GENERATING, FINISHED, STOPPED, ERROR = range(6)
-_FINISH = {0: None, 1: "eos", 2: "stop", 3: "length"}
+_FINISH = {0: None, 1: "eos", 2: "stop", 3: "length", 4: "incomplete"}
 _ERR_TIMEOUT, _ERR_CLOSED = 10, 12
 
 
@@ -57,7 +57,8 @@ class _GenConfig(ctypes.Structure):
                 ("stop_strings", ctypes.POINTER(ctypes.c_char_p)), ("n_stop_strings", ctypes.c_int32),
                 ("logit_bias_ids", ctypes.POINTER(ctypes.c_int32)), ("logit_bias_values", ctypes.POINTER(ctypes.c_float)),
                 ("n_logit_bias", ctypes.c_int32), ("top_logprobs", ctypes.c_int32), ("ignore_eos", ctypes.c_int),
-                ("logprobs", ctypes.c_int)]
+                ("logprobs", ctypes.c_int),
+                ("constraint", ctypes.c_int32), ("constraint_text", ctypes.c_char_p)]  # IG_CONSTRAINT_*: 1 JSON Schema, 2 JSON, 3 regex, 4 GBNF
 
 
 class _Stats(ctypes.Structure):
@@ -230,15 +231,20 @@ class Engine:
               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
               repetition_penalty: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
               seed: int = 0, stop: Sequence[str] = (), stop_ids: Sequence[int] = (), logit_bias: Optional[dict] = None,
-              top_logprobs: int = 0, logprobs: bool = False, ignore_eos: bool = False) -> Request:
+              top_logprobs: int = 0, logprobs: bool = False, ignore_eos: bool = False,
+              constraint: int = 0, constraint_text: Optional[str] = None) -> Request:
         """Starts a request from text (the package's tokenizer) or token ids. Outputs carry each
-        token's log-probability when logprobs=True (else NaN), and the top_logprobs best."""
+        token's log-probability when logprobs=True (else NaN), and the top_logprobs best.
+        constraint (1 JSON Schema, 2 JSON, 3 regex, 4 GBNF; constraint_text the schema / regex /
+        grammar) restricts sampling to what the constraint allows."""
         lib = _L()
         g = _defaults(_GenConfig, lib.ig_gen_config_default)
         g.max_new_tokens, g.min_new_tokens, g.temperature, g.top_k = max_new_tokens, min_new_tokens, temperature, top_k
         g.top_p, g.min_p, g.repetition_penalty = top_p, min_p, repetition_penalty
         g.presence_penalty, g.frequency_penalty, g.seed = presence_penalty, frequency_penalty, seed
         g.top_logprobs, g.ignore_eos, g.logprobs = top_logprobs, int(ignore_eos), int(logprobs)
+        g.constraint = constraint
+        g.constraint_text = constraint_text.encode() if constraint_text is not None else None
         keep = []  # arrays must live until start returns (the library copies them)
         if stop:
             arr = (ctypes.c_char_p * len(stop))(*[s.encode() for s in stop])
