@@ -18,6 +18,7 @@
 #define MAX_MEMBERS (1 << 24)
 #define MASK_SLOTS 32
 #define MAX_TOKEN_BYTES 1024
+#define ALEN_MAX 32
 #define UNKNOWN (-2)
 #define DEAD (-1)
 
@@ -25,6 +26,10 @@
 
 typedef struct trie {
     uint8_t *byte; uint16_t *depth; int32_t *skip; int32_t *tok; /* tok: first token ending here, -1 */
+    uint8_t *has_np;   /* the subtree holds a token with a non-plain byte */
+    int32_t *tpos;     /* [n + 1] tokens ending before node i, in DFS order: order[tpos[i] .. tpos[skip[i]]) */
+    int32_t *order;    /* token ids in DFS order */
+    uint16_t *amax;    /* longest token below, when all of them are ASCII-plain; 0xFFFF if not */
     int32_t n;
 } trie;
 
@@ -32,8 +37,10 @@ struct gr_vocab {
     int32_t n;
     int32_t *eos; int n_eos;
     int32_t *tok_next;   /* [n] next token with the same bytes, -1 */
-    trie full, rest;     /* every token; tokens with a byte outside the plain class */
+    trie full;           /* every token */
     uint32_t *plain;     /* bitmask: tokens made only of plain bytes */
+    uint32_t *ascii;     /* bitmask: tokens made only of ASCII plain bytes (0x20..0x7E but '"' '\\') */
+    uint32_t *ascii_le;  /* [ALEN_MAX + 1][words]: ASCII-plain tokens of at most L bytes */
     gr_bset plain_class; /* bytes 0x20..0xFF but '"' and '\\' */
     char *arena; int32_t *off, *len; /* each token's bytes */
 };
@@ -49,7 +56,46 @@ static int cmp_tok(const void *a, const void *b) {
     return lx != ly ? (lx < ly ? -1 : 1) : (x < y ? -1 : 1);
 }
 
-static void trie_free(trie *t) { free(t->byte); free(t->depth); free(t->skip); free(t->tok); }
+static void trie_free(trie *t) {
+    free(t->byte); free(t->depth); free(t->skip); free(t->tok); free(t->has_np); free(t->tpos); free(t->order);
+    free(t->amax);
+}
+
+/* DFS token order, subtree token ranges and the non-plain flags (after trie_build). */
+static int trie_index(trie *t, const int32_t *tok_next, const uint32_t *plain, const uint32_t *ascii, int32_t n_tokens) {
+    t->has_np = calloc((size_t)t->n + 1, 1);
+    t->tpos = malloc(((size_t)t->n + 1) * 4);
+    t->order = malloc(((size_t)n_tokens + 1) * 4);
+    if (!t->has_np || !t->tpos || !t->order) return -1;
+    int32_t k = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        t->tpos[i] = k;
+        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) {
+            t->order[k++] = id;
+            if (!(plain[id >> 5] >> (id & 31) & 1)) t->has_np[i] = 1;
+        }
+    }
+    t->tpos[t->n] = k;
+    t->amax = malloc(((size_t)t->n + 1) * 2);
+    int32_t *parent = malloc(((size_t)t->n + 1) * 4), path[MAX_TOKEN_BYTES + 1];
+    if (!t->amax || !parent) { free(parent); return -1; }
+    for (int32_t i = 0; i < t->n; i++) { /* parents from the DFS order */
+        path[t->depth[i]] = i;
+        parent[i] = t->depth[i] > 1 ? path[t->depth[i] - 1] : -1;
+        t->amax[i] = 0;
+        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id])
+            if (!(ascii[id >> 5] >> (id & 31) & 1)) t->amax[i] = 0xFFFF;
+            else if (t->amax[i] < t->depth[i]) t->amax[i] = t->depth[i];
+    }
+    for (int32_t i = t->n - 1; i >= 0; i--) { /* children come after parents: fold upward */
+        int32_t p = parent[i];
+        if (p < 0) continue;
+        if (t->has_np[i]) t->has_np[p] = 1;
+        if (t->amax[i] > t->amax[p]) t->amax[p] = t->amax[i];
+    }
+    free(parent);
+    return 0;
+}
 
 /* Builds a trie over the sorted tokens ids[0..n) (bytes in arena). */
 static int trie_build(trie *t, const int32_t *ids, int32_t n, const char *arena, const int32_t *off,
@@ -103,8 +149,9 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
     v->n = n;
     v->tok_next = malloc((size_t)(n + 1) * 4);
     v->plain = calloc((size_t)(n + 31) / 32 + 1, 4);
+    v->ascii = calloc((size_t)(n + 31) / 32 + 1, 4);
     v->eos = malloc((size_t)(n_eos + 1) * 4);
-    if (!v->tok_next || !v->plain || !v->eos) goto done;
+    if (!v->tok_next || !v->plain || !v->ascii || !v->eos) goto done;
     for (int i = 0; i < n_eos; i++) v->eos[i] = eos_ids[i];
     v->n_eos = n_eos;
     bset_add_range(&v->plain_class, 0x20, 0xFF);
@@ -130,14 +177,22 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         int plain = 1;
         for (int k = 0; k < l; k++) plain &= bset_has(&v->plain_class, (unsigned char)buf[k]);
         if (plain) v->plain[id >> 5] |= 1u << (id & 31);
+        int asc = plain;
+        for (int k = 0; k < l; k++) asc &= (unsigned char)buf[k] < 0x7F;
+        if (asc) v->ascii[id >> 5] |= 1u << (id & 31);
     }
     g_sort = (sort_ctx){arena, off, len};
     qsort(ids, (size_t)nk, 4, cmp_tok);
     for (int32_t i = 0; i < nk; i++)
         if (!(v->plain[ids[i] >> 5] >> (ids[i] & 31) & 1)) rest[nr++] = ids[i];
     if (trie_build(&v->full, ids, nk, arena, off, len, v->tok_next)) goto done;
-    /* duplicates are equally plain, so the rest trie links them the same way */
-    if (trie_build(&v->rest, rest, nr, arena, off, len, v->tok_next)) goto done;
+    (void)nr;
+    if (trie_index(&v->full, v->tok_next, v->plain, v->ascii, n)) goto done;
+    size_t words = (size_t)(n + 31) / 32 + 1;
+    if (!(v->ascii_le = calloc(ALEN_MAX + 1, words * 4))) goto done;
+    for (int32_t id = 0; id < n; id++)
+        if ((v->ascii[id >> 5] >> (id & 31) & 1) && len[id] <= ALEN_MAX)
+            for (int L = len[id]; L <= ALEN_MAX; L++) v->ascii_le[(size_t)L * words + (id >> 5)] |= 1u << (id & 31);
     v->arena = arena; v->off = off; v->len = len;
     arena = NULL; off = len = NULL;
     st = IG_OK;
@@ -150,8 +205,8 @@ done:
 
 void gr_vocab_free(gr_vocab *v) {
     if (!v) return;
-    trie_free(&v->full); trie_free(&v->rest);
-    free(v->tok_next); free(v->plain); free(v->eos); free(v->arena); free(v->off); free(v->len);
+    trie_free(&v->full);
+    free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
     free(v);
 }
 
@@ -164,6 +219,7 @@ typedef struct sstate {
     uint32_t hash;
     int8_t accept;      /* contains the empty stack */
     int8_t slice;       /* -1 unknown, 0/1: a stack loops over every plain byte */
+    int8_t uni;         /* -1 unknown, else D: every ASCII-plain string of <= D bytes stays alive */
     int32_t *next;      /* [256] or NULL */
 } sstate;
 
@@ -316,7 +372,7 @@ static int32_t intern_state(gr_matcher *m) {
     if (grow((void **)&m->members, &m->cap_members, m->n_members + m->n_tmp, 4) ||
         grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof(sstate))) { fail(m, "grammar: out of memory"); return -3; }
     sstate *x = &m->st[m->n_st];
-    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->next = NULL;
+    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->next = NULL;
     memcpy(m->members + m->n_members, m->tmp, (size_t)m->n_tmp * 4);
     m->n_members += m->n_tmp;
     int32_t id = m->n_st++;
@@ -437,19 +493,53 @@ void gr_matcher_free(gr_matcher *m) {
 
 void gr_matcher_reset(gr_matcher *m) { m->cur = m->init; m->done = 0; }
 
-static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits) {
+/* D for state s: how many ASCII-plain bytes in a row every choice of them survives, all choices
+ * leading to the same state at each step (at most ALEN_MAX). */
+static int uniform_depth(gr_matcher *m, int32_t s) {
+    if (m->st[s].uni >= 0) return m->st[s].uni;
+    int D = 0;
+    for (int32_t cur = s; D < ALEN_MAX; D++) {
+        int32_t r = next_state(m, cur, 'a');
+        if (r < 0) break;
+        int same = 1;
+        for (int c = 0x20; c < 0x7F && same; c++)
+            if (c != '"' && c != '\\') same = next_state(m, cur, c) == r;
+        if (!same) break;
+        cur = r;
+    }
+    m->st[s].uni = (int8_t)D;
+    return D;
+}
+
+/* Marks the tokens alive from state s0. Where a state loops over every plain byte (slice_ok), all
+ * plain tokens below that node are marked from the subtree's token range at once, and only
+ * subtrees holding a non-plain token are walked further. */
+static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits, int slice0, int uni) {
     int32_t *stk = m->walk;
     stk[0] = s0;
     const int32_t *tok_next = m->v->tok_next;
+    const uint32_t *plain = m->v->plain;
+    int slice_depth = slice0 ? 0 : 1 << 30; /* the subtree below this depth is in slice mode */
     for (int32_t i = 0; i < t->n;) {
-        int32_t ns = next_state(m, stk[t->depth[i] - 1], t->byte[i]);
+        int d = t->depth[i];
+        if (d <= slice_depth) slice_depth = 1 << 30;
+        else if (!t->has_np[i]) { i = t->skip[i]; continue; } /* all plain: marked already */
+        if (t->amax[i] <= uni) { i = t->skip[i]; continue; } /* short ASCII-plain: marked already */
+        int32_t ns = next_state(m, stk[d - 1], t->byte[i]);
         if (ns < 0) {
             if (ns == -3) return;
             i = t->skip[i];
             continue;
         }
-        stk[t->depth[i]] = ns;
+        stk[d] = ns;
         for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
+        if (slice_depth > d && slice_ok(m, ns)) {
+            for (int32_t k = t->tpos[i], e = t->tpos[t->skip[i]]; k < e; k++) {
+                int32_t id = t->order[k];
+                bits[id >> 5] |= plain[id >> 5] & (1u << (id & 31));
+            }
+            slice_depth = d;
+        }
         i++;
     }
 }
@@ -461,13 +551,11 @@ ig_status gr_matcher_mask(gr_matcher *m, uint32_t *bits, ig_err *err) {
     uint32_t *cached = m->mask_cache + (size_t)slot * m->words;
     if (m->mask_owner[slot] == m->cur) { memcpy(bits, cached, wb); return IG_OK; }
     int32_t s0 = m->cur;
-    if (slice_ok(m, s0)) {
-        memcpy(bits, m->v->plain, wb);
-        walk_trie(m, &m->v->rest, s0, bits);
-    } else {
-        memset(bits, 0, wb);
-        walk_trie(m, &m->v->full, s0, bits);
-    }
+    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0);
+    if (sl) memcpy(bits, m->v->plain, wb);
+    else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
+    else memset(bits, 0, wb);
+    walk_trie(m, &m->v->full, s0, bits, sl, uni);
     if (m->failed) return ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg);
     if (m->st[s0].accept)
         for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
