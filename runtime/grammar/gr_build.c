@@ -42,7 +42,7 @@ static int new_node(gr_builder *b, int kind, int32_t a, int32_t bb, const int *k
         if (k[i] < 0) { b->oom = 1; return -1; }
     gr_node *x = &b->nodes[b->n_nodes];
     x->kind = (uint8_t)kind; x->a = a; x->b = bb; x->kid = b->n_kids; x->nkid = n;
-    memcpy(b->kids + b->n_kids, k, (size_t)n * sizeof(int32_t));
+    if (n) memcpy(b->kids + b->n_kids, k, (size_t)n * sizeof(int32_t));
     b->n_kids += n;
     return b->n_nodes++;
 }
