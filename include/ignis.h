@@ -142,7 +142,21 @@ typedef struct ig_gen_config {
     int ignore_eos;           /* keep going past the model's EOS tokens */
     int logprobs;             /* 1: ig_output.logprobs holds each token's log-probability (costs a
                                  pass over the vocabulary per token); 0: NaN unless top_logprobs > 0 */
+    int32_t constraint;       /* guided decoding, IG_CONSTRAINT_* (default NONE): each step samples
+                                 only tokens the constraint allows, and EOS only where it may end.
+                                 Needs a tokenizer; on CUDA such requests sample on the host */
+    const char *constraint_text; /* the JSON Schema, regex or GBNF grammar (NUL-terminated; borrowed
+                                    for ig_request_start, which compiles it: an unsupported schema
+                                    keyword is IG_ERR_UNSUPPORTED naming it and its JSON path) */
 } ig_gen_config;
+
+enum {
+    IG_CONSTRAINT_NONE = 0,
+    IG_CONSTRAINT_JSON_SCHEMA = 1, /* constraint_text: a JSON Schema */
+    IG_CONSTRAINT_JSON = 2,        /* any JSON object (constraint_text unused) */
+    IG_CONSTRAINT_REGEX = 3,       /* the whole output matches the regular expression */
+    IG_CONSTRAINT_GBNF = 4         /* a GBNF grammar (llama.cpp syntax), start rule root */
+};
 IG_API void ig_gen_config_default(ig_gen_config *g);
 
 typedef enum ig_req_status {
@@ -159,8 +173,10 @@ typedef enum ig_finish_reason {
     IG_FINISH_EOS = 1,
     IG_FINISH_STOP = 2,    /* a stop id or stop string */
     IG_FINISH_LENGTH = 3,  /* max_new_tokens or the context length */
-    IG_FINISH_KV = 4       /* the KV cache could not hold the sequence, alone in it: it was cut
+    IG_FINISH_KV = 4,      /* the KV cache could not hold the sequence, alone in it: it was cut
                               before max_new_tokens and before the context length */
+    IG_FINISH_INCOMPLETE = 5 /* max_new_tokens or the context length, inside a constraint's
+                                structure: the output is cut */
 } ig_finish_reason;
 
 typedef struct ig_logprob {

@@ -27,3 +27,6 @@ python3 -c "import nvidia.cuda_nvrtc" 2>/dev/null || $PIP nvidia-cuda-nvrtc-cu12
   $PIP --break-system-packages nvidia-cuda-nvrtc-cu12 || echo "warning: no CUDA 12 NVRTC (sm_70 targets unavailable)"
 python3 -c "import openai" 2>/dev/null || $PIP openai || $PIP --break-system-packages openai || \
   echo "warning: could not install openai (the server tests will be skipped)"
+# guided decoding: the end-to-end test validates generated JSON against its schema
+python3 -c "import jsonschema" 2>/dev/null || $PIP jsonschema || $PIP --break-system-packages jsonschema || \
+  echo "warning: could not install jsonschema (the guided-decoding SmolLM2 test will be skipped)"

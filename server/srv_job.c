@@ -86,7 +86,7 @@ static uint64_t next_rand(srv *s) { /* xorshift64* */
 static const char *finish_name(const srv_choice *c) {
     /* the KV cache cutting a sequence is a length limit to an OpenAI client */
     if (c->status == IG_REQ_FINISHED)
-        return c->finish == IG_FINISH_LENGTH || c->finish == IG_FINISH_KV ? "length" : "stop";
+        return c->finish == IG_FINISH_LENGTH || c->finish == IG_FINISH_KV || c->finish == IG_FINISH_INCOMPLETE ? "length" : "stop";
     return c->status == IG_REQ_ERROR ? "error" : "abort";
 }
 

@@ -28,6 +28,7 @@
 
 #include "chat_template.h"
 #include "cli_args.h"
+#include "cli_grammar.h"
 #include "driver.h"
 #include "ignis.h"
 #include "ir.h"
@@ -577,6 +578,8 @@ static ig_status drain(ig_request *r, int print_text, int32_t **ids, int32_t *n,
             fwrite(o->text, 1, o->text_len, stdout);
             fflush(stdout);
         }
+        if (o->status == IG_REQ_FINISHED && o->finish == IG_FINISH_INCOMPLETE)
+            fprintf(stderr, "ignis: warning: max_new_tokens (or the context) ran out inside the constraint: the output is cut\n");
         ig_output_free(o);
         if (interrupt && *interrupt) ig_request_stop(r);
     }
@@ -660,8 +663,15 @@ static ig_status prompts_load(const char *tokens, const char *file, prompt_set *
     return st;
 }
 
+#define CONSTRAINT_FLAGS(ty_, f_) \
+    CLI_STRV("--json-schema", NULL, ty_, f_.json_schema, 0, "FILE", "constrain to a JSON Schema"), \
+    CLI_SW("--json", NULL, ty_, f_.json, "constrain to any JSON object"), \
+    CLI_STRV("--regex", NULL, ty_, f_.regex, 0, "RE", "constrain to a regular expression (the whole output)"), \
+    CLI_STRV("--grammar", NULL, ty_, f_.grammar, 0, "FILE", "constrain to a GBNF grammar (llama.cpp syntax, start rule root)")
+
 typedef struct generate_opts {
     const char *pos[1];
+    cli_constraint_opts c;
     const char *tokens, *tokens_file, *prompt, *system;
     int ids, chat;
     sample_opts s;
@@ -677,6 +687,7 @@ static const cli_flag generate_flags[] = {
     CLI_SW("--chat", NULL, generate_opts, chat, "with --prompt: the text is a user message, put through the chat template"),
     CLI_STRV("--system", NULL, generate_opts, system, 0, "TEXT", "with --chat: a system message before it"),
     CLI_SW("--ids", NULL, generate_opts, ids, "with --prompt: print the new token ids instead of the text"),
+    CONSTRAINT_FLAGS(generate_opts, c),
     CLI_END};
 
 static void add_message(cJSON *msgs, const char *role, const char *content) {
@@ -795,13 +806,20 @@ static int run_generate(generate_opts *o, const char *name) {
     }
     prompt_set p = {0};
     ig_engine *e = NULL;
-    ig_status st = o->prompt ? IG_OK : prompts_load(o->tokens, o->tokens_file, &p, &err);
+    int kind;
+    char *ctext = NULL;
+    size_t clen;
+    ig_status st = cli_constraint_text(&o->c, &kind, &ctext, &clen, &err);
+    o->s.g.constraint = kind;
+    o->s.g.constraint_text = ctext;
+    if (!st) st = o->prompt ? IG_OK : prompts_load(o->tokens, o->tokens_file, &p, &err);
     if (!st) st = open_engine(&o->e, &o->t, o->pos[0], p.n > 1 ? p.n : 0, &e, &err);
     int rc = st ? fail(name, &err) : 0;
     if (!st && o->prompt && generate_text(e, o, name, &err)) rc = fail(name, &err);
     if (!st && !o->prompt) rc = generate_batch(e, &p, &o->s.g, name);
     ig_engine_close(e);
     prompts_free(&p);
+    free(ctext);
     return rc;
 }
 
@@ -1254,6 +1272,54 @@ static int cmd_version(const cli_cmd *c, int argc, char **argv) {
     return 0;
 }
 
+/* ---- guided decoding tools (tools/cli_grammar.c) */
+
+typedef struct grammar_check_opts {
+    const char *pos[1];
+    cli_constraint_opts c;
+    const char *instance, *batch;
+} grammar_check_opts;
+
+static const cli_flag grammar_check_flags[] = {
+    CONSTRAINT_FLAGS(grammar_check_opts, c),
+    CLI_STRV("--instance", NULL, grammar_check_opts, instance, 0, "FILE", "the text to check, token by token"),
+    CLI_STRV("--batch", NULL, grammar_check_opts, batch, 0, "FILE.jsonl",
+             "check many: lines {name, schema, tests: [{text}]}; prints one JSON result line each"),
+    CLI_END};
+
+static int cmd_grammar_check(const cli_cmd *c, int argc, char **argv) {
+    grammar_check_opts o = {0};
+    const cli_group groups[] = {{NULL, grammar_check_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    if (o.batch) return cli_grammar_batch(o.pos[0], o.batch);
+    if (!o.instance) {
+        fprintf(stderr, "ignis %s: error: --instance FILE (or --batch FILE) is required\n", c->name);
+        return 2;
+    }
+    return cli_grammar_check(o.pos[0], &o.c, o.instance);
+}
+
+typedef struct bench_grammar_opts {
+    const char *pos[1];
+    const char *schemas;
+    int verbose;
+} bench_grammar_opts;
+
+static const cli_flag bench_grammar_flags[] = {
+    CLI_STRV("--schemas", NULL, bench_grammar_opts, schemas, CLI_REQUIRED, "FILE.jsonl",
+             "lines {name, schema, tests: [{valid, data}]}: compile each schema, walk its valid instances"),
+    CLI_SW("--verbose", NULL, bench_grammar_opts, verbose, "name each unsupported schema and rejected instance"),
+    CLI_END};
+
+static int cmd_bench_grammar(const cli_cmd *c, int argc, char **argv) {
+    bench_grammar_opts o = {0};
+    const cli_group groups[] = {{NULL, bench_grammar_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    return cli_bench_grammar(o.pos[0], o.schemas, o.verbose);
+}
+
 /* ---- the commands */
 
 typedef struct command {
@@ -1278,6 +1344,10 @@ static const command commands[] = {
       1, 1}, cmd_chat_template},
     {{"serve", "PKG", "[--host ADDR] [--port N] [--model-name NAME] [--api-key KEY] [--max-queue N] [options]",
       "an OpenAI-compatible HTTP server (chat, completions, models, tokenize, metrics)", 1, 1}, cmd_serve},
+    {{"grammar-check", "DIR|PKG", "(--json-schema FILE | --json | --regex RE | --grammar FILE) --instance FILE",
+      "check a text against a constraint's token masks: exit 0 accepted, 1 rejected, 3 unsupported", 1, 1}, cmd_grammar_check},
+    {{"bench-grammar", "DIR|PKG", "--schemas FILE.jsonl", "guided decoding speed: time per mask and compile time over schemas", 1, 1},
+     cmd_bench_grammar},
     {{"version", "", "", "print the version", 0, 0}, cmd_version},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])

@@ -45,13 +45,15 @@ class FinishReason(str, enum.Enum):
     STOP = "stop"      #: a stop token id or stop string
     LENGTH = "length"  #: max_tokens, or the model's context ran out
     KV_CACHE = "kv_cache"  #: the KV cache could not hold the sequence, even alone in it
+    INCOMPLETE = "incomplete"  #: max_tokens or the context ran out inside a constraint's structure
 
     def __str__(self):
         return self.value
 
 
 QUEUED, PREFILLING, GENERATING, FINISHED, STOPPED, ERROR = tuple(RequestStatus)
-_FINISH = {0: None, 1: FinishReason.EOS, 2: FinishReason.STOP, 3: FinishReason.LENGTH, 4: FinishReason.KV_CACHE}
+_FINISH = {0: None, 1: FinishReason.EOS, 2: FinishReason.STOP, 3: FinishReason.LENGTH, 4: FinishReason.KV_CACHE,
+           5: FinishReason.INCOMPLETE}
 _ERR_TIMEOUT, _ERR_CLOSED = Status.TIMEOUT, Status.CLOSED
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -123,7 +125,8 @@ class _GenConfig(ctypes.Structure):
                 ("stop_strings", ctypes.POINTER(ctypes.c_char_p)), ("n_stop_strings", ctypes.c_int32),
                 ("logit_bias_ids", ctypes.POINTER(ctypes.c_int32)), ("logit_bias_values", ctypes.POINTER(ctypes.c_float)),
                 ("n_logit_bias", ctypes.c_int32), ("top_logprobs", ctypes.c_int32), ("ignore_eos", ctypes.c_int),
-                ("logprobs", ctypes.c_int)]
+                ("logprobs", ctypes.c_int),
+                ("constraint", ctypes.c_int32), ("constraint_text", ctypes.c_char_p)]  # IG_CONSTRAINT_*: 1 JSON Schema, 2 JSON, 3 regex, 4 GBNF
 
 
 class _Stats(ctypes.Structure):
@@ -311,7 +314,8 @@ class Engine:
               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
               repetition_penalty: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
               seed: int = 0, stop: Sequence[str] = (), stop_ids: Sequence[int] = (), logit_bias: Optional[dict] = None,
-              top_logprobs: int = 0, logprobs: bool = False, ignore_eos: bool = False) -> Request:
+              top_logprobs: int = 0, logprobs: bool = False, ignore_eos: bool = False,
+              constraint: int = 0, constraint_text: Optional[str] = None) -> Request:
         """Starts a request from text (the package's tokenizer) or token ids. Outputs carry each
         token's log-probability when logprobs=True (else NaN), and the top_logprobs best."""
         lib = _L()
@@ -320,6 +324,8 @@ class Engine:
         g.top_p, g.min_p, g.repetition_penalty = top_p, min_p, repetition_penalty
         g.presence_penalty, g.frequency_penalty, g.seed = presence_penalty, frequency_penalty, seed
         g.top_logprobs, g.ignore_eos, g.logprobs = top_logprobs, int(ignore_eos), int(logprobs)
+        g.constraint = constraint  # 1 JSON Schema, 2 JSON, 3 regex, 4 GBNF (constraint_text: the schema / regex / grammar)
+        g.constraint_text = constraint_text.encode() if constraint_text is not None else None
         keep = []  # arrays must live until start returns (the library copies them)
         if stop:
             arr = (ctypes.c_char_p * len(stop))(*[s.encode() for s in stop])

@@ -16,6 +16,7 @@ Every prompt of a generate() call is a request of its own in the engine, which b
 says) or lists of token ids.
 """
 import asyncio
+import json
 import secrets
 import threading
 from dataclasses import dataclass, field
@@ -39,7 +40,11 @@ class SamplingParams:
 
     temperature 0 is greedy; top_k 0, top_p 1, min_p 0, repetition_penalty 1 and the two
     penalties 0 are off. logprobs=None gives no log-probabilities; logprobs=k gives each
-    token's log-probability and the k most likely tokens at each step (k <= 20)."""
+    token's log-probability and the k most likely tokens at each step (k <= 20).
+
+    Guided decoding (at most one): json_schema (a JSON Schema, as a dict or its JSON text),
+    json_object=True (any JSON object), regex (the whole output matches it) or grammar (GBNF,
+    start rule root). An unsupported schema keyword raises Error naming it and its JSON path."""
     max_tokens: int = 128
     min_tokens: int = 0
     temperature: float = 0.0
@@ -55,6 +60,27 @@ class SamplingParams:
     logit_bias: Optional[Dict[int, float]] = None
     logprobs: Optional[int] = None
     ignore_eos: bool = False
+    json_schema: Union[None, str, Dict[str, object]] = None
+    json_object: bool = False
+    regex: Optional[str] = None
+    grammar: Optional[str] = None
+
+    def _constraint(self) -> tuple:
+        """(IG_CONSTRAINT_* kind, text) of the guided-decoding fields."""
+        given = [k for k, v in (("json_schema", self.json_schema), ("json_object", self.json_object),
+                                ("regex", self.regex), ("grammar", self.grammar)) if v]
+        if len(given) > 1:
+            raise ValueError(f"SamplingParams: at most one of {', '.join(given)}")
+        if self.json_schema:
+            s = self.json_schema
+            return 1, s if isinstance(s, str) else json.dumps(s)
+        if self.json_object:
+            return 2, None
+        if self.regex:
+            return 3, self.regex
+        if self.grammar:
+            return 4, self.grammar
+        return 0, None
 
     def _start_kwargs(self) -> dict:
         """The keyword arguments of Engine.start (a random seed drawn when seed is None)."""
@@ -65,7 +91,8 @@ class SamplingParams:
                     frequency_penalty=self.frequency_penalty,
                     seed=secrets.randbits(64) if self.seed is None else self.seed, stop=stop,
                     stop_ids=list(self.stop_token_ids), logit_bias=self.logit_bias,
-                    top_logprobs=self.logprobs or 0, logprobs=self.logprobs is not None, ignore_eos=self.ignore_eos)
+                    top_logprobs=self.logprobs or 0, logprobs=self.logprobs is not None, ignore_eos=self.ignore_eos,
+                    constraint=self._constraint()[0], constraint_text=self._constraint()[1])
 
 
 @dataclass

@@ -106,6 +106,9 @@ static void request_clear(ig_request *r) {
     free(r->bias_vals);
     free(r->tokens);
     smp_free(r->smp);
+    gr_matcher_free(r->gm);
+    free(r->gmask);
+    gr_grammar_free(r->gg);
     tok_stream_free(r->ts);
     stop_free(r->sm);
     free(r->kv.pages);
@@ -240,6 +243,34 @@ static ig_status validate_request(const ig_engine *e, const int32_t *ids, int32_
     return smp_validate(sp, d->vocab, err);
 }
 
+static int vocab_bytes(void *ctx, int32_t id, char *buf, size_t cap) {
+    const tok_tokenizer *t = ctx;
+    return tok_is_special(t, id) ? -1 : tok_token_bytes(t, id, buf, cap);
+}
+
+/* The constraint of g compiled for r (its matcher over the engine's token bytes, which the first
+ * constrained request builds). */
+static ig_status new_constraint(ig_engine *e, ig_request *r, const ig_gen_config *g, ig_err *err) {
+    if (g->constraint < IG_CONSTRAINT_JSON_SCHEMA || g->constraint > IG_CONSTRAINT_GBNF)
+        return ig_fail(err, IG_ERR_INVALID, "constraint must be one of the IG_CONSTRAINT_* values, got %d", g->constraint);
+    if (!e->tok) return ig_fail(err, IG_ERR_INVALID, "a constraint needs a tokenizer and this package has none");
+    const char *text = g->constraint_text ? g->constraint_text : "";
+    if (g->constraint != IG_CONSTRAINT_JSON && !g->constraint_text)
+        return ig_fail(err, IG_ERR_INVALID, "constraint_text is NULL");
+    ig_status st = IG_OK;
+    pthread_mutex_lock(&e->gvocab_mu);
+    if (!e->gvocab) {
+        st = gr_vocab_new(tok_vocab_size(e->tok), vocab_bytes, e->tok, e->pkg->eos_ids, e->pkg->n_eos, &e->gvocab, err);
+        if (!st && tok_vocab_size(e->tok) > e->vocab)
+            st = ig_fail(err, IG_ERR_MISMATCH, "the tokenizer has %d tokens but the model's vocabulary %d", tok_vocab_size(e->tok), e->vocab);
+    }
+    pthread_mutex_unlock(&e->gvocab_mu);
+    if (!st) st = gr_compile((gr_kind)g->constraint, text, strlen(text), &r->gg, err);
+    if (!st) st = gr_matcher_new(r->gg, e->gvocab, &r->gm, err);
+    if (!st && !(r->gmask = calloc((size_t)e->vocab / 32 + 2, 4))) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    return st;
+}
+
 /* A new request in state QUEUED, not yet queued (free with request_free on failure). */
 static ig_status new_request(ig_engine *e, const int32_t *ids, int32_t n_ids, const ig_gen_config *g,
                              const smp_params *sp, ig_request **out, ig_err *err) {
@@ -275,6 +306,8 @@ static ig_status new_request(ig_engine *e, const int32_t *ids, int32_t n_ids, co
         if (!r->ts) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
     if (!st && r->g.n_stop_strings) st = stop_new((const char *const *)r->stop_strings, r->g.n_stop_strings, &r->sm, err);
+    if (!st && g->constraint != IG_CONSTRAINT_NONE) st = new_constraint(e, r, g, err);
+    r->g.constraint_text = NULL; /* borrowed: compiled above */
     return st;
 }
 
@@ -553,6 +586,8 @@ static void free_resources(ig_engine *e) {
     free(e->b_errs);
     eng_scorer_free(e->scorer);
     tok_free(e->tok);
+    gr_vocab_free(e->gvocab);
+    pthread_mutex_destroy(&e->gvocab_mu);
     pc_free(e->pc, e->pager);
     kv_pager_free(e->pager);
     rt_model_free(e->model);
@@ -595,6 +630,7 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
         return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
     pthread_cond_init(&c->work, NULL);
     pthread_cond_init(&c->calls_done, NULL);
     c->refs = 1;

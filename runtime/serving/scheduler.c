@@ -333,7 +333,7 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
         if (r->step_row < 0) continue;
         ig_fwd_sample *sp = &e->b_sp[r->step_row];
         memset(sp, 0, sizeof *sp);
-        int bans = r->n_gen < r->g.min_new_tokens && (e->pkg->n_eos > 0 || r->g.n_stop_ids > 0);
+        int bans = (r->n_gen < r->g.min_new_tokens && (e->pkg->n_eos > 0 || r->g.n_stop_ids > 0)) || r->gm;
         if (!bans && smp_device_step(r->smp, sp)) n_dev++;
     }
     memset(b, 0, sizeof *b);
@@ -360,7 +360,18 @@ static ig_status sample_one(ig_engine *e, ig_request *r, float *logits, smp_resu
         for (int32_t i = 0; i < e->pkg->n_eos; i++) logits[e->pkg->eos_ids[i]] = -INFINITY;
         for (int32_t i = 0; i < r->g.n_stop_ids; i++) logits[r->stop_ids[i]] = -INFINITY;
     }
-    return smp_sample(r->smp, logits, res, err);
+    if (r->gm) { /* the constraint's mask (computed here, after the step; not overlapped yet) */
+        uint32_t *bits = r->gmask;
+        ig_status st = gr_matcher_mask(r->gm, bits, err);
+        if (st) return st;
+        int32_t nv = gr_vocab_size(e->gvocab);
+        for (int32_t i = 0; i < e->vocab; i++)
+            if (i >= nv || !(bits[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
+    }
+    ig_status st = smp_sample(r->smp, logits, res, err);
+    if (!st && r->gm && gr_matcher_accept(r->gm, res->token, err) != 1)
+        st = ig_fail(err, IG_ERR_INTERNAL, "the constraint refused token %d that its mask allowed", res->token);
+    return st;
 }
 
 /* Routes newly decoded text through r's stop-string matcher into o. Returns 1 when a stop
@@ -434,7 +445,8 @@ static void advance(ig_engine *e, ig_request *r, ig_status sampled, const smp_re
     else if (is_stop_id(r, tok))
         why = IG_FINISH_STOP;
     int at_length = r->n_gen >= r->g.max_new_tokens || r->n_tokens >= d->max_context;
-    if (!o || token_text(r, o, tok, &why, at_length)) {
+    int complete = r->gm && why == IG_FINISH_NONE && !at_length && gr_matcher_must_end(r->gm); /* nothing may follow */
+    if (!o || token_text(r, o, tok, &why, at_length || complete)) {
         ig_output_free(o);
         char msg[96];
         snprintf(msg, sizeof msg, "out of memory queueing generated token %d (the %d-th)", tok, r->n_gen);
@@ -448,6 +460,8 @@ static void advance(ig_engine *e, ig_request *r, ig_status sampled, const smp_re
         o->top[k].id = res->top[k].id;
         o->top[k].logprob = res->top[k].logprob;
     }
+    if (complete && why == IG_FINISH_LENGTH) why = IG_FINISH_STOP; /* the constraint's end */
+    else if (why == IG_FINISH_LENGTH && r->gm && !gr_matcher_can_end(r->gm)) why = IG_FINISH_INCOMPLETE;
     if (why != IG_FINISH_NONE)
         end_running(e, r, IG_REQ_FINISHED, why, NULL, o);
     else

@@ -35,6 +35,7 @@
 #include "sampler.h"
 #include "stop.h"
 #include "tokenizer.h"
+#include "grammar.h"
 
 /* One queued output in one allocation: the queue link, the public ig_output, and behind them its
  * arrays (tokens, logprobs, top) and OUT_TEXT_INLINE bytes for its text, so a decode step costs
@@ -92,6 +93,9 @@ struct ig_request {
     smp_state *smp;
     tok_stream *ts;
     stop_matcher *sm;
+    gr_grammar *gg;             /* constraint (NULL: none) and its matcher */
+    gr_matcher *gm;
+    uint32_t *gmask;            /* [vocab / 32 + 1] the step's allowed tokens */
     struct ig_request *next;    /* in the waiting or running list */
     int32_t step_take;          /* tokens fed in the current step */
     int32_t step_row;           /* logits row in the current step, or -1 */
@@ -125,6 +129,8 @@ struct ig_engine {
     kv_pager *pager;
     prefix_cache *pc;           /* NULL when disabled */
     tok_tokenizer *tok;
+    gr_vocab *gvocab;           /* token bytes for constraints, made by the first constrained request */
+    pthread_mutex_t gvocab_mu;
     pthread_t thread;
     int thread_started;
     /* step buffers, sized once (no malloc on the step path) */

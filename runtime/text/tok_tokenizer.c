@@ -1213,6 +1213,57 @@ ig_status tok_stream_flush(tok_stream *s, const char **piece, size_t *len, ig_er
 
 int32_t tok_vocab_size(const tok_tokenizer *t) { return t ? t->nids : 0; }
 
+static int dec_has(const tdec *d, int kind) {
+    if (!d) return 0;
+    if (d->kind == kind) return 1;
+    for (int k = 0; k < d->nkids; k++)
+        if (dec_has(&d->kids[k], kind)) return 1;
+    return 0;
+}
+
+int tok_token_bytes(const tok_tokenizer *t, int32_t id, char *out, size_t cap) {
+    if (!t || id < 0 || id >= t->nids || !t->str[id]) return -1;
+    const char *s = t->str[id];
+    size_t n = t->slen[id], o = 0;
+    if (t->special[id] & 1) {
+        if (n > cap) return -1;
+        memcpy(out, s, n);
+        return (int)n;
+    }
+    if (dec_has(t->dec, DC_BYTELEVEL)) {
+        for (size_t j = 0; j < n;) {
+            size_t cl;
+            uint32_t cp = first_cp(s + j, n - j, &cl);
+            if (o >= cap) return -1;
+            if (cp < 512 && t->bl_rev[cp] >= 0) out[o++] = (char)t->bl_rev[cp];
+            else { /* not a mapped char (an added token's text): its bytes as they are */
+                if (o + cl > cap) return -1;
+                memcpy(out + o, s + j, cl);
+                o += cl;
+            }
+            j += cl;
+        }
+        return (int)o;
+    }
+    unsigned v;
+    if (dec_has(t->dec, DC_BYTEFALLBACK) && is_byte_token(s, n, &v)) {
+        if (cap < 1) return -1;
+        out[0] = (char)v;
+        return 1;
+    }
+    for (size_t j = 0; j < n;) { /* SentencePiece: U+2581 is a space */
+        if (j + 3 <= n && !memcmp(s + j, "\xE2\x96\x81", 3)) {
+            if (o >= cap) return -1;
+            out[o++] = ' ';
+            j += 3;
+        } else {
+            if (o >= cap) return -1;
+            out[o++] = s[j++];
+        }
+    }
+    return (int)o;
+}
+
 int32_t tok_token_id(const tok_tokenizer *t, const char *token) {
     if (!t || !token) return -1;
     size_t n = strlen(token);

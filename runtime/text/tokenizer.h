@@ -56,6 +56,11 @@ const char *tok_token_str(const tok_tokenizer *t, int32_t id);   /* borrowed; NU
 int32_t tok_bos_id(const tok_tokenizer *t); /* tokenizer_config.json bos_token, -1 if none */
 int32_t tok_eos_id(const tok_tokenizer *t); /* tokenizer_config.json eos_token, -1 if none */
 int tok_is_special(const tok_tokenizer *t, int32_t id);
+/* The bytes token id stands for in the middle of a text (byte-level BPE: its bytes through the
+ * GPT-2 byte map; SentencePiece: U+2581 as a space, <0xHH> as the byte HH; a special token: its
+ * content), written into out (cap bytes, caller's). Returns the length, or -1 for an id out of
+ * range or a cap too small. What guided decoding matches tokens against. */
+int tok_token_bytes(const tok_tokenizer *t, int32_t id, char *out, size_t cap);
 
 /* Incremental decoder. Borrows t, which must outlive it. Free with tok_stream_free. */
 typedef struct tok_stream tok_stream;

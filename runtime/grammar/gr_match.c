@@ -1,0 +1,594 @@
+/* gr_match.c — the vocabulary trie and the matcher: parse stacks over bytes, lazily built into a
+ * DFA, and token masks (see grammar.h for the design).
+ *
+ * A stack node is (pos, parent): "at element pos of an alternative; when it ends, continue with
+ * parent". Node 0 is the empty stack (the grammar has ended). Nodes are hash-consed, so a stack is
+ * one id and equal stacks are equal ids; a rule reference in tail position pushes no frame, so
+ * right-recursive loops run in constant depth. Left recursion would grow stacks without bound: a
+ * depth limit turns it into an error. A state is an interned sorted set of stacks whose tops are
+ * byte sets (or the empty stack); state × byte → state is cached in a 256-entry row per state.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gr_internal.h"
+
+#define MAX_DEPTH 2048
+#define MAX_NODES (1 << 22)
+#define MAX_MEMBERS (1 << 24)
+#define MASK_SLOTS 32
+#define MAX_TOKEN_BYTES 1024
+#define ALEN_MAX 32
+#define UNKNOWN (-2)
+#define DEAD (-1)
+
+/* ---- vocabulary ------------------------------------------------------------------------------- */
+
+typedef struct trie {
+    uint8_t *byte; uint16_t *depth; int32_t *skip; int32_t *tok; /* tok: first token ending here, -1 */
+    uint8_t *has_np;   /* the subtree holds a token with a non-plain byte */
+    int32_t *tpos;     /* [n + 1] tokens ending before node i, in DFS order: order[tpos[i] .. tpos[skip[i]]) */
+    int32_t *order;    /* token ids in DFS order */
+    uint16_t *amax;    /* longest token below, when all of them are ASCII-plain; 0xFFFF if not */
+    int32_t n;
+} trie;
+
+struct gr_vocab {
+    int32_t n;
+    int32_t *eos; int n_eos;
+    int32_t *tok_next;   /* [n] next token with the same bytes, -1 */
+    trie full;           /* every token */
+    uint32_t *plain;     /* bitmask: tokens made only of plain bytes */
+    uint32_t *ascii;     /* bitmask: tokens made only of ASCII plain bytes (0x20..0x7E but '"' '\\') */
+    uint32_t *ascii_le;  /* [ALEN_MAX + 1][words]: ASCII-plain tokens of at most L bytes */
+    gr_bset plain_class; /* bytes 0x20..0xFF but '"' and '\\' */
+    char *arena; int32_t *off, *len; /* each token's bytes */
+};
+
+typedef struct { const char *arena; const int32_t *off, *len; } sort_ctx;
+static sort_ctx g_sort; /* qsort has no context argument; set and used only inside gr_vocab_new */
+
+static int cmp_tok(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    int32_t lx = g_sort.len[x], ly = g_sort.len[y];
+    int c = memcmp(g_sort.arena + g_sort.off[x], g_sort.arena + g_sort.off[y], (size_t)(lx < ly ? lx : ly));
+    if (c) return c;
+    return lx != ly ? (lx < ly ? -1 : 1) : (x < y ? -1 : 1);
+}
+
+static void trie_free(trie *t) {
+    free(t->byte); free(t->depth); free(t->skip); free(t->tok); free(t->has_np); free(t->tpos); free(t->order);
+    free(t->amax);
+}
+
+/* DFS token order, subtree token ranges and the non-plain flags (after trie_build). */
+static int trie_index(trie *t, const int32_t *tok_next, const uint32_t *plain, const uint32_t *ascii, int32_t n_tokens) {
+    t->has_np = calloc((size_t)t->n + 1, 1);
+    t->tpos = malloc(((size_t)t->n + 1) * 4);
+    t->order = malloc(((size_t)n_tokens + 1) * 4);
+    if (!t->has_np || !t->tpos || !t->order) return -1;
+    int32_t k = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        t->tpos[i] = k;
+        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) {
+            t->order[k++] = id;
+            if (!(plain[id >> 5] >> (id & 31) & 1)) t->has_np[i] = 1;
+        }
+    }
+    t->tpos[t->n] = k;
+    t->amax = malloc(((size_t)t->n + 1) * 2);
+    int32_t *parent = malloc(((size_t)t->n + 1) * 4), path[MAX_TOKEN_BYTES + 1];
+    if (!t->amax || !parent) { free(parent); return -1; }
+    for (int32_t i = 0; i < t->n; i++) { /* parents from the DFS order */
+        path[t->depth[i]] = i;
+        parent[i] = t->depth[i] > 1 ? path[t->depth[i] - 1] : -1;
+        t->amax[i] = 0;
+        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id])
+            if (!(ascii[id >> 5] >> (id & 31) & 1)) t->amax[i] = 0xFFFF;
+            else if (t->amax[i] < t->depth[i]) t->amax[i] = t->depth[i];
+    }
+    for (int32_t i = t->n - 1; i >= 0; i--) { /* children come after parents: fold upward */
+        int32_t p = parent[i];
+        if (p < 0) continue;
+        if (t->has_np[i]) t->has_np[p] = 1;
+        if (t->amax[i] > t->amax[p]) t->amax[p] = t->amax[i];
+    }
+    free(parent);
+    return 0;
+}
+
+/* Builds a trie over the sorted tokens ids[0..n) (bytes in arena). */
+static int trie_build(trie *t, const int32_t *ids, int32_t n, const char *arena, const int32_t *off,
+                      const int32_t *len, int32_t *tok_next) {
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) total += (size_t)len[ids[i]];
+    memset(t, 0, sizeof *t);
+    t->byte = malloc(total + 1); t->depth = malloc((total + 1) * 2);
+    t->skip = malloc((total + 1) * 4); t->tok = malloc((total + 1) * 4);
+    int32_t path[MAX_TOKEN_BYTES + 1]; /* node index at each depth of the current path */
+    if (!t->byte || !t->depth || !t->skip || !t->tok) return -1;
+    int32_t pd = 0; /* path depth */
+    const char *prev = NULL;
+    int32_t prevlen = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = ids[i], l = len[id];
+        const char *s = arena + off[id];
+        int32_t lcp = 0;
+        while (prev && lcp < l && lcp < prevlen && s[lcp] == prev[lcp]) lcp++;
+        if (prev && lcp == l && l == prevlen) { /* same bytes as the previous token */
+            int32_t node = path[l - 1];
+            tok_next[id] = t->tok[node];
+            t->tok[node] = id;
+            continue;
+        }
+        while (pd > lcp) t->skip[path[--pd]] = t->n;
+        for (int32_t k = lcp; k < l; k++) {
+            t->byte[t->n] = (uint8_t)s[k];
+            t->depth[t->n] = (uint16_t)(k + 1);
+            t->tok[t->n] = -1;
+            path[pd++] = t->n++;
+        }
+        t->tok[path[l - 1]] = id;
+        prev = s;
+        prevlen = l;
+    }
+    while (pd > 0) t->skip[path[--pd]] = t->n;
+    return 0;
+}
+
+ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const int32_t *eos_ids, int n_eos,
+                       gr_vocab **out, ig_err *err) {
+    *out = NULL;
+    gr_vocab *v = calloc(1, sizeof *v);
+    int32_t *off = malloc((size_t)(n + 1) * 4), *len = malloc((size_t)(n + 1) * 4);
+    int32_t *ids = malloc((size_t)(n + 1) * 4), *rest = malloc((size_t)(n + 1) * 4);
+    size_t acap = 1 << 20, an = 0;
+    char *arena = malloc(acap), buf[MAX_TOKEN_BYTES];
+    ig_status st = IG_ERR_NOMEM;
+    if (!v || !off || !len || !ids || !rest || !arena) goto done;
+    v->n = n;
+    v->tok_next = malloc((size_t)(n + 1) * 4);
+    v->plain = calloc((size_t)(n + 31) / 32 + 1, 4);
+    v->ascii = calloc((size_t)(n + 31) / 32 + 1, 4);
+    v->eos = malloc((size_t)(n_eos + 1) * 4);
+    if (!v->tok_next || !v->plain || !v->ascii || !v->eos) goto done;
+    for (int i = 0; i < n_eos; i++) v->eos[i] = eos_ids[i];
+    v->n_eos = n_eos;
+    bset_add_range(&v->plain_class, 0x20, 0xFF);
+    v->plain_class.w['"' >> 6] &= ~(1ull << ('"' & 63));
+    v->plain_class.w['\\' >> 6] &= ~(1ull << ('\\' & 63));
+    int32_t nk = 0, nr = 0;
+    for (int32_t id = 0; id < n; id++) {
+        v->tok_next[id] = -1;
+        int is_eos = 0;
+        for (int i = 0; i < n_eos; i++) is_eos |= eos_ids[i] == id;
+        int l = is_eos ? -1 : tok_bytes(ctx, id, buf, sizeof buf);
+        off[id] = (int32_t)an;
+        len[id] = l > 0 ? l : 0;
+        if (l <= 0) continue;
+        if (an + (size_t)l > acap) {
+            char *a2 = realloc(arena, acap *= 2);
+            if (!a2) goto done;
+            arena = a2;
+        }
+        memcpy(arena + an, buf, (size_t)l);
+        an += (size_t)l;
+        ids[nk++] = id;
+        int plain = 1;
+        for (int k = 0; k < l; k++) plain &= bset_has(&v->plain_class, (unsigned char)buf[k]);
+        if (plain) v->plain[id >> 5] |= 1u << (id & 31);
+        int asc = plain;
+        for (int k = 0; k < l; k++) asc &= (unsigned char)buf[k] < 0x7F;
+        if (asc) v->ascii[id >> 5] |= 1u << (id & 31);
+    }
+    g_sort = (sort_ctx){arena, off, len};
+    qsort(ids, (size_t)nk, 4, cmp_tok);
+    for (int32_t i = 0; i < nk; i++)
+        if (!(v->plain[ids[i] >> 5] >> (ids[i] & 31) & 1)) rest[nr++] = ids[i];
+    if (trie_build(&v->full, ids, nk, arena, off, len, v->tok_next)) goto done;
+    (void)nr;
+    if (trie_index(&v->full, v->tok_next, v->plain, v->ascii, n)) goto done;
+    size_t words = (size_t)(n + 31) / 32 + 1;
+    if (!(v->ascii_le = calloc(ALEN_MAX + 1, words * 4))) goto done;
+    for (int32_t id = 0; id < n; id++)
+        if ((v->ascii[id >> 5] >> (id & 31) & 1) && len[id] <= ALEN_MAX)
+            for (int L = len[id]; L <= ALEN_MAX; L++) v->ascii_le[(size_t)L * words + (id >> 5)] |= 1u << (id & 31);
+    v->arena = arena; v->off = off; v->len = len;
+    arena = NULL; off = len = NULL;
+    st = IG_OK;
+done:
+    free(off); free(len); free(ids); free(rest); free(arena);
+    if (st) { gr_vocab_free(v); return ig_fail(err, st, "grammar: out of memory building the vocabulary trie"); }
+    *out = v;
+    return IG_OK;
+}
+
+void gr_vocab_free(gr_vocab *v) {
+    if (!v) return;
+    trie_free(&v->full);
+    free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
+    free(v);
+}
+
+int32_t gr_vocab_size(const gr_vocab *v) { return v ? v->n : 0; }
+
+/* ---- matcher ----------------------------------------------------------------------------------- */
+
+typedef struct sstate {
+    int32_t off, n;     /* members[off .. off+n) */
+    uint32_t hash;
+    int8_t accept;      /* contains the empty stack */
+    int8_t slice;       /* -1 unknown, 0/1: a stack loops over every plain byte */
+    int8_t uni;         /* -1 unknown, else D: every ASCII-plain string of <= D bytes stays alive */
+    int32_t *next;      /* [256] or NULL */
+} sstate;
+
+struct gr_matcher {
+    const gr_grammar *g;
+    const gr_vocab *v;
+    int32_t *pos, *parent, *depth; int32_t n_nodes, cap_nodes;
+    int32_t *nhash; int32_t nh_cap;          /* node intern table: id + 1 */
+    int32_t *members; int32_t n_members, cap_members;
+    sstate *st; int32_t n_st, cap_st;
+    int32_t *shash; int32_t sh_cap;          /* state intern table: id + 1 */
+    uint32_t *stamp; int32_t cap_stamp; uint32_t gen;
+    int32_t *tmp; int32_t n_tmp, cap_tmp;
+    int32_t init, cur;
+    int done;
+    int failed; char fail_msg[200];
+    uint32_t *mask_cache; int32_t mask_owner[MASK_SLOTS]; int32_t words;
+    int32_t walk[MAX_TOKEN_BYTES + 1];
+};
+
+static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    int32_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static void fail(gr_matcher *m, const char *msg) {
+    if (!m->failed) { m->failed = 1; strncpy(m->fail_msg, msg, sizeof m->fail_msg - 1); }
+}
+
+static uint32_t mix(uint32_t h, uint32_t x) { h ^= x; h *= 0x9E3779B1u; return h ^ (h >> 15); }
+
+static int rehash_nodes(gr_matcher *m, int32_t cap) {
+    int32_t *t = calloc((size_t)cap, 4);
+    if (!t) return -1;
+    for (int32_t id = 1; id < m->n_nodes; id++) {
+        uint32_t i = mix(mix(0, (uint32_t)m->pos[id]), (uint32_t)m->parent[id]) & (uint32_t)(cap - 1);
+        while (t[i]) i = (i + 1) & (uint32_t)(cap - 1);
+        t[i] = id + 1;
+    }
+    free(m->nhash);
+    m->nhash = t;
+    m->nh_cap = cap;
+    return 0;
+}
+
+/* The node (pos, parent), made if new; -1 on failure (m->failed set). */
+static int32_t intern_node(gr_matcher *m, int32_t pos, int32_t parent) {
+    uint32_t h = mix(mix(0, (uint32_t)pos), (uint32_t)parent), mk = (uint32_t)(m->nh_cap - 1);
+    for (uint32_t i = h & mk;; i = (i + 1) & mk) {
+        int32_t e = m->nhash[i];
+        if (!e) break;
+        if (m->pos[e - 1] == pos && m->parent[e - 1] == parent) return e - 1;
+    }
+    int32_t d = m->depth[parent] + 1;
+    if (d > MAX_DEPTH) { fail(m, "grammar: parse stack too deep (left recursion?)"); return -1; }
+    if (m->n_nodes >= MAX_NODES) { fail(m, "grammar: automaton state limit reached"); return -1; }
+    int32_t c1 = m->cap_nodes, c2 = m->cap_nodes, c3 = m->cap_nodes;
+    if (grow((void **)&m->pos, &c1, m->n_nodes + 1, 4) || grow((void **)&m->parent, &c2, m->n_nodes + 1, 4) ||
+        grow((void **)&m->depth, &c3, m->n_nodes + 1, 4)) { fail(m, "grammar: out of memory"); return -1; }
+    m->cap_nodes = c1;
+    int32_t id = m->n_nodes++;
+    m->pos[id] = pos; m->parent[id] = parent; m->depth[id] = d;
+    if (m->n_nodes * 2 > m->nh_cap) {
+        if (rehash_nodes(m, m->nh_cap * 2)) { fail(m, "grammar: out of memory"); return -1; }
+    } else {
+        uint32_t i = h & mk;
+        while (m->nhash[i]) i = (i + 1) & mk;
+        m->nhash[i] = id + 1;
+    }
+    return id;
+}
+
+static int visit(gr_matcher *m, int32_t s) {
+    if (s >= m->cap_stamp) {
+        int32_t old = m->cap_stamp;
+        if (grow((void **)&m->stamp, &m->cap_stamp, s + 1, 4)) { fail(m, "grammar: out of memory"); return 0; }
+        memset(m->stamp + old, 0, (size_t)(m->cap_stamp - old) * 4);
+    }
+    if (m->stamp[s] == m->gen) return 0;
+    m->stamp[s] = m->gen;
+    return 1;
+}
+
+static void add_tmp(gr_matcher *m, int32_t s) {
+    if (grow((void **)&m->tmp, &m->cap_tmp, m->n_tmp + 1, 4)) { fail(m, "grammar: out of memory"); return; }
+    m->tmp[m->n_tmp++] = s;
+}
+
+/* Adds to tmp every stack with a byte set (or nothing) on top that stack s reaches without
+ * consuming a byte. */
+static void expand(gr_matcher *m, int32_t s) {
+    const gr_grammar *g = m->g;
+    while (!m->failed && visit(m, s)) {
+        if (s == 0) { add_tmp(m, 0); return; }
+        int32_t pos = m->pos[s], e = g->elems[pos];
+        if (e == GR_END) { s = m->parent[s]; continue; }
+        if (e >= 0) { add_tmp(m, s); return; }
+        int32_t r = GR_REF_RULE(e), par = m->parent[s];
+        int32_t cont = g->elems[pos + 1] == GR_END ? par : intern_node(m, pos + 1, par);
+        if (cont < 0) return;
+        for (int32_t a = 0; a < g->alt_count[r]; a++) {
+            int32_t c = intern_node(m, g->alts[g->alt_start[r] + a], cont);
+            if (c < 0) return;
+            expand(m, c);
+        }
+        return;
+    }
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int rehash_states(gr_matcher *m, int32_t cap) {
+    int32_t *t = calloc((size_t)cap, 4);
+    if (!t) return -1;
+    for (int32_t id = 0; id < m->n_st; id++) {
+        uint32_t i = m->st[id].hash & (uint32_t)(cap - 1);
+        while (t[i]) i = (i + 1) & (uint32_t)(cap - 1);
+        t[i] = id + 1;
+    }
+    free(m->shash);
+    m->shash = t;
+    m->sh_cap = cap;
+    return 0;
+}
+
+/* Interns tmp[0..n_tmp) as a state; DEAD if empty; -3 on failure. */
+static int32_t intern_state(gr_matcher *m) {
+    if (m->failed) return -3;
+    if (!m->n_tmp) return DEAD;
+    qsort(m->tmp, (size_t)m->n_tmp, 4, cmp_i32);
+    uint32_t h = 0;
+    for (int32_t i = 0; i < m->n_tmp; i++) h = mix(h, (uint32_t)m->tmp[i]);
+    uint32_t mk = (uint32_t)(m->sh_cap - 1);
+    for (uint32_t i = h & mk;; i = (i + 1) & mk) {
+        int32_t e = m->shash[i];
+        if (!e) break;
+        sstate *x = &m->st[e - 1];
+        if (x->hash == h && x->n == m->n_tmp && !memcmp(m->members + x->off, m->tmp, (size_t)x->n * 4)) return e - 1;
+    }
+    if (m->n_members + m->n_tmp > MAX_MEMBERS) { fail(m, "grammar: automaton state limit reached"); return -3; }
+    if (grow((void **)&m->members, &m->cap_members, m->n_members + m->n_tmp, 4) ||
+        grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof(sstate))) { fail(m, "grammar: out of memory"); return -3; }
+    sstate *x = &m->st[m->n_st];
+    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->next = NULL;
+    memcpy(m->members + m->n_members, m->tmp, (size_t)m->n_tmp * 4);
+    m->n_members += m->n_tmp;
+    int32_t id = m->n_st++;
+    if (m->n_st * 2 > m->sh_cap) {
+        if (rehash_states(m, m->sh_cap * 2)) { fail(m, "grammar: out of memory"); return -3; }
+    } else {
+        uint32_t i = h & mk;
+        while (m->shash[i]) i = (i + 1) & mk;
+        m->shash[i] = id + 1;
+    }
+    return id;
+}
+
+/* Stack s after consuming one byte its top accepts: expanded into tmp. */
+static void step_stack(gr_matcher *m, int32_t s) {
+    int32_t pos = m->pos[s], par = m->parent[s];
+    int32_t nx = m->g->elems[pos + 1] == GR_END ? par : intern_node(m, pos + 1, par);
+    if (nx >= 0) expand(m, nx);
+}
+
+static int32_t compute_next(gr_matcher *m, int32_t state, int c) {
+    m->gen++;
+    m->n_tmp = 0;
+    const sstate *x = &m->st[state];
+    for (int32_t i = 0; i < x->n; i++) {
+        int32_t s = m->members[m->st[state].off + i];
+        if (s == 0) continue;
+        if (bset_has(&m->g->sets[m->g->elems[m->pos[s]]], c)) step_stack(m, s);
+    }
+    return intern_state(m);
+}
+
+/* state × byte → state (DEAD), cached; -3 on failure. */
+static inline int32_t next_state(gr_matcher *m, int32_t state, int c) {
+    int32_t *row = m->st[state].next;
+    if (row && row[c] != UNKNOWN) return row[c];
+    if (!row) {
+        row = malloc(256 * 4);
+        if (!row) { fail(m, "grammar: out of memory"); return -3; }
+        for (int i = 0; i < 256; i++) row[i] = UNKNOWN;
+        m->st[state].next = row;
+    }
+    int32_t r = compute_next(m, state, c);
+    if (r == -3) return -3;
+    m->st[state].next[c] = r; /* m->st may have moved; row is still this state's row */
+    return r;
+}
+
+/* 1 if some stack of the state loops on itself over every plain byte. */
+static int slice_ok(gr_matcher *m, int32_t state) {
+    if (m->st[state].slice >= 0) return m->st[state].slice;
+    int ok = 0;
+    for (int32_t i = 0; !ok && i < m->st[state].n; i++) {
+        int32_t s = m->members[m->st[state].off + i];
+        if (s == 0) continue;
+        const gr_bset *X = &m->g->sets[m->g->elems[m->pos[s]]];
+        int sup = 1;
+        for (int w = 0; w < 4; w++) sup &= (m->v->plain_class.w[w] & ~X->w[w]) == 0;
+        if (!sup) continue;
+        m->gen++;
+        m->n_tmp = 0;
+        step_stack(m, s);
+        for (int32_t k = 0; k < m->n_tmp; k++) ok |= m->tmp[k] == s;
+    }
+    m->n_tmp = 0;
+    m->st[state].slice = (int8_t)ok;
+    return ok;
+}
+
+ig_status gr_matcher_new(const gr_grammar *g, const gr_vocab *v, gr_matcher **out, ig_err *err) {
+    *out = NULL;
+    gr_matcher *m = calloc(1, sizeof *m);
+    if (!m) return ig_fail(err, IG_ERR_NOMEM, "grammar: out of memory");
+    m->g = g;
+    m->v = v;
+    m->words = (v->n + 31) / 32;
+    m->nh_cap = 1024;
+    m->sh_cap = 256;
+    m->nhash = calloc((size_t)m->nh_cap, 4);
+    m->shash = calloc((size_t)m->sh_cap, 4);
+    m->mask_cache = malloc((size_t)MASK_SLOTS * (size_t)(m->words ? m->words : 1) * 4);
+    if (!m->nhash || !m->shash || !m->mask_cache || grow((void **)&m->pos, &m->cap_nodes, 1, 4)) goto oom;
+    m->parent = malloc((size_t)m->cap_nodes * 4);
+    m->depth = malloc((size_t)m->cap_nodes * 4);
+    if (!m->parent || !m->depth) goto oom;
+    for (int i = 0; i < MASK_SLOTS; i++) m->mask_owner[i] = -1;
+    m->pos[0] = -1; m->parent[0] = 0; m->depth[0] = 0;
+    m->n_nodes = 1;
+    m->gen = 1;
+    m->n_tmp = 0;
+    for (int32_t a = 0; a < g->alt_count[g->root]; a++) {
+        int32_t c = intern_node(m, g->alts[g->alt_start[g->root] + a], 0);
+        if (c < 0) break;
+        expand(m, c);
+    }
+    m->init = intern_state(m);
+    if (m->failed || m->init == DEAD) {
+        ig_status st = m->failed ? IG_ERR_UNSUPPORTED : IG_ERR_INVALID;
+        ig_fail(err, st, "%s", m->failed ? m->fail_msg : "grammar: the start rule matches nothing");
+        gr_matcher_free(m);
+        return st;
+    }
+    m->cur = m->init;
+    *out = m;
+    return IG_OK;
+oom:
+    gr_matcher_free(m);
+    return ig_fail(err, IG_ERR_NOMEM, "grammar: out of memory");
+}
+
+void gr_matcher_free(gr_matcher *m) {
+    if (!m) return;
+    for (int32_t i = 0; i < m->n_st; i++) free(m->st[i].next);
+    free(m->pos); free(m->parent); free(m->depth); free(m->nhash); free(m->members); free(m->st);
+    free(m->shash); free(m->stamp); free(m->tmp); free(m->mask_cache);
+    free(m);
+}
+
+void gr_matcher_reset(gr_matcher *m) { m->cur = m->init; m->done = 0; }
+
+/* D for state s: how many ASCII-plain bytes in a row every choice of them survives, all choices
+ * leading to the same state at each step (at most ALEN_MAX). */
+static int uniform_depth(gr_matcher *m, int32_t s) {
+    if (m->st[s].uni >= 0) return m->st[s].uni;
+    int D = 0;
+    for (int32_t cur = s; D < ALEN_MAX; D++) {
+        int32_t r = next_state(m, cur, 'a');
+        if (r < 0) break;
+        int same = 1;
+        for (int c = 0x20; c < 0x7F && same; c++)
+            if (c != '"' && c != '\\') same = next_state(m, cur, c) == r;
+        if (!same) break;
+        cur = r;
+    }
+    m->st[s].uni = (int8_t)D;
+    return D;
+}
+
+/* Marks the tokens alive from state s0. Where a state loops over every plain byte (slice_ok), all
+ * plain tokens below that node are marked from the subtree's token range at once, and only
+ * subtrees holding a non-plain token are walked further. */
+static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits, int slice0, int uni) {
+    int32_t *stk = m->walk;
+    stk[0] = s0;
+    const int32_t *tok_next = m->v->tok_next;
+    const uint32_t *plain = m->v->plain;
+    int slice_depth = slice0 ? 0 : 1 << 30; /* the subtree below this depth is in slice mode */
+    for (int32_t i = 0; i < t->n;) {
+        int d = t->depth[i];
+        if (d <= slice_depth) slice_depth = 1 << 30;
+        else if (!t->has_np[i]) { i = t->skip[i]; continue; } /* all plain: marked already */
+        if (t->amax[i] <= uni) { i = t->skip[i]; continue; } /* short ASCII-plain: marked already */
+        int32_t ns = next_state(m, stk[d - 1], t->byte[i]);
+        if (ns < 0) {
+            if (ns == -3) return;
+            i = t->skip[i];
+            continue;
+        }
+        stk[d] = ns;
+        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
+        if (slice_depth > d && slice_ok(m, ns)) {
+            for (int32_t k = t->tpos[i], e = t->tpos[t->skip[i]]; k < e; k++) {
+                int32_t id = t->order[k];
+                bits[id >> 5] |= plain[id >> 5] & (1u << (id & 31));
+            }
+            slice_depth = d;
+        }
+        i++;
+    }
+}
+
+ig_status gr_matcher_mask(gr_matcher *m, uint32_t *bits, ig_err *err) {
+    size_t wb = (size_t)m->words * 4;
+    if (m->done) { memset(bits, 0, wb); return IG_OK; }
+    int slot = m->cur & (MASK_SLOTS - 1);
+    uint32_t *cached = m->mask_cache + (size_t)slot * m->words;
+    if (m->mask_owner[slot] == m->cur) { memcpy(bits, cached, wb); return IG_OK; }
+    int32_t s0 = m->cur;
+    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0);
+    if (sl) memcpy(bits, m->v->plain, wb);
+    else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
+    else memset(bits, 0, wb);
+    walk_trie(m, &m->v->full, s0, bits, sl, uni);
+    if (m->failed) return ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg);
+    if (m->st[s0].accept)
+        for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
+    memcpy(cached, bits, wb);
+    m->mask_owner[slot] = s0;
+    return IG_OK;
+}
+
+int gr_matcher_accept_bytes(gr_matcher *m, const char *s, size_t n, ig_err *err) {
+    if (m->done) return 0;
+    int32_t st = m->cur;
+    for (size_t i = 0; i < n; i++) {
+        st = next_state(m, st, (unsigned char)s[i]);
+        if (st == -3) { ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg); return -1; }
+        if (st == DEAD) return 0;
+    }
+    m->cur = st;
+    return 1;
+}
+
+int gr_matcher_accept(gr_matcher *m, int32_t id, ig_err *err) {
+    if (m->done || id < 0 || id >= m->v->n) return 0;
+    for (int i = 0; i < m->v->n_eos; i++)
+        if (m->v->eos[i] == id) {
+            if (!m->st[m->cur].accept) return 0;
+            m->done = 1;
+            return 1;
+        }
+    if (!m->v->len[id]) return 0;
+    return gr_matcher_accept_bytes(m, m->v->arena + m->v->off[id], (size_t)m->v->len[id], err);
+}
+
+int gr_matcher_can_end(const gr_matcher *m) { return m->done || m->st[m->cur].accept; }
+int gr_matcher_must_end(const gr_matcher *m) {
+    return m->done || (m->st[m->cur].n == 1 && m->st[m->cur].accept);
+}

@@ -1,0 +1,1127 @@
+/* gr_schema.c — JSON Schema (and JSON mode) into grammar expressions.
+ *
+ * Output is JSON as json.dumps writes it and any flexible variant: whitespace (space, tab, CR,
+ * LF) is allowed wherever JSON allows it. Handled: type (one or a list), enum, const, properties,
+ * required, additionalProperties, items (schema or draft-4 tuple), prefixItems, additionalItems,
+ * minItems, maxItems, minLength, maxLength, pattern (gr_regex.c), format (date-time, date, time,
+ * email, uuid, uri, ipv4, hostname; other formats are annotations, as JSON Schema 2019+ says),
+ * minimum / maximum / exclusive* on integers and on numbers with integral bounds, multipleOf 1,
+ * anyOf, oneOf (as anyOf), allOf (merged), local $ref / $defs / definitions (recursion through
+ * rules), nullable. Object members may come in any order; required members are tracked as a
+ * subset state while 2^required stays small, otherwise members follow the schema's order.
+ * Asserting keywords we cannot express (not, if/then/else, patternProperties, dependencies,
+ * uniqueItems, ...) are IG_ERR_UNSUPPORTED naming the keyword and its JSON path; keywords
+ * unknown to JSON Schema are annotations and ignored.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "gr_internal.h"
+
+#define MAX_SUBSET_RULES 4096
+#define MAX_SCHEMA_DEPTH 64
+
+typedef struct sc {
+    gr_builder *b;
+    const cJSON *root;
+    ig_err *err;
+    ig_status st;
+    int depth;
+    char **ref_keys; int *ref_rules; int n_refs, cap_refs;
+    cJSON **owned; int n_owned, cap_owned; /* merged schemas made here */
+    int ws, any_value, str_char;           /* shared rules / nodes */
+    int frac_max;                          /* multipleOf 10^-k: at most k fraction digits; -1 any */
+} sc;
+
+static int sfail(sc *c, ig_status st, const char *path, const char *fmt, const char *what) {
+    if (!c->st) {
+        char m[600];
+        snprintf(m, sizeof m, fmt, what);
+        c->st = st;
+        ig_fail(c->err, st, "json schema: %s at %s", m, *path ? path : "/");
+    }
+    return -1;
+}
+
+static void subpath(char *out, size_t cap, const char *path, const char *a, const char *b2) {
+    snprintf(out, cap, "%s/%s%s%s", path, a, b2 ? "/" : "", b2 ? b2 : "");
+}
+
+/* ---- shared pieces --------------------------------------------------------------------------------- */
+
+int gr_json_char(gr_builder *b) {
+    gr_bset plain;
+    bset_clear(&plain);
+    bset_add_range(&plain, 0x20, 0xFF);
+    plain.w['"' >> 6] &= ~(1ull << ('"' & 63));
+    plain.w['\\' >> 6] &= ~(1ull << ('\\' & 63));
+    gr_bset esc, hex;
+    bset_clear(&esc);
+    const char *e = "\"\\/bfnrt";
+    for (; *e; e++) bset_add_range(&esc, (unsigned char)*e, (unsigned char)*e);
+    bset_clear(&hex);
+    bset_add_range(&hex, '0', '9'); bset_add_range(&hex, 'a', 'f'); bset_add_range(&hex, 'A', 'F');
+    int h = gb_bytes(b, &hex);
+    int u = gb_seq2(b, gb_str(b, "u"), gb_rep(b, h, 4, 4));
+    return gb_alt2(b, gb_bytes(b, &plain), gb_seq2(b, gb_str(b, "\\"), gb_alt2(b, gb_bytes(b, &esc), u)));
+}
+
+/* One character (a whole UTF-8 sequence or an escape): for counted lengths. */
+static int json_char_utf8(sc *c) {
+    gr_builder *b = c->b;
+    gr_cpset s = {0};
+    cps_add(&s, 0, 0x10FFFF);
+    int raw = gb_cpset(b, &s, 1);
+    cps_free(&s);
+    gr_bset hex;
+    bset_clear(&hex);
+    bset_add_range(&hex, '0', '9'); bset_add_range(&hex, 'a', 'f'); bset_add_range(&hex, 'A', 'F');
+    int u = gb_seq2(b, gb_str(b, "\\u"), gb_rep(b, gb_bytes(b, &hex), 4, 4));
+    return gb_alt2(b, raw, gb_alt2(b, gb_str(b, "\\/"), u));
+}
+
+static int ws(sc *c) { return gb_ref(c->b, c->ws); }
+static int sep(sc *c) { return gb_seq3(c->b, ws(c), gb_str(c->b, ","), ws(c)); }
+static int colon(sc *c) { return gb_seq3(c->b, ws(c), gb_str(c->b, ":"), ws(c)); }
+static int free_string(sc *c) {
+    return gb_seq3(c->b, gb_str(c->b, "\""), gb_rep(c->b, c->str_char, 0, GR_INF), gb_str(c->b, "\""));
+}
+
+static int digits(sc *c, int min) { return gb_rep(c->b, gb_range(c->b, '0', '9'), min, GR_INF); }
+static int int_syntax(sc *c) { /* -?(0|[1-9][0-9]*) */
+    gr_builder *b = c->b;
+    return gb_seq2(b, gb_opt(b, gb_str(b, "-")), gb_alt2(b, gb_str(b, "0"), gb_seq2(b, gb_range(b, '1', '9'), digits(c, 0))));
+}
+static int frac_digits_any(sc *c) { /* one or more fraction digits (within frac_max) */
+    gr_builder *b = c->b;
+    if (c->frac_max < 0) return digits(c, 1);
+    return gb_seq2(b, gb_rep(b, gb_range(b, '0', '9'), 1, c->frac_max), gb_rep(b, gb_str(b, "0"), 0, GR_INF));
+}
+static int frac_any(sc *c) { return gb_opt(c->b, gb_seq2(c->b, gb_str(c->b, "."), frac_digits_any(c))); }
+static int exp_part(sc *c) {
+    gr_builder *b = c->b;
+    gr_bset e, pm;
+    bset_clear(&e); bset_add_range(&e, 'e', 'e'); bset_add_range(&e, 'E', 'E');
+    bset_clear(&pm); bset_add_range(&pm, '+', '+'); bset_add_range(&pm, '-', '-');
+    return gb_opt(b, gb_seq3(b, gb_bytes(b, &e), gb_opt(b, gb_bytes(b, &pm)), digits(c, 1)));
+}
+static int number_syntax(sc *c) { return gb_seq3(c->b, int_syntax(c), frac_any(c), exp_part(c)); }
+
+/* The "any JSON value" rules (JSON mode and unconstrained schemas). */
+static void any_rules(sc *c) {
+    gr_builder *b = c->b;
+    int v = gb_rule(b, "json-value"), o = gb_rule(b, "json-object"), a = gb_rule(b, "json-array");
+    c->any_value = v;
+    int member = gb_seq3(b, free_string(c), colon(c), gb_ref(b, v));
+    int members = gb_seq2(b, member, gb_rep(b, gb_seq2(b, sep(c), member), 0, GR_INF));
+    gb_set_body(b, o, gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), gb_opt(b, gb_seq2(b, members, ws(c))), gb_str(b, "}")));
+    int items = gb_seq2(b, gb_ref(b, v), gb_rep(b, gb_seq2(b, sep(c), gb_ref(b, v)), 0, GR_INF));
+    gb_set_body(b, a, gb_seq3(b, gb_seq2(b, gb_str(b, "["), ws(c)), gb_opt(b, gb_seq2(b, items, ws(c))), gb_str(b, "]")));
+    int k[7] = {gb_ref(b, o), gb_ref(b, a), free_string(c), number_syntax(c), gb_str(b, "true"), gb_str(b, "false"),
+                gb_str(b, "null")};
+    gb_set_body(b, v, gb_alt(b, k, 7));
+}
+
+/* ---- literal values (enum / const) as json.dumps writes them -------------------------------------- */
+
+typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
+static void sb_put(sbuf *s, const char *x, size_t n) {
+    if (s->oom) return;
+    if (s->n + n + 1 > s->cap) {
+        size_t c = s->cap ? s->cap : 64;
+        while (c < s->n + n + 1) c *= 2;
+        char *q = realloc(s->p, c);
+        if (!q) { s->oom = 1; return; }
+        s->p = q; s->cap = c;
+    }
+    memcpy(s->p + s->n, x, n);
+    s->n += n;
+    s->p[s->n] = 0;
+}
+static void sb_puts(sbuf *s, const char *x) { sb_put(s, x, strlen(x)); }
+
+static void dump_string(sbuf *o, const char *s) {
+    sb_puts(o, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char e[8];
+        switch (*p) {
+        case '"': sb_puts(o, "\\\""); break;
+        case '\\': sb_puts(o, "\\\\"); break;
+        case '\n': sb_puts(o, "\\n"); break;
+        case '\r': sb_puts(o, "\\r"); break;
+        case '\t': sb_puts(o, "\\t"); break;
+        case '\b': sb_puts(o, "\\b"); break;
+        case '\f': sb_puts(o, "\\f"); break;
+        default:
+            if (*p < 0x20) { snprintf(e, sizeof e, "\\u%04x", *p); sb_puts(o, e); }
+            else sb_put(o, (const char *)p, 1);
+        }
+    }
+    sb_puts(o, "\"");
+}
+
+static void dump_number(sbuf *o, double d) {
+    char t[40];
+    if (d == floor(d) && fabs(d) < 1e16) snprintf(t, sizeof t, "%.0f", d);
+    else {
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, d);
+            if (strtod(t, NULL) == d) break;
+        }
+    }
+    sb_puts(o, t);
+}
+
+/* A value as a grammar: scalars literally, containers with flexible whitespace. */
+static int literal(sc *c, const cJSON *v) {
+    gr_builder *b = c->b;
+    sbuf o = {0};
+    int node;
+    if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
+        int obj = cJSON_IsObject(v), n = cJSON_GetArraySize(v), k[3];
+        int *items = malloc(sizeof(int) * (size_t)(n + 1));
+        if (!items) { b->oom = 1; return -1; }
+        int i = 0;
+        for (const cJSON *x = v->child; x; x = x->next, i++) {
+            int val = literal(c, x);
+            if (obj) {
+                sbuf ks = {0};
+                dump_string(&ks, x->string ? x->string : "");
+                val = gb_seq3(b, gb_lit(b, ks.p ? ks.p : "\"\"", ks.n), colon(c), val);
+                free(ks.p);
+            }
+            items[i] = i ? gb_seq2(b, sep(c), val) : val;
+        }
+        k[0] = gb_seq2(b, gb_str(b, obj ? "{" : "["), ws(c));
+        k[1] = n ? gb_seq2(b, gb_seq(b, items, n), ws(c)) : gb_empty(b);
+        k[2] = gb_str(b, obj ? "}" : "]");
+        free(items);
+        return gb_seq(b, k, 3);
+    }
+    if (cJSON_IsString(v)) dump_string(&o, v->valuestring);
+    else if (cJSON_IsNumber(v)) dump_number(&o, v->valuedouble);
+    else if (cJSON_IsTrue(v)) sb_puts(&o, "true");
+    else if (cJSON_IsFalse(v)) sb_puts(&o, "false");
+    else sb_puts(&o, "null");
+    if (o.oom) { free(o.p); b->oom = 1; return -1; }
+    node = gb_lit(b, o.p, o.n);
+    if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e16)
+        node = gb_seq2(b, node, gb_opt(b, gb_seq2(b, gb_str(b, "."), gb_rep(b, gb_str(b, "0"), 1, GR_INF))));
+    free(o.p);
+    return node;
+}
+
+/* ---- integer and number ranges ------------------------------------------------------------------- */
+
+/* Digit strings of length n between lo and hi (same length), inclusive. */
+static int range_fixed(sc *c, const char *lo, const char *hi, int n) {
+    gr_builder *b = c->b;
+    if (n == 0) return gb_empty(b);
+    if (lo[0] == hi[0]) return gb_seq2(b, gb_range(b, lo[0], lo[0]), range_fixed(c, lo + 1, hi + 1, n - 1));
+    char nines[24], zeros[24];
+    memset(nines, '9', (size_t)n); memset(zeros, '0', (size_t)n);
+    int lo0 = !memcmp(lo + 1, zeros, (size_t)n - 1), hi9 = !memcmp(hi + 1, nines, (size_t)n - 1);
+    int k[3], m = 0, s = lo[0], e = hi[0];
+    if (!lo0) { k[m++] = gb_seq2(b, gb_range(b, lo[0], lo[0]), range_fixed(c, lo + 1, nines, n - 1)); s++; }
+    if (!hi9) { k[m++] = gb_seq2(b, gb_range(b, hi[0], hi[0]), range_fixed(c, zeros, hi + 1, n - 1)); e--; }
+    if (s <= e) k[m++] = gb_seq2(b, gb_range(b, s, e), gb_rep(b, gb_range(b, '0', '9'), n - 1, n - 1));
+    return gb_alt(b, k, m);
+}
+
+/* Non-negative integers in [lo, hi] (hi < 0: unbounded), canonical (no leading zeros). */
+static int uint_range(sc *c, long long lo, long long hi) {
+    gr_builder *b = c->b;
+    if (hi >= 0 && lo > hi) return gb_never(b);
+    char a[24], z[24];
+    int la = snprintf(a, sizeof a, "%lld", lo), lb = hi >= 0 ? snprintf(z, sizeof z, "%lld", hi) : 99;
+    int k[24], m = 0;
+    if (hi < 0) lb = la; /* then longer numbers below */
+    for (int d = la; d <= lb && d <= 19; d++) {
+        char l[24], h[24];
+        if (d == la) memcpy(l, a, (size_t)d + 1);
+        else { l[0] = '1'; memset(l + 1, '0', (size_t)d - 1); l[d] = 0; }
+        if (d == lb && hi >= 0) memcpy(h, z, (size_t)d + 1);
+        else { memset(h, '9', (size_t)d); h[d] = 0; }
+        k[m++] = range_fixed(c, l, h, d);
+    }
+    if (hi < 0) k[m++] = gb_seq2(b, gb_range(b, '1', '9'), gb_rep(b, gb_range(b, '0', '9'), la, GR_INF));
+    return gb_alt(b, k, m);
+}
+
+typedef struct bound { int has, excl; double v; long long ip; char frac[24]; } bound;
+
+/* Splits a bound's magnitude into integer part and fraction digits (no trailing zeros);
+ * -1 if it does not print exactly in plain decimal. */
+static int split_bound(bound *x) {
+    char t[64];
+    if (!x->has) return 0;
+    double m = fabs(x->v);
+    x->frac[0] = 0;
+    if (m == floor(m)) { /* integral: exact up to 2^63 - 1 (a bound at 2^63 means int64's maximum) */
+        x->ip = m >= 9223372036854775807.0 ? 9223372036854775807LL : (long long)m;
+        return 0;
+    }
+    snprintf(t, sizeof t, "%.15g", m);
+    if (strchr(t, 'e') || strtod(t, NULL) != m) return -1;
+    char *dot = strchr(t, '.');
+    x->frac[0] = 0;
+    if (dot) {
+        *dot = 0;
+        snprintf(x->frac, sizeof x->frac, "%s", dot + 1);
+        size_t l = strlen(x->frac);
+        while (l && x->frac[l - 1] == '0') x->frac[--l] = 0;
+    }
+    x->ip = atoll(t);
+    return 0;
+}
+
+enum { F_GE, F_GT, F_LE, F_LT };
+/* Fraction digits D (after the point) compared with digits F: D >= F, D > F, D <= F, D < F. */
+static int frac_digits(sc *c, const char *F, int cmp) {
+    gr_builder *b = c->b;
+    int any = gb_rep(b, gb_range(b, '0', '9'), 0, GR_INF);
+    if (!*F) {
+        if (cmp == F_GE) return any;
+        if (cmp == F_GT) return gb_seq3(b, any, gb_range(b, '1', '9'), gb_rep(b, gb_range(b, '0', '9'), 0, GR_INF));
+        if (cmp == F_LE) return gb_rep(b, gb_str(b, "0"), 0, GR_INF);
+        return gb_never(b);
+    }
+    int k[2], m = 0, d = F[0];
+    int up = cmp == F_GE || cmp == F_GT;
+    if (up && d < '9') k[m++] = gb_seq2(b, gb_range(b, d + 1, '9'), any);
+    if (!up && d > '0') k[m++] = gb_seq2(b, gb_range(b, '0', d - 1), any);
+    k[m++] = gb_seq2(b, gb_range(b, d, d), frac_digits(c, F + 1, cmp));
+    return gb_alt(b, k, m);
+}
+
+/* The fraction part (".digits" or none) of a number whose integer part equals the bound's. */
+static int frac_part(sc *c, const char *F, int cmp) {
+    gr_builder *b = c->b;
+    int dot_any = gb_seq2(b, gb_str(b, "."), frac_digits_any(c));
+    if (!*F) {
+        if (cmp == F_GE) return gb_opt(b, dot_any);
+        if (cmp == F_GT) return gb_seq2(b, gb_str(b, "."), frac_digits(c, "", F_GT));
+        if (cmp == F_LE) return gb_opt(b, gb_seq2(b, gb_str(b, "."), gb_rep(b, gb_str(b, "0"), 1, GR_INF)));
+        return gb_never(b);
+    }
+    int digits_part = gb_seq2(b, gb_str(b, "."), frac_digits(c, F, cmp));
+    return cmp == F_GE || cmp == F_GT ? digits_part : gb_alt2(b, gb_empty(b), digits_part);
+}
+
+/* Magnitudes y (no sign) with lo <= y <= hi (either side optional, exclusive per flag);
+ * with_frac: a fraction may follow (numbers), else integers. */
+static int mag_range(sc *c, bound lo, bound hi, int with_frac) {
+    gr_builder *b = c->b;
+    long long A = lo.has ? lo.ip : 0, B = hi.has ? hi.ip : -1;
+    if (!with_frac) {
+        if (lo.has && lo.excl) A++;
+        if (hi.has && hi.excl) B--;
+        if (hi.has && B < A) return gb_never(b);
+        return uint_range(c, A, hi.has ? B : -1);
+    }
+    int k[3], m = 0;
+    const char *Fa = lo.has ? lo.frac : "", *Fb = hi.has ? hi.frac : "";
+    int ca = lo.has && lo.excl ? F_GT : F_GE, cb = hi.has && hi.excl ? F_LT : F_LE;
+    if (hi.has && A == B) {
+        if (*Fa && *Fb) return -2; /* both bounds inside one integer: not expressed */
+        if (!*Fa) return gb_seq2(b, uint_range(c, A, A), frac_part(c, Fb, cb)); /* and >= A.0 (or > A.0) */
+        return gb_seq2(b, uint_range(c, A, A), frac_part(c, Fa, ca));
+    }
+    if (hi.has && B < A) return gb_never(b);
+    if (!hi.has || A + 1 <= B - 1) k[m++] = gb_seq2(b, uint_range(c, A + 1, hi.has ? B - 1 : -1), frac_any(c));
+    k[m++] = gb_seq2(b, uint_range(c, A, A), frac_part(c, Fa, ca));
+    if (hi.has) k[m++] = gb_seq2(b, uint_range(c, B, B), frac_part(c, Fb, cb));
+    return gb_alt(b, k, m);
+}
+
+static int read_bound(const cJSON *s, const char *kw, const char *xkw, int upper, bound *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kw), *x = cJSON_GetObjectItemCaseSensitive(s, xkw);
+    memset(out, 0, sizeof *out);
+    if (cJSON_IsNumber(v)) { out->has = 1; out->v = v->valuedouble; }
+    if (cJSON_IsTrue(x) && out->has) out->excl = 1;           /* draft 4 */
+    if (cJSON_IsNumber(x)) {                                   /* draft 6+ */
+        if (!out->has || (upper ? x->valuedouble <= out->v : x->valuedouble >= out->v)) {
+            out->has = 1; out->excl = 1; out->v = x->valuedouble;
+        }
+    }
+    return 0;
+}
+
+static int numeric_range(sc *c, const char *path, int integer, bound lo, bound hi);
+
+static int numeric(sc *c, const cJSON *s, const char *path, int integer) {
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
+    bound lo, hi;
+    read_bound(s, "minimum", "exclusiveMinimum", 0, &lo);
+    read_bound(s, "maximum", "exclusiveMaximum", 1, &hi);
+    c->frac_max = -1;
+    if (mo) { /* 1 on integers; 10^-k on numbers: at most k fraction digits (decimal semantics) */
+        int k = -1;
+        double p = 1;
+        for (int i = 0; i <= 15 && cJSON_IsNumber(mo); i++, p /= 10)
+            if (fabs(mo->valuedouble - p) < p * 1e-9) k = i;
+        int plain_bounds = !(lo.has && (lo.excl || lo.v != floor(lo.v))) && !(hi.has && (hi.excl || hi.v != floor(hi.v)));
+        if (k < 0 || (k == 0 && !integer) || (!integer && !plain_bounds))
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only 1 on integers, 10^-k on numbers without exclusive or fractional bounds)", "multipleOf");
+        if (!integer) c->frac_max = k;
+    }
+    int node = numeric_range(c, path, integer, lo, hi);
+    c->frac_max = -1;
+    return node;
+}
+
+static int numeric_range(sc *c, const char *path, int integer, bound lo, bound hi) {
+    gr_builder *b = c->b;
+    if (!lo.has && !hi.has) return integer ? int_syntax(c) : c->frac_max >= 0 ? gb_seq2(b, int_syntax(c), frac_any(c)) : number_syntax(c);
+    if (integer) { /* integral bounds: ceil / floor, exclusivity kept on integral values */
+        if (lo.has && lo.v != floor(lo.v)) { lo.v = ceil(lo.v); lo.excl = 0; }
+        if (hi.has && hi.v != floor(hi.v)) { hi.v = floor(hi.v); hi.excl = 0; }
+    }
+    if ((lo.has && fabs(lo.v) > 1e18 && !integer) || (hi.has && fabs(hi.v) > 1e18 && !integer))
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a bound beyond 1e18)", "minimum/maximum");
+    int k[2], m = 0, frac = !integer;
+    /* the sign split below works on magnitudes; a bound sits on one side of zero */
+    /* x >= 0: magnitude in [max(lo, 0), hi] */
+    if (!hi.has || hi.v > 0 || (hi.v == 0 && !hi.excl)) {
+        bound l2 = lo, h2 = hi;
+        if (!lo.has || lo.v < 0) { l2.has = 1; l2.v = 0; l2.excl = 0; }
+        if (!hi.has && l2.v == 0 && !l2.excl && !integer && c->frac_max < 0) k[m++] = gb_seq3(b, uint_range(c, 0, -1), frac_any(c), exp_part(c));
+        else if (split_bound(&l2) || split_bound(&h2) || (k[m++] = mag_range(c, l2, h2, frac)) == -2)
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (bounds not expressible)", "minimum/maximum");
+    }
+    /* x < 0: "-" and magnitude y with -hi <= y <= -lo, y > 0 */
+    if (!lo.has || lo.v < 0) {
+        bound l2 = {.has = 1, .excl = 1}, h2 = {0};
+        if (hi.has && hi.v < 0) { l2.v = -hi.v; l2.excl = hi.excl; }
+        if (lo.has) { h2.has = 1; h2.v = -lo.v; h2.excl = lo.excl; }
+        int mag = split_bound(&l2) || split_bound(&h2) ? -2 : mag_range(c, l2, h2, frac);
+        if (mag == -2) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (bounds not expressible)", "minimum/maximum");
+        k[m++] = gb_seq2(b, gb_str(b, "-"), mag);
+    }
+    return m ? gb_alt(b, k, m) : gb_never(b);
+}
+
+/* ---- strings ---------------------------------------------------------------------------------------- */
+
+static const struct { const char *name, *re; } formats[] = {
+    {"date-time", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[Tt]([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+    {"date", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])"},
+    {"time", "([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)?"},
+    {"email", "[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+    {"uri", "[A-Za-z][A-Za-z0-9+.\\-]*:[^\\x00-\\x20\"<>\\\\^`{|}\\x7f]*"},
+    {"ipv4", "((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)"},
+    {"hostname", "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"},
+};
+
+/* Byte lengths of the strings node x matches: [*mn, *mx] (*mx -1: unbounded). */
+static void byte_lengths(const gr_builder *b, int x, long *mn, long *mx, int depth) {
+    const gr_node *n = &b->nodes[x];
+    *mn = 0; *mx = 0;
+    if (depth > 200) { *mx = -1; return; }
+    switch (n->kind) {
+    case GN_BYTES: *mn = *mx = 1; return;
+    case GN_SEQ: case GN_ALT:
+        for (int i = 0; i < n->nkid; i++) {
+            long a, z;
+            byte_lengths(b, b->kids[n->kid + i], &a, &z, depth + 1);
+            if (n->kind == GN_SEQ) { *mn += a; *mx = (*mx < 0 || z < 0) ? -1 : *mx + z; }
+            else { if (!i || a < *mn) *mn = a; if (z < 0 || *mx < 0) *mx = -1; else if (z > *mx) *mx = z; }
+        }
+        return;
+    case GN_REP: {
+        long a, z;
+        byte_lengths(b, b->kids[n->kid], &a, &z, depth + 1);
+        *mn = a * n->a;
+        *mx = (z < 0 || n->b == GR_INF) ? (z == 0 ? 0 : -1) : z * n->b;
+        return;
+    }
+    case GN_REF: *mx = -1; return;
+    default: return;
+    }
+}
+
+/* Fewest characters node x matches: a byte set counts one unless it holds only UTF-8
+ * continuation bytes or only the backslash of an escape. */
+static long char_min(const gr_builder *b, int x, int depth) {
+    const gr_node *n = &b->nodes[x];
+    if (depth > 200) return 0;
+    switch (n->kind) {
+    case GN_BYTES: {
+        const gr_bset *s = &b->sets[n->a];
+        int cont = 1, bs = 1;
+        for (int ch = 0; ch < 256; ch++)
+            if (bset_has(s, ch)) { cont &= ch >= 0x80 && ch < 0xC0; bs &= ch == '\\'; }
+        return cont || bs ? 0 : 1;
+    }
+    case GN_SEQ: case GN_ALT: {
+        long t = 0;
+        for (int i = 0; i < n->nkid; i++) {
+            long a = char_min(b, b->kids[n->kid + i], depth + 1);
+            if (n->kind == GN_SEQ) t += a;
+            else if (!i || a < t) t = a;
+        }
+        return t;
+    }
+    case GN_REP: return char_min(b, b->kids[n->kid], depth + 1) * n->a;
+    default: return 0;
+    }
+}
+
+/* 0 if every string node x matches has lo..hi characters (so the lengths add nothing), or
+ * narrows a whole-pattern repetition of one character class to them in place; -1 if neither. */
+static int length_within(sc *c, int x, int lo, int hi) {
+    gr_builder *b = c->b;
+    long mn, mx;
+    byte_lengths(b, x, &mn, &mx, 0);
+    /* at most one character per byte; at least char_min characters */
+    if (char_min(b, x, 0) >= lo && mx >= 0 && (hi == GR_INF || mx <= hi)) return 0;
+    gr_node *n = &b->nodes[x];
+    if (n->kind == GN_REP) {
+        long a, z;
+        byte_lengths(b, b->kids[n->kid], &a, &z, 0);
+        int one_char = z >= 0 && z <= 1; /* ASCII class: one byte, one character */
+        if (one_char) {
+            int nlo = n->a > lo ? n->a : lo, nhi = n->b == GR_INF ? hi : (hi == GR_INF || n->b < hi ? n->b : hi);
+            n->a = nlo; n->b = nhi;
+            if (nhi != GR_INF && nhi < nlo) n->kind = GN_NEVER;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int string_schema(sc *c, const cJSON *s, const char *path) {
+    gr_builder *b = c->b;
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern"), *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
+    int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
+    if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
+    if (lo > 100000 || hi > 100000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 100000)", "minLength/maxLength");
+    const char *re = NULL;
+    int search = 1;
+    if (cJSON_IsString(fmt))
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+            if (!strcmp(fmt->valuestring, formats[i].name)) { re = formats[i].re; search = 0; }
+    if (cJSON_IsString(pat)) {
+        if (re) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (pattern together with format)", "pattern");
+        re = pat->valuestring;
+    }
+    int body;
+    if (re) {
+        ig_status st;
+        body = gr_regex_build(b, re, strlen(re), 1, search, c->err, &st);
+        if (body >= 0 && search && hi != GR_INF) { /* lengths that leave no room around the match */
+            int core = gr_regex_build(b, re, strlen(re), 1, 0, c->err, &st);
+            if (core >= 0 && char_min(b, core, 0) >= hi) body = core;
+        }
+        if (body >= 0 && (lo || hi != GR_INF) && length_within(c, body, lo, hi) < 0)
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with a pattern or format it does not imply)", "minLength/maxLength");
+        if (body < 0) {
+            if (!c->st) {
+                char m[1024];
+                snprintf(m, sizeof m, "%s", c->err ? c->err->msg : "bad pattern");
+                c->st = st;
+                ig_fail(c->err, st, "json schema: %s at %s", m, *path ? path : "/");
+            }
+            return -1;
+        }
+    } else if (lo || hi != GR_INF) body = gb_rep(b, json_char_utf8(c), lo, hi);
+    else body = gb_rep(b, c->str_char, 0, GR_INF);
+    return gb_seq3(b, gb_str(b, "\""), body, gb_str(b, "\""));
+}
+
+/* ---- references and allOf ------------------------------------------------------------------------- */
+
+static const cJSON *resolve_ref(sc *c, const char *ref) {
+    if (ref[0] != '#') return NULL;
+    const cJSON *cur = c->root;
+    const char *p = ref + 1;
+    if (*p && *p != '/') return NULL;
+    while (*p == '/') {
+        p++;
+        char tok[256];
+        size_t n = 0;
+        while (*p && *p != '/' && n + 1 < sizeof tok) {
+            if (p[0] == '~' && p[1] == '0') { tok[n++] = '~'; p += 2; }
+            else if (p[0] == '~' && p[1] == '1') { tok[n++] = '/'; p += 2; }
+            else if (p[0] == '%' && p[1] && p[2]) {
+                char h[3] = {p[1], p[2], 0};
+                tok[n++] = (char)strtol(h, NULL, 16);
+                p += 3;
+            } else tok[n++] = *p++;
+        }
+        tok[n] = 0;
+        if (cJSON_IsArray(cur)) {
+            char *e;
+            long i = strtol(tok, &e, 10);
+            cur = *e ? NULL : cJSON_GetArrayItem(cur, (int)i);
+        } else cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+        if (!cur) return NULL;
+    }
+    return cur;
+}
+
+static int schema(sc *c, const cJSON *s, const char *path);
+
+static int ref_rule(sc *c, const char *ref, const char *path) {
+    for (int i = 0; i < c->n_refs; i++)
+        if (!strcmp(c->ref_keys[i], ref)) return gb_ref(c->b, c->ref_rules[i]);
+    const cJSON *t = resolve_ref(c, ref);
+    if (!t) return sfail(c, IG_ERR_UNSUPPORTED, path, "unresolvable $ref '%s' (only local JSON pointers)", ref);
+    if (c->n_refs == c->cap_refs) {
+        int cap = c->cap_refs ? c->cap_refs * 2 : 16;
+        char **k = realloc(c->ref_keys, sizeof(char *) * (size_t)cap);
+        if (k) c->ref_keys = k;
+        int *r = realloc(c->ref_rules, sizeof(int) * (size_t)cap);
+        if (r) c->ref_rules = r;
+        if (!k || !r) { c->b->oom = 1; return -1; }
+        c->cap_refs = cap;
+    }
+    int rule = gb_rule(c->b, NULL);
+    c->ref_keys[c->n_refs] = strdup(ref);
+    c->ref_rules[c->n_refs++] = rule;
+    char p2[512];
+    snprintf(p2, sizeof p2, "%s", ref + 1);
+    int body = schema(c, t, p2);
+    if (body < 0) return -1;
+    gb_set_body(c->b, rule, body);
+    return gb_ref(c->b, rule);
+}
+
+static cJSON *own(sc *c, cJSON *x) {
+    if (!x) return NULL;
+    if (c->n_owned == c->cap_owned) {
+        int cap = c->cap_owned ? c->cap_owned * 2 : 16;
+        cJSON **o = realloc(c->owned, sizeof(cJSON *) * (size_t)cap);
+        if (!o) { cJSON_Delete(x); return NULL; }
+        c->owned = o;
+        c->cap_owned = cap;
+    }
+    return c->owned[c->n_owned++] = x;
+}
+
+static int is_annotation(const char *k) {
+    static const char *ann[] = {"$schema", "$id", "id", "title", "description", "default", "examples", "example",
+                                "$comment", "readOnly", "writeOnly", "deprecated", "$defs", "definitions",
+                                "contentMediaType", "contentEncoding", "discriminator", "xml", "externalDocs", NULL};
+    for (int i = 0; ann[i]; i++)
+        if (!strcmp(k, ann[i])) return 1;
+    return 0;
+}
+
+static const cJSON *deref(sc *c, const cJSON *s, int depth) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    while (cJSON_IsString(r) && depth++ < 32) {
+        const cJSON *t = resolve_ref(c, r->valuestring);
+        if (!t) return NULL;
+        int others = 0;
+        for (const cJSON *k = s->child; k; k = k->next) others |= strcmp(k->string, "$ref") && !is_annotation(k->string);
+        if (others) return NULL;
+        s = t;
+        r = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    }
+    return s;
+}
+
+/* Merges schema b into a (a copy, owned by c): allOf. NULL with an error where they conflict. */
+static cJSON *merge(sc *c, const cJSON *a, const cJSON *b2, const char *path) {
+    a = deref(c, a, 0);
+    b2 = deref(c, b2, 0);
+    if (!a || !b2) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a $ref with siblings inside allOf)", "allOf"); return NULL; }
+    if (cJSON_IsTrue(a)) return own(c, cJSON_Duplicate(b2, 1));
+    if (cJSON_IsTrue(b2)) return own(c, cJSON_Duplicate(a, 1));
+    if (!cJSON_IsObject(a) || !cJSON_IsObject(b2)) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a boolean subschema)", "allOf"); return NULL; }
+    cJSON *m = own(c, cJSON_Duplicate(a, 1));
+    if (!m) { c->b->oom = 1; return NULL; }
+    for (const cJSON *k = b2->child; k; k = k->next) {
+        cJSON *have = cJSON_GetObjectItemCaseSensitive(m, k->string);
+        if (is_annotation(k->string)) continue;
+        if (!have) { cJSON_AddItemToObject(m, k->string, cJSON_Duplicate(k, 1)); continue; }
+        if (cJSON_Compare(have, k, 1)) continue;
+        if (!strcmp(k->string, "properties") && cJSON_IsObject(have) && cJSON_IsObject(k)) {
+            for (const cJSON *p = k->child; p; p = p->next) {
+                cJSON *hp = cJSON_GetObjectItemCaseSensitive(have, p->string);
+                if (!hp) { cJSON_AddItemToObject(have, p->string, cJSON_Duplicate(p, 1)); continue; }
+                cJSON *all = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(all, "allOf");
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(hp, 1));
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(p, 1));
+                cJSON_ReplaceItemInObjectCaseSensitive(have, p->string, all);
+            }
+        } else if (!strcmp(k->string, "required") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
+            for (const cJSON *p = k->child; p; p = p->next) cJSON_AddItemToArray(have, cJSON_Duplicate(p, 1));
+        } else if (!strcmp(k->string, "type") && cJSON_IsString(have) && cJSON_IsString(k) &&
+                   ((!strcmp(have->valuestring, "number") && !strcmp(k->valuestring, "integer")) ||
+                    (!strcmp(have->valuestring, "integer") && !strcmp(k->valuestring, "number")))) {
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "type", cJSON_CreateString("integer"));
+        } else if (!strcmp(k->string, "enum") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
+            cJSON *both = cJSON_CreateArray();
+            for (const cJSON *x = have->child; x; x = x->next)
+                for (const cJSON *y = k->child; y; y = y->next)
+                    if (cJSON_Compare(x, y, 1)) { cJSON_AddItemToArray(both, cJSON_Duplicate(x, 1)); break; }
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "enum", both);
+        } else if (!strcmp(k->string, "additionalProperties") && cJSON_IsTrue(have)) {
+            cJSON_ReplaceItemInObjectCaseSensitive(m, k->string, cJSON_Duplicate(k, 1));
+        } else if (!strcmp(k->string, "additionalProperties") && cJSON_IsTrue(k)) {
+        } else {
+            sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (allOf branches that disagree on it)", k->string);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+/* ---- objects ---------------------------------------------------------------------------------------- */
+
+typedef struct prop { const char *name; int member; int req; } prop;
+
+/* A JSON string (with quotes) that is none of names[0..n) (their dumped forms). */
+static int key_not_in(sc *c, char **keys, int n, int depth) {
+    gr_builder *b = c->b;
+    gr_bset kids, rest;
+    bset_clear(&kids);
+    int ends = 0;
+    for (int i = 0; i < n; i++) {
+        if (keys[i][depth] == '"') ends = 1; /* an unescaped quote only ends a key */
+        else bset_add_range(&kids, (unsigned char)keys[i][depth], (unsigned char)keys[i][depth]);
+    }
+    int any_tail = gb_seq2(b, gb_rep(b, c->str_char, 0, GR_INF), gb_str(b, "\""));
+    int alts[260], m = 0;
+    if (!ends) alts[m++] = gb_str(b, "\"");
+    bset_clear(&rest);
+    bset_add_range(&rest, 0x20, 0xFF);
+    for (int w = 0; w < 4; w++) rest.w[w] &= ~kids.w[w];
+    rest.w['"' >> 6] &= ~(1ull << ('"' & 63));
+    int esc_is_kid = bset_has(&kids, '\\');
+    rest.w['\\' >> 6] &= ~(1ull << ('\\' & 63));
+    alts[m++] = gb_seq2(b, gb_bytes(b, &rest), any_tail);
+    if (!esc_is_kid) alts[m++] = gb_seq2(b, gb_seq2(b, gb_str(b, "\\"), gb_range(b, 0x20, 0xFF)), any_tail);
+    for (int ch = 0x20; ch < 256; ch++) {
+        if (!bset_has(&kids, ch) || ch == '"') continue;
+        char **sub = malloc(sizeof(char *) * (size_t)n);
+        if (!sub) { b->oom = 1; return -1; }
+        int ns = 0;
+        for (int i = 0; i < n; i++)
+            if ((unsigned char)keys[i][depth] == ch) sub[ns++] = keys[i];
+        alts[m++] = gb_seq2(b, gb_range(b, ch, ch), key_not_in(c, sub, ns, depth + 1));
+        free(sub);
+    }
+    return gb_alt(b, alts, m);
+}
+
+static int object_members(sc *c, prop *P, int np, int nreq, int add_member, int min1) {
+    gr_builder *b = c->b;
+    int full = (1 << nreq) - 1, nsub = 1 << nreq;
+    int *rules = malloc(sizeof(int) * (size_t)nsub);
+    int *alts = malloc(sizeof(int) * (size_t)(np + 2));
+    if (!rules || !alts) { free(rules); free(alts); b->oom = 1; return -1; }
+    for (int S = 0; S < nsub; S++) rules[S] = gb_rule(b, NULL);
+    for (int S = 0; S < nsub; S++) { /* O_S: after some members, required set S seen */
+        int m = 0;
+        for (int i = 0; i < np; i++) {
+            if (P[i].req >= 0 && (S >> P[i].req & 1)) continue;
+            int T = P[i].req >= 0 ? S | 1 << P[i].req : S;
+            alts[m++] = gb_seq3(b, sep(c), gb_ref(b, P[i].member), gb_ref(b, rules[T]));
+        }
+        if (add_member >= 0) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, add_member), gb_ref(b, rules[S]));
+        if (S == full) alts[m++] = gb_empty(b);
+        gb_set_body(b, rules[S], m ? gb_alt(b, alts, m) : gb_never(b));
+    }
+    int m = 0; /* the first member */
+    for (int i = 0; i < np; i++)
+        alts[m++] = gb_seq2(b, gb_ref(b, P[i].member), gb_ref(b, rules[P[i].req >= 0 ? 1 << P[i].req : 0]));
+    if (add_member >= 0) alts[m++] = gb_seq2(b, gb_ref(b, add_member), gb_ref(b, rules[0]));
+    int first = m ? gb_alt(b, alts, m) : gb_never(b);
+    free(rules);
+    free(alts);
+    int body = gb_seq2(b, first, ws(c));
+    return nreq || min1 ? body : gb_opt(b, body);
+}
+
+/* Members in the schema's order (too many required members to track as a set). */
+static int object_ordered(sc *c, prop *P, int np, int add_member) {
+    gr_builder *b = c->b;
+    int tail = add_member >= 0 ? gb_rep(b, gb_seq2(b, sep(c), gb_ref(b, add_member)), 0, GR_INF) : gb_empty(b);
+    int first = add_member >= 0 ? gb_opt(b, gb_seq2(b, gb_ref(b, add_member), tail)) : gb_empty(b);
+    for (int i = np - 1; i >= 0; i--) { /* T_i: after a member; F_i: none yet */
+        int t = gb_seq3(b, sep(c), gb_ref(b, P[i].member), tail);
+        int f = gb_seq2(b, gb_ref(b, P[i].member), tail);
+        int tr = gb_rule(b, NULL), fr = gb_rule(b, NULL);
+        gb_set_body(b, tr, P[i].req >= 0 ? t : gb_alt2(b, t, tail));
+        gb_set_body(b, fr, P[i].req >= 0 ? f : gb_alt2(b, f, first));
+        tail = gb_ref(b, tr);
+        first = gb_ref(b, fr);
+    }
+    return gb_seq2(b, first, ws(c));
+}
+
+static int object_schema(sc *c, const cJSON *s, const char *path) {
+    gr_builder *b = c->b;
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
+    const cJSON *mp = cJSON_GetObjectItemCaseSensitive(s, "minProperties");
+    int pp_keys = 0; /* patternProperties as extra member kinds (only when no other key may come) */
+    if (pp && cJSON_GetArraySize(pp) > 0) {
+        int universal = 1, trivial = 1;
+        for (const cJSON *x = pp->child; x; x = x->next) {
+            const char *re = x->string;
+            universal &= !strcmp(re, ".*") || !strcmp(re, "^.*$") || !strcmp(re, ".*$") || !strcmp(re, "^.*");
+            trivial &= cJSON_IsTrue(x) || (cJSON_IsObject(x) && !x->child);
+        }
+        if (cJSON_IsFalse(addl)) pp_keys = 1;
+        else if (!trivial && !(universal && cJSON_GetArraySize(pp) == 1 && (!addl || cJSON_IsTrue(addl))))
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only with additionalProperties false, or one '.*' pattern)", "patternProperties");
+        else if (!trivial) addl = pp->child; /* every other key: the pattern's schema */
+    }
+    if (mp && !(cJSON_IsNumber(mp) && mp->valuedouble <= 1)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1)", "minProperties");
+    int min1 = cJSON_IsNumber(mp) && mp->valuedouble == 1;
+    int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = cJSON_IsArray(req) ? cJSON_GetArraySize(req) : 0;
+    prop *P = calloc((size_t)(np + nr + 1), sizeof(prop));
+    char **keys = calloc((size_t)(np + nr + 1), sizeof(char *));
+    if (!P || !keys) { free(P); free(keys); b->oom = 1; return -1; }
+    int n = 0, nreq = 0, node = -1;
+    char p2[512];
+    int addv = -1; /* additional value node, -1: none allowed */
+    if (!addl || cJSON_IsTrue(addl)) addv = gb_ref(b, c->any_value);
+    else if (!cJSON_IsFalse(addl)) {
+        subpath(p2, sizeof p2, path, "additionalProperties", NULL);
+        if ((addv = schema(c, addl, p2)) < 0) goto done;
+    }
+    for (const cJSON *p = cJSON_IsObject(props) ? props->child : NULL; p; p = p->next, n++) {
+        subpath(p2, sizeof p2, path, "properties", p->string);
+        P[n].name = p->string;
+        P[n].req = -1;
+        int v = schema(c, p, p2);
+        if (v < 0) goto done;
+        P[n].member = v;
+    }
+    for (const cJSON *r = nr ? req->child : NULL; r; r = r->next) {
+        if (!cJSON_IsString(r)) continue;
+        int i;
+        for (i = 0; i < n && strcmp(P[i].name, r->valuestring); i++) {}
+        if (i == n) { /* required but only allowed as an additional property */
+            P[n].name = r->valuestring;
+            P[n].req = -1;
+            P[n].member = addv >= 0 ? addv : gb_never(b);
+            n++;
+        }
+        if (P[i].req < 0) P[i].req = nreq++;
+    }
+    for (int i = 0; i < n; i++) { /* member rules: "key": value */
+        sbuf k = {0};
+        dump_string(&k, P[i].name);
+        if (k.oom) { b->oom = 1; goto done; }
+        keys[i] = k.p + 1; /* without the opening quote, keeping the closing one */
+        int r = gb_rule(b, NULL);
+        gb_set_body(b, r, gb_seq3(b, gb_lit(b, k.p, k.n), colon(c), P[i].member));
+        P[i].member = r;
+    }
+    int add_member = -1;
+    if (addv >= 0) {
+        add_member = gb_rule(b, NULL);
+        int key = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
+        gb_set_body(b, add_member, gb_seq3(b, key, colon(c), addv));
+    } else if (pp_keys) { /* keys matching a pattern, with its schema */
+        int alts[64], m = 0;
+        for (const cJSON *x = pp->child; x && m < 64; x = x->next) {
+            ig_status st;
+            int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
+            if (key < 0) { sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern"); goto done; }
+            subpath(p2, sizeof p2, path, "patternProperties", x->string);
+            int val = schema(c, x, p2);
+            if (val < 0) goto done;
+            alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
+        }
+        add_member = gb_rule(b, NULL);
+        gb_set_body(b, add_member, gb_alt(b, alts, m));
+    }
+    int body;
+    if (nreq <= 12 && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) body = object_members(c, P, n, nreq, add_member, min1);
+    else if (min1) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties"); goto done; }
+    else body = object_ordered(c, P, n, add_member);
+    node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
+done:
+    for (int i = 0; i < n; i++) if (keys[i]) free(keys[i] - 1);
+    free(keys);
+    free(P);
+    return node;
+}
+
+/* ---- arrays ----------------------------------------------------------------------------------------- */
+
+static int array_schema(sc *c, const cJSON *s, const char *path) {
+    gr_builder *b = c->b;
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items"), *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    const cJSON *addi = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
+    const cJSON *uq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
+    if (cJSON_IsTrue(uq)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "uniqueItems");
+    if (cJSON_GetObjectItemCaseSensitive(s, "contains")) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "contains");
+    int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
+    if (lo > 1000 || hi > 1000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1000)", "minItems/maxItems");
+    if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
+    const cJSON *tuple = cJSON_IsArray(prefix) ? prefix : cJSON_IsArray(items) ? items : NULL;
+    const cJSON *rest = tuple == items ? addi : items;
+    char p2[512];
+    int k = tuple ? cJSON_GetArraySize(tuple) : 0, it;
+    if (!rest || cJSON_IsTrue(rest)) it = gb_ref(b, c->any_value);
+    else if (cJSON_IsFalse(rest)) it = -1;
+    else {
+        subpath(p2, sizeof p2, path, tuple == items ? "additionalItems" : "items", NULL);
+        if ((it = schema(c, rest, p2)) < 0) return -1;
+    }
+    int *el = malloc(sizeof(int) * (size_t)(k + 1));
+    if (!el) { b->oom = 1; return -1; }
+    int i = 0;
+    for (const cJSON *x = tuple ? tuple->child : NULL; x; x = x->next, i++) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        subpath(p2, sizeof p2, path, tuple == items ? "items" : "prefixItems", idx);
+        if ((el[i] = schema(c, x, p2)) < 0) { free(el); return -1; }
+    }
+    /* tail(i): the elements from index i on, each after a separator */
+    int tail, start = k ? k : 1;
+    if (it < 0 || (hi != GR_INF && hi <= start)) tail = gb_empty(b);
+    else tail = gb_rep(b, gb_seq2(b, sep(c), it), lo > start ? lo - start : 0, hi == GR_INF ? GR_INF : hi - start);
+    if (it < 0 && lo > k) tail = gb_never(b);
+    for (i = k - 1; i >= 1; i--) {
+        int more = hi != GR_INF && i >= hi ? gb_never(b) : gb_seq3(b, sep(c), el[i], tail);
+        tail = i >= lo ? gb_alt2(b, more, gb_empty(b)) : more;
+    }
+    int e0 = k ? el[0] : it, body;
+    free(el);
+    if (hi == 0 || e0 < 0) body = lo == 0 ? gb_empty(b) : gb_never(b);
+    else {
+        body = gb_seq3(b, e0, tail, ws(c));
+        if (lo == 0) body = gb_opt(b, body);
+    }
+    return gb_seq3(b, gb_seq2(b, gb_str(b, "["), ws(c)), body, gb_str(b, "]"));
+}
+
+/* ---- dispatch --------------------------------------------------------------------------------------- */
+
+static const char *unsupported_kw[] = {"if", "then", "else", "dependencies", "dependentRequired",
+                                       "dependentSchemas", "propertyNames", "unevaluatedProperties",
+                                       "unevaluatedItems", "$dynamicRef", "$recursiveRef", "minContains",
+                                       "maxContains", "maxProperties", NULL};
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_NUM = 32, T_INT = 64, T_ALL = 63 };
+
+static int type_bits(sc *c, const cJSON *t, const char *path) {
+    static const char *names[] = {"null", "boolean", "object", "array", "string", "number", "integer"};
+    if (!t) return T_ALL;
+    int bits = 0;
+    const cJSON *one = cJSON_IsArray(t) ? t->child : t;
+    for (; one; one = cJSON_IsArray(t) ? one->next : NULL) {
+        int k;
+        for (k = 0; k < 7 && !(cJSON_IsString(one) && !strcmp(one->valuestring, names[k])); k++) {}
+        if (k == 7) return sfail(c, IG_ERR_FORMAT, path, "unknown %s", "type");
+        bits |= 1 << k;
+    }
+    return bits;
+}
+
+static int value_matches_type(const cJSON *v, int bits) {
+    if (cJSON_IsNull(v)) return bits & T_NULL;
+    if (cJSON_IsBool(v)) return bits & T_BOOL;
+    if (cJSON_IsObject(v)) return bits & T_OBJ;
+    if (cJSON_IsArray(v)) return bits & T_ARR;
+    if (cJSON_IsString(v)) return bits & T_STR;
+    if (cJSON_IsNumber(v)) return (bits & T_NUM) || ((bits & T_INT) && v->valuedouble == floor(v->valuedouble));
+    return 0;
+}
+
+/* Asserting keywords besides `except` (one of anyOf / oneOf / allOf / $ref)? */
+static cJSON *siblings(sc *c, const cJSON *s, const char *except) {
+    cJSON *o = NULL;
+    for (const cJSON *k = s->child; k; k = k->next) {
+        if (!strcmp(k->string, except) || is_annotation(k->string)) continue;
+        if (!o && !(o = own(c, cJSON_CreateObject()))) return NULL;
+        cJSON_AddItemToObject(o, k->string, cJSON_Duplicate(k, 1));
+    }
+    return o;
+}
+
+static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
+    gr_builder *b = c->b;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, kw);
+    char p2[512];
+    if (!cJSON_IsArray(list) || !cJSON_GetArraySize(list)) return sfail(c, IG_ERR_FORMAT, path, "'%s' must be a non-empty array", kw);
+    cJSON *rest = siblings(c, s, kw);
+    if (!strcmp(kw, "allOf")) {
+        const cJSON *m = rest ? rest : cJSON_GetArrayItem(list, 0);
+        for (const cJSON *x = rest ? list->child : list->child->next; x; x = x->next)
+            if (!(m = merge(c, m, x, path))) return -1;
+        return schema(c, m, path);
+    }
+    int n = cJSON_GetArraySize(list), i = 0;
+    int *alts = malloc(sizeof(int) * (size_t)n);
+    if (!alts) { b->oom = 1; return -1; }
+    for (const cJSON *x = list->child; x; x = x->next, i++) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", i);
+        subpath(p2, sizeof p2, path, kw, idx);
+        const cJSON *br = rest ? merge(c, rest, x, p2) : x;
+        if (!br || (alts[i] = schema(c, br, p2)) < 0) { free(alts); return -1; }
+    }
+    int node = gb_alt(b, alts, n);
+    free(alts);
+    return node;
+}
+
+/* `not` in the forms we can express: {"type": ...} (types taken away) and an enum / const of
+ * strings (on a plain string: any other string). *drop_bits / *not_strings receive them. */
+static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "not");
+    *drop_bits = 0;
+    *not_strings = NULL;
+    if (!n) return 0;
+    n = deref(c, n, 0);
+    int nk = 0, ok = n && cJSON_IsObject(n);
+    const cJSON *ts = ok ? cJSON_GetObjectItemCaseSensitive(n, "type") : NULL;
+    int str_enum = cJSON_IsString(ts) && !strcmp(ts->valuestring, "string") && cJSON_GetObjectItemCaseSensitive(n, "enum");
+    for (const cJSON *k = ok ? n->child : NULL; k; k = k->next)
+        if (!is_annotation(k->string) && !(str_enum && !strcmp(k->string, "type"))) nk++;
+    const cJSON *t = ok && !str_enum ? ts : NULL;
+    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(n, "enum") : NULL;
+    if (ok && nk == 1 && t) {
+        *drop_bits = type_bits(c, t, path);
+        return *drop_bits < 0 ? -1 : 0;
+    }
+    if (ok && nk == 1 && cJSON_IsArray(e)) {
+        for (const cJSON *x = e->child; x; x = x->next)
+            if (!cJSON_IsString(x)) ok = 0;
+        if (ok) { *not_strings = e; return 0; }
+    }
+    return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type} or an enum of strings)", "not");
+}
+
+static int typed(sc *c, const cJSON *s, const char *path) {
+    gr_builder *b = c->b;
+    int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path), drop;
+    const cJSON *not_strings;
+    if (bits < 0 || read_not(c, s, path, &drop, &not_strings)) return -1;
+    if (drop & T_NUM) drop |= T_INT;
+    bits &= ~drop;
+    if ((drop & T_INT) && !(drop & T_NUM) && (bits & T_NUM))
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (numbers that are not integers)", "not");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "nullable"))) bits |= T_NULL;
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+    if ((en || cn) && (drop || not_strings)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
+    if (en || cn) {
+        if (en && !cJSON_IsArray(en)) return sfail(c, IG_ERR_FORMAT, path, "'%s' must be an array", "enum");
+        int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
+        int *alts = malloc(sizeof(int) * (size_t)(n + 1));
+        if (!alts) { b->oom = 1; return -1; }
+        for (const cJSON *v = en ? en->child : cn; v; v = en ? v->next : NULL)
+            if (value_matches_type(v, bits | (bits & T_NUM ? T_INT : 0))) alts[m++] = literal(c, v);
+        int node = m ? gb_alt(b, alts, m) : gb_never(b);
+        free(alts);
+        return node;
+    }
+    int alts[8], m = 0;
+    if (bits & T_NULL) alts[m++] = gb_str(b, "null");
+    if (bits & T_BOOL) alts[m++] = gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
+    if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path)) < 0) return -1; }
+    if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
+    if ((bits & T_STR) && not_strings) {
+        if (cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
+            cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength"))
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints)", "not");
+        int n = cJSON_GetArraySize(not_strings), i = 0;
+        char **keys = calloc((size_t)n + 1, sizeof(char *));
+        if (!keys) { b->oom = 1; return -1; }
+        for (const cJSON *x = not_strings->child; x; x = x->next, i++) {
+            sbuf k = {0};
+            dump_string(&k, x->valuestring);
+            keys[i] = k.p;
+        }
+        for (i = 0; i < n; i++) if (!keys[i]) b->oom = 1;
+        if (!b->oom) {
+            for (i = 0; i < n; i++) keys[i]++;
+            alts[m++] = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
+            for (i = 0; i < n; i++) keys[i]--;
+        }
+        for (i = 0; i < n; i++) free(keys[i]);
+        free(keys);
+    } else if (bits & T_STR) { if ((alts[m++] = string_schema(c, s, path)) < 0) return -1; }
+    if (bits & T_NUM) { if ((alts[m++] = numeric(c, s, path, 0)) < 0) return -1; }
+    else if (bits & T_INT) { if ((alts[m++] = numeric(c, s, path, 1)) < 0) return -1; }
+    return m ? gb_alt(b, alts, m) : gb_never(b);
+}
+
+static int schema(sc *c, const cJSON *s, const char *path) {
+    if (c->st) return -1;
+    if (cJSON_IsTrue(s)) return gb_ref(c->b, c->any_value);
+    if (cJSON_IsFalse(s)) return gb_never(c->b);
+    if (!cJSON_IsObject(s)) return sfail(c, IG_ERR_FORMAT, path, "a schema must be an %s", "object or a boolean");
+    if (++c->depth > MAX_SCHEMA_DEPTH) { c->depth--; return sfail(c, IG_ERR_UNSUPPORTED, path, "schema nested deeper than %s levels", "64"); }
+    int node = -1;
+    for (int i = 0; unsupported_kw[i]; i++)
+        if (cJSON_GetObjectItemCaseSensitive(s, unsupported_kw[i])) {
+            sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", unsupported_kw[i]);
+            goto out;
+        }
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (ref) {
+        if (!cJSON_IsString(ref)) { sfail(c, IG_ERR_FORMAT, path, "'%s' must be a string", "$ref"); goto out; }
+        cJSON *rest = siblings(c, s, "$ref");
+        if (!rest) node = ref_rule(c, ref->valuestring, path);
+        else {
+            const cJSON *t = resolve_ref(c, ref->valuestring);
+            if (!t) { sfail(c, IG_ERR_UNSUPPORTED, path, "unresolvable $ref '%s' (only local JSON pointers)", ref->valuestring); goto out; }
+            const cJSON *m = merge(c, t, rest, path);
+            node = m ? schema(c, m, path) : -1;
+        }
+        goto out;
+    }
+    int has_any = cJSON_GetObjectItemCaseSensitive(s, "anyOf") != NULL, has_one = cJSON_GetObjectItemCaseSensitive(s, "oneOf") != NULL;
+    if (cJSON_GetObjectItemCaseSensitive(s, "allOf")) node = combinator(c, s, path, "allOf");
+    else if (has_any && has_one) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (together with anyOf)", "oneOf");
+    else if (has_any) node = combinator(c, s, path, "anyOf");
+    else if (has_one) node = combinator(c, s, path, "oneOf");
+    else node = typed(c, s, path);
+out:
+    c->depth--;
+    return c->st ? -1 : node;
+}
+
+ig_status gr_schema_build(gr_builder *b, const char *text, size_t len, int json_mode, int *root, ig_err *err) {
+    sc c = {.b = b, .err = err, .frac_max = -1};
+    cJSON *doc = NULL;
+    *root = -1;
+    if (!json_mode) {
+        doc = cJSON_ParseWithLength(text, len);
+        if (!doc) return ig_fail(err, IG_ERR_FORMAT, "json schema: not valid JSON (near byte %ld)",
+                                 (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
+        c.root = doc;
+    }
+    int wsr = gb_rule(b, "ws");
+    gr_bset w;
+    bset_clear(&w);
+    bset_add_range(&w, ' ', ' '); bset_add_range(&w, '\t', '\n'); bset_add_range(&w, '\r', '\r');
+    gb_set_body(b, wsr, gb_rep(b, gb_bytes(b, &w), 0, GR_INF));
+    c.ws = wsr;
+    c.str_char = gr_json_char(b);
+    any_rules(&c);
+    int top = gb_rule(b, "root"), body;
+    if (json_mode) body = gb_ref(b, gb_rule(b, "json-object"));
+    else body = schema(&c, doc, "");
+    if (body >= 0) {
+        gb_set_body(b, top, body);
+        *root = top;
+    }
+    for (int i = 0; i < c.n_refs; i++) free(c.ref_keys[i]);
+    free(c.ref_keys); free(c.ref_rules);
+    for (int i = 0; i < c.n_owned; i++) cJSON_Delete(c.owned[i]);
+    free(c.owned);
+    cJSON_Delete(doc);
+    if (body < 0) return c.st ? c.st : ig_fail(err, IG_ERR_UNSUPPORTED, "json schema: too large (or out of memory)");
+    return IG_OK;
+}

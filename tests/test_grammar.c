@@ -1,0 +1,151 @@
+/* test_grammar.c — the grammar module without a tokenizer: GBNF, regex, JSON Schema and JSON
+ * mode accept / reject texts byte by byte and through token masks over a small made-up
+ * vocabulary; unsupported and malformed inputs fail at compile time with a message naming what
+ * is wrong; left recursion fails cleanly instead of hanging. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar.h"
+
+static int fails;
+#define CHECK(cond, ...) do { if (!(cond)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+/* 1 if the grammar accepts exactly s (walked byte by byte, then may end), 0 if not, -1 if it
+ * did not compile. */
+static int accepts(gr_kind kind, const char *src, const char *s, const gr_vocab *v) {
+    gr_grammar *g;
+    gr_matcher *m;
+    ig_err err;
+    if (gr_compile(kind, src, strlen(src), &g, &err)) return -1;
+    if (gr_matcher_new(g, v, &m, &err)) { gr_grammar_free(g); return 0; }
+    int r = gr_matcher_accept_bytes(m, s, strlen(s), &err) == 1 && gr_matcher_can_end(m);
+    gr_matcher_free(m);
+    gr_grammar_free(g);
+    return r;
+}
+
+/* vocabulary: every single byte (ids 0..255), a few words, EOS = 300 */
+static const char *words[] = {"{\"", "\":", "\", \"", "true", "false", "null", "abc", "12", "\"}", " ", "\n", NULL};
+static int tok_bytes(void *ctx, int32_t id, char *buf, size_t cap) {
+    (void)ctx;
+    if (id < 256) { buf[0] = (char)id; return 1; }
+    int k = id - 256;
+    for (int i = 0; words[i]; i++)
+        if (i == k) { size_t n = strlen(words[i]); memcpy(buf, words[i], n); return (int)n; }
+    return -1;
+}
+
+static int bit(const uint32_t *b, int id) { return (int)(b[id >> 5] >> (id & 31) & 1); }
+
+static void test_gbnf(const gr_vocab *v) {
+    const char *g1 = "root ::= \"a\" b* | \"x\" [0-9]{2,3}\nb ::= \"b\" | \"c\"   # comment\n";
+    CHECK(accepts(GR_GBNF, g1, "abcb", v) == 1, "gbnf a b*");
+    CHECK(accepts(GR_GBNF, g1, "a", v) == 1, "gbnf a");
+    CHECK(accepts(GR_GBNF, g1, "ad", v) == 0, "gbnf rejects ad");
+    CHECK(accepts(GR_GBNF, g1, "x12", v) == 1 && accepts(GR_GBNF, g1, "x123", v) == 1, "gbnf {2,3}");
+    CHECK(accepts(GR_GBNF, g1, "x1", v) == 0 && accepts(GR_GBNF, g1, "x1234", v) == 0, "gbnf {2,3} bounds");
+    const char *g2 = "root ::= [^\"\\\\]+ ( \"é\" | [α-ω] )";
+    CHECK(accepts(GR_GBNF, g2, "hi é", v) == 1 && accepts(GR_GBNF, g2, "hiλ", v) == 1, "gbnf utf-8 classes");
+    CHECK(accepts(GR_GBNF, g2, "hi\"é", v) == 0, "gbnf negated class");
+    CHECK(accepts(GR_GBNF, "root ::= x\n", "", v) == -1, "gbnf undefined rule refused");
+    CHECK(accepts(GR_GBNF, "root ::= (\"a\"", "", v) == -1, "gbnf missing ) refused");
+    CHECK(accepts(GR_GBNF, "start ::= \"a\"", "a", v) == -1, "gbnf without root refused");
+    /* left recursion compiles but must fail cleanly when matched, not hang or overflow */
+    gr_grammar *g;
+    gr_matcher *m = NULL;
+    ig_err err;
+    const char *lr = "root ::= root \"a\" | \"b\"";
+    CHECK(gr_compile(GR_GBNF, lr, strlen(lr), &g, &err) == IG_OK, "left recursion compiles");
+    ig_status st = gr_matcher_new(g, v, &m, &err);
+    CHECK(st == IG_ERR_UNSUPPORTED && strstr(err.msg, "recursion"), "left recursion: %d %s", st, err.msg);
+    gr_matcher_free(m);
+    gr_grammar_free(g);
+}
+
+static void test_regex(const gr_vocab *v) {
+    CHECK(accepts(GR_REGEX, "\\d{3}-[a-z]+(\\.[a-z]+)?", "123-ab.cd", v) == 1, "regex");
+    CHECK(accepts(GR_REGEX, "\\d{3}-[a-z]+(\\.[a-z]+)?", "12-ab", v) == 0, "regex rejects");
+    CHECK(accepts(GR_REGEX, "(a*)*b|c", "aab", v) == 1 && accepts(GR_REGEX, "(a*)*b|c", "c", v) == 1, "nested star");
+    CHECK(accepts(GR_REGEX, "[^x]*", "ab\xc3\xa9", v) == 1, "negated class over UTF-8");
+    CHECK(accepts(GR_REGEX, "a(?=b)", "a", v) == -1, "lookahead refused");
+    CHECK(accepts(GR_REGEX, "(a)\\1", "aa", v) == -1, "backreference refused");
+    CHECK(accepts(GR_REGEX, "a{3,2}", "aaa", v) == -1, "bad repetition refused");
+}
+
+static void test_schema(const gr_vocab *v) {
+    const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120},"
+                    "\"b\":{\"enum\":[\"x\",null]},\"c\":{\"type\":\"number\",\"minimum\":0.5}},\"required\":[\"a\"],"
+                    "\"additionalProperties\":false}";
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": 120}", v) == 1, "schema max");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": 121}", v) == 0, "schema above max");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": -5, \"b\": null}", v) == 1, "schema min, enum null");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": -6}", v) == 0, "schema below min");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"b\": \"x\", \"a\": 7}", v) == 1, "schema any member order");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"b\": \"x\"}", v) == 0, "schema missing required");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": 1, \"d\": 1}", v) == 0, "schema no additional properties");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": 1, \"c\": 0.5}", v) == 1 && accepts(GR_JSON_SCHEMA, s, "{\"a\": 1, \"c\": 0.49}", v) == 0,
+          "schema fractional minimum");
+    CHECK(accepts(GR_JSON_SCHEMA, s, "{\"a\": 1, \"c\": 12.25}", v) == 1, "schema number above minimum");
+    const char *r = "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"},"
+                    "\"maxItems\":2}},\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}";
+    CHECK(accepts(GR_JSON_SCHEMA, r, "{\"k\": [{\"k\": []}, {}]}", v) == 1, "recursive $ref");
+    CHECK(accepts(GR_JSON_SCHEMA, r, "{\"k\": [{}, {}, {}]}", v) == 0, "maxItems");
+    const char *f = "{\"type\":\"string\",\"format\":\"date\"}";
+    CHECK(accepts(GR_JSON_SCHEMA, f, "\"2024-02-29\"", v) == 1 && accepts(GR_JSON_SCHEMA, f, "\"2024-13-01\"", v) == 0, "format date");
+    CHECK(accepts(GR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\xc3\xa9\xc3\xa9\xc3\xa9\"", v) == 1,
+          "lengths count characters");
+    CHECK(accepts(GR_JSON_SCHEMA, "{\"type\":\"string\",\"maxLength\":2}", "\"abc\"", v) == 0, "maxLength");
+    CHECK(accepts(GR_JSON, "", "{\"x\": [1, 2.5e3, \"s\\n\", {\"y\": null}]}", v) == 1, "json mode");
+    CHECK(accepts(GR_JSON, "", "[1]", v) == 0, "json mode wants an object");
+    /* refusals name the keyword and where it is */
+    gr_grammar *g;
+    ig_err err;
+    const char *u = "{\"properties\":{\"p\":{\"type\":\"array\",\"uniqueItems\":true}}}";
+    ig_status st = gr_compile(GR_JSON_SCHEMA, u, strlen(u), &g, &err);
+    CHECK(st == IG_ERR_UNSUPPORTED && strstr(err.msg, "uniqueItems") && strstr(err.msg, "/properties/p"), "refusal: %s", err.msg);
+    st = gr_compile(GR_JSON_SCHEMA, "{\"type\":", 8, &g, &err);
+    CHECK(st == IG_ERR_FORMAT, "malformed schema: %d", st);
+    st = gr_compile(GR_JSON_SCHEMA, "{\"$ref\":\"http://x/y.json\"}", 26, &g, &err);
+    CHECK(st == IG_ERR_UNSUPPORTED && strstr(err.msg, "$ref"), "remote $ref: %s", err.msg);
+}
+
+static void test_masks(const gr_vocab *v) {
+    const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"],\"additionalProperties\":false}";
+    gr_grammar *g;
+    gr_matcher *m;
+    ig_err err;
+    uint32_t bits[16];
+    CHECK(!gr_compile(GR_JSON_SCHEMA, s, strlen(s), &g, &err) && !gr_matcher_new(g, v, &m, &err), "compile");
+    gr_matcher_mask(m, bits, &err);
+    CHECK(bit(bits, '{') && bit(bits, 256) && !bit(bits, '[') && !bit(bits, 300), "first mask");
+    CHECK(gr_matcher_accept(m, 256, &err) == 1, "accept {\"");
+    CHECK(gr_matcher_accept(m, 'b', &err) == 0, "refuse a token the mask forbids");
+    gr_matcher_accept(m, 'a', &err);
+    gr_matcher_accept(m, 257, &err); /* ": */
+    gr_matcher_mask(m, bits, &err);
+    CHECK(bit(bits, 259) && bit(bits, 260) && bit(bits, ' ') && !bit(bits, 261) && !bit(bits, 262), "boolean value mask");
+    gr_matcher_accept(m, 259, &err); /* true */
+    gr_matcher_mask(m, bits, &err);
+    CHECK(bit(bits, '}') && !bit(bits, 300), "no EOS before the end");
+    gr_matcher_accept(m, '}', &err);
+    gr_matcher_mask(m, bits, &err);
+    CHECK(bit(bits, 300) && !bit(bits, ' ') && gr_matcher_must_end(m), "only EOS at the end");
+    CHECK(gr_matcher_accept(m, 300, &err) == 1, "EOS accepted");
+    gr_matcher_free(m);
+    gr_grammar_free(g);
+}
+
+int main(void) {
+    gr_vocab *v;
+    ig_err err;
+    int32_t eos = 300;
+    if (gr_vocab_new(301, tok_bytes, NULL, &eos, 1, &v, &err)) { printf("vocab: %s\n", err.msg); return 1; }
+    test_gbnf(v);
+    test_regex(v);
+    test_schema(v);
+    test_masks(v);
+    gr_vocab_free(v);
+    if (!fails) printf("test_grammar: ok\n");
+    return fails ? 1 : 0;
+}
