@@ -367,6 +367,14 @@ static void test_stream_bytes(const char *root) {
     free(all);
     free(ids);
     tok_stream_free(s);
+    /* a flush when nothing was emitted yet (the prefix has no buffer): found by fuzz_tokenizer_encode
+     * as memcmp(cur, NULL, 0) under UBSan */
+    s = tok_stream_new(t, 1);
+    int32_t e2 = tok_token_id(t, "<0xE2>");
+    CHECK(tok_stream_push(s, e2, &p, &len, &err) == IG_OK && len == 0, "an unfinished character is held back");
+    CHECK(tok_stream_flush(s, &p, &len, &err) == IG_OK && len == 3 && !memcmp(p, "\xEF\xBF\xBD", 3),
+          "flush of a held-back byte: %zu bytes", len);
+    tok_stream_free(s);
     tok_free(t);
 }
 

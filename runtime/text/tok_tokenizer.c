@@ -1198,7 +1198,7 @@ ig_status tok_stream_flush(tok_stream *s, const char **piece, size_t *len, ig_er
     *len = 0;
     ig_status st = decode_into(s->t, s->ids.p, s->ids.n, s->skip_special, &s->ds, &s->cur);
     if (st) return ig_fail(err, st, "tok_stream_flush: out of memory");
-    if (s->cur.n > s->prefix.n && !memcmp(s->cur.p, s->prefix.p, s->prefix.n)) {
+    if (s->cur.n > s->prefix.n && (!s->prefix.n || !memcmp(s->cur.p, s->prefix.p, s->prefix.n))) {
         s->piece.n = 0;
         if (sb_put(&s->piece, s->cur.p + s->prefix.n, s->cur.n - s->prefix.n))
             return ig_fail(err, IG_ERR_NOMEM, "tok_stream_flush: out of memory");
