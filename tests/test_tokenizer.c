@@ -225,6 +225,19 @@ static void test_bad_input(void) {
     /* both halves in the vocab, their concatenation not: the message quotes the result */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"q\": 1}, \"merges\": [\"a q\"]}}", IG_ERR_FORMAT,
                       "merge 0 result \"aq\" not in vocab");
+    /* a word the model encodes to no id at all (no unk token) went into the word cache as
+     * memcpy(.., NULL + 0, 0): found by fuzz_tokenizer_load under UBSan */
+    {
+        static const char js[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}";
+        tok_tokenizer *t = NULL;
+        ig_err err;
+        int32_t *ids = NULL;
+        size_t n = 99;
+        CHECK(tok_load_json(js, strlen(js), NULL, &t, &err) == IG_OK, "tiny BPE: %s", err.msg);
+        CHECK(t && tok_encode(t, "zz", 2, 0, 0, &ids, &n, &err) == IG_OK && n == 0, "unknown word: %zu ids", n);
+        free(ids);
+        tok_free(t);
+    }
     /* one listed token with id 99,999,999 sized five tables by it */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}, \"merges\": []}}", IG_ERR_FORMAT,
                       "99999999");

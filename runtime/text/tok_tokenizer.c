@@ -759,7 +759,7 @@ static ig_status model_piece(const tok_tokenizer *t, const char *w, size_t n, ib
             pthread_mutex_lock(lk);
             e->h = h; e->klen = (uint8_t)n; e->nids = (uint8_t)got;
             memcpy(e->key, w, n);
-            memcpy(e->ids, out->p + before, got * sizeof *ids);
+            if (got) memcpy(e->ids, out->p + before, got * sizeof *ids); /* (out->p is NULL when nothing came) */
             pthread_mutex_unlock(lk);
         }
         return IG_OK;
