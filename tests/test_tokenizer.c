@@ -228,13 +228,19 @@ static void test_bad_input(void) {
     /* a word the model encodes to no id at all (no unk token) went into the word cache as
      * memcpy(.., NULL + 0, 0): found by fuzz_tokenizer_load under UBSan */
     {
-        static const char js[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}";
+        static const char js[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                                 " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"Sequence\":"
+                                 " {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {}}}";
         tok_tokenizer *t = NULL;
         ig_err err;
         int32_t *ids = NULL;
         size_t n = 99;
         CHECK(tok_load_json(js, strlen(js), NULL, &t, &err) == IG_OK, "tiny BPE: %s", err.msg);
         CHECK(t && tok_encode(t, "zz", 2, 0, 0, &ids, &n, &err) == IG_OK && n == 0, "unknown word: %zu ids", n);
+        free(ids);
+        ids = NULL;
+        /* and the post-processor over that empty encoding (fuzz_tokenizer_load: NULL + 0 there too) */
+        CHECK(t && tok_encode(t, "zz", 2, 1, 0, &ids, &n, &err) == IG_OK && n == 0, "unknown word, post-processed: %zu", n);
         free(ids);
         tok_free(t);
     }

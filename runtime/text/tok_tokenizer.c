@@ -891,6 +891,7 @@ static ig_status post_apply(const tpost *p, ibuf *ids) {
     }
     if (p->kind != PP_TEMPLATE && p->kind != PP_ROBERTA) return IG_OK;
     size_t n = ids->n, total = p->npre + n + p->npost;
+    if (!total) return IG_OK; /* (ids->p may be NULL: no pointer arithmetic on it) */
     if (ids->cap < total) {
         int32_t *np = realloc(ids->p, total * sizeof *np);
         if (!np) return IG_ERR_NOMEM;
