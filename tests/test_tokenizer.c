@@ -225,6 +225,25 @@ static void test_bad_input(void) {
     /* both halves in the vocab, their concatenation not: the message quotes the result */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"q\": 1}, \"merges\": [\"a q\"]}}", IG_ERR_FORMAT,
                       "merge 0 result \"aq\" not in vocab");
+    /* a word the model encodes to no id at all (no unk token) went into the word cache as
+     * memcpy(.., NULL + 0, 0): found by fuzz_tokenizer_load under UBSan */
+    {
+        static const char js[] = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                                 " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"Sequence\":"
+                                 " {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {}}}";
+        tok_tokenizer *t = NULL;
+        ig_err err;
+        int32_t *ids = NULL;
+        size_t n = 99;
+        CHECK(tok_load_json(js, strlen(js), NULL, &t, &err) == IG_OK, "tiny BPE: %s", err.msg);
+        CHECK(t && tok_encode(t, "zz", 2, 0, 0, &ids, &n, &err) == IG_OK && n == 0, "unknown word: %zu ids", n);
+        free(ids);
+        ids = NULL;
+        /* and the post-processor over that empty encoding (fuzz_tokenizer_load: NULL + 0 there too) */
+        CHECK(t && tok_encode(t, "zz", 2, 1, 0, &ids, &n, &err) == IG_OK && n == 0, "unknown word, post-processed: %zu", n);
+        free(ids);
+        tok_free(t);
+    }
     /* one listed token with id 99,999,999 sized five tables by it */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}, \"merges\": []}}", IG_ERR_FORMAT,
                       "99999999");
@@ -366,6 +385,14 @@ static void test_stream_bytes(const char *root) {
     free(full);
     free(all);
     free(ids);
+    tok_stream_free(s);
+    /* a flush when nothing was emitted yet (the prefix has no buffer): found by fuzz_tokenizer_encode
+     * as memcmp(cur, NULL, 0) under UBSan */
+    s = tok_stream_new(t, 1);
+    int32_t e2 = tok_token_id(t, "<0xE2>");
+    CHECK(tok_stream_push(s, e2, &p, &len, &err) == IG_OK && len == 0, "an unfinished character is held back");
+    CHECK(tok_stream_flush(s, &p, &len, &err) == IG_OK && len == 3 && !memcmp(p, "\xEF\xBF\xBD", 3),
+          "flush of a held-back byte: %zu bytes", len);
     tok_stream_free(s);
     tok_free(t);
 }

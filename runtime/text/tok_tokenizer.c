@@ -759,7 +759,7 @@ static ig_status model_piece(const tok_tokenizer *t, const char *w, size_t n, ib
             pthread_mutex_lock(lk);
             e->h = h; e->klen = (uint8_t)n; e->nids = (uint8_t)got;
             memcpy(e->key, w, n);
-            memcpy(e->ids, out->p + before, got * sizeof *ids);
+            if (got) memcpy(e->ids, out->p + before, got * sizeof *ids); /* (out->p is NULL when nothing came) */
             pthread_mutex_unlock(lk);
         }
         return IG_OK;
@@ -891,6 +891,7 @@ static ig_status post_apply(const tpost *p, ibuf *ids) {
     }
     if (p->kind != PP_TEMPLATE && p->kind != PP_ROBERTA) return IG_OK;
     size_t n = ids->n, total = p->npre + n + p->npost;
+    if (!total) return IG_OK; /* (ids->p may be NULL: no pointer arithmetic on it) */
     if (ids->cap < total) {
         int32_t *np = realloc(ids->p, total * sizeof *np);
         if (!np) return IG_ERR_NOMEM;
@@ -1198,7 +1199,7 @@ ig_status tok_stream_flush(tok_stream *s, const char **piece, size_t *len, ig_er
     *len = 0;
     ig_status st = decode_into(s->t, s->ids.p, s->ids.n, s->skip_special, &s->ds, &s->cur);
     if (st) return ig_fail(err, st, "tok_stream_flush: out of memory");
-    if (s->cur.n > s->prefix.n && !memcmp(s->cur.p, s->prefix.p, s->prefix.n)) {
+    if (s->cur.n > s->prefix.n && (!s->prefix.n || !memcmp(s->cur.p, s->prefix.p, s->prefix.n))) {
         s->piece.n = 0;
         if (sb_put(&s->piece, s->cur.p + s->prefix.n, s->cur.n - s->prefix.n))
             return ig_fail(err, IG_ERR_NOMEM, "tok_stream_flush: out of memory");
