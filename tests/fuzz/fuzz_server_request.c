@@ -2,9 +2,10 @@
  * validation (server/srv_request.c, srv_messages.c): every input is parsed as a chat and as a
  * completion request against a fixed model description; a parse that succeeds must leave a
  * consistent ig_gen_config (counts within their arrays, ranges the engine accepts), and the
- * error reply of one that fails must be valid JSON. No engine or tokenizer is needed.
- * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Iserver -Iruntime/text -Iruntime/serving -Icommon tests/fuzz/fuzz_server_request.c server/srv_request.c server/srv_messages.c server/srv_job.c server/srv_metrics.c runtime/text/tok_unicode.c runtime/text/tok_unicode_tables.c -lcjson -lm -o fuzz_server_request
- * (srv_job.c / srv_metrics.c only for their helpers; the engine symbols they name are stubbed below). */
+ * error reply of one that fails must be valid JSON; the input also goes through the tool-call parser
+ * (srv_tools.c) as a model reply. No engine or tokenizer is needed.
+ * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Iserver -Iruntime/text -Iruntime/serving -Icommon tests/fuzz/fuzz_server_request.c server/srv_request.c server/srv_messages.c server/srv_job.c server/srv_metrics.c server/srv_tools.c runtime/text/tok_unicode.c runtime/text/tok_unicode_tables.c -lcjson -lm -o fuzz_server_request
+ * (srv_job.c / srv_metrics.c / srv_tools.c only for their helpers; the engine symbols they name are stubbed below). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,5 +75,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             free(j);
         }
     }
+    /* the same bytes as a model's reply, through the tool-call parser */
+    char *text = malloc(size + 1), *rest = NULL;
+    if (!text) return 0;
+    memcpy(text, data, size);
+    text[size] = 0;
+    cJSON *calls = srv_parse_tool_calls(text, &rest, 1);
+    if (calls && !cJSON_GetArraySize(calls)) abort();
+    cJSON_Delete(calls);
+    free(rest);
+    free(text);
     return 0;
 }
