@@ -350,7 +350,7 @@ ig_status ir_verify(const ir_graph *g, ig_err *err) {
             if (n->out >= 0) {
                 const ir_tensor *y = &g->tensors[n->out];
                 /* a SwiGLU epilogue halves the columns: gate and up rows share one weight */
-                int64_t want = n->epi == IR_EPI_SWIGLU ? N / 2 : N;
+                int64_t want = n->epi == IR_EPI_SWIGLU || n->epi == IR_EPI_GEGLU ? N / 2 : N;
                 if (y->shape[1] > 0 && y->shape[1] != want)
                     return ig_fail(err, IG_ERR_MISMATCH,
                                    "ir_verify: node %d (%s): output %s has %lld cols but weight "
@@ -400,6 +400,14 @@ void ir_dump(const ir_graph *g, FILE *f) {
             dtype_name(h->src_dtype), h->bos_id);
     for (int i = 0; i < h->n_eos; i++) fprintf(f, "%s%d", i ? " " : "", h->eos_ids[i]);
     fprintf(f, "]\n");
+    if (h->rope_dim || h->rope_interleaved || h->rope_theta_local > 0 || h->sliding_window || h->embed_scale > 0 ||
+        h->attn_scale > 0 || h->mlp_act || h->post_norms) {
+        fprintf(f, "  rope_dim %d%s  theta_local %g  embed_scale %g  attn_scale %g  act %s  post_norms %d  window %d [",
+                h->rope_dim, h->rope_interleaved ? " interleaved" : "", h->rope_theta_local, h->embed_scale,
+                h->attn_scale, h->mlp_act == IR_ACT_GELU_TANH ? "gelu_tanh" : "silu", h->post_norms, h->sliding_window);
+        for (int i = 0; i < h->n_layers && i < IR_MAX_LAYER_TYPES; i++) fputc(h->layer_sliding[i] ? 'S' : 'G', f);
+        fprintf(f, "]\n");
+    }
     if (g->tokenizer_dir) fprintf(f, "  tokenizer %s\n", g->tokenizer_dir);
     fprintf(f, "files %d\n", g->n_files);
     for (int32_t i = 0; i < g->n_files; i++) fprintf(f, "  [%d] %s\n", i, g->files[i]);
@@ -427,6 +435,7 @@ void ir_dump(const ir_graph *g, FILE *f) {
                     (unsigned long long)t->src_nbytes, ir_stype_name(t->src_type));
         }
         if (t->xform == IR_XFORM_UNPERMUTE_ROPE) fprintf(f, " unpermute_rope(%d)", t->xform_heads);
+        if (t->xform == IR_XFORM_PLUS_ONE) fprintf(f, " plus_one");
         fputc('\n', f);
     }
     fprintf(f, "nodes %d\n", g->n_nodes);

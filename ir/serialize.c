@@ -80,6 +80,16 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
     H.bos_id = h->bos_id;
     H.n_eos_ids = (size_t)(h->n_eos < 0 ? 0 : h->n_eos > 8 ? 8 : h->n_eos);
     H.eos_ids = (int32_t *)h->eos_ids;
+    H.rope_dim = h->rope_dim;
+    H.rope_interleaved = h->rope_interleaved;
+    H.rope_theta_local = h->rope_theta_local;
+    H.sliding_window = h->sliding_window;
+    H.layer_sliding.len = (size_t)(h->n_layers < 0 ? 0 : h->n_layers > IR_MAX_LAYER_TYPES ? IR_MAX_LAYER_TYPES : h->n_layers);
+    H.layer_sliding.data = (uint8_t *)h->layer_sliding;
+    H.embed_scale = h->embed_scale;
+    H.attn_scale = h->attn_scale;
+    H.mlp_act = (int32_t)h->mlp_act;
+    H.post_norms = h->post_norms;
     G.version = IR_SERIAL_VERSION;
     G.hp = &H;
     for (size_t i = 0; i < nf; i++)
@@ -212,6 +222,18 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
     if (H->n_eos_ids > 8) return ig_fail(err, IG_ERR_FORMAT, "%s: %zu eos ids", path, H->n_eos_ids);
     h->n_eos = (int32_t)H->n_eos_ids;
     for (size_t i = 0; i < H->n_eos_ids; i++) h->eos_ids[i] = H->eos_ids[i];
+    if (H->rope_dim < 0 || H->rope_dim > h->head_dim || H->rope_dim % 2 || H->sliding_window < 0 ||
+        H->layer_sliding.len > IR_MAX_LAYER_TYPES || (H->mlp_act != IR_ACT_SILU && H->mlp_act != IR_ACT_GELU_TANH))
+        return ig_fail(err, IG_ERR_FORMAT, "%s: bad rope_dim, sliding window or activation", path);
+    h->rope_dim = H->rope_dim;
+    h->rope_interleaved = H->rope_interleaved;
+    h->rope_theta_local = H->rope_theta_local;
+    h->sliding_window = H->sliding_window;
+    for (size_t i = 0; i < H->layer_sliding.len; i++) h->layer_sliding[i] = H->layer_sliding.data[i] != 0;
+    h->embed_scale = H->embed_scale;
+    h->attn_scale = H->attn_scale;
+    h->mlp_act = (ir_act)H->mlp_act;
+    h->post_norms = H->post_norms;
 
     for (size_t i = 0; i < G->n_files; i++)
         if (ir_add_file(g, G->files[i]) != (int32_t)i)
@@ -239,7 +261,7 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has storage type %d", path, m->name,
                            m->src_type);
         t.src_type = (ir_stype)m->src_type;
-        if (m->xform != IR_XFORM_NONE && m->xform != IR_XFORM_UNPERMUTE_ROPE)
+        if (m->xform != IR_XFORM_NONE && m->xform != IR_XFORM_UNPERMUTE_ROPE && m->xform != IR_XFORM_PLUS_ONE)
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has transform %d", path, m->name, m->xform);
         t.xform = (ir_xform)m->xform;
         t.xform_heads = m->xform_heads;

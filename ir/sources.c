@@ -222,6 +222,10 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
     }
     if (st) return st;
     if (t->xform == IR_XFORM_UNPERMUTE_ROPE) return unpermute_rope(t, out, err);
+    if (t->xform == IR_XFORM_PLUS_ONE) {
+        for (int64_t i = 0, n = tensor_rows(t) * tensor_cols(t); i < n; i++) out[i] += 1.0f;
+        return IG_OK;
+    }
     if (t->xform != IR_XFORM_NONE)
         return ig_fail(err, IG_ERR_INVALID, "tensor %s: unknown transform %d", t->name, (int)t->xform);
     return IG_OK;
