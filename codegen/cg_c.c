@@ -184,6 +184,15 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 "            rope_cs[(t * (HEAD_DIM / 2) + i) * 2] = (float)cos(a);\n"
                 "            rope_cs[(t * (HEAD_DIM / 2) + i) * 2 + 1] = (float)sin(a);\n"
                 "        }\n");
+    if (hp->rope_theta_local > 0)
+        fprintf(fw, "    /* and with the sliding-window layers' theta */\n"
+                    "#pragma omp parallel for num_threads(nth) schedule(static)\n"
+                    "    for (int t = 0; t < T; t++)\n"
+                    "        for (int i = 0; i < HEAD_DIM / 2; i++) {\n"
+                    "            double a = (double)b->positions[t] * rope_inv_freq_local[i];\n"
+                    "            rope_cs_local[(t * (HEAD_DIM / 2) + i) * 2] = (float)cos(a);\n"
+                    "            rope_cs_local[(t * (HEAD_DIM / 2) + i) * 2 + 1] = (float)sin(a);\n"
+                    "        }\n");
 
     int32_t resid = -1; /* the residual stream buffer */
     for (int pass = 0; pass < 3 && !st; pass++) {
@@ -217,7 +226,8 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 NEW_BUF(n->out, HID, 0);
                 resid = buf_of[n->out];
                 snprintf(outb, sizeof outb, "%s", bufs[resid].ident);
-                snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, bf);
+                snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n", HID, bf,
+                         hp->embed_scale > 0 ? hp->embed_scale : 1.0);
                 snprintf(comment, sizeof comment, "%s: embed ids[T] -> %s[T,%d] f32, table %s [%d,%d] panels",
                          g->tensors[n->in[1]].name, cg_node_label(g, n->out, lbl, sizeof lbl), HID, dtname(bf), hp->vocab, HID);
                 snprintf(nm, sizeof nm, "embed_%d", HID);
@@ -239,7 +249,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                 snprintf(inb, sizeof inb, "%s", bufs[src].ident);
                 if (K > xn_cols) xn_cols = K;
                 int logits = pass == 2;
-                int swiglu = n->epi == IR_EPI_SWIGLU;
+                int swiglu = n->epi == IR_EPI_SWIGLU || n->epi == IR_EPI_GEGLU, geglu = n->epi == IR_EPI_GEGLU;
                 int64_t out_cols = swiglu ? N / 2 : N;
                 if (!logits && buf_of[n->out] < 0) NEW_BUF(n->out, out_cols, swiglu ? bf : 0);
                 snprintf(outb, sizeof outb, "%s", logits ? "b->logits" : bufs[buf_of[n->out]].ident);
@@ -252,17 +262,19 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                          "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
                          "#define MM_BIAS %d\n#define MM_EPI %s\n#define MM_YBF16 %d\n",
                          (long long)K, (long long)N, bf, bf, n->in[3] >= 0,
-                         swiglu ? "MM_EPI_SWIGLU" : "MM_EPI_STORE", swiglu ? bf : 0);
+                         geglu ? "MM_EPI_GEGLU" : swiglu ? "MM_EPI_SWIGLU" : "MM_EPI_STORE", swiglu ? bf : 0);
                 snprintf(comment, sizeof comment, "%s: matmul x[T,%lld] %s . w[%lld,%lld]^T %s%s -> [T,%lld] %s",
                          pass == 1 ? "layers.*" : wt->name, (long long)K, dtname(bf), (long long)N, (long long)K,
-                         dtname(bf), swiglu ? ", gate/up panels interleaved, SwiGLU epilogue" : "",
+                         dtname(bf), geglu ? ", gate/up panels interleaved, GeGLU (tanh GELU) epilogue"
+                                     : swiglu ? ", gate/up panels interleaved, SwiGLU epilogue" : "",
                          (long long)out_cols, swiglu ? dtname(bf) : "f32");
-                snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N, swiglu ? "_swiglu" : "",
+                snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N,
+                         geglu ? "_geglu" : swiglu ? "_swiglu" : "",
                          n->in[3] >= 0 ? "_bias" : "");
                 const char *mm = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
                 fprintf(fw, "\n%s/* %s: norm_matmul (rms_norm fused into the %s) */\n", ind,
                         pass == 1 ? cg_node_label(g, n->out, lbl, sizeof lbl) : g->tensors[n->in[2]].name,
-                        swiglu ? "gate/up matmul with SwiGLU" : "following matmul");
+                        geglu ? "gate/up matmul with GeGLU" : swiglu ? "gate/up matmul with SwiGLU" : "following matmul");
                 fprintf(fw, "%s%s(%s, %s, %s, xn, nth);\n", ind, rn, rows, inb, wexpr[1]);
                 fprintf(fw, "%s%s(%s, xn, %s, %s, %s, nth);\n", ind, mm, rows, wexpr[2],
                         n->in[3] >= 0 ? wexpr[3] : "NULL", outb);
@@ -271,8 +283,23 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
             case IR_OP_MATMUL_EPI: {
                 wt = &g->tensors[n->in[1]];
                 int64_t N = wt->shape[0], K = wt->shape[1];
+                if (n->epi == IR_EPI_STORE && pass == 1) { /* a layer output that a post-norm reads */
+                    NEW_BUF(n->out, N, 0);
+                    snprintf(params, sizeof params,
+                             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+                             "#define MM_BIAS %d\n#define MM_EPI MM_EPI_STORE\n",
+                             (long long)K, (long long)N, bf, bf, n->in[2] >= 0);
+                    snprintf(comment, sizeof comment, "layers.*: matmul x[T,%lld] %s . w[%lld,%lld]^T %s -> [T,%lld] f32",
+                             (long long)K, dtname(bf), (long long)N, (long long)K, dtname(bf), (long long)N);
+                    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s", (long long)K, (long long)N, n->in[2] >= 0 ? "_bias" : "");
+                    const char *mm = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
+                    fprintf(fw, "\n%s/* %s: matmul */\n%s%s(T, %s, %s, %s, %s, nth);\n", ind,
+                            cg_node_label(g, n->out, lbl, sizeof lbl), ind, mm, bufs[buf_of[n->in[0]]].ident, wexpr[1],
+                            n->in[2] >= 0 ? wexpr[2] : "NULL", bufs[buf_of[n->out]].ident);
+                    break;
+                }
                 if (n->epi != IR_EPI_ACC) {
-                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate");
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate or store in a layer");
                     break;
                 }
                 buf_of[n->out] = resid;
@@ -289,37 +316,66 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                         n->in[2] >= 0 ? wexpr[2] : "NULL", bufs[resid].ident);
                 break;
             }
+            case IR_OP_NORM_ADD: {
+                int64_t K = g->tensors[n->in[1]].shape[1];
+                if (pass != 1 || buf_of[n->in[1]] < 0) {
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: norm_add outside a layer or of an unstored tensor");
+                    break;
+                }
+                buf_of[n->out] = resid;
+                snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_ADD 1\n", (long long)K, n->eps);
+                snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g, added to the residual stream", (long long)K, n->eps);
+                snprintf(nm, sizeof nm, "rms_norm_add_%lld", (long long)K);
+                const char *rn = instance(&c, "rmsnorm.c", nm, params, comment, "RN_NAME");
+                fprintf(fw, "\n%s/* %s: norm_add (post-norm, then residual add) */\n%s%s(T, %s, %s, %s, nth);\n", ind,
+                        cg_node_label(g, n->out, lbl, sizeof lbl), ind, rn, bufs[buf_of[n->in[1]]].ident, wexpr[2],
+                        bufs[resid].ident);
+                break;
+            }
             case IR_OP_ROPE_KV: {
                 NEW_BUF(n->out, (int64_t)H * D, 0);
                 int qk = n->in[1] >= 0;
                 snprintf(params, sizeof params,
                          "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n"
-                         "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n",
-                         H, KV, D, PS, bf, qk, qk ? n->eps : 1e-6);
+                         "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n"
+                         "#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
+                         H, KV, D, PS, bf, qk, qk ? n->eps : 1e-6, hp->rope_dim ? hp->rope_dim : D, hp->rope_interleaved);
                 snprintf(comment, sizeof comment, "layers.*: %srope on q[T,%d] and k[T,%d] (head_dim %d), k/v written to the %s KV pages",
                          qk ? "q/k rms_norm, " : "", H * D, KV * D, D, dtname(bf));
                 snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
                 const char *rk = instance(&c, "rope_kv.c", nm, params, comment, "RK_NAME");
-                fprintf(fw, "\n%s/* %s: rope_kv */\n%s%s(T, %s, rope_cs, %s, %s, %s, ctx->kv_pool, kv_off,\n"
+                fprintf(fw, "\n%s/* %s: rope_kv */\n%s%s(T, %s, %s, %s, %s, %s, ctx->kv_pool, kv_off,\n"
                             "%s    b->positions, b->token_seq, b->page_table, b->max_pages_per_seq, nth);\n",
                         ind, cg_node_label(g, n->out, lbl, sizeof lbl), ind, rk, bufs[buf_of[n->in[0]]].ident,
+                        hp->rope_theta_local > 0 ? "layer_sliding[l] ? rope_cs_local : rope_cs" : "rope_cs",
                         qk ? wexpr[1] : "NULL", qk ? wexpr[2] : "NULL", bufs[buf_of[n->out]].ident, ind);
                 break;
             }
             case IR_OP_ATTENTION: {
                 NEW_BUF(n->out, (int64_t)H * D, bf);
-                snprintf(params, sizeof params,
-                         "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
-                         "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_OBF16 %d\n"
-                         "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n",
-                         H, KV, D, PS, bf, bf, 1.0 / sqrt((double)D));
-                snprintf(comment, sizeof comment, "layers.*: causal attention, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
-                         H, KV, D, dtname(bf), H * D, dtname(bf));
-                snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
-                const char *at = instance(&c, "attention.c", nm, params, comment, "AT_NAME");
+                /* sliding-window layers get their own instance (AT_WINDOW), chosen per layer */
+                int nsl = 0;
+                for (int L = 0; L < hp->n_layers && L < IR_MAX_LAYER_TYPES; L++) nsl += hp->layer_sliding[L];
+                const char *at[2] = {NULL, NULL}; /* [0] global, [1] sliding */
+                for (int sl = 0; sl < 2; sl++) {
+                    if ((sl ? nsl : hp->n_layers - nsl) == 0) continue;
+                    int win = sl ? hp->sliding_window : 0;
+                    snprintf(params, sizeof params,
+                             "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
+                             "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_OBF16 %d\n"
+                             "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n#define AT_WINDOW %d\n",
+                             H, KV, D, PS, bf, bf, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D), win);
+                    snprintf(comment, sizeof comment, "layers.*: causal attention%s, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
+                             win ? " over a sliding window" : "", H, KV, D, dtname(bf), H * D, dtname(bf));
+                    snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d%s", H, KV, D, win ? "_window" : "");
+                    at[sl] = instance(&c, "attention.c", nm, params, comment, "AT_NAME");
+                }
+                char fn[160];
+                if (at[0] && at[1]) snprintf(fn, sizeof fn, "(layer_sliding[l] ? %s : %s)", at[1], at[0]);
+                else snprintf(fn, sizeof fn, "%s", at[0] ? at[0] : at[1]);
                 fprintf(fw, "\n%s/* %s: attention */\n%s%s(T, %s, ctx->kv_pool, kv_off, b->positions, b->token_seq,\n"
                             "%s    b->page_table, b->max_pages_per_seq, %s, attn_scratch, nth);\n",
-                        ind, cg_node_label(g, n->out, lbl, sizeof lbl), ind, at, bufs[buf_of[n->in[0]]].ident, ind,
+                        ind, cg_node_label(g, n->out, lbl, sizeof lbl), ind, fn, bufs[buf_of[n->in[0]]].ident, ind,
                         bufs[buf_of[n->out]].ident);
                 break;
             }
@@ -341,6 +397,14 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
     cg_emit_weight_list(out, plan);
     fprintf(out, "#define W(i) ((const void *)(ctx->weights + weights[i].offset))\n\n");
     cg_emit_layer_table(out, g, plan, &lay);
+    if (hp->sliding_window > 0 || hp->rope_theta_local > 0) {
+        fprintf(out, "\n/* per layer: 1 = sliding-window attention (SLIDING_WINDOW keys)%s */\n"
+                     "#define SLIDING_WINDOW %d\nstatic const uint8_t layer_sliding[N_LAYERS] = {",
+                hp->rope_theta_local > 0 ? " with the local RoPE theta" : "", hp->sliding_window);
+        for (int L = 0; L < hp->n_layers; L++)
+            fprintf(out, "%s%d", L ? ", " : "", L < IR_MAX_LAYER_TYPES ? hp->layer_sliding[L] : 0);
+        fprintf(out, "};\n");
+    }
     /* ---- RoPE frequencies */
     st = cg_emit_rope_table(out, hp, err);
     if (st) goto done;
@@ -350,8 +414,11 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                  "#define WS_ALIGN(n) (((n) + 63) & ~(uint64_t)63)\n"
                  "#define WORKSPACE_LIST(X, T, NTH) \\\n"
                  "    X(float, rope_cs, (uint64_t)(T) * HEAD_DIM) \\\n"
+                 "%s"
                  "    X(float, attn_scratch, (uint64_t)(NTH) * (MAX_CONTEXT + 2 * HEAD_DIM)) \\\n"
-                 "    X(%s, xn, (uint64_t)(T) * %lld)", bf ? "uint16_t" : "float", (long long)xn_cols);
+                 "    X(%s, xn, (uint64_t)(T) * %lld)",
+                 hp->rope_theta_local > 0 ? "    X(float, rope_cs_local, (uint64_t)(T) * HEAD_DIM) \\\n" : "",
+                 bf ? "uint16_t" : "float", (long long)xn_cols);
     for (int i = 0; i < n_bufs; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", bufs[i].bf16 ? "uint16_t" : "float",
                 bufs[i].ident, (long long)bufs[i].cols);

@@ -133,6 +133,7 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, pk_pla
             st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
             if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
             break;
+        case IR_OP_NORM_ADD: st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err); break;
         default: break;
         }
     }
