@@ -123,6 +123,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
     }
     for (int32_t i = 0; i < g->n_tensors; i++) buf_of[i] = -1;
     int64_t xn_cols = HID;
+    uint64_t moe_tok = 0, moe_fix = 0; /* MoE scratch: bytes per token and fixed (moe.c's MO_WS_BYTES) */
     /* buffer for a tensor produced by node n in position j of the layer template (or global) */
 #define NEW_BUF(tid, colsv, isbf)                                                  \
     do {                                                                          \
@@ -316,6 +317,69 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                         n->in[2] >= 0 ? wexpr[2] : "NULL", bufs[resid].ident);
                 break;
             }
+            case IR_OP_RMSNORM: { /* a layer's norm read by several ops (MoE router, experts): f32 rows */
+                int64_t K = g->tensors[n->in[1]].shape[0];
+                if (pass != 1) {
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: a lone rms_norm outside a layer");
+                    break;
+                }
+                NEW_BUF(n->out, K, 0);
+                int32_t src = buf_of[n->in[0]] >= 0 ? buf_of[n->in[0]] : resid;
+                snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 0\n", (long long)K, n->eps);
+                snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g, output f32", (long long)K, n->eps);
+                snprintf(nm, sizeof nm, "rms_norm_%lld_f32", (long long)K);
+                const char *rn = instance(&c, "rmsnorm.c", nm, params, comment, "RN_NAME");
+                fprintf(fw, "\n%s/* %s: rms_norm */\n%s%s(T, %s, %s, %s, nth);\n", ind, cg_node_label(g, n->out, lbl, sizeof lbl),
+                        ind, rn, bufs[src].ident, wexpr[1], bufs[buf_of[n->out]].ident);
+                break;
+            }
+            case IR_OP_MOE:
+            case IR_OP_MOE_SHARED: {
+                int shared = n->op == IR_OP_MOE_SHARED;
+                int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
+                int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
+                if (pass != 1 || n->epi != IR_EPI_ACC || buf_of[n->in[0]] < 0) {
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: %s must be a layer op added to the residual stream",
+                                 ir_op_name(n->op));
+                    break;
+                }
+                buf_of[n->out] = resid;
+                uint64_t tok = 4u * (2u * HID + (uint64_t)I + (uint64_t)E) + 12u * (uint64_t)K, fix = 8u * (uint64_t)E + 256u;
+                if (tok > moe_tok) moe_tok = tok;
+                if (fix > moe_fix) moe_fix = fix;
+                snprintf(params, sizeof params,
+                         "#define MM_K %d\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+                         "#define MM_BIAS 0\n#define MM_EPI MM_EPI_SWIGLU\n#define MM_YBF16 %d\n", HID, (long long)(2 * I), bf, bf, bf);
+                snprintf(comment, sizeof comment, "layers.*: one %s's gate/up matmul x[n,%d] . w[%lld,%d]^T %s, SwiGLU -> [n,%lld]",
+                         shared ? "shared expert" : "expert", HID, (long long)(2 * I), HID, dtname(bf), (long long)I);
+                snprintf(nm, sizeof nm, "matmul_k%d_n%lld_swiglu", HID, (long long)(2 * I));
+                const char *gu = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
+                snprintf(params, sizeof params,
+                         "#define MM_K %lld\n#define MM_N %d\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+                         "#define MM_BIAS 0\n#define MM_EPI MM_EPI_STORE\n", (long long)I, HID, bf, bf);
+                snprintf(comment, sizeof comment, "layers.*: one %s's down matmul [n,%lld] . w[%d,%lld]^T %s -> [n,%d] f32",
+                         shared ? "shared expert" : "expert", (long long)I, HID, (long long)I, dtname(bf), HID);
+                snprintf(nm, sizeof nm, "matmul_k%lld_n%d", (long long)I, HID);
+                const char *dn = instance(&c, "matmul.c", nm, params, comment, "MM_NAME");
+                snprintf(params, sizeof params,
+                         "#define MO_SHARED %d\n#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n"
+                         "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n#define MO_GU %s\n#define MO_DN %s\n",
+                         shared, HID, E, K, (long long)I, hp->norm_topk, bf, bf, gu, dn);
+                if (shared)
+                    snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), added to the residual stream",
+                             (long long)I);
+                else
+                    snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, "
+                             "tokens grouped by expert, added to the residual stream", E, (long long)I, K,
+                             hp->norm_topk ? " renormalized" : "");
+                if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
+                else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
+                const char *mo = instance(&c, "moe.c", nm, params, comment, "MO_NAME");
+                fprintf(fw, "\n%s/* %s: %s */\n%s%s(T, %s, %s, %s, %s, %s, moe_ws, nth);\n", ind,
+                        cg_node_label(g, n->out, lbl, sizeof lbl), ir_op_name(n->op), ind, mo, bufs[buf_of[n->in[0]]].ident,
+                        wexpr[1], wexpr[2], wexpr[3], bufs[resid].ident);
+                break;
+            }
             case IR_OP_NORM_ADD: {
                 int64_t K = g->tensors[n->in[1]].shape[1];
                 if (pass != 1 || buf_of[n->in[1]] < 0) {
@@ -416,8 +480,10 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t,
                  "    X(float, rope_cs, (uint64_t)(T) * HEAD_DIM) \\\n"
                  "%s"
                  "    X(float, attn_scratch, (uint64_t)(NTH) * (MAX_CONTEXT + 2 * HEAD_DIM)) \\\n"
+                 "    X(uint8_t, moe_ws, (uint64_t)(T) * %lluu + %lluu) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
                  hp->rope_theta_local > 0 ? "    X(float, rope_cs_local, (uint64_t)(T) * HEAD_DIM) \\\n" : "",
+                 (unsigned long long)moe_tok, (unsigned long long)moe_fix,
                  bf ? "uint16_t" : "float", (long long)xn_cols);
     for (int i = 0; i < n_bufs; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", bufs[i].bf16 ? "uint16_t" : "float",

@@ -7,7 +7,8 @@
  *              ATTENTION -> a; MATMUL o; ADD -> x2; RMSNORM -> h2; MATMUL gate, up; SILU_MUL;
  *              MATMUL down; ADD -> out
  *   (GELU_MUL instead of SILU_MUL for hp.mlp_act gelu_tanh; with hp.post_norms the outputs of
- *    MATMUL o and MATMUL down go through an RMSNORM before their ADD: GLM-4, Gemma 3)
+ *    MATMUL o and MATMUL down go through an RMSNORM before their ADD: GLM-4, Gemma 3; with
+ *    hp.n_experts the MLP is MOE(h2, router, experts) -> ADD [MOE_SHARED(h2, ...) -> ADD])
  *   GATHER_ROWS(x) -> xo; RMSNORM -> hn; MATMUL(head) -> logits
  * Activation names are "layers.L.<name>" inside layers. */
 #include "ir.h"
@@ -88,6 +89,17 @@ ig_status ir_build_decoder(ir_graph *g, int32_t embed, const ir_layer_weights *l
             (st = node(c, IR_OP_RMSNORM, L, x2, w->post_norm, -1, "h2", D, &h2)))
             return st;
         last(c)->eps = eps;
+        if (h->n_experts > 0) { /* routed experts, then the shared expert, each added to the residual */
+            if ((st = node(c, IR_OP_MOE, L, h2, w->router, w->experts_gate_up, "moe", D, &d))) return st;
+            last(c)->in[3] = w->experts_down;
+            if ((st = node(c, IR_OP_ADD, L, x2, d, -1, h->shared_intermediate ? "x3" : "out", D, &x))) return st;
+            if (h->shared_intermediate) {
+                if ((st = node(c, IR_OP_MOE_SHARED, L, h2, w->shared_gate, w->shared_gate_up, "shared", D, &d))) return st;
+                last(c)->in[3] = w->shared_down;
+                if ((st = node(c, IR_OP_ADD, L, x, d, -1, "out", D, &x))) return st;
+            }
+            continue;
+        }
         if ((st = node(c, IR_OP_MATMUL, L, h2, w->gate, w->gate_b, "g", I, &gt)) ||
             (st = node(c, IR_OP_MATMUL, L, h2, w->up, w->up_b, "u", I, &up)) ||
             (st = node(c, h->mlp_act == IR_ACT_GELU_TANH ? IR_OP_GELU_MUL : IR_OP_SILU_MUL, L, gt, up, -1, "m", I,

@@ -178,7 +178,9 @@ static ig_status token_ids(hf_ctx *c, const cJSON *j, const char *file, const ch
 
 /* ---- hyper-parameters */
 
-typedef enum hf_arch { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3, HF_PHI3, HF_GLM4, HF_GEMMA3 } hf_arch;
+typedef enum hf_arch {
+    HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3, HF_PHI3, HF_GLM4, HF_GEMMA3, HF_MIXTRAL, HF_QWEN2MOE, HF_QWEN3MOE
+} hf_arch;
 
 static const struct {
     const char *name, *model_type;
@@ -192,10 +194,13 @@ static const struct {
     {"Phi3ForCausalLM", "phi3", HF_PHI3, 4096},
     {"Glm4ForCausalLM", "glm4", HF_GLM4, 131072},
     {"Gemma3ForCausalLM", "gemma3_text", HF_GEMMA3, 131072},
+    {"MixtralForCausalLM", "mixtral", HF_MIXTRAL, 4096 * 32},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", HF_QWEN2MOE, 32768},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", HF_QWEN3MOE, 32768},
 };
 #define HF_ARCH_NAMES                                                                              \
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, " \
-    "Glm4ForCausalLM, Gemma3ForCausalLM"
+    "Glm4ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM"
 
 /* The rope of rope-parameter object rp (named `where`; NULL: none) into h's rope_type/factor and
  * theta (its rope_theta, else the top-level one, else theta_def). */
@@ -317,7 +322,9 @@ static ig_status parse_window(hf_ctx *c, hf_arch arch, int64_t def) {
         return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"sliding_window\" must be a non-negative integer or null",
                        c->cfg_path);
     int32_t use = 1;
-    if ((arch == HF_QWEN2 || arch == HF_QWEN3) && (st = cfg_bool(c, "use_sliding_window", 0, &use))) return st;
+    if ((arch == HF_QWEN2 || arch == HF_QWEN3 || arch == HF_QWEN2MOE || arch == HF_QWEN3MOE) &&
+        (st = cfg_bool(c, "use_sliding_window", 0, &use)))
+        return st;
     if (!use || w <= 0 || w >= h->max_context) w = 0;
     const cJSON *lt = item(c->cfg, "layer_types");
     if (lt && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != h->n_layers))
@@ -348,7 +355,7 @@ static ig_status parse_window(hf_ctx *c, hf_arch arch, int64_t def) {
                                "sliding_attention)", c->cfg_path, L, cJSON_IsString(e) ? "\"" : "",
                                cJSON_IsString(e) ? e->valuestring : "(non-string)", cJSON_IsString(e) ? "\"" : "");
             sl = !strcmp(e->valuestring, "sliding_attention");
-        } else if (arch == HF_QWEN2 || arch == HF_QWEN3) {
+        } else if (arch == HF_QWEN2 || arch == HF_QWEN3 || arch == HF_QWEN2MOE || arch == HF_QWEN3MOE) {
             sl = L >= mwl;
         } else if (arch == HF_GEMMA3) {
             sl = (L + 1) % pattern != 0;
@@ -359,6 +366,53 @@ static ig_status parse_window(hf_ctx *c, hf_arch arch, int64_t def) {
         any |= sl && w > 0;
     }
     h->sliding_window = any ? (int32_t)w : 0;
+    return IG_OK;
+}
+
+/* Mixture of experts: expert count and top-k (Mixtral: num_local_experts, Qwen: num_experts; the
+ * other name accepted too), expert size (Mixtral: intermediate_size), top-k renormalization
+ * (Mixtral always; Qwen: norm_topk_prob), Qwen2-MoE's shared expert. Every layer must be an MoE
+ * layer (decoder_sparse_step 1, no mlp_only_layers): mixed dense and MoE layers are refused. */
+static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
+    ir_hparams *h = &c->g->hp;
+    if (arch != HF_MIXTRAL && arch != HF_QWEN2MOE && arch != HF_QWEN3MOE) return IG_OK;
+    ig_status st;
+    const char *ekey = item(c->cfg, "num_experts") ? "num_experts" : "num_local_experts";
+    int64_t edef = arch == HF_MIXTRAL ? 8 : arch == HF_QWEN2MOE ? 60 : 128;
+    int64_t kdef = arch == HF_MIXTRAL ? 2 : arch == HF_QWEN2MOE ? 4 : 8;
+    if ((st = cfg_int(c, ekey, edef, &h->n_experts)) || (st = cfg_int(c, "num_experts_per_tok", kdef, &h->top_k)))
+        return st;
+    if (h->top_k > h->n_experts || h->n_experts > IR_MAX_PARTS || h->top_k > 64)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: num_experts_per_tok %d of %d experts is not supported "
+                       "(top-k at most 64 and the expert count, experts at most %d)",
+                       c->cfg_path, h->top_k, h->n_experts, IR_MAX_PARTS);
+    if (arch == HF_MIXTRAL) {
+        h->moe_intermediate = h->intermediate;
+        h->norm_topk = 1;
+    } else {
+        if ((st = cfg_int(c, "moe_intermediate_size", arch == HF_QWEN2MOE ? 1408 : 768, &h->moe_intermediate)) ||
+            (st = cfg_bool(c, "norm_topk_prob", 0, &h->norm_topk)))
+            return st;
+        int32_t step = 1;
+        if ((st = cfg_int(c, "decoder_sparse_step", 1, &step))) return st;
+        const cJSON *mo = item(c->cfg, "mlp_only_layers");
+        if (step != 1 || (mo && (!cJSON_IsArray(mo) || cJSON_GetArraySize(mo) > 0)))
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: decoder_sparse_step %d / mlp_only_layers make some layers "
+                           "dense: mixing dense and MoE layers is not supported", c->cfg_path, step);
+    }
+    if (arch == HF_QWEN2MOE) {
+        const cJSON *si = item(c->cfg, "shared_expert_intermediate_size");
+        int64_t v = 5632;
+        if (si && (!json_int(si, &v) || v < 0 || v > INT32_MAX))
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"shared_expert_intermediate_size\" must be a "
+                           "non-negative integer", c->cfg_path);
+        h->shared_intermediate = (int32_t)v;
+    }
+    /* experts are stacked in 16-row panels: each expert must start on a panel */
+    if (h->moe_intermediate % 16 || h->hidden % 16 || h->shared_intermediate % 16)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: MoE needs hidden_size (%d) and the expert sizes (%d, shared "
+                       "%d) to be multiples of 16", c->cfg_path, h->hidden, h->moe_intermediate,
+                       h->shared_intermediate);
     return IG_OK;
 }
 
@@ -442,7 +496,16 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
             return st;
         h->attn_bias = h->o_bias = b;
         break;
-    case HF_MISTRAL: break;
+    case HF_MISTRAL:
+    case HF_MIXTRAL: break;
+    case HF_QWEN2MOE:
+        if ((st = cfg_bool(c, "qkv_bias", 1, &h->attn_bias))) return st;
+        break;
+    case HF_QWEN3MOE:
+        if ((st = cfg_bool(c, "attention_bias", 0, &b))) return st;
+        h->attn_bias = h->o_bias = b;
+        h->qk_norm = 1;
+        break;
     case HF_QWEN2: h->attn_bias = 1; break;
     case HF_QWEN3:
         if ((st = cfg_bool(c, "attention_bias", 0, &b))) return st;
@@ -479,10 +542,12 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
         break;
     }
     }
+    if ((st = parse_moe(c, arch))) return st;
     /* tie_word_embeddings: false by default in these config classes but Gemma 3's */
     if ((st = cfg_bool(c, "tie_word_embeddings", arch == HF_GEMMA3, &h->tie_embeddings))) return st;
     /* sliding windows, per layer; the class defaults of an absent sliding_window key */
-    int64_t wdef = arch == HF_MISTRAL || arch == HF_GEMMA3 || arch == HF_QWEN2 || arch == HF_QWEN3 ? 4096 : 0;
+    int64_t wdef = arch == HF_MISTRAL || arch == HF_GEMMA3 || arch == HF_QWEN2 || arch == HF_QWEN3 ||
+                           arch == HF_QWEN2MOE || arch == HF_QWEN3MOE ? 4096 : 0;
     if ((st = parse_window(c, arch, wdef))) return st;
 
     /* checkpoint dtype (informational; the tensors' own dtypes are what gets read) */
@@ -646,21 +711,132 @@ static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t 
     return IG_OK;
 }
 
-/* Adds rows [r0, r0 + n) of the [rows, k] matrix `name` (a fused projection: Phi-3 qkv_proj,
- * gate_up_proj) as weight `part` of shape [n, k]: a row range of a row-major tensor is one
- * contiguous byte range of the file. */
+/* Adds the [n, k] block starting at element e0 of tensor `name` (which must have shape
+ * want[0..rank)) as weight `part`: a row range of a row-major matrix (Phi-3's qkv_proj,
+ * gate_up_proj) or one expert of a fused 3-D expert tensor is one contiguous byte range. */
+static ig_status add_weight_part(hf_ctx *c, const char *name, const char *part, int32_t layer, int rank,
+                                 const int64_t *want, int64_t e0, int64_t n, int64_t k, int32_t *id) {
+    *id = -1;
+    const st_tensor *t;
+    int32_t s;
+    ig_status st = find_tensor(c, name, &t, &s);
+    if (st) return st;
+    if (!t) return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing tensor %s", c->ix ? c->ix_path : c->st[0]->path, name);
+    char ws[96], got[128];
+    fmt_shape(ws, sizeof ws, rank, want);
+    fmt_shape(got, sizeof got, t->rank, t->shape);
+    int ok = t->rank == rank;
+    for (int d = 0; ok && d < rank; d++) ok = t->shape[d] == want[d];
+    if (!ok)
+        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: tensor %s has shape %s, expected %s", c->st[s]->path, name, got, ws);
+    ir_tensor w = {0};
+    switch (t->dtype) {
+    case ST_F32: w.dtype = IG_DTYPE_F32; w.src_type = IR_STYPE_F32; break;
+    case ST_BF16: w.dtype = IG_DTYPE_BF16; w.src_type = IR_STYPE_BF16; break;
+    case ST_F16: w.dtype = IG_DTYPE_F16; w.src_type = IR_STYPE_F16; break;
+    default:
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, expected F32, BF16 or F16",
+                       c->st[s]->path, name, st_dtype_name(t->dtype));
+    }
+    uint64_t es = w.dtype == IG_DTYPE_F32 ? 4 : 2;
+    w.name = (char *)part;
+    w.kind = IR_TENSOR_WEIGHT;
+    w.rank = 2;
+    w.shape[0] = n;
+    w.shape[1] = k;
+    w.layer = layer;
+    w.src_file = c->st_file_id[s];
+    w.src_offset = t->offset + (uint64_t)e0 * es;
+    w.src_nbytes = (uint64_t)n * (uint64_t)k * es;
+    *id = ir_add_tensor(c->g, &w);
+    if (*id < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+/* Rows [r0, r0 + n) of the [rows, k] matrix `name`, as weight `part`. */
 static ig_status add_weight_rows(hf_ctx *c, const char *name, const char *part, int32_t layer, int64_t r0,
                                  int64_t n, int64_t rows, int64_t k, int32_t *id) {
-    ig_status st = add_weight(c, name, layer, rows, k, 0, id);
-    if (st) return st;
-    ir_tensor *t = &c->g->tensors[*id];
-    uint64_t es = t->src_nbytes / (uint64_t)(rows * k);
-    t->name = ir_strdup(c->g, part);
-    if (!t->name) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-    t->shape[0] = n;
-    t->src_offset += (uint64_t)r0 * (uint64_t)k * es;
-    t->src_nbytes = (uint64_t)n * (uint64_t)k * es;
-    return IG_OK;
+    int64_t want[2] = {rows, k};
+    return add_weight_part(c, name, part, layer, 2, want, r0 * k, n, k, id);
+}
+
+/* Does the checkpoint hold tensor `name`? */
+static int has_tensor(hf_ctx *c, const char *name) {
+    const st_tensor *t;
+    int32_t s;
+    return find_tensor(c, name, &t, &s) == IG_OK && t;
+}
+
+/* The routed experts of layer L under `prefix` ("model.layers.L.mlp"): router `prefix.gate`, and
+ * the experts either as published checkpoints store them, one tensor per expert
+ * (experts.N.{gate,up,down}_proj, or Mixtral's experts.N.{w1,w3,w2}), or as transformers' fused
+ * 3-D tensors experts.gate_up_proj [E, 2I, D] (gate rows, then up) and experts.down_proj [E, D, I].
+ * Each expert's gate/up pair is interleaved by 16 rows and the experts stacked. */
+static ig_status add_experts(hf_ctx *c, int32_t L, const char *prefix, ir_layer_weights *w) {
+    const ir_hparams *h = &c->g->hp;
+    int64_t D = h->hidden, I = h->moe_intermediate, E = h->n_experts;
+    char nm[256], part[300];
+    ig_status st;
+    snprintf(nm, sizeof nm, "%s.gate.weight", prefix);
+    if ((st = add_weight(c, nm, L, E, D, 0, &w->router))) return st;
+    int32_t *gu = calloc((size_t)E, sizeof *gu), *dn = calloc((size_t)E, sizeof *dn);
+    if (!gu || !dn) {
+        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int mixtral = c->arch == HF_MIXTRAL;
+    char fgu[256], fdn[256];
+    snprintf(fgu, sizeof fgu, "%s.experts.gate_up_proj", prefix);
+    snprintf(fdn, sizeof fdn, "%s.experts.down_proj", prefix);
+    int fused = has_tensor(c, fgu);
+    for (int64_t e = 0; e < E; e++) {
+        int32_t pr[2];
+        if (fused) {
+            int64_t wgu[3] = {E, 2 * I, D}, wdn[3] = {E, D, I};
+            snprintf(part, sizeof part, "%s[%lld].gate", fgu, (long long)e);
+            if ((st = add_weight_part(c, fgu, part, L, 3, wgu, e * 2 * I * D, I, D, &pr[0]))) goto done;
+            snprintf(part, sizeof part, "%s[%lld].up", fgu, (long long)e);
+            if ((st = add_weight_part(c, fgu, part, L, 3, wgu, e * 2 * I * D + I * D, I, D, &pr[1]))) goto done;
+            snprintf(part, sizeof part, "%s[%lld]", fdn, (long long)e);
+            if ((st = add_weight_part(c, fdn, part, L, 3, wdn, e * D * I, D, I, &dn[e]))) goto done;
+        } else {
+            snprintf(nm, sizeof nm, "%s.experts.%lld.%s.weight", prefix, (long long)e, mixtral ? "w1" : "gate_proj");
+            if ((st = add_weight(c, nm, L, I, D, 0, &pr[0]))) goto done;
+            snprintf(nm, sizeof nm, "%s.experts.%lld.%s.weight", prefix, (long long)e, mixtral ? "w3" : "up_proj");
+            if ((st = add_weight(c, nm, L, I, D, 0, &pr[1]))) goto done;
+            snprintf(nm, sizeof nm, "%s.experts.%lld.%s.weight", prefix, (long long)e, mixtral ? "w2" : "down_proj");
+            if ((st = add_weight(c, nm, L, D, I, 0, &dn[e]))) goto done;
+        }
+        snprintf(part, sizeof part, "%s.experts.%lld.gate_up", prefix, (long long)e);
+        if ((gu[e] = ir_add_merged_weight(c->g, part, pr, 2, 1)) < 0) {
+            st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+    snprintf(part, sizeof part, "%s.experts.gate_up", prefix);
+    w->experts_gate_up = ir_add_merged_weight(c->g, part, gu, (int)E, 0);
+    snprintf(part, sizeof part, "%s.experts.down", prefix);
+    w->experts_down = ir_add_merged_weight(c->g, part, dn, (int)E, 0);
+    if (w->experts_gate_up < 0 || w->experts_down < 0) st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    if (st || !h->shared_intermediate) goto done;
+    /* Qwen2-MoE's shared expert: a gated MLP of its own, scaled by sigmoid(x . shared_expert_gate) */
+    int64_t Is = h->shared_intermediate;
+    int32_t pr[2];
+    snprintf(nm, sizeof nm, "%s.shared_expert.gate_proj.weight", prefix);
+    if ((st = add_weight(c, nm, L, Is, D, 0, &pr[0]))) goto done;
+    snprintf(nm, sizeof nm, "%s.shared_expert.up_proj.weight", prefix);
+    if ((st = add_weight(c, nm, L, Is, D, 0, &pr[1]))) goto done;
+    snprintf(nm, sizeof nm, "%s.shared_expert.down_proj.weight", prefix);
+    if ((st = add_weight(c, nm, L, D, Is, 0, &w->shared_down))) goto done;
+    snprintf(nm, sizeof nm, "%s.shared_expert_gate.weight", prefix);
+    if ((st = add_weight(c, nm, L, 1, D, 0, &w->shared_gate))) goto done;
+    snprintf(part, sizeof part, "%s.shared_expert.gate_up", prefix);
+    if ((w->shared_gate_up = ir_add_merged_weight(c->g, part, pr, 2, 1)) < 0)
+        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+done:
+    free(gu);
+    free(dn);
+    return st;
 }
 
 /* ---- graph */
@@ -719,6 +895,16 @@ static ig_status add_layer_weights(hf_ctx *c, int32_t L, ir_layer_weights *w) {
             W(attn_out_norm, "post_self_attn_layernorm.weight", D, 0);
             W(mlp_out_norm, "post_mlp_layernorm.weight", D, 0);
         }
+    }
+    w->router = w->experts_gate_up = w->experts_down = -1;
+    w->shared_gate_up = w->shared_down = w->shared_gate = -1;
+    if (h->n_experts > 0) {
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", L, c->arch == HF_MIXTRAL ? "block_sparse_moe" : "mlp");
+        if (c->arch == HF_MIXTRAL && !has_tensor(c, "model.layers.0.block_sparse_moe.gate.weight"))
+            snprintf(nm, sizeof nm, "model.layers.%d.mlp", L); /* transformers 5 names */
+        char prefix[160];
+        snprintf(prefix, sizeof prefix, "%s", nm);
+        return add_experts(c, L, prefix, w);
     }
     if (fused) { /* gate_up_proj: gate rows, then up (chunk(2) in transformers) */
         WR(gate, "mlp.gate_up_proj.weight", "[gate]", 0, I, 2 * I, D);

@@ -510,7 +510,7 @@ static void test_transforms(void) {
     int32_t wg = ir_add_tensor(g, &t);
     t.name = "up", t.src_offset += sizeof gate;
     int32_t wu = ir_add_tensor(g, &t);
-    t.name = "gate_up", t.shape[0] = 2 * I, t.n_parts = 2, t.parts[0] = wg, t.parts[1] = wu, t.interleave16 = 1;
+    t.name = "gate_up", t.shape[0] = 2 * I, t.n_parts = 2, t.parts = (int32_t[]){wg, wu}, t.interleave16 = 1;
     t.src_file = -1;
     int32_t wgu = ir_add_tensor(g, &t);
     t.name = "cat", t.interleave16 = 0;
