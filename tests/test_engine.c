@@ -760,7 +760,7 @@ int main(void) {
     }
     alarm(getenv("IGNIS_STRESS_LONG") ? 1200 : 240); /* a hang is a failure, not a stuck CI */
     static const char *models[] = {"llama-gqa", "llama3-rope-tied", "qwen2-bias-tied", "qwen3-qknorm", "mistral-sharded",
-                                   "phi3", "glm4", "gemma3"};
+                                   "phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-moe"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) test_batch_reference(models[i]);
     char pkg[512];
     if (compile_pkg("llama-gqa", "f32", pkg, sizeof pkg) == 0) {
