@@ -141,11 +141,13 @@ void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, u
 void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
                   uint32_t cpu_features, ig_dtype dtype, int32_t n_weights, const char *device_archs);
 
-/* Emits `static const double rope_inv_freq[HEAD_DIM / 2]`. */
+/* Emits `static const double rope_inv_freq[HEAD_DIM / 2]` (and rope_inv_freq_local for the
+ * sliding layers' theta when hp->rope_theta_local is set). */
 ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err);
 
 /* Computes RoPE inverse frequencies [head_dim/2] from the hyper-parameters (default, linear,
- * llama3 scaling), in double precision. */
+ * llama3 scaling), in double precision; with partial rotary (rope_dim) the first rope_dim/2 are
+ * those of a rope_dim-wide head and the rest 0. */
 void cg_rope_inv_freq(const ir_hparams *hp, double *inv_freq);
 
 #endif

@@ -53,6 +53,7 @@ typedef struct cg {
     cg_bufs bufs;
     int32_t resid;       /* the residual stream's buffer */
     int64_t xn_cols;     /* width of the normed-x scratch buffer */
+    uint64_t moe_tok, moe_fix; /* MoE scratch: bytes per token and fixed (moe.c's MO_WS_BYTES) */
 } cg;
 
 /* What the lowering of one node sees: where it sits (pass 0: before the layers, 1: the layer
@@ -103,7 +104,8 @@ static ig_status lower_embed(cg *c, node_ctx *x, ig_err *err) {
     char out[64];
     if (!new_buf(c, x->n->out, HID, 0, out)) return no_buf(c, x, err);
     c->resid = c->bufs.buf_of[x->n->out];
-    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, c->wf->is16);
+    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n", HID,
+             c->wf->is16, g->hp.embed_scale > 0 ? g->hp.embed_scale : 1.0);
     snprintf(comment, sizeof comment, "%s: embed ids[T] -> %s[T,%d] f32, table %s [%d,%d] panels", g->tensors[x->n->in[1]].name,
              cg_node_label(g, x->n->out, lbl, sizeof lbl), HID, c->wf->name, g->hp.vocab, HID);
     snprintf(nm, sizeof nm, "embed_%d", HID);
@@ -134,7 +136,8 @@ static ig_status lower_norm_matmul(cg *c, node_ctx *x, ig_err *err) {
     char in[64], out[64] = "b->logits";
     if (!buf_of(c, n->in[0], 1, in)) return no_buf(c, x, err);
     if (K > c->xn_cols) c->xn_cols = K;
-    int logits = x->pass == 2, swiglu = n->epi == IR_EPI_SWIGLU, bias = n->in[3] >= 0;
+    int logits = x->pass == 2, geglu = n->epi == IR_EPI_GEGLU, swiglu = n->epi == IR_EPI_SWIGLU || geglu,
+        bias = n->in[3] >= 0;
     int64_t out_cols = swiglu ? N / 2 : N;
     if (!logits && !buf_of(c, n->out, 0, out) && !new_buf(c, n->out, out_cols, swiglu ? af->is16 : 0, out))
         return no_buf(c, x, err);
@@ -146,19 +149,135 @@ static ig_status lower_norm_matmul(cg *c, node_ctx *x, ig_err *err) {
     snprintf(params, sizeof params,
              "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
              "#define MM_BIAS %d\n#define MM_EPI %s\n#define MM_YBF16 %d\n",
-             (long long)K, (long long)N, wf->is16, af->is16, bias, swiglu ? "MM_EPI_SWIGLU" : "MM_EPI_STORE",
+             (long long)K, (long long)N, wf->is16, af->is16, bias,
+             geglu ? "MM_EPI_GEGLU" : swiglu ? "MM_EPI_SWIGLU" : "MM_EPI_STORE",
              swiglu ? af->is16 : 0);
     snprintf(comment, sizeof comment, "%s: matmul x[T,%lld] %s . w[%lld,%lld]^T %s%s -> [T,%lld] %s",
              x->pass == 1 ? "layers.*" : wt->name, (long long)K, af->name, (long long)N, (long long)K, wf->name,
-             swiglu ? ", gate/up panels interleaved, SwiGLU epilogue" : "", (long long)out_cols, swiglu ? af->name : "f32");
-    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N, swiglu ? "_swiglu" : "", bias ? "_bias" : "");
+             geglu    ? ", gate/up panels interleaved, GeGLU (tanh GELU) epilogue"
+             : swiglu ? ", gate/up panels interleaved, SwiGLU epilogue"
+                      : "",
+             (long long)out_cols, swiglu ? af->name : "f32");
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N, geglu ? "_geglu" : swiglu ? "_swiglu" : "",
+             bias ? "_bias" : "");
     const char *mm = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
     if (!rn || !mm) return no_buf(c, x, err);
     fprintf(c->fw, "\n%s/* %s: norm_matmul (rms_norm fused into the %s) */\n", x->ind,
             x->pass == 1 ? cg_node_label(g, n->out, lbl, sizeof lbl) : wt->name,
-            swiglu ? "gate/up matmul with SwiGLU" : "following matmul");
+            geglu ? "gate/up matmul with GeGLU" : swiglu ? "gate/up matmul with SwiGLU" : "following matmul");
     fprintf(c->fw, "%s%s(%s, %s, %s, xn, nth);\n", x->ind, rn, x->rows, in, x->wexpr[1]);
     fprintf(c->fw, "%s%s(%s, xn, %s, %s, %s, nth);\n", x->ind, mm, x->rows, x->wexpr[2], bias ? x->wexpr[3] : "NULL", out);
+    return IG_OK;
+}
+
+/* A layer's matmul stored in f32 (its output goes through a post-norm: GLM-4, Gemma 3). */
+static ig_status lower_matmul_store(cg *c, node_ctx *x, ig_err *err) {
+    const ir_graph *g = c->g;
+    const ir_node *n = x->n;
+    const ir_tensor *wt = &g->tensors[n->in[1]];
+    const cg_format *wf = c->wf, *af = c->af;
+    int64_t N = wt->shape[0], K = wt->shape[1];
+    char params[1024], comment[512], nm[64], lbl[96], in[64], out[64];
+    if (!buf_of(c, n->in[0], 0, in) || !new_buf(c, n->out, N, 0, out)) return no_buf(c, x, err);
+    int bias = n->in[2] >= 0;
+    snprintf(params, sizeof params,
+             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+             "#define MM_BIAS %d\n#define MM_EPI MM_EPI_STORE\n",
+             (long long)K, (long long)N, wf->is16, af->is16, bias);
+    snprintf(comment, sizeof comment, "layers.*: matmul x[T,%lld] %s . w[%lld,%lld]^T %s -> [T,%lld] f32", (long long)K,
+             af->name, (long long)N, (long long)K, wf->name, (long long)N);
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s", (long long)K, (long long)N, bias ? "_bias" : "");
+    const char *mm = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
+    if (!mm) return no_buf(c, x, err);
+    fprintf(c->fw, "\n%s/* %s: matmul */\n%s%s(T, %s, %s, %s, %s, nth);\n", x->ind, cg_node_label(g, n->out, lbl, sizeof lbl),
+            x->ind, mm, in, x->wexpr[1], bias ? x->wexpr[2] : "NULL", out);
+    return IG_OK;
+}
+
+/* A layer's RMSNorm whose output several ops read (the MoE router and experts): f32 rows. */
+static ig_status lower_rmsnorm(cg *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    int64_t K = c->g->tensors[n->in[1]].shape[0];
+    char params[256], comment[256], nm[64], lbl[96], in[64], out[64];
+    if (x->pass != 1) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: a lone rms_norm outside a layer");
+    if (!buf_of(c, n->in[0], 1, in) || !new_buf(c, n->out, K, 0, out)) return no_buf(c, x, err);
+    snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 0\n", (long long)K, n->eps);
+    snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g, output f32", (long long)K, n->eps);
+    snprintf(nm, sizeof nm, "rms_norm_%lld_f32", (long long)K);
+    const char *rn = instance(c, "rmsnorm.c", nm, "RN_NAME", params, comment);
+    if (!rn) return no_buf(c, x, err);
+    fprintf(c->fw, "\n%s/* %s: rms_norm */\n%s%s(T, %s, %s, %s, nth);\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl),
+            x->ind, rn, in, x->wexpr[1], out);
+    return IG_OK;
+}
+
+/* Post-norm into the residual stream: resid += rms_norm(y) * gamma. */
+static ig_status lower_norm_add(cg *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    int64_t K = c->g->tensors[n->in[1]].shape[1];
+    char params[256], comment[256], nm[64], lbl[96], in[64], res[64];
+    if (x->pass != 1) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: norm_add outside a layer");
+    if (!buf_of(c, n->in[1], 0, in) || !buf_of(c, -1, 1, res)) return no_buf(c, x, err);
+    c->bufs.buf_of[n->out] = c->resid;
+    snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_ADD 1\n", (long long)K, n->eps);
+    snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g, added to the residual stream", (long long)K, n->eps);
+    snprintf(nm, sizeof nm, "rms_norm_add_%lld", (long long)K);
+    const char *rn = instance(c, "rmsnorm.c", nm, "RN_NAME", params, comment);
+    if (!rn) return no_buf(c, x, err);
+    fprintf(c->fw, "\n%s/* %s: norm_add (post-norm, then residual add) */\n%s%s(T, %s, %s, %s, nth);\n", x->ind,
+            cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, rn, in, x->wexpr[2], res);
+    return IG_OK;
+}
+
+/* The experts' block (MOE: router, top-k, expert-grouped GEMMs) or the shared expert
+ * (MOE_SHARED), added to the residual stream: moe.c over two matmul.c instances. */
+static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
+    const ir_hparams *hp = &c->g->hp;
+    const ir_node *n = x->n;
+    const int HID = hp->hidden, w16 = c->wf->is16, a16 = c->af->is16, shared = n->op == IR_OP_MOE_SHARED;
+    const int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
+    const int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
+    char params[1024], comment[512], nm[64], lbl[96], in[64], res[64];
+    if (x->pass != 1 || n->epi != IR_EPI_ACC)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: %s must be a layer op added to the residual stream", ir_op_name(n->op));
+    if (!buf_of(c, n->in[0], 0, in) || !buf_of(c, -1, 1, res)) return no_buf(c, x, err);
+    c->bufs.buf_of[n->out] = c->resid;
+    uint64_t tok = 4u * (2u * (uint64_t)HID + (uint64_t)I + (uint64_t)E) + 12u * (uint64_t)K, fix = 8u * (uint64_t)E + 256u;
+    if (tok > c->moe_tok) c->moe_tok = tok;
+    if (fix > c->moe_fix) c->moe_fix = fix;
+    const char *what = shared ? "shared expert" : "expert";
+    snprintf(params, sizeof params,
+             "#define MM_K %d\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+             "#define MM_BIAS 0\n#define MM_EPI MM_EPI_SWIGLU\n#define MM_YBF16 %d\n", HID, (long long)(2 * I), w16, a16, a16);
+    snprintf(comment, sizeof comment, "layers.*: one %s's gate/up matmul x[n,%d] . w[%lld,%d]^T %s, SwiGLU -> [n,%lld]", what,
+             HID, (long long)(2 * I), HID, c->wf->name, (long long)I);
+    snprintf(nm, sizeof nm, "matmul_k%d_n%lld_swiglu", HID, (long long)(2 * I));
+    const char *gu = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
+    snprintf(params, sizeof params,
+             "#define MM_K %lld\n#define MM_N %d\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+             "#define MM_BIAS 0\n#define MM_EPI MM_EPI_STORE\n", (long long)I, HID, w16, a16);
+    snprintf(comment, sizeof comment, "layers.*: one %s's down matmul [n,%lld] . w[%d,%lld]^T %s -> [n,%d] f32", what,
+             (long long)I, HID, (long long)I, c->wf->name, HID);
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%d", (long long)I, HID);
+    const char *dn = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
+    if (!gu || !dn) return no_buf(c, x, err);
+    snprintf(params, sizeof params,
+             "#define MO_SHARED %d\n#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n"
+             "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n#define MO_GU %s\n#define MO_DN %s\n",
+             shared, HID, E, K, (long long)I, hp->norm_topk, a16, w16, gu, dn);
+    if (shared)
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), added to the residual stream",
+                 (long long)I);
+    else
+        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, "
+                 "tokens grouped by expert, added to the residual stream", E, (long long)I, K, hp->norm_topk ? " renormalized" : "");
+    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
+    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
+    const char *mo = instance(c, "moe.c", nm, "MO_NAME", params, comment);
+    if (!mo) return no_buf(c, x, err);
+    fprintf(c->fw, "\n%s/* %s: %s */\n%s%s(T, %s, %s, %s, %s, %s, moe_ws, nth);\n", x->ind,
+            cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op), x->ind, mo, in, x->wexpr[1], x->wexpr[2],
+            x->wexpr[3], res);
     return IG_OK;
 }
 
@@ -169,7 +288,9 @@ static ig_status lower_matmul_epi(cg *c, node_ctx *x, ig_err *err) {
     const cg_format *wf = c->wf, *af = c->af;
     int64_t N = wt->shape[0], K = wt->shape[1];
     char params[1024], comment[512], nm[64], lbl[96];
-    if (n->epi != IR_EPI_ACC) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate");
+    if (n->epi == IR_EPI_STORE && x->pass == 1) return lower_matmul_store(c, x, err);
+    if (n->epi != IR_EPI_ACC)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate or store in a layer");
     char in[64], res[64];
     if (!buf_of(c, n->in[0], 0, in) || !buf_of(c, -1, 1, res)) return no_buf(c, x, err);
     c->bufs.buf_of[n->out] = c->resid;
@@ -197,16 +318,19 @@ static ig_status lower_rope_kv(cg *c, node_ctx *x, ig_err *err) {
     if (!buf_of(c, n->in[0], 0, in) || !new_buf(c, n->out, (int64_t)H * D, 0, out)) return no_buf(c, x, err);
     snprintf(params, sizeof params,
              "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n"
-             "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n",
-             H, KV, D, c->o->page_size, c->af->is16, qk, qk ? n->eps : 1e-6);
+             "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n"
+             "#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
+             H, KV, D, c->o->page_size, c->af->is16, qk, qk ? n->eps : 1e-6, hp->rope_dim ? hp->rope_dim : D,
+             hp->rope_interleaved);
     snprintf(comment, sizeof comment, "layers.*: %srope on q[T,%d] and k[T,%d] (head_dim %d), k/v written to the %s KV pages",
              qk ? "q/k rms_norm, " : "", H * D, KV * D, D, c->af->name);
     snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
     const char *rk = instance(c, "rope_kv.c", nm, "RK_NAME", params, comment);
     if (!rk) return no_buf(c, x, err);
-    fprintf(c->fw, "\n%s/* %s: rope_kv */\n%s%s(T, %s, rope_cs, %s, %s, %s, ctx->kv_pool, kv_off,\n"
+    fprintf(c->fw, "\n%s/* %s: rope_kv */\n%s%s(T, %s, %s, %s, %s, %s, ctx->kv_pool, kv_off,\n"
                    "%s    b->positions, b->token_seq, b->page_table, b->max_pages_per_seq, nth);\n",
-            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, rk, in, qk ? x->wexpr[1] : "NULL",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, rk, in,
+            hp->rope_theta_local > 0 ? "layer_sliding[l] ? rope_cs_local : rope_cs" : "rope_cs", qk ? x->wexpr[1] : "NULL",
             qk ? x->wexpr[2] : "NULL", out, x->ind);
     return IG_OK;
 }
@@ -219,19 +343,30 @@ static ig_status lower_attention(cg *c, node_ctx *x, ig_err *err) {
     char params[1024], comment[512], nm[64], lbl[96];
     char in[64], out[64];
     if (!buf_of(c, n->in[0], 0, in) || !new_buf(c, n->out, (int64_t)H * D, af->is16, out)) return no_buf(c, x, err);
-    snprintf(params, sizeof params,
-             "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
-             "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_OBF16 %d\n"
-             "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n",
-             H, KV, D, c->o->page_size, af->is16, af->is16, 1.0 / sqrt((double)D));
-    snprintf(comment, sizeof comment, "layers.*: causal attention, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s", H,
-             KV, D, af->name, H * D, af->name);
-    snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
-    const char *at = instance(c, "attention.c", nm, "AT_NAME", params, comment);
-    if (!at) return no_buf(c, x, err);
+    /* sliding-window layers get their own instance (AT_WINDOW), chosen per layer */
+    int nsl = 0;
+    for (int L = 0; L < hp->n_layers && L < IR_MAX_LAYER_TYPES; L++) nsl += hp->layer_sliding[L];
+    const char *at[2] = {NULL, NULL}; /* [0] global layers, [1] sliding ones */
+    for (int sl = 0; sl < 2; sl++) {
+        if ((sl ? nsl : hp->n_layers - nsl) == 0) continue;
+        int win = sl ? hp->sliding_window : 0;
+        snprintf(params, sizeof params,
+                 "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
+                 "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_OBF16 %d\n"
+                 "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n#define AT_WINDOW %d\n",
+                 H, KV, D, c->o->page_size, af->is16, af->is16, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D),
+                 win);
+        snprintf(comment, sizeof comment, "layers.*: causal attention%s, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
+                 win ? " over a sliding window" : "", H, KV, D, af->name, H * D, af->name);
+        snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d%s", H, KV, D, win ? "_window" : "");
+        if (!(at[sl] = instance(c, "attention.c", nm, "AT_NAME", params, comment))) return no_buf(c, x, err);
+    }
+    char fn[160];
+    if (at[0] && at[1]) snprintf(fn, sizeof fn, "(layer_sliding[l] ? %s : %s)", at[1], at[0]);
+    else snprintf(fn, sizeof fn, "%s", at[0] ? at[0] : at[1]);
     fprintf(c->fw, "\n%s/* %s: attention */\n%s%s(T, %s, ctx->kv_pool, kv_off, b->positions, b->token_seq,\n"
                    "%s    b->page_table, b->max_pages_per_seq, %s, attn_scratch, nth);\n",
-            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, at, in, x->ind, out);
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, fn, in, x->ind, out);
     return IG_OK;
 }
 
@@ -242,6 +377,8 @@ static const struct {
 } cpu_lowering[] = {
     {IR_OP_EMBED, lower_embed},           {IR_OP_GATHER_ROWS, lower_gather_rows}, {IR_OP_NORM_MATMUL, lower_norm_matmul},
     {IR_OP_MATMUL_EPI, lower_matmul_epi}, {IR_OP_ROPE_KV, lower_rope_kv},         {IR_OP_ATTENTION, lower_attention},
+    {IR_OP_RMSNORM, lower_rmsnorm},       {IR_OP_NORM_ADD, lower_norm_add},       {IR_OP_MOE, lower_moe},
+    {IR_OP_MOE_SHARED, lower_moe},
 };
 
 static ig_status lower_node(cg *c, int32_t i, int pass, ig_err *err) {
@@ -286,7 +423,7 @@ static void emit_header(const cg *c, const cg_target *t, FILE *out) {
 }
 
 /* forward()'s checks of the batch, the workspace carve and the RoPE table of the step. */
-static void emit_forward_prologue(FILE *fw) {
+static void emit_forward_prologue(const ir_hparams *hp, FILE *fw) {
     fprintf(fw, "\n/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
                 "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
                 "    const int T = b->n_tokens, nth = ctx->n_threads > 0 ? ctx->n_threads : 1;\n"
@@ -311,6 +448,15 @@ static void emit_forward_prologue(FILE *fw) {
                 "            rope_cs[(t * (HEAD_DIM / 2) + i) * 2] = (float)cos(a);\n"
                 "            rope_cs[(t * (HEAD_DIM / 2) + i) * 2 + 1] = (float)sin(a);\n"
                 "        }\n");
+    if (hp->rope_theta_local > 0)
+        fprintf(fw, "    /* and with the sliding-window layers' theta */\n"
+                    "#pragma omp parallel for num_threads(nth) schedule(static)\n"
+                    "    for (int t = 0; t < T; t++)\n"
+                    "        for (int i = 0; i < HEAD_DIM / 2; i++) {\n"
+                    "            double a = (double)b->positions[t] * rope_inv_freq_local[i];\n"
+                    "            rope_cs_local[(t * (HEAD_DIM / 2) + i) * 2] = (float)cos(a);\n"
+                    "            rope_cs_local[(t * (HEAD_DIM / 2) + i) * 2 + 1] = (float)sin(a);\n"
+                    "        }\n");
 }
 
 /* forward()'s body in three passes: the nodes before the layers, one layer inside the loop over
@@ -333,14 +479,29 @@ static ig_status lower_graph(cg *c, ig_err *err) {
     return st;
 }
 
+/* Per layer: which layers attend a sliding window (and take the local RoPE table), when any do. */
+static void emit_layer_types(const ir_hparams *hp, FILE *out) {
+    if (hp->sliding_window <= 0 && hp->rope_theta_local <= 0) return;
+    fprintf(out, "\n/* per layer: 1 = sliding-window attention (%d keys)%s */\n"
+                 "static const uint8_t layer_sliding[N_LAYERS] = {",
+            hp->sliding_window, hp->rope_theta_local > 0 ? " with the local RoPE theta" : "");
+    for (int L = 0; L < hp->n_layers; L++)
+        fprintf(out, "%s%d", L ? ", " : "", L < IR_MAX_LAYER_TYPES ? hp->layer_sliding[L] : 0);
+    fprintf(out, "};\n");
+}
+
 /* The workspace: the activation buffers as one X-macro list, its size and its carve. */
 static void emit_workspace(const cg *c, FILE *out) {
     fprintf(out, "\n/* ---- workspace: activation buffers for up to max_tokens tokens, 64-byte aligned */\n"
                  "#define WS_ALIGN(n) (((n) + 63) & ~(uint64_t)63)\n"
                  "#define WORKSPACE_LIST(X, T, NTH) \\\n"
                  "    X(float, rope_cs, (uint64_t)(T) * HEAD_DIM) \\\n"
-                 "    X(float, attn_scratch, (uint64_t)(NTH) * (MAX_CONTEXT + 2 * HEAD_DIM)) \\\n"
-                 "    X(%s, xn, (uint64_t)(T) * %lld)", c->af->c_type, (long long)c->xn_cols);
+                 "    X(float, attn_scratch, (uint64_t)(NTH) * (MAX_CONTEXT + 2 * HEAD_DIM)) \\\n");
+    if (c->g->hp.rope_theta_local > 0) fprintf(out, "    X(float, rope_cs_local, (uint64_t)(T) * HEAD_DIM) \\\n");
+    if (c->moe_tok)
+        fprintf(out, "    X(uint8_t, moe_ws, (uint64_t)(T) * %lluu + %lluu) \\\n", (unsigned long long)c->moe_tok,
+                (unsigned long long)c->moe_fix);
+    fprintf(out, "    X(%s, xn, (uint64_t)(T) * %lld)", c->af->c_type, (long long)c->xn_cols);
     for (int i = 0; i < c->bufs.n; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", c->bufs.v[i].is16 ? "uint16_t" : "float", c->bufs.v[i].ident,
                 (long long)c->bufs.v[i].cols);
@@ -369,7 +530,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t, 
     if (!st) st = cg_analyze(g, plan, &c.lay, err);
     if (!st) {
         emit_header(&c, t, out);
-        emit_forward_prologue(c.fw);
+        emit_forward_prologue(&g->hp, c.fw);
         st = lower_graph(&c, err);
     }
     if (!st) {
@@ -379,6 +540,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t, 
         cg_emit_weight_list(out, plan);
         fprintf(out, "#define W(i) ((const void *)(ctx->weights + weights[i].offset))\n\n");
         cg_emit_layer_table(out, g, plan, &c.lay);
+        emit_layer_types(&g->hp, out);
         st = cg_emit_rope_table(out, &g->hp, err);
     }
     if (!st) {

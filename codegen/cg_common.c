@@ -94,20 +94,36 @@ void cg_emit_layer_table(FILE *out, const ir_graph *g, const pk_plan *plan, cons
     fprintf(out, "};\n");
 }
 
+static void emit_freqs(FILE *out, const char *name, const double *inv, int n) {
+    fprintf(out, "static const double %s[HEAD_DIM / 2] = {", name);
+    for (int i = 0; i < n; i++) fprintf(out, "%s%.17g", i == 0 ? "\n    " : i % 4 ? ", " : ",\n    ", inv[i]);
+    fprintf(out, "};\n");
+}
+
 ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err) {
     double inv[1024];
-    int D = hp->head_dim;
+    int D = hp->head_dim, R = hp->rope_dim ? hp->rope_dim : D;
     if (D / 2 > 1024) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: head_dim %d too large", D);
     cg_rope_inv_freq(hp, inv);
-    fprintf(out, "\n/* RoPE inverse frequencies (theta %g, scaling %s) */\nstatic const double rope_inv_freq[HEAD_DIM / 2] = {",
-            hp->rope_theta, hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "none");
-    for (int i = 0; i < D / 2; i++) fprintf(out, "%s%.17g", i == 0 ? "\n    " : i % 4 ? ", " : ",\n    ", inv[i]);
-    fprintf(out, "};\n");
+    fprintf(out, "\n/* RoPE inverse frequencies (theta %g, scaling %s", hp->rope_theta,
+            hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "none");
+    if (R != D) fprintf(out, "; rotary on the first %d of %d dims, the rest 0", R, D);
+    fprintf(out, ") */\n");
+    emit_freqs(out, "rope_inv_freq", inv, D / 2);
+    if (hp->rope_theta_local > 0) { /* sliding-window layers: their own theta, no scaling */
+        ir_hparams lh = *hp;
+        lh.rope_theta = hp->rope_theta_local;
+        lh.rope_type = IR_ROPE_DEFAULT;
+        cg_rope_inv_freq(&lh, inv);
+        fprintf(out, "/* RoPE of the sliding-window layers (theta %g) */\n", hp->rope_theta_local);
+        emit_freqs(out, "rope_inv_freq_local", inv, D / 2);
+    }
     return IG_OK;
 }
 
 void cg_rope_inv_freq(const ir_hparams *hp, double *inv) {
-    int D = hp->head_dim;
+    int D = hp->rope_dim ? hp->rope_dim : hp->head_dim; /* partial rotary: frequencies of rope_dim */
+    for (int i = D / 2; i < hp->head_dim / 2; i++) inv[i] = 0.0;
     for (int i = 0; i < D / 2; i++) {
         double f = 1.0 / pow(hp->rope_theta, (2.0 * i) / D);
         if (hp->rope_type == IR_ROPE_LINEAR) {

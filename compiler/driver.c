@@ -161,6 +161,17 @@ static cJSON *hparams_json(const ir_hparams *hp) {
     cJSON_AddBoolToObject(h, "tie_embeddings", hp->tie_embeddings);
     cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
     cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
+    if (hp->sliding_window > 0) {
+        int all = 1;
+        for (int32_t L = 0; L < hp->n_layers; L++) all &= L < IR_MAX_LAYER_TYPES && hp->layer_sliding[L];
+        cJSON_AddNumberToObject(h, "sliding_window", hp->sliding_window);
+        /* every layer windowed: the runtime may release pages that fell out of the window */
+        if (all) cJSON_AddNumberToObject(h, "kv_window", hp->sliding_window);
+    }
+    if (hp->n_experts > 0) {
+        cJSON_AddNumberToObject(h, "n_experts", hp->n_experts);
+        cJSON_AddNumberToObject(h, "experts_per_token", hp->top_k);
+    }
     return h;
 }
 

@@ -133,6 +133,14 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, pk_pla
             st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
             if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
             break;
+        case IR_OP_NORM_ADD: st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err); break;
+        case IR_OP_RMSNORM: st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err); break;
+        case IR_OP_MOE:        /* router (f32 rows), stacked experts (panels) */
+        case IR_OP_MOE_SHARED: /* shared expert's gate (f32 row), its gate/up and down (panels) */
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, err);
+            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, err);
+            break;
         default: break;
         }
     }

@@ -54,10 +54,8 @@ static int32_t add_merged_weight(ir_graph *g, const char *name, const int32_t *p
     t.src_file = -1;
     t.n_parts = np;
     int64_t rows = 0;
-    for (int i = 0; i < np; i++) {
-        t.parts[i] = parts[i];
-        rows += g->tensors[parts[i]].shape[0];
-    }
+    t.parts = (int32_t *)parts; /* copied by ir_add_tensor */
+    for (int i = 0; i < np; i++) rows += g->tensors[parts[i]].shape[0];
     t.shape[0] = rows;
     t.shape[1] = p0->rank == 2 ? p0->shape[1] : 0;
     t.interleave16 = interleave;
@@ -134,7 +132,8 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
     char name[128];
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ir_node *s = &g->nodes[i];
-        if (s->op != IR_OP_SILU_MUL) continue;
+        if (s->op != IR_OP_SILU_MUL && s->op != IR_OP_GELU_MUL) continue;
+        ir_epi epi = s->op == IR_OP_GELU_MUL ? IR_EPI_GEGLU : IR_EPI_SWIGLU;
         int32_t gi = -1, ui = -1;
         for (int32_t j = 0; j < i; j++) {
             if (g->nodes[j].op != IR_OP_MATMUL) continue;
@@ -186,7 +185,7 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
         gn = &g->nodes[gi];
         un = &g->nodes[ui];
         s->op = IR_OP_MATMUL_EPI;
-        s->epi = IR_EPI_SWIGLU;
+        s->epi = epi;
         s->in[0] = gn->in[0];
         s->in[1] = w;
         s->in[2] = bias;
@@ -195,6 +194,62 @@ ig_status cp_fuse_gate_up(ir_graph *g, ig_err *err) {
         un->op = DEAD;
     }
     compact(g);
+    return IG_OK;
+}
+
+ig_status cp_fuse_post_norm(ir_graph *g, ig_err *err) {
+    (void)err;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_RMSNORM || n->layer < 0 || uses(g, n->out) != 1) continue;
+        for (int32_t j = i + 1; j < g->n_nodes; j++) {
+            ir_node *a = &g->nodes[j];
+            if (a->op != IR_OP_ADD || (a->in[0] != n->out && a->in[1] != n->out)) continue;
+            int32_t res = a->in[0] == n->out ? a->in[1] : a->in[0];
+            a->op = IR_OP_NORM_ADD;
+            a->in[0] = res;
+            a->in[1] = n->in[0];
+            a->in[2] = n->in[1];
+            a->eps = n->eps;
+            n->op = DEAD;
+            break;
+        }
+    }
+    compact(g);
+    return IG_OK;
+}
+
+ig_status cp_fuse_moe(ir_graph *g, ig_err *err) {
+    (void)err;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        ir_node *a = &g->nodes[i];
+        if (a->op != IR_OP_ADD) continue;
+        for (int side = 0; side < 2; side++) {
+            int32_t t = a->in[side], mi = -1;
+            for (int32_t j = 0; j < i; j++)
+                if ((g->nodes[j].op == IR_OP_MOE || g->nodes[j].op == IR_OP_MOE_SHARED) && g->nodes[j].epi != IR_EPI_ACC &&
+                    g->nodes[j].out == t)
+                    mi = j;
+            if (mi < 0 || uses(g, t) != 1) continue;
+            ir_node fused = g->nodes[mi];
+            fused.epi = IR_EPI_ACC; /* accumulates into the ADD's other input, the residual stream */
+            fused.out = a->out;
+            g->nodes[mi].op = DEAD;
+            *a = fused;
+            break;
+        }
+    }
+    compact(g);
+    return IG_OK;
+}
+
+ig_status cp_lower_matmul(ir_graph *g, ig_err *err) {
+    (void)err;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == IR_OP_MATMUL) {
+            g->nodes[i].op = IR_OP_MATMUL_EPI;
+            g->nodes[i].epi = IR_EPI_STORE;
+        }
     return IG_OK;
 }
 
@@ -256,7 +311,9 @@ ig_status cp_check_lowered(const ir_graph *g, ig_err *err) {
     for (int32_t i = 0; i < g->n_nodes; i++) {
         ir_op op = g->nodes[i].op;
         if (op == IR_OP_EMBED || op == IR_OP_GATHER_ROWS || op == IR_OP_ATTENTION ||
-            op == IR_OP_NORM_MATMUL || op == IR_OP_ROPE_KV || op == IR_OP_MATMUL_EPI)
+            op == IR_OP_NORM_MATMUL || op == IR_OP_ROPE_KV || op == IR_OP_MATMUL_EPI || op == IR_OP_NORM_ADD ||
+            ((op == IR_OP_MOE || op == IR_OP_MOE_SHARED) && g->nodes[i].epi == IR_EPI_ACC) ||
+            (op == IR_OP_RMSNORM && g->nodes[i].layer >= 0))
             continue;
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "node %d (%s, layer %d) was not fused into an op the code generator lowers",
@@ -271,8 +328,11 @@ ig_status cp_run_all(ir_graph *g, FILE *dump, ig_err *err) {
         ig_status (*fn)(ir_graph *, ig_err *);
     } passes[] = {{"fuse_qkv", cp_fuse_qkv},
                   {"fuse_gate_up", cp_fuse_gate_up},
+                  {"fuse_post_norm", cp_fuse_post_norm},
                   {"fuse_residual", cp_fuse_residual},
-                  {"fuse_norm", cp_fuse_norm}};
+                  {"fuse_moe", cp_fuse_moe},
+                  {"fuse_norm", cp_fuse_norm},
+                  {"lower_matmul", cp_lower_matmul}};
     ig_status st = ir_verify(g, err);
     if (st) return st;
     for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {

@@ -6,6 +6,9 @@
  *   per layer: RMSNORM -> h; MATMUL q, k, v; [HEAD_RMSNORM q, k]; ROPE q, k; KV_WRITE(k, v);
  *              ATTENTION -> a; MATMUL o; ADD -> x2; RMSNORM -> h2; MATMUL gate, up; SILU_MUL;
  *              MATMUL down; ADD -> out
+ *   (GELU_MUL instead of SILU_MUL for hp.mlp_act gelu_tanh; with hp.post_norms the outputs of
+ *    MATMUL o and MATMUL down go through an RMSNORM before their ADD: GLM-4, Gemma 3; with
+ *    hp.n_experts the MLP is MOE(h2, router, experts) -> ADD [MOE_SHARED(h2, ...) -> ADD])
  *   GATHER_ROWS(x) -> xo; RMSNORM -> hn; MATMUL(head) -> logits
  * Activation names are "layers.L.<name>" inside layers. */
 #include "ir.h"
@@ -76,17 +79,38 @@ ig_status ir_build_decoder(ir_graph *g, int32_t embed, const ir_layer_weights *l
         last(c)->n_heads = h->n_kv_heads;
         if ((st = node(c, IR_OP_KV_WRITE, L, kr, v, -1, NULL, 0, NULL)) ||
             (st = node(c, IR_OP_ATTENTION, L, qr, -1, -1, "a", qd, &a)) ||
-            (st = node(c, IR_OP_MATMUL, L, a, w->o, w->ob, "o", D, &o)) ||
-            (st = node(c, IR_OP_ADD, L, x, o, -1, "x2", D, &x2)) ||
+            (st = node(c, IR_OP_MATMUL, L, a, w->o, w->ob, "o", D, &o)))
+            return st;
+        if (h->post_norms) {
+            if ((st = node(c, IR_OP_RMSNORM, L, o, w->attn_out_norm, -1, "on", D, &o))) return st;
+            last(c)->eps = eps;
+        }
+        if ((st = node(c, IR_OP_ADD, L, x, o, -1, "x2", D, &x2)) ||
             (st = node(c, IR_OP_RMSNORM, L, x2, w->post_norm, -1, "h2", D, &h2)))
             return st;
         last(c)->eps = eps;
+        if (h->n_experts > 0) { /* routed experts, then the shared expert, each added to the residual */
+            if ((st = node(c, IR_OP_MOE, L, h2, w->router, w->experts_gate_up, "moe", D, &d))) return st;
+            last(c)->in[3] = w->experts_down;
+            if ((st = node(c, IR_OP_ADD, L, x2, d, -1, h->shared_intermediate ? "x3" : "out", D, &x))) return st;
+            if (h->shared_intermediate) {
+                if ((st = node(c, IR_OP_MOE_SHARED, L, h2, w->shared_gate, w->shared_gate_up, "shared", D, &d))) return st;
+                last(c)->in[3] = w->shared_down;
+                if ((st = node(c, IR_OP_ADD, L, x, d, -1, "out", D, &x))) return st;
+            }
+            continue;
+        }
         if ((st = node(c, IR_OP_MATMUL, L, h2, w->gate, w->gate_b, "g", I, &gt)) ||
             (st = node(c, IR_OP_MATMUL, L, h2, w->up, w->up_b, "u", I, &up)) ||
-            (st = node(c, IR_OP_SILU_MUL, L, gt, up, -1, "m", I, &m)) ||
-            (st = node(c, IR_OP_MATMUL, L, m, w->down, w->down_b, "d", D, &d)) ||
-            (st = node(c, IR_OP_ADD, L, x2, d, -1, "out", D, &x)))
+            (st = node(c, h->mlp_act == IR_ACT_GELU_TANH ? IR_OP_GELU_MUL : IR_OP_SILU_MUL, L, gt, up, -1, "m", I,
+                       &m)) ||
+            (st = node(c, IR_OP_MATMUL, L, m, w->down, w->down_b, "d", D, &d)))
             return st;
+        if (h->post_norms) {
+            if ((st = node(c, IR_OP_RMSNORM, L, d, w->mlp_out_norm, -1, "dn", D, &d))) return st;
+            last(c)->eps = eps;
+        }
+        if ((st = node(c, IR_OP_ADD, L, x2, d, -1, "out", D, &x))) return st;
     }
     int32_t xo, hn;
     if ((st = node(c, IR_OP_GATHER_ROWS, -1, x, -1, -1, "xo", D, &xo)) ||

@@ -120,7 +120,30 @@ int32_t ir_add_tensor(ir_graph *g, const ir_tensor *t) {
     d->id = g->n_tensors;
     d->name = ir_strdup(g, t->name ? t->name : "");
     if (!d->name) return -1;
+    if (t->n_parts > 0 && t->parts) {
+        if (t->n_parts > IR_MAX_PARTS || !(d->parts = ir_alloc(g, sizeof *d->parts * (size_t)t->n_parts))) return -1;
+        memcpy(d->parts, t->parts, sizeof *d->parts * (size_t)t->n_parts);
+    } else {
+        d->parts = NULL;
+    }
     return g->n_tensors++;
+}
+
+int32_t ir_add_merged_weight(ir_graph *g, const char *name, const int32_t *parts, int n, int interleave16) {
+    const ir_tensor *p0 = &g->tensors[parts[0]];
+    ir_tensor t = {0};
+    t.name = (char *)name;
+    t.kind = IR_TENSOR_WEIGHT;
+    t.dtype = p0->dtype;
+    t.rank = p0->rank;
+    t.layer = p0->layer;
+    t.src_file = -1;
+    t.n_parts = n;
+    t.parts = (int32_t *)parts;
+    for (int i = 0; i < n; i++) t.shape[0] += g->tensors[parts[i]].shape[0];
+    t.shape[1] = p0->rank == 2 ? p0->shape[1] : 0;
+    t.interleave16 = interleave16;
+    return ir_add_tensor(g, &t);
 }
 
 int32_t ir_add_act(ir_graph *g, const char *name, int64_t cols, int32_t layer) {
@@ -257,7 +280,7 @@ ig_status ir_verify(const ir_graph *g, ig_err *err) {
                 if (t->shape[d] <= 0)
                     return ig_fail(err, IG_ERR_INTERNAL, "ir_verify: weight %s has dim %d = %lld",
                                    nm, d, (long long)t->shape[d]);
-            if (t->n_parts < 0 || t->n_parts > 3)
+            if (t->n_parts < 0 || t->n_parts > IR_MAX_PARTS || (t->n_parts > 0 && !t->parts))
                 return ig_fail(err, IG_ERR_INTERNAL, "ir_verify: weight %s has n_parts %d", nm,
                                t->n_parts);
             if (t->n_parts == 0) {
@@ -350,7 +373,7 @@ ig_status ir_verify(const ir_graph *g, ig_err *err) {
             if (n->out >= 0) {
                 const ir_tensor *y = &g->tensors[n->out];
                 /* a SwiGLU epilogue halves the columns: gate and up rows share one weight */
-                int64_t want = n->epi == IR_EPI_SWIGLU ? N / 2 : N;
+                int64_t want = n->epi == IR_EPI_SWIGLU || n->epi == IR_EPI_GEGLU ? N / 2 : N;
                 if (y->shape[1] > 0 && y->shape[1] != want)
                     return ig_fail(err, IG_ERR_MISMATCH,
                                    "ir_verify: node %d (%s): output %s has %lld cols but weight "
@@ -400,6 +423,17 @@ void ir_dump(const ir_graph *g, FILE *f) {
             dtype_name(h->src_dtype), h->bos_id);
     for (int i = 0; i < h->n_eos; i++) fprintf(f, "%s%d", i ? " " : "", h->eos_ids[i]);
     fprintf(f, "]\n");
+    if (h->rope_dim || h->rope_interleaved || h->rope_theta_local > 0 || h->sliding_window || h->embed_scale > 0 ||
+        h->attn_scale > 0 || h->mlp_act || h->post_norms) {
+        fprintf(f, "  rope_dim %d%s  theta_local %g  embed_scale %g  attn_scale %g  act %s  post_norms %d  window %d [",
+                h->rope_dim, h->rope_interleaved ? " interleaved" : "", h->rope_theta_local, h->embed_scale,
+                h->attn_scale, h->mlp_act == IR_ACT_GELU_TANH ? "gelu_tanh" : "silu", h->post_norms, h->sliding_window);
+        for (int i = 0; i < h->n_layers && i < IR_MAX_LAYER_TYPES; i++) fputc(h->layer_sliding[i] ? 'S' : 'G', f);
+        fprintf(f, "]\n");
+    }
+    if (h->n_experts)
+        fprintf(f, "  experts %d  top_k %d  expert_intermediate %d  norm_topk %d  shared_expert %d\n", h->n_experts,
+                h->top_k, h->moe_intermediate, h->norm_topk, h->shared_intermediate);
     if (g->tokenizer_dir) fprintf(f, "  tokenizer %s\n", g->tokenizer_dir);
     fprintf(f, "files %d\n", g->n_files);
     for (int32_t i = 0; i < g->n_files; i++) fprintf(f, "  [%d] %s\n", i, g->files[i]);
@@ -427,6 +461,7 @@ void ir_dump(const ir_graph *g, FILE *f) {
                     (unsigned long long)t->src_nbytes, ir_stype_name(t->src_type));
         }
         if (t->xform == IR_XFORM_UNPERMUTE_ROPE) fprintf(f, " unpermute_rope(%d)", t->xform_heads);
+        if (t->xform == IR_XFORM_PLUS_ONE) fprintf(f, " plus_one");
         fputc('\n', f);
     }
     fprintf(f, "nodes %d\n", g->n_nodes);

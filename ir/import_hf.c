@@ -2,8 +2,13 @@
  *
  * Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM — the
  * pre-norm decoder with GQA attention, rotary embeddings (default / linear / llama3 scaling),
- * SwiGLU MLP and RMSNorm, differing only in biases, per-head q/k norms and defaults. Both config
- * dialects load: the older `rope_theta` + `rope_scaling` + `torch_dtype` and the newer
+ * SwiGLU MLP and RMSNorm, differing only in biases, per-head q/k norms and defaults; and the
+ * families built on it: Phi3ForCausalLM (fused qkv_proj / gate_up_proj, split here into row
+ * ranges of the same file), Glm4ForCausalLM (partial rotary on interleaved pairs, fused
+ * gate_up_proj, norms on the attention and MLP outputs), Gemma3ForCausalLM (text model: (1 + w)
+ * RMSNorms, GeGLU with tanh GELU, embeddings scaled by sqrt(hidden), query_pre_attn_scalar,
+ * sliding-window and global layers with their own rope bases). Sliding windows (Mistral, Qwen2,
+ * Phi-3, Gemma 3) are recorded per layer in hp.layer_sliding. Both config dialects load: the older `rope_theta` + `rope_scaling` + `torch_dtype` and the newer
  * `rope_parameters` + `dtype`. Defaults for absent keys follow the transformers config classes.
  *
  * Every weight the architecture needs is looked up (through model.safetensors.index.json when
@@ -36,6 +41,7 @@ typedef struct hf_ctx {
     int32_t n_st;
     st_file **st;              /* [n_st], same order as g->files */
     int32_t *st_file_id;       /* [n_st] graph file index */
+    int arch;                  /* hf_arch */
     ig_err *err;
 } hf_ctx;
 
@@ -178,7 +184,9 @@ static ig_status token_ids(hf_ctx *c, const cJSON *j, const char *file, const ch
 
 /* ---- hyper-parameters */
 
-typedef enum hf_arch { HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3 } hf_arch;
+typedef enum hf_arch {
+    HF_LLAMA, HF_MISTRAL, HF_QWEN2, HF_QWEN3, HF_PHI3, HF_GLM4, HF_GEMMA3, HF_MIXTRAL, HF_QWEN2MOE, HF_QWEN3MOE
+} hf_arch;
 
 static const struct {
     const char *name, *model_type;
@@ -189,23 +197,28 @@ static const struct {
     {"MistralForCausalLM", "mistral", HF_MISTRAL, 4096 * 32},
     {"Qwen2ForCausalLM", "qwen2", HF_QWEN2, 32768},
     {"Qwen3ForCausalLM", "qwen3", HF_QWEN3, 32768},
+    {"Phi3ForCausalLM", "phi3", HF_PHI3, 4096},
+    {"Glm4ForCausalLM", "glm4", HF_GLM4, 131072},
+    {"Gemma3ForCausalLM", "gemma3_text", HF_GEMMA3, 131072},
+    {"MixtralForCausalLM", "mixtral", HF_MIXTRAL, 4096 * 32},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", HF_QWEN2MOE, 32768},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", HF_QWEN3MOE, 32768},
 };
+#define HF_ARCH_NAMES                                                                              \
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, " \
+    "Glm4ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM"
 
-static ig_status parse_rope(hf_ctx *c) {
+/* The rope of rope-parameter object rp (named `where`; NULL: none) into h's rope_type/factor and
+ * theta (its rope_theta, else the top-level one, else theta_def). */
+static ig_status parse_rope_obj(hf_ctx *c, const cJSON *rp, const char *where, double theta_def) {
     ir_hparams *h = &c->g->hp;
-    const cJSON *rp = item(c->cfg, "rope_parameters");
-    const char *where = "rope_parameters";
-    if (!rp) {
-        rp = item(c->cfg, "rope_scaling");
-        where = "rope_scaling";
-    }
     if (rp && !cJSON_IsObject(rp))
         return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"%s\" must be an object", c->cfg_path, where);
     /* theta: inside rope_parameters (new), else top level (legacy) */
     ig_status st;
     if (rp && item(rp, "rope_theta")) {
         if ((st = obj_num(c, rp, where, "rope_theta", -1, &h->rope_theta))) return st;
-    } else if ((st = obj_num(c, c->cfg, "", "rope_theta", 10000.0, &h->rope_theta))) {
+    } else if ((st = obj_num(c, c->cfg, "", "rope_theta", theta_def, &h->rope_theta))) {
         return st;
     }
     h->rope_type = IR_ROPE_DEFAULT;
@@ -251,6 +264,164 @@ static ig_status parse_rope(hf_ctx *c) {
                    c->cfg_path, where, tkey, ty);
 }
 
+/* Rope of the model: rope_parameters (new) or rope_scaling (legacy). Gemma 3 has one per layer
+ * type: rope_parameters.{full_attention, sliding_attention} (new), or rope_theta + rope_scaling
+ * for global layers and rope_local_base_freq for sliding ones (legacy); sliding layers take
+ * theta only (transformers gives them the default rope). */
+static ig_status parse_rope(hf_ctx *c, hf_arch arch) {
+    ir_hparams *h = &c->g->hp;
+    const cJSON *rp = item(c->cfg, "rope_parameters");
+    const char *where = "rope_parameters";
+    if (!rp) {
+        rp = item(c->cfg, "rope_scaling");
+        where = "rope_scaling";
+    }
+    double theta_def = arch == HF_GEMMA3 ? 1000000.0 : 10000.0;
+    if (arch != HF_GEMMA3 || !rp || !item(rp, "full_attention")) {
+        ig_status st = parse_rope_obj(c, rp, where, theta_def);
+        if (st || arch != HF_GEMMA3) return st;
+        return obj_num(c, c->cfg, "", "rope_local_base_freq", 10000.0, &h->rope_theta_local);
+    }
+    ig_status st = parse_rope_obj(c, item(rp, "full_attention"), "rope_parameters.full_attention", theta_def);
+    if (st) return st;
+    const cJSON *sl = item(rp, "sliding_attention");
+    const cJSON *ty = sl ? item(sl, "rope_type") : NULL;
+    if (sl && (!cJSON_IsObject(sl) || (ty && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "default")))))
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                       "%s: key \"rope_parameters.sliding_attention\" must be an object with rope_type \"default\"",
+                       c->cfg_path);
+    return obj_num(c, sl, "rope_parameters.sliding_attention", "rope_theta", 10000.0, &h->rope_theta_local);
+}
+
+/* Partial rotary: partial_rotary_factor (in rope_parameters or at the top level) x head_dim. */
+static ig_status parse_partial_rotary(hf_ctx *c, double def) {
+    ir_hparams *h = &c->g->hp;
+    const cJSON *rp = item(c->cfg, "rope_parameters");
+    double f;
+    ig_status st;
+    if (rp && cJSON_IsObject(rp) && item(rp, "partial_rotary_factor"))
+        st = obj_num(c, rp, "rope_parameters", "partial_rotary_factor", -1, &f);
+    else
+        st = obj_num(c, c->cfg, "", "partial_rotary_factor", def, &f);
+    if (st) return st;
+    double d = f * h->head_dim;
+    int32_t rd = (int32_t)d; /* transformers: int(head_dim * factor) */
+    if (f > 1 || rd < 2 || rd % 2)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                       "%s: partial_rotary_factor %g gives %d rotary dimensions of head_dim %d (need an even "
+                       "number >= 2)", c->cfg_path, f, rd, h->head_dim);
+    h->rope_dim = rd == h->head_dim ? 0 : rd;
+    return IG_OK;
+}
+
+/* Sliding-window attention: the window (sliding_window, null = none; absent = the config class's
+ * default `def`) and which layers use it: layer_types when given, else all layers (Mistral,
+ * Phi-3), layers >= max_window_layers when use_sliding_window (Qwen2/3), or every layer but each
+ * sliding_window_pattern-th (Gemma 3). A window as long as the context is no window. */
+static ig_status parse_window(hf_ctx *c, hf_arch arch, int64_t def) {
+    ir_hparams *h = &c->g->hp;
+    ig_status st;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->cfg, "sliding_window");
+    int64_t w = def;
+    if (cJSON_IsNull(sw)) w = 0;
+    else if (sw && (!json_int(sw, &w) || w < 0))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"sliding_window\" must be a non-negative integer or null",
+                       c->cfg_path);
+    int32_t use = 1;
+    if ((arch == HF_QWEN2 || arch == HF_QWEN3 || arch == HF_QWEN2MOE || arch == HF_QWEN3MOE) &&
+        (st = cfg_bool(c, "use_sliding_window", 0, &use)))
+        return st;
+    if (!use || w <= 0 || w >= h->max_context) w = 0;
+    const cJSON *lt = item(c->cfg, "layer_types");
+    if (lt && (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != h->n_layers))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"layer_types\" must list num_hidden_layers (%d) strings",
+                       c->cfg_path, h->n_layers);
+    if ((lt || w) && h->n_layers > IR_MAX_LAYER_TYPES)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: %d layers with per-layer attention types (at most %d)",
+                       c->cfg_path, h->n_layers, IR_MAX_LAYER_TYPES);
+    int64_t mwl = 28, pattern = 6;
+    const cJSON *mw = item(c->cfg, "max_window_layers");
+    if (mw && (!json_int(mw, &mwl) || mwl < 0))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"max_window_layers\" must be a non-negative integer",
+                       c->cfg_path);
+    const cJSON *pt = item(c->cfg, "sliding_window_pattern");
+    if (!pt) pt = item(c->cfg, "_sliding_window_pattern");
+    if (pt && (!json_int(pt, &pattern) || pattern < 1))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"sliding_window_pattern\" must be a positive integer",
+                       c->cfg_path);
+    int any = 0;
+    for (int32_t L = 0; L < h->n_layers; L++) {
+        int sl;
+        if (lt) {
+            const cJSON *e = cJSON_GetArrayItem(lt, L);
+            if (!cJSON_IsString(e) ||
+                (strcmp(e->valuestring, "full_attention") && strcmp(e->valuestring, "sliding_attention")))
+                return ig_fail(c->err, IG_ERR_UNSUPPORTED,
+                               "%s: key \"layer_types[%d]\" = %s%s%s is not supported (full_attention, "
+                               "sliding_attention)", c->cfg_path, L, cJSON_IsString(e) ? "\"" : "",
+                               cJSON_IsString(e) ? e->valuestring : "(non-string)", cJSON_IsString(e) ? "\"" : "");
+            sl = !strcmp(e->valuestring, "sliding_attention");
+        } else if (arch == HF_QWEN2 || arch == HF_QWEN3 || arch == HF_QWEN2MOE || arch == HF_QWEN3MOE) {
+            sl = L >= mwl;
+        } else if (arch == HF_GEMMA3) {
+            sl = (L + 1) % pattern != 0;
+        } else {
+            sl = 1;
+        }
+        if (L < IR_MAX_LAYER_TYPES) h->layer_sliding[L] = (uint8_t)(sl && w > 0);
+        any |= sl && w > 0;
+    }
+    h->sliding_window = any ? (int32_t)w : 0;
+    return IG_OK;
+}
+
+/* Mixture of experts: expert count and top-k (Mixtral: num_local_experts, Qwen: num_experts; the
+ * other name accepted too), expert size (Mixtral: intermediate_size), top-k renormalization
+ * (Mixtral always; Qwen: norm_topk_prob), Qwen2-MoE's shared expert. Every layer must be an MoE
+ * layer (decoder_sparse_step 1, no mlp_only_layers): mixed dense and MoE layers are refused. */
+static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
+    ir_hparams *h = &c->g->hp;
+    if (arch != HF_MIXTRAL && arch != HF_QWEN2MOE && arch != HF_QWEN3MOE) return IG_OK;
+    ig_status st;
+    const char *ekey = item(c->cfg, "num_experts") ? "num_experts" : "num_local_experts";
+    int64_t edef = arch == HF_MIXTRAL ? 8 : arch == HF_QWEN2MOE ? 60 : 128;
+    int64_t kdef = arch == HF_MIXTRAL ? 2 : arch == HF_QWEN2MOE ? 4 : 8;
+    if ((st = cfg_int(c, ekey, edef, &h->n_experts)) || (st = cfg_int(c, "num_experts_per_tok", kdef, &h->top_k)))
+        return st;
+    if (h->top_k > h->n_experts || h->n_experts > IR_MAX_PARTS || h->top_k > 64)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: num_experts_per_tok %d of %d experts is not supported "
+                       "(top-k at most 64 and the expert count, experts at most %d)",
+                       c->cfg_path, h->top_k, h->n_experts, IR_MAX_PARTS);
+    if (arch == HF_MIXTRAL) {
+        h->moe_intermediate = h->intermediate;
+        h->norm_topk = 1;
+    } else {
+        if ((st = cfg_int(c, "moe_intermediate_size", arch == HF_QWEN2MOE ? 1408 : 768, &h->moe_intermediate)) ||
+            (st = cfg_bool(c, "norm_topk_prob", 0, &h->norm_topk)))
+            return st;
+        int32_t step = 1;
+        if ((st = cfg_int(c, "decoder_sparse_step", 1, &step))) return st;
+        const cJSON *mo = item(c->cfg, "mlp_only_layers");
+        if (step != 1 || (mo && (!cJSON_IsArray(mo) || cJSON_GetArraySize(mo) > 0)))
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: decoder_sparse_step %d / mlp_only_layers make some layers "
+                           "dense: mixing dense and MoE layers is not supported", c->cfg_path, step);
+    }
+    if (arch == HF_QWEN2MOE) {
+        const cJSON *si = item(c->cfg, "shared_expert_intermediate_size");
+        int64_t v = 5632;
+        if (si && (!json_int(si, &v) || v < 0 || v > INT32_MAX))
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"shared_expert_intermediate_size\" must be a "
+                           "non-negative integer", c->cfg_path);
+        h->shared_intermediate = (int32_t)v;
+    }
+    /* experts are stacked in 16-row panels: each expert must start on a panel */
+    if (h->moe_intermediate % 16 || h->hidden % 16 || h->shared_intermediate % 16)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: MoE needs hidden_size (%d) and the expert sizes (%d, shared "
+                       "%d) to be multiples of 16", c->cfg_path, h->hidden, h->moe_intermediate,
+                       h->shared_intermediate);
+    return IG_OK;
+}
+
 static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
     ir_hparams *h = &c->g->hp;
     ig_status st;
@@ -272,10 +443,8 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
     }
     if (ai < 0) {
         if (aname)
-            return ig_fail(c->err, IG_ERR_UNSUPPORTED,
-                           "%s: architecture \"%s\" is not supported (supported: LlamaForCausalLM, "
-                           "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
-                           c->cfg_path, aname);
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: architecture \"%s\" is not supported (supported: "
+                           HF_ARCH_NAMES ")", c->cfg_path, aname);
         if (cJSON_IsString(mt))
             return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported",
                            c->cfg_path, mt->valuestring);
@@ -283,6 +452,7 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
     }
     hf_arch arch = hf_archs[ai].arch;
     *arch_out = arch;
+    c->arch = arch;
     snprintf(h->arch, sizeof h->arch, "%s", hf_archs[ai].name);
 
     if ((st = cfg_int(c, "hidden_size", -1, &h->hidden)) ||
@@ -294,8 +464,8 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
         (st = cfg_int(c, "max_position_embeddings", hf_archs[ai].max_pos_default, &h->max_context)))
         return st;
     if ((st = obj_num(c, c->cfg, "", "rms_norm_eps", -1, &h->rms_eps))) return st;
-    if (item(c->cfg, "head_dim")) {
-        if ((st = cfg_int(c, "head_dim", -1, &h->head_dim))) return st;
+    if (item(c->cfg, "head_dim") || arch == HF_GEMMA3) {
+        if ((st = cfg_int(c, "head_dim", 256, &h->head_dim))) return st;
     } else {
         if (h->hidden % h->n_heads)
             return ig_fail(c->err, IG_ERR_FORMAT,
@@ -311,13 +481,18 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
         return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: head_dim %d is odd (rope needs pairs)",
                        c->cfg_path, h->head_dim);
 
-    const cJSON *act = item(c->cfg, "hidden_act");
-    if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
-        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"hidden_act\" = %s%s%s is not supported (only silu)",
-                       c->cfg_path, cJSON_IsString(act) ? "\"" : "",
+    /* Gemma names it hidden_activation (default gelu_pytorch_tanh) */
+    const char *akey = arch == HF_GEMMA3 && item(c->cfg, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    const cJSON *act = item(c->cfg, akey);
+    h->mlp_act = arch == HF_GEMMA3 ? IR_ACT_GELU_TANH : IR_ACT_SILU;
+    if (act && cJSON_IsString(act) && !strcmp(act->valuestring, "silu")) h->mlp_act = IR_ACT_SILU;
+    else if (act && cJSON_IsString(act) && !strcmp(act->valuestring, "gelu_pytorch_tanh")) h->mlp_act = IR_ACT_GELU_TANH;
+    else if (act)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"%s\" = %s%s%s is not supported (silu, gelu_pytorch_tanh)",
+                       c->cfg_path, akey, cJSON_IsString(act) ? "\"" : "",
                        cJSON_IsString(act) ? act->valuestring : "(non-string)",
                        cJSON_IsString(act) ? "\"" : "");
-    if ((st = parse_rope(c))) return st;
+    if ((st = parse_rope(c, arch))) return st;
 
     /* biases and norms per architecture (transformers' modeling code) */
     int32_t b = 0;
@@ -327,69 +502,59 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
             return st;
         h->attn_bias = h->o_bias = b;
         break;
-    case HF_MISTRAL: break;
+    case HF_MISTRAL:
+    case HF_MIXTRAL: break;
+    case HF_QWEN2MOE:
+        if ((st = cfg_bool(c, "qkv_bias", 1, &h->attn_bias))) return st;
+        break;
+    case HF_QWEN3MOE:
+        if ((st = cfg_bool(c, "attention_bias", 0, &b))) return st;
+        h->attn_bias = h->o_bias = b;
+        h->qk_norm = 1;
+        break;
     case HF_QWEN2: h->attn_bias = 1; break;
     case HF_QWEN3:
         if ((st = cfg_bool(c, "attention_bias", 0, &b))) return st;
         h->attn_bias = h->o_bias = b;
         h->qk_norm = 1;
         break;
+    case HF_PHI3:
+        if ((st = parse_partial_rotary(c, 1.0))) return st;
+        break;
+    case HF_GLM4: /* q/k/v biases (attention_bias, default true), no o_proj bias; rotary on pairs */
+        if ((st = cfg_bool(c, "attention_bias", 1, &h->attn_bias)) || (st = parse_partial_rotary(c, 0.5))) return st;
+        h->rope_interleaved = 1;
+        h->post_norms = 1;
+        break;
+    case HF_GEMMA3: {
+        if ((st = cfg_bool(c, "attention_bias", 0, &b))) return st;
+        h->attn_bias = h->o_bias = b;
+        h->qk_norm = 1;
+        h->post_norms = 1;
+        h->embed_scale = sqrt((double)h->hidden);
+        double qs;
+        if ((st = obj_num(c, c->cfg, "", "query_pre_attn_scalar", 256, &qs))) return st;
+        h->attn_scale = 1.0 / sqrt(qs);
+        static const char *const unsupported[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+        for (int i = 0; i < 2; i++)
+            if (item(c->cfg, unsupported[i]))
+                return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"%s\" is set: logit soft-capping is not supported",
+                               c->cfg_path, unsupported[i]);
+        int32_t bidi = 0;
+        if ((st = cfg_bool(c, "use_bidirectional_attention", 0, &bidi))) return st;
+        if (bidi)
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"use_bidirectional_attention\" is true: only causal "
+                           "attention is supported", c->cfg_path);
+        break;
     }
-    /* every one of these config classes defaults tie_word_embeddings to False */
-    if ((st = cfg_bool(c, "tie_word_embeddings", 0, &h->tie_embeddings))) return st;
-
-    /* sliding-window attention is not implemented: refuse it when it would change results */
-    if (arch == HF_MISTRAL) {
-        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->cfg, "sliding_window");
-        int64_t w = 4096; /* MistralConfig default when the key is absent */
-        if (cJSON_IsNull(sw)) w = 0;
-        else if (sw && (!json_int(sw, &w) || w <= 0))
-            return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"sliding_window\" must be a positive integer or null",
-                           c->cfg_path);
-        if (w > 0 && w < h->max_context)
-            return ig_fail(c->err, IG_ERR_UNSUPPORTED,
-                           "%s: key \"sliding_window\" = %lld (< max_position_embeddings %d): "
-                           "sliding-window attention is not supported",
-                           c->cfg_path, (long long)w, h->max_context);
     }
-    if (arch == HF_QWEN2 || arch == HF_QWEN3) {
-        int32_t use = 0, mwl = 0;
-        if ((st = cfg_bool(c, "use_sliding_window", 0, &use))) return st;
-        const cJSON *mw = item(c->cfg, "max_window_layers");
-        int64_t v = 28; /* Qwen2Config / Qwen3Config default */
-        if (mw && (!json_int(mw, &v) || v < 0 || v > INT32_MAX))
-            return ig_fail(c->err, IG_ERR_FORMAT, "%s: key \"max_window_layers\" must be a non-negative integer",
-                           c->cfg_path);
-        mwl = (int32_t)v;
-        if (use) {
-            const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->cfg, "sliding_window");
-            int64_t w = 4096;
-            if (cJSON_IsNull(sw)) w = 0;
-            else if (sw && (!json_int(sw, &w) || w <= 0))
-                return ig_fail(c->err, IG_ERR_FORMAT,
-                               "%s: key \"sliding_window\" must be a positive integer or null", c->cfg_path);
-            /* transformers slides layers i >= max_window_layers */
-            if (w > 0 && w < h->max_context && mwl < h->n_layers)
-                return ig_fail(c->err, IG_ERR_UNSUPPORTED,
-                               "%s: key \"use_sliding_window\" is true (sliding_window %lld < "
-                               "max_position_embeddings %d): sliding-window attention is not supported",
-                               c->cfg_path, (long long)w, h->max_context);
-        }
-    }
-    const cJSON *lt = item(c->cfg, "layer_types");
-    if (cJSON_IsArray(lt)) {
-        int k = 0;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, lt) {
-            if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
-                return ig_fail(c->err, IG_ERR_UNSUPPORTED,
-                               "%s: key \"layer_types[%d]\" = %s%s%s is not supported (only full_attention)",
-                               c->cfg_path, k, cJSON_IsString(e) ? "\"" : "",
-                               cJSON_IsString(e) ? e->valuestring : "(non-string)",
-                               cJSON_IsString(e) ? "\"" : "");
-            k++;
-        }
-    }
+    if ((st = parse_moe(c, arch))) return st;
+    /* tie_word_embeddings: false by default in these config classes but Gemma 3's */
+    if ((st = cfg_bool(c, "tie_word_embeddings", arch == HF_GEMMA3, &h->tie_embeddings))) return st;
+    /* sliding windows, per layer; the class defaults of an absent sliding_window key */
+    int64_t wdef = arch == HF_MISTRAL || arch == HF_GEMMA3 || arch == HF_QWEN2 || arch == HF_QWEN3 ||
+                           arch == HF_QWEN2MOE || arch == HF_QWEN3MOE ? 4096 : 0;
+    if ((st = parse_window(c, arch, wdef))) return st;
 
     /* checkpoint dtype (informational; the tensors' own dtypes are what gets read) */
     const cJSON *dt = item(c->cfg, "dtype");
@@ -552,6 +717,134 @@ static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t 
     return IG_OK;
 }
 
+/* Adds the [n, k] block starting at element e0 of tensor `name` (which must have shape
+ * want[0..rank)) as weight `part`: a row range of a row-major matrix (Phi-3's qkv_proj,
+ * gate_up_proj) or one expert of a fused 3-D expert tensor is one contiguous byte range. */
+static ig_status add_weight_part(hf_ctx *c, const char *name, const char *part, int32_t layer, int rank,
+                                 const int64_t *want, int64_t e0, int64_t n, int64_t k, int32_t *id) {
+    *id = -1;
+    const st_tensor *t;
+    int32_t s;
+    ig_status st = find_tensor(c, name, &t, &s);
+    if (st) return st;
+    if (!t) return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing tensor %s", c->ix ? c->ix_path : c->st[0]->path, name);
+    char ws[96], got[128];
+    fmt_shape(ws, sizeof ws, rank, want);
+    fmt_shape(got, sizeof got, t->rank, t->shape);
+    int ok = t->rank == rank;
+    for (int d = 0; ok && d < rank; d++) ok = t->shape[d] == want[d];
+    if (!ok)
+        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: tensor %s has shape %s, expected %s", c->st[s]->path, name, got, ws);
+    ir_tensor w = {0};
+    switch (t->dtype) {
+    case ST_F32: w.dtype = IG_DTYPE_F32; w.src_type = IR_STYPE_F32; break;
+    case ST_BF16: w.dtype = IG_DTYPE_BF16; w.src_type = IR_STYPE_BF16; break;
+    case ST_F16: w.dtype = IG_DTYPE_F16; w.src_type = IR_STYPE_F16; break;
+    default:
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, expected F32, BF16 or F16",
+                       c->st[s]->path, name, st_dtype_name(t->dtype));
+    }
+    uint64_t es = w.dtype == IG_DTYPE_F32 ? 4 : 2;
+    w.name = (char *)part;
+    w.kind = IR_TENSOR_WEIGHT;
+    w.rank = 2;
+    w.shape[0] = n;
+    w.shape[1] = k;
+    w.layer = layer;
+    w.src_file = c->st_file_id[s];
+    w.src_offset = t->offset + (uint64_t)e0 * es;
+    w.src_nbytes = (uint64_t)n * (uint64_t)k * es;
+    *id = ir_add_tensor(c->g, &w);
+    if (*id < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+/* Rows [r0, r0 + n) of the [rows, k] matrix `name`, as weight `part`. */
+static ig_status add_weight_rows(hf_ctx *c, const char *name, const char *part, int32_t layer, int64_t r0,
+                                 int64_t n, int64_t rows, int64_t k, int32_t *id) {
+    int64_t want[2] = {rows, k};
+    return add_weight_part(c, name, part, layer, 2, want, r0 * k, n, k, id);
+}
+
+/* Does the checkpoint hold tensor `name`? */
+static int has_tensor(hf_ctx *c, const char *name) {
+    const st_tensor *t;
+    int32_t s;
+    return find_tensor(c, name, &t, &s) == IG_OK && t;
+}
+
+/* The routed experts of layer L under `prefix` ("model.layers.L.mlp"): router `prefix.gate`, and
+ * the experts either as published checkpoints store them, one tensor per expert
+ * (experts.N.{gate,up,down}_proj, or Mixtral's experts.N.{w1,w3,w2}), or as transformers' fused
+ * 3-D tensors experts.gate_up_proj [E, 2I, D] (gate rows, then up) and experts.down_proj [E, D, I].
+ * Each expert's gate/up pair is interleaved by 16 rows and the experts stacked. */
+static ig_status add_experts(hf_ctx *c, int32_t L, const char *prefix, ir_layer_weights *w) {
+    const ir_hparams *h = &c->g->hp;
+    int64_t D = h->hidden, I = h->moe_intermediate, E = h->n_experts;
+    char nm[256], part[300];
+    ig_status st;
+    snprintf(nm, sizeof nm, "%s.gate.weight", prefix);
+    if ((st = add_weight(c, nm, L, E, D, 0, &w->router))) return st;
+    int32_t *gu = calloc((size_t)E, sizeof *gu), *dn = calloc((size_t)E, sizeof *dn);
+    if (!gu || !dn) {
+        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int mixtral = c->arch == HF_MIXTRAL;
+    char fgu[256], fdn[256];
+    snprintf(fgu, sizeof fgu, "%s.experts.gate_up_proj", prefix);
+    snprintf(fdn, sizeof fdn, "%s.experts.down_proj", prefix);
+    int fused = has_tensor(c, fgu);
+    for (int64_t e = 0; e < E; e++) {
+        int32_t pr[2];
+        if (fused) {
+            int64_t wgu[3] = {E, 2 * I, D}, wdn[3] = {E, D, I};
+            snprintf(part, sizeof part, "%s[%lld].gate", fgu, (long long)e);
+            if ((st = add_weight_part(c, fgu, part, L, 3, wgu, e * 2 * I * D, I, D, &pr[0]))) goto done;
+            snprintf(part, sizeof part, "%s[%lld].up", fgu, (long long)e);
+            if ((st = add_weight_part(c, fgu, part, L, 3, wgu, e * 2 * I * D + I * D, I, D, &pr[1]))) goto done;
+            snprintf(part, sizeof part, "%s[%lld]", fdn, (long long)e);
+            if ((st = add_weight_part(c, fdn, part, L, 3, wdn, e * D * I, D, I, &dn[e]))) goto done;
+        } else {
+            snprintf(nm, sizeof nm, "%s.experts.%lld.%s.weight", prefix, (long long)e, mixtral ? "w1" : "gate_proj");
+            if ((st = add_weight(c, nm, L, I, D, 0, &pr[0]))) goto done;
+            snprintf(nm, sizeof nm, "%s.experts.%lld.%s.weight", prefix, (long long)e, mixtral ? "w3" : "up_proj");
+            if ((st = add_weight(c, nm, L, I, D, 0, &pr[1]))) goto done;
+            snprintf(nm, sizeof nm, "%s.experts.%lld.%s.weight", prefix, (long long)e, mixtral ? "w2" : "down_proj");
+            if ((st = add_weight(c, nm, L, D, I, 0, &dn[e]))) goto done;
+        }
+        snprintf(part, sizeof part, "%s.experts.%lld.gate_up", prefix, (long long)e);
+        if ((gu[e] = ir_add_merged_weight(c->g, part, pr, 2, 1)) < 0) {
+            st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+    snprintf(part, sizeof part, "%s.experts.gate_up", prefix);
+    w->experts_gate_up = ir_add_merged_weight(c->g, part, gu, (int)E, 0);
+    snprintf(part, sizeof part, "%s.experts.down", prefix);
+    w->experts_down = ir_add_merged_weight(c->g, part, dn, (int)E, 0);
+    if (w->experts_gate_up < 0 || w->experts_down < 0) st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    if (st || !h->shared_intermediate) goto done;
+    /* Qwen2-MoE's shared expert: a gated MLP of its own, scaled by sigmoid(x . shared_expert_gate) */
+    int64_t Is = h->shared_intermediate;
+    int32_t pr[2];
+    snprintf(nm, sizeof nm, "%s.shared_expert.gate_proj.weight", prefix);
+    if ((st = add_weight(c, nm, L, Is, D, 0, &pr[0]))) goto done;
+    snprintf(nm, sizeof nm, "%s.shared_expert.up_proj.weight", prefix);
+    if ((st = add_weight(c, nm, L, Is, D, 0, &pr[1]))) goto done;
+    snprintf(nm, sizeof nm, "%s.shared_expert.down_proj.weight", prefix);
+    if ((st = add_weight(c, nm, L, D, Is, 0, &w->shared_down))) goto done;
+    snprintf(nm, sizeof nm, "%s.shared_expert_gate.weight", prefix);
+    if ((st = add_weight(c, nm, L, 1, D, 0, &w->shared_gate))) goto done;
+    snprintf(part, sizeof part, "%s.shared_expert.gate_up", prefix);
+    if ((w->shared_gate_up = ir_add_merged_weight(c->g, part, pr, 2, 1)) < 0)
+        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+done:
+    free(gu);
+    free(dn);
+    return st;
+}
+
 /* ---- graph */
 
 
@@ -559,19 +852,34 @@ static ig_status add_layer_weights(hf_ctx *c, int32_t L, ir_layer_weights *w) {
     const ir_hparams *h = &c->g->hp;
     int64_t D = h->hidden, qd = (int64_t)h->n_heads * h->head_dim,
             kvd = (int64_t)h->n_kv_heads * h->head_dim, I = h->intermediate;
-    char nm[160];
+    char nm[160], part[192];
     ig_status st;
 #define W(field, suffix, n, k)                                                      \
     do {                                                                            \
         snprintf(nm, sizeof nm, "model.layers.%d.%s", L, suffix);                   \
         if ((st = add_weight(c, nm, L, n, k, 0, &w->field))) return st;             \
     } while (0)
+    /* rows [r0, r0 + n) of fused tensor `suffix` ([rows, k]), named suffix + tag */
+#define WR(field, suffix, tag, r0, n, rows, k)                                                  \
+    do {                                                                                       \
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", L, suffix);                              \
+        snprintf(part, sizeof part, "%s%s", nm, tag);                                          \
+        if ((st = add_weight_rows(c, nm, part, L, r0, n, rows, k, &w->field))) return st;     \
+    } while (0)
+    int gemma = c->arch == HF_GEMMA3, fused = c->arch == HF_PHI3 || c->arch == HF_GLM4;
     W(in_norm, "input_layernorm.weight", D, 0);
-    W(q, "self_attn.q_proj.weight", qd, D);
-    W(k, "self_attn.k_proj.weight", kvd, D);
-    W(v, "self_attn.v_proj.weight", kvd, D);
+    if (c->arch == HF_PHI3) { /* qkv_proj: q rows, then k, then v */
+        WR(q, "self_attn.qkv_proj.weight", "[q]", 0, qd, qd + 2 * kvd, D);
+        WR(k, "self_attn.qkv_proj.weight", "[k]", qd, kvd, qd + 2 * kvd, D);
+        WR(v, "self_attn.qkv_proj.weight", "[v]", qd + kvd, kvd, qd + 2 * kvd, D);
+    } else {
+        W(q, "self_attn.q_proj.weight", qd, D);
+        W(k, "self_attn.k_proj.weight", kvd, D);
+        W(v, "self_attn.v_proj.weight", kvd, D);
+    }
     w->qb = w->kb = w->vb = w->ob = w->q_norm = w->k_norm = -1;
     w->gate_b = w->up_b = w->down_b = -1;
+    w->attn_out_norm = w->mlp_out_norm = -1;
     if (h->attn_bias) {
         W(qb, "self_attn.q_proj.bias", qd, 0);
         W(kb, "self_attn.k_proj.bias", kvd, 0);
@@ -583,16 +891,47 @@ static ig_status add_layer_weights(hf_ctx *c, int32_t L, ir_layer_weights *w) {
     }
     W(o, "self_attn.o_proj.weight", D, qd);
     if (h->o_bias) W(ob, "self_attn.o_proj.bias", D, 0);
-    W(post_norm, "post_attention_layernorm.weight", D, 0);
-    W(gate, "mlp.gate_proj.weight", I, D);
-    W(up, "mlp.up_proj.weight", I, D);
+    if (gemma) { /* post_attention_layernorm is the attention output's norm here */
+        W(attn_out_norm, "post_attention_layernorm.weight", D, 0);
+        W(post_norm, "pre_feedforward_layernorm.weight", D, 0);
+        W(mlp_out_norm, "post_feedforward_layernorm.weight", D, 0);
+    } else {
+        W(post_norm, "post_attention_layernorm.weight", D, 0);
+        if (c->arch == HF_GLM4) {
+            W(attn_out_norm, "post_self_attn_layernorm.weight", D, 0);
+            W(mlp_out_norm, "post_mlp_layernorm.weight", D, 0);
+        }
+    }
+    w->router = w->experts_gate_up = w->experts_down = -1;
+    w->shared_gate_up = w->shared_down = w->shared_gate = -1;
+    if (h->n_experts > 0) {
+        snprintf(nm, sizeof nm, "model.layers.%d.%s", L, c->arch == HF_MIXTRAL ? "block_sparse_moe" : "mlp");
+        if (c->arch == HF_MIXTRAL && !has_tensor(c, "model.layers.0.block_sparse_moe.gate.weight"))
+            snprintf(nm, sizeof nm, "model.layers.%d.mlp", L); /* transformers 5 names */
+        char prefix[160];
+        snprintf(prefix, sizeof prefix, "%s", nm);
+        return add_experts(c, L, prefix, w);
+    }
+    if (fused) { /* gate_up_proj: gate rows, then up (chunk(2) in transformers) */
+        WR(gate, "mlp.gate_up_proj.weight", "[gate]", 0, I, 2 * I, D);
+        WR(up, "mlp.gate_up_proj.weight", "[up]", I, I, 2 * I, D);
+    } else {
+        W(gate, "mlp.gate_proj.weight", I, D);
+        W(up, "mlp.up_proj.weight", I, D);
+    }
     W(down, "mlp.down_proj.weight", D, I);
     if (h->mlp_bias) {
         W(gate_b, "mlp.gate_proj.bias", I, 0);
         W(up_b, "mlp.up_proj.bias", I, 0);
         W(down_b, "mlp.down_proj.bias", D, 0);
     }
+    if (gemma) { /* (1 + w) RMSNorms */
+        int32_t norms[] = {w->in_norm, w->q_norm, w->k_norm, w->attn_out_norm, w->post_norm, w->mlp_out_norm};
+        for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++)
+            if (norms[i] >= 0) c->g->tensors[norms[i]].xform = IR_XFORM_PLUS_ONE;
+    }
 #undef W
+#undef WR
     return IG_OK;
 }
 
@@ -616,6 +955,7 @@ static ig_status build_graph(hf_ctx *c) {
     for (int32_t L = 0; L < h->n_layers; L++)
         if ((st = add_layer_weights(c, L, &lw[L]))) goto done;
     if ((st = add_weight(c, "model.norm.weight", -1, D, 0, 0, &fnorm))) goto done;
+    if (c->arch == HF_GEMMA3) g->tensors[fnorm].xform = IR_XFORM_PLUS_ONE;
     if (h->tie_embeddings) {
         head = embed;
     } else {

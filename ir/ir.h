@@ -50,7 +50,8 @@ const char *ir_stype_name(ir_stype t);
 /* How stored bytes are turned into the logical [rows][cols] matrix when read. */
 typedef enum ir_xform {
     IR_XFORM_NONE = 0,
-    IR_XFORM_UNPERMUTE_ROPE = 1 /* GGUF llama q/k: undo the interleaved-rope row permutation; attr xform_heads */
+    IR_XFORM_UNPERMUTE_ROPE = 1, /* GGUF llama q/k: undo the interleaved-rope row permutation; attr xform_heads */
+    IR_XFORM_PLUS_ONE = 2        /* Gemma norm weights: the checkpoint stores w, the norm multiplies by 1 + w */
 } ir_xform;
 
 typedef enum ir_tensor_kind { IR_TENSOR_ACT = 0, IR_TENSOR_WEIGHT = 1 } ir_tensor_kind;
@@ -72,16 +73,19 @@ typedef struct ir_tensor {
     ir_xform xform;
     int32_t xform_heads;  /* for IR_XFORM_UNPERMUTE_ROPE */
     /* weights made by passes from other weights: concatenated (rows) or gate/up interleaved */
-    int32_t n_parts;      /* 0: plain source weight */
-    int32_t parts[3];     /* tensor ids */
+    int32_t n_parts;      /* 0: plain source weight; at most IR_MAX_PARTS */
+    int32_t *parts;       /* [n_parts] tensor ids (ir_add_tensor copies them into the arena) */
     int32_t interleave16; /* 1: parts[0]/parts[1] interleaved by 16-row panels (gate/up) */
     int32_t pad16;        /* 1: zero padding so kernels see multiples of 16: interleaved parts are
                              padded to a multiple of 16 rows each; a single part is padded with
                              zero columns up to this tensor's cols (made by passes, not stored) */
 } ir_tensor;
 
+/* Parts of a merged weight: up to 3 (q/k/v) for projections, one per expert for stacked experts. */
+#define IR_MAX_PARTS 4096
+
 /* Epilogue of a fused matmul. */
-typedef enum ir_epi { IR_EPI_STORE = 0, IR_EPI_ACC = 1, IR_EPI_SWIGLU = 2 } ir_epi;
+typedef enum ir_epi { IR_EPI_STORE = 0, IR_EPI_ACC = 1, IR_EPI_SWIGLU = 2, IR_EPI_GEGLU = 3 } ir_epi;
 
 #define IR_MAX_IN 4
 typedef struct ir_node {
@@ -100,6 +104,12 @@ typedef enum ir_rope_type {
     IR_ROPE_LLAMA3 = 2
 } ir_rope_type;
 
+/* Layers whose attention type can differ (sliding window vs. global): at most this many. */
+#define IR_MAX_LAYER_TYPES 512
+
+/* Feed-forward activation of the gated MLP. */
+typedef enum ir_act { IR_ACT_SILU = 0, IR_ACT_GELU_TANH = 1 } ir_act;
+
 typedef struct ir_hparams {
     char arch[64];          /* HF architecture name, e.g. "Qwen3ForCausalLM" */
     int32_t n_layers, hidden, n_heads, n_kv_heads, head_dim, intermediate, vocab;
@@ -115,6 +125,21 @@ typedef struct ir_hparams {
     int32_t o_bias;         /* o_proj bias */
     int32_t mlp_bias;
     int32_t qk_norm;        /* per-head q/k RMSNorm (Qwen3) */
+    /* beyond the Llama family (0 = the Llama default everywhere) */
+    int32_t rope_dim;       /* rotary dimensions per head (partial rotary), 0 = head_dim */
+    int32_t rope_interleaved; /* 1: rotate pairs (2i, 2i+1) (GLM-4), 0: halves (i, i + dim/2) */
+    double rope_theta_local; /* theta of sliding-window layers (Gemma 3), 0 = rope_theta */
+    int32_t sliding_window; /* keys a sliding layer attends to (itself included), 0 = none */
+    uint8_t layer_sliding[IR_MAX_LAYER_TYPES]; /* 1: layer L uses sliding_window and rope_theta_local */
+    double embed_scale;     /* embedding rows multiplied by this (Gemma: sqrt(hidden)), 0 = 1 */
+    double attn_scale;      /* softmax scale, 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2) */
+    ir_act mlp_act;
+    int32_t post_norms;     /* RMSNorm on the attention and MLP outputs before the residual adds */
+    /* mixture of experts (n_experts > 0): every layer's MLP is a routed MoE block */
+    int32_t n_experts, top_k;
+    int32_t moe_intermediate; /* rows of one expert's gate / up projections */
+    int32_t norm_topk;        /* 1: the top-k softmax weights are renormalized to sum 1 (Mixtral, Qwen3-MoE) */
+    int32_t shared_intermediate; /* > 0: a shared expert of this size, gated by sigmoid(x . w) (Qwen2-MoE) */
     ig_dtype src_dtype;     /* checkpoint's dtype (torch_dtype / dtype) */
     int32_t bos_id;         /* -1 if none */
     int32_t n_eos;
@@ -165,7 +190,16 @@ ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *
 typedef struct ir_layer_weights {
     int32_t in_norm, q, k, v, o, qb, kb, vb, ob, q_norm, k_norm;
     int32_t post_norm, gate, up, down, gate_b, up_b, down_b;
+    int32_t attn_out_norm, mlp_out_norm; /* hp.post_norms: norms of the attention / MLP outputs */
+    /* MoE (hp.n_experts): router [E, D]; experts' gate/up, each pair interleaved by 16 rows and
+     * stacked [E * 2I, D]; experts' down projections stacked [E * D, I]; shared expert (fused
+     * gate/up [2Is, D], down [D, Is], gate [1, D]) or -1 */
+    int32_t router, experts_gate_up, experts_down, shared_gate_up, shared_down, shared_gate;
 } ir_layer_weights;
+
+/* Adds a weight whose rows are its parts' (concatenated; interleave16: two parts interleaved
+ * by 16-row panels); returns its id or -1 when out of memory. */
+int32_t ir_add_merged_weight(ir_graph *g, const char *name, const int32_t *parts, int n, int interleave16);
 
 /* Emits the unfused Llama-family decoder graph over weights an importer has added and checked
  * (ir/build_decoder.c): lw has hp.n_layers entries (borrowed). Ends with ir_verify. */

@@ -45,7 +45,10 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
     Ignis__Ir__Node *N = calloc(nn + 1, sizeof *N);
     Ignis__Ir__Node **Np = calloc(nn + 1, sizeof *Np);
     int64_t *shapes = calloc(2 * nt + 1, sizeof *shapes);
-    int32_t *parts = calloc(3 * nt + 1, sizeof *parts);
+    size_t np_all = 0;
+    for (size_t i = 0; i < nt; i++) np_all += (size_t)(g->tensors[i].n_parts > 0 ? g->tensors[i].n_parts : 0);
+    int32_t *parts = calloc(np_all + 1, sizeof *parts);
+    size_t np_used = 0;
     int32_t *ins = calloc(IR_MAX_IN * nn + 1, sizeof *ins);
     char **files = calloc(nf + 1, sizeof *files);
     char *pathbuf = calloc(nf + 1, PATH_MAX + 1);
@@ -80,6 +83,21 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
     H.bos_id = h->bos_id;
     H.n_eos_ids = (size_t)(h->n_eos < 0 ? 0 : h->n_eos > 8 ? 8 : h->n_eos);
     H.eos_ids = (int32_t *)h->eos_ids;
+    H.rope_dim = h->rope_dim;
+    H.rope_interleaved = h->rope_interleaved;
+    H.rope_theta_local = h->rope_theta_local;
+    H.sliding_window = h->sliding_window;
+    H.layer_sliding.len = (size_t)(h->n_layers < 0 ? 0 : h->n_layers > IR_MAX_LAYER_TYPES ? IR_MAX_LAYER_TYPES : h->n_layers);
+    H.layer_sliding.data = (uint8_t *)h->layer_sliding;
+    H.embed_scale = h->embed_scale;
+    H.attn_scale = h->attn_scale;
+    H.mlp_act = (int32_t)h->mlp_act;
+    H.post_norms = h->post_norms;
+    H.n_experts = h->n_experts;
+    H.top_k = h->top_k;
+    H.moe_intermediate = h->moe_intermediate;
+    H.norm_topk = h->norm_topk;
+    H.shared_intermediate = h->shared_intermediate;
     G.version = IR_SERIAL_VERSION;
     G.hp = &H;
     for (size_t i = 0; i < nf; i++)
@@ -103,9 +121,10 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
         m->src_type = (int32_t)t->src_type;
         m->xform = (int32_t)t->xform;
         m->xform_heads = t->xform_heads;
-        m->n_parts = (size_t)(t->n_parts < 0 ? 0 : t->n_parts > 3 ? 3 : t->n_parts);
-        m->parts = parts + 3 * i;
-        memcpy(m->parts, t->parts, sizeof t->parts);
+        m->n_parts = (size_t)(t->n_parts < 0 ? 0 : t->n_parts);
+        m->parts = parts + np_used;
+        if (m->n_parts) memcpy(m->parts, t->parts, sizeof *t->parts * m->n_parts);
+        np_used += m->n_parts;
         m->interleave16 = t->interleave16;
         Tp[i] = m;
     }
@@ -212,6 +231,26 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
     if (H->n_eos_ids > 8) return ig_fail(err, IG_ERR_FORMAT, "%s: %zu eos ids", path, H->n_eos_ids);
     h->n_eos = (int32_t)H->n_eos_ids;
     for (size_t i = 0; i < H->n_eos_ids; i++) h->eos_ids[i] = H->eos_ids[i];
+    if (H->rope_dim < 0 || H->rope_dim > h->head_dim || H->rope_dim % 2 || H->sliding_window < 0 ||
+        H->layer_sliding.len > IR_MAX_LAYER_TYPES || (H->mlp_act != IR_ACT_SILU && H->mlp_act != IR_ACT_GELU_TANH))
+        return ig_fail(err, IG_ERR_FORMAT, "%s: bad rope_dim, sliding window or activation", path);
+    h->rope_dim = H->rope_dim;
+    h->rope_interleaved = H->rope_interleaved;
+    h->rope_theta_local = H->rope_theta_local;
+    h->sliding_window = H->sliding_window;
+    for (size_t i = 0; i < H->layer_sliding.len; i++) h->layer_sliding[i] = H->layer_sliding.data[i] != 0;
+    h->embed_scale = H->embed_scale;
+    h->attn_scale = H->attn_scale;
+    h->mlp_act = (ir_act)H->mlp_act;
+    h->post_norms = H->post_norms;
+    if (H->n_experts < 0 || H->top_k < 0 || H->top_k > H->n_experts || H->top_k > 64 || H->moe_intermediate < 0 ||
+        H->shared_intermediate < 0 || (H->n_experts > 0 && H->top_k < 1))
+        return ig_fail(err, IG_ERR_FORMAT, "%s: bad mixture-of-experts parameters", path);
+    h->n_experts = H->n_experts;
+    h->top_k = H->top_k;
+    h->moe_intermediate = H->moe_intermediate;
+    h->norm_topk = H->norm_topk;
+    h->shared_intermediate = H->shared_intermediate;
 
     for (size_t i = 0; i < G->n_files; i++)
         if (ir_add_file(g, G->files[i]) != (int32_t)i)
@@ -239,14 +278,14 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has storage type %d", path, m->name,
                            m->src_type);
         t.src_type = (ir_stype)m->src_type;
-        if (m->xform != IR_XFORM_NONE && m->xform != IR_XFORM_UNPERMUTE_ROPE)
+        if (m->xform != IR_XFORM_NONE && m->xform != IR_XFORM_UNPERMUTE_ROPE && m->xform != IR_XFORM_PLUS_ONE)
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has transform %d", path, m->name, m->xform);
         t.xform = (ir_xform)m->xform;
         t.xform_heads = m->xform_heads;
-        if (m->n_parts > 3)
+        if (m->n_parts > IR_MAX_PARTS)
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has %zu parts", path, m->name, m->n_parts);
         t.n_parts = (int32_t)m->n_parts;
-        for (size_t p = 0; p < m->n_parts; p++) t.parts[p] = m->parts[p];
+        t.parts = m->parts; /* copied by ir_add_tensor */
         t.interleave16 = m->interleave16;
         if (ir_add_tensor(g, &t) != (int32_t)i) return ig_fail(err, IG_ERR_NOMEM, "%s: out of memory", path);
     }

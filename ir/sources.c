@@ -143,6 +143,9 @@ static ig_status unpermute_rope(const ir_tensor *t, float *out, ig_err *err) {
     return IG_OK;
 }
 
+static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t, const ir_tensor **pt,
+                            float *out, int depth, ig_err *err);
+
 static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
                              int depth, ig_err *err) {
     if (t->kind != IR_TENSOR_WEIGHT)
@@ -156,9 +159,30 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
     if (t->n_parts == 0) {
         st = read_plain(s, t, out, err);
     } else {
-        if (t->n_parts < 0 || t->n_parts > 3)
+        if (t->n_parts < 0 || t->n_parts > IR_MAX_PARTS || !t->parts)
             return ig_fail(err, IG_ERR_INVALID, "tensor %s: n_parts %d", t->name, t->n_parts);
-        const ir_tensor *pt[3];
+        const ir_tensor **pt = malloc(sizeof *pt * (size_t)t->n_parts);
+        if (!pt) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
+        st = read_parts(s, g, t, pt, out, depth, err);
+        free(pt);
+    }
+    if (st) return st;
+    if (t->xform == IR_XFORM_UNPERMUTE_ROPE) return unpermute_rope(t, out, err);
+    if (t->xform == IR_XFORM_PLUS_ONE) {
+        for (int64_t i = 0, n = tensor_rows(t) * tensor_cols(t); i < n; i++) out[i] += 1.0f;
+        return IG_OK;
+    }
+    if (t->xform != IR_XFORM_NONE)
+        return ig_fail(err, IG_ERR_INVALID, "tensor %s: unknown transform %d", t->name, (int)t->xform);
+    return IG_OK;
+}
+
+/* Reads merged weight t from its parts (pt: scratch for n_parts pointers). */
+static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t, const ir_tensor **pt,
+                            float *out, int depth, ig_err *err) {
+    int64_t rows = tensor_rows(t), cols = tensor_cols(t);
+    ig_status st;
+    {
         int64_t total = 0;
         for (int p = 0; p < t->n_parts; p++) {
             if (t->parts[p] < 0 || t->parts[p] >= g->n_tensors)
@@ -220,11 +244,7 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
             st = IG_OK;
         }
     }
-    if (st) return st;
-    if (t->xform == IR_XFORM_UNPERMUTE_ROPE) return unpermute_rope(t, out, err);
-    if (t->xform != IR_XFORM_NONE)
-        return ig_fail(err, IG_ERR_INVALID, "tensor %s: unknown transform %d", t->name, (int)t->xform);
-    return IG_OK;
+    return st;
 }
 
 ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,

@@ -30,3 +30,6 @@ python3 -c "import openai" 2>/dev/null || $PIP openai || $PIP --break-system-pac
 # guided decoding: the end-to-end test validates generated JSON against its schema
 python3 -c "import jsonschema" 2>/dev/null || $PIP jsonschema || $PIP --break-system-packages jsonschema || \
   echo "warning: could not install jsonschema (the guided-decoding SmolLM2 test will be skipped)"
+# the gguf package (llama.cpp's GGUF writer): tests write GGUF twins of the HF test models with it
+python3 -c "import gguf" 2>/dev/null || $PIP gguf || $PIP --break-system-packages gguf || \
+  echo "warning: could not install gguf (the GGUF twin tests will be skipped)"

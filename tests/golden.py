@@ -8,6 +8,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.environ.get("IGNIS_TESTDATA", os.path.join(ROOT, "..", "shared", "testdata"))
 IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "build", "ignis"))
 MODELS = ["llama-gqa", "llama3-rope-tied", "qwen2-bias-tied", "qwen3-qknorm", "mistral-sharded"]
+# more families (issue 21), same references made by ../shared/tools/make_reference_arch2.py
+ARCH2_MODELS = ["phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-moe"]
 # more variants, made the same way by scripts/make_extra_models.py (transformers float64 references)
 EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
 EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window",

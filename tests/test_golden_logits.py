@@ -11,7 +11,7 @@ def main():
     golden.require_testdata()
     fails = []
     with tempfile.TemporaryDirectory(prefix="ignis-golden-") as tmp:
-        for model in golden.MODELS:
+        for model in golden.MODELS + golden.ARCH2_MODELS:
             for dtype in ("f32", "bf16"):
                 try:
                     fails += golden.check_model(model, dtype, tmp)
@@ -29,7 +29,8 @@ def main():
         for model, dtype, target in (("llama-gqa", "f32", "cpu:avx2"), ("qwen3-qknorm", "bf16", "cpu:avx2"),
                                      ("qwen2-bias-tied", "f32", "cpu:generic"), ("llama3-rope-tied", "bf16", "cpu:generic"),
                                      ("mistral-sharded", "bf16", "cpu:avx512"), ("qwen3-qknorm", "f32", "cpu:avx512"),
-                                     ("llama-gqa", "bf16", "cpu:avx512bf16")):
+                                     ("llama-gqa", "bf16", "cpu:avx512bf16"), ("gemma3", "f32", "cpu:generic"),
+                                     ("qwen3-moe", "bf16", "cpu:avx2"), ("glm4", "bf16", "cpu:avx512bf16")):
             if not golden.host_runs(target):
                 print(f"SKIP {model} {dtype} {target}: this host lacks {' '.join(sorted(golden.CPU_TARGET_FLAGS[target] - golden.host_cpu_flags()))}")
                 continue
@@ -37,7 +38,19 @@ def main():
                 fails += golden.check_model(model, dtype, tmp, target=target)
             except Exception as e:
                 fails.append(f"{model} {dtype} {target}: {e}")
-        # import -> .igraph -> compile gives the same package as compiling the folder
+        # import -> .igraph -> compile gives the same package as compiling the folder (the new
+        # families' hyper-parameters and stacked experts survive serialization)
+        for model in ("gemma3", "qwen2-moe-shared"):
+            try:
+                ig = os.path.join(tmp, f"{model}.igraph")
+                golden.run(["import", os.path.join(golden.TESTDATA, "models", model), "-o", ig])
+                fails += golden.check_model(model, "f32", tmp, target="cpu", source=ig)
+                for f in ("src/model.c", "weights.bin"):
+                    if not filecmp.cmp(os.path.join(tmp, f"{model}-f32-native", f), os.path.join(tmp, f"{model}-f32-cpu", f),
+                                       shallow=False):
+                        fails.append(f"{model}: {f} differs between the folder and the .igraph route")
+            except Exception as e:
+                fails.append(f"{model} igraph route: {e}")
         try:
             ig = os.path.join(tmp, "mistral.igraph")
             golden.run(["import", os.path.join(golden.TESTDATA, "models", "mistral-sharded"), "-o", ig])

@@ -325,7 +325,13 @@ static void check_equal_graphs(const char *what, const ir_graph *a, const ir_gra
               x->tie_embeddings == y->tie_embeddings && x->attn_bias == y->attn_bias &&
               x->o_bias == y->o_bias && x->mlp_bias == y->mlp_bias && x->qk_norm == y->qk_norm &&
               x->src_dtype == y->src_dtype && x->bos_id == y->bos_id && x->n_eos == y->n_eos &&
-              !memcmp(x->eos_ids, y->eos_ids, sizeof x->eos_ids),
+              !memcmp(x->eos_ids, y->eos_ids, sizeof x->eos_ids) && x->rope_dim == y->rope_dim &&
+              x->rope_interleaved == y->rope_interleaved && x->rope_theta_local == y->rope_theta_local &&
+              x->sliding_window == y->sliding_window && !memcmp(x->layer_sliding, y->layer_sliding, sizeof x->layer_sliding) &&
+              x->embed_scale == y->embed_scale && x->attn_scale == y->attn_scale && x->mlp_act == y->mlp_act &&
+              x->post_norms == y->post_norms && x->n_experts == y->n_experts && x->top_k == y->top_k &&
+              x->moe_intermediate == y->moe_intermediate && x->norm_topk == y->norm_topk &&
+              x->shared_intermediate == y->shared_intermediate,
           "%s: hparams differ", what);
     CHECK(a->n_files == b->n_files, "%s: files", what);
     for (int i = 0; i < a->n_files && i < b->n_files; i++)
@@ -343,7 +349,8 @@ static void check_equal_graphs(const char *what, const ir_graph *a, const ir_gra
                   s->src_offset == t->src_offset && s->src_nbytes == t->src_nbytes &&
                   s->src_type == t->src_type && s->xform == t->xform &&
                   s->xform_heads == t->xform_heads && s->n_parts == t->n_parts &&
-                  !memcmp(s->parts, t->parts, sizeof s->parts) && s->interleave16 == t->interleave16,
+                  (s->n_parts <= 0 || !memcmp(s->parts, t->parts, sizeof *s->parts * (size_t)s->n_parts)) &&
+                  s->interleave16 == t->interleave16,
               "%s: tensor %s differs", what, s->name);
     }
     CHECK(!memcmp(a->nodes, b->nodes, (size_t)a->n_nodes * sizeof *a->nodes), "%s: nodes differ", what);
@@ -510,7 +517,7 @@ static void test_transforms(void) {
     int32_t wg = ir_add_tensor(g, &t);
     t.name = "up", t.src_offset += sizeof gate;
     int32_t wu = ir_add_tensor(g, &t);
-    t.name = "gate_up", t.shape[0] = 2 * I, t.n_parts = 2, t.parts[0] = wg, t.parts[1] = wu, t.interleave16 = 1;
+    t.name = "gate_up", t.shape[0] = 2 * I, t.n_parts = 2, t.parts = (int32_t[]){wg, wu}, t.interleave16 = 1;
     t.src_file = -1;
     int32_t wgu = ir_add_tensor(g, &t);
     t.name = "cat", t.interleave16 = 0;
@@ -630,6 +637,15 @@ static void qwen_sw(cJSON *c) {
     cJSON_ReplaceItemInObject(c, "max_window_layers", cJSON_CreateNumber(0));
     cJSON_DeleteItemFromObject(c, "layer_types");
 }
+static void softcap(cJSON *c) { cJSON_ReplaceItemInObject(c, "final_logit_softcapping", cJSON_CreateNumber(30)); }
+static void topk_over(cJSON *c) { cJSON_ReplaceItemInObject(c, "num_experts_per_tok", cJSON_CreateNumber(5)); }
+static void mlp_only(cJSON *c) {
+    int l[1] = {1};
+    cJSON_ReplaceItemInObject(c, "mlp_only_layers", cJSON_CreateIntArray(l, 1));
+}
+static void bad_layer_type(cJSON *c) {
+    cJSON_ReplaceItemInArray(cJSON_GetObjectItem(c, "layer_types"), 1, cJSON_CreateString("chunked_attention"));
+}
 static void head_dim_null(cJSON *c) { cJSON_ReplaceItemInObject(c, "head_dim", cJSON_CreateNull()); }
 static void gelu(cJSON *c) { cJSON_ReplaceItemInObject(c, "hidden_act", cJSON_CreateString("gelu")); }
 static void huge_layers(cJSON *c) { cJSON_ReplaceItemInObject(c, "num_hidden_layers", cJSON_CreateNumber(2000000000)); }
@@ -721,8 +737,34 @@ static void test_bad_inputs(void) {
     CFG_CASE(LG, rope_dynamic_new, "dynamic", "rope_parameters.rope_type");
     CFG_CASE("llama3-rope-tied", llama3_no_low, "rope_scaling.low_freq_factor");
     CFG_CASE("llama3-rope-tied", untie, "lm_head.weight");
-    CFG_CASE("mistral-sharded", mistral_sw, "sliding_window");
-    CFG_CASE("qwen2-bias-tied", qwen_sw, "use_sliding_window");
+    CFG_CASE("gemma3", softcap, "final_logit_softcapping");
+    CFG_CASE("gemma3", bad_layer_type, "layer_types[1]", "chunked_attention");
+    CFG_CASE("mixtral", topk_over, "num_experts_per_tok");
+    CFG_CASE("qwen3-moe", mlp_only, "mlp_only_layers");
+
+    /* sliding windows shorter than the context: every Mistral layer, Qwen2 layers from max_window_layers */
+    {
+        static const struct {
+            const char *model;
+            void (*fn)(cJSON *);
+            int32_t window;
+        } sw[] = {{"mistral-sharded", mistral_sw, 128}, {"qwen2-bias-tied", qwen_sw, 64}};
+        for (int i = 0; i < 2; i++) {
+            ir_graph *gw = NULL;
+            ig_err ew = {{0}};
+            tmp_model(sw[i].model, d, sizeof d);
+            edit_cfg(d, sw[i].fn);
+            CHECK(ir_import_hf(d, &gw, &ew) == IG_OK, "%s with a sliding window: %s", sw[i].model, ew.msg);
+            if (gw) {
+                int all = 1;
+                for (int L = 0; L < gw->hp.n_layers; L++) all &= gw->hp.layer_sliding[L] == 1;
+                CHECK(gw->hp.sliding_window == sw[i].window && all, "%s: window %d, every layer sliding %d", sw[i].model,
+                      gw->hp.sliding_window, all);
+            }
+            ir_graph_free(gw);
+            rm_tree(d);
+        }
+    }
     CFG_CASE(LG, gelu, "hidden_act", "gelu");
     /* limits: a layer count far beyond the tensors (was a 150 GB calloc), ids past the vocabulary
      * (an eos id there made the engine write past its logits row) */

@@ -77,8 +77,20 @@ ig_status kv_seq_push_shared(kv_pager *p, kv_seq *s, int32_t page, ig_err *err) 
     return IG_OK;
 }
 
+int32_t kv_seq_drop_before(kv_pager *p, kv_seq *s, int32_t n) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < n && i < s->n_pages; i++)
+        if (s->pages[i] >= 0) {
+            kv_unref(p, s->pages[i]);
+            s->pages[i] = -1;
+            k++;
+        }
+    return k;
+}
+
 void kv_seq_release(kv_pager *p, kv_seq *s) {
-    for (int32_t i = 0; i < s->n_pages; i++) kv_unref(p, s->pages[i]);
+    for (int32_t i = 0; i < s->n_pages; i++)
+        if (s->pages[i] >= 0) kv_unref(p, s->pages[i]);
     s->n_pages = 0;
     s->len = 0;
 }

@@ -38,6 +38,9 @@ ig_status kv_seq_reserve(kv_pager *p, kv_seq *s, int32_t need, int32_t page_size
 /* Appends an existing page (shared, e.g. from the prefix cache) to the sequence, taking a
  * reference on it. */
 ig_status kv_seq_push_shared(kv_pager *p, kv_seq *s, int32_t page, ig_err *err);
+/* Releases the sequence's pages [0, n) that it still holds (sliding-window attention: keys no
+ * later token reads), leaving -1 in their slots; returns how many it released. */
+int32_t kv_seq_drop_before(kv_pager *p, kv_seq *s, int32_t n);
 /* Returns every page of the sequence to the pool and empties it (keeps the array). */
 void kv_seq_release(kv_pager *p, kv_seq *s);
 void kv_seq_free(kv_pager *p, kv_seq *s); /* release + free the array */

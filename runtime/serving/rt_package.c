@@ -154,6 +154,8 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     p->has_tokenizer = cJSON_IsTrue(tok);
     const cJSON *hpj = cJSON_GetObjectItemCaseSensitive(m, "hparams");
     p->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(hpj, "tie_embeddings"));
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(hpj, "kv_window");
+    p->kv_window = cJSON_IsNumber(kw) && kw->valuedouble >= 1 && kw->valuedouble <= 1 << 30 ? (int32_t)kw->valuedouble : 0;
 
     /* the code */
     snprintf(path, sizeof path, "%s/model.so", dir);

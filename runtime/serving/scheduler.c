@@ -210,6 +210,15 @@ static void publish_pages(ig_engine *e, ig_request *r) {
     }
 }
 
+/* With sliding windows on every layer, the next token (at position n_kv) reads keys from
+ * n_kv - window + 1 on: pages wholly before that are released (after publish_pages offered them
+ * to the prefix cache, which keeps its own reference). */
+static void release_window(ig_engine *e, ig_request *r) {
+    const int32_t w = e->pkg->kv_window, ps = e->pkg->desc->page_size;
+    if (w <= 0 || r->n_kv - w + 1 < ps) return;
+    kv_seq_drop_before(e->pager, &r->kv, (r->n_kv - w + 1) / ps);
+}
+
 /* Moves the head of the waiting queue into the running list with its first chunk of at most
  * `budget` tokens, reusing prefix-cache pages (c->mu held). Returns the chunk's length, or 0 when
  * it does not fit now (it stays at the head). */
@@ -318,7 +327,8 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
             e->b_seq[t] = s;
             t++;
         }
-        for (int32_t i = 0; i < mp; i++) e->b_pages[s * mp + i] = i < r->kv.n_pages ? r->kv.pages[i] : 0;
+        /* released pages (-1, before the window) are never read: any valid id stands in */
+        for (int32_t i = 0; i < mp; i++) e->b_pages[s * mp + i] = i < r->kv.n_pages && r->kv.pages[i] >= 0 ? r->kv.pages[i] : 0;
         if (r->n_kv + r->step_take == r->n_tokens) {
             r->step_row = n_out;
             e->b_rows[n_out++] = t - 1;
@@ -507,6 +517,7 @@ static void apply_step(ig_engine *e, const ig_fwd_batch *b, ig_status st, const 
         if (r->n_kv < r->n_prompt) c->stats.tokens_prefilled += take;
         r->n_kv += take;
         publish_pages(e, r);
+        release_window(e, r);
         if (r->step_row >= 0) advance(e, r, e->b_sampled[s], &e->b_res[s], &e->b_errs[s]);
     }
 }

@@ -2,7 +2,8 @@
  * many sequences) over the paged KV cache.
  *
  * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_OBF16,
- * AT_SCALE, AT_MAXCTX; defines
+ * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
+ * attends keys p-w+1 .. p only, and reads only the pages holding them); defines
  *   static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
  *                       const int32_t *positions, const int32_t *token_seq,
  *                       const int32_t *page_table, int max_pages, void *out, float *scratch,
@@ -44,6 +45,9 @@
 #endif
 #ifndef AT_MAXCTX
 #define AT_MAXCTX 4096
+#endif
+#ifndef AT_WINDOW
+#define AT_WINDOW 0
 #endif
 
 #ifndef IG_ATTN_HELPERS
@@ -161,11 +165,13 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
             l[g] = 0.0f;
         }
         memset(acc, 0, sizeof acc);
-        for (int pi = 0; pi <= pos / AT_PS; pi++) {
-            int n = IG_MIN(AT_PS, pos + 1 - pi * AT_PS);
+        const int lo = AT_WINDOW > 0 && pos >= AT_WINDOW ? pos - AT_WINDOW + 1 : 0; /* first key */
+        for (int pi = lo / AT_PS; pi <= pos / AT_PS; pi++) {
+            int j0 = pi == lo / AT_PS ? lo % AT_PS : 0; /* keys before the window in its first page */
+            int n = IG_MIN(AT_PS, pos + 1 - pi * AT_PS) - j0;
             const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
-            const uint8_t *K = base + (size_t)kh * AT_PS * AT_D * ES_;
-            const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + (size_t)kh * AT_PS * AT_D) * ES_;
+            const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
+            const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
             /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
             for (int g0 = 0; g0 < G_; g0 += 16)
                 ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
@@ -199,3 +205,4 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
 #undef AT_PAGE_BYTES
 #undef AT_SCALE
 #undef AT_MAXCTX
+#undef AT_WINDOW

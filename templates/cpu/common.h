@@ -293,4 +293,14 @@ IG_INLINE void ig_silu_mul16(const float *IG_RESTRICT g, const float *IG_RESTRIC
 #endif
 }
 
+/* out[j] = gelu_tanh(g[j]) * u[j] for 16 lanes: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))),
+ * with tanh(z) = 1 - 2 / (exp(2z) + 1) (GeGLU of Gemma, transformers' gelu_pytorch_tanh). */
+IG_INLINE void ig_gelu_mul16(const float *IG_RESTRICT g, const float *IG_RESTRICT u, float *IG_RESTRICT out) {
+    for (int j = 0; j < 16; j++) {
+        float x = g[j], z = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        float th = z > 20.0f ? 1.0f : z < -20.0f ? -1.0f : 1.0f - 2.0f / (expf(2.0f * z) + 1.0f);
+        out[j] = 0.5f * x * (1.0f + th) * u[j];
+    }
+}
+
 #endif /* IG_CPU_COMMON_H */

@@ -1,6 +1,7 @@
 /* embed.c — template: gather embedding rows from the panel-packed embedding table.
  *
- * Instantiate with EM_NAME, EM_D (hidden size), EM_WBF16 (table type); defines
+ * Instantiate with EM_NAME, EM_D (hidden size), EM_WBF16 (table type), EM_SCALE (rows are
+ * multiplied by it: Gemma's sqrt(hidden); default 1); defines
  *   static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth);
  * The table E [V][D] is stored as matmul panels (N = V, K = D) so a tied lm_head reads the same
  * bytes: row id lives in panel id/16 at lane id%16, i.e. one 4-byte (bf16 pair) or 4-byte (f32)
@@ -17,6 +18,9 @@
 #endif
 #ifndef EM_WBF16
 #define EM_WBF16 1
+#endif
+#ifndef EM_SCALE
+#define EM_SCALE 1.0f
 #endif
 
 static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth) {
@@ -36,9 +40,11 @@ static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth)
             const float *pw = (const float *)w + (size_t)p * EM_D * 16 + j;
             for (int k = 0; k < EM_D; k++) xr[k] = pw[(size_t)k * 16];
         }
+        if (EM_SCALE != 1.0f) ig_scale(xr, EM_SCALE, EM_D);
     }
 }
 
 #undef EM_NAME
 #undef EM_D
 #undef EM_WBF16
+#undef EM_SCALE

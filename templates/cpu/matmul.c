@@ -1,4 +1,4 @@
-/* matmul.c — template: Y = X · Wᵀ (+ bias) with a fused epilogue (store, residual add, SwiGLU),
+/* matmul.c — template: Y = X · Wᵀ (+ bias) with a fused epilogue (store, residual add, SwiGLU, GeGLU),
  * W packed in 16-row panels (see SPEC.md). This is the hot path of every model: decode (T == 1)
  * is bound by how fast the weights stream from memory, prefill (T > 1) by FMA / dpbf16 throughput.
  *
@@ -42,12 +42,13 @@
 #define MM_EPI_STORE 0
 #define MM_EPI_ACC 1
 #define MM_EPI_SWIGLU 2
+#define MM_EPI_GEGLU 3
 #endif
 #ifndef MM_EPI
 #define MM_EPI MM_EPI_STORE
 #endif
 #ifndef MM_LDY /* row stride of y in elements; for SwiGLU y has MM_N/2 columns */
-#define MM_LDY ((MM_EPI) == MM_EPI_SWIGLU ? (MM_N) / 2 : (MM_N))
+#define MM_LDY ((MM_EPI) == MM_EPI_SWIGLU || (MM_EPI) == MM_EPI_GEGLU ? (MM_N) / 2 : (MM_N))
 #endif
 #ifndef MM_YBF16 /* SwiGLU output type (STORE/ACC always write f32) */
 #define MM_YBF16 0
@@ -378,9 +379,10 @@ IG_INLINE void ig_mm_epi(int epi, int ybf16, int nout, int ldy, const float *bia
                          int q, int npn, void *y, int t) {
     float v[32];
     for (int j = 0; j < 16 * npn; j++) v[j] = acc[j] + (bias ? bias[32 * q + j] : 0.0f);
-    if (epi == 2) { /* SwiGLU: panel 2q is gate, 2q+1 is up, for outputs 16q..16q+15 */
+    if (epi == 2 || epi == 3) { /* SwiGLU / GeGLU: panel 2q is gate, 2q+1 is up, outputs 16q..16q+15 */
         float o[16];
-        ig_silu_mul16(v, v + 16, o);
+        if (epi == 2) ig_silu_mul16(v, v + 16, o);
+        else ig_gelu_mul16(v, v + 16, o);
         if (ybf16) ig_store_row((uint16_t *)y + (size_t)t * ldy + 16 * q, o, 1, 16);
         else memcpy((float *)y + (size_t)t * ldy + 16 * q, o, sizeof o);
         return;
@@ -406,7 +408,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
         LB_ = IG_MM_LB(MM_WBF16) /* bytes per k-pair per panel */
     };
     _Static_assert(MM_K % 2 == 0, "MM_K must be even");
-    _Static_assert(MM_EPI != MM_EPI_SWIGLU || MM_N % 32 == 0, "SwiGLU needs I % 16 == 0");
+    _Static_assert((MM_EPI != MM_EPI_SWIGLU && MM_EPI != MM_EPI_GEGLU) || MM_N % 32 == 0, "SwiGLU needs I % 16 == 0");
     const size_t wps = (size_t)KP_ * LB_; /* bytes per panel */
     const char *wc = (const char *)w;
     const float *bs = MM_BIAS ? bias : NULL;

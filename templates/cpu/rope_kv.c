@@ -1,7 +1,9 @@
 /* rope_kv.c — template: optional per-head q/k RMSNorm (Qwen3-style), rotary embedding on q and k
  * ("rotate half", HF Llama), and the write of this step's keys and values into the paged KV pool.
  *
- * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS;
+ * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS,
+ * RK_ROT (rotary dimensions, the first RK_ROT of each head: partial rotary; default RK_D) and
+ * RK_INTERLEAVE (1: rotate pairs (2i, 2i+1) as GLM-4; 0: halves (i, i + RK_ROT/2) as Llama);
  * defines
  *   static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *q_norm,
  *                       const float *k_norm, float *q_out, uint8_t *kv_pool, uint64_t layer_off,
@@ -40,22 +42,32 @@
 #ifndef RK_EPS
 #define RK_EPS 1e-6f
 #endif
+#ifndef RK_ROT
+#define RK_ROT RK_D
+#endif
+#ifndef RK_INTERLEAVE
+#define RK_INTERLEAVE 0
+#endif
 
 #ifndef IG_ROPE_HELPERS
 #define IG_ROPE_HELPERS
-/* v (D floats) <- rope(norm(v)); cs = [D/2][2] (cos, sin); g = per-head norm weight or NULL. */
+/* o (dim floats) <- rope(norm(v)) on the first `rot` dims (the rest copied, normalized);
+ * cs = [rot/2][2] (cos, sin); g = per-head norm weight or NULL; inter: pairs (2i, 2i+1), else
+ * (i, i + rot/2). */
 IG_INLINE void ig_rope_head(float *IG_RESTRICT o, const float *IG_RESTRICT v, const float *cs,
-                            const float *g, float eps, int dim) {
+                            const float *g, float eps, int dim, int rot, int inter) {
     float s = 1.0f;
     if (g) s = 1.0f / sqrtf(ig_sumsq(v, dim) / (float)dim + eps);
-    const int h = dim / 2;
+    const int h = rot / 2;
     for (int i = 0; i < h; i++) {
-        float a = v[i] * s, b = v[i + h] * s;
-        if (g) a *= g[i], b *= g[i + h];
+        int ia = inter ? 2 * i : i, ib = inter ? 2 * i + 1 : i + h;
+        float a = v[ia] * s, b = v[ib] * s;
+        if (g) a *= g[ia], b *= g[ib];
         float c = cs[2 * i], sn = cs[2 * i + 1];
-        o[i] = a * c - b * sn;
-        o[i + h] = b * c + a * sn;
+        o[ia] = a * c - b * sn;
+        o[ib] = b * c + a * sn;
     }
+    for (int i = rot; i < dim; i++) o[i] = v[i] * s * (g ? g[i] : 1.0f);
 }
 #endif
 
@@ -64,6 +76,7 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
                     const int32_t *positions, const int32_t *token_seq,
                     const int32_t *page_table, int max_pages, int nth) {
     _Static_assert(RK_D % 2 == 0, "RK_D must be even");
+    _Static_assert(RK_ROT % 2 == 0 && RK_ROT <= RK_D, "RK_ROT must be even and at most RK_D");
     _Static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
     enum { W_ = (RK_H + 2 * RK_KV) * RK_D, ES_ = RK_KVBF16 ? 2 : 4 };
     const float *qn = RK_QKNORM ? q_norm : NULL, *kn = RK_QKNORM ? k_norm : NULL;
@@ -75,10 +88,10 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
         int page = page_table[(size_t)token_seq[t] * max_pages + pos / RK_PS], slot = pos % RK_PS;
         uint8_t *base = kv_pool + (uint64_t)page * RK_PAGE_BYTES + layer_off;
         for (int h = 0; h < RK_H; h++)
-            ig_rope_head(q_out + (size_t)t * RK_H * RK_D + h * RK_D, row + h * RK_D, cs, qn, RK_EPS, RK_D);
+            ig_rope_head(q_out + (size_t)t * RK_H * RK_D + h * RK_D, row + h * RK_D, cs, qn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
         for (int h = 0; h < RK_KV; h++) {
             IG_ALIGN64 float kr[RK_D];
-            ig_rope_head(kr, row + (RK_H + h) * RK_D, cs, kn, RK_EPS, RK_D);
+            ig_rope_head(kr, row + (RK_H + h) * RK_D, cs, kn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
             size_t ko = ((size_t)h * RK_PS + slot) * RK_D;
             size_t vo = (size_t)RK_KV * RK_PS * RK_D + ko;
             ig_store_row(base + ko * ES_, kr, RK_KVBF16, RK_D);
@@ -96,3 +109,5 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
 #undef RK_PAGE_BYTES
 #undef RK_QKNORM
 #undef RK_EPS
+#undef RK_ROT
+#undef RK_INTERLEAVE

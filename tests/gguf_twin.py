@@ -1,0 +1,141 @@
+"""Writes the GGUF twin of a tiny HF test model with the `gguf` package (llama.cpp's writer), in
+llama.cpp's conventions: general.architecture and its metadata keys, blk.N.* tensor names, llama's
+q/k row permutation (Mistral/Mixtral, filed as `llama`), Gemma's norms stored as 1 + w, experts as
+3-D ffn_{gate,up,down}_exps tensors, Phi-3's fused attn_qkv and Phi-3 / GLM-4's fused ffn_up.
+Weights are written as F32 (the HF values exactly), plus a stand-in BPE vocabulary so the package
+has a tokenizer. Used by tests/test_gguf_twins.py."""
+import json, os, struct
+import numpy as np
+
+ARCH = {"Phi3ForCausalLM": "phi3", "Glm4ForCausalLM": "glm4", "Gemma3ForCausalLM": "gemma3",
+        "MixtralForCausalLM": "llama", "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe"}
+
+
+def read_hf(path):
+    """All tensors of a .safetensors file as float32 numpy arrays (F32, F16, BF16)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        raw = data[a:b]
+        if v["dtype"] == "BF16":
+            x = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            x = np.frombuffer(raw, {"F32": np.float32, "F16": np.float16}[v["dtype"]]).astype(np.float32)
+        out[k] = x.reshape(v["shape"])
+    return out
+
+
+def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf LlamaModel.permute
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_twin(model_dir, out_path):
+    import gguf
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    hf_arch = cfg["architectures"][0]
+    arch = ARCH[hf_arch]
+    t = read_hf(os.path.join(model_dir, "model.safetensors"))
+    L, D = cfg["num_hidden_layers"], cfg["hidden_size"]
+    H, KV = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    hd = cfg.get("head_dim") or D // H
+    w = gguf.GGUFWriter(out_path, arch)
+    w.add_block_count(L)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(H)
+    w.add_head_count_kv(KV)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    rp = cfg.get("rope_parameters") or {}
+    if hf_arch == "Gemma3ForCausalLM":
+        w.add_rope_freq_base(rp["full_attention"]["rope_theta"])
+        w.add_float32(f"{arch}.rope.freq_base_swa", rp["sliding_attention"]["rope_theta"])
+        w.add_sliding_window(cfg["sliding_window"])
+        w.add_array(f"{arch}.attention.sliding_window_pattern", [lt == "sliding_attention" for lt in cfg["layer_types"]])
+        w.add_float32(f"{arch}.attention.scale", cfg["query_pre_attn_scalar"] ** -0.5)
+    else:
+        w.add_rope_freq_base(rp.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    prf = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    w.add_rope_dimension_count(int(hd * prf))
+    E = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+    if E:
+        w.add_expert_count(E)
+        w.add_expert_used_count(cfg["num_experts_per_tok"])
+        if "moe_intermediate_size" in cfg:
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if cfg.get("shared_expert_intermediate_size"):
+            w.add_expert_shared_feed_forward_length(cfg["shared_expert_intermediate_size"])
+    w.add_file_type(0)
+    V = cfg["vocab_size"]
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"<t{i}>" for i in range(V)])
+    w.add_token_types([1] * V)
+    w.add_token_merges([])
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"])
+
+    def put(name, x):
+        w.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
+
+    gemma = hf_arch == "Gemma3ForCausalLM"
+    norm = (lambda x: x + 1.0) if gemma else (lambda x: x)
+    put("token_embd.weight", t["model.embed_tokens.weight"])
+    put("output_norm.weight", norm(t["model.norm.weight"]))
+    if "lm_head.weight" in t and not cfg.get("tie_word_embeddings", gemma):
+        put("output.weight", t["lm_head.weight"])
+    for l in range(L):
+        p, b = f"model.layers.{l}.", f"blk.{l}."
+        put(b + "attn_norm.weight", norm(t[p + "input_layernorm.weight"]))
+        if hf_arch == "Phi3ForCausalLM":
+            put(b + "attn_qkv.weight", t[p + "self_attn.qkv_proj.weight"])
+        else:
+            q, k = t[p + "self_attn.q_proj.weight"], t[p + "self_attn.k_proj.weight"]
+            if arch == "llama":
+                q, k = permute(q, H), permute(k, KV)
+            put(b + "attn_q.weight", q)
+            put(b + "attn_k.weight", k)
+            put(b + "attn_v.weight", t[p + "self_attn.v_proj.weight"])
+            for x in "qkv":
+                if p + f"self_attn.{x}_proj.bias" in t:
+                    put(b + f"attn_{x}.bias", t[p + f"self_attn.{x}_proj.bias"])
+        if p + "self_attn.q_norm.weight" in t:
+            put(b + "attn_q_norm.weight", norm(t[p + "self_attn.q_norm.weight"]))
+            put(b + "attn_k_norm.weight", norm(t[p + "self_attn.k_norm.weight"]))
+        put(b + "attn_output.weight", t[p + "self_attn.o_proj.weight"])
+        if gemma:
+            put(b + "post_attention_norm.weight", norm(t[p + "post_attention_layernorm.weight"]))
+            put(b + "ffn_norm.weight", norm(t[p + "pre_feedforward_layernorm.weight"]))
+            put(b + "post_ffw_norm.weight", norm(t[p + "post_feedforward_layernorm.weight"]))
+        else:
+            put(b + "ffn_norm.weight", t[p + "post_attention_layernorm.weight"])
+        if hf_arch == "Glm4ForCausalLM":
+            put(b + "post_attention_norm.weight", t[p + "post_self_attn_layernorm.weight"])
+            put(b + "post_ffw_norm.weight", t[p + "post_mlp_layernorm.weight"])
+        if E:
+            m = p + ("block_sparse_moe." if hf_arch == "MixtralForCausalLM" else "mlp.")
+            names = ("w1", "w3", "w2") if hf_arch == "MixtralForCausalLM" else ("gate_proj", "up_proj", "down_proj")
+            put(b + "ffn_gate_inp.weight", t[m + "gate.weight"])
+            for gg, hf in zip(("gate", "up", "down"), names):
+                put(b + f"ffn_{gg}_exps.weight", np.stack([t[m + f"experts.{e}.{hf}.weight"] for e in range(E)]))
+            if m + "shared_expert.gate_proj.weight" in t:
+                for x in ("gate", "up", "down"):
+                    put(b + f"ffn_{x}_shexp.weight", t[m + f"shared_expert.{x}_proj.weight"])
+                put(b + "ffn_gate_inp_shexp.weight", t[m + "shared_expert_gate.weight"].reshape(-1))
+        elif p + "mlp.gate_up_proj.weight" in t:
+            put(b + "ffn_up.weight", t[p + "mlp.gate_up_proj.weight"])
+            put(b + "ffn_down.weight", t[p + "mlp.down_proj.weight"])
+        else:
+            for x in ("gate", "up", "down"):
+                put(b + f"ffn_{x}.weight", t[p + f"mlp.{x}_proj.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
