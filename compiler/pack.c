@@ -126,30 +126,31 @@ static void q4_range(const float *x, int n, float *scale, float *min) {
     }
 }
 
+/* Row `row` [K] as lane j of one q4g panel. */
+static void q4_pack_lane(const float *row, int64_t K, int32_t G, int j, uint8_t *panel) {
+    const uint64_t gbytes = 128u + 8u * (uint64_t)G;
+    for (int64_t g = 0; g * G < K; g++) {
+        const float *x = row + g * G;
+        int len = (int)(K - g * G < G ? K - g * G : G);
+        float s, m;
+        q4_range(x, len, &s, &m);
+        uint8_t *gb = panel + g * gbytes;
+        memcpy(gb + 4 * j, &s, 4);
+        memcpy(gb + 64 + 4 * j, &m, 4);
+        for (int i = 0; i < len; i++) {
+            int q = s > 0.0f ? (int)fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) / s))) : 0;
+            uint8_t *b = gb + 128 + (size_t)i * 8 + (j & 7);
+            *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
+        }
+    }
+}
+
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
-    const int64_t ng = (K + G - 1) / G;
-    const uint64_t gbytes = 128u + 8u * (uint64_t)G, per = pk_quant_bytes(16, K, IG_DTYPE_Q4G, G);
+    const uint64_t per = pk_quant_bytes(16, K, IG_DTYPE_Q4G, G);
     /* by panels: lanes j and j + 8 share bytes */
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
-    for (int j = 0; j < 16 && p * 16 + j < N; j++) {
-        int64_t n = p * 16 + j;
-        uint8_t *panel = (uint8_t *)dst + (uint64_t)p * per;
-        for (int64_t g = 0; g < ng; g++) {
-            const float *x = w + n * K + g * G;
-            int len = (int)(K - g * G < G ? K - g * G : G);
-            float s, m;
-            q4_range(x, len, &s, &m);
-            uint8_t *gb = panel + g * gbytes;
-            memcpy(gb + 4 * j, &s, 4);
-            memcpy(gb + 64 + 4 * j, &m, 4);
-            for (int i = 0; i < len; i++) {
-                int q = s > 0.0f ? (int)fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) / s))) : 0;
-                uint8_t *b = gb + 128 + (size_t)i * 8 + (j & 7);
-                *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
-            }
-        }
-    }
+        for (int j = 0; j < 16 && p * 16 + j < N; j++) q4_pack_lane(w + (p * 16 + j) * K, K, G, j, (uint8_t *)dst + (uint64_t)p * per);
 }
 
 int pk_quant_skips(const char *skip, const char *name) {

@@ -130,7 +130,7 @@ def main():
         # 1. exactness: a quantized package with f32 activations against an f32 package of the same
         # model whose matrices numpy quantized and dequantized by the packer's rule: they compute the
         # same function, so only summation order may differ (the f32 golden limit, 1e-3)
-        for model, scheme in (("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8"), ("qwen3-qknorm", "a16w4-g64")):
+        for model, scheme in (("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8")):
             try:
                 ids = golden.reference(model)[0]
                 pq = compile_q(model, scheme, tmp, ("--dtype", "f32"))
@@ -146,7 +146,7 @@ def main():
             except Exception as e:
                 fails.append(f"{model} {scheme} twin: {e}")
         # 2. against the transformers float64 references, bf16 activations
-        for model in golden.MODELS:
+        for model in ("llama-gqa", "qwen3-qknorm", "mistral-sharded"):
             for scheme, bound in BOUND.items():
                 try:
                     pkg = compile_q(model, scheme, tmp)
