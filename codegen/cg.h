@@ -57,7 +57,8 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
 /* ---- shared by the generators (cg_common.c) */
 
 /* How weights, activations and the KV cache are stored: one row per element format. Adding a
- * format is a row here, its packer (compiler/pack.c) and the template instances that read it. */
+ * format is a row here, its packer (compiler/pack.c) and the template instances that read it.
+ * Quantized rows (wq != 0) are weight formats only; `bytes` is then 0 (see the packer). */
 typedef struct cg_format {
     ig_dtype dtype;
     const char *name;   /* "f32", "bf16", "f16": comments, manifests, messages */
@@ -66,6 +67,7 @@ typedef struct cg_format {
     const char *c_type; /* storage type in generated code: "float", "uint16_t" */
     const char *cu_def; /* defined at the top of model.cu for this format ("IG_F16 1"), or NULL */
     int cpu, cuda;      /* targets whose kernels take it */
+    int wq;             /* quantized weights: the templates' MM_WQ / EM_WQ (quant.h), 0 for floats */
 } cg_format;
 /* The storage format of dt, or NULL when dt is not one (I32). */
 const cg_format *cg_format_of(ig_dtype dt);

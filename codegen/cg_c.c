@@ -91,6 +91,30 @@ static int buf_of(const cg *c, int32_t t, int or_resid, char *id) {
     return 1;
 }
 
+/* How weight tensor t is stored: its format, and for quantized ones the templates' extra
+ * parameters (prefix "MM" or "EM": "#define MM_WQ 4\n#define MM_WG 128\n") into qp, a
+ * name suffix ("_q4g128") into sfx and a name for comments ("q4g128") into nm; all empty for floats. */
+static const cg_format *weight_fmt(const cg *c, int32_t t, const char *prefix, char *qp, size_t qcap, char *sfx,
+                                   char *nm) {
+    int32_t k = pk_find(c->plan, t);
+    const pk_entry *e = k >= 0 ? &c->plan->e[k] : NULL;
+    const cg_format *f = e ? cg_format_of(e->dtype) : NULL;
+    qp[0] = sfx[0] = 0;
+    if (!f || !f->wq) {
+        snprintf(nm, 32, "%s", c->wf->name);
+        return c->wf;
+    }
+    if (e->group) {
+        snprintf(qp, qcap, "#define %s_WQ %d\n#define %s_WG %d\n", prefix, f->wq, prefix, (int)e->group);
+        snprintf(nm, 32, "%s%d", f->name, (int)e->group);
+    } else {
+        snprintf(qp, qcap, "#define %s_WQ %d\n", prefix, f->wq);
+        snprintf(nm, 32, "%s", f->name);
+    }
+    snprintf(sfx, 32, "_%s", nm);
+    return f;
+}
+
 static ig_status no_buf(const cg *c, const node_ctx *x, ig_err *err) {
     if (c->bufs.failed || c->in.failed) return ig_fail(err, IG_ERR_NOMEM, "codegen: out of memory");
     return ig_fail(err, IG_ERR_INVALID, "codegen: node %d (%s) reads a tensor no earlier node wrote", x->i,
@@ -104,11 +128,13 @@ static ig_status lower_embed(cg *c, node_ctx *x, ig_err *err) {
     char out[64];
     if (!new_buf(c, x->n->out, HID, 0, out)) return no_buf(c, x, err);
     c->resid = c->bufs.buf_of[x->n->out];
-    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n", HID,
-             c->wf->is16, g->hp.embed_scale > 0 ? g->hp.embed_scale : 1.0);
+    char qp[96], sfx[32], wname[32];
+    const cg_format *wf = weight_fmt(c, x->n->in[1], "EM", qp, sizeof qp, sfx, wname);
+    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n%s", HID,
+             wf->is16, g->hp.embed_scale > 0 ? g->hp.embed_scale : 1.0, qp);
     snprintf(comment, sizeof comment, "%s: embed ids[T] -> %s[T,%d] f32, table %s [%d,%d] panels", g->tensors[x->n->in[1]].name,
-             cg_node_label(g, x->n->out, lbl, sizeof lbl), HID, c->wf->name, g->hp.vocab, HID);
-    snprintf(nm, sizeof nm, "embed_%d", HID);
+             cg_node_label(g, x->n->out, lbl, sizeof lbl), HID, wname, g->hp.vocab, HID);
+    snprintf(nm, sizeof nm, "embed_%d%s", HID, sfx);
     const char *em = instance(c, "embed.c", nm, "EM_NAME", params, comment);
     if (!em) return no_buf(c, x, err);
     fprintf(c->fw, "\n    /* %s */\n    %s(T, b->token_ids, %s, %s, nth);\n", comment, em, x->wexpr[1], out);
@@ -130,9 +156,10 @@ static ig_status lower_norm_matmul(cg *c, node_ctx *x, ig_err *err) {
     const ir_graph *g = c->g;
     const ir_node *n = x->n;
     const ir_tensor *wt = &g->tensors[n->in[2]];
-    const cg_format *wf = c->wf, *af = c->af;
+    const cg_format *af = c->af;
     int64_t N = wt->shape[0], K = wt->shape[1];
-    char params[1024], comment[512], nm[64], lbl[96];
+    char params[1024], comment[512], nm[64], lbl[96], qp[96], sfx[32], wname[32];
+    const cg_format *wf = weight_fmt(c, n->in[2], "MM", qp, sizeof qp, sfx, wname);
     char in[64], out[64] = "b->logits";
     if (!buf_of(c, n->in[0], 1, in)) return no_buf(c, x, err);
     if (K > c->xn_cols) c->xn_cols = K;
@@ -147,19 +174,19 @@ static ig_status lower_norm_matmul(cg *c, node_ctx *x, ig_err *err) {
     snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
     const char *rn = instance(c, "rmsnorm.c", nm, "RN_NAME", params, comment);
     snprintf(params, sizeof params,
-             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n%s#define MM_XBF16 %d\n"
              "#define MM_BIAS %d\n#define MM_EPI %s\n#define MM_YBF16 %d\n",
-             (long long)K, (long long)N, wf->is16, af->is16, bias,
+             (long long)K, (long long)N, wf->is16, qp, af->is16, bias,
              geglu ? "MM_EPI_GEGLU" : swiglu ? "MM_EPI_SWIGLU" : "MM_EPI_STORE",
              swiglu ? af->is16 : 0);
     snprintf(comment, sizeof comment, "%s: matmul x[T,%lld] %s . w[%lld,%lld]^T %s%s -> [T,%lld] %s",
-             x->pass == 1 ? "layers.*" : wt->name, (long long)K, af->name, (long long)N, (long long)K, wf->name,
+             x->pass == 1 ? "layers.*" : wt->name, (long long)K, af->name, (long long)N, (long long)K, wname,
              geglu    ? ", gate/up panels interleaved, GeGLU (tanh GELU) epilogue"
              : swiglu ? ", gate/up panels interleaved, SwiGLU epilogue"
                       : "",
              (long long)out_cols, swiglu ? af->name : "f32");
-    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N, geglu ? "_geglu" : swiglu ? "_swiglu" : "",
-             bias ? "_bias" : "");
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s%s", (long long)K, (long long)N, geglu ? "_geglu" : swiglu ? "_swiglu" : "",
+             bias ? "_bias" : "", sfx);
     const char *mm = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
     if (!rn || !mm) return no_buf(c, x, err);
     fprintf(c->fw, "\n%s/* %s: norm_matmul (rms_norm fused into the %s) */\n", x->ind,
@@ -285,10 +312,11 @@ static ig_status lower_matmul_epi(cg *c, node_ctx *x, ig_err *err) {
     const ir_graph *g = c->g;
     const ir_node *n = x->n;
     const ir_tensor *wt = &g->tensors[n->in[1]];
-    const cg_format *wf = c->wf, *af = c->af;
+    const cg_format *af = c->af;
     int64_t N = wt->shape[0], K = wt->shape[1];
-    char params[1024], comment[512], nm[64], lbl[96];
+    char params[1024], comment[512], nm[64], lbl[96], qp[96], sfx[32], wname[32];
     if (n->epi == IR_EPI_STORE && x->pass == 1) return lower_matmul_store(c, x, err);
+    const cg_format *wf = weight_fmt(c, n->in[1], "MM", qp, sizeof qp, sfx, wname);
     if (n->epi != IR_EPI_ACC)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate or store in a layer");
     char in[64], res[64];
@@ -296,12 +324,12 @@ static ig_status lower_matmul_epi(cg *c, node_ctx *x, ig_err *err) {
     c->bufs.buf_of[n->out] = c->resid;
     int bias = n->in[2] >= 0;
     snprintf(params, sizeof params,
-             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n%s#define MM_XBF16 %d\n"
              "#define MM_BIAS %d\n#define MM_EPI MM_EPI_ACC\n",
-             (long long)K, (long long)N, wf->is16, af->is16, bias);
+             (long long)K, (long long)N, wf->is16, qp, af->is16, bias);
     snprintf(comment, sizeof comment, "layers.*: matmul x[T,%lld] %s . w[%lld,%lld]^T %s, accumulated into the residual stream",
-             (long long)K, af->name, (long long)N, (long long)K, wf->name);
-    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld_acc%s", (long long)K, (long long)N, bias ? "_bias" : "");
+             (long long)K, af->name, (long long)N, (long long)K, wname);
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld_acc%s%s", (long long)K, (long long)N, bias ? "_bias" : "", sfx);
     const char *mm = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
     if (!mm) return no_buf(c, x, err);
     fprintf(c->fw, "\n%s/* %s: matmul + residual add */\n%s%s(T, %s, %s, %s, %s, nth);\n", x->ind,
@@ -398,9 +426,27 @@ static ig_status lower_node(cg *c, int32_t i, int pass, ig_err *err) {
 /* The file's opening comment, includes and shape constants. */
 static void emit_header(const cg *c, const cg_target *t, FILE *out) {
     const ir_hparams *hp = &c->g->hp;
-    char dt[96];
-    if (c->wf == c->af) snprintf(dt, sizeof dt, "weights and stored activations %s", c->wf->name);
-    else snprintf(dt, sizeof dt, "weights %s, stored activations %s", c->wf->name, c->af->name);
+    char dt[160];
+    int nq = 0, nm = 0;
+    char qn[32] = "", qp[96], sfx[32];
+    for (int32_t i = 0; i < c->plan->n; i++)
+        if (c->plan->e[i].fmt == PK_PANEL) {
+            nm++;
+            if (weight_fmt(c, c->plan->e[i].tensor, "MM", qp, sizeof qp, sfx, qn)->wq) nq++;
+        }
+    if (nq) {
+        for (int32_t i = 0; i < c->plan->n; i++) /* name the quantized format, not the last kept one */
+            if (c->plan->e[i].fmt == PK_PANEL && weight_fmt(c, c->plan->e[i].tensor, "MM", qp, sizeof qp, sfx, qn)->wq) break;
+        if (nq == nm)
+            snprintf(dt, sizeof dt, "weights %s (all %d matrices), stored activations %s", qn, nm, c->af->name);
+        else
+            snprintf(dt, sizeof dt, "weights %s (%d of %d matrices, the rest %s), stored activations %s", qn, nq, nm,
+                     c->wf->name, c->af->name);
+    } else if (c->wf == c->af) {
+        snprintf(dt, sizeof dt, "weights and stored activations %s", c->wf->name);
+    } else {
+        snprintf(dt, sizeof dt, "weights %s, stored activations %s", c->wf->name, c->af->name);
+    }
     fprintf(out,
             "/* model.c — generated by ignis %s. Do not edit: regenerate with `ignis compile`.\n"
             " *\n"

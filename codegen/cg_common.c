@@ -32,6 +32,12 @@ ig_status cg_analyze(const ir_graph *g, const pk_plan *plan, cg_layout *lay, ig_
                 if (g->tensors[ta].shape[0] != g->tensors[tb].shape[0] || g->tensors[ta].shape[1] != g->tensors[tb].shape[1] ||
                     pk_find(plan, tb) < 0)
                     goto mismatch;
+                const pk_entry *ea = &plan->e[pk_find(plan, ta)], *eb = &plan->e[pk_find(plan, tb)];
+                if (ea->dtype != eb->dtype || ea->group != eb->group)
+                    return ig_fail(err, IG_ERR_UNSUPPORTED,
+                                   "codegen: %s is stored as %s but layer 0's as %s: layers share kernels, so quantize or "
+                                   "keep a matrix in every layer (--quant-skip without a layer number)",
+                                   g->tensors[tb].name, cg_format_of(eb->dtype)->name, cg_format_of(ea->dtype)->name);
             }
             continue;
         mismatch:
@@ -211,9 +217,11 @@ void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const cha
 /* ---- formats */
 
 static const cg_format formats[] = {
-    {IG_DTYPE_F32, "f32", 4, 0, "float", NULL, 1, 1},
-    {IG_DTYPE_BF16, "bf16", 2, 1, "uint16_t", NULL, 1, 1},
-    {IG_DTYPE_F16, "f16", 2, 1, "uint16_t", "IG_F16 1", 0, 1},
+    {IG_DTYPE_F32, "f32", 4, 0, "float", NULL, 1, 1, 0},
+    {IG_DTYPE_BF16, "bf16", 2, 1, "uint16_t", NULL, 1, 1, 0},
+    {IG_DTYPE_F16, "f16", 2, 1, "uint16_t", "IG_F16 1", 0, 1, 0},
+    {IG_DTYPE_Q8C, "q8c", 0, 0, "int8_t", NULL, 1, 0, 8},
+    {IG_DTYPE_Q4G, "q4g", 0, 0, "uint8_t", NULL, 1, 0, 4},
 };
 
 const cg_format *cg_format_of(ig_dtype dt) {

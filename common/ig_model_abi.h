@@ -33,7 +33,10 @@ typedef enum ig_dtype {
     IG_DTYPE_F32 = 0,
     IG_DTYPE_BF16 = 1,
     IG_DTYPE_F16 = 2,
-    IG_DTYPE_I32 = 3
+    IG_DTYPE_I32 = 3,
+    /* quantized weight formats (weights.bin only; layouts in templates/cpu/quant.h) */
+    IG_DTYPE_Q8C = 4, /* int8, symmetric, f32 scale per output row */
+    IG_DTYPE_Q4G = 5  /* uint4, f32 scale and min per row and group of K */
 } ig_dtype;
 
 /* CPU features a package may require (bit set in ig_model_desc.cpu_features). */

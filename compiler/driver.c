@@ -176,7 +176,59 @@ static cJSON *hparams_json(const ir_hparams *hp) {
 }
 
 /* The manifest's name of a package element type. */
-static const char *dtype_str(ig_dtype d) { return d == IG_DTYPE_BF16 ? "bf16" : d == IG_DTYPE_F16 ? "f16" : "f32"; }
+static const char *dtype_str(ig_dtype d) {
+    const cg_format *f = cg_format_of(d);
+    return f ? f->name : "f32";
+}
+
+/* --quant / --quant-group / --quant-skip into the packer's options; *on = 0 for none. The
+ * activations of an a16 package are bf16 unless --dtype says f32. */
+static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_quant *q, int *on, ig_err *err) {
+    *on = 0;
+    memset(q, 0, sizeof *q);
+    if (!o->quant || !strcmp(o->quant, "none")) {
+        if (o->quant_group || o->quant_skip)
+            return ig_fail(err, IG_ERR_INVALID, "--quant-group and --quant-skip need --quant a16w8 or a16w4");
+        return IG_OK;
+    }
+    if (!strcmp(o->quant, "a16w8")) q->wdtype = IG_DTYPE_Q8C;
+    else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4G;
+    else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8 or a16w4)", o->quant);
+    if (cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: quantized weights are for CPU targets for now", o->quant);
+    q->group = o->quant_group ? o->quant_group : 128;
+    if (q->wdtype == IG_DTYPE_Q8C && o->quant_group)
+        return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (a16w8 scales each output channel)");
+    if (q->group != 32 && q->group != 64 && q->group != 128)
+        return ig_fail(err, IG_ERR_INVALID, "--quant-group %d: expected 32, 64 or 128", q->group);
+    q->skip = o->quant_skip;
+    if (!o->dtype) *dt = IG_DTYPE_BF16;
+    *on = 1;
+    return IG_OK;
+}
+
+/* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
+static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *plan) {
+    cJSON *j = cJSON_CreateObject();
+    int nq = 0, nkept = 0;
+    for (int32_t i = 0; i < plan->n; i++) {
+        if (plan->e[i].fmt != PK_PANEL) continue;
+        if (plan->e[i].dtype == q->wdtype) nq++;
+        else nkept++;
+    }
+    cJSON_AddStringToObject(j, "mode", mode);
+    cJSON_AddStringToObject(j, "weights", dtype_str(q->wdtype));
+    if (q->wdtype == IG_DTYPE_Q8C) {
+        cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
+    } else {
+        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, f32 scale and min per output channel and group of K, two per byte");
+        cJSON_AddNumberToObject(j, "group", q->group);
+    }
+    cJSON_AddStringToObject(j, "layout", "16-row panels (templates/cpu/quant.h)");
+    cJSON_AddStringToObject(j, "skip", q->skip ? q->skip : "");
+    cJSON_AddNumberToObject(j, "quantized_matrices", nq);
+    cJSON_AddNumberToObject(j, "kept_matrices", nkept);
+    return j;
+}
 
 /* --dtype not given: a 16-bit checkpoint (bf16 / f16; GGUF files other than all-f32 count as
  * 16-bit) compiles to bf16 where the target computes in bf16 (CUDA, CPUs with AVX-512 BF16),
@@ -199,6 +251,10 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         return ig_fail(err, IG_ERR_INVALID, "unknown --dtype '%s' (expected f32, bf16, or f16 for CUDA)", o->dtype);
     if (dt == IG_DTYPE_F16 && !cuda)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--dtype f16 is for CUDA targets; CPU packages take f32 or bf16");
+    pk_quant quant;
+    int quant_on;
+    ig_status qst = parse_quant(o, cuda, &dt, &quant, &quant_on, err);
+    if (qst) return qst;
     cg_cuda_target ct;
     const cg_target *t = cuda ? NULL : cg_target_find(o->target);
     if (cuda) {
@@ -237,7 +293,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (!st) st = cp_run_all(g, o->dump, err);
     pk_plan plan = {0};
     char path[4096], src_dir[4096];
-    if (!st) st = pk_plan_build(g, dt, cuda ? PK_ROWMAJOR : PK_PANEL, &plan, err);
+    if (!st) st = pk_plan_build(g, dt, cuda ? PK_ROWMAJOR : PK_PANEL, quant_on ? &quant : NULL, &plan, err);
     snprintf(src_dir, sizeof src_dir, "%s/src", pkg);
     if (!st) st = rt_mkdirs(src_dir, err);
     if (!st) {
@@ -300,6 +356,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "dtype", dtype_str(dt));
         cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
         cJSON_AddNumberToObject(m, "page_size", ps);
+        if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));
         cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));
         if (cuda) cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");
@@ -337,6 +394,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             cJSON_AddNumberToObject(e, "bytes", (double)plan.e[i].nbytes);
             cJSON_AddStringToObject(e, "layout", plan.e[i].fmt == PK_PANEL ? "panel16" : "vector");
             cJSON_AddStringToObject(e, "dtype", dtype_str(plan.e[i].dtype));
+            if (plan.e[i].group) cJSON_AddNumberToObject(e, "group", plan.e[i].group);
             snprintf(hx, sizeof hx, "%016llx", (unsigned long long)plan.e[i].hash);
             cJSON_AddStringToObject(e, "hash", hx);
             cJSON_AddItemToArray(ts, e);

@@ -2,6 +2,7 @@
 #include "pack.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,99 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) 
     }
 }
 
-static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format fmt, ig_dtype dt,
+/* ---- quantized panels (templates/cpu/quant.h) */
+
+uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
+    uint64_t np = (uint64_t)(N + 15) / 16, per;
+    if (dt == IG_DTYPE_Q8C) per = 64u + 16u * (uint64_t)K;
+    else per = (uint64_t)(K / group) * (128u + 8u * (uint64_t)group) + (K % group ? 128u + 8u * (uint64_t)(K % group) : 0);
+    return np * per;
+}
+
+void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst) {
+    const uint64_t per = 64u + 16u * (uint64_t)K;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        uint8_t *panel = (uint8_t *)dst + (uint64_t)(n / 16) * per;
+        int j = (int)(n % 16);
+        const float *row = w + n * K;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(row[k]));
+        float s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        memcpy(panel + 4 * j, &s, 4);
+        int8_t *q = (int8_t *)(panel + 64);
+        for (int64_t k = 0; k < K; k++) {
+            long v = lrintf(row[k] * inv);
+            q[k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+    }
+}
+
+/* Scale and min of one group x[n]: min-max, then the range shrunk in steps of 5% towards its
+ * middle while that lowers the squared rounding error (outliers clip, the rest rounds finer). */
+static void q4_range(const float *x, int n, float *scale, float *min) {
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < n; i++) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    float best = INFINITY, mid = 0.5f * (lo + hi);
+    *scale = 0.0f, *min = lo;
+    for (int step = 0; step < 8 && hi > lo; step++) {
+        float f = 1.0f - 0.05f * (float)step, a = mid - f * (mid - lo), b = mid + f * (hi - mid);
+        float s = (b - a) / 15.0f, err = 0.0f;
+        for (int i = 0; i < n; i++) {
+            float q = fminf(15.0f, fmaxf(0.0f, rintf((x[i] - a) / s)));
+            float d = a + s * q - x[i];
+            err += d * d;
+        }
+        if (err < best) best = err, *scale = s, *min = a;
+    }
+}
+
+/* Row `row` [K] as lane j of one q4g panel. */
+static void q4_pack_lane(const float *row, int64_t K, int32_t G, int j, uint8_t *panel) {
+    const uint64_t gbytes = 128u + 8u * (uint64_t)G;
+    for (int64_t g = 0; g * G < K; g++) {
+        const float *x = row + g * G;
+        int len = (int)(K - g * G < G ? K - g * G : G);
+        float s, m;
+        q4_range(x, len, &s, &m);
+        uint8_t *gb = panel + g * gbytes;
+        memcpy(gb + 4 * j, &s, 4);
+        memcpy(gb + 64 + 4 * j, &m, 4);
+        for (int i = 0; i < len; i++) {
+            int q = s > 0.0f ? (int)fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) / s))) : 0;
+            uint8_t *b = gb + 128 + (size_t)i * 8 + (j & 7);
+            *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
+        }
+    }
+}
+
+void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
+    const uint64_t per = pk_quant_bytes(16, K, IG_DTYPE_Q4G, G);
+    /* by panels: lanes j and j + 8 share bytes */
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < (N + 15) / 16; p++)
+        for (int j = 0; j < 16 && p * 16 + j < N; j++) q4_pack_lane(w + (p * 16 + j) * K, K, G, j, (uint8_t *)dst + (uint64_t)p * per);
+}
+
+int pk_quant_skips(const char *skip, const char *name) {
+    size_t nl = strlen(name);
+    while (skip && *skip) {
+        const char *e = strchr(skip, ',');
+        size_t l = e ? (size_t)(e - skip) : strlen(skip);
+        /* the entry matches at the end of the name, optionally followed by ".weight", and starts
+         * the name or follows a dot */
+        for (int wsuf = 0; wsuf < 2 && l; wsuf++) {
+            size_t tail = l + (wsuf ? 7 : 0);
+            if (tail > nl || (wsuf && strcmp(name + nl - 7, ".weight"))) continue;
+            const char *at = name + nl - tail;
+            if (!strncmp(at, skip, l) && (at == name || at[-1] == '.')) return 1;
+        }
+        skip = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format fmt, ig_dtype dt, const pk_quant *q,
                            ig_err *err) {
     if (t < 0 || pk_find(p, t) >= 0) return IG_OK;
     const ir_tensor *x = &g->tensors[t];
@@ -99,6 +192,11 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
                            "pack: %s has an odd inner dimension %lld (16-bit types pack pairs)", x->name,
                            (long long)x->shape[1]);
         e.nbytes = pk_panel_bytes(x->shape[0], x->shape[1], dt);
+        if (q && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
+            e.dtype = q->wdtype;
+            e.group = q->wdtype == IG_DTYPE_Q4G ? q->group : 0;
+            e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
+        }
     } else {
         int64_t n = x->shape[0] * (x->rank == 2 ? x->shape[1] : 1);
         e.nbytes = (uint64_t)((n + 15) / 16) * 16u * 4u;
@@ -113,36 +211,51 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
     return IG_OK;
 }
 
-ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, pk_plan *plan, ig_err *err) {
+ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
+    if (q && (mf != PK_PANEL || (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q4G) ||
+              (q->wdtype == IG_DTYPE_Q4G && q->group != 32 && q->group != 64 && q->group != 128)))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
+                                                "in CPU panels");
     ig_status st = IG_OK;
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
         switch (n->op) {
-        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], mf, wdtype, err); break;
+        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], mf, wdtype, q, err); break;
         case IR_OP_NORM_MATMUL:
-            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
-            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, err);
-            if (!st) st = add_entry(g, plan, n->in[3], PK_VEC_F32, IG_DTYPE_F32, err);
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, q, err);
+            if (!st) st = add_entry(g, plan, n->in[3], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
             break;
         case IR_OP_MATMUL_EPI:
-            st = add_entry(g, plan, n->in[1], mf, wdtype, err);
-            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
+            st = add_entry(g, plan, n->in[1], mf, wdtype, q, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
             break;
         case IR_OP_ROPE_KV:
-            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
-            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err);
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
             break;
-        case IR_OP_NORM_ADD: st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, err); break;
-        case IR_OP_RMSNORM: st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err); break;
+        case IR_OP_NORM_ADD: st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, err); break;
+        case IR_OP_RMSNORM: st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err); break;
         case IR_OP_MOE:        /* router (f32 rows), stacked experts (panels) */
         case IR_OP_MOE_SHARED: /* shared expert's gate (f32 row), its gate/up and down (panels) */
-            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, err);
-            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, err);
-            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, err);
+            /* experts stay in the float format: moe.c has no quantized path yet */
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, NULL, err);
+            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, NULL, err);
             break;
         default: break;
         }
+    }
+    /* every --quant-skip entry names some matrix (a typo would silently quantize it) */
+    for (const char *k = q ? q->skip : NULL; !st && k && *k;) {
+        const char *e = strchr(k, ',');
+        char one[256];
+        snprintf(one, sizeof one, "%.*s", (int)(e ? e - k : (long)strlen(k)), k);
+        int hit = 0;
+        for (int32_t i = 0; i < plan->n && !hit; i++) hit = plan->e[i].fmt == PK_PANEL && pk_quant_skips(one, plan->e[i].name);
+        if (!hit) st = ig_fail(err, IG_ERR_INVALID, "--quant-skip: '%s' names no weight matrix of this model", one);
+        k = e ? e + 1 : NULL;
     }
     if (st) pk_plan_free(plan);
     return st;
@@ -183,7 +296,11 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
             st = ir_weight_read_f32(src, g, t, w, err);
         }
         if (!st) {
-            if (e->fmt == PK_PANEL)
+            if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8C)
+                pk_pack_q8c(w, rows, cols, out);
+            else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q4G)
+                pk_pack_q4g(w, rows, cols, e->group, out);
+            else if (e->fmt == PK_PANEL)
                 pk_pack_panels(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR)
                 pk_pack_rows(w, rows, cols, e->dtype, out);

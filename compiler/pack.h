@@ -17,7 +17,8 @@ typedef struct pk_entry {
     int32_t tensor;   /* graph tensor id */
     const char *name; /* borrowed from the graph */
     pk_format fmt;
-    ig_dtype dtype;   /* element type in the file */
+    ig_dtype dtype;   /* element type in the file (IG_DTYPE_Q8C / Q4G: quantized panels) */
+    int32_t group;    /* Q4G: group size along K; else 0 */
     uint64_t offset;  /* bytes from the start of weights.bin */
     uint64_t nbytes;
     uint64_t hash;    /* rt_hash64 of the packed bytes, set by pk_write */
@@ -29,9 +30,21 @@ typedef struct pk_plan {
     uint64_t total; /* file size in bytes */
 } pk_plan;
 
+/* Weight quantization of a CPU package (InstantQuant: from the weights alone, no calibration). */
+typedef struct pk_quant {
+    ig_dtype wdtype;  /* IG_DTYPE_Q8C or IG_DTYPE_Q4G */
+    int32_t group;    /* Q4G: 32, 64 or 128 */
+    const char *skip; /* comma-separated names of matrices kept in the float dtype (borrowed), or NULL */
+} pk_quant;
+
 /* Lays out every weight the lowered graph reads. wdtype: IG_DTYPE_F32 or IG_DTYPE_BF16;
- * matrices in matrix_fmt (PK_PANEL for CPU targets, PK_ROWMAJOR for GPU targets). */
-ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format matrix_fmt, pk_plan *plan, ig_err *err);
+ * matrices in matrix_fmt (PK_PANEL for CPU targets, PK_ROWMAJOR for GPU targets); quant (NULL:
+ * none; panels only) quantizes every panel matrix that quant->skip does not name. */
+ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format matrix_fmt, const pk_quant *quant, pk_plan *plan,
+                        ig_err *err);
+/* Whether `skip` (comma-separated) names tensor `name`: the name itself, or its last dot-separated
+ * parts, with or without ".weight" ("lm_head", "mlp.down_proj", "model.layers.0.mlp.down_proj.weight"). */
+int pk_quant_skips(const char *skip, const char *name);
 void pk_plan_free(pk_plan *plan);
 /* Index of the entry for tensor id t, or -1. */
 int32_t pk_find(const pk_plan *plan, int32_t t);
@@ -43,6 +56,10 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
 uint64_t pk_panel_bytes(int64_t N, int64_t K, ig_dtype dt);
 void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
+/* Quantized panels (layouts in templates/cpu/quant.h): bytes of N x K, and the packers. */
+uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group);
+void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst);
+void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 uint16_t pk_f32_to_bf16(float f);
 /* f32 -> IEEE half, round to nearest even; past 65504 (after rounding) inf, NaN stays NaN. */
 uint16_t pk_f32_to_f16(float f);

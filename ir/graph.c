@@ -249,6 +249,8 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_BF16: return "bf16";
     case IG_DTYPE_F16: return "f16";
     case IG_DTYPE_I32: return "i32";
+    case IG_DTYPE_Q8C: return "q8c";
+    case IG_DTYPE_Q4G: return "q4g";
     }
     return "?";
 }

@@ -1,5 +1,5 @@
-/* ignis.c — the command-line tool: compile, generate, chat, logits, bench, import, inspect and
- * the tokenizer tools; `serve` runs the HTTP server of server/.
+/* ignis.c — the command-line tool: compile, generate, chat, logits, perplexity, verify, bench,
+ * import, inspect and the tokenizer tools; `serve` runs the HTTP server of server/.
  *
  * Every command declares its flags as tables (tools/cli_args.h): one table of its own plus the
  * shared ones it takes (sampling_flags, engine_flags, thread_flags), each pointing into an
@@ -10,6 +10,7 @@
  * prints or exits. */
 #include <errno.h>
 #include <float.h>
+#include <math.h>
 #include <immintrin.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -272,8 +273,8 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
 
 typedef struct compile_opts {
     const char *pos[1];
-    const char *out, *target, *dtype, *cc, *dump;
-    int32_t page_size;
+    const char *out, *target, *dtype, *cc, *dump, *quant, *quant_skip;
+    int32_t page_size, quant_group;
     cli_strs tune;
 } compile_opts;
 
@@ -285,6 +286,11 @@ static const cli_flag compile_flags[] = {
     CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
              "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
     CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
+    CLI_STRD("--quant", NULL, compile_opts, quant, 0, "none|a16w8|a16w4",
+             "weight quantization (CPU): a16w8 int8 per output channel, a16w4 uint4 per group of K", "none"),
+    CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N", "a16w4 group size along K: 32, 64 or 128", "128"),
+    CLI_STRV("--quant-skip", NULL, compile_opts, quant_skip, 0, "NAME,...",
+             "matrices kept unquantized (e.g. lm_head, mlp.down_proj; tied models: embed_tokens)"),
     CLI_STRV("--dump-graph", NULL, compile_opts, dump, 0, "FILE", "write the graph after each compiler pass to FILE"),
     CLI_STRD("--cc", NULL, compile_opts, cc, 0, "CC", "the C compiler", "$IGNIS_CC or cc"),
     CLI_REP("--tune", NULL, compile_opts, tune, "KEY=VALUE[,...]", "compile-time tuning (docs/TUNING.md)"),
@@ -293,7 +299,8 @@ static const cli_flag compile_flags[] = {
 static int run_compile(const compile_opts *a, const char *name) {
     ig_err err = {{0}};
     cc_options o = {.input = a->pos[0], .out_dir = a->out, .target = a->target, .dtype = a->dtype, .cc = a->cc,
-                    .page_size = a->page_size, .log = stderr};
+                    .page_size = a->page_size, .quant = a->quant, .quant_group = a->quant_group,
+                    .quant_skip = a->quant_skip, .log = stderr};
     char *tune = NULL;
     if (cli_join(&a->tune, ',', &tune, &err)) return fail(name, &err);
     o.tune = tune;
@@ -401,6 +408,158 @@ static int cmd_logits(const cli_cmd *c, int argc, char **argv) {
     if (rc >= 0) return rc;
     ig_err err = {{0}};
     return run_logits(&o, &err) ? fail(c->name, &err) : 0;
+}
+
+/* ---- perplexity and verify: quality of a package on a text file */
+
+typedef struct ppl_opts {
+    const char *pos[1];
+    const char *file, *tokens, *reference;
+    int32_t max_tokens, context;
+    float max_ppl_ratio, max_dlogit, min_top1;
+    thread_opts t;
+} ppl_opts;
+
+static const cli_flag ppl_flags[] = {
+    CLI_STRV("--file", NULL, ppl_opts, file, 0, "TEXT", "the text to score (UTF-8; tokenized with the package's tokenizer)"),
+    CLI_STRV("--tokens", NULL, ppl_opts, tokens, 0, "IDS", "score these comma-separated token ids instead of a file"),
+    CLI_I32("--max-tokens", NULL, ppl_opts, max_tokens, 2, CLI_NONE, 0, "N", "score at most the first N tokens", "all"),
+    CLI_I32("--context", NULL, ppl_opts, context, 2, CLI_NONE, 0, "N",
+            "window length: the text is cut into windows of N tokens, each scored from an empty cache", "512"),
+    CLI_END};
+
+static const cli_flag verify_flags[] = {
+    CLI_STRV("--reference", NULL, ppl_opts, reference, CLI_REQUIRED, "PKG2", "the package to compare with (e.g. the f32 one)"),
+    CLI_F32("--max-ppl-ratio", NULL, ppl_opts, max_ppl_ratio, 1, CLI_NONE, 0, "R", "fail when perplexity / reference's exceeds R (default 1.05)"),
+    CLI_F32("--max-dlogit", NULL, ppl_opts, max_dlogit, 0, CLI_NONE, CLI_LO_OPEN, "D",
+            "fail when max |logit - reference| / max |reference logit| exceeds D (default: no limit)"),
+    CLI_F32("--min-top1", NULL, ppl_opts, min_top1, 0, 1, 0, "F", "fail when the top-1 tokens agree on less than a fraction F (default 0)"),
+    CLI_END};
+
+/* Scores of one package (or a package against a reference) over the windows of a text. */
+typedef struct ppl_acc {
+    double nll, ref_nll;       /* sums of -log p(next token) */
+    double max_dlogit, max_ref; /* max |logit - reference logit|, max |reference logit| */
+    int64_t n, top1;           /* tokens scored, top-1 agreements */
+} ppl_acc;
+
+/* -log softmax(lg)[id] in double. */
+static double nll_of(const float *lg, int32_t V, int32_t id) {
+    double mx = lg[0], s = 0.0;
+    for (int32_t v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
+    for (int32_t v = 0; v < V; v++) s += exp((double)lg[v] - mx);
+    return log(s) + mx - (double)lg[id];
+}
+
+/* Scores one window ids[0..n) with r (and ref, when not NULL) from empty caches. */
+static ig_status ppl_window(runner *r, runner *ref, const int32_t *ids, int32_t n, float *lg, float *lr, ppl_acc *a,
+                            ig_err *err) {
+    int32_t V = r->pkg->desc->vocab;
+    kv_seq_free(r->pager, &r->seq);
+    memset(&r->seq, 0, sizeof r->seq);
+    ig_status st = rt_seq_feed(r->m, r->pager, &r->seq, ids, n, lg, NULL, err);
+    if (!st && ref) {
+        kv_seq_free(ref->pager, &ref->seq);
+        memset(&ref->seq, 0, sizeof ref->seq);
+        st = rt_seq_feed(ref->m, ref->pager, &ref->seq, ids, n, lr, NULL, err);
+    }
+    for (int32_t i = 0; i + 1 < n && !st; i++) {
+        const float *g = lg + (size_t)i * V;
+        a->nll += nll_of(g, V, ids[i + 1]);
+        a->n++;
+        if (!ref) continue;
+        const float *q = lr + (size_t)i * V;
+        a->ref_nll += nll_of(q, V, ids[i + 1]);
+        for (int32_t v = 0; v < V; v++) {
+            double d = fabs((double)g[v] - q[v]), m = fabs((double)q[v]);
+            a->max_dlogit = d > a->max_dlogit ? d : a->max_dlogit;
+            a->max_ref = m > a->max_ref ? m : a->max_ref;
+        }
+        a->top1 += rt_argmax(g, V) == rt_argmax(q, V);
+    }
+    return st;
+}
+
+/* Tokenizes o->file with the package's tokenizer and scores it window by window. */
+static ig_status run_ppl(const ppl_opts *o, int verify, ppl_acc *a, ig_err *err) {
+    memset(a, 0, sizeof *a);
+    char *text = NULL;
+    size_t len = 0, n_ids = 0;
+    int32_t *ids = NULL;
+    tok_tokenizer *tk = NULL;
+    ig_status st = IG_OK;
+    if (!o->file == !o->tokens) {
+        st = ig_fail(err, IG_ERR_INVALID, "give the text to score as --file TEXT or --tokens IDS (one of them)");
+    } else if (o->tokens) {
+        int32_t nt = 0;
+        st = parse_ids("--tokens", o->tokens, &ids, &nt, err);
+        n_ids = (size_t)nt;
+    } else {
+        st = rt_read_file(o->file, &text, &len, err);
+        if (!st) st = tok_load_dir(o->pos[0], &tk, err);
+        if (!st) st = tok_encode(tk, text, len, 1, 0, &ids, &n_ids, err);
+    }
+    if (!st && n_ids < 2) st = ig_fail(err, IG_ERR_INVALID, "%s: fewer than 2 tokens to score", o->file ? o->file : "--tokens");
+    int32_t n = (int32_t)(n_ids > INT32_MAX ? INT32_MAX : n_ids);
+    if (o->max_tokens && n > o->max_tokens) n = o->max_tokens;
+    runner r = {0}, ref = {0};
+    float *lg = NULL, *lr = NULL;
+    if (!st) {
+        int32_t ctx = o->context ? o->context : 512;
+        const cli_strs no_tune = {0};
+        st = runner_open(&r, o->pos[0], ctx, ctx, o->t.threads, &no_tune, err);
+        if (!st && ctx > r.pkg->desc->max_context) ctx = r.pkg->desc->max_context;
+        if (!st && verify) st = runner_open(&ref, o->reference, ctx, ctx, o->t.threads, &no_tune, err);
+        if (!st && verify && ref.pkg->desc->vocab != r.pkg->desc->vocab)
+            st = ig_fail(err, IG_ERR_INVALID, "%s has a vocabulary of %d, %s of %d: not the same model", o->reference,
+                         ref.pkg->desc->vocab, o->pos[0], r.pkg->desc->vocab);
+        size_t V = !st ? (size_t)r.pkg->desc->vocab : 0;
+        if (!st && (!(lg = malloc(sizeof(float) * (size_t)ctx * V)) || (verify && !(lr = malloc(sizeof(float) * (size_t)ctx * V)))))
+            st = ig_fail(err, IG_ERR_NOMEM, "out of memory for %d x %zu logits", ctx, V);
+        for (int32_t i = 0; i + 1 < n && !st; i += ctx)
+            st = ppl_window(&r, verify ? &ref : NULL, ids + i, n - i < ctx ? n - i : ctx, lg, lr, a, err);
+    }
+    free(lg);
+    free(lr);
+    if (r.pkg) runner_close(&r);
+    if (ref.pkg) runner_close(&ref);
+    if (tk) tok_free(tk);
+    free(ids);
+    free(text);
+    return st;
+}
+
+static int cmd_perplexity(const cli_cmd *c, int argc, char **argv) {
+    ppl_opts o = {0};
+    const cli_group groups[] = {{NULL, ppl_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    ppl_acc a;
+    if (run_ppl(&o, 0, &a, &err)) return fail(c->name, &err);
+    printf("perplexity: %.4f over %lld tokens\n", exp(a.nll / (double)a.n), (long long)a.n);
+    return 0;
+}
+
+static int cmd_verify(const cli_cmd *c, int argc, char **argv) {
+    ppl_opts o = {.max_ppl_ratio = 1.05f};
+    const cli_group groups[] = {{NULL, ppl_flags, &o}, {NULL, verify_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    ppl_acc a;
+    if (run_ppl(&o, 1, &a, &err)) return fail(c->name, &err);
+    double p = exp(a.nll / (double)a.n), pr = exp(a.ref_nll / (double)a.n), ratio = p / pr;
+    double dl = a.max_ref > 0 ? a.max_dlogit / a.max_ref : a.max_dlogit, top1 = (double)a.top1 / (double)a.n;
+    printf("perplexity: %.4f over %lld tokens\nreference perplexity: %.4f\nperplexity ratio: %.5f (limit %.6g)\n"
+           "max |dlogit| / max |logit|: %.4e (%.4g / %.4g)%s\ntop-1 agreement: %.4f (%lld of %lld)\n",
+           p, (long long)a.n, pr, ratio, o.max_ppl_ratio, dl, a.max_dlogit, a.max_ref, "", top1, (long long)a.top1,
+           (long long)a.n);
+    int bad = 0;
+    if (ratio > o.max_ppl_ratio) bad = fprintf(stderr, "ignis verify: perplexity ratio %.5f exceeds %.5g\n", ratio, o.max_ppl_ratio);
+    if (o.max_dlogit > 0 && dl > o.max_dlogit) bad = fprintf(stderr, "ignis verify: max |dlogit| %.4e exceeds %.4g\n", dl, o.max_dlogit);
+    if (top1 < o.min_top1) bad = fprintf(stderr, "ignis verify: top-1 agreement %.4f below %.4g\n", top1, o.min_top1);
+    return bad ? 1 : 0;
 }
 
 /* ---- bench: speed against what this machine can do, measured in the same run */
@@ -1341,6 +1500,10 @@ static const command commands[] = {
     {{"chat", "PKG", "[options] < turns", "interactive chat with the model's chat template (/help, /reset, /system, /quit)", 1, 1}, cmd_chat},
     {{"logits", "PKG", "--tokens IDS --out FILE.npy [options]", "teacher-forced logits [n_tokens, vocab] into a .npy file", 1, 1},
      cmd_logits},
+    {{"perplexity", "PKG", "--file TEXT | --tokens IDS [options]", "perplexity of a package on a text file", 1, 1}, cmd_perplexity},
+    {{"verify", "PKG", "--reference PKG2 --file TEXT | --tokens IDS [options]",
+      "compare a package with a reference on a text (perplexity ratio, logit error, top-1); nonzero past the limits", 1, 1},
+     cmd_verify},
     {{"bench", "PKG", "[options]", "prefill and decode speed, against what this machine measures it can do", 1, 1}, cmd_bench},
     {{"import", "INPUT", "-o FILE", "import an HF folder or a GGUF file into an ignis graph (.igraph)", 1, 1}, cmd_import},
     {{"inspect", "INPUT|PKG", "[--passes]", "print a graph (of an HF folder, GGUF file or .igraph) or a package's manifest", 1, 1},

@@ -6,9 +6,11 @@
  * The table E [V][D] is stored as matmul panels (N = V, K = D) so a tied lm_head reads the same
  * bytes: row id lives in panel id/16 at lane id%16, i.e. one 4-byte (bf16 pair) or 4-byte (f32)
  * element per 64-byte line. The gather touches D/2 (bf16) or D (f32) lines per token, which is
- * negligible next to one matmul. ids must be valid (the runtime checks them).
+ * negligible next to one matmul. A quantized table (EM_WQ) is dequantized row by row (quant.h).
+ * ids must be valid (the runtime checks them).
  */
 #include "common.h"
+#include "quant.h"
 
 #ifndef EM_NAME
 #define EM_NAME ig_embed
@@ -22,6 +24,12 @@
 #ifndef EM_SCALE
 #define EM_SCALE 1.0f
 #endif
+#ifndef EM_WQ /* quantized table (quant.h): IG_WQ_Q8C or IG_WQ_Q4G with group EM_WG; 0: float */
+#define EM_WQ 0
+#endif
+#ifndef EM_WG
+#define EM_WG 128
+#endif
 
 static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth) {
     _Static_assert(!EM_WBF16 || EM_D % 2 == 0, "bf16 panels need an even D");
@@ -29,7 +37,9 @@ static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth)
     for (int t = 0; t < T; t++) {
         int id = ids[t], p = id / 16, j = id % 16;
         float *xr = x + (size_t)t * EM_D;
-        if (EM_WBF16) {
+        if (EM_WQ) {
+            ig_wq_row(EM_WQ, EM_D, EM_WG, (const char *)w + (size_t)p * ig_wq_panel_bytes(EM_WQ, EM_D, EM_WG), j, 0, EM_D, xr);
+        } else if (EM_WBF16) {
             /* panel p: [D/2][16][2]; the pair (2k', 2k'+1) of lane j is one 32-bit word */
             const uint16_t *pw = (const uint16_t *)w + (size_t)p * EM_D * 16 + 2 * j;
             for (int k = 0; k < EM_D / 2; k++) {
@@ -48,3 +58,5 @@ static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth)
 #undef EM_D
 #undef EM_WBF16
 #undef EM_SCALE
+#undef EM_WQ
+#undef EM_WG

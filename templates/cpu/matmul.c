@@ -17,8 +17,14 @@
  *    the epilogue turns into y. W is read from memory once per row block of MM_TB rows.
  * Each ISA (AVX-512 with/without BF16, AVX2+FMA, scalar) implements the same micro-kernel
  * contract; the driver at the bottom is shared.
+ *
+ * Quantized weights (MM_WQ = 8: int8 per-row scale, 4: uint4 with scale and min per group of MM_WG
+ * along K; layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
+ * K chunk of a panel pair once per row block into the f32 panel layout and runs the f32 micro-kernel
+ * on it. MM_WBF16 is then unused.
  */
 #include "common.h"
+#include "quant.h"
 
 #ifndef MM_NAME
 #define MM_NAME ig_matmul
@@ -31,6 +37,12 @@
 #endif
 #ifndef MM_WBF16
 #define MM_WBF16 1
+#endif
+#ifndef MM_WQ /* 0: float weights (MM_WBF16), IG_WQ_Q8C or IG_WQ_Q4G */
+#define MM_WQ 0
+#endif
+#ifndef MM_WG /* Q4G group size along K */
+#define MM_WG 128
 #endif
 #ifndef MM_XBF16
 #define MM_XBF16 1
@@ -409,12 +421,32 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
     };
     _Static_assert(MM_K % 2 == 0, "MM_K must be even");
     _Static_assert((MM_EPI != MM_EPI_SWIGLU && MM_EPI != MM_EPI_GEGLU) || MM_N % 32 == 0, "SwiGLU needs I % 16 == 0");
-    const size_t wps = (size_t)KP_ * LB_; /* bytes per panel */
+    const size_t wps = MM_WQ ? ig_wq_panel_bytes(MM_WQ, K_, MM_WG) : (size_t)KP_ * LB_; /* bytes per panel */
     const char *wc = (const char *)w;
     const float *bs = MM_BIAS ? bias : NULL;
     const size_t xes = MM_XBF16 ? 2 : 4; /* bytes per x element */
     if (T <= 0) return;
 
+#if MM_WQ
+    if (T == 1) {
+#pragma omp parallel num_threads(nth)
+        {
+            IG_ALIGN64 float xf[MM_K], gs[(MM_K + MM_WG - 1) / MM_WG];
+            ig_wq_x_f32(MM_XBF16, x, K_, xf);
+            if (MM_WQ == IG_WQ_Q4G) ig_wq_group_sums(xf, K_, MM_WG, gs);
+            int lo, hi;
+            ig_split(NPP_, ig_omp_nth(), ig_omp_tid(), &lo, &hi);
+            for (int q = lo; q < hi; q++) {
+                IG_ALIGN64 float acc[32];
+                int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
+                ig_wq_gemv(MM_WQ, K_, MM_WG, xf, gs, wc + 2 * q * wps, acc);
+                if (P > 1) ig_wq_gemv(MM_WQ, K_, MM_WG, xf, gs, wc + (2 * q + 1) * wps, acc + 16);
+                ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, acc, q, P, y, 0);
+            }
+        }
+        return;
+    }
+#endif
     if (T == 1) {
 #pragma omp parallel num_threads(nth)
         {
@@ -443,6 +475,9 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
             ig_split(NPP_, ncol, col, &q0, &q1);
             ig_split(T, nrow, rg, &t0, &t1);
             IG_ALIGN64 float tile[MM_TB * 32];
+#if MM_WQ
+            IG_ALIGN64 float wt[2 * MM_KC * 32]; /* the pair's K chunk, dequantized to f32 panels */
+#endif
             for (int tb = t0; tb < t1; tb += MM_TB) {
                 int tn = IG_MIN(MM_TB, t1 - tb);
                 const char *xb = (const char *)x + (size_t)tb * K_ * xes;
@@ -451,6 +486,15 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
                     const char *wq = wc + 2 * q * wps;
                     for (int l0 = 0; l0 < KP_; l0 += MM_KC) {
                         int l1 = IG_MIN(KP_, l0 + MM_KC);
+#if MM_WQ
+                        for (int p = 0; p < P; p++) ig_wq_dequant_chunk(MM_WQ, MM_WG, wq + p * wps, l0, l1, wt + p * MM_KC * 32);
+                        for (int r = 0; r < tn; r += IG_MM_RB) {
+                            int R = IG_MIN(IG_MM_RB, tn - r);
+                            ig_mm_mk_rows(R, P, 0, MM_XBF16, xb + ((size_t)r * K_ + 2 * l0) * xes, K_, (const char *)wt,
+                                          (size_t)MM_KC * 128, 0, l1 - l0, tile + r * 32, l0 == 0);
+                        }
+                        continue;
+#endif
                         for (int r = 0; r < tn; r += IG_MM_RB) {
                             int R = IG_MIN(IG_MM_RB, tn - r);
                             ig_mm_mk_rows(R, P, MM_WBF16, MM_XBF16, xb + (size_t)r * K_ * xes, K_, wq,
@@ -469,6 +513,8 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
 #undef MM_K
 #undef MM_N
 #undef MM_WBF16
+#undef MM_WQ
+#undef MM_WG
 #undef MM_XBF16
 #undef MM_BIAS
 #undef MM_EPI

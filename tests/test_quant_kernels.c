@@ -1,0 +1,238 @@
+/* test_quant_kernels.c — checks the CPU templates on quantized weight panels (matmul.c with
+ * MM_WQ, embed.c with EM_WQ; layouts in templates/cpu/quant.h) against plain C references.
+ *
+ * The weights are drawn already on the quantization grid (int8 q times a per-row scale; uint4 q
+ * times a per-row, per-group scale plus a min), packed here from the layout the header documents
+ * (not with the compiler's packer), and the reference is a double-precision matmul over the
+ * logical weights: any difference is the kernels' (or the layout contract's), not quantization
+ * error. Cases: decode (T = 1) and prefill (T = 3, 37, 200: row blocks, K chunks of 256),
+ * N not a multiple of 16 or 32 (a lone last panel), K not a multiple of the group (a short last
+ * group), groups 32/64/128, f32 and bf16 activations, the store / residual-add / SwiGLU epilogues.
+ * Built per ISA by tests/test_quant_isa.sh. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define MM_NAME q8_store
+#define MM_K 600
+#define MM_N 200
+#define MM_WQ 8
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q8_acc_f
+#define MM_K 96
+#define MM_N 40
+#define MM_WQ 8
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q4_32_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 4
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q4_64_acc
+#define MM_K 96
+#define MM_N 200
+#define MM_WQ 4
+#define MM_WG 64
+#define MM_XBF16 0
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q4_128_swiglu
+#define MM_K 320
+#define MM_N 96
+#define MM_WQ 4
+#define MM_WG 128
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+
+#define MM_NAME q8_swiglu_f
+#define MM_K 64
+#define MM_N 64
+#define MM_WQ 8
+#define MM_XBF16 0
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_SWIGLU
+#include "matmul.c"
+
+#define EM_NAME em_q8
+#define EM_D 96
+#define EM_WQ 8
+#include "embed.c"
+
+#define EM_NAME em_q4
+#define EM_D 96
+#define EM_WQ 4
+#define EM_WG 64
+#include "embed.c"
+
+typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
+
+static int g_fail;
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static int irand(int n) { return (int)((frand() + 1.0f) * 0.5f * n) % n; }
+static void *xalloc(size_t n) {
+    void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    memset(p, 0, (n + 63) / 64 * 64);
+    return p;
+}
+static int check(const char *what, int idx, double got, double ref, double tol) {
+    if (!(fabs(got - ref) <= tol)) {
+        if (g_fail < 20) fprintf(stderr, "FAIL %s [%d]: got %.8g want %.8g (tol %.3g)\n", what, idx, got, ref, tol);
+        g_fail++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Logical W [N][K] on the grid of format wq (group G) and its panels, per quant.h's layout. */
+static void *make_w(int wq, int N, int K, int G, float *W) {
+    int NP = (N + 15) / 16, ng = G ? (K + G - 1) / G : 1;
+    size_t per = wq == 8 ? 64 + (size_t)16 * K : (size_t)(K / G) * (128 + 8 * (size_t)G) + (K % G ? 128 + 8 * (size_t)(K % G) : 0);
+    uint8_t *p = xalloc(NP * per);
+    for (int n = 0; n < N; n++) {
+        uint8_t *panel = p + (size_t)(n / 16) * per;
+        int j = n % 16;
+        if (wq == 8) {
+            float s = 0.01f + 0.02f * (frand() + 1.0f);
+            memcpy(panel + 4 * j, &s, 4);
+            for (int k = 0; k < K; k++) {
+                int q = irand(255) - 127;
+                ((int8_t *)(panel + 64))[(size_t)k * 16 + j] = (int8_t)q;
+                W[(size_t)n * K + k] = s * (float)q;
+            }
+            continue;
+        }
+        for (int g = 0; g < ng; g++) {
+            uint8_t *gb = panel + (size_t)g * (128 + 8 * G);
+            float s = 0.05f + 0.05f * (frand() + 1.0f), m = -8.0f * s + 0.1f * frand();
+            memcpy(gb + 4 * j, &s, 4);
+            memcpy(gb + 64 + 4 * j, &m, 4);
+            for (int k = g * G; k < K && k < g * G + G; k++) {
+                int q = irand(16);
+                uint8_t *b = gb + 128 + (size_t)(k - g * G) * 8 + (j & 7);
+                *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
+                W[(size_t)n * K + k] = m + s * (float)q;
+            }
+        }
+    }
+    return p;
+}
+
+static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int xb, int bias, int epi, int ybf, int T) {
+    char what[128];
+    snprintf(what, sizeof what, "%s T=%d", name, T);
+    int I = N / 2, NO = epi == 2 ? I : N, ldy = NO;
+    float *W = xalloc((size_t)N * K * 4), *X = xalloc((size_t)T * K * 4), *B = xalloc((size_t)(N + 16) * 4);
+    void *wp = make_w(wq, N, K, G, W); /* packed rows: for SwiGLU, row 32q+j is gate 16q+j, 32q+16+j is up */
+    for (int n = 0; n < N; n++) B[n] = 0.5f * frand();
+    for (size_t i = 0; i < (size_t)T * K; i++) X[i] = xb ? ig_bf16_to_f32(ig_f32_to_bf16(frand())) : frand();
+    void *xp = xalloc((size_t)T * K * 4);
+    for (size_t i = 0; i < (size_t)T * K; i++) {
+        if (xb) ((uint16_t *)xp)[i] = ig_f32_to_bf16(X[i]);
+        else ((float *)xp)[i] = X[i];
+    }
+    size_t ysz = (size_t)T * ldy;
+    float *Y0 = xalloc(ysz * 4);
+    for (size_t i = 0; i < ysz; i++) Y0[i] = frand();
+    void *y = xalloc(ysz * 4);
+    memcpy(y, Y0, ysz * 4);
+    fn(T, xp, wp, bias ? B : NULL, y, 2);
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < NO; o++) {
+            int rows[2] = {o, o};
+            if (epi == 2) rows[0] = (o / 16) * 32 + o % 16, rows[1] = rows[0] + 16;
+            double s[2] = {0, 0}, a[2] = {0, 0};
+            for (int h = 0; h < (epi == 2 ? 2 : 1); h++) {
+                for (int k = 0; k < K; k++) {
+                    double v = (double)X[(size_t)t * K + k] * W[(size_t)rows[h] * K + k];
+                    s[h] += v, a[h] += fabs(v);
+                }
+                if (bias) s[h] += B[rows[h]];
+            }
+            double ref, tol, got;
+            if (epi == 2) {
+                double sg = s[0] / (1 + exp(-s[0]));
+                ref = sg * s[1];
+                tol = 2e-5 * (a[0] * fabs(s[1]) * 1.2 + a[1] * fabs(sg) + fabs(ref)) + 1e-6;
+                if (ybf) tol += fabs(ref) * (1.0 / 256);
+                got = ybf ? ig_bf16_to_f32(((uint16_t *)y)[(size_t)t * ldy + o]) : ((float *)y)[(size_t)t * ldy + o];
+            } else {
+                ref = s[0] + (epi == 1 ? Y0[(size_t)t * ldy + o] : 0);
+                tol = 2e-5 * a[0] + 1e-6;
+                got = ((float *)y)[(size_t)t * ldy + o];
+            }
+            if (check(what, t * NO + o, got, ref, tol)) goto done;
+        }
+done:
+    free(W), free(X), free(B), free(wp), free(xp), free(Y0), free(y);
+}
+
+static void test_em(const char *name, void (*fn)(int, const int32_t *, const void *, float *, int), int wq, int G) {
+    const int V = 1000, D = 96, T = 37;
+    float *E = xalloc((size_t)V * D * 4), *x = xalloc((size_t)T * D * 4);
+    void *ep = make_w(wq, V, D, G, E);
+    int32_t ids[37];
+    for (int t = 0; t < T; t++) ids[t] = (t * 331 + 7) % V;
+    ids[0] = V - 1, ids[1] = 0;
+    fn(T, ids, ep, x, 2);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < D; k++)
+            if (check(name, t * D + k, x[t * D + k], E[(size_t)ids[t] * D + k], 1e-6 * fabs(E[(size_t)ids[t] * D + k])))
+                goto done;
+done:
+    free(E), free(x), free(ep);
+}
+
+int main(void) {
+    static const int Ts[] = {1, 3, 37, 200};
+    for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+        int T = Ts[i];
+        test_mm("q8 store bf16-x bias", q8_store, 8, 0, 600, 200, 1, 1, 0, 0, T);
+        test_mm("q8 acc f32-x", q8_acc_f, 8, 0, 96, 40, 0, 0, 1, 0, T);
+        test_mm("q4 g32 store bf16-x", q4_32_store, 4, 32, 600, 72, 1, 0, 0, 0, T);
+        test_mm("q4 g64 acc f32-x bias (short last group)", q4_64_acc, 4, 64, 96, 200, 0, 1, 1, 0, T);
+        test_mm("q4 g128 swiglu bf16 (short last group)", q4_128_swiglu, 4, 128, 320, 96, 1, 0, 2, 1, T);
+        test_mm("q8 swiglu f32 bias", q8_swiglu_f, 8, 0, 64, 64, 0, 1, 2, 0, T);
+    }
+    test_em("embed q8", em_q8, 8, 0);
+    test_em("embed q4 g64", em_q4, 4, 64);
+    if (g_fail) {
+        fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
+        return 1;
+    }
+#if defined(IG_AVX512)
+    const char *isa = "avx512";
+#elif defined(IG_AVX2)
+    const char *isa = "avx2";
+#else
+    const char *isa = "scalar";
+#endif
+    printf("quantized kernels (%s): all checks passed\n", isa);
+    return 0;
+}
