@@ -284,7 +284,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (st) return st;
     LOG(o, "imported %s: %s, %d layers, hidden %d, vocab %d (%.2f s)\n", o->input, g->hp.arch,
         g->hp.n_layers, g->hp.hidden, g->hp.vocab, rt_now() - t0);
-    if (!o->dtype) {
+    if (!o->dtype && !quant_on) { /* --quant without --dtype: 16-bit activations (parse_quant) */
         dt = default_dtype(&g->hp, t, cuda);
         LOG(o, "dtype %s (the checkpoint's is %s; --dtype chooses)\n", dtype_str(dt), dtype_str(g->hp.src_dtype));
     }

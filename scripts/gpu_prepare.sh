@@ -7,7 +7,10 @@ cd "$(dirname "$0")/.."
 B=${1:-build}
 rm -rf devbuild && mkdir -p devbuild/lib
 cp "$B/ignis" "$B/test_engine" "$B/bench_engine" devbuild/
-for lib in $(ldd "$B/ignis" | awk '/=>/ {print $3}' | grep -E 'cjson|protobuf-c|gomp'); do cp -L "$lib" devbuild/lib/; done
+# every library the binaries link except glibc's own (the device has those)
+for lib in $(ldd "$B/ignis" "$B/test_engine" | awk '/=>/ {print $3}' | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so'); do
+  cp -L "$lib" devbuild/lib/
+done
 NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 if [ -x "$NVCC" ]; then
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o devbuild/test_cuda_kernels
