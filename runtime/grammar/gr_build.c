@@ -412,7 +412,7 @@ ig_status gb_finish(gr_builder *b, int root, gr_grammar **out, ig_err *err) {
     g->n_sets = b->n_sets;
     g->sets = malloc((size_t)(b->n_sets ? b->n_sets : 1) * sizeof(gr_bset));
     if (!g->sets) { gr_grammar_free(g); return ig_fail(err, IG_ERR_NOMEM, "grammar: out of memory"); }
-    memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof(gr_bset));
+    if (b->n_sets) memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof(gr_bset));
     *out = g;
     return IG_OK;
 }

@@ -4,38 +4,13 @@
  * consistent ig_gen_config (counts within their arrays, ranges the engine accepts), and the
  * error reply of one that fails must be valid JSON; the input also goes through the tool-call parser
  * (srv_tools.c) as a model reply. No engine or tokenizer is needed.
- * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Iserver -Iruntime/text -Iruntime/serving -Icommon tests/fuzz/fuzz_server_request.c server/srv_request.c server/srv_messages.c server/srv_job.c server/srv_metrics.c server/srv_tools.c runtime/text/tok_unicode.c runtime/text/tok_unicode_tables.c -lcjson -lm -o fuzz_server_request
- * (srv_job.c / srv_metrics.c / srv_tools.c only for their helpers; the engine symbols they name are stubbed below). */
+ * Built by the tests/fuzz convention (CMake, IGNIS_FUZZ=ON) and linked with the server library
+ * (ignis_server) as well as ignis_core; the parser never calls the engine or the tokenizer. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "srv_internal.h"
-
-/* ---- stubs: the parser never reaches the engine, tokenizer or template */
-void ig_gen_config_default(ig_gen_config *g) {
-    memset(g, 0, sizeof *g);
-    g->struct_size = sizeof *g;
-    g->max_new_tokens = 128;
-    g->top_p = 1.0f;
-    g->repetition_penalty = 1.0f;
-}
-ig_status ig_request_start(ig_engine *e, const int32_t *ids, int32_t n, const ig_gen_config *g, ig_request **out, ig_err *err) {
-    abort();
-}
-ig_status ig_request_read(ig_request *r, int t, ig_output **out, ig_err *err) { abort(); }
-void ig_request_stop(ig_request *r) { abort(); }
-void ig_request_release(ig_request *r) {}
-void ig_request_set_notify(ig_request *r, void (*fn)(void *), void *u) { abort(); }
-void ig_output_free(ig_output *o) { abort(); }
-void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s) { abort(); }
-ig_status ct_render(const ct_template *t, const cJSON *m, const ct_vars *v, char **out, size_t *len, ig_err *err) { abort(); }
-ig_status tok_encode(const tok_tokenizer *t, const char *s, size_t n, int a, int p, int32_t **ids, size_t *k, ig_err *err) {
-    abort();
-}
-ig_status tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, int s, char **text, size_t *len, ig_err *err) {
-    abort();
-}
 
 static void check_params(const srv_params *p, const srv_model_info *mi) {
     const ig_gen_config *g = &p->g;
