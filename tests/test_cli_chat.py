@@ -48,18 +48,20 @@ class Term:
     def send(self, text):
         os.write(self.fd, text.encode())
 
-    def wait(self, timeout=30):
+    def wait(self, timeout=30, kill=True):
         end = time.time() + timeout
         while time.time() < end:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 return os.waitstatus_to_exitcode(status)
             try:
-                select.select([self.fd], [], [], 0.2)
-                os.read(self.fd, 4096)
+                r, _, _ = select.select([self.fd], [], [], 0.2)
+                if r:  # never block in read: a child still waiting for input would hang the test
+                    os.read(self.fd, 4096)
             except OSError:
                 pass
-        os.kill(self.pid, 9)
+        if kill:
+            os.kill(self.pid, 9)
         return None
 
 
@@ -108,8 +110,15 @@ def main():
         t.send("/history\r")
         hist = t.read_until(r"\n> ")
         check("system: You are a poet." in hist and "pirate" not in hist, f"/system replaces it: {hist!r}")
-        t.send("\x03")
-        rc = t.wait()
+        # Ctrl-C at the prompt; on a loaded host the first one can land before the line editor has
+        # taken the terminal, so it is repeated (each is a Ctrl-C at an empty prompt)
+        for _ in range(3):
+            t.send("\x03")
+            rc = t.wait(timeout=10, kill=False)
+            if rc is not None:
+                break
+        if rc is None:
+            rc = t.wait(timeout=1)
         check(rc == 0, f"Ctrl-C at the prompt ends the chat with status 0 (got {rc})")
         t = Term([golden.IGNIS, "chat", pkg])
         t.read_until(r"> ")
