@@ -111,7 +111,8 @@ def main():
         hist = t.read_until(r"\n> ")
         check("system: You are a poet." in hist and "pirate" not in hist, f"/system replaces it: {hist!r}")
         # Ctrl-C at the prompt; on a loaded host the first one can land before the line editor has
-        # taken the terminal, so it is repeated (each is a Ctrl-C at an empty prompt)
+        # taken the terminal (switching the terminal's mode discards typed-ahead input), so it is
+        # repeated (each is a Ctrl-C at an empty prompt)
         for _ in range(3):
             t.send("\x03")
             rc = t.wait(timeout=10, kill=False)
@@ -122,8 +123,13 @@ def main():
         check(rc == 0, f"Ctrl-C at the prompt ends the chat with status 0 (got {rc})")
         t = Term([golden.IGNIS, "chat", pkg])
         t.read_until(r"> ")
-        t.send("\x04")
-        rc = t.wait()
+        for _ in range(3):  # repeated for the same reason as the Ctrl-C above
+            t.send("\x04")
+            rc = t.wait(timeout=10, kill=False)
+            if rc is not None:
+                break
+        if rc is None:
+            rc = t.wait(timeout=1)
         check(rc == 0, f"Ctrl-D at the prompt ends the chat with status 0 (got {rc})")
         # not a terminal: plain stdin, one message per line whatever its length
         line = "=" * 40000 + " end"  # few tokens (about 630), many bytes
