@@ -27,6 +27,26 @@ def require_testdata():
         sys.exit(77)
 
 
+def read_safetensors_f32(path):
+    """All tensors of a .safetensors file as float32 numpy arrays (F32, F16, BF16)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        raw = data[a:b]
+        if v["dtype"] == "BF16":
+            x = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            x = np.frombuffer(raw, {"F32": np.float32, "F16": np.float16}[v["dtype"]]).astype(np.float32)
+        out[k] = x.reshape(v["shape"])
+    return out
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]

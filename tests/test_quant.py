@@ -46,24 +46,6 @@ def logits_err(pkg, model):
     return worst
 
 
-def read_st(path):
-    """safetensors -> {name: float32 array} (F32, F16, BF16), and the raw header."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        raw = data[a:b]
-        if v["dtype"] == "BF16":
-            x = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
-            x = np.frombuffer(raw, {"F32": np.float32, "F16": np.float16}[v["dtype"]]).astype(np.float32)
-        out[k] = x.reshape(v["shape"])
-    return out
 
 
 def q8c(w):
@@ -109,7 +91,7 @@ def twin(model, scheme, tmp):
     cfg = json.load(open(os.path.join(dst, "config.json")))
     cfg.pop("torch_dtype", None), cfg.pop("dtype", None)
     json.dump(cfg, open(os.path.join(dst, "config.json"), "w"))
-    t = read_st(os.path.join(src, "model.safetensors"))
+    t = golden.read_safetensors_f32(os.path.join(src, "model.safetensors"))
     hdr, blobs, off = {}, [], 0
     for k, v in t.items():
         if v.ndim == 2:
