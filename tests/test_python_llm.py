@@ -67,12 +67,19 @@ def tiny_model(tmp):
         # asyncio: two streams at once
         greedy = [o.token_ids for o in llm.generate(prompts, ignis.SamplingParams(temperature=0, max_tokens=24,
                                                                                    ignore_eos=True))]
-        order, got_ids = [], [[], []]
+        order, got_ids, second_started = [], [[], []], asyncio.Event()
 
         async def one(i):
             async for c in llm.astream(prompts[i], ignis.SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)):
                 order.append(i)
                 got_ids[i] += c.token_ids
+                if i == 1:
+                    second_started.set()
+                elif len(order) == 1:  # stream 0 holds its second chunk until stream 1 has one:
+                    try:  # only a loop that runs both streams at once gets past this
+                        await asyncio.wait_for(second_started.wait(), 120)
+                    except asyncio.TimeoutError:
+                        pass
 
         async def stop_early():
             async for c in llm.astream(prompts[0], ignis.SamplingParams(max_tokens=100000, ignore_eos=True)):
