@@ -57,9 +57,27 @@ static const char *cuda_home(void) {
 /* Runs the C compiler; its output goes to build.log in the package. CPU packages get the ISA
  * flags and OpenMP; CUDA packages the CUDA headers (types only: the libraries are opened at run
  * time) and the assembler include path for the .incbin'd kernel images. */
+/* The C compiler for target t: --cc / IGNIS_CC when given, the cross compiler of t's architecture
+ * when it is not this machine's (aarch64 packages from an x86-64 box), cc otherwise. */
+static ig_status pick_cc(const cc_options *o, const cg_target *t, const char **cc, ig_err *err) {
+    *cc = o->cc ? o->cc : getenv("IGNIS_CC");
+    if (*cc && **cc) return IG_OK;
+    *cc = "cc";
+    if (!t || !strcmp(t->arch, rt_host_arch())) return IG_OK;
+    *cc = t->cross_cc;
+    char probe[256];
+    snprintf(probe, sizeof probe, "command -v %s > /dev/null 2>&1", t->cross_cc);
+    if (system(probe) != 0)
+        return ig_fail(err, IG_ERR_BUILD,
+                       "--target cpu:%s needs the %s cross compiler %s, not found on PATH (Debian: apt install gcc-%.*s; "
+                       "or name one with --cc)", t->name, t->arch, t->cross_cc, (int)strlen(t->cross_cc) - 4, t->cross_cc);
+    return IG_OK;
+}
+
 static ig_status build_so(const cc_options *o, const cg_target *t, int cuda, const char *pkg, ig_err *err) {
-    const char *cc = o->cc ? o->cc : getenv("IGNIS_CC");
-    if (!cc || !*cc) cc = "cc";
+    const char *cc;
+    ig_status cst = pick_cc(o, t, &cc, err);
+    if (cst) return cst;
     char cmd[8192];
     if (cuda)
         snprintf(cmd, sizeof cmd,

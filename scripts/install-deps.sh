@@ -17,6 +17,18 @@ if [ -n "$need" ]; then
   $SUDO apt-get update -q
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need
 fi
+# ARM64 packages from this x86-64 machine (tests/test_aarch64.py; skipped without them): the cross
+# compiler, qemu-user to run the results, and the arm64 libraries of the runtime (multiarch)
+if [ "$(dpkg --print-architecture)" != arm64 ]; then
+  a64="gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libprotobuf-c-dev:arm64 libcjson-dev:arm64 libmicrohttpd-dev:arm64"
+  missing=""
+  for p in $a64; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    { $SUDO dpkg --add-architecture arm64 && $SUDO apt-get update -q &&
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing; } ||
+      echo "warning: could not install the arm64 cross packages (the aarch64 tests will be skipped)"
+  fi
+fi
 PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import scikit_build_core" 2>/dev/null || $PIP scikit-build-core || $PIP --break-system-packages scikit-build-core

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
-#include <immintrin.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <time.h>

@@ -1,12 +1,35 @@
 /* machine_probe.c — bandwidth and peak-FLOP probes (see machine_probe.h). Each probe function is
  * compiled for the instructions it measures (target attribute) and only called when the CPU
- * has them. */
+ * has them. On other architectures than x86-64 the bandwidth probe is portable C (64-bit loads
+ * the compiler vectorizes) and there is no peak probe (rt_peak_flops returns 0). */
 #include "machine_probe.h"
 
-#include <immintrin.h>
 #include <stdio.h>
 
 #include "rt_util.h"
+
+#if !defined(__x86_64__)
+double rt_read_bandwidth(const uint8_t *buf, size_t n, int reps) {
+    double best = 0;
+    n &= ~(size_t)255;
+    for (int r = 0; r < reps; r++) {
+        double t0 = rt_now();
+        uint64_t acc = 0;
+#pragma omp parallel for reduction(^ : acc)
+        for (size_t i = 0; i < n; i += 64) {
+            const uint64_t *p = (const uint64_t *)(buf + i);
+            acc ^= p[0] ^ p[1] ^ p[2] ^ p[3] ^ p[4] ^ p[5] ^ p[6] ^ p[7];
+        }
+        double dt = rt_now() - t0;
+        __asm__ volatile("" ::"r"(acc)); /* keep the loads */
+        if (n / dt > best) best = n / dt;
+    }
+    return best;
+}
+
+double rt_peak_flops(rt_peak_kind kind, double secs) { return 0; }
+#else
+#include <immintrin.h>
 
 __attribute__((target("avx2"))) double rt_read_bandwidth(const uint8_t *buf, size_t n, int reps) {
     double best = 0;
@@ -121,3 +144,4 @@ double rt_peak_flops(rt_peak_kind kind, double secs) {
     }
     return 0;
 }
+#endif

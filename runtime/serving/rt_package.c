@@ -139,6 +139,12 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     snprintf(p->target, sizeof p->target, "%s", cJSON_IsString(target) ? target->valuestring : "?");
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(m, "dtype");
     snprintf(p->dtype, sizeof p->dtype, "%s", cJSON_IsString(dt) ? dt->valuestring : "?");
+    size_t al = strlen(rt_host_arch());
+    if (!strncmp(p->target, "cpu-", 4) && (strncmp(p->target + 4, rt_host_arch(), al) || p->target[4 + al] != '-')) {
+        st = ig_fail(err, IG_ERR_CPU, "%s was compiled for %s, and this runtime runs on %s: recompile it with --target cpu "
+                     "(or run it on a machine of its architecture)", dir, p->target, rt_host_arch());
+        goto fail;
+    }
     uint32_t need = (uint32_t)feat->valuedouble, have = rt_cpu_features();
     if ((need & have) != need) {
         char nb[128], hb[128];

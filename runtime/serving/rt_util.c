@@ -1,7 +1,6 @@
 /* rt_util.c — hash, CPU features, files, .npy (see rt_util.h). */
 #include "rt_util.h"
 
-#include <cpuid.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,12 @@
 #include <time.h>
 
 #include "ig_model_abi.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 #define P1 0x9E3779B185EBCA87ull
 #define P2 0xC2B2AE3D27D4EB4Full
@@ -73,15 +78,44 @@ uint32_t rt_cpu_features(void) {
     return f;
 }
 
+const char *rt_host_arch(void) {
+#if defined(__aarch64__)
+    return "aarch64";
+#else
+    return "x86_64";
+#endif
+}
+
 const char *rt_cpu_best_target(uint32_t f) {
     /* the same feature sets as the CPU target table of codegen/cg_c.c */
+#if defined(__aarch64__)
+    const uint32_t bf16 = IG_CPU_NEON_DOTPROD | IG_CPU_NEON_BF16 | IG_CPU_NEON_I8MM;
+    if ((f & (bf16 | IG_CPU_SVE)) == (bf16 | IG_CPU_SVE)) return "cpu:aarch64+sve+bf16";
+    if ((f & (IG_CPU_SVE | IG_CPU_NEON_DOTPROD)) == (IG_CPU_SVE | IG_CPU_NEON_DOTPROD)) return "cpu:aarch64+sve";
+    if ((f & bf16) == bf16) return "cpu:aarch64+bf16";
+    if (f & IG_CPU_NEON_DOTPROD) return "cpu:aarch64+dotprod";
+    return "cpu:aarch64";
+#else
     const uint32_t avx512 = IG_CPU_AVX2 | IG_CPU_AVX512F, bf16 = avx512 | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI;
     if ((f & bf16) == bf16) return "cpu:avx512bf16";
     if ((f & avx512) == avx512) return "cpu:avx512";
     if (f & IG_CPU_AVX2) return "cpu:avx2";
     return "cpu:generic";
+#endif
 }
 
+#if defined(__aarch64__)
+/* HWCAP bits of the Linux arm64 ABI (asm/hwcap.h): the kernel reports what user space may use. */
+static uint32_t cpu_features_probe(void) {
+    unsigned long h1 = getauxval(AT_HWCAP), h2 = getauxval(AT_HWCAP2);
+    uint32_t f = 0;
+    if (h1 & (1ul << 20)) f |= IG_CPU_NEON_DOTPROD; /* HWCAP_ASIMDDP */
+    if (h1 & (1ul << 22)) f |= IG_CPU_SVE;          /* HWCAP_SVE */
+    if (h2 & (1ul << 14)) f |= IG_CPU_NEON_BF16;    /* HWCAP2_BF16 */
+    if (h2 & (1ul << 13)) f |= IG_CPU_NEON_I8MM;    /* HWCAP2_I8MM */
+    return f;
+}
+#elif defined(__x86_64__) || defined(__i386__)
 static uint32_t cpu_features_probe(void) {
     unsigned a, b, c, d;
     uint32_t f = 0;
@@ -104,6 +138,9 @@ static uint32_t cpu_features_probe(void) {
     }
     return f;
 }
+#else
+static uint32_t cpu_features_probe(void) { return 0; }
+#endif
 
 void rt_cpu_feature_names(uint32_t mask, char *buf, size_t cap) {
     static const struct {
@@ -112,7 +149,11 @@ void rt_cpu_feature_names(uint32_t mask, char *buf, size_t cap) {
     } names[] = {{IG_CPU_AVX2, "avx2+fma"},
                  {IG_CPU_AVX512F, "avx512f/bw/dq/vl"},
                  {IG_CPU_AVX512BF16, "avx512_bf16"},
-                 {IG_CPU_AVX512VNNI, "avx512_vnni"}};
+                 {IG_CPU_AVX512VNNI, "avx512_vnni"},
+                 {IG_CPU_NEON_DOTPROD, "dotprod"},
+                 {IG_CPU_NEON_BF16, "bf16"},
+                 {IG_CPU_NEON_I8MM, "i8mm"},
+                 {IG_CPU_SVE, "sve"}};
     size_t used = 0;
     buf[0] = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

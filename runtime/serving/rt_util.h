@@ -16,8 +16,13 @@ uint64_t rt_hash64(const void *data, size_t n, uint64_t seed);
 uint64_t rt_hash64_par(const void *data, size_t n);
 
 /* The most capable --target value whose code runs on a CPU with `features` (IG_CPU_* bits):
- * "cpu:avx512bf16", "cpu:avx512", "cpu:avx2" or "cpu:generic". A static string. */
+ * on x86-64 "cpu:avx512bf16", "cpu:avx512", "cpu:avx2" or "cpu:generic"; on AArch64
+ * "cpu:aarch64[+sve][+bf16]" or "cpu:aarch64+dotprod". A static string. */
 const char *rt_cpu_best_target(uint32_t features);
+
+/* The architecture this program was built for, as CPU target names spell it ("x86_64",
+ * "aarch64"). A static string. */
+const char *rt_host_arch(void);
 
 /* IG_CPU_* bits (ig_model_abi.h) that this machine and its OS support. */
 uint32_t rt_cpu_features(void);

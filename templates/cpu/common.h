@@ -9,6 +9,8 @@
  *   IG_AVX512      AVX-512 F+BW+VL (16 f32 lanes)
  *   IG_AVX512BF16  ... plus AVX512_BF16 (vdpbf16ps)
  *   IG_AVX2        AVX2+FMA (8 f32 lanes), when AVX-512 is absent
+ *   IG_NEON        AArch64 Advanced SIMD (4 f32 lanes, FMA); SVE targets keep these kernels and
+ *                  let the compiler vectorize the scalar loops for SVE
  *   none           portable scalar C
  */
 #ifndef IG_CPU_COMMON_H
@@ -30,10 +32,15 @@
 #endif
 #elif defined(__AVX2__) && defined(__FMA__)
 #define IG_AVX2 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define IG_NEON 1
 #endif
 
 #if defined(IG_AVX512) || defined(IG_AVX2)
 #include <immintrin.h>
+#endif
+#ifdef IG_NEON
+#include <arm_neon.h>
 #endif
 
 #define IG_RESTRICT __restrict
@@ -183,6 +190,14 @@ IG_INLINE __m256 ig_exp256(__m256 x) {
 }
 #endif
 
+#ifdef IG_NEON
+/* 4 bf16 -> 4 f32: the bf16 bits are the upper half of the f32 */
+IG_INLINE float32x4_t ig_load4_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+IG_INLINE float32x4_t ig_load4(const void *p, int bf16, int i) {
+    return bf16 ? ig_load4_bf16((const uint16_t *)p + i) : vld1q_f32((const float *)p + i);
+}
+#endif
+
 /* sum of a[i]*b[i] (b is f32 when bbf16 == 0, bf16 otherwise), f32 accumulation. */
 IG_INLINE float ig_dot(const float *IG_RESTRICT a, const void *IG_RESTRICT b, int bbf16, int n) {
     int i = 0;
@@ -214,6 +229,13 @@ IG_INLINE float ig_dot(const float *IG_RESTRICT a, const void *IG_RESTRICT b, in
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), b0, s0);
     }
     s = ig_hsum256(s0);
+#elif defined(IG_NEON)
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
+    for (; i + 8 <= n; i += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), ig_load4(b, bbf16, i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), ig_load4(b, bbf16, i + 4));
+    }
+    s = vaddvq_f32(vaddq_f32(s0, s1));
 #endif
     for (; i < n; i++) s += a[i] * (bbf16 ? ig_bf16_to_f32(((const uint16_t *)b)[i]) : ((const float *)b)[i]);
     return s;
@@ -240,6 +262,8 @@ IG_INLINE void ig_axpy(float *IG_RESTRICT y, float a, const void *IG_RESTRICT x,
         __m256 v = xbf16 ? ig_load8_bf16((const uint16_t *)x + i) : _mm256_loadu_ps((const float *)x + i);
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, v, _mm256_loadu_ps(y + i)));
     }
+#elif defined(IG_NEON)
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), ig_load4(x, xbf16, i), a));
 #endif
     for (; i < n; i++) y[i] += a * (xbf16 ? ig_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i]);
 }
@@ -251,6 +275,8 @@ IG_INLINE void ig_scale(float *y, float a, int n) {
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), _mm512_set1_ps(a)));
 #elif defined(IG_AVX2)
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), _mm256_set1_ps(a)));
+#elif defined(IG_NEON)
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_n_f32(vld1q_f32(y + i), a));
 #endif
     for (; i < n; i++) y[i] *= a;
 }

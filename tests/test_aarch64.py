@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""ARM64 packages and runtime on this x86-64 machine (issue 20 items 1-2): the runtime and CLI
+cross-built with cmake/aarch64-linux-gnu.cmake (into IGNIS_BUILD/aarch64), packages compiled by
+this machine's `ignis compile --target cpu:aarch64...` with the cross compiler, run under
+qemu-aarch64 on emulated CPUs: NEON only (cortex-a72), and SVE at 128, 256 and 512 bits with
+dotprod / bf16 / i8mm (`-cpu max,svevN=on`). Teacher-forced logits (prefill and one-token steps)
+and greedy continuations against transformers' float64 references with the usual bounds (f32
+1e-3, bf16 3e-2 x max|ref|), f32 and bf16. Also: the x86-64 runtime refuses an aarch64 package,
+and the aarch64 runtime refuses an SVE package on a CPU without SVE, each naming what is wrong.
+Skipped (77) without the cross compiler, qemu-user or the arm64 libraries (scripts/install-deps.sh)."""
+import os, shutil, subprocess, sys, tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden
+
+fails = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        fails.append(what)
+
+
+def build_runtime(build):
+    """The aarch64 CLI, cross-built once per build directory; its path."""
+    out = os.path.join(build, "aarch64")
+    tool = os.path.join(golden.ROOT, "cmake", "aarch64-linux-gnu.cmake")
+    for cmd in (["cmake", "-S", golden.ROOT, "-B", out, "--toolchain", tool, "-DIGNIS_BENCH=OFF",
+                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], ["cmake", "--build", out, "--target", "ignis", "-j2"]):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return os.path.join(out, "ignis")
+
+
+def emulated(arm_ignis, cpu):
+    """A runner for golden.check_model: the aarch64 CLI under qemu on the emulated CPU `cpu`."""
+    def run(args, check=True):
+        p = subprocess.run(["qemu-aarch64", "-L", "/", "-cpu", cpu, arm_ignis] + args, capture_output=True, text=True)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"qemu-aarch64 -cpu {cpu} ignis {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+        return p
+    return run
+
+
+# (model, dtype, --target, qemu -cpu): every AArch64 target, both dtypes, SVE at three lengths
+CASES = [("llama-gqa", "f32", "cpu:aarch64", "cortex-a72"),
+         ("qwen3-qknorm", "bf16", "cpu:aarch64", "cortex-a72"),
+         ("mistral-sharded", "f32", "cpu:aarch64+dotprod", "max,sve=off"),
+         ("gemma3", "bf16", "cpu:aarch64+bf16", "max,sve=off"),
+         ("qwen2-bias-tied", "f32", "cpu:aarch64+sve", "max,sve128=on"),
+         ("llama3-rope-tied", "bf16", "cpu:aarch64+sve", "max,sve512=on"),
+         ("qwen3-moe", "f32", "cpu:aarch64+sve+bf16", "max,sve256=on"),
+         ("phi3", "bf16", "cpu:aarch64+sve+bf16", "max,sve512=on")]
+
+
+def main():
+    golden.require_testdata()
+    need = [t for t in ("aarch64-linux-gnu-gcc", "qemu-aarch64") if not shutil.which(t)]
+    libs = ["/lib/ld-linux-aarch64.so.1", "/usr/lib/aarch64-linux-gnu/pkgconfig/libcjson.pc",
+            "/usr/lib/aarch64-linux-gnu/libgomp.so.1"]
+    need += [l for l in libs if not os.path.exists(l)]
+    if need:
+        print(f"SKIP: missing {' '.join(need)} (scripts/install-deps.sh installs the arm64 cross packages)")
+        return 77
+    arm = build_runtime(os.environ.get("IGNIS_BUILD", os.path.join(golden.ROOT, "build")))
+    with tempfile.TemporaryDirectory(prefix="ignis-aarch64-") as tmp:
+        for model, dtype, target, cpu in CASES:
+            try:
+                f = golden.check_model(model, dtype, tmp, target=target, runner=emulated(arm, cpu))
+                fails.extend(f"{x} ({target} on qemu -cpu {cpu})" for x in f)
+            except Exception as e:
+                fails.append(f"{model} {dtype} {target} on {cpu}: {e}")
+                print(f"FAIL {model} {dtype} {target} on {cpu}: {e}")
+        # refusals that name what is wrong
+        a64 = os.path.join(tmp, "llama-gqa-f32-cpu_aarch64")
+        p = golden.run(["logits", a64, "--tokens", "1,2", "--out", os.path.join(tmp, "x.npy")], check=False)
+        check(p.returncode != 0 and "cpu-aarch64-neon" in p.stderr and "x86_64" in p.stderr,
+              f"x86-64 runtime refuses an aarch64 package: {p.stderr.strip()[-200:]!r}")
+        sve = os.path.join(tmp, "qwen2-bias-tied-f32-cpu_aarch64+sve")
+        p = emulated(arm, "cortex-a72")(["logits", sve, "--tokens", "1,2", "--out", os.path.join(tmp, "y.npy")], check=False)
+        check(p.returncode != 0 and "sve" in p.stderr and "cpu:aarch64" in p.stderr,
+              f"an SVE package on a NEON-only CPU is refused: {p.stderr.strip()[-240:]!r}")
+        p = emulated(arm, "max")(["inspect", sve], check=False)
+        check(p.returncode == 0 and "cpu-aarch64-sve" in p.stdout, "the aarch64 CLI inspects the package")
+    print("ok" if not fails else f"{len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
