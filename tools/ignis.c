@@ -280,7 +280,7 @@ typedef struct compile_opts {
 static const cli_flag compile_flags[] = {
     CLI_STRV("--output", "-o", compile_opts, out, CLI_REQUIRED, "PKG", "the package directory to write"),
     CLI_STRD("--target", NULL, compile_opts, target, 0, "TARGET",
-             "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
+             "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic, cpu:aarch64[+dotprod|+bf16|+sve|+sve+bf16] or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
              "cpu: the best this machine runs"),
     CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
              "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
