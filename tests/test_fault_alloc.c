@@ -1,7 +1,8 @@
-/* test_fault_alloc.c — allocation-failure injection in the package loader and the engine: for
- * every n, the n-th allocation of a short run (open the package, open an engine, run a request
- * to its end, release, close) fails; each run must end with an error status or a complete
- * request, never a crash, and every allocation it made must be freed.
+/* test_fault_alloc.c — allocation-failure injection in the package loader and the engine, and in
+ * the tokenizer and chat template: for every n, the n-th allocation of a short run (open the
+ * package, open an engine, run a request to its end, release, close; open a tokenizer, encode,
+ * decode, render a conversation, close) fails; each run must end with an error status that has a
+ * message or a complete result, never a crash, and every allocation it made must be freed.
  *
  * The hook is this test's link line, not a global of the library: CMakeLists.txt links this
  * executable with -Wl,--wrap=malloc (calloc, realloc, strdup, aligned_alloc, free), so the calls
@@ -190,6 +191,48 @@ static int run_once(const char *pkg, long n) {
     return complete && !atomic_load(&failed);
 }
 
+/* One tokenizer run (open, encode, decode, chat template, close) with the n-th allocation
+ * failing; returns 1 when every call succeeded without an injected failure. A failed call must
+ * give an error with a message, and nothing may leak either way. */
+static int tok_run_once(const char *dir, long n) {
+    static const char text[] = "Hello world, ça va? 1234 \xf0\x9f\x98\x80 <|begin_of_text|>tail";
+    static const char msgs[] = "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"}]";
+    arm(n);
+    ig_tokenizer *t = NULL;
+    ig_err err = {{0}};
+    int32_t *ids = NULL, n_ids = 0;
+    char *dec = NULL, *chat = NULL;
+    size_t len;
+    ig_status st = ig_tokenizer_open(dir, &t, &err);
+    if (!st) st = ig_tokenize(t, text, sizeof text - 1, 1, 1, &ids, &n_ids, &err);
+    if (!st) st = ig_detokenize(t, ids, n_ids, 0, &dec, &len, &err);
+    if (!st) st = ig_chat_template_apply(t, msgs, NULL, 1, &chat, &len, &err);
+    if (st && !err.msg[0]) {
+        failures++;
+        fprintf(stderr, "FAIL: tokenizer allocation %ld failed: status %d without a message\n", n, st);
+    }
+    if (!st && !atomic_load(&failed) && (!dec || !strstr(dec, "Hello world") || !chat || !strstr(chat, "Be brief."))) {
+        failures++;
+        fprintf(stderr, "FAIL: tokenizer run %ld: wrong output (decoded '%s', chat '%s')\n", n, dec ? dec : "",
+                chat ? chat : "");
+    }
+    ig_free(ids);
+    ig_free(dec);
+    ig_free(chat);
+    ig_tokenizer_close(t);
+    pthread_mutex_lock(&mu);
+    long leaked = n_live;
+    tracking = 0;
+    pthread_mutex_unlock(&mu);
+    fail_at = -1;
+    if (leaked) {
+        failures++;
+        fprintf(stderr, "FAIL: tokenizer allocation %ld failed (%s): %ld blocks leaked\n", n, st ? err.msg : "no error",
+                leaked);
+    }
+    return !st && !atomic_load(&failed);
+}
+
 int main(void) {
     const char *td = getenv("IGNIS_TESTDATA");
     char src[1024], pkg[512];
@@ -217,6 +260,23 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);
     if (system(cmd)) {}
     printf("fault injection: %ld allocations in a run, each failed once: %d failures\n", total, failures);
+    /* the tokenizer and chat template of two real tokenizers: Llama 2 (SentencePiece BPE with byte
+     * fallback) and Qwen3 (byte-level BPE, regex pre-tokenizer, a template with tools) */
+    static const char *const toks[] = {"llama2", "qwen3"};
+    for (int k = 0; k < 2; k++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/tokenizers/%s", td ? td : "../shared/testdata", toks[k]);
+        int f0 = failures;
+        if (!tok_run_once(dir, -1)) {
+            fprintf(stderr, "FAIL: the %s tokenizer run without injected failures did not complete\n", toks[k]);
+            return 1;
+        }
+        long tt = atomic_load(&n_allocs);
+        for (n = 1; n <= tt + 1; n++)
+            if (tok_run_once(dir, n)) break;
+        printf("fault injection, %s tokenizer: %ld allocations in a run, each failed once: %d failures\n", toks[k], tt,
+               failures - f0);
+    }
     printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }
