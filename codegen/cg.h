@@ -11,15 +11,10 @@
 #include <stdio.h>
 #include "ir.h"
 #include "pack.h"
+#include "rt_util.h"
 
-typedef struct cg_target {
-    const char *name;      /* "avx512bf16", "avx512", "avx2", "generic", "aarch64", "aarch64+sve", ... */
-    const char *full_name; /* "cpu-x86_64-avx512bf16": cpu-ARCH-ISA, ARCH as rt_host_arch() names it */
-    const char *cflags;    /* ISA flags for the C compiler */
-    uint32_t cpu_features; /* IG_CPU_* bits required at run time */
-    const char *arch;      /* "x86_64" or "aarch64" */
-    const char *cross_cc;  /* the C compiler used when the compiling machine is another architecture */
-} cg_target;
+/* the CPU target table lives with the runtime (rt_util.h), which names the best one a machine runs */
+typedef rt_cpu_target cg_target;
 
 /* Looks up a target by name ("native" picks the best this machine supports). NULL if unknown. */
 const cg_target *cg_target_find(const char *name);

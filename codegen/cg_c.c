@@ -12,30 +12,9 @@
 
 #include "rt_util.h"
 
-/* Best first within an architecture: a native target is the first whose features the machine has.
- * AArch64: NEON (ARMv8.0) is the baseline; dotprod, bf16 + i8mm (ARMv8.6) and SVE are options the
- * runtime checks (common.h's kernels are NEON; SVE builds let the compiler vectorize for SVE). */
-static const cg_target targets[] = {
-    {"avx512bf16", "cpu-x86_64-avx512bf16",
-     "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni",
-     IG_CPU_AVX2 | IG_CPU_AVX512F | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI, "x86_64", "x86_64-linux-gnu-gcc"},
-    {"avx512", "cpu-x86_64-avx512", "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl",
-     IG_CPU_AVX2 | IG_CPU_AVX512F, "x86_64", "x86_64-linux-gnu-gcc"},
-    {"avx2", "cpu-x86_64-avx2", "-mavx2 -mfma -mf16c", IG_CPU_AVX2, "x86_64", "x86_64-linux-gnu-gcc"},
-    {"generic", "cpu-x86_64-generic", "", 0, "x86_64", "x86_64-linux-gnu-gcc"},
-    {"aarch64+sve+bf16", "cpu-aarch64-sve-bf16", "-march=armv8.6-a+sve+bf16+i8mm",
-     IG_CPU_SVE | IG_CPU_NEON_DOTPROD | IG_CPU_NEON_BF16 | IG_CPU_NEON_I8MM, "aarch64", "aarch64-linux-gnu-gcc"},
-    {"aarch64+sve", "cpu-aarch64-sve", "-march=armv8.2-a+sve+dotprod", IG_CPU_SVE | IG_CPU_NEON_DOTPROD, "aarch64",
-     "aarch64-linux-gnu-gcc"},
-    {"aarch64+bf16", "cpu-aarch64-neon-bf16", "-march=armv8.6-a+bf16+i8mm",
-     IG_CPU_NEON_DOTPROD | IG_CPU_NEON_BF16 | IG_CPU_NEON_I8MM, "aarch64", "aarch64-linux-gnu-gcc"},
-    {"aarch64+dotprod", "cpu-aarch64-neon-dotprod", "-march=armv8.2-a+dotprod", IG_CPU_NEON_DOTPROD, "aarch64",
-     "aarch64-linux-gnu-gcc"},
-    {"aarch64", "cpu-aarch64-neon", "-march=armv8-a", 0, "aarch64", "aarch64-linux-gnu-gcc"},
-};
-
 const cg_target *cg_target_find(const char *name) {
-    size_t n = sizeof targets / sizeof targets[0];
+    size_t n;
+    const cg_target *targets = rt_cpu_target_table(&n);
     if (!name || !strcmp(name, "native") || !strcmp(name, "cpu")) {
         uint32_t have = rt_cpu_features();
         const cg_target *last = NULL;
@@ -46,9 +25,9 @@ const cg_target *cg_target_find(const char *name) {
         }
         return last;
     }
-    if (!strncmp(name, "cpu:", 4)) name += 4;
+    int bare = strncmp(name, "cpu:", 4) != 0; /* "avx2" is "cpu:avx2" */
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(name, targets[i].name)) return &targets[i];
+        if (!strcmp(name, targets[i].name + (bare ? 4 : 0))) return &targets[i];
     return NULL;
 }
 

@@ -69,7 +69,7 @@ static ig_status pick_cc(const cc_options *o, const cg_target *t, const char **c
     snprintf(probe, sizeof probe, "command -v %s > /dev/null 2>&1", t->cross_cc);
     if (system(probe) != 0)
         return ig_fail(err, IG_ERR_BUILD,
-                       "--target cpu:%s needs the %s cross compiler %s, not found on PATH (Debian: apt install gcc-%.*s; "
+                       "--target %s needs the %s cross compiler %s, not found on PATH (Debian: apt install gcc-%.*s; "
                        "or name one with --cc)", t->name, t->arch, t->cross_cc, (int)strlen(t->cross_cc) - 4, t->cross_cc);
     return IG_OK;
 }

@@ -1,4 +1,4 @@
-/* rt_util.c — hash, CPU features, files, .npy (see rt_util.h). */
+/* rt_util.c — hash, CPU features and the CPU target table, files, .npy (see rt_util.h). */
 #include "rt_util.h"
 
 #include <errno.h>
@@ -86,22 +86,42 @@ const char *rt_host_arch(void) {
 #endif
 }
 
+/* Best first within an architecture: a native target is the first whose features the machine has.
+ * AArch64: NEON (ARMv8.0) is the baseline; dotprod, bf16 + i8mm (ARMv8.6) and SVE are options the
+ * runtime checks (common.h's kernels are NEON; SVE builds let the compiler vectorize for SVE). */
+static const rt_cpu_target cpu_targets[] = {
+    {"cpu:avx512bf16", "cpu-x86_64-avx512bf16",
+     "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni",
+     IG_CPU_AVX2 | IG_CPU_AVX512F | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI, "x86_64", "x86_64-linux-gnu-gcc"},
+    {"cpu:avx512", "cpu-x86_64-avx512", "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl",
+     IG_CPU_AVX2 | IG_CPU_AVX512F, "x86_64", "x86_64-linux-gnu-gcc"},
+    {"cpu:avx2", "cpu-x86_64-avx2", "-mavx2 -mfma -mf16c", IG_CPU_AVX2, "x86_64", "x86_64-linux-gnu-gcc"},
+    {"cpu:generic", "cpu-x86_64-generic", "", 0, "x86_64", "x86_64-linux-gnu-gcc"},
+    {"cpu:aarch64+sve+bf16", "cpu-aarch64-sve-bf16", "-march=armv8.6-a+sve+bf16+i8mm",
+     IG_CPU_SVE | IG_CPU_NEON_DOTPROD | IG_CPU_NEON_BF16 | IG_CPU_NEON_I8MM, "aarch64", "aarch64-linux-gnu-gcc"},
+    {"cpu:aarch64+sve", "cpu-aarch64-sve", "-march=armv8.2-a+sve+dotprod", IG_CPU_SVE | IG_CPU_NEON_DOTPROD, "aarch64",
+     "aarch64-linux-gnu-gcc"},
+    {"cpu:aarch64+bf16", "cpu-aarch64-neon-bf16", "-march=armv8.6-a+bf16+i8mm",
+     IG_CPU_NEON_DOTPROD | IG_CPU_NEON_BF16 | IG_CPU_NEON_I8MM, "aarch64", "aarch64-linux-gnu-gcc"},
+    {"cpu:aarch64+dotprod", "cpu-aarch64-neon-dotprod", "-march=armv8.2-a+dotprod", IG_CPU_NEON_DOTPROD, "aarch64",
+     "aarch64-linux-gnu-gcc"},
+    {"cpu:aarch64", "cpu-aarch64-neon", "-march=armv8-a", 0, "aarch64", "aarch64-linux-gnu-gcc"},
+};
+
+const rt_cpu_target *rt_cpu_target_table(size_t *n) {
+    *n = sizeof cpu_targets / sizeof cpu_targets[0];
+    return cpu_targets;
+}
+
 const char *rt_cpu_best_target(uint32_t f) {
-    /* the same feature sets as the CPU target table of codegen/cg_c.c */
-#if defined(__aarch64__)
-    const uint32_t bf16 = IG_CPU_NEON_DOTPROD | IG_CPU_NEON_BF16 | IG_CPU_NEON_I8MM;
-    if ((f & (bf16 | IG_CPU_SVE)) == (bf16 | IG_CPU_SVE)) return "cpu:aarch64+sve+bf16";
-    if ((f & (IG_CPU_SVE | IG_CPU_NEON_DOTPROD)) == (IG_CPU_SVE | IG_CPU_NEON_DOTPROD)) return "cpu:aarch64+sve";
-    if ((f & bf16) == bf16) return "cpu:aarch64+bf16";
-    if (f & IG_CPU_NEON_DOTPROD) return "cpu:aarch64+dotprod";
-    return "cpu:aarch64";
-#else
-    const uint32_t avx512 = IG_CPU_AVX2 | IG_CPU_AVX512F, bf16 = avx512 | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI;
-    if ((f & bf16) == bf16) return "cpu:avx512bf16";
-    if ((f & avx512) == avx512) return "cpu:avx512";
-    if (f & IG_CPU_AVX2) return "cpu:avx2";
-    return "cpu:generic";
-#endif
+    size_t n = sizeof cpu_targets / sizeof cpu_targets[0];
+    const char *last = "cpu:generic";
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(cpu_targets[i].arch, rt_host_arch())) continue;
+        last = cpu_targets[i].name;
+        if ((cpu_targets[i].cpu_features & f) == cpu_targets[i].cpu_features) break;
+    }
+    return last;
 }
 
 #if defined(__aarch64__)

@@ -15,6 +15,19 @@ uint64_t rt_hash64(const void *data, size_t n, uint64_t seed);
 /* Same hash, split over OpenMP threads by 1 MiB blocks (a different value from rt_hash64). */
 uint64_t rt_hash64_par(const void *data, size_t n);
 
+/* A CPU target of `ignis compile --target`: its code runs where the machine has cpu_features. */
+typedef struct rt_cpu_target {
+    const char *name;      /* "cpu:avx512bf16", "cpu:avx2", "cpu:generic", "cpu:aarch64", "cpu:aarch64+sve", ... */
+    const char *full_name; /* "cpu-x86_64-avx512bf16": cpu-ARCH-ISA, ARCH as rt_host_arch() names it */
+    const char *cflags;    /* ISA flags for the C compiler */
+    uint32_t cpu_features; /* IG_CPU_* bits required at run time */
+    const char *arch;      /* "x86_64" or "aarch64" */
+    const char *cross_cc;  /* the C compiler used when the compiling machine is another architecture */
+} rt_cpu_target;
+
+/* Every CPU target, best first within an architecture (static; *n entries). */
+const rt_cpu_target *rt_cpu_target_table(size_t *n);
+
 /* The most capable --target value whose code runs on a CPU with `features` (IG_CPU_* bits):
  * on x86-64 "cpu:avx512bf16", "cpu:avx512", "cpu:avx2" or "cpu:generic"; on AArch64
  * "cpu:aarch64[+sve][+bf16]" or "cpu:aarch64+dotprod". A static string. */
