@@ -15,7 +15,7 @@
  *    of MM_KC k-pairs (the pair's chunk, 16 KB of bf16, stays in L1) and every group of up to RB
  *    rows runs a register-blocked micro-kernel over the chunk, accumulating into a small tile that
  *    the epilogue turns into y. W is read from memory once per row block of MM_TB rows.
- * Each ISA (AVX-512 with/without BF16, AVX2+FMA, scalar) implements the same micro-kernel
+ * Each ISA (AVX-512 with/without BF16, AVX2+FMA, AArch64 NEON, scalar) implements the same micro-kernel
  * contract; the driver at the bottom is shared.
  *
  * Quantized weights (MM_WQ = 8: int8 per-row scale, 4: uint4 with scale and min per group of MM_WG
@@ -299,6 +299,73 @@ IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const c
         _mm256_storeu_ps(tile + r * 32, acc[r][0]);
         _mm256_storeu_ps(tile + r * 32 + 8, acc[r][1]);
     }
+}
+IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
+                        size_t wps, int l0, int l1, float *tile, int init) {
+    ig_mm_mk1(nr, wb, xb, x, ldx, w, l0, l1, tile, init);
+    if (npn > 1) ig_mm_mk1(nr, wb, xb, x, ldx, w + wps, l0, l1, tile + 16, init);
+}
+#define IG_MM_RB 4
+
+IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
+    IG_ALIGN64 float t[32];
+    ig_mm_mk1(1, wb, xb, x, 0, w, 0, nl, t, 1);
+    memcpy(out, t, 16 * sizeof(float));
+}
+
+#elif defined(IG_NEON)
+
+/* NEON: a panel is four q registers (outputs 0-3 ... 12-15); one panel per call, nr <= 4 rows:
+ * 16 accumulators + 8 unpacked weight vectors + 2 broadcasts = 26 of the 32 v registers. A bf16
+ * panel's k-pair holds (even, odd) per output: the even weight is the low half of each 32-bit
+ * lane shifted up, the odd one the high half masked. */
+IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const char *w, int l0,
+                         int l1, float *tile, int init) {
+    float32x4_t acc[4][4];
+    const int lb = IG_MM_LB(wb);
+    const uint32x4_t hi = vdupq_n_u32(0xffff0000u);
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+        for (int g = 0; g < 4; g++) acc[r][g] = init ? vdupq_n_f32(0.0f) : vld1q_f32(tile + r * 32 + 4 * g);
+    for (int l = l0; l < l1; l++) {
+        const char *wl = w + (size_t)l * lb;
+        float32x4_t we[4], wo[4];
+        __builtin_prefetch(wl + IG_MM_PF);
+        if (wb) {
+            for (int g = 0; g < 4; g++) {
+                uint32x4_t v = vld1q_u32((const uint32_t *)(wl + 16 * g));
+                we[g] = vreinterpretq_f32_u32(vshlq_n_u32(v, 16));
+                wo[g] = vreinterpretq_f32_u32(vandq_u32(v, hi));
+            }
+        } else {
+            __builtin_prefetch(wl + IG_MM_PF + 64);
+            const float *wf = (const float *)wl;
+            for (int g = 0; g < 4; g++) {
+                we[g] = vld1q_f32(wf + 4 * g);
+                wo[g] = vld1q_f32(wf + 16 + 4 * g);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            float xe, xo;
+            if (xb) {
+                const uint16_t *xr = (const uint16_t *)x + (size_t)r * ldx + 2 * l;
+                xe = ig_bf16_to_f32(xr[0]);
+                xo = ig_bf16_to_f32(xr[1]);
+            } else {
+                const float *xr = (const float *)x + (size_t)r * ldx + 2 * l;
+                xe = xr[0];
+                xo = xr[1];
+            }
+            for (int g = 0; g < 4; g++) {
+                acc[r][g] = vfmaq_n_f32(acc[r][g], we[g], xe);
+                acc[r][g] = vfmaq_n_f32(acc[r][g], wo[g], xo);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+        for (int g = 0; g < 4; g++) vst1q_f32(tile + r * 32 + 4 * g, acc[r][g]);
 }
 IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
                         size_t wps, int l0, int l1, float *tile, int init) {
