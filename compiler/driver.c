@@ -261,6 +261,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     const char *pkg = o->out_dir;
     ig_dtype dt = IG_DTYPE_F32;
     int cuda = o->target && !strncmp(o->target, "cuda", 4) && (o->target[4] == 0 || o->target[4] == ':');
+    if (o->target && !cuda && strchr(o->target, ',')) return cc_compile_fat(o, err);
     if (o->dtype && !strcmp(o->dtype, "bf16"))
         dt = IG_DTYPE_BF16;
     else if (o->dtype && !strcmp(o->dtype, "f16"))

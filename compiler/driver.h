@@ -25,6 +25,9 @@ typedef struct cc_options {
     FILE *log;              /* progress lines, or NULL */
 } cc_options;
 
+/* Compiles o->input into the package o->out_dir. A comma list of CPU targets in o->target makes a
+ * fat package (fat.c): one model object per target, one weights.bin. */
 ig_status cc_compile(const cc_options *o, ig_err *err);
+ig_status cc_compile_fat(const cc_options *o, ig_err *err);
 
 #endif

@@ -6,9 +6,11 @@ qemu-aarch64 on emulated CPUs: NEON only (cortex-a72), and SVE at 128, 256 and 5
 dotprod / bf16 / i8mm (`-cpu max,svevN=on`). Teacher-forced logits (prefill and one-token steps)
 and greedy continuations against transformers' float64 references with the usual bounds (f32
 1e-3, bf16 3e-2 x max|ref|), f32 and bf16. Also: the x86-64 runtime refuses an aarch64 package,
-and the aarch64 runtime refuses an SVE package on a CPU without SVE, each naming what is wrong.
+and the aarch64 runtime refuses an SVE package on a CPU without SVE, each naming what is wrong;
+a fat package (x86-64 + NEON + SVE variants) loads its NEON or SVE variant as the CPU has SVE.
 Skipped (77) without the cross compiler, qemu-user or the arm64 libraries (scripts/install-deps.sh)."""
 import os, shutil, subprocess, sys, tempfile
+import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
@@ -81,6 +83,19 @@ def main():
         p = emulated(arm, "cortex-a72")(["logits", sve, "--tokens", "1,2", "--out", os.path.join(tmp, "y.npy")], check=False)
         check(p.returncode != 0 and "sve" in p.stderr and "cpu:aarch64" in p.stderr,
               f"an SVE package on a NEON-only CPU is refused: {p.stderr.strip()[-240:]!r}")
+        # a fat package (x86-64 and two aarch64 targets): each emulated CPU loads its best variant
+        fat = os.path.join(tmp, "fat")
+        golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", fat, "--dtype", "f32",
+                    "--target", "cpu:avx2,cpu:aarch64,cpu:aarch64+sve"])
+        ids, ref, _ = golden.reference("llama-gqa")
+        for cpu, want in (("cortex-a72", "cpu-aarch64-neon"), ("max,sve256=on", "cpu-aarch64-sve")):
+            run = emulated(arm, cpu)
+            said = run(["inspect", fat], check=False).stderr
+            out = os.path.join(tmp, "fat.npy")
+            run(["logits", fat, "--tokens", ",".join(map(str, ids)), "--out", out])
+            rel = np.abs(np.load(out).astype(np.float64) - ref).max() / np.abs(ref).max()
+            check(f"this machine runs {want}" in said and rel <= golden.TOL["f32"],
+                  f"fat package on {cpu}: {said.strip()!r}, logits {rel:.2e} x max|ref|")
         p = emulated(arm, "max")(["inspect", sve], check=False)
         check(p.returncode == 0 and "cpu-aarch64-sve" in p.stdout, "the aarch64 CLI inspects the package")
     print("ok" if not fails else f"{len(fails)} failures")

@@ -258,7 +258,16 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
         if (rt_read_file(mpath, &text, NULL, &err)) return fail(c->name, &err);
         fputs(text, stdout);
         putchar('\n');
+        int fat = strstr(text, "\"variants\"") != NULL;
         free(text);
+        if (fat) { /* a fat package: say which of its targets this machine loads */
+            rt_open_opts oo = {.verify_hashes = 0};
+            rt_package *p;
+            if (rt_package_open(o.pos[0], &oo, &p, &err)) return fail(c->name, &err);
+            fprintf(stderr, "this machine runs %s (%s, one of the package's %d targets)\n", p->target, p->model_file,
+                    p->n_variants);
+            rt_package_close(p);
+        }
         return 0;
     }
     ir_graph *g;

@@ -97,6 +97,42 @@ static int first_bad_weight(const rt_package *p, const uint64_t *want, int n) {
     return j.bad < n ? j.bad : -1;
 }
 
+/* A fat package lists "variants": one model object per CPU target, best first. Picks the first
+ * whose architecture and features this machine has: its target, features and file go to p and
+ * *need. No "variants": model.so and the manifest's own target. */
+static ig_status pick_variant(const cJSON *m, const char *mpath, rt_package *p, uint32_t *need, ig_err *err) {
+    snprintf(p->model_file, sizeof p->model_file, "model.so");
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(m, "variants"), *v;
+    if (!vs) return IG_OK;
+    if (!cJSON_IsArray(vs) || cJSON_GetArraySize(vs) < 1 || cJSON_GetArraySize(vs) > 16)
+        return ig_fail(err, IG_ERR_FORMAT, "%s: variants is not an array of 1 to 16 targets", mpath);
+    uint32_t have = rt_cpu_features();
+    char tried[512] = "";
+    size_t al = strlen(rt_host_arch()), used = 0;
+    cJSON_ArrayForEach(v, vs) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "target"), *f = cJSON_GetObjectItemCaseSensitive(v, "cpu_features"),
+                    *file = cJSON_GetObjectItemCaseSensitive(v, "file");
+        if (!cJSON_IsString(t) || !int_in(f, 0, UINT32_MAX) || !cJSON_IsString(file) || strlen(t->valuestring) >= sizeof p->target ||
+            strlen(file->valuestring) >= sizeof p->model_file || strchr(file->valuestring, '/'))
+            return ig_fail(err, IG_ERR_FORMAT, "%s: a variant needs a target, cpu_features and a file name in the package", mpath);
+        uint32_t nf = (uint32_t)f->valuedouble;
+        int arch_ok = !strncmp(t->valuestring, "cpu-", 4) && !strncmp(t->valuestring + 4, rt_host_arch(), al) &&
+                      t->valuestring[4 + al] == '-';
+        if (arch_ok && (nf & have) == nf) {
+            snprintf(p->target, sizeof p->target, "%s", t->valuestring);
+            snprintf(p->model_file, sizeof p->model_file, "%s", file->valuestring);
+            p->n_variants = cJSON_GetArraySize(vs);
+            *need = nf;
+            return IG_OK;
+        }
+        used += snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0, "%s%s", used ? ", " : "", t->valuestring);
+    }
+    char hb[128];
+    rt_cpu_feature_names(have, hb, sizeof hb);
+    return ig_fail(err, IG_ERR_CPU, "%s holds code for %s, none of which runs on this %s machine (this CPU has: %s); "
+                   "recompile with --target cpu", p->dir, tried, rt_host_arch(), hb);
+}
+
 ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err) {
     *out = NULL;
     int verify = opts ? opts->verify_hashes : 1;
@@ -139,13 +175,14 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     snprintf(p->target, sizeof p->target, "%s", cJSON_IsString(target) ? target->valuestring : "?");
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(m, "dtype");
     snprintf(p->dtype, sizeof p->dtype, "%s", cJSON_IsString(dt) ? dt->valuestring : "?");
+    uint32_t need = (uint32_t)feat->valuedouble, have = rt_cpu_features();
+    if ((st = pick_variant(m, mpath, p, &need, err))) goto fail;
     size_t al = strlen(rt_host_arch());
     if (!strncmp(p->target, "cpu-", 4) && (strncmp(p->target + 4, rt_host_arch(), al) || p->target[4 + al] != '-')) {
         st = ig_fail(err, IG_ERR_CPU, "%s was compiled for %s, and this runtime runs on %s: recompile it with --target cpu "
                      "(or run it on a machine of its architecture)", dir, p->target, rt_host_arch());
         goto fail;
     }
-    uint32_t need = (uint32_t)feat->valuedouble, have = rt_cpu_features();
     if ((need & have) != need) {
         char nb[128], hb[128];
         rt_cpu_feature_names(need & ~have, nb, sizeof nb);
@@ -164,7 +201,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     p->kv_window = cJSON_IsNumber(kw) && kw->valuedouble >= 1 && kw->valuedouble <= 1 << 30 ? (int32_t)kw->valuedouble : 0;
 
     /* the code */
-    snprintf(path, sizeof path, "%s/model.so", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, p->model_file);
     p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!p->dl) {
         st = ig_fail(err, IG_ERR_IO, "cannot load %s: %s", path, dlerror());

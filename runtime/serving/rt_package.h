@@ -28,6 +28,8 @@ typedef struct rt_package {
     int32_t n_eos;
     int32_t eos_ids[8];
     char target[64], dtype[16];
+    char model_file[80];       /* the model object loaded: model.so, or a fat package's variant */
+    int32_t n_variants;        /* fat packages: how many CPU targets the package holds (0: one) */
 } rt_package;
 
 typedef struct rt_open_opts {
