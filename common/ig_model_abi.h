@@ -118,6 +118,10 @@ typedef struct ig_model_comm {
     int (*all_reduce_sum)(const struct ig_model_comm *c, float *buf, int64_t n);
     /* recv[size][n] := every rank's send[n], in rank order */
     int (*all_gather)(const struct ig_model_comm *c, const float *send, float *recv, int64_t n);
+    /* Device targets (CUDA, over NCCL; NULL until the runtime has a device communicator): the same
+     * on device buffers (CUdeviceptr), queued on `stream` (a CUstream; may be capturing a graph) */
+    int (*all_reduce_sum_dev)(const struct ig_model_comm *c, uint64_t buf, int64_t n, void *stream);
+    int (*all_gather_dev)(const struct ig_model_comm *c, uint64_t send, uint64_t recv, int64_t n, void *stream);
 } ig_model_comm;
 
 /* forward()'s results of a tensor-parallel package: ctx->comm missing or of another size, or a

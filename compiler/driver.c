@@ -245,7 +245,7 @@ static ig_dtype default_dtype(const ir_hparams *hp, const cg_target *t, int cuda
 /* Each rank's weights: the rank's graph (imported again, sharded, fused) must lay out exactly like
  * rank 0's (`plan`), since all ranks share model.so; its packed file is weights.rankR.bin. hash:
  * [ranks][plan->n] (row 0 is rank 0's, filled here from plan); split[r]: rank r's slices. */
-static ig_status pack_ranks(const cc_options *o, ig_dtype dt, const pk_quant *quant, const pk_plan *plan,
+static ig_status pack_ranks(const cc_options *o, ig_dtype dt, pk_format fmt, const pk_quant *quant, const pk_plan *plan,
                             uint64_t *hash, cp_tp_plan *split, ig_err *err) {
     for (int32_t i = 0; i < plan->n; i++) hash[i] = plan->e[i].hash;
     ig_status st = IG_OK;
@@ -256,7 +256,7 @@ static ig_status pack_ranks(const cc_options *o, ig_dtype dt, const pk_quant *qu
         st = ir_import_any(o->input, &g, err);
         if (!st) st = cp_shard(g, r, o->tp, &split[r], err);
         if (!st) st = cp_run_all(g, NULL, err);
-        if (!st) st = pk_plan_build(g, dt, PK_PANEL, quant, &pr, err);
+        if (!st) st = pk_plan_build(g, dt, fmt, quant, &pr, err);
         for (int32_t i = 0; !st && i < plan->n; i++)
             if (pr.n != plan->n || pr.e[i].offset != plan->e[i].offset || pr.e[i].nbytes != plan->e[i].nbytes)
                 st = ig_fail(err, IG_ERR_INTERNAL, "--tp: rank %d's weights lay out unlike rank 0's (%s)", r, plan->e[i].name);
@@ -358,7 +358,6 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     cp_tp_plan *split = calloc((size_t)tp, sizeof *split);
     uint64_t *rank_hash = NULL;
     if (!split) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
-    if (!st && tp > 1 && cuda) st = ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: tensor parallelism is for CPU targets for now", tp);
     if (!st && tp > 1) st = cp_shard(g, 0, tp, &split[0], err);
     if (!st && tp > 1) LOG(o, "sharded for %d ranks: %d heads, %d KV heads, intermediate %d, vocab %d per rank\n", tp,
                            g->hp.n_heads, g->hp.n_kv_heads, g->hp.intermediate, g->hp.tp_vocab);
@@ -376,7 +375,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     }
     if (!st && tp > 1) {
         rank_hash = malloc(sizeof *rank_hash * (size_t)tp * (size_t)(plan.n ? plan.n : 1));
-        st = rank_hash ? pack_ranks(o, dt, quant_on ? &quant : NULL, &plan, rank_hash, split, err)
+        st = rank_hash ? pack_ranks(o, dt, cuda ? PK_ROWMAJOR : PK_PANEL, quant_on ? &quant : NULL, &plan, rank_hash, split, err)
                        : ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
     if (!st) {

@@ -4,8 +4,11 @@ ranks replicate the 2 KV heads of llama-gqa) run under `mpirun -np N` (oversubsc
 cores). Their teacher-forced logits (one prefill step, and one-token steps) equal the transformers
 float64 references within the f32 bound and TP 1's logits within 1e-5 relative; greedy generation
 through the engine equals TP 1's; a package run on another number of ranks, or without mpirun, is
-refused with a message naming both numbers; a MoE model is refused at compile time. Skips (77)
-without mpirun or when this ignis was built without MPI."""
+refused with a message naming both numbers; a MoE model is refused at compile time. Also: the
+engine's batch of the reference's three prompts (from three threads, through the Python package
+over the C API, rank 0 only) equals transformers' greedy tokens; a bf16 --tp 2 package is within
+the bf16 bound; a CUDA --tp 2 package (NCCL collectives) compiles without a GPU, and without one
+fails cleanly on every rank. Skips (77) without mpirun or when this ignis was built without MPI."""
 import json, os, shutil, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -27,9 +30,11 @@ def mpi(n, args, check=True):
     return p
 
 
-def compile_tp(model, tp, tmp):
-    pkg = os.path.join(tmp, f"{model}-tp{tp}")
-    golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", pkg, "--dtype", "f32", "--tp", str(tp)])
+def compile_tp(model, tp, tmp, dtype="f32"):
+    pkg = os.path.join(tmp, f"{model}-tp{tp}-{dtype}")
+    if os.path.exists(os.path.join(pkg, "manifest.json")):
+        return pkg  # compiled by an earlier check
+    golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", pkg, "--dtype", dtype, "--tp", str(tp)])
     return pkg
 
 
@@ -69,6 +74,73 @@ def check_model(model, tp, tmp, fails):
     return pn
 
 
+# The C API unchanged on rank 0 (through the Python package over libignis.so): the three batch
+# prompts of reference.json from three threads at once, continuous batching in the engine. The
+# other ranks run the same script and turn into followers inside Engine(); rank 0 prints.
+BATCH_SCRIPT = """
+import json, sys, threading
+sys.path.insert(0, sys.argv[1])
+import ignis
+ref = json.load(open(sys.argv[3]))
+with ignis.Engine(sys.argv[2], max_seqs=4, threads=1) as eng:
+    got = [None] * 3
+    def run(i):
+        got[i] = eng.generate(ref["batch"][i]["prompt"], max_new_tokens=8, ignore_eos=True).tokens
+    ths = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in ths: t.start()
+    for t in ths: t.join()
+print(json.dumps(got))
+"""
+
+
+def check_bf16(model, tp, tmp, fails):
+    """bf16 activations round differently once partial sums meet, so: the reference within the bf16 bound."""
+    ids, ref, meta = golden.reference(model)
+    b = logits(compile_tp(model, tp, tmp, "bf16"), tp, ids, [])
+    vs_ref = np.abs(b - ref).max() / np.abs(ref).max()
+    print(f"{model:16s} tp {tp} bf16 : vs reference {vs_ref:.2e} {'ok' if vs_ref <= golden.TOL['bf16'] else 'FAIL'}")
+    if vs_ref > golden.TOL["bf16"]:
+        fails.append(f"{model} tp {tp} bf16: error {vs_ref:.2e} vs reference")
+
+
+def check_batch(model, pkg, tp, fails):
+    build = os.environ.get("IGNIS_BUILD", os.path.join(golden.ROOT, "build"))
+    refp = os.path.join(golden.TESTDATA, "models", model, "reference.json")
+    env = dict(ENV, IGNIS_LIB=os.path.join(build, "libignis.so"))
+    cmd = [sys.executable, "-c", BATCH_SCRIPT, os.path.join(golden.ROOT, "python"), pkg, refp]
+    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(tp)] + cmd if tp > 1 else cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    want = [b["greedy"] for b in json.load(open(refp))["batch"]]
+    got = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else None
+    print(f"{model:16s} tp {tp} engine batch of 3 (C API via Python): {'ok' if got == want else 'FAIL'}")
+    if got != want:
+        fails.append(f"{model} tp {tp} batch: rc {p.returncode} got {got} want {want}\n{p.stderr[-600:]}")
+
+
+def check_cuda(tmp, fails):
+    """CUDA with NCCL, without a GPU: a --tp 2 package for sm_90 compiles (NVRTC + the host C, whose
+    steps call the device collectives); run under mpirun on a machine without a GPU it fails with the
+    device error on every rank instead of hanging the job."""
+    pkg = os.path.join(tmp, "cuda-tp2")
+    p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-qknorm"), "-o", pkg, "--tp", "2",
+                    "--target", "cuda:sm_90", "--dtype", "bf16"], check=False)
+    if p.returncode != 0 and "NVRTC" in p.stderr and "not found" in p.stderr:
+        print("SKIP cuda: no NVRTC on this machine")
+        return
+    src = open(os.path.join(pkg, "src", "model.c")).read() if p.returncode == 0 else ""
+    calls = src.count("all_reduce_sum_dev(st->comm"), src.count("all_gather_dev(st->comm")
+    ok = p.returncode == 0 and os.path.getsize(os.path.join(pkg, "weights.rank1.bin")) > 0 and calls == (3, 1)
+    print(f"cuda tp 2 package compiles, its step calls 3 all-reduces (embedding, o, down) and 1 all-gather: {'ok' if ok else 'FAIL'}")
+    if not ok:
+        fails.append(f"cuda --tp 2: rc {p.returncode}, collective calls {calls}: {p.stderr[-400:]}")
+        return
+    if os.path.exists("/dev/nvidia0"):
+        return  # the run belongs to the GPU checks
+    r = mpi(2, ["logits", pkg, "--tokens", "1,2,3", "--out", os.path.join(tmp, "c.npy")], check=False)
+    if r.returncode == 0 or "CUDA" not in r.stdout + r.stderr:
+        fails.append(f"cuda --tp 2 without a GPU: rc {r.returncode}: {(r.stdout + r.stderr)[-400:]}")
+
+
 def check_refusals(pkg2, tmp, fails):
     ids = "1,2,3"
     p = mpi(3, ["logits", pkg2, "--tokens", ids, "--out", os.path.join(tmp, "x.npy")], check=False)
@@ -99,13 +171,23 @@ def main():
         for model in MODELS:
             try:
                 pkg2 = check_model(model, 2, tmp, fails)
+                if model == "qwen3-qknorm":
+                    check_batch(model, pkg2, 2, fails)
             except Exception as e:
                 fails.append(f"{model} tp 2: {e}")
+        try:
+            check_bf16("llama3-rope-tied", 2, tmp, fails)
+        except Exception as e:
+            fails.append(f"llama3-rope-tied tp 2 bf16: {e}")
         try:  # 4 ranks over 2 KV heads: each KV head replicated on 2 ranks
             check_model("llama-gqa", 4, tmp, fails)
         except Exception as e:
             fails.append(f"llama-gqa tp 4: {e}")
         check_refusals(probe, tmp, fails)
+        try:
+            check_cuda(tmp, fails)
+        except Exception as e:
+            fails.append(f"cuda tp 2: {e}")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

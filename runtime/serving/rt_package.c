@@ -314,6 +314,11 @@ static int64_t host_kv_pages(const ig_model_desc *d, const rt_model_opts *o, int
     return fit < need ? fit : need;
 }
 
+/* Rank 0 of a tensor-parallel package: the other ranks make the same instance (rt_tp_follow). */
+static ig_status announce(const rt_package *pkg, rt_model *m, ig_err *err) {
+    return pkg->tp && rt_tp_rank(pkg->tp) == 0 ? rt_tp_announce_model(pkg->tp, m, err) : IG_OK;
+}
+
 ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err) {
     *out = NULL;
     const ig_model_desc *d = pkg->desc;
@@ -343,12 +348,19 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
         return ts;
     }
     if (d->device != IG_DEVICE_CPU) {
-        /* the model owns device memory: KV pool, workspace, weights copy */
+        /* the model owns device memory: KV pool, workspace, weights copy; tensor parallel: GPU r for rank r */
         char msg[512] = "";
+        m->ctx.device_index += rt_tp_rank(pkg->tp);
         if (!d->init || d->init(&m->ctx, msg, sizeof msg) != 0) {
             m->ctx.device_state = NULL;
             rt_model_free(m);
             return ig_fail(err, IG_ERR_INVALID, "%s: %s", pkg->dir, msg[0] ? msg : "device initialization failed");
+        }
+        ig_status st = announce(pkg, m, err);
+        if (!st && pkg->tp) st = rt_tp_attach_device(pkg->tp, m->ctx.device_index, err);
+        if (st) {
+            rt_model_free(m);
+            return st;
         }
         *out = m;
         return IG_OK;
@@ -369,12 +381,10 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
         return ig_fail(err, IG_ERR_NOMEM, "cannot allocate %.1f MB of KV cache and %.1f MB of workspace",
                        kv_bytes / 1e6, ws_bytes / 1e6);
     }
-    if (pkg->tp && rt_tp_rank(pkg->tp) == 0) { /* the other ranks make the same instance */
-        ig_status st = rt_tp_announce_model(pkg->tp, m, err);
-        if (st) {
-            rt_model_free(m);
-            return st;
-        }
+    ig_status st = announce(pkg, m, err);
+    if (st) {
+        rt_model_free(m);
+        return st;
     }
     *out = m;
     return IG_OK;

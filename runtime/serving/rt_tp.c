@@ -19,6 +19,7 @@ void rt_tp_close(rt_tp *t) { (void)t; }
 int32_t rt_tp_rank(const rt_tp *t) { return 0; }
 const ig_model_comm *rt_tp_comm(const rt_tp *t) { return NULL; }
 ig_status rt_tp_announce_model(rt_tp *t, struct rt_model *m, ig_err *err) { return IG_OK; }
+ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err) { return IG_OK; }
 void rt_tp_announce_free(rt_tp *t, const struct rt_model *m) {}
 ig_status rt_tp_step_begin(rt_tp *t, const struct rt_model *m, const ig_fwd_batch *b, ig_err *err) { return IG_OK; }
 void rt_tp_step_end(rt_tp *t) {}
@@ -26,8 +27,10 @@ void rt_tp_follow(struct rt_package *p) { abort(); }
 
 #else
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <pthread.h>
 
 #define TP_MAX_MODELS 16
@@ -36,10 +39,27 @@ void rt_tp_follow(struct rt_package *p) { abort(); }
 enum { TP_CMD_NEW = 1, TP_CMD_FREE = 2, TP_CMD_STEP = 3, TP_CMD_EXIT = 4 };
 #define TP_HDR 8
 
+/* NCCL (device targets), opened at run time like the CUDA driver (templates/cuda/host.h), so the
+ * runtime builds without it. Types and constants as NCCL's nccl.h declares them (ABI facts). */
+typedef struct { char internal[128]; } tp_nccl_id;
+typedef struct tp_nccl {
+    void *lib;
+    void *comm; /* ncclComm_t */
+    int (*get_unique_id)(tp_nccl_id *);
+    int (*comm_init_rank)(void **, int, tp_nccl_id, int);
+    int (*comm_destroy)(void *);
+    int (*all_reduce)(const void *, void *, size_t, int, int, void *, void *);
+    int (*all_gather)(const void *, void *, size_t, int, void *, void *);
+    const char *(*error_string)(int);
+} tp_nccl;
+#define TP_NCCL_FLOAT32 7
+#define TP_NCCL_SUM 0
+
 struct rt_tp {
     MPI_Comm comm;
     int32_t rank, size;
     ig_model_comm hooks;
+    tp_nccl nccl;         /* device targets, once a model instance has a device (rt_tp_attach_device) */
     pthread_mutex_t step; /* rank 0: one announced step (broadcast + forward) at a time */
     int32_t next_id;      /* rank 0: the id of the next instance */
 };
@@ -95,8 +115,58 @@ ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
 
 static void bcast_hdr(rt_tp *t, int64_t *hdr) { MPI_Bcast(hdr, TP_HDR, MPI_INT64_T, 0, t->comm); }
 
+static int nccl_all_reduce(const ig_model_comm *c, uint64_t buf, int64_t n, void *stream) {
+    const rt_tp *t = c->user;
+    return t->nccl.all_reduce((const void *)(uintptr_t)buf, (void *)(uintptr_t)buf, (size_t)n, TP_NCCL_FLOAT32, TP_NCCL_SUM,
+                              t->nccl.comm, stream) != 0;
+}
+
+static int nccl_all_gather(const ig_model_comm *c, uint64_t send, uint64_t recv, int64_t n, void *stream) {
+    const rt_tp *t = c->user;
+    return t->nccl.all_gather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, (size_t)n, TP_NCCL_FLOAT32, t->nccl.comm,
+                              stream) != 0;
+}
+
+/* libnccl's entry points into t->nccl; 0 when one is missing. */
+static int nccl_load(tp_nccl *n) {
+    static const char *const names[] = {"libnccl.so.2", "libnccl.so"};
+    for (size_t i = 0; i < 2 && !n->lib; i++) n->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) return 0;
+    *(void **)&n->get_unique_id = dlsym(n->lib, "ncclGetUniqueId");
+    *(void **)&n->comm_init_rank = dlsym(n->lib, "ncclCommInitRank");
+    *(void **)&n->comm_destroy = dlsym(n->lib, "ncclCommDestroy");
+    *(void **)&n->all_reduce = dlsym(n->lib, "ncclAllReduce");
+    *(void **)&n->all_gather = dlsym(n->lib, "ncclAllGather");
+    *(void **)&n->error_string = dlsym(n->lib, "ncclGetErrorString");
+    return n->get_unique_id && n->comm_init_rank && n->comm_destroy && n->all_reduce && n->all_gather && n->error_string;
+}
+
+ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err) {
+    tp_nccl *n = &t->nccl;
+    if (n->comm) return IG_OK;
+    int ok = nccl_load(n); /* every rank reaches the broadcast below, so a rank without NCCL cannot hang the others */
+    tp_nccl_id id;
+    memset(&id, 0, sizeof id);
+    int rc = t->rank == 0 && ok ? n->get_unique_id(&id) : 0, all_ok = 0, mine = ok && rc == 0;
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, t->comm);
+    MPI_Allreduce(&mine, &all_ok, 1, MPI_INT, MPI_LAND, t->comm);
+    if (!all_ok)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor parallelism on GPUs needs NCCL (libnccl.so.2) on every rank%s%s",
+                       ok ? "" : ": not found on rank ", ok ? "" : (t->rank ? "> 0" : "0"));
+    if ((rc = n->comm_init_rank(&n->comm, t->size, id, t->rank)) != 0) {
+        n->comm = NULL;
+        return ig_fail(err, IG_ERR_IO, "ncclCommInitRank (rank %d of %d, GPU %d): %s", t->rank, t->size, device,
+                       n->error_string(rc));
+    }
+    t->hooks.all_reduce_sum_dev = nccl_all_reduce;
+    t->hooks.all_gather_dev = nccl_all_gather;
+    return IG_OK;
+}
+
 void rt_tp_close(rt_tp *t) {
     if (!t) return;
+    if (t->nccl.comm) t->nccl.comm_destroy(t->nccl.comm);
+    if (t->nccl.lib) dlclose(t->nccl.lib);
     if (t->rank == 0) {
         int64_t hdr[TP_HDR] = {TP_CMD_EXIT};
         pthread_mutex_lock(&t->step);

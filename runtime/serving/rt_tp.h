@@ -9,7 +9,9 @@
  * (ig_model_comm) are MPI_Allreduce / MPI_Allgather on a duplicate of MPI_COMM_WORLD. Steps are
  * serialized across the package's instances (one mutex), so the ranks' collectives always match.
  *
- * Built without MPI (CMake found none), rt_tp_open fails with a message saying so. */
+ * CUDA packages: the same over MPI, and the device collectives over NCCL (rt_tp_attach_device);
+ * rank r uses GPU device_index + r. Built without MPI (CMake found none), rt_tp_open fails with a
+ * message saying so. */
 #ifndef IG_RT_TP_H
 #define IG_RT_TP_H
 
@@ -36,6 +38,12 @@ ig_status rt_tp_announce_model(rt_tp *t, struct rt_model *m, ig_err *err);
 void rt_tp_announce_free(rt_tp *t, const struct rt_model *m);
 ig_status rt_tp_step_begin(rt_tp *t, const struct rt_model *m, const ig_fwd_batch *b, ig_err *err);
 void rt_tp_step_end(rt_tp *t);
+
+/* Device targets (CUDA), every rank, after its instance's init (a current device context): the
+ * NCCL communicator of the job (libnccl.so.2 opened at run time; its id broadcast over MPI), whose
+ * collectives become the device hooks of rt_tp_comm. Once per job; an error when a rank lacks NCCL
+ * or the communicator cannot start. */
+ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err);
 
 /* Ranks > 0: serve rank 0's commands on package p until it closes; then closes p and exits the
  * process (status 0, or 1 after a failed step, which aborts the job). Never returns. */
