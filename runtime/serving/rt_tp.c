@@ -60,8 +60,9 @@ struct rt_tp {
     int32_t rank, size;
     ig_model_comm hooks;
     tp_nccl nccl;         /* device targets, once a model instance has a device (rt_tp_attach_device) */
-    pthread_mutex_t step; /* rank 0: one announced step (broadcast + forward) at a time */
-    int32_t next_id;      /* rank 0: the id of the next instance */
+    pthread_mutex_t step; /* rank 0: one announced command (and a step's forward) at a time */
+    uint32_t used_ids;    /* rank 0: bit i set while instance id i lives (ids are reused) */
+    int own_mpi;          /* MPI was initialized here (and is finalized by rt_tp_close) */
 };
 
 static int comm_all_reduce(const ig_model_comm *c, float *buf, int64_t n) {
@@ -94,16 +95,17 @@ ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (size != ranks) {
-        MPI_Finalize();
+        if (!inited) MPI_Finalize();
         return ig_fail(err, IG_ERR_MISMATCH,
                        "%s is sharded for %d ranks (compiled with --tp %d) but runs on %d MPI rank%s: start it with "
                        "mpirun -np %d, or recompile with --tp %d", dir, ranks, ranks, size, size == 1 ? "" : "s", ranks, size);
     }
     rt_tp *t = calloc(1, sizeof *t);
     if (!t) {
-        MPI_Finalize();
+        if (!inited) MPI_Finalize();
         return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
+    t->own_mpi = !inited;
     MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
     t->rank = rank, t->size = size;
     t->hooks = (ig_model_comm){.rank = rank, .size = size, .user = t, .all_reduce_sum = comm_all_reduce,
@@ -175,19 +177,25 @@ void rt_tp_close(rt_tp *t) {
     }
     MPI_Comm_free(&t->comm);
     pthread_mutex_destroy(&t->step);
+    int own = t->own_mpi;
     free(t);
-    MPI_Finalize();
+    if (own) MPI_Finalize();
 }
 
 int32_t rt_tp_rank(const rt_tp *t) { return t ? t->rank : 0; }
 const ig_model_comm *rt_tp_comm(const rt_tp *t) { return t ? &t->hooks : NULL; }
 
 ig_status rt_tp_announce_model(rt_tp *t, rt_model *m, ig_err *err) {
-    if (t->next_id >= TP_MAX_MODELS)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "a tensor-parallel package takes at most %d model instances", TP_MAX_MODELS);
-    m->tp_id = t->next_id++;
-    int64_t hdr[TP_HDR] = {TP_CMD_NEW, m->tp_id, m->ctx.max_tokens, m->ctx.n_pages, m->ctx.n_threads, m->max_seqs};
     pthread_mutex_lock(&t->step);
+    int id = 0;
+    while (id < TP_MAX_MODELS && (t->used_ids >> id & 1u)) id++;
+    if (id == TP_MAX_MODELS) {
+        pthread_mutex_unlock(&t->step);
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "a tensor-parallel package takes at most %d live model instances", TP_MAX_MODELS);
+    }
+    t->used_ids |= 1u << id;
+    m->tp_id = id;
+    int64_t hdr[TP_HDR] = {TP_CMD_NEW, id, m->ctx.max_tokens, m->ctx.n_pages, m->ctx.n_threads, m->max_seqs};
     bcast_hdr(t, hdr);
     pthread_mutex_unlock(&t->step);
     return IG_OK;
@@ -197,6 +205,7 @@ void rt_tp_announce_free(rt_tp *t, const rt_model *m) {
     int64_t hdr[TP_HDR] = {TP_CMD_FREE, m->tp_id};
     pthread_mutex_lock(&t->step);
     bcast_hdr(t, hdr);
+    t->used_ids &= ~(1u << m->tp_id);
     pthread_mutex_unlock(&t->step);
 }
 
