@@ -358,6 +358,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     cp_tp_plan *split = calloc((size_t)tp, sizeof *split);
     uint64_t *rank_hash = NULL;
     if (!split) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    ir_hparams model_hp = g->hp; /* the manifest describes the model, tensor_parallel its shards */
     if (!st && tp > 1) st = cp_shard(g, 0, tp, &split[0], err);
     if (!st && tp > 1) LOG(o, "sharded for %d ranks: %d heads, %d KV heads, intermediate %d, vocab %d per rank\n", tp,
                            g->hp.n_heads, g->hp.n_kv_heads, g->hp.intermediate, g->hp.tp_vocab);
@@ -433,7 +434,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));
-        cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));
+        cJSON_AddItemToObject(m, "hparams", hparams_json(&model_hp));
         if (cuda) cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");
         cJSON_AddNumberToObject(gen, "bos_token_id", g->hp.bos_id);
@@ -460,7 +461,13 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         }
         if (tp > 1) {
             cJSON_AddNumberToObject(m, "tp", tp);
-            cJSON_AddItemToObject(m, "tensor_parallel", tp_json(tp, split));
+            cJSON *tj = tp_json(tp, split);
+            cJSON *pr = cJSON_AddObjectToObject(tj, "per_rank");
+            cJSON_AddNumberToObject(pr, "n_heads", g->hp.n_heads);
+            cJSON_AddNumberToObject(pr, "n_kv_heads", g->hp.n_kv_heads);
+            cJSON_AddNumberToObject(pr, "intermediate", g->hp.intermediate);
+            cJSON_AddNumberToObject(pr, "vocab", g->hp.tp_vocab);
+            cJSON_AddItemToObject(m, "tensor_parallel", tj);
         }
         cJSON *w = cJSON_AddObjectToObject(m, "weights");
         cJSON_AddStringToObject(w, "file", tp > 1 ? "weights.rank0.bin" : "weights.bin");
