@@ -128,14 +128,16 @@ static ig_status lower_embed(cg *c, node_ctx *x, ig_err *err) {
     c->resid = c->bufs.buf_of[x->n->out];
     char qp[96], sfx[32], wname[32];
     const cg_format *wf = weight_fmt(c, x->n->in[1], "EM", qp, sizeof qp, sfx, wname);
-    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n%s", HID,
-             wf->is16, g->hp.embed_scale > 0 ? g->hp.embed_scale : 1.0, qp);
+    int tp = g->hp.tp > 1;
+    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n%s%s", HID,
+             wf->is16, g->hp.embed_scale > 0 ? g->hp.embed_scale : 1.0, qp, tp ? "#define EM_ROWS TP_VOCAB\n" : "");
     snprintf(comment, sizeof comment, "%s: embed ids[T] -> %s[T,%d] f32, table %s [%d,%d] panels", g->tensors[x->n->in[1]].name,
              cg_node_label(g, x->n->out, lbl, sizeof lbl), HID, wname, g->hp.vocab, HID);
     snprintf(nm, sizeof nm, "embed_%d%s", HID, sfx);
     const char *em = instance(c, "embed.c", nm, "EM_NAME", params, comment);
     if (!em) return no_buf(c, x, err);
-    fprintf(c->fw, "\n    /* %s */\n    %s(T, b->token_ids, %s, %s, nth);\n", comment, em, x->wexpr[1], out);
+    fprintf(c->fw, "\n    /* %s%s */\n    %s(T, b->token_ids, %s, %s, nth%s);\n", comment,
+            tp ? ", this rank's rows of the vocabulary" : "", em, x->wexpr[1], out, tp ? ", ctx->comm->rank * TP_VOCAB" : "");
     return IG_OK;
 }
 
@@ -161,7 +163,7 @@ static ig_status lower_norm_matmul(cg *c, node_ctx *x, ig_err *err) {
     char in[64], out[64] = "b->logits";
     if (!buf_of(c, n->in[0], 1, in)) return no_buf(c, x, err);
     if (K > c->xn_cols) c->xn_cols = K;
-    int logits = x->pass == 2, geglu = n->epi == IR_EPI_GEGLU, swiglu = n->epi == IR_EPI_SWIGLU || geglu,
+    int logits = x->pass == 2 && g->hp.tp <= 1, geglu = n->epi == IR_EPI_GEGLU, swiglu = n->epi == IR_EPI_SWIGLU || geglu,
         bias = n->in[3] >= 0;
     int64_t out_cols = swiglu ? N / 2 : N;
     if (!logits && !buf_of(c, n->out, 0, out) && !new_buf(c, n->out, out_cols, swiglu ? af->is16 : 0, out))
@@ -200,18 +202,19 @@ static ig_status lower_matmul_store(cg *c, node_ctx *x, ig_err *err) {
     const ir_graph *g = c->g;
     const ir_node *n = x->n;
     const ir_tensor *wt = &g->tensors[n->in[1]];
-    const cg_format *wf = c->wf, *af = c->af;
+    const cg_format *af = c->af;
     int64_t N = wt->shape[0], K = wt->shape[1];
-    char params[1024], comment[512], nm[64], lbl[96], in[64], out[64];
+    char params[1024], comment[512], nm[64], lbl[96], in[64], out[64], qp[96], sfx[32], wname[32];
+    const cg_format *wf = weight_fmt(c, n->in[1], "MM", qp, sizeof qp, sfx, wname);
     if (!buf_of(c, n->in[0], 0, in) || !new_buf(c, n->out, N, 0, out)) return no_buf(c, x, err);
     int bias = n->in[2] >= 0;
     snprintf(params, sizeof params,
-             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
+             "#define MM_K %lld\n#define MM_N %lld\n#define MM_WBF16 %d\n%s#define MM_XBF16 %d\n"
              "#define MM_BIAS %d\n#define MM_EPI MM_EPI_STORE\n",
-             (long long)K, (long long)N, wf->is16, af->is16, bias);
+             (long long)K, (long long)N, wf->is16, qp, af->is16, bias);
     snprintf(comment, sizeof comment, "layers.*: matmul x[T,%lld] %s . w[%lld,%lld]^T %s -> [T,%lld] f32", (long long)K,
-             af->name, (long long)N, (long long)K, wf->name, (long long)N);
-    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s", (long long)K, (long long)N, bias ? "_bias" : "");
+             af->name, (long long)N, (long long)K, wname, (long long)N);
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%lld%s%s", (long long)K, (long long)N, bias ? "_bias" : "", sfx);
     const char *mm = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
     if (!mm) return no_buf(c, x, err);
     fprintf(c->fw, "\n%s/* %s: matmul */\n%s%s(T, %s, %s, %s, %s, nth);\n", x->ind, cg_node_label(g, n->out, lbl, sizeof lbl),
@@ -396,6 +399,49 @@ static ig_status lower_attention(cg *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
+/* Tensor parallel: the sum over the ranks of a partial result, in place (the embedding, a
+ * post-normed projection), or added to the residual stream (epi acc: the o / down projections). */
+static ig_status lower_all_reduce(cg *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    int64_t cols = c->g->tensors[n->in[0]].shape[1];
+    char lbl[96], in[64], res[64];
+    if (!buf_of(c, n->in[0], 0, in)) return no_buf(c, x, err);
+    fprintf(c->fw, "\n%s/* %s: all_reduce (sum of the ranks' partial results)%s */\n"
+                   "%sif (ctx->comm->all_reduce_sum(ctx->comm, %s, (int64_t)%s * %lld)) return IG_MODEL_ERR_COMM;\n",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), n->epi == IR_EPI_ACC ? ", added to the residual stream" : "",
+            x->ind, in, x->rows, (long long)cols);
+    if (n->epi != IR_EPI_ACC) {
+        c->bufs.buf_of[n->out] = c->bufs.buf_of[n->in[0]];
+        return IG_OK;
+    }
+    if (!buf_of(c, -1, 1, res)) return no_buf(c, x, err);
+    c->bufs.buf_of[n->out] = c->resid;
+    fprintf(c->fw, "#pragma omp parallel for num_threads(nth) schedule(static)\n"
+                   "%sfor (int64_t i = 0; i < (int64_t)%s * %lld; i++) %s[i] += %s[i];\n",
+            x->ind, x->rows, (long long)cols, res, in);
+    return IG_OK;
+}
+
+/* Tensor parallel: every rank's logits columns gathered into b->logits (vocabulary order; the
+ * padding of the last slice dropped). */
+static ig_status lower_all_gather(cg *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    char in[64], all[64];
+    if (x->pass != 2) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: all_gather is for the logits only");
+    if (!buf_of(c, n->in[0], 0, in) || !new_buf(c, n->out, (int64_t)c->g->hp.tp * c->g->hp.tp_vocab, 0, all))
+        return no_buf(c, x, err);
+    fprintf(c->fw, "\n    /* logits: all_gather of every rank's vocabulary slice [n_out][TP_VOCAB] */\n"
+                   "    if (ctx->comm->all_gather(ctx->comm, %s, %s, (int64_t)b->n_out * TP_VOCAB)) return IG_MODEL_ERR_COMM;\n"
+                   "    for (int r = 0; r < TP_RANKS; r++) {\n"
+                   "        int v0 = r * TP_VOCAB, nv = VOCAB - v0 < TP_VOCAB ? VOCAB - v0 : TP_VOCAB;\n"
+                   "        for (int i = 0; i < b->n_out && nv > 0; i++)\n"
+                   "            memcpy(b->logits + (size_t)i * VOCAB + v0, %s + ((size_t)r * b->n_out + i) * TP_VOCAB,\n"
+                   "                   sizeof(float) * (size_t)nv);\n"
+                   "    }\n",
+            in, all, all);
+    return IG_OK;
+}
+
 /* How the CPU target lowers each op. */
 static const struct {
     int op;
@@ -404,7 +450,7 @@ static const struct {
     {IR_OP_EMBED, lower_embed},           {IR_OP_GATHER_ROWS, lower_gather_rows}, {IR_OP_NORM_MATMUL, lower_norm_matmul},
     {IR_OP_MATMUL_EPI, lower_matmul_epi}, {IR_OP_ROPE_KV, lower_rope_kv},         {IR_OP_ATTENTION, lower_attention},
     {IR_OP_RMSNORM, lower_rmsnorm},       {IR_OP_NORM_ADD, lower_norm_add},       {IR_OP_MOE, lower_moe},
-    {IR_OP_MOE_SHARED, lower_moe},
+    {IR_OP_MOE_SHARED, lower_moe},         {IR_OP_ALL_REDUCE, lower_all_reduce},   {IR_OP_ALL_GATHER, lower_all_gather},
 };
 
 static ig_status lower_node(cg *c, int32_t i, int pass, ig_err *err) {
@@ -470,8 +516,10 @@ static void emit_header(const cg *c, const cg_target *t, FILE *out) {
 static void emit_forward_prologue(const ir_hparams *hp, FILE *fw) {
     fprintf(fw, "\n/* Runs one step: see ig_fwd_batch in ig_model_abi.h. */\n"
                 "static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {\n"
-                "    const int T = b->n_tokens, nth = ctx->n_threads > 0 ? ctx->n_threads : 1;\n"
-                "    if (T < 1 || T > ctx->max_tokens || b->n_out < 0 || b->n_out > T || b->n_seqs < 1)\n"
+                "    const int T = b->n_tokens, nth = ctx->n_threads > 0 ? ctx->n_threads : 1;\n");
+    if (hp->tp > 1)
+        fprintf(fw, "    if (!ctx->comm || ctx->comm->size != TP_RANKS) return IG_MODEL_ERR_TP_SIZE;\n");
+    fprintf(fw, "    if (T < 1 || T > ctx->max_tokens || b->n_out < 0 || b->n_out > T || b->n_seqs < 1)\n"
                 "        return -1;\n"
                 "    for (int t = 0; t < T; t++) {\n"
                 "        int s = b->token_seq[t], p = b->positions[t];\n"

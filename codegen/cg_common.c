@@ -185,6 +185,11 @@ void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, u
             "#define KV_PAGE_BYTES (KV_LAYER_PAGE_BYTES * N_LAYERS)\n",
             hp->n_layers, hp->hidden, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->intermediate, hp->vocab,
             hp->max_context, page_size, (unsigned long long)kv_layer_page_bytes);
+    if (hp->tp > 1)
+        fprintf(out, "/* tensor parallel: this code runs one rank's shard of %d; heads, KV heads and intermediate above\n"
+                     " * are one rank's, VOCAB the model's, of which a rank holds TP_VOCAB rows (the last one padded) */\n"
+                     "#define TP_RANKS %d\n#define TP_VOCAB %d\n",
+                hp->tp, hp->tp, hp->tp_vocab);
 }
 
 void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
@@ -200,8 +205,9 @@ void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const cha
                  "    .head_dim = HEAD_DIM, .intermediate = INTERMEDIATE, .vocab = VOCAB,\n"
                  "    .max_context = MAX_CONTEXT, .page_size = PAGE_SIZE,\n"
                  "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
-                 "    .n_weights = %d, .weights = weights,\n",
-            hp->arch, target, compiler_version, cf, dt, dt, (int)n_weights);
+                 "    .n_weights = %d, .weights = weights,\n"
+                 "    .tp = %d,\n",
+            hp->arch, target, compiler_version, cf, dt, dt, (int)n_weights, hp->tp > 1 ? hp->tp : 1);
     if (device_archs)
         fprintf(out, "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
                      "    .init = init, .fini = fini,\n"

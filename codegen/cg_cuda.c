@@ -187,13 +187,17 @@ static ig_status emit_embed(gen *c, node_ctx *x, ig_err *err) {
     const int HID = c->g->hp.hidden;
     char params[256], comment[256], nm[64];
     c->resid = new_buf(c, x->n->out, HID, 0);
-    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n", HID, c->bf);
-    snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table", HID, dtn(c, c->bf),
-             c->g->hp.vocab, HID);
-    snprintf(nm, sizeof nm, "embed_%d", HID);
+    const int tp = c->g->hp.tp > 1;
+    char rows[48] = "";
+    if (tp) snprintf(rows, sizeof rows, "#define EM_ROWS %d\n", c->g->hp.tp_vocab);
+    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n%s", HID, c->bf, rows);
+    snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table%s", HID, dtn(c, c->bf),
+             tp ? c->g->hp.tp_vocab : c->g->hp.vocab, HID, tp ? " (this rank's rows of the vocabulary)" : "");
+    snprintf(nm, sizeof nm, "embed_%d%s", HID, tp ? "_tp" : "");
     const char *k = instance(c, "embed.cu", nm, "EM_NAME", params, comment);
-    fprintf(c->fw, "%s/* %s */\n%svoid *args[] = {&T, &d_ids, &w1, &%s};\n%sLAUNCH(%d, IG_EM_GRID_X(T), 1, 1, IG_EM_BLOCK, 0, args);\n",
-            x->ind, comment, x->ind, c->bufs.v[c->resid].ident, x->ind, fn_index(c, k));
+    if (tp) fprintf(c->fw, "%sint lo = st->comm->rank * TP_VOCAB;\n", x->ind);
+    fprintf(c->fw, "%s/* %s */\n%svoid *args[] = {&T, &d_ids, &w1, &%s%s};\n%sLAUNCH(%d, IG_EM_GRID_X(T), 1, 1, IG_EM_BLOCK, 0, args);\n",
+            x->ind, comment, x->ind, c->bufs.v[c->resid].ident, tp ? ", &lo" : "", x->ind, fn_index(c, k));
     return IG_OK;
 }
 
@@ -218,7 +222,7 @@ static ig_status emit_norm_matmul(gen *c, node_ctx *x, ig_err *err) {
     int64_t N = wt->shape[0], K = wt->shape[1];
     int32_t src = c->bufs.buf_of[n->in[0]] >= 0 ? c->bufs.buf_of[n->in[0]] : c->resid;
     if (K > c->xn_cols) c->xn_cols = K;
-    int logits = x->pass == 2, swiglu = n->epi == IR_EPI_SWIGLU;
+    int logits = x->pass == 2 && c->g->hp.tp <= 1, swiglu = n->epi == IR_EPI_SWIGLU; /* TP: all_gather writes d_logits */
     if (swiglu && N > c->gu_cols) c->gu_cols = N;
     if (!logits && c->bufs.buf_of[n->out] < 0) new_buf(c, n->out, swiglu ? N / 2 : N, swiglu ? c->bf : 0);
     const char *y = logits ? "d_logits" : buf_name(c, n->out);
@@ -234,6 +238,14 @@ static ig_status emit_matmul_epi(gen *c, node_ctx *x, ig_err *err) {
     const ir_node *n = x->n;
     const ir_tensor *wt = &c->g->tensors[n->in[1]];
     char lbl[96];
+    if (n->epi == IR_EPI_STORE && x->pass == 1) { /* a tensor-parallel partial product (then all_reduce) */
+        if (n->in[2] < 0) snprintf(x->wexpr[2], sizeof x->wexpr[2], "zero");
+        new_buf(c, n->out, wt->shape[0], 0);
+        fprintf(c->fw, "%s/* %s: matmul */\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl));
+        emit_matmul(c, c->fw, x->ind, x->rows, buf_name(c, n->in[0]), "w1", x->wexpr[2], buf_name(c, n->out), wt->shape[1],
+                    wt->shape[0], IR_EPI_STORE, wt->shape[0], c->bf, "layers.*", NULL);
+        return IG_OK;
+    }
     if (n->epi != IR_EPI_ACC) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate");
     c->bufs.buf_of[n->out] = c->resid;
     if (n->in[2] < 0) snprintf(x->wexpr[2], sizeof x->wexpr[2], "zero");
@@ -342,6 +354,48 @@ static ig_status emit_attention(gen *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
+/* Tensor parallel: the ranks' partial results summed in place on the stream (NCCL through the
+ * runtime's ig_model_comm), then, for epi acc, added to the residual stream. */
+static ig_status emit_all_reduce(gen *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    int64_t cols = c->g->tensors[n->in[0]].shape[1];
+    char params[128], comment[160], nm[64], lbl[96];
+    const char *in = buf_name(c, n->in[0]);
+    fprintf(c->fw, "%s/* %s: all_reduce of the ranks' partial results */\n"
+                   "%sif (st->comm->all_reduce_sum_dev(st->comm, %s, (int64_t)%s * %lld, st->stream)) return IG_MODEL_ERR_COMM;\n",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, in, x->rows, (long long)cols);
+    if (n->epi != IR_EPI_ACC) {
+        c->bufs.buf_of[n->out] = c->bufs.buf_of[n->in[0]];
+        return IG_OK;
+    }
+    c->bufs.buf_of[n->out] = c->resid;
+    snprintf(params, sizeof params, "#define EP_N %lld\n", (long long)cols);
+    snprintf(comment, sizeof comment, "the all-reduced partial result added to the residual stream, [T,%lld] f32", (long long)cols);
+    snprintf(nm, sizeof nm, "add_n%lld", (long long)cols);
+    const char *k = instance(c, "epilogue.cu", nm, "EP_ADD_NAME", params, comment);
+    fprintf(c->fw, "%svoid *args[] = {&T, &%s, &%s};\n%sLAUNCH(%d, IG_EP_BIAS_GRID_X(T, %lld), IG_EP_BIAS_GRID_Y(T), 1, IG_EP_BLOCK, 0, args);\n",
+            x->ind, c->bufs.v[c->resid].ident, in, x->ind, fn_index(c, k), (long long)cols);
+    return IG_OK;
+}
+
+/* Tensor parallel: every rank's logits columns gathered, then put in vocabulary order in d_logits. */
+static ig_status emit_all_gather(gen *c, node_ctx *x, ig_err *err) {
+    const ir_hparams *hp = &c->g->hp;
+    char params[160], comment[160];
+    if (x->pass != 2) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): all_gather is for the logits only");
+    new_buf(c, x->n->out, (int64_t)hp->tp * hp->tp_vocab, 0);
+    const char *in = buf_name(c, x->n->in[0]), *all = buf_name(c, x->n->out);
+    snprintf(params, sizeof params, "#define EP_N %d\n#define EP_NL %d\n", hp->vocab, hp->tp_vocab);
+    snprintf(comment, sizeof comment, "gathered logits [%d ranks][n_out][%d] -> d_logits [n_out][%d]", hp->tp, hp->tp_vocab, hp->vocab);
+    const char *k = instance(c, "epilogue.cu", "unshard_logits", "EP_UNSHARD_NAME", params, comment);
+    fprintf(c->fw, "%s/* logits: all_gather of every rank's vocabulary slice */\n"
+                   "%sif (st->comm->all_gather_dev(st->comm, %s, %s, (int64_t)n_out * TP_VOCAB, st->stream)) return IG_MODEL_ERR_COMM;\n"
+                   "%svoid *args[] = {&n_out, &%s, &d_logits};\n"
+                   "%sLAUNCH(%d, IG_EP_BIAS_GRID_X(n_out, VOCAB), IG_EP_BIAS_GRID_Y(n_out), 1, IG_EP_BLOCK, 0, args);\n",
+            x->ind, x->ind, in, all, x->ind, all, x->ind, fn_index(c, k));
+    return IG_OK;
+}
+
 /* The model features the CUDA templates do not have yet (issue 21 landed them on the CPU first):
  * an error naming the first one, rather than a package that computes something else. */
 static ig_status check_features(const ir_hparams *hp, ig_err *err) {
@@ -366,6 +420,7 @@ static const struct {
 } cuda_lowering[] = {
     {IR_OP_EMBED, emit_embed},         {IR_OP_GATHER_ROWS, emit_gather_rows}, {IR_OP_NORM_MATMUL, emit_norm_matmul},
     {IR_OP_MATMUL_EPI, emit_matmul_epi}, {IR_OP_ROPE_KV, emit_rope_kv},      {IR_OP_ATTENTION, emit_attention},
+    {IR_OP_ALL_REDUCE, emit_all_reduce}, {IR_OP_ALL_GATHER, emit_all_gather},
 };
 
 /* One node's block: its weights bound to variables (launches take their addresses), then its kernels. */

@@ -18,6 +18,11 @@
  *     → K [n_kv_heads][page_size][head_dim] then V [n_kv_heads][page_size][head_dim],
  *   elements of kv_dtype (IG_DTYPE_F32, IG_DTYPE_BF16, or IG_DTYPE_F16 on CUDA).
  *
+ * Tensor parallelism (desc.tp > 1, `ignis compile --tp N`): the package is one model sharded over
+ * tp ranks (processes); every rank loads the same model.so with its own weights and KV pool and
+ * runs forward() on the same batch; the generated code calls the collectives of ctx->comm, which
+ * the runtime provides (MPI on CPUs): the model links no communication library itself.
+ *
  * This header is copied verbatim into every package's src/ so generated code builds on its own.
  */
 #ifndef IG_MODEL_ABI_H
@@ -26,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 5u
+#define IG_MODEL_ABI_VERSION 6u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -108,6 +113,27 @@ typedef struct ig_model_tuning {
     int32_t profile;        /* time every kernel, print the table at fini (0; turns graphs off) */
 } ig_model_tuning;
 
+/* Collectives of a tensor-parallel step, provided by the runtime (runtime/serving/rt_tp.c). Every
+ * rank calls them in the same order with the same n; each returns 0, nonzero on failure (forward
+ * then returns IG_MODEL_ERR_COMM). */
+typedef struct ig_model_comm {
+    int32_t rank, size; /* this rank, and the ranks of the step (== desc.tp) */
+    void *user;         /* the runtime's */
+    /* buf[n] := the elementwise sum of every rank's buf[n] */
+    int (*all_reduce_sum)(const struct ig_model_comm *c, float *buf, int64_t n);
+    /* recv[size][n] := every rank's send[n], in rank order */
+    int (*all_gather)(const struct ig_model_comm *c, const float *send, float *recv, int64_t n);
+    /* Device targets (CUDA, over NCCL; NULL until the runtime has a device communicator): the same
+     * on device buffers (CUdeviceptr), queued on `stream` (a CUstream; may be capturing a graph) */
+    int (*all_reduce_sum_dev)(const struct ig_model_comm *c, uint64_t buf, int64_t n, void *stream);
+    int (*all_gather_dev)(const struct ig_model_comm *c, uint64_t send, uint64_t recv, int64_t n, void *stream);
+} ig_model_comm;
+
+/* forward()'s results of a tensor-parallel package: ctx->comm missing or of another size, or a
+ * collective that failed */
+#define IG_MODEL_ERR_TP_SIZE (-5)
+#define IG_MODEL_ERR_COMM (-6)
+
 /* Memory the runtime hands to the model; all borrowed, owned by the runtime. */
 typedef struct ig_model_ctx {
     const uint8_t *weights; /* base of weights.bin (mmap), 64-byte aligned (host memory) */
@@ -122,6 +148,7 @@ typedef struct ig_model_ctx {
     int32_t device_index;   /* device targets: which GPU (default 0) */
     void *device_state;     /* device targets: owned by the model, made by init, freed by fini */
     const ig_model_tuning *tuning; /* device targets: read by init (never NULL there) */
+    const ig_model_comm *comm;     /* tensor-parallel packages (desc.tp > 1): the collectives; else NULL */
 } ig_model_ctx;
 
 /* Where a package's code runs. Host targets use the runtime's kv_pool/workspace; device targets
@@ -164,6 +191,9 @@ typedef struct ig_model_desc {
      * validates batches first; this is a last guard, never a crash). */
     int (*forward)(const ig_model_ctx *ctx, const ig_fwd_batch *batch);
     uint32_t caps;                /* IG_MODEL_CAP_* */
+    /* Tensor parallelism: the ranks this package is sharded for (1: none). n_heads, n_kv_heads and
+     * intermediate above are then one rank's, vocab the model's; kv_page_bytes is one rank's pool. */
+    int32_t tp;
 } ig_model_desc;
 
 #define IG_MODEL_CAP_SAMPLE (1u << 0) /* forward honours ig_fwd_batch.sample (device sampling) */

@@ -15,6 +15,7 @@
 #include "nvrtc.h"
 #include "pack.h"
 #include "passes.h"
+#include "shard.h"
 #include "pkg_tokenizer.h"
 #include "rt_util.h"
 
@@ -257,6 +258,69 @@ static ig_dtype default_dtype(const ir_hparams *hp, const cg_target *t, int cuda
     return src16 && bf16 ? IG_DTYPE_BF16 : IG_DTYPE_F32;
 }
 
+/* ---- tensor parallelism (--tp N): one graph, plan and weights file per rank */
+
+/* Each rank's weights: the rank's graph (imported again, sharded, fused) must lay out exactly like
+ * rank 0's (`plan`), since all ranks share model.so; its packed file is weights.rankR.bin. hash:
+ * [ranks][plan->n] (row 0 is rank 0's, filled here from plan); split[r]: rank r's slices. */
+static ig_status pack_ranks(const cc_options *o, ig_dtype dt, pk_format fmt, const pk_quant *quant, const pk_plan *plan,
+                            uint64_t *hash, cp_tp_plan *split, ig_err *err) {
+    for (int32_t i = 0; i < plan->n; i++) hash[i] = plan->e[i].hash;
+    ig_status st = IG_OK;
+    for (int32_t r = 1; r < o->tp && !st; r++) {
+        ir_graph *g = NULL;
+        pk_plan pr = {0};
+        char path[4096];
+        st = ir_import_any(o->input, &g, err);
+        if (!st) st = cp_shard(g, r, o->tp, &split[r], err);
+        if (!st) st = cp_run_all(g, NULL, err);
+        if (!st) st = pk_plan_build(g, dt, fmt, quant, &pr, err);
+        for (int32_t i = 0; !st && i < plan->n; i++)
+            if (pr.n != plan->n || pr.e[i].offset != plan->e[i].offset || pr.e[i].nbytes != plan->e[i].nbytes)
+                st = ig_fail(err, IG_ERR_INTERNAL, "--tp: rank %d's weights lay out unlike rank 0's (%s)", r, plan->e[i].name);
+        snprintf(path, sizeof path, "%s/weights.rank%d.bin", o->out_dir, r);
+        if (!st) st = pk_write(g, &pr, path, err);
+        for (int32_t i = 0; !st && i < plan->n; i++) hash[(size_t)r * plan->n + i] = pr.e[i].hash;
+        if (!st) LOG(o, "packed rank %d's weights (%s)\n", r, path);
+        pk_plan_free(&pr);
+        ir_graph_free(g);
+    }
+    return st;
+}
+
+/* manifest.json's "tp": the ranks, and how each sliced checkpoint tensor is split (every other
+ * tensor is replicated). */
+static cJSON *tp_json(int32_t ranks, const cp_tp_plan *split) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "ranks", ranks);
+    cJSON_AddStringToObject(j, "weights", "weights.rankR.bin: rank R's slices, one layout for all ranks");
+    cJSON_AddStringToObject(j, "replicated", "every tensor not listed (norms)");
+    cJSON *ts = cJSON_AddArrayToObject(j, "split");
+    for (int32_t i = 0; i < split[0].n; i++) {
+        const cp_tp_split *s = &split[0].v[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", s->name);
+        cJSON_AddStringToObject(e, "axis", s->axis == 1 ? "rows" : "cols");
+        cJSON_AddNumberToObject(e, "size", (double)s->full);
+        cJSON_AddNumberToObject(e, "per_rank", (double)s->count);
+        cJSON *st = cJSON_AddArrayToObject(e, "starts"); /* past size: zeros (padding, rank-0-only biases) */
+        for (int32_t r = 0; r < ranks; r++)
+            cJSON_AddItemToArray(st, cJSON_CreateNumber(i < split[r].n ? (double)split[r].v[i].start : -1));
+        cJSON_AddItemToArray(ts, e);
+    }
+    return j;
+}
+
+/* The weights' hashes of every rank as manifest strings, into tensor entry e. */
+static void rank_hashes_json(cJSON *e, const uint64_t *hash, int32_t ranks, int32_t n, int32_t i) {
+    cJSON *a = cJSON_AddArrayToObject(e, "rank_hashes");
+    for (int32_t r = 0; r < ranks; r++) {
+        char hx[17];
+        snprintf(hx, sizeof hx, "%016llx", (unsigned long long)hash[(size_t)r * n + i]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(hx));
+    }
+}
+
 ig_status cc_compile(const cc_options *o, ig_err *err) {
     const char *pkg = o->out_dir;
     ig_dtype dt = IG_DTYPE_F32;
@@ -309,6 +373,14 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     }
     if (g->hp.head_dim % 2)
         st = ig_fail(err, IG_ERR_UNSUPPORTED, "%s: head_dim %d is odd (RoPE needs pairs)", o->input, g->hp.head_dim);
+    int32_t tp = o->tp > 1 ? o->tp : 1;
+    cp_tp_plan *split = calloc((size_t)tp, sizeof *split);
+    uint64_t *rank_hash = NULL;
+    if (!split) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    ir_hparams model_hp = g->hp; /* the manifest describes the model, tensor_parallel its shards */
+    if (!st && tp > 1) st = cp_shard(g, 0, tp, &split[0], err);
+    if (!st && tp > 1) LOG(o, "sharded for %d ranks: %d heads, %d KV heads, intermediate %d, vocab %d per rank\n", tp,
+                           g->hp.n_heads, g->hp.n_kv_heads, g->hp.intermediate, g->hp.tp_vocab);
     if (!st) st = cp_run_all(g, o->dump, err);
     pk_plan plan = {0};
     char path[4096], src_dir[4096];
@@ -316,10 +388,15 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     snprintf(src_dir, sizeof src_dir, "%s/src", pkg);
     if (!st) st = rt_mkdirs(src_dir, err);
     if (!st) {
-        snprintf(path, sizeof path, "%s/weights.bin", pkg);
+        snprintf(path, sizeof path, tp > 1 ? "%s/weights.rank0.bin" : "%s/weights.bin", pkg);
         double t1 = rt_now();
         st = pk_write(g, &plan, path, err);
         if (!st) LOG(o, "packed %d weights, %.1f MB (%.2f s)\n", plan.n, plan.total / 1e6, rt_now() - t1);
+    }
+    if (!st && tp > 1) {
+        rank_hash = malloc(sizeof *rank_hash * (size_t)tp * (size_t)(plan.n ? plan.n : 1));
+        st = rank_hash ? pack_ranks(o, dt, cuda ? PK_ROWMAJOR : PK_PANEL, quant_on ? &quant : NULL, &plan, rank_hash, split, err)
+                       : ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
     if (!st) {
         cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION, .tuning = &tuning};
@@ -376,7 +453,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));
-        cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));
+        cJSON_AddItemToObject(m, "hparams", hparams_json(&model_hp));
         if (cuda) cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");
         cJSON_AddNumberToObject(gen, "bos_token_id", g->hp.bos_id);
@@ -401,8 +478,18 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             }
             cJSON_AddItemToArray(inputs, in);
         }
+        if (tp > 1) {
+            cJSON_AddNumberToObject(m, "tp", tp);
+            cJSON *tj = tp_json(tp, split);
+            cJSON *pr = cJSON_AddObjectToObject(tj, "per_rank");
+            cJSON_AddNumberToObject(pr, "n_heads", g->hp.n_heads);
+            cJSON_AddNumberToObject(pr, "n_kv_heads", g->hp.n_kv_heads);
+            cJSON_AddNumberToObject(pr, "intermediate", g->hp.intermediate);
+            cJSON_AddNumberToObject(pr, "vocab", g->hp.tp_vocab);
+            cJSON_AddItemToObject(m, "tensor_parallel", tj);
+        }
         cJSON *w = cJSON_AddObjectToObject(m, "weights");
-        cJSON_AddStringToObject(w, "file", "weights.bin");
+        cJSON_AddStringToObject(w, "file", tp > 1 ? "weights.rank0.bin" : "weights.bin");
         cJSON_AddNumberToObject(w, "bytes", (double)plan.total);
         cJSON *ts = cJSON_AddArrayToObject(w, "tensors");
         for (int32_t i = 0; i < plan.n; i++) {
@@ -416,6 +503,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             if (plan.e[i].group) cJSON_AddNumberToObject(e, "group", plan.e[i].group);
             snprintf(hx, sizeof hx, "%016llx", (unsigned long long)plan.e[i].hash);
             cJSON_AddStringToObject(e, "hash", hx);
+            if (tp > 1) rank_hashes_json(e, rank_hash, tp, plan.n, i);
             cJSON_AddItemToArray(ts, e);
         }
         char *text = cJSON_Print(m);
@@ -426,6 +514,9 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     }
     if (!st) LOG(o, "package %s ready (%.2f s total)\n", pkg, rt_now() - t0);
     pk_plan_free(&plan);
+    for (int32_t r = 0; split && r < tp; r++) cp_tp_plan_free(&split[r]);
+    free(split);
+    free(rank_hash);
     ir_graph_free(g);
     return st;
 }

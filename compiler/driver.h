@@ -2,7 +2,9 @@
  *
  * A package directory holds model.so, weights.bin, manifest.json, src/ (the generated model.c
  * and the templates it includes, so a user can read and rebuild what was compiled) and the
- * tokenizer files when the source has them. */
+ * tokenizer files when the source has them. A package sharded with --tp N holds one weights file
+ * per rank (weights.rankR.bin, same layout, each rank's slices) instead of weights.bin, and its
+ * manifest records "tp": N and the split of every sliced tensor. */
 #ifndef IG_DRIVER_H
 #define IG_DRIVER_H
 
@@ -21,6 +23,8 @@ typedef struct cc_options {
     const char *cc;         /* C compiler (NULL = $IGNIS_CC or "cc") */
     const char *tune;       /* compile-time tuning, "key=value,key=value" (--tune; docs/TUNING.md);
                                NULL or "" = defaults. Recorded in manifest.json under "tuning" */
+    int32_t tp;             /* tensor parallelism: ranks the model is sharded for (0 or 1 = none;
+                               compiler/shard.h); CPU targets */
     FILE *dump;             /* graph dumps after each pass, or NULL */
     FILE *log;              /* progress lines, or NULL */
 } cc_options;

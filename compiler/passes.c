@@ -262,14 +262,17 @@ ig_status cp_fuse_residual(ir_graph *g, ig_err *err) {
             int32_t t = add->in[side], res = add->in[1 - side];
             int32_t mi = -1;
             for (int32_t j = 0; j < i; j++)
-                if (g->nodes[j].op == IR_OP_MATMUL && g->nodes[j].out == t) mi = j;
+                if ((g->nodes[j].op == IR_OP_MATMUL || (g->nodes[j].op == IR_OP_ALL_REDUCE && g->nodes[j].epi == IR_EPI_STORE)) &&
+                    g->nodes[j].out == t)
+                    mi = j;
             if (mi < 0 || uses(g, t) != 1) continue;
             ir_node *m = &g->nodes[mi];
-            /* the accumulation happens where the ADD was: move the matmul there */
+            /* the accumulation happens where the ADD was: move the matmul (all-reduce) there */
             ir_node fused = *m;
-            fused.op = IR_OP_MATMUL_EPI;
+            int reduce = m->op == IR_OP_ALL_REDUCE;
+            fused.op = reduce ? IR_OP_ALL_REDUCE : IR_OP_MATMUL_EPI;
             fused.epi = IR_EPI_ACC;
-            fused.in[3] = res;
+            fused.in[reduce ? 1 : 3] = res;
             fused.out = add->out;
             m->op = DEAD;
             *add = fused;
@@ -312,6 +315,7 @@ ig_status cp_check_lowered(const ir_graph *g, ig_err *err) {
         ir_op op = g->nodes[i].op;
         if (op == IR_OP_EMBED || op == IR_OP_GATHER_ROWS || op == IR_OP_ATTENTION ||
             op == IR_OP_NORM_MATMUL || op == IR_OP_ROPE_KV || op == IR_OP_MATMUL_EPI || op == IR_OP_NORM_ADD ||
+            op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER ||
             ((op == IR_OP_MOE || op == IR_OP_MOE_SHARED) && g->nodes[i].epi == IR_EPI_ACC) ||
             (op == IR_OP_RMSNORM && g->nodes[i].layer >= 0))
             continue;

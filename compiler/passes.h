@@ -9,7 +9,8 @@
  *   fuse_gate_up   gate/up MATMULs + SILU_MUL (GELU_MUL) → MATMUL_EPI(swiglu / geglu) on a
  *                  16-row-interleaved weight
  *   fuse_post_norm RMSNORM of a matmul output + residual ADD → NORM_ADD (GLM-4, Gemma 3)
- *   fuse_residual  MATMUL + ADD into the residual stream → MATMUL_EPI(acc)
+ *   fuse_residual  MATMUL + ADD into the residual stream → MATMUL_EPI(acc); a tensor-parallel
+ *                  ALL_REDUCE + ADD → ALL_REDUCE(acc) (compiler/shard.c)
  *   fuse_moe       MOE / MOE_SHARED + ADD into the residual stream → the same op with epi acc
  *   fuse_norm      RMSNORM feeding exactly one matmul → NORM_MATMUL
  *   lower_matmul   any MATMUL left → MATMUL_EPI(store)

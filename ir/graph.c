@@ -222,6 +222,7 @@ static int op_required_inputs(ir_op op) {
     case IR_OP_NORM_MATMUL: return 3; /* bias optional */
     case IR_OP_ROPE_KV: return 1;     /* q_norm / k_norm optional */
     case IR_OP_MATMUL_EPI: return 2;  /* bias optional */
+    case IR_OP_ALL_REDUCE: return 1;  /* residual optional */
     default: return ir_op_arity(op);
     }
 }
@@ -290,6 +291,13 @@ ig_status ir_verify(const ir_graph *g, ig_err *err) {
                     return ig_fail(err, IG_ERR_INTERNAL,
                                    "ir_verify: weight %s has source file %d (graph has %d)", nm,
                                    t->src_file, g->n_files);
+            } else if (t->slice_axis) {
+                const ir_tensor *pt = t->n_parts == 1 && t->parts[0] >= 0 && t->parts[0] < g->n_tensors && t->parts[0] != i
+                                          ? &g->tensors[t->parts[0]] : NULL;
+                int ax = t->slice_axis == 1 ? 1 : 0; /* the dimension that must match the part's */
+                if (!pt || pt->kind != IR_TENSOR_WEIGHT || t->slice_axis > 2 || t->slice_start < 0 || pt->rank != t->rank ||
+                    (ax < t->rank && pt->shape[ax] != t->shape[ax]))
+                    return ig_fail(err, IG_ERR_INTERNAL, "ir_verify: weight %s is not a shard of one weight", nm);
             } else {
                 int64_t rows = 0;
                 for (int p = 0; p < t->n_parts; p++) {
@@ -451,7 +459,11 @@ void ir_dump(const ir_graph *g, FILE *f) {
         else
             fprintf(f, "[%lld]", (long long)t->shape[0]);
         fprintf(f, " %s", dtype_name(t->dtype));
-        if (t->n_parts > 0) {
+        if (t->slice_axis) {
+            fprintf(f, " = %s(", t->slice_axis == 1 ? "rows" : "cols");
+            dump_tensor_ref(g, t->parts[0], f);
+            fprintf(f, ", from %lld)", (long long)t->slice_start);
+        } else if (t->n_parts > 0) {
             fprintf(f, " = %s(", t->interleave16 ? "interleave16" : "concat");
             for (int p = 0; p < t->n_parts; p++) {
                 if (p) fputs(", ", f);

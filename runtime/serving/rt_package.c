@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rt_tp.h"
 #include "rt_util.h"
 
 static const cJSON *req(const cJSON *o, const char *key, const char *file, ig_err *err) {
@@ -56,6 +57,7 @@ void rt_package_close(rt_package *p) {
     if (!p) return;
     if (p->weights && p->weights != MAP_FAILED) munmap((void *)p->weights, p->weights_bytes);
     if (p->dl) dlclose(p->dl);
+    rt_tp_close(p->tp);
     free(p->dir);
     free(p);
 }
@@ -131,6 +133,14 @@ static ig_status pick_variant(const cJSON *m, const char *mpath, rt_package *p, 
     rt_cpu_feature_names(have, hb, sizeof hb);
     return ig_fail(err, IG_ERR_CPU, "%s holds code for %s, none of which runs on this %s machine (this CPU has: %s); "
                    "recompile with --target cpu", p->dir, tried, rt_host_arch(), hb);
+}
+
+/* A manifest tensor's hash on `rank`: "hash", or of a tensor-parallel package "rank_hashes"[rank]
+ * (NULL when missing: the caller's check names it). */
+static const cJSON *tensor_hash(const cJSON *e, int32_t rank) {
+    const cJSON *rh = cJSON_GetObjectItemCaseSensitive(e, "rank_hashes");
+    if (!rh) return rank ? NULL : cJSON_GetObjectItemCaseSensitive(e, "hash");
+    return cJSON_GetArrayItem(rh, rank);
 }
 
 ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err) {
@@ -216,6 +226,8 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     }
     const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
     if (gen && (st = read_generation(p, gen, mpath, err))) goto fail;
+    if (p->desc->tp > 1 && (st = rt_tp_open(p->desc->tp, dir, &p->tp, err))) goto fail;
+    int32_t rank = rt_tp_rank(p->tp);
 
     /* the weights: size, table and hashes must match the manifest */
     const cJSON *wfile = req(w, "file", mpath, err), *wbytes = req(w, "bytes", mpath, err),
@@ -225,7 +237,8 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
         if (wbytes && !int_in(wbytes, 0, 9007199254740992.0)) ig_fail(err, st, "%s: weights.bytes is not a byte count", mpath);
         goto fail;
     }
-    snprintf(path, sizeof path, "%s/%s", dir, wfile->valuestring);
+    if (p->tp) snprintf(path, sizeof path, "%s/weights.rank%d.bin", dir, rank);
+    else snprintf(path, sizeof path, "%s/%s", dir, wfile->valuestring);
     int fd = open(path, O_RDONLY);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
@@ -260,6 +273,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
                     *off = cJSON_GetObjectItemCaseSensitive(e, "offset"),
                     *nb = cJSON_GetObjectItemCaseSensitive(e, "bytes"),
                     *hs = cJSON_GetObjectItemCaseSensitive(e, "hash");
+        if (p->tp) hs = tensor_hash(e, rank);
         if (!cJSON_IsString(nm) || !int_in(off, 0, 9007199254740992.0) || !int_in(nb, 0, 9007199254740992.0) || !cJSON_IsString(hs) ||
             strcmp(nm->valuestring, wi->name) || (uint64_t)off->valuedouble != wi->offset ||
             (uint64_t)nb->valuedouble != wi->nbytes) {
@@ -279,7 +293,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
             goto fail;
         }
         i = 0;
-        cJSON_ArrayForEach(e, tensors) want[i++] = strtoull(cJSON_GetObjectItemCaseSensitive(e, "hash")->valuestring, NULL, 16);
+        cJSON_ArrayForEach(e, tensors) want[i++] = strtoull(tensor_hash(e, rank)->valuestring, NULL, 16);
         int bad = first_bad_weight(p, want, n);
         free(want);
         if (bad >= 0) {
@@ -289,6 +303,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
         }
     }
     cJSON_Delete(m);
+    if (rank > 0) rt_tp_follow(p); /* does not return */
     *out = p;
     return IG_OK;
 fail:
@@ -342,6 +357,11 @@ static int64_t host_kv_pages(const ig_model_desc *d, const rt_model_opts *o, int
     return fit < need ? fit : need;
 }
 
+/* Rank 0 of a tensor-parallel package: the other ranks make the same instance (rt_tp_follow). */
+static ig_status announce(const rt_package *pkg, rt_model *m, ig_err *err) {
+    return pkg->tp && rt_tp_rank(pkg->tp) == 0 ? rt_tp_announce_model(pkg->tp, m, err) : IG_OK;
+}
+
 ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err) {
     *out = NULL;
     const ig_model_desc *d = pkg->desc;
@@ -350,6 +370,8 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
     rt_model *m = calloc(1, sizeof *m);
     if (!m) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     m->pkg = pkg;
+    m->tp_id = -1;
+    m->ctx.comm = rt_tp_comm(pkg->tp);
     m->max_seqs = o->max_seqs > 0 ? o->max_seqs : 1;
     m->ctx.max_tokens = o->max_tokens > 0 ? o->max_tokens : 512;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -369,12 +391,19 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
         return ts;
     }
     if (d->device != IG_DEVICE_CPU) {
-        /* the model owns device memory: KV pool, workspace, weights copy */
+        /* the model owns device memory: KV pool, workspace, weights copy; tensor parallel: GPU r for rank r */
         char msg[512] = "";
+        m->ctx.device_index += rt_tp_rank(pkg->tp);
         if (!d->init || d->init(&m->ctx, msg, sizeof msg) != 0) {
             m->ctx.device_state = NULL;
             rt_model_free(m);
             return ig_fail(err, IG_ERR_INVALID, "%s: %s", pkg->dir, msg[0] ? msg : "device initialization failed");
+        }
+        ig_status st = announce(pkg, m, err);
+        if (!st && pkg->tp) st = rt_tp_attach_device(pkg->tp, m->ctx.device_index, err);
+        if (st) {
+            rt_model_free(m);
+            return st;
         }
         *out = m;
         return IG_OK;
@@ -395,12 +424,18 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
         return ig_fail(err, IG_ERR_NOMEM, "cannot allocate %.1f MB of KV cache and %.1f MB of workspace",
                        kv_bytes / 1e6, ws_bytes / 1e6);
     }
+    ig_status st = announce(pkg, m, err);
+    if (st) {
+        rt_model_free(m);
+        return st;
+    }
     *out = m;
     return IG_OK;
 }
 
 void rt_model_free(rt_model *m) {
     if (!m) return;
+    if (m->tp_id >= 0 && rt_tp_rank(m->pkg->tp) == 0) rt_tp_announce_free(m->pkg->tp, m);
     if (m->ctx.device_state && m->pkg->desc->fini) m->pkg->desc->fini(&m->ctx);
     if (m->kv_map_bytes) munmap(m->ctx.kv_pool, m->kv_map_bytes);
     free(m->ctx.workspace);
@@ -432,7 +467,11 @@ ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err) {
     for (int32_t i = 0; i < b->n_out; i++)
         if (!b->logits && !(b->sample && b->sample[i].on))
             return ig_fail(err, IG_ERR_INVALID, "logit row %d is neither copied back (logits is NULL) nor sampled on the device", i);
+    ig_status ts = m->tp_id >= 0 ? rt_tp_step_begin(m->pkg->tp, m, b, err) : IG_OK; /* rank 0 of a TP package */
+    if (ts) return ts;
     int rc = d->forward(&m->ctx, b);
+    if (m->tp_id >= 0) rt_tp_step_end(m->pkg->tp);
+    if (rc == IG_MODEL_ERR_COMM) return ig_fail(err, IG_ERR_IO, "a tensor-parallel collective failed in the step");
     if (rc <= -IG_DEVICE_ERR) {
         int code = (-rc - IG_DEVICE_ERR) / 10000, line = (-rc - IG_DEVICE_ERR) % 10000;
         int host = line >= IG_DEVICE_ERR_HOST_LINE;

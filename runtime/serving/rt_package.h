@@ -30,6 +30,7 @@ typedef struct rt_package {
     char target[64], dtype[16];
     char model_file[80];       /* the model object loaded: model.so, or a fat package's variant */
     int32_t n_variants;        /* fat packages: how many CPU targets the package holds (0: one) */
+    struct rt_tp *tp;          /* tensor-parallel packages (desc->tp > 1): the MPI job (rt_tp.h); else NULL */
 } rt_package;
 
 typedef struct rt_open_opts {
@@ -37,6 +38,9 @@ typedef struct rt_open_opts {
 } rt_open_opts;
 
 /* Opens the package in dir. *out: free with rt_package_close. opts may be NULL. */
+/* A package sharded for tensor parallelism (desc->tp > 1) joins the MPI job (rt_tp.h) and maps
+ * its rank's weights.rankR.bin; on ranks other than 0 this call does not return: the process
+ * follows rank 0's steps (rt_tp_follow) and exits when rank 0 closes the package. */
 ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err);
 void rt_package_close(rt_package *p);
 
@@ -47,6 +51,7 @@ typedef struct rt_model {
     size_t kv_map_bytes;       /* host targets: the mapping that holds ctx.kv_pool */
     int32_t max_seqs;
     ig_model_tuning tuning;    /* run-time tuning of device code (defaults, then opts.tune, IGNIS_TUNE) */
+    int32_t tp_id;             /* tensor parallel: the instance's id among the ranks, -1 before it is announced */
 } rt_model;
 
 typedef struct rt_model_opts {

@@ -8,6 +8,10 @@
  * element per 64-byte line. The gather touches D/2 (bf16) or D (f32) lines per token, which is
  * negligible next to one matmul. A quantized table (EM_WQ) is dequantized row by row (quant.h).
  * ids must be valid (the runtime checks them).
+ * Tensor parallel (EM_ROWS > 0): the table holds only the rows [lo, lo + EM_ROWS) of the
+ * vocabulary, and the function takes lo as a last parameter:
+ *   static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth, int32_t lo);
+ * a token outside the slice gets a zero row (the all-reduce after it adds the owning rank's).
  */
 #include "common.h"
 #include "quant.h"
@@ -31,12 +35,25 @@
 #define EM_WG 128
 #endif
 
+#ifndef EM_ROWS
+#define EM_ROWS 0
+#endif
+
+#if EM_ROWS
+static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth, int32_t lo) {
+#else
 static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth) {
+    const int32_t lo = 0;
+#endif
     _Static_assert(!EM_WBF16 || EM_D % 2 == 0, "bf16 panels need an even D");
 #pragma omp parallel for num_threads(nth) schedule(static) if (T >= 64)
     for (int t = 0; t < T; t++) {
-        int id = ids[t], p = id / 16, j = id % 16;
+        int id = ids[t] - lo, p = id / 16, j = id % 16;
         float *xr = x + (size_t)t * EM_D;
+        if (EM_ROWS && (id < 0 || id >= EM_ROWS)) {
+            memset(xr, 0, sizeof(float) * EM_D);
+            continue;
+        }
         if (EM_WQ) {
             ig_wq_row(EM_WQ, EM_D, EM_WG, (const char *)w + (size_t)p * ig_wq_panel_bytes(EM_WQ, EM_D, EM_WG), j, 0, EM_D, xr);
         } else if (EM_WBF16) {
@@ -60,3 +77,4 @@ static void EM_NAME(int T, const int32_t *ids, const void *w, float *x, int nth)
 #undef EM_SCALE
 #undef EM_WQ
 #undef EM_WG
+#undef EM_ROWS

@@ -6,6 +6,9 @@
  * launch: grid = (IG_EM_GRID_X(T) = T), block = IG_EM_BLOCK = 128, smem 0.
  * One CTA per token copies its row with 16-byte loads and 16-byte stores. ids must be valid
  * (0 <= id < V): the runtime checks them before the step.
+ * Tensor parallel (EM_ROWS > 0): w holds only rows [lo, lo + EM_ROWS) of the vocabulary, and the
+ * kernel takes lo as a last parameter (..., float *x, int lo); a token outside them gets zeros
+ * (the all-reduce after the embedding adds the owning rank's row).
  */
 #include "common.cuh"
 
@@ -25,13 +28,27 @@
 #define EM_WT_ float
 #endif
 
+#ifndef EM_ROWS
+#define EM_ROWS 0
+#endif
+
+#if EM_ROWS
+extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const int *ids, const EM_WT_ *w, float *x, int lo) {
+#else
 extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const int *ids, const EM_WT_ *w, float *x) {
+    const int lo = 0;
+#endif
     static_assert(EM_D % 8 == 0, "EM_D must be a multiple of 8");
     constexpr int ES = EM_WBF16 ? 2 : 4, VE = 16 / ES, NV = EM_D / VE;
     const int t = blockIdx.x;
     if (t >= T) return;
-    const char *row = (const char *)w + (size_t)ids[t] * EM_D * ES;
+    const int id = ids[t] - lo;
     float *xr = x + (size_t)t * EM_D;
+    if (EM_ROWS && (id < 0 || id >= EM_ROWS)) {
+        for (int k = threadIdx.x; k < EM_D; k += IG_EM_BLOCK) xr[k] = 0.0f;
+        return;
+    }
+    const char *row = (const char *)w + (size_t)id * EM_D * ES;
     for (int v = threadIdx.x; v < NV; v += IG_EM_BLOCK) {
         float f[VE];
         ig_unpack16(ig_ldg16(row + (size_t)v * 16), ES, f);
@@ -44,3 +61,4 @@ extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const i
 #undef EM_NAME
 #undef EM_D
 #undef EM_WBF16
+#undef EM_ROWS

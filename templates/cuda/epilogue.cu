@@ -15,12 +15,19 @@
  *   bias:   grid (IG_EP_BIAS_GRID_X(T, EP_N), T),   block IG_EP_BLOCK = 256, smem 0
  *   swiglu: grid (IG_EP_SWIGLU_GRID_X(T, EP_I), T), block 256, smem 0; a thread does 8
  *           consecutive outputs with 16-byte (bf16) or 2 x 16-byte (f32) loads
+ * Tensor parallel (compiler/shard.c):
+ *   extern "C" __global__ void EP_ADD_NAME(int T, float *y, const float *x);
+ *       y[t][n] += x[t][n] for n < EP_N (the all-reduced partial result into the residual stream)
+ *   extern "C" __global__ void EP_UNSHARD_NAME(int T, const float *g, float *y);
+ *       g [ranks][T][EP_NL] (every rank's logits columns, as gathered) -> y [T][EP_N], column
+ *       r * EP_NL + j from g[r][t][j], the padding past EP_N dropped
+ *   launch: grid (IG_EP_BIAS_GRID_X(T, EP_N), T), block IG_EP_BLOCK, smem 0
  * A name left undefined skips that kernel, so one instantiation can define only what it needs
  * (by default both are defined with ig_ep_* names).
  */
 #include "common.cuh"
 
-#if !defined(EP_BIAS_NAME) && !defined(EP_SWIGLU_NAME)
+#if !defined(EP_BIAS_NAME) && !defined(EP_SWIGLU_NAME) && !defined(EP_ADD_NAME) && !defined(EP_UNSHARD_NAME)
 #define EP_BIAS_NAME ig_ep_bias
 #define EP_SWIGLU_NAME ig_ep_swiglu
 #endif
@@ -32,6 +39,9 @@
 #endif
 #ifndef EP_I
 #define EP_I 8192
+#endif
+#ifndef EP_NL
+#define EP_NL EP_N
 #endif
 #ifndef EP_LDGU
 #define EP_LDGU (2 * (EP_I))
@@ -53,6 +63,20 @@
 extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_BIAS_NAME(int T, float *y, const float *bias) {
     const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
     if (n < EP_N && t < T) y[(size_t)t * EP_LDY + n] += bias[n];
+}
+#endif
+
+#ifdef EP_ADD_NAME
+extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_ADD_NAME(int T, float *y, const float *x) {
+    const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
+    if (n < EP_N && t < T) y[(size_t)t * EP_N + n] += x[(size_t)t * EP_N + n];
+}
+#endif
+
+#ifdef EP_UNSHARD_NAME
+extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_UNSHARD_NAME(int T, const float *g, float *y) {
+    const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
+    if (n < EP_N && t < T) y[(size_t)t * EP_N + n] = g[((size_t)(n / EP_NL) * T + t) * EP_NL + n % EP_NL];
 }
 #endif
 
@@ -93,6 +117,9 @@ EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
 #undef EP_AT_
 #undef EP_BIAS_NAME
 #undef EP_SWIGLU_NAME
+#undef EP_ADD_NAME
+#undef EP_UNSHARD_NAME
+#undef EP_NL
 #undef EP_N
 #undef EP_LDY
 #undef EP_I

@@ -134,6 +134,7 @@ typedef struct dev_state {
     int32_t *run_host;
     CUdeviceptr run_dev, d_cancel;
     CUstream side;
+    const ig_model_comm *comm; /* tensor-parallel packages: the runtime's collectives (ctx->comm) */
 } dev_state;
 /* where a step's sampled ids land: the staging area after the sampling parameters (max_tokens ids,
  * then one for each of the two chained-step slots) */
@@ -333,6 +334,10 @@ static int run_length(const dev_state *st, int32_t pos) {
 /* A last guard on the batch (the runtime validated it): 0, or the negative code forward returns. */
 static int check_batch(const ig_model_ctx *ctx, const dev_state *st, const ig_fwd_batch *b) {
     const int T = b->n_tokens, n_out = b->n_out, mp = b->max_pages_per_seq;
+#ifdef TP_RANKS /* a tensor-parallel package: the runtime's device collectives (NCCL) for this many ranks */
+    if (!ctx->comm || ctx->comm->size != TP_RANKS || !ctx->comm->all_reduce_sum_dev || !ctx->comm->all_gather_dev)
+        return IG_MODEL_ERR_TP_SIZE;
+#endif
     if (!st || T < 1 || T > st->max_tokens || n_out < 0 || n_out > T || b->n_seqs < 1 || b->n_seqs > T || mp < 1 ||
         mp > st->max_pages)
         return -1;
@@ -667,6 +672,10 @@ static int init(ig_model_ctx *ctx, char *err, size_t cap) {
     st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);
     if (!ctx->tuning) FAIL("no tuning given by the runtime (ig_model_ctx.tuning)");
     apply_tuning(st, ctx->tuning, major, n_sm, ctx->max_tokens);
+    st->comm = ctx->comm;
+#ifdef TP_RANKS
+    st->use_graphs = 0; /* tensor parallel: NCCL calls run directly (captured graphs of them: not yet) */
+#endif
     if (st->prof.on) {
         TRY(st->api.cuEventCreate(&st->prof.ev[0], 0), "cuEventCreate");
         TRY(st->api.cuEventCreate(&st->prof.ev[1], 0), "cuEventCreate");

@@ -1,0 +1,301 @@
+/* rt_tp.c — tensor parallelism over MPI (see rt_tp.h). */
+#include "rt_tp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_package.h"
+
+#ifndef IGNIS_HAVE_MPI
+
+ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
+    *out = NULL;
+    return ig_fail(err, IG_ERR_UNSUPPORTED,
+                   "%s is sharded for %d ranks (compiled with --tp %d), and this ignis was built without MPI "
+                   "(install Open MPI, libopenmpi-dev, and rebuild)", dir, ranks, ranks);
+}
+void rt_tp_close(rt_tp *t) { (void)t; }
+int32_t rt_tp_rank(const rt_tp *t) { return 0; }
+const ig_model_comm *rt_tp_comm(const rt_tp *t) { return NULL; }
+ig_status rt_tp_announce_model(rt_tp *t, struct rt_model *m, ig_err *err) { return IG_OK; }
+ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err) { return IG_OK; }
+void rt_tp_announce_free(rt_tp *t, const struct rt_model *m) {}
+ig_status rt_tp_step_begin(rt_tp *t, const struct rt_model *m, const ig_fwd_batch *b, ig_err *err) { return IG_OK; }
+void rt_tp_step_end(rt_tp *t) {}
+void rt_tp_follow(struct rt_package *p) { abort(); }
+
+#else
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#define TP_MAX_MODELS 16
+
+/* Commands rank 0 broadcasts: hdr[0] is one of these, hdr[1] the instance. */
+enum { TP_CMD_NEW = 1, TP_CMD_FREE = 2, TP_CMD_STEP = 3, TP_CMD_EXIT = 4 };
+#define TP_HDR 8
+
+/* NCCL (device targets), opened at run time like the CUDA driver (templates/cuda/host.h), so the
+ * runtime builds without it. Types and constants as NCCL's nccl.h declares them (ABI facts). */
+typedef struct { char internal[128]; } tp_nccl_id;
+typedef struct tp_nccl {
+    void *lib;
+    void *comm; /* ncclComm_t */
+    int (*get_unique_id)(tp_nccl_id *);
+    int (*comm_init_rank)(void **, int, tp_nccl_id, int);
+    int (*comm_destroy)(void *);
+    int (*all_reduce)(const void *, void *, size_t, int, int, void *, void *);
+    int (*all_gather)(const void *, void *, size_t, int, void *, void *);
+    const char *(*error_string)(int);
+} tp_nccl;
+#define TP_NCCL_FLOAT32 7
+#define TP_NCCL_SUM 0
+
+struct rt_tp {
+    MPI_Comm comm;
+    int32_t rank, size;
+    ig_model_comm hooks;
+    tp_nccl nccl;         /* device targets, once a model instance has a device (rt_tp_attach_device) */
+    pthread_mutex_t step; /* rank 0: one announced command (and a step's forward) at a time */
+    uint32_t used_ids;    /* rank 0: bit i set while instance id i lives (ids are reused) */
+    int own_mpi;          /* MPI was initialized here (and is finalized by rt_tp_close) */
+};
+
+static int comm_all_reduce(const ig_model_comm *c, float *buf, int64_t n) {
+    const rt_tp *t = c->user;
+    for (int64_t done = 0; done < n;) {
+        int k = n - done > INT_MAX ? INT_MAX : (int)(n - done);
+        if (MPI_Allreduce(MPI_IN_PLACE, buf + done, k, MPI_FLOAT, MPI_SUM, t->comm) != MPI_SUCCESS) return 1;
+        done += k;
+    }
+    return 0;
+}
+
+static int comm_all_gather(const ig_model_comm *c, const float *send, float *recv, int64_t n) {
+    const rt_tp *t = c->user;
+    if (n > INT_MAX) return 1;
+    return MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, t->comm) != MPI_SUCCESS;
+}
+
+ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
+    *out = NULL;
+    int inited = 0, provided = 0, size = 0, rank = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return ig_fail(err, IG_ERR_IO, "%s is sharded for %d ranks: MPI could not start", dir, ranks);
+    if (!inited && provided < MPI_THREAD_SERIALIZED) {
+        MPI_Finalize();
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "this MPI library cannot be called from the engine's thread "
+                       "(MPI_THREAD_SERIALIZED)");
+    }
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (size != ranks) {
+        if (!inited) MPI_Finalize();
+        return ig_fail(err, IG_ERR_MISMATCH,
+                       "%s is sharded for %d ranks (compiled with --tp %d) but runs on %d MPI rank%s: start it with "
+                       "mpirun -np %d, or recompile with --tp %d", dir, ranks, ranks, size, size == 1 ? "" : "s", ranks, size);
+    }
+    rt_tp *t = calloc(1, sizeof *t);
+    if (!t) {
+        if (!inited) MPI_Finalize();
+        return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    }
+    t->own_mpi = !inited;
+    MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
+    t->rank = rank, t->size = size;
+    t->hooks = (ig_model_comm){.rank = rank, .size = size, .user = t, .all_reduce_sum = comm_all_reduce,
+                               .all_gather = comm_all_gather};
+    pthread_mutex_init(&t->step, NULL);
+    *out = t;
+    return IG_OK;
+}
+
+static void bcast_hdr(rt_tp *t, int64_t *hdr) { MPI_Bcast(hdr, TP_HDR, MPI_INT64_T, 0, t->comm); }
+
+static int nccl_all_reduce(const ig_model_comm *c, uint64_t buf, int64_t n, void *stream) {
+    const rt_tp *t = c->user;
+    return t->nccl.all_reduce((const void *)(uintptr_t)buf, (void *)(uintptr_t)buf, (size_t)n, TP_NCCL_FLOAT32, TP_NCCL_SUM,
+                              t->nccl.comm, stream) != 0;
+}
+
+static int nccl_all_gather(const ig_model_comm *c, uint64_t send, uint64_t recv, int64_t n, void *stream) {
+    const rt_tp *t = c->user;
+    return t->nccl.all_gather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, (size_t)n, TP_NCCL_FLOAT32, t->nccl.comm,
+                              stream) != 0;
+}
+
+/* libnccl's entry points into t->nccl; 0 when one is missing. */
+static int nccl_load(tp_nccl *n) {
+    static const char *const names[] = {"libnccl.so.2", "libnccl.so"};
+    for (size_t i = 0; i < 2 && !n->lib; i++) n->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) return 0;
+    *(void **)&n->get_unique_id = dlsym(n->lib, "ncclGetUniqueId");
+    *(void **)&n->comm_init_rank = dlsym(n->lib, "ncclCommInitRank");
+    *(void **)&n->comm_destroy = dlsym(n->lib, "ncclCommDestroy");
+    *(void **)&n->all_reduce = dlsym(n->lib, "ncclAllReduce");
+    *(void **)&n->all_gather = dlsym(n->lib, "ncclAllGather");
+    *(void **)&n->error_string = dlsym(n->lib, "ncclGetErrorString");
+    return n->get_unique_id && n->comm_init_rank && n->comm_destroy && n->all_reduce && n->all_gather && n->error_string;
+}
+
+ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err) {
+    tp_nccl *n = &t->nccl;
+    if (n->comm) return IG_OK;
+    int ok = nccl_load(n); /* every rank reaches the broadcast below, so a rank without NCCL cannot hang the others */
+    tp_nccl_id id;
+    memset(&id, 0, sizeof id);
+    int rc = t->rank == 0 && ok ? n->get_unique_id(&id) : 0, all_ok = 0, mine = ok && rc == 0;
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, t->comm);
+    MPI_Allreduce(&mine, &all_ok, 1, MPI_INT, MPI_LAND, t->comm);
+    if (!all_ok)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor parallelism on GPUs needs NCCL (libnccl.so.2) on every rank%s%s",
+                       ok ? "" : ": not found on rank ", ok ? "" : (t->rank ? "> 0" : "0"));
+    if ((rc = n->comm_init_rank(&n->comm, t->size, id, t->rank)) != 0) {
+        n->comm = NULL;
+        return ig_fail(err, IG_ERR_IO, "ncclCommInitRank (rank %d of %d, GPU %d): %s", t->rank, t->size, device,
+                       n->error_string(rc));
+    }
+    t->hooks.all_reduce_sum_dev = nccl_all_reduce;
+    t->hooks.all_gather_dev = nccl_all_gather;
+    return IG_OK;
+}
+
+void rt_tp_close(rt_tp *t) {
+    if (!t) return;
+    if (t->nccl.comm) t->nccl.comm_destroy(t->nccl.comm);
+    if (t->nccl.lib) dlclose(t->nccl.lib);
+    if (t->rank == 0) {
+        int64_t hdr[TP_HDR] = {TP_CMD_EXIT};
+        pthread_mutex_lock(&t->step);
+        bcast_hdr(t, hdr);
+        pthread_mutex_unlock(&t->step);
+    }
+    MPI_Comm_free(&t->comm);
+    pthread_mutex_destroy(&t->step);
+    int own = t->own_mpi;
+    free(t);
+    if (own) MPI_Finalize();
+}
+
+int32_t rt_tp_rank(const rt_tp *t) { return t ? t->rank : 0; }
+const ig_model_comm *rt_tp_comm(const rt_tp *t) { return t ? &t->hooks : NULL; }
+
+ig_status rt_tp_announce_model(rt_tp *t, rt_model *m, ig_err *err) {
+    pthread_mutex_lock(&t->step);
+    int id = 0;
+    while (id < TP_MAX_MODELS && (t->used_ids >> id & 1u)) id++;
+    if (id == TP_MAX_MODELS) {
+        pthread_mutex_unlock(&t->step);
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "a tensor-parallel package takes at most %d live model instances", TP_MAX_MODELS);
+    }
+    t->used_ids |= 1u << id;
+    m->tp_id = id;
+    int64_t hdr[TP_HDR] = {TP_CMD_NEW, id, m->ctx.max_tokens, m->ctx.n_pages, m->ctx.n_threads, m->max_seqs};
+    bcast_hdr(t, hdr);
+    pthread_mutex_unlock(&t->step);
+    return IG_OK;
+}
+
+void rt_tp_announce_free(rt_tp *t, const rt_model *m) {
+    int64_t hdr[TP_HDR] = {TP_CMD_FREE, m->tp_id};
+    pthread_mutex_lock(&t->step);
+    bcast_hdr(t, hdr);
+    t->used_ids &= ~(1u << m->tp_id);
+    pthread_mutex_unlock(&t->step);
+}
+
+/* The step's int32 arrays, in one buffer: ids, positions, sequences [T] each, page table
+ * [n_seqs][max_pages], logits rows [n_out]. */
+static int64_t step_ints(const int64_t *hdr) { return 3 * hdr[2] + hdr[3] * hdr[4] + hdr[5]; }
+
+ig_status rt_tp_step_begin(rt_tp *t, const rt_model *m, const ig_fwd_batch *b, ig_err *err) {
+    int64_t hdr[TP_HDR] = {TP_CMD_STEP, m->tp_id, b->n_tokens, b->n_seqs, b->max_pages_per_seq, b->n_out};
+    int64_t n = step_ints(hdr);
+    int32_t *buf = malloc(sizeof *buf * (size_t)(n > 0 ? n : 1));
+    if (!buf || n > INT_MAX) {
+        free(buf);
+        return ig_fail(err, IG_ERR_NOMEM, "tensor parallel: no room for the step's description");
+    }
+    int32_t T = b->n_tokens, *p = buf;
+    memcpy(p, b->token_ids, sizeof *p * T), p += T;
+    memcpy(p, b->positions, sizeof *p * T), p += T;
+    memcpy(p, b->token_seq, sizeof *p * T), p += T;
+    memcpy(p, b->page_table, sizeof *p * (size_t)b->n_seqs * b->max_pages_per_seq), p += (size_t)b->n_seqs * b->max_pages_per_seq;
+    memcpy(p, b->out_rows, sizeof *p * b->n_out);
+    pthread_mutex_lock(&t->step);
+    bcast_hdr(t, hdr);
+    MPI_Bcast(buf, (int)n, MPI_INT32_T, 0, t->comm);
+    free(buf);
+    return IG_OK;
+}
+
+void rt_tp_step_end(rt_tp *t) { pthread_mutex_unlock(&t->step); }
+
+/* ---- followers */
+
+static void follow_fail(rt_tp *t, const char *what, const char *msg) {
+    fprintf(stderr, "ignis (tensor-parallel rank %d): %s: %s\n", t->rank, what, msg);
+    MPI_Abort(t->comm, 1);
+    exit(1);
+}
+
+/* One step of instance m as rank 0 described it in hdr (the arrays follow). */
+static void follow_step(rt_tp *t, rt_model *m, const int64_t *hdr, float **logits, int64_t *logits_cap) {
+    int64_t n = step_ints(hdr), V = m->pkg->desc->vocab;
+    int32_t *buf = malloc(sizeof *buf * (size_t)(n > 0 ? n : 1));
+    if (!buf) follow_fail(t, "step", "out of memory");
+    MPI_Bcast(buf, (int)n, MPI_INT32_T, 0, t->comm);
+    if (hdr[5] * V > *logits_cap) {
+        free(*logits);
+        *logits_cap = hdr[5] * V;
+        if (!(*logits = malloc(sizeof **logits * (size_t)*logits_cap))) follow_fail(t, "step", "out of memory");
+    }
+    int32_t T = (int32_t)hdr[2];
+    ig_fwd_batch b = {.n_tokens = T, .token_ids = buf, .positions = buf + T, .token_seq = buf + 2 * T,
+                      .n_seqs = (int32_t)hdr[3], .page_table = buf + 3 * T, .max_pages_per_seq = (int32_t)hdr[4],
+                      .n_out = (int32_t)hdr[5], .out_rows = buf + 3 * T + hdr[3] * hdr[4], .logits = *logits};
+    int rc = m->pkg->desc->forward(&m->ctx, &b);
+    free(buf);
+    if (rc) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "the model rejected rank 0's step (code %d)", rc);
+        follow_fail(t, "step", msg);
+    }
+}
+
+void rt_tp_follow(rt_package *p) {
+    rt_tp *t = p->tp;
+    rt_model *models[TP_MAX_MODELS] = {0};
+    float *logits = NULL;
+    int64_t logits_cap = 0, hdr[TP_HDR];
+    for (;;) {
+        bcast_hdr(t, hdr);
+        int64_t id = hdr[1];
+        if (hdr[0] == TP_CMD_EXIT) break;
+        if (id < 0 || id >= TP_MAX_MODELS) follow_fail(t, "command", "model instance out of range");
+        if (hdr[0] == TP_CMD_NEW) {
+            rt_model_opts o = {.max_tokens = (int32_t)hdr[2], .n_pages = (int32_t)hdr[3], .n_threads = (int32_t)hdr[4],
+                               .max_seqs = (int32_t)hdr[5]};
+            ig_err err = {{0}};
+            if (rt_model_new(p, &o, &models[id], &err)) follow_fail(t, "model instance", err.msg);
+        } else if (hdr[0] == TP_CMD_FREE) {
+            rt_model_free(models[id]);
+            models[id] = NULL;
+        } else if (hdr[0] == TP_CMD_STEP && models[id]) {
+            follow_step(t, models[id], hdr, &logits, &logits_cap);
+        } else {
+            follow_fail(t, "command", "unknown command or instance");
+        }
+    }
+    for (int i = 0; i < TP_MAX_MODELS; i++) rt_model_free(models[i]);
+    free(logits);
+    rt_package_close(p);
+    exit(0);
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* rt_tp.h — tensor parallelism over MPI: the runtime side of a package sharded with
+ * `ignis compile --tp N` (desc.tp == N), started as `mpirun -np N ignis ...`.
+ *
+ * Rank 0 is the ordinary runtime: engine, scheduler, API and server run there unchanged. Every
+ * model instance it makes, every step it runs and every instance it frees is broadcast first
+ * (MPI_Bcast of a small command + the step's arrays: token ids, positions, sequences, page table,
+ * logits rows), so the other ranks, which run rt_tp_follow, make the same instances (same KV pool
+ * size, same threads) and run the same forward on their shard. The generated code's collectives
+ * (ig_model_comm) are MPI_Allreduce / MPI_Allgather on a duplicate of MPI_COMM_WORLD. Steps are
+ * serialized across the package's instances (one mutex), so the ranks' collectives always match.
+ *
+ * CUDA packages: the same over MPI, and the device collectives over NCCL (rt_tp_attach_device);
+ * rank r uses GPU device_index + r. Built without MPI (CMake found none), rt_tp_open fails with a
+ * message saying so. */
+#ifndef IG_RT_TP_H
+#define IG_RT_TP_H
+
+#include "ig_model_abi.h"
+#include "ig_status.h"
+
+typedef struct rt_tp rt_tp;
+struct rt_package;
+struct rt_model;
+
+/* Joins the MPI job (MPI_Init_thread on first use) for a package of dir sharded over `ranks`;
+ * IG_ERR_MISMATCH naming both numbers when the job has another size. *out: free with rt_tp_close. */
+ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err);
+/* Rank 0: tells the followers to stop. Every rank: leaves MPI. NULL is a no-op. */
+void rt_tp_close(rt_tp *t);
+int32_t rt_tp_rank(const rt_tp *t);
+/* The collectives handed to the generated code (borrowed from t). */
+const ig_model_comm *rt_tp_comm(const rt_tp *t);
+
+/* Rank 0, called by rt_model_new / rt_model_free / rt_model_forward (rt_package.c): announce
+ * instance m (its opts: max_tokens, n_pages, n_threads, max_seqs), its end, or one step of it,
+ * run while holding the step lock (rt_tp_step_end releases it). */
+ig_status rt_tp_announce_model(rt_tp *t, struct rt_model *m, ig_err *err);
+void rt_tp_announce_free(rt_tp *t, const struct rt_model *m);
+ig_status rt_tp_step_begin(rt_tp *t, const struct rt_model *m, const ig_fwd_batch *b, ig_err *err);
+void rt_tp_step_end(rt_tp *t);
+
+/* Device targets (CUDA), every rank, after its instance's init (a current device context): the
+ * NCCL communicator of the job (libnccl.so.2 opened at run time; its id broadcast over MPI), whose
+ * collectives become the device hooks of rt_tp_comm. Once per job; an error when a rank lacks NCCL
+ * or the communicator cannot start. */
+ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err);
+
+/* Ranks > 0: serve rank 0's commands on package p until it closes; then closes p and exits the
+ * process (status 0, or 1 after a failed step, which aborts the job). Never returns. */
+void rt_tp_follow(struct rt_package *p);
+
+#endif
