@@ -264,6 +264,7 @@ typedef struct sstate {
     int8_t uni;         /* -1 unknown, else D: every ASCII-plain string of <= D bytes stays alive */
     int8_t uni8;        /* -1 unknown, else D: every UTF-8-plain string of <= D characters stays alive */
     int32_t usucc;      /* UNKNOWN, DEAD (none), or the one state every UTF-8-plain character leads to */
+    int8_t fixp;        /* -1 unknown, 0/1: every plain byte leads back to this state */
     int32_t *next;      /* [256] or NULL */
 } sstate;
 
@@ -280,6 +281,7 @@ struct gr_matcher {
     int32_t init, cur;
     int done;
     int failed; char fail_msg[200];
+    int nested;                              /* inside fixed_root: no second level */
     uint32_t *mask_cache; int32_t mask_owner[MASK_SLOTS]; int32_t words;
     int32_t walk[MAX_TOKEN_BYTES + 1];
 };
@@ -416,7 +418,7 @@ static int32_t intern_state(gr_matcher *m) {
     if (grow((void **)&m->members, &m->cap_members, m->n_members + m->n_tmp, 4) ||
         grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof(sstate))) { fail(m, "grammar: out of memory"); return -3; }
     sstate *x = &m->st[m->n_st];
-    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->uni8 = -1; x->usucc = UNKNOWN; x->next = NULL;
+    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->uni8 = -1; x->fixp = -1; x->usucc = UNKNOWN; x->next = NULL;
     memcpy(m->members + m->n_members, m->tmp, (size_t)m->n_tmp * 4);
     m->n_members += m->n_tmp;
     int32_t id = m->n_st++;
@@ -648,16 +650,18 @@ static int uniform_depth8(gr_matcher *m, int32_t s) {
     return D;
 }
 
-/* Marks the tokens alive from state s0. Where a state loops over every plain byte (slice_ok), all
- * plain tokens below that node are marked from the subtree's token range at once, and only
- * subtrees holding a non-plain token are walked further. */
-static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits, int slice0, int uni, int uni8) {
+/* Marks the tokens of trie nodes [from, to) (whole subtrees, the first at depth 1) alive from
+ * state s0. Where a state loops over every plain byte (slice_ok), all plain tokens below that node
+ * are marked from the subtree's token range at once, and only subtrees holding a non-plain token
+ * are walked further. uni / uni8: subtrees of short plain tokens already marked by the caller. */
+static void walk_trie(gr_matcher *m, const trie *t, int32_t from, int32_t to, int32_t s0, uint32_t *bits, int slice0,
+                      int uni, int uni8) {
     int32_t *stk = m->walk;
     stk[0] = s0;
     const int32_t *tok_next = m->v->tok_next;
     const uint32_t *plain = m->v->plain;
     int slice_depth = slice0 ? 0 : 1 << 30; /* the subtree below this depth is in slice mode */
-    for (int32_t i = 0; i < t->n;) {
+    for (int32_t i = from; i < to;) {
         int d = t->depth[i];
         if (d <= slice_depth) slice_depth = 1 << 30;
         else if (!t->has_np[i]) { i = t->skip[i]; continue; } /* all plain: marked already */
@@ -681,27 +685,79 @@ static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits, 
     }
 }
 
-ig_status gr_matcher_mask(gr_matcher *m, uint32_t *bits, ig_err *err) {
-    size_t wb = (size_t)m->words * 4;
-    if (m->done) { memset(bits, 0, wb); return IG_OK; }
-    int slot = m->cur & (MASK_SLOTS - 1);
-    uint32_t *cached = m->mask_cache + (size_t)slot * m->words;
-    if (m->mask_owner[slot] == m->cur) { memcpy(bits, cached, wb); return IG_OK; }
-    int32_t s0 = m->cur;
-    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0), uni8 = uni > 0 ? uniform_depth8(m, s0) : 0;
-    if (sl) memcpy(bits, m->v->plain, wb);
-    else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
-    else memset(bits, 0, wb);
-    if (uni8 > 0) {
-        const uint32_t *u = m->v->utf8_le + (size_t)uni8 * (wb / 4 + 1);
-        for (int32_t w = 0; w < m->words; w++) bits[w] |= u[w];
+/* 1 if every plain byte leads from s back to s (the body of a free string, a key included). */
+static int plain_fixed(gr_matcher *m, int32_t s) {
+    if (m->st[s].fixp >= 0) return m->st[s].fixp;
+    int ok = 1;
+    for (int c = 0x20; c < 256 && ok; c++)
+        if (bset_has(&m->v->plain_class, c)) ok = next_state(m, s, c) == s;
+    m->st[s].fixp = (int8_t)ok;
+    return ok;
+}
+
+static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits);
+
+/* A state whose first bytes mostly lead to one plain fixed point F (an object's key: after its
+ * first character that starts no named key, any string): from a token's first byte on, F accepts
+ * what it accepts anywhere, so the mask is F's own (cached) with the other first bytes' subtrees
+ * cleared and walked from s0. 1: done; 0: does not apply; -1: failure. */
+static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
+    const trie *t = &m->v->full;
+    int32_t F = -1;
+    int64_t nF = 0;
+    for (int32_t i = 0; i < t->n; i = t->skip[i]) {
+        int32_t ns = next_state(m, s0, t->byte[i]);
+        if (ns == -3) return -1;
+        if (ns < 0 || ns == s0) continue;
+        if (F < 0 && plain_fixed(m, ns)) F = ns;
+        if (ns == F) nF += t->tpos[t->skip[i]] - t->tpos[i];
     }
-    walk_trie(m, &m->v->full, s0, bits, sl, uni, uni8);
-    if (m->failed) return ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg);
+    if (F < 0 || nF * 2 < t->tpos[t->n]) return 0;
+    if (mask_state(m, F, bits)) return -1;
+    for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] &= ~(1u << (m->v->eos[i] & 31));
+    for (int32_t i = 0; i < t->n; i = t->skip[i]) {
+        if (next_state(m, s0, t->byte[i]) == F) continue;
+        for (int32_t k = t->tpos[i], e = t->tpos[t->skip[i]]; k < e; k++) bits[t->order[k] >> 5] &= ~(1u << (t->order[k] & 31));
+        walk_trie(m, t, i, t->skip[i], s0, bits, 0, 0, 0);
+    }
+    return m->failed ? -1 : 1;
+}
+
+/* The mask of state s0 into bits (cached per state); -1 on failure (m->fail_msg). */
+static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits) {
+    size_t wb = (size_t)m->words * 4;
+    int slot = s0 & (MASK_SLOTS - 1);
+    uint32_t *cached = m->mask_cache + (size_t)slot * m->words;
+    if (m->mask_owner[slot] == s0) { memcpy(bits, cached, wb); return 0; }
+    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0), uni8 = uni > 0 ? uniform_depth8(m, s0) : 0;
+    int fr = 0;
+    if (!sl && !uni && !m->nested) { /* F's own mask is computed the plain way */
+        m->nested = 1;
+        fr = fixed_root(m, s0, bits);
+        m->nested = 0;
+        if (fr < 0) return -1;
+    }
+    if (!fr) {
+        if (sl) memcpy(bits, m->v->plain, wb);
+        else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
+        else memset(bits, 0, wb);
+        if (uni8 > 0) {
+            const uint32_t *u = m->v->utf8_le + (size_t)uni8 * (wb / 4 + 1);
+            for (int32_t w = 0; w < m->words; w++) bits[w] |= u[w];
+        }
+        walk_trie(m, &m->v->full, 0, m->v->full.n, s0, bits, sl, uni, uni8);
+    }
+    if (m->failed) return -1;
     if (m->st[s0].accept)
         for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
     memcpy(cached, bits, wb);
     m->mask_owner[slot] = s0;
+    return 0;
+}
+
+ig_status gr_matcher_mask(gr_matcher *m, uint32_t *bits, ig_err *err) {
+    if (m->done) { memset(bits, 0, (size_t)m->words * 4); return IG_OK; }
+    if (mask_state(m, m->cur, bits)) return ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg);
     return IG_OK;
 }
 
