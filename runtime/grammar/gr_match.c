@@ -24,6 +24,13 @@
 
 /* ---- vocabulary ------------------------------------------------------------------------------- */
 
+/* A trie node as the mask walk reads it: one 16-byte record (one cache line fetch per node). */
+typedef struct tnode {
+    int32_t skip, tok;          /* the node after this subtree; first token ending here (-1) */
+    uint16_t depth, amax, cmax; /* see the arrays of the same names below */
+    uint8_t byte, has_np;
+} tnode;
+
 typedef struct trie {
     uint8_t *byte; uint16_t *depth; int32_t *skip; int32_t *tok; /* tok: first token ending here, -1 */
     uint8_t *has_np;   /* the subtree holds a token with a non-plain byte */
@@ -31,6 +38,7 @@ typedef struct trie {
     int32_t *order;    /* token ids in DFS order */
     uint16_t *amax;    /* longest token below, when all of them are ASCII-plain; 0xFFFF if not */
     uint16_t *cmax;    /* most characters of a token below, when all of them are UTF-8-plain; 0xFFFF if not */
+    tnode *nd;         /* the fields above packed per node; the arrays are freed once it is built */
     int32_t n;
 } trie;
 
@@ -87,7 +95,7 @@ static int cmp_tok(const void *a, const void *b) {
 
 static void trie_free(trie *t) {
     free(t->byte); free(t->depth); free(t->skip); free(t->tok); free(t->has_np); free(t->tpos); free(t->order);
-    free(t->amax); free(t->cmax);
+    free(t->amax); free(t->cmax); free(t->nd);
 }
 
 /* DFS token order, subtree token ranges and the non-plain flags (after trie_build). */
@@ -129,6 +137,12 @@ static int trie_index(trie *t, const int32_t *tok_next, const uint32_t *plain, c
         if (t->cmax[i] > t->cmax[p]) t->cmax[p] = t->cmax[i];
     }
     free(parent);
+    if (!(t->nd = malloc(((size_t)t->n + 1) * sizeof *t->nd))) return -1;
+    for (int32_t i = 0; i < t->n; i++)
+        t->nd[i] = (tnode){.skip = t->skip[i], .tok = t->tok[i], .depth = t->depth[i], .amax = t->amax[i], .cmax = t->cmax[i],
+                           .byte = t->byte[i], .has_np = t->has_np[i]};
+    free(t->byte); free(t->depth); free(t->skip); free(t->tok); free(t->has_np); free(t->amax); free(t->cmax);
+    t->byte = NULL; t->depth = NULL; t->skip = NULL; t->tok = NULL; t->has_np = NULL; t->amax = NULL; t->cmax = NULL;
     return 0;
 }
 
@@ -653,29 +667,33 @@ static int uniform_depth8(gr_matcher *m, int32_t s) {
 /* Marks the tokens of trie nodes [from, to) (whole subtrees, the first at depth 1) alive from
  * state s0. Where a state loops over every plain byte (slice_ok), all plain tokens below that node
  * are marked from the subtree's token range at once, and only subtrees holding a non-plain token
- * are walked further. uni / uni8: subtrees of short plain tokens already marked by the caller. */
+ * are walked further. uni / uni8: subtrees of short plain tokens already marked by the caller.
+ * s0 is the state before node from's byte (the nodes below may share m->walk with a caller's walk
+ * above them: only the entries from that depth on are written). */
 static void walk_trie(gr_matcher *m, const trie *t, int32_t from, int32_t to, int32_t s0, uint32_t *bits, int slice0,
                       int uni, int uni8) {
     int32_t *stk = m->walk;
-    stk[0] = s0;
+    stk[t->nd[from].depth - 1] = s0; /* the state before node from's byte */
     const int32_t *tok_next = m->v->tok_next;
     const uint32_t *plain = m->v->plain;
     int slice_depth = slice0 ? 0 : 1 << 30; /* the subtree below this depth is in slice mode */
+    const tnode *nd = t->nd;
     for (int32_t i = from; i < to;) {
-        int d = t->depth[i];
+        const tnode *x = &nd[i];
+        int d = x->depth;
         if (d <= slice_depth) slice_depth = 1 << 30;
-        else if (!t->has_np[i]) { i = t->skip[i]; continue; } /* all plain: marked already */
-        if (t->amax[i] <= uni || t->cmax[i] <= uni8) { i = t->skip[i]; continue; } /* short plain: marked already */
-        int32_t ns = next_state(m, stk[d - 1], t->byte[i]);
+        else if (!x->has_np) { i = x->skip; continue; } /* all plain: marked already */
+        if (x->amax <= uni || x->cmax <= uni8) { i = x->skip; continue; } /* short plain: marked already */
+        int32_t ns = next_state(m, stk[d - 1], x->byte);
         if (ns < 0) {
             if (ns == -3) return;
-            i = t->skip[i];
+            i = x->skip;
             continue;
         }
         stk[d] = ns;
-        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
+        for (int32_t id = x->tok; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
         if (slice_depth > d && slice_ok(m, ns)) {
-            for (int32_t k = t->tpos[i], e = t->tpos[t->skip[i]]; k < e; k++) {
+            for (int32_t k = t->tpos[i], e = t->tpos[x->skip]; k < e; k++) {
                 int32_t id = t->order[k];
                 bits[id >> 5] |= plain[id >> 5] & (1u << (id & 31));
             }
@@ -697,6 +715,10 @@ static int plain_fixed(gr_matcher *m, int32_t s) {
 
 static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits);
 
+static void clear_range(const trie *t, int32_t i, uint32_t *bits) {
+    for (int32_t k = t->tpos[i], e = t->tpos[t->nd[i].skip]; k < e; k++) bits[t->order[k] >> 5] &= ~(1u << (t->order[k] & 31));
+}
+
 /* A state whose first bytes mostly lead to one plain fixed point F (an object's key: after its
  * first character that starts no named key, any string): from a token's first byte on, F accepts
  * what it accepts anywhere, so the mask is F's own (cached) with the other first bytes' subtrees
@@ -705,20 +727,21 @@ static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
     const trie *t = &m->v->full;
     int32_t F = -1;
     int64_t nF = 0;
-    for (int32_t i = 0; i < t->n; i = t->skip[i]) {
-        int32_t ns = next_state(m, s0, t->byte[i]);
+    const tnode *nd = t->nd;
+    for (int32_t i = 0; i < t->n; i = nd[i].skip) {
+        int32_t ns = next_state(m, s0, nd[i].byte);
         if (ns == -3) return -1;
         if (ns < 0 || ns == s0) continue;
         if (F < 0 && plain_fixed(m, ns)) F = ns;
-        if (ns == F) nF += t->tpos[t->skip[i]] - t->tpos[i];
+        if (ns == F) nF += t->tpos[nd[i].skip] - t->tpos[i];
     }
     if (F < 0 || nF * 2 < t->tpos[t->n]) return 0;
     if (mask_state(m, F, bits)) return -1;
     for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] &= ~(1u << (m->v->eos[i] & 31));
-    for (int32_t i = 0; i < t->n; i = t->skip[i]) {
-        if (next_state(m, s0, t->byte[i]) == F) continue;
-        for (int32_t k = t->tpos[i], e = t->tpos[t->skip[i]]; k < e; k++) bits[t->order[k] >> 5] &= ~(1u << (t->order[k] & 31));
-        walk_trie(m, t, i, t->skip[i], s0, bits, 0, 0, 0);
+    for (int32_t i = 0; i < t->n; i = nd[i].skip) {
+        if (next_state(m, s0, nd[i].byte) == F) continue;
+        clear_range(t, i, bits);
+        walk_trie(m, t, i, nd[i].skip, s0, bits, 0, 0, 0);
     }
     return m->failed ? -1 : 1;
 }
