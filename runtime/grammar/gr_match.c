@@ -19,6 +19,7 @@
 #define MASK_SLOTS 32
 #define MAX_TOKEN_BYTES 1024
 #define ALEN_MAX 32
+#define UNI_MAX 16 /* how far uniform depths look ahead (each level is a state built on its first visit) */
 #define UNKNOWN (-2)
 #define DEAD (-1)
 
@@ -592,11 +593,11 @@ void gr_matcher_free(gr_matcher *m) {
 void gr_matcher_reset(gr_matcher *m) { m->cur = m->init; m->done = 0; }
 
 /* D for state s: how many ASCII-plain bytes in a row every choice of them survives, all choices
- * leading to the same state at each step (at most ALEN_MAX). */
+ * leading to the same state at each step (at most UNI_MAX). */
 static int uniform_depth(gr_matcher *m, int32_t s) {
     if (m->st[s].uni >= 0) return m->st[s].uni;
     int D = 0;
-    for (int32_t cur = s; D < ALEN_MAX; D++) {
+    for (int32_t cur = s; D < UNI_MAX; D++) {
         int32_t r = next_state(m, cur, 'a');
         if (r < 0) break;
         int same = 1;
@@ -646,11 +647,11 @@ static int32_t uniform_succ(gr_matcher *m, int32_t s) {
 }
 
 /* D for state s in characters: how many UTF-8-plain characters in a row every choice of them
- * survives, all choices leading to one state at each step (at most ALEN_MAX). */
+ * survives, all choices leading to one state at each step (at most UNI_MAX). */
 static int uniform_depth8(gr_matcher *m, int32_t s) {
     if (m->st[s].uni8 >= 0) return m->st[s].uni8;
     int D = 0;
-    for (int32_t cur = s; D < ALEN_MAX; D++) {
+    for (int32_t cur = s; D < UNI_MAX; D++) {
         int32_t r = uniform_succ(m, cur);
         if (r < 0) break;
         if (m->st[r].uni8 >= 0) { /* the rest of the chain is known */
@@ -659,7 +660,7 @@ static int uniform_depth8(gr_matcher *m, int32_t s) {
         }
         cur = r;
     }
-    if (D > ALEN_MAX) D = ALEN_MAX;
+    if (D > UNI_MAX) D = UNI_MAX;
     m->st[s].uni8 = (int8_t)D;
     return D;
 }
@@ -692,7 +693,7 @@ static void walk_trie(gr_matcher *m, const trie *t, int32_t from, int32_t to, in
         }
         stk[d] = ns;
         for (int32_t id = x->tok; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
-        if (slice_depth > d && slice_ok(m, ns)) {
+        if (slice_depth > d && (m->st[ns].slice >= 0 ? m->st[ns].slice : slice_ok(m, ns))) {
             for (int32_t k = t->tpos[i], e = t->tpos[x->skip]; k < e; k++) {
                 int32_t id = t->order[k];
                 bits[id >> 5] |= plain[id >> 5] & (1u << (id & 31));
