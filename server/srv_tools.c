@@ -276,7 +276,7 @@ static int call_step(srv_tool_stream *ts, int final, sbuf *content, cJSON *calls
     }
     if (!ts->header) {
         if (!final) return 0;
-        ok = 0; /* cut before its name: content */
+        /* cut before its name: content */
         *rc |= put_content(ts, s + ts->call_at - (ts->hermes ? 11 : 0), n - ts->call_at + (ts->hermes ? 11 : 0), content);
         ts->pos = n;
         ts->mode = TS_PLAIN;
