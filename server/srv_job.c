@@ -152,6 +152,12 @@ static void on_output(void *user) {
     }
 }
 
+/* Replies are searched for tool calls when the request has tools, unless response_format asked
+ * for JSON: that reply is the content the client wants, whatever keys it has. */
+static int parse_calls(const srv_params *p) {
+    return p->tools && !(p->guide_param && !strcmp(p->guide_param, "response_format"));
+}
+
 static int start_choice(srv_job *j, srv_choice *c, const ig_gen_config *g0, srv_error *err) {
     srv *s = j->s;
     ig_gen_config g = *g0;
@@ -166,7 +172,7 @@ static int start_choice(srv_job *j, srv_choice *c, const ig_gen_config *g0, srv_
         return srv_fail(err, 400, j->p.guide_param, "'%s' cannot be used for guided decoding: %s", j->p.guide_param, e.msg);
     if (st) return srv_fail(err, 500, NULL, "the engine could not start the request: %s", e.msg);
     c->t_last = j->t_start;
-    if (j->p.kind == SRV_CHAT && j->p.stream && (j->p.tools || j->p.tool_name) &&
+    if (j->p.kind == SRV_CHAT && j->p.stream && (parse_calls(&j->p) || j->p.tool_name) &&
         !(c->ts = srv_tool_stream_new(j->p.tool_name, next_rand(s))))
         return srv_fail(err, 503, NULL, "out of memory");
     ig_request_set_notify(c->req, on_output, j);
@@ -476,7 +482,7 @@ static cJSON *response_choice(srv_job *j, srv_choice *c) {
         cJSON_AddStringToObject(m, "role", "assistant");
         char *content = NULL;
         cJSON *calls = j->p.tool_name ? named_call(j, c)
-                       : j->p.tools && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s)) : NULL;
+                       : parse_calls(&j->p) && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s)) : NULL;
         if (calls) {
             if (content && content[strspn(content, " \n")])
                 cJSON_AddStringToObject(m, "content", content);

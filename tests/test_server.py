@@ -188,6 +188,13 @@ def guided(s, client, dev):
     text, _, fin = stream_chat(client, model="smol", messages=msgs(sch), max_tokens=160, temperature=0, response_format=rf)
     check(text == res[SCHEMAS[0]].choices[0].message.content and fin == [res[SCHEMAS[0]].choices[0].finish_reason],
           "response_format json_schema streamed == non-streamed")
+    # with tools too, a response_format reply is content, even when it looks like a Llama 3 call ({"name": ...})
+    sch = rows["Github_easy---o12220"]["schema"]
+    r = client.chat.completions.create(model="smol", messages=msgs(sch), max_tokens=160, temperature=0, tools=[WEATHER],
+                                       response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": sch}})
+    m = r.choices[0].message
+    check(m.tool_calls is None and r.choices[0].finish_reason != "tool_calls" and m.content.lstrip().startswith("{"),
+          f"response_format with tools: the JSON is content ({m})")
     r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Describe a cat in JSON."}],
                                        max_tokens=120, temperature=0, response_format={"type": "json_object"})
     out = r.choices[0].message.content
