@@ -7,8 +7,14 @@ token and the token throughput.
 
     bench/bench_server.py --url http://127.0.0.1:8000 [--clients 256] [--requests 2000]
                           [--max-tokens 32] [--disconnect 0.25] [--api-key KEY]
+    bench/bench_server.py --pkg PKG [--threads N] [--compare 16] [--prompt-len 32] [--new-tokens 32]
+                          [--rounds 3] [--skip-load] [load flags]
 
-(tests/test_server.py runs a short version.) Timings on a shared machine are noisy."""
+With --pkg it starts `ignis serve PKG` on a free port itself, reports the server's memory before and
+after the load, and (--compare C) measures the throughput of C concurrent streamed completions of
+random token-id prompts (what bench_engine does at that level) against build/bench_engine on the same
+package, printing both and their ratio. (tests/test_server.py runs a short load.) Timings on a shared
+machine are noisy."""
 import argparse, random, re, sys, threading, time, urllib.request
 
 
@@ -111,28 +117,137 @@ def run_load(url, model, api_key, clients, requests, max_tokens, disconnect_frac
     return errors, rep
 
 
+def rss_mb(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def server_round(url, model, api_key, concurrency, prompt_len, new_tokens, seed):
+    """concurrency streamed completions of random token-id prompts started at once (what
+    bench_engine does at that level); output tokens/s from the first start to the last token."""
+    import openai
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1000, 30000) for _ in range(prompt_len)] for _ in range(concurrency)]
+    counts, errs = [0] * concurrency, []
+    barrier = threading.Barrier(concurrency + 1)
+
+    def one(i):
+        client = openai.OpenAI(base_url=url + "/v1", api_key=api_key or "none", max_retries=0, timeout=600)
+        barrier.wait()
+        try:
+            for ch in client.completions.create(model=model, prompt=prompts[i], max_tokens=new_tokens, temperature=0,
+                                                stream=True, stream_options={"include_usage": True},
+                                                extra_body={"ignore_eos": True}):
+                if ch.usage:
+                    counts[i] = ch.usage.completion_tokens
+        except Exception as e:  # noqa: BLE001
+            errs.append(repr(e))
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(concurrency)]
+    for t in ts:
+        t.start()
+    barrier.wait()
+    t0 = time.monotonic()
+    for t in ts:
+        t.join()
+    wall = time.monotonic() - t0
+    if errs or sum(counts) != concurrency * new_tokens:
+        raise RuntimeError(f"server round: {errs[:3]} tokens {sum(counts)} of {concurrency * new_tokens}")
+    return sum(counts) / wall
+
+
+def engine_rounds(bench_engine, pkg, concurrency, prompt_len, new_tokens, threads, rounds):
+    """bench_engine's tokens/s at the same level, one figure per round."""
+    import os, subprocess
+    cmd = [bench_engine, pkg, "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens),
+           "--levels", ",".join([str(concurrency)] * rounds), "--verify-hashes", "0"]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=dict(os.environ, OMP_WAIT_POLICY="passive")).stdout
+    return [float(l.split()[1]) for l in out.splitlines() if l.split() and l.split()[0] == str(concurrency)]
+
+
+def start_server(ignis, pkg, threads, api_key):
+    import os, subprocess
+    cmd = [ignis, "serve", pkg, "--port", "0"] + (["--threads", str(threads)] if threads else []) + \
+          (["--api-key", api_key] if api_key else [])
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+    line = p.stdout.readline()
+    if "listening on" not in line:
+        raise RuntimeError(f"server did not start: {line!r} {p.stderr.read()}")
+    return p, "http://" + line.split("http://")[1].split()[0]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", default="http://127.0.0.1:8000")
+    ap.add_argument("--url", default=None, help="a running server (default: start one on --pkg)")
+    ap.add_argument("--pkg", default=None, help="start `ignis serve PKG` on a free port for the run")
+    ap.add_argument("--ignis", default="build/ignis")
+    ap.add_argument("--bench-engine", default="build/bench_engine")
+    ap.add_argument("--threads", type=int, default=0, help="engine threads (server and bench_engine)")
     ap.add_argument("--model", default=None)
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--clients", type=int, default=256)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--disconnect", type=float, default=0.25)
+    ap.add_argument("--compare", type=int, default=16, metavar="C",
+                    help="also measure throughput at C concurrent requests against bench_engine (needs --pkg; 0: off)")
+    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip-load", action="store_true")
     a = ap.parse_args()
-    model = a.model
-    if not model:
-        import json
-        req = urllib.request.Request(a.url + "/v1/models", headers={"Authorization": f"Bearer {a.api_key}"} if a.api_key else {})
-        model = json.load(urllib.request.urlopen(req))["data"][0]["id"]
-    errors, rep = run_load(a.url, model, a.api_key, a.clients, a.requests, a.max_tokens, a.disconnect)
-    print(f"{rep['requests']} requests, {rep['clients']} clients, {rep['cancelled']} disconnected mid-stream "
-          f"(server counted {rep['server_cancelled']:.0f} cancelled in all)")
-    print(f"wall {rep['wall_s']:.1f} s, {rep['completion_tokens']} tokens generated for finished requests = "
-          f"{rep['tokens_per_s']:.1f} tokens/s; TTFT p50 {rep['ttft_p50'] * 1e3:.0f} ms, p99 {rep['ttft_p99'] * 1e3:.0f} ms")
-    for e in errors[:20]:
-        print("FAIL:", e)
+    proc, url = None, a.url
+    if not url:
+        if not a.pkg:
+            ap.error("give --url of a running server or --pkg to start one")
+        proc, url = start_server(a.ignis, a.pkg, a.threads, a.api_key)
+    errors = []
+    try:
+        model = a.model
+        if not model:
+            import json
+            req = urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {a.api_key}"} if a.api_key else {})
+            model = json.load(urllib.request.urlopen(req))["data"][0]["id"]
+        if proc and a.compare:  # the engine is warm after one round
+            server_round(url, model, a.api_key, a.compare, a.prompt_len, 4, 99)
+        if not a.skip_load:
+            # in two halves: the server's memory after the second should be what it was after the first
+            rss = [rss_mb(proc.pid) if proc else float("nan")]
+            for half in (0, 1):
+                n = a.requests // 2 if half == 0 else a.requests - a.requests // 2
+                errs, rep = run_load(url, model, a.api_key, a.clients, n, a.max_tokens, a.disconnect, seed=half)
+                errors += errs
+                rss.append(rss_mb(proc.pid) if proc else float("nan"))
+                print(f"half {half + 1}: {rep['requests']} requests, {rep['clients']} clients, {rep['cancelled']} disconnected "
+                      f"mid-stream (server counted {rep['server_cancelled']:.0f} cancelled so far)")
+                print(f"  wall {rep['wall_s']:.1f} s, {rep['completion_tokens']} tokens generated for finished requests = "
+                      f"{rep['tokens_per_s']:.1f} tokens/s; TTFT p50 {rep['ttft_p50'] * 1e3:.0f} ms, p99 {rep['ttft_p99'] * 1e3:.0f} ms")
+            if proc:
+                print(f"server RSS {rss[0]:.0f} MB before the load, {rss[1]:.0f} MB after the first half, {rss[2]:.0f} MB after the second")
+            for e in errors[:20]:
+                print("FAIL:", e)
+        if proc and a.compare:
+            srv = [server_round(url, model, a.api_key, a.compare, a.prompt_len, a.new_tokens, k) for k in range(a.rounds)]
+            proc.terminate()
+            proc.wait(120)
+            proc = None
+            eng = engine_rounds(a.bench_engine, a.pkg, a.compare, a.prompt_len, a.new_tokens, a.threads, a.rounds)
+            med = lambda v: sorted(v)[len(v) // 2]
+            print(f"{a.compare} concurrent, prompt {a.prompt_len} tokens, {a.new_tokens} new: server "
+                  f"{' '.join(f'{x:.1f}' for x in srv)} tokens/s (median {med(srv):.1f}), bench_engine "
+                  f"{' '.join(f'{x:.1f}' for x in eng)} (median {med(eng):.1f}): server/engine {med(srv) / med(eng):.3f}")
+    finally:
+        if proc:
+            proc.terminate()
+            proc.wait(120)
     print("ok" if not errors else f"{len(errors)} failures")
     return 1 if errors else 0
 

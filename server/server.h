@@ -22,7 +22,9 @@
  *
  * Files: srv_http.c (the loop, MHD callbacks, routing, limits), srv_request.c (request bodies:
  * parsing and validation into ig_gen_config, no engine needed: the fuzz target's entry),
- * srv_job.c (engine requests of one HTTP request, responses and SSE chunks), srv_metrics.c.
+ * srv_guided.c (response_format and the guided_* fields into the engine's constraint),
+ * srv_job.c (engine requests of one HTTP request, responses and SSE chunks), srv_tools.c (tool
+ * calls in replies, whole and streamed), srv_metrics.c.
  */
 #ifndef IG_SERVER_H
 #define IG_SERVER_H

@@ -66,6 +66,10 @@ typedef struct srv_params {
     const char **stops;          /* borrowed strings, owned array */
     int32_t *stop_ids, *bias_ids;
     float *bias_vals;
+    char *guide_text;            /* owned: g.constraint_text (guided decoding), NULL when none */
+    const char *guide_param;     /* the field that asked for it ("response_format", "guided_json", ...) */
+    const char *tool_name;       /* tool_choice naming a function: its name (borrowed); the reply is
+                                    then that call's arguments, constrained to its parameters */
 } srv_params;
 
 /* Parses and validates a request body of len bytes (need not be NUL-terminated) for kind.
@@ -77,14 +81,31 @@ int srv_parse_request(srv_kind kind, const char *body, size_t len, const srv_mod
 void srv_params_free(srv_params *p);
 /* Parses a body into a JSON object (malformed JSON, invalid UTF-8, not an object: 400). */
 cJSON *srv_parse_json(const char *body, size_t len, srv_error *err);
-/* Where guided decoding (response_format json_object / json_schema) plugs in: today it only
- * accepts {"type": "text"}. */
+/* Guided decoding (srv_guided.c): response_format (text, json_object, json_schema), vLLM's
+ * guided_json / guided_regex / guided_grammar / guided_choice (srv_guided_field, v->string names
+ * the field) into p->g.constraint, compiled once to check it (unsupported schema: 400 naming the
+ * keyword). srv_guided_checks, after every field: a named tool_choice's constraint. */
 int srv_response_format(const cJSON *rf, srv_params *p, srv_error *err);
+int srv_guided_field(const cJSON *v, srv_params *p, srv_error *err);
+int srv_guided_checks(srv_params *p, srv_error *err);
 
 /* Tool calls in a reply (srv_tools.c): Hermes <tool_call> blocks or Llama 3 JSON. An array of
  * OpenAI tool_calls (ids made from id) and *content (malloc'd, the text around the calls; NULL
  * when none), or NULL when the text holds no call. */
 cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id);
+
+/* Tool calls of a streamed reply (srv_tools.c): the same formats, parsed as the text comes.
+ * named: a forced tool_choice's function (copied; the whole reply is its arguments), or NULL.
+ * Ids are made from id as srv_parse_tool_calls makes them. */
+typedef struct srv_tool_stream srv_tool_stream;
+srv_tool_stream *srv_tool_stream_new(const char *named, uint64_t id); /* NULL: out of memory */
+void srv_tool_stream_free(srv_tool_stream *ts);                       /* accepts NULL */
+/* Takes the next n bytes of the reply (final: the reply ends here). Appends what may go out now:
+ * content bytes to *content, OpenAI delta.tool_calls entries ({index, id, type, function: {name,
+ * arguments}} first, then {index, function: {arguments}} pieces) to the array calls. 0, or -1
+ * when out of memory. */
+int srv_tool_stream_feed(srv_tool_stream *ts, const char *s, size_t n, int final, sbuf *content, cJSON *calls);
+int srv_tool_stream_calls(const srv_tool_stream *ts); /* calls finished so far */
 
 /* ---- metrics (srv_metrics.c) */
 #define SRV_HIST_BUCKETS 14
@@ -145,6 +166,7 @@ typedef struct srv_choice {
     cJSON *lp;          /* non-streamed logprobs (chat: array of entries; completions: object) */
     size_t text_off;    /* completions logprobs text_offset */
     int started;        /* streamed: the role chunk went out */
+    srv_tool_stream *ts; /* streamed chat with tools: the tool-call parser of the reply (owned) */
     double t_last;
 } srv_choice;
 

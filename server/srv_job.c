@@ -152,6 +152,12 @@ static void on_output(void *user) {
     }
 }
 
+/* Replies are searched for tool calls when the request has tools, unless response_format asked
+ * for JSON: that reply is the content the client wants, whatever keys it has. */
+static int parse_calls(const srv_params *p) {
+    return p->tools && !(p->guide_param && !strcmp(p->guide_param, "response_format"));
+}
+
 static int start_choice(srv_job *j, srv_choice *c, const ig_gen_config *g0, srv_error *err) {
     srv *s = j->s;
     ig_gen_config g = *g0;
@@ -162,8 +168,13 @@ static int start_choice(srv_job *j, srv_choice *c, const ig_gen_config *g0, srv_
     if (st == IG_ERR_BUSY) return srv_fail(err, 429, NULL, "the server is busy: %s", e.msg);
     if (st == IG_ERR_CLOSED) return srv_fail(err, 503, NULL, "the server is shutting down");
     if (st == IG_ERR_INVALID) return srv_fail(err, 400, j->p.kind == SRV_CHAT ? "messages" : "prompt", "%s", e.msg);
+    if ((st == IG_ERR_UNSUPPORTED || st == IG_ERR_FORMAT) && j->p.guide_param)
+        return srv_fail(err, 400, j->p.guide_param, "'%s' cannot be used for guided decoding: %s", j->p.guide_param, e.msg);
     if (st) return srv_fail(err, 500, NULL, "the engine could not start the request: %s", e.msg);
     c->t_last = j->t_start;
+    if (j->p.kind == SRV_CHAT && j->p.stream && (parse_calls(&j->p) || j->p.tool_name) &&
+        !(c->ts = srv_tool_stream_new(j->p.tool_name, next_rand(s))))
+        return srv_fail(err, 503, NULL, "out of memory");
     ig_request_set_notify(c->req, on_output, j);
     return 0;
 }
@@ -309,14 +320,16 @@ static void emit(srv_job *j, cJSON *chunk) {
     free(s);
 }
 
-/* One streamed chunk for choice c: text (may be NULL), logprobs (taken), finish reason or NULL. */
-static void emit_choice(srv_job *j, srv_choice *c, const char *text, cJSON *lp, const char *finish) {
+/* One streamed chunk for choice c: text (may be NULL), delta.tool_calls (taken; NULL or empty:
+ * none), logprobs (taken), finish reason or NULL. */
+static void emit_choice(srv_job *j, srv_choice *c, const char *text, cJSON *calls, cJSON *lp, const char *finish) {
     cJSON *chunk = chunk_base(j), *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", c->index);
     if (j->p.kind == SRV_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
         if (!c->started) cJSON_AddStringToObject(d, "role", "assistant");
         if (text) cJSON_AddStringToObject(d, "content", text);
+        if (calls && cJSON_GetArraySize(calls)) cJSON_AddItemToObject(d, "tool_calls", calls), calls = NULL;
         c->started = 1;
     } else {
         cJSON_AddStringToObject(ch, "text", text ? text : "");
@@ -330,7 +343,20 @@ static void emit_choice(srv_job *j, srv_choice *c, const char *text, cJSON *lp, 
     else
         cJSON_AddNullToObject(ch, "finish_reason");
     cJSON_AddItemToArray(cJSON_GetObjectItem(chunk, "choices"), ch);
+    cJSON_Delete(calls);
     emit(j, chunk);
+}
+
+/* A streamed chat piece through the tool-call parser: content and tool_calls deltas. */
+static void emit_tool_piece(srv_job *j, srv_choice *c, const ig_output *o, cJSON *lp, int end) {
+    sbuf content = {0};
+    cJSON *calls = cJSON_CreateArray();
+    if (!calls || srv_tool_stream_feed(c->ts, o->text, o->text_len, end, &content, calls)) j->failed = 1;
+    if (content.len || cJSON_GetArraySize(calls) || lp || !c->started)
+        emit_choice(j, c, content.len ? content.p : NULL, calls, lp, NULL);
+    else
+        cJSON_Delete(calls);
+    sbuf_free(&content);
 }
 
 static cJSON *usage_json(const srv_job *j) {
@@ -402,8 +428,14 @@ static void take_output(srv_job *j, srv_choice *c, const ig_output *o) {
         stream_error(j, c);
         return;
     }
-    if (o->text_len || lp || !c->started) emit_choice(j, c, o->text, lp, NULL);
-    if (end) emit_choice(j, c, NULL, NULL, finish_name(c));
+    if (c->ts)
+        emit_tool_piece(j, c, o, lp, end);
+    else if (o->text_len || lp || !c->started)
+        emit_choice(j, c, o->text, NULL, lp, NULL);
+    if (end) {
+        int calls = c->ts && !j->p.tool_name && srv_tool_stream_calls(c->ts) > 0;
+        emit_choice(j, c, NULL, NULL, NULL, calls && c->status == IG_REQ_FINISHED ? "tool_calls" : finish_name(c));
+    }
 }
 
 int srv_job_pump(srv_job *j) {
@@ -427,6 +459,20 @@ int srv_job_pump(srv_job *j) {
     return got;
 }
 
+/* A forced tool_choice's call: the reply is its arguments. */
+static cJSON *named_call(srv_job *j, srv_choice *c) {
+    char cid[40];
+    snprintf(cid, sizeof cid, "call_%012llx%02d", (unsigned long long)(next_rand(j->s) & 0xffffffffffffull), 0);
+    cJSON *calls = cJSON_CreateArray(), *call = cJSON_CreateObject();
+    cJSON_AddItemToArray(calls, call);
+    cJSON_AddStringToObject(call, "id", cid);
+    cJSON_AddStringToObject(call, "type", "function");
+    cJSON *fn = cJSON_AddObjectToObject(call, "function");
+    cJSON_AddStringToObject(fn, "name", j->p.tool_name);
+    cJSON_AddStringToObject(fn, "arguments", c->text.p ? c->text.p : "");
+    return calls;
+}
+
 static cJSON *response_choice(srv_job *j, srv_choice *c) {
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", c->index);
@@ -435,14 +481,15 @@ static cJSON *response_choice(srv_job *j, srv_choice *c) {
         cJSON *m = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
         char *content = NULL;
-        cJSON *calls = j->p.tools && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s)) : NULL;
+        cJSON *calls = j->p.tool_name ? named_call(j, c)
+                       : parse_calls(&j->p) && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s)) : NULL;
         if (calls) {
             if (content && content[strspn(content, " \n")])
                 cJSON_AddStringToObject(m, "content", content);
             else
                 cJSON_AddNullToObject(m, "content");
             cJSON_AddItemToObject(m, "tool_calls", calls);
-            finish = "tool_calls";
+            if (!j->p.tool_name) finish = "tool_calls"; /* a forced call ends "stop", as OpenAI's do */
         } else {
             cJSON_AddStringToObject(m, "content", c->text.p ? c->text.p : "");
         }
@@ -491,6 +538,7 @@ void srv_job_free(srv_job *j) {
         ig_request_release(j->ch[i].req); /* no notify after this returns */
         sbuf_free(&j->ch[i].text);
         cJSON_Delete(j->ch[i].lp);
+        srv_tool_stream_free(j->ch[i].ts);
     }
     pthread_mutex_lock(&s->ready_mu);
     if (j->queued)

@@ -201,8 +201,13 @@ int srv_parse_tool_choice(const cJSON *v, srv_params *p, srv_error *err) {
     }
     if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) return 0;
     if (cJSON_IsString(v) && !strcmp(v->valuestring, "required"))
-        return srv_fail(err, 400, "tool_choice", "tool_choice 'required' needs guided decoding, which this server does not have yet");
-    if (cJSON_IsObject(v))
-        return srv_fail(err, 400, "tool_choice", "a named tool_choice needs guided decoding, which this server does not have yet");
+        return srv_fail(err, 400, "tool_choice", "tool_choice 'required' is not supported (name the function instead: "
+                        "{\"type\": \"function\", \"function\": {\"name\": ...}})");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type"), *fn = cJSON_GetObjectItemCaseSensitive(v, "function");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+    if (cJSON_IsObject(v) && cJSON_IsString(type) && !strcmp(type->valuestring, "function") && cJSON_IsString(name)) {
+        p->tool_name = name->valuestring; /* checked against tools once every field is read */
+        return 0;
+    }
     return srv_fail(err, 400, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", ...}");
 }

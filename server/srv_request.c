@@ -5,7 +5,8 @@
  * function that checks it. A field no row names is refused (400 naming it), as OpenAI does; a
  * JSON null counts as "not given". Every number is checked for its type (integers must be
  * integral) and range; messages and prompts for their shape. Cross-field rules (top_logprobs
- * needs logprobs, stream_options needs stream, min_tokens <= max_tokens) run after the rows.
+ * needs logprobs, stream_options needs stream, min_tokens <= max_tokens, a named tool_choice
+ * names a tool) run after the rows. Guided decoding's fields are read in srv_guided.c.
  * Nothing here needs the engine: the fuzz target (tests/fuzz/fuzz_server_request.c) drives
  * srv_parse_request directly. */
 #include <math.h>
@@ -307,18 +308,6 @@ static int f_response_format(const cJSON *v, srv_params *p, const srv_model_info
     return srv_response_format(v, p, err);
 }
 
-int srv_response_format(const cJSON *rf, srv_params *p, srv_error *err) {
-    if (!cJSON_IsObject(rf)) return srv_fail(err, 400, "response_format", "'response_format' must be an object");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rf, "type");
-    if (!cJSON_IsString(t)) return srv_fail(err, 400, "response_format", "'response_format.type' must be a string");
-    if (!strcmp(t->valuestring, "text")) return 0;
-    if (!strcmp(t->valuestring, "json_object") || !strcmp(t->valuestring, "json_schema"))
-        return srv_fail(err, 400, "response_format",
-                        "response_format '%s' needs guided decoding, which this server does not have yet", t->valuestring);
-    return srv_fail(err, 400, "response_format", "unknown response_format type '%s' (text, json_object, json_schema)",
-                    t->valuestring);
-}
-
 int srv_parse_messages(const cJSON *v, srv_params *p, srv_error *err);
 int srv_parse_prompt(const cJSON *v, srv_params *p, const srv_model_info *mi, srv_error *err);
 int srv_parse_tools(const cJSON *v, srv_params *p, srv_error *err);
@@ -332,6 +321,9 @@ static int f_prompt(const cJSON *v, srv_params *p, const srv_model_info *mi, srv
 }
 static int f_tools(const cJSON *v, srv_params *p, const srv_model_info *mi, srv_error *err) {
     return srv_parse_tools(v, p, err);
+}
+static int f_guided(const cJSON *v, srv_params *p, const srv_model_info *mi, srv_error *err) {
+    return srv_guided_field(v, p, err);
 }
 static int f_tool_choice(const cJSON *v, srv_params *p, const srv_model_info *mi, srv_error *err) {
     return srv_parse_tool_choice(v, p, err);
@@ -378,6 +370,10 @@ static const struct field {
     {"min_tokens", BOTH, f_min_tokens},
     {"ignore_eos", BOTH, f_ignore_eos},
     {"stop_token_ids", BOTH, f_stop_token_ids},
+    {"guided_json", BOTH, f_guided},
+    {"guided_regex", BOTH, f_guided},
+    {"guided_grammar", BOTH, f_guided},
+    {"guided_choice", BOTH, f_guided},
 };
 #define N_FIELDS (int)(sizeof fields / sizeof fields[0])
 
@@ -408,6 +404,7 @@ static int cross_checks(srv_params *p, const srv_model_info *mi, srv_error *err)
                         p->g.max_new_tokens);
     if ((int64_t)p->n * p->n_prompts > mi->max_n)
         return srv_fail(err, 400, "n", "n (%d) times the number of prompts (%d) exceeds %d choices", p->n, p->n_prompts, mi->max_n);
+    if (srv_guided_checks(p, err)) return -1;
     p->g.stop_strings = p->stops;
     p->g.stop_ids = p->stop_ids;
     p->g.logit_bias_ids = p->bias_ids;
@@ -448,6 +445,7 @@ void srv_params_free(srv_params *p) {
     free(p->stop_ids);
     free(p->bias_ids);
     free(p->bias_vals);
+    free(p->guide_text);
     cJSON_Delete(p->messages);
     cJSON_Delete(p->root);
     memset(p, 0, sizeof *p);

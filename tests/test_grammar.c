@@ -1,7 +1,10 @@
 /* test_grammar.c — the grammar module without a tokenizer: GBNF, regex, JSON Schema and JSON
  * mode accept / reject texts byte by byte and through token masks over a small made-up
  * vocabulary; unsupported and malformed inputs fail at compile time with a message naming what
- * is wrong; left recursion fails cleanly instead of hanging. */
+ * is wrong; left recursion fails cleanly instead of hanging. Masks equal a brute-force mask
+ * (every token tried on a matcher in the same state) at every byte of instances that take the
+ * shortcuts: counted strings with multi-byte characters, object keys beside named ones, free
+ * strings, over a vocabulary of all single bytes (partial UTF-8 included) and longer pieces. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +139,70 @@ static void test_masks(const gr_vocab *v) {
     gr_grammar_free(g);
 }
 
+/* vocabulary for the brute-force check: single bytes 0..255, then these; EOS = its size */
+static const char *pieces[] = {"\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "a\xc3\xa9", "\xc3\xa9\"", "\xe6\x97", "\xa5\xe6",
+    "abcdefghijklmnopqrstuvwxyz", "name", "na", "nab", "nam", "x\"", "\":", "\", \"", " \"", "{\"", "\"}", "\\n", "a\\\"b",
+    "ab", "abc", "abcd", "12", ", ", "\xf0\x9f\x98\x80", "z\xf0\x9f", "\"]", "[\"", "\n  ", "true", "\xed\xa0\x80", "name\":1", "ame\":1", "x\":1", NULL};
+static int n_pieces(void) { int n = 0; while (pieces[n]) n++; return n; }
+static int piece_bytes(void *ctx, int32_t id, char *buf, size_t cap) {
+    (void)ctx;
+    if (id < 256) { buf[0] = (char)id; return 1; }
+    if (id - 256 >= n_pieces()) return -1;
+    size_t n = strlen(pieces[id - 256]);
+    memcpy(buf, pieces[id - 256], n);
+    return (int)n;
+}
+
+/* Walks inst byte by byte (single-byte tokens); at each step the mask must equal the tokens a
+ * second matcher, replaying the same bytes, accepts. */
+static void check_masks_brute(gr_kind kind, const char *src, const char *inst, const gr_vocab *v, int n) {
+    gr_grammar *g;
+    gr_matcher *m, *m2;
+    ig_err err;
+    if (gr_compile(kind, src, strlen(src), &g, &err) || gr_matcher_new(g, v, &m, &err)) {
+        CHECK(0, "compile %s: %s", src, err.msg);
+        return;
+    }
+    gr_matcher_new(g, v, &m2, &err);
+    uint32_t bits[64];
+    size_t len = strlen(inst);
+    int bad = 0;
+    for (size_t i = 0; i <= len && !bad; i++) {
+        CHECK(gr_matcher_mask(m, bits, &err) == IG_OK, "mask: %s", err.msg);
+        for (int32_t id = 0; id < n && !bad; id++) {
+            gr_matcher_reset(m2);
+            gr_matcher_accept_bytes(m2, inst, i, &err);
+            int want = gr_matcher_accept(m2, id, &err) == 1;
+            if (want != bit(bits, id)) {
+                CHECK(0, "%s: after %zu bytes of %s the mask says %d for token %d, trying it says %d", src, i, inst, bit(bits, id), id, want);
+                bad = 1;
+            }
+        }
+        if (i < len) CHECK(gr_matcher_accept(m, (unsigned char)inst[i], &err) == 1, "byte %zu of %s", i, inst);
+    }
+    gr_matcher_free(m);
+    gr_matcher_free(m2);
+    gr_grammar_free(g);
+}
+
+static void test_masks_brute(void) {
+    gr_vocab *v;
+    ig_err err;
+    int32_t n = 256 + n_pieces();
+    if (gr_vocab_new(n + 1, piece_bytes, NULL, &n, 1, &v, &err)) { CHECK(0, "vocab: %s", err.msg); return; }
+    check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":6},"
+                      "\"nab\":{\"type\":\"integer\"}},\"required\":[\"name\"]}",
+                      "{\"name\": \"\xe6\x97\xa5\xe6\x9c\xac\xc3\xa9\", \"nab\": 12, \"zz\": \"x\", \"na\": [true]}", v, n + 1);
+    check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":4}}",
+                      "[\"ab\", \"\xe6\x97\xa5\xf0\x9f\x98\x80\xc3\xa9\", \"\\n\xc3\xa9\"]", v, n + 1);
+    check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\",\"maxLength\":30}}",
+                      "{\"nabc\": \"abcdefghijklmnopqrstuvwxyz\xc3\xa9\", \"\": \"\"}", v, n + 1);
+    check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}},"
+                      "\"additionalProperties\":{\"type\":\"integer\"}}", "{\"name\": \"a\", \"nx\": 1, \"x\": 2}", v, n + 1);
+    check_masks_brute(GR_JSON, "", "{\"a\xc3\xa9\": [1, \"x\\\"\", {\"name\": null}]}", v, n + 1);
+    gr_vocab_free(v);
+}
+
 int main(void) {
     gr_vocab *v;
     ig_err err;
@@ -146,6 +213,7 @@ int main(void) {
     test_schema(v);
     test_masks(v);
     gr_vocab_free(v);
+    test_masks_brute();
     if (!fails) printf("test_grammar: ok\n");
     return fails ? 1 : 0;
 }

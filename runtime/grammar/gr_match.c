@@ -19,10 +19,18 @@
 #define MASK_SLOTS 32
 #define MAX_TOKEN_BYTES 1024
 #define ALEN_MAX 32
+#define UNI_MAX 16 /* how far uniform depths look ahead (each level is a state built on its first visit) */
 #define UNKNOWN (-2)
 #define DEAD (-1)
 
 /* ---- vocabulary ------------------------------------------------------------------------------- */
+
+/* A trie node as the mask walk reads it: one 16-byte record (one cache line fetch per node). */
+typedef struct tnode {
+    int32_t skip, tok;          /* the node after this subtree; first token ending here (-1) */
+    uint16_t depth, amax, cmax; /* see the arrays of the same names below */
+    uint8_t byte, has_np;
+} tnode;
 
 typedef struct trie {
     uint8_t *byte; uint16_t *depth; int32_t *skip; int32_t *tok; /* tok: first token ending here, -1 */
@@ -30,6 +38,8 @@ typedef struct trie {
     int32_t *tpos;     /* [n + 1] tokens ending before node i, in DFS order: order[tpos[i] .. tpos[skip[i]]) */
     int32_t *order;    /* token ids in DFS order */
     uint16_t *amax;    /* longest token below, when all of them are ASCII-plain; 0xFFFF if not */
+    uint16_t *cmax;    /* most characters of a token below, when all of them are UTF-8-plain; 0xFFFF if not */
+    tnode *nd;         /* the fields above packed per node; the arrays are freed once it is built */
     int32_t n;
 } trie;
 
@@ -41,9 +51,37 @@ struct gr_vocab {
     uint32_t *plain;     /* bitmask: tokens made only of plain bytes */
     uint32_t *ascii;     /* bitmask: tokens made only of ASCII plain bytes (0x20..0x7E but '"' '\\') */
     uint32_t *ascii_le;  /* [ALEN_MAX + 1][words]: ASCII-plain tokens of at most L bytes */
+    uint32_t *utf8_le;   /* [ALEN_MAX + 1][words]: UTF-8-plain tokens (whole valid characters, no
+                            control, DEL, '"' or '\\') of at most L characters */
     gr_bset plain_class; /* bytes 0x20..0xFF but '"' and '\\' */
     char *arena; int32_t *off, *len; /* each token's bytes */
 };
+
+/* Characters of s[0..n) when every one is a whole, valid UTF-8 character (no surrogate, no
+ * overlong form) other than a control, DEL, '"' or '\\'; -1 otherwise. */
+static int utf8_plain_chars(const unsigned char *s, int n) {
+    int chars = 0;
+    for (int i = 0; i < n; chars++) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') return -1;
+            i++;
+            continue;
+        }
+        int k = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : -1;
+        if (k < 0 || i + k >= n) return -1;
+        unsigned lo = 0x80, hi = 0xBF, c1 = s[i + 1]; /* the second byte's range depends on the lead */
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+        if (c1 < lo || c1 > hi) return -1;
+        for (int j = 2; j <= k; j++)
+            if (s[i + j] < 0x80 || s[i + j] > 0xBF) return -1;
+        i += k + 1;
+    }
+    return chars;
+}
 
 typedef struct { const char *arena; const int32_t *off, *len; } sort_ctx;
 static sort_ctx g_sort; /* qsort has no context argument; set and used only inside gr_vocab_new */
@@ -58,11 +96,12 @@ static int cmp_tok(const void *a, const void *b) {
 
 static void trie_free(trie *t) {
     free(t->byte); free(t->depth); free(t->skip); free(t->tok); free(t->has_np); free(t->tpos); free(t->order);
-    free(t->amax);
+    free(t->amax); free(t->cmax); free(t->nd);
 }
 
 /* DFS token order, subtree token ranges and the non-plain flags (after trie_build). */
-static int trie_index(trie *t, const int32_t *tok_next, const uint32_t *plain, const uint32_t *ascii, int32_t n_tokens) {
+static int trie_index(trie *t, const int32_t *tok_next, const uint32_t *plain, const uint32_t *ascii, const int16_t *nchar,
+                      int32_t n_tokens) {
     t->has_np = calloc((size_t)t->n + 1, 1);
     t->tpos = malloc(((size_t)t->n + 1) * 4);
     t->order = malloc(((size_t)n_tokens + 1) * 4);
@@ -77,23 +116,34 @@ static int trie_index(trie *t, const int32_t *tok_next, const uint32_t *plain, c
     }
     t->tpos[t->n] = k;
     t->amax = malloc(((size_t)t->n + 1) * 2);
+    t->cmax = malloc(((size_t)t->n + 1) * 2);
     int32_t *parent = malloc(((size_t)t->n + 1) * 4), path[MAX_TOKEN_BYTES + 1];
-    if (!t->amax || !parent) { free(parent); return -1; }
+    if (!t->amax || !t->cmax || !parent) { free(parent); return -1; }
     for (int32_t i = 0; i < t->n; i++) { /* parents from the DFS order */
         path[t->depth[i]] = i;
         parent[i] = t->depth[i] > 1 ? path[t->depth[i] - 1] : -1;
-        t->amax[i] = 0;
-        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id])
+        t->amax[i] = t->cmax[i] = 0;
+        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) {
             if (!(ascii[id >> 5] >> (id & 31) & 1)) t->amax[i] = 0xFFFF;
             else if (t->amax[i] < t->depth[i]) t->amax[i] = t->depth[i];
+            if (nchar[id] < 0) t->cmax[i] = 0xFFFF;
+            else if (t->cmax[i] < nchar[id]) t->cmax[i] = (uint16_t)nchar[id];
+        }
     }
     for (int32_t i = t->n - 1; i >= 0; i--) { /* children come after parents: fold upward */
         int32_t p = parent[i];
         if (p < 0) continue;
         if (t->has_np[i]) t->has_np[p] = 1;
         if (t->amax[i] > t->amax[p]) t->amax[p] = t->amax[i];
+        if (t->cmax[i] > t->cmax[p]) t->cmax[p] = t->cmax[i];
     }
     free(parent);
+    if (!(t->nd = malloc(((size_t)t->n + 1) * sizeof *t->nd))) return -1;
+    for (int32_t i = 0; i < t->n; i++)
+        t->nd[i] = (tnode){.skip = t->skip[i], .tok = t->tok[i], .depth = t->depth[i], .amax = t->amax[i], .cmax = t->cmax[i],
+                           .byte = t->byte[i], .has_np = t->has_np[i]};
+    free(t->byte); free(t->depth); free(t->skip); free(t->tok); free(t->has_np); free(t->amax); free(t->cmax);
+    t->byte = NULL; t->depth = NULL; t->skip = NULL; t->tok = NULL; t->has_np = NULL; t->amax = NULL; t->cmax = NULL;
     return 0;
 }
 
@@ -142,10 +192,11 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
     gr_vocab *v = calloc(1, sizeof *v);
     int32_t *off = malloc((size_t)(n + 1) * 4), *len = malloc((size_t)(n + 1) * 4);
     int32_t *ids = malloc((size_t)(n + 1) * 4), *rest = malloc((size_t)(n + 1) * 4);
+    int16_t *nchar = malloc((size_t)(n + 1) * 2);
     size_t acap = 1 << 20, an = 0;
     char *arena = malloc(acap), buf[MAX_TOKEN_BYTES];
     ig_status st = IG_ERR_NOMEM;
-    if (!v || !off || !len || !ids || !rest || !arena) goto done;
+    if (!v || !off || !len || !ids || !rest || !arena || !nchar) goto done;
     v->n = n;
     v->tok_next = malloc((size_t)(n + 1) * 4);
     v->plain = calloc((size_t)(n + 31) / 32 + 1, 4);
@@ -165,7 +216,10 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         int l = is_eos ? -1 : tok_bytes(ctx, id, buf, sizeof buf);
         off[id] = (int32_t)an;
         len[id] = l > 0 ? l : 0;
+        nchar[id] = -1;
         if (l <= 0) continue;
+        int nc = utf8_plain_chars((const unsigned char *)buf, l);
+        nchar[id] = (int16_t)(nc <= ALEN_MAX ? nc : -1);
         if (an + (size_t)l > acap) {
             char *a2 = realloc(arena, acap *= 2);
             if (!a2) goto done;
@@ -187,17 +241,20 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         if (!(v->plain[ids[i] >> 5] >> (ids[i] & 31) & 1)) rest[nr++] = ids[i];
     if (trie_build(&v->full, ids, nk, arena, off, len, v->tok_next)) goto done;
     (void)nr;
-    if (trie_index(&v->full, v->tok_next, v->plain, v->ascii, n)) goto done;
+    if (trie_index(&v->full, v->tok_next, v->plain, v->ascii, nchar, n)) goto done;
     size_t words = (size_t)(n + 31) / 32 + 1;
-    if (!(v->ascii_le = calloc(ALEN_MAX + 1, words * 4))) goto done;
-    for (int32_t id = 0; id < n; id++)
+    if (!(v->ascii_le = calloc(ALEN_MAX + 1, words * 4)) || !(v->utf8_le = calloc(ALEN_MAX + 1, words * 4))) goto done;
+    for (int32_t id = 0; id < n; id++) {
         if ((v->ascii[id >> 5] >> (id & 31) & 1) && len[id] <= ALEN_MAX)
             for (int L = len[id]; L <= ALEN_MAX; L++) v->ascii_le[(size_t)L * words + (id >> 5)] |= 1u << (id & 31);
+        if (nchar[id] > 0)
+            for (int L = nchar[id]; L <= ALEN_MAX; L++) v->utf8_le[(size_t)L * words + (id >> 5)] |= 1u << (id & 31);
+    }
     v->arena = arena; v->off = off; v->len = len;
     arena = NULL; off = len = NULL;
     st = IG_OK;
 done:
-    free(off); free(len); free(ids); free(rest); free(arena);
+    free(off); free(len); free(ids); free(rest); free(arena); free(nchar);
     if (st) { gr_vocab_free(v); return ig_fail(err, st, "grammar: out of memory building the vocabulary trie"); }
     *out = v;
     return IG_OK;
@@ -206,7 +263,7 @@ done:
 void gr_vocab_free(gr_vocab *v) {
     if (!v) return;
     trie_free(&v->full);
-    free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
+    free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->utf8_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
     free(v);
 }
 
@@ -220,6 +277,9 @@ typedef struct sstate {
     int8_t accept;      /* contains the empty stack */
     int8_t slice;       /* -1 unknown, 0/1: a stack loops over every plain byte */
     int8_t uni;         /* -1 unknown, else D: every ASCII-plain string of <= D bytes stays alive */
+    int8_t uni8;        /* -1 unknown, else D: every UTF-8-plain string of <= D characters stays alive */
+    int32_t usucc;      /* UNKNOWN, DEAD (none), or the one state every UTF-8-plain character leads to */
+    int8_t fixp;        /* -1 unknown, 0/1: every plain byte leads back to this state */
     int32_t *next;      /* [256] or NULL */
 } sstate;
 
@@ -236,6 +296,7 @@ struct gr_matcher {
     int32_t init, cur;
     int done;
     int failed; char fail_msg[200];
+    int nested;                              /* inside fixed_root: no second level */
     uint32_t *mask_cache; int32_t mask_owner[MASK_SLOTS]; int32_t words;
     int32_t walk[MAX_TOKEN_BYTES + 1];
 };
@@ -372,7 +433,7 @@ static int32_t intern_state(gr_matcher *m) {
     if (grow((void **)&m->members, &m->cap_members, m->n_members + m->n_tmp, 4) ||
         grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof(sstate))) { fail(m, "grammar: out of memory"); return -3; }
     sstate *x = &m->st[m->n_st];
-    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->next = NULL;
+    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->uni8 = -1; x->fixp = -1; x->usucc = UNKNOWN; x->next = NULL;
     memcpy(m->members + m->n_members, m->tmp, (size_t)m->n_tmp * 4);
     m->n_members += m->n_tmp;
     int32_t id = m->n_st++;
@@ -405,20 +466,58 @@ static int32_t compute_next(gr_matcher *m, int32_t state, int c) {
     return intern_state(m);
 }
 
+/* The bytes of a state split into classes that every member's byte set treats alike (partition
+ * refinement: one pass over the 256 bytes per member): bytes of a class lead to the same state.
+ * cls[c] is the class of byte c; returns the number of classes. */
+static int byte_classes(const gr_matcher *m, int32_t state, uint8_t cls[256]) {
+    memset(cls, 0, 256);
+    int n = 1;
+    const sstate *x = &m->st[state];
+    int32_t prev_set = -1;
+    for (int32_t i = 0; i < x->n && n < 256; i++) {
+        int32_t s = m->members[x->off + i];
+        if (s == 0) continue;
+        int32_t set = m->g->elems[m->pos[s]];
+        if (set == prev_set) continue;
+        prev_set = set;
+        const gr_bset *X = &m->g->sets[set];
+        int16_t map[2][256];
+        memset(map, 0xff, sizeof map);
+        int n2 = 0;
+        for (int c = 0; c < 256; c++) {
+            int b = bset_has(X, c), k = cls[c];
+            if (map[b][k] < 0) map[b][k] = (int16_t)n2++;
+            cls[c] = (uint8_t)map[b][k];
+        }
+        n = n2;
+    }
+    return n;
+}
+
+/* The state's row of transitions, every byte filled: one computation per byte class. */
+static int fill_row(gr_matcher *m, int32_t state) {
+    int32_t *row = malloc(256 * 4);
+    if (!row) { fail(m, "grammar: out of memory"); return -1; }
+    uint8_t cls[256];
+    int n = byte_classes(m, state, cls);
+    int32_t res[256];
+    for (int k = 0; k < n; k++) res[k] = UNKNOWN;
+    for (int c = 0; c < 256; c++) {
+        int k = cls[c];
+        if (res[k] == UNKNOWN) res[k] = compute_next(m, state, c);
+        if (res[k] == -3) { free(row); return -1; }
+        row[c] = res[k];
+    }
+    m->st[state].next = row; /* m->st may have moved while computing */
+    return 0;
+}
+
 /* state × byte → state (DEAD), cached; -3 on failure. */
 static inline int32_t next_state(gr_matcher *m, int32_t state, int c) {
     int32_t *row = m->st[state].next;
-    if (row && row[c] != UNKNOWN) return row[c];
-    if (!row) {
-        row = malloc(256 * 4);
-        if (!row) { fail(m, "grammar: out of memory"); return -3; }
-        for (int i = 0; i < 256; i++) row[i] = UNKNOWN;
-        m->st[state].next = row;
-    }
-    int32_t r = compute_next(m, state, c);
-    if (r == -3) return -3;
-    m->st[state].next[c] = r; /* m->st may have moved; row is still this state's row */
-    return r;
+    if (row) return row[c];
+    if (fill_row(m, state)) return -3;
+    return m->st[state].next[c];
 }
 
 /* 1 if some stack of the state loops on itself over every plain byte. */
@@ -494,11 +593,11 @@ void gr_matcher_free(gr_matcher *m) {
 void gr_matcher_reset(gr_matcher *m) { m->cur = m->init; m->done = 0; }
 
 /* D for state s: how many ASCII-plain bytes in a row every choice of them survives, all choices
- * leading to the same state at each step (at most ALEN_MAX). */
+ * leading to the same state at each step (at most UNI_MAX). */
 static int uniform_depth(gr_matcher *m, int32_t s) {
     if (m->st[s].uni >= 0) return m->st[s].uni;
     int D = 0;
-    for (int32_t cur = s; D < ALEN_MAX; D++) {
+    for (int32_t cur = s; D < UNI_MAX; D++) {
         int32_t r = next_state(m, cur, 'a');
         if (r < 0) break;
         int same = 1;
@@ -511,30 +610,91 @@ static int uniform_depth(gr_matcher *m, int32_t s) {
     return D;
 }
 
-/* Marks the tokens alive from state s0. Where a state loops over every plain byte (slice_ok), all
- * plain tokens below that node are marked from the subtree's token range at once, and only
- * subtrees holding a non-plain token are walked further. */
-static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits, int slice0, int uni) {
+/* 1 if every continuation byte in [lo, hi] (more bytes to go after it: k) leads from t to r.
+ * seen[] memoizes (state, k) pairs already checked in this call. */
+typedef struct { int32_t st[16]; int8_t k[16]; int n; } cont_memo;
+
+static int cont_all(gr_matcher *m, int32_t t, int lo, int hi, int k, int32_t r, cont_memo *memo) {
+    for (int i = 0; i < memo->n; i++)
+        if (memo->st[i] == t && memo->k[i] == k && lo == 0x80 && hi == 0xBF) return 1;
+    for (int c = lo; c <= hi; c++) {
+        int32_t u = next_state(m, t, c);
+        if (u < 0) return 0;
+        if (k == 0 ? u != r : !cont_all(m, u, 0x80, 0xBF, k - 1, r, memo)) return 0;
+    }
+    if (lo == 0x80 && hi == 0xBF && memo->n < 16) memo->st[memo->n] = t, memo->k[memo->n++] = (int8_t)k;
+    return 1;
+}
+
+/* The one state every UTF-8-plain character (ASCII but controls, DEL, '"', '\\'; every valid
+ * multi-byte character) leads to from s, or DEAD when they do not all lead to one state. */
+static int32_t uniform_succ(gr_matcher *m, int32_t s) {
+    if (m->st[s].usucc != UNKNOWN) return m->st[s].usucc;
+    int32_t r = next_state(m, s, 'a');
+    int ok = r >= 0;
+    for (int c = 0x20; c < 0x7F && ok; c++)
+        if (c != '"' && c != '\\') ok = next_state(m, s, c) == r;
+    cont_memo memo = {.n = 0};
+    for (int c = 0xC2; c <= 0xF4 && ok; c++) { /* lead bytes; the second byte's range follows UTF-8 */
+        int k = c <= 0xDF ? 0 : c <= 0xEF ? 1 : 2;
+        int lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        int32_t t = next_state(m, s, c);
+        ok = t >= 0 && cont_all(m, t, lo, hi, k, r, &memo);
+    }
+    if (m->failed) ok = 0;
+    m->st[s].usucc = ok ? r : DEAD;
+    return m->st[s].usucc;
+}
+
+/* D for state s in characters: how many UTF-8-plain characters in a row every choice of them
+ * survives, all choices leading to one state at each step (at most UNI_MAX). */
+static int uniform_depth8(gr_matcher *m, int32_t s) {
+    if (m->st[s].uni8 >= 0) return m->st[s].uni8;
+    int D = 0;
+    for (int32_t cur = s; D < UNI_MAX; D++) {
+        int32_t r = uniform_succ(m, cur);
+        if (r < 0) break;
+        if (m->st[r].uni8 >= 0) { /* the rest of the chain is known */
+            D += 1 + m->st[r].uni8;
+            break;
+        }
+        cur = r;
+    }
+    if (D > UNI_MAX) D = UNI_MAX;
+    m->st[s].uni8 = (int8_t)D;
+    return D;
+}
+
+/* Marks the tokens of trie nodes [from, to) (whole subtrees, the first at depth 1) alive from
+ * state s0. Where a state loops over every plain byte (slice_ok), all plain tokens below that node
+ * are marked from the subtree's token range at once, and only subtrees holding a non-plain token
+ * are walked further. uni / uni8: subtrees of short plain tokens already marked by the caller.
+ * s0 is the state before node from's byte (the nodes below may share m->walk with a caller's walk
+ * above them: only the entries from that depth on are written). */
+static void walk_trie(gr_matcher *m, const trie *t, int32_t from, int32_t to, int32_t s0, uint32_t *bits, int slice0,
+                      int uni, int uni8) {
     int32_t *stk = m->walk;
-    stk[0] = s0;
+    stk[t->nd[from].depth - 1] = s0; /* the state before node from's byte */
     const int32_t *tok_next = m->v->tok_next;
     const uint32_t *plain = m->v->plain;
     int slice_depth = slice0 ? 0 : 1 << 30; /* the subtree below this depth is in slice mode */
-    for (int32_t i = 0; i < t->n;) {
-        int d = t->depth[i];
+    const tnode *nd = t->nd;
+    for (int32_t i = from; i < to;) {
+        const tnode *x = &nd[i];
+        int d = x->depth;
         if (d <= slice_depth) slice_depth = 1 << 30;
-        else if (!t->has_np[i]) { i = t->skip[i]; continue; } /* all plain: marked already */
-        if (t->amax[i] <= uni) { i = t->skip[i]; continue; } /* short ASCII-plain: marked already */
-        int32_t ns = next_state(m, stk[d - 1], t->byte[i]);
+        else if (!x->has_np) { i = x->skip; continue; } /* all plain: marked already */
+        if (x->amax <= uni || x->cmax <= uni8) { i = x->skip; continue; } /* short plain: marked already */
+        int32_t ns = next_state(m, stk[d - 1], x->byte);
         if (ns < 0) {
             if (ns == -3) return;
-            i = t->skip[i];
+            i = x->skip;
             continue;
         }
         stk[d] = ns;
-        for (int32_t id = t->tok[i]; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
-        if (slice_depth > d && slice_ok(m, ns)) {
-            for (int32_t k = t->tpos[i], e = t->tpos[t->skip[i]]; k < e; k++) {
+        for (int32_t id = x->tok; id >= 0; id = tok_next[id]) bits[id >> 5] |= 1u << (id & 31);
+        if (slice_depth > d && (m->st[ns].slice >= 0 ? m->st[ns].slice : slice_ok(m, ns))) {
+            for (int32_t k = t->tpos[i], e = t->tpos[x->skip]; k < e; k++) {
                 int32_t id = t->order[k];
                 bits[id >> 5] |= plain[id >> 5] & (1u << (id & 31));
             }
@@ -544,23 +704,84 @@ static void walk_trie(gr_matcher *m, const trie *t, int32_t s0, uint32_t *bits, 
     }
 }
 
-ig_status gr_matcher_mask(gr_matcher *m, uint32_t *bits, ig_err *err) {
+/* 1 if every plain byte leads from s back to s (the body of a free string, a key included). */
+static int plain_fixed(gr_matcher *m, int32_t s) {
+    if (m->st[s].fixp >= 0) return m->st[s].fixp;
+    int ok = 1;
+    for (int c = 0x20; c < 256 && ok; c++)
+        if (bset_has(&m->v->plain_class, c)) ok = next_state(m, s, c) == s;
+    m->st[s].fixp = (int8_t)ok;
+    return ok;
+}
+
+static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits);
+
+static void clear_range(const trie *t, int32_t i, uint32_t *bits) {
+    for (int32_t k = t->tpos[i], e = t->tpos[t->nd[i].skip]; k < e; k++) bits[t->order[k] >> 5] &= ~(1u << (t->order[k] & 31));
+}
+
+/* A state whose first bytes mostly lead to one plain fixed point F (an object's key: after its
+ * first character that starts no named key, any string): from a token's first byte on, F accepts
+ * what it accepts anywhere, so the mask is F's own (cached) with the other first bytes' subtrees
+ * cleared and walked from s0. 1: done; 0: does not apply; -1: failure. */
+static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
+    const trie *t = &m->v->full;
+    int32_t F = -1;
+    int64_t nF = 0;
+    const tnode *nd = t->nd;
+    for (int32_t i = 0; i < t->n; i = nd[i].skip) {
+        int32_t ns = next_state(m, s0, nd[i].byte);
+        if (ns == -3) return -1;
+        if (ns < 0 || ns == s0) continue;
+        if (F < 0 && plain_fixed(m, ns)) F = ns;
+        if (ns == F) nF += t->tpos[nd[i].skip] - t->tpos[i];
+    }
+    if (F < 0 || nF * 2 < t->tpos[t->n]) return 0;
+    if (mask_state(m, F, bits)) return -1;
+    for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] &= ~(1u << (m->v->eos[i] & 31));
+    for (int32_t i = 0; i < t->n; i = nd[i].skip) {
+        if (next_state(m, s0, nd[i].byte) == F) continue;
+        clear_range(t, i, bits);
+        walk_trie(m, t, i, nd[i].skip, s0, bits, 0, 0, 0);
+    }
+    return m->failed ? -1 : 1;
+}
+
+/* The mask of state s0 into bits (cached per state); -1 on failure (m->fail_msg). */
+static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits) {
     size_t wb = (size_t)m->words * 4;
-    if (m->done) { memset(bits, 0, wb); return IG_OK; }
-    int slot = m->cur & (MASK_SLOTS - 1);
+    int slot = s0 & (MASK_SLOTS - 1);
     uint32_t *cached = m->mask_cache + (size_t)slot * m->words;
-    if (m->mask_owner[slot] == m->cur) { memcpy(bits, cached, wb); return IG_OK; }
-    int32_t s0 = m->cur;
-    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0);
-    if (sl) memcpy(bits, m->v->plain, wb);
-    else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
-    else memset(bits, 0, wb);
-    walk_trie(m, &m->v->full, s0, bits, sl, uni);
-    if (m->failed) return ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg);
+    if (m->mask_owner[slot] == s0) { memcpy(bits, cached, wb); return 0; }
+    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0), uni8 = uni > 0 ? uniform_depth8(m, s0) : 0;
+    int fr = 0;
+    if (!sl && !uni && !m->nested) { /* F's own mask is computed the plain way */
+        m->nested = 1;
+        fr = fixed_root(m, s0, bits);
+        m->nested = 0;
+        if (fr < 0) return -1;
+    }
+    if (!fr) {
+        if (sl) memcpy(bits, m->v->plain, wb);
+        else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
+        else memset(bits, 0, wb);
+        if (uni8 > 0) {
+            const uint32_t *u = m->v->utf8_le + (size_t)uni8 * (wb / 4 + 1);
+            for (int32_t w = 0; w < m->words; w++) bits[w] |= u[w];
+        }
+        walk_trie(m, &m->v->full, 0, m->v->full.n, s0, bits, sl, uni, uni8);
+    }
+    if (m->failed) return -1;
     if (m->st[s0].accept)
         for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
     memcpy(cached, bits, wb);
     m->mask_owner[slot] = s0;
+    return 0;
+}
+
+ig_status gr_matcher_mask(gr_matcher *m, uint32_t *bits, ig_err *err) {
+    if (m->done) { memset(bits, 0, (size_t)m->words * 4); return IG_OK; }
+    if (mask_state(m, m->cur, bits)) return ig_fail(err, IG_ERR_UNSUPPORTED, "%s", m->fail_msg);
     return IG_OK;
 }
 

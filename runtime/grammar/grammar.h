@@ -7,10 +7,15 @@
  * parse stacks over bytes; stacks are hash-consed into a graph (a stack is one id), sets of stacks
  * are interned too, and each (set, byte) transition is computed once and cached, so the matcher is
  * a lazily built DFA over the grammar's pushdown automaton. A token mask walks a byte trie of the
- * vocabulary once, pruning a subtree at the first byte no stack accepts. Two context-independent
- * shortcuts: when a stack sits in a loop over a byte set that contains every "plain" byte (the
- * body of a free JSON string), all tokens made only of plain bytes are allowed without a walk and
- * only the other tokens are walked; and the mask of a state set already seen is reused.
+ * vocabulary once, pruning a subtree at the first byte no stack accepts. A state's transitions are
+ * computed once per class of bytes its stacks treat alike. Context-independent shortcuts: when a
+ * stack sits in a loop over a byte set that contains every "plain" byte (the body of a free JSON
+ * string), all tokens made only of plain bytes are allowed without a walk and only the other tokens
+ * are walked; in a counted string (minLength / maxLength), where every character leads to one
+ * state for D characters, tokens of whole plain characters up to D long come from per-length
+ * bitmasks; a state whose first bytes mostly lead to a plain fixed point F (an object key past its
+ * first character) takes F's mask and walks only the other first bytes; and the mask of a state
+ * set already seen is reused.
  *
  * Unsupported schema keywords or grammar constructs are compile-time errors (IG_ERR_UNSUPPORTED)
  * naming the keyword and its JSON path; a malformed source is IG_ERR_FORMAT.

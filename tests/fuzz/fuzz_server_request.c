@@ -3,7 +3,8 @@
  * completion request against a fixed model description; a parse that succeeds must leave a
  * consistent ig_gen_config (counts within their arrays, ranges the engine accepts), and the
  * error reply of one that fails must be valid JSON; the input also goes through the tool-call parser
- * (srv_tools.c) as a model reply. No engine or tokenizer is needed.
+ * (srv_tools.c) as a model reply, whole and streamed in pieces (the content sent never exceeds
+ * the reply); guided-decoding fields compile their constraint (runtime/grammar). No engine or tokenizer is needed.
  * Built by the tests/fuzz convention (CMake, IGNIS_FUZZ=ON) and linked with the server library
  * (ignis_server) as well as ignis_core; the parser never calls the engine or the tokenizer. */
 #include <math.h>
@@ -32,6 +33,8 @@ static void check_params(const srv_params *p, const srv_model_info *mi) {
             if (pr->ids[k] < 0 || pr->ids[k] >= mi->vocab) abort();
     }
     if (p->kind == SRV_CHAT && cJSON_GetArraySize(p->messages) < 1) abort();
+    if (g->constraint < IG_CONSTRAINT_NONE || g->constraint > IG_CONSTRAINT_GBNF) abort();
+    if (g->constraint && (!g->constraint_text || g->constraint_text != p->guide_text || !p->guide_param)) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -58,6 +61,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cJSON *calls = srv_parse_tool_calls(text, &rest, 1);
     if (calls && !cJSON_GetArraySize(calls)) abort();
     cJSON_Delete(calls);
+    /* and through the streamed parser, in pieces of a size taken from the input */
+    srv_tool_stream *ts = srv_tool_stream_new(NULL, 1);
+    sbuf content = {0};
+    size_t step = size ? 1 + data[0] % 16 : 1;
+    for (size_t i = 0; ts && i <= size; i += step) {
+        cJSON *d = cJSON_CreateArray();
+        size_t k = i + step < size ? step : size - i;
+        if (srv_tool_stream_feed(ts, text + i, k, i + step > size, &content, d) == 0 && content.len > size) abort();
+        cJSON_Delete(d);
+        if (i + step > size) break;
+    }
+    sbuf_free(&content);
+    srv_tool_stream_free(ts);
     free(rest);
     free(text);
     return 0;
