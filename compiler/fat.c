@@ -94,6 +94,9 @@ static cJSON *variant_json(const cg_target *t, const char *file) {
 ig_status cc_compile_fat(const cc_options *o, ig_err *err) {
     const cg_target *t[FAT_MAX];
     int n = 0;
+    if (o->tp > 1)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--target %s with --tp %d: a fat package holds one rank's code per "
+                       "target; compile a tensor-parallel package for one target", o->target, o->tp);
     ig_status st = split_targets(o->target, t, &n, err);
     if (st) return st;
     cc_options o0 = *o;
