@@ -302,8 +302,15 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         st = pk_write(g, &plan, path, err);
         if (!st) LOG(o, "packed %d weights, %.1f MB (%.2f s)\n", plan.n, plan.total / 1e6, rt_now() - t1);
     }
+    const cg_kv_format *kvf = cg_kv_format_of(dt);
+    if (!st && o->kv_cache && !(kvf = cg_kv_format_find(o->kv_cache)))
+        st = ig_fail(err, IG_ERR_INVALID, "unknown --kv-cache '%s' (expected %s)", o->kv_cache, cg_kv_format_names());
+    if (!st && o->kv_cache)
+        LOG(o, "KV cache %s: %llu bytes per token\n", kvf->name,
+            (unsigned long long)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
     if (!st) {
-        cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION, .tuning = &tuning};
+        cg_options co = {.dtype = dt, .kv_dtype = kvf->dtype, .page_size = ps, .compiler_version = IGNIS_VERSION,
+                         .tuning = &tuning};
         snprintf(path, sizeof path, "%s/model.c", src_dir);
         FILE *f = fopen(path, "w");
         char cu_path[4096];
@@ -354,7 +361,11 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "device", cuda ? "cuda" : "cpu");
         cJSON_AddNumberToObject(m, "cpu_features", cuda ? 0 : t->cpu_features);
         cJSON_AddStringToObject(m, "dtype", dtype_str(dt));
-        cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
+        cJSON_AddStringToObject(m, "kv_dtype", kvf->name);
+        if (kvf->bits)
+            cJSON_AddStringToObject(m, "kv_scheme", "asymmetric per token and KV head: codes, f16 scale, 8-bit zero point "
+                                                    "(templates/cpu/kv_quant.h)");
+        cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));
         cJSON_AddItemToObject(m, "hparams", hparams_json(&g->hp));

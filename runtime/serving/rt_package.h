@@ -27,7 +27,7 @@ typedef struct rt_package {
     int32_t bos_id;            /* -1 if none */
     int32_t n_eos;
     int32_t eos_ids[8];
-    char target[64], dtype[16];
+    char target[64], dtype[16], kv_dtype[16]; /* from the manifest ("?" when absent) */
 } rt_package;
 
 typedef struct rt_open_opts {

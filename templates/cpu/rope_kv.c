@@ -1,7 +1,8 @@
 /* rope_kv.c — template: optional per-head q/k RMSNorm (Qwen3-style), rotary embedding on q and k
  * ("rotate half", HF Llama), and the write of this step's keys and values into the paged KV pool.
  *
- * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS,
+ * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_KVQ (0: KV rows
+ * stored as floats per RK_KVBF16; 8 or 4: quantized per token and KV head, kv_quant.h), RK_QKNORM, RK_EPS,
  * RK_ROT (rotary dimensions, the first RK_ROT of each head: partial rotary; default RK_D) and
  * RK_INTERLEAVE (1: rotate pairs (2i, 2i+1) as GLM-4; 0: halves (i, i + RK_ROT/2) as Llama);
  * defines
@@ -14,6 +15,7 @@
  * one sequence written in this step are visible to the attention that follows.
  */
 #include "common.h"
+#include "kv_quant.h"
 
 #ifndef RK_NAME
 #define RK_NAME ig_rope_kv
@@ -33,8 +35,11 @@
 #ifndef RK_KVBF16
 #define RK_KVBF16 0
 #endif
+#ifndef RK_KVQ
+#define RK_KVQ 0
+#endif
 #ifndef RK_PAGE_BYTES /* default: one layer per page */
-#define RK_PAGE_BYTES ((uint64_t)2 * RK_KV * RK_PS * RK_D * (RK_KVBF16 ? 2 : 4))
+#define RK_PAGE_BYTES (RK_KVQ ? IG_KVQ_LAYER_BYTES(RK_KV, RK_PS, RK_D, RK_KVQ) : (uint64_t)2 * RK_KV * RK_PS * RK_D * (RK_KVBF16 ? 2 : 4))
 #endif
 #ifndef RK_QKNORM
 #define RK_QKNORM 0
@@ -92,6 +97,11 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
         for (int h = 0; h < RK_KV; h++) {
             IG_ALIGN64 float kr[RK_D];
             ig_rope_head(kr, row + (RK_H + h) * RK_D, cs, kn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
+            if (RK_KVQ) {
+                ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 0, h, slot, kr);
+                ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 1, h, slot, row + (RK_H + RK_KV + h) * RK_D);
+                continue;
+            }
             size_t ko = ((size_t)h * RK_PS + slot) * RK_D;
             size_t vo = (size_t)RK_KV * RK_PS * RK_D + ko;
             ig_store_row(base + ko * ES_, kr, RK_KVBF16, RK_D);
@@ -106,6 +116,7 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
 #undef RK_D
 #undef RK_PS
 #undef RK_KVBF16
+#undef RK_KVQ
 #undef RK_PAGE_BYTES
 #undef RK_QKNORM
 #undef RK_EPS
