@@ -456,7 +456,25 @@ done:
 /* Two sequences over three steps: step 1 prefills seq0 0..29 and seq1 0..4 (T=35), step 2 mixes
  * seq0's decode token 30 with seq1's prefill chunk 5..40 (T=37), step 3 decodes seq1 at 41
  * (T=1). Page ids are scattered; the tests run on layer 1 of 2. */
-/* kvb: the KV format: 0 f32, 1 bf16, 8 / 4 quantized codes (kv_quant.h) */
+/* y = R x (tr 0) or R^T x (tr 1) for the rotation of quantized KV rows, as kv_quant.h defines it:
+ * R = H S, S = diag(-1 where bit (7i + i/32) mod 32 of 0x6a09e667 is set), H the Hadamard matrix
+ * (-1)^popcount(i & j) / sqrt(B) on blocks of B = the largest power of two dividing d. */
+static void rot_ref(double *x, int d, int tr) {
+    int B = d & -d;
+    double y[512];
+    for (int i = 0; i < d; i++) {
+        double a = 0;
+        for (int j = (i / B) * B; j < (i / B + 1) * B; j++) {
+            double h = (__builtin_popcount((unsigned)((i % B) & (j % B))) & 1 ? -1.0 : 1.0) / sqrt(B);
+            double sg = (0x6a09e667u >> ((7 * (tr ? i : j) + (tr ? i : j) / 32) & 31)) & 1 ? -1.0 : 1.0;
+            a += h * sg * x[j];
+        }
+        y[i] = a;
+    }
+    memcpy(x, y, sizeof(double) * d);
+}
+
+/* kvb: the KV format: 0 f32, 1 bf16, 8 / 4 quantized codes, rows rotated (kv_quant.h) */
 static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D, int kvb, int qkn,
                       int ob, float scale) {
     const int MAXP = 4, NPAGES = 9, W = (H + 2 * KV) * D, es = kvb == 1 ? 2 : 4;
@@ -504,6 +522,7 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                         r[i] = a * c - b * sn, r[i + D / 2] = b * c + a * sn;
                     } else r[i] = v[i], r[i + D / 2] = v[i + D / 2];
                 }
+                if (kvb >= 2 && h < H + 2 * KV) rot_ref(r, D, 0); /* q, k and v rotated */
                 /* quantized rows: within half a step of the row's range [min(r, 0), max(r, 0)] */
                 double lo = 0, hi = 0;
                 for (int i = 0; i < D; i++) lo = fmin(lo, r[i]), hi = fmax(hi, r[i]);
@@ -543,8 +562,10 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                     l += p;
                     for (int i = 0; i < D; i++) o[i] += p * kv_elem(base, KV, D, kvb, 1, kh, j % TPS, i);
                 }
+                for (int i = 0; i < D; i++) o[i] /= l;
+                if (kvb >= 2) rot_ref(o, D, 1); /* the output rotated back */
                 for (int i = 0; i < D; i++) {
-                    double ref = o[i] / l, tol = 2e-5 + (ob ? fabs(ref) / 256 : 0);
+                    double ref = o[i], tol = 2e-5 + (ob ? fabs(ref) / 256 : 0);
                     if (check(what, (t * H + h) * D + i, get(out, (size_t)t * H * D + h * D + i, ob), ref, tol)) goto next2;
                 }
             }

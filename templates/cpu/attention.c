@@ -2,8 +2,9 @@
  * many sequences) over the paged KV cache.
  *
  * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_KVQ (0: float KV
- * per AT_KVBF16; 8 or 4: quantized KV, kv_quant.h, dequantized 16 keys at a time into a stack tile
- * that the f32 paths then read), AT_OBF16,
+ * per AT_KVBF16; 8 or 4: rotated and quantized KV, kv_quant.h, dequantized 16 keys at a time into a
+ * stack tile that the f32 paths then read; q comes rotated from rope_kv.c and the output is rotated
+ * back), AT_OBF16,
  * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
  * attends keys p-w+1 .. p only, and reads only the pages holding them); defines
  *   static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
@@ -213,6 +214,7 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
         }
         for (int g = 0; g < G_; g++) {
             ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
+            if (AT_KVQ) ig_kvq_unrotate(acc + g * AT_D, AT_D); /* values are stored rotated (kv_quant.h) */
             size_t o = (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
             ig_store_row((char *)out + o * (AT_OBF16 ? 2 : 4), acc + g * AT_D, AT_OBF16, AT_D);
         }

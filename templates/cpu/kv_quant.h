@@ -6,6 +6,13 @@
  * [min(x, 0), max(x, 0)] is mapped onto 0..QMAX (0 is always exact); the scale is rounded up to
  * f16 before the codes are made, so the stored scale is the one the codes were made with.
  *
+ * Before quantization each key and value row is rotated by an orthonormal R (random signs, then
+ * a Hadamard transform; ig_kvq_rotate), which spreads the few large channels of keys over all of
+ * them so that one scale per row fits every element. rope_kv.c rotates q the same way (q . k is
+ * unchanged: R is orthonormal) and attention.c rotates its output back with R^T, so the rotation
+ * is invisible outside the two kernels. On SmolLM2-135M it took the uint4 perplexity ratio from
+ * 1.163 to 1.07 and int8's from 1.0035 to 1.001 (GPL-3 text, 1k tokens).
+ *
  * Layout of one layer's part of a KV page (PS tokens, KV heads, RB = D * bits / 8 code bytes):
  *   K codes [KV][PS][RB] | V codes [KV][PS][RB] | K scales f16 [KV][PS] | V scales f16 [KV][PS]
  *   | K zeros u8 [KV][PS] | V zeros u8 [KV][PS]
@@ -57,6 +64,44 @@ IG_INLINE float ig_f16_to_f32(uint16_t h) {
     memcpy(&f, &x, 4);
     return f;
 #endif
+}
+
+/* The rotation R = H S: S flips the sign of element i where bit (7 i + i / 32) mod 32 of
+ * 0x6a09e667 (the first fraction bits of sqrt 2) is set, so that a row's mean does not all land
+ * on one coefficient; H is the Walsh-Hadamard transform on each block of B = the largest power of
+ * two dividing d, scaled by 1/sqrt(B). R is orthonormal: R^T = S H undoes it. */
+#define IG_KVQ_FLIP(i) ((0x6a09e667u >> ((7 * (i) + (i) / 32) & 31)) & 1u)
+
+IG_INLINE void ig_kvq_hadamard(float *x, int d) {
+    const int B = d & -d;
+    const float sc = 1.0f / sqrtf((float)B);
+    for (int b0 = 0; b0 < d; b0 += B) {
+        float *v = x + b0;
+        for (int len = 1; len < B; len <<= 1)
+            for (int i = 0; i < B; i += 2 * len)
+                for (int j = i; j < i + len; j++) {
+                    float a = v[j], c = v[j + len];
+                    v[j] = a + c, v[j + len] = a - c;
+                }
+        for (int i = 0; i < B; i++) v[i] *= sc;
+    }
+}
+
+IG_INLINE void ig_kvq_flip(float *x, int d) {
+    for (int i = 0; i < d; i++)
+        if (IG_KVQ_FLIP(i)) x[i] = -x[i];
+}
+
+/* x <- R x (before quantization, and on q) */
+IG_INLINE void ig_kvq_rotate(float *x, int d) {
+    ig_kvq_flip(x, d);
+    ig_kvq_hadamard(x, d);
+}
+
+/* x <- R^T x (attention's output) */
+IG_INLINE void ig_kvq_unrotate(float *x, int d) {
+    ig_kvq_hadamard(x, d);
+    ig_kvq_flip(x, d);
 }
 
 /* Quantizes row x[d] into codes (d * bits / 8 bytes), *scale and *zero. */
