@@ -277,6 +277,13 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (tst) return tst;
     int32_t ps = o->page_size > 0 ? o->page_size : 16;
     if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
+    const cg_kv_format *kv_req = o->kv_cache ? cg_kv_format_find(o->kv_cache) : NULL;
+    if (o->kv_cache && !kv_req)
+        return ig_fail(err, IG_ERR_INVALID, "unknown --kv-cache '%s' (expected %s)", o->kv_cache, cg_kv_format_names());
+    if (kv_req && !(cuda ? kv_req->cuda : kv_req->cpu))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, cuda ? "--kv-cache %s is for CPU targets for now (CUDA packages keep the KV cache in their dtype)"
+                                                     : "--kv-cache %s is for CUDA targets; CPU packages take f32, bf16, int8 or uint4",
+                       kv_req->name);
 
     double t0 = rt_now();
     ir_graph *g = NULL;
@@ -302,9 +309,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         st = pk_write(g, &plan, path, err);
         if (!st) LOG(o, "packed %d weights, %.1f MB (%.2f s)\n", plan.n, plan.total / 1e6, rt_now() - t1);
     }
-    const cg_kv_format *kvf = cg_kv_format_of(dt);
-    if (!st && o->kv_cache && !(kvf = cg_kv_format_find(o->kv_cache)))
-        st = ig_fail(err, IG_ERR_INVALID, "unknown --kv-cache '%s' (expected %s)", o->kv_cache, cg_kv_format_names());
+    const cg_kv_format *kvf = kv_req ? kv_req : cg_kv_format_of(dt);
     if (!st && o->kv_cache)
         LOG(o, "KV cache %s: %llu bytes per token\n", kvf->name,
             (unsigned long long)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));

@@ -13,7 +13,7 @@
    (templates/cpu/kv_quant.h: per layer, token and KV head, K and V rows of head_dim codes of
    8 or 4 bits + an f16 scale + an 8-bit zero point), computed here from config.json; `ignis
    bench` prints the same figure.
-3. Bad --kv-cache values are errors naming the value.
+3. Bad --kv-cache values are errors naming the value (int8 / uint4 on a CUDA target too: not yet).
 The real model's perplexity is tests/test_kv_cache_smollm2.py."""
 import json, os, re, sys, tempfile
 import numpy as np
@@ -81,7 +81,9 @@ def check_tiny(tmp, fails):
 
 def check_bad(tmp, fails):
     src = os.path.join(golden.TESTDATA, "models", "llama-gqa")
-    for args, word in ((["--kv-cache", "int3"], "int3"), (["--kv-cache", "f16"], "f16")):
+    # CUDA packages keep KV in their dtype for now: a quantized format is refused, not ignored
+    for args, word in ((["--kv-cache", "int3"], "int3"), (["--kv-cache", "f16"], "f16"),
+                       (["--kv-cache", "int8", "--target", "cuda:sm_80"], "int8")):
         p = golden.run(["compile", src, "-o", os.path.join(tmp, "bad"), "--dtype", "f32"] + args, check=False)
         if p.returncode == 0 or word not in p.stderr or "--kv-cache" not in p.stderr:
             fails.append(f"compile {' '.join(args)}: exit {p.returncode}, stderr {p.stderr.strip()!r} (wanted '{word}')")
