@@ -47,6 +47,20 @@
 #define AT_PS 16
 #define AT_KVBF16 1
 #include "attention.c"
+#define AT_NAME at_32x8x64_int8 /* the quantized KV formats (--kv-cache int8 / uint4, kv_quant.h) */
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_PS 16
+#define AT_KVQ 8
+#include "attention.c"
+#define AT_NAME at_32x8x64_uint4
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_PS 16
+#define AT_KVQ 4
+#include "attention.c"
 
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
 
@@ -205,12 +219,20 @@ static void bench_mm(const char *name, mm_fn fn, int K, int N, int T, int wbf16,
     free(x), free(y);
 }
 
-static void bench_attn(int T, int ctx, int nth) {
+/* kvq: the KV format: 0 bf16, 8 int8, 4 uint4 (codes random, scales 2^-7, zeros mid-range) */
+static void bench_attn(int T, int ctx, int nth, int kvq) {
     enum { H = 32, KV = 8, D = 64, PS = 16 };
     int np = (ctx + PS - 1) / PS;
-    size_t page_bytes = 2ull * KV * PS * D * 2;
+    size_t page_bytes = kvq ? IG_KVQ_LAYER_BYTES(KV, PS, D, kvq) : 2ull * KV * PS * D * 2;
     uint8_t *pool = xalloc(np * page_bytes);
     fill_bf16((uint16_t *)pool, np * page_bytes / 2, 7);
+    for (int p = 0; kvq && p < np; p++) {
+        uint8_t *par = pool + p * page_bytes + 2ull * KV * PS * D * kvq / 8;
+        for (int r = 0; r < 2 * KV * PS; r++) ((uint16_t *)par)[r] = 0x2000; /* f16 2^-7 */
+        memset(par + 4 * KV * PS, kvq == 8 ? 128 : 8, 2 * KV * PS);
+    }
+    void (*at)(int, const float *, const uint8_t *, uint64_t, const int32_t *, const int32_t *, const int32_t *, int,
+               void *, float *, int) = kvq == 8 ? at_32x8x64_int8 : kvq == 4 ? at_32x8x64_uint4 : at_32x8x64;
     int32_t *pt = xalloc(np * 4), *pos = xalloc(T * 4), *seq = xalloc(T * 4);
     for (int i = 0; i < np; i++) pt[i] = (i * 7) % np == i ? i : i; /* identity; layout is what matters */
     for (int t = 0; t < T; t++) pos[t] = ctx - T + t, seq[t] = 0;
@@ -219,14 +241,15 @@ static void bench_attn(int T, int ctx, int nth) {
     double best = 1e9, t_all = now();
     for (int reps = 0; reps < 5 || (now() - t_all < 0.5 && reps < 200); reps++) {
         double t0 = now();
-        at_32x8x64(T, q, pool, 0, pos, seq, pt, np, out, NULL, nth);
+        at(T, q, pool, 0, pos, seq, pt, np, out, NULL, nth);
         double dt = now() - t0;
         if (dt < best) best = dt;
     }
     double keys = 0;
     for (int t = 0; t < T; t++) keys += pos[t] + 1;
     double flops = keys * H * D * 4.0, kvb = T == 1 ? (double)ctx * page_bytes / PS : 0;
-    printf("attention H32 KV8 D64 bf16 ctx=%-5d T=%-4d %8.3f ms  %7.1f GFLOP/s", ctx, T, best * 1e3, flops / best / 1e9);
+    printf("attention H32 KV8 D64 %-5s ctx=%-5d T=%-4d %8.3f ms  %7.1f GFLOP/s", kvq == 8 ? "int8" : kvq == 4 ? "uint4" : "bf16",
+           ctx, T, best * 1e3, flops / best / 1e9);
     if (T == 1) printf("  %6.1f GB/s of KV", kvb / best / 1e9);
     printf("\n");
     free(pool), free(pt), free(pos), free(seq), free(q), free(out);
@@ -234,6 +257,12 @@ static void bench_attn(int T, int ctx, int nth) {
 
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
+    if (argc > 2 && !strcmp(argv[2], "kv")) { /* `bench_kernels N kv`: attention per KV format only, alternated */
+        for (int r = 0; r < 3; r++)
+            for (int f = 0; f < 3; f++) bench_attn(1, 2048, nth, (int[]){0, 8, 4}[f]);
+        for (int f = 0; f < 3; f++) bench_attn(64, 2048, nth, (int[]){0, 8, 4}[f]);
+        return 0;
+    }
 #if defined(IG_AVX512BF16)
     const char *isa = "avx512+bf16";
 #elif defined(IG_AVX512)
@@ -262,8 +291,11 @@ int main(int argc, char **argv) {
     bench_mm("matmul bf16 K8192 N2048", mm_8192x2048, 8192, 2048, 256, 1, 1, nth, bw, pk_bf);
     bench_mm("matmul bf16 swiglu K2048 N2x4096", mm_2048x8192_swiglu, 2048, 8192, 256, 1, 1, nth, bw, pk_bf);
     bench_mm("matmul f32 K2048 N8192", mm_2048x8192_f32, 2048, 8192, 256, 0, 0, nth, bw, pk_f);
-    bench_attn(1, 1024, nth);
-    bench_attn(1, 4096, nth);
-    bench_attn(256, 1024, nth);
+    for (int f = 0; f < 3; f++) {
+        int kvq = (int[]){0, 8, 4}[f];
+        bench_attn(1, 1024, nth, kvq);
+        bench_attn(1, 4096, nth, kvq);
+        bench_attn(256, 1024, nth, kvq);
+    }
     return 0;
 }

@@ -25,6 +25,7 @@ struct cg_tuning; /* tuning.h: compile-time choices of the CUDA templates */
 
 typedef struct cg_options {
     ig_dtype dtype;     /* weights and stored activations: F32, BF16 (or F16 on CUDA) */
+    ig_dtype kv_dtype;  /* the KV cache (cg_kv_format_of); 0 (F32) with dtype F32 */
     int32_t page_size;  /* KV tokens per page */
     const char *compiler_version;
     const struct cg_tuning *tuning; /* CUDA: never NULL (tune_compile_defaults) */
@@ -68,6 +69,23 @@ typedef struct cg_format {
 } cg_format;
 /* The storage format of dt, or NULL when dt is not one (I32). */
 const cg_format *cg_format_of(ig_dtype dt);
+
+/* How the KV cache is stored (--kv-cache): floats, or codes quantized per token and KV head
+ * (templates/cpu/kv_quant.h). */
+typedef struct cg_kv_format {
+    ig_dtype dtype;   /* F32, BF16, F16, KV8, KV4 */
+    const char *name; /* "f32", "bf16", "f16", "int8", "uint4": the flag, manifests, messages */
+    int bytes;        /* per element for float formats, 0 for quantized ones */
+    int bits;         /* quantized: code bits (the templates' RK_KVQ / AT_KVQ), 0 for floats */
+    int cpu, cuda;    /* targets whose kernels take it */
+} cg_kv_format;
+/* The KV format of dt / named name, or NULL. */
+const cg_kv_format *cg_kv_format_of(ig_dtype dt);
+const cg_kv_format *cg_kv_format_find(const char *name);
+/* Comma-separated names, for messages. */
+const char *cg_kv_format_names(void);
+/* Bytes of one layer's part of a KV page of page_size tokens in format f. */
+uint64_t cg_kv_layer_page_bytes(const ir_hparams *hp, int32_t page_size, const cg_kv_format *f);
 
 /* Template instances of one generated file: one per distinct (template, parameters), named after
  * a prefix made unique, plus the list of kernel functions host code launches (CUDA). Grows as
@@ -138,7 +156,8 @@ void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, u
  * device_archs: NULL for host targets, else the CUDA architectures (then init/fini and
  * device sampling are declared, from the generated init, fini and forward). */
 void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
-                  uint32_t cpu_features, ig_dtype dtype, int32_t n_weights, const char *device_archs);
+                  uint32_t cpu_features, ig_dtype dtype, ig_dtype kv_dtype, int32_t n_weights,
+                  const char *device_archs);
 
 /* Emits `static const double rope_inv_freq[HEAD_DIM / 2]` (and rope_inv_freq_local for the
  * sliding layers' theta when hp->rope_theta_local is set). */

@@ -44,7 +44,8 @@ typedef struct cg {
     const cg_options *o;
     cg_layout lay;
     const cg_format *wf; /* weights */
-    const cg_format *af; /* stored activations and the KV cache */
+    const cg_format *af; /* stored activations */
+    const cg_kv_format *kvf; /* the KV cache */
     FILE *kern;          /* kernel instantiations, emitted before forward() */
     FILE *fw;            /* forward()'s body */
     cg_insts in;
@@ -347,12 +348,12 @@ static ig_status lower_rope_kv(cg *c, node_ctx *x, ig_err *err) {
     if (!buf_of(c, n->in[0], 0, in) || !new_buf(c, n->out, (int64_t)H * D, 0, out)) return no_buf(c, x, err);
     snprintf(params, sizeof params,
              "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n"
-             "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n"
-             "#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
-             H, KV, D, c->o->page_size, c->af->is16, qk, qk ? n->eps : 1e-6, hp->rope_dim ? hp->rope_dim : D,
+             "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_KVQ %d\n#define RK_QKNORM %d\n"
+             "#define RK_EPS %.9gf\n#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
+             H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->bits, qk, qk ? n->eps : 1e-6, hp->rope_dim ? hp->rope_dim : D,
              hp->rope_interleaved);
     snprintf(comment, sizeof comment, "layers.*: %srope on q[T,%d] and k[T,%d] (head_dim %d), k/v written to the %s KV pages",
-             qk ? "q/k rms_norm, " : "", H * D, KV * D, D, c->af->name);
+             qk ? "q/k rms_norm, " : "", H * D, KV * D, D, c->kvf->name);
     snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
     const char *rk = instance(c, "rope_kv.c", nm, "RK_NAME", params, comment);
     if (!rk) return no_buf(c, x, err);
@@ -381,12 +382,12 @@ static ig_status lower_attention(cg *c, node_ctx *x, ig_err *err) {
         int win = sl ? hp->sliding_window : 0;
         snprintf(params, sizeof params,
                  "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
-                 "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_OBF16 %d\n"
+                 "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_KVQ %d\n#define AT_OBF16 %d\n"
                  "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n#define AT_WINDOW %d\n",
-                 H, KV, D, c->o->page_size, af->is16, af->is16, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D),
+                 H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->bits, af->is16, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D),
                  win);
         snprintf(comment, sizeof comment, "layers.*: causal attention%s, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
-                 win ? " over a sliding window" : "", H, KV, D, af->name, H * D, af->name);
+                 win ? " over a sliding window" : "", H, KV, D, c->kvf->name, H * D, af->name);
         snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d%s", H, KV, D, win ? "_window" : "");
         if (!(at[sl] = instance(c, "attention.c", nm, "AT_NAME", params, comment))) return no_buf(c, x, err);
     }
@@ -503,13 +504,12 @@ static void emit_header(const cg *c, const cg_target *t, FILE *out) {
             "ig_model_abi.h).\n"
             " * Kernels are instantiated once per distinct shape; layers share them. */\n",
             c->o->compiler_version, hp->arch, hp->n_layers, hp->hidden, hp->n_heads, hp->n_kv_heads, hp->head_dim,
-            hp->intermediate, hp->vocab, t->full_name, t->cflags[0] ? t->cflags : "portable C", dt, c->af->name,
+            hp->intermediate, hp->vocab, t->full_name, t->cflags[0] ? t->cflags : "portable C", dt, c->kvf->name,
             c->o->page_size);
     fprintf(out,
             "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
             "#include \"ig_model_abi.h\"\n#include \"common.h\"\n\n");
-    uint64_t kv_layer_page = 2ull * hp->n_kv_heads * c->o->page_size * hp->head_dim * (uint64_t)c->af->bytes;
-    cg_emit_shape_defines(out, hp, c->o->page_size, kv_layer_page);
+    cg_emit_shape_defines(out, hp, c->o->page_size, cg_kv_layer_page_bytes(hp, c->o->page_size, c->kvf));
 }
 
 /* forward()'s checks of the batch, the workspace carve and the RoPE table of the step. */
@@ -612,8 +612,11 @@ static void emit_workspace(const cg *c, FILE *out) {
 ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t, const cg_options *o, FILE *out,
                     ig_err *err) {
     cg c = {.g = g, .plan = plan, .o = o, .wf = cg_format_of(o->dtype), .af = cg_format_of(o->dtype), .resid = -1,
-            .xn_cols = g->hp.hidden};
+            .xn_cols = g->hp.hidden, .kvf = cg_kv_format_of(o->kv_dtype)};
     if (!c.wf || !c.wf->cpu) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: the CPU target does not take this dtype");
+    if (!c.kvf || !c.kvf->cpu)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--kv-cache %s is for CUDA targets; CPU packages take f32, bf16, int8 or uint4",
+                       c.kvf ? c.kvf->name : "?");
     char *kern_text = NULL, *fwd_text = NULL;
     size_t kern_len = 0, fwd_len = 0;
     c.kern = open_memstream(&kern_text, &kern_len);
@@ -638,7 +641,7 @@ ig_status cg_emit_c(const ir_graph *g, const pk_plan *plan, const cg_target *t, 
     if (!st) {
         emit_workspace(&c, out);
         fprintf(out, "%s", fwd_text);
-        cg_emit_desc(out, &g->hp, t->full_name, o->compiler_version, t->cpu_features, c.wf->dtype, plan->n, NULL);
+        cg_emit_desc(out, &g->hp, t->full_name, o->compiler_version, t->cpu_features, c.wf->dtype, c.kvf->dtype, plan->n, NULL);
     }
     if (c.kern) fclose(c.kern);
     if (c.fw) fclose(c.fw);

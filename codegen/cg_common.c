@@ -192,9 +192,20 @@ void cg_emit_shape_defines(FILE *out, const ir_hparams *hp, int32_t page_size, u
                 hp->tp, hp->tp, hp->tp_vocab);
 }
 
+static const char *dtype_macro(ig_dtype d) {
+    switch (d) {
+    case IG_DTYPE_BF16: return "IG_DTYPE_BF16";
+    case IG_DTYPE_F16: return "IG_DTYPE_F16";
+    case IG_DTYPE_KV8: return "IG_DTYPE_KV8";
+    case IG_DTYPE_KV4: return "IG_DTYPE_KV4";
+    default: return "IG_DTYPE_F32";
+    }
+}
+
 void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const char *compiler_version,
-                  uint32_t cpu_features, ig_dtype dtype, int32_t n_weights, const char *device_archs) {
-    const char *dt = dtype == IG_DTYPE_BF16 ? "IG_DTYPE_BF16" : dtype == IG_DTYPE_F16 ? "IG_DTYPE_F16" : "IG_DTYPE_F32";
+                  uint32_t cpu_features, ig_dtype dtype, ig_dtype kv_dtype, int32_t n_weights,
+                  const char *device_archs) {
+    const char *dt = dtype_macro(dtype), *kvt = dtype_macro(kv_dtype);
     char cf[16] = "0";
     if (!device_archs) snprintf(cf, sizeof cf, "%uu", (unsigned)cpu_features);
     fprintf(out, "\nstatic const ig_model_desc desc = {\n"
@@ -207,7 +218,7 @@ void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const cha
                  "    .kv_page_bytes = KV_PAGE_BYTES, .kv_layer_page_bytes = KV_LAYER_PAGE_BYTES,\n"
                  "    .n_weights = %d, .weights = weights,\n"
                  "    .tp = %d,\n",
-            hp->arch, target, compiler_version, cf, dt, dt, (int)n_weights, hp->tp > 1 ? hp->tp : 1);
+            hp->arch, target, compiler_version, cf, dt, kvt, (int)n_weights, hp->tp > 1 ? hp->tp : 1);
     if (device_archs)
         fprintf(out, "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
                      "    .init = init, .fini = fini,\n"
@@ -234,6 +245,31 @@ const cg_format *cg_format_of(ig_dtype dt) {
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (formats[i].dtype == dt) return &formats[i];
     return NULL;
+}
+
+static const cg_kv_format kv_formats[] = {
+    {IG_DTYPE_F32, "f32", 4, 0, 1, 1},  {IG_DTYPE_BF16, "bf16", 2, 0, 1, 1}, {IG_DTYPE_F16, "f16", 2, 0, 0, 1},
+    {IG_DTYPE_KV8, "int8", 0, 8, 1, 0}, {IG_DTYPE_KV4, "uint4", 0, 4, 1, 0},
+};
+
+const cg_kv_format *cg_kv_format_of(ig_dtype dt) {
+    for (size_t i = 0; i < sizeof kv_formats / sizeof kv_formats[0]; i++)
+        if (kv_formats[i].dtype == dt) return &kv_formats[i];
+    return NULL;
+}
+
+const cg_kv_format *cg_kv_format_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof kv_formats / sizeof kv_formats[0]; i++)
+        if (!strcmp(kv_formats[i].name, name)) return &kv_formats[i];
+    return NULL;
+}
+
+const char *cg_kv_format_names(void) { return "f32, bf16, f16 (CUDA), int8, uint4"; }
+
+uint64_t cg_kv_layer_page_bytes(const ir_hparams *hp, int32_t page_size, const cg_kv_format *f) {
+    /* quantized: codes + f16 scale + 8-bit zero per row (templates/cpu/kv_quant.h) */
+    uint64_t row = f->bits ? (uint64_t)hp->head_dim * f->bits / 8 + 3 : (uint64_t)hp->head_dim * f->bytes;
+    return 2ull * hp->n_kv_heads * page_size * row;
 }
 
 /* ---- instances and kernel names */

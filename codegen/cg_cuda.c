@@ -753,7 +753,7 @@ static ig_status emit_host(gen *c, const cg_cuda_target *t, const char *step, FI
     if (c->dl.ok) emit_dl_layer_table(c, out);
     char tg[sizeof c->archs + 8];
     snprintf(tg, sizeof tg, "cuda-%s", c->archs);
-    cg_emit_desc(out, &c->g->hp, tg, c->o->compiler_version, 0, c->o->dtype, c->plan->n, c->archs);
+    cg_emit_desc(out, &c->g->hp, tg, c->o->compiler_version, 0, c->o->dtype, c->o->kv_dtype, c->plan->n, c->archs);
     return IG_OK;
 }
 
@@ -779,6 +779,10 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
              .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1};
     if (!c.fmt || !c.fmt->cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): no CUDA kernels for this dtype");
     if (!c.tune) return ig_fail(err, IG_ERR_INTERNAL, "codegen (cuda): no tuning given");
+    const cg_kv_format *kvf = cg_kv_format_of(o->kv_dtype);
+    if (!kvf || kvf->dtype != c.fmt->dtype) /* the kernels' KV element is the package's type */
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--kv-cache %s: CUDA packages keep the KV cache in their --dtype (%s) for now",
+                       kvf ? kvf->name : "?", c.fmt->name);
     c.bf = c.fmt->is16;
     ig_status st = check_features(hp, err);
     if (!st) st = check_rows(&c, err);

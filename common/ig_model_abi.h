@@ -16,7 +16,9 @@
  * KV pool layout (page-major, one page id addresses all layers):
  *   pool + page * kv_page_bytes + layer * kv_layer_page_bytes
  *     → K [n_kv_heads][page_size][head_dim] then V [n_kv_heads][page_size][head_dim],
- *   elements of kv_dtype (IG_DTYPE_F32, IG_DTYPE_BF16, or IG_DTYPE_F16 on CUDA).
+ *   elements of kv_dtype (IG_DTYPE_F32, IG_DTYPE_BF16, or IG_DTYPE_F16 on CUDA); the quantized
+ *   kv_dtypes IG_DTYPE_KV8 / KV4 lay a layer's page out as codes, then scales, then zero points
+ *   (templates/cpu/kv_quant.h). Either way the runtime sizes the pool by kv_page_bytes alone.
  *
  * Tensor parallelism (desc.tp > 1, `ignis compile --tp N`): the package is one model sharded over
  * tp ranks (processes); every rank loads the same model.so with its own weights and KV pool and
@@ -41,7 +43,10 @@ typedef enum ig_dtype {
     IG_DTYPE_I32 = 3,
     /* quantized weight formats (weights.bin only; layouts in templates/cpu/quant.h) */
     IG_DTYPE_Q8C = 4, /* int8, symmetric, f32 scale per output row */
-    IG_DTYPE_Q4G = 5  /* uint4, f32 scale and min per row and group of K */
+    IG_DTYPE_Q4G = 5, /* uint4, f32 scale and min per row and group of K */
+    /* quantized KV cache formats (kv_dtype only; layout in templates/cpu/kv_quant.h) */
+    IG_DTYPE_KV8 = 16, /* 8-bit codes, f16 scale and 8-bit zero point per token and KV head */
+    IG_DTYPE_KV4 = 17  /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */
 } ig_dtype;
 
 /* CPU features a package may require (bit set in ig_model_desc.cpu_features). */

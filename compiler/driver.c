@@ -360,6 +360,13 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (tst) return tst;
     int32_t ps = o->page_size > 0 ? o->page_size : 16;
     if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
+    const cg_kv_format *kv_req = o->kv_cache ? cg_kv_format_find(o->kv_cache) : NULL;
+    if (o->kv_cache && !kv_req)
+        return ig_fail(err, IG_ERR_INVALID, "unknown --kv-cache '%s' (expected %s)", o->kv_cache, cg_kv_format_names());
+    if (kv_req && !(cuda ? kv_req->cuda : kv_req->cpu))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, cuda ? "--kv-cache %s is for CPU targets for now (CUDA packages keep the KV cache in their dtype)"
+                                                     : "--kv-cache %s is for CUDA targets; CPU packages take f32, bf16, int8 or uint4",
+                       kv_req->name);
 
     double t0 = rt_now();
     ir_graph *g = NULL;
@@ -398,8 +405,13 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         st = rank_hash ? pack_ranks(o, dt, cuda ? PK_ROWMAJOR : PK_PANEL, quant_on ? &quant : NULL, &plan, rank_hash, split, err)
                        : ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
+    const cg_kv_format *kvf = kv_req ? kv_req : cg_kv_format_of(dt);
+    if (!st && o->kv_cache)
+        LOG(o, "KV cache %s: %llu bytes per token\n", kvf->name,
+            (unsigned long long)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
     if (!st) {
-        cg_options co = {.dtype = dt, .page_size = ps, .compiler_version = IGNIS_VERSION, .tuning = &tuning};
+        cg_options co = {.dtype = dt, .kv_dtype = kvf->dtype, .page_size = ps, .compiler_version = IGNIS_VERSION,
+                         .tuning = &tuning};
         snprintf(path, sizeof path, "%s/model.c", src_dir);
         FILE *f = fopen(path, "w");
         char cu_path[4096];
@@ -450,7 +462,11 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddStringToObject(m, "device", cuda ? "cuda" : "cpu");
         cJSON_AddNumberToObject(m, "cpu_features", cuda ? 0 : t->cpu_features);
         cJSON_AddStringToObject(m, "dtype", dtype_str(dt));
-        cJSON_AddStringToObject(m, "kv_dtype", dtype_str(dt));
+        cJSON_AddStringToObject(m, "kv_dtype", kvf->name);
+        if (kvf->bits)
+            cJSON_AddStringToObject(m, "kv_scheme", "asymmetric per token and KV head: codes, f16 scale, 8-bit zero point "
+                                                    "(templates/cpu/kv_quant.h)");
+        cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));
         cJSON_AddItemToObject(m, "hparams", hparams_json(&model_hp));

@@ -17,6 +17,8 @@ typedef struct cc_options {
     const char *target;     /* "cpu", "cpu:avx2", ... (NULL = native) */
     const char *dtype;      /* "f32", "bf16" or "f16" (CUDA only) (NULL = f32) */
     int32_t page_size;      /* KV page size in tokens (0 = 16) */
+    const char *kv_cache;   /* KV cache format: "f32", "bf16", "f16" (CUDA), "int8", "uint4" (CPU);
+                               NULL = the package's dtype */
     const char *quant;      /* weight quantization: "a16w8", "a16w4" (CPU targets) or NULL/"none" */
     int32_t quant_group;    /* a16w4: group size along K, 32, 64 or 128 (0 = 128) */
     const char *quant_skip; /* comma-separated matrices kept in 16/32 bits (pk_quant_skips), or NULL */

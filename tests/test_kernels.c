@@ -229,6 +229,49 @@ ATTN_INST(E, 32, 1, 16, 0, 0, 0) /* MQA with a group of 32: larger than the 16 h
 #define AT_SCALE 0.25f
 #include "attention.c"
 
+/* quantized KV (kv_quant.h): 8-bit codes with qknorm and GQA, 4-bit codes with MQA */
+ATTN_INST(F, 8, 2, 64, 8, 1, 0)
+ATTN_INST(G, 6, 1, 48, 4, 0, 1)
+#define RK_NAME rk_F
+#define RK_H 8
+#define RK_KV 2
+#define RK_D 64
+#define RK_PS TPS
+#define RK_KVQ 8
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, 8))
+#define RK_QKNORM 1
+#define RK_EPS 1e-6f
+#include "rope_kv.c"
+#define AT_NAME at_F
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, 8))
+#define AT_OBF16 0
+#define AT_SCALE 0.125f
+#include "attention.c"
+#define RK_NAME rk_G
+#define RK_H 6
+#define RK_KV 1
+#define RK_D 48
+#define RK_PS TPS
+#define RK_KVQ 4
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, TPS, 48, 4))
+#define RK_QKNORM 0
+#include "rope_kv.c"
+#define AT_NAME at_G
+#define AT_H 6
+#define AT_KV 1
+#define AT_D 48
+#define AT_PS TPS
+#define AT_KVQ 4
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, TPS, 48, 4))
+#define AT_OBF16 1
+#define AT_SCALE 0.14433756729740643f
+#include "attention.c"
+
 /* ---------------- helpers ---------------- */
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
 typedef void (*rk_fn)(int, const float *, const float *, const float *, const float *, float *,
@@ -263,6 +306,24 @@ static void *to_type(const float *a, size_t n, int bf) {
 }
 static float get(const void *p, size_t i, int bf) {
     return bf ? ig_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+/* IEEE half -> double, written out here (not the template's) */
+static double half(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return h & 0x8000 ? -v : v;
+}
+/* Element i of the K (kv01 0) or V (1) row of kv head h, page slot `slot`, in one layer's part of
+ * a page: floats (kvf 0 f32, 1 bf16) or codes (kvf 8, 4) by the layout kv_quant.h documents. */
+static double kv_elem(const uint8_t *base, int KV, int D, int kvf, int kv01, int h, int slot, int i) {
+    size_t n = (size_t)KV * TPS, r = (size_t)h * TPS + slot;
+    if (kvf < 2) return get(base, (kv01 * n + r) * D + i, kvf);
+    size_t rb = (size_t)D * kvf / 8;
+    const uint8_t *c = base + (kv01 * n + r) * rb;
+    int q = kvf == 8 ? c[i] : (c[i / 2] >> (4 * (i % 2))) & 15;
+    uint16_t sh;
+    memcpy(&sh, base + 2 * n * rb + 2 * (kv01 * n + r), 2);
+    return half(sh) * (q - (int)base[2 * n * rb + 4 * n + kv01 * n + r]);
 }
 /* Packs logical W [N][K] into panels (SPEC.md), rows >= N zero. */
 static void *pack(const float *W, int N, int K, int bf) {
@@ -395,10 +456,30 @@ done:
 /* Two sequences over three steps: step 1 prefills seq0 0..29 and seq1 0..4 (T=35), step 2 mixes
  * seq0's decode token 30 with seq1's prefill chunk 5..40 (T=37), step 3 decodes seq1 at 41
  * (T=1). Page ids are scattered; the tests run on layer 1 of 2. */
+/* y = R x (tr 0) or R^T x (tr 1) for the rotation of quantized KV rows, as kv_quant.h defines it:
+ * R = H S, S = diag(-1 where bit (7i + i/32) mod 32 of 0x6a09e667 is set), H the Hadamard matrix
+ * (-1)^popcount(i & j) / sqrt(B) on blocks of B = the largest power of two dividing d. */
+static void rot_ref(double *x, int d, int tr) {
+    int B = d & -d;
+    double y[512];
+    for (int i = 0; i < d; i++) {
+        double a = 0;
+        for (int j = (i / B) * B; j < (i / B + 1) * B; j++) {
+            double h = (__builtin_popcount((unsigned)((i % B) & (j % B))) & 1 ? -1.0 : 1.0) / sqrt(B);
+            double sg = (0x6a09e667u >> ((7 * (tr ? i : j) + (tr ? i : j) / 32) & 31)) & 1 ? -1.0 : 1.0;
+            a += h * sg * x[j];
+        }
+        y[i] = a;
+    }
+    memcpy(x, y, sizeof(double) * d);
+}
+
+/* kvb: the KV format: 0 f32, 1 bf16, 8 / 4 quantized codes, rows rotated (kv_quant.h) */
 static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D, int kvb, int qkn,
                       int ob, float scale) {
-    const int MAXP = 4, NPAGES = 9, W = (H + 2 * KV) * D, es = kvb ? 2 : 4;
-    const uint64_t layer_bytes = 2ull * KV * TPS * D * es, page_bytes = 2 * layer_bytes;
+    const int MAXP = 4, NPAGES = 9, W = (H + 2 * KV) * D, es = kvb == 1 ? 2 : 4;
+    const uint64_t layer_bytes = kvb >= 2 ? IG_KVQ_LAYER_BYTES(KV, TPS, D, kvb) : 2ull * KV * TPS * D * es,
+                   page_bytes = 2 * layer_bytes;
     const int32_t ptab[2 * 4] = {7, 2, 5, 0, 3, 8, 1, 6};
     uint8_t *pool = xalloc(NPAGES * page_bytes);
     for (size_t i = 0; i < NPAGES * page_bytes; i++) pool[i] = 0xff; /* NaN everywhere unwritten */
@@ -441,13 +522,18 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                         r[i] = a * c - b * sn, r[i + D / 2] = b * c + a * sn;
                     } else r[i] = v[i], r[i + D / 2] = v[i + D / 2];
                 }
+                if (kvb >= 2 && h < H + 2 * KV) rot_ref(r, D, 0); /* q, k and v rotated */
+                /* quantized rows: within half a step of the row's range [min(r, 0), max(r, 0)] */
+                double lo = 0, hi = 0;
+                for (int i = 0; i < D; i++) lo = fmin(lo, r[i]), hi = fmax(hi, r[i]);
+                double qstep = kvb >= 2 ? (hi - lo) / (kvb == 8 ? 255 : 15) : 0;
                 for (int i = 0; i < D; i++) {
                     double got;
                     int slot = pos[t] % TPS;
                     if (h < H) got = qo[(size_t)t * H * D + h * D + i];
-                    else if (h < H + KV) got = get(base, ((size_t)(h - H) * TPS + slot) * D + i, kvb);
-                    else got = get(base, (size_t)KV * TPS * D + ((size_t)(h - H - KV) * TPS + slot) * D + i, kvb);
-                    double tol = 1e-5 * (1 + fabs(r[i])) + (h >= H && kvb ? fabs(r[i]) / 256 : 0);
+                    else got = kv_elem(base, KV, D, kvb, h >= H + KV, h < H + KV ? h - H : h - H - KV, slot, i);
+                    double tol = 1e-5 * (1 + fabs(r[i])) + (h >= H && kvb == 1 ? fabs(r[i]) / 256 : 0) +
+                                 (h >= H ? 0.5 * qstep * 1.002 : 0);
                     if (check(what, (t * (H + 2 * KV) + h) * D + i, got, r[i], tol)) goto next;
                 }
             }
@@ -466,7 +552,7 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                     uint8_t *base = pool + ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
                     double s = 0;
                     for (int i = 0; i < D; i++)
-                        s += (double)qo[(size_t)t * H * D + h * D + i] * get(base, ((size_t)kh * TPS + j % TPS) * D + i, kvb);
+                        s += (double)qo[(size_t)t * H * D + h * D + i] * kv_elem(base, KV, D, kvb, 0, kh, j % TPS, i);
                     sc[j] = s * scale;
                     if (sc[j] > mx) mx = sc[j];
                 }
@@ -474,10 +560,12 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                     uint8_t *base = pool + ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
                     double p = exp(sc[j] - mx);
                     l += p;
-                    for (int i = 0; i < D; i++) o[i] += p * get(base, (size_t)KV * TPS * D + ((size_t)kh * TPS + j % TPS) * D + i, kvb);
+                    for (int i = 0; i < D; i++) o[i] += p * kv_elem(base, KV, D, kvb, 1, kh, j % TPS, i);
                 }
+                for (int i = 0; i < D; i++) o[i] /= l;
+                if (kvb >= 2) rot_ref(o, D, 1); /* the output rotated back */
                 for (int i = 0; i < D; i++) {
-                    double ref = o[i] / l, tol = 2e-5 + (ob ? fabs(ref) / 256 : 0);
+                    double ref = o[i], tol = 2e-5 + (ob ? fabs(ref) / 256 : 0);
                     if (check(what, (t * H + h) * D + i, get(out, (size_t)t * H * D + h * D + i, ob), ref, tol)) goto next2;
                 }
             }
@@ -535,6 +623,8 @@ int main(void) {
     test_attn("attn H8 KV2 D64 f32 qknorm", rk_C, at_C, C_H, C_KV, C_D, C_KVB, C_QKN, C_OB, 0.125f);
     test_attn("attn H8 KV1 D64 bf16kv", rk_D, at_D, D_H, D_KV, D_D, D_KVB, D_QKN, D_OB, 0.125f);
     test_attn("attn H32 KV1 D16 f32 (group 32)", rk_E, at_E, E_H, E_KV, E_D, E_KVB, E_QKN, E_OB, 0.25f);
+    test_attn("attn H8 KV2 D64 int8kv qknorm", rk_F, at_F, F_H, F_KV, F_D, F_KVB, F_QKN, F_OB, 0.125f);
+    test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f);
 #if defined(IG_AVX512BF16)
     const char *isa = "avx512+bf16";
 #elif defined(IG_AVX512)

@@ -17,7 +17,7 @@ run() { # name, cflags...
     "$tmp/$name"
 }
 run scalar
-if has avx2 && has fma; then run avx2 -mavx2 -mfma; else echo "skip avx2 (host lacks it)"; fi
+if has avx2 && has fma && has f16c; then run avx2 -mavx2 -mfma -mf16c; else echo "skip avx2 (host lacks it)"; fi
 if has avx512f && has avx512bw && has avx512vl && has avx512_bf16; then
     run avx512bf16 -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
 else echo "skip avx512bf16 (host lacks it)"; fi

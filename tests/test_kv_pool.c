@@ -2,7 +2,10 @@
  * kv_bytes 0 a CPU engine holds max_seqs full contexts when the RAM allows it, a small fraction
  * caps the pool at that share of the available RAM, explicit sizes still win, an out-of-range
  * fraction is an error naming it, and a request of the model's whole context runs in a default
- * engine (it did not: the old default of 512 MiB worth held less than some models' context). */
+ * engine (it did not: the old default of 512 MiB worth held less than some models' context).
+ * KV formats (issue 17): at the same byte budget and at the same RAM fraction, a head_dim-64
+ * model with int8 KV holds >= 1.9x and with uint4 KV >= 3.5x the tokens of bf16 KV, and a whole
+ * context runs in a default engine of each. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +58,7 @@ static void whole_context(const char *pkg, int32_t n, int32_t gen) {
         return;
     }
     int32_t *ids = malloc(sizeof(int32_t) * n);
-    for (int32_t i = 0; i < n; i++) ids[i] = 1 + (i * 7) % 500;
+    for (int32_t i = 0; i < n; i++) ids[i] = 1 + (i * 7) % 300; /* inside every fixture's vocabulary */
     ig_gen_config g;
     ig_gen_config_default(&g);
     g.max_new_tokens = gen;
@@ -78,6 +81,56 @@ static void whole_context(const char *pkg, int32_t n, int32_t gen) {
     }
     free(ids);
     ig_engine_close(e);
+}
+
+/* Compiles the head_dim-64 fixture with --kv-cache kv into pkg; 0 on success. */
+static int compile_kv(const char *kv, char *pkg, size_t cap) {
+    snprintf(pkg, cap, "/tmp/ignis-test-kvpool-%s-%d", kv, (int)getpid());
+    cc_options co = {.input = "tests/data/models/qwen3-bias-hd64", .out_dir = pkg, .dtype = "f32", .kv_cache = kv};
+    ig_err err = {{0}};
+    if (cc_compile(&co, &err)) {
+        CHECK(0, "compile --kv-cache %s: %s", kv, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Tokens the pools of the quantized formats hold against bf16's, at one byte budget and at one
+ * RAM fraction (page counts x the page size, which is the same in every package). */
+static void kv_capacity(void) {
+    static const char *fmt[3] = {"bf16", "int8", "uint4"};
+    static const double need[3] = {1.0, 1.9, 3.5};
+    char pkg[3][256];
+    int32_t by_bytes[3] = {0}, by_frac[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        if (compile_kv(fmt[i], pkg[i], sizeof pkg[i])) return;
+        ig_err err = {{0}};
+        ig_engine_config cfg;
+        ig_engine_config_default(&cfg);
+        cfg.kv_bytes = 64 << 20;
+        by_bytes[i] = pool_pages(pkg[i], &cfg, &err);
+        ig_engine_config_default(&cfg);
+        cfg.max_seqs = 4096; /* so the RAM share, not the contexts, is the limit */
+        cfg.max_tokens_per_step = 4096;
+        cfg.kv_fraction = 0.002f;
+        by_frac[i] = pool_pages(pkg[i], &cfg, &err);
+        CHECK(by_bytes[i] > 0 && by_frac[i] > 0, "%s: pools of %d / %d pages (%s)", fmt[i], by_bytes[i], by_frac[i], err.msg);
+    }
+    for (int i = 1; i < 3; i++) {
+        double rb = (double)by_bytes[i] / by_bytes[0], rf = (double)by_frac[i] / by_frac[0];
+        printf("kv pool %-5s: %.3fx the tokens of bf16 KV in 64 MiB, %.3fx at kv_fraction 0.002 (want >= %.1fx)\n", fmt[i],
+               rb, rf, need[i]);
+        CHECK(rb >= need[i], "%s KV: %.3fx the tokens of bf16 in 64 MiB, want >= %.1fx", fmt[i], rb, need[i]);
+        /* RAM moves between the two opens: a 10% band */
+        CHECK(rf >= 0.9 * need[i], "%s KV: %.3fx the tokens of bf16 at one kv_fraction, want about >= %.1fx", fmt[i], rf,
+              need[i]);
+        whole_context(pkg[i], 256 - 8, 8);
+    }
+    for (int i = 0; i < 3; i++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg[i]);
+        if (system(cmd)) failures++;
+    }
 }
 
 int main(void) {
@@ -147,6 +200,7 @@ int main(void) {
     }
     /* the model's whole context in a default engine */
     whole_context(pkg, max_context - 8, 8);
+    kv_capacity();
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg);

@@ -281,7 +281,7 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
 
 typedef struct compile_opts {
     const char *pos[1];
-    const char *out, *target, *dtype, *cc, *dump, *quant, *quant_skip;
+    const char *out, *target, *dtype, *cc, *dump, *quant, *quant_skip, *kv_cache;
     int32_t page_size, quant_group, tp;
     cli_strs tune;
 } compile_opts;
@@ -294,6 +294,9 @@ static const cli_flag compile_flags[] = {
     CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
              "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
     CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
+    CLI_STRD("--kv-cache", NULL, compile_opts, kv_cache, 0, "f32|bf16|f16|int8|uint4",
+             "KV cache format: int8 / uint4 quantize each token's key and value per KV head (CPU; f16: CUDA only)",
+             "the --dtype"),
     CLI_STRD("--quant", NULL, compile_opts, quant, 0, "none|a16w8|a16w4",
              "weight quantization (CPU): a16w8 int8 per output channel, a16w4 uint4 per group of K", "none"),
     CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N", "a16w4 group size along K: 32, 64 or 128", "128"),
@@ -310,7 +313,7 @@ static int run_compile(const compile_opts *a, const char *name) {
     ig_err err = {{0}};
     cc_options o = {.input = a->pos[0], .out_dir = a->out, .target = a->target, .dtype = a->dtype, .cc = a->cc,
                     .page_size = a->page_size, .quant = a->quant, .quant_group = a->quant_group,
-                    .quant_skip = a->quant_skip, .tp = a->tp, .log = stderr};
+                    .quant_skip = a->quant_skip, .tp = a->tp, .kv_cache = a->kv_cache, .log = stderr};
     char *tune = NULL;
     if (cli_join(&a->tune, ',', &tune, &err)) return fail(name, &err);
     o.tune = tune;
@@ -684,6 +687,8 @@ static ig_status run_bench(const bench_opts *o, ig_err *err) {
     if (!st) {
         printf("package        %s (%s, %s)\n", o->pos[0], r.pkg->target, r.pkg->dtype);
         printf("load           %.2f s (weights %.1f MB, hashes checked)\n", t_load, r.pkg->weights_bytes / 1e6);
+        printf("kv cache: %llu bytes per token (%s, all layers)\n",
+               (unsigned long long)(d->kv_page_bytes / (uint64_t)d->page_size), r.pkg->kv_dtype);
     }
     if (!st && d->device != IG_DEVICE_CPU) {
         /* the ceilings of a GPU are measured by scripts/gpu_bench.py, beside a peer engine */

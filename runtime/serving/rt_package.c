@@ -185,6 +185,8 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     snprintf(p->target, sizeof p->target, "%s", cJSON_IsString(target) ? target->valuestring : "?");
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(m, "dtype");
     snprintf(p->dtype, sizeof p->dtype, "%s", cJSON_IsString(dt) ? dt->valuestring : "?");
+    const cJSON *kvt = cJSON_GetObjectItemCaseSensitive(m, "kv_dtype");
+    snprintf(p->kv_dtype, sizeof p->kv_dtype, "%s", cJSON_IsString(kvt) ? kvt->valuestring : "?");
     uint32_t need = (uint32_t)feat->valuedouble, have = rt_cpu_features();
     if ((st = pick_variant(m, mpath, p, &need, err))) goto fail;
     size_t al = strlen(rt_host_arch());

@@ -27,7 +27,7 @@ typedef struct rt_package {
     int32_t bos_id;            /* -1 if none */
     int32_t n_eos;
     int32_t eos_ids[8];
-    char target[64], dtype[16];
+    char target[64], dtype[16], kv_dtype[16]; /* from the manifest ("?" when absent) */
     char model_file[80];       /* the model object loaded: model.so, or a fat package's variant */
     int32_t n_variants;        /* fat packages: how many CPU targets the package holds (0: one) */
     struct rt_tp *tp;          /* tensor-parallel packages (desc->tp > 1): the MPI job (rt_tp.h); else NULL */

@@ -1,7 +1,10 @@
 /* attention.c — template: causal attention of a mixed batch (prefill chunks + decode tokens of
  * many sequences) over the paged KV cache.
  *
- * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_OBF16,
+ * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_KVQ (0: float KV
+ * per AT_KVBF16; 8 or 4: rotated and quantized KV, kv_quant.h, dequantized 16 keys at a time into a
+ * stack tile that the f32 paths then read; q comes rotated from rope_kv.c and the output is rotated
+ * back), AT_OBF16,
  * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
  * attends keys p-w+1 .. p only, and reads only the pages holding them); defines
  *   static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
@@ -15,6 +18,7 @@
  * may still pass it), and AT_MAXCTX is accepted but unused.
  */
 #include "common.h"
+#include "kv_quant.h"
 
 #ifndef AT_NAME
 #define AT_NAME ig_attention
@@ -37,8 +41,11 @@
 #ifndef AT_OBF16
 #define AT_OBF16 0
 #endif
+#ifndef AT_KVQ
+#define AT_KVQ 0
+#endif
 #ifndef AT_PAGE_BYTES /* default: one layer per page */
-#define AT_PAGE_BYTES ((uint64_t)2 * AT_KV * AT_PS * AT_D * (AT_KVBF16 ? 2 : 4))
+#define AT_PAGE_BYTES (AT_KVQ ? IG_KVQ_LAYER_BYTES(AT_KV, AT_PS, AT_D, AT_KVQ) : (uint64_t)2 * AT_KV * AT_PS * AT_D * (AT_KVBF16 ? 2 : 4))
 #endif
 #ifndef AT_SCALE
 #define AT_SCALE 0.125f
@@ -156,7 +163,7 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
         int t = it / AT_KV, kh = it % AT_KV;
         int pos = positions[t];
         const int32_t *pt = page_table + (size_t)token_seq[t] * max_pages;
-        IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS];
+        IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS], kt[AT_KVQ ? 16 * AT_D : 1];
         float m[G_], l[G_];
         for (int g = 0; g < G_; g++) {
             const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
@@ -172,9 +179,18 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
             const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
             const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
             const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
-            /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
-            for (int g0 = 0; g0 < G_; g0 += 16)
-                ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
+            if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
+                for (int jc = 0; jc < n; jc += 16) {
+                    int nc = IG_MIN(16, n - jc);
+                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt);
+                    for (int g0 = 0; g0 < G_; g0 += 16)
+                        ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, qs + g0 * AT_D, kt, nc, sc + g0 * AT_PS + jc);
+                }
+            } else {
+                /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
+                for (int g0 = 0; g0 < G_; g0 += 16)
+                    ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
+            }
             for (int g = 0; g < G_; g++) {
                 float mb = sc[g * AT_PS];
                 for (int j = 1; j < n; j++) mb = IG_MAX(mb, sc[g * AT_PS + j]);
@@ -184,11 +200,21 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
                 if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
                 m[g] = mn;
             }
-            for (int g0 = 0; g0 < G_; g0 += 16)
-                ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, sc + g0 * AT_PS, V, n, acc + g0 * AT_D);
+            if (AT_KVQ) {
+                for (int jc = 0; jc < n; jc += 16) {
+                    int nc = IG_MIN(16, n - jc);
+                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt);
+                    for (int g0 = 0; g0 < G_; g0 += 16)
+                        ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, sc + g0 * AT_PS + jc, kt, nc, acc + g0 * AT_D);
+                }
+            } else {
+                for (int g0 = 0; g0 < G_; g0 += 16)
+                    ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, sc + g0 * AT_PS, V, n, acc + g0 * AT_D);
+            }
         }
         for (int g = 0; g < G_; g++) {
             ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
+            if (AT_KVQ) ig_kvq_unrotate(acc + g * AT_D, AT_D); /* values are stored rotated (kv_quant.h) */
             size_t o = (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
             ig_store_row((char *)out + o * (AT_OBF16 ? 2 : 4), acc + g * AT_D, AT_OBF16, AT_D);
         }
@@ -201,6 +227,7 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
 #undef AT_D
 #undef AT_PS
 #undef AT_KVBF16
+#undef AT_KVQ
 #undef AT_OBF16
 #undef AT_PAGE_BYTES
 #undef AT_SCALE

@@ -1,7 +1,9 @@
 /* rope_kv.c — template: optional per-head q/k RMSNorm (Qwen3-style), rotary embedding on q and k
  * ("rotate half", HF Llama), and the write of this step's keys and values into the paged KV pool.
  *
- * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS,
+ * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_KVQ (0: KV rows
+ * stored as floats per RK_KVBF16; 8 or 4: rotated and quantized per token and KV head, kv_quant.h;
+ * q_out is then rotated too), RK_QKNORM, RK_EPS,
  * RK_ROT (rotary dimensions, the first RK_ROT of each head: partial rotary; default RK_D) and
  * RK_INTERLEAVE (1: rotate pairs (2i, 2i+1) as GLM-4; 0: halves (i, i + RK_ROT/2) as Llama);
  * defines
@@ -14,6 +16,7 @@
  * one sequence written in this step are visible to the attention that follows.
  */
 #include "common.h"
+#include "kv_quant.h"
 
 #ifndef RK_NAME
 #define RK_NAME ig_rope_kv
@@ -33,8 +36,11 @@
 #ifndef RK_KVBF16
 #define RK_KVBF16 0
 #endif
+#ifndef RK_KVQ
+#define RK_KVQ 0
+#endif
 #ifndef RK_PAGE_BYTES /* default: one layer per page */
-#define RK_PAGE_BYTES ((uint64_t)2 * RK_KV * RK_PS * RK_D * (RK_KVBF16 ? 2 : 4))
+#define RK_PAGE_BYTES (RK_KVQ ? IG_KVQ_LAYER_BYTES(RK_KV, RK_PS, RK_D, RK_KVQ) : (uint64_t)2 * RK_KV * RK_PS * RK_D * (RK_KVBF16 ? 2 : 4))
 #endif
 #ifndef RK_QKNORM
 #define RK_QKNORM 0
@@ -87,11 +93,23 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
         int pos = positions[t];
         int page = page_table[(size_t)token_seq[t] * max_pages + pos / RK_PS], slot = pos % RK_PS;
         uint8_t *base = kv_pool + (uint64_t)page * RK_PAGE_BYTES + layer_off;
-        for (int h = 0; h < RK_H; h++)
-            ig_rope_head(q_out + (size_t)t * RK_H * RK_D + h * RK_D, row + h * RK_D, cs, qn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
+        for (int h = 0; h < RK_H; h++) {
+            float *qo = q_out + (size_t)t * RK_H * RK_D + h * RK_D;
+            ig_rope_head(qo, row + h * RK_D, cs, qn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
+            if (RK_KVQ) ig_kvq_rotate(qo, RK_D); /* keys are stored rotated (kv_quant.h) */
+        }
         for (int h = 0; h < RK_KV; h++) {
             IG_ALIGN64 float kr[RK_D];
             ig_rope_head(kr, row + (RK_H + h) * RK_D, cs, kn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
+            if (RK_KVQ) { /* rotated, then quantized (kv_quant.h) */
+                IG_ALIGN64 float vr[RK_D];
+                memcpy(vr, row + (RK_H + RK_KV + h) * RK_D, sizeof vr);
+                ig_kvq_rotate(kr, RK_D);
+                ig_kvq_rotate(vr, RK_D);
+                ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 0, h, slot, kr);
+                ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 1, h, slot, vr);
+                continue;
+            }
             size_t ko = ((size_t)h * RK_PS + slot) * RK_D;
             size_t vo = (size_t)RK_KV * RK_PS * RK_D + ko;
             ig_store_row(base + ko * ES_, kr, RK_KVBF16, RK_D);
@@ -106,6 +124,7 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
 #undef RK_D
 #undef RK_PS
 #undef RK_KVBF16
+#undef RK_KVQ
 #undef RK_PAGE_BYTES
 #undef RK_QKNORM
 #undef RK_EPS
