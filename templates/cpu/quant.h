@@ -10,10 +10,13 @@
  *       ceil(K/G) group blocks of 128 + 8G bytes (a last group of K % G columns takes 128 + 8 (K % G)):
  *       f32 scale[16], f32 min[16], then bytes b[G][8] (low nibble: lane j, high: lane j + 8);
  *                                                          w[n][k] = min[j] + scale[j] * q[k][j]
- * The packer is compiler/pack.c (pk_pack_q8c, pk_pack_q4g); SPEC.md records the layout too.
+ *   IG_WQ_Q8G (9): int8, symmetric, f32 scale per row and group of G along K (GGUF Q8_0 kept as
+ *       it is stored, G = 32); a panel is ceil(K/G) group blocks of 64 + 16G bytes (the last one
+ *       64 + 16 (K % G)): f32 scale[16], then int8 q[G][16];  w[n][k] = scale[j] * q[k][j]
+ * The packers are compiler/pack.c (pk_pack_q8c, pk_pack_q4g; pk_repack_* for GGUF blocks); SPEC.md records the layout too.
  *
  * Decode computes, per panel, sum_k x[k] q[k][j] in f32 and applies the scale once per row (Q8C)
- * or once per group, with min[j] times the group's sum of x (Q4G): the weights are never
+ * or once per group (Q8G; Q4G with min[j] times the group's sum of x): the weights are never
  * dequantized to memory. Activations come in as f32 (xf, converted once per thread). */
 #ifndef IG_CPU_QUANT_H
 #define IG_CPU_QUANT_H
@@ -22,11 +25,15 @@
 
 #define IG_WQ_Q8C 8
 #define IG_WQ_Q4G 4
+#define IG_WQ_Q8G 9
+
+/* Bytes of one Q8G / Q4G group block of n columns. */
+#define IG_WQ_GBYTES(wq, n) ((wq) == IG_WQ_Q8G ? 64 + (size_t)16 * (n) : 128 + (size_t)8 * (n))
 
 /* Bytes of one panel of K columns. */
 IG_INLINE size_t ig_wq_panel_bytes(int wq, int K, int G) {
     if (wq == IG_WQ_Q8C) return 64 + (size_t)16 * K;
-    return (size_t)(K / G) * (128 + (size_t)8 * G) + (K % G ? 128 + (size_t)8 * (K % G) : 0); /* last group: K % G */
+    return (size_t)(K / G) * IG_WQ_GBYTES(wq, G) + (K % G ? IG_WQ_GBYTES(wq, K % G) : 0); /* last group: K % G */
 }
 
 /* Lane j's weights [k0, k1) of one panel as f32 into out[k - k0] (embedding rows). */
@@ -39,6 +46,15 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         return;
     }
     (void)K;
+    if (wq == IG_WQ_Q8G) {
+        for (int k = k0; k < k1; k++) {
+            const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
+            float s;
+            memcpy(&s, gb + 4 * j, 4);
+            out[k - k0] = s * (float)((const int8_t *)gb)[64 + (k % G) * 16 + j];
+        }
+        return;
+    }
     for (int k = k0; k < k1; k++) {
         const char *gb = panel + (size_t)(k / G) * (128 + 8 * G);
         float s, m;
@@ -64,6 +80,19 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
                 d[16 + j] = s[j] * (float)qo[j];
             }
         }
+        return;
+    }
+    if (wq == IG_WQ_Q8G) {
+        for (int l = l0; l < l1; l++)
+            for (int h = 0; h < 2; h++) {
+                int k = 2 * l + h;
+                const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
+                IG_ALIGN64 float s[16];
+                memcpy(s, gb, 64);
+                const int8_t *q = (const int8_t *)gb + 64 + (k % G) * 16;
+                float *d = dst + (size_t)(l - l0) * 32 + 16 * h;
+                for (int j = 0; j < 16; j++) d[j] = s[j] * (float)q[j];
+            }
         return;
     }
     for (int l = l0; l < l1; l++) {
@@ -150,6 +179,15 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         return;
     }
     __m512 acc = _mm512_setzero_ps();
+    if (wq == IG_WQ_Q8G) {
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            __m512 d = ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 64), 0, IG_MIN(G, K - g * G));
+            acc = _mm512_fmadd_ps(d, _mm512_loadu_ps((const float *)gb), acc);
+        }
+        _mm512_storeu_ps(out, acc);
+        return;
+    }
     for (int g = 0; g * G < K; g++) {
         const char *gb = panel + (size_t)g * (128 + 8 * G);
         _mm_prefetch(gb + 2048, _MM_HINT_T0);
@@ -219,6 +257,17 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         return;
     }
     __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+    if (wq == IG_WQ_Q8G) {
+        for (int g = 0; g * G < K; g++) {
+            const float *gb = (const float *)(panel + (size_t)g * IG_WQ_GBYTES(wq, G));
+            ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 16), 0, IG_MIN(G, K - g * G), &lo, &hi);
+            c0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(gb), c0);
+            c1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(gb + 8), c1);
+        }
+        _mm256_storeu_ps(out, c0);
+        _mm256_storeu_ps(out + 8, c1);
+        return;
+    }
     for (int g = 0; g * G < K; g++) {
         const float *gb = (const float *)(panel + (size_t)g * (128 + 8 * G));
         _mm_prefetch((const char *)gb + 2048, _MM_HINT_T0);
@@ -244,6 +293,22 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             memcpy(&s, panel + 4 * j, 4);
             out[j] = a[j] * s;
         }
+        return;
+    }
+    if (wq == IG_WQ_Q8G) {
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            const int8_t *q = (const int8_t *)gb + 64;
+            float d[16] = {0};
+            for (int k = 0; k < IG_MIN(G, K - g * G); k++)
+                for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)q[k * 16 + j];
+            for (int j = 0; j < 16; j++) {
+                float sc;
+                memcpy(&sc, gb + 4 * j, 4);
+                a[j] += sc * d[j];
+            }
+        }
+        memcpy(out, a, sizeof a);
         return;
     }
     for (int g = 0; g * G < K; g++) {
