@@ -36,8 +36,8 @@ typedef enum ig_dtype {
     IG_DTYPE_I32 = 3,
     /* quantized weight formats (weights.bin only; layouts in templates/cpu/quant.h) */
     IG_DTYPE_Q8C = 4, /* int8, symmetric, f32 scale per output row */
-    IG_DTYPE_Q4G = 5, /* uint4, f32 scale and min per row and group of K */
-    IG_DTYPE_Q8G = 6  /* int8, symmetric, f32 scale per row and group of K (GGUF Q8_0 kept) */
+    IG_DTYPE_Q4G = 5, /* uint4, f16 scale and min per row and group of K */
+    IG_DTYPE_Q8G = 6  /* int8, symmetric, f16 scale per row and group of K (GGUF Q8_0 kept) */
 } ig_dtype;
 
 /* CPU features a package may require (bit set in ig_model_desc.cpu_features). */

@@ -220,15 +220,15 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         else nkept++;
     }
     cJSON_AddStringToObject(j, "mode", mode);
+    cJSON_AddStringToObject(j, "weights", q->keep ? "q4g, q8g" : dtype_str(q->wdtype));
     if (q->keep) {
-        cJSON_AddStringToObject(j, "weights", "q4g, q8g");
         cJSON_AddStringToObject(j, "scheme", "GGUF blocks kept: Q4_0 and Q4_1 as q4g with group 32 (scale d, min m or -8d), "
-                                             "Q8_0 as q8g with group 32 (scale d); float matrices stay float");
+                                             "Q8_0 as q8g with group 32 (scale d), scales f16 as stored; float matrices stay float");
         cJSON_AddNumberToObject(j, "group", 32);
     } else if (q->wdtype == IG_DTYPE_Q8C) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
     } else {
-        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, f32 scale and min per output channel and group of K, two per byte");
+        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, f16 scale and min per output channel and group of K, two per byte");
         cJSON_AddNumberToObject(j, "group", q->group);
         cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     }

@@ -85,8 +85,8 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     uint64_t np = (uint64_t)(N + 15) / 16, per;
     if (dt == IG_DTYPE_Q8C) per = 64u + 16u * (uint64_t)K;
     else if (dt == IG_DTYPE_Q8G)
-        per = (uint64_t)(K / group) * (64u + 16u * (uint64_t)group) + (K % group ? 64u + 16u * (uint64_t)(K % group) : 0);
-    else per = (uint64_t)(K / group) * (128u + 8u * (uint64_t)group) + (K % group ? 128u + 8u * (uint64_t)(K % group) : 0);
+        per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
+    else per = (uint64_t)(K / group) * (64u + 8u * (uint64_t)group) + (K % group ? 64u + 8u * (uint64_t)(K % group) : 0);
     return np * per;
 }
 
@@ -167,20 +167,25 @@ static void q4_range(const float *x, int n, float *scale, float *min) {
     *scale = bs, *min = bm;
 }
 
-/* Row `row` [K] as lane j of one q4g panel. */
+static float f16_to_f32(const uint8_t *p);
+
+/* Row `row` [K] as lane j of one q4g panel. Scale and min are stored as f16 and the levels are
+ * rounded on the grid of the stored values. */
 static void q4_pack_lane(const float *row, int64_t K, int32_t G, int j, uint8_t *panel) {
-    const uint64_t gbytes = 128u + 8u * (uint64_t)G;
+    const uint64_t gbytes = 64u + 8u * (uint64_t)G;
     for (int64_t g = 0; g * G < K; g++) {
         const float *x = row + g * G;
         int len = (int)(K - g * G < G ? K - g * G : G);
         float s, m;
         q4_range(x, len, &s, &m);
         uint8_t *gb = panel + g * gbytes;
-        memcpy(gb + 4 * j, &s, 4);
-        memcpy(gb + 64 + 4 * j, &m, 4);
+        uint16_t hs = pk_f32_to_f16(s), hm = pk_f32_to_f16(m);
+        memcpy(gb + 2 * j, &hs, 2);
+        memcpy(gb + 32 + 2 * j, &hm, 2);
+        s = f16_to_f32(gb + 2 * j), m = f16_to_f32(gb + 32 + 2 * j);
         for (int i = 0; i < len; i++) {
             int q = s > 0.0f ? (int)fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) / s))) : 0;
-            uint8_t *b = gb + 128 + (size_t)i * 8 + (j & 7);
+            uint8_t *b = gb + 64 + (size_t)i * 8 + (j & 7);
             *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
         }
     }
@@ -203,38 +208,48 @@ static float f16_to_f32(const uint8_t *p) {
     return h & 0x8000 ? -v : v;
 }
 
-/* Row n's blocks as lane n % 16 of its panel. */
-static void repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t *panel) {
+/* Row n's blocks as lane j = n % 16 of its panel: the f16 scales (and Q4_1 mins) are copied as
+ * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then). */
+static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t *panel) {
+    int bad = 0;
     for (int64_t g = 0; g < K / 32; g++) {
         if (st == IR_STYPE_Q8_0) {
             const uint8_t *blk = b + g * 34;
-            uint8_t *gb = panel + g * (64 + 16 * 32);
-            float d = f16_to_f32(blk);
-            memcpy(gb + 4 * j, &d, 4);
-            for (int i = 0; i < 32; i++) gb[64 + i * 16 + j] = blk[2 + i];
+            uint8_t *gb = panel + g * (32 + 16 * 32);
+            memcpy(gb + 2 * j, blk, 2);
+            for (int i = 0; i < 32; i++) gb[32 + i * 16 + j] = blk[2 + i];
             continue;
         }
         const uint8_t *blk = b + g * (st == IR_STYPE_Q4_1 ? 20 : 18), *qs = blk + (st == IR_STYPE_Q4_1 ? 4 : 2);
-        uint8_t *gb = panel + g * (128 + 8 * 32);
-        float d = f16_to_f32(blk), m = st == IR_STYPE_Q4_1 ? f16_to_f32(blk + 2) : -8.0f * d; /* exact */
-        memcpy(gb + 4 * j, &d, 4);
-        memcpy(gb + 64 + 4 * j, &m, 4);
+        uint8_t *gb = panel + g * (64 + 8 * 32);
+        memcpy(gb + 2 * j, blk, 2);
+        if (st == IR_STYPE_Q4_1) {
+            memcpy(gb + 32 + 2 * j, blk + 2, 2);
+        } else {
+            float m = -8.0f * f16_to_f32(blk);
+            uint16_t hm = pk_f32_to_f16(m);
+            bad |= isfinite(m) && !(fabsf(m) <= 65504.0f);
+            memcpy(gb + 32 + 2 * j, &hm, 2);
+        }
         for (int i = 0; i < 32; i++) {
             int q = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
-            uint8_t *o = gb + 128 + (size_t)i * 8 + (j & 7);
+            uint8_t *o = gb + 64 + (size_t)i * 8 + (j & 7);
             *o = (uint8_t)(j < 8 ? (*o & 0xf0) | q : (*o & 0x0f) | (q << 4));
         }
     }
+    return bad;
 }
 
-void pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
+int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
     const ig_dtype dt = st == IR_STYPE_Q8_0 ? IG_DTYPE_Q8G : IG_DTYPE_Q4G;
     const uint64_t per = pk_quant_bytes(16, K, dt, 32);
     const size_t rb = (size_t)(K / 32) * (st == IR_STYPE_Q8_0 ? 34 : st == IR_STYPE_Q4_1 ? 20 : 18);
-#pragma omp parallel for schedule(static)
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
         for (int j = 0; j < 16 && p * 16 + j < N; j++)
-            repack_lane((const uint8_t *)blocks + (size_t)(p * 16 + j) * rb, st, K, j, (uint8_t *)dst + (uint64_t)p * per);
+            bad |= repack_lane((const uint8_t *)blocks + (size_t)(p * 16 + j) * rb, st, K, j, (uint8_t *)dst + (uint64_t)p * per);
+    return bad ? -1 : 0;
 }
 
 /* --quant keep: the format matrix x keeps (its dtype and group in *e), or an error naming the
@@ -275,8 +290,10 @@ int pk_quant_skips(const char *skip, const char *name) {
     return 0;
 }
 
+/* vocab: t is a vocabulary matrix (the embedding table, or the lm_head: the matmul after the
+ * last layer) */
 static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format fmt, ig_dtype dt, const pk_quant *q,
-                           ig_err *err) {
+                           int vocab, ig_err *err) {
     if (t < 0 || pk_find(p, t) >= 0) return IG_OK;
     const ir_tensor *x = &g->tensors[t];
     if (x->kind != IR_TENSOR_WEIGHT)
@@ -302,7 +319,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
             if (e.kept) e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
         } else if (q && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
             /* the vocabulary matrices (embedding table, lm_head) in q->head */
-            e.dtype = x->shape[0] == g->hp.vocab && q->head ? q->head : q->wdtype;
+            e.dtype = vocab && q->head ? q->head : q->wdtype;
             e.group = e.dtype == IG_DTYPE_Q4G ? q->group : 0;
             e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
         }
@@ -330,28 +347,28 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
         switch (n->op) {
-        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], mf, wdtype, q, err); break;
+        case IR_OP_EMBED: st = add_entry(g, plan, n->in[1], mf, wdtype, q, 1, err); break;
         case IR_OP_NORM_MATMUL:
-            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
-            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, q, err);
-            if (!st) st = add_entry(g, plan, n->in[3], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, q, n->layer < 0, err);
+            if (!st) st = add_entry(g, plan, n->in[3], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
             break;
         case IR_OP_MATMUL_EPI:
-            st = add_entry(g, plan, n->in[1], mf, wdtype, q, err);
-            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
+            st = add_entry(g, plan, n->in[1], mf, wdtype, q, n->layer < 0, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
             break;
         case IR_OP_ROPE_KV:
-            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
-            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
             break;
-        case IR_OP_NORM_ADD: st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, err); break;
-        case IR_OP_RMSNORM: st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err); break;
+        case IR_OP_NORM_ADD: st = add_entry(g, plan, n->in[2], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err); break;
+        case IR_OP_RMSNORM: st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err); break;
         case IR_OP_MOE:        /* router (f32 rows), stacked experts (panels) */
         case IR_OP_MOE_SHARED: /* shared expert's gate (f32 row), its gate/up and down (panels) */
             /* experts stay in the float format: moe.c has no quantized path yet */
-            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, err);
-            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, NULL, err);
-            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, NULL, err);
+            st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, NULL, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, NULL, 0, err);
             break;
         default: break;
         }
@@ -407,9 +424,11 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
             st = e->kept ? ir_weight_read_blocks(src, g, t, e->stype, w, err) : ir_weight_read_f32(src, g, t, w, err);
         }
         if (!st) {
-            if (e->kept)
-                pk_repack_blocks(w, e->stype, rows, cols, out);
-            else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8C)
+            if (e->kept) {
+                if (pk_repack_blocks(w, e->stype, rows, cols, out))
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d is past f16's range",
+                                 t->name);
+            } else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8C)
                 pk_pack_q8c(w, rows, cols, out);
             else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q4G)
                 pk_pack_q4g(w, rows, cols, e->group, out);
@@ -419,6 +438,8 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 pk_pack_rows(w, rows, cols, e->dtype, out);
             else
                 memcpy(out, w, sizeof(float) * (size_t)(rows * cols));
+        }
+        if (!st) {
             e->hash = rt_hash64(out, e->nbytes, 0);
             if (fwrite(zeros, 1, e->offset - pos, f) != e->offset - pos ||
                 fwrite(out, 1, e->nbytes, f) != e->nbytes)

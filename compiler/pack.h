@@ -67,8 +67,9 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group);
 void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst);
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 /* GGUF blocks (rows of K / 32 blocks of type st, as ir_weight_read_blocks gives them) into q4g
- * (Q4_0, Q4_1) or q8g (Q8_0) panels with group 32: every weight keeps its exact value. */
-void pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
+ * (Q4_0, Q4_1) or q8g (Q8_0) panels with group 32: every weight keeps its exact value. Returns 0,
+ * or -1 when a Q4_0 min (-8d) does not fit f16 (dst is then incomplete). */
+int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
 uint16_t pk_f32_to_bf16(float f);
 /* f32 -> IEEE half, round to nearest even; past 65504 (after rounding) inf, NaN stays NaN. */
 uint16_t pk_f32_to_f16(float f);

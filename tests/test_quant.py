@@ -73,17 +73,18 @@ def panels(buf, N, K, dtype, G):
         q = p[:, 64:].copy().view(np.int8).reshape(NP, K, 16).astype(np.float32)
         return (q * s[:, None, :]).transpose(0, 2, 1).reshape(NP * 16, K)[:N], None
     gl = [(g0, min(G, K - g0)) for g0 in range(0, K, G)]
-    per = sum(128 + 8 * n for _, n in gl)
+    per = sum(64 + 8 * n for _, n in gl)
     p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
     W, grids, off = np.empty((NP * 16, K), np.float32), [], 0
     for g0, n in gl:
-        blk = p[:, off:off + 128 + 8 * n]
-        s, m = blk[:, :64].copy().view(np.float32), blk[:, 64:128].copy().view(np.float32)
-        b = blk[:, 128:].reshape(NP, n, 8)
+        blk = p[:, off:off + 64 + 8 * n]  # f16 scale[16], f16 min[16], nibbles
+        s = blk[:, :32].copy().view(np.float16).astype(np.float32)
+        m = blk[:, 32:64].copy().view(np.float16).astype(np.float32)
+        b = blk[:, 64:].reshape(NP, n, 8)
         q = np.concatenate([b & 15, b >> 4], axis=2).astype(np.float32)  # [NP, n, 16]: lanes 0..7 low, 8..15 high
         W[:, g0:g0 + n] = (m[:, None, :] + s[:, None, :] * q).transpose(0, 2, 1).reshape(NP * 16, n)
         grids.append((g0, n, s.reshape(-1)[:N], m.reshape(-1)[:N]))
-        off += 128 + 8 * n
+        off += 64 + 8 * n
     return W[:N], grids
 
 
@@ -97,12 +98,13 @@ def minmax_err(x, wt):
 
 def check_q4g(name, W, D, grids, fails):
     """The packer's contract per group: the decoded weights lie on that group's 16 levels and their
-    error, weighted by rms + |w| as the search weighs it, is at most min-max rounding's."""
+    error, weighted by rms + |w| as the search weighs it, is at most min-max rounding's (plus 2%:
+    scale and min are stored as f16)."""
     for g0, n, s, m in grids:
         x, d = W[:, g0:g0 + n].astype(np.float64), D[:, g0:g0 + n].astype(np.float64)
         wt = np.sqrt((x * x).mean(axis=1, keepdims=True)) + np.abs(x)
         got = (wt * (d - x) ** 2).sum(axis=1)
-        lim = minmax_err(x, wt) * (1 + 1e-4) + 1e-9 * (x * x).sum(axis=1)
+        lim = minmax_err(x, wt) * 1.02 + 1e-9 * (x * x).sum(axis=1)
         if (got > lim).any():
             fails.append(f"{name} cols {g0}..{g0 + n}: weighted error {got.max():.3e} above min-max rounding's")
             return
@@ -251,7 +253,7 @@ def main():
                 fails.append(f"keep of a Q5_1 matrix: exit {p.returncode}, {p.stderr.strip()!r}")
         except Exception as e:
             fails.append(f"keep: {e}")
-        # bytes: int8 ~ half of bf16; uint4 g128 ~ 0.28 (scale and min are f32 per 128) for every
+        # bytes: int8 ~ half of bf16; uint4 g128 ~ 0.27 (scale and min are f16 per 128) for every
         # matrix but the vocabulary ones, which a16w4 keeps in int8
         try:
             model = "mistral-sharded"
@@ -265,7 +267,7 @@ def main():
             r4 = sum(b for n, b in m4.items() if not isv(n)) / sum(b for n, b in m16.items() if not isv(n))
             r4v = sum(b for n, b in m4.items() if isv(n)) / sum(b for n, b in m16.items() if isv(n))
             print(f"{model}: weights.bin a16w8 {r8:.3f}x of bf16; a16w4 g128 matrices {r4:.3f}x, vocabulary {r4v:.3f}x")
-            if not (0.45 < r8 <= 0.55 and 0.2 < r4 <= 0.3 and 0.45 < r4v <= 0.55):
+            if not (0.45 < r8 <= 0.55 and 0.2 < r4 <= 0.28 and 0.45 < r4v <= 0.55):
                 fails.append(f"{model}: package sizes {r8:.3f}x / {r4:.3f}x / {r4v:.3f}x of bf16")
         except Exception as e:
             fails.append(f"sizes: {e}")

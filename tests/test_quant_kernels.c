@@ -136,11 +136,20 @@ static int check(const char *what, int idx, double got, double ref, double tol) 
     return 0;
 }
 
+/* v (a normal number whose significand fits 11 bits) as IEEE half bits at p. */
+static void put_f16(uint8_t *p, float v) {
+    int e;
+    float fr = frexpf(fabsf(v), &e); /* |v| = fr 2^e, fr in [0.5, 1) */
+    uint16_t h = (uint16_t)((v < 0 ? 0x8000 : 0) | (unsigned)(e - 1 + 15) << 10 | (unsigned)lrintf((2 * fr - 1) * 1024));
+    if (ldexpf(1.0f + (float)(h & 1023) / 1024.0f, e - 1) != fabsf(v)) { fprintf(stderr, "put_f16: %g not exact\n", v); exit(2); }
+    memcpy(p, &h, 2);
+}
+
 /* Logical W [N][K] on the grid of format wq (group G) and its panels, per quant.h's layout. */
 static void *make_w(int wq, int N, int K, int G, float *W) {
     int NP = (N + 15) / 16, ng = G ? (K + G - 1) / G : 1;
     int KG = G ? K % G : 0; /* the short last group's columns */
-    size_t gb1 = wq == 9 ? 64 + 16 * (size_t)G : 128 + 8 * (size_t)G, gbl = wq == 9 ? 64 + 16 * (size_t)KG : 128 + 8 * (size_t)KG;
+    size_t gb1 = wq == 9 ? 32 + 16 * (size_t)G : 64 + 8 * (size_t)G, gbl = wq == 9 ? 32 + 16 * (size_t)KG : 64 + 8 * (size_t)KG;
     size_t per = wq == 8 ? 64 + (size_t)16 * K : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
@@ -156,24 +165,26 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
             }
             continue;
         }
-        for (int g = 0; g < ng && wq == 9; g++) { /* q8g: f32 scale[16], int8 q[G][16] per group */
+        for (int g = 0; g < ng && wq == 9; g++) { /* q8g: f16 scale[16], int8 q[G][16] per group */
             uint8_t *gb = panel + (size_t)g * gb1;
-            float s = 0.01f + 0.02f * (frand() + 1.0f);
-            memcpy(gb + 4 * j, &s, 4);
+            float s = (float)(512 + irand(1024)) / 65536.0f; /* exact in f16 */
+            put_f16(gb + 2 * j, s);
             for (int k = g * G; k < K && k < g * G + G; k++) {
                 int q = irand(255) - 127;
-                ((int8_t *)(gb + 64))[(size_t)(k - g * G) * 16 + j] = (int8_t)q;
+                ((int8_t *)(gb + 32))[(size_t)(k - g * G) * 16 + j] = (int8_t)q;
                 W[(size_t)n * K + k] = s * (float)q;
             }
         }
         for (int g = 0; g < ng && wq == 4; g++) {
             uint8_t *gb = panel + (size_t)g * gb1;
-            float s = 0.05f + 0.05f * (frand() + 1.0f), m = -8.0f * s + 0.1f * frand();
-            memcpy(gb + 4 * j, &s, 4);
-            memcpy(gb + 64 + 4 * j, &m, 4);
+            /* f16 scale[16], f16 min[16], nibbles; values exact in f16 (integers over 2^14 / 2^11) */
+            float s = (float)(820 + irand(820)) / 16384.0f, m = -8.0f * s + (float)(irand(400) - 200) / 2048.0f;
+            m = (float)lrintf(m * 2048.0f) / 2048.0f;
+            put_f16(gb + 2 * j, s);
+            put_f16(gb + 32 + 2 * j, m);
             for (int k = g * G; k < K && k < g * G + G; k++) {
                 int q = irand(16);
-                uint8_t *b = gb + 128 + (size_t)(k - g * G) * 8 + (j & 7);
+                uint8_t *b = gb + 64 + (size_t)(k - g * G) * 8 + (j & 7);
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
                 W[(size_t)n * K + k] = m + s * (float)q;
             }
