@@ -274,6 +274,18 @@ static void test_limits(void) {
               (int)st, err.msg);
         free(out);
     }
+    /* integer powers with huge exponents end at once (a base of 1 looped 1e16 times; found by
+     * fuzz_jinja) and equal Python's */
+    {
+        char *out = NULL;
+        ig_err err = {{0}};
+        ig_status st = render_src("{{ 1 ** 9999999999999999 }}|{{ (-1) ** 1000000000000000001 }}|"
+                                  "{{ 0 ** 4000000000000000000 }}|{{ 3 ** 5 }}|{{ 2 ** 62 }}|{{ (-3) ** 3 }}",
+                                  "[]", 0, &out, &err);
+        CHECK(st == IG_OK && out && !strcmp(out, "1|-1|0|243|4611686018427387904|-27"), "integer powers: st=%d out='%s' %s",
+              (int)st, out ? out : "", err.msg);
+        free(out);
+    }
     /* nesting that overflowed the parser's stack: 9,000 parentheses, 9,000 `not`s, 5,000 blocks */
     static const char *const open[] = {"(", "not ", "{% if 1 %}"};
     static const char *const close[] = {")", "", "{% endif %}"};

@@ -1925,10 +1925,13 @@ static jv binop(rctx *r, int op, jv a, jv b, int line) {
             return v_int(op == OP_FDIV ? q : m);
         }
         case OP_POW:
-            if (y >= 0) {
-                int64_t acc = 1;
+            if (y >= 0) { /* by squaring: O(log y) steps also for a base of 0 or +-1 */
+                int64_t acc = 1, base = x;
                 int ovf = 0;
-                for (int64_t k = 0; k < y && !ovf; k++) ovf = __builtin_mul_overflow(acc, x, &acc);
+                for (; y && !ovf; y >>= 1) {
+                    if (y & 1) ovf = __builtin_mul_overflow(acc, base, &acc);
+                    if (y > 1 && !ovf) ovf = __builtin_mul_overflow(base, base, &base);
+                }
                 if (!ovf) return v_int(acc);
             }
             break;
