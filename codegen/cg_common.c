@@ -239,6 +239,7 @@ static const cg_format formats[] = {
     {IG_DTYPE_F16, "f16", 2, 1, "uint16_t", "IG_F16 1", 0, 1, 0},
     {IG_DTYPE_Q8C, "q8c", 0, 0, "int8_t", NULL, 1, 0, 8},
     {IG_DTYPE_Q4G, "q4g", 0, 0, "uint8_t", NULL, 1, 0, 4},
+    {IG_DTYPE_Q8G, "q8g", 0, 0, "int8_t", NULL, 1, 0, 9},
 };
 
 const cg_format *cg_format_of(ig_dtype dt) {

@@ -18,7 +18,9 @@ typedef struct pk_entry {
     const char *name; /* borrowed from the graph */
     pk_format fmt;
     ig_dtype dtype;   /* element type in the file (IG_DTYPE_Q8C / Q4G: quantized panels) */
-    int32_t group;    /* Q4G: group size along K; else 0 */
+    int32_t group;    /* Q4G / Q8G: group size along K; else 0 */
+    int32_t kept;     /* 1: repacked from the source's GGUF blocks of type stype (--quant keep) */
+    ir_stype stype;
     uint64_t offset;  /* bytes from the start of weights.bin */
     uint64_t nbytes;
     uint64_t hash;    /* rt_hash64 of the packed bytes, set by pk_write */
@@ -32,14 +34,18 @@ typedef struct pk_plan {
 
 /* Weight quantization of a CPU package (InstantQuant: from the weights alone, no calibration). */
 typedef struct pk_quant {
-    ig_dtype wdtype;  /* IG_DTYPE_Q8C or IG_DTYPE_Q4G */
+    ig_dtype wdtype;  /* IG_DTYPE_Q8C or IG_DTYPE_Q4G; unused with keep */
     int32_t group;    /* Q4G: 32, 64 or 128 */
+    ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head): wdtype or IG_DTYPE_Q8C */
+    int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q8_0 matrices repacked losslessly (q4g / q8g, group 32),
+                         float ones stay float, other block types are an error */
     const char *skip; /* comma-separated names of matrices kept in the float dtype (borrowed), or NULL */
 } pk_quant;
 
 /* Lays out every weight the lowered graph reads. wdtype: IG_DTYPE_F32 or IG_DTYPE_BF16;
  * matrices in matrix_fmt (PK_PANEL for CPU targets, PK_ROWMAJOR for GPU targets); quant (NULL:
- * none; panels only) quantizes every panel matrix that quant->skip does not name. */
+ * none; panels only) quantizes (or keeps, quant->keep) every panel matrix that quant->skip does
+ * not name. */
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format matrix_fmt, const pk_quant *quant, pk_plan *plan,
                         ig_err *err);
 /* Whether `skip` (comma-separated) names tensor `name`: the name itself, or its last dot-separated
@@ -60,6 +66,10 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group);
 void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst);
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
+/* GGUF blocks (rows of K / 32 blocks of type st, as ir_weight_read_blocks gives them) into q4g
+ * (Q4_0, Q4_1) or q8g (Q8_0) panels with group 32: every weight keeps its exact value. Returns 0,
+ * or -1 when a Q4_0 min (-8d) does not fit f16 (dst is then incomplete). */
+int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
 uint16_t pk_f32_to_bf16(float f);
 /* f32 -> IEEE half, round to nearest even; past 65504 (after rounding) inf, NaN stays NaN. */
 uint16_t pk_f32_to_f16(float f);

@@ -252,6 +252,7 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_I32: return "i32";
     case IG_DTYPE_Q8C: return "q8c";
     case IG_DTYPE_Q4G: return "q4g";
+    case IG_DTYPE_Q8G: return "q8g";
     case IG_DTYPE_KV8: return "kv8";
     case IG_DTYPE_KV4: return "kv4";
     }

@@ -194,6 +194,14 @@ ir_sources *ir_sources_open(const ir_graph *g);           /* free with ir_source
 void ir_sources_close(ir_sources *s);
 ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
                              ig_err *err);
+/* Whether every stored leaf of weight t (through its parts) has one storage type; sets *stype. */
+int ir_weight_stype(const ir_graph *g, const ir_tensor *t, ir_stype *stype);
+/* Weight t as rows of raw GGUF blocks of type stype (Q4_0, Q4_1, Q8_0), in the row order
+ * ir_weight_read_f32 gives: rows x (cols / 32) blocks into out (caller-allocated; padding rows of
+ * merged tensors come out zero). IG_ERR_UNSUPPORTED when a leaf has another type or a step of
+ * the tensor is not a row move. */
+ig_status ir_weight_read_blocks(ir_sources *s, const ir_graph *g, const ir_tensor *t, ir_stype stype, void *out,
+                                ig_err *err);
 
 /* Weight tensor ids of one decoder layer, -1 for absent optional ones (biases, q/k norms). */
 typedef struct ir_layer_weights {

@@ -7,6 +7,11 @@
  * transform is applied (undoing GGUF's rope row permutation) and composite tensors made by
  * passes (concatenations, gate/up 16-row interleaves) are assembled from their parts.
  *
+ * ir_weight_read_blocks reads the same tensors without dequantizing: every one of those steps
+ * moves whole rows, so a matrix whose parts are all stored in one GGUF block type comes out as
+ * its rows of raw blocks in the order ir_weight_read_f32 gives (what `--quant keep` repacks).
+ * The steps that are not row moves (column padding, the +1 of Gemma norms) refuse raw rows.
+ *
  * Byte order: safetensors and GGUF are little-endian, as is every host we build for.
  */
 #include <errno.h>
@@ -107,14 +112,40 @@ static ig_status src_bytes(ir_sources *s, int32_t fi, uint64_t off, uint64_t n, 
 static int64_t tensor_rows(const ir_tensor *t) { return t->shape[0]; }
 static int64_t tensor_cols(const ir_tensor *t) { return t->rank == 2 ? t->shape[1] : 1; }
 
+/* What the readers below produce: f32 rows (raw == 0), or rows of raw blocks of storage type
+ * stype (be elements in bb bytes per block). */
+typedef struct rd_mode {
+    int raw;
+    ir_stype stype;
+    int be, bb;
+} rd_mode;
+
+/* Bytes of one row of t in mode md. */
+static size_t row_bytes(const rd_mode *md, const ir_tensor *t) {
+    int64_t c = tensor_cols(t);
+    return md->raw ? (size_t)(c / md->be) * (size_t)md->bb : (size_t)c * sizeof(float);
+}
+
 /* Stored bytes → f32 for every storage type (F32/BF16/F16 and the GGUF block formats alike go
  * through ir_dequant, which also checks the byte count). */
-static ig_status read_plain(ir_sources *s, const ir_tensor *t, float *out, ig_err *err) {
+static ig_status read_plain(ir_sources *s, const rd_mode *md, const ir_tensor *t, uint8_t *out, ig_err *err) {
     int64_t n = tensor_rows(t) * tensor_cols(t);
     const uint8_t *p = NULL;
+    if (md->raw) {
+        if (t->src_type != md->stype || tensor_cols(t) % md->be)
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: stored as %s, not as whole rows of %s blocks", t->name,
+                           ir_stype_name(t->src_type), ir_stype_name(md->stype));
+        if (t->src_nbytes != (uint64_t)tensor_rows(t) * row_bytes(md, t))
+            return ig_fail(err, IG_ERR_FORMAT, "tensor %s: %llu bytes for %lld %s elements", t->name,
+                           (unsigned long long)t->src_nbytes, (long long)n, ir_stype_name(md->stype));
+    }
     ig_status st = src_bytes(s, t->src_file, t->src_offset, t->src_nbytes, t->name, &p, err);
     if (st) return st;
-    st = ir_dequant(t->src_type, p, t->src_nbytes, n, out, err);
+    if (md->raw) {
+        memcpy(out, p, t->src_nbytes);
+        return IG_OK;
+    }
+    st = ir_dequant(t->src_type, p, t->src_nbytes, n, (float *)out, err);
     if (st && err && !strstr(err->msg, t->name)) {
         char m[sizeof err->msg];
         snprintf(m, sizeof m, "%s", err->msg);
@@ -125,28 +156,28 @@ static ig_status read_plain(ir_sources *s, const ir_tensor *t, float *out, ig_er
 
 /* GGUF stores llama q/k rows of each head as [r0, r_{D/2}, r1, r_{D/2+1}, ...] (convert script's
  * permute: reshape(heads, 2, D/2, K).swapaxes(1, 2)); stored row 2i+s is HF row s*D/2+i. */
-static ig_status unpermute_rope(const ir_tensor *t, float *out, ig_err *err) {
-    int64_t rows = tensor_rows(t), cols = tensor_cols(t), H = t->xform_heads;
+static ig_status unpermute_rope(const rd_mode *md, const ir_tensor *t, uint8_t *out, ig_err *err) {
+    int64_t rows = tensor_rows(t), H = t->xform_heads;
+    size_t rb = row_bytes(md, t);
     if (H <= 0 || rows % (2 * H))
         return ig_fail(err, IG_ERR_INVALID, "tensor %s: %lld rows do not split into %lld rope heads",
                        t->name, (long long)rows, (long long)H);
     int64_t Dh = rows / H, half = Dh / 2;
-    float *tmp = malloc((size_t)(rows * cols) * sizeof *tmp);
+    uint8_t *tmp = malloc((size_t)rows * rb);
     if (!tmp) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
-    memcpy(tmp, out, (size_t)(rows * cols) * sizeof *tmp);
+    memcpy(tmp, out, (size_t)rows * rb);
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < half; i++)
             for (int64_t sdx = 0; sdx < 2; sdx++)
-                memcpy(out + (h * Dh + sdx * half + i) * cols, tmp + (h * Dh + 2 * i + sdx) * cols,
-                       (size_t)cols * sizeof *out);
+                memcpy(out + (size_t)(h * Dh + sdx * half + i) * rb, tmp + (size_t)(h * Dh + 2 * i + sdx) * rb, rb);
     free(tmp);
     return IG_OK;
 }
 
-static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t, const ir_tensor **pt,
-                            float *out, int depth, ig_err *err);
+static ig_status read_parts(ir_sources *s, const rd_mode *md, const ir_graph *g, const ir_tensor *t,
+                            const ir_tensor **pt, uint8_t *out, int depth, ig_err *err);
 
-static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
+static ig_status read_tensor(ir_sources *s, const rd_mode *md, const ir_graph *g, const ir_tensor *t, uint8_t *out,
                              int depth, ig_err *err) {
     if (t->kind != IR_TENSOR_WEIGHT)
         return ig_fail(err, IG_ERR_INVALID, "tensor %s is an activation, not a weight", t->name);
@@ -157,19 +188,21 @@ static ig_status read_tensor(ir_sources *s, const ir_graph *g, const ir_tensor *
         return ig_fail(err, IG_ERR_INVALID, "tensor %s: bad shape", t->name);
     ig_status st;
     if (t->n_parts == 0) {
-        st = read_plain(s, t, out, err);
+        st = read_plain(s, md, t, out, err);
     } else {
         if (t->n_parts < 0 || t->n_parts > IR_MAX_PARTS || !t->parts)
             return ig_fail(err, IG_ERR_INVALID, "tensor %s: n_parts %d", t->name, t->n_parts);
         const ir_tensor **pt = malloc(sizeof *pt * (size_t)t->n_parts);
         if (!pt) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
-        st = read_parts(s, g, t, pt, out, depth, err);
+        st = read_parts(s, md, g, t, pt, out, depth, err);
         free(pt);
     }
     if (st) return st;
-    if (t->xform == IR_XFORM_UNPERMUTE_ROPE) return unpermute_rope(t, out, err);
+    if (t->xform == IR_XFORM_UNPERMUTE_ROPE) return unpermute_rope(md, t, out, err);
     if (t->xform == IR_XFORM_PLUS_ONE) {
-        for (int64_t i = 0, n = tensor_rows(t) * tensor_cols(t); i < n; i++) out[i] += 1.0f;
+        if (md->raw) return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: its +1 transform needs f32 values", t->name);
+        float *o = (float *)out;
+        for (int64_t i = 0, n = tensor_rows(t) * tensor_cols(t); i < n; i++) o[i] += 1.0f;
         return IG_OK;
     }
     if (t->xform != IR_XFORM_NONE)
@@ -198,9 +231,10 @@ static ig_status read_slice(ir_sources *s, const ir_graph *g, const ir_tensor *t
 }
 
 /* Reads merged weight t from its parts (pt: scratch for n_parts pointers). */
-static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t, const ir_tensor **pt,
-                            float *out, int depth, ig_err *err) {
+static ig_status read_parts(ir_sources *s, const rd_mode *md, const ir_graph *g, const ir_tensor *t,
+                            const ir_tensor **pt, uint8_t *out, int depth, ig_err *err) {
     int64_t rows = tensor_rows(t), cols = tensor_cols(t);
+    size_t rb = row_bytes(md, t);
     ig_status st;
     if (t->slice_axis) {
         if (t->n_parts != 1 || t->parts[0] < 0 || t->parts[0] >= g->n_tensors || t->slice_axis > 2)
@@ -227,19 +261,21 @@ static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t
         if (!t->interleave16 && t->n_parts == 1 && tensor_cols(pt[0]) < cols) {
             /* zero columns on the right (a down projection whose input was padded to 16) */
             int64_t pc = tensor_cols(pt[0]);
-            float *tmp = malloc((size_t)(rows * pc) * sizeof *tmp);
+            if (md->raw)
+                return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: zero-padded columns need f32 values", t->name);
+            float *tmp = malloc((size_t)(rows * pc) * sizeof *tmp), *o = (float *)out;
             if (!tmp) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
-            st = read_tensor(s, g, pt[0], tmp, depth + 1, err);
+            st = read_tensor(s, md, g, pt[0], (uint8_t *)tmp, depth + 1, err);
             if (!st)
                 for (int64_t r = 0; r < rows; r++) {
-                    memcpy(out + r * cols, tmp + r * pc, (size_t)pc * sizeof *out);
-                    memset(out + r * cols + pc, 0, (size_t)(cols - pc) * sizeof *out);
+                    memcpy(o + r * cols, tmp + r * pc, (size_t)pc * sizeof *o);
+                    memset(o + r * cols + pc, 0, (size_t)(cols - pc) * sizeof *o);
                 }
             free(tmp);
         } else if (!t->interleave16) {
             int64_t r0 = 0;
             for (int p = 0; p < t->n_parts; p++) {
-                if ((st = read_tensor(s, g, pt[p], out + r0 * cols, depth + 1, err))) return st;
+                if ((st = read_tensor(s, md, g, pt[p], out + (size_t)r0 * rb, depth + 1, err))) return st;
                 r0 += tensor_rows(pt[p]);
             }
             st = IG_OK;
@@ -248,22 +284,23 @@ static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t
                 return ig_fail(err, IG_ERR_INVALID,
                                "tensor %s: interleave16 needs two parts of equal shape", t->name);
             int64_t I = tensor_rows(pt[0]), Ip = t->pad16 ? (I + 15) / 16 * 16 : I;
-            float *a = calloc((size_t)(2 * Ip * cols), sizeof *a); /* padding rows stay zero */
+            /* padding rows stay zero (all-zero blocks are zero weights in every block type) */
+            uint8_t *a = calloc((size_t)(2 * Ip), rb);
             if (!a) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
-            float *b = a + Ip * cols;
-            if ((st = read_tensor(s, g, pt[0], a, depth + 1, err)) ||
-                (st = read_tensor(s, g, pt[1], b, depth + 1, err))) {
+            uint8_t *b = a + (size_t)Ip * rb;
+            if ((st = read_tensor(s, md, g, pt[0], a, depth + 1, err)) ||
+                (st = read_tensor(s, md, g, pt[1], b, depth + 1, err))) {
                 free(a);
                 return st;
             }
             /* panels: gate rows [r, r+16), up rows [r, r+16), gate [r+16, r+32), ... */
-            float *o = out;
+            uint8_t *o = out;
             for (int64_t r = 0; r < Ip; r += 16) {
                 int64_t m = Ip - r < 16 ? Ip - r : 16;
-                memcpy(o, a + r * cols, (size_t)(m * cols) * sizeof *o);
-                o += m * cols;
-                memcpy(o, b + r * cols, (size_t)(m * cols) * sizeof *o);
-                o += m * cols;
+                memcpy(o, a + (size_t)r * rb, (size_t)m * rb);
+                o += (size_t)m * rb;
+                memcpy(o, b + (size_t)r * rb, (size_t)m * rb);
+                o += (size_t)m * rb;
             }
             free(a);
             st = IG_OK;
@@ -275,5 +312,46 @@ static ig_status read_parts(ir_sources *s, const ir_graph *g, const ir_tensor *t
 ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *t, float *out,
                              ig_err *err) {
     if (!s) return ig_fail(err, IG_ERR_INVALID, "ir_weight_read_f32: no sources");
-    return read_tensor(s, g, t, out, 0, err);
+    const rd_mode md = {0};
+    return read_tensor(s, &md, g, t, (uint8_t *)out, 0, err);
+}
+
+/* The storage type of every leaf under t (depth-limited like read_tensor); 0 when
+ * they differ. */
+static int leaf_stype(const ir_graph *g, const ir_tensor *t, int depth, ir_stype *st) {
+    if (depth > 8 || t->kind != IR_TENSOR_WEIGHT) return 0;
+    if (t->n_parts == 0) {
+        if (*st == (ir_stype)-1) *st = t->src_type;
+        return *st == t->src_type;
+    }
+    if (t->n_parts < 0 || t->n_parts > IR_MAX_PARTS || !t->parts) return 0;
+    for (int p = 0; p < t->n_parts; p++)
+        if (t->parts[p] < 0 || t->parts[p] >= g->n_tensors || !leaf_stype(g, &g->tensors[t->parts[p]], depth + 1, st))
+            return 0;
+    return 1;
+}
+
+int ir_weight_stype(const ir_graph *g, const ir_tensor *t, ir_stype *stype) {
+    ir_stype st = (ir_stype)-1;
+    if (!leaf_stype(g, t, 0, &st) || st == (ir_stype)-1) return 0;
+    *stype = st;
+    return 1;
+}
+
+ig_status ir_weight_read_blocks(ir_sources *s, const ir_graph *g, const ir_tensor *t, ir_stype stype, void *out,
+                                ig_err *err) {
+    if (!s) return ig_fail(err, IG_ERR_INVALID, "ir_weight_read_blocks: no sources");
+    rd_mode md = {.raw = 1, .stype = stype};
+    switch (stype) {
+    case IR_STYPE_Q4_0: md.be = 32, md.bb = 18; break;
+    case IR_STYPE_Q4_1: md.be = 32, md.bb = 20; break;
+    case IR_STYPE_Q8_0: md.be = 32, md.bb = 34; break;
+    default:
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: raw rows of %s blocks are not supported", t->name,
+                       ir_stype_name(stype));
+    }
+    if (tensor_cols(t) % md.be)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: %lld columns are not whole %s blocks", t->name,
+                       (long long)tensor_cols(t), ir_stype_name(stype));
+    return read_tensor(s, &md, g, t, out, 0, err);
 }

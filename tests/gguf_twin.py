@@ -2,14 +2,15 @@
 llama.cpp's conventions: general.architecture and its metadata keys, blk.N.* tensor names, llama's
 q/k row permutation (Mistral/Mixtral, filed as `llama`), Gemma's norms stored as 1 + w, experts as
 3-D ffn_{gate,up,down}_exps tensors, Phi-3's fused attn_qkv and Phi-3 / GLM-4's fused ffn_up.
-Weights are written as F32 (the HF values exactly), plus a stand-in BPE vocabulary so the package
-has a tokenizer. Used by tests/test_gguf_twins.py."""
+Weights are written as F32 (the HF values exactly), or, with `blocks`, chosen matrices as ggml
+blocks (Q4_0, Q4_1, Q8_0 by the gguf package's own quantizer), plus a stand-in BPE vocabulary so
+the package has a tokenizer. Used by tests/test_gguf_twins.py and tests/test_quant.py."""
 import json, os, struct
 import numpy as np
 
 import golden
 
-ARCH = {"Phi3ForCausalLM": "phi3", "Glm4ForCausalLM": "glm4", "Gemma3ForCausalLM": "gemma3",
+ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Phi3ForCausalLM": "phi3", "Glm4ForCausalLM": "glm4", "Gemma3ForCausalLM": "gemma3",
         "MixtralForCausalLM": "llama", "Qwen2MoeForCausalLM": "qwen2moe", "Qwen3MoeForCausalLM": "qwen3moe"}
 
 
@@ -22,7 +23,9 @@ def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf LlamaModel.permute
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_twin(model_dir, out_path):
+def write_twin(model_dir, out_path, blocks=None):
+    """blocks: None, or a function of a GGUF tensor name giving the ggml type name ("Q4_0", ...)
+    a matrix is stored in (None: F32)."""
     import gguf
     cfg = json.load(open(os.path.join(model_dir, "config.json")))
     hf_arch = cfg["architectures"][0]
@@ -70,7 +73,13 @@ def write_twin(model_dir, out_path):
     w.add_eos_token_id(cfg["eos_token_id"])
 
     def put(name, x):
-        w.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        bt = blocks(name) if blocks and x.ndim == 2 else None
+        if bt:
+            qt = getattr(gguf.GGMLQuantizationType, bt)
+            w.add_tensor(name, gguf.quants.quantize(x, qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name, x)
 
     gemma = hf_arch == "Gemma3ForCausalLM"
     norm = (lambda x: x + 1.0) if gemma else (lambda x: x)

@@ -2,11 +2,16 @@
 """Golden test of quantized CPU packages (issue 16).
 
 1. Exactness (the sharp check): a quantized package with f32 activations against an f32 package of
-   the same model whose matrices this script quantized and dequantized in numpy by the packer's
-   rule (int8 per row; uint4 per row and group, min-max shrunk in 5% steps while the squared error
-   drops). Both compute the same function, so logits must agree to the f32 golden limit (1e-3 of
-   max |logit|; measured ~1e-6), prefill and one-token steps. A wrong scale, min, nibble order,
-   group offset or panel layout is O(1) here.
+   the same model whose matrices are the values the package stores, decoded here from weights.bin
+   by the documented layout. Both compute the same function, so logits must agree to the f32
+   golden limit (1e-3 of max |logit|; measured ~1e-6), prefill and one-token steps: a kernel that
+   reads a scale, min, nibble or group offset wrong is O(1) off. The decoded values are checked
+   against the packer's contract: int8 per row exactly by its rule; uint4 per group on 16 levels
+   with a weighted error at most min-max rounding's (the search starts from min-max).
+   `--quant keep`: a GGUF twin of llama-gqa stored as Q4_0 / Q4_1 / Q8_0 blocks (the gguf
+   package's quantizer) kept as q4g / q8g gives the logits of the f32 package dequantized from the
+   same blocks (1e-5 of max |logit|: only summation order differs), through the rope row
+   unpermute, the q/k/v concatenation and the gate/up interleave.
 2. Against the transformers float64 references (bf16 activations), bounds per format on
    max |logit error| / max |reference logit|: a16w8 0.1 (measured 0.025-0.047), a16w4 g128 1.2
    (measured 0.35-0.69: these random models have a deliberately large weight spread and 16-128
@@ -57,45 +62,97 @@ def q8c(w):
     return (s * q).astype(np.float32)
 
 
-def q4g(w, G):
-    """uint4 per row and group of G, min-max shrunk in 5% steps while the squared error drops."""
-    N, K = w.shape
-    out = np.empty_like(w)
-    for g0 in range(0, K, G):
-        x = w[:, g0:g0 + G]
-        lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
-        mid = np.float32(0.5) * (lo + hi)
-        best = np.full((N, 1), np.inf, np.float32)
-        bs, bm = np.zeros((N, 1), np.float32), lo.copy()
-        for step in range(8):
-            f = np.float32(1) - np.float32(0.05) * np.float32(step)
-            a, b = mid - f * (mid - lo), mid + f * (hi - mid)
-            s = (b - a) / np.float32(15)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                q = np.clip(np.rint((x - a) / s), 0, 15)
-            err = (((a + s * q) - x) ** 2).sum(axis=1, keepdims=True)
-            take = (err < best) & (hi > lo)
-            best, bs, bm = np.where(take, err, best), np.where(take, s, bs), np.where(take, a, bm)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.where(bs > 0, np.clip(np.rint((x - bm) / np.where(bs > 0, bs, 1)), 0, 15), 0)
-        out[:, g0:g0 + G] = bm + bs * q
-    return out
+def panels(buf, N, K, dtype, G):
+    """The logical [N][K] matrix of one packed tensor, decoded from its bytes by the layout
+    templates/cpu/quant.h documents (not by the packer's code)."""
+    NP = (N + 15) // 16
+    if dtype == "q8c":
+        per = 64 + 16 * K
+        p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
+        s = p[:, :64].copy().view(np.float32)                               # [NP, 16]
+        q = p[:, 64:].copy().view(np.int8).reshape(NP, K, 16).astype(np.float32)
+        return (q * s[:, None, :]).transpose(0, 2, 1).reshape(NP * 16, K)[:N], None
+    gl = [(g0, min(G, K - g0)) for g0 in range(0, K, G)]
+    per = sum(64 + 8 * n for _, n in gl)
+    p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
+    W, grids, off = np.empty((NP * 16, K), np.float32), [], 0
+    for g0, n in gl:
+        blk = p[:, off:off + 64 + 8 * n]  # f16 scale[16], f16 min[16], nibbles
+        s = blk[:, :32].copy().view(np.float16).astype(np.float32)
+        m = blk[:, 32:64].copy().view(np.float16).astype(np.float32)
+        b = blk[:, 64:].reshape(NP, n, 8)
+        q = np.concatenate([b & 15, b >> 4], axis=2).astype(np.float32)  # [NP, n, 16]: lanes 0..7 low, 8..15 high
+        W[:, g0:g0 + n] = (m[:, None, :] + s[:, None, :] * q).transpose(0, 2, 1).reshape(NP * 16, n)
+        grids.append((g0, n, s.reshape(-1)[:N], m.reshape(-1)[:N]))
+        off += 64 + 8 * n
+    return W[:N], grids
 
 
-def twin(model, scheme, tmp):
-    """The model with every matrix replaced by its quantized-then-dequantized values, in f32."""
+def minmax_err(x, wt):
+    """The weighted squared error of min-max rounding onto 16 levels (the search's first candidate)."""
+    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    s = np.where(hi > lo, (hi - lo) / 15, 1)
+    q = np.clip(np.rint((x - lo) / s), 0, 15)
+    return (wt * (lo + s * q - x) ** 2).sum(axis=1)
+
+
+def check_q4g(name, W, D, grids, fails):
+    """The packer's contract per group: the decoded weights lie on that group's 16 levels and their
+    error, weighted by rms + |w| as the search weighs it, is at most min-max rounding's (plus 2%:
+    scale and min are stored as f16)."""
+    for g0, n, s, m in grids:
+        x, d = W[:, g0:g0 + n].astype(np.float64), D[:, g0:g0 + n].astype(np.float64)
+        wt = np.sqrt((x * x).mean(axis=1, keepdims=True)) + np.abs(x)
+        got = (wt * (d - x) ** 2).sum(axis=1)
+        lim = minmax_err(x, wt) * 1.02 + 1e-9 * (x * x).sum(axis=1)
+        if (got > lim).any():
+            fails.append(f"{name} cols {g0}..{g0 + n}: weighted error {got.max():.3e} above min-max rounding's")
+            return
+
+
+def twin(model, pkg, tmp, fails):
+    """The model with every matrix replaced by the values package pkg stores for it (decoded from
+    weights.bin by the layout), in f32; the packer's contract is checked on the way."""
     src = os.path.join(golden.TESTDATA, "models", model)
-    dst = os.path.join(tmp, f"{model}-{scheme}-twin")
+    dst = os.path.join(tmp, f"{os.path.basename(pkg)}-twin")
     os.makedirs(dst, exist_ok=True)
     shutil.copy(os.path.join(src, "config.json"), dst)
     cfg = json.load(open(os.path.join(dst, "config.json")))
     cfg.pop("torch_dtype", None), cfg.pop("dtype", None)
     json.dump(cfg, open(os.path.join(dst, "config.json"), "w"))
     t = golden.read_safetensors_f32(os.path.join(src, "model.safetensors"))
+    man = json.load(open(os.path.join(pkg, "manifest.json")))
+    wb = open(os.path.join(pkg, "weights.bin"), "rb").read()
+    for e in man["weights"]["tensors"]:
+        if e["layout"] != "panel16":
+            continue
+        name, L = e["name"], e["name"].split(".")[1] if e["name"].startswith("layers.") else None
+        if name.endswith("attn.qkv.weight"):   # q, k, v rows concatenated
+            parts = [f"model.layers.{L}.self_attn.{x}_proj.weight" for x in "qkv"]
+            W = np.concatenate([t[p] for p in parts])
+        elif name.endswith("mlp.gate_up.weight"):  # gate and up, 16 rows of each in turn
+            parts = [f"model.layers.{L}.mlp.{x}_proj.weight" for x in ("gate", "up")]
+            g, u = t[parts[0]], t[parts[1]]
+            W = np.stack([g.reshape(-1, 16, g.shape[1]), u.reshape(-1, 16, u.shape[1])], axis=1).reshape(-1, g.shape[1])
+        else:
+            parts, W = [name], t[name]
+        buf = wb[e["offset"]:e["offset"] + e["bytes"]]
+        D, grids = panels(buf, W.shape[0], W.shape[1], e["dtype"], e.get("group"))
+        if e["dtype"] == "q8c":
+            if np.abs(D - q8c(W)).max() > 1e-6 * np.abs(W).max():
+                fails.append(f"{name}: q8c values differ from the int8 per-row rule")
+        else:
+            check_q4g(name, W, D, grids, fails)
+        if name.endswith("mlp.gate_up.weight"):
+            D = D.reshape(-1, 2, 16, D.shape[1])
+            t[parts[0]], t[parts[1]] = D[:, 0].reshape(-1, D.shape[-1]), D[:, 1].reshape(-1, D.shape[-1])
+        else:
+            r = 0
+            for p in parts:
+                t[p] = D[r:r + t[p].shape[0]]
+                r += t[p].shape[0]
     hdr, blobs, off = {}, [], 0
     for k, v in t.items():
-        if v.ndim == 2:
-            v = q8c(v) if scheme == "a16w8" else q4g(v, int(scheme.split("-g")[1]))
         b = np.ascontiguousarray(v, np.float32).tobytes()
         hdr[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
@@ -125,11 +182,11 @@ def main():
                 ids = golden.reference(model)[0]
                 pq = compile_q(model, scheme, tmp, ("--dtype", "f32"))
                 pt = os.path.join(tmp, f"{model}-{scheme}-twin-pkg")
-                golden.run(["compile", twin(model, scheme, tmp), "-o", pt, "--target", TARGET, "--dtype", "f32"])
+                golden.run(["compile", twin(model, pq, tmp, fails), "-o", pt, "--target", TARGET, "--dtype", "f32"])
                 for step in (0, 1):
                     a, b = logits_of(pq, ids, step), logits_of(pt, ids, step)
                     rel = np.abs(a - b).max() / np.abs(b).max()
-                    print(f"{model:18s} {scheme:10s} f32 activations vs numpy-dequantized twin{' (steps)' if step else ''}: "
+                    print(f"{model:18s} {scheme:10s} f32 activations vs its decoded twin{' (steps)' if step else ''}: "
                           f"{rel:.2e} x max|logit| (limit 1e-3) {'ok' if rel <= 1e-3 else 'FAIL'}")
                     if not rel <= 1e-3:
                         fails.append(f"{model} {scheme}: differs from its dequantized twin by {rel:.3e}")
@@ -150,23 +207,68 @@ def main():
                     want = "q8c" if scheme == "a16w8" else "q4g"
                     if q.get("weights") != want or q.get("quantized_matrices", 0) < 1 or q.get("kept_matrices") != 0:
                         fails.append(f"{model} {scheme}: manifest quant {q}")
-                    mats = [t for t in m["weights"]["tensors"] if t["layout"] == "panel16"]
+                    vocab = [t["name"] for t in m["weights"]["tensors"] if "embed" in t["name"] or "lm_head" in t["name"]]
+                    mats = [t for t in m["weights"]["tensors"] if t["layout"] == "panel16" and t["name"] not in vocab]
                     if any(t["dtype"] != want for t in mats):
                         fails.append(f"{model} {scheme}: a matrix is not {want} in the manifest")
+                    # a16w4 keeps the vocabulary matrices (embedding, lm_head) in int8
+                    if any(t["dtype"] != "q8c" for t in m["weights"]["tensors"] if t["name"] in vocab):
+                        fails.append(f"{model} {scheme}: a vocabulary matrix is not q8c")
                     if scheme != "a16w8" and any(t.get("group") != int(scheme.split("-g")[1]) for t in mats):
                         fails.append(f"{model} {scheme}: group missing from the manifest's tensors")
                 except Exception as e:
                     fails.append(f"{model} {scheme}: {e}")
-        # bytes: int8 ~ half of bf16, uint4 g128 ~ 0.28 (scale and min are f32 per 128)
+        # --quant keep of a GGUF whose matrices are Q4_0 (attention), Q4_1 (MLP) and Q8_0 (vocabulary)
+        try:
+            import gguf_twin
+            gg = os.path.join(tmp, "llama-gqa-blocks.gguf")
+            gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", "llama-gqa"), gg,
+                                 lambda n: "Q8_0" if n in ("token_embd.weight", "output.weight") else
+                                 "Q4_0" if ".attn_" in n else "Q4_1")
+            pk, pf = os.path.join(tmp, "keep"), os.path.join(tmp, "keep-f32")
+            golden.run(["compile", gg, "-o", pk, "--target", TARGET, "--quant", "keep", "--dtype", "f32"])
+            golden.run(["compile", gg, "-o", pf, "--target", TARGET, "--dtype", "f32"])
+            m = json.load(open(os.path.join(pk, "manifest.json")))
+            kinds = {(t["dtype"], t.get("group")) for t in m["weights"]["tensors"] if t["layout"] == "panel16"}
+            if kinds != {("q4g", 32), ("q8g", 32)} or m["quant"]["mode"] != "keep":
+                fails.append(f"keep: matrices stored as {kinds}, quant {m['quant']}")
+            ids = golden.reference("llama-gqa")[0]
+            for step in (0, 1):
+                a, b = logits_of(pk, ids, step), logits_of(pf, ids, step)
+                rel = np.abs(a - b).max() / np.abs(b).max()
+                print(f"keep Q4_0/Q4_1/Q8_0 vs f32 of the same blocks{' (steps)' if step else ''}: {rel:.2e} x max|logit| "
+                      f"(limit 1e-5) {'ok' if rel <= 1e-5 else 'FAIL'}")
+                if not rel <= 1e-5:
+                    fails.append(f"keep: logits differ from the dequantized package by {rel:.3e}")
+            p = golden.run(["compile", gg, "-o", os.path.join(tmp, "bad"), "--target", TARGET, "--quant", "keep",
+                            "--quant-group", "64"], check=False)
+            if p.returncode == 0 or "--quant-group" not in p.stderr:
+                fails.append(f"keep with --quant-group: exit {p.returncode}, {p.stderr.strip()!r}")
+            # a block type with no CPU format is an error naming the tensor and the type
+            g5 = os.path.join(tmp, "llama-gqa-q5.gguf")
+            gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", "llama-gqa"), g5,
+                                 lambda n: "Q5_1" if n == "blk.1.ffn_down.weight" else None)
+            p = golden.run(["compile", g5, "-o", os.path.join(tmp, "bad"), "--target", TARGET, "--quant", "keep"], check=False)
+            if p.returncode == 0 or "blk.1.ffn_down.weight" not in p.stderr or "q5_1" not in p.stderr.lower():
+                fails.append(f"keep of a Q5_1 matrix: exit {p.returncode}, {p.stderr.strip()!r}")
+        except Exception as e:
+            fails.append(f"keep: {e}")
+        # bytes: int8 ~ half of bf16; uint4 g128 ~ 0.27 (scale and min are f16 per 128) for every
+        # matrix but the vocabulary ones, which a16w4 keeps in int8
         try:
             model = "mistral-sharded"
             b16 = golden.compile_model(model, "bf16", tmp, target=TARGET)
             size = lambda p: os.path.getsize(os.path.join(p, "weights.bin"))
             r8 = size(os.path.join(tmp, f"{model}-a16w8")) / size(b16)
-            r4 = size(os.path.join(tmp, f"{model}-a16w4-g128")) / size(b16)
-            print(f"{model}: weights.bin a16w8 {r8:.3f}x, a16w4 g128 {r4:.3f}x of bf16")
-            if not (0.45 < r8 <= 0.55 and 0.2 < r4 <= 0.32):
-                fails.append(f"{model}: package sizes {r8:.3f}x / {r4:.3f}x of bf16")
+            mats = lambda p: {t["name"]: t["bytes"] for t in json.load(open(os.path.join(p, "manifest.json")))["weights"]["tensors"]
+                              if t["layout"] == "panel16"}
+            m16, m4 = mats(b16), mats(os.path.join(tmp, f"{model}-a16w4-g128"))
+            isv = lambda n: "embed" in n or "lm_head" in n
+            r4 = sum(b for n, b in m4.items() if not isv(n)) / sum(b for n, b in m16.items() if not isv(n))
+            r4v = sum(b for n, b in m4.items() if isv(n)) / sum(b for n, b in m16.items() if isv(n))
+            print(f"{model}: weights.bin a16w8 {r8:.3f}x of bf16; a16w4 g128 matrices {r4:.3f}x, vocabulary {r4v:.3f}x")
+            if not (0.45 < r8 <= 0.55 and 0.2 < r4 <= 0.28 and 0.45 < r4v <= 0.55):
+                fails.append(f"{model}: package sizes {r8:.3f}x / {r4:.3f}x / {r4v:.3f}x of bf16")
         except Exception as e:
             fails.append(f"sizes: {e}")
         # --quant-skip keeps the named matrix (untied head) in bf16 and only it

@@ -1,8 +1,8 @@
 /* test_quant_kernels.c — checks the CPU templates on quantized weight panels (matmul.c with
  * MM_WQ, embed.c with EM_WQ; layouts in templates/cpu/quant.h) against plain C references.
  *
- * The weights are drawn already on the quantization grid (int8 q times a per-row scale; uint4 q
- * times a per-row, per-group scale plus a min), packed here from the layout the header documents
+ * The weights are drawn already on the quantization grid (int8 q times a per-row scale, or a
+ * per-row, per-group one for q8g; uint4 q times a per-row, per-group scale plus a min), packed here from the layout the header documents
  * (not with the compiler's packer), and the reference is a double-precision matmul over the
  * logical weights: any difference is the kernels' (or the layout contract's), not quantization
  * error. Cases: decode (T = 1) and prefill (T = 3, 37, 200: row blocks, K chunks of 256),
@@ -75,6 +75,32 @@
 #define MM_EPI MM_EPI_SWIGLU
 #include "matmul.c"
 
+#define MM_NAME q8g_32_store
+#define MM_K 608
+#define MM_N 72
+#define MM_WQ 9
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q8g_64_swiglu_f
+#define MM_K 96
+#define MM_N 192
+#define MM_WQ 9
+#define MM_WG 64
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#include "matmul.c"
+
+#define EM_NAME em_q8g
+#define EM_D 96
+#define EM_WQ 9
+#define EM_WG 32
+#include "embed.c"
+
 #define EM_NAME em_q8
 #define EM_D 96
 #define EM_WQ 8
@@ -110,10 +136,21 @@ static int check(const char *what, int idx, double got, double ref, double tol) 
     return 0;
 }
 
+/* v (a normal number whose significand fits 11 bits) as IEEE half bits at p. */
+static void put_f16(uint8_t *p, float v) {
+    int e;
+    float fr = frexpf(fabsf(v), &e); /* |v| = fr 2^e, fr in [0.5, 1) */
+    uint16_t h = (uint16_t)((v < 0 ? 0x8000 : 0) | (unsigned)(e - 1 + 15) << 10 | (unsigned)lrintf((2 * fr - 1) * 1024));
+    if (ldexpf(1.0f + (float)(h & 1023) / 1024.0f, e - 1) != fabsf(v)) { fprintf(stderr, "put_f16: %g not exact\n", v); exit(2); }
+    memcpy(p, &h, 2);
+}
+
 /* Logical W [N][K] on the grid of format wq (group G) and its panels, per quant.h's layout. */
 static void *make_w(int wq, int N, int K, int G, float *W) {
     int NP = (N + 15) / 16, ng = G ? (K + G - 1) / G : 1;
-    size_t per = wq == 8 ? 64 + (size_t)16 * K : (size_t)(K / G) * (128 + 8 * (size_t)G) + (K % G ? 128 + 8 * (size_t)(K % G) : 0);
+    int KG = G ? K % G : 0; /* the short last group's columns */
+    size_t gb1 = wq == 9 ? 32 + 16 * (size_t)G : 64 + 8 * (size_t)G, gbl = wq == 9 ? 32 + 16 * (size_t)KG : 64 + 8 * (size_t)KG;
+    size_t per = wq == 8 ? 64 + (size_t)16 * K : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
         uint8_t *panel = p + (size_t)(n / 16) * per;
@@ -128,14 +165,26 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
             }
             continue;
         }
-        for (int g = 0; g < ng; g++) {
-            uint8_t *gb = panel + (size_t)g * (128 + 8 * G);
-            float s = 0.05f + 0.05f * (frand() + 1.0f), m = -8.0f * s + 0.1f * frand();
-            memcpy(gb + 4 * j, &s, 4);
-            memcpy(gb + 64 + 4 * j, &m, 4);
+        for (int g = 0; g < ng && wq == 9; g++) { /* q8g: f16 scale[16], int8 q[G][16] per group */
+            uint8_t *gb = panel + (size_t)g * gb1;
+            float s = (float)(512 + irand(1024)) / 65536.0f; /* exact in f16 */
+            put_f16(gb + 2 * j, s);
+            for (int k = g * G; k < K && k < g * G + G; k++) {
+                int q = irand(255) - 127;
+                ((int8_t *)(gb + 32))[(size_t)(k - g * G) * 16 + j] = (int8_t)q;
+                W[(size_t)n * K + k] = s * (float)q;
+            }
+        }
+        for (int g = 0; g < ng && wq == 4; g++) {
+            uint8_t *gb = panel + (size_t)g * gb1;
+            /* f16 scale[16], f16 min[16], nibbles; values exact in f16 (integers over 2^14 / 2^11) */
+            float s = (float)(820 + irand(820)) / 16384.0f, m = -8.0f * s + (float)(irand(400) - 200) / 2048.0f;
+            m = (float)lrintf(m * 2048.0f) / 2048.0f;
+            put_f16(gb + 2 * j, s);
+            put_f16(gb + 32 + 2 * j, m);
             for (int k = g * G; k < K && k < g * G + G; k++) {
                 int q = irand(16);
-                uint8_t *b = gb + 128 + (size_t)(k - g * G) * 8 + (j & 7);
+                uint8_t *b = gb + 64 + (size_t)(k - g * G) * 8 + (j & 7);
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
                 W[(size_t)n * K + k] = m + s * (float)q;
             }
@@ -219,9 +268,12 @@ int main(void) {
         test_mm("q4 g64 acc f32-x bias (short last group)", q4_64_acc, 4, 64, 96, 200, 0, 1, 1, 0, T);
         test_mm("q4 g128 swiglu bf16 (short last group)", q4_128_swiglu, 4, 128, 320, 96, 1, 0, 2, 1, T);
         test_mm("q8 swiglu f32 bias", q8_swiglu_f, 8, 0, 64, 64, 0, 1, 2, 0, T);
+        test_mm("q8g g32 store bf16-x bias", q8g_32_store, 9, 32, 608, 72, 1, 1, 0, 0, T);
+        test_mm("q8g g64 swiglu f32-x (short last group)", q8g_64_swiglu_f, 9, 64, 96, 192, 0, 0, 2, 0, T);
     }
     test_em("embed q8", em_q8, 8, 0);
     test_em("embed q4 g64", em_q4, 4, 64);
+    test_em("embed q8g g32", em_q8g, 9, 32);
     if (g_fail) {
         fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
         return 1;

@@ -6,14 +6,18 @@
  * a tied embedding and lm_head share one copy, and panels are read once, front to back:
  *   IG_WQ_Q8C (8): int8, symmetric, one f32 scale per output row:
  *       panel = f32 scale[16], then int8 q[K][16];           w[n][k] = scale[j] * q[k][j]
- *   IG_WQ_Q4G (4): uint4, asymmetric, f32 scale and min per row and group of G along K; a panel is
- *       ceil(K/G) group blocks of 128 + 8G bytes (a last group of K % G columns takes 128 + 8 (K % G)):
- *       f32 scale[16], f32 min[16], then bytes b[G][8] (low nibble: lane j, high: lane j + 8);
+ *   IG_WQ_Q4G (4): uint4, asymmetric, f16 scale and min per row and group of G along K; a panel is
+ *       ceil(K/G) group blocks of 64 + 8G bytes (a last group of K % G columns takes 64 + 8 (K % G)):
+ *       f16 scale[16], f16 min[16], then bytes b[G][8] (low nibble: lane j, high: lane j + 8);
  *                                                          w[n][k] = min[j] + scale[j] * q[k][j]
- * The packer is compiler/pack.c (pk_pack_q8c, pk_pack_q4g); SPEC.md records the layout too.
+ *   IG_WQ_Q8G (9): int8, symmetric, f16 scale per row and group of G along K (GGUF Q8_0 kept as
+ *       it is stored, G = 32); a panel is ceil(K/G) group blocks of 32 + 16G bytes (the last one
+ *       32 + 16 (K % G)): f16 scale[16], then int8 q[G][16];  w[n][k] = scale[j] * q[k][j]
+ * (f16 group scales, as GGUF stores them: a kept Q4_1 / Q8_0 block has its own bytes' worth.)
+ * The packers are compiler/pack.c (pk_pack_q8c, pk_pack_q4g; pk_repack_* for GGUF blocks); SPEC.md records the layout too.
  *
  * Decode computes, per panel, sum_k x[k] q[k][j] in f32 and applies the scale once per row (Q8C)
- * or once per group, with min[j] times the group's sum of x (Q4G): the weights are never
+ * or once per group (Q8G; Q4G with min[j] times the group's sum of x): the weights are never
  * dequantized to memory. Activations come in as f32 (xf, converted once per thread). */
 #ifndef IG_CPU_QUANT_H
 #define IG_CPU_QUANT_H
@@ -22,11 +26,36 @@
 
 #define IG_WQ_Q8C 8
 #define IG_WQ_Q4G 4
+#define IG_WQ_Q8G 9
+
+/* Bytes of one Q8G / Q4G group block of n columns. */
+#define IG_WQ_GBYTES(wq, n) ((wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n) : 64 + (size_t)8 * (n))
+
+/* IEEE half at p (unaligned) -> f32, exact (subnormals, inf and NaN included). */
+IG_INLINE float ig_wq_f16(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    uint32_t e = (h >> 10) & 31u, m = h & 1023u;
+    float v = e == 31 ? (m ? NAN : INFINITY) : e ? ldexpf((float)(m | 1024u), (int)e - 25) : ldexpf((float)m, -24);
+    return h & 0x8000u ? -v : v;
+}
+
+/* The 16 f16 values at p as f32 into out[16] (F16C / AVX-512 conversions where compiled in). */
+IG_INLINE void ig_wq_f16x16(const void *p, float *out) {
+#if defined(IG_AVX512)
+    _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+#elif defined(IG_AVX2)
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+    _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p + 1)));
+#else
+    for (int j = 0; j < 16; j++) out[j] = ig_wq_f16((const char *)p + 2 * j);
+#endif
+}
 
 /* Bytes of one panel of K columns. */
 IG_INLINE size_t ig_wq_panel_bytes(int wq, int K, int G) {
     if (wq == IG_WQ_Q8C) return 64 + (size_t)16 * K;
-    return (size_t)(K / G) * (128 + (size_t)8 * G) + (K % G ? 128 + (size_t)8 * (K % G) : 0); /* last group: K % G */
+    return (size_t)(K / G) * IG_WQ_GBYTES(wq, G) + (K % G ? IG_WQ_GBYTES(wq, K % G) : 0); /* last group: K % G */
 }
 
 /* Lane j's weights [k0, k1) of one panel as f32 into out[k - k0] (embedding rows). */
@@ -39,12 +68,17 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         return;
     }
     (void)K;
+    if (wq == IG_WQ_Q8G) {
+        for (int k = k0; k < k1; k++) {
+            const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
+            out[k - k0] = ig_wq_f16(gb + 2 * j) * (float)((const int8_t *)gb)[32 + (k % G) * 16 + j];
+        }
+        return;
+    }
     for (int k = k0; k < k1; k++) {
-        const char *gb = panel + (size_t)(k / G) * (128 + 8 * G);
-        float s, m;
-        memcpy(&s, gb + 4 * j, 4);
-        memcpy(&m, gb + 64 + 4 * j, 4);
-        uint8_t b = (uint8_t)gb[128 + (k % G) * 8 + (j & 7)];
+        const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
+        float s = ig_wq_f16(gb + 2 * j), m = ig_wq_f16(gb + 32 + 2 * j);
+        uint8_t b = (uint8_t)gb[64 + (k % G) * 8 + (j & 7)];
         out[k - k0] = m + s * (float)(j < 8 ? b & 15 : b >> 4);
     }
 }
@@ -66,15 +100,26 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
         }
         return;
     }
+    /* a k pair never straddles groups (G and K % G are even): scales converted once per group */
+    IG_ALIGN64 float s[16], m[16];
+    int cur = -1;
     for (int l = l0; l < l1; l++) {
         float *d = dst + (size_t)(l - l0) * 32;
+        int g = 2 * l / G;
+        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        if (g != cur) {
+            ig_wq_f16x16(gb, s);
+            if (wq == IG_WQ_Q4G) ig_wq_f16x16(gb + 32, m);
+            cur = g;
+        }
         for (int h = 0; h < 2; h++) {
             int k = 2 * l + h;
-            const char *gb = panel + (size_t)(k / G) * (128 + 8 * G);
-            IG_ALIGN64 float s[16], m[16];
-            memcpy(s, gb, 64);
-            memcpy(m, gb + 64, 64);
-            const uint8_t *b = (const uint8_t *)gb + 128 + (k % G) * 8;
+            if (wq == IG_WQ_Q8G) {
+                const int8_t *q = (const int8_t *)gb + 32 + (k % G) * 16;
+                for (int j = 0; j < 16; j++) d[16 * h + j] = s[j] * (float)q[j];
+                continue;
+            }
+            const uint8_t *b = (const uint8_t *)gb + 64 + (k % G) * 8;
             for (int j = 0; j < 8; j++) {
                 d[16 * h + j] = m[j] + s[j] * (float)(b[j] & 15);
                 d[16 * h + j + 8] = m[j + 8] + s[j + 8] * (float)(b[j] >> 4);
@@ -150,12 +195,21 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         return;
     }
     __m512 acc = _mm512_setzero_ps();
+    if (wq == IG_WQ_Q8G) {
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            __m512 d = ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 32), 0, IG_MIN(G, K - g * G));
+            acc = _mm512_fmadd_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb)), acc);
+        }
+        _mm512_storeu_ps(out, acc);
+        return;
+    }
     for (int g = 0; g * G < K; g++) {
-        const char *gb = panel + (size_t)g * (128 + 8 * G);
+        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
         _mm_prefetch(gb + 2048, _MM_HINT_T0);
-        __m512 d = ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 128, IG_MIN(G, K - g * G));
-        acc = _mm512_fmadd_ps(d, _mm512_loadu_ps((const float *)gb), acc);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(gs[g]), _mm512_loadu_ps((const float *)(gb + 64)), acc);
+        __m512 d = ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 64, IG_MIN(G, K - g * G));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb)), acc);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(gs[g]), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32))), acc);
     }
     _mm512_storeu_ps(out, acc);
 }
@@ -219,13 +273,25 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         return;
     }
     __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+    if (wq == IG_WQ_Q8G) {
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 32), 0, IG_MIN(G, K - g * G), &lo, &hi);
+            c0 = _mm256_fmadd_ps(lo, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), c0);
+            c1 = _mm256_fmadd_ps(hi, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16))), c1);
+        }
+        _mm256_storeu_ps(out, c0);
+        _mm256_storeu_ps(out + 8, c1);
+        return;
+    }
     for (int g = 0; g * G < K; g++) {
-        const float *gb = (const float *)(panel + (size_t)g * (128 + 8 * G));
-        _mm_prefetch((const char *)gb + 2048, _MM_HINT_T0);
-        ig_wq_dot4(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
+        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        _mm_prefetch(gb + 2048, _MM_HINT_T0);
+        ig_wq_dot4(xf + g * G, (const uint8_t *)(gb + 64), IG_MIN(G, K - g * G), &lo, &hi);
         __m256 xs = _mm256_set1_ps(gs[g]);
-        c0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(gb), _mm256_fmadd_ps(xs, _mm256_loadu_ps(gb + 16), c0));
-        c1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(gb + 8), _mm256_fmadd_ps(xs, _mm256_loadu_ps(gb + 24), c1));
+        const __m128i *h = (const __m128i *)gb; /* f16 scale[0..8), scale[8..16), min[0..8), min[8..16) */
+        c0 = _mm256_fmadd_ps(lo, _mm256_cvtph_ps(_mm_loadu_si128(h)), _mm256_fmadd_ps(xs, _mm256_cvtph_ps(_mm_loadu_si128(h + 2)), c0));
+        c1 = _mm256_fmadd_ps(hi, _mm256_cvtph_ps(_mm_loadu_si128(h + 1)), _mm256_fmadd_ps(xs, _mm256_cvtph_ps(_mm_loadu_si128(h + 3)), c1));
     }
     _mm256_storeu_ps(out, c0);
     _mm256_storeu_ps(out + 8, c1);
@@ -246,21 +312,28 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         }
         return;
     }
+    if (wq == IG_WQ_Q8G) {
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            const int8_t *q = (const int8_t *)gb + 32;
+            float d[16] = {0};
+            for (int k = 0; k < IG_MIN(G, K - g * G); k++)
+                for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)q[k * 16 + j];
+            for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j];
+        }
+        memcpy(out, a, sizeof a);
+        return;
+    }
     for (int g = 0; g * G < K; g++) {
-        const char *gb = panel + (size_t)g * (128 + 8 * G);
+        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
         float d[16] = {0};
-        const uint8_t *b = (const uint8_t *)gb + 128;
+        const uint8_t *b = (const uint8_t *)gb + 64;
         for (int k = 0; k < IG_MIN(G, K - g * G); k++)
             for (int j = 0; j < 8; j++) {
                 d[j] += xf[g * G + k] * (float)(b[k * 8 + j] & 15);
                 d[j + 8] += xf[g * G + k] * (float)(b[k * 8 + j] >> 4);
             }
-        for (int j = 0; j < 16; j++) {
-            float s, m;
-            memcpy(&s, gb + 4 * j, 4);
-            memcpy(&m, gb + 64 + 4 * j, 4);
-            a[j] += s * d[j] + m * gs[g];
-        }
+        for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j] + ig_wq_f16(gb + 32 + 2 * j) * gs[g];
     }
     memcpy(out, a, sizeof a);
 }
