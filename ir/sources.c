@@ -212,15 +212,18 @@ static ig_status read_tensor(ir_sources *s, const rd_mode *md, const ir_graph *g
 
 /* Reads shard t (slice_axis) of its one part: rows or columns from slice_start, zeros past the
  * part's end. */
-static ig_status read_slice(ir_sources *s, const ir_graph *g, const ir_tensor *t, const ir_tensor *pt, float *out,
-                            int depth, ig_err *err) {
+static ig_status read_slice(ir_sources *s, const rd_mode *md, const ir_graph *g, const ir_tensor *t, const ir_tensor *pt,
+                            float *out, int depth, ig_err *err) {
     int64_t rows = tensor_rows(t), cols = tensor_cols(t), pr = tensor_rows(pt), pc = tensor_cols(pt);
+    if (md->raw)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: a tensor-parallel shard is read as f32 values "
+                       "(--quant keep does not combine with --tp)", t->name);
     int by_rows = t->slice_axis == 1;
     if (t->slice_start < 0 || (by_rows ? pc != cols : pr != rows))
         return ig_fail(err, IG_ERR_INVALID, "tensor %s: a shard of %s that does not fit it", t->name, pt->name);
     float *tmp = malloc((size_t)(pr * pc) * sizeof *tmp);
     if (!tmp) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);
-    ig_status st = read_tensor(s, g, pt, tmp, depth + 1, err);
+    ig_status st = read_tensor(s, md, g, pt, (uint8_t *)tmp, depth + 1, err);
     for (int64_t r = 0; r < rows && !st; r++)
         for (int64_t c = 0; c < cols; c++) {
             int64_t sr = by_rows ? t->slice_start + r : r, sc = by_rows ? c : t->slice_start + c;
@@ -239,7 +242,7 @@ static ig_status read_parts(ir_sources *s, const rd_mode *md, const ir_graph *g,
     if (t->slice_axis) {
         if (t->n_parts != 1 || t->parts[0] < 0 || t->parts[0] >= g->n_tensors || t->slice_axis > 2)
             return ig_fail(err, IG_ERR_INVALID, "tensor %s: a shard needs one part", t->name);
-        return read_slice(s, g, t, &g->tensors[t->parts[0]], out, depth, err);
+        return read_slice(s, md, g, t, &g->tensors[t->parts[0]], (float *)out, depth, err);
     }
     {
         int64_t total = 0;
