@@ -133,6 +133,19 @@ static void arm(long n) {
 
 static int failures;
 
+/* Ends run n: stops tracking and counts a failure when any block is still live (a leak). */
+static void disarm(const char *what, long n, ig_status st, const ig_err *err) {
+    pthread_mutex_lock(&mu);
+    long leaked = n_live;
+    tracking = 0;
+    pthread_mutex_unlock(&mu);
+    fail_at = -1;
+    if (leaked) {
+        failures++;
+        fprintf(stderr, "FAIL: %sallocation %ld failed (%s): %ld blocks leaked\n", what, n, st ? err->msg : "no error", leaked);
+    }
+}
+
 /* One run; returns 1 when it completed (request finished) without an injected failure. */
 static int run_once(const char *pkg, long n) {
     arm(n);
@@ -179,15 +192,7 @@ static int run_once(const char *pkg, long n) {
         failures++;
         fprintf(stderr, "FAIL: allocation %ld failed: open returned %d without a message\n", n, st);
     }
-    pthread_mutex_lock(&mu);
-    long leaked = n_live;
-    tracking = 0;
-    pthread_mutex_unlock(&mu);
-    fail_at = -1;
-    if (leaked) {
-        failures++;
-        fprintf(stderr, "FAIL: allocation %ld failed (%s): %ld blocks leaked\n", n, st ? err.msg : "no error", leaked);
-    }
+    disarm("", n, st, &err);
     return complete && !atomic_load(&failed);
 }
 
@@ -220,16 +225,7 @@ static int tok_run_once(const char *dir, long n) {
     ig_free(dec);
     ig_free(chat);
     ig_tokenizer_close(t);
-    pthread_mutex_lock(&mu);
-    long leaked = n_live;
-    tracking = 0;
-    pthread_mutex_unlock(&mu);
-    fail_at = -1;
-    if (leaked) {
-        failures++;
-        fprintf(stderr, "FAIL: tokenizer allocation %ld failed (%s): %ld blocks leaked\n", n, st ? err.msg : "no error",
-                leaked);
-    }
+    disarm("tokenizer ", n, st, &err);
     return !st && !atomic_load(&failed);
 }
 
