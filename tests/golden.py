@@ -27,8 +27,9 @@ def require_testdata():
         sys.exit(77)
 
 
-def read_safetensors_f32(path):
-    """All tensors of a .safetensors file as float32 numpy arrays (F32, F16, BF16)."""
+def read_safetensors(path, f32=False):
+    """All tensors of a .safetensors file as numpy arrays: in their stored dtype, or (f32) all as
+    float32 (F32, F16 and BF16 converted)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         hdr = json.loads(f.read(n))
@@ -39,26 +40,19 @@ def read_safetensors_f32(path):
             continue
         a, b = v["data_offsets"]
         raw = data[a:b]
-        if v["dtype"] == "BF16":
+        if f32 and v["dtype"] == "BF16":
             x = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
+        elif f32:
             x = np.frombuffer(raw, {"F32": np.float32, "F16": np.float16}[v["dtype"]]).astype(np.float32)
+        else:
+            x = np.frombuffer(raw, dtype=_DT[v["dtype"]])
         out[k] = x.reshape(v["shape"])
     return out
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        hdr = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=_DT[v["dtype"]]).reshape(v["shape"])
-    return out
+def read_safetensors_f32(path):
+    """All tensors of a .safetensors file as float32 numpy arrays (F32, F16, BF16)."""
+    return read_safetensors(path, f32=True)
 
 
 def ensure_weights(model_dir):

@@ -30,16 +30,7 @@
 #include "ignis.h"
 #include "rt_util.h"
 
-static int failures;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
+#include "check.h"
 
 static ig_engine *open_engine(const char *pkg, int32_t kv_pages, int32_t max_seqs) {
     ig_engine_config cfg;

@@ -21,16 +21,7 @@
 #include "rt_seq.h"
 #include "rt_util.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            failures++;                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                  \
-            fprintf(stderr, "\n");                         \
-        }                                                  \
-    } while (0)
+#include "check.h"
 
 static const char *testdata(void) {
     const char *t = getenv("IGNIS_TESTDATA");

@@ -42,16 +42,7 @@ void *calloc(size_t a, size_t b) { return __libc_calloc(a, b); }
 void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
 void free(void *p) { __libc_free(p); }
 
-static int failures = 0;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
+#include "check.h"
 
 /* Reads r to its end: tokens received, final status and error message; arm: fail the output
  * allocations once 3 tokens have arrived. */

@@ -15,16 +15,7 @@
 #include "driver.h"
 #include "ignis.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
+#include "check.h"
 
 static unsigned long long mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");

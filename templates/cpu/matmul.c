@@ -300,12 +300,6 @@ IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const c
         _mm256_storeu_ps(tile + r * 32 + 8, acc[r][1]);
     }
 }
-IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
-                        size_t wps, int l0, int l1, float *tile, int init) {
-    ig_mm_mk1(nr, wb, xb, x, ldx, w, l0, l1, tile, init);
-    if (npn > 1) ig_mm_mk1(nr, wb, xb, x, ldx, w + wps, l0, l1, tile + 16, init);
-}
-#define IG_MM_RB 4
 
 IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
     IG_ALIGN64 float t[32];
@@ -367,12 +361,6 @@ IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const c
     for (int r = 0; r < nr; r++)
         for (int g = 0; g < 4; g++) vst1q_f32(tile + r * 32 + 4 * g, acc[r][g]);
 }
-IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
-                        size_t wps, int l0, int l1, float *tile, int init) {
-    ig_mm_mk1(nr, wb, xb, x, ldx, w, l0, l1, tile, init);
-    if (npn > 1) ig_mm_mk1(nr, wb, xb, x, ldx, w + wps, l0, l1, tile + 16, init);
-}
-#define IG_MM_RB 4
 
 /* Decode: even and odd k in separate accumulators, 8 independent FMA chains, so the loop is bound
  * by loads and FMA throughput rather than by the FMA latency of 4 chains of 2. */
@@ -445,6 +433,16 @@ IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, 
     memcpy(out, t, 16 * sizeof(float));
 }
 
+#endif
+
+#if defined(IG_AVX2) || defined(IG_NEON)
+/* AVX2 and NEON: a panel pair is two calls of the one-panel micro-kernel. */
+IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx, const char *w,
+                        size_t wps, int l0, int l1, float *tile, int init) {
+    ig_mm_mk1(nr, wb, xb, x, ldx, w, l0, l1, tile, init);
+    if (npn > 1) ig_mm_mk1(nr, wb, xb, x, ldx, w + wps, l0, l1, tile + 16, init);
+}
+#define IG_MM_RB 4
 #endif
 
 /* Runs the micro-kernel for nr rows with nr a constant in each case, so each copy is unrolled. */
