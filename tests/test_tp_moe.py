@@ -5,7 +5,8 @@ to moe.c's 16-row panels) and mixtral compiled with --tp 2 run under `mpirun -np
 (oversubscribed). Each expert's FFN is split by intermediate columns, the router replicated: the
 teacher-forced logits (one prefill step and one-token steps) equal the transformers float64
 references within the f32 bound and TP 1's within 1e-5 relative, greedy generation equals TP 1's,
-and the manifest records the experts' split. Also qwen2-moe-shared with --tp 4 (12 rows per rank
+and the manifest records the experts' split; the engine's batch of the reference's three prompts
+(mixtral, through the C API on rank 0) equals transformers' greedy tokens. Also qwen2-moe-shared with --tp 4 (12 rows per rank
 and expert, padded to 16; each KV head on one rank), qwen3-moe in bf16 within the bf16 bound, and
 the GGUF twin of qwen2-moe-shared (experts as 3-D ffn_*_exps tensors) with --tp 2 against the
 reference and its own TP 1 (when the `gguf` package is installed).
@@ -77,6 +78,8 @@ def main():
                         return 77
                 test_tp.check_model(model, 2, tmp, fails)
                 check_manifest(model, pkg, fails)
+                if model == "mixtral":  # the engine's batch: experts grouped over several sequences' tokens
+                    test_tp.check_batch(model, pkg, 2, fails)
             except Exception as e:
                 fails.append(f"{model} tp 2: {e}")
         try:
