@@ -166,6 +166,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     }
     p->dir = strdup(dir);
     p->bos_id = -1;
+    p->numa_node = -1;
     if (!p->dir) {
         st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
         goto fail;
@@ -230,6 +231,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
     if (gen && (st = read_generation(p, gen, mpath, err))) goto fail;
     if (p->desc->tp > 1 && (st = rt_tp_open(p->desc->tp, dir, &p->tp, err))) goto fail;
+    if (p->tp && p->desc->device == IG_DEVICE_CPU) rt_tp_pin_numa(p->tp, &p->numa_node); /* before the weights' pages */
     int32_t rank = rt_tp_rank(p->tp);
     if ((rank > 0) != follower) {
         st = ig_fail(err, IG_ERR_INVALID, rank > 0 ? "%s: this process is rank %d of a tensor-parallel job; ranks "

@@ -31,6 +31,7 @@ typedef struct rt_package {
     char model_file[80];       /* the model object loaded: model.so, or a fat package's variant */
     int32_t n_variants;        /* fat packages: how many CPU targets the package holds (0: one) */
     struct rt_tp *tp;          /* tensor-parallel packages (desc->tp > 1): the MPI job (rt_tp.h); else NULL */
+    int32_t numa_node;         /* tensor-parallel CPU ranks: the NUMA node this process pinned itself to, -1 none */
 } rt_package;
 
 typedef struct rt_open_opts {

@@ -1,9 +1,11 @@
 /* rt_tp.c — tensor parallelism over MPI (see rt_tp.h). */
 #include "rt_tp.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_package.h"
 
@@ -365,3 +367,55 @@ ig_status rt_tp_follow(rt_package *p, ig_err *err) {
 }
 
 #endif
+
+/* ---- NUMA placement (both builds) */
+
+/* Adds the CPUs of a sysfs list ("0-3,8,10-11") to *set; the number added, -1 if malformed. */
+static int parse_cpulist(const char *s, cpu_set_t *set) {
+    int n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0) return -1;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s || b < a) return -1;
+        }
+        for (long c = a; c <= b && c < CPU_SETSIZE; c++, n++) CPU_SET((int)c, set);
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',' && *end != '\n') return -1;
+    }
+    return n;
+}
+
+/* The CPUs of node k under sys_root into *set (cleared first); their number, 0 none, -1 unreadable. */
+static int node_cpus(const char *sys_root, int k, cpu_set_t *set) {
+    char path[512], line[4096];
+    snprintf(path, sizeof path, "%s/devices/system/node/node%d/cpulist", sys_root, k);
+    FILE *f = fopen(path, "r");
+    CPU_ZERO(set);
+    if (!f) return -1;
+    int n = fgets(line, sizeof line, f) ? parse_cpulist(line, set) : 0;
+    fclose(f);
+    return n;
+}
+
+int rt_tp_numa_cpus(const char *sys_root, int32_t rank, cpu_set_t *cpus) {
+    int with_cpus[256], n = 0;
+    cpu_set_t set;
+    for (int k = 0; k < 256; k++) /* node ids may have holes: look at every possible one */
+        if (node_cpus(sys_root, k, &set) > 0) with_cpus[n++] = k;
+    if (n < 2 || rank < 0) return -1;
+    return node_cpus(sys_root, with_cpus[rank % n], cpus) > 0 ? with_cpus[rank % n] : -1;
+}
+
+void rt_tp_pin_numa(const rt_tp *t, int32_t *node) {
+    *node = -1;
+    cpu_set_t want, have;
+    int k = t ? rt_tp_numa_cpus("/sys", rt_tp_rank(t), &want) : -1;
+    if (k < 0) return;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof have, &have) != 0 || CPU_COUNT(&have) < online) return; /* bound by the launcher */
+    if (sched_setaffinity(0, sizeof want, &want) == 0) *node = k;
+}

@@ -64,4 +64,17 @@ ig_status rt_tp_follow(struct rt_package *p, ig_err *err);
 ig_status rt_tp_job_rank(int32_t ranks, const char *dir, int32_t *rank, int *started, ig_err *err);
 void rt_tp_finalize(void);
 
+/* NUMA placement of a CPU rank (the seed's one-process-per-node mode): when the machine under
+ * sys_root ("/sys" in use; a test gives a fake tree) has more than one NUMA node with CPUs, rank r
+ * of the job gets the CPUs of the r-th such node (wrapping) in *cpus; returns that node's id, or -1
+ * when there is nothing to pin (one node, or no NUMA information). */
+#include <sched.h>
+int rt_tp_numa_cpus(const char *sys_root, int32_t rank, cpu_set_t *cpus);
+/* Pins this process to its node's CPUs (rt_tp_numa_cpus on /sys) before the weights are mapped,
+ * so its threads and its first-touch pages (weights, KV, workspace) are local, unless the launcher
+ * has bound it already (e.g. mpirun --bind-to numa: the affinity mask is narrower than the
+ * machine). Silent when there is nothing to do; a failed pin is not an error (the run is correct,
+ * only slower). Fills *node with the node index used, -1 when not pinned. */
+void rt_tp_pin_numa(const rt_tp *t, int32_t *node);
+
 #endif
