@@ -259,7 +259,9 @@ static ig_status lower_norm_add(cg *c, node_ctx *x, ig_err *err) {
 }
 
 /* The experts' block (MOE: router, top-k, expert-grouped GEMMs) or the shared expert
- * (MOE_SHARED), added to the residual stream: moe.c over two matmul.c instances. */
+ * (MOE_SHARED), added to the residual stream (epi ACC), or, in a tensor-parallel shard, stored
+ * as this rank's partial sum for the all-reduce (epi STORE: moe.c adds into a zeroed buffer):
+ * moe.c over two matmul.c instances. */
 static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     const ir_hparams *hp = &c->g->hp;
     const ir_node *n = x->n;
@@ -267,10 +269,16 @@ static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     const int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
     const int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
     char params[1024], comment[512], nm[64], lbl[96], in[64], res[64];
-    if (x->pass != 1 || n->epi != IR_EPI_ACC)
+    const int acc = n->epi == IR_EPI_ACC;
+    if (x->pass != 1 || (!acc && n->epi != IR_EPI_STORE))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: %s must be a layer op added to the residual stream", ir_op_name(n->op));
-    if (!buf_of(c, n->in[0], 0, in) || !buf_of(c, -1, 1, res)) return no_buf(c, x, err);
-    c->bufs.buf_of[n->out] = c->resid;
+    if (!buf_of(c, n->in[0], 0, in)) return no_buf(c, x, err);
+    if (acc) {
+        if (!buf_of(c, -1, 1, res)) return no_buf(c, x, err);
+        c->bufs.buf_of[n->out] = c->resid;
+    } else if (!new_buf(c, n->out, HID, 0, res)) {
+        return no_buf(c, x, err);
+    }
     uint64_t tok = 4u * (2u * (uint64_t)HID + (uint64_t)I + (uint64_t)E) + 12u * (uint64_t)K, fix = 8u * (uint64_t)E + 256u;
     if (tok > c->moe_tok) c->moe_tok = tok;
     if (fix > c->moe_fix) c->moe_fix = fix;
@@ -304,9 +312,10 @@ static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
     const char *mo = instance(c, "moe.c", nm, "MO_NAME", params, comment);
     if (!mo) return no_buf(c, x, err);
-    fprintf(c->fw, "\n%s/* %s: %s */\n%s%s(T, %s, %s, %s, %s, %s, moe_ws, nth);\n", x->ind,
-            cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op), x->ind, mo, in, x->wexpr[1], x->wexpr[2],
-            x->wexpr[3], res);
+    fprintf(c->fw, "\n%s/* %s: %s%s */\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op),
+            acc ? "" : ", this rank's partial sum");
+    if (!acc) fprintf(c->fw, "%smemset(%s, 0, sizeof(float) * (size_t)T * %d);\n", x->ind, res, HID);
+    fprintf(c->fw, "%s%s(T, %s, %s, %s, %s, %s, moe_ws, nth);\n", x->ind, mo, in, x->wexpr[1], x->wexpr[2], x->wexpr[3], res);
     return IG_OK;
 }
 

@@ -300,7 +300,7 @@ static cJSON *tp_json(int32_t ranks, const cp_tp_plan *split) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "ranks", ranks);
     cJSON_AddStringToObject(j, "weights", "weights.rankR.bin: rank R's slices, one layout for all ranks");
-    cJSON_AddStringToObject(j, "replicated", "every tensor not listed (norms)");
+    cJSON_AddStringToObject(j, "replicated", "every tensor not listed (norms, MoE routers and gates)");
     cJSON *ts = cJSON_AddArrayToObject(j, "split");
     for (int32_t i = 0; i < split[0].n; i++) {
         const cp_tp_split *s = &split[0].v[i];
@@ -507,6 +507,12 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             cJSON_AddNumberToObject(pr, "n_heads", g->hp.n_heads);
             cJSON_AddNumberToObject(pr, "n_kv_heads", g->hp.n_kv_heads);
             cJSON_AddNumberToObject(pr, "intermediate", g->hp.intermediate);
+            if (g->hp.n_experts) { /* one expert's (and the shared expert's) rows per rank, padded to 16 */
+                cJSON_AddNumberToObject(pr, "moe_intermediate", g->hp.moe_intermediate);
+                cJSON_AddNumberToObject(pr, "shared_intermediate", g->hp.shared_intermediate);
+                cJSON_AddStringToObject(tj, "experts", "every expert's gate/up rows and down columns split by intermediate "
+                                        "(zero-padded to 16 per rank); routers replicated");
+            }
             cJSON_AddNumberToObject(pr, "vocab", g->hp.tp_vocab);
             cJSON_AddItemToObject(m, "tensor_parallel", tj);
         }

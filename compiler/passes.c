@@ -316,7 +316,7 @@ ig_status cp_check_lowered(const ir_graph *g, ig_err *err) {
         if (op == IR_OP_EMBED || op == IR_OP_GATHER_ROWS || op == IR_OP_ATTENTION ||
             op == IR_OP_NORM_MATMUL || op == IR_OP_ROPE_KV || op == IR_OP_MATMUL_EPI || op == IR_OP_NORM_ADD ||
             op == IR_OP_ALL_REDUCE || op == IR_OP_ALL_GATHER ||
-            ((op == IR_OP_MOE || op == IR_OP_MOE_SHARED) && g->nodes[i].epi == IR_EPI_ACC) ||
+            ((op == IR_OP_MOE || op == IR_OP_MOE_SHARED) && (g->nodes[i].epi == IR_EPI_ACC || g->hp.tp > 1)) ||
             (op == IR_OP_RMSNORM && g->nodes[i].layer >= 0))
             continue;
         return ig_fail(err, IG_ERR_UNSUPPORTED,

@@ -3,7 +3,8 @@
  * One walk over the imported node list, re-emitting every node: matmuls get their weight (and
  * bias) replaced by a shard tensor (ir_tensor.slice_axis: rows or columns of the checkpoint's
  * tensor, read by ir/sources.c), activations shrink to the rank's width, and the row-parallel
- * matmuls (o, down), the embedding and the lm_head get a collective after them. */
+ * matmuls (o, down), the MoE blocks (experts rebuilt from their sharded gate / up / down leaves),
+ * the embedding and the lm_head get a collective after them. */
 #include "shard.h"
 
 #include <stdlib.h>
@@ -17,6 +18,7 @@ typedef struct shard {
     int32_t Hl, KVl;   /* per rank */
     int32_t kv0;       /* the rank's first KV head */
     int64_t Il, Vl;    /* intermediate and vocabulary per rank */
+    int64_t El, Sl;    /* one expert's and the shared expert's intermediate per rank (before padding) */
     cp_tp_plan *plan;
     ig_err *err;
 } shard;
@@ -24,16 +26,19 @@ typedef struct shard {
 ig_status cp_shard_check(const ir_hparams *hp, int32_t ranks, ig_err *err) {
     if (ranks <= 1) return IG_OK;
     if (ranks > 64) return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: at most 64 ranks", ranks);
-    if (hp->n_experts > 0)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: %s is a mixture of experts; tensor parallelism splits dense "
-                       "models only for now", ranks, hp->arch);
+    if (hp->n_experts > 0 && hp->moe_intermediate % ranks)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: the experts' intermediate size %d does not split evenly over "
+                       "%d ranks", ranks, hp->moe_intermediate, ranks);
+    if (hp->n_experts > 0 && hp->shared_intermediate % ranks)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: the shared expert's intermediate size %d does not split evenly "
+                       "over %d ranks", ranks, hp->shared_intermediate, ranks);
     if (hp->n_heads % ranks)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: the %d attention heads do not split evenly over %d ranks", ranks,
                        hp->n_heads, ranks);
     if (hp->n_kv_heads % ranks && ranks % hp->n_kv_heads)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: the %d KV heads neither split over %d ranks nor replicate evenly "
                        "onto them", ranks, hp->n_kv_heads, ranks);
-    if (hp->intermediate % ranks)
+    if (!hp->n_experts && hp->intermediate % ranks)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--tp %d: the MLP's intermediate size %d does not split evenly over %d ranks",
                        ranks, hp->intermediate, ranks);
     return IG_OK;
@@ -151,6 +156,74 @@ static ig_status shard_matmul(shard *s, ir_node n) {
     return st ? st : emit(s, &n);
 }
 
+/* Rounds an expert's per-rank intermediate up to the 16-row panels moe.c stacks experts in. */
+static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* One expert's gate/up pair (a 16-row interleave of two [I, D] tensors), sharded: rows
+ * [rank * il, +il) of each, interleaved again and zero-padded to pad16(il) rows each. */
+static ig_status shard_gate_up(shard *s, int32_t *id, int64_t il) {
+    const ir_tensor *t = &s->g->tensors[*id];
+    if (t->n_parts != 2 || !t->interleave16 || t->slice_axis)
+        return ig_fail(s->err, IG_ERR_UNSUPPORTED, "--tp: expert weight %s is not a gate/up pair", t->name);
+    int32_t pr[2] = {t->parts[0], t->parts[1]};
+    const char *name = t->name;
+    ig_status st;
+    if ((st = slice(s, &pr[0], 1, s->rank * il, il)) || (st = slice(s, &pr[1], 1, s->rank * il, il))) return st;
+    int32_t nid = ir_add_merged_weight(s->g, name, pr, 2, 1);
+    if (nid < 0) return ig_fail(s->err, IG_ERR_NOMEM, "out of memory");
+    s->g->tensors[nid].pad16 = 1;
+    s->g->tensors[nid].shape[0] = 2 * pad16(il);
+    *id = nid;
+    return IG_OK;
+}
+
+/* One expert's down projection [D, I], sharded: columns [rank * il, +il), zero columns up to pad16(il). */
+static ig_status shard_down(shard *s, int32_t *id, int64_t il) {
+    const char *name = s->g->tensors[*id].name;
+    ig_status st = slice(s, id, 2, s->rank * il, il);
+    if (st || pad16(il) == il) return st;
+    int32_t nid = ir_add_merged_weight(s->g, name, id, 1, 0);
+    if (nid < 0) return ig_fail(s->err, IG_ERR_NOMEM, "out of memory");
+    s->g->tensors[nid].pad16 = 1;
+    s->g->tensors[nid].shape[1] = pad16(il);
+    *id = nid;
+    return IG_OK;
+}
+
+/* A stack of experts (merged weight of one part per expert), each part sharded by `fn`. */
+static ig_status shard_stack(shard *s, int32_t *id, int64_t il, ig_status (*fn)(shard *, int32_t *, int64_t)) {
+    const ir_tensor *t = &s->g->tensors[*id];
+    int32_t n = t->n_parts;
+    if (n < 1 || t->interleave16 || t->slice_axis)
+        return ig_fail(s->err, IG_ERR_UNSUPPORTED, "--tp: %s is not a stack of experts", t->name);
+    const char *name = t->name;
+    int32_t *parts = malloc(sizeof *parts * (size_t)n);
+    if (!parts) return ig_fail(s->err, IG_ERR_NOMEM, "out of memory");
+    memcpy(parts, t->parts, sizeof *parts * (size_t)n);
+    ig_status st = IG_OK;
+    for (int32_t e = 0; e < n && !st; e++) st = fn(s, &parts[e], il);
+    int32_t nid = st ? -1 : ir_add_merged_weight(s->g, name, parts, n, 0);
+    free(parts);
+    if (st) return st;
+    if (nid < 0) return ig_fail(s->err, IG_ERR_NOMEM, "out of memory");
+    *id = nid;
+    return IG_OK;
+}
+
+/* MOE (routed experts) or MOE_SHARED: each expert's FFN split by intermediate columns, the router
+ * (or the shared expert's sigmoid gate) replicated so every rank routes alike; the block's output
+ * is this rank's partial sum, all-reduced before the residual add. */
+static ig_status shard_moe(shard *s, ir_node n) {
+    int64_t il = n.op == IR_OP_MOE ? s->El : s->Sl;
+    ig_status st;
+    if (n.op == IR_OP_MOE) {
+        if ((st = shard_stack(s, &n.in[2], il, shard_gate_up)) || (st = shard_stack(s, &n.in[3], il, shard_down))) return st;
+    } else if ((st = shard_gate_up(s, &n.in[2], il)) || (st = shard_down(s, &n.in[3], il))) {
+        return st;
+    }
+    return emit_partial(s, n, IR_OP_ALL_REDUCE, s->g->hp.hidden);
+}
+
 /* Every other node: the embedding (by vocabulary rows, then an all-reduce), per-head ops and the
  * ops whose output width shrinks; the rest unchanged. */
 static ig_status shard_node(shard *s, ir_node n) {
@@ -173,7 +246,7 @@ static ig_status shard_node(shard *s, ir_node n) {
     case IR_OP_SILU_MUL:
     case IR_OP_GELU_MUL: set_cols(s, n.out, s->Il); break;
     case IR_OP_MOE:
-    case IR_OP_MOE_SHARED: return ig_fail(s->err, IG_ERR_UNSUPPORTED, "--tp: MoE blocks are not split yet");
+    case IR_OP_MOE_SHARED: return shard_moe(s, n);
     default: break;
     }
     return emit(s, &n);
@@ -191,6 +264,8 @@ ig_status cp_shard(ir_graph *g, int32_t rank, int32_t ranks, cp_tp_plan *plan, i
     s.KVl = s.KV >= ranks ? s.KV / ranks : 1;
     s.kv0 = s.KV >= ranks ? rank * s.KVl : rank / (ranks / s.KV);
     s.Il = hp->intermediate / ranks;
+    s.El = hp->moe_intermediate / ranks;
+    s.Sl = hp->shared_intermediate / ranks;
     s.Vl = (hp->vocab + ranks - 1) / ranks;
     int32_t n = g->n_nodes;
     ir_node *old = malloc(sizeof *old * (size_t)(n > 0 ? n : 1));
@@ -203,6 +278,10 @@ ig_status cp_shard(ir_graph *g, int32_t rank, int32_t ranks, cp_tp_plan *plan, i
     hp->n_heads = s.Hl;
     hp->n_kv_heads = s.KVl;
     hp->intermediate = (int32_t)s.Il;
+    if (hp->n_experts) { /* the kernels see the padded per-rank sizes */
+        hp->moe_intermediate = (int32_t)pad16(s.El);
+        hp->shared_intermediate = s.Sl ? (int32_t)pad16(s.Sl) : 0;
+    }
     hp->tp = ranks;
     hp->tp_vocab = (int32_t)s.Vl;
     return ir_verify(g, err);

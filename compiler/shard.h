@@ -7,16 +7,22 @@
  *              when N > KV each KV head is replicated on the N / KV ranks whose query heads read
  *              it), o columns by the same query heads;
  *   MLP        gate / up rows and down columns by intermediate (I / N per rank);
+ *   MoE        every expert's gate / up rows and down columns by its intermediate (and the shared
+ *              expert's alike), each rank's share zero-padded to a multiple of 16 rows (moe.c's
+ *              panels; zero rows add nothing); the router and the shared expert's gate replicated
+ *              (f32, so every rank picks the same experts); the block's output is the rank's
+ *              partial sum, all-reduced like the down projection's;
  *   vocabulary embedding rows and lm_head rows by vocab / N (rounded up; the last rank's slice is
  *              padded with zero rows, whose logits are dropped);
  *   norms      replicated; biases of o / down only on rank 0 (they are added once, after the sum).
  * Collectives (ops ALL_REDUCE / ALL_GATHER, lowered to calls of the runtime's ig_model_comm hook):
  * an all-reduce after the embedding, after the attention output projection and after the MLP down
- * projection (fused into the residual add by cp_fuse_residual), and an all-gather of the logits.
+ * projection or MoE block (fused into the residual add by cp_fuse_residual), and an all-gather of
+ * the logits.
  * Numerics equal TP 1's up to the order of the partial sums.
  *
  * The pass matches build_decoder.c's graph by its activation names (layers.L.q / k / v / o / g /
- * u / d, logits), so it runs right after import, before the fusions. MoE graphs are refused. */
+ * u / d, logits) and its MoE ops, so it runs right after import, before the fusions. */
 #ifndef IG_SHARD_H
 #define IG_SHARD_H
 
@@ -36,7 +42,7 @@ typedef struct cp_tp_plan {
     cp_tp_split *v; /* malloc'd; free with cp_tp_plan_free */
 } cp_tp_plan;
 
-/* Checks that the model splits over `ranks` (heads, KV heads, intermediate divisible; no MoE);
+/* Checks that the model splits over `ranks` (heads, KV heads, intermediate or expert sizes divisible);
  * IG_ERR_UNSUPPORTED naming what does not, else IG_OK. */
 ig_status cp_shard_check(const ir_hparams *hp, int32_t ranks, ig_err *err);
 /* Rewrites g (unfused, as imported) into rank `rank`'s shard of `ranks` and records the split of

@@ -43,6 +43,9 @@ python3 -c "import openai" 2>/dev/null || $PIP openai || $PIP --break-system-pac
 # guided decoding: the end-to-end test validates generated JSON against its schema
 python3 -c "import jsonschema" 2>/dev/null || $PIP jsonschema || $PIP --break-system-packages jsonschema || \
   echo "warning: could not install jsonschema (the guided-decoding SmolLM2 test will be skipped)"
+# jinja2: the reference renders of chat templates (tests/data/make_chat_cases.py, tests/data/chat_families/make_cases.py)
+python3 -c "import jinja2" 2>/dev/null || $PIP jinja2 || $PIP --break-system-packages jinja2 || \
+  echo "warning: could not install jinja2 (only needed to regenerate the chat-template references)"
 # the gguf package (llama.cpp's GGUF writer): tests write GGUF twins of the HF test models with it
 python3 -c "import gguf" 2>/dev/null || $PIP gguf || $PIP --break-system-packages gguf || \
   echo "warning: could not install gguf (the GGUF twin tests will be skipped)"

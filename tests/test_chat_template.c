@@ -1,7 +1,10 @@
 /* test_chat_template.c — chat templates rendered against independent references:
  * the `chat` cases of the tokenizer fixtures (rendered by HuggingFace transformers), and
  * tests/data/chat_cases.json (rendered by Python jinja2 configured as transformers configures it,
- * produced by tests/data/make_chat_cases.py). Plus error reporting and concurrent rendering.
+ * produced by tests/data/make_chat_cases.py), and the real templates of the issue-21 families in
+ * tests/data/chat_families (Qwen3 / Qwen2.5, Mistral v1 / Nemo, Gemma 3, GLM-4, Phi-3.5 / Phi-4-mini:
+ * sources in its README.md; cases.json rendered the same way by make_cases.py). Plus error
+ * reporting and concurrent rendering.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -112,9 +115,11 @@ static void test_tokenizer_fixtures(void) {
     }
 }
 
-static void test_jinja_cases(void) {
-    cJSON *root = read_json("tests/data/chat_cases.json");
-    CHECK(root != NULL, "cannot read tests/data/chat_cases.json (run from the repo root)");
+/* Cases of a jinja2-rendered file (path): each case's "template" is the source itself, or with
+ * dir the name of a file in dir holding it; a case without "bos_token" leaves it undefined. */
+static void test_jinja_cases(const char *path, const char *dir) {
+    cJSON *root = read_json(path);
+    CHECK(root != NULL, "cannot read %s (run from the repo root)", path);
     if (!root) return;
     const cJSON *c;
     int n_ok = 0, n = 0;
@@ -123,14 +128,25 @@ static void test_jinja_cases(void) {
         const char *src = cJSON_GetObjectItemCaseSensitive(c, "template")->valuestring;
         const cJSON *rendered = cJSON_GetObjectItemCaseSensitive(c, "rendered");
         const cJSON *error = cJSON_GetObjectItemCaseSensitive(c, "error");
+        const cJSON *bos = cJSON_GetObjectItemCaseSensitive(c, "bos_token");
+        char *file_src = NULL;
         n++;
+        if (dir) {
+            char fp[1024];
+            snprintf(fp, sizeof fp, "%s/%s", dir, src);
+            file_src = read_file(fp);
+            CHECK(file_src != NULL, "%s: cannot read %s", name, fp);
+            if (!file_src) continue;
+            src = file_src;
+        }
         ct_template *t = NULL;
         ig_err err = {{0}};
         ig_status st = ct_compile(src, &t, &err);
+        free(file_src);
         CHECK(st == IG_OK, "%s: compile: %s", name, err.msg);
         if (st != IG_OK) continue;
         ct_vars v = {
-            .bos_token = cJSON_GetObjectItemCaseSensitive(c, "bos_token")->valuestring,
+            .bos_token = bos ? bos->valuestring : NULL,
             .eos_token = cJSON_GetObjectItemCaseSensitive(c, "eos_token")->valuestring,
             .add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add_generation_prompt")),
             .tools = cJSON_GetObjectItemCaseSensitive(c, "tools"),
@@ -155,7 +171,7 @@ static void test_jinja_cases(void) {
         free(out);
         ct_free(t);
     }
-    printf("jinja2 cases: %d/%d match\n", n_ok, n);
+    printf("jinja2 cases of %s: %d/%d match\n", path, n_ok, n);
     cJSON_Delete(root);
 }
 
@@ -416,7 +432,8 @@ static void test_threads(void) {
 
 int main(void) {
     test_tokenizer_fixtures();
-    test_jinja_cases();
+    test_jinja_cases("tests/data/chat_cases.json", NULL);
+    test_jinja_cases("tests/data/chat_families/cases.json", "tests/data/chat_families");
     test_chatml();
     test_errors();
     test_limits();

@@ -8,7 +8,7 @@ without a recipe here gets tests/fuzz/seeds/TARGET/* only (copied by scripts/fuz
 The files come from ../shared/testdata (IGNIS_TESTDATA): checkpoints' headers and configs,
 reduced real tokenizers (the first tokens of the vocabulary and the merges among them, with the
 real normalizer / pre-tokenizer / decoder / post-processor), the test texts of the tokenizers,
-the chat templates, a tiny GGUF file, an .igraph and a manifest made with the ignis CLI.
+the chat templates (and tests/data's), a tiny GGUF file, an .igraph and a manifest made with the ignis CLI.
 """
 import glob
 import json
@@ -126,6 +126,11 @@ def jinja(out, cli):
             if c["template"] not in seen:
                 seen.add(c["template"])
                 put(out, f"case{i}.jinja", c["template"])
+    for p in sorted(glob.glob(os.path.join(HERE, "..", "data", "chat_families", "*.jinja"))):
+        t = open(p, encoding="utf-8").read()  # the real templates of the issue-21 families
+        if t not in seen:
+            seen.add(t)
+            put(out, "family-" + os.path.basename(p), t)
 
 
 def with_cli(out, cli, what):
