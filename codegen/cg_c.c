@@ -302,12 +302,12 @@ static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
              "#define MO_SHARED %d\n#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n"
              "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n#define MO_GU %s\n#define MO_DN %s\n",
              shared, HID, E, K, (long long)I, hp->norm_topk, a16, w16, gu, dn);
+    const char *into = acc ? "added to the residual stream" : "summed into a zeroed buffer (this rank's partial sum)";
     if (shared)
-        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), added to the residual stream",
-                 (long long)I);
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), %s", (long long)I, into);
     else
         snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, "
-                 "tokens grouped by expert, added to the residual stream", E, (long long)I, K, hp->norm_topk ? " renormalized" : "");
+                 "tokens grouped by expert, %s", E, (long long)I, K, hp->norm_topk ? " renormalized" : "", into);
     if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
     else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
     const char *mo = instance(c, "moe.c", nm, "MO_NAME", params, comment);
