@@ -31,6 +31,10 @@ static ig_status parse_entry(const char *label, const uint8_t *p, int32_t k, uin
     const char *nul = memchr(p, 0, PKGF_NAME_MAX);
     if (!nul || nul == (const char *)p)
         return ig_fail(err, IG_ERR_FORMAT, "%s: bundle directory entry %d has no name (damaged directory)", label, k);
+    for (const uint8_t *q = (const uint8_t *)nul; q < p + PKGF_NAME_MAX; q++)
+        if (*q) return ig_fail(err, IG_ERR_FORMAT, "%s: bundle directory entry %d has bytes after its name (damaged directory)",
+                               label, k);
+    if (get_u64(p + 88)) return ig_fail(err, IG_ERR_FORMAT, "%s: bundle directory entry %d: reserved bytes set (damaged)", label, k);
     memcpy(e->name, p, PKGF_NAME_MAX);
     if (strchr(e->name, '/'))
         return ig_fail(err, IG_ERR_FORMAT, "%s: bundle directory entry %d (%.63s) has a '/' in its name", label, k, e->name);
@@ -72,6 +76,8 @@ ig_status pkgf_parse(const char *label, const uint8_t *tail, size_t tail_len, ui
                        "appended to, or not a bundle)", label, (unsigned long long)file_size);
     uint32_t version = get_u32(t + 8), n = get_u32(t + 12);
     uint64_t dir_off = get_u64(t + 16), size = get_u64(t + 24);
+    for (int i = 32; i < 56; i++)
+        if (t[i]) return ig_fail(err, IG_ERR_FORMAT, "%s: the bundle trailer's reserved bytes are set (damaged)", label);
     if (version != PKGF_VERSION)
         return ig_fail(err, IG_ERR_FORMAT, "%s: bundle format version %u, this runtime reads version %d", label, version,
                        PKGF_VERSION);

@@ -150,8 +150,11 @@ static const cJSON *tensor_hash(const cJSON *e, int32_t rank) {
 /* The bundle at dir is this process's own executable: its code is what runs. */
 static ig_status check_self(const char *dir, ig_err *err) {
     struct stat a, b;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1); /* (a stat of the link itself: not under qemu-user) */
     if (stat(dir, &a) != 0) return ig_fail(err, IG_ERR_IO, "%s: %s", dir, strerror(errno));
-    if (stat("/proc/self/exe", &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+    if (n > 0) self[n] = 0;
+    if (n <= 0 || stat(self, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "%s is a one-file bundle: its model code runs only inside it "
                        "(run '%s generate ...' rather than opening it from another program)", dir, dir);
     return IG_OK;
