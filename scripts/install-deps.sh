@@ -58,18 +58,26 @@ build_static_deps() { # TRIPLET CC
   ) || echo "warning: could not build static cJSON/libmicrohttpd for $triplet (ignis bundle will be unavailable)"
   rm -rf "$work"
 }
-if [ ! -f "$STATIC_ROOT/$(gcc -dumpmachine)/lib/libcjson.a" ] || [ ! -f "$STATIC_ROOT/$(gcc -dumpmachine)/lib/libmicrohttpd.a" ]; then
+static_triplets="$(gcc -dumpmachine)"
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then static_triplets="$static_triplets aarch64-linux-gnu"; fi
+need_static=0
+for t in $static_triplets; do
+  [ -f "$STATIC_ROOT/$t/lib/libcjson.a" ] && [ -f "$STATIC_ROOT/$t/lib/libmicrohttpd.a" ] || need_static=1
+done
+if [ $need_static = 1 ]; then
   src=/etc/apt/sources.list.d/ignis-deb-src.sources
-  if ! apt-get source --print-uris -q cjson >/dev/null 2>&1; then
-    printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: bookworm bookworm-updates" \
+  if ! apt-get source --print-uris -q cjson >/dev/null 2>&1 && [ "$(. /etc/os-release && echo "$ID")" = debian ]; then
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+    printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: $codename $codename-updates" \
       "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" "" \
-      "Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: bookworm-security" \
+      "Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: $codename-security" \
       "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | $SUDO tee "$src" >/dev/null
     $SUDO apt-get update -q >/dev/null
   fi
 fi
-build_static_deps "$(gcc -dumpmachine)" gcc
-if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then build_static_deps aarch64-linux-gnu aarch64-linux-gnu-gcc; fi
+for t in $static_triplets; do
+  if [ "$t" = aarch64-linux-gnu ]; then build_static_deps "$t" aarch64-linux-gnu-gcc; else build_static_deps "$t" gcc; fi
+done
 PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import scikit_build_core" 2>/dev/null || $PIP scikit-build-core || $PIP --break-system-packages scikit-build-core
