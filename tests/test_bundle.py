@@ -8,6 +8,8 @@
 - the executable needs no library but glibc's (readelf NEEDED: libc, libm, the dynamic loader):
   no libignis, libprotobuf-c, libcjson, libmicrohttpd, libgomp; the overhead over weights.bin is
   at most 5 MB;
+- a fat package bundles its variants of the architecture: the best runs, or the portable one when
+  the CPU's features are hidden;
 - damaged bundles are refused with a message naming what is wrong: cut short (the trailer is
   gone; cut inside the executable part, the system's loader fails before any ignis code runs), a
   flipped byte in the weights (the tensor named), in the manifest, in the executable part,
@@ -115,6 +117,32 @@ def x86_cases(tmp):
         print(f"    {model} {dtype}: bundle {os.path.getsize(bundle)} bytes, overhead over the weights {over / 1e6:.2f} MB")
         check(over <= 5e6, f"{model}: overhead {over / 1e6:.2f} MB <= 5 MB")
     check_damage(bundle, tmp)
+    fat_case(tmp)
+
+
+def fat_case(tmp):
+    """A fat package (this machine's best target, the portable one, and aarch64): its two x86-64
+    objects are linked in side by side; the bundle loads the best (logits bitwise the
+    single-target package's) or, with every CPU feature hidden (IGNIS_CPU_MASK=0), the portable one,
+    which matches the float64 reference; inspect says which."""
+    fat = os.path.join(tmp, "fat")
+    targets = "cpu,cpu:generic" + (",cpu:aarch64" if shutil.which("aarch64-linux-gnu-gcc") else "")
+    golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", fat, "--dtype", "f32",
+                "--target", targets])
+    bundle = make_bundle(fat, fat + ".bundle")
+    ids, ref, _ = golden.reference("llama-gqa")
+    toks = ",".join(map(str, ids))
+    single = golden.read_npy(os.path.join(tmp, "llama-gqa-f32-native.pkg.npy"))
+    for env, want in (([], None), (["IGNIS_CPU_MASK=0"], "cpu-x86_64-generic")):
+        p = subprocess.run(["env", "-i", *env, bundle, "inspect"], capture_output=True, text=True)
+        chose = p.stderr.split("this machine runs ")[-1].split()[0] if "this machine runs" in p.stderr else "?"
+        p = subprocess.run(["env", "-i", *env, bundle, "logits", "--tokens", toks, "--out", fat + ".npy"], capture_output=True, text=True)
+        got = golden.read_npy(fat + ".npy") if p.returncode == 0 else None
+        if want is None:
+            check(got is not None and np.array_equal(got, single), f"fat bundle loads {chose}: logits bitwise the single package's")
+        else:
+            rel = np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max() if got is not None else 1.0
+            check(chose == want and rel <= golden.TOL["f32"], f"fat bundle with IGNIS_CPU_MASK=0 loads {chose}: {rel:.2e} x max|ref|")
 
 
 def aarch64_runtime():
