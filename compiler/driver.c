@@ -86,10 +86,11 @@ static ig_status build_so(const cc_options *o, const cg_target *t, int cuda, con
                  "-o '%s/model.so' '%s/src/model.c' -ldl > '%s/build.log' 2>&1",
                  cc, pkg, cuda_home(), pkg, pkg, pkg, pkg);
     else
+        /* the object model.o stays in the package: `ignis bundle` links it into an executable */
         snprintf(cmd, sizeof cmd,
-                 "%s -O3 -std=gnu11 -fPIC -shared -fopenmp -fvisibility=hidden -fno-math-errno %s "
-                 "-I'%s/src' -o '%s/model.so' '%s/src/model.c' -lm > '%s/build.log' 2>&1",
-                 cc, t->cflags, pkg, pkg, pkg, pkg);
+                 "%s -O3 -std=gnu11 -fPIC -fopenmp -fvisibility=hidden -fno-math-errno %s -I'%s/src' -c -o '%s/model.o' "
+                 "'%s/src/model.c' > '%s/build.log' 2>&1 && %s -shared -fopenmp -o '%s/model.so' '%s/model.o' -lm >> '%s/build.log' 2>&1",
+                 cc, t->cflags, pkg, pkg, pkg, pkg, cc, pkg, pkg, pkg);
     int rc = system(cmd);
     if (rc != 0)
         return ig_fail(err, IG_ERR_BUILD, "C compiler failed (exit %d) building %s/model.so: see %s/build.log",

@@ -58,7 +58,7 @@ static ig_status split_targets(const char *list, const cg_target **t, int *n, ig
 }
 
 /* Compiles target t into a scratch package and moves its model.so to pkg/model-FULLNAME.so, after
- * checking that its weights are the first package's. */
+ * checking that its weights are the first package's (and its model.o to pkg/model-FULLNAME.o). */
 static ig_status add_variant(const cc_options *o, const cg_target *t, const char *dtype, const cJSON *w0, ig_err *err) {
     char scratch[4096], from[4096], to[4096], cmd[8400];
     snprintf(scratch, sizeof scratch, "%s/.variant-%s", o->out_dir, t->full_name);
@@ -73,9 +73,10 @@ static ig_status add_variant(const cc_options *o, const cg_target *t, const char
         st = ig_fail(err, IG_ERR_MISMATCH, "--target %s packs the weights differently from the package's first target: "
                      "a fat package needs one weights layout", t->name);
     cJSON_Delete(m);
-    if (!st) {
-        snprintf(from, sizeof from, "%s/model.so", scratch);
-        snprintf(to, sizeof to, "%s/model-%s.so", o->out_dir, t->full_name);
+    for (int k = 0; k < 2 && !st; k++) { /* the shared object, and the object file `ignis bundle` links */
+        const char *ext = k ? "o" : "so";
+        snprintf(from, sizeof from, "%s/model.%s", scratch, ext);
+        snprintf(to, sizeof to, "%s/model-%s.%s", o->out_dir, t->full_name, ext);
         if (rename(from, to) != 0) st = ig_fail(err, IG_ERR_IO, "cannot move %s to %s", from, to);
     }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);

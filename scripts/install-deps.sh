@@ -30,6 +30,54 @@ if [ "$(dpkg --print-architecture)" != arm64 ]; then
       echo "warning: could not install the arm64 cross packages (the aarch64 tests will be skipped)"
   fi
 fi
+# One-file bundles (`ignis bundle`, tests/test_bundle.py) link the runtime statically. Debian ships
+# libprotobuf-c.a and libgomp.a, but no libcjson.a, and its libmicrohttpd.a needs GnuTLS (~7 MB of
+# static libraries for HTTPS the server does not use): both are built here from Debian's own source
+# packages (apt-get source, through a deb-src entry), static and position-independent, into
+# IGNIS_STATIC_DEPS (default ~/.cache/ignis/static/TRIPLET/{include,lib}), where CMake looks for them.
+# cJSON with its CMake; libmicrohttpd with its configure, --disable-https.
+STATIC_ROOT="${IGNIS_STATIC_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/ignis/static}"
+build_static_deps() { # TRIPLET CC
+  local triplet="$1" cc="$2" prefix="$STATIC_ROOT/$1" work
+  if [ -f "$prefix/lib/libcjson.a" ] && [ -f "$prefix/lib/libmicrohttpd.a" ]; then return 0; fi
+  work="$(mktemp -d)"
+  (
+    set -e
+    cd "$work"
+    apt-get source -q cjson libmicrohttpd >/dev/null 2>&1
+    cmake -S cjson-*/ -B cjson-build -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+      -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DENABLE_CJSON_TEST=OFF -DENABLE_CJSON_UTILS=OFF \
+      -DENABLE_CUSTOM_COMPILER_FLAGS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
+    cmake --build cjson-build -j2 >/dev/null && cmake --install cjson-build >/dev/null
+    cd libmicrohttpd-*/
+    ./configure -q --host="$triplet" CC="$cc" --prefix="$prefix" --libdir="$prefix/lib" --disable-shared \
+      --enable-static --with-pic --disable-https --without-gnutls --disable-doc --disable-examples \
+      --disable-curl >/dev/null
+    make -s -j2 -C src/microhttpd >/dev/null && make -s -C src/microhttpd install >/dev/null
+    make -s -C src/include install >/dev/null
+  ) || echo "warning: could not build static cJSON/libmicrohttpd for $triplet (ignis bundle will be unavailable)"
+  rm -rf "$work"
+}
+static_triplets="$(gcc -dumpmachine)"
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then static_triplets="$static_triplets aarch64-linux-gnu"; fi
+need_static=0
+for t in $static_triplets; do
+  [ -f "$STATIC_ROOT/$t/lib/libcjson.a" ] && [ -f "$STATIC_ROOT/$t/lib/libmicrohttpd.a" ] || need_static=1
+done
+if [ $need_static = 1 ]; then
+  src=/etc/apt/sources.list.d/ignis-deb-src.sources
+  if ! apt-get source --print-uris -q cjson >/dev/null 2>&1 && [ "$(. /etc/os-release && echo "$ID")" = debian ]; then
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+    printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: $codename $codename-updates" \
+      "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" "" \
+      "Types: deb-src" "URIs: http://deb.debian.org/debian-security" "Suites: $codename-security" \
+      "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" | $SUDO tee "$src" >/dev/null
+    $SUDO apt-get update -q >/dev/null
+  fi
+fi
+for t in $static_triplets; do
+  if [ "$t" = aarch64-linux-gnu ]; then build_static_deps "$t" aarch64-linux-gnu-gcc; else build_static_deps "$t" gcc; fi
+done
 PIP="python3 -m pip install -q"
 python3 -c "import numpy" 2>/dev/null || $PIP numpy || $PIP --break-system-packages numpy
 python3 -c "import scikit_build_core" 2>/dev/null || $PIP scikit-build-core || $PIP --break-system-packages scikit-build-core

@@ -27,6 +27,7 @@
 
 #include <microhttpd.h>
 
+#include "pkg_file.h"
 #include "rt_util.h"
 #include "srv_endpoints.h"
 
@@ -534,7 +535,7 @@ static ig_status load_package(srv *s, const char *pkg, ig_err *err) {
     if (!ig_engine_has_tokenizer(s->e)) return ig_fail(err, IG_ERR_INVALID, "%s has no tokenizer: the server needs one", pkg);
     ig_status st = tok_load_dir(pkg, &s->tok, err);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", pkg);
-    if (!st && access(path, R_OK) == 0) st = ct_load_tokenizer_config(path, &s->tmpl, &s->bos, &s->eos, err);
+    if (!st && pkgf_exists(path)) st = ct_load_tokenizer_config(path, &s->tmpl, &s->bos, &s->eos, err);
     if (!st && !s->tmpl) st = ct_compile(ct_chatml_source(), &s->tmpl, err);
     char *manifest = NULL;
     size_t len = 0;

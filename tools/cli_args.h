@@ -119,4 +119,8 @@ void cli_help(FILE *out, const cli_cmd *c, const cli_group *groups);
  * there is none. */
 ig_status cli_join(const cli_strs *s, char sep, char **out, ig_err *err);
 
+/* The `ignis` command line (tools/ignis.c): main() of the ignis binary (tools/ignis_main.c), and of
+ * a one-file bundle (tools/bundle_main.c) with the bundle inserted as the package argument. */
+int ignis_cli_main(int argc, char **argv);
+
 #endif

@@ -27,6 +27,7 @@
 #endif
 
 #include "chat_template.h"
+#include "bundle.h"
 #include "cli_args.h"
 #include "cli_grammar.h"
 #include "driver.h"
@@ -34,6 +35,7 @@
 #include "ir.h"
 #include "kv_pager.h"
 #include "passes.h"
+#include "pkg_file.h"
 #include "rt_package.h"
 #include "rt_seq.h"
 #include "machine_probe.h"
@@ -266,7 +268,7 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
     ig_err err = {{0}};
     char mpath[4096];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", o.pos[0]);
-    if (access(mpath, R_OK) == 0) {
+    if (pkgf_exists(mpath)) {
         char *text;
         if (rt_read_file(mpath, &text, NULL, &err)) return fail(c->name, &err);
         fputs(text, stdout);
@@ -349,6 +351,37 @@ static int cmd_compile(const cli_cmd *c, int argc, char **argv) {
     if (rc < 0) rc = run_compile(&o, c->name);
     cli_free(groups);
     return rc;
+}
+
+/* ---- bundle: one self-contained executable (compiler/bundle.c) */
+
+typedef struct bundle_opts {
+    const char *pos[1];
+    const char *out, *runtime;
+} bundle_opts;
+
+static const cli_flag bundle_flags[] = {
+    CLI_STRV("--output", "-o", bundle_opts, out, CLI_REQUIRED, "FILE", "the executable to write"),
+    CLI_STRD("--runtime", NULL, bundle_opts, runtime, 0, "DIR",
+             "the bundle runtime to link (bundle-runtime/ of a build; another architecture's for a cross bundle)",
+             "the one beside this ignis"),
+    CLI_END};
+
+static int cmd_bundle(const cli_cmd *c, int argc, char **argv) {
+    bundle_opts o = {0};
+    const cli_group groups[] = {{NULL, bundle_flags, &o}, {0}};
+    int rc = parse_args(c, groups, argc, argv, o.pos);
+    if (rc >= 0) return rc;
+    ig_err err = {{0}};
+    bd_options bo = {.pkg = o.pos[0], .out = o.out, .runtime = o.runtime, .log = stderr};
+    bd_report r;
+    if (bd_bundle(&bo, &r, &err)) return fail(c->name, &err);
+    uint64_t over = r.file_bytes - r.weights_bytes;
+    printf("%s: %llu bytes = weights %llu + overhead %llu (%.2f MB: executable %llu with %d model object(s), "
+           "package files, padding, directory)\n", o.out, (unsigned long long)r.file_bytes,
+           (unsigned long long)r.weights_bytes, (unsigned long long)over, over / 1e6, (unsigned long long)r.code_bytes,
+           r.n_variants);
+    return 0;
 }
 
 /* ---- logits and bench (one sequence, straight on the model) */
@@ -1033,7 +1066,7 @@ static ig_status load_template(const char *dir, ct_template **tmpl, char **bos, 
     *tmpl = NULL;
     *bos = *eos = NULL;
     ig_status st = IG_OK;
-    if (access(path, R_OK) == 0) st = ct_load_tokenizer_config(path, tmpl, bos, eos, err);
+    if (pkgf_exists(path)) st = ct_load_tokenizer_config(path, tmpl, bos, eos, err);
     if (!st && !*tmpl) st = ct_compile(ct_chatml_source(), tmpl, err);
     return st;
 }
@@ -1538,6 +1571,8 @@ static const command commands[] = {
       "compare a package with a reference on a text (perplexity ratio, logit error, top-1); nonzero past the limits", 1, 1},
      cmd_verify},
     {{"bench", "PKG", "[options]", "prefill and decode speed, against what this machine measures it can do", 1, 1}, cmd_bench},
+    {{"bundle", "PKG", "-o FILE [--runtime DIR]",
+      "one self-contained executable of a CPU package: FILE generate|chat|serve|bench|logits ... runs it", 1, 1}, cmd_bundle},
     {{"import", "INPUT", "-o FILE", "import an HF folder or a GGUF file into an ignis graph (.igraph)", 1, 1}, cmd_import},
     {{"inspect", "INPUT|PKG", "[--passes]", "print a graph (of an HF folder, GGUF file or .igraph) or a package's manifest", 1, 1},
      cmd_inspect},
@@ -1590,7 +1625,7 @@ static int help(int argc, char **argv) {
 }
 
 /* No arguments: the command list on stderr and status 2, a usage error (git says 1). */
-int main(int argc, char **argv) {
+int ignis_cli_main(int argc, char **argv) {
     if (argc < 2) {
         list_commands(stderr);
         return 2;

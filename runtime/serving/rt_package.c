@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ignis.h"
+#include "pkg_file.h"
 #include "rt_tp.h"
 #include "rt_util.h"
 
@@ -144,13 +145,129 @@ static const cJSON *tensor_hash(const cJSON *e, int32_t rank) {
     return cJSON_GetArrayItem(rh, rank);
 }
 
+/* ---- one-file bundles (pkg_file.h): the package is the running executable, its model code is
+ * linked into it and exported under pkgf_entry_symbol names, its weights lie at an offset of it. */
+
+/* The bundle at dir is this process's own executable: its code is what runs. */
+static ig_status check_self(const char *dir, ig_err *err) {
+    struct stat a, b;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1); /* (a stat of the link itself: not under qemu-user) */
+    if (stat(dir, &a) != 0) return ig_fail(err, IG_ERR_IO, "%s: %s", dir, strerror(errno));
+    if (n > 0) self[n] = 0;
+    if (n <= 0 || stat(self, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "%s is a one-file bundle: its model code runs only inside it "
+                       "(run '%s generate ...' rather than opening it from another program)", dir, dir);
+    return IG_OK;
+}
+
+/* A package given as a file: a bundle that is this process's executable, and (verify) each of its
+ * entries but weights.bin (whose tensors are hashed one by one later) matches its hash: the
+ * executable itself ("code"), the manifest, the tokenizer files. */
+static ig_status check_bundle(const char *dir, int verify, ig_err *err) {
+    pkgf_bundle *b = malloc(sizeof *b);
+    int fd = -1;
+    ig_status st = b ? pkgf_open(dir, b, &fd, err) : ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    if (st == IG_ERR_FORMAT) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        ig_fail(err, st, "%s is not an ignis package (a folder) nor a one-file bundle: %s", dir, why);
+    }
+    if (!st) st = check_self(dir, err);
+    void *map = st || !verify ? MAP_FAILED : mmap(NULL, b->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (!st && verify && map == MAP_FAILED) st = ig_fail(err, IG_ERR_IO, "%s: mmap failed: %s", dir, strerror(errno));
+    for (int32_t k = 0; !st && map != MAP_FAILED && k < b->n; k++) {
+        const pkgf_entry *e = &b->e[k];
+        if (!strcmp(e->name, "weights.bin")) continue;
+        if (rt_hash64((const uint8_t *)map + e->offset, e->size, 0) != e->hash)
+            st = ig_fail(err, IG_ERR_MISMATCH, "%s: the bundle's %s does not match its hash (corrupt or modified bundle)", dir,
+                         !strcmp(e->name, "code") ? "executable part (code)" : e->name);
+    }
+    if (map != MAP_FAILED) munmap(map, b->file_size);
+    if (fd >= 0) close(fd);
+    free(b);
+    return st;
+}
+
+/* p->dl and p->desc: model.so (or a fat package's variant) from the package directory; in a bundle
+ * the executable's own linked-in entry of that object. */
+static ig_status load_code(rt_package *p, ig_err *err) {
+    char path[4096], sym[128];
+    ig_model_entry_fn entry;
+    if (pkgf_is_file(p->dir)) { /* checked by check_bundle */
+        pkgf_entry_symbol(p->model_file, sym, sizeof sym);
+        snprintf(path, sizeof path, "%s (linked-in %s)", p->dir, p->model_file);
+        p->dl = dlopen(NULL, RTLD_NOW);
+    } else {
+        snprintf(sym, sizeof sym, "%s", IG_MODEL_ENTRY_SYMBOL);
+        snprintf(path, sizeof path, "%s/%s", p->dir, p->model_file);
+        p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!p->dl) return ig_fail(err, IG_ERR_IO, "cannot load %s: %s", path, dlerror());
+    entry = (ig_model_entry_fn)dlsym(p->dl, sym);
+    p->desc = entry ? entry() : NULL;
+    if (!p->desc || p->desc->abi_version != IG_MODEL_ABI_VERSION)
+        return ig_fail(err, IG_ERR_MISMATCH, "%s: no %s symbol of ABI version %u", path, sym, IG_MODEL_ABI_VERSION);
+    return IG_OK;
+}
+
+/* Maps the weights (wfile of the manifest, or rank's weights.rankR.bin) read-only: a file of the
+ * package directory, or the bundle's entry of that name at its page-aligned offset; the size must be
+ * the manifest's. path (cap bytes) names them for later messages. */
+static ig_status map_weights(rt_package *p, const char *wfile, uint64_t want, int32_t rank, char *path, size_t cap,
+                             ig_err *err) {
+    uint64_t off = 0, size = 0;
+    int fd;
+    ig_status st = IG_OK;
+    if (pkgf_is_file(p->dir)) {
+        pkgf_bundle *b = malloc(sizeof *b);
+        if (!b) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+        snprintf(path, cap, "%s/%s", p->dir, wfile);
+        st = pkgf_open(p->dir, b, &fd, err);
+        const pkgf_entry *e = st ? NULL : pkgf_find(b, wfile);
+        if (!st && !e) st = ig_fail(err, IG_ERR_FORMAT, "%s: the bundle holds no %s", p->dir, wfile);
+        if (e) off = e->offset, size = e->size;
+        free(b);
+        if (st) {
+            if (fd >= 0) close(fd);
+            return st;
+        }
+    } else {
+        if (p->tp) snprintf(path, cap, "%s/weights.rank%d.bin", p->dir, rank);
+        else snprintf(path, cap, "%s/%s", p->dir, wfile);
+        fd = open(path, O_RDONLY);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0) {
+            st = ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
+            if (fd >= 0) close(fd);
+            return st;
+        }
+        size = (uint64_t)sb.st_size;
+    }
+    if (size != want) {
+        close(fd);
+        return ig_fail(err, IG_ERR_MISMATCH, "%s: %llu bytes, the manifest says %llu (truncated or replaced?)", path,
+                       (unsigned long long)size, (unsigned long long)want);
+    }
+    p->weights_bytes = size;
+    p->weights = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)off) : NULL;
+    close(fd);
+    if (p->weights == MAP_FAILED) {
+        p->weights = NULL;
+        return ig_fail(err, IG_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+    }
+    return IG_OK;
+}
+
 ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err) {
     *out = NULL;
     int verify = opts ? opts->verify_hashes : 1, follower = opts && opts->tp_follower;
     char path[4096], mpath[4096];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     char *text;
-    ig_status st = rt_read_file(mpath, &text, NULL, err);
+    ig_status st = pkgf_is_file(dir) ? check_bundle(dir, verify, err) : IG_OK;
+    if (st) return st;
+    st = rt_read_file(mpath, &text, NULL, err);
     if (st) {
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);
@@ -214,20 +331,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(hpj, "kv_window");
     p->kv_window = cJSON_IsNumber(kw) && kw->valuedouble >= 1 && kw->valuedouble <= 1 << 30 ? (int32_t)kw->valuedouble : 0;
 
-    /* the code */
-    snprintf(path, sizeof path, "%s/%s", dir, p->model_file);
-    p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!p->dl) {
-        st = ig_fail(err, IG_ERR_IO, "cannot load %s: %s", path, dlerror());
-        goto fail;
-    }
-    ig_model_entry_fn entry = (ig_model_entry_fn)dlsym(p->dl, IG_MODEL_ENTRY_SYMBOL);
-    p->desc = entry ? entry() : NULL;
-    if (!p->desc || p->desc->abi_version != IG_MODEL_ABI_VERSION) {
-        st = ig_fail(err, IG_ERR_MISMATCH, "%s: no %s symbol of ABI version %u", path,
-                     IG_MODEL_ENTRY_SYMBOL, IG_MODEL_ABI_VERSION);
-        goto fail;
-    }
+    if ((st = load_code(p, err))) goto fail;
     const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
     if (gen && (st = read_generation(p, gen, mpath, err))) goto fail;
     if (p->desc->tp > 1 && (st = rt_tp_open(p->desc->tp, dir, &p->tp, err))) goto fail;
@@ -248,29 +352,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
         if (wbytes && !int_in(wbytes, 0, 9007199254740992.0)) ig_fail(err, st, "%s: weights.bytes is not a byte count", mpath);
         goto fail;
     }
-    if (p->tp) snprintf(path, sizeof path, "%s/weights.rank%d.bin", dir, rank);
-    else snprintf(path, sizeof path, "%s/%s", dir, wfile->valuestring);
-    int fd = open(path, O_RDONLY);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        st = ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        goto fail;
-    }
-    if ((uint64_t)sb.st_size != (uint64_t)wbytes->valuedouble) {
-        close(fd);
-        st = ig_fail(err, IG_ERR_MISMATCH, "%s: %lld bytes, the manifest says %.0f (truncated or replaced?)",
-                     path, (long long)sb.st_size, wbytes->valuedouble);
-        goto fail;
-    }
-    p->weights_bytes = (uint64_t)sb.st_size;
-    p->weights = p->weights_bytes ? mmap(NULL, p->weights_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0) : NULL;
-    close(fd);
-    if (p->weights == MAP_FAILED) {
-        p->weights = NULL;
-        st = ig_fail(err, IG_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
-        goto fail;
-    }
+    if ((st = map_weights(p, wfile->valuestring, (uint64_t)wbytes->valuedouble, rank, path, sizeof path, err))) goto fail;
     if (cJSON_GetArraySize(tensors) != p->desc->n_weights) {
         st = ig_fail(err, IG_ERR_MISMATCH, "%s lists %d weights, model.so expects %d", mpath,
                      cJSON_GetArraySize(tensors), p->desc->n_weights);

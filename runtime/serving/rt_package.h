@@ -4,6 +4,10 @@
  * this ABI version; this CPU has the features the package was compiled for (checked before the
  * code is loaded, so a mismatch is an error, not SIGILL); model.so loads and its weight table
  * matches the manifest; weights.bin has the manifest's size and every tensor's hash matches.
+ * A package given as a file is a one-file bundle (pkg_file.h): the same checks, with the model code
+ * the bundle's own executable holds (the bundle must be this process's executable), the weights
+ * mapped in place at their offset of it, and every other file of it (the executable included)
+ * checked against its hash in the bundle's directory.
  *
  * rt_model then runs forward steps over a paged KV pool it owns (rt_kv), with a workspace sized
  * for the limits given at open. It is not thread-safe: one engine thread drives it. */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ig_model_abi.h"
+#include "pkg_file.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -183,32 +184,8 @@ void rt_cpu_feature_names(uint32_t mask, char *buf, size_t cap) {
     if (!used) snprintf(buf, cap, "(none)");
 }
 
-ig_status rt_read_file(const char *path, char **data, size_t *len, ig_err *err) {
-    *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ig_fail(err, IG_ERR_IO, "%s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return ig_fail(err, IG_ERR_IO, "%s: cannot seek", path);
-    }
-    long n = ftell(f);
-    rewind(f);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf) {
-        fclose(f);
-        return ig_fail(err, IG_ERR_NOMEM, "%s: cannot allocate %ld bytes", path, n);
-    }
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    if (got != (size_t)n) {
-        free(buf);
-        return ig_fail(err, IG_ERR_IO, "%s: short read (%zu of %ld bytes)", path, got, n);
-    }
-    buf[n] = 0;
-    *data = buf;
-    if (len) *len = (size_t)n;
-    return IG_OK;
-}
+/* through pkg_file.h: "BUNDLE/NAME" reads a one-file bundle's entry */
+ig_status rt_read_file(const char *path, char **data, size_t *len, ig_err *err) { return pkgf_read(path, data, len, err); }
 
 ig_status rt_write_file(const char *path, const void *data, size_t len, ig_err *err) {
     FILE *f = fopen(path, "wb");

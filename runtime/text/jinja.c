@@ -6,6 +6,7 @@
  * (as Lua does) instead of threading a status through every expression evaluator.
  */
 #include "chat_template.h"
+#include "pkg_file.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -3338,32 +3339,10 @@ ig_status ct_load_tokenizer_config(const char *path, ct_template **tmpl, char **
     if (bos_token) *bos_token = NULL;
     if (eos_token) *eos_token = NULL;
     if (!path) return ig_fail(err, IG_ERR_INVALID, "ct_load_tokenizer_config: NULL path");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return ig_fail(err, IG_ERR_IO, "%s: cannot open", path);
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                free(buf);
-                fclose(fp);
-                return ig_fail(err, IG_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = nb;
-        }
-        size_t k = fread(buf + n, 1, cap - n, fp);
-        n += k;
-        if (k == 0) break;
-    }
-    int rerr = ferror(fp);
-    fclose(fp);
-    if (rerr) {
-        free(buf);
-        return ig_fail(err, IG_ERR_IO, "%s: read error", path);
-    }
-    buf[n] = 0;
+    char *buf; /* a file, or a one-file bundle's entry (pkg_file.h) */
+    size_t n;
+    ig_status rst = pkgf_read(path, &buf, &n, err);
+    if (rst) return rst;
     cJSON *j = cJSON_ParseWithLength(buf, n);
     free(buf);
     if (!cJSON_IsObject(j)) {

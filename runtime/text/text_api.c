@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "chat_template.h"
+#include "pkg_file.h"
 #include "ignis.h"
 #include "tokenizer.h"
 
@@ -37,7 +38,7 @@ ig_status ig_tokenizer_open(const char *dir, ig_tokenizer **out, ig_err *err) {
     ig_status st = tok_load_dir(dir, &t->tok, err);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (!st && access(path, R_OK) == 0) st = ct_load_tokenizer_config(path, &t->tmpl, &t->bos, &t->eos, err);
+    if (!st && pkgf_exists(path)) st = ct_load_tokenizer_config(path, &t->tmpl, &t->bos, &t->eos, err);
     if (!st && !t->tmpl) st = ct_compile(ct_chatml_source(), &t->tmpl, err);
     if (st) {
         ig_tokenizer_close(t);

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "pkg_file.h"
 #include "tokenizer.h"
 
 /* ---- growable buffers ----------------------------------------------------------------------- */
@@ -1936,22 +1937,8 @@ ig_status tok_load_json(const char *json, size_t len, const char *config_json, t
     return IG_OK;
 }
 
-static ig_status read_file(const char *path, char **buf, size_t *len, ig_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ig_fail(err, IG_ERR_IO, "%s: cannot open", path);
-    if (fseek(f, 0, SEEK_END)) { fclose(f); return ig_fail(err, IG_ERR_IO, "%s: cannot seek", path); }
-    long n = ftell(f);
-    if (n < 0) { fclose(f); return ig_fail(err, IG_ERR_IO, "%s: cannot tell size", path); }
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (!b) { fclose(f); return ig_fail(err, IG_ERR_NOMEM, "%s: out of memory", path); }
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(b); return ig_fail(err, IG_ERR_IO, "%s: short read", path); }
-    fclose(f);
-    b[n] = 0;
-    *buf = b;
-    *len = (size_t)n;
-    return IG_OK;
-}
+/* a file of a package directory or of a one-file bundle (pkg_file.h) */
+static ig_status read_file(const char *path, char **buf, size_t *len, ig_err *err) { return pkgf_read(path, buf, len, err); }
 
 ig_status tok_load_file(const char *json_path, const char *config_path, tok_tokenizer **out, ig_err *err) {
     *out = NULL;
@@ -1977,7 +1964,5 @@ ig_status tok_load_dir(const char *dir, tok_tokenizer **out, ig_err *err) {
     char jp[4096], cp[4096];
     snprintf(jp, sizeof jp, "%s/tokenizer.json", dir);
     snprintf(cp, sizeof cp, "%s/tokenizer_config.json", dir);
-    FILE *f = fopen(cp, "rb");
-    if (f) fclose(f);
-    return tok_load_file(jp, f ? cp : NULL, out, err);
+    return tok_load_file(jp, pkgf_exists(cp) ? cp : NULL, out, err);
 }
