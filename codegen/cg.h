@@ -78,6 +78,7 @@ typedef struct cg_kv_format {
     int bytes;        /* per element for float formats, 0 for quantized ones */
     int bits;         /* quantized: code bits (the templates' RK_KVQ / AT_KVQ), 0 for floats */
     int cpu, cuda;    /* targets whose kernels take it */
+    const char *scheme; /* quantized: how rows are coded (the manifest's kv_scheme), NULL for floats */
 } cg_kv_format;
 /* The KV format of dt / named name, or NULL. */
 const cg_kv_format *cg_kv_format_of(ig_dtype dt);

@@ -470,9 +470,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddNumberToObject(m, "cpu_features", cuda ? 0 : t->cpu_features);
         cJSON_AddStringToObject(m, "dtype", dtype_str(dt));
         cJSON_AddStringToObject(m, "kv_dtype", kvf->name);
-        if (kvf->bits)
-            cJSON_AddStringToObject(m, "kv_scheme", "asymmetric per token and KV head: codes, f16 scale, 8-bit zero point "
-                                                    "(templates/cpu/kv_quant.h)");
+        if (kvf->scheme) cJSON_AddStringToObject(m, "kv_scheme", kvf->scheme);
         cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));

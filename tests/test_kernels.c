@@ -271,6 +271,28 @@ ATTN_INST(G, 6, 1, 48, 4, 0, 1)
 #define AT_OBF16 1
 #define AT_SCALE 0.14433756729740643f
 #include "attention.c"
+/* 8-bit codes with a head_dim that is no multiple of 8 (the fused dots' tails) and a group of
+ * 20 heads (more than the 16 / 8 the SIMD paths keep in registers) */
+ATTN_INST(H, 20, 1, 36, 8, 0, 0)
+#define RK_NAME rk_H
+#define RK_H 20
+#define RK_KV 1
+#define RK_D 36
+#define RK_PS TPS
+#define RK_KVQ 8
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, TPS, 36, 8))
+#define RK_QKNORM 0
+#include "rope_kv.c"
+#define AT_NAME at_H
+#define AT_H 20
+#define AT_KV 1
+#define AT_D 36
+#define AT_PS TPS
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, TPS, 36, 8))
+#define AT_OBF16 0
+#define AT_SCALE 0.16666666666666666f
+#include "attention.c"
 
 /* ---------------- helpers ---------------- */
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
@@ -318,6 +340,9 @@ static double half(uint16_t h) {
 static double kv_elem(const uint8_t *base, int KV, int D, int kvf, int kv01, int h, int slot, int i) {
     size_t n = (size_t)KV * TPS, r = (size_t)h * TPS + slot;
     if (kvf < 2) return get(base, (kv01 * n + r) * D + i, kvf);
+    if (kvf == 4 && kv01 == 0 && slot > 0) /* 4-bit keys: slot j holds K_j - K^_{j-1} */
+        return kv_elem(base, KV, D, kvf, 0, h, slot - 1, i) + kv_elem(base, KV, D, kvf, 2, h, slot, i);
+    if (kv01 == 2) kv01 = 0; /* the stored difference itself */
     size_t rb = (size_t)D * kvf / 8;
     const uint8_t *c = base + (kv01 * n + r) * rb;
     int q = kvf == 8 ? c[i] : (c[i / 2] >> (4 * (i % 2))) & 15;
@@ -523,9 +548,12 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                     } else r[i] = v[i], r[i + D / 2] = v[i + D / 2];
                 }
                 if (kvb >= 2 && h < H + 2 * KV) rot_ref(r, D, 0); /* q, k and v rotated */
-                /* quantized rows: within half a step of the row's range [min(r, 0), max(r, 0)] */
-                double lo = 0, hi = 0;
-                for (int i = 0; i < D; i++) lo = fmin(lo, r[i]), hi = fmax(hi, r[i]);
+                /* quantized rows: within half a step of the row's range [min(r, 0), max(r, 0)];
+                 * 4-bit keys past slot 0: of the range of the difference to the previous key */
+                double lo = 0, hi = 0, prev[512] = {0};
+                if (kvb == 4 && h >= H && h < H + KV && pos[t] % TPS)
+                    for (int i = 0; i < D; i++) prev[i] = kv_elem(base, KV, D, 4, 0, h - H, pos[t] % TPS - 1, i);
+                for (int i = 0; i < D; i++) lo = fmin(lo, r[i] - prev[i]), hi = fmax(hi, r[i] - prev[i]);
                 double qstep = kvb >= 2 ? (hi - lo) / (kvb == 8 ? 255 : 15) : 0;
                 for (int i = 0; i < D; i++) {
                     double got;
@@ -573,6 +601,45 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
         free(qkv), free(cs), free(qo), free(out);
     }
     free(pool), free(qn), free(kn);
+}
+
+/* The KV a sequence's tokens leave in its pages does not depend on how they were split into
+ * steps: 40 tokens written at once (2 threads), one by one, and in chunks 0..2, 3..20, 21..39
+ * give the same bytes (kv_quant.h: delta-coded keys read their page's earlier slots). */
+static void test_kv_steps(const char *name, rk_fn rk, int H, int KV, int D, uint64_t layer_bytes) {
+    enum { N = 40, MAXP = 4 };
+    const int W = (H + 2 * KV) * D;
+    const int32_t ptab[MAXP] = {2, 0, 3, 1};
+    float *qkv = xalloc((size_t)N * W * 4), *cs = xalloc((size_t)N * D * 4), *qo = xalloc((size_t)N * H * D * 4);
+    fill(qkv, (size_t)N * W, 0);
+    int32_t pos[N], seq[N] = {0};
+    for (int t = 0; t < N; t++) {
+        pos[t] = t;
+        for (int i = 0; i < D / 2; i++) {
+            double a = t * pow(10000.0, -2.0 * i / D);
+            cs[t * D + 2 * i] = (float)cos(a), cs[t * D + 2 * i + 1] = (float)sin(a);
+        }
+    }
+    uint8_t *pools[3];
+    const int cuts[3][4] = {{0, N, N, N}, {0, 0, 0, 0}, {0, 3, 21, N}};
+    for (int v = 0; v < 3; v++) {
+        pools[v] = xalloc(MAXP * 2 * layer_bytes); /* the instances' pages hold 2 layers */
+        int t0 = 0;
+        for (int c = 1; t0 < N; c++) {
+            int t1 = v == 1 ? t0 + 1 : cuts[v][c];
+            rk(t1 - t0, qkv + (size_t)t0 * W, cs + (size_t)t0 * D, NULL, NULL, qo + (size_t)t0 * H * D, pools[v], 0,
+               pos + t0, seq + t0, ptab, MAXP, 2);
+            t0 = t1;
+        }
+    }
+    for (int v = 1; v < 3; v++)
+        if (memcmp(pools[0], pools[v], MAXP * 2 * layer_bytes)) {
+            fprintf(stderr, "FAIL %s: the KV pages written in steps (%s) differ from one step's\n", name,
+                    v == 1 ? "one token each" : "chunks 3, 18, 19");
+            g_fail++;
+        }
+    for (int v = 0; v < 3; v++) free(pools[v]);
+    free(qkv), free(cs), free(qo);
 }
 
 /* bf16 rounding: ties to even, carries into the exponent, NaN kept, on the scalar and the
@@ -625,6 +692,9 @@ int main(void) {
     test_attn("attn H32 KV1 D16 f32 (group 32)", rk_E, at_E, E_H, E_KV, E_D, E_KVB, E_QKN, E_OB, 0.25f);
     test_attn("attn H8 KV2 D64 int8kv qknorm", rk_F, at_F, F_H, F_KV, F_D, F_KVB, F_QKN, F_OB, 0.125f);
     test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f);
+    test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f);
+    test_kv_steps("uint4kv", rk_G, G_H, G_KV, G_D, IG_KVQ_LAYER_BYTES(G_KV, TPS, G_D, 4));
+    test_kv_steps("int8kv", rk_H, H_H, H_KV, H_D, IG_KVQ_LAYER_BYTES(H_KV, TPS, H_D, 8));
 #if defined(IG_AVX512BF16)
     const char *isa = "avx512+bf16";
 #elif defined(IG_AVX512)

@@ -83,7 +83,8 @@ def check_bad(tmp, fails):
     src = os.path.join(golden.TESTDATA, "models", "llama-gqa")
     # CUDA packages keep KV in their dtype for now: a quantized format is refused, not ignored
     for args, word in ((["--kv-cache", "int3"], "int3"), (["--kv-cache", "f16"], "f16"),
-                       (["--kv-cache", "int8", "--target", "cuda:sm_80"], "int8")):
+                       (["--kv-cache", "int8", "--target", "cuda:sm_80"], "int8"),
+                       (["--kv-cache", "uint4", "--target", "cuda:sm_90"], "uint4")):
         p = golden.run(["compile", src, "-o", os.path.join(tmp, "bad"), "--dtype", "f32"] + args, check=False)
         if p.returncode == 0 or word not in p.stderr or "--kv-cache" not in p.stderr:
             fails.append(f"compile {' '.join(args)}: exit {p.returncode}, stderr {p.stderr.strip()!r} (wanted '{word}')")

@@ -2,9 +2,11 @@
  * many sequences) over the paged KV cache.
  *
  * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_KVQ (0: float KV
- * per AT_KVBF16; 8 or 4: rotated and quantized KV, kv_quant.h, dequantized 16 keys at a time into a
- * stack tile that the f32 paths then read; q comes rotated from rope_kv.c and the output is rotated
- * back), AT_OBF16,
+ * per AT_KVBF16; 8 or 4: rotated and quantized KV, kv_quant.h; q comes rotated from rope_kv.c and
+ * the output is rotated back. 8-bit codes are read in registers by fused dot products,
+ * s (q · c - z sum(q)) for scores and sum_j (p_j s_j) c_j - sum_j p_j s_j z_j for the values
+ * (ig_attn_scores_q8 / ig_attn_pv_q8); 4-bit rows are dequantized 16 keys at a time into a stack
+ * tile (delta-coded keys reconstructed in order) that the f32 paths then read), AT_OBF16,
  * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
  * attends keys p-w+1 .. p only, and reads only the pages holding them); defines
  *   static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
@@ -150,6 +152,125 @@ IG_INLINE void ig_attn_pv(int ng, int dim, int ps, int kvbf16, const float *p, c
     }
 #endif
 }
+
+/* sc[g*ps + j] = qs[g] · K[j] for j < n, K rows stored as 8-bit codes c with an f16 scale s and
+ * a zero point z (kv_quant.h): s (qs[g] · c - z qsum[g]), qsum[g] = the sum of qs[g]; the codes
+ * are converted in registers, no row is dequantized. */
+IG_INLINE void ig_attn_scores_q8(int ng, int dim, int ps, const float *qs, const float *qsum, const uint8_t *codes,
+                                 const uint16_t *scales, const uint8_t *zeros, int n, float *sc) {
+    for (int j = 0; j < n; j++) {
+        const uint8_t *c = codes + (size_t)j * dim;
+        const float s = ig_f16_to_f32(scales[j]), z = (float)zeros[j];
+#if defined(IG_AVX512)
+        enum { GM = 16 };
+        __m512 a[GM];
+#pragma GCC unroll 16
+        for (int g = 0; g < GM; g++) a[g] = _mm512_setzero_ps();
+        for (int i = 0; i < dim; i += 16) {
+            __mmask16 m = i + 16 <= dim ? (__mmask16)0xffff : (__mmask16)((1u << (dim - i)) - 1);
+            __m512 k = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, c + i)));
+#pragma GCC unroll 16
+            for (int g = 0; g < ng; g++) a[g] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qs + g * dim + i), k, a[g]);
+        }
+#pragma GCC unroll 16
+        for (int g = 0; g < ng; g++) sc[g * ps + j] = s * (ig_hsum512(a[g]) - z * qsum[g]);
+#elif defined(IG_AVX2)
+        enum { GM = 8 };
+        for (int g0 = 0; g0 < ng; g0 += GM) {
+            const int gn = IG_MIN(GM, ng - g0);
+            __m256 a[GM];
+            float t[GM] = {0};
+#pragma GCC unroll 8
+            for (int g = 0; g < GM; g++) a[g] = _mm256_setzero_ps();
+            int i = 0;
+            for (; i + 8 <= dim; i += 8) {
+                __m256 k = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i))));
+#pragma GCC unroll 8
+                for (int g = 0; g < gn; g++)
+                    a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(qs + (g0 + g) * dim + i), k, a[g]);
+            }
+            for (; i < dim; i++)
+                for (int g = 0; g < gn; g++) t[g] += qs[(g0 + g) * dim + i] * (float)c[i];
+            for (int g = 0; g < gn; g++) sc[(g0 + g) * ps + j] = s * (ig_hsum256(a[g]) + t[g] - z * qsum[g0 + g]);
+        }
+#else
+        for (int g = 0; g < ng; g++) {
+            float a = 0.0f;
+            for (int i = 0; i < dim; i++) a += qs[g * dim + i] * (float)c[i];
+            sc[g * ps + j] = s * (a - z * qsum[g]);
+        }
+#endif
+    }
+}
+
+/* acc[g] += sum_j p[g*ps + j] s_j (c_j - z_j) for j < n (ng <= 16), V rows as 8-bit codes
+ * (kv_quant.h): the codes are accumulated with the weights w = p s in registers, and
+ * sum_j w z_j is subtracted from every element once; no row is dequantized. */
+IG_INLINE void ig_attn_pv_q8(int ng, int dim, int ps, const float *p, const uint8_t *codes, const uint16_t *scales,
+                             const uint8_t *zeros, int n, float *acc) {
+    enum { JB = 16 };
+    for (int jb = 0; jb < n; jb += JB) {
+        const int nj = IG_MIN(JB, n - jb);
+        const uint8_t *cb = codes + (size_t)jb * dim;
+        float w[16][JB], bz[16];
+        for (int g = 0; g < ng; g++) {
+            bz[g] = 0.0f;
+            for (int j = 0; j < nj; j++) {
+                w[g][j] = p[g * ps + jb + j] * ig_f16_to_f32(scales[jb + j]);
+                bz[g] += w[g][j] * (float)zeros[jb + j];
+            }
+        }
+#if defined(IG_AVX512)
+        enum { GM = 16 };
+        for (int i = 0; i < dim; i += 16) {
+            __mmask16 m = i + 16 <= dim ? (__mmask16)0xffff : (__mmask16)((1u << (dim - i)) - 1);
+            __m512 a[GM];
+#pragma GCC unroll 16
+            for (int g = 0; g < GM; g++) a[g] = g < ng ? _mm512_maskz_loadu_ps(m, acc + g * dim + i) : _mm512_setzero_ps();
+            for (int j = 0; j < nj; j++) {
+                __m512 k = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, cb + (size_t)j * dim + i)));
+#pragma GCC unroll 16
+                for (int g = 0; g < ng; g++) a[g] = _mm512_fmadd_ps(_mm512_set1_ps(w[g][j]), k, a[g]);
+            }
+#pragma GCC unroll 16
+            for (int g = 0; g < ng; g++)
+                _mm512_mask_storeu_ps(acc + g * dim + i, m, _mm512_sub_ps(a[g], _mm512_set1_ps(bz[g])));
+        }
+#elif defined(IG_AVX2)
+        enum { GM = 8 };
+        for (int g0 = 0; g0 < ng; g0 += GM) {
+            const int gn = IG_MIN(GM, ng - g0);
+            int i = 0;
+            for (; i + 8 <= dim; i += 8) {
+                __m256 a[GM];
+#pragma GCC unroll 8
+                for (int g = 0; g < GM; g++) a[g] = g < gn ? _mm256_loadu_ps(acc + (g0 + g) * dim + i) : _mm256_setzero_ps();
+                for (int j = 0; j < nj; j++) {
+                    __m256 k = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cb + (size_t)j * dim + i))));
+#pragma GCC unroll 8
+                    for (int g = 0; g < gn; g++) a[g] = _mm256_fmadd_ps(_mm256_set1_ps(w[g0 + g][j]), k, a[g]);
+                }
+#pragma GCC unroll 8
+                for (int g = 0; g < gn; g++)
+                    _mm256_storeu_ps(acc + (g0 + g) * dim + i, _mm256_sub_ps(a[g], _mm256_set1_ps(bz[g0 + g])));
+            }
+            for (; i < dim; i++)
+                for (int g = 0; g < gn; g++) {
+                    float a = acc[(g0 + g) * dim + i];
+                    for (int j = 0; j < nj; j++) a += w[g0 + g][j] * (float)cb[(size_t)j * dim + i];
+                    acc[(g0 + g) * dim + i] = a - bz[g0 + g];
+                }
+        }
+#else
+        for (int g = 0; g < ng; g++)
+            for (int i = 0; i < dim; i++) {
+                float a = acc[g * dim + i];
+                for (int j = 0; j < nj; j++) a += w[g][j] * (float)cb[(size_t)j * dim + i];
+                acc[g * dim + i] = a - bz[g];
+            }
+#endif
+    }
+}
 #endif /* IG_ATTN_HELPERS */
 
 static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
@@ -164,10 +285,11 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
         int pos = positions[t];
         const int32_t *pt = page_table + (size_t)token_seq[t] * max_pages;
         IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS], kt[AT_KVQ ? 16 * AT_D : 1];
-        float m[G_], l[G_];
+        float m[G_], l[G_], qsum[G_];
         for (int g = 0; g < G_; g++) {
             const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
-            for (int i = 0; i < AT_D; i++) qs[g * AT_D + i] = qh[i] * AT_SCALE;
+            qsum[g] = 0.0f;
+            for (int i = 0; i < AT_D; i++) qs[g * AT_D + i] = qh[i] * AT_SCALE, qsum[g] += qs[g * AT_D + i];
             m[g] = -INFINITY;
             l[g] = 0.0f;
         }
@@ -179,10 +301,18 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
             const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
             const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
             const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
-            if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
+            if (AT_KVQ == 8) { /* codes read in registers (ig_attn_scores_q8) */
+                const uint8_t *kc, *kz;
+                const uint16_t *ks;
+                ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 0, kh, j0, &kc, &ks, &kz);
+                for (int g0 = 0; g0 < G_; g0 += 16)
+                    ig_attn_scores_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, qs + g0 * AT_D, qsum + g0, kc, ks, kz, n, sc + g0 * AT_PS);
+            } else if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
+                IG_ALIGN64 float kp[AT_KVQ ? AT_D : 1]; /* delta-coded keys: the previous row */
+                if (j0 > 0) ig_kvq_key_before(base, AT_KV, AT_PS, AT_D, AT_KVQ, kh, j0, kt, kp);
                 for (int jc = 0; jc < n; jc += 16) {
                     int nc = IG_MIN(16, n - jc);
-                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt);
+                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt, kp);
                     for (int g0 = 0; g0 < G_; g0 += 16)
                         ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, qs + g0 * AT_D, kt, nc, sc + g0 * AT_PS + jc);
                 }
@@ -200,10 +330,16 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
                 if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
                 m[g] = mn;
             }
-            if (AT_KVQ) {
+            if (AT_KVQ == 8) {
+                const uint8_t *vc, *vz;
+                const uint16_t *vs;
+                ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 1, kh, j0, &vc, &vs, &vz);
+                for (int g0 = 0; g0 < G_; g0 += 16)
+                    ig_attn_pv_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, sc + g0 * AT_PS, vc, vs, vz, n, acc + g0 * AT_D);
+            } else if (AT_KVQ) {
                 for (int jc = 0; jc < n; jc += 16) {
                     int nc = IG_MIN(16, n - jc);
-                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt);
+                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt, NULL);
                     for (int g0 = 0; g0 < G_; g0 += 16)
                         ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, sc + g0 * AT_PS + jc, kt, nc, acc + g0 * AT_D);
                 }

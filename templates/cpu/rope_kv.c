@@ -13,7 +13,9 @@
  *                       const int32_t *page_table, int max_pages, int nth);
  * Layouts are in SPEC.md. One pass per token: each head is read once, normalized and rotated in
  * a small stack buffer, and written once (q to q_out, k and v to their page slot), so tokens of
- * one sequence written in this step are visible to the attention that follows.
+ * one sequence written in this step are visible to the attention that follows. With 4-bit KV
+ * (delta-coded keys, kv_quant.h) the tokens are written in RK_PS passes, slot 0 of every page
+ * first, so each key finds the earlier slots of its page already stored.
  */
 #include "common.h"
 #include "kv_quant.h"
@@ -86,11 +88,15 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
     _Static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
     enum { W_ = (RK_H + 2 * RK_KV) * RK_D, ES_ = RK_KVBF16 ? 2 : 4 };
     const float *qn = RK_QKNORM ? q_norm : NULL, *kn = RK_QKNORM ? k_norm : NULL;
+    /* delta-coded keys (kv_quant.h) read the page's earlier slots: slot s is written in pass s */
+    const int passes = RK_KVQ && IG_KVQ_KDELTA(RK_KVQ) ? RK_PS : 1;
+    for (int pass = 0; pass < passes; pass++)
 #pragma omp parallel for num_threads(nth) schedule(static) if (T >= 16)
     for (int t = 0; t < T; t++) {
         const float *row = qkv + (size_t)t * W_;
         const float *cs = rope_cs + (size_t)t * RK_D;
         int pos = positions[t];
+        if (passes > 1 && pos % RK_PS != pass) continue;
         int page = page_table[(size_t)token_seq[t] * max_pages + pos / RK_PS], slot = pos % RK_PS;
         uint8_t *base = kv_pool + (uint64_t)page * RK_PAGE_BYTES + layer_off;
         for (int h = 0; h < RK_H; h++) {
@@ -105,6 +111,12 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
                 IG_ALIGN64 float vr[RK_D];
                 memcpy(vr, row + (RK_H + RK_KV + h) * RK_D, sizeof vr);
                 ig_kvq_rotate(kr, RK_D);
+                if (IG_KVQ_KDELTA(RK_KVQ) && slot > 0) { /* the difference to the previous key */
+                    IG_ALIGN64 float kp[RK_D];
+                    ig_kvq_key_before(base, RK_KV, RK_PS, RK_D, RK_KVQ, h, slot, vr, kp);
+                    for (int i = 0; i < RK_D; i++) kr[i] -= kp[i];
+                    memcpy(vr, row + (RK_H + RK_KV + h) * RK_D, sizeof vr);
+                }
                 ig_kvq_rotate(vr, RK_D);
                 ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 0, h, slot, kr);
                 ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 1, h, slot, vr);
