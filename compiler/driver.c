@@ -211,7 +211,7 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
         return IG_OK;
     }
     if (!strcmp(o->quant, "a16w8")) q->wdtype = IG_DTYPE_Q8C;
-    else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4G, q->head = IG_DTYPE_Q8C; /* vocabulary in int8 */
+    else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4K, q->head = IG_DTYPE_Q6K; /* vocabulary: 6 bits, group 32 */
     else if (!strcmp(o->quant, "keep")) q->keep = 1;
     else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4 or keep)", o->quant);
     if (cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: quantized weights are for CPU targets for now", o->quant);
@@ -246,6 +246,12 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         cJSON_AddNumberToObject(j, "group", 32);
     } else if (q->wdtype == IG_DTYPE_Q8C) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
+    } else if (q->wdtype == IG_DTYPE_Q4K) {
+        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte; per output channel and group of K an 8-bit scale "
+                                             "and min code, under an f16 pair (d, dmin) per 8 groups: w = d sc q - dmin mn");
+        cJSON_AddNumberToObject(j, "group", q->group);
+        cJSON_AddNumberToObject(j, "superblock", 8 * q->group);
+        cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     } else {
         cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, f16 scale and min per output channel and group of K, two per byte");
         cJSON_AddNumberToObject(j, "group", q->group);

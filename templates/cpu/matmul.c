@@ -19,7 +19,8 @@
  * contract; the driver at the bottom is shared.
  *
  * Quantized weights (MM_WQ = 8: int8 per-row scale, 4: uint4 with scale and min per group of MM_WG
- * along K; layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
+ * along K, 5: uint4 with 8-bit group scales and mins under a per-superblock f16 pair, 9: int8 per
+ * group; layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
  * K chunk of a panel pair once per row block into the f32 panel layout and runs the f32 micro-kernel
  * on it. MM_WBF16 is then unused.
  */
@@ -38,10 +39,10 @@
 #ifndef MM_WBF16
 #define MM_WBF16 1
 #endif
-#ifndef MM_WQ /* 0: float weights (MM_WBF16), IG_WQ_Q8C or IG_WQ_Q4G */
+#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q8G */
 #define MM_WQ 0
 #endif
-#ifndef MM_WG /* Q4G group size along K */
+#ifndef MM_WG /* Q4G / Q4K / Q8G group size along K */
 #define MM_WG 128
 #endif
 #ifndef MM_XBF16
@@ -521,7 +522,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
         {
             IG_ALIGN64 float xf[MM_K], gs[(MM_K + MM_WG - 1) / MM_WG];
             ig_wq_x_f32(MM_XBF16, x, K_, xf);
-            if (MM_WQ == IG_WQ_Q4G) ig_wq_group_sums(xf, K_, MM_WG, gs);
+            if (MM_WQ == IG_WQ_Q4G || IG_WQ_ISK(MM_WQ)) ig_wq_group_sums(xf, K_, MM_WG, gs);
             int lo, hi;
             ig_split(NPP_, ig_omp_nth(), ig_omp_tid(), &lo, &hi);
             for (int q = lo; q < hi; q++) {

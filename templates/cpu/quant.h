@@ -10,6 +10,17 @@
  *       ceil(K/G) group blocks of 64 + 8G bytes (a last group of K % G columns takes 64 + 8 (K % G)):
  *       f16 scale[16], f16 min[16], then bytes b[G][8] (low nibble: lane j, high: lane j + 8);
  *                                                          w[n][k] = min[j] + scale[j] * q[k][j]
+ *   IG_WQ_Q4K (5): uint4, asymmetric, K-quant style (4.5-4.6 bits per weight): groups of G along
+ *       K carry 8-bit scale and min codes relative to an f16 pair per row and superblock of
+ *       IG_WQ_KSB = 8 groups (8G columns; the last superblock holds the remaining groups). A panel
+ *       is, per superblock, f16 d[16], f16 dmin[16] (64 bytes), then its groups' blocks of 32 + 8G
+ *       bytes (the last group, K % G columns, 32 + 8 (K % G)): uint8 sc[16], uint8 mn[16], then
+ *       bytes b[G][8] as Q4G's;                          w[n][k] = d[j] sc[j] q[k][j] - dmin[j] mn[j]
+ *       (GGUF Q4_K's formula: a Q4_K block is G = 32 with 6-bit codes)
+ *   IG_WQ_Q6K (6): uint6, the same superblocks, codes and formula with q in 0..63; a group block
+ *       of n columns is 32 + 12n bytes: sc[16], mn[16], then per column 8 bytes of low nibbles
+ *       (as Q4K's) and a 32-bit little-endian word of high bit pairs (lane j: bits 2j, 2j + 1),
+ *       q = nibble | pair << 4. a16w4's vocabulary matrices (embedding, lm_head) use it.
  *   IG_WQ_Q8G (9): int8, symmetric, f16 scale per row and group of G along K (GGUF Q8_0 kept as
  *       it is stored, G = 32); a panel is ceil(K/G) group blocks of 32 + 16G bytes (the last one
  *       32 + 16 (K % G)): f16 scale[16], then int8 q[G][16];  w[n][k] = scale[j] * q[k][j]
@@ -27,9 +38,34 @@
 #define IG_WQ_Q8C 8
 #define IG_WQ_Q4G 4
 #define IG_WQ_Q8G 9
+#define IG_WQ_Q4K 5
+#define IG_WQ_Q6K 6
+#define IG_WQ_KSB 8 /* Q4K / Q6K groups per superblock */
+#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K)
 
-/* Bytes of one Q8G / Q4G group block of n columns. */
-#define IG_WQ_GBYTES(wq, n) ((wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n) : 64 + (size_t)8 * (n))
+/* Bytes of one Q8G / Q4G / Q4K group block of n columns. */
+#define IG_WQ_GBYTES(wq, n)                                                                                   \
+    ((wq) == IG_WQ_Q4K   ? 32 + (size_t)8 * (n)                                                                \
+     : (wq) == IG_WQ_Q6K ? 32 + (size_t)12 * (n)                                                               \
+     : (wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n)                                                               \
+                         : 64 + (size_t)8 * (n))
+/* Q4K / Q6K: bytes of a full superblock, and the offsets of group g's superblock header and block
+ * in a panel (only the last group of a row is short, so every earlier superblock is full). */
+#define IG_WQ_KSBB(wq, G) (64 + (size_t)IG_WQ_KSB * IG_WQ_GBYTES(wq, G))
+#define IG_WQ_KHDR(wq, G, g) ((size_t)((g) / IG_WQ_KSB) * IG_WQ_KSBB(wq, G))
+#define IG_WQ_KGRP(wq, G, g) (IG_WQ_KHDR(wq, G, g) + 64 + (size_t)((g) % IG_WQ_KSB) * IG_WQ_GBYTES(wq, G))
+/* Q4K / Q6K: bytes per column of a group block, and lane j's level at column i of block gb */
+#define IG_WQ_KCOL(wq) ((wq) == IG_WQ_Q6K ? 12 : 8)
+IG_INLINE int ig_wq_klevel(int wq, const char *gb, int i, int j) {
+    const uint8_t *c = (const uint8_t *)gb + 32 + (size_t)i * IG_WQ_KCOL(wq);
+    int q = j < 8 ? c[j] & 15 : c[j - 8] >> 4;
+    if (wq == IG_WQ_Q6K) {
+        uint32_t h;
+        memcpy(&h, c + 8, 4);
+        q |= (int)((h >> (2 * j)) & 3u) << 4;
+    }
+    return q;
+}
 
 /* IEEE half at p (unaligned) -> f32, exact (subnormals, inf and NaN included). */
 IG_INLINE float ig_wq_f16(const void *p) {
@@ -55,6 +91,9 @@ IG_INLINE void ig_wq_f16x16(const void *p, float *out) {
 /* Bytes of one panel of K columns. */
 IG_INLINE size_t ig_wq_panel_bytes(int wq, int K, int G) {
     if (wq == IG_WQ_Q8C) return 64 + (size_t)16 * K;
+    if (IG_WQ_ISK(wq))
+        return (size_t)64 * ((K + G * IG_WQ_KSB - 1) / (G * IG_WQ_KSB)) + (size_t)(K / G) * IG_WQ_GBYTES(wq, G) +
+               (K % G ? IG_WQ_GBYTES(wq, K % G) : 0);
     return (size_t)(K / G) * IG_WQ_GBYTES(wq, G) + (K % G ? IG_WQ_GBYTES(wq, K % G) : 0); /* last group: K % G */
 }
 
@@ -75,12 +114,28 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         }
         return;
     }
+    if (IG_WQ_ISK(wq)) {
+        for (int k = k0; k < k1; k++) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, k / G), *gb = panel + IG_WQ_KGRP(wq, G, k / G);
+            float s = ig_wq_f16(hb + 2 * j) * (float)(uint8_t)gb[j], m = -(ig_wq_f16(hb + 32 + 2 * j) * (float)(uint8_t)gb[16 + j]);
+            out[k - k0] = m + s * (float)ig_wq_klevel(wq, gb, k % G, j);
+        }
+        return;
+    }
     for (int k = k0; k < k1; k++) {
         const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
         float s = ig_wq_f16(gb + 2 * j), m = ig_wq_f16(gb + 32 + 2 * j);
         uint8_t b = (uint8_t)gb[64 + (k % G) * 8 + (j & 7)];
         out[k - k0] = m + s * (float)(j < 8 ? b & 15 : b >> 4);
     }
+}
+
+/* Q4K / Q6K: one group's 16 scales d sc and mins -dmin mn as f32 (hb: its superblock header, gb: its block). */
+IG_INLINE void ig_wq_k_scales(const char *hb, const uint8_t *gb, float *s, float *m) {
+    IG_ALIGN64 float d[16], dm[16];
+    ig_wq_f16x16(hb, d);
+    ig_wq_f16x16(hb + 32, dm);
+    for (int j = 0; j < 16; j++) s[j] = d[j] * (float)gb[j], m[j] = -(dm[j] * (float)gb[16 + j]);
 }
 
 /* Dequantizes k-pairs [l0, l1) of one panel into the f32 panel layout of matmul.c (k-pair l at
@@ -106,10 +161,14 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
     for (int l = l0; l < l1; l++) {
         float *d = dst + (size_t)(l - l0) * 32;
         int g = 2 * l / G;
-        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        const char *gb = panel + (IG_WQ_ISK(wq) ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
         if (g != cur) {
-            ig_wq_f16x16(gb, s);
-            if (wq == IG_WQ_Q4G) ig_wq_f16x16(gb + 32, m);
+            if (IG_WQ_ISK(wq)) {
+                ig_wq_k_scales(panel + IG_WQ_KHDR(wq, G, g), (const uint8_t *)gb, s, m);
+            } else {
+                ig_wq_f16x16(gb, s);
+                if (wq == IG_WQ_Q4G) ig_wq_f16x16(gb + 32, m);
+            }
             cur = g;
         }
         for (int h = 0; h < 2; h++) {
@@ -119,7 +178,11 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
                 for (int j = 0; j < 16; j++) d[16 * h + j] = s[j] * (float)q[j];
                 continue;
             }
-            const uint8_t *b = (const uint8_t *)gb + 64 + (k % G) * 8;
+            if (wq == IG_WQ_Q6K) {
+                for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)ig_wq_klevel(wq, gb, k % G, j);
+                continue;
+            }
+            const uint8_t *b = (const uint8_t *)gb + (wq == IG_WQ_Q4K ? 32 : 64) + (k % G) * 8;
             for (int j = 0; j < 8; j++) {
                 d[16 * h + j] = m[j] + s[j] * (float)(b[j] & 15);
                 d[16 * h + j + 8] = m[j + 8] + s[j + 8] * (float)(b[j] >> 4);
@@ -136,7 +199,7 @@ IG_INLINE void ig_wq_x_f32(int xb, const void *x, int K, float *xf) {
         memcpy(xf, x, sizeof(float) * (size_t)K);
 }
 
-/* Sums of xf over each group of G (Q4G's min term). */
+/* Sums of xf over each group of G (Q4G's and Q4K's min term). */
 IG_INLINE void ig_wq_group_sums(const float *xf, int K, int G, float *gs) {
     for (int g = 0; g * G < K; g++) {
         float s = 0.0f;
@@ -187,7 +250,26 @@ IG_INLINE __m512 ig_wq_dot4(const float *xf, const uint8_t *b, int n) {
     return _mm512_add_ps(a0, a1);
 }
 
-/* out[0..16) = x . W[panel] for a whole panel (decode). gs: the group sums (Q4G). */
+/* the same for one Q6K group's columns c[n][12] (8 bytes of nibbles, a word of high bit pairs) */
+IG_INLINE __m512 ig_wq_dot6(const float *xf, const uint8_t *c, int n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    const __m512i lo = _mm512_set1_epi32(15), three = _mm512_set1_epi32(3);
+    const __m512i shift = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hsh = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int k = 0; k < n; k++) {
+        const uint8_t *p = c + (size_t)k * 12;
+        uint32_t hw;
+        memcpy(&hw, p + 8, 4);
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_set1_epi64x(*(const long long *)p)), shift), lo);
+        __m512i h = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)hw), hsh), three);
+        q = _mm512_or_si512(q, _mm512_slli_epi32(h, 4));
+        if (k & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q), a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q), a0);
+    }
+    return _mm512_add_ps(a0, a1);
+}
+
+/* out[0..16) = x . W[panel] for a whole panel (decode). gs: the group sums (Q4G, Q4K, Q6K). */
 IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs, const char *panel, float *out) {
     if (wq == IG_WQ_Q8C) {
         __m512 a = ig_wq_dot8(xf, (const int8_t *)(panel + 64), 0, K);
@@ -200,6 +282,27 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
             __m512 d = ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 32), 0, IG_MIN(G, K - g * G));
             acc = _mm512_fmadd_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb)), acc);
+        }
+        _mm512_storeu_ps(out, acc);
+        return;
+    }
+    if (IG_WQ_ISK(wq)) {
+        /* per superblock: sum_g dot_g sc_g times d, minus sum_g gs_g mn_g times dmin */
+        for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, g0);
+            __m512 sd = _mm512_setzero_ps(), sm = sd;
+            for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
+                const char *gb = panel + IG_WQ_KGRP(wq, G, g);
+                _mm_prefetch(gb + 2048, _MM_HINT_T0);
+                __m512 d = wq == IG_WQ_Q6K ? ig_wq_dot6(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G))
+                                           : ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G));
+                __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb)));
+                __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(gb + 16))));
+                sd = _mm512_fmadd_ps(d, sc, sd);
+                sm = _mm512_fmadd_ps(_mm512_set1_ps(gs[g]), mn, sm);
+            }
+            acc = _mm512_fmadd_ps(sd, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hb)), acc);
+            acc = _mm512_fnmadd_ps(sm, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hb + 32))), acc);
         }
         _mm512_storeu_ps(out, acc);
         return;
@@ -264,6 +367,25 @@ IG_INLINE void ig_wq_dot4(const float *xf, const uint8_t *b, int n, __m256 *lo, 
     *hi = _mm256_add_ps(a1, a3);
 }
 
+/* the same for one Q6K group's columns c[n][12] */
+IG_INLINE void ig_wq_dot6(const float *xf, const uint8_t *c, int n, __m256 *lo, __m256 *hi) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    const __m256i m15 = _mm256_set1_epi32(15), three = _mm256_set1_epi32(3);
+    const __m256i hs0 = _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0), hs1 = _mm256_set_epi32(30, 28, 26, 24, 22, 20, 18, 16);
+    for (int k = 0; k < n; k++) {
+        const uint8_t *p = c + (size_t)k * 12;
+        uint32_t hw;
+        memcpy(&hw, p + 8, 4);
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)), h = _mm256_set1_epi32((int)hw);
+        __m256i q0 = _mm256_or_si256(_mm256_and_si256(v, m15), _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, hs0), three), 4));
+        __m256i q1 = _mm256_or_si256(_mm256_srli_epi32(v, 4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, hs1), three), 4));
+        __m256 x0 = _mm256_set1_ps(xf[k]);
+        a0 = _mm256_fmadd_ps(x0, _mm256_cvtepi32_ps(q0), a0);
+        a1 = _mm256_fmadd_ps(x0, _mm256_cvtepi32_ps(q1), a1);
+    }
+    *lo = a0, *hi = a1;
+}
+
 IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs, const char *panel, float *out) {
     __m256 lo, hi;
     if (wq == IG_WQ_Q8C) {
@@ -279,6 +401,28 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 32), 0, IG_MIN(G, K - g * G), &lo, &hi);
             c0 = _mm256_fmadd_ps(lo, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), c0);
             c1 = _mm256_fmadd_ps(hi, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16))), c1);
+        }
+        _mm256_storeu_ps(out, c0);
+        _mm256_storeu_ps(out + 8, c1);
+        return;
+    }
+    if (IG_WQ_ISK(wq)) {
+        for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
+            const __m128i *h = (const __m128i *)(panel + IG_WQ_KHDR(wq, G, g0)); /* f16 d[0..8), d[8..16), dmin[0..8), dmin[8..16) */
+            __m256 d0 = _mm256_setzero_ps(), d1 = d0, m0 = d0, m1 = d0;
+            for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
+                const char *gb = panel + IG_WQ_KGRP(wq, G, g);
+                _mm_prefetch(gb + 2048, _MM_HINT_T0);
+                if (wq == IG_WQ_Q6K) ig_wq_dot6(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
+                else ig_wq_dot4(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
+                __m256 xs = _mm256_set1_ps(gs[g]);
+                d0 = _mm256_fmadd_ps(lo, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)gb))), d0);
+                d1 = _mm256_fmadd_ps(hi, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 8)))), d1);
+                m0 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 16)))), m0);
+                m1 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 24)))), m1);
+            }
+            c0 = _mm256_fnmadd_ps(m0, _mm256_cvtph_ps(_mm_loadu_si128(h + 2)), _mm256_fmadd_ps(d0, _mm256_cvtph_ps(_mm_loadu_si128(h)), c0));
+            c1 = _mm256_fnmadd_ps(m1, _mm256_cvtph_ps(_mm_loadu_si128(h + 3)), _mm256_fmadd_ps(d1, _mm256_cvtph_ps(_mm_loadu_si128(h + 1)), c1));
         }
         _mm256_storeu_ps(out, c0);
         _mm256_storeu_ps(out + 8, c1);
@@ -325,14 +469,27 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         return;
     }
     for (int g = 0; g * G < K; g++) {
-        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        const int k4 = IG_WQ_ISK(wq);
+        const char *gb = panel + (k4 ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
         float d[16] = {0};
-        const uint8_t *b = (const uint8_t *)gb + 64;
-        for (int k = 0; k < IG_MIN(G, K - g * G); k++)
+        const uint8_t *b = (const uint8_t *)gb + (k4 ? 32 : 64);
+        for (int k = 0; k < IG_MIN(G, K - g * G); k++) {
+            if (wq == IG_WQ_Q6K) {
+                for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)ig_wq_klevel(wq, gb, k, j);
+                continue;
+            }
             for (int j = 0; j < 8; j++) {
                 d[j] += xf[g * G + k] * (float)(b[k * 8 + j] & 15);
                 d[j + 8] += xf[g * G + k] * (float)(b[k * 8 + j] >> 4);
             }
+        }
+        if (k4) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, g);
+            const uint8_t *u = (const uint8_t *)gb;
+            for (int j = 0; j < 16; j++)
+                a[j] += ig_wq_f16(hb + 2 * j) * (float)u[j] * d[j] - ig_wq_f16(hb + 32 + 2 * j) * (float)u[16 + j] * gs[g];
+            continue;
+        }
         for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j] + ig_wq_f16(gb + 32 + 2 * j) * gs[g];
     }
     memcpy(out, a, sizeof a);
