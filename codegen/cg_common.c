@@ -242,6 +242,7 @@ static const cg_format formats[] = {
     {IG_DTYPE_Q8G, "q8g", 0, 0, "int8_t", NULL, 1, 0, 9},
     {IG_DTYPE_Q4K, "q4k", 0, 0, "uint8_t", NULL, 1, 0, 5},
     {IG_DTYPE_Q6K, "q6k", 0, 0, "uint8_t", NULL, 1, 0, 6},
+    {IG_DTYPE_Q8A, "q8a", 0, 0, "int8_t", NULL, 1, 0, 10},
 };
 
 const cg_format *cg_format_of(ig_dtype dt) {

@@ -84,6 +84,7 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) 
 uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     uint64_t np = (uint64_t)(N + 15) / 16, per;
     if (dt == IG_DTYPE_Q8C) per = 64u + 16u * (uint64_t)K;
+    else if (dt == IG_DTYPE_Q8A) per = 64u + 64u * (uint64_t)((K + 3) / 4);
     else if (dt == IG_DTYPE_Q8G)
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
     else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K) { /* an f16 pair per 8 groups, 8-bit codes per group */
@@ -95,8 +96,8 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     return np * per;
 }
 
-void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst) {
-    const uint64_t per = 64u + 16u * (uint64_t)K;
+void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
+    const uint64_t per = pk_quant_bytes(16, K, dt, 0);
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         uint8_t *panel = (uint8_t *)dst + (uint64_t)(n / 16) * per;
@@ -109,7 +110,8 @@ void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst) {
         int8_t *q = (int8_t *)(panel + 64);
         for (int64_t k = 0; k < K; k++) {
             long v = lrintf(row[k] * inv);
-            q[k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            /* q8c: q[k][j]; q8a: k-quads, q[k / 4][j][k % 4] (the tail of the last quad stays 0) */
+            q[dt == IG_DTYPE_Q8A ? (k / 4) * 64 + j * 4 + k % 4 : k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
     }
 }
@@ -419,7 +421,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
     int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K);
-    if (q && !q->keep && (mf != PK_PANEL || (q->wdtype != IG_DTYPE_Q8C && !q4) ||
+    if (q && !q->keep && (mf != PK_PANEL || (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && !q4) ||
               (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
                                                 "in CPU panels");
@@ -508,8 +510,8 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 if (pk_repack_blocks(w, e->stype, rows, cols, out))
                     st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d is past f16's range",
                                  t->name);
-            } else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8C)
-                pk_pack_q8c(w, rows, cols, out);
+            } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A))
+                pk_pack_q8c(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q4G)
                 pk_pack_q4g(w, rows, cols, e->group, out);
             else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K))

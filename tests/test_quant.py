@@ -13,7 +13,8 @@
    same blocks (1e-5 of max |logit|: only summation order differs), through the rope row
    unpermute, the q/k/v concatenation and the gate/up interleave.
 2. Against the transformers float64 references (bf16 activations), bounds per format on
-   max |logit error| / max |reference logit|: a16w8 0.1 (measured 0.025-0.047), a16w4 g128 1.2
+   max |logit error| / max |reference logit|: a16w8 0.1 (measured 0.025-0.047), a8w8 0.1 (int8
+   activations per token and group of 32 on top of a16w8's weights), a16w4 g128 1.2
    (measured 0.35-0.69: these random models have a deliberately large weight spread and 16-128
    columns per group, so 4 bits cost a lot; the bound only catches gross breakage; quality on a
    real model is measured with `ignis verify`, see the note).
@@ -25,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
 # max |logit - reference| / max |reference| per scheme (random tiny models, bf16 activations)
-BOUND = {"a16w8": 0.1, "a16w4-g128": 1.2}
+BOUND = {"a16w8": 0.1, "a16w4-g128": 1.2, "a8w8": 0.1}
 # q4k / q6k groups: weighted error at most min-max rounding's (at exact f32 scale and min) times
 # this; the 8-bit codes of scale and min under one f16 pair per 8 groups cost a little
 KSLACK, KWORST = 1.3, []
@@ -243,7 +244,7 @@ def main():
                         fails.append(f"{model} {scheme}: error {rel:.3e} > {bound}")
                     m = json.load(open(os.path.join(pkg, "manifest.json")))
                     q = m.get("quant", {})
-                    want = "q8c" if scheme == "a16w8" else "q4k"
+                    want = {"a16w8": "q8c", "a8w8": "q8a"}.get(scheme, "q4k")
                     if q.get("weights") != want or q.get("quantized_matrices", 0) < 1 or q.get("kept_matrices") != 0:
                         fails.append(f"{model} {scheme}: manifest quant {q}")
                     vocab = [t["name"] for t in m["weights"]["tensors"] if "embed" in t["name"] or "lm_head" in t["name"]]
@@ -251,10 +252,10 @@ def main():
                     if any(t["dtype"] != want for t in mats):
                         fails.append(f"{model} {scheme}: a matrix is not {want} in the manifest")
                     # a16w4 stores the vocabulary matrices (embedding, lm_head) in 6 bits
-                    wv = "q8c" if scheme == "a16w8" else "q6k"
+                    wv = {"a16w8": "q8c", "a8w8": "q8a"}.get(scheme, "q6k")
                     if any(t["dtype"] != wv for t in m["weights"]["tensors"] if t["name"] in vocab):
                         fails.append(f"{model} {scheme}: a vocabulary matrix is not {wv}")
-                    if scheme != "a16w8" and any(t.get("group") != int(scheme.split("-g")[1]) for t in mats):
+                    if scheme.startswith("a16w4") and any(t.get("group") != int(scheme.split("-g")[1]) for t in mats):
                         fails.append(f"{model} {scheme}: group missing from the manifest's tensors")
                 except Exception as e:
                     fails.append(f"{model} {scheme}: {e}")
@@ -324,6 +325,7 @@ def main():
         mdir = os.path.join(golden.TESTDATA, "models", "llama-gqa")
         for args, word in ((["--quant", "a16w3"], "a16w3"), (["--quant", "a16w4", "--quant-group", "48"], "48"),
                            (["--quant", "a16w8", "--quant-skip", "no_such_proj"], "no_such_proj"),
+                           (["--quant", "a8w8", "--quant-group", "64"], "a8w8 scales each output channel"),
                            (["--quant", "a16w8", "--quant-skip", "model.layers.0.mlp.down_proj"], "layers share kernels"),
                            (["--quant-group", "64"], "--quant")):
             p = golden.run(["compile", mdir, "-o", os.path.join(tmp, "bad"), "--target", TARGET] + args, check=False)

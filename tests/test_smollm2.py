@@ -45,6 +45,12 @@ def quantized(gguf, tmp, ref, fails):
           f"weights {rs:.3f}x bf16 (limit 0.32) {'ok' if ok else 'FAIL'}")
     if not ok:
         fails.append(f"a16w4: perplexity ratio {r:.4f} (limit 1.05), weights {rs:.3f}x bf16 (limit 0.32)")
+    a8 = os.path.join(tmp, "a8w8")
+    golden.run(["compile", gguf, "-o", a8, "--quant", "a8w8"])
+    r = ppl(a8) / p0
+    print(f"smollm2 a8w8: perplexity {r:.4f}x the f32 package's (limit 1.02) {'ok' if r <= 1.02 else 'FAIL'}")
+    if not r <= 1.02:
+        fails.append(f"a8w8: perplexity ratio {r:.4f} > 1.02")
     keep = os.path.join(tmp, "keep")
     golden.run(["compile", gguf, "-o", keep, "--quant", "keep", "--dtype", "f32"])
     ids = ",".join(map(str, ref["cases"][0]["logits_ids"]))

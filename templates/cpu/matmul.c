@@ -19,8 +19,8 @@
  * contract; the driver at the bottom is shared.
  *
  * Quantized weights (MM_WQ = 8: int8 per-row scale, 4: uint4 with scale and min per group of MM_WG
- * along K, 5: uint4 with 8-bit group scales and mins under a per-superblock f16 pair, 9: int8 per
- * group; layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
+ * along K, 5 / 6: uint4 / uint6 with 8-bit group scales and mins under a per-superblock f16 pair,
+ * 9: int8 per group, 10: int8 per row for int8 activations (a8w8); layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
  * K chunk of a panel pair once per row block into the f32 panel layout and runs the f32 micro-kernel
  * on it. MM_WBF16 is then unused.
  */
@@ -68,6 +68,9 @@
 #endif
 #ifndef MM_TB /* rows per row block: the tile is MM_TB x 32 floats on the stack */
 #define MM_TB 192
+#endif
+#ifndef MM_QRB /* a8w8: rows quantized per block */
+#define MM_QRB 8
 #endif
 #ifndef MM_KC /* k-pairs per K chunk */
 #define MM_KC 128
@@ -516,6 +519,39 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
     const size_t xes = MM_XBF16 ? 2 : 4; /* bytes per x element */
     if (T <= 0) return;
 
+#if MM_WQ == IG_WQ_Q8A
+    /* a8w8: rows quantized to int8 per token, a block of MM_QRB at a time, then int32 dot products
+     * against each panel of the thread's range (the pair's codes stay in L1/L2 across the block) */
+#pragma omp parallel num_threads(nth)
+    {
+        int nt = ig_omp_nth(), tid = ig_omp_tid();
+        int ncol = IG_MIN(nt, NPP_), nrow = nt / ncol;
+        int col = tid % ncol, rg = tid / ncol;
+        if (rg < nrow) {
+            int q0, q1, t0, t1;
+            ig_split(NPP_, ncol, col, &q0, &q1);
+            ig_split(T, nrow, rg, &t0, &t1);
+            IG_ALIGN64 float xf[MM_K];
+            IG_ALIGN64 int8_t xq[MM_QRB][(MM_K + 3) / 4 * 4];
+            float xs[MM_QRB][(MM_K + IG_WQ_AG - 1) / IG_WQ_AG];
+            for (int tb = t0; tb < t1; tb += MM_QRB) {
+                int tn = IG_MIN(MM_QRB, t1 - tb);
+                for (int r = 0; r < tn; r++) {
+                    ig_wq_x_f32(MM_XBF16, (const char *)x + (size_t)(tb + r) * K_ * xes, K_, xf);
+                    ig_wq_quant_row(xf, K_, xq[r], xs[r]);
+                }
+                for (int q = q0; q < q1; q++) {
+                    int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
+                    for (int r = 0; r < tn; r++) {
+                        IG_ALIGN64 float acc[32];
+                        for (int p = 0; p < P; p++) ig_wq_igemv(K_, xq[r], xs[r], wc + (2 * q + p) * wps, acc + 16 * p);
+                        ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, acc, q, P, y, tb + r);
+                    }
+                }
+            }
+        }
+    }
+#else
 #if MM_WQ
     if (T == 1) {
 #pragma omp parallel num_threads(nth)
@@ -596,6 +632,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
             }
         }
     }
+#endif /* MM_WQ == IG_WQ_Q8A */
 }
 
 #undef MM_NAME
@@ -611,3 +648,4 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
 #undef MM_YBF16
 #undef MM_TB
 #undef MM_KC
+#undef MM_QRB

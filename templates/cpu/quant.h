@@ -24,6 +24,14 @@
  *   IG_WQ_Q8G (9): int8, symmetric, f16 scale per row and group of G along K (GGUF Q8_0 kept as
  *       it is stored, G = 32); a panel is ceil(K/G) group blocks of 32 + 16G bytes (the last one
  *       32 + 16 (K % G)): f16 scale[16], then int8 q[G][16];  w[n][k] = scale[j] * q[k][j]
+ *   IG_WQ_Q8A (10): int8, symmetric, one f32 scale per output row, for int8 activations (a8w8):
+ *       panel = f32 scale[16], then int8 q[KQ][16][4] with KQ = ceil(K/4) (k = 4l + i at
+ *       q[l][j][i]; columns past K are 0);                w[n][k] = scale[j] * q[k/4][j][k%4]
+ *       The activations are quantized per row (token) and group of IG_WQ_AG = 32 columns:
+ *       xs[g] = max|x over the group| / 127, xq = round(x / xs[g]);
+ *       y = scale[j] sum_g xs[g] sum_{k in g} xq[k] q[k][j], the inner sums in int32 (AVX2
+ *       vpmaddubsw + vpmaddwd with the sign moved onto the weights, AVX-512 VNNI vpdpbusd where
+ *       compiled in). (SmolLM2: one scale per whole row costs 1.047x the f32 perplexity, one per 32 columns 1.008x.)
  * (f16 group scales, as GGUF stores them: a kept Q4_1 / Q8_0 block has its own bytes' worth.)
  * The packers are compiler/pack.c (pk_pack_q8c, pk_pack_q4g; pk_repack_* for GGUF blocks); SPEC.md records the layout too.
  *
@@ -39,6 +47,8 @@
 #define IG_WQ_Q4G 4
 #define IG_WQ_Q8G 9
 #define IG_WQ_Q4K 5
+#define IG_WQ_Q8A 10
+#define IG_WQ_AG 32 /* Q8A: activation columns per scale (8 k-quads) */
 #define IG_WQ_Q6K 6
 #define IG_WQ_KSB 8 /* Q4K / Q6K groups per superblock */
 #define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K)
@@ -91,6 +101,7 @@ IG_INLINE void ig_wq_f16x16(const void *p, float *out) {
 /* Bytes of one panel of K columns. */
 IG_INLINE size_t ig_wq_panel_bytes(int wq, int K, int G) {
     if (wq == IG_WQ_Q8C) return 64 + (size_t)16 * K;
+    if (wq == IG_WQ_Q8A) return 64 + (size_t)64 * ((K + 3) / 4);
     if (IG_WQ_ISK(wq))
         return (size_t)64 * ((K + G * IG_WQ_KSB - 1) / (G * IG_WQ_KSB)) + (size_t)(K / G) * IG_WQ_GBYTES(wq, G) +
                (K % G ? IG_WQ_GBYTES(wq, K % G) : 0);
@@ -104,6 +115,13 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         memcpy(&s, panel + 4 * j, 4);
         const int8_t *q = (const int8_t *)(panel + 64);
         for (int k = k0; k < k1; k++) out[k - k0] = s * (float)q[(size_t)k * 16 + j];
+        return;
+    }
+    if (wq == IG_WQ_Q8A) {
+        float s;
+        memcpy(&s, panel + 4 * j, 4);
+        const int8_t *q = (const int8_t *)(panel + 64);
+        for (int k = k0; k < k1; k++) out[k - k0] = s * (float)q[(size_t)(k / 4) * 64 + j * 4 + k % 4];
         return;
     }
     (void)K;
@@ -197,6 +215,85 @@ IG_INLINE void ig_wq_x_f32(int xb, const void *x, int K, float *xf) {
         for (int k = 0; k < K; k++) xf[k] = ig_bf16_to_f32(((const uint16_t *)x)[k]);
     else
         memcpy(xf, x, sizeof(float) * (size_t)K);
+}
+
+/* Q8A: row xf [K] as int8 codes xq [4 ceil(K/4)] (zero padded) and one scale per group of
+ * IG_WQ_AG columns, xs[g] = max|x over the group| / 127. */
+IG_INLINE void ig_wq_quant_row(const float *xf, int K, int8_t *xq, float *xs) {
+    for (int g = 0; g * IG_WQ_AG < K; g++) {
+        const int k0 = g * IG_WQ_AG, k1 = IG_MIN(K, k0 + IG_WQ_AG);
+        float amax = 0.0f;
+        for (int k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(xf[k]));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int k = k0; k < k1; k++) {
+            long v = lrintf(xf[k] * inv);
+            xq[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        xs[g] = amax / 127.0f;
+    }
+    for (int k = K; k % 4; k++) xq[k] = 0;
+}
+
+/* Q8A: acc[j] = sum_k xq[k] q[k][j] over k-quads [l0, l1) of one panel's codes q (exact, int32). */
+IG_INLINE void ig_wq_idot(const int8_t *xq, const int8_t *q, int l0, int l1, int32_t *acc) {
+#if defined(IG_AVX512)
+    __m512i a = _mm512_setzero_si512();
+#if !defined(__AVX512VNNI__)
+    const __m512i ones = _mm512_set1_epi16(1);
+#endif
+    for (int l = l0; l < l1; l++) {
+        int32_t xw;
+        memcpy(&xw, xq + 4 * l, 4);
+        __m512i xv = _mm512_set1_epi32(xw), ax = _mm512_abs_epi8(xv);
+        __m512i w = _mm512_loadu_si512((const void *)(q + (size_t)l * 64));
+        _mm_prefetch((const char *)q + (size_t)l * 64 + 1024, _MM_HINT_T0);
+        w = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), w); /* x's sign onto w */
+#if defined(__AVX512VNNI__)
+        a = _mm512_dpbusd_epi32(a, ax, w);
+#else
+        a = _mm512_add_epi32(a, _mm512_madd_epi16(_mm512_maddubs_epi16(ax, w), ones));
+#endif
+    }
+    _mm512_storeu_si512((void *)acc, a);
+#elif defined(IG_AVX2)
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int l = l0; l < l1; l++) {
+        int32_t xw;
+        memcpy(&xw, xq + 4 * l, 4);
+        __m256i xv = _mm256_set1_epi32(xw), ax = _mm256_sign_epi8(xv, xv); /* |x| as u8 */
+        const __m256i *p = (const __m256i *)(q + (size_t)l * 64);
+        _mm_prefetch((const char *)p + 1024, _MM_HINT_T0);
+        /* u8 |x| times s8 sign(x) w: pairs sum to at most 2 127 127 < 2^15, no saturation */
+        __m256i s0 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(_mm256_loadu_si256(p), xv));
+        __m256i s1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(_mm256_loadu_si256(p + 1), xv));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(s0, ones));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(s1, ones));
+    }
+    _mm256_storeu_si256((__m256i *)acc, a0);
+    _mm256_storeu_si256((__m256i *)(acc + 8), a1);
+#else
+    for (int j = 0; j < 16; j++) acc[j] = 0;
+    for (int l = l0; l < l1; l++)
+        for (int j = 0; j < 16; j++)
+            for (int i = 0; i < 4; i++) acc[j] += (int32_t)xq[4 * l + i] * q[(size_t)l * 64 + j * 4 + i];
+#endif
+}
+
+/* Q8A: out[0..16) = x . W[panel] for one quantized row (codes xq, group scales xs). */
+IG_INLINE void ig_wq_igemv(int K, const int8_t *xq, const float *xs, const char *panel, float *out) {
+    IG_ALIGN64 int32_t acc[16];
+    IG_ALIGN64 float f[16] = {0};
+    const int KQ = (K + 3) / 4, QG = IG_WQ_AG / 4;
+    for (int g = 0; g * QG < KQ; g++) {
+        ig_wq_idot(xq, (const int8_t *)(panel + 64), g * QG, IG_MIN(KQ, g * QG + QG), acc);
+        for (int j = 0; j < 16; j++) f[j] += (float)acc[j] * xs[g];
+    }
+    for (int j = 0; j < 16; j++) {
+        float s;
+        memcpy(&s, panel + 4 * j, 4);
+        out[j] = f[j] * s;
+    }
 }
 
 /* Sums of xf over each group of G (Q4G's and Q4K's min term). */
