@@ -4,7 +4,7 @@
  * the ratio of throughputs against one-at-a-time is printed. tokens/s counts from the first start to
  * the last token (prefill included); decode tok/s is the steady state, concurrency / median ITL.
  * Usage: bench_engine PKG [--prompt-len 32] [--new-tokens 16] [--levels 1,4,16,64] [--threads N]
- *        [--verify-hashes 0|1] */
+ *        [--verify-hashes 0|1] [--tune KEY=VALUE,...] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,16 +38,18 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_engine PKG [--prompt-len N] [--new-tokens N] [--levels 1,4,16,64] [--threads N] [--verify-hashes 0|1]\n");
+        fprintf(stderr, "usage: bench_engine PKG [--prompt-len N] [--new-tokens N] [--levels 1,4,16,64] [--threads N] [--verify-hashes 0|1] [--tune KEY=VALUE,...]\n");
         return 2;
     }
     int P = 32, N = 16, threads = 0, verify = 1;
+    const char *tune = NULL;
     int levels[8] = {1, 4, 16, 64}, n_levels = 4;
     for (int i = 2; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--prompt-len")) P = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--new-tokens")) N = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--verify-hashes")) verify = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--tune")) tune = argv[i + 1];
         if (!strcmp(argv[i], "--levels")) {
             n_levels = 0;
             for (char *t = strtok(argv[i + 1], ","); t && n_levels < 8; t = strtok(NULL, ",")) levels[n_levels++] = atoi(t);
@@ -62,6 +64,7 @@ int main(int argc, char **argv) {
     cfg.max_tokens_per_step = max_c > 256 ? max_c : 256;
     cfg.n_threads = threads;
     cfg.verify_hashes = verify;
+    cfg.tune = tune;
     cfg.kv_pages = max_c * ((P + N) / 16 + 2);
     ig_engine *e;
     ig_err err;

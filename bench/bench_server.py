@@ -6,7 +6,7 @@ duplicated, that the server frees every KV page (/metrics), and reports p50/p99 
 token and the token throughput.
 
     bench/bench_server.py --url http://127.0.0.1:8000 [--clients 256] [--requests 2000]
-                          [--max-tokens 32] [--disconnect 0.25] [--api-key KEY]
+                          [--max-tokens 32] [--disconnect 0.25] [--waves 2] [--api-key KEY]
     bench/bench_server.py --pkg PKG [--threads N] [--compare 16] [--prompt-len 32] [--new-tokens 32]
                           [--rounds 3] [--skip-load] [load flags]
 
@@ -197,6 +197,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--disconnect", type=float, default=0.25)
+    ap.add_argument("--waves", type=int, default=2, help="the load in this many waves, server RSS after each")
     ap.add_argument("--compare", type=int, default=16, metavar="C",
                     help="also measure throughput at C concurrent requests against bench_engine (needs --pkg; 0: off)")
     ap.add_argument("--prompt-len", type=int, default=32)
@@ -219,19 +220,19 @@ def main():
         if proc and a.compare:  # the engine is warm after one round
             server_round(url, model, a.api_key, a.compare, a.prompt_len, 4, 99)
         if not a.skip_load:
-            # in two halves: the server's memory after the second should be what it was after the first
+            # in waves: the server's memory after the last should be what it was after the first
             rss = [rss_mb(proc.pid) if proc else float("nan")]
-            for half in (0, 1):
-                n = a.requests // 2 if half == 0 else a.requests - a.requests // 2
-                errs, rep = run_load(url, model, a.api_key, a.clients, n, a.max_tokens, a.disconnect, seed=half)
+            for w in range(a.waves):
+                n = a.requests * (w + 1) // a.waves - a.requests * w // a.waves
+                errs, rep = run_load(url, model, a.api_key, a.clients, n, a.max_tokens, a.disconnect, seed=w)
                 errors += errs
                 rss.append(rss_mb(proc.pid) if proc else float("nan"))
-                print(f"half {half + 1}: {rep['requests']} requests, {rep['clients']} clients, {rep['cancelled']} disconnected "
+                print(f"wave {w + 1}: {rep['requests']} requests, {rep['clients']} clients, {rep['cancelled']} disconnected "
                       f"mid-stream (server counted {rep['server_cancelled']:.0f} cancelled so far)")
                 print(f"  wall {rep['wall_s']:.1f} s, {rep['completion_tokens']} tokens generated for finished requests = "
                       f"{rep['tokens_per_s']:.1f} tokens/s; TTFT p50 {rep['ttft_p50'] * 1e3:.0f} ms, p99 {rep['ttft_p99'] * 1e3:.0f} ms")
             if proc:
-                print(f"server RSS {rss[0]:.0f} MB before the load, {rss[1]:.0f} MB after the first half, {rss[2]:.0f} MB after the second")
+                print("server RSS (MB) before the load, then after each wave: " + " ".join(f"{x:.0f}" for x in rss))
             for e in errors[:20]:
                 print("FAIL:", e)
         if proc and a.compare:

@@ -141,18 +141,15 @@ static ig_status copy_file(const char *from, const char *to, ig_err *err) {
     return st;
 }
 
-/* The compile-time tuning: defaults, then --tune, then IGNIS_TUNE (measurement). The keys tune the
- * CUDA templates: on a CPU target a --tune value is an error naming it, IGNIS_TUNE is ignored. */
+/* The compile-time tuning: defaults, then --tune. The keys tune the CUDA templates: on a CPU target
+ * a --tune value is an error naming it. */
 static ig_status compile_tuning(const cc_options *o, int cuda, cg_tuning *t, ig_err *err) {
     tune_compile_defaults(t);
     ig_status st = tune_apply(TUNE_COMPILE, o->tune, "--tune", t, err);
-    if (st || !cuda) {
-        if (!st && o->tune && *o->tune)
-            st = ig_fail(err, IG_ERR_INVALID, "--tune %s: the compile-time tuning keys tune CUDA targets, not %s", o->tune,
-                         o->target ? o->target : "cpu");
-        return st;
-    }
-    return tune_apply_env(TUNE_COMPILE, t, err);
+    if (!st && !cuda && o->tune && *o->tune)
+        st = ig_fail(err, IG_ERR_INVALID, "--tune %s: the compile-time tuning keys tune CUDA targets, not %s", o->tune,
+                     o->target ? o->target : "cpu");
+    return st;
 }
 
 /* manifest.json's "tuning": every compile-time key with the value the package was built with. */

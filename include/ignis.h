@@ -104,6 +104,18 @@ IG_API ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg
  * "Threads" above). Accepts NULL. */
 IG_API void ig_engine_close(ig_engine *e);
 
+/* Tensor parallelism (a package compiled with --tp N runs as N processes: mpirun -np N ...). Rank 0
+ * is the ordinary engine; the other ranks only follow it. Every process calls this first, with the
+ * package it is about to open:
+ *   - a package that is not sharded (or no package: opening it will say so), or rank 0 of the job: IG_OK at once with *followed = 0; go on
+ *     and open the engine (rank 0: MPI has started; it is finalized when the process exits);
+ *   - any other rank: opens the package, runs rank 0's model instances and steps on this rank's
+ *     shard until rank 0 closes its engine, then IG_OK with *followed = 1: the process is done.
+ * An error (the package cannot open on this rank, the job has another number of ranks, a step
+ * failed) returns its status and message: exit with a non-zero status then, which makes mpirun end
+ * the job (the other ranks may be waiting on this one). */
+IG_API ig_status ig_tp_follow(const char *pkg_dir, int *followed, ig_err *err);
+
 typedef struct ig_engine_stats {
     int32_t running;          /* sequences holding KV pages */
     int32_t waiting;          /* admitted requests not yet scheduled (incl. preempted) */

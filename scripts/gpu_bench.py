@@ -55,7 +55,7 @@ import numpy as np
 ids = ",".join(str((i * 7919) % 128256) for i in range(48))
 def step_logits(persist):
     f = os.path.join(work, f"steps{persist}.npy")
-    sh([IGNIS, "logits", pkg, "--tokens", ids, "--out", f, "--step"], env=dict(os.environ, IGNIS_TUNE=f"persistent={persist}"))
+    sh([IGNIS, "logits", pkg, "--tokens", ids, "--out", f, "--step", "--tune", f"persistent={persist}"])
     return np.load(f).astype(np.float64)
 lp, lk = step_logits("1"), step_logits("0")
 rel = np.abs(lp - lk).max() / np.abs(lk).max()
@@ -66,7 +66,7 @@ if not rel <= 3e-2:
 
 out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "128"])
 print(out)
-nog = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "128"], env=dict(os.environ, IGNIS_TUNE="graphs=0"))
+nog = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "128", "--tune", "graphs=0"])
 print("without CUDA graphs:", re.search(r"decode .*", nog).group(0))
 ms_long = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
 # the roofline counts weight bytes only, so batch-1 decode is measured at a short context (64..320
@@ -84,33 +84,32 @@ print(f"ignis decode batch 1: {ms:.3f} ms/token; roofline {roof:.3f} ms (weights
 print(f"ignis decode batch 1 after a 2048-token prompt: {ms_long:.3f} ms/token")
 print(f"ignis prefill 2048: {pre:.0f} tokens/s = {flops*pre/P/1e12:.1f} TFLOP/s = {100*flops*pre/P/peak:.1f}% of measured bf16 peak")
 # where decode and prefill time goes, and the launch options against each other
-def decode_ms(env, n=128):
-    o = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", str(n)], env=dict(os.environ, **env))
+def decode_ms(tune, n=128):
+    o = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", str(n)] + (["--tune", tune] if tune else []))
     return float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", o).group(1))
-for label, env in [("default (as above)", {}), ("persistent decode kernel off", {"IGNIS_TUNE": "persistent=0"}),
-                   ("multi-step runs off", {"IGNIS_TUNE": "run_steps=1"}),
-                   ("multi-step runs and chained steps off", {"IGNIS_TUNE": "run_steps=1,chain=0"}),
-                   ("GEMV grid 1 CTA/SM", {"IGNIS_TUNE": "mv_ctas_per_sm=1"}),
-                   ("GEMV grid 2 CTAs/SM", {"IGNIS_TUNE": "mv_ctas_per_sm=2"})]:
-    print(f"variant {label}: decode {decode_ms(env):.3f} ms/token")
+for label, tune in [("default (as above)", None), ("persistent decode kernel off", "persistent=0"),
+                    ("multi-step runs off", "run_steps=1"),
+                    ("multi-step runs and chained steps off", "run_steps=1,chain=0"),
+                    ("GEMV grid 1 CTA/SM", "mv_ctas_per_sm=1"),
+                    ("GEMV grid 2 CTAs/SM", "mv_ctas_per_sm=2")]:
+    print(f"variant {label}: decode {decode_ms(tune):.3f} ms/token")
 if os.environ.get("IGNIS_BENCH_PROFILE", "1") != "0":
     for what, args in [("decode (64-token prompt, 32 steps)", ["--prompt-len", "64", "--decode-tokens", "32"]),
                        ("prefill 2048 (+ warm-up steps)", ["--prompt-len", "2048", "--decode-tokens", "1"])]:
-        p = subprocess.run([IGNIS, "bench", pkg] + args, capture_output=True, text=True,
-                           env=dict(os.environ, IGNIS_TUNE="profile=1"))
+        p = subprocess.run([IGNIS, "bench", pkg] + args + ["--tune", "profile=1"], capture_output=True, text=True)
         print(f"== profile, {what}:")
         print("\n".join(p.stderr.splitlines()[:28]))
 eng = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "1,2,8,32,128,256"])
 print(eng)
 # batched decode steps without their CUDA graphs, for the ratio
-eng0 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128"],
-          env=dict(os.environ, IGNIS_TUNE="graph_tmax=0"))
+eng0 = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128",
+           "--tune", "graph_tmax=0"])
 print("variant batched decode graphs off (graph_tmax=0):")
 print(eng0)
 # matmuls of 2 tokens on the tensor-core GEMV (the default) against cuBLAS, and of 2..8 tokens
 for mvt, what in (("0", "off: cuBLAS from 2 tokens"), ("8", "for 2..8 tokens")):
-    e = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "2,4,8"],
-           env=dict(os.environ, IGNIS_TUNE=f"mvt_tmax={mvt}"))
+    e = sh([os.path.join(ROOT, "devbuild", "bench_engine"), pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "2,4,8",
+            "--tune", f"mvt_tmax={mvt}"])
     print(f"variant tensor-core GEMV {what} (mvt_tmax={mvt}):")
     print(e)
 

@@ -6,6 +6,8 @@
  *   vLLM's extensions guided_json (schema object or string), guided_regex, guided_grammar (GBNF),
  *   guided_choice (a list of strings: the output is one of them)
  *   tool_choice {"type": "function", "function": {"name"}}  -> the named tool's parameters schema
+ *   tool_choice "required"                                  -> an array of one or more calls:
+ *       [{"name": <one of the tools>, "arguments": <that tool's parameters>}, ...]
  * At most one of them per request. The constraint is compiled here once to check it (the engine
  * compiles it again per choice), so an unsupported schema keyword or a malformed grammar is a 400
  * whose message names the keyword and its JSON path, before any work starts. `strict` is accepted
@@ -122,9 +124,39 @@ int srv_guided_field(const cJSON *v, srv_params *p, srv_error *err) {
     return set_guide(p, "guided_choice", IG_CONSTRAINT_REGEX, re.p, err);
 }
 
+/* tool_choice "required": the schema of a non-empty array whose items are calls of the tools. */
+static char *calls_schema(const cJSON *tools) {
+    cJSON *s = cJSON_CreateObject(), *any = cJSON_CreateArray(), *t;
+    cJSON_AddStringToObject(s, "type", "array");
+    cJSON_AddNumberToObject(s, "minItems", 1);
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(s, "items"), "anyOf", any);
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+        cJSON *call = cJSON_CreateObject(), *props = cJSON_AddObjectToObject(call, "properties"), *req = cJSON_CreateArray();
+        cJSON_AddItemToArray(any, call);
+        cJSON_AddStringToObject(call, "type", "object");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "name"), "const",
+                                cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring);
+        if (params) cJSON_AddItemToObject(props, "arguments", cJSON_Duplicate(params, 1));
+        else cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "arguments"), "type", "object");
+        cJSON_AddItemToArray(req, cJSON_CreateString("name"));
+        cJSON_AddItemToArray(req, cJSON_CreateString("arguments"));
+        cJSON_AddItemToObject(call, "required", req);
+        cJSON_AddBoolToObject(call, "additionalProperties", 0);
+    }
+    char *text = cJSON_PrintUnformatted(s);
+    cJSON_Delete(s);
+    return text;
+}
+
 /* After every field was read: a tool_choice naming a function gets that function's parameters
- * as its constraint (the reply is then the call's arguments). */
+ * as its constraint (the reply is then the call's arguments); "required", the calls' schema. */
 int srv_guided_checks(srv_params *p, srv_error *err) {
+    if (p->tools_required) {
+        if (!p->tools) return srv_fail(err, 400, "tool_choice", "tool_choice 'required' needs at least one function in 'tools'");
+        return set_guide(p, "tool_choice", IG_CONSTRAINT_JSON_SCHEMA, calls_schema(p->tools), err);
+    }
     if (!p->tool_name) return 0;
     const cJSON *t, *fn = NULL;
     cJSON_ArrayForEach(t, p->tools) {

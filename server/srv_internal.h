@@ -61,6 +61,8 @@ typedef struct srv_params {
     cJSON *messages;             /* chat: normalized copy for the template (owned) */
     const cJSON *tools;          /* borrowed from root, NULL when none or tool_choice "none" */
     int tools_off;               /* tool_choice "none" */
+    int tools_required;          /* tool_choice "required": the reply is a JSON array of one or more
+                                    {"name", "arguments"} calls of the given tools (guided) */
     int32_t n_prompts;           /* completions: one per prompt; chat: 1 */
     srv_prompt *prompts;         /* owned array */
     const char **stops;          /* borrowed strings, owned array */
@@ -89,16 +91,18 @@ int srv_response_format(const cJSON *rf, srv_params *p, srv_error *err);
 int srv_guided_field(const cJSON *v, srv_params *p, srv_error *err);
 int srv_guided_checks(srv_params *p, srv_error *err);
 
-/* Tool calls in a reply (srv_tools.c): Hermes <tool_call> blocks or Llama 3 JSON. An array of
- * OpenAI tool_calls (ids made from id) and *content (malloc'd, the text around the calls; NULL
- * when none), or NULL when the text holds no call. */
-cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id);
+/* Tool calls in a reply (srv_tools.c): Hermes <tool_call> blocks or Llama 3 JSON, or (array: a
+ * tool_choice "required" reply) a JSON array of call objects. An array of OpenAI tool_calls (ids
+ * made from id) and *content (malloc'd, the text around the calls; NULL when none), or NULL when
+ * the text holds no call. */
+cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id, int array);
 
 /* Tool calls of a streamed reply (srv_tools.c): the same formats, parsed as the text comes.
- * named: a forced tool_choice's function (copied; the whole reply is its arguments), or NULL.
- * Ids are made from id as srv_parse_tool_calls makes them. */
+ * named: a forced tool_choice's function (copied; the whole reply is its arguments), or NULL;
+ * array: the reply is a JSON array of calls (tool_choice "required"). Ids are made from id as
+ * srv_parse_tool_calls makes them. */
 typedef struct srv_tool_stream srv_tool_stream;
-srv_tool_stream *srv_tool_stream_new(const char *named, uint64_t id); /* NULL: out of memory */
+srv_tool_stream *srv_tool_stream_new(const char *named, int array, uint64_t id); /* NULL: out of memory */
 void srv_tool_stream_free(srv_tool_stream *ts);                       /* accepts NULL */
 /* Takes the next n bytes of the reply (final: the reply ends here). Appends what may go out now:
  * content bytes to *content, OpenAI delta.tool_calls entries ({index, id, type, function: {name,

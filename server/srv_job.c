@@ -173,7 +173,7 @@ static int start_choice(srv_job *j, srv_choice *c, const ig_gen_config *g0, srv_
     if (st) return srv_fail(err, 500, NULL, "the engine could not start the request: %s", e.msg);
     c->t_last = j->t_start;
     if (j->p.kind == SRV_CHAT && j->p.stream && (parse_calls(&j->p) || j->p.tool_name) &&
-        !(c->ts = srv_tool_stream_new(j->p.tool_name, next_rand(s))))
+        !(c->ts = srv_tool_stream_new(j->p.tool_name, j->p.tools_required, next_rand(s))))
         return srv_fail(err, 503, NULL, "out of memory");
     ig_request_set_notify(c->req, on_output, j);
     return 0;
@@ -482,7 +482,7 @@ static cJSON *response_choice(srv_job *j, srv_choice *c) {
         cJSON_AddStringToObject(m, "role", "assistant");
         char *content = NULL;
         cJSON *calls = j->p.tool_name ? named_call(j, c)
-                       : parse_calls(&j->p) && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s)) : NULL;
+                       : parse_calls(&j->p) && c->text.p ? srv_parse_tool_calls(c->text.p, &content, next_rand(j->s), j->p.tools_required) : NULL;
         if (calls) {
             if (content && content[strspn(content, " \n")])
                 cJSON_AddStringToObject(m, "content", content);

@@ -200,9 +200,10 @@ int srv_parse_tool_choice(const cJSON *v, srv_params *p, srv_error *err) {
         return 0;
     }
     if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) return 0;
-    if (cJSON_IsString(v) && !strcmp(v->valuestring, "required"))
-        return srv_fail(err, 400, "tool_choice", "tool_choice 'required' is not supported (name the function instead: "
-                        "{\"type\": \"function\", \"function\": {\"name\": ...}})");
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "required")) {
+        p->tools_required = 1; /* checked against tools once every field is read */
+        return 0;
+    }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type"), *fn = cJSON_GetObjectItemCaseSensitive(v, "function");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     if (cJSON_IsObject(v) && cJSON_IsString(type) && !strcmp(type->valuestring, "function") && cJSON_IsString(name)) {

@@ -3,6 +3,7 @@
  *     blocks; the text outside them is the message content;
  *   Llama 3 (JSON tool calling): the whole reply is {"name": ..., "parameters": {...}} (or
  *     "arguments"), optionally after <|python_tag|>, or several such objects separated by ';'.
+ * and, for a tool_choice "required" reply (guided to that shape), a JSON array of such objects.
  * A block that is not such an object leaves the text as plain content (no call). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,8 +85,31 @@ static cJSON *llama3(const char *text, char **content, uint64_t id) {
     return calls;
 }
 
-cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id) {
+/* The whole reply is [call, ...] (at least one). */
+static cJSON *array_of_calls(const char *text, uint64_t id) {
+    cJSON *a = cJSON_Parse(text), *o;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) == 0) {
+        cJSON_Delete(a);
+        return NULL;
+    }
+    cJSON *calls = cJSON_CreateArray();
+    int k = 0;
+    cJSON_ArrayForEach(o, a) {
+        cJSON *c = call_from(o, k++, id);
+        if (!c) {
+            cJSON_Delete(calls);
+            calls = NULL;
+            break;
+        }
+        cJSON_AddItemToArray(calls, c);
+    }
+    cJSON_Delete(a);
+    return calls;
+}
+
+cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id, int array) {
     *content = NULL;
+    if (array) return array_of_calls(text, id);
     cJSON *c = hermes(text, content, id);
     return c ? c : llama3(text, content, id);
 }
@@ -99,27 +123,30 @@ cJSON *srv_parse_tool_calls(const char *text, char **content, uint64_t id) {
  * arguments object's bytes as they come), HEND (after a Hermes call object, up to </tool_call>),
  * BETWEEN (after a Llama 3 call: ';' or whitespace, then another call or content), PLAIN (content
  * only: something that looked like a call was not one), NAMED (a forced tool_choice: the whole
- * reply is the arguments). Whitespace-only content is held until other content follows (and
+ * reply is the arguments), ARRAY (tool_choice "required": between the calls of a JSON array,
+ * where '[', ',' and ']' separate them). Whitespace-only content is held until other content follows (and
  * dropped at the end when there were calls), as the non-streamed reply drops it. */
-enum { TS_START, TS_TEXT, TS_CALL, TS_HEND, TS_BETWEEN, TS_PLAIN, TS_NAMED };
+enum { TS_START, TS_TEXT, TS_CALL, TS_HEND, TS_BETWEEN, TS_PLAIN, TS_NAMED, TS_ARRAY };
 
 struct srv_tool_stream {
     sbuf acc, ws;            /* the reply so far; held whitespace-only content */
     size_t pos, call_at;     /* decided bytes; where the current call's object (or its tag) starts */
     int mode, hermes, k;     /* mode; the current call is a Hermes one; calls begun */
     int header;              /* the current call's first delta went out */
+    int array;               /* the reply is a JSON array of calls */
     size_t args_sent;        /* bytes of acc streamed as arguments */
     const char *named;
     uint64_t id;
     char name_buf[1];
 };
 
-srv_tool_stream *srv_tool_stream_new(const char *named, uint64_t id) {
+srv_tool_stream *srv_tool_stream_new(const char *named, int array, uint64_t id) {
     size_t n = named ? strlen(named) : 0;
     srv_tool_stream *ts = calloc(1, sizeof *ts + n);
     if (!ts) return NULL;
     if (named) memcpy(ts->name_buf, named, n + 1), ts->named = ts->name_buf;
-    ts->mode = named ? TS_NAMED : TS_START;
+    ts->mode = named ? TS_NAMED : array ? TS_ARRAY : TS_START;
+    ts->array = array;
     ts->id = id;
     return ts;
 }
@@ -294,7 +321,7 @@ static int call_step(srv_tool_stream *ts, int final, sbuf *content, cJSON *calls
     ts->k++;
     ts->header = 0;
     ts->pos = c.end;
-    ts->mode = ts->hermes ? TS_HEND : TS_BETWEEN;
+    ts->mode = ts->array ? TS_ARRAY : ts->hermes ? TS_HEND : TS_BETWEEN;
     return 1;
 }
 
@@ -311,6 +338,16 @@ static int text_step(srv_tool_stream *ts, int final, sbuf *content, int *rc) {
     static const char open[] = "<tool_call>", close[] = "</tool_call>", tag[] = "<|python_tag|>";
     const char *s = ts->acc.p + ts->pos;
     size_t n = ts->acc.len - ts->pos;
+    if (ts->mode == TS_ARRAY) { /* the grammar made the shape: skip to the next call's '{' */
+        size_t i = 0;
+        while (i < n && s[i] != '{') i++;
+        ts->pos += i;
+        if (i == n) return 0;
+        ts->mode = TS_CALL;
+        ts->hermes = 0;
+        ts->call_at = ts->pos;
+        return 1;
+    }
     if (ts->mode == TS_START || ts->mode == TS_BETWEEN) {
         size_t i = 0;
         while (i < n && (is_ws(s[i]) || (ts->mode == TS_BETWEEN && s[i] == ';'))) i++;

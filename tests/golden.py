@@ -144,13 +144,15 @@ def reference(model, models_dir=None):
     return ref["input_ids"].astype(np.int64), ref["logits"].astype(np.float64), meta
 
 
-def check_model(model, dtype, outdir, target=None, log=print, source=None, models_dir=None, runner=None):
+def check_model(model, dtype, outdir, target=None, log=print, source=None, models_dir=None, runner=None, tune=None):
     """Compiles `model` in `dtype` (for `target`, from `source` if given: e.g. an .igraph),
     compares teacher-forced logits and greedy ids with the transformers float64 reference.
+    `tune`: run-time tuning ("key=value,...", docs/TUNING.md) for the package's logits / generate.
     `runner` runs the package's `logits` / `generate` commands (default: this build's CLI; an
     emulated runtime for another architecture's package). Returns a list of failure strings
     (empty = pass)."""
     run_pkg = runner or run
+    tuned = ["--tune", tune] if tune else []
     fails = []
     pkg = compile_model(model, dtype, outdir, target, source, models_dir)
     ids, ref, meta = reference(model, models_dir)
@@ -161,7 +163,7 @@ def check_model(model, dtype, outdir, target=None, log=print, source=None, model
     # teacher-forced logits in one step (the prefill path), then from one-token steps (the decode
     # path: on CUDA sm_90, the persistent kernel), both against the reference
     for what, extra in (("logits", []), ("one-token steps: logits", ["--step"])):
-        run_pkg(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + extra)
+        run_pkg(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + extra + tuned)
         got = read_npy(npy).astype(np.float64)
         if got.shape != ref.shape:
             return [f"{model} {dtype}: {what} shape {got.shape} != reference {ref.shape}"]
@@ -174,7 +176,7 @@ def check_model(model, dtype, outdir, target=None, log=print, source=None, model
         err = max(err, e)
     # greedy: equal up to the first step whose top-2 margin is within our measured error
     prompt, greedy, margins = meta["prompt"], meta["greedy"], meta["greedy_top2_margin"]
-    p = run_pkg(["generate", pkg, "--tokens", ",".join(map(str, prompt)), "--max-new-tokens", str(len(greedy)), "--ignore-eos"])
+    p = run_pkg(["generate", pkg, "--tokens", ",".join(map(str, prompt)), "--max-new-tokens", str(len(greedy)), "--ignore-eos"] + tuned)
     out = [int(x) for x in p.stdout.split()]
     n_cmp = len(greedy)
     for i, m in enumerate(margins):

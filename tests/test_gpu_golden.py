@@ -25,32 +25,26 @@ def main():
         return 77
     fails = []
     dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16,f16").split(",")
-    runs = [(m, dt, {}) for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
+    runs = [(m, dt, None) for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
     # issue 21: of the new families the CUDA target takes Phi-3 (the others are refused at compile time)
-    runs += [("phi3", dt, {}) for dt in dtypes]
+    runs += [("phi3", dt, None) for dt in dtypes]
     # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
     # reference contexts are short, so force a split every 4 keys; with one-head attention items
     # (the default) and with items of a whole GQA group
     stream = ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")
-    runs += [(m, "bf16", {"IGNIS_TUNE": "dl_keys=4"}) for m in stream]
-    runs += [(m, "bf16", {"IGNIS_TUNE": f"dl_keys={k},dl_heads=0"}) for m in stream for k in ("4", "256")]
+    runs += [(m, "bf16", "dl_keys=4") for m in stream]
+    runs += [(m, "bf16", f"dl_keys={k},dl_heads=0") for m in stream for k in ("4", "256")]
     only = os.environ.get("IGNIS_GPU_GOLDEN_MODELS")  # a comma list: a quicker subset while iterating
     if only:
         runs = [r for r in runs if r[0] in only.split(",")]
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
-        knobs = ("IGNIS_TUNE",)
-        for model, dtype, env in runs:
+        for model, dtype, tune in runs:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
-            for k in knobs:
-                os.environ.pop(k, None)
-            os.environ.update(env)
             try:
-                fails += [f + (f" ({env})" if env else "") for f in
-                          golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir)]
+                fails += [f + (f" (--tune {tune})" if tune else "") for f in
+                          golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir, tune=tune)]
             except Exception as e:
-                fails.append(f"{model} {dtype}{f' ({env})' if env else ''}: {e}")
-        for k in knobs:
-            os.environ.pop(k, None)
+                fails.append(f"{model} {dtype}{f' (--tune {tune})' if tune else ''}: {e}")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

@@ -222,6 +222,28 @@ def guided(s, client, dev):
                                    temperature=0)
     check(text == "" and list(calls) == [0] and calls[0][1] == "get_weather" and tc and calls[0][2] == tc[0].function.arguments,
           f"named tool_choice streamed: delta.tool_calls add up to the non-streamed call ({calls})")
+    # tool_choice "required": one or more calls of the given tools (guided), finish_reason tool_calls
+    TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}}, "required": ["zone"]}}}
+    full = client.chat.completions.create(model="smol", messages=ask, tools=[WEATHER, TIME], tool_choice="required",
+                                          max_tokens=60, temperature=0)
+    c0 = full.choices[0]
+    tc = c0.message.tool_calls or []
+    ok = c0.finish_reason == "tool_calls" and len(tc) >= 1 and c0.message.content is None
+    for t in tc:
+        sch = {"get_weather": WEATHER, "get_time": TIME}.get(t.function.name, {"function": {"parameters": False}})
+        try:
+            jsonschema.validate(json.loads(t.function.arguments), sch["function"]["parameters"])
+        except Exception as e:  # noqa: BLE001
+            ok = False
+            print("  required call:", t, e)
+    check(ok, f"tool_choice required: {len(tc)} call(s) of the tools, arguments validate ({c0})")
+    text, calls, fin = stream_chat(client, model="smol", messages=ask, tools=[WEATHER, TIME], tool_choice="required",
+                                   max_tokens=60, temperature=0)
+    same = [[c[1], json.loads(c[2])] for _, c in sorted(calls.items())] == [[t.function.name, json.loads(t.function.arguments)] for t in tc]
+    check(text == "" and fin == ["tool_calls"] and same, f"tool_choice required streamed == non-streamed ({calls}, {fin})")
+    st, body = s.http("POST", "/v1/chat/completions", {"model": "smol", "messages": ask, "tool_choice": "required"})
+    check(st == 400 and b"needs at least one function" in body, f"tool_choice required without tools: {st} {body[:120]}")
     kw = dict(model="smol", messages=ask, tools=[WEATHER], max_tokens=100, temperature=0, extra_body={"guided_grammar": HERMES_GBNF})
     full = client.chat.completions.create(**kw)
     m = full.choices[0].message

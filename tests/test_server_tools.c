@@ -12,9 +12,9 @@
 
 static int fails;
 
-static void expect(const char *text, int n_calls, const char *name0, const char *args0, const char *content) {
+static void expect_in(const char *text, int array, int n_calls, const char *name0, const char *args0, const char *content) {
     char *rest = NULL;
-    cJSON *calls = srv_parse_tool_calls(text, &rest, 42);
+    cJSON *calls = srv_parse_tool_calls(text, &rest, 42, array);
     int n = calls ? cJSON_GetArraySize(calls) : 0, ok = n == n_calls;
     if (ok && n) {
         cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "function");
@@ -31,12 +31,17 @@ static void expect(const char *text, int n_calls, const char *name0, const char 
     free(rest);
 }
 
+static void expect(const char *text, int n_calls, const char *name0, const char *args0, const char *content) {
+    expect_in(text, 0, n_calls, name0, args0, content);
+}
+
 /* Streams text in pieces of `step` bytes; the calls' names and argument strings put together,
- * and the content, must equal srv_parse_tool_calls's (arguments compared as parsed JSON). */
-static void expect_stream(const char *text, size_t step) {
+ * and the content, must equal srv_parse_tool_calls's (arguments compared as parsed JSON). array: a
+ * tool_choice "required" reply (a JSON array of calls). */
+static void expect_stream(const char *text, size_t step, int array) {
     char *rest = NULL;
-    cJSON *want = srv_parse_tool_calls(text, &rest, 42), *got = cJSON_CreateArray();
-    srv_tool_stream *ts = srv_tool_stream_new(NULL, 42);
+    cJSON *want = srv_parse_tool_calls(text, &rest, 42, array), *got = cJSON_CreateArray();
+    srv_tool_stream *ts = srv_tool_stream_new(NULL, array, 42);
     sbuf content = {0};
     size_t n = strlen(text);
     char names[8][64] = {{0}}, ids[8][64] = {{0}};
@@ -91,7 +96,7 @@ static void expect_stream(const char *text, size_t step) {
 
 /* A forced tool_choice: the header first, then the reply itself as the arguments. */
 static void expect_named(void) {
-    srv_tool_stream *ts = srv_tool_stream_new("get_weather", 7);
+    srv_tool_stream *ts = srv_tool_stream_new("get_weather", 0, 7);
     sbuf content = {0};
     cJSON *a = cJSON_CreateArray(), *b = cJSON_CreateArray();
     srv_tool_stream_feed(ts, "{\"city\": ", 10, 0, &content, a);
@@ -130,9 +135,18 @@ static const char *const stream_cases[] = {
     "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": 1}}\n</tool", /* cut at max_tokens */
 };
 
+/* tool_choice "required": the grammar's array of calls (the keys in either order, with strings
+ * holding the separators), one or several. */
+static const char *const array_cases[] = {
+    "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa,ris]{\"}}]",
+    " [ {\"arguments\": {\"x\": [1, {\"y\": \"}\"}]}, \"name\": \"a\"} ,\n{\"name\": \"b\", \"arguments\": {}} ] ",
+};
+
 int main(void) {
     for (size_t c = 0; c < sizeof stream_cases / sizeof stream_cases[0]; c++)
-        for (size_t step = 1; step <= strlen(stream_cases[c]) + 1; step++) expect_stream(stream_cases[c], step);
+        for (size_t step = 1; step <= strlen(stream_cases[c]) + 1; step++) expect_stream(stream_cases[c], step, 0);
+    for (size_t c = 0; c < sizeof array_cases / sizeof array_cases[0]; c++)
+        for (size_t step = 1; step <= strlen(array_cases[c]) + 1; step++) expect_stream(array_cases[c], step, 1);
     expect_named();
     expect("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 1, "get_weather",
            "{\"city\":\"Paris\"}", NULL);
@@ -145,6 +159,11 @@ int main(void) {
     expect("{\"title\": \"not a call\"}", 0, NULL, NULL, NULL);
     expect("<tool_call>not json</tool_call>", 0, NULL, NULL, NULL);
     expect("plain text", 0, NULL, NULL, NULL);
+    expect_in(array_cases[0], 1, 1, "get_weather", "{\"city\":\"Pa,ris]{\"}", NULL);
+    expect_in(array_cases[1], 1, 2, "a", "{\"x\":[1,{\"y\":\"}\"}]}", NULL);
+    expect_in("[]", 1, 0, NULL, NULL, NULL);
+    expect_in("[{\"title\": 1}]", 1, 0, NULL, NULL, NULL);
+    expect_in(array_cases[0], 0, 0, NULL, NULL, NULL); /* outside "required" an array is content */
     printf(fails ? "%d failed\n" : "all ok\n", fails);
     return fails != 0;
 }

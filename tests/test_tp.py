@@ -76,11 +76,13 @@ def check_model(model, tp, tmp, fails):
 
 # The C API unchanged on rank 0 (through the Python package over libignis.so): the three batch
 # prompts of reference.json from three threads at once, continuous batching in the engine. The
-# other ranks run the same script and turn into followers inside Engine(); rank 0 prints.
+# other ranks run the same script and follow rank 0 in ignis.tp_follow; rank 0 prints.
 BATCH_SCRIPT = """
 import json, sys, threading
 sys.path.insert(0, sys.argv[1])
 import ignis
+if ignis.tp_follow(sys.argv[2]):
+    sys.exit(0)
 ref = json.load(open(sys.argv[3]))
 with ignis.Engine(sys.argv[2], max_seqs=4, threads=1) as eng:
     got = [None] * 3
@@ -150,6 +152,19 @@ def check_refusals(pkg2, tmp, fails):
     p = golden.run(["logits", pkg2, "--tokens", ids, "--out", os.path.join(tmp, "x.npy")], check=False)
     if p.returncode == 0 or "mpirun -np 2" not in p.stderr:
         fails.append(f"a --tp 2 package without mpirun: rc {p.returncode}, message: {p.stderr[-400:]}")
+    # A rank > 0 that opens the engine instead of following: a clear error, and the job ends (mpirun
+    # stops rank 0, which waits for it) instead of hanging.
+    build = os.environ.get("IGNIS_BUILD", os.path.join(golden.ROOT, "build"))
+    script = "import sys; sys.path.insert(0, sys.argv[1]); import ignis; ignis.Engine(sys.argv[2], threads=1)"
+    try:
+        p = subprocess.run([MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2", sys.executable, "-c", script,
+                            os.path.join(golden.ROOT, "python"), pkg2], capture_output=True, text=True, timeout=120,
+                           env=dict(ENV, IGNIS_LIB=os.path.join(build, "libignis.so")))
+        msg = p.stdout + p.stderr
+        if p.returncode == 0 or "rank 1 of a tensor-parallel job" not in msg or "ig_tp_follow" not in msg:
+            fails.append(f"rank 1 opening an Engine without tp_follow: rc {p.returncode}, message: {msg[-400:]}")
+    except subprocess.TimeoutExpired:
+        fails.append("rank 1 opening an Engine without tp_follow: the job hung (120 s)")
     p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", os.path.join(tmp, "moe"),
                     "--tp", "2"], check=False)
     if p.returncode == 0 or "mixture of experts" not in p.stderr:

@@ -161,6 +161,19 @@ static const cli_flag engine_flags[] = {
     CLI_REP("--tune", NULL, engine_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
     CLI_END};
 
+/* Tensor-parallel packages under mpirun: ranks other than 0 follow rank 0 here instead of running
+ * the command (ig_tp_follow). Returns 1 when this process was such a rank (*rc: its exit status). */
+static int tp_followed(const char *cmd, const char *pkg, int *rc) {
+    ig_err err = {{0}};
+    int followed = 0;
+    *rc = 0;
+    if (ig_tp_follow(pkg, &followed, &err)) {
+        *rc = fail(cmd, &err);
+        return 1;
+    }
+    return followed;
+}
+
 /* Opens the engine; max_seqs is the command's default for --max-seqs (0: the engine's). */
 static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const char *pkg, int32_t max_seqs,
                              ig_engine **e, ig_err *err) {
@@ -421,6 +434,7 @@ static int cmd_logits(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{NULL, logits_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
     if (rc >= 0) return rc;
+    if (tp_followed(c->name, o.pos[0], &rc)) return rc;
     ig_err err = {{0}};
     return run_logits(&o, &err) ? fail(c->name, &err) : 0;
 }
@@ -549,6 +563,7 @@ static int cmd_perplexity(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{NULL, ppl_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
     if (rc >= 0) return rc;
+    if (tp_followed(c->name, o.pos[0], &rc)) return rc;
     ig_err err = {{0}};
     ppl_acc a;
     if (run_ppl(&o, 0, &a, &err)) return fail(c->name, &err);
@@ -561,6 +576,7 @@ static int cmd_verify(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{NULL, ppl_flags, &o}, {NULL, verify_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
     if (rc >= 0) return rc;
+    if (tp_followed(c->name, o.pos[0], &rc)) return rc;
     ig_err err = {{0}};
     ppl_acc a;
     if (run_ppl(&o, 1, &a, &err)) return fail(c->name, &err);
@@ -708,6 +724,7 @@ static int cmd_bench(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{NULL, bench_flags, &o}, {NULL, thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
     if (rc >= 0) return rc;
+    if (tp_followed(c->name, o.pos[0], &rc)) return rc;
     ig_err err = {{0}};
     return run_bench(&o, &err) ? fail(c->name, &err) : 0;
 }
@@ -1005,7 +1022,7 @@ static int cmd_generate(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{NULL, generate_flags, &o}, {"sampling", sampling_flags, &o.s},
                                 {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
-    if (rc < 0) rc = run_generate(&o, c->name);
+    if (rc < 0 && !tp_followed(c->name, o.pos[0], &rc)) rc = run_generate(&o, c->name);
     cli_free(groups);
     return rc;
 }
@@ -1253,7 +1270,7 @@ static int cmd_chat(const cli_cmd *c, int argc, char **argv) {
     const cli_group groups[] = {{NULL, chat_flags, &o}, {"sampling", sampling_flags, &o.s},
                                 {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
-    if (rc < 0) rc = run_chat(&o, c->name);
+    if (rc < 0 && !tp_followed(c->name, o.pos[0], &rc)) rc = run_chat(&o, c->name);
     cli_free(groups);
     return rc;
 }
@@ -1442,7 +1459,7 @@ static int cmd_serve(const cli_cmd *c, int argc, char **argv) {
     o.max_queue = 1024;
     const cli_group groups[] = {{NULL, serve_flags, &o}, {"engine", engine_flags, &o.e}, {"engine", thread_flags, &o.t}, {0}};
     int rc = parse_args(c, groups, argc, argv, o.pos);
-    if (rc < 0) rc = run_serve(&o, c->name);
+    if (rc < 0 && !tp_followed(c->name, o.pos[0], &rc)) rc = run_serve(&o, c->name);
     cli_free(groups);
     return rc;
 }

@@ -18,13 +18,13 @@ import subprocess
 from typing import Dict, Optional, Union
 
 from ._native import (ERROR, FINISHED, GENERATING, PREFILLING, QUEUED, STOPPED, Engine, Error, FinishReason, Output,
-                      Request, RequestStatus, Result, Status, Tokenizer, cli_path, version)
+                      Request, RequestStatus, Result, Status, Tokenizer, cli_path, tp_follow, version)
 from ._native import _L, _defaults, _EngineConfig, _GenConfig, _Err  # noqa: F401  (tests reach the C layer)
 from .dlpack import Array
 from .llm import LLM, RequestOutput, SamplingParams, StreamChunk
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "StreamChunk", "Tokenizer", "Array", "compile", "Error", "Status",
-           "RequestStatus", "FinishReason", "Engine", "Request", "Output", "Result", "version", "cli_path",
+           "RequestStatus", "FinishReason", "Engine", "Request", "Output", "Result", "version", "cli_path", "tp_follow",
            "QUEUED", "PREFILLING", "GENERATING", "FINISHED", "STOPPED", "ERROR"]
 
 

@@ -195,6 +195,7 @@ def _L():
             lib.ig_chat_template_apply.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
                                                    P(ctypes.c_void_p), P(ctypes.c_size_t), P(_Err)]
             lib.ig_free.argtypes = [ctypes.c_void_p]
+            lib.ig_tp_follow.argtypes = [ctypes.c_char_p, P(ctypes.c_int), P(_Err)]
             _lib = lib
         return _lib
 
@@ -454,6 +455,17 @@ class Tokenizer:
             self.close()
         except Exception:
             pass
+
+
+def tp_follow(package: str) -> bool:
+    """Tensor-parallel packages (compiled with --tp N, run as `mpirun -np N python script.py`): call
+    first in every process. Rank 0, and any package that is not sharded: returns False at once; go on
+    and open the Engine / LLM. Other ranks: follow rank 0's steps on their shard until rank 0 closes
+    its engine, then return True: the process is done (exit). Raises Error when this rank cannot
+    follow; exit with a non-zero status then, which makes mpirun end the job."""
+    followed, err = ctypes.c_int(0), _Err()
+    _check(_L().ig_tp_follow(os.fsencode(package), ctypes.byref(followed), ctypes.byref(err)), err)
+    return bool(followed.value)
 
 
 def version() -> str:

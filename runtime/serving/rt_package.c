@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ignis.h"
 #include "rt_tp.h"
 #include "rt_util.h"
 
@@ -145,7 +146,7 @@ static const cJSON *tensor_hash(const cJSON *e, int32_t rank) {
 
 ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err) {
     *out = NULL;
-    int verify = opts ? opts->verify_hashes : 1;
+    int verify = opts ? opts->verify_hashes : 1, follower = opts && opts->tp_follower;
     char path[4096], mpath[4096];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     char *text;
@@ -165,6 +166,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     }
     p->dir = strdup(dir);
     p->bos_id = -1;
+    p->numa_node = -1;
     if (!p->dir) {
         st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
         goto fail;
@@ -229,7 +231,14 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     const cJSON *gen = cJSON_GetObjectItemCaseSensitive(m, "generation");
     if (gen && (st = read_generation(p, gen, mpath, err))) goto fail;
     if (p->desc->tp > 1 && (st = rt_tp_open(p->desc->tp, dir, &p->tp, err))) goto fail;
+    if (p->tp && p->desc->device == IG_DEVICE_CPU) rt_tp_pin_numa(p->tp, &p->numa_node); /* before the weights' pages */
     int32_t rank = rt_tp_rank(p->tp);
+    if ((rank > 0) != follower) {
+        st = ig_fail(err, IG_ERR_INVALID, rank > 0 ? "%s: this process is rank %d of a tensor-parallel job; ranks "
+                     "other than 0 follow rank 0 (ig_tp_follow) instead of opening the package" :
+                     "%s: only ranks other than 0 of a tensor-parallel job follow (this is rank %d)", dir, rank);
+        goto fail;
+    }
 
     /* the weights: size, table and hashes must match the manifest */
     const cJSON *wfile = req(w, "file", mpath, err), *wbytes = req(w, "bytes", mpath, err),
@@ -305,18 +314,54 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
         }
     }
     cJSON_Delete(m);
-    if (rank > 0) rt_tp_follow(p); /* does not return */
     *out = p;
     return IG_OK;
 fail:
     cJSON_Delete(m);
+    if (rt_tp_rank(p->tp) > 0) rt_tp_abandon(p->tp); /* rank 0 goes on without this rank: the job must end */
     rt_package_close(p);
     return st;
 }
 
-/* m->tuning from the defaults, the caller's string and IGNIS_TUNE (measurement); CPU code has no
- * run-time knobs, so a key there is a mistake worth naming (IGNIS_TUNE is ignored instead: one
- * measurement script serves both kinds of package). */
+/* The manifest's "tp" (1 when absent): the ranks a package is sharded for. */
+static ig_status manifest_ranks(const char *dir, int32_t *ranks, ig_err *err) {
+    char mpath[4096], *text;
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+    ig_status st = rt_read_file(mpath, &text, NULL, err);
+    if (st) return st;
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    if (!m) return ig_fail(err, IG_ERR_FORMAT, "%s: not valid JSON", mpath);
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(m, "tp");
+    *ranks = 1;
+    if (tp && !int_in(tp, 1, 4096)) st = ig_fail(err, IG_ERR_FORMAT, "%s: \"tp\" is not a number of ranks", mpath);
+    else if (tp) *ranks = (int32_t)tp->valuedouble;
+    cJSON_Delete(m);
+    return st;
+}
+
+ig_status ig_tp_follow(const char *pkg_dir, int *followed, ig_err *err) {
+    if (!pkg_dir || !followed) return ig_fail(err, IG_ERR_INVALID, "ig_tp_follow: NULL argument");
+    *followed = 0;
+    int32_t ranks = 1, rank = 0;
+    ig_err ignored;
+    if (manifest_ranks(pkg_dir, &ranks, &ignored) || ranks <= 1) return IG_OK; /* opening it says what is wrong */
+    int started = 0;
+    ig_status st;
+    if ((st = rt_tp_job_rank(ranks, pkg_dir, &rank, &started, err)) || rank == 0) return st;
+    rt_open_opts oo = {.verify_hashes = 1, .tp_follower = 1};
+    rt_package *p;
+    if ((st = rt_package_open(pkg_dir, &oo, &p, err))) return st; /* rank 0 waits: the job must end */
+    st = rt_tp_follow(p, err);
+    rt_package_close(p);
+    if (st) return st;
+    if (started) rt_tp_finalize();
+    *followed = 1;
+    return IG_OK;
+}
+
+/* m->tuning from the defaults and the caller's string; CPU code has no run-time knobs, so a key
+ * there is a mistake worth naming. */
 static ig_status model_tuning(rt_model *m, const char *tune, ig_err *err) {
     tune_run_defaults(&m->tuning);
     m->ctx.tuning = &m->tuning;
@@ -327,8 +372,7 @@ static ig_status model_tuning(rt_model *m, const char *tune, ig_err *err) {
         return ig_fail(err, IG_ERR_INVALID, "tune '%s': run-time tuning keys are for CUDA packages; %s targets %s",
                        tune, m->pkg->dir, m->pkg->target);
     }
-    ig_status st = tune_apply(TUNE_RUN, tune, "tune", &m->tuning, err);
-    return st ? st : tune_apply_env(TUNE_RUN, &m->tuning, err);
+    return tune_apply(TUNE_RUN, tune, "tune", &m->tuning, err);
 }
 
 /* Bytes of RAM available to new allocations (MemAvailable; without /proc, free pages), 0 unknown. */

@@ -31,16 +31,19 @@ typedef struct rt_package {
     char model_file[80];       /* the model object loaded: model.so, or a fat package's variant */
     int32_t n_variants;        /* fat packages: how many CPU targets the package holds (0: one) */
     struct rt_tp *tp;          /* tensor-parallel packages (desc->tp > 1): the MPI job (rt_tp.h); else NULL */
+    int32_t numa_node;         /* tensor-parallel CPU ranks: the NUMA node this process pinned itself to, -1 none */
 } rt_package;
 
 typedef struct rt_open_opts {
     int verify_hashes; /* 1 (default when opts is NULL): check every weight's hash */
+    int tp_follower;   /* tensor parallel: the caller is a rank > 0 that will run rt_tp_follow (ig_tp_follow) */
 } rt_open_opts;
 
 /* Opens the package in dir. *out: free with rt_package_close. opts may be NULL. */
 /* A package sharded for tensor parallelism (desc->tp > 1) joins the MPI job (rt_tp.h) and maps
- * its rank's weights.rankR.bin; on ranks other than 0 this call does not return: the process
- * follows rank 0's steps (rt_tp_follow) and exits when rank 0 closes the package. */
+ * its rank's weights.rankR.bin. Ranks other than 0 only follow rank 0 (ig_tp_follow opens the
+ * package with opts->tp_follower and runs rt_tp_follow); without that flag they get an error that
+ * says so, and rank 0 with it gets one too. */
 ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package **out, ig_err *err);
 void rt_package_close(rt_package *p);
 
@@ -50,7 +53,7 @@ typedef struct rt_model {
     ig_model_ctx ctx;          /* owns kv_pool and workspace; ctx.tuning points at tuning */
     size_t kv_map_bytes;       /* host targets: the mapping that holds ctx.kv_pool */
     int32_t max_seqs;
-    ig_model_tuning tuning;    /* run-time tuning of device code (defaults, then opts.tune, IGNIS_TUNE) */
+    ig_model_tuning tuning;    /* run-time tuning of device code (defaults, then opts.tune) */
     int32_t tp_id;             /* tensor parallel: the instance's id among the ranks, -1 before it is announced */
 } rt_model;
 

@@ -1,9 +1,11 @@
 /* rt_tp.c — tensor parallelism over MPI (see rt_tp.h). */
 #include "rt_tp.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_package.h"
 
@@ -17,13 +19,23 @@ ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
 }
 void rt_tp_close(rt_tp *t) { (void)t; }
 int32_t rt_tp_rank(const rt_tp *t) { return 0; }
+void rt_tp_abandon(rt_tp *t) { (void)t; }
 const ig_model_comm *rt_tp_comm(const rt_tp *t) { return NULL; }
 ig_status rt_tp_announce_model(rt_tp *t, struct rt_model *m, ig_err *err) { return IG_OK; }
 ig_status rt_tp_attach_device(rt_tp *t, int device, ig_err *err) { return IG_OK; }
 void rt_tp_announce_free(rt_tp *t, const struct rt_model *m) {}
 ig_status rt_tp_step_begin(rt_tp *t, const struct rt_model *m, const ig_fwd_batch *b, ig_err *err) { return IG_OK; }
 void rt_tp_step_end(rt_tp *t) {}
-void rt_tp_follow(struct rt_package *p) { abort(); }
+ig_status rt_tp_follow(struct rt_package *p, ig_err *err) {
+    (void)p;
+    return ig_fail(err, IG_ERR_UNSUPPORTED, "this ignis was built without MPI: no tensor-parallel ranks to follow");
+}
+ig_status rt_tp_job_rank(int32_t ranks, const char *dir, int32_t *rank, int *started, ig_err *err) {
+    rt_tp *t;
+    *rank = 0, *started = 0;
+    return rt_tp_open(ranks, dir, &t, err);
+}
+void rt_tp_finalize(void) {}
 
 #else
 
@@ -63,6 +75,7 @@ struct rt_tp {
     pthread_mutex_t step; /* rank 0: one announced command (and a step's forward) at a time */
     uint32_t used_ids;    /* rank 0: bit i set while instance id i lives (ids are reused) */
     int own_mpi;          /* MPI was initialized here (and is finalized by rt_tp_close) */
+    int failed;           /* a follower's command failed: the job is over, MPI is left as it is */
 };
 
 static int comm_all_reduce(const ig_model_comm *c, float *buf, int64_t n) {
@@ -81,9 +94,10 @@ static int comm_all_gather(const ig_model_comm *c, const float *send, float *rec
     return MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, t->comm) != MPI_SUCCESS;
 }
 
-ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
-    *out = NULL;
-    int inited = 0, provided = 0, size = 0, rank = 0;
+/* Starts MPI unless something has (*started says whether this call did) and checks the job's size. */
+static ig_status join_job(int32_t ranks, const char *dir, int *started, int *rank, ig_err *err) {
+    int inited = 0, provided = 0, size = 0;
+    *started = 0;
     MPI_Initialized(&inited);
     if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return ig_fail(err, IG_ERR_IO, "%s is sharded for %d ranks: MPI could not start", dir, ranks);
@@ -93,22 +107,48 @@ ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
                        "(MPI_THREAD_SERIALIZED)");
     }
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
     if (size != ranks) {
         if (!inited) MPI_Finalize();
         return ig_fail(err, IG_ERR_MISMATCH,
                        "%s is sharded for %d ranks (compiled with --tp %d) but runs on %d MPI rank%s: start it with "
                        "mpirun -np %d, or recompile with --tp %d", dir, ranks, ranks, size, size == 1 ? "" : "s", ranks, size);
     }
+    *started = !inited;
+    return IG_OK;
+}
+
+void rt_tp_finalize(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+static void finalize_at_exit(void) { rt_tp_finalize(); }
+
+ig_status rt_tp_job_rank(int32_t ranks, const char *dir, int32_t *rank, int *started, ig_err *err) {
+    int r = 0;
+    ig_status st = join_job(ranks, dir, started, &r, err);
+    *rank = r;
+    if (!st && *started && r == 0 && atexit(finalize_at_exit) != 0)
+        return ig_fail(err, IG_ERR_INTERNAL, "cannot register MPI's finalization at exit");
+    return st;
+}
+
+ig_status rt_tp_open(int32_t ranks, const char *dir, rt_tp **out, ig_err *err) {
+    *out = NULL;
+    int started, rank = 0;
+    ig_status st = join_job(ranks, dir, &started, &rank, err);
+    if (st) return st;
     rt_tp *t = calloc(1, sizeof *t);
     if (!t) {
-        if (!inited) MPI_Finalize();
+        if (started) MPI_Finalize();
         return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     }
-    t->own_mpi = !inited;
+    t->own_mpi = started;
     MPI_Comm_dup(MPI_COMM_WORLD, &t->comm);
-    t->rank = rank, t->size = size;
-    t->hooks = (ig_model_comm){.rank = rank, .size = size, .user = t, .all_reduce_sum = comm_all_reduce,
+    t->rank = rank, t->size = ranks;
+    t->hooks = (ig_model_comm){.rank = rank, .size = ranks, .user = t, .all_reduce_sum = comm_all_reduce,
                                .all_gather = comm_all_gather};
     pthread_mutex_init(&t->step, NULL);
     *out = t;
@@ -175,14 +215,17 @@ void rt_tp_close(rt_tp *t) {
         bcast_hdr(t, hdr);
         pthread_mutex_unlock(&t->step);
     }
-    MPI_Comm_free(&t->comm);
+    if (!t->failed) MPI_Comm_free(&t->comm);
     pthread_mutex_destroy(&t->step);
-    int own = t->own_mpi;
+    int own = t->own_mpi && !t->failed;
     free(t);
     if (own) MPI_Finalize();
 }
 
 int32_t rt_tp_rank(const rt_tp *t) { return t ? t->rank : 0; }
+void rt_tp_abandon(rt_tp *t) {
+    if (t) t->failed = 1;
+}
 const ig_model_comm *rt_tp_comm(const rt_tp *t) { return t ? &t->hooks : NULL; }
 
 ig_status rt_tp_announce_model(rt_tp *t, rt_model *m, ig_err *err) {
@@ -238,64 +281,141 @@ void rt_tp_step_end(rt_tp *t) { pthread_mutex_unlock(&t->step); }
 
 /* ---- followers */
 
-static void follow_fail(rt_tp *t, const char *what, const char *msg) {
-    fprintf(stderr, "ignis (tensor-parallel rank %d): %s: %s\n", t->rank, what, msg);
-    MPI_Abort(t->comm, 1);
-    exit(1);
+/* A follower's command failed: the job cannot go on (see rt_tp_follow). */
+static ig_status follow_fail(rt_tp *t, ig_err *err, ig_status st, const char *what, const char *msg) {
+    t->failed = 1;
+    return ig_fail(err, st, "tensor-parallel rank %d: %s: %s", t->rank, what, msg);
+}
+
+/* The step's arrays and its logits rows, grown as steps need (kept across steps). */
+typedef struct follow_bufs {
+    int32_t *ints;
+    float *logits;
+    int64_t ints_cap, logits_cap;
+} follow_bufs;
+
+static int grow(void **p, int64_t *cap, int64_t n, size_t elem) {
+    if (n <= *cap) return 1;
+    void *q = realloc(*p, elem * (size_t)n);
+    if (!q) return 0;
+    *p = q, *cap = n;
+    return 1;
 }
 
 /* One step of instance m as rank 0 described it in hdr (the arrays follow). */
-static void follow_step(rt_tp *t, rt_model *m, const int64_t *hdr, float **logits, int64_t *logits_cap) {
+static ig_status follow_step(rt_tp *t, rt_model *m, const int64_t *hdr, follow_bufs *fb, ig_err *err) {
     int64_t n = step_ints(hdr), V = m->pkg->desc->vocab;
-    int32_t *buf = malloc(sizeof *buf * (size_t)(n > 0 ? n : 1));
-    if (!buf) follow_fail(t, "step", "out of memory");
+    if (!grow((void **)&fb->ints, &fb->ints_cap, n > 0 ? n : 1, sizeof *fb->ints) ||
+        !grow((void **)&fb->logits, &fb->logits_cap, hdr[5] * V > 0 ? hdr[5] * V : 1, sizeof *fb->logits))
+        return follow_fail(t, err, IG_ERR_NOMEM, "step", "out of memory");
+    int32_t *buf = fb->ints;
     MPI_Bcast(buf, (int)n, MPI_INT32_T, 0, t->comm);
-    if (hdr[5] * V > *logits_cap) {
-        free(*logits);
-        *logits_cap = hdr[5] * V;
-        if (!(*logits = malloc(sizeof **logits * (size_t)*logits_cap))) follow_fail(t, "step", "out of memory");
-    }
     int32_t T = (int32_t)hdr[2];
     ig_fwd_batch b = {.n_tokens = T, .token_ids = buf, .positions = buf + T, .token_seq = buf + 2 * T,
                       .n_seqs = (int32_t)hdr[3], .page_table = buf + 3 * T, .max_pages_per_seq = (int32_t)hdr[4],
-                      .n_out = (int32_t)hdr[5], .out_rows = buf + 3 * T + hdr[3] * hdr[4], .logits = *logits};
+                      .n_out = (int32_t)hdr[5], .out_rows = buf + 3 * T + hdr[3] * hdr[4], .logits = fb->logits};
     int rc = m->pkg->desc->forward(&m->ctx, &b);
-    free(buf);
     if (rc) {
         char msg[64];
         snprintf(msg, sizeof msg, "the model rejected rank 0's step (code %d)", rc);
-        follow_fail(t, "step", msg);
+        return follow_fail(t, err, IG_ERR_INTERNAL, "step", msg);
     }
+    return IG_OK;
 }
 
-void rt_tp_follow(rt_package *p) {
+/* One command of rank 0 (hdr) on the instances it made. */
+static ig_status follow_command(rt_package *p, rt_model **models, const int64_t *hdr, follow_bufs *fb, ig_err *err) {
     rt_tp *t = p->tp;
+    int64_t id = hdr[1];
+    if (id < 0 || id >= TP_MAX_MODELS) return follow_fail(t, err, IG_ERR_INTERNAL, "command", "model instance out of range");
+    if (hdr[0] == TP_CMD_NEW) {
+        rt_model_opts o = {.max_tokens = (int32_t)hdr[2], .n_pages = (int32_t)hdr[3], .n_threads = (int32_t)hdr[4],
+                           .max_seqs = (int32_t)hdr[5]};
+        ig_status st = rt_model_new(p, &o, &models[id], err);
+        if (st) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return follow_fail(t, err, st, "model instance", why);
+        }
+        return IG_OK;
+    }
+    if (hdr[0] == TP_CMD_FREE) {
+        rt_model_free(models[id]);
+        models[id] = NULL;
+        return IG_OK;
+    }
+    if (hdr[0] == TP_CMD_STEP && models[id]) return follow_step(t, models[id], hdr, fb, err);
+    return follow_fail(t, err, IG_ERR_INTERNAL, "command", "unknown command or instance");
+}
+
+ig_status rt_tp_follow(rt_package *p, ig_err *err) {
+    rt_tp *t = p->tp;
+    if (!t || t->rank == 0) return ig_fail(err, IG_ERR_INVALID, "rt_tp_follow: not a follower rank of a tensor-parallel package");
     rt_model *models[TP_MAX_MODELS] = {0};
-    float *logits = NULL;
-    int64_t logits_cap = 0, hdr[TP_HDR];
+    follow_bufs fb = {0};
+    int64_t hdr[TP_HDR];
+    ig_status st = IG_OK;
     for (;;) {
         bcast_hdr(t, hdr);
-        int64_t id = hdr[1];
         if (hdr[0] == TP_CMD_EXIT) break;
-        if (id < 0 || id >= TP_MAX_MODELS) follow_fail(t, "command", "model instance out of range");
-        if (hdr[0] == TP_CMD_NEW) {
-            rt_model_opts o = {.max_tokens = (int32_t)hdr[2], .n_pages = (int32_t)hdr[3], .n_threads = (int32_t)hdr[4],
-                               .max_seqs = (int32_t)hdr[5]};
-            ig_err err = {{0}};
-            if (rt_model_new(p, &o, &models[id], &err)) follow_fail(t, "model instance", err.msg);
-        } else if (hdr[0] == TP_CMD_FREE) {
-            rt_model_free(models[id]);
-            models[id] = NULL;
-        } else if (hdr[0] == TP_CMD_STEP && models[id]) {
-            follow_step(t, models[id], hdr, &logits, &logits_cap);
-        } else {
-            follow_fail(t, "command", "unknown command or instance");
-        }
+        if ((st = follow_command(p, models, hdr, &fb, err))) break;
     }
     for (int i = 0; i < TP_MAX_MODELS; i++) rt_model_free(models[i]);
-    free(logits);
-    rt_package_close(p);
-    exit(0);
+    free(fb.ints);
+    free(fb.logits);
+    return st;
 }
 
 #endif
+
+/* ---- NUMA placement (both builds) */
+
+/* Adds the CPUs of a sysfs list ("0-3,8,10-11") to *set; the number added, -1 if malformed. */
+static int parse_cpulist(const char *s, cpu_set_t *set) {
+    int n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0) return -1;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s || b < a) return -1;
+        }
+        for (long c = a; c <= b && c < CPU_SETSIZE; c++, n++) CPU_SET((int)c, set);
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',' && *end != '\n') return -1;
+    }
+    return n;
+}
+
+/* The CPUs of node k under sys_root into *set (cleared first); their number, 0 none, -1 unreadable. */
+static int node_cpus(const char *sys_root, int k, cpu_set_t *set) {
+    char path[512], line[4096];
+    snprintf(path, sizeof path, "%s/devices/system/node/node%d/cpulist", sys_root, k);
+    FILE *f = fopen(path, "r");
+    CPU_ZERO(set);
+    if (!f) return -1;
+    int n = fgets(line, sizeof line, f) ? parse_cpulist(line, set) : 0;
+    fclose(f);
+    return n;
+}
+
+int rt_tp_numa_cpus(const char *sys_root, int32_t rank, cpu_set_t *cpus) {
+    int with_cpus[256], n = 0;
+    cpu_set_t set;
+    for (int k = 0; k < 256; k++) /* node ids may have holes: look at every possible one */
+        if (node_cpus(sys_root, k, &set) > 0) with_cpus[n++] = k;
+    if (n < 2 || rank < 0) return -1;
+    return node_cpus(sys_root, with_cpus[rank % n], cpus) > 0 ? with_cpus[rank % n] : -1;
+}
+
+void rt_tp_pin_numa(const rt_tp *t, int32_t *node) {
+    *node = -1;
+    cpu_set_t want, have;
+    int k = t ? rt_tp_numa_cpus("/sys", rt_tp_rank(t), &want) : -1;
+    if (k < 0) return;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof have, &have) != 0 || CPU_COUNT(&have) < online) return; /* bound by the launcher */
+    if (sched_setaffinity(0, sizeof want, &want) == 0) *node = k;
+}

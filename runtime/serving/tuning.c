@@ -65,9 +65,8 @@ static int accepted(const tune_key *k, long v) {
     return !k->only || (k->only >> (v - k->min) & 1u);
 }
 
-/* One "key=value" of len bytes. skip_other: entries of the other phase are not errors. */
-static ig_status apply_one(tune_phase phase, const char *e, size_t len, const char *what, int skip_other, void *dst,
-                           ig_err *err) {
+/* One "key=value" of len bytes. */
+static ig_status apply_one(tune_phase phase, const char *e, size_t len, const char *what, void *dst, ig_err *err) {
     char buf[128];
     if (len >= sizeof buf) return ig_fail(err, IG_ERR_INVALID, "%s: entry '%.40s...' is too long", what, e);
     memcpy(buf, e, len);
@@ -77,13 +76,11 @@ static ig_status apply_one(tune_phase phase, const char *e, size_t len, const ch
     *eq = 0;
     const tune_key *k = tune_find(buf);
     if (!k) return ig_fail(err, IG_ERR_INVALID, "%s: unknown tuning key '%s' (`ignis help tune` lists them)", what, buf);
-    if (k->phase != phase) {
-        if (skip_other) return IG_OK;
+    if (k->phase != phase)
         return ig_fail(err, IG_ERR_INVALID, "%s: '%s' is a %s key: give it to %s", what, buf,
                        k->phase == TUNE_COMPILE ? "compile-time" : "run-time",
                        k->phase == TUNE_COMPILE ? "`ignis compile --tune`" : "the engine (ig_engine_config.tune, --tune on "
                                                                              "generate / chat / logits / bench)");
-    }
     char *end;
     errno = 0;
     long v = strtol(eq + 1, &end, 10);
@@ -95,13 +92,13 @@ static ig_status apply_one(tune_phase phase, const char *e, size_t len, const ch
     return IG_OK;
 }
 
-static ig_status apply(tune_phase phase, const char *spec, const char *what, int skip_other, void *dst, ig_err *err) {
+ig_status tune_apply(tune_phase phase, const char *spec, const char *what, void *dst, ig_err *err) {
     if (!spec) return IG_OK;
     for (const char *p = spec; *p;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (len) {
-            ig_status st = apply_one(phase, p, len, what, skip_other, dst, err);
+            ig_status st = apply_one(phase, p, len, what, dst, err);
             if (st) return st;
         }
         p += len + (comma ? 1 : 0);
@@ -109,10 +106,3 @@ static ig_status apply(tune_phase phase, const char *spec, const char *what, int
     return IG_OK;
 }
 
-ig_status tune_apply(tune_phase phase, const char *spec, const char *what, void *dst, ig_err *err) {
-    return apply(phase, spec, what, 0, dst, err);
-}
-
-ig_status tune_apply_env(tune_phase phase, void *dst, ig_err *err) {
-    return apply(phase, getenv("IGNIS_TUNE"), "IGNIS_TUNE", 1, dst, err);
-}

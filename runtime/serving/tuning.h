@@ -4,10 +4,8 @@
  * key=value`, recorded in the package's manifest.json under "tuning") or a run-time choice of the
  * package's code (`ig_engine_config.tune`, handed to the model's init through ig_model_ctx). Both
  * are written "key=value,key=value"; a key unknown to the phase, a value that is not an integer or
- * one outside the key's range is an error naming the key. The environment variable IGNIS_TUNE
- * ("key=value,...") overrides either phase's keys, for measurement only: it is read in this module
- * and nowhere else (tune_apply_env), and what it set shows in the manifest (compile time) like any
- * --tune value.
+ * one outside the key's range is an error naming the key. There is no environment override: a
+ * measurement passes --tune like any user (the compile-time values show in the manifest).
  *
  * The table (tuning.c) is the documentation of every key: `ignis help tune` prints it, and
  * docs/TUNING.md lists the same keys with the measurements behind their defaults. */
@@ -55,11 +53,8 @@ void tune_run_defaults(ig_model_tuning *t);
 
 /* Applies "key=value,key=value" (borrowed; NULL or "" does nothing) to dst (a cg_tuning for
  * TUNE_COMPILE, an ig_model_tuning for TUNE_RUN). `what` names the source in errors ("--tune",
- * "IGNIS_TUNE", "ig_engine_config.tune"). Stops at the first bad entry, naming it. */
+ * "ig_engine_config.tune"). Stops at the first bad entry, naming it. */
 ig_status tune_apply(tune_phase phase, const char *spec, const char *what, void *dst, ig_err *err);
-/* Applies IGNIS_TUNE's entries of this phase (entries of the other phase are skipped: one
- * variable serves both; an entry no phase knows is an error). */
-ig_status tune_apply_env(tune_phase phase, void *dst, ig_err *err);
 
 /* The key, or NULL. */
 const tune_key *tune_find(const char *name);

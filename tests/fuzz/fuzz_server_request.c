@@ -58,11 +58,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!text) return 0;
     memcpy(text, data, size);
     text[size] = 0;
-    cJSON *calls = srv_parse_tool_calls(text, &rest, 1);
+    int array = size && (data[size - 1] & 1); /* the tool_choice "required" shape, by the last byte */
+    cJSON *calls = srv_parse_tool_calls(text, &rest, 1, array);
     if (calls && !cJSON_GetArraySize(calls)) abort();
     cJSON_Delete(calls);
     /* and through the streamed parser, in pieces of a size taken from the input */
-    srv_tool_stream *ts = srv_tool_stream_new(NULL, 1);
+    srv_tool_stream *ts = srv_tool_stream_new(NULL, array, 1);
     sbuf content = {0};
     size_t step = size ? 1 + data[0] % 16 : 1;
     for (size_t i = 0; ts && i <= size; i += step) {
