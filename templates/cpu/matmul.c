@@ -20,9 +20,11 @@
  *
  * Quantized weights (MM_WQ = 8: int8 per-row scale, 4: uint4 with scale and min per group of MM_WG
  * along K, 5 / 6: uint4 / uint6 with 8-bit group scales and mins under a per-superblock f16 pair,
- * 9: int8 per group, 10: int8 per row for int8 activations (a8w8); layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
- * K chunk of a panel pair once per row block into the f32 panel layout and runs the f32 micro-kernel
- * on it. MM_WBF16 is then unused.
+ * 9: int8 per group; layouts in quant.h): decode streams them through ig_wq_gemv; prefill
+ * dequantizes each K chunk of a panel pair once per row block into the f32 panel layout and runs
+ * the f32 micro-kernel on it. MM_WBF16 is then unused. MM_WQ = 10 (a8w8: int8 per-row weights with
+ * k in quads) has its own path for every T: the rows are quantized to int8 per token and group of
+ * 32 and multiplied in int32 (ig_wq_igemv).
  */
 #include "common.h"
 #include "quant.h"
@@ -39,10 +41,10 @@
 #ifndef MM_WBF16
 #define MM_WBF16 1
 #endif
-#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q8G */
+#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q6K, Q8G, Q8A */
 #define MM_WQ 0
 #endif
-#ifndef MM_WG /* Q4G / Q4K / Q8G group size along K */
+#ifndef MM_WG /* Q4G / Q4K / Q6K / Q8G group size along K */
 #define MM_WG 128
 #endif
 #ifndef MM_XBF16
