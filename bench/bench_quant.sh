@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench_quant.sh — decode and prefill speed of quantized CPU packages against bf16 (issue 16).
 #
-# Compiles one checkpoint as bf16, a16w8, a16w4 (default group) and, for a GGUF of Q4_0 / Q4_1 /
+# Compiles one checkpoint as bf16, a16w8, a16w4 (default group), a8w8 and, for a GGUF of Q4_0 / Q4_1 /
 # Q8_0 blocks, `--quant keep`; runs `ignis bench` on each ROUNDS times (interleaved, so a change
 # in machine load hits every package alike) and prints, per package, weights.bin's size, the best
 # decode ms/token and prefill tokens/s over the rounds, and the decode speed-up over bf16.
@@ -19,7 +19,7 @@ rounds=${3:-3}
 ignis=${IGNIS:-build/ignis}
 target=${TARGET:-cpu}
 mkdir -p "$out"
-set -- "bf16:--dtype bf16" "a16w8:--quant a16w8" "a16w4:--quant a16w4"
+set -- "bf16:--dtype bf16" "a16w8:--quant a16w8" "a16w4:--quant a16w4" "a8w8:--quant a8w8"
 case "$model" in *.gguf) set -- "$@" "keep:--quant keep" ;; esac
 names=""
 for spec in "$@"; do

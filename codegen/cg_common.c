@@ -240,6 +240,9 @@ static const cg_format formats[] = {
     {IG_DTYPE_Q8C, "q8c", 0, 0, "int8_t", NULL, 1, 0, 8},
     {IG_DTYPE_Q4G, "q4g", 0, 0, "uint8_t", NULL, 1, 0, 4},
     {IG_DTYPE_Q8G, "q8g", 0, 0, "int8_t", NULL, 1, 0, 9},
+    {IG_DTYPE_Q4K, "q4k", 0, 0, "uint8_t", NULL, 1, 0, 5},
+    {IG_DTYPE_Q6K, "q6k", 0, 0, "uint8_t", NULL, 1, 0, 6},
+    {IG_DTYPE_Q8A, "q8a", 0, 0, "int8_t", NULL, 1, 0, 10},
 };
 
 const cg_format *cg_format_of(ig_dtype dt) {

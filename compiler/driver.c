@@ -205,20 +205,21 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
     memset(q, 0, sizeof *q);
     if (!o->quant || !strcmp(o->quant, "none")) {
         if (o->quant_group || o->quant_skip)
-            return ig_fail(err, IG_ERR_INVALID, "--quant-group and --quant-skip need --quant a16w8, a16w4 or keep");
+            return ig_fail(err, IG_ERR_INVALID, "--quant-group and --quant-skip need --quant a16w8, a16w4, a8w8 or keep");
         return IG_OK;
     }
     if (!strcmp(o->quant, "a16w8")) q->wdtype = IG_DTYPE_Q8C;
-    else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4G, q->head = IG_DTYPE_Q8C; /* vocabulary in int8 */
+    else if (!strcmp(o->quant, "a8w8")) q->wdtype = IG_DTYPE_Q8A; /* activations quantized per token in the kernels */
+    else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4K, q->head = IG_DTYPE_Q6K; /* vocabulary: 6 bits, group 32 */
     else if (!strcmp(o->quant, "keep")) q->keep = 1;
-    else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4 or keep)", o->quant);
+    else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4, a8w8 or keep)", o->quant);
     if (cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: quantized weights are for CPU targets for now", o->quant);
     /* group 32 by default: on SmolLM2 (a Q4_1 GGUF) g128 costs 1.52x the perplexity, g32 1.0004x */
     q->group = o->quant_group ? o->quant_group : 32;
     if (q->keep && o->quant_group)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (keep keeps the GGUF's blocks of 32)");
-    if (q->wdtype == IG_DTYPE_Q8C && o->quant_group)
-        return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (a16w8 scales each output channel)");
+    if ((q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8A) && o->quant_group)
+        return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (%s scales each output channel)", o->quant);
     if (q->group != 32 && q->group != 64 && q->group != 128)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group %d: expected 32, 64 or 128", q->group);
     q->skip = o->quant_skip;
@@ -244,6 +245,15 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         cJSON_AddNumberToObject(j, "group", 32);
     } else if (q->wdtype == IG_DTYPE_Q8C) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
+    } else if (q->wdtype == IG_DTYPE_Q8A) {
+        cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel, times int8 activations "
+                                             "quantized per token (max |x| / 127) in the matmul, int32 sums");
+    } else if (q->wdtype == IG_DTYPE_Q4K) {
+        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte; per output channel and group of K an 8-bit scale "
+                                             "and min code, under an f16 pair (d, dmin) per 8 groups: w = d sc q - dmin mn");
+        cJSON_AddNumberToObject(j, "group", q->group);
+        cJSON_AddNumberToObject(j, "superblock", 8 * q->group);
+        cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     } else {
         cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, f16 scale and min per output channel and group of K, two per byte");
         cJSON_AddNumberToObject(j, "group", q->group);

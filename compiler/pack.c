@@ -84,14 +84,20 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) 
 uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     uint64_t np = (uint64_t)(N + 15) / 16, per;
     if (dt == IG_DTYPE_Q8C) per = 64u + 16u * (uint64_t)K;
+    else if (dt == IG_DTYPE_Q8A) per = 64u + 64u * (uint64_t)((K + 3) / 4);
     else if (dt == IG_DTYPE_Q8G)
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
+    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K) { /* an f16 pair per 8 groups, 8-bit codes per group */
+        const uint64_t cb = dt == IG_DTYPE_Q6K ? 12u : 8u;
+        per = 64u * (uint64_t)((K + 8 * group - 1) / (8 * group)) + (uint64_t)(K / group) * (32u + cb * (uint64_t)group) +
+              (K % group ? 32u + cb * (uint64_t)(K % group) : 0);
+    }
     else per = (uint64_t)(K / group) * (64u + 8u * (uint64_t)group) + (K % group ? 64u + 8u * (uint64_t)(K % group) : 0);
     return np * per;
 }
 
-void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst) {
-    const uint64_t per = 64u + 16u * (uint64_t)K;
+void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
+    const uint64_t per = pk_quant_bytes(16, K, dt, 0);
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         uint8_t *panel = (uint8_t *)dst + (uint64_t)(n / 16) * per;
@@ -104,17 +110,18 @@ void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst) {
         int8_t *q = (int8_t *)(panel + 64);
         for (int64_t k = 0; k < K; k++) {
             long v = lrintf(row[k] * inv);
-            q[k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            /* q8c: q[k][j]; q8a: k-quads, q[k / 4][j][k % 4] (the tail of the last quad stays 0) */
+            q[dt == IG_DTYPE_Q8A ? (k / 4) * 64 + j * 4 + k % 4 : k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
     }
 }
 
 /* The squared rounding error of group x[n], weighted by w[n], on the grid (scale s, min m),
- * rounded as the packer rounds (to nearest, clamped to 0..15). */
-static float q4_err(const float *x, const float *w, int n, float s, float m) {
+ * rounded as the packer rounds (to nearest, clamped to 0..L; L = 15 for 4 bits, 63 for 6). */
+static float q4_err(const float *x, const float *w, int n, float s, float m, float L) {
     float err = 0.0f;
     for (int i = 0; i < n; i++) {
-        float q = fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) / s)));
+        float q = fminf(L, fmaxf(0.0f, rintf((x[i] - m) / s)));
         float d = m + s * q - x[i];
         err += w[i] * d * d;
     }
@@ -125,10 +132,10 @@ static float q4_err(const float *x, const float *w, int n, float s, float m) {
  * minimizes sum w_i (min + scale q_i - x_i)^2 over scale and min. Returns that sum (an upper bound of the error
  * after rounding x onto the new grid, since rounding to the nearest level only lowers each term),
  * or INFINITY when the levels are all equal. */
-static float q4_refit(const float *x, const float *w, int n, float s, float m, float *fs, float *fm) {
+static float q4_refit(const float *x, const float *w, int n, float s, float m, float L, float *fs, float *fm) {
     float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0, sxx = 0, inv = 1.0f / s;
     for (int i = 0; i < n; i++) {
-        float q = fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) * inv))), wx = w[i] * x[i], wq = w[i] * q;
+        float q = fminf(L, fmaxf(0.0f, rintf((x[i] - m) * inv))), wx = w[i] * x[i], wq = w[i] * q;
         sw += w[i], sq += wq, sqq += wq * q, sx += wx, sqx += wq * x[i], sxx += wx * x[i];
     }
     double det = (double)sw * sqq - (double)sq * sq;
@@ -147,18 +154,24 @@ static float q4_refit(const float *x, const float *w, int n, float s, float m, f
  * all, min-max itself included, wins. Measured on SmolLM2 (docs: the note of issue 16): plain
  * min-max with a shrink search and an unweighted refit give the same perplexity; the weights
  * take a16w4 g128 from 1.66x to 1.52x the f32 perplexity. */
-static void q4_range(const float *x, int n, float *scale, float *min) {
-    float lo = x[0], hi = x[0], w[128], ss = 0.0f;
+/* The error weights of group x[n]: rms(x) + |x_i|. */
+static void q4_weights(const float *x, int n, float *w) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    for (int i = 0; i < n; i++) w[i] = sqrtf(ss / (float)n) + fabsf(x[i]);
+}
+
+static void q4_range(const float *x, int n, float L, float *scale, float *min) {
+    float lo = x[0], hi = x[0], w[128];
     for (int i = 1; i < n; i++) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
     *scale = 0.0f, *min = lo;
     if (!(hi > lo)) return;
-    for (int i = 0; i < n; i++) ss += x[i] * x[i];
-    for (int i = 0; i < n; i++) w[i] = sqrtf(ss / (float)n) + fabsf(x[i]);
-    float bs = (hi - lo) / 15.0f, bm = lo, best = q4_err(x, w, n, bs, bm);
+    q4_weights(x, n, w);
+    float bs = (hi - lo) / L, bm = lo, best = q4_err(x, w, n, bs, bm, L);
     for (int c = -10; c <= 10; c += 2) {
-        float s = (hi - lo) / (15.0f + 0.15f * (float)c), m = 0.5f * (lo + hi) - 7.5f * s, fs, fm;
+        float s = (hi - lo) / (L + 0.01f * L * (float)c), m = 0.5f * (lo + hi) - 0.5f * L * s, fs, fm;
         for (int it = 0; it < 2; it++) {
-            float e = q4_refit(x, w, n, s, m, &fs, &fm);
+            float e = q4_refit(x, w, n, s, m, L, &fs, &fm);
             if (!(e < INFINITY)) break;
             if (e < best) best = e, bs = fs, bm = fm;
             s = fs, m = fm;
@@ -177,7 +190,7 @@ static void q4_pack_lane(const float *row, int64_t K, int32_t G, int j, uint8_t 
         const float *x = row + g * G;
         int len = (int)(K - g * G < G ? K - g * G : G);
         float s, m;
-        q4_range(x, len, &s, &m);
+        q4_range(x, len, 15.0f, &s, &m);
         uint8_t *gb = panel + g * gbytes;
         uint16_t hs = pk_f32_to_f16(s), hm = pk_f32_to_f16(m);
         memcpy(gb + 2 * j, &hs, 2);
@@ -197,6 +210,74 @@ void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
         for (int j = 0; j < 16 && p * 16 + j < N; j++) q4_pack_lane(w + (p * 16 + j) * K, K, G, j, (uint8_t *)dst + (uint64_t)p * per);
+}
+
+/* Level q of lane j at column i of a Q4K / Q6K group block whose columns start at c (cb bytes
+ * each: 8 bytes of nibbles, then for Q6K the word of high bit pairs). */
+static void put_level(uint8_t *c, int cb, int i, int j, int q) {
+    uint8_t *o = c + (size_t)i * cb + (j & 7);
+    *o = (uint8_t)(j < 8 ? (*o & 0xf0) | (q & 15) : (*o & 0x0f) | ((q & 15) << 4));
+    if (cb == 12) c[(size_t)i * cb + 8 + j / 4] |= (uint8_t)(((q >> 4) & 3) << (2 * (j % 4)));
+}
+
+/* Q4K / Q6K: codes (sc, mn) of one group x[n] with levels 0..L under the superblock's stored
+ * pair (d, dm): the weighted-error best of sc, mn within +-1 of the rounded search result
+ * (s, m), plus mn = 0 with the scale that covers [0, max] for a group whose min is above 0
+ * (mins are subtracted codes, so m > 0 clamps to 0). */
+static void q4k_codes(const float *x, int n, float L, float s, float m, float d, float dm, int *sc, int *mn) {
+    float w[128], best = INFINITY, hi = x[0];
+    for (int i = 1; i < n; i++) hi = fmaxf(hi, x[i]);
+    q4_weights(x, n, w);
+    int s0 = d > 0.0f ? (int)lrintf(s / d) : 0, m0 = dm > 0.0f && m < 0.0f ? (int)lrintf(-m / dm) : 0;
+    int sc_max = d > 0.0f && hi > 0.0f ? (int)ceilf(hi / (L * d)) : 0;
+    *sc = 0, *mn = 0;
+    for (int c = 0; c < 10; c++) {
+        int a = c < 9 ? s0 - 1 + c % 3 : sc_max, b = c < 9 ? m0 - 1 + c / 3 : 0;
+        if (a < 1 || a > 255 || b < 0 || b > 255) continue;
+        float e = q4_err(x, w, n, d * (float)a, -(dm * (float)b), L);
+        if (e < best) best = e, *sc = a, *mn = b;
+    }
+}
+
+/* Row `row` [K] as lane j of one q4k / q6k (levels 0..L) panel: each group's (scale, min) by
+ * q4_range, then per superblock d = max scale / 255 and dmin = max(-min) / 255 (f16, rounded as
+ * stored), the codes by q4k_codes, and the levels rounded on the grid of the codes. */
+static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int j, uint8_t *panel) {
+    const int64_t ng = (K + G - 1) / G;
+    const int cb = L > 15.0f ? 12 : 8; /* bytes per column */
+    for (int64_t g0 = 0; g0 < ng; g0 += 8) {
+        float s[8], m[8], smax = 0.0f, mmax = 0.0f;
+        int n8 = (int)(ng - g0 < 8 ? ng - g0 : 8);
+        for (int i = 0; i < n8; i++) {
+            int64_t k0 = (g0 + i) * G;
+            q4_range(row + k0, (int)(K - k0 < G ? K - k0 : G), L, &s[i], &m[i]);
+            smax = fmaxf(smax, s[i]), mmax = fmaxf(mmax, -m[i]);
+        }
+        uint8_t *hb = panel + (size_t)(g0 / 8) * (64u + 8u * (32u + (uint64_t)cb * (uint64_t)G));
+        uint16_t hd = pk_f32_to_f16(smax / 255.0f), hm = pk_f32_to_f16(mmax / 255.0f);
+        memcpy(hb + 2 * j, &hd, 2);
+        memcpy(hb + 32 + 2 * j, &hm, 2);
+        float d = f16_to_f32(hb + 2 * j), dm = f16_to_f32(hb + 32 + 2 * j);
+        for (int i = 0; i < n8; i++) {
+            int64_t k0 = (g0 + i) * G;
+            int len = (int)(K - k0 < G ? K - k0 : G), sc, mn;
+            const float *x = row + k0;
+            uint8_t *gb = hb + 64 + (size_t)i * (32u + (uint64_t)cb * (uint64_t)G);
+            q4k_codes(x, len, L, s[i], m[i], d, dm, &sc, &mn);
+            gb[j] = (uint8_t)sc, gb[16 + j] = (uint8_t)mn;
+            float qs = d * (float)sc, qm = -(dm * (float)mn);
+            for (int k = 0; k < len; k++)
+                put_level(gb + 32, cb, k, j, qs > 0.0f ? (int)fminf(L, fmaxf(0.0f, rintf((x[k] - qm) / qs))) : 0);
+        }
+    }
+}
+
+void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t G, ig_dtype dt, void *dst) {
+    const uint64_t per = pk_quant_bytes(16, K, dt, G);
+    const float L = dt == IG_DTYPE_Q6K ? 63.0f : 15.0f;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < (N + 15) / 16; p++)
+        for (int j = 0; j < 16 && p * 16 + j < N; j++) q4k_pack_lane(w + (p * 16 + j) * K, K, G, L, j, (uint8_t *)dst + (uint64_t)p * per);
 }
 
 /* ---- GGUF blocks kept (--quant keep): Q4_0 {f16 d; u8 qs[16]}, Q4_1 {f16 d, m; u8 qs[16]},
@@ -320,7 +401,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
         } else if (q && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
             /* the vocabulary matrices (embedding table, lm_head) in q->head */
             e.dtype = vocab && q->head ? q->head : q->wdtype;
-            e.group = e.dtype == IG_DTYPE_Q4G ? q->group : 0;
+            e.group = e.dtype == IG_DTYPE_Q4G || e.dtype == IG_DTYPE_Q4K ? q->group : e.dtype == IG_DTYPE_Q6K ? 32 : 0;
             e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
         }
     } else {
@@ -339,8 +420,9 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
 
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
-    if (q && !q->keep && (mf != PK_PANEL || (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q4G) ||
-              (q->wdtype == IG_DTYPE_Q4G && q->group != 32 && q->group != 64 && q->group != 128)))
+    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K);
+    if (q && !q->keep && (mf != PK_PANEL || (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && !q4) ||
+              (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
                                                 "in CPU panels");
     ig_status st = IG_OK;
@@ -428,10 +510,12 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 if (pk_repack_blocks(w, e->stype, rows, cols, out))
                     st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d is past f16's range",
                                  t->name);
-            } else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8C)
-                pk_pack_q8c(w, rows, cols, out);
+            } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A))
+                pk_pack_q8c(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q4G)
                 pk_pack_q4g(w, rows, cols, e->group, out);
+            else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K))
+                pk_pack_q4k(w, rows, cols, e->group, e->dtype, out);
             else if (e->fmt == PK_PANEL)
                 pk_pack_panels(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR)

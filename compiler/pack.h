@@ -18,7 +18,7 @@ typedef struct pk_entry {
     const char *name; /* borrowed from the graph */
     pk_format fmt;
     ig_dtype dtype;   /* element type in the file (IG_DTYPE_Q8C / Q4G: quantized panels) */
-    int32_t group;    /* Q4G / Q8G: group size along K; else 0 */
+    int32_t group;    /* Q4G / Q4K / Q8G: group size along K; else 0 */
     int32_t kept;     /* 1: repacked from the source's GGUF blocks of type stype (--quant keep) */
     ir_stype stype;
     uint64_t offset;  /* bytes from the start of weights.bin */
@@ -34,8 +34,8 @@ typedef struct pk_plan {
 
 /* Weight quantization of a CPU package (InstantQuant: from the weights alone, no calibration). */
 typedef struct pk_quant {
-    ig_dtype wdtype;  /* IG_DTYPE_Q8C or IG_DTYPE_Q4G; unused with keep */
-    int32_t group;    /* Q4G: 32, 64 or 128 */
+    ig_dtype wdtype;  /* IG_DTYPE_Q8C (a16w8), Q4K (a16w4), Q8A (a8w8) or Q4G; unused with keep */
+    int32_t group;    /* Q4G / Q4K: 32, 64 or 128 */
     ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head): wdtype or IG_DTYPE_Q8C */
     int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q8_0 matrices repacked losslessly (q4g / q8g, group 32),
                          float ones stay float, other block types are an error */
@@ -64,8 +64,11 @@ void pk_pack_panels(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst
 void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 /* Quantized panels (layouts in templates/cpu/quant.h): bytes of N x K, and the packers. */
 uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group);
-void pk_pack_q8c(const float *w, int64_t N, int64_t K, void *dst);
+/* int8 per row by the a16w8 rule, as q8c or as q8a (dt: k in quads) panels */
+void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
+/* q4k or q6k (dt) panels with groups of `group` */
+void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype dt, void *dst);
 /* GGUF blocks (rows of K / 32 blocks of type st, as ir_weight_read_blocks gives them) into q4g
  * (Q4_0, Q4_1) or q8g (Q8_0) panels with group 32: every weight keeps its exact value. Returns 0,
  * or -1 when a Q4_0 min (-8d) does not fit f16 (dst is then incomplete). */

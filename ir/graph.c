@@ -253,6 +253,9 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q8C: return "q8c";
     case IG_DTYPE_Q4G: return "q4g";
     case IG_DTYPE_Q8G: return "q8g";
+    case IG_DTYPE_Q4K: return "q4k";
+    case IG_DTYPE_Q6K: return "q6k";
+    case IG_DTYPE_Q8A: return "q8a";
     case IG_DTYPE_KV8: return "kv8";
     case IG_DTYPE_KV4: return "kv4";
     }

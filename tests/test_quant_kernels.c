@@ -2,7 +2,8 @@
  * MM_WQ, embed.c with EM_WQ; layouts in templates/cpu/quant.h) against plain C references.
  *
  * The weights are drawn already on the quantization grid (int8 q times a per-row scale, or a
- * per-row, per-group one for q8g; uint4 q times a per-row, per-group scale plus a min), packed here from the layout the header documents
+ * per-row, per-group one for q8g; uint4 q times a per-row, per-group scale plus a min; for q4k
+ * d sc q - dmin mn with 8-bit codes under a per-superblock f16 pair), packed here from the layout the header documents
  * (not with the compiler's packer), and the reference is a double-precision matmul over the
  * logical weights: any difference is the kernels' (or the layout contract's), not quantization
  * error. Cases: decode (T = 1) and prefill (T = 3, 37, 200: row blocks, K chunks of 256),
@@ -95,6 +96,101 @@
 #define MM_EPI MM_EPI_SWIGLU
 #include "matmul.c"
 
+#define MM_NAME q4k_32_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 5
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q4k_64_acc_f
+#define MM_K 96
+#define MM_N 200
+#define MM_WQ 5
+#define MM_WG 64
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q4k_128_swiglu
+#define MM_K 1100
+#define MM_N 96
+#define MM_WQ 5
+#define MM_WG 128
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+
+#define MM_NAME q6k_32_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 6
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q6k_64_acc_f
+#define MM_K 96
+#define MM_N 200
+#define MM_WQ 6
+#define MM_WG 64
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q8a_store
+#define MM_K 600
+#define MM_N 200
+#define MM_WQ 10
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q8a_swiglu_f
+#define MM_K 98
+#define MM_N 64
+#define MM_WQ 10
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#include "matmul.c"
+
+#define MM_NAME q8a_acc_f
+#define MM_K 1030
+#define MM_N 40
+#define MM_WQ 10
+#define MM_XBF16 0
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define EM_NAME em_q8a
+#define EM_D 96
+#define EM_WQ 10
+#include "embed.c"
+
+#define EM_NAME em_q6k
+#define EM_D 96
+#define EM_WQ 6
+#define EM_WG 32
+#include "embed.c"
+
+#define EM_NAME em_q4k
+#define EM_D 96
+#define EM_WQ 5
+#define EM_WG 32
+#include "embed.c"
+
 #define EM_NAME em_q8g
 #define EM_D 96
 #define EM_WQ 9
@@ -150,17 +246,20 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
     int NP = (N + 15) / 16, ng = G ? (K + G - 1) / G : 1;
     int KG = G ? K % G : 0; /* the short last group's columns */
     size_t gb1 = wq == 9 ? 32 + 16 * (size_t)G : 64 + 8 * (size_t)G, gbl = wq == 9 ? 32 + 16 * (size_t)KG : 64 + 8 * (size_t)KG;
-    size_t per = wq == 8 ? 64 + (size_t)16 * K : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
+    const int cb = wq == 6 ? 12 : 8; /* q4k / q6k: bytes per column of a group block */
+    if (wq == 5 || wq == 6) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
+    size_t per = wq == 8 ? 64 + (size_t)16 * K : wq == 10 ? 64 + (size_t)64 * ((K + 3) / 4) : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
+    if (wq == 5 || wq == 6) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
         uint8_t *panel = p + (size_t)(n / 16) * per;
         int j = n % 16;
-        if (wq == 8) {
+        if (wq == 8 || wq == 10) { /* q8a: q[k/4][j][k%4] */
             float s = 0.01f + 0.02f * (frand() + 1.0f);
             memcpy(panel + 4 * j, &s, 4);
             for (int k = 0; k < K; k++) {
                 int q = irand(255) - 127;
-                ((int8_t *)(panel + 64))[(size_t)k * 16 + j] = (int8_t)q;
+                ((int8_t *)(panel + 64))[wq == 8 ? (size_t)k * 16 + j : (size_t)(k / 4) * 64 + j * 4 + k % 4] = (int8_t)q;
                 W[(size_t)n * K + k] = s * (float)q;
             }
             continue;
@@ -173,6 +272,25 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
                 int q = irand(255) - 127;
                 ((int8_t *)(gb + 32))[(size_t)(k - g * G) * 16 + j] = (int8_t)q;
                 W[(size_t)n * K + k] = s * (float)q;
+            }
+        }
+        for (int g = 0; g < ng && (wq == 5 || wq == 6); g++) { /* q4k / q6k: superblock header, then sc[16], mn[16], columns */
+            uint8_t *hb = panel + (size_t)(g / 8) * (64 + 8 * gb1), *gb = hb + 64 + (size_t)(g % 8) * gb1;
+            if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits */
+                put_f16(hb + 2 * j, (float)(1024 + irand(1024)) / 16777216.0f);
+                put_f16(hb + 32 + 2 * j, (float)(1024 + irand(1024)) / 16777216.0f);
+            }
+            uint16_t hd, hm;
+            memcpy(&hd, hb + 2 * j, 2), memcpy(&hm, hb + 32 + 2 * j, 2);
+            double d = ldexp(1024 + (hd & 1023), (hd >> 10) - 25), dm = ldexp(1024 + (hm & 1023), (hm >> 10) - 25);
+            int sc = 40 + irand(wq == 6 ? 88 : 216), mn = irand(256); /* d sc q stays exact in f32 (24 bits) */
+            gb[j] = (uint8_t)sc, gb[16 + j] = (uint8_t)mn;
+            for (int k = g * G; k < K && k < g * G + G; k++) {
+                int q = irand(wq == 6 ? 64 : 16);
+                uint8_t *c = gb + 32 + (size_t)(k - g * G) * cb, *b = c + (j & 7);
+                *b = (uint8_t)(j < 8 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
+                if (wq == 6) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
+                W[(size_t)n * K + k] = (float)(d * sc * q - dm * mn);
             }
         }
         for (int g = 0; g < ng && wq == 4; g++) {
@@ -206,6 +324,13 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
         if (xb) ((uint16_t *)xp)[i] = ig_f32_to_bf16(X[i]);
         else ((float *)xp)[i] = X[i];
     }
+    for (int t = 0; t < T && wq == 10; t++) /* a8w8: the reference sees each group of 32 of a row as its int8 codes times max|x| / 127 */
+        for (int k0 = 0; k0 < K; k0 += 32) {
+            float amax = 0.0f, *xr = X + (size_t)t * K;
+            for (int k = k0; k < K && k < k0 + 32; k++) amax = fmaxf(amax, fabsf(xr[k]));
+            float inv = 127.0f / amax;
+            for (int k = k0; k < K && k < k0 + 32; k++) xr[k] = (float)((double)lrintf(xr[k] * inv) * (amax / 127.0f));
+        }
     size_t ysz = (size_t)T * ldy;
     float *Y0 = xalloc(ysz * 4);
     for (size_t i = 0; i < ysz; i++) Y0[i] = frand();
@@ -270,10 +395,21 @@ int main(void) {
         test_mm("q8 swiglu f32 bias", q8_swiglu_f, 8, 0, 64, 64, 0, 1, 2, 0, T);
         test_mm("q8g g32 store bf16-x bias", q8g_32_store, 9, 32, 608, 72, 1, 1, 0, 0, T);
         test_mm("q8g g64 swiglu f32-x (short last group)", q8g_64_swiglu_f, 9, 64, 96, 192, 0, 0, 2, 0, T);
+        test_mm("q4k g32 store bf16-x bias (3 superblocks, short last group)", q4k_32_store, 5, 32, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q4k g64 acc f32-x (short last group)", q4k_64_acc_f, 5, 64, 96, 200, 0, 0, 1, 0, T);
+        test_mm("q4k g128 swiglu bf16 (2 superblocks)", q4k_128_swiglu, 5, 128, 1100, 96, 1, 0, 2, 1, T);
+        test_mm("q6k g32 store bf16-x bias (3 superblocks, short last group)", q6k_32_store, 6, 32, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q6k g64 acc f32-x (short last group)", q6k_64_acc_f, 6, 64, 96, 200, 0, 0, 1, 0, T);
+        test_mm("q8a store bf16-x bias", q8a_store, 10, 0, 600, 200, 1, 1, 0, 0, T);
+        test_mm("q8a swiglu f32-x (K % 4 = 2)", q8a_swiglu_f, 10, 0, 98, 64, 0, 0, 2, 0, T);
+        test_mm("q8a acc f32-x bias (K % 4 = 2)", q8a_acc_f, 10, 0, 1030, 40, 0, 1, 1, 0, T);
     }
     test_em("embed q8", em_q8, 8, 0);
     test_em("embed q4 g64", em_q4, 4, 64);
     test_em("embed q8g g32", em_q8g, 9, 32);
+    test_em("embed q4k g32", em_q4k, 5, 32);
+    test_em("embed q6k g32", em_q6k, 6, 32);
+    test_em("embed q8a", em_q8a, 10, 0);
     if (g_fail) {
         fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
         return 1;

@@ -39,11 +39,18 @@ def quantized(gguf, tmp, ref, fails):
     p0 = ppl(f32)
     w4 = os.path.join(tmp, "a16w4")
     golden.run(["compile", gguf, "-o", w4, "--quant", "a16w4"])
-    r = ppl(w4) / p0
-    print(f"smollm2 a16w4 (defaults): perplexity {r:.4f}x the f32 package's (limit 1.05), "
-          f"weights {size(w4) / size(os.path.join(tmp, 'bf16')):.3f}x bf16 {'ok' if r <= 1.05 else 'FAIL'}")
-    if not r <= 1.05:
-        fails.append(f"a16w4: perplexity ratio {r:.4f} > 1.05")
+    r, rs = ppl(w4) / p0, size(w4) / size(os.path.join(tmp, "bf16"))
+    ok = r <= 1.05 and rs <= 0.32
+    print(f"smollm2 a16w4 (defaults: q4k g32, q6k vocabulary): perplexity {r:.4f}x the f32 package's (limit 1.05), "
+          f"weights {rs:.3f}x bf16 (limit 0.32) {'ok' if ok else 'FAIL'}")
+    if not ok:
+        fails.append(f"a16w4: perplexity ratio {r:.4f} (limit 1.05), weights {rs:.3f}x bf16 (limit 0.32)")
+    a8 = os.path.join(tmp, "a8w8")
+    golden.run(["compile", gguf, "-o", a8, "--quant", "a8w8"])
+    r = ppl(a8) / p0
+    print(f"smollm2 a8w8: perplexity {r:.4f}x the f32 package's (limit 1.02) {'ok' if r <= 1.02 else 'FAIL'}")
+    if not r <= 1.02:
+        fails.append(f"a8w8: perplexity ratio {r:.4f} > 1.02")
     keep = os.path.join(tmp, "keep")
     golden.run(["compile", gguf, "-o", keep, "--quant", "keep", "--dtype", "f32"])
     ids = ",".join(map(str, ref["cases"][0]["logits_ids"]))

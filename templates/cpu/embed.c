@@ -28,7 +28,7 @@
 #ifndef EM_SCALE
 #define EM_SCALE 1.0f
 #endif
-#ifndef EM_WQ /* quantized table (quant.h): IG_WQ_Q8C or IG_WQ_Q4G with group EM_WG; 0: float */
+#ifndef EM_WQ /* quantized table (quant.h): an IG_WQ_* format (group EM_WG where it has one); 0: float */
 #define EM_WQ 0
 #endif
 #ifndef EM_WG

@@ -19,9 +19,12 @@
  * contract; the driver at the bottom is shared.
  *
  * Quantized weights (MM_WQ = 8: int8 per-row scale, 4: uint4 with scale and min per group of MM_WG
- * along K; layouts in quant.h): decode streams them through ig_wq_gemv; prefill dequantizes each
- * K chunk of a panel pair once per row block into the f32 panel layout and runs the f32 micro-kernel
- * on it. MM_WBF16 is then unused.
+ * along K, 5 / 6: uint4 / uint6 with 8-bit group scales and mins under a per-superblock f16 pair,
+ * 9: int8 per group; layouts in quant.h): decode streams them through ig_wq_gemv; prefill
+ * dequantizes each K chunk of a panel pair once per row block into the f32 panel layout and runs
+ * the f32 micro-kernel on it. MM_WBF16 is then unused. MM_WQ = 10 (a8w8: int8 per-row weights with
+ * k in quads) has its own path for every T: the rows are quantized to int8 per token and group of
+ * 32 and multiplied in int32 (ig_wq_igemv).
  */
 #include "common.h"
 #include "quant.h"
@@ -38,10 +41,10 @@
 #ifndef MM_WBF16
 #define MM_WBF16 1
 #endif
-#ifndef MM_WQ /* 0: float weights (MM_WBF16), IG_WQ_Q8C or IG_WQ_Q4G */
+#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q6K, Q8G, Q8A */
 #define MM_WQ 0
 #endif
-#ifndef MM_WG /* Q4G group size along K */
+#ifndef MM_WG /* Q4G / Q4K / Q6K / Q8G group size along K */
 #define MM_WG 128
 #endif
 #ifndef MM_XBF16
@@ -67,6 +70,9 @@
 #endif
 #ifndef MM_TB /* rows per row block: the tile is MM_TB x 32 floats on the stack */
 #define MM_TB 192
+#endif
+#ifndef MM_QRB /* a8w8: rows quantized per block */
+#define MM_QRB 8
 #endif
 #ifndef MM_KC /* k-pairs per K chunk */
 #define MM_KC 128
@@ -515,13 +521,46 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
     const size_t xes = MM_XBF16 ? 2 : 4; /* bytes per x element */
     if (T <= 0) return;
 
+#if MM_WQ == IG_WQ_Q8A
+    /* a8w8: rows quantized to int8 per token, a block of MM_QRB at a time, then int32 dot products
+     * against each panel of the thread's range (the pair's codes stay in L1/L2 across the block) */
+#pragma omp parallel num_threads(nth)
+    {
+        int nt = ig_omp_nth(), tid = ig_omp_tid();
+        int ncol = IG_MIN(nt, NPP_), nrow = nt / ncol;
+        int col = tid % ncol, rg = tid / ncol;
+        if (rg < nrow) {
+            int q0, q1, t0, t1;
+            ig_split(NPP_, ncol, col, &q0, &q1);
+            ig_split(T, nrow, rg, &t0, &t1);
+            IG_ALIGN64 float xf[MM_K];
+            IG_ALIGN64 int8_t xq[MM_QRB][(MM_K + 3) / 4 * 4];
+            float xs[MM_QRB][(MM_K + IG_WQ_AG - 1) / IG_WQ_AG];
+            for (int tb = t0; tb < t1; tb += MM_QRB) {
+                int tn = IG_MIN(MM_QRB, t1 - tb);
+                for (int r = 0; r < tn; r++) {
+                    ig_wq_x_f32(MM_XBF16, (const char *)x + (size_t)(tb + r) * K_ * xes, K_, xf);
+                    ig_wq_quant_row(xf, K_, xq[r], xs[r]);
+                }
+                for (int q = q0; q < q1; q++) {
+                    int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
+                    for (int r = 0; r < tn; r++) {
+                        IG_ALIGN64 float acc[32];
+                        for (int p = 0; p < P; p++) ig_wq_igemv(K_, xq[r], xs[r], wc + (2 * q + p) * wps, acc + 16 * p);
+                        ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, acc, q, P, y, tb + r);
+                    }
+                }
+            }
+        }
+    }
+#else
 #if MM_WQ
     if (T == 1) {
 #pragma omp parallel num_threads(nth)
         {
             IG_ALIGN64 float xf[MM_K], gs[(MM_K + MM_WG - 1) / MM_WG];
             ig_wq_x_f32(MM_XBF16, x, K_, xf);
-            if (MM_WQ == IG_WQ_Q4G) ig_wq_group_sums(xf, K_, MM_WG, gs);
+            if (MM_WQ == IG_WQ_Q4G || IG_WQ_ISK(MM_WQ)) ig_wq_group_sums(xf, K_, MM_WG, gs);
             int lo, hi;
             ig_split(NPP_, ig_omp_nth(), ig_omp_tid(), &lo, &hi);
             for (int q = lo; q < hi; q++) {
@@ -595,6 +634,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
             }
         }
     }
+#endif /* MM_WQ == IG_WQ_Q8A */
 }
 
 #undef MM_NAME
@@ -610,3 +650,4 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
 #undef MM_YBF16
 #undef MM_TB
 #undef MM_KC
+#undef MM_QRB

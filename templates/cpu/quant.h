@@ -10,9 +10,28 @@
  *       ceil(K/G) group blocks of 64 + 8G bytes (a last group of K % G columns takes 64 + 8 (K % G)):
  *       f16 scale[16], f16 min[16], then bytes b[G][8] (low nibble: lane j, high: lane j + 8);
  *                                                          w[n][k] = min[j] + scale[j] * q[k][j]
+ *   IG_WQ_Q4K (5): uint4, asymmetric, K-quant style (4.5-4.6 bits per weight): groups of G along
+ *       K carry 8-bit scale and min codes relative to an f16 pair per row and superblock of
+ *       IG_WQ_KSB = 8 groups (8G columns; the last superblock holds the remaining groups). A panel
+ *       is, per superblock, f16 d[16], f16 dmin[16] (64 bytes), then its groups' blocks of 32 + 8G
+ *       bytes (the last group, K % G columns, 32 + 8 (K % G)): uint8 sc[16], uint8 mn[16], then
+ *       bytes b[G][8] as Q4G's;                          w[n][k] = d[j] sc[j] q[k][j] - dmin[j] mn[j]
+ *       (GGUF Q4_K's formula: a Q4_K block is G = 32 with 6-bit codes)
+ *   IG_WQ_Q6K (6): uint6, the same superblocks, codes and formula with q in 0..63; a group block
+ *       of n columns is 32 + 12n bytes: sc[16], mn[16], then per column 8 bytes of low nibbles
+ *       (as Q4K's) and a 32-bit little-endian word of high bit pairs (lane j: bits 2j, 2j + 1),
+ *       q = nibble | pair << 4. a16w4's vocabulary matrices (embedding, lm_head) use it.
  *   IG_WQ_Q8G (9): int8, symmetric, f16 scale per row and group of G along K (GGUF Q8_0 kept as
  *       it is stored, G = 32); a panel is ceil(K/G) group blocks of 32 + 16G bytes (the last one
  *       32 + 16 (K % G)): f16 scale[16], then int8 q[G][16];  w[n][k] = scale[j] * q[k][j]
+ *   IG_WQ_Q8A (10): int8, symmetric, one f32 scale per output row, for int8 activations (a8w8):
+ *       panel = f32 scale[16], then int8 q[KQ][16][4] with KQ = ceil(K/4) (k = 4l + i at
+ *       q[l][j][i]; columns past K are 0);                w[n][k] = scale[j] * q[k/4][j][k%4]
+ *       The activations are quantized per row (token) and group of IG_WQ_AG = 32 columns:
+ *       xs[g] = max|x over the group| / 127, xq = round(x / xs[g]);
+ *       y = scale[j] sum_g xs[g] sum_{k in g} xq[k] q[k][j], the inner sums in int32 (AVX2
+ *       vpmaddubsw + vpmaddwd with the sign moved onto the weights, AVX-512 VNNI vpdpbusd where
+ *       compiled in). (SmolLM2: one scale per whole row costs 1.047x the f32 perplexity, one per 32 columns 1.008x.)
  * (f16 group scales, as GGUF stores them: a kept Q4_1 / Q8_0 block has its own bytes' worth.)
  * The packers are compiler/pack.c (pk_pack_q8c, pk_pack_q4g; pk_repack_* for GGUF blocks); SPEC.md records the layout too.
  *
@@ -27,9 +46,36 @@
 #define IG_WQ_Q8C 8
 #define IG_WQ_Q4G 4
 #define IG_WQ_Q8G 9
+#define IG_WQ_Q4K 5
+#define IG_WQ_Q8A 10
+#define IG_WQ_AG 32 /* Q8A: activation columns per scale (8 k-quads) */
+#define IG_WQ_Q6K 6
+#define IG_WQ_KSB 8 /* Q4K / Q6K groups per superblock */
+#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K)
 
-/* Bytes of one Q8G / Q4G group block of n columns. */
-#define IG_WQ_GBYTES(wq, n) ((wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n) : 64 + (size_t)8 * (n))
+/* Bytes of one Q8G / Q4G / Q4K group block of n columns. */
+#define IG_WQ_GBYTES(wq, n)                                                                                   \
+    ((wq) == IG_WQ_Q4K   ? 32 + (size_t)8 * (n)                                                                \
+     : (wq) == IG_WQ_Q6K ? 32 + (size_t)12 * (n)                                                               \
+     : (wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n)                                                               \
+                         : 64 + (size_t)8 * (n))
+/* Q4K / Q6K: bytes of a full superblock, and the offsets of group g's superblock header and block
+ * in a panel (only the last group of a row is short, so every earlier superblock is full). */
+#define IG_WQ_KSBB(wq, G) (64 + (size_t)IG_WQ_KSB * IG_WQ_GBYTES(wq, G))
+#define IG_WQ_KHDR(wq, G, g) ((size_t)((g) / IG_WQ_KSB) * IG_WQ_KSBB(wq, G))
+#define IG_WQ_KGRP(wq, G, g) (IG_WQ_KHDR(wq, G, g) + 64 + (size_t)((g) % IG_WQ_KSB) * IG_WQ_GBYTES(wq, G))
+/* Q4K / Q6K: bytes per column of a group block, and lane j's level at column i of block gb */
+#define IG_WQ_KCOL(wq) ((wq) == IG_WQ_Q6K ? 12 : 8)
+IG_INLINE int ig_wq_klevel(int wq, const char *gb, int i, int j) {
+    const uint8_t *c = (const uint8_t *)gb + 32 + (size_t)i * IG_WQ_KCOL(wq);
+    int q = j < 8 ? c[j] & 15 : c[j - 8] >> 4;
+    if (wq == IG_WQ_Q6K) {
+        uint32_t h;
+        memcpy(&h, c + 8, 4);
+        q |= (int)((h >> (2 * j)) & 3u) << 4;
+    }
+    return q;
+}
 
 /* IEEE half at p (unaligned) -> f32, exact (subnormals, inf and NaN included). */
 IG_INLINE float ig_wq_f16(const void *p) {
@@ -55,6 +101,10 @@ IG_INLINE void ig_wq_f16x16(const void *p, float *out) {
 /* Bytes of one panel of K columns. */
 IG_INLINE size_t ig_wq_panel_bytes(int wq, int K, int G) {
     if (wq == IG_WQ_Q8C) return 64 + (size_t)16 * K;
+    if (wq == IG_WQ_Q8A) return 64 + (size_t)64 * ((K + 3) / 4);
+    if (IG_WQ_ISK(wq))
+        return (size_t)64 * ((K + G * IG_WQ_KSB - 1) / (G * IG_WQ_KSB)) + (size_t)(K / G) * IG_WQ_GBYTES(wq, G) +
+               (K % G ? IG_WQ_GBYTES(wq, K % G) : 0);
     return (size_t)(K / G) * IG_WQ_GBYTES(wq, G) + (K % G ? IG_WQ_GBYTES(wq, K % G) : 0); /* last group: K % G */
 }
 
@@ -67,11 +117,26 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         for (int k = k0; k < k1; k++) out[k - k0] = s * (float)q[(size_t)k * 16 + j];
         return;
     }
+    if (wq == IG_WQ_Q8A) {
+        float s;
+        memcpy(&s, panel + 4 * j, 4);
+        const int8_t *q = (const int8_t *)(panel + 64);
+        for (int k = k0; k < k1; k++) out[k - k0] = s * (float)q[(size_t)(k / 4) * 64 + j * 4 + k % 4];
+        return;
+    }
     (void)K;
     if (wq == IG_WQ_Q8G) {
         for (int k = k0; k < k1; k++) {
             const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
             out[k - k0] = ig_wq_f16(gb + 2 * j) * (float)((const int8_t *)gb)[32 + (k % G) * 16 + j];
+        }
+        return;
+    }
+    if (IG_WQ_ISK(wq)) {
+        for (int k = k0; k < k1; k++) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, k / G), *gb = panel + IG_WQ_KGRP(wq, G, k / G);
+            float s = ig_wq_f16(hb + 2 * j) * (float)(uint8_t)gb[j], m = -(ig_wq_f16(hb + 32 + 2 * j) * (float)(uint8_t)gb[16 + j]);
+            out[k - k0] = m + s * (float)ig_wq_klevel(wq, gb, k % G, j);
         }
         return;
     }
@@ -81,6 +146,14 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         uint8_t b = (uint8_t)gb[64 + (k % G) * 8 + (j & 7)];
         out[k - k0] = m + s * (float)(j < 8 ? b & 15 : b >> 4);
     }
+}
+
+/* Q4K / Q6K: one group's 16 scales d sc and mins -dmin mn as f32 (hb: its superblock header, gb: its block). */
+IG_INLINE void ig_wq_k_scales(const char *hb, const uint8_t *gb, float *s, float *m) {
+    IG_ALIGN64 float d[16], dm[16];
+    ig_wq_f16x16(hb, d);
+    ig_wq_f16x16(hb + 32, dm);
+    for (int j = 0; j < 16; j++) s[j] = d[j] * (float)gb[j], m[j] = -(dm[j] * (float)gb[16 + j]);
 }
 
 /* Dequantizes k-pairs [l0, l1) of one panel into the f32 panel layout of matmul.c (k-pair l at
@@ -106,10 +179,14 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
     for (int l = l0; l < l1; l++) {
         float *d = dst + (size_t)(l - l0) * 32;
         int g = 2 * l / G;
-        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        const char *gb = panel + (IG_WQ_ISK(wq) ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
         if (g != cur) {
-            ig_wq_f16x16(gb, s);
-            if (wq == IG_WQ_Q4G) ig_wq_f16x16(gb + 32, m);
+            if (IG_WQ_ISK(wq)) {
+                ig_wq_k_scales(panel + IG_WQ_KHDR(wq, G, g), (const uint8_t *)gb, s, m);
+            } else {
+                ig_wq_f16x16(gb, s);
+                if (wq == IG_WQ_Q4G) ig_wq_f16x16(gb + 32, m);
+            }
             cur = g;
         }
         for (int h = 0; h < 2; h++) {
@@ -119,7 +196,11 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
                 for (int j = 0; j < 16; j++) d[16 * h + j] = s[j] * (float)q[j];
                 continue;
             }
-            const uint8_t *b = (const uint8_t *)gb + 64 + (k % G) * 8;
+            if (wq == IG_WQ_Q6K) {
+                for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)ig_wq_klevel(wq, gb, k % G, j);
+                continue;
+            }
+            const uint8_t *b = (const uint8_t *)gb + (wq == IG_WQ_Q4K ? 32 : 64) + (k % G) * 8;
             for (int j = 0; j < 8; j++) {
                 d[16 * h + j] = m[j] + s[j] * (float)(b[j] & 15);
                 d[16 * h + j + 8] = m[j + 8] + s[j + 8] * (float)(b[j] >> 4);
@@ -136,7 +217,86 @@ IG_INLINE void ig_wq_x_f32(int xb, const void *x, int K, float *xf) {
         memcpy(xf, x, sizeof(float) * (size_t)K);
 }
 
-/* Sums of xf over each group of G (Q4G's min term). */
+/* Q8A: row xf [K] as int8 codes xq [4 ceil(K/4)] (zero padded) and one scale per group of
+ * IG_WQ_AG columns, xs[g] = max|x over the group| / 127. */
+IG_INLINE void ig_wq_quant_row(const float *xf, int K, int8_t *xq, float *xs) {
+    for (int g = 0; g * IG_WQ_AG < K; g++) {
+        const int k0 = g * IG_WQ_AG, k1 = IG_MIN(K, k0 + IG_WQ_AG);
+        float amax = 0.0f;
+        for (int k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(xf[k]));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int k = k0; k < k1; k++) {
+            long v = lrintf(xf[k] * inv);
+            xq[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        xs[g] = amax / 127.0f;
+    }
+    for (int k = K; k % 4; k++) xq[k] = 0;
+}
+
+/* Q8A: acc[j] = sum_k xq[k] q[k][j] over k-quads [l0, l1) of one panel's codes q (exact, int32). */
+IG_INLINE void ig_wq_idot(const int8_t *xq, const int8_t *q, int l0, int l1, int32_t *acc) {
+#if defined(IG_AVX512)
+    __m512i a = _mm512_setzero_si512();
+#if !defined(__AVX512VNNI__)
+    const __m512i ones = _mm512_set1_epi16(1);
+#endif
+    for (int l = l0; l < l1; l++) {
+        int32_t xw;
+        memcpy(&xw, xq + 4 * l, 4);
+        __m512i xv = _mm512_set1_epi32(xw), ax = _mm512_abs_epi8(xv);
+        __m512i w = _mm512_loadu_si512((const void *)(q + (size_t)l * 64));
+        _mm_prefetch((const char *)q + (size_t)l * 64 + 1024, _MM_HINT_T0);
+        w = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), w); /* x's sign onto w */
+#if defined(__AVX512VNNI__)
+        a = _mm512_dpbusd_epi32(a, ax, w);
+#else
+        a = _mm512_add_epi32(a, _mm512_madd_epi16(_mm512_maddubs_epi16(ax, w), ones));
+#endif
+    }
+    _mm512_storeu_si512((void *)acc, a);
+#elif defined(IG_AVX2)
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int l = l0; l < l1; l++) {
+        int32_t xw;
+        memcpy(&xw, xq + 4 * l, 4);
+        __m256i xv = _mm256_set1_epi32(xw), ax = _mm256_sign_epi8(xv, xv); /* |x| as u8 */
+        const __m256i *p = (const __m256i *)(q + (size_t)l * 64);
+        _mm_prefetch((const char *)p + 1024, _MM_HINT_T0);
+        /* u8 |x| times s8 sign(x) w: pairs sum to at most 2 127 127 < 2^15, no saturation */
+        __m256i s0 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(_mm256_loadu_si256(p), xv));
+        __m256i s1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(_mm256_loadu_si256(p + 1), xv));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(s0, ones));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(s1, ones));
+    }
+    _mm256_storeu_si256((__m256i *)acc, a0);
+    _mm256_storeu_si256((__m256i *)(acc + 8), a1);
+#else
+    for (int j = 0; j < 16; j++) acc[j] = 0;
+    for (int l = l0; l < l1; l++)
+        for (int j = 0; j < 16; j++)
+            for (int i = 0; i < 4; i++) acc[j] += (int32_t)xq[4 * l + i] * q[(size_t)l * 64 + j * 4 + i];
+#endif
+}
+
+/* Q8A: out[0..16) = x . W[panel] for one quantized row (codes xq, group scales xs). */
+IG_INLINE void ig_wq_igemv(int K, const int8_t *xq, const float *xs, const char *panel, float *out) {
+    IG_ALIGN64 int32_t acc[16];
+    IG_ALIGN64 float f[16] = {0};
+    const int KQ = (K + 3) / 4, QG = IG_WQ_AG / 4;
+    for (int g = 0; g * QG < KQ; g++) {
+        ig_wq_idot(xq, (const int8_t *)(panel + 64), g * QG, IG_MIN(KQ, g * QG + QG), acc);
+        for (int j = 0; j < 16; j++) f[j] += (float)acc[j] * xs[g];
+    }
+    for (int j = 0; j < 16; j++) {
+        float s;
+        memcpy(&s, panel + 4 * j, 4);
+        out[j] = f[j] * s;
+    }
+}
+
+/* Sums of xf over each group of G (Q4G's and Q4K's min term). */
 IG_INLINE void ig_wq_group_sums(const float *xf, int K, int G, float *gs) {
     for (int g = 0; g * G < K; g++) {
         float s = 0.0f;
@@ -187,7 +347,26 @@ IG_INLINE __m512 ig_wq_dot4(const float *xf, const uint8_t *b, int n) {
     return _mm512_add_ps(a0, a1);
 }
 
-/* out[0..16) = x . W[panel] for a whole panel (decode). gs: the group sums (Q4G). */
+/* the same for one Q6K group's columns c[n][12] (8 bytes of nibbles, a word of high bit pairs) */
+IG_INLINE __m512 ig_wq_dot6(const float *xf, const uint8_t *c, int n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+    const __m512i lo = _mm512_set1_epi32(15), three = _mm512_set1_epi32(3);
+    const __m512i shift = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hsh = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int k = 0; k < n; k++) {
+        const uint8_t *p = c + (size_t)k * 12;
+        uint32_t hw;
+        memcpy(&hw, p + 8, 4);
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_set1_epi64x(*(const long long *)p)), shift), lo);
+        __m512i h = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)hw), hsh), three);
+        q = _mm512_or_si512(q, _mm512_slli_epi32(h, 4));
+        if (k & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q), a1);
+        else a0 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q), a0);
+    }
+    return _mm512_add_ps(a0, a1);
+}
+
+/* out[0..16) = x . W[panel] for a whole panel (decode). gs: the group sums (Q4G, Q4K, Q6K). */
 IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs, const char *panel, float *out) {
     if (wq == IG_WQ_Q8C) {
         __m512 a = ig_wq_dot8(xf, (const int8_t *)(panel + 64), 0, K);
@@ -200,6 +379,27 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
             __m512 d = ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 32), 0, IG_MIN(G, K - g * G));
             acc = _mm512_fmadd_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb)), acc);
+        }
+        _mm512_storeu_ps(out, acc);
+        return;
+    }
+    if (IG_WQ_ISK(wq)) {
+        /* per superblock: sum_g dot_g sc_g times d, minus sum_g gs_g mn_g times dmin */
+        for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, g0);
+            __m512 sd = _mm512_setzero_ps(), sm = sd;
+            for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
+                const char *gb = panel + IG_WQ_KGRP(wq, G, g);
+                _mm_prefetch(gb + 2048, _MM_HINT_T0);
+                __m512 d = wq == IG_WQ_Q6K ? ig_wq_dot6(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G))
+                                           : ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G));
+                __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb)));
+                __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(gb + 16))));
+                sd = _mm512_fmadd_ps(d, sc, sd);
+                sm = _mm512_fmadd_ps(_mm512_set1_ps(gs[g]), mn, sm);
+            }
+            acc = _mm512_fmadd_ps(sd, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hb)), acc);
+            acc = _mm512_fnmadd_ps(sm, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hb + 32))), acc);
         }
         _mm512_storeu_ps(out, acc);
         return;
@@ -264,6 +464,25 @@ IG_INLINE void ig_wq_dot4(const float *xf, const uint8_t *b, int n, __m256 *lo, 
     *hi = _mm256_add_ps(a1, a3);
 }
 
+/* the same for one Q6K group's columns c[n][12] */
+IG_INLINE void ig_wq_dot6(const float *xf, const uint8_t *c, int n, __m256 *lo, __m256 *hi) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    const __m256i m15 = _mm256_set1_epi32(15), three = _mm256_set1_epi32(3);
+    const __m256i hs0 = _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0), hs1 = _mm256_set_epi32(30, 28, 26, 24, 22, 20, 18, 16);
+    for (int k = 0; k < n; k++) {
+        const uint8_t *p = c + (size_t)k * 12;
+        uint32_t hw;
+        memcpy(&hw, p + 8, 4);
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)), h = _mm256_set1_epi32((int)hw);
+        __m256i q0 = _mm256_or_si256(_mm256_and_si256(v, m15), _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, hs0), three), 4));
+        __m256i q1 = _mm256_or_si256(_mm256_srli_epi32(v, 4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, hs1), three), 4));
+        __m256 x0 = _mm256_set1_ps(xf[k]);
+        a0 = _mm256_fmadd_ps(x0, _mm256_cvtepi32_ps(q0), a0);
+        a1 = _mm256_fmadd_ps(x0, _mm256_cvtepi32_ps(q1), a1);
+    }
+    *lo = a0, *hi = a1;
+}
+
 IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs, const char *panel, float *out) {
     __m256 lo, hi;
     if (wq == IG_WQ_Q8C) {
@@ -279,6 +498,28 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 32), 0, IG_MIN(G, K - g * G), &lo, &hi);
             c0 = _mm256_fmadd_ps(lo, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gb)), c0);
             c1 = _mm256_fmadd_ps(hi, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(gb + 16))), c1);
+        }
+        _mm256_storeu_ps(out, c0);
+        _mm256_storeu_ps(out + 8, c1);
+        return;
+    }
+    if (IG_WQ_ISK(wq)) {
+        for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
+            const __m128i *h = (const __m128i *)(panel + IG_WQ_KHDR(wq, G, g0)); /* f16 d[0..8), d[8..16), dmin[0..8), dmin[8..16) */
+            __m256 d0 = _mm256_setzero_ps(), d1 = d0, m0 = d0, m1 = d0;
+            for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
+                const char *gb = panel + IG_WQ_KGRP(wq, G, g);
+                _mm_prefetch(gb + 2048, _MM_HINT_T0);
+                if (wq == IG_WQ_Q6K) ig_wq_dot6(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
+                else ig_wq_dot4(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
+                __m256 xs = _mm256_set1_ps(gs[g]);
+                d0 = _mm256_fmadd_ps(lo, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)gb))), d0);
+                d1 = _mm256_fmadd_ps(hi, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 8)))), d1);
+                m0 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 16)))), m0);
+                m1 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 24)))), m1);
+            }
+            c0 = _mm256_fnmadd_ps(m0, _mm256_cvtph_ps(_mm_loadu_si128(h + 2)), _mm256_fmadd_ps(d0, _mm256_cvtph_ps(_mm_loadu_si128(h)), c0));
+            c1 = _mm256_fnmadd_ps(m1, _mm256_cvtph_ps(_mm_loadu_si128(h + 3)), _mm256_fmadd_ps(d1, _mm256_cvtph_ps(_mm_loadu_si128(h + 1)), c1));
         }
         _mm256_storeu_ps(out, c0);
         _mm256_storeu_ps(out + 8, c1);
@@ -325,14 +566,27 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         return;
     }
     for (int g = 0; g * G < K; g++) {
-        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        const int k4 = IG_WQ_ISK(wq);
+        const char *gb = panel + (k4 ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
         float d[16] = {0};
-        const uint8_t *b = (const uint8_t *)gb + 64;
-        for (int k = 0; k < IG_MIN(G, K - g * G); k++)
+        const uint8_t *b = (const uint8_t *)gb + (k4 ? 32 : 64);
+        for (int k = 0; k < IG_MIN(G, K - g * G); k++) {
+            if (wq == IG_WQ_Q6K) {
+                for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)ig_wq_klevel(wq, gb, k, j);
+                continue;
+            }
             for (int j = 0; j < 8; j++) {
                 d[j] += xf[g * G + k] * (float)(b[k * 8 + j] & 15);
                 d[j + 8] += xf[g * G + k] * (float)(b[k * 8 + j] >> 4);
             }
+        }
+        if (k4) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, g);
+            const uint8_t *u = (const uint8_t *)gb;
+            for (int j = 0; j < 16; j++)
+                a[j] += ig_wq_f16(hb + 2 * j) * (float)u[j] * d[j] - ig_wq_f16(hb + 32 + 2 * j) * (float)u[16 + j] * gs[g];
+            continue;
+        }
         for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j] + ig_wq_f16(gb + 32 + 2 * j) * gs[g];
     }
     memcpy(out, a, sizeof a);
