@@ -94,6 +94,18 @@ IG_INLINE void ig_split(int n, int nt, int i, int *lo, int *hi) {
     *hi = *lo + q + (i < r);
 }
 
+/* This OpenMP thread's share of a grid over n_cols column units (a matmul's panel pairs) and n_rows
+ * rows: the threads split the columns and, when there are fewer columns than threads, the remaining
+ * factor splits the rows. Columns [*c0, *c1) of rows [*r0, *r1); 0 when the thread has no share. */
+IG_INLINE int ig_grid_share(int n_cols, int n_rows, int *c0, int *c1, int *r0, int *r1) {
+    int nt = ig_omp_nth(), tid = ig_omp_tid();
+    int ncol = IG_MIN(nt, n_cols), nrow = nt / ncol;
+    if (tid / ncol >= nrow) return 0;
+    ig_split(n_cols, ncol, tid % ncol, c0, c1);
+    ig_split(n_rows, nrow, tid / ncol, r0, r1);
+    return 1;
+}
+
 /* ---- SIMD building blocks ---- */
 
 #ifdef IG_AVX512

@@ -526,13 +526,8 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
      * against each panel of the thread's range (the pair's codes stay in L1/L2 across the block) */
 #pragma omp parallel num_threads(nth)
     {
-        int nt = ig_omp_nth(), tid = ig_omp_tid();
-        int ncol = IG_MIN(nt, NPP_), nrow = nt / ncol;
-        int col = tid % ncol, rg = tid / ncol;
-        if (rg < nrow) {
-            int q0, q1, t0, t1;
-            ig_split(NPP_, ncol, col, &q0, &q1);
-            ig_split(T, nrow, rg, &t0, &t1);
+        int q0, q1, t0, t1;
+        if (ig_grid_share(NPP_, T, &q0, &q1, &t0, &t1)) {
             IG_ALIGN64 float xf[MM_K];
             IG_ALIGN64 int8_t xq[MM_QRB][(MM_K + 3) / 4 * 4];
             float xs[MM_QRB][(MM_K + IG_WQ_AG - 1) / IG_WQ_AG];
@@ -592,15 +587,9 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
 
 #pragma omp parallel num_threads(nth)
     {
-        /* Threads form a grid: ncol split the panel pairs; when there are fewer pairs than
-         * threads, the remaining factor splits the rows. */
-        int nt = ig_omp_nth(), tid = ig_omp_tid();
-        int ncol = IG_MIN(nt, NPP_), nrow = nt / ncol;
-        int col = tid % ncol, rg = tid / ncol;
-        if (rg < nrow) {
-            int q0, q1, t0, t1;
-            ig_split(NPP_, ncol, col, &q0, &q1);
-            ig_split(T, nrow, rg, &t0, &t1);
+        /* Threads form a grid over panel pairs x rows (ig_grid_share). */
+        int q0, q1, t0, t1;
+        if (ig_grid_share(NPP_, T, &q0, &q1, &t0, &t1)) {
             IG_ALIGN64 float tile[MM_TB * 32];
 #if MM_WQ
             IG_ALIGN64 float wt[2 * MM_KC * 32]; /* the pair's K chunk, dequantized to f32 panels */
