@@ -144,6 +144,20 @@ def reference(model, models_dir=None):
     return ref["input_ids"].astype(np.int64), ref["logits"].astype(np.float64), meta
 
 
+def logits_abs_error(pkg, ids, ref):
+    """max |logits - ref| of the package's teacher-forced logits for ids, over the prefill path and
+    the one-token-step path (`ignis logits` with and without --step)."""
+    err = 0.0
+    npy = pkg + ".npy"
+    for extra in ([], ["--step"]):
+        run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + extra)
+        got = read_npy(npy).astype(np.float64)
+        if got.shape != ref.shape:
+            raise RuntimeError(f"logits shape {got.shape} != {ref.shape}")
+        err = max(err, np.abs(got - ref).max())
+    return err
+
+
 def check_model(model, dtype, outdir, target=None, log=print, source=None, models_dir=None, runner=None, tune=None):
     """Compiles `model` in `dtype` (for `target`, from `source` if given: e.g. an .igraph),
     compares teacher-forced logits and greedy ids with the transformers float64 reference.

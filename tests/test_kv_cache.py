@@ -43,14 +43,7 @@ def check_tiny(tmp, fails):
             pkg = os.path.join(tmp, f"{model}-{kv}")
             try:
                 golden.run(["compile", src, "-o", pkg, "--dtype", "f32", "--kv-cache", kv])
-                err = 0.0
-                for extra in ([], ["--step"]):
-                    npy = pkg + ".npy"
-                    golden.run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + extra)
-                    got = golden.read_npy(npy).astype(np.float64)
-                    if got.shape != ref.shape:
-                        raise RuntimeError(f"logits shape {got.shape} != {ref.shape}")
-                    err = max(err, np.abs(got - ref).max())
+                err = golden.logits_abs_error(pkg, ids, ref)
                 rel = err / scale
                 ok = rel <= BOUND[kv]
                 print(f"{model:16s} {kv:5s} KV: logits max|d| = {rel:.2e} x max|ref| (bound {BOUND[kv]}) {'ok' if ok else 'FAIL'}")

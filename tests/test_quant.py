@@ -44,15 +44,7 @@ def compile_q(model, scheme, tmp, extra=()):
 
 def logits_err(pkg, model):
     ids, ref, _ = golden.reference(model)
-    scale, worst = np.abs(ref).max(), 0.0
-    for extra in ([], ["--step"]):
-        npy = pkg + ".npy"
-        golden.run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + extra)
-        got = golden.read_npy(npy).astype(np.float64)
-        if got.shape != ref.shape:
-            raise RuntimeError(f"logits shape {got.shape} != {ref.shape}")
-        worst = max(worst, np.abs(got - ref).max() / scale)
-    return worst
+    return golden.logits_abs_error(pkg, ids, ref) / np.abs(ref).max()
 
 
 
