@@ -23,16 +23,23 @@ def check(ok, what):
         fails.append(what)
 
 
-def build_runtime(build):
-    """The aarch64 CLI, cross-built once per build directory; its path."""
+def cross_build(build, target):
+    """Cross-builds `target` of the aarch64 tree in build/aarch64 (configured once per build
+    directory; test_bundle.py shares it); that folder. A failing step raises RuntimeError with its
+    output."""
     out = os.path.join(build, "aarch64")
     tool = os.path.join(golden.ROOT, "cmake", "aarch64-linux-gnu.cmake")
     for cmd in (["cmake", "-S", golden.ROOT, "-B", out, "--toolchain", tool, "-DIGNIS_BENCH=OFF",
-                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], ["cmake", "--build", out, "--target", "ignis", "-j2"]):
+                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], ["cmake", "--build", out, "--target", target, "-j2"]):
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return os.path.join(out, "ignis")
+    return out
+
+
+def build_runtime(build):
+    """The aarch64 CLI, cross-built once per build directory; its path."""
+    return os.path.join(cross_build(build, "ignis"), "ignis")
 
 
 def emulated(arm_ignis, cpu):

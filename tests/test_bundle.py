@@ -153,17 +153,14 @@ def aarch64_runtime():
     if need:
         print(f"skip aarch64: missing {' '.join(need)} (scripts/install-deps.sh installs the arm64 cross packages)")
         return None
-    out = os.path.join(BUILD, "aarch64")
-    tool = os.path.join(golden.ROOT, "cmake", "aarch64-linux-gnu.cmake")
-    for cmd in (["cmake", "-S", golden.ROOT, "-B", out, "--toolchain", tool, "-DIGNIS_BENCH=OFF",
-                 "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], ["cmake", "--build", out, "--target", "ignis_bundle_rt", "-j2"]):
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            if "ignis_bundle_rt" in cmd and "No rule to make target" in p.stdout + p.stderr:
-                print("skip aarch64: no arm64 bundle runtime (static arm64 cJSON/libmicrohttpd: scripts/install-deps.sh)")
-                return None
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return os.path.join(out, "bundle-runtime")
+    import test_aarch64
+    try:
+        return os.path.join(test_aarch64.cross_build(BUILD, "ignis_bundle_rt"), "bundle-runtime")
+    except RuntimeError as e:
+        if "No rule to make target" in str(e):
+            print("skip aarch64: no arm64 bundle runtime (static arm64 cJSON/libmicrohttpd: scripts/install-deps.sh)")
+            return None
+        raise
 
 
 def aarch64_cases(tmp):
