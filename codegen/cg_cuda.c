@@ -60,6 +60,8 @@ typedef struct gen {
     uint64_t kv_layer_page;
     dl_plan dl;
     int dl_fn;            /* the persistent kernel's index in the launch table, or -1 */
+    int wq_any;           /* some matrix is quantized (q8r / q4r rows, templates/cuda/wq.cuh) */
+    int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
     char archs[128];      /* "sm_80,sm_90" */
 } gen;
 
@@ -83,6 +85,18 @@ static const char *buf_name(const gen *c, int32_t t) {
 /* The name of an element type: f32, or the package's 16-bit type. */
 static const char *dtn(const gen *c, int bf) { return bf ? c->fmt->name : "f32"; }
 
+/* How a matrix is stored: wq 0 (the package's float type), 8 (q8r) or 4 (q4r with groups of wg). */
+typedef struct mm_wfmt {
+    int wq, wg;
+} mm_wfmt;
+
+static mm_wfmt weight_format(const gen *c, int32_t t) {
+    int32_t k = pk_find(c->plan, t);
+    const cg_format *f = k >= 0 ? cg_format_of(c->plan->e[k].dtype) : NULL;
+    mm_wfmt m = {f ? f->wq : 0, k >= 0 ? (int)c->plan->e[k].group : 0};
+    return m;
+}
+
 /* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
 typedef struct mm_norm {
     const char *src;   /* f32 residual rows [T][K] */
@@ -90,27 +104,43 @@ typedef struct mm_norm {
     double eps;
 } mm_norm;
 
+static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
+                      const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
+                      const mm_norm *norm);
+static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
+                          const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
+                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv);
+
 /* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi, preceded by an RMSNorm of norm->src into x
  * when norm is set: a GEMV launch for up to st->gemv_tmax rows (the norm fused into it), else an
  * rmsnorm launch, cuBLAS and bias / SwiGLU epilogue kernels. */
 static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                         const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
-                        const char *what, const mm_norm *norm) {
-    char params[1024], comment[512], nm[96];
+                        const char *what, const mm_norm *norm, mm_wfmt wf) {
+    char params[1024], comment[512], nm[96], wname[24] = "", qp[64] = "";
     int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "zero") != 0;
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
+    if (wf.wq) {
+        snprintf(qp, sizeof qp, "#define MV_WQ %d\n#define MV_WG %d\n", wf.wq, wf.wq == 4 ? wf.wg : 32);
+        if (wf.wq == 8) snprintf(wname, sizeof wname, "q8r");
+        else snprintf(wname, sizeof wname, "q4r%d", wf.wg);
+    }
     snprintf(params, sizeof params,
              "#define MV_K %lld\n#define MV_N %lld\n#define MV_WBF16 %d\n#define MV_XBF16 %d\n#define MV_BIAS %d\n"
-             "#define MV_EPI %d\n#define MV_LDY %lld\n#define MV_YBF16 %d\n#define MV_NORM %d\n#define MV_EPS %.9gf\n",
+             "#define MV_EPI %d\n#define MV_LDY %lld\n#define MV_YBF16 %d\n#define MV_NORM %d\n#define MV_EPS %.9gf\n%s",
              (long long)K, (long long)N, bf, bf, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, norm != NULL,
-             norm ? norm->eps : 1e-5);
+             norm ? norm->eps : 1e-5, qp);
     snprintf(comment, sizeof comment, "%s: gemv %sx[T,%lld] %s . w[%lld,%lld]^T %s, %s", what, norm ? "rms_norm(x) then " : "",
-             (long long)K, dtn(c, bf), (long long)N, (long long)K, dtn(c, bf),
+             (long long)K, dtn(c, bf), (long long)N, (long long)K, wf.wq ? wname : dtn(c, bf),
              epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
-    snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s%s", (long long)K, (long long)N, norm ? "_norm" : "",
-             epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "");
+    snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s%s%s%s", (long long)K, (long long)N, norm ? "_norm" : "",
+             epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wf.wq ? "_" : "", wname);
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
+    if (wf.wq) {
+        emit_matmul_q(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, fmv);
+        return;
+    }
     /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit W and x, K % 32 == 0, a fused norm's x
      * staged in at most 96 KB) when the GPU has it (sm_80+) */
     if (bf && K % 32 == 0 && (!norm || (K + 32) * 16 <= 96 * 1024)) {
@@ -133,6 +163,18 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n", ind,
             fmv, (long long)N, (long long)K, bf ? 2 : 4, (long long)K, bf ? 2 : 4);
     fprintf(fw, "%s} else {\n", ind);
+    emit_gemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm);
+    fprintf(fw, "%s}\n", ind);
+}
+
+/* The cuBLAS path of a matmul (inside the caller's else block): the RMSNorm into x when norm is
+ * set, the GEMM with W (16-bit or f32, the package's type), the bias / SwiGLU epilogue kernels. */
+static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
+                      const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
+                      const mm_norm *norm) {
+    char params[1024], comment[512], nm[96];
+    int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "zero") != 0;
+    const char *targ = rows[0] == 'T' ? "T" : "n_out";
     if (norm) {
         snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, norm->eps, bf);
         snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, norm->eps, dtn(c, bf));
@@ -168,6 +210,33 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
                     fn_index(c, ep), rows, (long long)N, rows);
         }
     }
+}
+
+/* A matmul with quantized rows (wq.cuh): gemv.cu's quantized instance `fmv` for up to MV_TMAX
+ * tokens (the codes stream once per pass of up to 4 tokens), else the matrix dequantized into the
+ * 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
+static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
+                          const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
+                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv) {
+    const char *targ = rows[0] == 'T' ? "T" : "n_out";
+    const long long np = (N + 15) / 16 * 16;
+    char params[256], comment[256], nm[64];
+    fprintf(fw, "%sif (%s <= MV_TMAX) {\n", ind, rows);
+    fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
+            norm ? norm->gamma : "zero", w, bias, y);
+    fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_XB(%lld, IG_WQ_CODEB(%lld, %d), st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n",
+            ind, fmv, (long long)N, (long long)K, wf.wq, (long long)K, bf ? 2 : 4);
+    fprintf(fw, "%s} else {\n", ind);
+    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K, np,
+             wf.wq, wf.wq == 4 ? wf.wg : 32);
+    snprintf(comment, sizeof comment, "%s: w[%lld,%lld] %s -> %s for cuBLAS", what, np, (long long)K,
+             wf.wq == 8 ? "q8r" : "q4r", dtn(c, bf));
+    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_q%d", (long long)K, np, wf.wq);
+    const int fdq = fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
+    if ((int64_t)np * K > c->wdq_elems) c->wdq_elems = (int64_t)np * K;
+    fprintf(fw, "%s    { void *argsq[] = {&%s, &a_wdq};\n%s      LAUNCH(%d, IG_DQ_GRID_X(%lld, %lld, %d), 1, 1, IG_DQ_BLOCK, 0, argsq); }\n",
+            ind, w, ind, fdq, np, (long long)K, wf.wq);
+    emit_gemm(c, fw, ind, rows, x, "a_wdq", bias, y, K, N, epi, ldy, bf, what, norm);
     fprintf(fw, "%s}\n", ind);
 }
 
@@ -190,10 +259,14 @@ static ig_status emit_embed(gen *c, node_ctx *x, ig_err *err) {
     const int tp = c->g->hp.tp > 1;
     char rows[48] = "";
     if (tp) snprintf(rows, sizeof rows, "#define EM_ROWS %d\n", c->g->hp.tp_vocab);
-    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n%s", HID, c->bf, rows);
-    snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table%s", HID, dtn(c, c->bf),
-             tp ? c->g->hp.tp_vocab : c->g->hp.vocab, HID, tp ? " (this rank's rows of the vocabulary)" : "");
-    snprintf(nm, sizeof nm, "embed_%d%s", HID, tp ? "_tp" : "");
+    const mm_wfmt wf = weight_format(c, x->n->in[1]);
+    char qp[64] = "";
+    if (wf.wq) snprintf(qp, sizeof qp, "#define EM_WQ %d\n#define EM_WG %d\n", wf.wq, wf.wq == 4 ? wf.wg : 32);
+    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n%s%s", HID, c->bf, rows, qp);
+    snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table%s", HID,
+             wf.wq == 8 ? "q8r" : wf.wq == 4 ? "q4r" : dtn(c, c->bf), tp ? c->g->hp.tp_vocab : c->g->hp.vocab, HID,
+             tp ? " (this rank's rows of the vocabulary)" : "");
+    snprintf(nm, sizeof nm, "embed_%d%s%s", HID, tp ? "_tp" : "", wf.wq == 8 ? "_q8r" : wf.wq == 4 ? "_q4r" : "");
     const char *k = instance(c, "embed.cu", nm, "EM_NAME", params, comment);
     if (tp) fprintf(c->fw, "%sint lo = st->comm->rank * TP_VOCAB;\n", x->ind);
     fprintf(c->fw, "%s/* %s */\n%svoid *args[] = {&T, &d_ids, &w1, &%s%s};\n%sLAUNCH(%d, IG_EM_GRID_X(T), 1, 1, IG_EM_BLOCK, 0, args);\n",
@@ -230,7 +303,7 @@ static ig_status emit_norm_matmul(gen *c, node_ctx *x, ig_err *err) {
     if (n->in[3] < 0) snprintf(x->wexpr[3], sizeof x->wexpr[3], "zero");
     mm_norm nrm = {c->bufs.v[src].ident, "w1", n->eps};
     emit_matmul(c, c->fw, x->ind, x->rows, "xn", "w2", x->wexpr[3], y, K, N, swiglu ? IR_EPI_SWIGLU : IR_EPI_STORE,
-                swiglu ? N / 2 : N, c->bf, logits ? "lm_head" : "layers.*", &nrm);
+                swiglu ? N / 2 : N, c->bf, logits ? "lm_head" : "layers.*", &nrm, weight_format(c, n->in[2]));
     return IG_OK;
 }
 
@@ -243,7 +316,7 @@ static ig_status emit_matmul_epi(gen *c, node_ctx *x, ig_err *err) {
         new_buf(c, n->out, wt->shape[0], 0);
         fprintf(c->fw, "%s/* %s: matmul */\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl));
         emit_matmul(c, c->fw, x->ind, x->rows, buf_name(c, n->in[0]), "w1", x->wexpr[2], buf_name(c, n->out), wt->shape[1],
-                    wt->shape[0], IR_EPI_STORE, wt->shape[0], c->bf, "layers.*", NULL);
+                    wt->shape[0], IR_EPI_STORE, wt->shape[0], c->bf, "layers.*", NULL, weight_format(c, n->in[1]));
         return IG_OK;
     }
     if (n->epi != IR_EPI_ACC) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: matmul_epi without a norm must accumulate");
@@ -251,7 +324,7 @@ static ig_status emit_matmul_epi(gen *c, node_ctx *x, ig_err *err) {
     if (n->in[2] < 0) snprintf(x->wexpr[2], sizeof x->wexpr[2], "zero");
     fprintf(c->fw, "%s/* %s: matmul + residual add */\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl));
     emit_matmul(c, c->fw, x->ind, x->rows, buf_name(c, n->in[0]), "w1", x->wexpr[2], c->bufs.v[c->resid].ident,
-                wt->shape[1], wt->shape[0], IR_EPI_ACC, wt->shape[0], c->bf, "layers.*", NULL);
+                wt->shape[1], wt->shape[0], IR_EPI_ACC, wt->shape[0], c->bf, "layers.*", NULL, weight_format(c, n->in[1]));
     return IG_OK;
 }
 
@@ -463,7 +536,7 @@ static void plan_decode_layers(gen *c) {
     dl_plan *dl = &c->dl;
     memset(dl, 0, sizeof *dl);
     dl->resid_rows = 256;
-    if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != 6) return;
+    if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != 6 || c->wq_any) return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};
     for (int k = 0; k < 6; k++) {
@@ -704,6 +777,8 @@ static void emit_workspace(gen *c, FILE *out) {
                  "    X(%s, a_gu, (uint64_t)(T) * %lld) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
+    if (c->wdq_elems) /* whatever T: one matrix at a time */
+        fprintf(out, " \\\n    X(uint16_t, a_wdq, %lldull) /* a quantized matrix in 16 bits, for cuBLAS */", (long long)c->wdq_elems);
     for (int i = 0; i < c->bufs.n; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", c->bufs.v[i].is16 ? "uint16_t" : "float", c->bufs.v[i].ident,
                 (long long)c->bufs.v[i].cols);
@@ -791,6 +866,12 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     c.kv_layer_page = 2ull * hp->n_kv_heads * o->page_size * hp->head_dim * c.fmt->bytes;
     for (int i = 0; i < t->n_archs; i++)
         snprintf(c.archs + strlen(c.archs), sizeof c.archs - strlen(c.archs), "%s%s", i ? "," : "", t->archs[i]);
+    for (int32_t i = 0; i < plan->n; i++) {
+        const cg_format *f = cg_format_of(plan->e[i].dtype);
+        if (f && f->wq && !f->cuda)
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s is stored as %s, a CPU format", plan->e[i].name, f->name);
+        if (f && f->wq) c.wq_any = 1;
+    }
     plan_decode_layers(&c);
     char *step = NULL;
     size_t step_len = 0;

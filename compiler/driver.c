@@ -213,12 +213,18 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
     else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4K, q->head = IG_DTYPE_Q6K; /* vocabulary: 6 bits, group 32 */
     else if (!strcmp(o->quant, "keep")) q->keep = 1;
     else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4, a8w8 or keep)", o->quant);
-    if (cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: quantized weights are for CPU targets for now", o->quant);
+    if (cuda && (q->keep || q->wdtype == IG_DTYPE_Q8A))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages take a16w8 and a16w4 for now", o->quant);
+    if (cuda) /* GPU rows; the vocabulary matrices of a16w4 in int8 (templates/cuda/wq.cuh) */
+        q->head = q->wdtype == IG_DTYPE_Q8C ? 0 : IG_DTYPE_Q8R, q->wdtype = q->wdtype == IG_DTYPE_Q8C ? IG_DTYPE_Q8R : IG_DTYPE_Q4R;
+    if (cuda && o->dtype && !strcmp(o->dtype, "f32"))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages with quantized weights compute in bf16 or f16, "
+                       "not --dtype f32", o->quant);
     /* group 32 by default: on SmolLM2 (a Q4_1 GGUF) g128 costs 1.52x the perplexity, g32 1.0004x */
     q->group = o->quant_group ? o->quant_group : 32;
     if (q->keep && o->quant_group)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (keep keeps the GGUF's blocks of 32)");
-    if ((q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8A) && o->quant_group)
+    if ((q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8A || q->wdtype == IG_DTYPE_Q8R) && o->quant_group)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (%s scales each output channel)", o->quant);
     if (q->group != 32 && q->group != 64 && q->group != 128)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group %d: expected 32, 64 or 128", q->group);
@@ -231,9 +237,9 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
 /* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
 static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *plan) {
     cJSON *j = cJSON_CreateObject();
-    int nq = 0, nkept = 0;
+    int nq = 0, nkept = 0, rows = q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R;
     for (int32_t i = 0; i < plan->n; i++) {
-        if (plan->e[i].fmt != PK_PANEL) continue;
+        if (plan->e[i].fmt == PK_VEC_F32) continue;
         if (plan->e[i].dtype >= IG_DTYPE_Q8C) nq++;
         else nkept++;
     }
@@ -243,8 +249,13 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         cJSON_AddStringToObject(j, "scheme", "GGUF blocks kept: Q4_0 and Q4_1 as q4g with group 32 (scale d, min m or -8d), "
                                              "Q8_0 as q8g with group 32 (scale d), scales f16 as stored; float matrices stay float");
         cJSON_AddNumberToObject(j, "group", 32);
-    } else if (q->wdtype == IG_DTYPE_Q8C) {
+    } else if (q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8R) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
+    } else if (q->wdtype == IG_DTYPE_Q4R) {
+        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte; an f16 scale and min per output channel and group "
+                                             "of K after each row: w = scale q + min");
+        cJSON_AddNumberToObject(j, "group", q->group);
+        cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     } else if (q->wdtype == IG_DTYPE_Q8A) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel, times int8 activations "
                                              "quantized per token (max |x| / 127) in the matmul, int32 sums");
@@ -259,7 +270,8 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         cJSON_AddNumberToObject(j, "group", q->group);
         cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     }
-    cJSON_AddStringToObject(j, "layout", "16-row panels (templates/cpu/quant.h)");
+    cJSON_AddStringToObject(j, "layout", rows ? "rows, codes then scales (templates/cuda/wq.cuh)"
+                                              : "16-row panels (templates/cpu/quant.h)");
     cJSON_AddStringToObject(j, "skip", q->skip ? q->skip : "");
     cJSON_AddNumberToObject(j, "quantized_matrices", nq);
     cJSON_AddNumberToObject(j, "kept_matrices", nkept);
@@ -535,7 +547,9 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             cJSON_AddStringToObject(e, "name", plan.e[i].name);
             cJSON_AddNumberToObject(e, "offset", (double)plan.e[i].offset);
             cJSON_AddNumberToObject(e, "bytes", (double)plan.e[i].nbytes);
-            cJSON_AddStringToObject(e, "layout", plan.e[i].fmt == PK_PANEL ? "panel16" : "vector");
+            cJSON_AddStringToObject(e, "layout", plan.e[i].fmt == PK_PANEL      ? "panel16"
+                                                 : plan.e[i].fmt == PK_ROWMAJOR ? "rows16"
+                                                                                : "vector");
             cJSON_AddStringToObject(e, "dtype", dtype_str(plan.e[i].dtype));
             if (plan.e[i].group) cJSON_AddNumberToObject(e, "group", plan.e[i].group);
             snprintf(hx, sizeof hx, "%016llx", (unsigned long long)plan.e[i].hash);

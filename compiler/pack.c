@@ -280,6 +280,57 @@ void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t G, ig_dtype dt, v
         for (int j = 0; j < 16 && p * 16 + j < N; j++) q4k_pack_lane(w + (p * 16 + j) * K, K, G, L, j, (uint8_t *)dst + (uint64_t)p * per);
 }
 
+/* ---- quantized rows of CUDA packages (templates/cuda/wq.cuh): q8r = K int8 codes, then the
+ * row's f32 scale in a 16-byte tail; q4r = K / 2 bytes of uint4 codes (element 2i in the low
+ * nibble of byte i), then an (f16 scale, f16 min) pair per group, padded to 16 bytes. A weight
+ * is scale * q (q8r) or scale * q + min (q4r). Rows past N stay zero (dst is zeroed). */
+
+uint64_t pk_qrow_bytes(int64_t K, ig_dtype dt, int32_t group) {
+    if (dt == IG_DTYPE_Q8R) return (uint64_t)K + 16u;
+    return (uint64_t)K / 2u + ((uint64_t)(4 * (K / group)) + 15u) / 16u * 16u;
+}
+
+void pk_pack_q8r(const float *w, int64_t N, int64_t K, void *dst) {
+    const uint64_t rb = pk_qrow_bytes(K, IG_DTYPE_Q8R, 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *row = w + n * K;
+        uint8_t *o = (uint8_t *)dst + (uint64_t)n * rb;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(row[k]));
+        /* the a16w8 rule of the CPU's q8c: the same codes and scale */
+        float s = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            long v = lrintf(row[k] * inv);
+            o[k] = (uint8_t)(int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        memcpy(o + K, &s, 4);
+    }
+}
+
+void pk_pack_q4r(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
+    const uint64_t rb = pk_qrow_bytes(K, IG_DTYPE_Q4R, G);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        uint8_t *o = (uint8_t *)dst + (uint64_t)n * rb;
+        for (int64_t g = 0; g < K / G; g++) {
+            const float *x = w + n * K + g * G;
+            float s, m;
+            q4_range(x, G, 15.0f, &s, &m);
+            uint16_t hs = pk_f32_to_f16(s), hm = pk_f32_to_f16(m);
+            uint8_t *sm = o + K / 2 + 4 * g;
+            memcpy(sm, &hs, 2);
+            memcpy(sm + 2, &hm, 2);
+            s = f16_to_f32(sm), m = f16_to_f32(sm + 2); /* the levels on the stored grid */
+            for (int i = 0; i < G; i++) {
+                int q = s > 0.0f ? (int)fminf(15.0f, fmaxf(0.0f, rintf((x[i] - m) / s))) : 0;
+                const int64_t k = g * G + i;
+                o[k / 2] |= (uint8_t)(k & 1 ? q << 4 : q);
+            }
+        }
+    }
+}
+
 /* ---- GGUF blocks kept (--quant keep): Q4_0 {f16 d; u8 qs[16]}, Q4_1 {f16 d, m; u8 qs[16]},
  * Q8_0 {f16 d; i8 qs[32]}; byte i's low nibble is element i, its high nibble element i + 16. */
 
@@ -371,6 +422,23 @@ int pk_quant_skips(const char *skip, const char *name) {
     return 0;
 }
 
+/* Rows of a CUDA package's matrix x quantized to dt (Q8R, or Q4R with groups of G): e's format
+ * and size, or an error naming a shape the kernels cannot take. */
+static ig_status qrow_format(const ir_tensor *x, ig_dtype dt, int32_t G, pk_entry *e, ig_err *err) {
+    const int64_t K = x->shape[1];
+    if (dt == IG_DTYPE_Q8R && K % 16)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant a16w8 (cuda): %s has %lld columns, not a multiple of 16", x->name,
+                       (long long)K);
+    if (dt == IG_DTYPE_Q4R && (K % 32 || K % G))
+        return ig_fail(err, IG_ERR_UNSUPPORTED,
+                       "--quant a16w4 (cuda): %s has %lld columns, not a multiple of 32 and of the group %d (--quant-group)",
+                       x->name, (long long)K, (int)G);
+    e->dtype = dt;
+    e->group = dt == IG_DTYPE_Q4R ? G : 0;
+    e->nbytes = (uint64_t)((x->shape[0] + 15) / 16 * 16) * pk_qrow_bytes(K, dt, G);
+    return IG_OK;
+}
+
 /* vocab: t is a vocabulary matrix (the embedding table, or the lm_head: the matmul after the
  * last layer) */
 static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format fmt, ig_dtype dt, const pk_quant *q,
@@ -393,8 +461,11 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
             return ig_fail(err, IG_ERR_UNSUPPORTED,
                            "pack: %s has an odd inner dimension %lld (16-bit types pack pairs)", x->name,
                            (long long)x->shape[1]);
-        e.nbytes = pk_panel_bytes(x->shape[0], x->shape[1], dt);
-        if (q && q->keep && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
+        e.nbytes = pk_panel_bytes(x->shape[0], x->shape[1], dt); /* row-major: the same bytes, N padded to 16 */
+        if (q && fmt == PK_ROWMAJOR && !pk_quant_skips(q->skip, x->name)) {
+            ig_status st = qrow_format(x, vocab && q->head ? q->head : q->wdtype, q->group, &e, err);
+            if (st) return st;
+        } else if (q && q->keep && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
             ig_status st = keep_format(g, x, &e, err);
             if (st) return st;
             if (e.kept) e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
@@ -420,11 +491,16 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
 
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
-    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K);
-    if (q && !q->keep && (mf != PK_PANEL || (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && !q4) ||
-              (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
+    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4R);
+    int rows = q && (q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R);
+    if (q && !q->keep &&
+        (mf != (rows ? PK_ROWMAJOR : PK_PANEL) ||
+         (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && q->wdtype != IG_DTYPE_Q8R && !q4) ||
+         (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
-                                                "in CPU panels");
+                                                "in CPU panels (q8c, q8a, q4g, q4k) or GPU rows (q8r, q4r)");
+    if (q && q->keep && mf != PK_PANEL)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: GGUF blocks are kept in CPU packages only");
     ig_status st = IG_OK;
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
@@ -516,6 +592,10 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 pk_pack_q4g(w, rows, cols, e->group, out);
             else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K))
                 pk_pack_q4k(w, rows, cols, e->group, e->dtype, out);
+            else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q8R)
+                pk_pack_q8r(w, rows, cols, out);
+            else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q4R)
+                pk_pack_q4r(w, rows, cols, e->group, out);
             else if (e->fmt == PK_PANEL)
                 pk_pack_panels(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR)

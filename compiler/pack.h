@@ -34,9 +34,9 @@ typedef struct pk_plan {
 
 /* Weight quantization of a CPU package (InstantQuant: from the weights alone, no calibration). */
 typedef struct pk_quant {
-    ig_dtype wdtype;  /* IG_DTYPE_Q8C (a16w8), Q4K (a16w4), Q8A (a8w8) or Q4G; unused with keep */
+    ig_dtype wdtype;  /* CPU: IG_DTYPE_Q8C (a16w8), Q4K (a16w4), Q8A (a8w8) or Q4G; CUDA: Q8R, Q4R; unused with keep */
     int32_t group;    /* Q4G / Q4K: 32, 64 or 128 */
-    ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head): wdtype or IG_DTYPE_Q8C */
+    ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head), or 0 for wdtype */
     int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q8_0 matrices repacked losslessly (q4g / q8g, group 32),
                          float ones stay float, other block types are an error */
     const char *skip; /* comma-separated names of matrices kept in the float dtype (borrowed), or NULL */
@@ -73,6 +73,12 @@ void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype d
  * (Q4_0, Q4_1) or q8g (Q8_0) panels with group 32: every weight keeps its exact value. Returns 0,
  * or -1 when a Q4_0 min (-8d) does not fit f16 (dst is then incomplete). */
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
+/* Quantized rows of CUDA packages (layouts in templates/cuda/wq.cuh): bytes of one row of K, and
+ * the packers of w[N][K] (dst zeroed, N rounded up to 16 rows). q8r takes the a16w8 rule of q8c
+ * (the same codes and scales), q4r the (scale, min) search of q4g with groups of `group`. */
+uint64_t pk_qrow_bytes(int64_t K, ig_dtype dt, int32_t group);
+void pk_pack_q8r(const float *w, int64_t N, int64_t K, void *dst);
+void pk_pack_q4r(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 uint16_t pk_f32_to_bf16(float f);
 /* f32 -> IEEE half, round to nearest even; past 65504 (after rounding) inf, NaN stays NaN. */
 uint16_t pk_f32_to_f16(float f);

@@ -256,6 +256,8 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q4K: return "q4k";
     case IG_DTYPE_Q6K: return "q6k";
     case IG_DTYPE_Q8A: return "q8a";
+    case IG_DTYPE_Q8R: return "q8r";
+    case IG_DTYPE_Q4R: return "q4r";
     case IG_DTYPE_KV8: return "kv8";
     case IG_DTYPE_KV4: return "kv4";
     }

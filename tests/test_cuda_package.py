@@ -41,6 +41,9 @@ def main():
         insp = golden.run(["inspect", pkg]).stdout
         if "sm_75,sm_80,sm_90" not in insp:
             fails.append("inspect does not list the architectures")
+        # quantized rows (--quant a16w8 / a16w4): compile, formats, the packer's contract (test_quant)
+        import test_quant
+        test_quant.cuda_checks("sm_90", tmp, fails, gpu=False)
         # the persistent decode kernel (decode_layers.cu): emitted for a bf16 model whose dims are
         # multiples of 128, compiled by NVRTC for sm_90 (and as an empty stub for sm_80), never
         # for shapes it cannot take (the qwen3-qknorm package above: hidden 64)

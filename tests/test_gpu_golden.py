@@ -45,6 +45,10 @@ def main():
                           golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir, tune=tune)]
             except Exception as e:
                 fails.append(f"{model} {dtype}{f' (--tune {tune})' if tune else ''}: {e}")
+    if not only or "quant" in only.split(","):  # quantized rows (templates/cuda/wq.cuh)
+        import test_quant
+        with tempfile.TemporaryDirectory(prefix="ignis-gpu-quant-") as tmp:
+            test_quant.cuda_checks(arch, tmp, fails, gpu=True)
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

@@ -86,6 +86,26 @@ def panels(buf, N, K, dtype, G):
     return W[:N], grids
 
 
+def rows(buf, N, K, dtype, G):
+    """The logical [N][K] matrix of one CUDA package's quantized rows (templates/cuda/wq.cuh), decoded
+    from its bytes by that layout: q8r = K int8 codes then an f32 scale (16-byte tail); q4r = K / 2
+    bytes of nibbles (element 2i low) then an (f16 scale, f16 min) pair per group, padded to 16."""
+    NP = (N + 15) // 16 * 16
+    if dtype == "q8r":
+        p = np.frombuffer(buf, np.uint8)[:NP * (K + 16)].reshape(NP, K + 16)
+        q = p[:, :K].copy().view(np.int8).astype(np.float32)
+        return (q * p[:, K:K + 4].copy().view(np.float32)).astype(np.float32)[:N], None
+    ng = K // G
+    rb = K // 2 + (4 * ng + 15) // 16 * 16
+    p = np.frombuffer(buf, np.uint8)[:NP * rb].reshape(NP, rb)
+    c = p[:, :K // 2]
+    q = np.stack([c & 15, c >> 4], axis=2).reshape(NP, K).astype(np.float32)
+    sm = p[:, K // 2:K // 2 + 4 * ng].copy().view(np.float16).astype(np.float32).reshape(NP, ng, 2)
+    s, m = sm[:, :, 0], sm[:, :, 1]
+    W = q * np.repeat(s, G, axis=1) + np.repeat(m, G, axis=1)
+    return W[:N], [(g * G, G, s[:N, g], m[:N, g]) for g in range(ng)]
+
+
 def kpanels(buf, N, K, dtype, G, gl):
     """q4k / q6k: per superblock of 8 groups f16 d[16], f16 dmin[16], then per group u8 sc[16],
     u8 mn[16] and per column 8 bytes of nibbles (+ for q6k a 32-bit word, lane j's high bit pair
@@ -152,7 +172,7 @@ def twin(model, pkg, tmp, fails):
     man = json.load(open(os.path.join(pkg, "manifest.json")))
     wb = open(os.path.join(pkg, "weights.bin"), "rb").read()
     for e in man["weights"]["tensors"]:
-        if e["layout"] != "panel16":
+        if e["layout"] != "panel16" and not (e["layout"] == "rows16" and e["dtype"] in ("q8r", "q4r")):
             continue
         name, L = e["name"], e["name"].split(".")[1] if e["name"].startswith("layers.") else None
         if name.endswith("attn.qkv.weight"):   # q, k, v rows concatenated
@@ -165,8 +185,8 @@ def twin(model, pkg, tmp, fails):
         else:
             parts, W = [name], t[name]
         buf = wb[e["offset"]:e["offset"] + e["bytes"]]
-        D, grids = panels(buf, W.shape[0], W.shape[1], e["dtype"], e.get("group"))
-        if e["dtype"] == "q8c":
+        D, grids = (rows if e["layout"] == "rows16" else panels)(buf, W.shape[0], W.shape[1], e["dtype"], e.get("group"))
+        if e["dtype"] in ("q8c", "q8r"):
             if np.abs(D - q8c(W)).max() > 1e-6 * np.abs(W).max():
                 fails.append(f"{name}: q8c values differ from the int8 per-row rule")
         elif e["dtype"] in ("q4k", "q6k"):
@@ -192,6 +212,53 @@ def twin(model, pkg, tmp, fails):
     with open(os.path.join(dst, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
     return dst
+
+
+def cuda_checks(arch, tmp, fails, gpu):
+    """CUDA packages with quantized rows (--quant a16w8 / a16w4, templates/cuda/wq.cuh). Without a GPU
+    (gpu False): they compile through NVRTC, the manifest names the formats, every matrix has the
+    bytes of its rows, and the decoded rows keep the packer's contract (twin()). On a GPU also: the
+    logits (prefill and one-token steps) against the CPU f32 package of the decoded twin (the same
+    weights, so only the GPU's bf16 activations differ: the bf16 golden limit 3e-2 of max |logit|;
+    a wrong scale, nibble or row offset is O(1) off), and against the transformers reference with
+    the CPU formats' bounds."""
+    for model, scheme in (("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8"), ("qwen3-qknorm", "a16w4-g64"),
+                          ("llama-gqa", "a16w8"), ("qwen2-bias-tied", "a16w4-g64")):
+        mode, _, g = scheme.partition("-g")
+        pkg = os.path.join(tmp, f"{model}-{scheme}-cuda")
+        try:
+            golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", pkg, "--target", f"cuda:{arch}",
+                        "--quant", mode] + (["--quant-group", g] if g else []))
+            m = json.load(open(os.path.join(pkg, "manifest.json")))
+            want = "q8r" if mode == "a16w8" else "q4r"
+            if m.get("quant", {}).get("weights") != want:
+                fails.append(f"{model} {scheme} cuda: manifest quant {m.get('quant')}")
+            for t in m["weights"]["tensors"]:
+                if t["dtype"] not in ("q8r", "q4r"):
+                    continue
+                vocab = "embed" in t["name"] or "lm_head" in t["name"]
+                if t["dtype"] != ("q8r" if vocab else want):  # a16w4 keeps the vocabulary in int8 on CUDA
+                    fails.append(f"{model} {scheme} cuda: {t['name']} is {t['dtype']}")
+            tw = twin(model, pkg, tmp, fails)
+            if not gpu:
+                print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")
+                continue
+            pt = os.path.join(tmp, f"{model}-{scheme}-cuda-twin-pkg")
+            golden.run(["compile", tw, "-o", pt, "--target", "cpu", "--dtype", "f32"])
+            ids = golden.reference(model)[0]
+            for step in (0, 1):
+                a, b = logits_of(pkg, ids, step), logits_of(pt, ids, step)
+                rel = np.abs(a - b).max() / np.abs(b).max()
+                print(f"{model:18s} {scheme:10s} cuda vs its decoded twin on the CPU{' (steps)' if step else ''}: "
+                      f"{rel:.2e} x max|logit| (limit 3e-2) {'ok' if rel <= 3e-2 else 'FAIL'}")
+                if not rel <= 3e-2:
+                    fails.append(f"{model} {scheme} cuda: differs from its decoded twin by {rel:.3e}")
+            rel, bound = logits_err(pkg, model), BOUND["a16w8" if mode == "a16w8" else "a16w4-g128"]
+            print(f"{model:18s} {scheme:10s} cuda logits max|d| = {rel:.3e} x max|ref| (bound {bound}) {'ok' if rel <= bound else 'FAIL'}")
+            if not rel <= bound:
+                fails.append(f"{model} {scheme} cuda: error {rel:.3e} > {bound}")
+        except Exception as e:
+            fails.append(f"{model} {scheme} cuda: {e}")
 
 
 def logits_of(pkg, ids, step):

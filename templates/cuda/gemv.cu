@@ -3,11 +3,12 @@
  * from HBM once per pass of up to IG_MV_TG(K, XES) tokens (one pass for the usual T = 1..4).
  *
  * Instantiate with MV_NAME, MV_K, MV_N, MV_WBF16, MV_XBF16, MV_BIAS, MV_EPI, MV_LDY, MV_YBF16,
- * MV_NORM, MV_EPS; defines
+ * MV_NORM, MV_EPS, and for quantized weights MV_WQ (8: q8r, 4: q4r, wq.cuh; 0 = floats) and MV_WG
+ * (q4r's group); defines
  *   extern "C" __global__ void MV_NAME(int T, const void *x, const float *gamma, const WT *w,
  *                                      const float *bias, void *y);
  * W row-major [Np][MV_K] (WT by MV_WBF16, Np = MV_N rounded up to 16, padded rows zero, SwiGLU
- * gate/up interleaved by 16 rows); bias f32 [Np] in packed row order (or null when MV_BIAS == 0).
+ * gate/up interleaved by 16 rows; quantized: rows of IG_WQ_ROWB bytes, codes then scales); bias f32 [Np] in packed row order (or null when MV_BIAS == 0).
  * MV_NORM 0: x is AT [T][MV_K] (AT = bf16 when MV_XBF16, else f32); gamma unused (may be null).
  * MV_NORM 1: x is the f32 residual stream [T][MV_K]; the kernel applies RMSNorm first,
  *   xn = x / sqrt(mean(x²) + MV_EPS) * gamma rounded to AT, exactly as rmsnorm.cu computes it,
@@ -16,7 +17,8 @@
  * y [T][MV_LDY] (MV_LDY default MV_N/2) of type MV_YBF16, y[t][i] = silu(gate_i) * up_i.
  *
  * launch: grid = IG_MV_GRID_X(MV_N, MV_K, WES, max_ctas) (one CTA per step of 8 / KS pairs, capped
- *         at max_ctas: the host passes 4 per SM), block = IG_MV_BLOCK = 256,
+ *         at max_ctas: the host passes 4 per SM; quantized W: IG_MV_GRID_XB(MV_N, IG_WQ_CODEB(MV_K,
+ *         MV_WQ), max_ctas)), block = IG_MV_BLOCK = 256,
  *         dynamic smem = IG_MV_SMEM(MV_K, XES) (= IG_MV_TG tokens of x in AT; <= 48 KB unless
  *         K * XES > 48 KB, then the host must raise the function's dynamic smem limit).
  *
@@ -37,6 +39,7 @@
  * launched without the attribute, both steps are no-ops.
  */
 #include "common.cuh"
+#include "wq.cuh"
 
 #ifndef MV_NAME
 #define MV_NAME ig_gemv
@@ -71,6 +74,12 @@
 #ifndef MV_EPS
 #define MV_EPS 1e-5f
 #endif
+#ifndef MV_WQ
+#define MV_WQ 0
+#endif
+#ifndef MV_WG
+#define MV_WG 32
+#endif
 
 #ifndef IG_GEMV_HELPERS
 #define IG_GEMV_HELPERS
@@ -104,13 +113,13 @@ IG_DEV void ig_mv_xs(const void *xs, int k, float *xf) {
     }
 }
 
-/* The chunk c (IG_MV_VPL 16-byte vectors per lane) of both rows of pair p; zero past the row. */
-template <int K, int WES, bool SW>
+/* The chunk c (IG_MV_VPL 16-byte vectors per lane) of both rows of pair p; zero past the row's KV
+ * vectors (rows of RB bytes). */
+template <int RB, int KV, bool SW>
 IG_DEV void ig_mv_load(const char *w, int p, int c, int lane, uint4 (*raw)[IG_MV_VPL]) {
-    constexpr int KV = K * WES / 16;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const char *wr = w + (size_t)ig_mv_row<SW>(p, r) * (K * WES);
+        const char *wr = w + (size_t)ig_mv_row<SW>(p, r) * RB;
 #pragma unroll
         for (int u = 0; u < IG_MV_VPL; u++) {
             const int v = (c * IG_MV_VPL + u) * 32 + lane;
@@ -146,9 +155,62 @@ IG_DEV void ig_mv_fma(const unsigned char *xs, int tn, int c, int lane, uint4 (*
     }
 }
 
+/* The same for quantized rows (wq.cuh; WQ 8: q8r, 4: q4r with groups of G; x AT): 16 or 32 codes
+ * per vector, read 8 at a time against 8 staged activations. q8r sums q x (the epilogue applies the
+ * row's scale); q4r adds scale * sum(q x) + min * sum(x) per vector (one group). */
+template <int K, int WQ, int G, bool XB, int TG, bool SW>
+IG_DEV void ig_mv_fmaq(const unsigned char *xs, int tn, int c, int lane, uint4 (*raw)[IG_MV_VPL], float (*acc)[2],
+                       const unsigned char *w, int p) {
+    constexpr int CB = IG_WQ_CODEB(K, WQ), RB = IG_WQ_ROWB(K, WQ, G), VE = WQ == 8 ? 16 : 32, KV = CB / 16;
+    constexpr int XES = XB ? 2 : 4;
+    constexpr bool EXACT = KV % (32 * IG_MV_VPL) == 0;
+#pragma unroll
+    for (int u = 0; u < IG_MV_VPL; u++) {
+        const int v = (c * IG_MV_VPL + u) * 32 + lane;
+        if (!EXACT && v >= KV) break;
+        float d[TG][2], sx[TG];
+#pragma unroll
+        for (int t = 0; t < TG; t++) d[t][0] = d[t][1] = sx[t] = 0.0f;
+#pragma unroll
+        for (int pc = 0; pc < VE / 8; pc++) { /* 8 codes of each row */
+            float w0[8], w1[8];
+            if (WQ == 8) {
+                ig_wq8_word(ig_wq_w(raw[0][u], 2 * pc), w0), ig_wq8_word(ig_wq_w(raw[0][u], 2 * pc + 1), w0 + 4);
+                ig_wq8_word(ig_wq_w(raw[1][u], 2 * pc), w1), ig_wq8_word(ig_wq_w(raw[1][u], 2 * pc + 1), w1 + 4);
+            } else {
+                ig_wq4_word(ig_wq_w(raw[0][u], pc), w0), ig_wq4_word(ig_wq_w(raw[1][u], pc), w1);
+            }
+#pragma unroll
+            for (int t = 0; t < TG; t++) {
+                if (t < tn) {
+                    float xf[8];
+                    ig_mv_xs<8, XB>(xs + (size_t)t * K * XES, v * VE + 8 * pc, xf);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        d[t][0] = fmaf(xf[e], w0[e], d[t][0]);
+                        d[t][1] = fmaf(xf[e], w1[e], d[t][1]);
+                        if (WQ == 4) sx[t] += xf[e];
+                    }
+                }
+            }
+        }
+        if (WQ == 4) {
+            const float2 a = ig_wq4_sm<K, RB, G>(w, ig_mv_row<SW>(p, 0), v * VE), b = ig_wq4_sm<K, RB, G>(w, ig_mv_row<SW>(p, 1), v * VE);
+#pragma unroll
+            for (int t = 0; t < TG; t++)
+                acc[t][0] += fmaf(a.x, d[t][0], a.y * sx[t]), acc[t][1] += fmaf(b.x, d[t][1], b.y * sx[t]);
+        } else {
+#pragma unroll
+            for (int t = 0; t < TG; t++) acc[t][0] += d[t][0], acc[t][1] += d[t][1];
+        }
+    }
+}
+
 #endif /* IG_GEMV_HELPERS */
 
-#if MV_WBF16
+#if MV_WQ
+#define MV_WT_ unsigned char
+#elif MV_WBF16
 #define MV_WT_ unsigned short
 #else
 #define MV_WT_ float
@@ -157,19 +219,22 @@ IG_DEV void ig_mv_fma(const unsigned char *xs, int tn, int c, int lane, uint4 (*
 extern "C" __global__ void __launch_bounds__(IG_MV_BLOCK, 2)
 MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *bias, void *y) {
     constexpr int WES = MV_WBF16 ? 2 : 4, XES = MV_XBF16 ? 2 : 4;
-    constexpr int VE = 16 / WES;                       /* elements per 16-byte W vector */
-    constexpr int KV = MV_K / VE;                      /* vectors per row */
+    constexpr int CB = MV_WQ ? IG_WQ_CODEB(MV_K, MV_WQ) : MV_K * WES; /* bytes of W per row */
+    constexpr int RB = MV_WQ ? IG_WQ_ROWB(MV_K, MV_WQ, MV_WG) : CB;   /* ... with its scales: the row stride */
+    constexpr int KV = CB / 16;                        /* 16-byte vectors per row */
     constexpr int NCH = IG_CDIV(KV, 32 * IG_MV_VPL);   /* chunks per row (IG_MV_VPL vectors a lane) */
     constexpr int NP = IG_NPAD16(MV_N), NPAIR = NP / 2;
     constexpr int TG = IG_MV_TG(MV_K, XES);
     constexpr bool SW = (MV_EPI) == 2;
     static_assert(MV_K % 8 == 0, "MV_K must be a multiple of 8 (16-byte loads)");
+    static_assert(MV_WQ == 0 || (MV_WQ == 8 && MV_K % 16 == 0) || (MV_WQ == 4 && MV_K % 32 == 0 && MV_K % MV_WG == 0 && MV_WG % 32 == 0),
+                  "quantized rows: q8r needs K % 16 == 0, q4r K % 32 == 0 and whole groups of a multiple of 32");
     static_assert(!SW || MV_N % 32 == 0, "SwiGLU needs I % 16 == 0 (the pass pads it)");
     static_assert(IG_MV_BLOCK == 256, "8 warps per CTA");
     extern __shared__ uint4 ig_mv_smem[];
     unsigned char *xs = (unsigned char *)ig_mv_smem; /* [TG][MV_K] of AT */
-    constexpr int KS = IG_MV_KS(MV_K, WES), SLOTS = 8 / KS; /* warps per pair, pairs per CTA step */
-    static_assert(NCH == IG_MV_NCH(MV_K, WES) && TG <= IG_MV_TG_MAX, "launch.h and the kernel disagree");
+    constexpr int KS = IG_MV_KSB(CB), SLOTS = 8 / KS; /* warps per pair, pairs per CTA step */
+    static_assert(NCH == IG_MV_NCHB(CB) && TG <= IG_MV_TG_MAX, "launch.h and the kernel disagree");
     const int lane = threadIdx.x & 31, w8 = threadIdx.x >> 5, slot = w8 / KS, ks = w8 % KS;
     const int gw = blockIdx.x * 8 + w8, nw = gridDim.x * 8;
     const char *wc = (const char *)w;
@@ -177,6 +242,10 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
     /* y[t] for pair p from the full sums s0, s1 of its two rows */
     auto epilogue = [&](int p, int t, float s0, float s1) {
         const size_t yo = (size_t)t * MV_LDY;
+        if (MV_WQ == 8) { /* q8r: the rows' scales */
+            s0 *= ig_wq8_scale<MV_K>((const unsigned char *)w, ig_mv_row<SW>(p, 0));
+            s1 *= ig_wq8_scale<MV_K>((const unsigned char *)w, ig_mv_row<SW>(p, 1));
+        }
         if (!SW) {
             const int n0 = 2 * p;
             if (MV_BIAS) s0 += bias[n0], s1 += bias[n0 + 1];
@@ -198,10 +267,19 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
         }
     };
 
+    /* acc += x . chunk c of pair p (in raw) */
+#define FMA_(c_)                                                                                                   \
+    do {                                                                                                           \
+        if (MV_WQ)                                                                                                 \
+            ig_mv_fmaq<MV_K, MV_WQ ? MV_WQ : 8, MV_WG, MV_XBF16, TG, SW>(xs, tn, (c_), lane, raw, acc,             \
+                                                                       (const unsigned char *)w, p);            \
+        else                                                                                                       \
+            ig_mv_fma<MV_K, WES, MV_XBF16, TG>(xs, tn, (c_), lane, raw, acc);                                      \
+    } while (0)
     /* the first chunk of W this warp reads, before staging x */
     uint4 raw[2][IG_MV_VPL];
     const int p0 = KS == 1 ? gw : blockIdx.x * SLOTS + slot, c0 = KS == 1 ? 0 : ks;
-    if (p0 < NPAIR && c0 < NCH) ig_mv_load<MV_K, WES, SW>(wc, p0, c0, lane, raw);
+    if (p0 < NPAIR && c0 < NCH) ig_mv_load<RB, KV, SW>(wc, p0, c0, lane, raw);
 
     for (int t0 = 0; t0 < T; t0 += TG) {
         const int tn = min(TG, T - t0);
@@ -227,7 +305,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
             }
         }
         __syncthreads();
-        if (t0 > 0 && p0 < NPAIR && c0 < NCH) ig_mv_load<MV_K, WES, SW>(wc, p0, c0, lane, raw);
+        if (t0 > 0 && p0 < NPAIR && c0 < NCH) ig_mv_load<RB, KV, SW>(wc, p0, c0, lane, raw);
 
         float acc[TG][2];
 #pragma unroll
@@ -236,7 +314,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
             /* each warp owns whole pairs and strides over them on its own */
             int p = gw, c = 0;
             while (p < NPAIR) {
-                ig_mv_fma<MV_K, WES, MV_XBF16, TG>(xs, tn, c, lane, raw, acc); /* raw holds chunk c of p */
+                FMA_(c); /* raw holds chunk c of p */
                 if (++c == NCH) {
 #pragma unroll
                     for (int t = 0; t < TG; t++) {
@@ -249,7 +327,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
                     c = 0;
                     p += nw;
                 }
-                if (p < NPAIR) ig_mv_load<MV_K, WES, SW>(wc, p, c, lane, raw);
+                if (p < NPAIR) ig_mv_load<RB, KV, SW>(wc, p, c, lane, raw);
             }
         } else {
             /* KS warps share a pair, each over chunks ks, ks + KS, ...; partial sums meet in smem.
@@ -259,12 +337,12 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
                 const int p = pb + slot;
                 if (p < NPAIR) {
                     for (int c = ks; c < NCH; c += KS) {
-                        if (c != ks) ig_mv_load<MV_K, WES, SW>(wc, p, c, lane, raw);
-                        ig_mv_fma<MV_K, WES, MV_XBF16, TG>(xs, tn, c, lane, raw, acc);
+                        if (c != ks) ig_mv_load<RB, KV, SW>(wc, p, c, lane, raw);
+                        FMA_(c);
                     }
                     /* next pair's first chunk in flight while this one is reduced */
                     const int pn = p + gridDim.x * SLOTS;
-                    if (pn < NPAIR) ig_mv_load<MV_K, WES, SW>(wc, pn, ks, lane, raw);
+                    if (pn < NPAIR) ig_mv_load<RB, KV, SW>(wc, pn, ks, lane, raw);
 #pragma unroll
                     for (int t = 0; t < TG; t++) {
                         if (t < tn) {
@@ -286,7 +364,10 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
     }
 }
 
+#undef FMA_
 #undef MV_WT_
+#undef MV_WQ
+#undef MV_WG
 #undef MV_NAME
 #undef MV_K
 #undef MV_N

@@ -36,10 +36,24 @@
 #define IG_MV_TG_MAX 4
 #define IG_MV_TG(K, XES) (4 * (K) * (XES) <= 49152 ? 4 : 2 * (K) * (XES) <= 49152 ? 2 : 1)
 #define IG_MV_SMEM(K, XES) (IG_MV_TG((K), (XES)) * (K) * (XES))
-#define IG_MV_NCH(K, WES) IG_CDIV((K) * (WES) / 16, 32 * IG_MV_VPL)
-#define IG_MV_KS(K, WES) (IG_MV_NCH(K, WES) >= 8 ? 8 : IG_MV_NCH(K, WES) >= 4 ? 4 : IG_MV_NCH(K, WES) >= 2 ? 2 : 1)
-#define IG_MV_CTAS(N, K, WES) IG_CDIV(IG_NPAD16(N) / 2, 8 / IG_MV_KS(K, WES))
-#define IG_MV_GRID_X(N, K, WES, MAXC) (IG_MV_CTAS(N, K, WES) < (MAXC) ? IG_MV_CTAS(N, K, WES) : (MAXC))
+/* The same shapes in bytes of W per row (CB = K x WES; quantized rows: their code bytes, IG_WQ_CODEB) */
+#define IG_MV_NCHB(CB) IG_CDIV((CB) / 16, 32 * IG_MV_VPL)
+#define IG_MV_KSB(CB) (IG_MV_NCHB(CB) >= 8 ? 8 : IG_MV_NCHB(CB) >= 4 ? 4 : IG_MV_NCHB(CB) >= 2 ? 2 : 1)
+#define IG_MV_CTASB(N, CB) IG_CDIV(IG_NPAD16(N) / 2, 8 / IG_MV_KSB(CB))
+#define IG_MV_GRID_XB(N, CB, MAXC) (IG_MV_CTASB(N, CB) < (MAXC) ? IG_MV_CTASB(N, CB) : (MAXC))
+#define IG_MV_NCH(K, WES) IG_MV_NCHB((K) * (WES))
+#define IG_MV_KS(K, WES) IG_MV_KSB((K) * (WES))
+#define IG_MV_CTAS(N, K, WES) IG_MV_CTASB(N, (K) * (WES))
+#define IG_MV_GRID_X(N, K, WES, MAXC) IG_MV_GRID_XB(N, (K) * (WES), MAXC)
+
+/* ---- quantized weight rows (wq.cuh): WQ 8 = q8r, 4 = q4r with groups of G */
+#define IG_WQ_CODEB(K, WQ) ((WQ) == 8 ? (K) : (K) / 2)
+#define IG_WQ_ROWB(K, WQ, G) ((WQ) == 8 ? (K) + 16 : (K) / 2 + IG_CDIV(4 * ((K) / (G)), 16) * 16)
+
+/* ---- dequant.cu: DQ_NAME(w, out), quantized rows -> the 16-bit type for cuBLAS ----
+ * One thread per 16-byte vector of codes of the NP rows. */
+#define IG_DQ_BLOCK 256
+#define IG_DQ_GRID_X(NP, K, WQ) IG_CDIV((NP) * (IG_WQ_CODEB(K, WQ) / 16), IG_DQ_BLOCK)
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 
 /* ---- gemv_tc.cu: MV_NAME(T, x, gamma, w, bias, y), 2 <= T <= IG_MVT_TMAX, sm_80+ ----

@@ -14,6 +14,29 @@
 #define MV_EPI 2
 #define MV_YBF16 1
 #include "gemv.cu"
+#define MV_NAME mv_q8
+#define MV_K 576
+#define MV_N 1000
+#define MV_WQ 8
+#define MV_NORM 1
+#include "gemv.cu"
+#define MV_NAME mv_q4
+#define MV_K 8192
+#define MV_N 64
+#define MV_WQ 4
+#define MV_WG 128
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+
+#define DQ_NAME dq_a
+#include "dequant.cu"
+#define DQ_NAME dq_b
+#define DQ_K 576
+#define DQ_NP 48
+#define DQ_WQ 4
+#define DQ_WG 64
+#include "dequant.cu"
 
 #define EP_BIAS_NAME ep_bias_a
 #define EP_SWIGLU_NAME ep_swiglu_a
@@ -72,6 +95,15 @@
 #define EM_NAME em_b
 #define EM_D 48
 #define EM_WBF16 0
+#include "embed.cu"
+#define EM_NAME em_q8
+#define EM_D 576
+#define EM_WQ 8
+#include "embed.cu"
+#define EM_NAME em_q4
+#define EM_D 64
+#define EM_WQ 4
+#define EM_WG 64
 #include "embed.cu"
 
 #define SM_NAME sm_a

@@ -129,6 +129,91 @@
 #define MV_K 2048
 #define MV_N 128256
 #include "gemv.cu"
+/* quantized rows (wq.cuh): q8r and q4r with each epilogue, a fused norm, split K, K not a multiple
+ * of a chunk, and the timing shapes */
+#define MV_NAME mvq8_store_bias
+#define MV_K 576
+#define MV_N 1000
+#define MV_BIAS 1
+#define MV_WQ 8
+#include "gemv.cu"
+#define MV_NAME mvq8_norm_swiglu
+#define MV_K 2048
+#define MV_N 96
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#define MV_WQ 8
+#include "gemv.cu"
+#define MV_NAME mvq4_acc_g32
+#define MV_K 576
+#define MV_N 200
+#define MV_EPI 1
+#define MV_WQ 4
+#define MV_WG 32
+#include "gemv.cu"
+#define MV_NAME mvq4_longk_g128
+#define MV_K 8192
+#define MV_N 72
+#define MV_WQ 4
+#define MV_WG 128
+#include "gemv.cu"
+#define MV_NAME mvq4_norm_swiglu_g64
+#define MV_K 1536
+#define MV_N 160
+#define MV_BIAS 1
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_WQ 4
+#define MV_WG 64
+#include "gemv.cu"
+#define MV_NAME mvq8_p_2048_8192
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 8
+#include "gemv.cu"
+#define MV_NAME mvq8_p_8192_2048
+#define MV_K 2048
+#define MV_N 8192
+#define MV_WQ 8
+#include "gemv.cu"
+#define MV_NAME mvq4_p_2048_8192
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 4
+#include "gemv.cu"
+#define MV_NAME mvq4_p_8192_2048
+#define MV_K 2048
+#define MV_N 8192
+#define MV_WQ 4
+#include "gemv.cu"
+#define MV_NAME mvq4_p_128256_2048
+#define MV_K 2048
+#define MV_N 128256
+#define MV_WQ 4
+#include "gemv.cu"
+#define DQ_NAME dq8_576
+#define DQ_K 576
+#define DQ_NP 48
+#define DQ_WQ 8
+#include "dequant.cu"
+#define DQ_NAME dq4_2048_g64
+#define DQ_K 2048
+#define DQ_NP 32
+#define DQ_WQ 4
+#define DQ_WG 64
+#include "dequant.cu"
+#define EM_NAME em_q8_576
+#define EM_D 576
+#define EM_WQ 8
+#include "embed.cu"
+#define EM_NAME em_q4_96_g32
+#define EM_D 96
+#define EM_WQ 4
+#define EM_WG 32
+#include "embed.cu"
 /* the tensor-core GEMV for 2..8 tokens (gemv_tc.cu): 16-bit W and x only, K % 32 == 0 */
 #define MV_NAME mvt_store_bias
 #define MV_K 96
@@ -693,6 +778,7 @@ struct mv_case {
     int K, N, wb, xb, bias, epi, yb, ldy, norm;
     float eps;
     int tc; /* gemv_tc.cu (2 <= T <= 8): its launch shape */
+    int wq, wg; /* quantized rows (wq.cuh): 8 q8r, 4 q4r with groups of wg */
 };
 #define MVC(fn, K, N, wb, xb, bias, epi, yb, ldy) \
     { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 0, 0.0f, 0 }
@@ -700,6 +786,57 @@ struct mv_case {
     { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 1, eps, 0 }
 #define MVT(fn, K, N, bias, epi, yb, ldy, norm, eps) \
     { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1 }
+#define MVQ(fn, K, N, bias, epi, yb, ldy, norm, eps, wq, wg) \
+    { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 0, wq, wg }
+
+/* IEEE half <-> f32 on the host for normal numbers (the scales the quantized tests store) */
+static uint16_t h_f2h(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t e = ((u >> 23) & 255u) - 127u + 15u;
+    return (uint16_t)(((u >> 16) & 0x8000u) | (e << 10) | ((u >> 13) & 1023u)); /* truncated */
+}
+static float h_h2f(uint16_t h) {
+    const int e = (h >> 10) & 31;
+    const float v = ldexpf((float)((h & 1023) | 1024), e - 25);
+    return h & 0x8000 ? -v : v;
+}
+/* Random quantized rows (wq.cuh layout) of Np x K: the bytes, and w the weights they mean. Codes
+ * uniform over their range; q8r scales 2^-8..2^-7; q4r scales 0.01..0.05 and mins -0.4..0 (f16). */
+static std::vector<uint8_t> make_qrows(ctx *c, int N, int Np, int K, int wq, int G, std::vector<float> &w) {
+    const size_t rb = IG_WQ_ROWB(K, wq, G);
+    std::vector<uint8_t> q(rb * Np, 0);
+    w.assign((size_t)Np * K, 0.0f);
+    for (int n = 0; n < N; n++) {
+        uint8_t *r = q.data() + rb * n;
+        if (wq == 8) {
+            const float s = ldexpf(1.0f + 0.5f * (frand(c) + 1.0f), -8);
+            memcpy(r + K, &s, 4);
+            for (int k = 0; k < K; k++) {
+                int v = (int)lrintf(frand(c) * 127.0f);
+                r[k] = (uint8_t)(int8_t)v;
+                w[(size_t)n * K + k] = s * (float)v;
+            }
+        } else {
+            for (int g = 0; g < K / G; g++) {
+                const uint16_t hs = h_f2h(0.03f + 0.02f * frand(c)), hm = h_f2h(-0.2f + 0.2f * frand(c) - 1e-3f);
+                memcpy(r + K / 2 + 4 * g, &hs, 2), memcpy(r + K / 2 + 4 * g + 2, &hm, 2);
+                for (int i = 0; i < G; i++) {
+                    const int k = g * G + i, v = (int)((frand(c) + 1.0f) * 8.0f) & 15;
+                    r[k / 2] |= (uint8_t)(k & 1 ? v << 4 : v);
+                    w[(size_t)n * K + k] = (float)((double)h_h2f(hs) * v + h_h2f(hm));
+                }
+            }
+        }
+    }
+    return q;
+}
+static void *upload_bytes(const std::vector<uint8_t> &b) {
+    void *d;
+    CK(cudaMalloc(&d, b.size() + 16));
+    CK(cudaMemcpy(d, b.data(), b.size(), cudaMemcpyHostToDevice));
+    return d;
+}
 static int g_sms = 132; /* multiprocessors of the device, set in main */
 
 /* maxc: the grid cap (few CTAs make every warp stride over many row pairs) */
@@ -727,17 +864,25 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
             }
         }
     }
-    fill(c, w, (size_t)Np * m.K, m.wb);
-    for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
+    std::vector<uint8_t> wqb;
+    if (m.wq) {
+        wqb = make_qrows(c, m.N, Np, m.K, m.wq, m.wg, w);
+    } else {
+        fill(c, w, (size_t)Np * m.K, m.wb);
+        for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
+    }
     fill(c, b, Np, false);
     fill(c, y0, (size_t)T * m.ldy, m.epi == 2 && m.yb);
-    void *dx = upload(x, m.xb && !m.norm), *dw = upload(w, m.wb), *db = upload(b, false), *dy = upload(y0, m.epi == 2 && m.yb);
+    void *dx = upload(x, m.xb && !m.norm), *dw = m.wq ? upload_bytes(wqb) : upload(w, m.wb), *db = upload(b, false),
+         *dy = upload(y0, m.epi == 2 && m.yb);
     void *dg = m.norm ? upload(gam, false) : NULL;
     const float *bias = m.bias ? (const float *)db : NULL;
     void *args[] = {&T, &dx, &dg, &dw, &bias, &dy};
     if (m.tc) {
         CK(cudaFuncSetAttribute(m.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024)); /* as the host */
         launch(m.fn, dim3(IG_MVT_GRID_X(m.N, m.K, m.epi == 2, maxc)), dim3(IG_MVT_BLOCK), IG_MVT_SMEM(m.K, m.norm), args);
+    } else if (m.wq) {
+        launch(m.fn, dim3(IG_MV_GRID_XB(m.N, IG_WQ_CODEB(m.K, m.wq), maxc)), dim3(IG_MV_BLOCK), IG_MV_SMEM(m.K, 2), args);
     } else {
         launch(m.fn, dim3(IG_MV_GRID_X(m.N, m.K, m.wb ? 2 : 4, maxc)), dim3(IG_MV_BLOCK), IG_MV_SMEM(m.K, m.xb ? 2 : 4), args);
     }
@@ -885,6 +1030,51 @@ static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
         for (int i = 0; i < D; i++) chk(&k, (long)t * D + i, x[(size_t)t * D + i], w[(size_t)ids[t] * D + i], 0);
     chk_done(c, &k);
     CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
+}
+
+/* A quantized embedding table: rows dequantized to f32 (scale q (+ min), one fma). */
+static void test_emq(ctx *c, const char *name, const void *fn, int D, int wq, int G) {
+    const int V = 500, T = 37, Vp = IG_NPAD16(V);
+    std::vector<float> w;
+    std::vector<uint8_t> qb = make_qrows(c, V, Vp, D, wq, G, w);
+    std::vector<int> ids(T);
+    for (int t = 0; t < T; t++) ids[t] = (t * 389 + 7) % V;
+    ids[0] = 0, ids[1] = V - 1;
+    void *dw = upload_bytes(qb);
+    int *dids;
+    float *dx;
+    CK(cudaMalloc(&dids, T * 4)); CK(cudaMalloc(&dx, (size_t)T * D * 4));
+    CK(cudaMemcpy(dids, ids.data(), T * 4, cudaMemcpyHostToDevice));
+    int Tv = T;
+    void *args[] = {&Tv, &dids, &dw, &dx};
+    launch(fn, dim3(IG_EM_GRID_X(T)), dim3(IG_EM_BLOCK), 0, args);
+    std::vector<float> x = download(dx, (size_t)T * D, false);
+    checker k;
+    chk_init(&k, name);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < D; i++) {
+            const double ref = w[(size_t)ids[t] * D + i];
+            chk(&k, (long)t * D + i, x[(size_t)t * D + i], ref, 1e-6 * fabs(ref) + 1e-7);
+        }
+    chk_done(c, &k);
+    CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
+}
+
+/* dequant.cu: quantized rows -> bf16, each weight rounded once. */
+static void test_dq(ctx *c, const char *name, const void *fn, int Np, int K, int wq, int G) {
+    std::vector<float> w;
+    std::vector<uint8_t> qb = make_qrows(c, Np - 3, Np, K, wq, G, w); /* 3 padded rows stay zero */
+    void *dw = upload_bytes(qb), *dout;
+    CK(cudaMalloc(&dout, (size_t)Np * K * 2));
+    CK(cudaMemset(dout, 0xff, (size_t)Np * K * 2));
+    void *args[] = {&dw, &dout};
+    launch(fn, dim3(IG_DQ_GRID_X(Np, K, wq)), dim3(IG_DQ_BLOCK), 0, args);
+    std::vector<float> o = download(dout, (size_t)Np * K, true);
+    checker k;
+    chk_init(&k, name);
+    for (size_t i = 0; i < o.size(); i++) chk(&k, (long)i, o[i], w[i], fabs(w[i]) / 256 + 1e-7); /* one bf16 rounding */
+    chk_done(c, &k);
+    CK(cudaFree(dw)); CK(cudaFree(dout));
 }
 
 /* Per-part greedy keys of logits rows, as a kernel that writes logits leaves them (decode_layers.cu):
@@ -1251,10 +1441,12 @@ static double bench_copy(void) {
 /* tc: the tensor-core GEMV (gemv_tc.cu), timed at T = 8 only; norm_sw: its fused-RMSNorm SwiGLU
  * instance (x f32, gamma of ones) */
 static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, double copy_gbs, bool tc = false,
-                     bool norm_sw = false) {
+                     bool norm_sw = false, int wq = 0) {
     const int Np = IG_NPAD16(N);
-    const int grid = tc ? IG_MVT_GRID_X(N, K, norm_sw, g_sms * IG_MV_CTAS_PER_SM) : IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
-    const size_t wbytes = (size_t)Np * K * 2;
+    const int grid = tc   ? IG_MVT_GRID_X(N, K, norm_sw, g_sms * IG_MV_CTAS_PER_SM)
+                     : wq ? IG_MV_GRID_XB(N, IG_WQ_CODEB(K, wq), g_sms * IG_MV_CTAS_PER_SM)
+                          : IG_MV_GRID_X(N, K, 2, g_sms * IG_MV_CTAS_PER_SM);
+    const size_t wbytes = wq ? (size_t)Np * IG_WQ_ROWB(K, wq, 32) : (size_t)Np * K * 2;
     const int ncopy = (int)(512ull * 1024 * 1024 / wbytes) + 2; /* > 512 MB in rotation: not L2 */
     std::vector<void *> ws(ncopy);
     for (int i = 0; i < ncopy; i++) {
@@ -1281,7 +1473,7 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
         CK(cudaGetLastError());
         double gbs = (wbytes + (size_t)T * K * (norm_sw ? 4 : 2) + (size_t)T * N * 4) / (us * 1e-6) / 1e9;
         printf("bench gemv%s %-22s N=%-6d K=%-5d T=%d: %8.2f us  %6.0f GB/s  %5.1f%% of copy BW (%d CTAs)\n",
-               tc ? "_tc" : "", name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, grid);
+               tc ? "_tc" : wq == 8 ? "_q8r" : wq == 4 ? "_q4r" : "", name, N, K, T, us, gbs, 100.0 * gbs / copy_gbs, grid);
     }
     for (auto p : ws) CK(cudaFree(p));
     CK(cudaFree(dx)); CK(cudaFree(dy)); CK(cudaFree(dg));
@@ -1662,6 +1854,11 @@ int main(int argc, char **argv) {
         MVT(mvt_norm_swiglu, 992, 96, 0, 2, 1, 48, 1, 1e-6f),
         MVT(mvt_norm_lmhead, 2048, 5000, 0, 0, 0, 5000, 1, 1e-5f),
         MVT(mvt_norm_k4096, 4096, 300, 1, 0, 0, 300, 1, 1e-5f),
+        MVQ(mvq8_store_bias, 576, 1000, 1, 0, 0, 1000, 0, 0.0f, 8, 0),
+        MVQ(mvq8_norm_swiglu, 2048, 96, 0, 2, 1, 48, 1, 1e-6f, 8, 0),
+        MVQ(mvq4_acc_g32, 576, 200, 0, 1, 0, 200, 0, 0.0f, 4, 32),
+        MVQ(mvq4_longk_g128, 8192, 72, 0, 0, 0, 72, 0, 0.0f, 4, 128),
+        MVQ(mvq4_norm_swiglu_g64, 1536, 160, 1, 2, 1, 80, 1, 1e-5f, 4, 64),
     };
     const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 37, 200};
     for (const auto &m : mvs)
@@ -1679,6 +1876,10 @@ int main(int argc, char **argv) {
     }
     if (sel("embed bf16 D96")) test_em(&c, "embed bf16 D96", (const void *)em_b96, 96, 1);
     if (sel("embed f32 D48")) test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
+    if (sel("embed q8r D576")) test_emq(&c, "embed q8r D576", (const void *)em_q8_576, 576, 8, 0);
+    if (sel("embed q4r D96 g32")) test_emq(&c, "embed q4r D96 g32", (const void *)em_q4_96_g32, 96, 4, 32);
+    if (sel("dequant q8r 48x576")) test_dq(&c, "dequant q8r 48x576", (const void *)dq8_576, 48, 576, 8, 0);
+    if (sel("dequant q4r 32x2048 g64")) test_dq(&c, "dequant q4r 32x2048 g64", (const void *)dq4_2048_g64, 32, 2048, 4, 64);
     if (sel("sample greedy V1000 LD1024")) test_sm_greedy(&c, "sample greedy V1000 LD1024", (const void *)sm_1000, 1000, 1024);
     if (sel("sample greedy V128256")) test_sm_greedy(&c, "sample greedy V128256", (const void *)sm_128256, 128256, 128256);
     /* the first pass from per-part greedy keys (the persistent decode kernel's lm_head leaves one per CTA) */
@@ -1741,6 +1942,11 @@ int main(int argc, char **argv) {
             bench_mv(&c, "bf16 o (2048x2048)", (const void *)mvt_p_2048_2048, 2048, 2048, copy, true);
             bench_mv(&c, "bf16 lm_head", (const void *)mvt_p_128256_2048, 128256, 2048, copy, true);
             bench_mv(&c, "bf16 norm gate/up", (const void *)mvt_p_gu_norm, 16384, 2048, copy, true, true);
+            bench_mv(&c, "(2048x8192)", (const void *)mvq8_p_2048_8192, 2048, 8192, copy, false, false, 8);
+            bench_mv(&c, "(8192x2048)", (const void *)mvq8_p_8192_2048, 8192, 2048, copy, false, false, 8);
+            bench_mv(&c, "g32 (2048x8192)", (const void *)mvq4_p_2048_8192, 2048, 8192, copy, false, false, 4);
+            bench_mv(&c, "g32 (8192x2048)", (const void *)mvq4_p_8192_2048, 8192, 2048, copy, false, false, 4);
+            bench_mv(&c, "g32 lm_head", (const void *)mvq4_p_128256_2048, 128256, 2048, copy, false, false, 4);
         }
         if (sel("bench attention"))
             for (int ctxl : {1024, 4096}) {

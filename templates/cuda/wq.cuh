@@ -1,0 +1,50 @@
+/* wq.cuh — quantized weight rows of CUDA packages (`--quant a16w8|a16w4` with a CUDA target) and
+ * their device-side decoding, shared by gemv.cu, embed.cu, dequant.cu and stream.cuh.
+ *
+ * A matrix W[N][K] keeps the row-major order of the float formats (N padded to 16 zero rows, gate
+ * and up interleaved by 16 rows), each row followed by its scales, so that one row is one
+ * contiguous run of bytes (the persistent kernel copies whole rows into its ring):
+ *   q8r (WQ 8): K int8 codes, then the row's f32 scale and 12 bytes of padding;
+ *               w[k] = scale * q[k] (symmetric, the CPU q8c rule: scale = max |w| / 127).
+ *   q4r (WQ 4): K / 2 bytes of uint4 codes (element 2i in the low nibble of byte i, so element j of
+ *               a 32-bit word is its nibble j), then K / G (f16 scale, f16 min) pairs, padded to
+ *               16 bytes; w[k] = scale[k / G] * q[k] + min[k / G] (asymmetric, groups of G = 32, 64
+ *               or 128 along K).
+ * Row bytes: IG_WQ_ROWB(K, WQ, G) (launch.h). The packers are compiler/pack.c's pk_pack_q8r /
+ * pk_pack_q4r.
+ *
+ * A 16-byte vector of codes is 16 weights (q8r) or 32 (q4r), always inside one group (G >= 32).
+ * Kernels multiply codes (exact in f32 and bf16) and apply the scale once per vector or row:
+ * q8r sums scale * sum(q x) per row; q4r adds scale * sum(q x) + min * sum(x) per vector.
+ */
+#ifndef IG_CUDA_WQ_CUH
+#define IG_CUDA_WQ_CUH
+
+#include "common.cuh"
+
+/* The 4 int8 codes of word u as floats. */
+IG_DEV void ig_wq8_word(unsigned u, float *o) {
+#pragma unroll
+    for (int b = 0; b < 4; b++) o[b] = (float)(signed char)(u >> (8 * b));
+}
+/* The 8 uint4 codes of word u as floats (nibble j is element j). */
+IG_DEV void ig_wq4_word(unsigned u, float *o) {
+#pragma unroll
+    for (int b = 0; b < 8; b++) o[b] = (float)((u >> (4 * b)) & 15u);
+}
+/* Word i (0..3) of a 16-byte vector. */
+IG_DEV unsigned ig_wq_w(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+/* Row r's f32 scale (q8r). */
+template <int K>
+IG_DEV float ig_wq8_scale(const unsigned char *w, int r) {
+    return __ldg((const float *)(w + (size_t)r * (K + 16) + K));
+}
+/* Row r's (scale, min) of the group holding column k (q4r; rows of RB bytes). */
+template <int K, int RB, int G>
+IG_DEV float2 ig_wq4_sm(const unsigned char *w, int r, int k) {
+    const unsigned u = __ldg((const unsigned *)(w + (size_t)r * RB + K / 2 + 4 * (k / G)));
+    return make_float2(ig_f16_to_f32((unsigned short)(u & 0xffffu)), ig_f16_to_f32((unsigned short)(u >> 16))); /* IEEE half */
+}
+
+#endif /* IG_CUDA_WQ_CUH */
