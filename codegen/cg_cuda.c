@@ -39,6 +39,7 @@ typedef struct dl_plan {
     const ir_node *emb, *head;       /* the embedding before the layers, the lm_head after, when it takes them */
     int nslot;                       /* 16 KB ring slots per SM */
     int resid_rows;                  /* rows of a residual-add phase per CTA */
+    int wq, wg, hwq, hwg;            /* the layers' matrices and the lm_head: bf16 (0) or quantized rows (wq.cuh) */
 } dl_plan;
 
 typedef struct gen {
@@ -536,7 +537,7 @@ static void plan_decode_layers(gen *c) {
     dl_plan *dl = &c->dl;
     memset(dl, 0, sizeof *dl);
     dl->resid_rows = 256;
-    if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != 6 || c->wq_any) return;
+    if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != 6) return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};
     for (int k = 0; k < 6; k++) {
@@ -554,6 +555,16 @@ static void plan_decode_layers(gen *c) {
     const int64_t ks[4] = {kq, ko, kg, kd};
     for (int k = 0; k < 4 && ok; k++)
         if (ks[k] % 128 || ks[k] > 16384 || (ks[k] > 8192 && ks[k] % 256)) ok = 0;
+    /* quantized rows (wq.cuh): the four matrices in one format, each row within one slot */
+    const int32_t wt[4] = {n[0]->in[2], n[3]->in[1], n[4]->in[2], n[5]->in[1]};
+    const mm_wfmt f0 = weight_format(c, wt[0]);
+    dl->wq = f0.wq, dl->wg = f0.wq == 4 ? f0.wg : 32;
+    for (int k = 0; k < 4 && ok; k++) {
+        const mm_wfmt f = weight_format(c, wt[k]);
+        if (f.wq != f0.wq || (f.wq == 4 && f.wg != f0.wg)) ok = 0;
+        if (f.wq == 8 && ks[k] + 16 > 16384) ok = 0;
+        if (f.wq == 4 && ks[k] / 2 + (4 * (ks[k] / f.wg) + 15) / 16 * 16 > 16384) ok = 0;
+    }
     /* a residual add's rows must fit one batch of sums: 256 slots, 128 rows when they take two */
     if (ko > 8192 || kd > 8192) dl->resid_rows = 128;
     if (HID % 128) ok = 0;
@@ -566,12 +577,16 @@ static void plan_decode_layers(gen *c) {
     dl->ok = 1;
     /* a step whose only node before the layers is a bf16 embed; after the layers exactly: gather
      * the output row, then norm + matmul to the vocabulary with K = hidden */
-    if (c->lay.first_layer == 1 && g->nodes[0].op == IR_OP_EMBED) dl->emb = &g->nodes[0];
+    if (c->lay.first_layer == 1 && g->nodes[0].op == IR_OP_EMBED && !weight_format(c, g->nodes[0].in[1]).wq)
+        dl->emb = &g->nodes[0];
     const int32_t tail = c->lay.last_layer + 1;
     if (g->n_nodes - tail == 2 && g->nodes[tail].op == IR_OP_GATHER_ROWS && g->nodes[tail + 1].op == IR_OP_NORM_MATMUL &&
         g->nodes[tail + 1].epi == IR_EPI_STORE && g->nodes[tail + 1].in[3] < 0 &&
-        g->tensors[g->nodes[tail + 1].in[2]].shape[1] == HID && g->tensors[g->nodes[tail + 1].in[2]].shape[0] == hp->vocab)
+        g->tensors[g->nodes[tail + 1].in[2]].shape[1] == HID && g->tensors[g->nodes[tail + 1].in[2]].shape[0] == hp->vocab) {
+        const mm_wfmt hf = weight_format(c, g->nodes[tail + 1].in[2]);
+        dl->hwq = hf.wq, dl->hwg = hf.wq == 4 ? hf.wg : 32;
         dl->head = &g->nodes[tail + 1];
+    }
 }
 
 /* The compile-time tuning of the templates as #defines (the keys with a macro in tuning.c's
@@ -603,11 +618,12 @@ static void emit_decode_layers_instance(gen *c) {
              "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
              "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
              "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
-             "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n%s",
+             "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n"
+             "#define DL_WQ %d\n#define DL_WG %d\n#define DL_HWQ %d\n#define DL_HWG %d\n%s",
              c->dl.nslot, hp->n_layers, hp->hidden, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
              n[0]->eps, n[4]->eps, n[0]->in[3] >= 0, n[3]->in[2] >= 0, n[4]->in[3] >= 0, n[5]->in[2] >= 0,
              an ? an : "", KV, (unsigned long long)c->kv_layer_page, hp->vocab, c->dl.head ? c->dl.head->eps : 1e-6, D,
-             knobs);
+             c->dl.wq, c->dl.wg, c->dl.hwq, c->dl.hwg, knobs);
     snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
                                       "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, c->dl.nslot);
     c->dl_fn = fn_index(c, instance(c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment));

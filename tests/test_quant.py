@@ -42,8 +42,8 @@ def compile_q(model, scheme, tmp, extra=()):
     return pkg
 
 
-def logits_err(pkg, model):
-    ids, ref, _ = golden.reference(model)
+def logits_err(pkg, model, models_dir=None):
+    ids, ref, _ = golden.reference(model, models_dir)
     return golden.logits_abs_error(pkg, ids, ref) / np.abs(ref).max()
 
 
@@ -158,10 +158,10 @@ def check_q4g(name, W, D, grids, fails, L=15, slack=1.02, worst=None):
             return
 
 
-def twin(model, pkg, tmp, fails):
+def twin(model, pkg, tmp, fails, models_dir=None):
     """The model with every matrix replaced by the values package pkg stores for it (decoded from
     weights.bin by the layout), in f32; the packer's contract is checked on the way."""
-    src = os.path.join(golden.TESTDATA, "models", model)
+    src = os.path.join(models_dir or os.path.join(golden.TESTDATA, "models"), model)
     dst = os.path.join(tmp, f"{os.path.basename(pkg)}-twin")
     os.makedirs(dst, exist_ok=True)
     shutil.copy(os.path.join(src, "config.json"), dst)
@@ -214,6 +214,9 @@ def twin(model, pkg, tmp, fails):
     return dst
 
 
+CPU_SIDE = {("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8"), ("qwen3-stream-bias", "a16w4-g128")}
+
+
 def cuda_checks(arch, tmp, fails, gpu):
     """CUDA packages with quantized rows (--quant a16w8 / a16w4, templates/cuda/wq.cuh). Without a GPU
     (gpu False): they compile through NVRTC, the manifest names the formats, every matrix has the
@@ -222,13 +225,23 @@ def cuda_checks(arch, tmp, fails, gpu):
     weights, so only the GPU's bf16 activations differ: the bf16 golden limit 3e-2 of max |logit|;
     a wrong scale, nibble or row offset is O(1) off), and against the transformers reference with
     the CPU formats' bounds."""
-    for model, scheme in (("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8"), ("qwen3-qknorm", "a16w4-g64"),
-                          ("llama-gqa", "a16w8"), ("qwen2-bias-tied", "a16w4-g64")):
+    # the per-op kernels (these shapes are not the persistent kernel's), then the persistent decode
+    # kernel streaming quantized rows (the stream models: dims multiples of 128; one-token steps)
+    X = golden.EXTRA_DIR
+    for model, scheme, mdir in (("llama-gqa", "a16w4-g32", None), ("qwen2-bias-tied", "a16w8", None),
+                                ("qwen3-qknorm", "a16w4-g64", None), ("llama-gqa", "a16w8", None),
+                                ("qwen2-bias-tied", "a16w4-g64", None), ("llama-stream-h256", "a16w8", X),
+                                ("llama-stream-h256", "a16w4-g32", X), ("qwen3-stream-bias", "a16w4-g128", X),
+                                ("qwen3-stream-bias", "a16w8", X)):
+        if not gpu and (model, scheme) not in CPU_SIDE:
+            continue  # without a GPU: one case of each kind (NVRTC takes seconds per package)
         mode, _, g = scheme.partition("-g")
         pkg = os.path.join(tmp, f"{model}-{scheme}-cuda")
         try:
-            golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", pkg, "--target", f"cuda:{arch}",
-                        "--quant", mode] + (["--quant-group", g] if g else []))
+            golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", pkg,
+                        "--target", f"cuda:{arch}", "--quant", mode] + (["--quant-group", g] if g else []))
+            if mdir and "#define HAS_DECODE_LAYERS 1" not in open(os.path.join(pkg, "src", "model.c")).read():
+                fails.append(f"{model} {scheme} cuda: no persistent decode kernel for quantized rows")
             m = json.load(open(os.path.join(pkg, "manifest.json")))
             want = "q8r" if mode == "a16w8" else "q4r"
             if m.get("quant", {}).get("weights") != want:
@@ -239,13 +252,13 @@ def cuda_checks(arch, tmp, fails, gpu):
                 vocab = "embed" in t["name"] or "lm_head" in t["name"]
                 if t["dtype"] != ("q8r" if vocab else want):  # a16w4 keeps the vocabulary in int8 on CUDA
                     fails.append(f"{model} {scheme} cuda: {t['name']} is {t['dtype']}")
-            tw = twin(model, pkg, tmp, fails)
+            tw = twin(model, pkg, tmp, fails, mdir)
             if not gpu:
                 print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")
                 continue
             pt = os.path.join(tmp, f"{model}-{scheme}-cuda-twin-pkg")
             golden.run(["compile", tw, "-o", pt, "--target", "cpu", "--dtype", "f32"])
-            ids = golden.reference(model)[0]
+            ids = golden.reference(model, mdir)[0]
             for step in (0, 1):
                 a, b = logits_of(pkg, ids, step), logits_of(pt, ids, step)
                 rel = np.abs(a - b).max() / np.abs(b).max()
@@ -253,7 +266,7 @@ def cuda_checks(arch, tmp, fails, gpu):
                       f"{rel:.2e} x max|logit| (limit 3e-2) {'ok' if rel <= 3e-2 else 'FAIL'}")
                 if not rel <= 3e-2:
                     fails.append(f"{model} {scheme} cuda: differs from its decoded twin by {rel:.3e}")
-            rel, bound = logits_err(pkg, model), BOUND["a16w8" if mode == "a16w8" else "a16w4-g128"]
+            rel, bound = logits_err(pkg, model, mdir), BOUND["a16w8" if mode == "a16w8" else "a16w4-g128"]
             print(f"{model:18s} {scheme:10s} cuda logits max|d| = {rel:.3e} x max|ref| (bound {bound}) {'ok' if rel <= bound else 'FAIL'}")
             if not rel <= bound:
                 fails.append(f"{model} {scheme} cuda: error {rel:.3e} > {bound}")

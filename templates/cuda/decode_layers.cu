@@ -22,7 +22,9 @@
  * DL_HD (heads x head_dim, o's K), DL_GU_ROWS (packed gate/up rows; outputs DL_GU_ROWS / 2 = down's
  * K), DL_EPS1, DL_EPS2, DL_BQKV, DL_BO, DL_BGU, DL_BDOWN (0/1: bias present), DL_ATTN (an
  * attention.cu instance with AT_DEVFN 1), DL_KV, DL_D (head_dim), DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
- * DL_EPS_HEAD, and IG_ST_NSLOT
+ * DL_EPS_HEAD, DL_WQ / DL_WG (the layers' matrices: 0 bf16, or quantized rows of wq.cuh, 8 q8r /
+ * 4 q4r with groups of DL_WG; the pointers in L are then those rows' bytes), DL_HWQ / DL_HWG (the
+ * lm_head's), and IG_ST_NSLOT
  * before the first include of stream.cuh. Defines
  *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
@@ -63,6 +65,18 @@
 #define IG_ST_NSLOT 12
 #endif
 #include "stream.cuh"
+#ifndef DL_WQ
+#define DL_WQ 0
+#endif
+#ifndef DL_WG
+#define DL_WG 32
+#endif
+#ifndef DL_HWQ
+#define DL_HWQ 0
+#endif
+#ifndef DL_HWG
+#define DL_HWG 32
+#endif
 
 #ifndef IG_DL_LAYER_T
 #define IG_DL_LAYER_T
@@ -100,15 +114,16 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                 }
                 for (int l = 0; l < DL_LAYERS; l++) {
                     const int p = 4 * l;
-                    ig_st_produce<DL_HID>(&st, dl_smem, L[l].wqkv, DL_QKV_ROWS, 1, p * 41, &it, L[l].g1, DL_HID * 4);
-                    ig_st_produce<DL_HD>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
-                    ig_st_produce<DL_HID>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2,
-                                          DL_HID * 4);
-                    ig_st_produce<DOWN_K>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
+                    ig_st_produce<DL_HID, DL_WQ, DL_WG>(&st, dl_smem, L[l].wqkv, DL_QKV_ROWS, 1, p * 41, &it, L[l].g1,
+                                                        DL_HID * 4);
+                    ig_st_produce<DL_HD, DL_WQ, DL_WG>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
+                    ig_st_produce<DL_HID, DL_WQ, DL_WG>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2,
+                                                        DL_HID * 4);
+                    ig_st_produce<DOWN_K, DL_WQ, DL_WG>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
                 }
                 if (w_head)
-                    ig_st_produce<DL_HID>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it, g_head,
-                                          DL_HID * 4);
+                    ig_st_produce<DL_HID, DL_HWQ, DL_HWG>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it,
+                                                          g_head, DL_HID * 4);
             }
         return;
     }
@@ -142,11 +157,11 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
             const int p = 4 * l;
             const ig_dl_layer *w = L + l;
             if (l == 0 && emb) /* the token's embedding row is the residual stream */
-                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV, true>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, 0,
+                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV, true, false, DL_WQ, DL_WG>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, 0,
                                                               emb + (size_t)dl_tok * DL_HID, w->g1, DL_EPS1, w->bqkv,
                                                               qkv, &it, (unsigned long long *)0, resid);
             else
-                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1,
+                ig_st_gemv_tc<DL_HID, 0, true, DL_BQKV, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_QKV_ROWS, DL_QKV_N, p * 41, resid, w->g1,
                                                         DL_EPS1, w->bqkv, qkv, &it,
                                                         l ? bar : (unsigned long long *)0);
             ig_st_grid_sync(&st, bar, G);
@@ -161,15 +176,15 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                                                 kv, lo, &dl_pos, token_seq, page_table, max_pages, attn_ws, attn_cnt,
                                                 att, at_sm);
             }
-            ig_st_gemv_tc<DL_HD, 1, false, DL_BO>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo,
+            ig_st_gemv_tc<DL_HD, 1, false, DL_BO, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo,
                                                   resid, &it, bar);
-            ig_st_gemv_tc<DL_HID, 2, true, DL_BGU>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2,
+            ig_st_gemv_tc<DL_HID, 2, true, DL_BGU, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2,
                                                    DL_EPS2, w->bgu, h, &it, bar);
-            ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown,
+            ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown,
                                                       resid, &it, bar);
         }
         if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
-            ig_st_gemv_tc<DL_HID, 0, true, false, false, true>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
+            ig_st_gemv_tc<DL_HID, 0, true, false, false, true, DL_HWQ, DL_HWG>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
                                                                resid, g_head, DL_EPS_HEAD, 0, logits, &it, bar, 0, amax);
         if (w_head && pick) {
             /* the last CTA done picks the token from every CTA's key (sample.cu's greedy rule: the lowest
@@ -235,3 +250,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
 #undef DL_KV_LAYER_BYTES
 #undef DL_VOCAB
 #undef DL_EPS_HEAD
+#undef DL_WQ
+#undef DL_WG
+#undef DL_HWQ
+#undef DL_HWG

@@ -31,6 +31,7 @@
 #define IG_CUDA_STREAM_CUH
 
 #include "common.cuh"
+#include "wq.cuh"
 
 #ifndef IG_ST_CWARPS
 #define IG_ST_CWARPS 8
@@ -185,12 +186,14 @@ IG_DEV float ig_st_nscale(const ig_st *st, int K, float eps) {
 }
 
 /* Rows per slot for rows of K bf16: R whole rows of up to 8192 elements, or (SPLIT = 2) one row of
- * up to 16384 elements as two slots of KS = K / 2 each (e.g. Llama-3-8B's down projection, 14336). */
-template <int K>
+ * up to 16384 elements as two slots of KS = K / 2 each (e.g. Llama-3-8B's down projection, 14336).
+ * Quantized rows (WQ 8 / 4 with groups of G, wq.cuh) are whole rows of IG_WQ_ROWB bytes (codes
+ * then scales), at most one slot each. */
+template <int K, int WQ = 0, int G = 32>
 struct ig_st_shape {
-    static constexpr int SPLIT = K * 2 > IG_ST_SLOT ? 2 : 1; /* slots per row */
-    static constexpr int KS = K / SPLIT;                     /* elements of a row in one slot */
-    static constexpr int RB = KS * 2;                        /* bytes of a row (piece) */
+    static constexpr int SPLIT = !WQ && K * 2 > IG_ST_SLOT ? 2 : 1; /* slots per row */
+    static constexpr int KS = K / SPLIT;                              /* elements of a row in one slot */
+    static constexpr int RB = WQ ? IG_WQ_ROWB(K, WQ, G) : KS * 2;     /* bytes of a row (piece) in a slot */
     static constexpr int R = SPLIT > 1                ? 1
                              : 8 * RB <= IG_ST_SLOT ? 8
                              : 4 * RB <= IG_ST_SLOT ? 4
@@ -199,11 +202,12 @@ struct ig_st_shape {
     static_assert(K % (8 * SPLIT) == 0 && RB <= IG_ST_SLOT, "a row must fit two 16 KB slots");
 };
 
-/* Producer (one thread): queue this CTA's rows of a [n_rows][K] bf16 matrix. */
-template <int K>
-IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int n_rows, int unit, int rot,
+/* Producer (one thread): queue this CTA's rows of a [n_rows][K] bf16 matrix (or of quantized rows:
+ * WQ, G as ig_st_shape). */
+template <int K, int WQ = 0, int G = 32>
+IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_rows, int unit, int rot,
                           unsigned *it, const void *pf = 0, unsigned pf_bytes = 0) {
-    typedef ig_st_shape<K> S;
+    typedef ig_st_shape<K, WQ, G> S;
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
     /* the phase's small operand (RMSNorm gamma) into L2, a ring ahead of the consumers */
@@ -216,8 +220,12 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int 
                 const unsigned o = *it - IG_ST_INFLIGHT;
                 IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
             }
-            IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC(w, r, K) + h * S::KS, (unsigned)(n * S::KS * 2),
-                       &st->full[slot]);
+            if (WQ) /* whole quantized rows, contiguous */
+                IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, (const unsigned char *)w + (size_t)r * S::RB,
+                           (unsigned)(n * S::RB), &st->full[slot]);
+            else
+                IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC((const ig_bf16 *)w, r, K) + h * S::KS,
+                           (unsigned)(n * S::KS * 2), &st->full[slot]);
             ++*it;
         }
 }
@@ -238,15 +246,35 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const ig_bf16 *w, int 
  * IG_ST_CTHREADS rows per CTA); 2: SwiGLU, y bf16 [row / 2] (gate/up rows interleaved by 16).
  * Sums and stores happen once per IG_ST_MAXCH slots. AMAX (EPI 0): the CTA's best key over its
  * stored values (ig_amax_key) goes to amax[blockIdx.x]. */
-template <int K>
+template <int K, int WQ = 0, int G = 32>
 struct ig_st_tshape {
-    typedef ig_st_shape<K> S;
+    typedef ig_st_shape<K, WQ, G> S;
     static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
-    static constexpr int SPLIT = S::SPLIT, KS = S::KS;     /* slots per row, row elements per slot */
+    static constexpr int SPLIT = S::SPLIT, KS = S::KS, RB = S::RB; /* slots per row, row elements and bytes per slot */
     static constexpr int NW = KS / 128, WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
     static_assert(KS % 128 == 0, "tensor-core phases need K % 128 == 0 (K % 256 for rows over two slots)");
     static_assert(IG_ST_CWARPS % RP == 0, "row pairs must divide the consumer warps");
 };
+
+/* A fragments from quantized rows (the 4 weights at a thread's columns, as two bf16 pairs). q8r: the
+ * int8 codes themselves (exact in bf16). q4r: 128 + each code (exact: bf16 0x4300 | c), so a
+ * window's dot is scale (D - 128 sum x) + min sum x = scale D + (min - 128 scale) sum x. */
+IG_DEV uint2 ig_st_q8frag(unsigned u) {
+    return make_uint2(ig_pack2_bf16((float)(signed char)u, (float)(signed char)(u >> 8)),
+                      ig_pack2_bf16((float)(signed char)(u >> 16), (float)(signed char)(u >> 24)));
+}
+IG_DEV uint2 ig_st_q4frag(unsigned x) { /* x: 4 nibbles, element j at bits 4j */
+    return make_uint2(0x43004300u | (x & 15u) | ((x & 0xf0u) << 12), 0x43004300u | ((x >> 8) & 15u) | ((x & 0xf000u) << 4));
+}
+
+/* q4r: the (scale, min) of column k's group in a row of a slot (IEEE half pairs after the codes). */
+template <int K, int G>
+IG_DEV float2 ig_st_q4sm(const unsigned char *row, int k) {
+    const unsigned u = *(const unsigned *)(row + K / 2 + 4 * (k / G));
+    return make_float2(ig_f16_to_f32((unsigned short)(u & 0xffffu)), ig_f16_to_f32((unsigned short)(u >> 16)));
+}
+/* Two bf16 of a word as floats. */
+IG_DEV void ig_unpack2_bf16_(unsigned w, float *o) { o[0] = __uint_as_float(w << 16), o[1] = __uint_as_float(w & 0xffff0000u); }
 
 IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -255,11 +283,11 @@ IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned 
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false>
+template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int WQ = 0, int QG = 32>
 IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
                           const float *gamma, float eps, const float *bias, void *y, unsigned *it,
                           unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0) {
-    typedef ig_st_tshape<K> TS;
+    typedef ig_st_tshape<K, WQ, QG> TS;
     constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS, G = IG_ST_GROUP;
     static_assert(G == 1 || G == 2 || G == 4, "IG_ST_GROUP is 1, 2 or 4");
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -336,6 +364,18 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 }
             }
     }
+    /* q4r: the sum of the (rounded) x of this thread's segment in each window, for the mins */
+    float xsum[MW];
+    if (WQ == 4) {
+#pragma unroll
+        for (int m = 0; m < MW; m++) {
+            float v[4];
+            ig_unpack2_bf16_(xb[0][m][0], v), ig_unpack2_bf16_(xb[0][m][1], v + 2);
+            float sx = (v[0] + v[1]) + (v[2] + v[3]);
+            sx += __shfl_xor_sync(IG_FULL_MASK, sx, 1);
+            xsum[m] = sx + __shfl_xor_sync(IG_FULL_MASK, sx, 2);
+        }
+    }
     IG_ST_MARK(2);
 
     const int nch = (r1 - r0 + R - 1) / R * SP, nr = r1 - r0; /* slots, rows */
@@ -354,16 +394,39 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
+                const unsigned char *pa = sb + (size_t)ra * TS::RB, *pb = sb + (size_t)rb * TS::RB;
 #pragma unroll
                 for (int m = 0; m < MW; m++) {
                     if (wq + WP * m < TS::NW) {
                         uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
-                        if (ra < n) wa = *(const uint2 *)(sb + ((size_t)ra * K + col(m)) * 2);
-                        if (R >= 2 && rb < n) wb = *(const uint2 *)(sb + ((size_t)rb * K + col(m)) * 2);
+                        if (WQ == 8) {
+                            if (ra < n) wa = ig_st_q8frag(*(const unsigned *)(pa + col(m)));
+                            if (R >= 2 && rb < n) wb = ig_st_q8frag(*(const unsigned *)(pb + col(m)));
+                        } else if (WQ == 4) {
+                            if (ra < n) wa = ig_st_q4frag(*(const unsigned short *)(pa + col(m) / 2));
+                            if (R >= 2 && rb < n) wb = ig_st_q4frag(*(const unsigned short *)(pb + col(m) / 2));
+                        } else {
+                            if (ra < n) wa = *(const uint2 *)(pa + col(m) * 2);
+                            if (R >= 2 && rb < n) wb = *(const uint2 *)(pb + col(m) * 2);
+                        }
                         /* the piece's x (a select, not a dynamic index: xb stays in registers) */
                         const unsigned b0 = SP > 1 && h ? xb[SP - 1][m][0] : xb[0][m][0];
                         const unsigned b1 = SP > 1 && h ? xb[SP - 1][m][1] : xb[0][m][1];
-                        ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
+                        if (WQ == 4) { /* this window's sums, scaled by the group of this thread's segment */
+                            float e[4] = {};
+                            ig_st_mma(e, wa.x, wb.x, wa.y, wb.y, b0, b1);
+                            const int k = (wq + WP * m) * 128 + g * 16;
+                            float2 sa = make_float2(0.0f, 0.0f), sb2 = sa;
+                            if (ra < n) sa = ig_st_q4sm<K, QG>(pa, k);
+                            if (R >= 2 && rb < n) sb2 = ig_st_q4sm<K, QG>(pb, k);
+                            float *a = d[m % IG_ST_ACC];
+                            a[0] = fmaf(sa.x, e[0], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[0]));
+                            a[1] = fmaf(sa.x, e[1], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[1]));
+                            a[2] = fmaf(sb2.x, e[2], fmaf(sb2.y - 128.0f * sb2.x, xsum[m], a[2]));
+                            a[3] = fmaf(sb2.x, e[3], fmaf(sb2.y - 128.0f * sb2.x, xsum[m], a[3]));
+                        } else {
+                            ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
+                        }
                     }
                 }
 #pragma unroll
@@ -374,6 +437,10 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const bool diag = q == (g >> 1);
                 u[j][0] = diag ? ((g & 1) ? d[0][1] : d[0][0]) : 0.0f;
                 u[j][1] = diag ? ((g & 1) ? d[0][3] : d[0][2]) : 0.0f;
+                if (WQ == 8) { /* q8r: the rows' scales, read before the slot goes back */
+                    if (ra < n) u[j][0] *= *(const float *)(pa + K);
+                    if (R >= 2 && rb < n) u[j][1] *= *(const float *)(pb + K);
+                }
                 __syncwarp(); /* every lane's loads of the slot are done: it goes back to the producer */
                 if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
             }
