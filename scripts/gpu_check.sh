@@ -34,5 +34,7 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== benchmark"
   python3 scripts/gpu_bench.py "$arch" 2>&1 | tee "$OUT/bench.txt" || rc=1
+  echo "== benchmark, quantized weights"
+  python3 scripts/gpu_bench_quant.py "$arch" 2>&1 | tee "$OUT/bench_quant.txt" || rc=1
 fi
 exit $rc

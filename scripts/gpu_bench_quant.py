@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""GPU benchmark of quantized weights (issue 16), run on the device by scripts/gpu_check.sh after
+gpu_bench.py (whose random Llama-3.2-1B-shaped checkpoint and bf16 package it reuses, or makes):
+for bf16, a16w8 and a16w4 (groups of 32 and 128) it prints the package's weight bytes, batch-1
+decode ms/token against the roofline of those bytes at the measured copy bandwidth, prefill
+tokens/s on a 2048-token prompt, and engine decode throughput at 8 / 32 / 128 requests, with the
+ratios against bf16 in the same run. Also checks, on this real shape, that the persistent decode
+kernel and the per-op kernels give the same logits for the quantized packages."""
+import os, re, subprocess, sys, time
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "devbuild", "ignis"))
+ENGINE = os.path.join(ROOT, "devbuild", "bench_engine")
+arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+work = "/tmp/ignis-bench"
+os.makedirs(work, exist_ok=True)
+ckpt = os.path.join(work, "llama1b")
+
+
+def sh(args):
+    p = subprocess.run(args, capture_output=True, text=True)
+    if p.returncode:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+        raise SystemExit(f"failed: {' '.join(args)}")
+    return p.stdout
+
+
+dev = torch.device("cuda")
+x = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
+y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+torch.cuda.synchronize(); t = time.perf_counter()
+for _ in range(10): y.copy_(x)
+torch.cuda.synchronize(); bw = 2 * x.numel() / ((time.perf_counter() - t) / 10)
+del x, y
+print(f"device: {torch.cuda.get_device_name()}; copy bandwidth {bw/1e12:.2f} TB/s (read+write)")
+if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
+    sh([sys.executable, os.path.join(ROOT, "scripts", "make_random_llama.py"), ckpt])
+
+ids = ",".join(str((i * 7919) % 128256) for i in range(40))
+res = {}
+for name, q in (("bf16", []), ("a16w8", ["--quant", "a16w8"]), ("a16w4-g32", ["--quant", "a16w4"]),
+                ("a16w4-g128", ["--quant", "a16w4", "--quant-group", "128"])):
+    pkg = os.path.join(work, f"pkg1b-{name}")
+    sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", f"cuda:{arch}", "--dtype", "bf16"] + q)
+    wbytes = os.path.getsize(os.path.join(pkg, "weights.bin"))
+    if q:  # the persistent kernel against the per-op kernels, one-token steps
+        lg = []
+        for persist in ("1", "0"):
+            f = os.path.join(work, f"q{persist}.npy")
+            sh([IGNIS, "logits", pkg, "--tokens", ids, "--out", f, "--step", "--tune", f"persistent={persist}"])
+            lg.append(np.load(f).astype(np.float64))
+        rel = np.abs(lg[0] - lg[1]).max() / np.abs(lg[1]).max()
+        print(f"{name}: persistent vs per-op kernels, 40 one-token steps: max|d| = {rel:.2e} x max|logit|, "
+              f"argmax equal on {100 * (lg[0].argmax(1) == lg[1].argmax(1)).mean():.0f}%")
+        if not rel <= 3e-2:
+            print(f"FAIL: {name}: the persistent kernel's logits differ from the per-op kernels'")
+    short = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "256"])
+    ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", short).group(1))
+    pre_out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "8"])
+    pre = float(re.search(r"prefill\s+\d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", pre_out).group(1))
+    eng = sh([ENGINE, pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128"])
+    # bench_engine's table: concurrency, tokens/s, ...
+    tput = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^(\d+)\s+([\d.]+)\s", eng, re.M)}
+    roof = wbytes / bw * 1e3
+    res[name] = (wbytes, ms, pre, tput)
+    print(f"{name}: weights {wbytes/1e9:.3f} GB; decode batch 1 {ms:.3f} ms/token, roofline {roof:.3f} ms -> "
+          f"{100*roof/ms:.1f}% of roofline; prefill 2048 {pre:.0f} tokens/s")
+    print(eng.strip())
+b = res["bf16"]
+for name, (wb, ms, pre, tput) in res.items():
+    if name == "bf16":
+        continue
+    tr = ", ".join(f"{n}: {tput[n] / b[3][n]:.2f}x" for n in sorted(tput) if n in b[3] and b[3][n])
+    print(f"{name} vs bf16: weights {wb / b[0]:.3f}x, decode batch 1 {b[1] / ms:.2f}x faster, prefill {pre / b[2]:.2f}x, "
+          f"throughput {tr or '(not parsed)'}")
