@@ -237,6 +237,8 @@ def cuda_checks(arch, tmp, fails, gpu):
             continue  # without a GPU: one case of each kind (NVRTC takes seconds per package)
         mode, _, g = scheme.partition("-g")
         pkg = os.path.join(tmp, f"{model}-{scheme}-cuda")
+        if mdir:
+            golden.ensure_weights(os.path.join(mdir, model))  # fixtures stored as a recipe
         try:
             golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", pkg,
                         "--target", f"cuda:{arch}", "--quant", mode] + (["--quant-group", g] if g else []))
