@@ -56,6 +56,7 @@ typedef struct gen {
     int32_t resid;        /* buffer of the residual stream */
     int32_t rk_node;      /* the rope_kv feeding the next attention (fused for decode) */
     int64_t xn_cols, gu_cols; /* widths of the normed-x and gate/up scratch buffers */
+    int64_t moe_k, moe_ki;    /* MoE scratch per token: selections (top-k), expert activations (top-k x I) */
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
     dl_plan dl;
@@ -463,12 +464,74 @@ static ig_status emit_all_gather(gen *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
-/* The model features the CUDA templates do not have yet (issue 21 landed them on the CPU first):
- * an error naming them, rather than a package that computes something else. */
-static ig_status check_features(const ir_hparams *hp, ig_err *err) {
-    if (hp->n_experts)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s uses mixture-of-experts layers, which the CUDA templates "
-                       "do not have yet; compile it for the CPU", hp->arch);
+/* A layer's RMSNorm whose output several ops read (the MoE router and experts): f32 rows. */
+static ig_status emit_rmsnorm(gen *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    const int64_t K = c->g->tensors[n->in[1]].shape[0];
+    char params[256], comment[256], nm[64], lbl[96];
+    if (x->pass != 1) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): a lone rms_norm outside a layer");
+    int32_t src = c->bufs.buf_of[n->in[0]] >= 0 ? c->bufs.buf_of[n->in[0]] : c->resid;
+    if (src < 0) return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): rms_norm reads a tensor no earlier node wrote");
+    new_buf(c, n->out, K, 0);
+    snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 0\n", (long long)K, n->eps);
+    snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> f32", (long long)K, n->eps);
+    snprintf(nm, sizeof nm, "rms_norm_%lld_f32", (long long)K);
+    const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
+    fprintf(c->fw, "%s/* %s: rms_norm */\n%svoid *args[] = {&%s, &%s, &%s, &%s};\n"
+                   "%sLAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, x->rows, c->bufs.v[src].ident, x->wexpr[1],
+            buf_name(c, n->out), x->ind, fn_index(c, rn), x->rows, (long long)K);
+    return IG_OK;
+}
+
+/* The experts' block (MOE: router, top-k, the selected experts' gate/up and down) or the shared
+ * expert (MOE_SHARED), added to the residual stream: moe.cu's three kernels. Each (token, selected
+ * expert) reads only that expert's rows. */
+static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
+    const ir_hparams *hp = &c->g->hp;
+    const ir_node *n = x->n;
+    const int shared = n->op == IR_OP_MOE_SHARED, HID = hp->hidden;
+    const int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
+    const int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
+    char params[512], comment[256], nm[64], lbl[96], fr[80], fg[80], fd[80];
+    if (x->pass != 1 || n->epi != IR_EPI_ACC)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s under tensor parallelism is not on CUDA yet; compile "
+                       "it for the CPU", ir_op_name(n->op));
+    if (c->bufs.buf_of[n->in[0]] < 0 || c->resid < 0)
+        return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): %s reads a tensor no earlier node wrote", ir_op_name(n->op));
+    if (HID % 8 || I % 16)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): experts of %lld rows over hidden %d (moe.cu: multiples of "
+                       "16 and 8)", (long long)I, HID);
+    c->bufs.buf_of[n->out] = c->resid;
+    if (K > c->moe_k) c->moe_k = K;
+    if (K * I > c->moe_ki) c->moe_ki = K * I;
+    snprintf(params, sizeof params,
+             "#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n#define MO_NORM %d\n"
+             "#define MO_WBF16 %d\n#define MO_XBF16 %d\n#define MO_SHARED %d\n",
+             HID, E, K, (long long)I, shared ? 0 : hp->norm_topk, c->bf, c->bf, shared);
+    if (shared)
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), added to the residual",
+                 (long long)I);
+    else
+        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, added "
+                 "to the residual", E, (long long)I, K, hp->norm_topk ? " renormalized" : "");
+    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
+    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
+    const char *mo = instance(c, "moe.cu", nm, "MO_NAME", params, comment);
+    snprintf(fr, sizeof fr, "%s_route", mo ? mo : "");
+    snprintf(fg, sizeof fg, "%s_gu", mo ? mo : "");
+    snprintf(fd, sizeof fd, "%s_down", mo ? mo : "");
+    const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
+    fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
+    fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
+                   "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, in, ind, fn_index(c, fr));
+    fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &moe_sel, &w2, &moe_h};\n"
+                   "%s  LAUNCH(%d, IG_MO_GU_GRID_X(%lld), IG_MO_GU_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, in, ind, fn_index(c, fg), (long long)I, K);
+    fprintf(c->fw, "%s{ void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+                   "%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, res, ind, fn_index(c, fd), HID);
     return IG_OK;
 }
 
@@ -480,6 +543,7 @@ static const struct {
     {IR_OP_EMBED, emit_embed},         {IR_OP_GATHER_ROWS, emit_gather_rows}, {IR_OP_NORM_MATMUL, emit_norm_matmul},
     {IR_OP_MATMUL_EPI, emit_matmul_epi}, {IR_OP_ROPE_KV, emit_rope_kv},      {IR_OP_ATTENTION, emit_attention},
     {IR_OP_NORM_ADD, emit_norm_add},     {IR_OP_ALL_REDUCE, emit_all_reduce}, {IR_OP_ALL_GATHER, emit_all_gather},
+    {IR_OP_RMSNORM, emit_rmsnorm},       {IR_OP_MOE, emit_moe},               {IR_OP_MOE_SHARED, emit_moe},
 };
 
 /* One node's block: its weights bound to variables (launches take their addresses), then its kernels. */
@@ -784,6 +848,10 @@ static void emit_workspace(gen *c, FILE *out) {
                  "    X(%s, a_gu, (uint64_t)(T) * %lld) \\\n"
                  "    X(%s, xn, (uint64_t)(T) * %lld)",
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
+    if (c->moe_k)
+        fprintf(out, " \\\n    X(int32_t, moe_sel, (uint64_t)(T) * %lld) \\\n    X(float, moe_wt, (uint64_t)(T) * %lld) \\\n"
+                     "    X(%s, moe_h, (uint64_t)(T) * %lld)",
+                (long long)c->moe_k, (long long)c->moe_k, t16, (long long)c->moe_ki);
     for (int i = 0; i < c->bufs.n; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", c->bufs.v[i].is16 ? "uint16_t" : "float", c->bufs.v[i].ident,
                 (long long)c->bufs.v[i].cols);
@@ -865,8 +933,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--kv-cache %s: CUDA packages keep the KV cache in their --dtype (%s) for now",
                        kvf ? kvf->name : "?", c.fmt->name);
     c.bf = c.fmt->is16;
-    ig_status st = check_features(hp, err);
-    if (!st) st = check_rows(&c, err);
+    ig_status st = check_rows(&c, err);
     if (!st) st = cg_analyze(g, plan, &c.lay, err);
     if (st) return st;
     c.kv_layer_page = 2ull * hp->n_kv_heads * o->page_size * hp->head_dim * c.fmt->bytes;

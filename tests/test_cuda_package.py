@@ -169,8 +169,7 @@ def main():
         # import); GLM-4 (partial rotary with interleaved pairs, post-norms); Gemma 3 (sliding-window
         # and global layers with two RoPE bases, GeGLU, scaled embeddings, query_pre_attn_scalar,
         # post-norms); Mistral with a window shorter than the context. Each compiles, its model.cu
-        # has the kernel features its graph needs and no persistent decode kernel (Llama-only); MoE
-        # is still refused, by name
+        # has the kernel features its graph needs and no persistent decode kernel (Llama-only)
         if os.path.isdir(os.path.join(golden.TESTDATA, "models", "phi3")):
             golden.run(["compile", os.path.join(golden.TESTDATA, "models", "phi3"), "-o", os.path.join(tmp, "phi3"),
                         "--target", "cuda:sm_90", "--dtype", "bf16"])
@@ -191,11 +190,11 @@ def main():
                            "#define AT_SCALE 0.176776695f\n", "#define AT_QKNORM 1\n"],
                 "mistral-window8": ["#define AT_WINDOW 8\n", "#define AP_WINDOW 8\n"],
             }
-            for model, needles in want.items():
+            for model, needles in want.items():  # (one architecture, f32 for one model: NVRTC time)
                 mdir = wdir if model == "mistral-window8" else os.path.join(golden.TESTDATA, "models", model)
-                for dt in ("bf16", "f32"):
+                for dt in ("bf16", "f32") if model == "gemma3" else ("bf16",):
                     out = os.path.join(tmp, f"{model}-{dt}")
-                    p = golden.run(["compile", mdir, "-o", out, "--target", "cuda:sm_80,sm_90", "--dtype", dt], check=False)
+                    p = golden.run(["compile", mdir, "-o", out, "--target", "cuda:sm_90", "--dtype", dt], check=False)
                     if p.returncode != 0:
                         fails.append(f"{model} {dt} on CUDA: compile failed: {p.stderr.strip()[-300:]!r}")
                         continue
@@ -211,10 +210,25 @@ def main():
                         fails.append("gemma3 on CUDA: its layers must pick their window kernels and RoPE table per layer")
                     if model == "mistral-window8" and "layer_sliding[l]" in mc:
                         fails.append("mistral-window8: every layer has the window, no per-layer choice expected")
-            p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", os.path.join(tmp, "moe"),
-                            "--target", "cuda:sm_90"], check=False)
-            if p.returncode == 0 or "mixture-of-experts" not in p.stderr or "CPU" not in p.stderr:
-                fails.append(f"qwen3-moe on CUDA: not refused with a message naming mixture-of-experts: {p.stderr.strip()[-200:]!r}")
+            # mixture of experts (moe.cu: router, the selected experts' gate/up and down), the shared
+            # expert of Qwen2-MoE; MoE under --tp is not on CUDA yet and is refused by name
+            for model, needles in (("qwen3-moe", ["#define MO_E 8\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"]),
+                                   ("qwen2-moe-shared", ["#define MO_E 6\n", "#define MO_NORM 0\n", "#define MO_SHARED 1\n"]),
+                                   ("mixtral", ["#define MO_E 4\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"])):
+                out = os.path.join(tmp, model)
+                p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", out, "--target", "cuda:sm_90",
+                                "--dtype", "bf16"], check=False)
+                if p.returncode != 0:
+                    fails.append(f"{model} on CUDA: compile failed: {p.stderr.strip()[-300:]!r}")
+                    continue
+                cu, mc = (open(os.path.join(out, "src", f)).read() for f in ("model.cu", "model.c"))
+                miss = [n for n in needles + ['#include "moe.cu"'] if n not in cu]
+                if miss or "X(int32_t, moe_sel," not in mc or '#include "decode_layers.cu"' in cu:
+                    fails.append(f"{model} on CUDA: model.cu lacks {miss} or the MoE scratch / persistent kernel is wrong")
+            p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", os.path.join(tmp, "moetp"),
+                            "--target", "cuda:sm_90", "--tp", "2"], check=False)
+            if p.returncode == 0 or "moe" not in p.stderr or "tensor parallelism" not in p.stderr:
+                fails.append(f"qwen3-moe --tp 2 on CUDA: not refused by name: {p.stderr.strip()[-200:]!r}")
         # bad targets
         p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-qknorm"), "-o", os.path.join(tmp, "x"),
                         "--target", "cuda:sm_42"], check=False)

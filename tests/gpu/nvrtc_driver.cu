@@ -122,6 +122,18 @@
 #define EM_SCALE 11.313708498984761f
 #include "embed.cu"
 
+#define MO_NAME mo_a
+#include "moe.cu"
+#define MO_NAME mo_shared
+#define MO_D 96
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 48
+#define MO_WBF16 0
+#define MO_XBF16 0
+#define MO_SHARED 1
+#include "moe.cu"
+
 #define SM_NAME sm_a
 #include "sample.cu"
 #define SM_NAME sm_b

@@ -297,6 +297,32 @@
 #define EM_SCALE 9.797958971132712f
 #include "embed.cu"
 
+/* issue 21: mixture of experts (moe.cu): routed bf16 (Qwen2-MoE's unnormalized top-k), routed f32
+ * (renormalized, Mixtral / Qwen3-MoE), the gated shared expert */
+#define MO_NAME mo_r6
+#define MO_D 128
+#define MO_E 6
+#define MO_TOPK 2
+#define MO_I 48
+#define MO_NORM 0
+#include "moe.cu"
+#define MO_NAME mo_r8n
+#define MO_D 96
+#define MO_E 8
+#define MO_TOPK 3
+#define MO_I 32
+#define MO_NORM 1
+#define MO_WBF16 0
+#define MO_XBF16 0
+#include "moe.cu"
+#define MO_NAME mo_sh
+#define MO_D 128
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 96
+#define MO_SHARED 1
+#include "moe.cu"
+
 #define SM_NAME sm_1000
 #define SM_V 1000
 #define SM_LD 1024
@@ -1177,6 +1203,99 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V, int 
     chk_done(c, &k);
 }
 
+/* ------------------------------------------------------------------ mixture of experts */
+
+/* moe.cu's three kernels against a host reference in double: the device's expert choice must be the
+ * host's top-k (tokens whose k-th and (k+1)-th logits are within 1e-4 are not compared: either is
+ * right), its weights the softmax (renormalized) of the chosen ones, and resid += the weighted sum
+ * of the chosen experts' SwiGLU MLPs (x and h rounded to bf16 when xb, as the device). */
+static void test_moe(ctx *c, const char *name, const void *route, const void *gu, const void *dn, int D, int E, int K, int I,
+                     int norm, int wb, int xb, int shared, int T) {
+    char what[200];
+    snprintf(what, sizeof what, "moe %s T=%d", name, T);
+    if (!sel(what)) return;
+    std::vector<float> x, rt, wgu, wdn, r0;
+    fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
+    fill(c, wgu, (size_t)E * 2 * I * D, wb, 0.3f), fill(c, wdn, (size_t)E * D * I, wb, 0.3f), fill(c, r0, (size_t)T * D, false);
+    float *dx = (float *)upload(x, false), *drt = (float *)upload(rt, false), *dr = (float *)upload(r0, false), *dwt;
+    void *dgu = upload(wgu, wb), *ddn = upload(wdn, wb), *dh;
+    int *dsel;
+    CK(cudaMalloc(&dsel, (size_t)T * K * 4)); CK(cudaMalloc(&dwt, (size_t)T * K * 4));
+    CK(cudaMalloc(&dh, (size_t)T * K * I * 4));
+    int Tv = T;
+    void *a1[] = {&Tv, &dx, &drt, &dsel, &dwt};
+    launch(route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
+    void *a2[] = {&Tv, &dx, &dsel, &dgu, &dh};
+    launch(gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, a2);
+    void *a3[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
+    launch(dn, dim3(IG_MO_DN_GRID_X(D), IG_MO_DN_GRID_Y(T)), dim3(IG_MO_BLOCK), 0, a3);
+    CK(cudaDeviceSynchronize());
+    std::vector<int> gs((size_t)T * K);
+    CK(cudaMemcpy(gs.data(), dsel, gs.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> gw = download(dwt, (size_t)T * K, false), out = download(dr, (size_t)T * D, false);
+    checker ks, kw, ko;
+    char w1[220], w2[220];
+    snprintf(w1, sizeof w1, "moe %s T=%d: top-%d experts", name, T, K);
+    snprintf(w2, sizeof w2, "moe %s T=%d: routing weights", name, T);
+    chk_init(&ks, w1), chk_init(&kw, w2), chk_init(&ko, what);
+    int ties = 0;
+    for (int t = 0; t < T; t++) {
+        std::vector<double> lg(E), p(E);
+        double mx = -1e300, z = 0;
+        for (int e = 0; e < E; e++) {
+            double s = 0;
+            for (int i = 0; i < D; i++) s += (double)x[(size_t)t * D + i] * rt[(size_t)e * D + i];
+            lg[e] = s, mx = fmax(mx, s);
+        }
+        for (int e = 0; e < E; e++) z += (p[e] = exp(lg[e] - mx));
+        std::vector<int> ord(E);
+        for (int e = 0; e < E; e++) ord[e] = e;
+        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return lg[a] > lg[b]; });
+        const bool tie = !shared && K < E && lg[ord[K - 1]] - lg[ord[K]] < 1e-4;
+        ties += tie;
+        double ksum = 0;
+        for (int k = 0; k < K; k++) ksum += p[gs[(size_t)t * K + k]] / z;
+        std::vector<double> acc(D, 0.0), tol(D, 1e-6);
+        for (int k = 0; k < K; k++) {
+            const int e = gs[(size_t)t * K + k];
+            if (e < 0 || e >= E) { chk(&ks, (long)t * K + k, e, 0, -1); continue; }
+            if (!tie && !shared) chk(&ks, (long)t * K + k, e, ord[k], 0);
+            const double w = shared ? 1 / (1 + exp(-lg[0])) : norm ? p[e] / z / ksum : p[e] / z;
+            chk(&kw, (long)t * K + k, gw[(size_t)t * K + k], w, 1e-5 * fabs(w) + 1e-7);
+            for (int d = 0; d < D; d++) tol[d] += 1e-5 * fabs(w); /* the weight's f32 error */
+            std::vector<double> h(I), hm(I);
+            for (int i = 0; i < I; i++) {
+                const int g = 32 * (i / 16) + i % 16;
+                double sg = 0, su = 0, ag = 0, au = 0;
+                for (int j = 0; j < D; j++) {
+                    const double xv = xb ? h_b2f(h_f2b(x[(size_t)t * D + j])) : x[(size_t)t * D + j];
+                    const double wg = wgu[((size_t)e * 2 * I + g) * D + j], wu = wgu[((size_t)e * 2 * I + g + 16) * D + j];
+                    sg += xv * wg, su += xv * wu, ag += fabs(xv * wg), au += fabs(xv * wu);
+                }
+                const double si = sg / (1 + exp(-sg));
+                h[i] = si * su;
+                /* f32 sums (1e-5 of their magnitude through silu's slope <= 1.1), then bf16 rounding */
+                hm[i] = 1e-5 * (1.2 * ag * fabs(su) + au * fabs(si)) + (xb ? fabs(h[i]) / 128 : 0) + 1e-7;
+            }
+            for (int d = 0; d < D; d++) {
+                double s = 0, a = 0;
+                for (int i = 0; i < I; i++) {
+                    const double wv = wdn[((size_t)e * D + d) * I + i];
+                    s += wv * h[i], a += fabs(wv) * (fabs(h[i]) * 1e-5 + hm[i]);
+                }
+                acc[d] += w * s, tol[d] += fabs(w) * a + 1e-5 * fabs(w * s);
+            }
+        }
+        for (int d = 0; d < D; d++)
+            chk(&ko, (long)t * D + d, out[(size_t)t * D + d], r0[(size_t)t * D + d] + acc[d], tol[d] + 1e-7 * fabs(r0[(size_t)t * D + d]));
+    }
+    if (!shared) chk_done(c, &ks);
+    chk_done(c, &kw), chk_done(c, &ko);
+    if (ties) printf("     (%d of %d tokens with a near tie at the k-th expert: choice not compared)\n", ties, T);
+    CK(cudaFree(dx)); CK(cudaFree(drt)); CK(cudaFree(dr)); CK(cudaFree(dwt)); CK(cudaFree(dgu)); CK(cudaFree(ddn));
+    CK(cudaFree(dh)); CK(cudaFree(dsel));
+}
+
 /* ------------------------------------------------------------------ rope_kv + attention */
 
 struct attn_case {
@@ -1867,6 +1986,14 @@ int main(int argc, char **argv) {
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     if (sel("sample top-k/top-p V5000 from 40 parts"))
         test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
+    for (int T : {1, 2, 7, 37, 200}) {
+        test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", (const void *)mo_r6_route, (const void *)mo_r6_gu,
+                 (const void *)mo_r6_down, 128, 6, 2, 48, 0, 1, 1, 0, T);
+        test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", (const void *)mo_r8n_route, (const void *)mo_r8n_gu,
+                 (const void *)mo_r8n_down, 96, 8, 3, 32, 1, 0, 0, 0, T);
+        test_moe(&c, "shared expert D128 I96 bf16", (const void *)mo_sh_route, (const void *)mo_sh_gu, (const void *)mo_sh_down,
+                 128, 1, 1, 96, 0, 1, 1, 1, T);
+    }
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
