@@ -57,6 +57,7 @@ typedef struct gen {
     int32_t resid;        /* buffer of the residual stream */
     int32_t rk_node;      /* the rope_kv feeding the next attention (fused for decode) */
     int64_t xn_cols, gu_cols; /* widths of the normed-x and gate/up scratch buffers */
+    int64_t moe_k, moe_ki;    /* MoE scratch per token: selections (top-k), expert activations (top-k x I) */
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
     dl_plan dl;
@@ -114,12 +115,12 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
 
 /* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi, preceded by an RMSNorm of norm->src into x
  * when norm is set: a GEMV launch for up to st->gemv_tmax rows (the norm fused into it), else an
- * rmsnorm launch, cuBLAS and bias / SwiGLU epilogue kernels. */
+ * rmsnorm launch, cuBLAS and bias / SwiGLU / GeGLU epilogue kernels. */
 static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                         const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
                         const char *what, const mm_norm *norm, mm_wfmt wf) {
     char params[1024], comment[512], nm[96], wname[24] = "", qp[64] = "";
-    int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "zero") != 0;
+    int geglu = epi == IR_EPI_GEGLU, swiglu = epi == IR_EPI_SWIGLU || geglu, has_bias = strcmp(bias, "zero") != 0;
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     if (wf.wq) {
         snprintf(qp, sizeof qp, "#define MV_WQ %d\n#define MV_WG %d\n", wf.wq, wf.wq == 4 ? wf.wg : 32);
@@ -133,9 +134,9 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              norm ? norm->eps : 1e-5, qp);
     snprintf(comment, sizeof comment, "%s: gemv %sx[T,%lld] %s . w[%lld,%lld]^T %s, %s", what, norm ? "rms_norm(x) then " : "",
              (long long)K, dtn(c, bf), (long long)N, (long long)K, wf.wq ? wname : dtn(c, bf),
-             epi == IR_EPI_ACC ? "added to the residual" : swiglu ? "SwiGLU epilogue" : "stored f32");
+             epi == IR_EPI_ACC ? "added to the residual" : geglu ? "GeGLU (tanh GELU) epilogue" : swiglu ? "SwiGLU epilogue" : "stored f32");
     snprintf(nm, sizeof nm, "gemv_k%lld_n%lld%s%s%s%s%s", (long long)K, (long long)N, norm ? "_norm" : "",
-             epi == IR_EPI_ACC ? "_acc" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wf.wq ? "_" : "", wname);
+             epi == IR_EPI_ACC ? "_acc" : geglu ? "_geglu" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wf.wq ? "_" : "", wname);
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
     if (wf.wq) {
@@ -174,7 +175,7 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
                       const mm_norm *norm) {
     char params[1024], comment[512], nm[96];
-    int swiglu = epi == IR_EPI_SWIGLU, has_bias = strcmp(bias, "zero") != 0;
+    int geglu = epi == IR_EPI_GEGLU, swiglu = epi == IR_EPI_SWIGLU || geglu, has_bias = strcmp(bias, "zero") != 0;
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     if (norm) {
         snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, norm->eps, bf);
@@ -186,10 +187,11 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
     }
     if (swiglu) {
         int64_t I = N / 2;
-        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n", (long long)I, bf, bf);
-        snprintf(comment, sizeof comment, "%s: SwiGLU (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> [T,%lld] %s",
-                 what, (long long)N, dtn(c, bf), (long long)I, dtn(c, bf));
-        snprintf(nm, sizeof nm, "swiglu_i%lld", (long long)I);
+        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n#define EP_GELU %d\n",
+                 (long long)I, bf, bf, geglu);
+        snprintf(comment, sizeof comment, "%s: %s (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> [T,%lld] %s",
+                 what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)I, dtn(c, bf));
+        snprintf(nm, sizeof nm, "%s_i%lld", geglu ? "geglu" : "swiglu", (long long)I);
         const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
         /* gate/up leave the GEMM in the activation type (as in the reference model), the
          * mlp_bias (packed gate/up order) is added inside the SwiGLU kernel */
@@ -263,11 +265,14 @@ static ig_status emit_embed(gen *c, node_ctx *x, ig_err *err) {
     const mm_wfmt wf = weight_format(c, x->n->in[1]);
     char qp[64] = "";
     if (wf.wq) snprintf(qp, sizeof qp, "#define EM_WQ %d\n#define EM_WG %d\n", wf.wq, wf.wq == 4 ? wf.wg : 32);
-    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n%s%s", HID, c->bf, rows, qp);
-    snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table%s", HID,
+    const double scale = c->g->hp.embed_scale > 0 ? c->g->hp.embed_scale : 1.0;
+    snprintf(params, sizeof params, "#define EM_D %d\n#define EM_WBF16 %d\n#define EM_SCALE ((float)%.17g)\n%s%s", HID, c->bf,
+             scale, rows, qp);
+    snprintf(comment, sizeof comment, "embed ids[T] -> x[T,%d] f32 from a %s [%d,%d] table%s%s", HID,
              wf.wq == 8 ? "q8r" : wf.wq == 4 ? "q4r" : dtn(c, c->bf), tp ? c->g->hp.tp_vocab : c->g->hp.vocab, HID,
-             tp ? " (this rank's rows of the vocabulary)" : "");
-    snprintf(nm, sizeof nm, "embed_%d%s%s", HID, tp ? "_tp" : "", wf.wq == 8 ? "_q8r" : wf.wq == 4 ? "_q4r" : "");
+             tp ? " (this rank's rows of the vocabulary)" : "", scale != 1.0 ? ", rows scaled" : "");
+    snprintf(nm, sizeof nm, "embed_%d%s%s%s", HID, tp ? "_tp" : "", scale != 1.0 ? "_scaled" : "",
+             wf.wq == 8 ? "_q8r" : wf.wq == 4 ? "_q4r" : "");
     const char *k = instance(c, "embed.cu", nm, "EM_NAME", params, comment);
     if (tp) fprintf(c->fw, "%sint lo = st->comm->rank * TP_VOCAB;\n", x->ind);
     fprintf(c->fw, "%s/* %s */\n%svoid *args[] = {&T, &d_ids, &w1, &%s%s};\n%sLAUNCH(%d, IG_EM_GRID_X(T), 1, 1, IG_EM_BLOCK, 0, args);\n",
@@ -296,14 +301,15 @@ static ig_status emit_norm_matmul(gen *c, node_ctx *x, ig_err *err) {
     int64_t N = wt->shape[0], K = wt->shape[1];
     int32_t src = c->bufs.buf_of[n->in[0]] >= 0 ? c->bufs.buf_of[n->in[0]] : c->resid;
     if (K > c->xn_cols) c->xn_cols = K;
-    int logits = x->pass == 2 && c->g->hp.tp <= 1, swiglu = n->epi == IR_EPI_SWIGLU; /* TP: all_gather writes d_logits */
+    /* TP: all_gather writes d_logits */
+    int logits = x->pass == 2 && c->g->hp.tp <= 1, swiglu = n->epi == IR_EPI_SWIGLU || n->epi == IR_EPI_GEGLU;
     if (swiglu && N > c->gu_cols) c->gu_cols = N;
     if (!logits && c->bufs.buf_of[n->out] < 0) new_buf(c, n->out, swiglu ? N / 2 : N, swiglu ? c->bf : 0);
     const char *y = logits ? "d_logits" : buf_name(c, n->out);
     fprintf(c->fw, "%s/* %s: norm_matmul */\n", x->ind, logits ? wt->name : cg_node_label(c->g, n->out, lbl, sizeof lbl));
     if (n->in[3] < 0) snprintf(x->wexpr[3], sizeof x->wexpr[3], "zero");
     mm_norm nrm = {c->bufs.v[src].ident, "w1", n->eps};
-    emit_matmul(c, c->fw, x->ind, x->rows, "xn", "w2", x->wexpr[3], y, K, N, swiglu ? IR_EPI_SWIGLU : IR_EPI_STORE,
+    emit_matmul(c, c->fw, x->ind, x->rows, "xn", "w2", x->wexpr[3], y, K, N, swiglu ? n->epi : IR_EPI_STORE,
                 swiglu ? N / 2 : N, c->bf, logits ? "lm_head" : "layers.*", &nrm, weight_format(c, n->in[2]));
     return IG_OK;
 }
@@ -312,7 +318,9 @@ static ig_status emit_matmul_epi(gen *c, node_ctx *x, ig_err *err) {
     const ir_node *n = x->n;
     const ir_tensor *wt = &c->g->tensors[n->in[1]];
     char lbl[96];
-    if (n->epi == IR_EPI_STORE && x->pass == 1) { /* a tensor-parallel partial product (then all_reduce) */
+    /* stored f32: a tensor-parallel partial product (then all_reduce), or a projection whose
+     * output goes through a post-norm (norm_add: GLM-4, Gemma 3) */
+    if (n->epi == IR_EPI_STORE && x->pass == 1) {
         if (n->in[2] < 0) snprintf(x->wexpr[2], sizeof x->wexpr[2], "zero");
         new_buf(c, n->out, wt->shape[0], 0);
         fprintf(c->fw, "%s/* %s: matmul */\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl));
@@ -336,11 +344,15 @@ static ig_status emit_rope_kv(gen *c, node_ctx *x, ig_err *err) {
     char params[1024], comment[256], nm[96], lbl[96];
     new_buf(c, n->out, (int64_t)H * D, 0);
     int qk = n->in[1] >= 0;
+    const int rot = hp->rope_dim ? hp->rope_dim : D;
     snprintf(params, sizeof params,
              "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n#define RK_PAGE_BYTES %lluull\n"
-             "#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n",
-             H, KV, D, PS, (unsigned long long)c->kv_layer_page * hp->n_layers, c->bf, qk, qk ? n->eps : 1e-6);
-    snprintf(comment, sizeof comment, "%srope on q[T,%d] and k[T,%d], k/v into the %s KV pages", qk ? "q/k rms_norm, " : "",
+             "#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
+             H, KV, D, PS, (unsigned long long)c->kv_layer_page * hp->n_layers, c->bf, qk, qk ? n->eps : 1e-6, rot,
+             hp->rope_interleaved);
+    snprintf(comment, sizeof comment, "%srope%s on q[T,%d] and k[T,%d], k/v into the %s KV pages", qk ? "q/k rms_norm, " : "",
+             rot != D ? (hp->rope_interleaved ? " (first dims, interleaved pairs)" : " (first dims)")
+                      : hp->rope_interleaved ? " (interleaved pairs)" : "",
              H * D, KV * D, dtn(c, c->bf));
     snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
     const char *k = instance(c, "rope_kv.cu", nm, "RK_NAME", params, comment);
@@ -348,40 +360,62 @@ static ig_status emit_rope_kv(gen *c, node_ctx *x, ig_err *err) {
     const char *ind = x->ind;
     fprintf(c->fw, "%s/* %s: rope_kv (in the attention kernel on decode steps) */\n"
                    "%sif (!(T <= MV_TMAX && decode_only)) {\n"
-                   "%s    void *args[] = {&T, &%s, &inv_freq, &%s, &%s, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv};\n"
+                   "%s    void *args[] = {&T, &%s, &ifq, &%s, &%s, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv};\n"
                    "%s    LAUNCH(%d, IG_RK_GRID_X(T, %d, %d), IG_RK_GRID_Y(T), 1, IG_RK_BLOCK(%d), 0, args);\n%s}\n",
             ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ind, ind, buf_name(c, n->in[0]), qk ? x->wexpr[1] : "zero",
             qk ? x->wexpr[2] : "zero", buf_name(c, n->out), ind, fn_index(c, k), H, KV, D, ind);
     return IG_OK;
 }
 
-/* The attention instances (decode, split decode with and without the rope fused in, prefill on
- * tensor cores); returns the decode one's name, sets *prefill to the prefill one's. */
-static const char *attention_instances(gen *c, const ir_node *rk, const char **prefill) {
+/* Launch-table indices of one attention variant's kernels: prefill, decode, split, split with rope. */
+typedef struct at_fns {
+    int ap, k, split, rope;
+} at_fns;
+
+/* The attention instances of one variant (win > 0: sliding-window layers; decode, split decode
+ * with and without the rope fused in, prefill on tensor cores); their launch-table indices. */
+static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
     const ir_hparams *hp = &c->g->hp;
     const int H = hp->n_heads, KV = hp->n_kv_heads, D = hp->head_dim, PS = c->o->page_size, bf = c->bf;
     const unsigned long long pb = (unsigned long long)c->kv_layer_page * hp->n_layers;
-    const int rk_qk = rk->in[1] >= 0;
-    char params[1024], comment[256], nm[96];
+    const int rk_qk = rk->in[1] >= 0, rot = hp->rope_dim ? hp->rope_dim : D;
+    const double scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D);
+    char params[1024], comment[256], nm[96], wname[32] = "";
+    if (win) snprintf(wname, sizeof wname, "_window%d", win);
     snprintf(params, sizeof params,
              "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
              "#define AT_KVBF16 %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
-             "#define AT_SPLIT_KEYS %d\n#define AT_QKNORM %d\n#define AT_EPS %.9gf\n",
-             H, KV, D, PS, pb, bf, bf, 1.0 / sqrt((double)D), c->tune->at_split_keys, rk_qk, rk_qk ? rk->eps : 1e-6);
-    snprintf(comment, sizeof comment, "causal attention, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s", H, KV, D,
-             dtn(c, bf), H * D, dtn(c, bf));
-    snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d", H, KV, D);
+             "#define AT_SPLIT_KEYS %d\n#define AT_QKNORM %d\n#define AT_EPS %.9gf\n#define AT_WINDOW %d\n"
+             "#define AT_ROT %d\n#define AT_INTERLEAVE %d\n",
+             H, KV, D, PS, pb, bf, bf, scale, c->tune->at_split_keys, rk_qk, rk_qk ? rk->eps : 1e-6, win, rot,
+             hp->rope_interleaved);
+    snprintf(comment, sizeof comment, "causal attention%s, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s",
+             win ? " over a sliding window" : "", H, KV, D, dtn(c, bf), H * D, dtn(c, bf));
+    snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d%s", H, KV, D, wname);
     const char *k = instance(c, "attention.cu", nm, "AT_NAME", params, comment);
-    snprintf(c->at_params, sizeof c->at_params, "%s", params);
+    if (!win) snprintf(c->at_params, sizeof c->at_params, "%s", params);
     snprintf(params, sizeof params,
              "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
-             "#define AP_KVBF16 %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n",
-             H, KV, D, PS, pb, bf, bf, 1.0 / sqrt((double)D));
-    snprintf(comment, sizeof comment, "causal flash attention for prefill runs (tensor cores), %d heads over %d KV heads x %d",
-             H, KV, D);
-    snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d", H, KV, D);
-    *prefill = instance(c, "attention_prefill.cu", nm, "AP_NAME", params, comment);
-    return k;
+             "#define AP_KVBF16 %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n",
+             H, KV, D, PS, pb, bf, bf, scale, win);
+    snprintf(comment, sizeof comment, "causal flash attention%s for prefill runs (tensor cores), %d heads over %d KV heads x %d",
+             win ? " over a sliding window" : "", H, KV, D);
+    snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d%s", H, KV, D, wname);
+    const char *ap = instance(c, "attention_prefill.cu", nm, "AP_NAME", params, comment);
+    char split[112], split_rope[112];
+    snprintf(split, sizeof split, "%s_split", k ? k : "");
+    snprintf(split_rope, sizeof split_rope, "%s_split_rope", k ? k : "");
+    /* launch-table order: prefill, decode, split, split with rope (as kernel_names lists them) */
+    at_fns f = {fn_index(c, ap), fn_index(c, k), 0, 0};
+    f.split = fn_index(c, split), f.rope = fn_index(c, split_rope);
+    return f;
+}
+
+/* Layers with a sliding window, of all (hp.layer_sliding; a window on no layer is none). */
+static int sliding_layers(const ir_hparams *hp) {
+    int n = 0;
+    for (int L = 0; L < hp->n_layers && L < IR_MAX_LAYER_TYPES && hp->sliding_window > 0; L++) n += hp->layer_sliding[L];
+    return n;
 }
 
 static ig_status emit_attention(gen *c, node_ctx *x, ig_err *err) {
@@ -392,39 +426,73 @@ static ig_status emit_attention(gen *c, node_ctx *x, ig_err *err) {
     new_buf(c, n->out, (int64_t)H * D, c->bf);
     const ir_node *rk = c->rk_node >= 0 && c->g->nodes[c->rk_node].out == n->in[0] ? &c->g->nodes[c->rk_node] : NULL;
     if (!rk) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): attention whose q does not come from rope_kv");
-    const char *ap, *k = attention_instances(c, rk, &ap);
-    char split[96], split_rope[96], qn[96] = "zero", kn[96] = "zero";
-    snprintf(split, sizeof split, "%s_split", k ? k : "");
-    snprintf(split_rope, sizeof split_rope, "%s_split_rope", k ? k : "");
+    /* [0]: the global layers' kernels, [1]: the sliding-window layers' (AT_WINDOW / AP_WINDOW) */
+    const int nsl = x->pass == 1 ? sliding_layers(hp) : 0;
+    at_fns f[2] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+    if (nsl < hp->n_layers) f[0] = attention_instances(c, rk, 0);
+    if (nsl > 0) f[1] = attention_instances(c, rk, hp->sliding_window);
+    if (nsl == hp->n_layers) f[0] = f[1];
+    char fap[64], fk[64], fsplit[64], frope[64];
+    if (nsl > 0 && nsl < hp->n_layers) { /* chosen per layer */
+        snprintf(fap, sizeof fap, "layer_sliding[l] ? %d : %d", f[1].ap, f[0].ap);
+        snprintf(fk, sizeof fk, "layer_sliding[l] ? %d : %d", f[1].k, f[0].k);
+        snprintf(fsplit, sizeof fsplit, "layer_sliding[l] ? %d : %d", f[1].split, f[0].split);
+        snprintf(frope, sizeof frope, "layer_sliding[l] ? %d : %d", f[1].rope, f[0].rope);
+    } else {
+        snprintf(fap, sizeof fap, "%d", f[0].ap), snprintf(fk, sizeof fk, "%d", f[0].k);
+        snprintf(fsplit, sizeof fsplit, "%d", f[0].split), snprintf(frope, sizeof frope, "%d", f[0].rope);
+    }
+    char qn[96] = "zero", kn[96] = "zero";
     if (rk->in[1] >= 0) {
         cg_weight_ref(c->plan, &c->lay, x->pass == 1, c->rk_node, 1, rk->in[1], qn, sizeof qn);
         cg_weight_ref(c->plan, &c->lay, x->pass == 1, c->rk_node, 2, rk->in[2], kn, sizeof kn);
     }
     const char *o_ = buf_name(c, n->out), *q_ = buf_name(c, n->in[0]), *ind = x->ind;
-    /* launch-table order: prefill, decode, split, split with rope (as kernel_names lists them) */
-    const int f_ap = fn_index(c, ap), f_k = fn_index(c, k), f_split = fn_index(c, split), f_rope = fn_index(c, split_rope);
-    fprintf(c->fw, "%s/* %s: attention (split over the context for decode-sized steps) */\n", ind,
-            cg_node_label(c->g, n->out, lbl, sizeof lbl));
+    fprintf(c->fw, "%s/* %s: attention%s (split over the context for decode-sized steps) */\n", ind,
+            cg_node_label(c->g, n->out, lbl, sizeof lbl),
+            nsl == hp->n_layers ? " over a sliding window" : nsl ? " (a sliding window on the layers layer_sliding marks)" : "");
     fprintf(c->fw, "%sif (T <= MV_TMAX && decode_only) {\n"
                    "%s    /* one token per sequence: rope_kv fused in */\n"
                    "%s    CUdeviceptr qn = %s, kn = %s;\n"
-                   "%s    void *args[] = {&T, &%s, &inv_freq, &qn, &kn, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
-                   "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
-            ind, ind, ind, qn, kn, ind, buf_name(c, rk->in[0]), o_, ind, f_rope, KV, H, KV, D);
+                   "%s    void *args[] = {&T, &%s, &ifq, &qn, &kn, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
+                   "%s    LAUNCH(%s, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
+            ind, ind, ind, qn, kn, ind, buf_name(c, rk->in[0]), o_, ind, frope, KV, H, KV, D);
     fprintf(c->fw, "%s} else if (T <= MV_TMAX) {\n"
                    "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &attn_ws, &attn_cnt, &%s};\n"
-                   "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
-            ind, ind, q_, o_, ind, f_split, KV, H, KV, D);
+                   "%s    LAUNCH(%s, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), IG_AT_GRID_Z(T, ATTN_SPLIT), IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
+            ind, ind, q_, o_, ind, fsplit, KV, H, KV, D);
     fprintf(c->fw, "%s} else if (!prefill_runs) {\n"
                    "%s    /* many decode tokens: one CTA per (token, KV head) keeps the GPU busy */\n"
                    "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
-                   "%s    LAUNCH(%d, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), 1, IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
-            ind, ind, ind, q_, o_, ind, f_k, KV, H, KV, D);
+                   "%s    LAUNCH(%s, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), 1, IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
+            ind, ind, ind, q_, o_, ind, fk, KV, H, KV, D);
     fprintf(c->fw, "%s} else {\n"
                    "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
-                   "%s    LAUNCH(%d, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
+                   "%s    LAUNCH(%s, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
                    "%s}\n",
-            ind, ind, q_, o_, ind, f_ap, H, D, ind);
+            ind, ind, q_, o_, ind, fap, H, D, ind);
+    return IG_OK;
+}
+
+/* Post-norm into the residual stream (GLM-4, Gemma 3): resid += rms_norm(y) * gamma, y the f32
+ * output of the projection before it (rmsnorm.cu with RN_ADD). */
+static ig_status emit_norm_add(gen *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    const int64_t K = c->g->tensors[n->in[1]].shape[1];
+    char params[256], comment[256], nm[64], lbl[96];
+    if (x->pass != 1) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): norm_add outside a layer");
+    if (c->bufs.buf_of[n->in[1]] < 0 || c->resid < 0)
+        return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): norm_add reads a tensor no earlier node wrote");
+    c->bufs.buf_of[n->out] = c->resid;
+    snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_ADD 1\n", (long long)K, n->eps);
+    snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g, added to the residual stream", (long long)K, n->eps);
+    snprintf(nm, sizeof nm, "rms_norm_add_%lld", (long long)K);
+    const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
+    fprintf(c->fw, "%s/* %s: norm_add (post-norm, then residual add) */\n"
+                   "%svoid *args[] = {&%s, &%s, &%s, &%s};\n"
+                   "%sLAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, x->rows, buf_name(c, n->in[1]), x->wexpr[2],
+            c->bufs.v[c->resid].ident, x->ind, fn_index(c, rn), x->rows, (long long)K);
     return IG_OK;
 }
 
@@ -470,20 +538,74 @@ static ig_status emit_all_gather(gen *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
-/* The model features the CUDA templates do not have yet (issue 21 landed them on the CPU first):
- * an error naming the first one, rather than a package that computes something else. */
-static ig_status check_features(const ir_hparams *hp, ig_err *err) {
-    const char *what = hp->n_experts ? "mixture-of-experts layers"
-                       : hp->sliding_window ? "sliding-window attention"
-                       : hp->rope_dim || hp->rope_interleaved ? "partial or interleaved rotary embeddings"
-                       : hp->rope_theta_local > 0 ? "a second RoPE base for local layers"
-                       : hp->post_norms ? "norms on the attention and MLP outputs"
-                       : hp->mlp_act != IR_ACT_SILU ? "a GELU feed-forward"
-                       : hp->embed_scale > 0 ? "scaled embeddings"
-                       : hp->attn_scale > 0 ? "a non-default attention scale" : NULL;
-    if (what)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s uses %s, which the CUDA templates do not have yet; compile it for the CPU",
-                       hp->arch, what);
+/* A layer's RMSNorm whose output several ops read (the MoE router and experts): f32 rows. */
+static ig_status emit_rmsnorm(gen *c, node_ctx *x, ig_err *err) {
+    const ir_node *n = x->n;
+    const int64_t K = c->g->tensors[n->in[1]].shape[0];
+    char params[256], comment[256], nm[64], lbl[96];
+    if (x->pass != 1) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): a lone rms_norm outside a layer");
+    int32_t src = c->bufs.buf_of[n->in[0]] >= 0 ? c->bufs.buf_of[n->in[0]] : c->resid;
+    if (src < 0) return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): rms_norm reads a tensor no earlier node wrote");
+    new_buf(c, n->out, K, 0);
+    snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 0\n", (long long)K, n->eps);
+    snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> f32", (long long)K, n->eps);
+    snprintf(nm, sizeof nm, "rms_norm_%lld_f32", (long long)K);
+    const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
+    fprintf(c->fw, "%s/* %s: rms_norm */\n%svoid *args[] = {&%s, &%s, &%s, &%s};\n"
+                   "%sLAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, x->rows, c->bufs.v[src].ident, x->wexpr[1],
+            buf_name(c, n->out), x->ind, fn_index(c, rn), x->rows, (long long)K);
+    return IG_OK;
+}
+
+/* The experts' block (MOE: router, top-k, the selected experts' gate/up and down) or the shared
+ * expert (MOE_SHARED), added to the residual stream: moe.cu's three kernels. Each (token, selected
+ * expert) reads only that expert's rows. */
+static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
+    const ir_hparams *hp = &c->g->hp;
+    const ir_node *n = x->n;
+    const int shared = n->op == IR_OP_MOE_SHARED, HID = hp->hidden;
+    const int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
+    const int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
+    char params[512], comment[256], nm[64], lbl[96], fr[80], fg[80], fd[80];
+    if (x->pass != 1 || n->epi != IR_EPI_ACC)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s under tensor parallelism is not on CUDA yet; compile "
+                       "it for the CPU", ir_op_name(n->op));
+    if (c->bufs.buf_of[n->in[0]] < 0 || c->resid < 0)
+        return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): %s reads a tensor no earlier node wrote", ir_op_name(n->op));
+    if (HID % 8 || I % 16)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): experts of %lld rows over hidden %d (moe.cu: multiples of "
+                       "16 and 8)", (long long)I, HID);
+    c->bufs.buf_of[n->out] = c->resid;
+    if (K > c->moe_k) c->moe_k = K;
+    if (K * I > c->moe_ki) c->moe_ki = K * I;
+    snprintf(params, sizeof params,
+             "#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n#define MO_NORM %d\n"
+             "#define MO_WBF16 %d\n#define MO_XBF16 %d\n#define MO_SHARED %d\n",
+             HID, E, K, (long long)I, shared ? 0 : hp->norm_topk, c->bf, c->bf, shared);
+    if (shared)
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), added to the residual",
+                 (long long)I);
+    else
+        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, added "
+                 "to the residual", E, (long long)I, K, hp->norm_topk ? " renormalized" : "");
+    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
+    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
+    const char *mo = instance(c, "moe.cu", nm, "MO_NAME", params, comment);
+    snprintf(fr, sizeof fr, "%s_route", mo ? mo : "");
+    snprintf(fg, sizeof fg, "%s_gu", mo ? mo : "");
+    snprintf(fd, sizeof fd, "%s_down", mo ? mo : "");
+    const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
+    fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
+    fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
+                   "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, in, ind, fn_index(c, fr));
+    fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &moe_sel, &w2, &moe_h};\n"
+                   "%s  LAUNCH(%d, IG_MO_GU_GRID_X(%lld), IG_MO_GU_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, in, ind, fn_index(c, fg), (long long)I, K);
+    fprintf(c->fw, "%s{ void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+                   "%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, res, ind, fn_index(c, fd), HID);
     return IG_OK;
 }
 
@@ -494,7 +616,8 @@ static const struct {
 } cuda_lowering[] = {
     {IR_OP_EMBED, emit_embed},         {IR_OP_GATHER_ROWS, emit_gather_rows}, {IR_OP_NORM_MATMUL, emit_norm_matmul},
     {IR_OP_MATMUL_EPI, emit_matmul_epi}, {IR_OP_ROPE_KV, emit_rope_kv},      {IR_OP_ATTENTION, emit_attention},
-    {IR_OP_ALL_REDUCE, emit_all_reduce}, {IR_OP_ALL_GATHER, emit_all_gather},
+    {IR_OP_NORM_ADD, emit_norm_add},     {IR_OP_ALL_REDUCE, emit_all_reduce}, {IR_OP_ALL_GATHER, emit_all_gather},
+    {IR_OP_RMSNORM, emit_rmsnorm},       {IR_OP_MOE, emit_moe},               {IR_OP_MOE_SHARED, emit_moe},
 };
 
 /* One node's block: its weights bound to variables (launches take their addresses), then its kernels. */
@@ -538,6 +661,11 @@ static void plan_decode_layers(gen *c) {
     memset(dl, 0, sizeof *dl);
     dl->resid_rows = 256;
     if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != 6) return;
+    /* the kernel's attention, RoPE and embedding are Llama's: a model with a sliding window,
+     * partial / interleaved rotary, a second RoPE base or other scales runs on the per-op kernels */
+    if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
+        hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts)
+        return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};
     for (int k = 0; k < 6; k++) {
@@ -666,7 +794,9 @@ static void emit_pass_open(gen *c, int pass) {
     if (pass == 1)
         fprintf(fw, "\n    for (int l = 0; l < N_LAYERS; l++) {\n"
                     "        const int32_t *lw = layer_weights[l];\n"
-                    "        unsigned long long kv_off = (unsigned long long)l * KV_LAYER_PAGE_BYTES;\n");
+                    "        unsigned long long kv_off = (unsigned long long)l * KV_LAYER_PAGE_BYTES;\n"
+                    "        CUdeviceptr ifq = %s; /* the layer's RoPE frequencies */\n",
+                c->g->hp.rope_theta_local > 0 ? "layer_sliding[l] ? inv_freq + sizeof rope_inv_freq : inv_freq" : "inv_freq");
     if (pass == 2) fprintf(fw, "\n    if (n_out > 0%s) {\n", dl->head ? " && !dl_done" : "");
 }
 
@@ -785,6 +915,20 @@ static void emit_images(const cg_cuda_target *t, FILE *out) {
     fprintf(out, "};\n");
 }
 
+/* Per layer, when layers differ: which attend a sliding window (the kernels' AT_WINDOW instances)
+ * and take the local RoPE frequencies; ROPE_LOCAL tells host_runtime.c to upload those after the
+ * global ones (ifq in launch_step). */
+static void emit_layer_types(const ir_hparams *hp, FILE *out) {
+    if (hp->rope_theta_local > 0) fprintf(out, "#define ROPE_LOCAL 1 /* rope_inv_freq_local follows rope_inv_freq on the GPU */\n");
+    if (!sliding_layers(hp) && hp->rope_theta_local <= 0) return;
+    fprintf(out, "\n/* per layer: 1 = sliding-window attention (%d keys)%s */\n"
+                 "static const unsigned char layer_sliding[N_LAYERS] __attribute__((unused)) = {",
+            hp->sliding_window, hp->rope_theta_local > 0 ? " with the local RoPE theta" : "");
+    for (int L = 0; L < hp->n_layers; L++)
+        fprintf(out, "%s%d", L ? ", " : "", L < IR_MAX_LAYER_TYPES && hp->sliding_window > 0 ? hp->layer_sliding[L] : 0);
+    fprintf(out, "};\n");
+}
+
 /* The model's buffers of the workspace (host_runtime.c lists the shared ones before them). */
 static void emit_workspace(gen *c, FILE *out) {
     const char *t16 = c->bf ? "uint16_t" : "float";
@@ -795,6 +939,10 @@ static void emit_workspace(gen *c, FILE *out) {
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
     if (c->wdq_elems) /* whatever T: one matrix at a time */
         fprintf(out, " \\\n    X(uint16_t, a_wdq, %lldull) /* a quantized matrix in 16 bits, for cuBLAS */", (long long)c->wdq_elems);
+    if (c->moe_k)
+        fprintf(out, " \\\n    X(int32_t, moe_sel, (uint64_t)(T) * %lld) \\\n    X(float, moe_wt, (uint64_t)(T) * %lld) \\\n"
+                     "    X(%s, moe_h, (uint64_t)(T) * %lld)",
+                (long long)c->moe_k, (long long)c->moe_k, t16, (long long)c->moe_ki);
     for (int i = 0; i < c->bufs.n; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", c->bufs.v[i].is16 ? "uint16_t" : "float", c->bufs.v[i].ident,
                 (long long)c->bufs.v[i].cols);
@@ -838,6 +986,7 @@ static ig_status emit_host(gen *c, const cg_cuda_target *t, const char *step, FI
     cg_emit_layer_table(out, c->g, c->plan, &c->lay);
     ig_status st = cg_emit_rope_table(out, &c->g->hp, err);
     if (st) return st;
+    emit_layer_types(&c->g->hp, out);
     emit_workspace(c, out);
     /* CU() below reports this file's lines (the host runtime's are offset, ig_model_abi.h) */
     fprintf(out, "\n#include \"host_runtime.c\"\n#undef CU_LINE\n#define CU_LINE __LINE__\n%s", step);
@@ -875,8 +1024,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--kv-cache %s: CUDA packages keep the KV cache in their --dtype (%s) for now",
                        kvf ? kvf->name : "?", c.fmt->name);
     c.bf = c.fmt->is16;
-    ig_status st = check_features(hp, err);
-    if (!st) st = check_rows(&c, err);
+    ig_status st = check_rows(&c, err);
     if (!st) st = cg_analyze(g, plan, &c.lay, err);
     if (st) return st;
     c.kv_layer_page = 2ull * hp->n_kv_heads * o->page_size * hp->head_dim * c.fmt->bytes;

@@ -6,7 +6,7 @@ a GPU; scripts/gpu_check.sh runs it on the device machine. IGNIS_GPU_GOLDEN_DTYP
 dtypes (default f32,bf16)."""
 import os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import golden
+import golden, numpy_llama
 
 def gpu_arch():
     try:
@@ -26,8 +26,13 @@ def main():
     fails = []
     dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16,f16").split(",")
     runs = [(m, dt, None) for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
-    # issue 21: of the new families the CUDA target takes Phi-3 (the others are refused at compile time)
-    runs += [("phi3", dt, None) for dt in dtypes]
+    # issue 21: the dense new families (Phi-3; GLM-4: partial interleaved rotary, post-norms; Gemma 3:
+    # sliding-window + global layers, two RoPE bases, GeGLU, scaled embeddings, query_pre_attn_scalar).
+    # and the mixture-of-experts ones (moe.cu: f32 router, top-k, the selected experts only)
+    runs += [(m, dt, None) for m in ("phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-moe") for dt in dtypes]
+    # Mistral with a window (8) shorter than the context on every layer, against the float64 numpy
+    # reference of tests/numpy_llama.py (no transformers reference of it is stored)
+    runs += [("mistral-window8", dt, None) for dt in dtypes]
     # the persistent decode kernel's multi-split attention (merge of partial softmax states): the
     # reference contexts are short, so force a split every 4 keys; with one-head attention items
     # (the default) and with items of a whole GQA group
@@ -38,8 +43,12 @@ def main():
     if only:
         runs = [r for r in runs if r[0] in only.split(",")]
     with tempfile.TemporaryDirectory(prefix="ignis-gpu-golden-") as tmp:
+        made = os.path.join(tmp, "models")
+        if any(r[0] == "mistral-window8" for r in runs):
+            numpy_llama.make_window_model(os.path.join(golden.TESTDATA, "models", "mistral-sharded"),
+                                          os.path.join(made, "mistral-window8"), 8)
         for model, dtype, tune in runs:
-            mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else None
+            mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else made if model == "mistral-window8" else None
             try:
                 fails += [f + (f" (--tune {tune})" if tune else "") for f in
                           golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir, tune=tune)]
@@ -51,6 +60,7 @@ def main():
             test_quant.cuda_checks(arch, tmp, fails, gpu=True)
     for f in fails:
         print("FAIL:", f)
+    print(f"test_gpu_golden: {len(runs)} runs, " + (f"{len(fails)} failures" if fails else "all passed"))
     return 1 if fails else 0
 
 if __name__ == "__main__":

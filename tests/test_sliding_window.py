@@ -6,11 +6,13 @@ sliding_window 8 generates 100 tokens through the engine in a pool of 3 pages of
 forced logits of one forward over the whole sequence (`ignis logits`: every page present, no
 release), compared up to the first step whose top-2 margin is within float noise. The window is
 checked to matter: those logits differ from the windowless model's after the 8th position.
-(The window's semantics against transformers: Gemma 3's golden test.)"""
+(The window's semantics against transformers: Gemma 3's golden test.) The windowed package is also
+held to tests/numpy_llama.py's float64 reference (the GPU golden test's for CUDA), after that
+reference is checked against transformers' on the windowless model."""
 import json, os, sys, tempfile
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import golden
+import golden, numpy_llama
 
 def main():
     golden.require_testdata()
@@ -27,6 +29,14 @@ def main():
         json.dump(cfg, open(os.path.join(mdir, "config.json"), "w"))
         pkg = golden.compile_model("mistral-window8", "f32", tmp, models_dir=tmp)
         full = golden.compile_model("mistral-sharded", "f32", tmp)
+        # the numpy reference: transformers' logits without a window, then the package's with one
+        ids, ref, _ = golden.reference("mistral-sharded")
+        d = np.abs(numpy_llama.logits(src, list(ids)) - ref).max() / np.abs(ref).max()
+        if d > 1e-5:
+            fails.append(f"numpy reference vs transformers (no window): {d:.2e} x max|ref|")
+        ref_dir = os.path.join(tmp, "ref")
+        numpy_llama.make_window_model(src, os.path.join(ref_dir, "mistral-window8"), 8)
+        fails += golden.check_model("mistral-window8", "f32", ref_dir, models_dir=ref_dir)
         prompt = json.load(open(os.path.join(src, "reference.json")))["prompt"]
         p = golden.run(["generate", pkg, "--tokens", ",".join(map(str, prompt)), "--max-new-tokens", "100",
                         "--ignore-eos", "--kv-pages", "3"], check=False)

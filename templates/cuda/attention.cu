@@ -2,14 +2,19 @@
  * many sequences) over the paged KV pool, with a split-over-context variant for decode.
  *
  * Instantiate with AT_NAME, AT_H, AT_KV, AT_D, AT_PS, AT_PAGE_BYTES, AT_KVBF16, AT_OBF16, AT_SCALE,
- * AT_MAXCTX (accepted, unused), AT_SPLIT; defines two kernels:
+ * AT_MAXCTX (accepted, unused), AT_SPLIT, AT_WINDOW (0: causal over the whole context; w > 0: a
+ * token at position p attends keys (p - w, p] only, Mistral / Gemma 3 sliding windows, as
+ * templates/cpu/attention.c: keys before the window are never read, their pages may be gone),
+ * and for the fused decode kernel AT_QKNORM, AT_EPS, AT_ROT, AT_INTERLEAVE (rope_kv.cu's
+ * RK_QKNORM, RK_EPS, RK_ROT, RK_INTERLEAVE); defines two kernels:
  *   extern "C" __global__ void AT_NAME(int T, const float *q, const unsigned char *kv_pool,
  *       unsigned long long layer_off, const int *positions, const int *token_seq,
  *       const int *page_table, int max_pages, AT *out);
  *   extern "C" __global__ void AT_NAME_split(<same arguments but> float *ws, unsigned *counters,
  *       AT *out);
  * q f32 [T][H * D] (roped, from rope_kv); out [T][H * D] of AT (AT_OBF16); token t of sequence
- * token_seq[t] at position p attends keys 0..p of its sequence (pool layout: SPEC.md / rope_kv.cu);
+ * token_seq[t] at position p attends keys lo..p of its sequence, lo = 0 or with a window
+ * max(0, p - AT_WINDOW + 1) (pool layout: SPEC.md / rope_kv.cu);
  * head h uses kv head h / (H / KV); out = softmax(q·kᵀ · AT_SCALE) · V, f32 online softmax.
  * launch (launch.h):
  *   direct: AT_NAME        grid (KV, T, 1),        block IG_AT_BLOCK = 256, smem IG_AT_SMEM(H, KV, D)
@@ -79,6 +84,15 @@
 #endif
 #ifndef AT_EPS
 #define AT_EPS 1e-6f
+#endif
+#ifndef AT_WINDOW /* sliding window (keys a token attends, itself included), 0 = none */
+#define AT_WINDOW 0
+#endif
+#ifndef AT_ROT /* the fused decode kernel's rotary dims and pair layout (rope.cuh) */
+#define AT_ROT AT_D
+#endif
+#ifndef AT_INTERLEAVE
+#define AT_INTERLEAVE 0
 #endif
 #ifndef AT_DEVFN /* 1: only the device functions, for the persistent decode kernel (decode_layers.cu) */
 #define AT_DEVFN 0
@@ -235,6 +249,17 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _merge)(const float *sm, 
     *O = o, *M = mx, *L = s;
 }
 
+/* The first key a token at position pos attends (the sliding window's, or 0). */
+static __device__ __forceinline__ int IG_CAT(AT_NAME, _lo)(int pos) {
+    return AT_WINDOW > 0 && pos >= AT_WINDOW ? pos - AT_WINDOW + 1 : 0;
+}
+
+/* Split sp of ns of the keys [lo, n) of a token at position n - 1: keys [*k0, *k1). */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _range)(int n, int sp, int ns, int *k0, int *k1) {
+    const int lo = IG_CAT(AT_NAME, _lo)(n - 1), nk = n - lo, c = (nk + ns - 1) / ns;
+    *k0 = lo + min(nk, sp * c), *k1 = min(n, *k0 + c);
+}
+
 #if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
@@ -246,8 +271,8 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     const int kh = blockIdx.x, t = blockIdx.y;
     if (t >= T) return;
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
-    IG_CAT(AT_NAME, _core)<false>(kh, 0, positions[t] + 1, q + ((size_t)t * AT_H + kh * G) * D, kv_pool, layer_off, pt,
-                                  ig_dyn_smem);
+    IG_CAT(AT_NAME, _core)<false>(kh, IG_CAT(AT_NAME, _lo)(positions[t]), positions[t] + 1,
+                                  q + ((size_t)t * AT_H + kh * G) * D, kv_pool, layer_off, pt, ig_dyn_smem);
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
@@ -304,7 +329,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
     if (threadIdx.x == 0) *cnt = 0u;
 }
 
-/* The split kernels' number of splits for a token with n keys. */
+/* The split kernels' number of splits for a token with n keys (in its window). */
 static __device__ __forceinline__ int IG_CAT(AT_NAME, _splits)(int n) {
     return max(1, min(AT_SPLIT, (n + AT_SPLIT_KEYS - 1) / AT_SPLIT_KEYS));
 }
@@ -317,9 +342,10 @@ IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, uns
     extern __shared__ float ig_dyn_smem[];
     const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
     if (t >= T) return;
-    const int n = positions[t] + 1, ns = IG_CAT(AT_NAME, _splits)(n), c = (n + ns - 1) / ns;
+    const int n = positions[t] + 1, ns = IG_CAT(AT_NAME, _splits)(n - IG_CAT(AT_NAME, _lo)(n - 1));
     if (sp >= ns) return;
-    const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    int k0, k1;
+    IG_CAT(AT_NAME, _range)(n, sp, ns, &k0, &k1);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     IG_CAT(AT_NAME, _core)<false>(kh, k0, k1, q + ((size_t)t * AT_H + kh * AT_H / AT_KV) * AT_D, kv_pool, layer_off, pt,
                                   ig_dyn_smem);
@@ -356,8 +382,9 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
     const int hb = kh * G + sub * GS; /* the item's first query head */
     const int warp = threadIdx.x >> 5;
     if (t >= T) return;
-    const int pos = positions[t], n = pos + 1, c = (n + ns - 1) / ns;
-    const int k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    const int pos = positions[t], n = pos + 1;
+    int k0, k1;
+    IG_CAT(AT_NAME, _range)(n, sp, ns, &k0, &k1);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     const float *cs = rope_cs, *sn = rope_cs + HD;
     if (!rope_cs) {
@@ -367,15 +394,15 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
     }
     const float *src = qkv + (size_t)t * W;
     for (int g = warp; g < GS; g += IG_AT_WARPS)
-        ig_rope_head<D, AT_KVBF16, AT_QKNORM>(0, src + (size_t)(hb + g) * D, cs, sn, q_norm, AT_EPS, qs + (size_t)g * D,
+        ig_rope_head<D, AT_KVBF16, AT_QKNORM, AT_ROT, AT_INTERLEAVE>(0, src + (size_t)(hb + g) * D, cs, sn, q_norm, AT_EPS, qs + (size_t)g * D,
                                               NULL, 0);
     if (pos >= k0 && pos < k1 && warp >= IG_AT_WARPS - 2) {
         unsigned char *base = kv_pool + (unsigned long long)__ldg(pt + pos / AT_PS) * AT_PAGE_BYTES + layer_off;
         const size_t row = ((size_t)kh * AT_PS + pos % AT_PS) * D;
         if (warp == IG_AT_WARPS - 2)
-            ig_rope_head<D, AT_KVBF16, AT_QKNORM>(1, src + (size_t)(AT_H + kh) * D, cs, sn, k_norm, AT_EPS, NULL, base, row);
+            ig_rope_head<D, AT_KVBF16, AT_QKNORM, AT_ROT, AT_INTERLEAVE>(1, src + (size_t)(AT_H + kh) * D, cs, sn, k_norm, AT_EPS, NULL, base, row);
         else
-            ig_rope_head<D, AT_KVBF16, AT_QKNORM>(2, src + (size_t)(AT_H + AT_KV + kh) * D, cs, sn, NULL, AT_EPS, NULL, base,
+            ig_rope_head<D, AT_KVBF16, AT_QKNORM, AT_ROT, AT_INTERLEAVE>(2, src + (size_t)(AT_H + AT_KV + kh) * D, cs, sn, NULL, AT_EPS, NULL, base,
                                                   (size_t)AT_KV * AT_PS * D + row);
     }
     AT_SYNC_(); /* the queries and the new key / value row, written by this CTA, are visible to it */
@@ -391,7 +418,9 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _prefetch_item)(int t, in
                                                                         unsigned long long layer_off, const int *positions,
                                                                         const int *token_seq, const int *page_table, int max_pages) {
     constexpr unsigned BLK = AT_PS * AT_D * (AT_KVBF16 ? 2 : 4);
-    const int n = positions[t] + 1, c = (n + ns - 1) / ns, k0 = min(n, sp * c), k1 = min(n, k0 + c);
+    const int n = positions[t] + 1;
+    int k0, k1;
+    IG_CAT(AT_NAME, _range)(n, sp, ns, &k0, &k1);
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     if (k0 >= k1) return;
     for (int p = k0 / AT_PS + (int)(threadIdx.x & 31); p <= (k1 - 1) / AT_PS; p += 32) {
@@ -410,7 +439,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
                              float *ws, unsigned *counters, AT_OT_ *out) {
     extern __shared__ float ig_dyn_smem[];
     if ((int)blockIdx.y >= T) return;
-    const int ns = IG_CAT(AT_NAME, _splits)(positions[blockIdx.y] + 1);
+    const int pos = positions[blockIdx.y], ns = IG_CAT(AT_NAME, _splits)(pos + 1 - IG_CAT(AT_NAME, _lo)(pos));
     if ((int)blockIdx.z >= ns) return;
     IG_CAT(AT_NAME, _rope_item)(T, blockIdx.x, 0, blockIdx.y, blockIdx.z, ns, qkv, inv_freq, NULL, q_norm, k_norm, kv_pool,
                                 layer_off, positions, token_seq, page_table, max_pages, ws, counters, out, ig_dyn_smem);
@@ -433,4 +462,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_QKNORM
 #undef AT_EPS
 #undef AT_DEVFN
+#undef AT_WINDOW
+#undef AT_ROT
+#undef AT_INTERLEAVE
 #undef AT_SYNC_

@@ -3,13 +3,16 @@
  * tokens of one sequence at consecutive positions (prefill chunks). Drop-in for AT_NAME of
  * attention.cu (same arguments, same semantics, different launch shape).
  *
- * Instantiate with AP_NAME, AP_H, AP_KV, AP_D, AP_PS, AP_PAGE_BYTES, AP_KVBF16, AP_OBF16, AP_SCALE;
+ * Instantiate with AP_NAME, AP_H, AP_KV, AP_D, AP_PS, AP_PAGE_BYTES, AP_KVBF16, AP_OBF16, AP_SCALE,
+ * AP_WINDOW (0: causal over the whole context; w > 0: a token at position p attends keys
+ * (p - w, p] only, as attention.cu's AT_WINDOW: keys before a run's windows are never loaded);
  * defines
  *   extern "C" __global__ void AP_NAME(int T, const float *q, const unsigned char *kv_pool,
  *       unsigned long long layer_off, const int *positions, const int *token_seq,
  *       const int *page_table, int max_pages, AT *out);
  * q f32 [T][H * D] (roped, from rope_kv); out [T][H * D] of AT (bf16 when AP_OBF16, else f32);
- * token t of sequence token_seq[t] at position p attends keys 0..p of its sequence; head h reads
+ * token t of sequence token_seq[t] at position p attends keys 0..p of its sequence (or the last
+ * AP_WINDOW of them); head h reads
  * kv head h / (H / KV); out = softmax(q·kᵀ · AP_SCALE) · V. Pool layout as rope_kv.cu: K of kv head
  * kh, slot s at base + (kh * PS + s) * D elements, V after the KV * PS * D keys of the page.
  * launch (launch.h):
@@ -62,6 +65,9 @@
 #endif
 #ifndef AP_SCALE
 #define AP_SCALE 0.08838834764831845f
+#endif
+#ifndef AP_WINDOW /* sliding window (keys a token attends, itself included), 0 = none */
+#define AP_WINDOW 0
 #endif
 #ifndef AP_MINRUN /* runs shorter than this take the per-token CUDA-core path */
 #define AP_MINRUN 4
@@ -156,7 +162,8 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
         }
     const size_t koff = (size_t)kh * AP_PS * D * ES;
     const size_t voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * ES;
-    for (int jb = 0; jb < n; jb += KPW * UK) {
+    const int lo = AP_WINDOW > 0 && n > AP_WINDOW ? n - AP_WINDOW : 0; /* the window's first key */
+    for (int jb = lo; jb < n; jb += KPW * UK) {
         uint4 kr[UK][NV], vr[UK][NV];
 #pragma unroll
         for (int u = 0; u < UK; u++) {
@@ -228,6 +235,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tig = lane & 3;
     const int kh = h / G, plast = p0 + (r1 - r0 - 1);
+    /* the first key any row of the run attends (its first row's window), and of this warp's rows */
+    const int jlo = AP_WINDOW > 0 && p0 >= AP_WINDOW ? p0 - AP_WINDOW + 1 : 0;
     /* this thread's two rows: ra = 16 warp + gq, rb = ra + 8 */
     const int ra = 16 * warp + gq, rb = ra + 8;
     const bool va = ra >= r0 && ra < r1, vb = rb >= r0 && rb < r1;
@@ -235,6 +244,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     /* position of the warp's last row inside the run (-1: none): tiles past it are skipped */
     const int wlo = 16 * warp, wlast = min(wlo + 15, r1 - 1);
     const int wmax = (wlast < r0 || wlast < wlo) ? -1 : p0 + wlast - r0;
+    const int wfirst = max(wlo, r0), wmin = AP_WINDOW > 0 ? p0 + wfirst - r0 - AP_WINDOW + 1 : 0; /* its first key */
 
     /* Q fragments (A operand, row-major 16 x D per warp) */
     unsigned qa[KD][4];
@@ -268,7 +278,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #pragma unroll 2
         for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
             const int i = tid + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
-            const bool ok = j <= plast;
+            const bool ok = j <= plast && j >= jlo; /* keys before every row's window: never read */
             const unsigned char *src =
                 ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
                          (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
@@ -276,21 +286,22 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
             ig_ap_cp16(dst + (unsigned)(r * LD + c * 8) * 2, src, ok ? 16 : 0);
         }
     };
-    const int nt = plast / BN + 1;
+    const int nt = plast / BN + 1, kt0 = jlo / BN;
     /* ldmatrix lane addresses (bytes, relative to the tile): K non-transposed, key-major pairs of
      * n-blocks; V transposed, 16 keys x 2 d-blocks */
     const unsigned k_lane = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8) * 2;
     const unsigned v_lane = (unsigned)(((lane & 7) + (((lane >> 3) & 1) << 3)) * LD + (lane >> 4) * 8) * 2;
 
-    load_tile(0, koff, sk_a);
+    load_tile(kt0, koff, sk_a);
     ig_ap_cp_commit();
-    for (int kt = 0; kt < nt; kt++) {
+    for (int kt = kt0; kt < nt; kt++) {
         ig_ap_cp_wait<0>();
         __syncthreads(); /* K[kt] visible; every warp done with V[kt-1] */
         load_tile(kt, voff, sv_a);
         ig_ap_cp_commit();
         const int kbase = kt * BN;
-        const bool active = kbase <= wmax; /* some row of this warp sees a key of the tile */
+        /* some row of this warp sees a key of the tile */
+        const bool active = kbase <= wmax && kbase + BN - 1 >= wmin;
         float s[NB][4];
         if (active) {
 #pragma unroll
@@ -314,20 +325,34 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
                     if (j + 1 > pb) s[nb][3] = IG_NEG_INF;
                 }
             }
+            if (AP_WINDOW > 0 && kbase <= plast - AP_WINDOW) { /* a tile reaching before some row's window */
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++) {
+                    const int j = kbase + nb * 8 + 2 * tig;
+                    if (j <= pa - AP_WINDOW) s[nb][0] = IG_NEG_INF;
+                    if (j + 1 <= pa - AP_WINDOW) s[nb][1] = IG_NEG_INF;
+                    if (j <= pb - AP_WINDOW) s[nb][2] = IG_NEG_INF;
+                    if (j + 1 <= pb - AP_WINDOW) s[nb][3] = IG_NEG_INF;
+                }
+            }
             float xa = IG_NEG_INF, xb = IG_NEG_INF;
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) xa = fmaxf(xa, fmaxf(s[nb][0], s[nb][1])), xb = fmaxf(xb, fmaxf(s[nb][2], s[nb][3]));
             xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 1)), xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 2));
             xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 1)), xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 2));
-            /* key 0 of tile 0 is visible to every row, so the new maxima are finite */
+            /* without a window, key 0 of tile 0 is visible to every row, so the new maxima are
+             * finite; with one, a row may see no key of a tile before its window starts: its
+             * maximum stays -inf, and its exponentials are taken against 0 (all of them 0) */
             const float na = fmaxf(ma, xa), nb_ = fmaxf(mb, xb);
-            const float ca = exp2f(ma - na), cb = exp2f(mb - nb_);
+            const float ua = AP_WINDOW > 0 && na == IG_NEG_INF ? 0.0f : na;
+            const float ub = AP_WINDOW > 0 && nb_ == IG_NEG_INF ? 0.0f : nb_;
+            const float ca = exp2f(ma - ua), cb = exp2f(mb - ub);
             ma = na, mb = nb_;
             float sa = 0.0f, sb = 0.0f;
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
-                s[nb][0] = exp2f(s[nb][0] - na), s[nb][1] = exp2f(s[nb][1] - na);
-                s[nb][2] = exp2f(s[nb][2] - nb_), s[nb][3] = exp2f(s[nb][3] - nb_);
+                s[nb][0] = exp2f(s[nb][0] - ua), s[nb][1] = exp2f(s[nb][1] - ua);
+                s[nb][2] = exp2f(s[nb][2] - ub), s[nb][3] = exp2f(s[nb][3] - ub);
                 sa += s[nb][0] + s[nb][1], sb += s[nb][2] + s[nb][3];
             }
             la = la * ca + sa, lb = lb * cb + sb;
@@ -424,3 +449,4 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #undef AP_PAGE_BYTES
 #undef AP_SCALE
 #undef AP_MINRUN
+#undef AP_WINDOW

@@ -136,4 +136,15 @@ IG_DEV float ig_block_sum(float v, float *red) {
  * log2 domain (q pre-scaled by log2(e)) so that exp2f, a single MUFU.EX2, is the only exp used. */
 IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
 
+/* The gated MLP's activation of one (gate, up) pair: silu(g) * u (SwiGLU), or with gelu
+ * gelu_tanh(g) * u (GeGLU: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), tanh(z) = 1 - 2 /
+ * (exp(2z) + 1), clamped at |z| > 20: templates/cpu/common.h's ig_gelu_mul16, transformers'
+ * gelu_pytorch_tanh). */
+IG_DEV float ig_glu(float g, float u, bool gelu) {
+    if (!gelu) return g / (1.0f + expf(-g)) * u;
+    const float z = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+    const float th = z > 20.0f ? 1.0f : z < -20.0f ? -1.0f : 1.0f - 2.0f / (expf(2.0f * z) + 1.0f);
+    return 0.5f * g * (1.0f + th) * u;
+}
+
 #endif /* IG_CUDA_COMMON_CUH */

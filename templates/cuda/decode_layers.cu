@@ -61,6 +61,36 @@
  * IG_ST_CTHREADS rows, and the grid is at most 1024 CTAs (the host's amax buffer).
  * Before sm_90 the kernel body is empty (the host never launches it there).
  */
+#ifndef DL_NAME /* standalone (nvcc -c, tests/gpu/build_and_run.sh): a small default model and its attention */
+#define DL_NAME ig_decode_layers
+#define DL_LAYERS 2
+#define DL_HID 256
+#define DL_D 64
+#define DL_KV 2
+#define DL_HD 256     /* 4 heads x 64 */
+#define DL_QKV_N 512  /* (4 + 2 x 2) x 64 */
+#define DL_QKV_ROWS 512
+#define DL_GU_ROWS 1024
+#define DL_EPS1 1e-5f
+#define DL_EPS2 1e-5f
+#define DL_EPS_HEAD 1e-5f
+#define DL_BQKV 0
+#define DL_BO 0
+#define DL_BGU 0
+#define DL_BDOWN 0
+#define DL_SPLIT 16
+#define DL_KV_LAYER_BYTES (2ull * 2 * 16 * 64 * 2)
+#define DL_VOCAB 1000
+#define AT_NAME ig_dl_attention
+#define AT_H 4
+#define AT_KV 2
+#define AT_D 64
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_DEVFN 1
+#include "attention.cu"
+#define DL_ATTN ig_dl_attention
+#endif
 #ifndef IG_ST_NSLOT
 #define IG_ST_NSLOT 12
 #endif

@@ -1,6 +1,7 @@
 /* embed.cu — template: gather embedding rows, x[t][:] = E[ids[t]][:] as f32.
  *
- * Instantiate with EM_NAME, EM_D (hidden size, multiple of 8), EM_WBF16 (table type), EM_WQ / EM_WG
+ * Instantiate with EM_NAME, EM_D (hidden size, multiple of 8), EM_WBF16 (table type), EM_SCALE
+ * (rows multiplied by it in f32, Gemma's sqrt(hidden); default 1: a plain copy), EM_WQ / EM_WG
  * (a quantized table: q8r or q4r rows of wq.cuh, dequantized to f32 here); defines
  *   extern "C" __global__ void EM_NAME(int T, const int *ids, const WT *w, float *x);
  * w is E [V][EM_D] row-major (the same bytes a tied lm_head GEMV reads), x f32 [T][EM_D].
@@ -42,6 +43,9 @@
 #ifndef EM_ROWS
 #define EM_ROWS 0
 #endif
+#ifndef EM_SCALE
+#define EM_SCALE 1.0f
+#endif
 
 #if EM_ROWS
 extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const int *ids, const EM_WT_ *w, float *x, int lo) {
@@ -68,6 +72,7 @@ extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const i
             float f[QE];
             float2 sm = make_float2(s8, 0.0f);
             if (WQ == 4) sm = ig_wq4_sm<EM_D, RB, EM_WG>((const unsigned char *)w, id, v * QE);
+            sm.x *= EM_SCALE, sm.y *= EM_SCALE; /* (scale q + min) x EM_SCALE */
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 if (WQ == 8) ig_wq8_word(ig_wq_w(c, i), f + 4 * i);
@@ -84,6 +89,9 @@ extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const i
     for (int v = threadIdx.x; v < NV; v += IG_EM_BLOCK) {
         float f[VE];
         ig_unpack16(ig_ldg16(row + (size_t)v * 16), ES, f);
+        if (EM_SCALE != 1.0f)
+#pragma unroll
+            for (int e = 0; e < VE; e++) f[e] *= EM_SCALE;
 #pragma unroll
         for (int e = 0; e < VE; e += 4) ((float4 *)(xr + v * VE))[e / 4] = make_float4(f[e], f[e + 1], f[e + 2], f[e + 3]);
     }
@@ -96,3 +104,4 @@ extern "C" __global__ void __launch_bounds__(IG_EM_BLOCK) EM_NAME(int T, const i
 #undef EM_D
 #undef EM_WBF16
 #undef EM_ROWS
+#undef EM_SCALE

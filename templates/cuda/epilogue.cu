@@ -3,14 +3,15 @@
  * gate/up output.
  *
  * Instantiate with EP_BIAS_NAME, EP_SWIGLU_NAME, EP_N, EP_LDY, EP_I, EP_LDGU,
- * EP_GUBF16, EP_OBF16; defines
+ * EP_GUBF16, EP_OBF16, EP_GELU; defines
  *   extern "C" __global__ void EP_BIAS_NAME(int T, float *y, const float *bias);
  *       y[t][n] += bias[n] for n < EP_N, row stride EP_LDY (default EP_N)
  *   extern "C" __global__ void EP_SWIGLU_NAME(int T, const void *gu, const float *bias, AT *out);
  *       gu [T][EP_LDGU] (default 2*EP_I; f32, or bf16 when EP_GUBF16) in packed gate/up order
  *       (16-row blocks interleaved, SPEC.md); bias f32 [2*EP_I] in the same packed order, or null;
  *       out [T][EP_I] of AT (EP_OBF16): with g = gu[t][32q+j] + bias[32q+j] and
- *       u = gu[t][32q+16+j] + bias[32q+16+j], out[t][16q+j] = silu(g) * u
+ *       u = gu[t][32q+16+j] + bias[32q+16+j], out[t][16q+j] = silu(g) * u, or with EP_GELU 1
+ *       gelu_tanh(g) * u (GeGLU, common.cuh's ig_glu)
  * launch (launch.h):
  *   bias:   grid (IG_EP_BIAS_GRID_X(T, EP_N), T),   block IG_EP_BLOCK = 256, smem 0
  *   swiglu: grid (IG_EP_SWIGLU_GRID_X(T, EP_I), T), block 256, smem 0; a thread does 8
@@ -51,6 +52,9 @@
 #endif
 #ifndef EP_OBF16
 #define EP_OBF16 1
+#endif
+#ifndef EP_GELU
+#define EP_GELU 0
 #endif
 
 #if EP_OBF16
@@ -101,7 +105,7 @@ EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
 #pragma unroll
     for (int e = 0; e < 8; e++) {
         const float ge = bias ? g[e] + bias[c + e] : g[e], ue = bias ? u[e] + bias[c + 16 + e] : u[e];
-        o[e] = ge / (1.0f + expf(-ge)) * ue;
+        o[e] = ig_glu(ge, ue, EP_GELU);
     }
     if (EP_OBF16) {
         uint4 v = make_uint4(ig_pack2_h(o[0], o[1]), ig_pack2_h(o[2], o[3]), ig_pack2_h(o[4], o[5]),
@@ -126,3 +130,4 @@ EP_SWIGLU_NAME(int T, const void *gu, const float *bias, EP_AT_ *out) {
 #undef EP_LDGU
 #undef EP_GUBF16
 #undef EP_OBF16
+#undef EP_GELU

@@ -1,5 +1,5 @@
 /* gemv.cu — template: decode matmul y = x · Wᵀ (+ bias) for a few tokens, with an optional fused
- * RMSNorm prologue and a fused epilogue (store, residual add, SwiGLU). Memory-bound: W streams
+ * RMSNorm prologue and a fused epilogue (store, residual add, SwiGLU / GeGLU). Memory-bound: W streams
  * from HBM once per pass of up to IG_MV_TG(K, XES) tokens (one pass for the usual T = 1..4).
  *
  * Instantiate with MV_NAME, MV_K, MV_N, MV_WBF16, MV_XBF16, MV_BIAS, MV_EPI, MV_LDY, MV_YBF16,
@@ -14,7 +14,8 @@
  *   xn = x / sqrt(mean(x²) + MV_EPS) * gamma rounded to AT, exactly as rmsnorm.cu computes it,
  *   so the separate rmsnorm launch (and its round trip through memory) disappears.
  * MV_EPI: 0 y f32 [T][MV_LDY] = acc; 1 y f32 [T][MV_LDY] += acc (residual add); 2 SwiGLU:
- * y [T][MV_LDY] (MV_LDY default MV_N/2) of type MV_YBF16, y[t][i] = silu(gate_i) * up_i.
+ * y [T][MV_LDY] (MV_LDY default MV_N/2) of type MV_YBF16, y[t][i] = silu(gate_i) * up_i; 3 GeGLU:
+ * as 2 with gelu_tanh(gate_i) * up_i (Gemma 3; common.cuh's ig_glu).
  *
  * launch: grid = IG_MV_GRID_X(MV_N, MV_K, WES, max_ctas) (one CTA per step of 8 / KS pairs, capped
  *         at max_ctas: the host passes 4 per SM; quantized W: IG_MV_GRID_XB(MV_N, IG_WQ_CODEB(MV_K,
@@ -63,7 +64,7 @@
 #define MV_EPI 0
 #endif
 #ifndef MV_LDY
-#define MV_LDY ((MV_EPI) == 2 ? (MV_N) / 2 : (MV_N))
+#define MV_LDY ((MV_EPI) >= 2 ? (MV_N) / 2 : (MV_N))
 #endif
 #ifndef MV_YBF16
 #define MV_YBF16 0
@@ -225,7 +226,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
     constexpr int NCH = IG_CDIV(KV, 32 * IG_MV_VPL);   /* chunks per row (IG_MV_VPL vectors a lane) */
     constexpr int NP = IG_NPAD16(MV_N), NPAIR = NP / 2;
     constexpr int TG = IG_MV_TG(MV_K, XES);
-    constexpr bool SW = (MV_EPI) == 2;
+    constexpr bool SW = (MV_EPI) == 2 || (MV_EPI) == 3, GELU = (MV_EPI) == 3;
     static_assert(MV_K % 8 == 0, "MV_K must be a multiple of 8 (16-byte loads)");
     static_assert(MV_WQ == 0 || (MV_WQ == 8 && MV_K % 16 == 0) || (MV_WQ == 4 && MV_K % 32 == 0 && MV_K % MV_WG == 0 && MV_WG % 32 == 0),
                   "quantized rows: q8r needs K % 16 == 0, q4r K % 32 == 0 and whole groups of a multiple of 32");
@@ -261,7 +262,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
         } else {
             float g = s0, u = s1;
             if (MV_BIAS) g += bias[ig_mv_row<true>(p, 0)], u += bias[ig_mv_row<true>(p, 1)];
-            const float o = g / (1.0f + expf(-g)) * u;
+            const float o = ig_glu(g, u, GELU);
             if (MV_YBF16) ((unsigned short *)y)[yo + p] = ig_f32_to_h(o);
             else ((float *)y)[yo + p] = o;
         }

@@ -1,7 +1,7 @@
 /* gemv_tc.cu — template: the decode matmul of gemv.cu for 2..8 tokens on tensor cores. Same
  * parameters, arguments and results as gemv.cu (see there), for 16-bit weights and x only (bf16,
  * or half when IG_F16): y = x · Wᵀ (+ bias), an optional fused RMSNorm prologue, and the store /
- * residual add / SwiGLU epilogues.
+ * residual add / SwiGLU / GeGLU epilogues.
  *
  * Why: gemv.cu multiplies every weight by every token on the CUDA cores, so at 8 tokens it is
  * bound by FMAs and shared-memory reads of x, not by HBM (the harness: 22-26% of the copy
@@ -15,7 +15,7 @@
  *                                      const float *bias, void *y);
  * with T <= IG_MVT_TMAX (8) and MV_K % 32 == 0.
  *
- * launch: grid = IG_MVT_GRID_X(MV_N, MV_K, MV_EPI == 2, max_ctas), block = IG_MVT_BLOCK = 256,
+ * launch: grid = IG_MVT_GRID_X(MV_N, MV_K, MV_EPI >= 2, max_ctas), block = IG_MVT_BLOCK = 256,
  *         dynamic smem = IG_MVT_SMEM(MV_K, MV_NORM) (the normalized x when MV_NORM, else 0; the
  *         host raises every function's dynamic smem limit to 96 KB, enough for K <= 6112).
  *
@@ -51,7 +51,7 @@
 #define MV_EPI 0
 #endif
 #ifndef MV_LDY
-#define MV_LDY ((MV_EPI) == 2 ? MV_N / 2 : MV_N)
+#define MV_LDY ((MV_EPI) >= 2 ? MV_N / 2 : MV_N)
 #endif
 #ifndef MV_YBF16
 #define MV_YBF16 0
@@ -80,7 +80,7 @@ IG_DEV void ig_mvt_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned
 extern "C" __global__ void __launch_bounds__(IG_MVT_BLOCK, 2)
 MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const float *bias, void *y) {
 #if __CUDA_ARCH__ >= 800
-    constexpr bool SW = (MV_EPI) == 2;
+    constexpr bool SW = (MV_EPI) == 2 || (MV_EPI) == 3, GELU = (MV_EPI) == 3;
     constexpr int RT = SW ? 32 : 16;               /* packed rows per unit */
     constexpr int NU = IG_NPAD16(MV_N) / RT;       /* units */
     constexpr int NJ = MV_K / 32;                  /* 32-column blocks of a row */
@@ -186,7 +186,7 @@ MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const
                 } else {
                     const float ga = d[0][e] + (MV_BIAS ? bias[u * 32 + r] : 0.0f);
                     const float up = d[1][e] + (MV_BIAS ? bias[u * 32 + 16 + r] : 0.0f);
-                    const float o = ga / (1.0f + expf(-ga)) * up;
+                    const float o = ig_glu(ga, up, GELU);
                     const size_t yo = (size_t)t * MV_LDY + u * 16 + r;
                     if (MV_YBF16) ((unsigned short *)y)[yo] = ig_f32_to_h(o);
                     else ((float *)y)[yo] = o;

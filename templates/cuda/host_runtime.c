@@ -51,6 +51,10 @@ static const double rope_inv_freq[HEAD_DIM / 2];
 #define MODEL_WORKSPACE(X, T) X(float, a_x, (uint64_t)(T) * HIDDEN)
 #endif
 
+#ifndef ROPE_LOCAL /* the model has a second RoPE table, rope_inv_freq_local (model.c) */
+#define ROPE_LOCAL 0
+#endif
+
 #define RUN_MAX 64                    /* steps of a multi-step greedy run at most (forward) */
 #define RUN_PENDING (-2147483647 - 1) /* a run's token slot not written yet */
 #define BLAS_WS_BYTES (32u << 20)     /* cuBLAS's workspace (its recommendation for sm_90) */
@@ -607,8 +611,13 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
     TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), "clearing the KV cache");
     TRY(st->api.cuMemAlloc(&st->ws, ws_bytes), "allocating the workspace");
     TRY(st->api.cuMemsetD8(st->ws, 0, ws_bytes), "clearing the workspace"); /* attention counters start at 0 */
-    TRY(st->api.cuMemAlloc(&st->inv_freq, sizeof rope_inv_freq), "allocating RoPE frequencies");
+    /* the RoPE frequencies, then (ROPE_LOCAL: Gemma 3) the sliding-window layers' */
+    TRY(st->api.cuMemAlloc(&st->inv_freq, (1 + ROPE_LOCAL) * sizeof rope_inv_freq), "allocating RoPE frequencies");
     TRY(st->api.cuMemcpyHtoD(st->inv_freq, rope_inv_freq, sizeof rope_inv_freq), "copying RoPE frequencies");
+#if ROPE_LOCAL
+    TRY(st->api.cuMemcpyHtoD(st->inv_freq + sizeof rope_inv_freq, rope_inv_freq_local, sizeof rope_inv_freq_local),
+        "copying RoPE frequencies");
+#endif
     TRY(st->api.cuMemAllocHost((void **)&st->pinned, sizeof(int32_t) * (size_t)ctx->max_tokens * (4 + MAX_PAGES_PER_SEQ)),
         "pinned staging");
     TRY(st->api.cuMemAllocHost((void **)&st->pinned_smp,

@@ -131,4 +131,13 @@
 #define IG_SM_GRID_X(n) (n)
 #define IG_SM_SMEM(n) 0
 
+/* ---- moe.cu: MO_NAME_route (a CTA per token), _gu (a warp per output of a (token, expert) pair),
+ * _down (a warp per output row of a token) ---- */
+#define IG_MO_BLOCK 256
+#define IG_MO_ROUTE_GRID_X(T) (T)
+#define IG_MO_GU_GRID_X(I) IG_CDIV((I), 8)
+#define IG_MO_GU_GRID_Y(T, K) ((T) * (K))
+#define IG_MO_DN_GRID_X(D) IG_CDIV((D), 8)
+#define IG_MO_DN_GRID_Y(T) (T)
+
 #endif /* IG_CUDA_LAUNCH_H */

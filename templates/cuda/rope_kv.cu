@@ -3,8 +3,10 @@
  * Same semantics as templates/cpu/rope_kv.c, except that the angles are computed here from the
  * positions (no rope_cs buffer).
  *
- * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS;
- * defines
+ * Instantiate with RK_NAME, RK_H, RK_KV, RK_D, RK_PS, RK_PAGE_BYTES, RK_KVBF16, RK_QKNORM, RK_EPS,
+ * RK_ROT (rotary dims, the first RK_ROT of each head: partial rotary; default RK_D) and
+ * RK_INTERLEAVE (1: rotate pairs (2i, 2i+1) as GLM-4; 0: halves (i, i + RK_ROT/2) as Llama), as
+ * templates/cpu/rope_kv.c; defines
  *   extern "C" __global__ void RK_NAME(int T, const float *qkv, const double *inv_freq,
  *       const float *q_norm, const float *k_norm, float *q_out, unsigned char *kv_pool,
  *       unsigned long long layer_off, const int *positions, const int *token_seq,
@@ -52,6 +54,12 @@
 #ifndef RK_EPS
 #define RK_EPS 1e-6f
 #endif
+#ifndef RK_ROT
+#define RK_ROT RK_D
+#endif
+#ifndef RK_INTERLEAVE
+#define RK_INTERLEAVE 0
+#endif
 
 
 extern "C" __global__ void __launch_bounds__(IG_RK_BLOCK(RK_D))
@@ -72,13 +80,13 @@ RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, co
     for (int hh = warp; hh < RK_H + 2 * RK_KV; hh += IG_RK_BLOCK(RK_D) / 32) {
         const float *src = qkv + (size_t)t * W + (size_t)hh * RK_D;
         if (hh < RK_H)
-            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM>(0, src, cs, sn, q_norm, RK_EPS, q_out + ((size_t)t * RK_H + hh) * RK_D,
+            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM, RK_ROT, RK_INTERLEAVE>(0, src, cs, sn, q_norm, RK_EPS, q_out + ((size_t)t * RK_H + hh) * RK_D,
                                                      base, 0);
         else if (hh < RK_H + RK_KV)
-            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM>(1, src, cs, sn, k_norm, RK_EPS, NULL, base,
+            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM, RK_ROT, RK_INTERLEAVE>(1, src, cs, sn, k_norm, RK_EPS, NULL, base,
                                                      ((size_t)(hh - RK_H) * RK_PS + slot) * RK_D);
         else
-            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM>(2, src, cs, sn, NULL, RK_EPS, NULL, base,
+            ig_rope_head<RK_D, RK_KVBF16, RK_QKNORM, RK_ROT, RK_INTERLEAVE>(2, src, cs, sn, NULL, RK_EPS, NULL, base,
                                                      (size_t)RK_KV * RK_PS * RK_D + ((size_t)(hh - RK_H - RK_KV) * RK_PS + slot) * RK_D);
     }
 }
@@ -92,3 +100,5 @@ RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, co
 #undef RK_PAGE_BYTES
 #undef RK_QKNORM
 #undef RK_EPS
+#undef RK_ROT
+#undef RK_INTERLEAVE

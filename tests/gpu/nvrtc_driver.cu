@@ -37,6 +37,19 @@
 #define DQ_WQ 4
 #define DQ_WG 64
 #include "dequant.cu"
+#define MV_NAME mv_geglu /* issue 21: GeGLU epilogue, fused norm */
+#define MV_K 128
+#define MV_N 384
+#define MV_EPI 3
+#define MV_YBF16 1
+#define MV_NORM 1
+#include "gemv.cu"
+#define MV_NAME mvt_geglu
+#define MV_K 128
+#define MV_N 384
+#define MV_EPI 3
+#define MV_YBF16 1
+#include "gemv_tc.cu"
 
 #define EP_BIAS_NAME ep_bias_a
 #define EP_SWIGLU_NAME ep_swiglu_a
@@ -47,12 +60,20 @@
 #define EP_I 48
 #define EP_OBF16 0
 #include "epilogue.cu"
+#define EP_SWIGLU_NAME ep_geglu
+#define EP_I 192
+#define EP_GELU 1
+#include "epilogue.cu"
 
 #define RN_NAME rn_a
 #include "rmsnorm.cu"
 #define RN_NAME rn_b
 #define RN_D 48
 #define RN_OBF16 1
+#include "rmsnorm.cu"
+#define RN_NAME rn_add
+#define RN_D 128
+#define RN_ADD 1
 #include "rmsnorm.cu"
 
 #define RK_NAME rk_a
@@ -64,6 +85,13 @@
 #define RK_KVBF16 1
 #define RK_QKNORM 1
 #include "rope_kv.cu"
+#define RK_NAME rk_glm /* partial rotary, interleaved pairs */
+#define RK_H 4
+#define RK_KV 2
+#define RK_D 32
+#define RK_ROT 16
+#define RK_INTERLEAVE 1
+#include "rope_kv.cu"
 
 #define AT_NAME at_a
 #include "attention.cu"
@@ -74,6 +102,16 @@
 #define AT_KVBF16 1
 #define AT_OBF16 1
 #define AT_SPLIT 4
+#include "attention.cu"
+#define AT_NAME at_window
+#define AT_H 4
+#define AT_KV 2
+#define AT_D 32
+#define AT_KVBF16 1
+#define AT_WINDOW 8
+#define AT_QKNORM 1
+#define AT_ROT 16
+#define AT_INTERLEAVE 1
 #include "attention.cu"
 
 #define AP_NAME ap_a
@@ -88,6 +126,12 @@
 #define AP_NAME ap_c
 #define AP_D 256
 #define AP_KVBF16 0
+#include "attention_prefill.cu"
+#define AP_NAME ap_window
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 32
+#define AP_WINDOW 8
 #include "attention_prefill.cu"
 
 #define EM_NAME em_a
@@ -105,6 +149,22 @@
 #define EM_WQ 4
 #define EM_WG 64
 #include "embed.cu"
+#define EM_NAME em_scaled
+#define EM_D 128
+#define EM_SCALE 11.313708498984761f
+#include "embed.cu"
+
+#define MO_NAME mo_a
+#include "moe.cu"
+#define MO_NAME mo_shared
+#define MO_D 96
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 48
+#define MO_WBF16 0
+#define MO_XBF16 0
+#define MO_SHARED 1
+#include "moe.cu"
 
 #define SM_NAME sm_a
 #include "sample.cu"

@@ -87,6 +87,23 @@
 #define MV_NORM 1
 #define MV_EPS 1e-6f
 #include "gemv.cu"
+/* issue 21: GeGLU epilogue (Gemma 3), plain and with the fused norm */
+#define MV_NAME mv_bb_geglu_bias
+#define MV_K 128
+#define MV_N 96
+#define MV_BIAS 1
+#define MV_EPI 3
+#define MV_YBF16 1
+#include "gemv.cu"
+#define MV_NAME mv_ff_norm_geglu
+#define MV_K 200
+#define MV_N 64
+#define MV_WBF16 0
+#define MV_XBF16 0
+#define MV_EPI 3
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#include "gemv.cu"
 #define MV_NAME mv_ff_norm_bias
 #define MV_K 200
 #define MV_N 70
@@ -261,6 +278,15 @@
 #define MV_NORM 1
 #define MV_EPS 1e-6f
 #include "gemv_tc.cu"
+#define MV_NAME mvt_norm_geglu /* issue 21: GeGLU (Gemma 3) */
+#define MV_K 128
+#define MV_N 384
+#define MV_BIAS 1
+#define MV_EPI 3
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#include "gemv_tc.cu"
 #define MV_NAME mvt_norm_lmhead
 #define MV_K 2048
 #define MV_N 5000
@@ -316,6 +342,11 @@
 #define EP_LDGU 80
 #define EP_OBF16 0
 #include "epilogue.cu"
+#define EP_SWIGLU_NAME ep_geglu_b /* issue 21: GeGLU (Gemma 3) */
+#define EP_I 48
+#define EP_GUBF16 1
+#define EP_GELU 1
+#include "epilogue.cu"
 
 #define RN_NAME rn_f48
 #define RN_D 48
@@ -331,6 +362,11 @@
 #define RN_EPS 1e-5f
 #define RN_OBF16 1
 #include "rmsnorm.cu"
+#define RN_NAME rn_add200 /* issue 21: post-norm into the residual stream (GLM-4, Gemma 3) */
+#define RN_D 200
+#define RN_EPS 1e-6f
+#define RN_ADD 1
+#include "rmsnorm.cu"
 
 #define EM_NAME em_b96
 #define EM_D 96
@@ -340,6 +376,37 @@
 #define EM_D 48
 #define EM_WBF16 0
 #include "embed.cu"
+#define EM_NAME em_b96_scaled /* issue 21: Gemma's sqrt(hidden) */
+#define EM_D 96
+#define EM_WBF16 1
+#define EM_SCALE 9.797958971132712f
+#include "embed.cu"
+
+/* issue 21: mixture of experts (moe.cu): routed bf16 (Qwen2-MoE's unnormalized top-k), routed f32
+ * (renormalized, Mixtral / Qwen3-MoE), the gated shared expert */
+#define MO_NAME mo_r6
+#define MO_D 128
+#define MO_E 6
+#define MO_TOPK 2
+#define MO_I 48
+#define MO_NORM 0
+#include "moe.cu"
+#define MO_NAME mo_r8n
+#define MO_D 96
+#define MO_E 8
+#define MO_TOPK 3
+#define MO_I 32
+#define MO_NORM 1
+#define MO_WBF16 0
+#define MO_XBF16 0
+#include "moe.cu"
+#define MO_NAME mo_sh
+#define MO_D 128
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 96
+#define MO_SHARED 1
+#include "moe.cu"
 
 #define SM_NAME sm_1000
 #define SM_V 1000
@@ -363,6 +430,12 @@ ATTN_CASE(D, 8, 1, 64, 1, 0, 0, 8)
 ATTN_CASE(E, 16, 2, 128, 1, 0, 1, 4)
 ATTN_CASE(F, 8, 4, 256, 0, 0, 0, 2)
 ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
+/* issue 21 (below with the instances): H partial rotary with interleaved pairs (GLM-4), I a
+ * sliding window of 8 with q/k norm (Gemma 3's local layers), J a window of 5 with partial
+ * rotary (halves), f32 */
+ATTN_CASE(H, 4, 2, 32, 1, 0, 1, 4)
+ATTN_CASE(I, 4, 2, 32, 1, 1, 1, 4)
+ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 
 /* rope_kv/attention instances, written out (a macro cannot #define); values match ATTN_CASE */
 #define RK_NAME rk_A
@@ -511,6 +584,75 @@ ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
 #define AT_SPLIT 16
 #include "attention.cu"
 
+#define RK_NAME rk_H
+#define RK_H 4
+#define RK_KV 2
+#define RK_D 32
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 2 * TPS * 32 * 2)
+#define RK_KVBF16 1
+#define RK_ROT 16
+#define RK_INTERLEAVE 1
+#include "rope_kv.cu"
+#define AT_NAME at_H
+#define AT_H 4
+#define AT_KV 2
+#define AT_D 32
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 32 * 2)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.17677669529663687f
+#define AT_SPLIT 4
+#define AT_ROT 16
+#define AT_INTERLEAVE 1
+#include "attention.cu"
+
+#define RK_NAME rk_I
+#define RK_H 4
+#define RK_KV 2
+#define RK_D 32
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 2 * TPS * 32 * 2)
+#define RK_KVBF16 1
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+#define AT_NAME at_I
+#define AT_QKNORM 1
+#define AT_H 4
+#define AT_KV 2
+#define AT_D 32
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 32 * 2)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.17677669529663687f
+#define AT_SPLIT 4
+#define AT_WINDOW 8
+#include "attention.cu"
+
+#define RK_NAME rk_J
+#define RK_H 8
+#define RK_KV 2
+#define RK_D 64
+#define RK_PS TPS
+#define RK_PAGE_BYTES (2ull * 2 * 2 * TPS * 64 * 4)
+#define RK_KVBF16 0
+#define RK_ROT 32
+#include "rope_kv.cu"
+#define AT_NAME at_J
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 64 * 4)
+#define AT_KVBF16 0
+#define AT_SCALE 0.125f
+#define AT_SPLIT 3
+#define AT_WINDOW 5
+#define AT_ROT 32
+#include "attention.cu"
+
 /* timing: Llama-3-8B-like attention, 32 layers per page (so rotating layers defeats the L2) */
 #define PERF_LAYERS 32
 #define AT_NAME at_perf
@@ -627,6 +769,41 @@ ATTN_CASE(G, 24, 8, 128, 1, 1, 1, 16)
 #define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 256 * 2)
 #define AP_SCALE 0.0625f
 #include "attention_prefill.cu"
+/* issue 21: sliding windows (Mistral, Gemma 3): a window inside one key tile, one across tiles
+ * (bf16, tensor cores), and the CUDA-core path (f32 KV) */
+#define AP_NAME ap_g2_d32_w8
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 32
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 32 * 2)
+#define AP_SCALE 0.17677669529663687f
+#define AP_WINDOW 8
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d64_w100
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 64 * 2)
+#define AP_SCALE 0.125f
+#define AP_WINDOW 100
+#include "attention_prefill.cu"
+#define AP_NAME ap_g1_d16_f32_w5
+#define AP_H 4
+#define AP_KV 4
+#define AP_D 16
+#define AP_PS 16
+#define AP_KVBF16 0
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 4 * 16 * 16 * 4)
+#define AP_SCALE 0.25f
+#define AP_WINDOW 5
+#include "attention_prefill.cu"
 /* prefill timing, Llama shapes (one layer per page), against the direct kernel */
 #define AP_NAME ap_p128
 #define AP_H 32
@@ -681,6 +858,9 @@ static bool sel(const char *label) { return !g_only || strstr(label, g_only) != 
             exit(1);                                                                          \
         }                                                                                     \
     } while (0)
+
+/* transformers' gelu_pytorch_tanh, in double */
+static double h_gelu_tanh(double g) { return 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))); }
 
 static float frand(ctx *c) { /* uniform in [-1, 1) */
     c->rng ^= c->rng << 13, c->rng ^= c->rng >> 7, c->rng ^= c->rng << 17;
@@ -846,7 +1026,7 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
         snprintf(lab, sizeof lab, "gemv %s T=%d", m.name, T);
         if (!sel(lab)) return;
     }
-    const int Np = IG_NPAD16(m.N), I = m.N / 2, ycols = m.epi == 2 ? I : m.N;
+    const int Np = IG_NPAD16(m.N), I = m.N / 2, ycols = m.epi >= 2 ? I : m.N;
     std::vector<float> x, w, b, y0, xr, gam;
     fill(c, x, (size_t)T * m.K, m.xb && !m.norm, m.norm ? 3.0f : 1.0f);
     if (m.norm) {
@@ -872,15 +1052,15 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
         for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
     }
     fill(c, b, Np, false);
-    fill(c, y0, (size_t)T * m.ldy, m.epi == 2 && m.yb);
+    fill(c, y0, (size_t)T * m.ldy, m.epi >= 2 && m.yb);
     void *dx = upload(x, m.xb && !m.norm), *dw = m.wq ? upload_bytes(wqb) : upload(w, m.wb), *db = upload(b, false),
-         *dy = upload(y0, m.epi == 2 && m.yb);
+         *dy = upload(y0, m.epi >= 2 && m.yb);
     void *dg = m.norm ? upload(gam, false) : NULL;
     const float *bias = m.bias ? (const float *)db : NULL;
     void *args[] = {&T, &dx, &dg, &dw, &bias, &dy};
     if (m.tc) {
         CK(cudaFuncSetAttribute(m.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024)); /* as the host */
-        launch(m.fn, dim3(IG_MVT_GRID_X(m.N, m.K, m.epi == 2, maxc)), dim3(IG_MVT_BLOCK), IG_MVT_SMEM(m.K, m.norm), args);
+        launch(m.fn, dim3(IG_MVT_GRID_X(m.N, m.K, m.epi >= 2, maxc)), dim3(IG_MVT_BLOCK), IG_MVT_SMEM(m.K, m.norm), args);
     } else if (m.wq) {
         launch(m.fn, dim3(IG_MV_GRID_XB(m.N, IG_WQ_CODEB(m.K, m.wq), maxc)), dim3(IG_MV_BLOCK), IG_MV_SMEM(m.K, 2), args);
     } else {
@@ -888,7 +1068,7 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
     }
     const std::vector<float> &xv = m.norm ? xr : x;
     CK(cudaDeviceSynchronize());
-    std::vector<float> y = download(dy, (size_t)T * m.ldy, m.epi == 2 && m.yb);
+    std::vector<float> y = download(dy, (size_t)T * m.ldy, m.epi >= 2 && m.yb);
     char what[160];
     snprintf(what, sizeof what, "gemv %s T=%d", m.name, T);
     checker k;
@@ -910,9 +1090,9 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
         for (int n = 0; n < ycols; n++) {
             size_t o = (size_t)t * m.ldy + n;
             double ref, tol;
-            if (m.epi == 2) {
+            if (m.epi >= 2) { /* SwiGLU, GeGLU (tanh GELU; its slope is within 1.2 as silu's) */
                 int g = 32 * (n / 16) + n % 16, u = g + 16;
-                double sg = acc[g] / (1 + exp(-acc[g]));
+                double sg = m.epi == 3 ? h_gelu_tanh(acc[g]) : acc[g] / (1 + exp(-acc[g]));
                 ref = sg * acc[u];
                 tol = 1e-5 * (mag[g] * fabs(acc[u]) * 1.2 + mag[u] * fabs(sg) + fabs(ref)) + 1e-6;
                 if (m.yb) tol += fabs(ref) / 256;
@@ -952,8 +1132,9 @@ static void test_ep(ctx *c, int T) {
         chk_done(c, &k);
         CK(cudaFree(dy)); CK(cudaFree(db));
     }
-    for (int bf = 0; bf < 2; bf++) { /* swiglu: bf16 gu/out I48 LDGU 96 with bias, f32 I32 LDGU 80 */
-        const int I = bf ? 48 : 32, ld = bf ? 96 : 80;
+    /* swiglu: f32 I32 LDGU 80, bf16 gu/out I48 LDGU 96 with bias; then GeGLU as the bf16 one */
+    for (int v = 0; v < 3; v++) {
+        const int bf = v > 0, gelu = v == 2, I = bf ? 48 : 32, ld = bf ? 96 : 80;
         std::vector<float> gu, o0, bs;
         fill(c, gu, (size_t)T * ld, bf, 4.0f);
         fill(c, o0, (size_t)T * I, bf);
@@ -963,16 +1144,16 @@ static void test_ep(ctx *c, int T) {
         float *dbs = bf ? (float *)upload(bs, false) : NULL;
         void *dout = upload(o0, bf);
         void *args[] = {&T, &dgu, &dbs, &dout};
-        launch(bf ? (const void *)ep_swiglu_b : (const void *)ep_swiglu_f, dim3(IG_EP_SWIGLU_GRID_X(T, I), IG_EP_SWIGLU_GRID_Y(T)),
-               dim3(IG_EP_BLOCK), 0, args);
+        launch(gelu ? (const void *)ep_geglu_b : bf ? (const void *)ep_swiglu_b : (const void *)ep_swiglu_f,
+               dim3(IG_EP_SWIGLU_GRID_X(T, I), IG_EP_SWIGLU_GRID_Y(T)), dim3(IG_EP_BLOCK), 0, args);
         std::vector<float> o = download(dout, o0.size(), bf);
-        snprintf(what, sizeof what, "ep_swiglu %s I%d T=%d", bf ? "bf16" : "f32", I, T);
+        snprintf(what, sizeof what, "ep_%s %s I%d T=%d", gelu ? "geglu" : "swiglu", bf ? "bf16" : "f32", I, T);
         chk_init(&k, what);
         for (int t = 0; t < T; t++)
             for (int i = 0; i < I; i++) {
                 const int gc = 32 * (i / 16) + i % 16;
                 double g = gu[(size_t)t * ld + gc] + bs[gc], u = gu[(size_t)t * ld + gc + 16] + bs[gc + 16];
-                double ref = g / (1 + exp(-g)) * u;
+                double ref = (gelu ? h_gelu_tanh(g) : g / (1 + exp(-g))) * u;
                 chk(&k, (long)t * I + i, o[(size_t)t * I + i], ref, 2e-6 * (fabs(ref) + fabs(u)) + 1e-7 + (bf ? fabs(ref) / 256 : 0));
             }
         chk_done(c, &k);
@@ -981,13 +1162,13 @@ static void test_ep(ctx *c, int T) {
     }
 }
 
-static void test_rn(ctx *c, const char *name, const void *fn, int D, float eps, int ob, int T) {
-    std::vector<float> x, g;
-    fill(c, x, (size_t)T * D, false, 3.0f), fill(c, g, D, false);
+/* add: RN_ADD (out += the normed row; out starts random) */
+static void test_rn(ctx *c, const char *name, const void *fn, int D, float eps, int ob, int T, int add = 0) {
+    std::vector<float> x, g, y0;
+    fill(c, x, (size_t)T * D, false, 3.0f), fill(c, g, D, false), fill(c, y0, (size_t)T * D, false, 2.0f);
     for (auto &v : g) v += 1.5f;
     float *dx = (float *)upload(x, false), *dg = (float *)upload(g, false);
-    void *dout;
-    CK(cudaMalloc(&dout, (size_t)T * D * 4));
+    void *dout = upload(y0, false);
     void *args[] = {&T, &dx, &dg, &dout};
     launch(fn, dim3(IG_RN_GRID_X(T)), dim3(IG_RN_BLOCK(D)), 0, args);
     std::vector<float> o = download(dout, (size_t)T * D, ob);
@@ -1000,15 +1181,15 @@ static void test_rn(ctx *c, const char *name, const void *fn, int D, float eps, 
         for (int i = 0; i < D; i++) ss += (double)x[(size_t)t * D + i] * x[(size_t)t * D + i];
         double s = 1 / sqrt(ss / D + eps);
         for (int i = 0; i < D; i++) {
-            double ref = x[(size_t)t * D + i] * s * g[i];
-            chk(&k, (long)t * D + i, o[(size_t)t * D + i], ref, 3e-6 * fabs(ref) + 1e-7 + (ob ? fabs(ref) / 256 : 0));
+            double nv = x[(size_t)t * D + i] * s * g[i], ref = nv + (add ? y0[(size_t)t * D + i] : 0.0);
+            chk(&k, (long)t * D + i, o[(size_t)t * D + i], ref, 3e-6 * fabs(nv) + 1e-7 * (1 + fabs(ref)) + (ob ? fabs(ref) / 256 : 0));
         }
     }
     chk_done(c, &k);
     CK(cudaFree(dx)); CK(cudaFree(dg)); CK(cudaFree(dout));
 }
 
-static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
+static void test_em(ctx *c, const char *name, const void *fn, int D, int wb, float scale = 1.0f) {
     const int V = 1000, T = 37;
     std::vector<float> w;
     fill(c, w, (size_t)V * D, wb);
@@ -1027,7 +1208,8 @@ static void test_em(ctx *c, const char *name, const void *fn, int D, int wb) {
     checker k;
     chk_init(&k, name);
     for (int t = 0; t < T; t++)
-        for (int i = 0; i < D; i++) chk(&k, (long)t * D + i, x[(size_t)t * D + i], w[(size_t)ids[t] * D + i], 0);
+        for (int i = 0; i < D; i++) /* the f32 product: exact */
+            chk(&k, (long)t * D + i, x[(size_t)t * D + i], (double)(w[(size_t)ids[t] * D + i] * scale), 0);
     chk_done(c, &k);
     CK(cudaFree(dw)); CK(cudaFree(dids)); CK(cudaFree(dx));
 }
@@ -1211,6 +1393,99 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V, int 
     chk_done(c, &k);
 }
 
+/* ------------------------------------------------------------------ mixture of experts */
+
+/* moe.cu's three kernels against a host reference in double: the device's expert choice must be the
+ * host's top-k (tokens whose k-th and (k+1)-th logits are within 1e-4 are not compared: either is
+ * right), its weights the softmax (renormalized) of the chosen ones, and resid += the weighted sum
+ * of the chosen experts' SwiGLU MLPs (x and h rounded to bf16 when xb, as the device). */
+static void test_moe(ctx *c, const char *name, const void *route, const void *gu, const void *dn, int D, int E, int K, int I,
+                     int norm, int wb, int xb, int shared, int T) {
+    char what[200];
+    snprintf(what, sizeof what, "moe %s T=%d", name, T);
+    if (!sel(what)) return;
+    std::vector<float> x, rt, wgu, wdn, r0;
+    fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
+    fill(c, wgu, (size_t)E * 2 * I * D, wb, 0.3f), fill(c, wdn, (size_t)E * D * I, wb, 0.3f), fill(c, r0, (size_t)T * D, false);
+    float *dx = (float *)upload(x, false), *drt = (float *)upload(rt, false), *dr = (float *)upload(r0, false), *dwt;
+    void *dgu = upload(wgu, wb), *ddn = upload(wdn, wb), *dh;
+    int *dsel;
+    CK(cudaMalloc(&dsel, (size_t)T * K * 4)); CK(cudaMalloc(&dwt, (size_t)T * K * 4));
+    CK(cudaMalloc(&dh, (size_t)T * K * I * 4));
+    int Tv = T;
+    void *a1[] = {&Tv, &dx, &drt, &dsel, &dwt};
+    launch(route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
+    void *a2[] = {&Tv, &dx, &dsel, &dgu, &dh};
+    launch(gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, a2);
+    void *a3[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
+    launch(dn, dim3(IG_MO_DN_GRID_X(D), IG_MO_DN_GRID_Y(T)), dim3(IG_MO_BLOCK), 0, a3);
+    CK(cudaDeviceSynchronize());
+    std::vector<int> gs((size_t)T * K);
+    CK(cudaMemcpy(gs.data(), dsel, gs.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> gw = download(dwt, (size_t)T * K, false), out = download(dr, (size_t)T * D, false);
+    checker ks, kw, ko;
+    char w1[220], w2[220];
+    snprintf(w1, sizeof w1, "moe %s T=%d: top-%d experts", name, T, K);
+    snprintf(w2, sizeof w2, "moe %s T=%d: routing weights", name, T);
+    chk_init(&ks, w1), chk_init(&kw, w2), chk_init(&ko, what);
+    int ties = 0;
+    for (int t = 0; t < T; t++) {
+        std::vector<double> lg(E), p(E);
+        double mx = -1e300, z = 0;
+        for (int e = 0; e < E; e++) {
+            double s = 0;
+            for (int i = 0; i < D; i++) s += (double)x[(size_t)t * D + i] * rt[(size_t)e * D + i];
+            lg[e] = s, mx = fmax(mx, s);
+        }
+        for (int e = 0; e < E; e++) z += (p[e] = exp(lg[e] - mx));
+        std::vector<int> ord(E);
+        for (int e = 0; e < E; e++) ord[e] = e;
+        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return lg[a] > lg[b]; });
+        const bool tie = !shared && K < E && lg[ord[K - 1]] - lg[ord[K]] < 1e-4;
+        ties += tie;
+        double ksum = 0;
+        for (int k = 0; k < K; k++) ksum += p[gs[(size_t)t * K + k]] / z;
+        std::vector<double> acc(D, 0.0), tol(D, 1e-6);
+        for (int k = 0; k < K; k++) {
+            const int e = gs[(size_t)t * K + k];
+            if (e < 0 || e >= E) { chk(&ks, (long)t * K + k, e, 0, -1); continue; }
+            if (!tie && !shared) chk(&ks, (long)t * K + k, e, ord[k], 0);
+            const double w = shared ? 1 / (1 + exp(-lg[0])) : norm ? p[e] / z / ksum : p[e] / z;
+            chk(&kw, (long)t * K + k, gw[(size_t)t * K + k], w, 1e-5 * fabs(w) + 1e-7);
+            for (int d = 0; d < D; d++) tol[d] += 1e-5 * fabs(w); /* the weight's f32 error */
+            std::vector<double> h(I), hm(I);
+            for (int i = 0; i < I; i++) {
+                const int g = 32 * (i / 16) + i % 16;
+                double sg = 0, su = 0, ag = 0, au = 0;
+                for (int j = 0; j < D; j++) {
+                    const double xv = xb ? h_b2f(h_f2b(x[(size_t)t * D + j])) : x[(size_t)t * D + j];
+                    const double wg = wgu[((size_t)e * 2 * I + g) * D + j], wu = wgu[((size_t)e * 2 * I + g + 16) * D + j];
+                    sg += xv * wg, su += xv * wu, ag += fabs(xv * wg), au += fabs(xv * wu);
+                }
+                const double si = sg / (1 + exp(-sg));
+                h[i] = si * su;
+                /* f32 sums (1e-5 of their magnitude through silu's slope <= 1.1), then bf16 rounding */
+                hm[i] = 1e-5 * (1.2 * ag * fabs(su) + au * fabs(si)) + (xb ? fabs(h[i]) / 128 : 0) + 1e-7;
+            }
+            for (int d = 0; d < D; d++) {
+                double s = 0, a = 0;
+                for (int i = 0; i < I; i++) {
+                    const double wv = wdn[((size_t)e * D + d) * I + i];
+                    s += wv * h[i], a += fabs(wv) * (fabs(h[i]) * 1e-5 + hm[i]);
+                }
+                acc[d] += w * s, tol[d] += fabs(w) * a + 1e-5 * fabs(w * s);
+            }
+        }
+        for (int d = 0; d < D; d++)
+            chk(&ko, (long)t * D + d, out[(size_t)t * D + d], r0[(size_t)t * D + d] + acc[d], tol[d] + 1e-7 * fabs(r0[(size_t)t * D + d]));
+    }
+    if (!shared) chk_done(c, &ks);
+    chk_done(c, &kw), chk_done(c, &ko);
+    if (ties) printf("     (%d of %d tokens with a near tie at the k-th expert: choice not compared)\n", ties, T);
+    CK(cudaFree(dx)); CK(cudaFree(drt)); CK(cudaFree(dr)); CK(cudaFree(dwt)); CK(cudaFree(dgu)); CK(cudaFree(ddn));
+    CK(cudaFree(dh)); CK(cudaFree(dsel));
+}
+
 /* ------------------------------------------------------------------ rope_kv + attention */
 
 struct attn_case {
@@ -1218,10 +1493,12 @@ struct attn_case {
     const void *rk, *at, *at_split, *at_split_rope;
     int H, KV, D, kvb, qkn, ob, split;
     float scale;
+    int rot, il, win; /* rotary dims, interleaved pairs, sliding window (issue 21; D, 0, 0 = Llama) */
 };
-#define ATC(P, name, scale)                                                                                 \
+#define ATCW(P, name, scale, rot, il, win)                                                                  \
     { name, (const void *)rk_##P, (const void *)at_##P, (const void *)at_##P##_split, (const void *)at_##P##_split_rope, \
-      P##_H, P##_KV, P##_D, P##_KVB, P##_QKN, P##_OB, P##_SPLIT, scale }
+      P##_H, P##_KV, P##_D, P##_KVB, P##_QKN, P##_OB, P##_SPLIT, scale, rot, il, win }
+#define ATC(P, name, scale) ATCW(P, name, scale, P##_D, 0, 0)
 
 static double pool_get(const std::vector<uint8_t> &pool, size_t byte_off, size_t idx, bool bf) {
     if (bf) {
@@ -1252,8 +1529,8 @@ static void test_attn(ctx *c, const attn_case &a) {
     fill(c, qn, D, false), fill(c, kn, D, false);
     for (int i = 0; i < D; i++) qn[i] = 1 + 0.5f * qn[i], kn[i] = 1 + 0.5f * kn[i];
     float *dqn = (float *)upload(qn, false), *dkn = (float *)upload(kn, false);
-    std::vector<double> invf(D / 2);
-    for (int i = 0; i < D / 2; i++) invf[i] = pow(10000.0, -2.0 * i / D);
+    std::vector<double> invf(D / 2, 0.0); /* partial rotary: frequencies of the rotary dims, the rest 0 */
+    for (int i = 0; i < a.rot / 2; i++) invf[i] = pow(10000.0, -2.0 * i / a.rot);
     double *dinvf;
     CK(cudaMalloc(&dinvf, D / 2 * 8));
     CK(cudaMemcpy(dinvf, invf.data(), D / 2 * 8, cudaMemcpyHostToDevice));
@@ -1326,13 +1603,18 @@ static void test_attn(ctx *c, const attn_case &a) {
                     s = 1 / sqrt(ss / D + 1e-6);
                 }
                 for (int i = 0; i < D / 2; i++) {
-                    double x0 = v[i] * s, x1 = v[i + D / 2] * s;
-                    if (nrm) x0 *= g[i], x1 *= g[i + D / 2];
-                    if (h < H + KV) {
+                    /* pair i: rotated (i, i + rot/2) or (2i, 2i+1), past rot/2 two pass-through dims */
+                    const int ia = i >= a.rot / 2 ? a.rot + 2 * (i - a.rot / 2) : a.il ? 2 * i : i;
+                    const int ib = i >= a.rot / 2 ? ia + 1 : a.il ? 2 * i + 1 : i + a.rot / 2;
+                    double x0 = v[ia] * s, x1 = v[ib] * s;
+                    if (nrm) x0 *= g[ia], x1 *= g[ib];
+                    if (h < H + KV && i < a.rot / 2) {
                         double an = pos[t] * invf[i], cs = (float)cos(an), sn = (float)sin(an);
-                        r[i] = x0 * cs - x1 * sn, r[i + D / 2] = x1 * cs + x0 * sn;
+                        r[ia] = x0 * cs - x1 * sn, r[ib] = x1 * cs + x0 * sn;
+                    } else if (h < H + KV) {
+                        r[ia] = x0, r[ib] = x1;
                     } else {
-                        r[i] = v[i], r[i + D / 2] = v[i + D / 2];
+                        r[ia] = v[ia], r[ib] = v[ib];
                     }
                 }
                 for (int i = 0; i < D; i++) {
@@ -1367,10 +1649,10 @@ static void test_attn(ctx *c, const attn_case &a) {
         const int G = H / KV;
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
-                int kh = h / G, n = pos[t] + 1;
+                int kh = h / G, n = pos[t] + 1, lo = a.win > 0 && pos[t] >= a.win ? pos[t] - a.win + 1 : 0;
                 std::vector<double> sc(n), o(D, 0.0);
                 double mx = -1e300, l = 0;
-                for (int j = 0; j < n; j++) {
+                for (int j = lo; j < n; j++) {
                     size_t base = ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
                     double s = 0;
                     for (int i = 0; i < D; i++)
@@ -1378,7 +1660,7 @@ static void test_attn(ctx *c, const attn_case &a) {
                     sc[j] = s * a.scale;
                     if (sc[j] > mx) mx = sc[j];
                 }
-                for (int j = 0; j < n; j++) {
+                for (int j = lo; j < n; j++) {
                     size_t base = ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
                     double p = exp(sc[j] - mx);
                     l += p;
@@ -1571,8 +1853,10 @@ struct ap_case {
     const void *fn;
     int H, KV, D, kvb, ob, ps;
     float scale;
+    int win; /* AP_WINDOW (issue 21), 0 = none */
 };
-#define APC(fn, H, KV, D, kvb, ob, ps, scale) { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale }
+#define APCW(fn, H, KV, D, kvb, ob, ps, scale, win) { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale, win }
+#define APC(fn, H, KV, D, kvb, ob, ps, scale) APCW(fn, H, KV, D, kvb, ob, ps, scale, 0)
 
 /* A batch as segments: `n` tokens of sequence `seq` at positions start, start + 1, ... */
 struct ap_seg {
@@ -1589,11 +1873,11 @@ struct ap_scn {
  * and tol[D]. */
 static void ap_ref(const std::vector<uint8_t> &pool, const std::vector<int> &ptab, int maxp, size_t page_bytes,
                    size_t loff, int H, int KV, int D, int PS, bool kvb, bool ob, double scale, const float *qh, int h,
-                   int seq, int pos, double *ref, double *tol) {
-    const int kh = h / (H / KV), n = pos + 1;
+                   int seq, int pos, double *ref, double *tol, int win = 0) {
+    const int kh = h / (H / KV), n = pos + 1, lo = win > 0 && pos >= win ? pos - win + 1 : 0; /* the window's keys */
     std::vector<double> sc(n), qk(n);
     double mx = -1e300;
-    for (int j = 0; j < n; j++) {
+    for (int j = lo; j < n; j++) {
         size_t base = (size_t)ptab[(size_t)seq * maxp + j / PS] * page_bytes + loff;
         double sum = 0, a = 0;
         for (int i = 0; i < D; i++) {
@@ -1605,11 +1889,11 @@ static void ap_ref(const std::vector<uint8_t> &pool, const std::vector<int> &pta
     }
     double l = 0, es_max = 0;
     std::vector<double> o(D, 0.0), av(D, 0.0);
-    for (int j = 0; j < n; j++) {
+    for (int j = lo; j < n; j++) {
         sc[j] = exp(sc[j] - mx), l += sc[j];
         es_max = qk[j] / 256 > es_max ? qk[j] / 256 : es_max;
     }
-    for (int j = 0; j < n; j++) {
+    for (int j = lo; j < n; j++) {
         size_t base = (size_t)ptab[(size_t)seq * maxp + j / PS] * page_bytes + loff;
         for (int i = 0; i < D; i++) {
             double v = pool_get(pool, base, (size_t)KV * PS * D + ((size_t)kh * PS + j % PS) * D + i, kvb);
@@ -1637,8 +1921,14 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
     if (!sel(what)) return;
     int nseq = 0, maxpos = 0;
     for (int t = 0; t < T; t++) nseq = seq[t] + 1 > nseq ? seq[t] + 1 : nseq, maxpos = pos[t] > maxpos ? pos[t] : maxpos;
-    std::vector<int> seqmax(nseq, -1);
+    std::vector<int> seqmax(nseq, -1), seqlo(nseq, 1 << 30);
     for (int t = 0; t < T; t++) seqmax[seq[t]] = pos[t] > seqmax[seq[t]] ? pos[t] : seqmax[seq[t]];
+    /* with a window: the first key any token of the sequence attends; keys before it stay NaN and
+     * pages wholly before it are the NaN page (released pages: the kernel must never read them) */
+    for (int t = 0; t < T; t++) {
+        const int lo = a.win > 0 && pos[t] >= a.win ? pos[t] - a.win + 1 : 0;
+        seqlo[seq[t]] = lo < seqlo[seq[t]] ? lo : seqlo[seq[t]];
+    }
     const int maxp = maxpos / PS + 2, npages = nseq * maxp + 1, nan_page = npages - 1;
     const size_t layer_bytes = 2ull * KV * PS * D * es, page_bytes = 2 * layer_bytes, loff = layer_bytes;
     /* scattered page ids: a permutation of 0..npages-2 */
@@ -1654,8 +1944,8 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
     std::vector<uint8_t> pool((size_t)npages * page_bytes, 0xff);
     for (int s = 0; s < nseq; s++) {
         if (seqmax[s] < 0) continue;
-        for (int pg = 0; pg <= seqmax[s] / PS; pg++) ptab[(size_t)s * maxp + pg] = perm[used++];
-        for (int j = 0; j <= seqmax[s]; j++) {
+        for (int pg = seqlo[s] / PS; pg <= seqmax[s] / PS; pg++) ptab[(size_t)s * maxp + pg] = perm[used++];
+        for (int j = seqlo[s]; j <= seqmax[s]; j++) {
             size_t base = (size_t)ptab[(size_t)s * maxp + j / PS] * page_bytes + loff;
             for (int kh = 0; kh < KV; kh++)
                 for (int i = 0; i < D; i++)
@@ -1698,7 +1988,7 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
     for (int t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
             ap_ref(pool, ptab, maxp, page_bytes, loff, H, KV, D, PS, a.kvb, a.ob, a.scale, &q[((size_t)t * H + h) * D], h,
-                   seq[t], pos[t], ref.data(), tol.data());
+                   seq[t], pos[t], ref.data(), tol.data(), a.win);
             for (int i = 0; i < D; i++) {
                 size_t idx = ((size_t)t * H + h) * D + i;
                 chk(&k, (long)idx, o[idx], ref[i], tol[i]);
@@ -1842,6 +2132,9 @@ int main(int argc, char **argv) {
         MVC(mv_p_128256_2048, 2048, 128256, 1, 1, 0, 0, 0, 128256),
         MVN(mv_bb_norm_swiglu, 1000, 96, 1, 1, 0, 2, 1, 48, 1e-6f),
         MVN(mv_ff_norm_bias, 200, 70, 0, 0, 1, 0, 0, 70, 1e-5f),
+        MVC(mv_bb_geglu_bias, 128, 96, 1, 1, 1, 3, 1, 48),
+        MVN(mv_ff_norm_geglu, 200, 64, 0, 0, 0, 3, 0, 32, 1e-6f),
+        MVT(mvt_norm_geglu, 128, 384, 1, 3, 1, 192, 1, 1e-6f),
         MVN(mv_bb_norm_lmhead, 2048, 5000, 1, 1, 0, 0, 0, 5000, 1e-5f),
         MVT(mvt_store_bias, 96, 1000, 1, 0, 0, 1000, 0, 0.0f),
         MVT(mvt_acc_bias, 128, 200, 1, 1, 0, 200, 0, 0.0f),
@@ -1873,6 +2166,8 @@ int main(int argc, char **argv) {
         if (sel("rmsnorm D48 f32")) test_rn(&c, "rmsnorm D48 f32", (const void *)rn_f48, 48, 1e-5f, 0, T);
         if (sel("rmsnorm D1000 bf16")) test_rn(&c, "rmsnorm D1000 bf16", (const void *)rn_b1000, 1000, 1e-6f, 1, T);
         if (sel("rmsnorm D4096 bf16")) test_rn(&c, "rmsnorm D4096 bf16", (const void *)rn_b4096, 4096, 1e-5f, 1, T);
+        if (sel("rmsnorm_add D200 (post-norm + residual)"))
+            test_rn(&c, "rmsnorm_add D200 (post-norm + residual)", (const void *)rn_add200, 200, 1e-6f, 0, T, 1);
     }
     if (sel("embed bf16 D96")) test_em(&c, "embed bf16 D96", (const void *)em_b96, 96, 1);
     if (sel("embed f32 D48")) test_em(&c, "embed f32 D48", (const void *)em_f48, 48, 0);
@@ -1880,6 +2175,7 @@ int main(int argc, char **argv) {
     if (sel("embed q4r D96 g32")) test_emq(&c, "embed q4r D96 g32", (const void *)em_q4_96_g32, 96, 4, 32);
     if (sel("dequant q8r 48x576")) test_dq(&c, "dequant q8r 48x576", (const void *)dq8_576, 48, 576, 8, 0);
     if (sel("dequant q4r 32x2048 g64")) test_dq(&c, "dequant q4r 32x2048 g64", (const void *)dq4_2048_g64, 32, 2048, 4, 64);
+    if (sel("embed bf16 D96 scaled")) test_em(&c, "embed bf16 D96 scaled", (const void *)em_b96_scaled, 96, 1, 9.797958971132712f);
     if (sel("sample greedy V1000 LD1024")) test_sm_greedy(&c, "sample greedy V1000 LD1024", (const void *)sm_1000, 1000, 1024);
     if (sel("sample greedy V128256")) test_sm_greedy(&c, "sample greedy V128256", (const void *)sm_128256, 128256, 128256);
     /* the first pass from per-part greedy keys (the persistent decode kernel's lm_head leaves one per CTA) */
@@ -1891,6 +2187,14 @@ int main(int argc, char **argv) {
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     if (sel("sample top-k/top-p V5000 from 40 parts"))
         test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
+    for (int T : {1, 2, 7, 37, 200}) {
+        test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", (const void *)mo_r6_route, (const void *)mo_r6_gu,
+                 (const void *)mo_r6_down, 128, 6, 2, 48, 0, 1, 1, 0, T);
+        test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", (const void *)mo_r8n_route, (const void *)mo_r8n_gu,
+                 (const void *)mo_r8n_down, 96, 8, 3, 32, 1, 0, 0, 0, T);
+        test_moe(&c, "shared expert D128 I96 bf16", (const void *)mo_sh_route, (const void *)mo_sh_gu, (const void *)mo_sh_down,
+                 128, 1, 1, 96, 0, 1, 1, 1, T);
+    }
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
@@ -1899,6 +2203,9 @@ int main(int argc, char **argv) {
         ATC(E, "H16 KV2 D128 bf16kv bf16out", 0.08838834764831845f),
         ATC(F, "H8 KV4 D256 f32", 0.0625f),
         ATC(G, "H24 KV8 D128 bf16kv qknorm bf16out", 0.08838834764831845f),
+        ATCW(H, "H4 KV2 D32 bf16kv rot16 interleaved (GLM-4)", 0.17677669529663687f, 16, 1, 0),
+        ATCW(I, "H4 KV2 D32 bf16kv qknorm window8 (Gemma 3 local)", 0.17677669529663687f, 32, 0, 8),
+        ATCW(J, "H8 KV2 D64 f32 rot32 window5", 0.125f, 32, 0, 5),
     };
     for (const auto &a : acs) {
         char lab[200];
@@ -1916,6 +2223,9 @@ int main(int argc, char **argv) {
         APC(ap_g1_d96_bf, 4, 4, 96, 1, 0, 16, 0.10206207261596575f),
         APC(ap_g2_d80_bf, 4, 2, 80, 1, 1, 16, 0.11180339887498948f),
         APC(ap_g2_d256_bf, 4, 2, 256, 1, 0, 16, 0.0625f),
+        APCW(ap_g2_d32_w8, 4, 2, 32, 1, 1, 16, 0.17677669529663687f, 8),
+        APCW(ap_g4_d64_w100, 8, 2, 64, 1, 0, 16, 0.125f, 100),
+        APCW(ap_g1_d16_f32_w5, 4, 4, 16, 0, 0, 16, 0.25f, 5),
     };
     const ap_scn scns[] = {
         {"decode", 1, {{0, 250, 1}}},
