@@ -239,9 +239,10 @@ template <bool COH, int G = AT_H / AT_KV>
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
     unsigned long long layer_off, const int *pt, float *sm) {
-    typedef ig_kvq_geom<AT_D, AT_KVQ> Q;
+    /* 16 codes a chunk for groups of up to 4 heads; delta keys: 8 slots of a page in flight */
+    typedef ig_kvq_geom<AT_D, AT_KVQ, (G <= 4 && AT_D % 16 == 0) ? 16 : 8> Q;
     constexpr int D = AT_D, BITS = AT_KVQ, VE = Q::VE, DV = Q::DV, TPK = Q::TPK, NV = Q::NV, E = Q::E;
-    constexpr int NW = IG_AT_WARPS, UK = G <= 2 ? 8 : 4, PS = AT_PS, KV = AT_KV;
+    constexpr int NW = IG_AT_WARPS, UK = (G <= 2 || IG_KVQ_KDELTA(AT_KVQ)) ? 8 : 4, PS = AT_PS, KV = AT_KV;
     constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, vl = lane % TPK;
 
@@ -259,7 +260,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
             }
         m[g] = IG_NEG_INF, l[g] = 0.0f;
     }
-    ig_kvq_attend<KV, PS, D, BITS, G, NW, UK, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qr, acc, m, l, kv_pool, layer_off, pt);
+    ig_kvq_attend<KV, PS, D, BITS, VE, G, NW, UK, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qr, acc, m, l, kv_pool, layer_off, pt);
     IG_CAT(AT_NAME, _core_end)<G, TPK, NV, VE>(acc, m, l, sm);
 }
 #endif

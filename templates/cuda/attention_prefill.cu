@@ -144,7 +144,7 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
                                                            const unsigned char *kv_pool,
                                                            unsigned long long layer_off, const int *pt,
                                                            AP_OT_ *out) {
-    typedef ig_kvq_geom<AP_D, AP_KVQ> Q;
+    typedef ig_kvq_geom<AP_D, AP_KVQ, AP_D % 16 == 0 ? 16 : 8> Q;
     constexpr int G = AP_H / AP_KV, D = AP_D, VE = Q::VE, DV = Q::DV, TPK = Q::TPK, NV = Q::NV, E = Q::E;
     constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
     __shared__ float rows[IG_AP_WARPS][D];
@@ -159,7 +159,7 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
             qr[0][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
             acc[0][j * VE + e] = 0.0f;
         }
-    ig_kvq_attend<AP_KV, AP_PS, D, AP_KVQ, 1, 1, 2, false, AP_PAGE_BYTES>(kh, 0, n, 0, qr, acc, m, l, kv_pool, layer_off, pt);
+    ig_kvq_attend<AP_KV, AP_PS, D, AP_KVQ, VE, 1, 1, 2, false, AP_PAGE_BYTES>(kh, 0, n, 0, qr, acc, m, l, kv_pool, layer_off, pt);
 #pragma unroll
     for (int o = TPK; o < 32; o <<= 1) {
         const float om = __shfl_xor_sync(IG_FULL_MASK, m[0], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[0], o);
@@ -323,7 +323,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
      * below are then empty); rows past plast zero. V and 8-bit K: a thread per CB-byte chunk;
      * delta-coded 4-bit K: a thread per column walks the tile's rows in order, its running
      * reconstruction kc carried from tile to tile (reset at each page's slot 0). */
-    typedef ig_kvq_geom<D, AP_KVQ> QG;
+    typedef ig_kvq_geom<D, AP_KVQ, 8> QG; /* 8 codes: one 16-byte store of the 16-bit type */
     constexpr int QCB = QG::CB, QVE = QG::VE, QCH = QG::DV;
     float kc = 0.0f;
     auto qload = [&](int kt, int kv01, unsigned short *dst) {

@@ -17,8 +17,7 @@
  * The encoder's arithmetic is the CPU's operation for operation (the butterflies in the same
  * order, IEEE-rounded division / square root / multiply through the __f*_rn intrinsics, rintf,
  * round-to-nearest f16), so the same rotated-in floats give the same bytes; the harness checks that
- * against kv_quant.h itself. Readers load a row's codes in CB-byte chunks (16, or 8 / 4 where RB
- * is not a multiple of 16), VE = CB * 8 / bits elements a chunk.
+ * against kv_quant.h itself. Readers load a row's codes in chunks of VE = 16 or 8 codes (ig_kvq_geom).
  * Include-guarded, templates only: no kernel is defined here. */
 #ifndef IG_CUDA_KV_QUANT_CUH
 #define IG_CUDA_KV_QUANT_CUH
@@ -28,9 +27,8 @@
 #define IG_KVQ_LAYER_BYTES(kv, ps, d, bits) ((unsigned long long)2 * (kv) * (ps) * ((unsigned long long)(d) * (bits) / 8 + 3))
 #define IG_KVQ_KDELTA(bits) ((bits) == 4)
 #define IG_KVQ_FLIP(i) ((0x6a09e667u >> ((7 * (i) + (i) / 32) & 31)) & 1u)
-/* code bytes of a row, and the readers' chunk of them */
+/* code bytes of a row */
 #define IG_KVQ_RB(d, bits) ((d) * (bits) / 8)
-#define IG_KVQ_CB(d, bits) (IG_KVQ_RB(d, bits) % 16 == 0 ? 16 : IG_KVQ_RB(d, bits) % 8 == 0 ? 8 : 4)
 
 /* Byte offsets, from the layer's part of a page, of row r = h * PS + slot of tensor kv01 (0 = K,
  * 1 = V): its codes, its f16 scale, its zero point. */
@@ -186,12 +184,15 @@ IG_DEV void ig_kvq_unpack(uint4 w, float s, float b, float *o) {
 }
 
 
-/* Geometry of a reader of quantized rows: CB-byte chunks of VE codes, DV chunks a row, TPK lanes a
- * row (a power of two, at most 32), NV chunks a lane, KPW keys a warp step, E elements a lane. */
+/* Geometry of a reader of quantized rows: chunks of VE codes (16 or 8: CB = 16 / 8 bytes of int8
+ * codes, 8 / 4 of uint4; rows are whole chunks), DV chunks a row, TPK lanes a row (a power of two,
+ * at most 32), NV chunks a lane, KPW keys a warp step, E elements a lane. Readers take VE = 16
+ * where the queries and accumulators of their heads fit the registers (more bytes in flight a
+ * lane), else 8 (as many elements a lane as bf16 rows' 16-byte loads). */
 IG_DEV constexpr int ig_kvq_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_kvq_pow2ceil((x + 1) / 2); }
-template <int D, int BITS>
+template <int D, int BITS, int VE_>
 struct ig_kvq_geom {
-    static constexpr int CB = IG_KVQ_CB(D, BITS), VE = CB * 8 / BITS, DV = D / VE;
+    static constexpr int VE = VE_, CB = VE * BITS / 8, DV = D / VE;
     static constexpr int TPK = ig_kvq_pow2ceil(DV) < 32 ? ig_kvq_pow2ceil(DV) : 32;
     static constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, E = NV * VE;
 };
@@ -204,11 +205,11 @@ struct ig_kvq_geom {
  * group walks a page's slots in order from slot 0 (K^_j = K^_{j-1} + s_j (q_j - z_j), in
  * registers), scoring the slots inside [k0, k1); the groups take pages in turn. All lanes of the
  * warp run the same steps (shuffles inside the TPK-lane groups). COH: loads through L2 only. */
-template <int KV, int PS, int D, int BITS, int G, int NW, int UK, bool COH, unsigned long long PAGE_BYTES>
-IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][ig_kvq_geom<D, BITS>::E],
-                          float (&acc)[G][ig_kvq_geom<D, BITS>::E], float (&m)[G], float (&l)[G],
+template <int KV, int PS, int D, int BITS, int VE_, int G, int NW, int UK, bool COH, unsigned long long PAGE_BYTES>
+IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][ig_kvq_geom<D, BITS, VE_>::E],
+                          float (&acc)[G][ig_kvq_geom<D, BITS, VE_>::E], float (&m)[G], float (&l)[G],
                           const unsigned char *kv_pool, unsigned long long layer_off, const int *pt) {
-    typedef ig_kvq_geom<D, BITS> Q;
+    typedef ig_kvq_geom<D, BITS, VE_> Q;
     constexpr int CB = Q::CB, VE = Q::VE, DV = Q::DV, TPK = Q::TPK, NV = Q::NV, KPW = Q::KPW, E = Q::E;
     static_assert(D % VE == 0, "a row is whole chunks");
     constexpr bool KD = IG_KVQ_KDELTA(BITS);
