@@ -214,7 +214,6 @@ IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][i
     static_assert(D % VE == 0, "a row is whole chunks");
     constexpr bool KD = IG_KVQ_KDELTA(BITS);
     const int lane = threadIdx.x & 31, warp = wi, kk = lane / TPK, vl = lane % TPK;
-    const unsigned long long AT_PAGE_BYTES = PAGE_BYTES;
     float kp[E]; /* delta keys: the group's reconstruction of the previous slot */
 #pragma unroll
     for (int e = 0; e < E; e++) kp[e] = 0.0f;
@@ -243,7 +242,7 @@ IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][i
             }
             jb[u] = j, okk[u] = ok;
             const unsigned char *base =
-                kv_pool + (unsigned long long)(ok ? __ldg(pt + j / PS) : 0) * AT_PAGE_BYTES + layer_off;
+                kv_pool + (unsigned long long)(ok ? __ldg(pt + j / PS) : 0) * PAGE_BYTES + layer_off;
             const int r = kh * PS + (ok ? j % PS : 0);
             const unsigned char *kc = base + ig_kvq_codes_off<KV, PS, D, BITS>(0, r);
             const unsigned char *vc = base + ig_kvq_codes_off<KV, PS, D, BITS>(1, r);
