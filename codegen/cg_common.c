@@ -259,10 +259,10 @@ static const cg_kv_format kv_formats[] = {
     {IG_DTYPE_F32, "f32", 4, 0, 1, 1, NULL},
     {IG_DTYPE_BF16, "bf16", 2, 0, 1, 1, NULL},
     {IG_DTYPE_F16, "f16", 2, 0, 0, 1, NULL},
-    {IG_DTYPE_KV8, "int8", 0, 8, 1, 0,
+    {IG_DTYPE_KV8, "int8", 0, 8, 1, 1,
      "rotated rows (random signs + Hadamard), asymmetric 8-bit codes per token and KV head, f16 scale, 8-bit zero point "
      "(templates/cpu/kv_quant.h)"},
-    {IG_DTYPE_KV4, "uint4", 0, 4, 1, 0,
+    {IG_DTYPE_KV4, "uint4", 0, 4, 1, 1,
      "rotated rows (random signs + Hadamard), asymmetric 4-bit codes per token and KV head, f16 scale, 8-bit zero point; "
      "keys delta-coded within a page (slot j > 0 holds K_j minus the reconstructed K_j-1), values absolute "
      "(templates/cpu/kv_quant.h)"},

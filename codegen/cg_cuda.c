@@ -60,6 +60,8 @@ typedef struct gen {
     int64_t moe_k, moe_ki;    /* MoE scratch per token: selections (top-k), expert activations (top-k x I) */
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
+    int kvq;              /* quantized KV: code bits (8, 4; the templates' RK_KVQ / AT_KVQ / AP_KVQ), 0 for floats */
+    const char *kv_name;  /* the KV format's name, for comments */
     dl_plan dl;
     int dl_fn;            /* the persistent kernel's index in the launch table, or -1 */
     int wq_any;           /* some matrix is quantized (q8r / q4r rows, templates/cuda/wq.cuh) */
@@ -347,13 +349,14 @@ static ig_status emit_rope_kv(gen *c, node_ctx *x, ig_err *err) {
     const int rot = hp->rope_dim ? hp->rope_dim : D;
     snprintf(params, sizeof params,
              "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n#define RK_PAGE_BYTES %lluull\n"
-             "#define RK_KVBF16 %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
-             H, KV, D, PS, (unsigned long long)c->kv_layer_page * hp->n_layers, c->bf, qk, qk ? n->eps : 1e-6, rot,
-             hp->rope_interleaved);
+             "#define RK_KVBF16 %d\n#define RK_KVQ %d\n#define RK_QKNORM %d\n#define RK_EPS %.9gf\n#define RK_ROT %d\n"
+             "#define RK_INTERLEAVE %d\n",
+             H, KV, D, PS, (unsigned long long)c->kv_layer_page * hp->n_layers, c->bf && !c->kvq, c->kvq, qk,
+             qk ? n->eps : 1e-6, rot, hp->rope_interleaved);
     snprintf(comment, sizeof comment, "%srope%s on q[T,%d] and k[T,%d], k/v into the %s KV pages", qk ? "q/k rms_norm, " : "",
              rot != D ? (hp->rope_interleaved ? " (first dims, interleaved pairs)" : " (first dims)")
                       : hp->rope_interleaved ? " (interleaved pairs)" : "",
-             H * D, KV * D, dtn(c, c->bf));
+             H * D, KV * D, c->kv_name);
     snprintf(nm, sizeof nm, "rope_kv_h%d_kv%d_d%d", H, KV, D);
     const char *k = instance(c, "rope_kv.cu", nm, "RK_NAME", params, comment);
     c->rk_node = x->i;
@@ -384,20 +387,20 @@ static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
     if (win) snprintf(wname, sizeof wname, "_window%d", win);
     snprintf(params, sizeof params,
              "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n#define AT_PAGE_BYTES %lluull\n"
-             "#define AT_KVBF16 %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
+             "#define AT_KVBF16 %d\n#define AT_KVQ %d\n#define AT_OBF16 %d\n#define AT_SCALE %.9gf\n#define AT_SPLIT ATTN_SPLIT\n"
              "#define AT_SPLIT_KEYS %d\n#define AT_QKNORM %d\n#define AT_EPS %.9gf\n#define AT_WINDOW %d\n"
              "#define AT_ROT %d\n#define AT_INTERLEAVE %d\n",
-             H, KV, D, PS, pb, bf, bf, scale, c->tune->at_split_keys, rk_qk, rk_qk ? rk->eps : 1e-6, win, rot,
-             hp->rope_interleaved);
+             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, c->tune->at_split_keys, rk_qk, rk_qk ? rk->eps : 1e-6, win,
+             rot, hp->rope_interleaved);
     snprintf(comment, sizeof comment, "causal attention%s, %d heads over %d KV heads x %d, paged %s KV -> [T,%d] %s",
-             win ? " over a sliding window" : "", H, KV, D, dtn(c, bf), H * D, dtn(c, bf));
+             win ? " over a sliding window" : "", H, KV, D, c->kv_name, H * D, dtn(c, bf));
     snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d%s", H, KV, D, wname);
     const char *k = instance(c, "attention.cu", nm, "AT_NAME", params, comment);
     if (!win) snprintf(c->at_params, sizeof c->at_params, "%s", params);
     snprintf(params, sizeof params,
              "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
-             "#define AP_KVBF16 %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n",
-             H, KV, D, PS, pb, bf, bf, scale, win);
+             "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n",
+             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win);
     snprintf(comment, sizeof comment, "causal flash attention%s for prefill runs (tensor cores), %d heads over %d KV heads x %d",
              win ? " over a sliding window" : "", H, KV, D);
     snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d%s", H, KV, D, wname);
@@ -666,6 +669,9 @@ static void plan_decode_layers(gen *c) {
     if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
         hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts)
         return;
+    /* float KV only: decode_layers.cu's attention items read bf16 rows (quantized KV packages run
+     * the per-op kernels; templates/cuda/SPEC.md) */
+    if (c->kvq) return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};
     for (int k = 0; k < 6; k++) {
@@ -1020,14 +1026,21 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
     if (!c.fmt || !c.fmt->cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): no CUDA kernels for this dtype");
     if (!c.tune) return ig_fail(err, IG_ERR_INTERNAL, "codegen (cuda): no tuning given");
     const cg_kv_format *kvf = cg_kv_format_of(o->kv_dtype);
-    if (!kvf || kvf->dtype != c.fmt->dtype) /* the kernels' KV element is the package's type */
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--kv-cache %s: CUDA packages keep the KV cache in their --dtype (%s) for now",
+    /* float KV: the kernels' KV element is the package's type; quantized KV: kv_quant.cuh's rows */
+    if (!kvf || (!kvf->bits && kvf->dtype != c.fmt->dtype))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--kv-cache %s: CUDA packages keep a float KV cache in their --dtype (%s)",
                        kvf ? kvf->name : "?", c.fmt->name);
+    if (kvf->bits && (o->page_size % 8 || hp->head_dim % 8))
+        return ig_fail(err, IG_ERR_UNSUPPORTED,
+                       "--kv-cache %s on CUDA needs a page size and a head_dim that are multiples of 8 (aligned code rows); "
+                       "got --page-size %d, head_dim %d", kvf->name, o->page_size, hp->head_dim);
     c.bf = c.fmt->is16;
+    c.kvq = kvf->bits;
+    c.kv_name = kvf->bits ? kvf->name : dtn(&c, c.bf);
     ig_status st = check_rows(&c, err);
     if (!st) st = cg_analyze(g, plan, &c.lay, err);
     if (st) return st;
-    c.kv_layer_page = 2ull * hp->n_kv_heads * o->page_size * hp->head_dim * c.fmt->bytes;
+    c.kv_layer_page = cg_kv_layer_page_bytes(hp, o->page_size, kvf);
     for (int i = 0; i < t->n_archs; i++)
         snprintf(c.archs + strlen(c.archs), sizeof c.archs - strlen(c.archs), "%s%s", i ? "," : "", t->archs[i]);
     for (int32_t i = 0; i < plan->n; i++) {

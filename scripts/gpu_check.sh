@@ -27,6 +27,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   fi
   echo "== GPU golden (all test models, f32 and bf16, $arch)"
   python3 tests/test_gpu_golden.py 2>&1 | tee "$OUT/golden.txt" || rc=1
+  echo "== GPU quantized KV cache (int8 / uint4 against the references and the CPU packages, $arch)"
+  python3 tests/test_gpu_kv_cache.py 2>&1 | tee "$OUT/kv_cache.txt" || rc=1
   echo "== engine on the GPU (batch references, preemption, stress)"
   python3 tests/golden.py  # the fixtures stored as a weights recipe, which it compiles
   IGNIS_TEST_TARGET=cuda:$arch devbuild/test_engine 2>&1 | tee "$OUT/engine.txt" || rc=1

@@ -113,6 +113,15 @@ def main():
             print(f"{name}:", p.stdout.strip())
             if p.returncode != 0:
                 fails.append(f"{name}: " + p.stderr.strip())
+        # kv_quant.cuh's warp functions (quantized KV encoder and reader) on 32 host threads
+        exe = os.path.join(tmp, "test_kv_quant_warp")
+        subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
+                        "-Wno-unused-function", "-I", os.path.join(root, "templates", "cuda"), "-I", os.path.join(root, "templates", "cpu"),
+                        os.path.join(root, "tests", "cuda_host", "test_kv_quant_warp.cpp"), "-o", exe], check=True)
+        p = subprocess.run([exe], capture_output=True, text=True)
+        print(p.stdout.strip())
+        if p.returncode != 0:
+            fails.append("test_kv_quant_warp: " + "; ".join(l for l in p.stdout.splitlines() if l.startswith("FAIL")))
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at
@@ -146,6 +155,28 @@ def main():
                         "--target", "cuda:sm_90", "--dtype", "f32"])
         if '#include "decode_layers.cu"' in open(os.path.join(tmp, "s32", "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for an f32 package (it is bf16 only)")
+        # quantized KV (issue 17, templates/cuda/kv_quant.cuh): NVRTC compiles the int8 / uint4 kernels
+        # for every architecture; the instances carry the format, pages are sized by it, the
+        # persistent decode kernel (float KV only) is left out; pages not a multiple of 8 are refused
+        for kv, bits, dt, model in (("int8", 8, "bf16", "llama-stream-h256"), ("uint4", 4, "f32", "qwen3-bias-hd64")):
+            qdir = os.path.join(tmp, "kv" + kv)
+            golden.ensure_weights(os.path.join(golden.EXTRA_DIR, model))
+            golden.run(["compile", os.path.join(golden.EXTRA_DIR, model), "-o", qdir, "--target", "cuda:sm_75,sm_80,sm_90",
+                        "--dtype", dt, "--kv-cache", kv])
+            qcu, qmc = (open(os.path.join(qdir, "src", f)).read() for f in ("model.cu", "model.c"))
+            qm = json.load(open(os.path.join(qdir, "manifest.json")))
+            cfg = json.load(open(os.path.join(golden.EXTRA_DIR, model, "config.json")))
+            d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+            kvh = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+            layer_page = 2 * kvh * 16 * (d * bits // 8 + 3)
+            if (f"#define AT_KVQ {bits}\n" not in qcu or f"#define RK_KVQ {bits}\n" not in qcu or f"#define AP_KVQ {bits}\n" not in qcu
+                    or f"#define KV_LAYER_PAGE_BYTES {layer_page}ull" not in qmc or '#include "decode_layers.cu"' in qcu
+                    or qm.get("kv_dtype") != kv or qm.get("kv_bytes_per_token") != cfg["num_hidden_layers"] * layer_page // 16):
+                fails.append(f"--kv-cache {kv} on CUDA: instances, page bytes ({layer_page} a layer), persistent kernel or manifest wrong")
+        p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", os.path.join(tmp, "kvps"),
+                        "--target", "cuda:sm_90", "--kv-cache", "int8", "--page-size", "12"], check=False)
+        if p.returncode == 0 or "--kv-cache int8" not in p.stderr or "multiples of 8" not in p.stderr:
+            fails.append(f"--kv-cache int8 --page-size 12 on CUDA must be refused: {p.stderr!r}")
         # sm_70 (CUDA 13's NVRTC dropped Volta): compiled beside sm_80/sm_90 with the CUDA 12 NVRTC
         # (PyPI nvidia-cuda-nvrtc-cu12, installed by scripts/install-deps.sh); without one, an error
         # that names sm_70 and says what to install

@@ -42,6 +42,7 @@
  * here re-reads the context per token (from L2).
  */
 #include "rope.cuh"
+#include "kv_quant.cuh"
 
 #ifndef AT_NAME
 #define AT_NAME ig_attention
@@ -64,8 +65,11 @@
 #ifndef AT_OBF16
 #define AT_OBF16 0
 #endif
+#ifndef AT_KVQ /* 0: KV rows as floats (AT_KVBF16); 8 or 4: quantized rows (kv_quant.cuh) */
+#define AT_KVQ 0
+#endif
 #ifndef AT_PAGE_BYTES /* default: one layer per page */
-#define AT_PAGE_BYTES (2ull * AT_KV * AT_PS * AT_D * (AT_KVBF16 ? 2 : 4))
+#define AT_PAGE_BYTES (AT_KVQ ? IG_KVQ_LAYER_BYTES(AT_KV, AT_PS, AT_D, AT_KVQ) : 2ull * AT_KV * AT_PS * AT_D * (AT_KVBF16 ? 2 : 4))
 #endif
 #ifndef AT_SCALE
 #define AT_SCALE 0.125f
@@ -118,6 +122,43 @@ IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
 #endif
 
+/* End of _core: the KPW lane groups of each warp merged (lanes with equal vl), then the warp's
+ * state per head to sm[warp][g] (acc [D], m, l); ends with a barrier. */
+template <int G, int TPK, int NV, int VE>
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _core_end)(float (&acc)[G][NV * VE], float (&m)[G], float (&l)[G],
+                                                                   float *sm) {
+    constexpr int D = AT_D, DV = D / VE, E = NV * VE;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kk = lane / TPK, vl = lane % TPK;
+#pragma unroll
+    for (int o = TPK; o < 32; o <<= 1) {
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const float om = __shfl_xor_sync(IG_FULL_MASK, m[g], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[g], o);
+            const float M = fmaxf(m[g], om), f1 = ig_sm_factor(m[g], M), f2 = ig_sm_factor(om, M);
+            l[g] = l[g] * f1 + ol * f2;
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * f1 + __shfl_xor_sync(IG_FULL_MASK, acc[g][e], o) * f2;
+            m[g] = M;
+        }
+    }
+    if (kk == 0) {
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            float *w = sm + (size_t)(warp * G + g) * (D + 2);
+#pragma unroll
+            for (int jv = 0; jv < NV; jv++) {
+                const int v = vl + TPK * jv;
+                if (v < DV)
+#pragma unroll
+                    for (int e = 0; e < VE; e++) w[v * VE + e] = acc[g][jv * VE + e];
+            }
+            if (vl == 0) w[D] = m[g], w[D + 1] = l[g];
+        }
+    }
+    AT_SYNC_();
+}
+
+#if !AT_KVQ
 /* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their roped queries
  * qg [GS][D], in global or shared memory; pt: the token's page-table row): all G = AT_H / AT_KV of
  * them, or fewer when the group's heads are spread over several CTAs (the persistent decode
@@ -201,34 +242,55 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
             }
         }
     }
-    /* merge the KPW lane groups of the warp (lanes with equal vl) */
+    IG_CAT(AT_NAME, _core_end)<G, TPK, NV, VE>(acc, m, l, sm);
+}
+#else
+/* _core for quantized KV (AT_KVQ bits): kv_quant.cuh's ig_kvq_attend over the CTA's 8 warps (the
+ * same lane-group scheme over chunks of code rows, scales applied while unpacking, delta keys
+ * rebuilt page by page); scores and accumulators are in the rotated domain (q was rotated by
+ * rope_kv). Same sm result as the float _core. */
+template <bool COH, int G = AT_H / AT_KV>
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
+    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
+    unsigned long long layer_off, const int *pt, float *sm) {
+    /* 16 codes a chunk for groups of up to 4 heads; delta keys: 8 slots of a page in flight */
+    typedef ig_kvq_geom<AT_D, AT_KVQ, (G <= 4 && AT_D % 16 == 0) ? 16 : 8> Q;
+    constexpr int D = AT_D, BITS = AT_KVQ, VE = Q::VE, DV = Q::DV, TPK = Q::TPK, NV = Q::NV, E = Q::E;
+    constexpr int NW = IG_AT_WARPS, UK = (G <= 2 || IG_KVQ_KDELTA(AT_KVQ)) ? 8 : 4, PS = AT_PS, KV = AT_KV;
+    constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, vl = lane % TPK;
+
+    float qr[G][E], acc[G][E], m[G], l[G];
 #pragma unroll
-    for (int o = TPK; o < 32; o <<= 1) {
+    for (int g = 0; g < G; g++) {
+        const float *qh = qg + (size_t)g * D;
 #pragma unroll
-        for (int g = 0; g < G; g++) {
-            const float om = __shfl_xor_sync(IG_FULL_MASK, m[g], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[g], o);
-            const float M = fmaxf(m[g], om), f1 = ig_sm_factor(m[g], M), f2 = ig_sm_factor(om, M);
-            l[g] = l[g] * f1 + ol * f2;
+        for (int j = 0; j < NV; j++)
 #pragma unroll
-            for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * f1 + __shfl_xor_sync(IG_FULL_MASK, acc[g][e], o) * f2;
-            m[g] = M;
-        }
-    }
-    if (kk == 0) {
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            float *w = sm + (size_t)(warp * G + g) * (D + 2);
-#pragma unroll
-            for (int jv = 0; jv < NV; jv++) {
-                const int v = vl + TPK * jv;
-                if (v < DV)
-#pragma unroll
-                    for (int e = 0; e < VE; e++) w[v * VE + e] = acc[g][jv * VE + e];
+            for (int e = 0; e < VE; e++) {
+                const int v = vl + TPK * j;
+                qr[g][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
+                acc[g][j * VE + e] = 0.0f;
             }
-            if (vl == 0) w[D] = m[g], w[D + 1] = l[g];
-        }
+        m[g] = IG_NEG_INF, l[g] = 0.0f;
     }
+    ig_kvq_attend<KV, PS, D, BITS, VE, G, NW, UK, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qr, acc, m, l, kv_pool, layer_off, pt);
+    IG_CAT(AT_NAME, _core_end)<G, TPK, NV, VE>(acc, m, l, sm);
+}
+#endif
+
+/* Quantized KV: the output rows of query heads hb .. hb + GS - 1 of token t, staged (normalized,
+ * still rotated) in uo[GS][D] in shared memory, rotated back (R^T, kv_quant.cuh) and stored, a
+ * warp per head. Starts with a barrier (the staging is complete). */
+template <int GS>
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _put_rows)(float *uo, int t, int hb, AT_OT_ *out) {
+    constexpr int D = AT_D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     AT_SYNC_();
+    for (int g = warp; g < GS; g += IG_AT_WARPS) {
+        ig_kvq_unrotate_w<D>(uo + g * D);
+        for (int d = lane; d < D; d += 32) ig_at_store(out, (size_t)t * AT_H * D + (size_t)(hb + g) * D + d, uo[g * D + d], AT_OBF16);
+    }
 }
 
 /* Combination of the NW warp states for element (g, d) of _core<G>'s sm: the merged (O, M, L). */
@@ -260,12 +322,16 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _range)(int n, int sp, in
     *k0 = lo + min(nk, sp * c), *k1 = min(n, *k0 + c);
 }
 
+#if AT_DEVFN && AT_KVQ
+#error "the persistent decode kernel takes float KV only (codegen does not emit it for quantized KV)"
+#endif
 #if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AT_OT_ *out) {
     static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
     static_assert(AT_D % 8 == 0, "AT_D must be a multiple of 8 (16-byte loads)");
+    static_assert(!AT_KVQ || AT_PS % 8 == 0, "quantized KV: pages of a multiple of 8 slots (aligned code rows)");
     extern __shared__ float ig_dyn_smem[];
     constexpr int G = AT_H / AT_KV, D = AT_D;
     const int kh = blockIdx.x, t = blockIdx.y;
@@ -273,12 +339,22 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     const int *pt = page_table + (size_t)token_seq[t] * max_pages;
     IG_CAT(AT_NAME, _core)<false>(kh, IG_CAT(AT_NAME, _lo)(positions[t]), positions[t] + 1,
                                   q + ((size_t)t * AT_H + kh * G) * D, kv_pool, layer_off, pt, ig_dyn_smem);
+#if AT_KVQ
+    __shared__ float uo[G * D];
+#endif
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
         IG_CAT(AT_NAME, _merge)(ig_dyn_smem, g, d, &O, &M, &L);
+#if AT_KVQ
+        uo[i] = O / L;
+#else
         ig_at_store(out, (size_t)t * AT_H * D + (size_t)(kh * G + g) * D + d, O / L, AT_OBF16);
+#endif
     }
+#if AT_KVQ
+    IG_CAT(AT_NAME, _put_rows)<G>(uo, t, kh * G, out);
+#endif
 }
 #endif
 
@@ -292,19 +368,31 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
                                                                      float *ws, unsigned *counters, AT_OT_ *out) {
     constexpr int D = AT_D;
     __shared__ int s_last;
+#if AT_KVQ
+    __shared__ float uo[G * D];
+#endif
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         float O, M, L;
         IG_CAT(AT_NAME, _merge)<G>(sm, g, d, &O, &M, &L);
         if (ns == 1) {
+#if AT_KVQ
+            uo[i] = O / L;
+#else
             ig_at_store(out, (size_t)t * AT_H * D + (size_t)(hb + g) * D + d, O / L, AT_OBF16);
+#endif
             continue;
         }
         float *w = ws + (((size_t)t * AT_H + hb + g) * AT_SPLIT + sp) * (D + 2);
         w[d] = O;
         if (d == 0) w[D] = M, w[D + 1] = L;
     }
-    if (ns == 1) return;
+    if (ns == 1) {
+#if AT_KVQ
+        IG_CAT(AT_NAME, _put_rows)<G>(uo, t, hb, out);
+#endif
+        return;
+    }
     __threadfence();
     AT_SYNC_();
     unsigned *cnt = counters + ((size_t)t * AT_H + hb) / G;
@@ -324,9 +412,16 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
             const float f = ig_sm_factor(__ldcg(p + D), mx);
             o += __ldcg(p + d) * f, l += __ldcg(p + D + 1) * f;
         }
+#if AT_KVQ
+        uo[i] = o / l;
+#else
         ig_at_store(out, (size_t)t * AT_H * D + (size_t)(hb + g) * D + d, o / l, AT_OBF16);
+#endif
     }
     if (threadIdx.x == 0) *cnt = 0u;
+#if AT_KVQ
+    IG_CAT(AT_NAME, _put_rows)<G>(uo, t, hb, out);
+#endif
 }
 
 /* The split kernels' number of splits for a token with n keys (in its window). */
@@ -393,9 +488,33 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
         cs = cs_, sn = sn_;
     }
     const float *src = qkv + (size_t)t * W;
-    for (int g = warp; g < GS; g += IG_AT_WARPS)
+    for (int g = warp; g < GS; g += IG_AT_WARPS) {
         ig_rope_head<D, AT_KVBF16, AT_QKNORM, AT_ROT, AT_INTERLEAVE>(0, src + (size_t)(hb + g) * D, cs, sn, q_norm, AT_EPS, qs + (size_t)g * D,
                                               NULL, 0);
+#if AT_KVQ
+        ig_kvq_rotate_w<D>(qs + (size_t)g * D); /* keys are stored rotated (kv_quant.cuh) */
+#endif
+    }
+#if AT_KVQ
+    if (pos >= k0 && pos < k1 && warp >= IG_AT_WARPS - 2) { /* rope, rotate, quantize (as rope_kv.cu) */
+        __shared__ float xr[2][D], kpr[D];
+        unsigned char *base = kv_pool + (unsigned long long)__ldg(pt + pos / AT_PS) * AT_PAGE_BYTES + layer_off;
+        const int w2 = warp - (IG_AT_WARPS - 2), slot = pos % AT_PS, r = kh * AT_PS + slot, lane = threadIdx.x & 31;
+        float *x = xr[w2];
+        if (w2 == 0)
+            ig_rope_head<D, false, AT_QKNORM, AT_ROT, AT_INTERLEAVE>(0, src + (size_t)(AT_H + kh) * D, cs, sn, k_norm, AT_EPS, x,
+                                                                     NULL, 0);
+        else
+            for (int i = lane; i < D; i += 32) x[i] = src[(size_t)(AT_H + AT_KV + kh) * D + i];
+        ig_kvq_rotate_w<D>(x);
+        if (w2 == 0 && IG_KVQ_KDELTA(AT_KVQ) && slot > 0) { /* the difference to the previous key */
+            ig_kvq_key_before_w<AT_KV, AT_PS, D, AT_KVQ, true>(base, kh, slot, kpr);
+            for (int i = lane; i < D; i += 32) x[i] = __fsub_rn(x[i], kpr[i]);
+        }
+        ig_kvq_store_w<AT_KV, AT_PS, D, AT_KVQ>(base, w2, r, x);
+        __threadfence_block();
+    }
+#else
     if (pos >= k0 && pos < k1 && warp >= IG_AT_WARPS - 2) {
         unsigned char *base = kv_pool + (unsigned long long)__ldg(pt + pos / AT_PS) * AT_PAGE_BYTES + layer_off;
         const size_t row = ((size_t)kh * AT_PS + pos % AT_PS) * D;
@@ -405,6 +524,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
             ig_rope_head<D, AT_KVBF16, AT_QKNORM, AT_ROT, AT_INTERLEAVE>(2, src + (size_t)(AT_H + AT_KV + kh) * D, cs, sn, NULL, AT_EPS, NULL, base,
                                                   (size_t)AT_KV * AT_PS * D + row);
     }
+#endif
     AT_SYNC_(); /* the queries and the new key / value row, written by this CTA, are visible to it */
     IG_CAT(AT_NAME, _core)<true, GS>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
     IG_CAT(AT_NAME, _split_tail)<GS>(t, hb, sp, ns, sm, ws, counters, out);
@@ -453,6 +573,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_D
 #undef AT_PS
 #undef AT_KVBF16
+#undef AT_KVQ
 #undef AT_OBF16
 #undef AT_PAGE_BYTES
 #undef AT_SCALE

@@ -38,6 +38,7 @@
  * Accuracy of the tensor-core path: q and P rounded to bf16 (relative 2^-9), as any bf16 FA kernel.
  */
 #include "common.cuh"
+#include "kv_quant.cuh"
 
 #ifndef AP_NAME
 #define AP_NAME ig_attention_prefill
@@ -60,8 +61,11 @@
 #ifndef AP_OBF16
 #define AP_OBF16 1
 #endif
+#ifndef AP_KVQ /* 0: KV rows as floats (AP_KVBF16); 8 or 4: quantized rows (kv_quant.cuh) */
+#define AP_KVQ 0
+#endif
 #ifndef AP_PAGE_BYTES /* default: one layer per page */
-#define AP_PAGE_BYTES (2ull * AP_KV * AP_PS * AP_D * (AP_KVBF16 ? 2 : 4))
+#define AP_PAGE_BYTES (AP_KVQ ? IG_KVQ_LAYER_BYTES(AP_KV, AP_PS, AP_D, AP_KVQ) : 2ull * AP_KV * AP_PS * AP_D * (AP_KVBF16 ? 2 : 4))
 #endif
 #ifndef AP_SCALE
 #define AP_SCALE 0.08838834764831845f
@@ -79,7 +83,8 @@
 #define AP_OT_ float
 #endif
 /* tensor-core path compiled in (besides the arch check) */
-#define AP_MMA_ (AP_KVBF16 && AP_D % 16 == 0 && AP_D <= 128)
+/* (quantized KV: tiles dequantized to the 16-bit type, in 16-bit packages only) */
+#define AP_MMA_ ((AP_KVBF16 || (AP_KVQ && AP_OBF16)) && AP_D % 16 == 0 && AP_D <= 128)
 
 #ifndef IG_AP_HELPERS
 #define IG_AP_HELPERS
@@ -138,6 +143,56 @@ IG_DEV unsigned ig_ap_pack_h(float lo, float hi) {
 #endif
 #endif /* IG_AP_HELPERS */
 
+#if AP_KVQ
+/* _tok for quantized KV: kv_quant.cuh's ig_kvq_attend by this warp alone, the lane groups merged,
+ * the row staged in shared memory, rotated back (R^T) and stored. */
+static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, const float *q,
+                                                           const unsigned char *kv_pool,
+                                                           unsigned long long layer_off, const int *pt,
+                                                           AP_OT_ *out) {
+    typedef ig_kvq_geom<AP_D, AP_KVQ, AP_D % 16 == 0 ? 16 : 8> Q;
+    constexpr int G = AP_H / AP_KV, D = AP_D, VE = Q::VE, DV = Q::DV, TPK = Q::TPK, NV = Q::NV, E = Q::E;
+    constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
+    __shared__ float rows[IG_AP_WARPS][D];
+    const int lane = threadIdx.x & 31, kk = lane / TPK, vl = lane % TPK, kh = h / G, warp = threadIdx.x >> 5;
+    float qr[1][E], acc[1][E], m[1] = {IG_NEG_INF}, l[1] = {0.0f};
+    const float *qh = q + (size_t)t * AP_H * D + (size_t)h * D;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < VE; e++) {
+            const int v = vl + TPK * j;
+            qr[0][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
+            acc[0][j * VE + e] = 0.0f;
+        }
+    ig_kvq_attend<AP_KV, AP_PS, D, AP_KVQ, VE, 1, 1, 2, false, AP_PAGE_BYTES>(kh, 0, n, 0, qr, acc, m, l, kv_pool, layer_off, pt);
+#pragma unroll
+    for (int o = TPK; o < 32; o <<= 1) {
+        const float om = __shfl_xor_sync(IG_FULL_MASK, m[0], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[0], o);
+        const float M = fmaxf(m[0], om), f1 = ig_sm_factor(m[0], M), f2 = ig_sm_factor(om, M);
+        l[0] = l[0] * f1 + ol * f2;
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[0][e] = acc[0][e] * f1 + __shfl_xor_sync(IG_FULL_MASK, acc[0][e], o) * f2;
+        m[0] = M;
+    }
+    float *row = rows[warp];
+    __syncwarp();
+    if (kk == 0) {
+        const float inv = 1.0f / l[0];
+#pragma unroll
+        for (int jv = 0; jv < NV; jv++) {
+            const int v = vl + TPK * jv;
+            if (v < DV)
+#pragma unroll
+                for (int e = 0; e < VE; e++) row[v * VE + e] = acc[0][jv * VE + e] * inv;
+        }
+    }
+    ig_kvq_unrotate_w<D>(row);
+    const size_t o0 = (size_t)t * AP_H * D + (size_t)h * D;
+    for (int d = lane; d < D; d += 32) ig_ap_store(out, o0 + d, row[d], AP_OBF16);
+    __syncwarp();
+}
+#else
 /* One token t (head h, keys 0..n-1 through page table pt) by one warp on CUDA cores. TPK lanes read
  * a key row with 16-byte loads, 32/TPK keys per step, 2 steps in flight; each lane group keeps its
  * own online-softmax state, merged by shuffles at the end. */
@@ -221,6 +276,8 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
     }
 }
 
+#endif /* AP_KVQ */
+
 #if AP_MMA_ && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 /* Rows r0..r1-1 of the tile starting at token t0 (one sequence, positions p0.., page table pt) for
  * head h, by the whole CTA on tensor cores. sm: 2 * BN * (D + 8) bf16 (K tile, V tile). Starts and
@@ -271,6 +328,57 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 
     unsigned short *sk = sm, *sv = sm + BN * LD;
     const unsigned sk_a = ig_ap_smem_addr(sk), sv_a = ig_ap_smem_addr(sv);
+#if AP_KVQ
+    /* quantized KV: tiles dequantized into shared memory by plain loads (the cp.async groups
+     * below are then empty); rows past plast zero. V and 8-bit K: a thread per CB-byte chunk;
+     * delta-coded 4-bit K: a thread per column walks the tile's rows in order, its running
+     * reconstruction kc carried from tile to tile (reset at each page's slot 0). */
+    typedef ig_kvq_geom<D, AP_KVQ, 8> QG; /* 8 codes: one 16-byte store of the 16-bit type */
+    constexpr int QCB = QG::CB, QVE = QG::VE, QCH = QG::DV;
+    float kc = 0.0f;
+    auto qload = [&](int kt, int kv01, unsigned short *dst) {
+        if (kv01 == 0 && IG_KVQ_KDELTA(AP_KVQ)) {
+            if (tid >= D) return;
+#pragma unroll 8
+            for (int r = 0; r < BN; r++) {
+                const int j = kt * BN + r;
+                float x = 0.0f;
+                if (j <= plast) {
+                    const unsigned char *b = kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off;
+                    const int rr = kh * AP_PS + j % AP_PS;
+                    const float sc = ig_kvq_h2f(__ldg((const unsigned short *)(b + ig_kvq_scale_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr))));
+                    const float zb = -sc * (float)__ldg(b + ig_kvq_zero_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr));
+                    const unsigned char byte = __ldg(b + ig_kvq_codes_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr) + tid / 2);
+                    const float o = fmaf((float)((tid & 1) ? byte >> 4 : byte & 15), sc, zb);
+                    x = j % AP_PS ? o + kc : o;
+                    kc = x;
+                }
+                dst[r * LD + tid] = ig_f32_to_h(x);
+            }
+            return;
+        }
+        for (int i = tid; i < BN * QCH; i += IG_AP_BLOCK) {
+            const int r = i / QCH, c = i % QCH, j = kt * BN + r;
+            float x[QVE];
+            if (j <= plast) {
+                const unsigned char *b = kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off;
+                const int rr = kh * AP_PS + j % AP_PS;
+                const float sc = ig_kvq_h2f(__ldg((const unsigned short *)(b + ig_kvq_scale_off<AP_KV, AP_PS, D, AP_KVQ>(kv01, rr))));
+                const float zb = -sc * (float)__ldg(b + ig_kvq_zero_off<AP_KV, AP_PS, D, AP_KVQ>(kv01, rr));
+                ig_kvq_unpack<QCB, AP_KVQ>(ig_kvq_ld<QCB, false>(b + ig_kvq_codes_off<AP_KV, AP_PS, D, AP_KVQ>(kv01, rr) + c * QCB),
+                                           sc, zb, x);
+            } else {
+#pragma unroll
+                for (int e = 0; e < QVE; e++) x[e] = 0.0f;
+            }
+            unsigned *w = (unsigned *)(dst + r * LD + c * QVE);
+#pragma unroll
+            for (int e = 0; e < QVE; e += 2) w[e / 2] = ig_ap_pack_h(x[e], x[e + 1]);
+        }
+    };
+#define AP_LOAD_K_(kt) qload((kt), 0, sk)
+#define AP_LOAD_V_(kt) qload((kt), 1, sv)
+#else
     const size_t koff = (size_t)kh * AP_PS * D * 2;
     const size_t voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * 2;
     /* issue the loads of key tile kt (K or V) into shared memory */
@@ -286,18 +394,21 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
             ig_ap_cp16(dst + (unsigned)(r * LD + c * 8) * 2, src, ok ? 16 : 0);
         }
     };
+#define AP_LOAD_K_(kt) load_tile((kt), koff, sk_a)
+#define AP_LOAD_V_(kt) load_tile((kt), voff, sv_a)
+#endif
     const int nt = plast / BN + 1, kt0 = jlo / BN;
     /* ldmatrix lane addresses (bytes, relative to the tile): K non-transposed, key-major pairs of
      * n-blocks; V transposed, 16 keys x 2 d-blocks */
     const unsigned k_lane = (unsigned)(((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8) * 2;
     const unsigned v_lane = (unsigned)(((lane & 7) + (((lane >> 3) & 1) << 3)) * LD + (lane >> 4) * 8) * 2;
 
-    load_tile(kt0, koff, sk_a);
+    AP_LOAD_K_(kt0);
     ig_ap_cp_commit();
     for (int kt = kt0; kt < nt; kt++) {
         ig_ap_cp_wait<0>();
         __syncthreads(); /* K[kt] visible; every warp done with V[kt-1] */
-        load_tile(kt, voff, sv_a);
+        AP_LOAD_V_(kt);
         ig_ap_cp_commit();
         const int kbase = kt * BN;
         /* some row of this warp sees a key of the tile */
@@ -360,7 +471,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
             for (int i = 0; i < D / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
         }
         __syncthreads(); /* every warp done with K[kt] */
-        if (kt + 1 < nt) load_tile(kt + 1, koff, sk_a);
+        if (kt + 1 < nt) AP_LOAD_K_(kt + 1);
         ig_ap_cp_commit();
         ig_ap_cp_wait<1>(); /* V[kt] landed (K[kt+1] may still fly) */
         __syncthreads();
@@ -387,6 +498,25 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     la += __shfl_xor_sync(IG_FULL_MASK, la, 1), la += __shfl_xor_sync(IG_FULL_MASK, la, 2);
     lb += __shfl_xor_sync(IG_FULL_MASK, lb, 1), lb += __shfl_xor_sync(IG_FULL_MASK, lb, 2);
     const float ia = 1.0f / la, ib = 1.0f / lb;
+#if AP_KVQ
+    /* rows staged in sm as f32 (the warp's 16 rows: 64 x D floats fit the two tiles), rotated back
+     * (R^T) a row at a time by the warp, stored */
+    float *rows = (float *)sm;
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+        const int c = 8 * i + 2 * tig;
+        rows[ra * D + c] = o[i][0] * ia, rows[ra * D + c + 1] = o[i][1] * ia;
+        rows[rb * D + c] = o[i][2] * ib, rows[rb * D + c + 1] = o[i][3] * ib;
+    }
+    for (int rr = 16 * warp; rr < 16 * warp + 16; rr++) {
+        if (rr < r0 || rr >= r1) continue; /* warp-uniform */
+        float *x = rows + rr * D;
+        ig_kvq_unrotate_w<D>(x);
+        const size_t orow = (size_t)(t0 + rr) * AP_H * D + (size_t)h * D;
+        for (int d = 2 * lane; d < D; d += 64) ig_ap_store2(out, orow + d, x[d], x[d + 1], AP_OBF16);
+    }
+    __syncthreads(); /* the caller may run another run through sm */
+#else
     const size_t oa = (size_t)(t0 + ra) * AP_H * D + (size_t)h * D, ob = (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
 #pragma unroll
     for (int i = 0; i < D / 8; i++) {
@@ -394,7 +524,10 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
         if (va) ig_ap_store2(out, oa + c, o[i][0] * ia, o[i][1] * ia, AP_OBF16);
         if (vb) ig_ap_store2(out, ob + c, o[i][2] * ib, o[i][3] * ib, AP_OBF16);
     }
+#endif
 }
+#undef AP_LOAD_K_
+#undef AP_LOAD_V_
 #endif /* tensor-core path */
 
 extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 2)
@@ -403,6 +536,7 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     static_assert(AP_H % AP_KV == 0, "AP_H must be a multiple of AP_KV");
     static_assert(AP_D % 8 == 0, "AP_D must be a multiple of 8 (16-byte loads)");
     static_assert(IG_AP_BM == 16 * IG_AP_WARPS, "each warp owns 16 rows of the tile");
+    static_assert(!AP_KVQ || (AP_PS % 8 == 0 && AP_D % 8 == 0), "quantized KV: pages of a multiple of 8 slots (aligned code rows)");
     __shared__ int s_pos[IG_AP_BM], s_seq[IG_AP_BM];
     const int h = blockIdx.x, t0 = (gridDim.y - 1 - blockIdx.y) * IG_AP_BM;
     if (t0 >= T) return;
@@ -445,6 +579,7 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #undef AP_D
 #undef AP_PS
 #undef AP_KVBF16
+#undef AP_KVQ
 #undef AP_OBF16
 #undef AP_PAGE_BYTES
 #undef AP_SCALE

@@ -134,6 +134,39 @@
 #define AP_WINDOW 8
 #include "attention_prefill.cu"
 
+/* quantized KV (kv_quant.cuh): int8 and uint4 (delta-coded keys), q/k norm, 16-bit output */
+#define RK_NAME rk_q8
+#define RK_KVQ 8
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+#define RK_NAME rk_q4
+#define RK_H 6
+#define RK_KV 2
+#define RK_D 48
+#define RK_KVQ 4
+#include "rope_kv.cu"
+#define AT_NAME at_q8
+#define AT_KVQ 8
+#define AT_QKNORM 1
+#define AT_OBF16 1
+#include "attention.cu"
+#define AT_NAME at_q4
+#define AT_H 6
+#define AT_KV 2
+#define AT_D 48
+#define AT_KVQ 4
+#include "attention.cu"
+#define AP_NAME ap_q8
+#define AP_KVQ 8
+#include "attention_prefill.cu"
+#define AP_NAME ap_q4
+#define AP_H 6
+#define AP_KV 2
+#define AP_D 48
+#define AP_KVQ 4
+#define AP_OBF16 0
+#include "attention_prefill.cu"
+
 #define EM_NAME em_a
 #include "embed.cu"
 #define EM_NAME em_b

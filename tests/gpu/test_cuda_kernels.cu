@@ -2,7 +2,8 @@
  *
  * Instantiates every template with several parameter sets (the CPU harness's cases: T = 1..200,
  * N not a multiple of 16, bf16 and f32, SwiGLU, GQA 1/3/4/8, head dims 16/48/64/128/256, pages
- * crossed, two sequences mixed over three steps, direct and split attention) and checks each
+ * crossed, two sequences mixed over three steps, direct and split attention; int8 / uint4 KV pages in
+ * test_kvq.cuh) and checks each
  * against a plain C++ reference on the host (double accumulation). Then it times the decode GEMV
  * shapes and decode attention, and prints GB/s next to a measured device-to-device copy bandwidth.
  * Timed operands rotate through copies totalling more than the L2 cache so that HBM is measured.
@@ -2094,6 +2095,9 @@ static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T) {
 
 /* ------------------------------------------------------------------ main */
 
+/* ------------------------------------------------------------------ quantized KV (int8 / uint4) */
+#include "test_kvq.cuh"
+
 int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -2237,6 +2241,7 @@ int main(int argc, char **argv) {
     };
     for (const auto &a : aps)
         for (const auto &sc : scns) test_ap(&c, a, sc);
+    run_kvq_tests(&c, scns, (int)(sizeof scns / sizeof scns[0]));
 
     if (!no_bench) {
         double copy = bench_copy();
@@ -2263,6 +2268,8 @@ int main(int argc, char **argv) {
                 bench_attn(&c, 1, ctxl, copy);
                 bench_attn(&c, 8, ctxl, copy);
             }
+        if (sel("bench attention-kv"))
+            for (int T : {1, 8}) bench_attn_kv(&c, T, 8192);
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
         bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 8192);
