@@ -165,7 +165,8 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
             qr[0][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
             acc[0][j * VE + e] = 0.0f;
         }
-    ig_kvq_attend<AP_KV, AP_PS, D, AP_KVQ, VE, 1, 1, 2, false, AP_PAGE_BYTES>(kh, 0, n, 0, qr, acc, m, l, kv_pool, layer_off, pt);
+    const int lo = AP_WINDOW > 0 && n > AP_WINDOW ? n - AP_WINDOW : 0; /* the window's first key */
+    ig_kvq_attend<AP_KV, AP_PS, D, AP_KVQ, VE, 1, 1, 2, false, AP_PAGE_BYTES>(kh, lo, n, 0, qr, acc, m, l, kv_pool, layer_off, pt);
 #pragma unroll
     for (int o = TPK; o < 32; o <<= 1) {
         const float om = __shfl_xor_sync(IG_FULL_MASK, m[0], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[0], o);
