@@ -58,6 +58,7 @@ typedef struct gen {
     int32_t rk_node;      /* the rope_kv feeding the next attention (fused for decode) */
     int64_t xn_cols, gu_cols; /* widths of the normed-x and gate/up scratch buffers */
     int64_t moe_k, moe_ki;    /* MoE scratch per token: selections (top-k), expert activations (top-k x I) */
+    int64_t moe_e;            /* ... and the expert-grouped path's: experts (offsets), 0 when no layer takes it */
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
     int kvq;              /* quantized KV: code bits (8, 4; the templates' RK_KVQ / AT_KVQ / AP_KVQ), 0 for floats */
@@ -603,12 +604,39 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
     fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
                    "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
             ind, in, ind, fn_index(c, fr));
-    fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &moe_sel, &w2, &moe_h};\n"
-                   "%s  LAUNCH(%d, IG_MO_GU_GRID_X(%lld), IG_MO_GU_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
-            ind, in, ind, fn_index(c, fg), (long long)I, K);
-    fprintf(c->fw, "%s{ void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
-                   "%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
-            ind, res, ind, fn_index(c, fd), HID);
+    /* prefill-sized steps: expert-grouped (8 staged weight rows of an expert a CTA, in at most 96 KB) */
+    const int grouped = (int64_t)HID * 32 <= 96 * 1024 && I * 32 <= 96 * 1024;
+    if (grouped) {
+        char fgr[96], fgg[96], fgd[96], fs[96];
+        snprintf(fgr, sizeof fgr, "%s_group", mo ? mo : "");
+        snprintf(fgg, sizeof fgg, "%s_gu_grouped", mo ? mo : "");
+        snprintf(fgd, sizeof fgd, "%s_down_grouped", mo ? mo : "");
+        snprintf(fs, sizeof fs, "%s_sum", mo ? mo : "");
+        if (E + 1 > c->moe_e) c->moe_e = E + 1;
+        fprintf(c->fw, "%sif (T > MV_TMAX) { /* prefill: tokens grouped by expert */\n", ind);
+        if (!shared)
+            fprintf(c->fw, "%s    { void *args[] = {&T, &moe_sel, &moe_off, &moe_list};\n"
+                           "%s      LAUNCH(%d, 1, 1, 1, 1024, 0, args); }\n",
+                    ind, ind, fn_index(c, fgr));
+        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_off, &moe_list, &w2, &moe_h};\n"
+                       "%s      LAUNCH(%d, IG_MO_GGU_GRID_X(%lld), %d, 1, IG_MO_BLOCK, IG_MO_GSMEM(%d, %d), args); }\n",
+                ind, in, ind, fn_index(c, fgg), (long long)I, E, HID, c->bf ? 2 : 4);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &w3, &moe_y};\n"
+                       "%s      LAUNCH(%d, IG_MO_GDN_GRID_X(%d), %d, 1, IG_MO_BLOCK, IG_MO_GSMEM(%lld, %d), args); }\n",
+                ind, ind, fn_index(c, fgd), HID, E, (long long)I, c->bf ? 2 : 4);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
+                       "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
+                       "%s} else {\n",
+                ind, res, ind, fn_index(c, fs), HID, ind);
+    }
+    const char *ind2 = grouped ? "    " : "";
+    fprintf(c->fw, "%s%s{ void *args[] = {&T, &%s, &moe_sel, &w2, &moe_h};\n"
+                   "%s%s  LAUNCH(%d, IG_MO_GU_GRID_X(%lld), IG_MO_GU_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, ind2, in, ind, ind2, fn_index(c, fg), (long long)I, K);
+    fprintf(c->fw, "%s%s{ void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+                   "%s%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
+            ind, ind2, res, ind, ind2, fn_index(c, fd), HID);
+    if (grouped) fprintf(c->fw, "%s}\n", ind);
     return IG_OK;
 }
 
@@ -949,6 +977,10 @@ static void emit_workspace(gen *c, FILE *out) {
         fprintf(out, " \\\n    X(int32_t, moe_sel, (uint64_t)(T) * %lld) \\\n    X(float, moe_wt, (uint64_t)(T) * %lld) \\\n"
                      "    X(%s, moe_h, (uint64_t)(T) * %lld)",
                 (long long)c->moe_k, (long long)c->moe_k, t16, (long long)c->moe_ki);
+    if (c->moe_e) /* the expert-grouped path: offsets, the grouped pairs, each pair's weighted down output */
+        fprintf(out, " \\\n    X(int32_t, moe_off, %lld) \\\n    X(int32_t, moe_list, (uint64_t)(T) * %lld) \\\n"
+                     "    X(float, moe_y, (uint64_t)(T) * %lld)",
+                (long long)c->moe_e, (long long)c->moe_k, (long long)c->moe_k * c->g->hp.hidden);
     for (int i = 0; i < c->bufs.n; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", c->bufs.v[i].is16 ? "uint16_t" : "float", c->bufs.v[i].ident,
                 (long long)c->bufs.v[i].cols);

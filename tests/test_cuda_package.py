@@ -244,8 +244,9 @@ def main():
                         fails.append("gemma3 on CUDA: its layers must pick their window kernels and RoPE table per layer")
                     if model == "mistral-window8" and "layer_sliding[l]" in mc:
                         fails.append("mistral-window8: every layer has the window, no per-layer choice expected")
-            # mixture of experts (moe.cu: router, the selected experts' gate/up and down), the shared
-            # expert of Qwen2-MoE; MoE under --tp is not on CUDA yet and is refused by name
+            # mixture of experts (moe.cu: router, the selected experts' gate/up and down; prefill
+            # grouped by expert), the shared expert of Qwen2-MoE; MoE under --tp is not on CUDA yet
+            # and is refused by name
             for model, needles in (("qwen3-moe", ["#define MO_E 8\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"]),
                                    ("qwen2-moe-shared", ["#define MO_E 6\n", "#define MO_NORM 0\n", "#define MO_SHARED 1\n"]),
                                    ("mixtral", ["#define MO_E 4\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"])):
@@ -257,7 +258,8 @@ def main():
                     continue
                 cu, mc = (open(os.path.join(out, "src", f)).read() for f in ("model.cu", "model.c"))
                 miss = [n for n in needles + ['#include "moe.cu"'] if n not in cu]
-                if miss or "X(int32_t, moe_sel," not in mc or '#include "decode_layers.cu"' in cu:
+                grouped = "if (T > MV_TMAX) { /* prefill: tokens grouped by expert */" in mc and "X(float, moe_y," in mc
+                if miss or "X(int32_t, moe_sel," not in mc or not grouped or '#include "decode_layers.cu"' in cu:
                     fails.append(f"{model} on CUDA: model.cu lacks {miss} or the MoE scratch / persistent kernel is wrong")
             p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", os.path.join(tmp, "moetp"),
                             "--target", "cuda:sm_90", "--tp", "2"], check=False)

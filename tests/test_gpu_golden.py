@@ -26,9 +26,9 @@ def main():
     fails = []
     dtypes = os.environ.get("IGNIS_GPU_GOLDEN_DTYPES", "f32,bf16,f16").split(",")
     runs = [(m, dt, None) for m in golden.MODELS + golden.EXTRA_MODELS for dt in dtypes]
-    # issue 21: the dense new families (Phi-3; GLM-4: partial interleaved rotary, post-norms; Gemma 3:
-    # sliding-window + global layers, two RoPE bases, GeGLU, scaled embeddings, query_pre_attn_scalar).
-    # and the mixture-of-experts ones (moe.cu: f32 router, top-k, the selected experts only)
+    # issue 21's families: Phi-3; GLM-4 (partial interleaved rotary, post-norms); Gemma 3 (sliding-window
+    # + global layers, two RoPE bases, GeGLU, scaled embeddings, query_pre_attn_scalar); the
+    # mixture-of-experts ones (moe.cu: f32 router, top-k, the selected experts; prefill grouped by expert)
     runs += [(m, dt, None) for m in ("phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-moe") for dt in dtypes]
     # Mistral with a window (8) shorter than the context on every layer, against the float64 numpy
     # reference of tests/numpy_llama.py (no transformers reference of it is stored)

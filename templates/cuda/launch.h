@@ -139,5 +139,11 @@
 #define IG_MO_GU_GRID_Y(T, K) ((T) * (K))
 #define IG_MO_DN_GRID_X(D) IG_CDIV((D), 8)
 #define IG_MO_DN_GRID_Y(T) (T)
+/* expert-grouped (prefill): _group grid 1 x 1024 threads; _gu_grouped / _down_grouped a CTA per
+ * (4 outputs | 8 rows, expert), 8 staged weight rows of K elements; _sum a thread per (token, column) */
+#define IG_MO_GGU_GRID_X(I) IG_CDIV((I), 4)
+#define IG_MO_GDN_GRID_X(D) IG_CDIV((D), 8)
+#define IG_MO_GSMEM(K, WES) (8 * (K) * 4)
+#define IG_MO_SUM_GRID_X(D) IG_CDIV((D), 256)
 
 #endif /* IG_CUDA_LAUNCH_H */

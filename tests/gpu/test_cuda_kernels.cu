@@ -1400,10 +1400,20 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V, int 
  * host's top-k (tokens whose k-th and (k+1)-th logits are within 1e-4 are not compared: either is
  * right), its weights the softmax (renormalized) of the chosen ones, and resid += the weighted sum
  * of the chosen experts' SwiGLU MLPs (x and h rounded to bf16 when xb, as the device). */
-static void test_moe(ctx *c, const char *name, const void *route, const void *gu, const void *dn, int D, int E, int K, int I,
-                     int norm, int wb, int xb, int shared, int T) {
+struct moe_fns {
+    const void *route, *gu, *dn;           /* per (token, expert) pair */
+    const void *group, *ggu, *gdn, *gsum;  /* expert-grouped (group: null for the shared expert) */
+};
+#define MOF(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, NULL, \
+                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum }
+#define MOFG(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, (const void *)P##_group, \
+                  (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum }
+
+/* grouped: the expert-grouped kernels (prefill) after the same router */
+static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, int K, int I, int norm, int wb, int xb,
+                     int shared, int T, int grouped) {
     char what[200];
-    snprintf(what, sizeof what, "moe %s T=%d", name, T);
+    snprintf(what, sizeof what, "moe %s%s T=%d", name, grouped ? " grouped" : "", T);
     if (!sel(what)) return;
     std::vector<float> x, rt, wgu, wdn, r0;
     fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
@@ -1415,19 +1425,39 @@ static void test_moe(ctx *c, const char *name, const void *route, const void *gu
     CK(cudaMalloc(&dh, (size_t)T * K * I * 4));
     int Tv = T;
     void *a1[] = {&Tv, &dx, &drt, &dsel, &dwt};
-    launch(route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
-    void *a2[] = {&Tv, &dx, &dsel, &dgu, &dh};
-    launch(gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, a2);
-    void *a3[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
-    launch(dn, dim3(IG_MO_DN_GRID_X(D), IG_MO_DN_GRID_Y(T)), dim3(IG_MO_BLOCK), 0, a3);
+    launch(f.route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
+    if (!grouped) {
+        void *a2[] = {&Tv, &dx, &dsel, &dgu, &dh};
+        launch(f.gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, a2);
+        void *a3[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
+        launch(f.dn, dim3(IG_MO_DN_GRID_X(D), IG_MO_DN_GRID_Y(T)), dim3(IG_MO_BLOCK), 0, a3);
+    } else {
+        int *doff, *dlist;
+        float *dy;
+        CK(cudaMalloc(&doff, (E + 1) * 4)); CK(cudaMalloc(&dlist, (size_t)T * K * 4));
+        CK(cudaMalloc(&dy, (size_t)T * K * D * 4));
+        CK(cudaMemset(dy, 0xff, (size_t)T * K * D * 4)); /* NaN: every pair's row must be written */
+        if (f.group) {
+            void *a0[] = {&Tv, &dsel, &doff, &dlist};
+            launch(f.group, dim3(1), dim3(1024), 0, a0);
+        }
+        void *a2[] = {&Tv, &dx, &doff, &dlist, &dgu, &dh};
+        launch(f.ggu, dim3(IG_MO_GGU_GRID_X(I), E), dim3(IG_MO_BLOCK), IG_MO_GSMEM(D, wb ? 2 : 4), a2);
+        void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
+        launch(f.gdn, dim3(IG_MO_GDN_GRID_X(D), E), dim3(IG_MO_BLOCK), IG_MO_GSMEM(I, wb ? 2 : 4), a3);
+        void *a4[] = {&Tv, &dy, &dr};
+        launch(f.gsum, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, a4);
+        CK(cudaDeviceSynchronize());
+        CK(cudaFree(doff)); CK(cudaFree(dlist)); CK(cudaFree(dy));
+    }
     CK(cudaDeviceSynchronize());
     std::vector<int> gs((size_t)T * K);
     CK(cudaMemcpy(gs.data(), dsel, gs.size() * 4, cudaMemcpyDeviceToHost));
     std::vector<float> gw = download(dwt, (size_t)T * K, false), out = download(dr, (size_t)T * D, false);
     checker ks, kw, ko;
     char w1[220], w2[220];
-    snprintf(w1, sizeof w1, "moe %s T=%d: top-%d experts", name, T, K);
-    snprintf(w2, sizeof w2, "moe %s T=%d: routing weights", name, T);
+    snprintf(w1, sizeof w1, "moe %s%s T=%d: top-%d experts", name, grouped ? " grouped" : "", T, K);
+    snprintf(w2, sizeof w2, "moe %s%s T=%d: routing weights", name, grouped ? " grouped" : "", T);
     chk_init(&ks, w1), chk_init(&kw, w2), chk_init(&ko, what);
     int ties = 0;
     for (int t = 0; t < T; t++) {
@@ -2191,14 +2221,13 @@ int main(int argc, char **argv) {
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     if (sel("sample top-k/top-p V5000 from 40 parts"))
         test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
-    for (int T : {1, 2, 7, 37, 200}) {
-        test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", (const void *)mo_r6_route, (const void *)mo_r6_gu,
-                 (const void *)mo_r6_down, 128, 6, 2, 48, 0, 1, 1, 0, T);
-        test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", (const void *)mo_r8n_route, (const void *)mo_r8n_gu,
-                 (const void *)mo_r8n_down, 96, 8, 3, 32, 1, 0, 0, 0, T);
-        test_moe(&c, "shared expert D128 I96 bf16", (const void *)mo_sh_route, (const void *)mo_sh_gu, (const void *)mo_sh_down,
-                 128, 1, 1, 96, 0, 1, 1, 1, T);
-    }
+    const moe_fns mo_r6 = MOFG(mo_r6), mo_r8n = MOFG(mo_r8n), mo_sh = MOF(mo_sh);
+    for (int T : {1, 2, 7, 37, 200})
+        for (int grouped = 0; grouped < 2; grouped++) {
+            test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", mo_r6, 128, 6, 2, 48, 0, 1, 1, 0, T, grouped);
+            test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", mo_r8n, 96, 8, 3, 32, 1, 0, 0, 0, T, grouped);
+            test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, grouped);
+        }
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
