@@ -48,6 +48,8 @@ typedef enum ig_dtype {
     IG_DTYPE_Q4K = 7, /* uint4, 8-bit scale and min codes per group under an f16 pair per 8 groups */
     IG_DTYPE_Q6K = 8, /* uint6, the same codes and superblocks (a16w4's vocabulary matrices) */
     IG_DTYPE_Q8A = 9, /* int8, symmetric, f32 scale per output row, k in quads (a8w8: int8 activations) */
+    IG_DTYPE_Q4Z = 10, /* uint4, f16 scale and integer zero point per row and group of K (GPTQ / AWQ) */
+    IG_DTYPE_Q8Z = 11, /* 8-bit codes, f16 scale and integer zero point per row and group of K (GPTQ) */
     /* quantized KV cache formats (kv_dtype only; layout in templates/cpu/kv_quant.h) */
     IG_DTYPE_KV8 = 16, /* 8-bit codes, f16 scale and 8-bit zero point per token and KV head */
     IG_DTYPE_KV4 = 17  /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */

@@ -87,6 +87,8 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     else if (dt == IG_DTYPE_Q8A) per = 64u + 64u * (uint64_t)((K + 3) / 4);
     else if (dt == IG_DTYPE_Q8G)
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
+    else if (dt == IG_DTYPE_Q8Z)
+        per = (uint64_t)(K / group) * (64u + 16u * (uint64_t)group) + (K % group ? 64u + 16u * (uint64_t)(K % group) : 0);
     else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K) { /* an f16 pair per 8 groups, 8-bit codes per group */
         const uint64_t cb = dt == IG_DTYPE_Q6K ? 12u : 8u;
         per = 64u * (uint64_t)((K + 8 * group - 1) / (8 * group)) + (uint64_t)(K / group) * (32u + cb * (uint64_t)group) +
@@ -333,13 +335,58 @@ int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void
     return bad ? -1 : 0;
 }
 
+/* ---- GPTQ / AWQ layers kept: integer rows (ir_weight_read_blocks with IR_STYPE_GPTQ: per
+ * group an f16 scale and an f16 integer zero, then a byte per code) into q4z / q8z panels */
+
+static void repack_gq_lane(const uint8_t *row, int64_t K, int32_t G, int bits, int j, uint8_t *panel) {
+    const int64_t ng = (K + G - 1) / G;
+    const uint8_t *codes = row + 4 * ng;
+    const ig_dtype dt = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *gb = panel + pk_quant_bytes(16, g * G, dt, G); /* g whole groups precede */
+        int64_t len = K - g * G < G ? K - g * G : G;
+        memcpy(gb + 2 * j, row + 4 * g, 2);
+        if (bits == 8) { /* codes and zero minus 128: int8 codes, zero exact in f16 */
+            uint16_t hz = pk_f32_to_f16(f16_to_f32(row + 4 * g + 2) - 128.0f);
+            memcpy(gb + 32 + 2 * j, &hz, 2);
+            for (int64_t i = 0; i < len; i++) gb[64 + i * 16 + j] = (uint8_t)(int8_t)((int)codes[g * G + i] - 128);
+            continue;
+        }
+        memcpy(gb + 32 + 2 * j, row + 4 * g + 2, 2);
+        for (int64_t i = 0; i < len; i++) {
+            int q = codes[g * G + i] & 15;
+            uint8_t *o = gb + 64 + (size_t)i * 8 + (j & 7);
+            *o = (uint8_t)(j < 8 ? (*o & 0xf0) | q : (*o & 0x0f) | (q << 4));
+        }
+    }
+}
+
+void pk_repack_gq(const void *rows, int64_t N, int64_t K, int32_t G, int bits, void *dst) {
+    const ig_dtype dt = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
+    const uint64_t per = pk_quant_bytes(16, K, dt, G);
+    const size_t rb = ir_gq_row_bytes(K, G);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < (N + 15) / 16; p++)
+        for (int j = 0; j < 16 && p * 16 + j < N; j++)
+            repack_gq_lane((const uint8_t *)rows + (size_t)(p * 16 + j) * rb, K, G, bits, j, (uint8_t *)dst + (uint64_t)p * per);
+}
+
 /* --quant keep: the format matrix x keeps (its dtype and group in *e), or an error naming the
  * block type that has no CPU format. */
 static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e, ig_err *err) {
     ir_stype st;
+    int32_t bits, group;
+    if (ir_weight_gq(g, x, &bits, &group)) { /* GPTQ / AWQ layers (q/k/v or gate/up merged: one group size) */
+        e->kept = 1, e->stype = IR_STYPE_GPTQ, e->group = group, e->bits = bits;
+        e->dtype = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
+        return IG_OK;
+    }
     if (!ir_weight_stype(g, x, &st))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: the parts of %s are stored in different types", x->name);
     if (st == IR_STYPE_F32 || st == IR_STYPE_F16 || st == IR_STYPE_BF16) return IG_OK; /* a float matrix stays float */
+    if (st == IR_STYPE_GPTQ || st == IR_STYPE_AWQ)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: the parts of %s are %s layers of different bit widths or "
+                       "group sizes", x->name, ir_stype_name(st));
     if (st != IR_STYPE_Q4_0 && st != IR_STYPE_Q4_1 && st != IR_STYPE_Q8_0)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q8_0); "
@@ -496,8 +543,10 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
         pk_entry *e = &plan->e[i];
         const ir_tensor *t = &g->tensors[e->tensor];
         int64_t rows = t->shape[0], cols = t->rank == 2 ? t->shape[1] : 1;
-        /* kept blocks: rows x cols / 32 blocks of at most 34 bytes */
-        size_t wbytes = e->kept ? (size_t)rows * (size_t)(cols / 32) * 34 : sizeof(float) * (size_t)(rows * cols);
+        /* kept blocks: rows x cols / 32 blocks of at most 34 bytes, or GPTQ / AWQ integer rows */
+        size_t wbytes = e->kept && e->stype == IR_STYPE_GPTQ ? (size_t)rows * ir_gq_row_bytes(cols, e->group)
+                        : e->kept ? (size_t)rows * (size_t)(cols / 32) * 34
+                                  : sizeof(float) * (size_t)(rows * cols);
         float *w = malloc(wbytes);
         uint8_t *out = calloc(1, e->nbytes);
         if (!w || !out) {
@@ -506,7 +555,9 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
             st = e->kept ? ir_weight_read_blocks(src, g, t, e->stype, w, err) : ir_weight_read_f32(src, g, t, w, err);
         }
         if (!st) {
-            if (e->kept) {
+            if (e->kept && e->stype == IR_STYPE_GPTQ) {
+                pk_repack_gq(w, rows, cols, e->group, e->bits, out);
+            } else if (e->kept) {
                 if (pk_repack_blocks(w, e->stype, rows, cols, out))
                     st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d is past f16's range",
                                  t->name);
