@@ -421,7 +421,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (st) return st;
     LOG(o, "imported %s: %s, %d layers, hidden %d, vocab %d (%.2f s)\n", o->input, g->hp.arch,
         g->hp.n_layers, g->hp.hidden, g->hp.vocab, rt_now() - t0);
-    if (!st && !o->quant && !cuda && has_gq_layers(g)) { /* a GPTQ / AWQ checkpoint: its integers, unless --quant none */
+    if (!st && !o->quant && !cuda && o->tp <= 1 && has_gq_layers(g)) { /* a GPTQ / AWQ checkpoint: its integers, unless --quant none */
         quant.keep = 1, quant_on = 1;
         if (!o->dtype) dt = IG_DTYPE_BF16;
         LOG(o, "GPTQ / AWQ checkpoint: weights kept as their integers (--quant keep; --quant none dequantizes)\n");

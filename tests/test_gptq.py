@@ -197,6 +197,7 @@ def check_variant(tmp, fails, name, method, bits, group, sym, gidx_mode="trivial
     insp = golden.run(["inspect", pkg]).stdout
     if fmt_name not in insp:
         fails.append(f"{name}: ignis inspect does not name {fmt_name}:\n{insp}")
+    return qdir
 
 
 def expect_error(fails, what, args, needles):
@@ -213,7 +214,19 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ignis-gptq-")
     try:
         check_variant(tmp, fails, "gptq-4b-g32-sym", "gptq", 4, 32, True)
-        check_variant(tmp, fails, "gptq-4b-g128-asym", "gptq", 4, 128, False)   # 352 = 2 x 128 + 96: a short last group
+        qdir = check_variant(tmp, fails, "gptq-4b-g128-asym", "gptq", 4, 128, False)   # 352 = 2 x 128 + 96: a short last group
+        # the defaults (keep, bf16 activations), end to end: logits and a greedy generation
+        pkg = os.path.join(tmp, "default.pkg")
+        golden.run(["compile", qdir, "-o", pkg, "--target", TARGET])
+        ids, ref64, meta = golden.reference(MODEL)
+        e = golden.logits_abs_error(pkg, ids, ref64) / np.abs(ref64).max()
+        m = json.load(open(os.path.join(pkg, "manifest.json")))
+        gen = golden.run(["generate", pkg, "--tokens", ",".join(map(str, meta["prompt"])), "--max-new-tokens", "8",
+                          "--temperature", "0", "--ignore-eos"])
+        print(f"defaults (dtype {m['dtype']}, quant {m.get('quant', {}).get('mode')}): vs transformers f64 {e:.3f}; "
+              f"generate exit {gen.returncode}")
+        if m["dtype"] != "bf16" or m.get("quant", {}).get("mode") != "keep" or not e <= LOOSE[4] or gen.returncode:
+            fails.append(f"defaults: dtype {m['dtype']}, quant {m.get('quant')}, error {e:.3f}, generate {gen.returncode}")
         check_variant(tmp, fails, "gptq-4b-g64-asym-v2", "gptq", 4, 64, False, fmt="gptq_v2")
         check_variant(tmp, fails, "gptq-4b-perchannel", "gptq", 4, -1, False)
         check_variant(tmp, fails, "gptq-4b-g32-groupperm", "gptq", 4, 32, False, gidx_mode="groups")
