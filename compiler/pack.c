@@ -291,11 +291,54 @@ static float f16_to_f32(const uint8_t *p) {
     return h & 0x8000 ? -v : v;
 }
 
+/* Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]} / Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32];
+ * u8 qs[128]} blocks of 256 as lane j of a q4k / q6k panel with G = 32: one superblock per block,
+ * d and dmin copied, the eight 6-bit scale and min codes as 8-bit ones, the levels as they are
+ * (Q5_K's fifth bit as q6k's high bit pair). Element 64c + l of a block is the low nibble of
+ * qs[32c + l], element 64c + 32 + l its high nibble; Q5_K's fifth bits are bits 2c, 2c + 1 of qh[l]. */
+static void repack_k_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t *panel) {
+    const int q5 = st == IR_STYPE_Q5_K, cb = q5 ? 12 : 8;
+    const size_t gbytes = 32 + (size_t)cb * 32, sbytes = 64 + 8 * gbytes;
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+        const uint8_t *blk = b + sb * (q5 ? 176 : 144), *sc = blk + 4, *qh = blk + 16, *qs = blk + (q5 ? 48 : 16);
+        uint8_t *hb = panel + sb * sbytes;
+        memcpy(hb + 2 * j, blk, 2);
+        memcpy(hb + 32 + 2 * j, blk + 2, 2);
+        for (int g = 0; g < 8; g++) {
+            uint8_t *gb = hb + 64 + g * gbytes;
+            gb[j] = (uint8_t)(g < 4 ? sc[g] & 63 : (sc[g + 4] & 15) | (sc[g - 4] >> 6) << 4);
+            gb[16 + j] = (uint8_t)(g < 4 ? sc[g + 4] & 63 : (sc[g + 4] >> 4) | (sc[g] >> 6) << 4);
+            for (int i = 0; i < 32; i++) {
+                const int c = g / 2, hi = g & 1, l = i;
+                int q = hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+                if (q5 && (qh[l] >> (2 * c + hi)) & 1) q |= 16;
+                put_level(gb + 32, cb, i, j, q);
+            }
+        }
+    }
+}
+
 /* Row n's blocks as lane j = n % 16 of its panel: the f16 scales (and Q4_1 mins) are copied as
- * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then). */
+ * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then); Q5_0's levels
+ * minus 16 are q8g's int8 codes under its d. */
 static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t *panel) {
     int bad = 0;
+    if (st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K) {
+        repack_k_lane(b, st, K, j, panel);
+        return 0;
+    }
     for (int64_t g = 0; g < K / 32; g++) {
+        if (st == IR_STYPE_Q5_0) { /* {f16 d; u8 qh[4]; u8 qs[16]}: bit i of qh is element i's fifth bit */
+            const uint8_t *blk = b + g * 22, *qs = blk + 6;
+            uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
+            uint8_t *gb = panel + g * (32 + 16 * 32);
+            memcpy(gb + 2 * j, blk, 2);
+            for (int i = 0; i < 32; i++) {
+                int q = (i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (int)((qh >> i) & 1u) << 4;
+                gb[32 + i * 16 + j] = (uint8_t)(int8_t)(q - 16);
+            }
+            continue;
+        }
         if (st == IR_STYPE_Q8_0) {
             const uint8_t *blk = b + g * 34;
             uint8_t *gb = panel + g * (32 + 16 * 32);
@@ -323,10 +366,22 @@ static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t 
     return bad;
 }
 
+/* The panel format --quant keep gives GGUF block type st (G = 32), or F32 for none. */
+static ig_dtype keep_dtype(ir_stype st) {
+    switch (st) {
+    case IR_STYPE_Q4_0: case IR_STYPE_Q4_1: return IG_DTYPE_Q4G;
+    case IR_STYPE_Q8_0: case IR_STYPE_Q5_0: return IG_DTYPE_Q8G;
+    case IR_STYPE_Q4_K: return IG_DTYPE_Q4K;
+    case IR_STYPE_Q5_K: return IG_DTYPE_Q6K;
+    default: return IG_DTYPE_F32;
+    }
+}
+
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
-    const ig_dtype dt = st == IR_STYPE_Q8_0 ? IG_DTYPE_Q8G : IG_DTYPE_Q4G;
+    const ig_dtype dt = keep_dtype(st);
     const uint64_t per = pk_quant_bytes(16, K, dt, 32);
-    const size_t rb = (size_t)(K / 32) * (st == IR_STYPE_Q8_0 ? 34 : st == IR_STYPE_Q4_1 ? 20 : 18);
+    const size_t rb = st == IR_STYPE_Q4_K ? (size_t)(K / 256) * 144 : st == IR_STYPE_Q5_K ? (size_t)(K / 256) * 176
+                      : (size_t)(K / 32) * (st == IR_STYPE_Q8_0 ? 34 : st == IR_STYPE_Q4_1 ? 20 : st == IR_STYPE_Q5_0 ? 22 : 18);
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
@@ -387,16 +442,17 @@ static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e,
     if (st == IR_STYPE_GPTQ || st == IR_STYPE_AWQ)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: the parts of %s are %s layers of different bit widths or "
                        "group sizes", x->name, ir_stype_name(st));
-    if (st != IR_STYPE_Q4_0 && st != IR_STYPE_Q4_1 && st != IR_STYPE_Q8_0)
+    if (keep_dtype(st) == IG_DTYPE_F32)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
-                       "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q8_0); "
-                       "compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
+                       "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q5_0, Q8_0, "
+                       "Q4_K, Q5_K); compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
                        x->name, ir_stype_name(st));
-    if (x->shape[1] % 32)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has %lld columns, not whole blocks of 32", x->name,
-                       (long long)x->shape[1]);
+    const int be = st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K ? 256 : 32;
+    if (x->shape[1] % be)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has %lld columns, not whole blocks of %d", x->name,
+                       (long long)x->shape[1], be);
     e->kept = 1, e->stype = st, e->group = 32;
-    e->dtype = st == IR_STYPE_Q8_0 ? IG_DTYPE_Q8G : IG_DTYPE_Q4G;
+    e->dtype = keep_dtype(st);
     return IG_OK;
 }
 

@@ -3,8 +3,10 @@ llama.cpp's conventions: general.architecture and its metadata keys, blk.N.* ten
 q/k row permutation (Mistral/Mixtral, filed as `llama`), Gemma's norms stored as 1 + w, experts as
 3-D ffn_{gate,up,down}_exps tensors, Phi-3's fused attn_qkv and Phi-3 / GLM-4's fused ffn_up.
 Weights are written as F32 (the HF values exactly), or, with `blocks`, chosen matrices as ggml
-blocks (Q4_0, Q4_1, Q8_0 by the gguf package's own quantizer), plus a stand-in BPE vocabulary so
-the package has a tokenizer. Used by tests/test_gguf_twins.py and tests/test_quant.py."""
+blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by the gguf package's own quantizer; Q4_K and Q5_K, which it
+does not quantize, by kquant_blocks here: round to nearest per sub-block of 32, packed by the ggml
+layout), plus a stand-in BPE vocabulary so the package has a tokenizer. Used by
+tests/test_gguf_twins.py, tests/test_quant.py and tests/test_quant_keep_k.py."""
 import json, os, struct
 import numpy as np
 
@@ -21,6 +23,45 @@ def read_hf(path):
 
 def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf LlamaModel.permute
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _f16(x):
+    return np.asarray(x, np.float32).astype(np.float16)
+
+
+def kquant_blocks(x, bt):
+    """Rows of x [R][C] (C % 256 == 0) as ggml Q4_K (bt "Q4_K") or Q5_K blocks, uint8 [R][C / 256 * size]:
+    {f16 d, dmin; u8 scales[12] (eight 6-bit scale and min codes); (Q5_K: u8 qh[32]) u8 qs[128]},
+    x = d sc q - dmin m per sub-block of 32; element 64c + l is qs[32c + l]'s low nibble, 64c + 32 + l
+    its high nibble; Q5_K's fifth bit of those is bit 2c / 2c + 1 of qh[l]."""
+    L = 15 if bt == "Q4_K" else 31
+    R, C = x.shape
+    b = x.reshape(R, C // 256, 8, 32).astype(np.float64)
+    lo = np.minimum(b.min(-1), 0)                                    # [R, nb, 8]
+    sc_f = (b.max(-1) - lo) / L
+    d = _f16(sc_f.max(-1) / 63).astype(np.float64)                    # [R, nb]
+    dm = _f16((-lo).max(-1) / 63).astype(np.float64)
+    sc = np.clip(np.rint(np.divide(sc_f, d[..., None], out=np.zeros_like(sc_f), where=d[..., None] > 0)), 0, 63).astype(np.int64)
+    mn = np.clip(np.rint(np.divide(-lo, dm[..., None], out=np.zeros_like(lo), where=dm[..., None] > 0)), 0, 63).astype(np.int64)
+    step, off = d[..., None] * sc, dm[..., None] * mn
+    q = np.clip(np.rint(np.divide(b + off[..., None], step[..., None], out=np.zeros_like(b), where=step[..., None] > 0)),
+                0, L).astype(np.int64)                                # [R, nb, 8, 32]
+    packed = np.zeros((R, C // 256, 12), np.int64)
+    for j in range(4):
+        packed[..., j] = sc[..., j] | (sc[..., j + 4] >> 4) << 6
+        packed[..., j + 4] = mn[..., j] | (mn[..., j + 4] >> 4) << 6
+        packed[..., j + 8] = (sc[..., j + 4] & 15) | (mn[..., j + 4] & 15) << 4
+    qq = q.reshape(R, C // 256, 4, 2, 32)                              # chunk c, half, l
+    qs = ((qq[:, :, :, 0] & 15) | (qq[:, :, :, 1] & 15) << 4).reshape(R, C // 256, 128)
+    parts = [_f16(d).view(np.uint8).reshape(R, -1, 2), _f16(dm).view(np.uint8).reshape(R, -1, 2), packed.astype(np.uint8)]
+    if L == 31:
+        qh = np.zeros((R, C // 256, 32), np.int64)
+        for c in range(4):
+            qh |= (qq[:, :, c, 0] >> 4) << (2 * c)
+            qh |= (qq[:, :, c, 1] >> 4) << (2 * c + 1)
+        parts.append(qh.astype(np.uint8))
+    parts.append(qs.astype(np.uint8))
+    return np.concatenate(parts, axis=-1).reshape(R, -1)
 
 
 def write_twin(model_dir, out_path, blocks=None):
@@ -77,7 +118,8 @@ def write_twin(model_dir, out_path, blocks=None):
         bt = blocks(name) if blocks and x.ndim == 2 else None
         if bt:
             qt = getattr(gguf.GGMLQuantizationType, bt)
-            w.add_tensor(name, gguf.quants.quantize(x, qt), raw_dtype=qt)
+            data = kquant_blocks(x, bt) if bt in ("Q4_K", "Q5_K") else gguf.quants.quantize(x, qt)
+            w.add_tensor(name, data, raw_dtype=qt)
         else:
             w.add_tensor(name, x)
 
