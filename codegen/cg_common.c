@@ -245,6 +245,7 @@ static const cg_format formats[] = {
     {IG_DTYPE_Q8A, "q8a", 0, 0, "int8_t", NULL, 1, 0, 10},
     {IG_DTYPE_Q4Z, "q4z", 0, 0, "uint8_t", NULL, 1, 0, 11},
     {IG_DTYPE_Q8Z, "q8z", 0, 0, "int8_t", NULL, 1, 0, 12},
+    {IG_DTYPE_Q6S, "q6s", 0, 0, "uint8_t", NULL, 1, 0, 13},
 };
 
 const cg_format *cg_format_of(ig_dtype dt) {

@@ -50,6 +50,7 @@ typedef enum ig_dtype {
     IG_DTYPE_Q8A = 9, /* int8, symmetric, f32 scale per output row, k in quads (a8w8: int8 activations) */
     IG_DTYPE_Q4Z = 10, /* uint4, f16 scale and integer zero point per row and group of K (GPTQ / AWQ) */
     IG_DTYPE_Q8Z = 11, /* 8-bit codes, f16 scale and integer zero point per row and group of K (GPTQ) */
+    IG_DTYPE_Q6S = 12, /* uint6, Q6K's superblocks with signed scale codes (GGUF Q6_K kept) */
     /* quantized KV cache formats (kv_dtype only; layout in templates/cpu/kv_quant.h) */
     IG_DTYPE_KV8 = 16, /* 8-bit codes, f16 scale and 8-bit zero point per token and KV head */
     IG_DTYPE_KV4 = 17  /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */

@@ -271,7 +271,8 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
                                 "GGUF blocks kept: Q4_0 and Q4_1 as q4g with group 32 (scale d, min m or -8d), "
                                 "Q8_0 and Q5_0 as q8g with group 32 (scale d; Q5_0's levels minus 16), Q4_K as q4k and "
                                 "Q5_K as q6k (group 32, superblocks of 256: d, dmin and the 6-bit scale and min codes as "
-                                "stored), scales f16 as stored; float matrices stay float");
+                                "stored), Q6_K as q6s (group 16: d as stored, dmin = 32 d, the int8 scales as signed "
+                                "scale and min codes: d sc (q - 32)), scales f16 as stored; float matrices stay float");
         if (!gq) cJSON_AddNumberToObject(j, "group", 32);
     } else if (q->keep) {
         /* GPTQ / AWQ only: described above */

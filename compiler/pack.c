@@ -89,8 +89,8 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
     else if (dt == IG_DTYPE_Q8Z)
         per = (uint64_t)(K / group) * (64u + 16u * (uint64_t)group) + (K % group ? 64u + 16u * (uint64_t)(K % group) : 0);
-    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K) { /* an f16 pair per 8 groups, 8-bit codes per group */
-        const uint64_t cb = dt == IG_DTYPE_Q6K ? 12u : 8u;
+    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6S) { /* an f16 pair per 8 groups, 8-bit codes per group */
+        const uint64_t cb = dt == IG_DTYPE_Q4K ? 8u : 12u;
         per = 64u * (uint64_t)((K + 8 * group - 1) / (8 * group)) + (uint64_t)(K / group) * (32u + cb * (uint64_t)group) +
               (K % group ? 32u + cb * (uint64_t)(K % group) : 0);
     }
@@ -318,6 +318,35 @@ static void repack_k_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8
     }
 }
 
+/* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d} blocks of 256 as lane j of a q6s panel with
+ * G = 16: two superblocks per block, each with d as stored and dmin = 32 d (exact in f16 unless it
+ * overflows: returns 1), sc = mn = the sub-block's int8 scale. In each half of 128 (ql + 64 n,
+ * qh + 32 n) element 32 i + l has level (ql[l + 32 (i & 1)] >> 4 (i >> 1)) & 15 | (qh[l] >> 2 i & 3) << 4
+ * and scale 2 i + l / 16 of the half's eight. */
+static int repack_q6k_lane(const uint8_t *b, int64_t K, int j, uint8_t *panel) {
+    const size_t gbytes = 32 + 12 * 16, sbytes = 64 + 8 * gbytes;
+    int bad = 0;
+    for (int64_t blk = 0; blk < K / 256; blk++) {
+        const uint8_t *bb = b + blk * 210;
+        const float dm = 32.0f * f16_to_f32(bb + 208);
+        const uint16_t hdm = pk_f32_to_f16(dm);
+        bad |= !(fabsf(dm) <= 65504.0f) && isfinite(dm);
+        for (int n = 0; n < 2; n++) {
+            uint8_t *hb = panel + (blk * 2 + n) * sbytes;
+            const uint8_t *ql = bb + 64 * n, *qh = bb + 128 + 32 * n, *sc = bb + 192 + 8 * n;
+            memcpy(hb + 2 * j, bb + 208, 2);
+            memcpy(hb + 32 + 2 * j, &hdm, 2);
+            for (int g = 0; g < 8; g++) hb[64 + g * gbytes + j] = hb[64 + g * gbytes + 16 + j] = sc[g];
+            for (int i = 0; i < 4; i++)
+                for (int l = 0; l < 32; l++) {
+                    int e = 32 * i + l, q = ((ql[l + 32 * (i & 1)] >> (4 * (i >> 1))) & 15) | ((qh[l] >> (2 * i)) & 3) << 4;
+                    put_level(hb + 64 + (e / 16) * gbytes + 32, 12, e % 16, j, q);
+                }
+        }
+    }
+    return bad;
+}
+
 /* Row n's blocks as lane j = n % 16 of its panel: the f16 scales (and Q4_1 mins) are copied as
  * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then); Q5_0's levels
  * minus 16 are q8g's int8 codes under its d. */
@@ -327,6 +356,7 @@ static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t 
         repack_k_lane(b, st, K, j, panel);
         return 0;
     }
+    if (st == IR_STYPE_Q6_K) return repack_q6k_lane(b, K, j, panel);
     for (int64_t g = 0; g < K / 32; g++) {
         if (st == IR_STYPE_Q5_0) { /* {f16 d; u8 qh[4]; u8 qs[16]}: bit i of qh is element i's fifth bit */
             const uint8_t *blk = b + g * 22, *qs = blk + 6;
@@ -373,14 +403,16 @@ static ig_dtype keep_dtype(ir_stype st) {
     case IR_STYPE_Q8_0: case IR_STYPE_Q5_0: return IG_DTYPE_Q8G;
     case IR_STYPE_Q4_K: return IG_DTYPE_Q4K;
     case IR_STYPE_Q5_K: return IG_DTYPE_Q6K;
+    case IR_STYPE_Q6_K: return IG_DTYPE_Q6S;
     default: return IG_DTYPE_F32;
     }
 }
 
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
     const ig_dtype dt = keep_dtype(st);
-    const uint64_t per = pk_quant_bytes(16, K, dt, 32);
+    const uint64_t per = pk_quant_bytes(16, K, dt, dt == IG_DTYPE_Q6S ? 16 : 32);
     const size_t rb = st == IR_STYPE_Q4_K ? (size_t)(K / 256) * 144 : st == IR_STYPE_Q5_K ? (size_t)(K / 256) * 176
+                      : st == IR_STYPE_Q6_K ? (size_t)(K / 256) * 210
                       : (size_t)(K / 32) * (st == IR_STYPE_Q8_0 ? 34 : st == IR_STYPE_Q4_1 ? 20 : st == IR_STYPE_Q5_0 ? 22 : 18);
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
@@ -445,13 +477,13 @@ static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e,
     if (keep_dtype(st) == IG_DTYPE_F32)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q5_0, Q8_0, "
-                       "Q4_K, Q5_K); compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
+                       "Q4_K, Q5_K, Q6_K); compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
                        x->name, ir_stype_name(st));
-    const int be = st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K ? 256 : 32;
+    const int be = st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K || st == IR_STYPE_Q6_K ? 256 : 32;
     if (x->shape[1] % be)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has %lld columns, not whole blocks of %d", x->name,
                        (long long)x->shape[1], be);
-    e->kept = 1, e->stype = st, e->group = 32;
+    e->kept = 1, e->stype = st, e->group = st == IR_STYPE_Q6_K ? 16 : 32;
     e->dtype = keep_dtype(st);
     return IG_OK;
 }
@@ -615,7 +647,7 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 pk_repack_gq(w, rows, cols, e->group, e->bits, out);
             } else if (e->kept) {
                 if (pk_repack_blocks(w, e->stype, rows, cols, out))
-                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d is past f16's range",
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d (or a Q6_K d whose 32d) is past f16's range",
                                  t->name);
             } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A))
                 pk_pack_q8c(w, rows, cols, e->dtype, out);

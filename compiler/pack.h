@@ -39,8 +39,8 @@ typedef struct pk_quant {
     ig_dtype wdtype;  /* IG_DTYPE_Q8C (a16w8), Q4K (a16w4), Q8A (a8w8) or Q4G; unused with keep */
     int32_t group;    /* Q4G / Q4K: 32, 64 or 128 */
     ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head): wdtype or IG_DTYPE_Q8C */
-    int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q5_K matrices repacked losslessly
-                         (q4g / q8g / q4k / q6k, group 32) and
+    int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q5_K / Q6_K matrices repacked losslessly
+                         (q4g / q8g / q4k / q6k, group 32; q6s, group 16) and
                          GPTQ / AWQ layers as their integers (q4z / q8z, their group), float ones stay
                          float, other block types are an error */
     const char *skip; /* comma-separated names of matrices kept in the float dtype (borrowed), or NULL */
@@ -74,8 +74,9 @@ void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst)
 /* q4k or q6k (dt) panels with groups of `group` */
 void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype dt, void *dst);
 /* GGUF blocks (rows of blocks of type st, as ir_weight_read_blocks gives them) into q4g (Q4_0,
- * Q4_1), q8g (Q8_0, Q5_0), q4k (Q4_K) or q6k (Q5_K) panels with group 32: every weight keeps its
- * exact value. Returns 0, or -1 when a Q4_0 min (-8d) does not fit f16 (dst is then incomplete). */
+ * Q4_1), q8g (Q8_0, Q5_0), q4k (Q4_K) or q6k (Q5_K) panels with group 32, or q6s (Q6_K) with group
+ * 16: every weight keeps its exact value. Returns 0, or -1 when a Q4_0 min (-8d) or a Q6_K dmin
+ * (32d) does not fit f16 (dst is then incomplete). */
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
 /* GPTQ / AWQ integer rows (ir_weight_read_blocks, IR_STYPE_GPTQ, group G) into q4z (bits 4) or
  * q8z (bits 8) panels: scales, zero points and codes exactly as stored. */

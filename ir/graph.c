@@ -261,6 +261,7 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q8A: return "q8a";
     case IG_DTYPE_Q4Z: return "q4z";
     case IG_DTYPE_Q8Z: return "q8z";
+    case IG_DTYPE_Q6S: return "q6s";
     case IG_DTYPE_KV8: return "kv8";
     case IG_DTYPE_KV4: return "kv4";
     }

@@ -217,7 +217,7 @@ ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *
                              ig_err *err);
 /* Whether every stored leaf of weight t (through its parts) has one storage type; sets *stype. */
 int ir_weight_stype(const ir_graph *g, const ir_tensor *t, ir_stype *stype);
-/* Weight t as rows of raw GGUF blocks of type stype (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K), in the row order
+/* Weight t as rows of raw GGUF blocks of type stype (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K), in the row order
  * ir_weight_read_f32 gives: rows x (cols / block elements) blocks into out (caller-allocated; padding rows of
  * merged tensors come out zero). IG_ERR_UNSUPPORTED when a leaf has another type or a step of
  * the tensor is not a row move.

@@ -427,6 +427,7 @@ ig_status ir_weight_read_blocks(ir_sources *s, const ir_graph *g, const ir_tenso
     case IR_STYPE_Q5_0: md.be = 32, md.bb = 22; break;
     case IR_STYPE_Q4_K: md.be = 256, md.bb = 144; break;
     case IR_STYPE_Q5_K: md.be = 256, md.bb = 176; break;
+    case IR_STYPE_Q6_K: md.be = 256, md.bb = 210; break;
     default:
         return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: raw rows of %s blocks are not supported", t->name,
                        ir_stype_name(stype));

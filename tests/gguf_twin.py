@@ -4,7 +4,7 @@ q/k row permutation (Mistral/Mixtral, filed as `llama`), Gemma's norms stored as
 3-D ffn_{gate,up,down}_exps tensors, Phi-3's fused attn_qkv and Phi-3 / GLM-4's fused ffn_up.
 Weights are written as F32 (the HF values exactly), or, with `blocks`, chosen matrices as ggml
 blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by the gguf package's own quantizer; Q4_K and Q5_K, which it
-does not quantize, by kquant_blocks here: round to nearest per sub-block of 32, packed by the ggml
+does not quantize, by kquant_blocks here (Q6_K by q6k_blocks): round to nearest per sub-block of 32, packed by the ggml
 layout), plus a stand-in BPE vocabulary so the package has a tokenizer. Used by
 tests/test_gguf_twins.py, tests/test_quant.py and tests/test_quant_keep_k.py."""
 import json, os, struct
@@ -64,6 +64,29 @@ def kquant_blocks(x, bt):
     return np.concatenate(parts, axis=-1).reshape(R, -1)
 
 
+def q6k_blocks(x):
+    """Rows of x [R][C] (C % 256 == 0) as ggml Q6_K blocks, uint8 [R][C / 256 * 210]:
+    {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, x = d sc (q - 32) per sub-block of 16, the scale's
+    sign that of the sub-block's largest |x| flipped (as llama.cpp's quantizer does); in half n of a
+    block element 32 i + l is nibble i >> 1 of ql[64 n + l + 32 (i & 1)] with high bits 2i, 2i + 1 of
+    qh[32 n + l]."""
+    R, C = x.shape
+    b = x.reshape(R, C // 256, 16, 16).astype(np.float64)
+    big = np.take_along_axis(b, np.abs(b).argmax(-1)[..., None], -1)[..., 0]  # [R, nb, 16]
+    scale = big / -32.0
+    d = _f16(np.abs(scale).max(-1) / 127).astype(np.float64)
+    sc = np.clip(np.rint(np.divide(scale, d[..., None], out=np.zeros_like(scale), where=d[..., None] > 0)), -128, 127)
+    step = d[..., None] * sc
+    q = np.clip(np.rint(np.divide(b, step[..., None], out=np.zeros_like(b), where=step[..., None] != 0)) + 32, 0, 63)
+    q = q.astype(np.int64).reshape(R, C // 256, 2, 4, 32)                  # half n, quarter i, l
+    ql = np.concatenate([(q[:, :, :, 0] & 15) | (q[:, :, :, 2] & 15) << 4,
+                         (q[:, :, :, 1] & 15) | (q[:, :, :, 3] & 15) << 4], axis=-1)  # [R, nb, 2, 64]
+    qh = (q[:, :, :, 0] >> 4) | (q[:, :, :, 1] >> 4) << 2 | (q[:, :, :, 2] >> 4) << 4 | (q[:, :, :, 3] >> 4) << 6
+    parts = [ql.reshape(R, -1, 128).astype(np.uint8), qh.reshape(R, -1, 64).astype(np.uint8),
+             sc.astype(np.int8).view(np.uint8).reshape(R, -1, 16), _f16(d).view(np.uint8).reshape(R, -1, 2)]
+    return np.concatenate(parts, axis=-1).reshape(R, -1)
+
+
 def write_twin(model_dir, out_path, blocks=None):
     """blocks: None, or a function of a GGUF tensor name giving the ggml type name ("Q4_0", ...)
     a matrix is stored in (None: F32)."""
@@ -118,7 +141,8 @@ def write_twin(model_dir, out_path, blocks=None):
         bt = blocks(name) if blocks and x.ndim == 2 else None
         if bt:
             qt = getattr(gguf.GGMLQuantizationType, bt)
-            data = kquant_blocks(x, bt) if bt in ("Q4_K", "Q5_K") else gguf.quants.quantize(x, qt)
+            data = (kquant_blocks(x, bt) if bt in ("Q4_K", "Q5_K") else q6k_blocks(x) if bt == "Q6_K"
+                    else gguf.quants.quantize(x, qt))
             w.add_tensor(name, data, raw_dtype=qt)
         else:
             w.add_tensor(name, x)

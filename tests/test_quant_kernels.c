@@ -166,6 +166,24 @@
 #define MM_BIAS 0
 #define MM_EPI MM_EPI_SWIGLU
 #include "matmul.c"
+#define MM_NAME q6s_16_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 13
+#define MM_WG 16
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+#define MM_NAME q6s_16_acc_f
+#define MM_K 256
+#define MM_N 200
+#define MM_WQ 13
+#define MM_WG 16
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
 #define MM_NAME q4z_32_store
 #define MM_K 600
 #define MM_N 72
@@ -215,6 +233,12 @@
 #define EM_NAME em_q8a
 #define EM_D 96
 #define EM_WQ 10
+#include "embed.c"
+
+#define EM_NAME em_q6s
+#define EM_D 96
+#define EM_WQ 13
+#define EM_WG 16
 #include "embed.c"
 
 #define EM_NAME em_q4z
@@ -301,10 +325,10 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
     int KG = G ? K % G : 0; /* the short last group's columns */
     size_t gb1 = wq == 9 ? 32 + 16 * (size_t)G : 64 + 8 * (size_t)G, gbl = wq == 9 ? 32 + 16 * (size_t)KG : 64 + 8 * (size_t)KG;
     if (wq == 12) gb1 = 64 + 16 * (size_t)G, gbl = 64 + 16 * (size_t)KG;
-    const int cb = wq == 6 ? 12 : 8; /* q4k / q6k: bytes per column of a group block */
-    if (wq == 5 || wq == 6) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
+    const int cb = wq == 6 || wq == 13 ? 12 : 8; /* q4k / q6k / q6s: bytes per column of a group block */
+    if (wq == 5 || wq == 6 || wq == 13) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
     size_t per = wq == 8 ? 64 + (size_t)16 * K : wq == 10 ? 64 + (size_t)64 * ((K + 3) / 4) : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
-    if (wq == 5 || wq == 6) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
+    if (wq == 5 || wq == 6 || wq == 13) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
         uint8_t *panel = p + (size_t)(n / 16) * per;
@@ -329,22 +353,24 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
                 W[(size_t)n * K + k] = s * (float)q;
             }
         }
-        for (int g = 0; g < ng && (wq == 5 || wq == 6); g++) { /* q4k / q6k: superblock header, then sc[16], mn[16], columns */
+        for (int g = 0; g < ng && (wq == 5 || wq == 6 || wq == 13); g++) { /* q4k / q6k / q6s: superblock header, then sc[16], mn[16], columns */
             uint8_t *hb = panel + (size_t)(g / 8) * (64 + 8 * gb1), *gb = hb + 64 + (size_t)(g % 8) * gb1;
-            if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits */
-                put_f16(hb + 2 * j, (float)(1024 + irand(1024)) / 16777216.0f);
-                put_f16(hb + 32 + 2 * j, (float)(1024 + irand(1024)) / 16777216.0f);
+            if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits (q6s: dmin = 32 d) */
+                float dd = (float)(1024 + irand(1024)) / 16777216.0f;
+                put_f16(hb + 2 * j, dd);
+                put_f16(hb + 32 + 2 * j, wq == 13 ? 32.0f * dd : (float)(1024 + irand(1024)) / 16777216.0f);
             }
             uint16_t hd, hm;
             memcpy(&hd, hb + 2 * j, 2), memcpy(&hm, hb + 32 + 2 * j, 2);
             double d = ldexp(1024 + (hd & 1023), (hd >> 10) - 25), dm = ldexp(1024 + (hm & 1023), (hm >> 10) - 25);
             int sc = 40 + irand(wq == 6 ? 88 : 216), mn = irand(256); /* d sc q stays exact in f32 (24 bits) */
-            gb[j] = (uint8_t)sc, gb[16 + j] = (uint8_t)mn;
+            if (wq == 13) sc = mn = irand(256) - 128; /* q6s: signed, sc = mn (Q6_K's d sc (q - 32)) */
+            gb[j] = (uint8_t)(int8_t)sc, gb[16 + j] = (uint8_t)(int8_t)mn;
             for (int k = g * G; k < K && k < g * G + G; k++) {
-                int q = irand(wq == 6 ? 64 : 16);
+                int q = irand(wq == 6 || wq == 13 ? 64 : 16);
                 uint8_t *c = gb + 32 + (size_t)(k - g * G) * cb, *b = c + (j & 7);
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
-                if (wq == 6) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
+                if (wq == 6 || wq == 13) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
                 W[(size_t)n * K + k] = (float)(d * sc * q - dm * mn);
             }
         }
@@ -477,6 +503,8 @@ int main(void) {
         test_mm("q8a store bf16-x bias", q8a_store, 10, 0, 600, 200, 1, 1, 0, 0, T);
         test_mm("q8a swiglu f32-x (K % 4 = 2)", q8a_swiglu_f, 10, 0, 98, 64, 0, 0, 2, 0, T);
         test_mm("q8a acc f32-x bias (K % 4 = 2)", q8a_acc_f, 10, 0, 1030, 40, 0, 1, 1, 0, T);
+        test_mm("q6s g16 store bf16-x bias (5 superblocks, short last group)", q6s_16_store, 13, 16, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q6s g16 acc f32-x", q6s_16_acc_f, 13, 16, 256, 200, 0, 0, 1, 0, T);
         test_mm("q4z g32 store bf16-x bias (short last group)", q4z_32_store, 11, 32, 600, 72, 1, 1, 0, 0, T);
         test_mm("q4z g128 swiglu f32-x (short last group)", q4z_128_swiglu_f, 11, 128, 352, 96, 0, 0, 2, 0, T);
         test_mm("q8z g64 acc bf16-x bias (short last group)", q8z_64_acc, 12, 64, 600, 200, 1, 1, 1, 0, T);
@@ -488,6 +516,7 @@ int main(void) {
     test_em("embed q4k g32", em_q4k, 5, 32);
     test_em("embed q6k g32", em_q6k, 6, 32);
     test_em("embed q8a", em_q8a, 10, 0);
+    test_em("embed q6s g16", em_q6s, 13, 16);
     test_em("embed q4z g32", em_q4z, 11, 32);
     test_em("embed q8z g64 (short last group)", em_q8z, 12, 64);
     if (g_fail) {
