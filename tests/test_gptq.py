@@ -227,11 +227,10 @@ def main():
               f"generate exit {gen.returncode}")
         if m["dtype"] != "bf16" or m.get("quant", {}).get("mode") != "keep" or not e <= LOOSE[4] or gen.returncode:
             fails.append(f"defaults: dtype {m['dtype']}, quant {m.get('quant')}, error {e:.3f}, generate {gen.returncode}")
-        check_variant(tmp, fails, "gptq-4b-g64-asym-v2", "gptq", 4, 64, False, fmt="gptq_v2")
         check_variant(tmp, fails, "gptq-4b-perchannel", "gptq", 4, -1, False)
-        check_variant(tmp, fails, "gptq-4b-g32-groupperm", "gptq", 4, 32, False, gidx_mode="groups")
+        check_variant(tmp, fails, "gptq-4b-g64-groupperm", "gptq", 4, 64, False, gidx_mode="groups")
         check_variant(tmp, fails, "gptq-8b-g32-sym", "gptq", 8, 32, True)
-        check_variant(tmp, fails, "gptq-8b-g128-asym", "gptq", 8, 128, False)
+        check_variant(tmp, fails, "gptq-8b-g128-asym-v2", "gptq", 8, 128, False, fmt="gptq_v2")
         check_variant(tmp, fails, "awq-4b-g32", "awq", 4, 32, False)
         # desc_act: refused as integers (naming the tensor), dequantized with --quant none
         qdir, rdir = make_variant(tmp, "gptq-descact", "gptq", 4, 32, False, gidx_mode="columns")
