@@ -468,12 +468,11 @@ static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e,
         e->dtype = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
         return IG_OK;
     }
-    if (!ir_weight_stype(g, x, &st))
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: the parts of %s are stored in different types", x->name);
+    /* parts of different types (a Q4_K_M file's Q4_K q/k and Q6_K v, a GPTQ layer beside a float
+     * one): one panel matrix holds one format, so the merge stays float (dequantized: exact) */
+    if (!ir_weight_stype(g, x, &st)) return IG_OK;
     if (st == IR_STYPE_F32 || st == IR_STYPE_F16 || st == IR_STYPE_BF16) return IG_OK; /* a float matrix stays float */
-    if (st == IR_STYPE_GPTQ || st == IR_STYPE_AWQ)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: the parts of %s are %s layers of different bit widths or "
-                       "group sizes", x->name, ir_stype_name(st));
+    if (st == IR_STYPE_GPTQ || st == IR_STYPE_AWQ) return IG_OK; /* of different bit widths or group sizes: float */
     if (keep_dtype(st) == IG_DTYPE_F32)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q5_0, Q8_0, "
@@ -553,6 +552,42 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
     return IG_OK;
 }
 
+/* --quant keep: layers share kernels, so a matrix (the same node input in every layer) that some
+ * layers keep in another format than others (GGUF files mixing block types across layers, as
+ * Q4_K_M's down projections do) is stored in the float dtype wdtype in every layer; then the
+ * offsets are laid out again. */
+static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
+    int32_t first = -1, per = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].layer == 0) {
+            if (first < 0) first = i;
+            per++;
+        }
+    const int32_t L = g->hp.n_layers;
+    if (first < 0 || L < 2 || first + (int64_t)per * L > g->n_nodes) return;
+    for (int32_t j = 0; j < per; j++)
+        for (int s = 0; s < IR_MAX_IN; s++) {
+            int32_t t0 = g->nodes[first + j].in[s], e0 = t0 >= 0 ? pk_find(p, t0) : -1, differ = 0;
+            if (e0 < 0 || p->e[e0].fmt != PK_PANEL) continue;
+            for (int32_t l = 1; l < L && !differ; l++) {
+                int32_t t = g->nodes[first + l * per + j].in[s], e = t >= 0 ? pk_find(p, t) : -1;
+                differ = e >= 0 && (p->e[e].dtype != p->e[e0].dtype || p->e[e].group != p->e[e0].group);
+            }
+            for (int32_t l = 0; differ && l < L; l++) {
+                int32_t t = g->nodes[first + l * per + j].in[s], e = t >= 0 ? pk_find(p, t) : -1;
+                if (e < 0) continue;
+                pk_entry *x = &p->e[e];
+                x->kept = 0, x->stype = IR_STYPE_F32, x->group = 0, x->bits = 0, x->dtype = wdtype;
+                x->nbytes = pk_panel_bytes(g->tensors[t].shape[0], g->tensors[t].shape[1], wdtype);
+            }
+        }
+    p->total = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        p->e[i].offset = (p->total + ALIGN - 1) / ALIGN * ALIGN;
+        p->total = p->e[i].offset + p->e[i].nbytes;
+    }
+}
+
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
     int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K);
@@ -590,6 +625,7 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
         default: break;
         }
     }
+    if (!st && q && q->keep && mf == PK_PANEL) unify_kept(g, plan, wdtype);
     /* every --quant-skip entry names some matrix (a typo would silently quantize it) */
     for (const char *k = q ? q->skip : NULL; !st && k && *k;) {
         const char *e = strchr(k, ',');

@@ -42,7 +42,8 @@ typedef struct pk_quant {
     int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q5_K / Q6_K matrices repacked losslessly
                          (q4g / q8g / q4k / q6k, group 32; q6s, group 16) and
                          GPTQ / AWQ layers as their integers (q4z / q8z, their group), float ones stay
-                         float, other block types are an error */
+                         float, other block types are an error; a matrix whose parts or layers differ in
+                         type stays float (dequantized) */
     const char *skip; /* comma-separated names of matrices kept in the float dtype (borrowed), or NULL */
 } pk_quant;
 
