@@ -243,6 +243,9 @@ static const cg_format formats[] = {
     {IG_DTYPE_Q4K, "q4k", 0, 0, "uint8_t", NULL, 1, 0, 5},
     {IG_DTYPE_Q6K, "q6k", 0, 0, "uint8_t", NULL, 1, 0, 6},
     {IG_DTYPE_Q8A, "q8a", 0, 0, "int8_t", NULL, 1, 0, 10},
+    {IG_DTYPE_Q4Z, "q4z", 0, 0, "uint8_t", NULL, 1, 0, 11},
+    {IG_DTYPE_Q8Z, "q8z", 0, 0, "int8_t", NULL, 1, 0, 12},
+    {IG_DTYPE_Q6S, "q6s", 0, 0, "uint8_t", NULL, 1, 0, 13},
     {IG_DTYPE_Q8R, "q8r", 0, 0, "int8_t", NULL, 0, 1, 8},
     {IG_DTYPE_Q4R, "q4r", 0, 0, "uint8_t", NULL, 0, 1, 4},
 };

@@ -48,6 +48,9 @@ typedef enum ig_dtype {
     IG_DTYPE_Q4K = 7, /* uint4, 8-bit scale and min codes per group under an f16 pair per 8 groups */
     IG_DTYPE_Q6K = 8, /* uint6, the same codes and superblocks (a16w4's vocabulary matrices) */
     IG_DTYPE_Q8A = 9, /* int8, symmetric, f32 scale per output row, k in quads (a8w8: int8 activations) */
+    IG_DTYPE_Q4Z = 10, /* uint4, f16 scale and integer zero point per row and group of K (GPTQ / AWQ) */
+    IG_DTYPE_Q8Z = 11, /* 8-bit codes, f16 scale and integer zero point per row and group of K (GPTQ) */
+    IG_DTYPE_Q6S = 12, /* uint6, Q6K's superblocks with signed scale codes (GGUF Q6_K kept) */
     /* quantized weight rows of CUDA packages (layouts in templates/cuda/wq.cuh) */
     IG_DTYPE_Q8R = 14, /* int8 rows, symmetric, an f32 scale after each row (a16w8) */
     IG_DTYPE_Q4R = 15, /* uint4 rows, an f16 scale and min per group of K after each row (a16w4) */

@@ -234,6 +234,13 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
     return IG_OK;
 }
 
+/* Whether g holds a GPTQ / AWQ layer. */
+static int has_gq_layers(const ir_graph *g) {
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].src_type == IR_STYPE_GPTQ || g->tensors[i].src_type == IR_STYPE_AWQ) return 1;
+    return 0;
+}
+
 /* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
 static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *plan) {
     cJSON *j = cJSON_CreateObject();
@@ -244,11 +251,37 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         else nkept++;
     }
     cJSON_AddStringToObject(j, "mode", mode);
-    cJSON_AddStringToObject(j, "weights", q->keep ? "q4g, q8g" : dtype_str(q->wdtype));
-    if (q->keep) {
-        cJSON_AddStringToObject(j, "scheme", "GGUF blocks kept: Q4_0 and Q4_1 as q4g with group 32 (scale d, min m or -8d), "
-                                             "Q8_0 as q8g with group 32 (scale d), scales f16 as stored; float matrices stay float");
-        cJSON_AddNumberToObject(j, "group", 32);
+    char used[96] = "";
+    int gq = 0, gguf = 0;
+    for (int32_t i = 0; i < plan->n; i++) { /* the quantized formats the plan holds, in order of first use */
+        const char *nm = dtype_str(plan->e[i].dtype);
+        if (plan->e[i].dtype < IG_DTYPE_Q8C || strstr(used, nm)) continue;
+        snprintf(used + strlen(used), sizeof used - strlen(used), "%s%s", used[0] ? ", " : "", nm);
+        gq |= plan->e[i].kept && plan->e[i].stype == IR_STYPE_GPTQ;
+        gguf |= plan->e[i].kept && plan->e[i].stype != IR_STYPE_GPTQ;
+    }
+    cJSON_AddStringToObject(j, "weights", q->keep ? used : dtype_str(q->wdtype));
+    if (q->keep && gq) {
+        cJSON_AddStringToObject(j, "scheme", "GPTQ / AWQ layers kept as their integers: 4-bit codes as q4z, 8-bit as q8z, "
+                                             "per output channel and group of K an f16 scale and an integer zero point "
+                                             "as stored (GPTQ v1: stored zero + 1): w = scale (q - zero); float matrices "
+                                             "stay float");
+        for (int32_t i = 0; i < plan->n; i++)
+            if (plan->e[i].kept && plan->e[i].stype == IR_STYPE_GPTQ) {
+                cJSON_AddNumberToObject(j, "group", plan->e[i].group);
+                break;
+            }
+    }
+    if (q->keep && (gguf || !gq)) {
+        cJSON_AddStringToObject(j, gq ? "gguf_scheme" : "scheme",
+                                "GGUF blocks kept: Q4_0 and Q4_1 as q4g with group 32 (scale d, min m or -8d), "
+                                "Q8_0 and Q5_0 as q8g with group 32 (scale d; Q5_0's levels minus 16), Q4_K as q4k and "
+                                "Q5_K as q6k (group 32, superblocks of 256: d, dmin and the 6-bit scale and min codes as "
+                                "stored), Q6_K as q6s (group 16: d as stored, dmin = 32 d, the int8 scales as signed "
+                                "scale and min codes: d sc (q - 32)), scales f16 as stored; float matrices stay float");
+        if (!gq) cJSON_AddNumberToObject(j, "group", 32);
+    } else if (q->keep) {
+        /* GPTQ / AWQ only: described above */
     } else if (q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8R) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
     } else if (q->wdtype == IG_DTYPE_Q4R) {
@@ -403,6 +436,11 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (st) return st;
     LOG(o, "imported %s: %s, %d layers, hidden %d, vocab %d (%.2f s)\n", o->input, g->hp.arch,
         g->hp.n_layers, g->hp.hidden, g->hp.vocab, rt_now() - t0);
+    if (!st && !o->quant && !cuda && o->tp <= 1 && has_gq_layers(g)) { /* a GPTQ / AWQ checkpoint: its integers, unless --quant none */
+        quant.keep = 1, quant_on = 1;
+        if (!o->dtype) dt = IG_DTYPE_BF16;
+        LOG(o, "GPTQ / AWQ checkpoint: weights kept as their integers (--quant keep; --quant none dequantizes)\n");
+    }
     if (!o->dtype && !quant_on) { /* --quant without --dtype: 16-bit activations (parse_quant) */
         dt = default_dtype(&g->hp, t, cuda);
         LOG(o, "dtype %s (the checkpoint's is %s; --dtype chooses)\n", dtype_str(dt), dtype_str(g->hp.src_dtype));
@@ -495,7 +533,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         if (kvf->scheme) cJSON_AddStringToObject(m, "kv_scheme", kvf->scheme);
         cJSON_AddNumberToObject(m, "kv_bytes_per_token", (double)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
         cJSON_AddNumberToObject(m, "page_size", ps);
-        if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant, &quant, &plan));
+        if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant ? o->quant : "keep", &quant, &plan));
         cJSON_AddItemToObject(m, "hparams", hparams_json(&model_hp));
         if (cuda) cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");

@@ -87,8 +87,10 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     else if (dt == IG_DTYPE_Q8A) per = 64u + 64u * (uint64_t)((K + 3) / 4);
     else if (dt == IG_DTYPE_Q8G)
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
-    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K) { /* an f16 pair per 8 groups, 8-bit codes per group */
-        const uint64_t cb = dt == IG_DTYPE_Q6K ? 12u : 8u;
+    else if (dt == IG_DTYPE_Q8Z)
+        per = (uint64_t)(K / group) * (64u + 16u * (uint64_t)group) + (K % group ? 64u + 16u * (uint64_t)(K % group) : 0);
+    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6S) { /* an f16 pair per 8 groups, 8-bit codes per group */
+        const uint64_t cb = dt == IG_DTYPE_Q4K ? 8u : 12u;
         per = 64u * (uint64_t)((K + 8 * group - 1) / (8 * group)) + (uint64_t)(K / group) * (32u + cb * (uint64_t)group) +
               (K % group ? 32u + cb * (uint64_t)(K % group) : 0);
     }
@@ -340,11 +342,84 @@ static float f16_to_f32(const uint8_t *p) {
     return h & 0x8000 ? -v : v;
 }
 
+/* Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]} / Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32];
+ * u8 qs[128]} blocks of 256 as lane j of a q4k / q6k panel with G = 32: one superblock per block,
+ * d and dmin copied, the eight 6-bit scale and min codes as 8-bit ones, the levels as they are
+ * (Q5_K's fifth bit as q6k's high bit pair). Element 64c + l of a block is the low nibble of
+ * qs[32c + l], element 64c + 32 + l its high nibble; Q5_K's fifth bits are bits 2c, 2c + 1 of qh[l]. */
+static void repack_k_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t *panel) {
+    const int q5 = st == IR_STYPE_Q5_K, cb = q5 ? 12 : 8;
+    const size_t gbytes = 32 + (size_t)cb * 32, sbytes = 64 + 8 * gbytes;
+    for (int64_t sb = 0; sb < K / 256; sb++) {
+        const uint8_t *blk = b + sb * (q5 ? 176 : 144), *sc = blk + 4, *qh = blk + 16, *qs = blk + (q5 ? 48 : 16);
+        uint8_t *hb = panel + sb * sbytes;
+        memcpy(hb + 2 * j, blk, 2);
+        memcpy(hb + 32 + 2 * j, blk + 2, 2);
+        for (int g = 0; g < 8; g++) {
+            uint8_t *gb = hb + 64 + g * gbytes;
+            gb[j] = (uint8_t)(g < 4 ? sc[g] & 63 : (sc[g + 4] & 15) | (sc[g - 4] >> 6) << 4);
+            gb[16 + j] = (uint8_t)(g < 4 ? sc[g + 4] & 63 : (sc[g + 4] >> 4) | (sc[g] >> 6) << 4);
+            for (int i = 0; i < 32; i++) {
+                const int c = g / 2, hi = g & 1, l = i;
+                int q = hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+                if (q5 && (qh[l] >> (2 * c + hi)) & 1) q |= 16;
+                put_level(gb + 32, cb, i, j, q);
+            }
+        }
+    }
+}
+
+/* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d} blocks of 256 as lane j of a q6s panel with
+ * G = 16: two superblocks per block, each with d as stored and dmin = 32 d (exact in f16 unless it
+ * overflows: returns 1), sc = mn = the sub-block's int8 scale. In each half of 128 (ql + 64 n,
+ * qh + 32 n) element 32 i + l has level (ql[l + 32 (i & 1)] >> 4 (i >> 1)) & 15 | (qh[l] >> 2 i & 3) << 4
+ * and scale 2 i + l / 16 of the half's eight. */
+static int repack_q6k_lane(const uint8_t *b, int64_t K, int j, uint8_t *panel) {
+    const size_t gbytes = 32 + 12 * 16, sbytes = 64 + 8 * gbytes;
+    int bad = 0;
+    for (int64_t blk = 0; blk < K / 256; blk++) {
+        const uint8_t *bb = b + blk * 210;
+        const float dm = 32.0f * f16_to_f32(bb + 208);
+        const uint16_t hdm = pk_f32_to_f16(dm);
+        bad |= !(fabsf(dm) <= 65504.0f) && isfinite(dm);
+        for (int n = 0; n < 2; n++) {
+            uint8_t *hb = panel + (blk * 2 + n) * sbytes;
+            const uint8_t *ql = bb + 64 * n, *qh = bb + 128 + 32 * n, *sc = bb + 192 + 8 * n;
+            memcpy(hb + 2 * j, bb + 208, 2);
+            memcpy(hb + 32 + 2 * j, &hdm, 2);
+            for (int g = 0; g < 8; g++) hb[64 + g * gbytes + j] = hb[64 + g * gbytes + 16 + j] = sc[g];
+            for (int i = 0; i < 4; i++)
+                for (int l = 0; l < 32; l++) {
+                    int e = 32 * i + l, q = ((ql[l + 32 * (i & 1)] >> (4 * (i >> 1))) & 15) | ((qh[l] >> (2 * i)) & 3) << 4;
+                    put_level(hb + 64 + (e / 16) * gbytes + 32, 12, e % 16, j, q);
+                }
+        }
+    }
+    return bad;
+}
+
 /* Row n's blocks as lane j = n % 16 of its panel: the f16 scales (and Q4_1 mins) are copied as
- * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then). */
+ * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then); Q5_0's levels
+ * minus 16 are q8g's int8 codes under its d. */
 static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t *panel) {
     int bad = 0;
+    if (st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K) {
+        repack_k_lane(b, st, K, j, panel);
+        return 0;
+    }
+    if (st == IR_STYPE_Q6_K) return repack_q6k_lane(b, K, j, panel);
     for (int64_t g = 0; g < K / 32; g++) {
+        if (st == IR_STYPE_Q5_0) { /* {f16 d; u8 qh[4]; u8 qs[16]}: bit i of qh is element i's fifth bit */
+            const uint8_t *blk = b + g * 22, *qs = blk + 6;
+            uint32_t qh = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 | (uint32_t)blk[5] << 24;
+            uint8_t *gb = panel + g * (32 + 16 * 32);
+            memcpy(gb + 2 * j, blk, 2);
+            for (int i = 0; i < 32; i++) {
+                int q = (i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (int)((qh >> i) & 1u) << 4;
+                gb[32 + i * 16 + j] = (uint8_t)(int8_t)(q - 16);
+            }
+            continue;
+        }
         if (st == IR_STYPE_Q8_0) {
             const uint8_t *blk = b + g * 34;
             uint8_t *gb = panel + g * (32 + 16 * 32);
@@ -372,10 +447,24 @@ static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t 
     return bad;
 }
 
+/* The panel format --quant keep gives GGUF block type st (G = 32), or F32 for none. */
+static ig_dtype keep_dtype(ir_stype st) {
+    switch (st) {
+    case IR_STYPE_Q4_0: case IR_STYPE_Q4_1: return IG_DTYPE_Q4G;
+    case IR_STYPE_Q8_0: case IR_STYPE_Q5_0: return IG_DTYPE_Q8G;
+    case IR_STYPE_Q4_K: return IG_DTYPE_Q4K;
+    case IR_STYPE_Q5_K: return IG_DTYPE_Q6K;
+    case IR_STYPE_Q6_K: return IG_DTYPE_Q6S;
+    default: return IG_DTYPE_F32;
+    }
+}
+
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
-    const ig_dtype dt = st == IR_STYPE_Q8_0 ? IG_DTYPE_Q8G : IG_DTYPE_Q4G;
-    const uint64_t per = pk_quant_bytes(16, K, dt, 32);
-    const size_t rb = (size_t)(K / 32) * (st == IR_STYPE_Q8_0 ? 34 : st == IR_STYPE_Q4_1 ? 20 : 18);
+    const ig_dtype dt = keep_dtype(st);
+    const uint64_t per = pk_quant_bytes(16, K, dt, dt == IG_DTYPE_Q6S ? 16 : 32);
+    const size_t rb = st == IR_STYPE_Q4_K ? (size_t)(K / 256) * 144 : st == IR_STYPE_Q5_K ? (size_t)(K / 256) * 176
+                      : st == IR_STYPE_Q6_K ? (size_t)(K / 256) * 210
+                      : (size_t)(K / 32) * (st == IR_STYPE_Q8_0 ? 34 : st == IR_STYPE_Q4_1 ? 20 : st == IR_STYPE_Q5_0 ? 22 : 18);
     int bad = 0;
 #pragma omp parallel for schedule(static) reduction(| : bad)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
@@ -384,23 +473,68 @@ int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void
     return bad ? -1 : 0;
 }
 
+/* ---- GPTQ / AWQ layers kept: integer rows (ir_weight_read_blocks with IR_STYPE_GPTQ: per
+ * group an f16 scale and an f16 integer zero, then a byte per code) into q4z / q8z panels */
+
+static void repack_gq_lane(const uint8_t *row, int64_t K, int32_t G, int bits, int j, uint8_t *panel) {
+    const int64_t ng = (K + G - 1) / G;
+    const uint8_t *codes = row + 4 * ng;
+    const ig_dtype dt = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *gb = panel + pk_quant_bytes(16, g * G, dt, G); /* g whole groups precede */
+        int64_t len = K - g * G < G ? K - g * G : G;
+        memcpy(gb + 2 * j, row + 4 * g, 2);
+        if (bits == 8) { /* codes and zero minus 128: int8 codes, zero exact in f16 */
+            uint16_t hz = pk_f32_to_f16(f16_to_f32(row + 4 * g + 2) - 128.0f);
+            memcpy(gb + 32 + 2 * j, &hz, 2);
+            for (int64_t i = 0; i < len; i++) gb[64 + i * 16 + j] = (uint8_t)(int8_t)((int)codes[g * G + i] - 128);
+            continue;
+        }
+        memcpy(gb + 32 + 2 * j, row + 4 * g + 2, 2);
+        for (int64_t i = 0; i < len; i++) {
+            int q = codes[g * G + i] & 15;
+            uint8_t *o = gb + 64 + (size_t)i * 8 + (j & 7);
+            *o = (uint8_t)(j < 8 ? (*o & 0xf0) | q : (*o & 0x0f) | (q << 4));
+        }
+    }
+}
+
+void pk_repack_gq(const void *rows, int64_t N, int64_t K, int32_t G, int bits, void *dst) {
+    const ig_dtype dt = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
+    const uint64_t per = pk_quant_bytes(16, K, dt, G);
+    const size_t rb = ir_gq_row_bytes(K, G);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < (N + 15) / 16; p++)
+        for (int j = 0; j < 16 && p * 16 + j < N; j++)
+            repack_gq_lane((const uint8_t *)rows + (size_t)(p * 16 + j) * rb, K, G, bits, j, (uint8_t *)dst + (uint64_t)p * per);
+}
+
 /* --quant keep: the format matrix x keeps (its dtype and group in *e), or an error naming the
  * block type that has no CPU format. */
 static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e, ig_err *err) {
     ir_stype st;
-    if (!ir_weight_stype(g, x, &st))
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: the parts of %s are stored in different types", x->name);
+    int32_t bits, group;
+    if (ir_weight_gq(g, x, &bits, &group)) { /* GPTQ / AWQ layers (q/k/v or gate/up merged: one group size) */
+        e->kept = 1, e->stype = IR_STYPE_GPTQ, e->group = group, e->bits = bits;
+        e->dtype = bits == 8 ? IG_DTYPE_Q8Z : IG_DTYPE_Q4Z;
+        return IG_OK;
+    }
+    /* parts of different types (a Q4_K_M file's Q4_K q/k and Q6_K v, a GPTQ layer beside a float
+     * one): one panel matrix holds one format, so the merge stays float (dequantized: exact) */
+    if (!ir_weight_stype(g, x, &st)) return IG_OK;
     if (st == IR_STYPE_F32 || st == IR_STYPE_F16 || st == IR_STYPE_BF16) return IG_OK; /* a float matrix stays float */
-    if (st != IR_STYPE_Q4_0 && st != IR_STYPE_Q4_1 && st != IR_STYPE_Q8_0)
+    if (st == IR_STYPE_GPTQ || st == IR_STYPE_AWQ) return IG_OK; /* of different bit widths or group sizes: float */
+    if (keep_dtype(st) == IG_DTYPE_F32)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
-                       "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q8_0); "
-                       "compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
+                       "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q5_0, Q8_0, "
+                       "Q4_K, Q5_K, Q6_K); compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
                        x->name, ir_stype_name(st));
-    if (x->shape[1] % 32)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has %lld columns, not whole blocks of 32", x->name,
-                       (long long)x->shape[1]);
-    e->kept = 1, e->stype = st, e->group = 32;
-    e->dtype = st == IR_STYPE_Q8_0 ? IG_DTYPE_Q8G : IG_DTYPE_Q4G;
+    const int be = st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K || st == IR_STYPE_Q6_K ? 256 : 32;
+    if (x->shape[1] % be)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has %lld columns, not whole blocks of %d", x->name,
+                       (long long)x->shape[1], be);
+    e->kept = 1, e->stype = st, e->group = st == IR_STYPE_Q6_K ? 16 : 32;
+    e->dtype = keep_dtype(st);
     return IG_OK;
 }
 
@@ -489,6 +623,42 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
     return IG_OK;
 }
 
+/* --quant keep: layers share kernels, so a matrix (the same node input in every layer) that some
+ * layers keep in another format than others (GGUF files mixing block types across layers, as
+ * Q4_K_M's down projections do) is stored in the float dtype wdtype in every layer; then the
+ * offsets are laid out again. */
+static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
+    int32_t first = -1, per = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].layer == 0) {
+            if (first < 0) first = i;
+            per++;
+        }
+    const int32_t L = g->hp.n_layers;
+    if (first < 0 || L < 2 || first + (int64_t)per * L > g->n_nodes) return;
+    for (int32_t j = 0; j < per; j++)
+        for (int s = 0; s < IR_MAX_IN; s++) {
+            int32_t t0 = g->nodes[first + j].in[s], e0 = t0 >= 0 ? pk_find(p, t0) : -1, differ = 0;
+            if (e0 < 0 || p->e[e0].fmt != PK_PANEL) continue;
+            for (int32_t l = 1; l < L && !differ; l++) {
+                int32_t t = g->nodes[first + l * per + j].in[s], e = t >= 0 ? pk_find(p, t) : -1;
+                differ = e >= 0 && (p->e[e].dtype != p->e[e0].dtype || p->e[e].group != p->e[e0].group);
+            }
+            for (int32_t l = 0; differ && l < L; l++) {
+                int32_t t = g->nodes[first + l * per + j].in[s], e = t >= 0 ? pk_find(p, t) : -1;
+                if (e < 0) continue;
+                pk_entry *x = &p->e[e];
+                x->kept = 0, x->stype = IR_STYPE_F32, x->group = 0, x->bits = 0, x->dtype = wdtype;
+                x->nbytes = pk_panel_bytes(g->tensors[t].shape[0], g->tensors[t].shape[1], wdtype);
+            }
+        }
+    p->total = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        p->e[i].offset = (p->total + ALIGN - 1) / ALIGN * ALIGN;
+        p->total = p->e[i].offset + p->e[i].nbytes;
+    }
+}
+
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
     int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4R);
@@ -531,6 +701,7 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
         default: break;
         }
     }
+    if (!st && q && q->keep && mf == PK_PANEL) unify_kept(g, plan, wdtype);
     /* every --quant-skip entry names some matrix (a typo would silently quantize it) */
     for (const char *k = q ? q->skip : NULL; !st && k && *k;) {
         const char *e = strchr(k, ',');
@@ -572,8 +743,10 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
         pk_entry *e = &plan->e[i];
         const ir_tensor *t = &g->tensors[e->tensor];
         int64_t rows = t->shape[0], cols = t->rank == 2 ? t->shape[1] : 1;
-        /* kept blocks: rows x cols / 32 blocks of at most 34 bytes */
-        size_t wbytes = e->kept ? (size_t)rows * (size_t)(cols / 32) * 34 : sizeof(float) * (size_t)(rows * cols);
+        /* kept blocks: rows x cols / 32 blocks of at most 34 bytes, or GPTQ / AWQ integer rows */
+        size_t wbytes = e->kept && e->stype == IR_STYPE_GPTQ ? (size_t)rows * ir_gq_row_bytes(cols, e->group)
+                        : e->kept ? (size_t)rows * (size_t)(cols / 32) * 34
+                                  : sizeof(float) * (size_t)(rows * cols);
         float *w = malloc(wbytes);
         uint8_t *out = calloc(1, e->nbytes);
         if (!w || !out) {
@@ -582,9 +755,11 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
             st = e->kept ? ir_weight_read_blocks(src, g, t, e->stype, w, err) : ir_weight_read_f32(src, g, t, w, err);
         }
         if (!st) {
-            if (e->kept) {
+            if (e->kept && e->stype == IR_STYPE_GPTQ) {
+                pk_repack_gq(w, rows, cols, e->group, e->bits, out);
+            } else if (e->kept) {
                 if (pk_repack_blocks(w, e->stype, rows, cols, out))
-                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d is past f16's range",
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d (or a Q6_K d whose 32d) is past f16's range",
                                  t->name);
             } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A))
                 pk_pack_q8c(w, rows, cols, e->dtype, out);

@@ -19,8 +19,10 @@ typedef struct pk_entry {
     pk_format fmt;
     ig_dtype dtype;   /* element type in the file (IG_DTYPE_Q8C / Q4G: quantized panels) */
     int32_t group;    /* Q4G / Q4K / Q8G: group size along K; else 0 */
-    int32_t kept;     /* 1: repacked from the source's GGUF blocks of type stype (--quant keep) */
+    int32_t kept;     /* 1: repacked from the source's GGUF blocks of type stype (--quant keep), or from
+                         GPTQ / AWQ layers (stype IR_STYPE_GPTQ, dtype Q4Z / Q8Z) */
     ir_stype stype;
+    int32_t bits;     /* GPTQ / AWQ: 4 or 8 */
     uint64_t offset;  /* bytes from the start of weights.bin */
     uint64_t nbytes;
     uint64_t hash;    /* rt_hash64 of the packed bytes, set by pk_write */
@@ -37,8 +39,11 @@ typedef struct pk_quant {
     ig_dtype wdtype;  /* CPU: IG_DTYPE_Q8C (a16w8), Q4K (a16w4), Q8A (a8w8) or Q4G; CUDA: Q8R, Q4R; unused with keep */
     int32_t group;    /* Q4G / Q4K: 32, 64 or 128 */
     ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head), or 0 for wdtype */
-    int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q8_0 matrices repacked losslessly (q4g / q8g, group 32),
-                         float ones stay float, other block types are an error */
+    int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q5_K / Q6_K matrices repacked losslessly
+                         (q4g / q8g / q4k / q6k, group 32; q6s, group 16) and
+                         GPTQ / AWQ layers as their integers (q4z / q8z, their group), float ones stay
+                         float, other block types are an error; a matrix whose parts or layers differ in
+                         type stays float (dequantized) */
     const char *skip; /* comma-separated names of matrices kept in the float dtype (borrowed), or NULL */
 } pk_quant;
 
@@ -69,9 +74,10 @@ void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 /* q4k or q6k (dt) panels with groups of `group` */
 void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype dt, void *dst);
-/* GGUF blocks (rows of K / 32 blocks of type st, as ir_weight_read_blocks gives them) into q4g
- * (Q4_0, Q4_1) or q8g (Q8_0) panels with group 32: every weight keeps its exact value. Returns 0,
- * or -1 when a Q4_0 min (-8d) does not fit f16 (dst is then incomplete). */
+/* GGUF blocks (rows of blocks of type st, as ir_weight_read_blocks gives them) into q4g (Q4_0,
+ * Q4_1), q8g (Q8_0, Q5_0), q4k (Q4_K) or q6k (Q5_K) panels with group 32, or q6s (Q6_K) with group
+ * 16: every weight keeps its exact value. Returns 0, or -1 when a Q4_0 min (-8d) or a Q6_K dmin
+ * (32d) does not fit f16 (dst is then incomplete). */
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
 /* Quantized rows of CUDA packages (layouts in templates/cuda/wq.cuh): bytes of one row of K, and
  * the packers of w[N][K] (dst zeroed, N rounded up to 16 rows). q8r takes the a16w8 rule of q8c
@@ -79,6 +85,9 @@ int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void
 uint64_t pk_qrow_bytes(int64_t K, ig_dtype dt, int32_t group);
 void pk_pack_q8r(const float *w, int64_t N, int64_t K, void *dst);
 void pk_pack_q4r(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
+/* GPTQ / AWQ integer rows (ir_weight_read_blocks, IR_STYPE_GPTQ, group G) into q4z (bits 4) or
+ * q8z (bits 8) panels: scales, zero points and codes exactly as stored. */
+void pk_repack_gq(const void *rows, int64_t N, int64_t K, int32_t G, int bits, void *dst);
 uint16_t pk_f32_to_bf16(float f);
 /* f32 -> IEEE half, round to nearest even; past 65504 (after rounding) inf, NaN stays NaN. */
 uint16_t pk_f32_to_f16(float f);

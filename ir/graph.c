@@ -232,6 +232,9 @@ const char *ir_stype_name(ir_stype t) {
     case IR_STYPE_F32: return "f32";
     case IR_STYPE_BF16: return "bf16";
     case IR_STYPE_F16: return "f16";
+    case IR_STYPE_I32: return "i32";
+    case IR_STYPE_GPTQ: return "gptq";
+    case IR_STYPE_AWQ: return "awq";
     case IR_STYPE_Q8_0: return "q8_0";
     case IR_STYPE_Q4_0: return "q4_0";
     case IR_STYPE_Q4_1: return "q4_1";
@@ -256,6 +259,9 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q4K: return "q4k";
     case IG_DTYPE_Q6K: return "q6k";
     case IG_DTYPE_Q8A: return "q8a";
+    case IG_DTYPE_Q4Z: return "q4z";
+    case IG_DTYPE_Q8Z: return "q8z";
+    case IG_DTYPE_Q6S: return "q6s";
     case IG_DTYPE_Q8R: return "q8r";
     case IG_DTYPE_Q4R: return "q4r";
     case IG_DTYPE_KV8: return "kv8";

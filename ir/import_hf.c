@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,11 @@ typedef struct hf_ctx {
     st_file **st;              /* [n_st], same order as g->files */
     int32_t *st_file_id;       /* [n_st] graph file index */
     int arch;                  /* hf_arch */
+    /* quantization_config: GPTQ / AWQ (method 0: none); group -1 = per output channel */
+    struct {
+        ir_stype method;
+        int32_t bits, group, zero_add;
+    } q;
     ig_err *err;
 } hf_ctx;
 
@@ -422,6 +428,76 @@ static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
     return IG_OK;
 }
 
+/* An integer key of quantization_config (the first of two names present), or def. */
+static ig_status q_int(hf_ctx *c, const cJSON *q, const char *k1, const char *k2, int64_t def, int64_t *v) {
+    const cJSON *j = item(q, k1);
+    if (!j && k2) j = item(q, k2);
+    *v = def;
+    if (j && !json_int(j, v))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: quantization_config.%s must be an integer", c->cfg_path,
+                       item(q, k1) ? k1 : k2);
+    return IG_OK;
+}
+
+/* A string key of quantization_config (the first of two names present), or def. */
+static ig_status q_str(hf_ctx *c, const cJSON *q, const char *k1, const char *k2, const char *def, const char **v) {
+    const cJSON *j = item(q, k1);
+    if (!j && k2) j = item(q, k2);
+    *v = def;
+    if (!j || cJSON_IsNull(j)) return IG_OK;
+    if (!cJSON_IsString(j))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: quantization_config.%s must be a string", c->cfg_path,
+                       item(q, k1) ? k1 : k2);
+    *v = j->valuestring;
+    return IG_OK;
+}
+
+/* quantization_config: GPTQ (bits 4 / 8, the v1 "gptq" checkpoint format that stores zero points
+ * minus one, or "gptq_v2") and AWQ (4 bits, GEMM packing, with zero points); every other method,
+ * format or bit width is refused by name. Group size -1 is one group per output channel. */
+static ig_status parse_quant_config(hf_ctx *c) {
+    const cJSON *q = item(c->cfg, "quantization_config");
+    if (!q || cJSON_IsNull(q)) return IG_OK;
+    if (!cJSON_IsObject(q)) return ig_fail(c->err, IG_ERR_FORMAT, "%s: quantization_config must be an object", c->cfg_path);
+    const char *m, *fmt;
+    int64_t bits, group;
+    ig_status st;
+    if ((st = q_str(c, q, "quant_method", NULL, NULL, &m))) return st;
+    if (!m) return ig_fail(c->err, IG_ERR_FORMAT, "%s: quantization_config has no quant_method", c->cfg_path);
+    int awq = !strcasecmp(m, "awq");
+    if (!awq && strcasecmp(m, "gptq"))
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: quantization_config.quant_method \"%s\" is not supported "
+                       "(supported: gptq, awq)", c->cfg_path, m);
+    if ((st = q_int(c, q, "bits", "w_bit", 4, &bits)) || (st = q_int(c, q, "group_size", "q_group_size", 128, &group)))
+        return st;
+    if (awq ? bits != 4 : bits != 4 && bits != 8)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: quantization_config.bits %lld is not supported (%s)", c->cfg_path,
+                       (long long)bits, awq ? "AWQ: 4" : "GPTQ: 4 or 8");
+    if (group != -1 && (group < 8 || group > 65536 || group % 8))
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: quantization_config.group_size %lld is not supported (-1, or a "
+                       "multiple of 8 such as 32, 64, 128)", c->cfg_path, (long long)group);
+    c->q.method = awq ? IR_STYPE_AWQ : IR_STYPE_GPTQ;
+    c->q.bits = (int32_t)bits, c->q.group = (int32_t)group;
+    if (awq) {
+        const cJSON *zp = item(q, "zero_point");
+        if ((st = q_str(c, q, "version", NULL, "gemm", &fmt))) return st;
+        if (strcasecmp(fmt, "gemm"))
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: AWQ version \"%s\" is not supported (supported: gemm)",
+                           c->cfg_path, fmt);
+        if (zp && !cJSON_IsTrue(zp))
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: AWQ without zero points (zero_point false) is not supported",
+                           c->cfg_path);
+        return IG_OK;
+    }
+    /* transformers / optimum name it checkpoint_format, GPTQModel format */
+    if ((st = q_str(c, q, "checkpoint_format", "format", "gptq", &fmt))) return st;
+    if (!strcasecmp(fmt, "gptq")) c->q.zero_add = 1;
+    else if (strcasecmp(fmt, "gptq_v2"))
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: GPTQ checkpoint format \"%s\" is not supported (supported: gptq, "
+                       "gptq_v2)", c->cfg_path, fmt);
+    return IG_OK;
+}
+
 static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
     ir_hparams *h = &c->g->hp;
     ig_status st;
@@ -555,6 +631,7 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
     int64_t wdef = arch == HF_MISTRAL || arch == HF_GEMMA3 || arch == HF_QWEN2 || arch == HF_QWEN3 ||
                            arch == HF_QWEN2MOE || arch == HF_QWEN3MOE ? 4096 : 0;
     if ((st = parse_window(c, arch, wdef))) return st;
+    if ((st = parse_quant_config(c))) return st;
 
     /* checkpoint dtype (informational; the tensors' own dtypes are what gets read) */
     const cJSON *dt = item(c->cfg, "dtype");
@@ -672,12 +749,107 @@ static void fmt_shape(char *buf, size_t cap, int rank, const int64_t *shape) {
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+/* Adds stored tensor `name` (a GPTQ / AWQ layer's part) of dtype I32 (want_i32) or a float type
+ * and shape want[0..rank) as a weight that no node reads; *id its tensor id. */
+static ig_status add_gq_part(hf_ctx *c, const char *name, int32_t layer, int want_i32, int rank, const int64_t *want,
+                             int optional, int32_t *id) {
+    *id = -1;
+    const st_tensor *t;
+    int32_t s;
+    ig_status st = find_tensor(c, name, &t, &s);
+    if (st) return st;
+    if (!t) {
+        if (optional) return IG_OK;
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing tensor %s", c->ix ? c->ix_path : c->st[0]->path, name);
+    }
+    ir_tensor w = {0};
+    switch (t->dtype) {
+    case ST_I32: w.dtype = IG_DTYPE_I32, w.src_type = IR_STYPE_I32; break;
+    case ST_F32: w.dtype = IG_DTYPE_F32, w.src_type = IR_STYPE_F32; break;
+    case ST_BF16: w.dtype = IG_DTYPE_BF16, w.src_type = IR_STYPE_BF16; break;
+    case ST_F16: w.dtype = IG_DTYPE_F16, w.src_type = IR_STYPE_F16; break;
+    default: break;
+    }
+    if (want_i32 ? t->dtype != ST_I32 : t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F32)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: tensor %s has dtype %s, expected %s", c->st[s]->path, name,
+                       st_dtype_name(t->dtype), want_i32 ? "I32" : "F16, BF16 or F32");
+    char ws[64], got[128];
+    fmt_shape(ws, sizeof ws, rank, want);
+    fmt_shape(got, sizeof got, t->rank, t->shape);
+    int ok = t->rank == rank;
+    for (int d = 0; ok && d < rank; d++) ok = t->shape[d] == want[d];
+    if (!ok)
+        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: tensor %s has shape %s, expected %s (%s %d-bit, group %d)",
+                       c->st[s]->path, name, got, ws, c->q.method == IR_STYPE_AWQ ? "AWQ" : "GPTQ", c->q.bits, c->q.group);
+    w.name = (char *)name;
+    w.kind = IR_TENSOR_WEIGHT;
+    w.rank = rank;
+    w.shape[0] = want[0];
+    w.shape[1] = rank == 2 ? want[1] : 0;
+    w.layer = layer;
+    w.src_file = c->st_file_id[s];
+    w.src_offset = t->offset;
+    w.src_nbytes = t->nbytes;
+    *id = ir_add_tensor(c->g, &w);
+    if (*id < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+/* The GPTQ / AWQ layer `base` (name without ".weight": base.qweight, .qzeros, .scales, .g_idx)
+ * as the weight `name` [n][k]. */
+static ig_status add_gq_layer(hf_ctx *c, const char *name, const char *base, int32_t layer, int64_t n, int64_t k,
+                              int32_t *id) {
+    int awq = c->q.method == IR_STYPE_AWQ, pack = 32 / c->q.bits;
+    int64_t G = c->q.group > 0 ? c->q.group : k, ng = (k + G - 1) / G;
+    char nm[4][320];
+    const char *sfx[4] = {"qweight", "scales", "qzeros", "g_idx"};
+    for (int i = 0; i < 4; i++) snprintf(nm[i], sizeof nm[i], "%s.%s", base, sfx[i]);
+    if (awq ? n % 8 || k % G : k % pack || n % pack)
+        return ig_fail(c->err, IG_ERR_MISMATCH, "%s: %s is [%lld out, %lld in]: %s", c->cfg_path, nm[0], (long long)n,
+                       (long long)k, awq ? "AWQ needs out features in words of 8 and in features in whole groups"
+                                         : "GPTQ needs in and out features in whole 32-bit words");
+    int64_t wq[2] = {awq ? k : k / pack, awq ? n / 8 : n}, ws[2] = {ng, n}, wz[2] = {ng, awq ? n / 8 : n / pack}, wg[1] = {k};
+    int32_t ids[4];
+    ig_status st;
+    if ((st = add_gq_part(c, nm[0], layer, 1, 2, wq, 0, &ids[0])) || (st = add_gq_part(c, nm[1], layer, 0, 2, ws, 0, &ids[1])) ||
+        (st = add_gq_part(c, nm[2], layer, 1, 2, wz, 0, &ids[2])) ||
+        (st = add_gq_part(c, nm[3], layer, 1, 1, wg, 1, &ids[3])))
+        return st;
+    ir_tensor w = c->g->tensors[ids[0]];
+    char *wname = ir_strdup(c->g, name);
+    if (!wname) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    w.id = 0;
+    w.name = wname;
+    w.dtype = IG_DTYPE_F16;
+    w.shape[0] = n, w.shape[1] = k;
+    w.src_type = c->q.method;
+    w.gq = (ir_gq){.bits = c->q.bits, .group = (int32_t)G, .zero_add = c->q.zero_add, .scales = ids[1], .zeros = ids[2],
+                   .g_idx = ids[3]};
+    *id = ir_add_tensor(c->g, &w);
+    if (*id < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+/* Whether `name` (NAME.weight) is a GPTQ / AWQ layer of this checkpoint (*base: NAME). */
+static int is_gq_layer(hf_ctx *c, const char *name, char *base, size_t cap) {
+    size_t l = strlen(name);
+    if (!c->q.method || l < 7 || l - 7 >= cap || strcmp(name + l - 7, ".weight")) return 0;
+    char qn[320];
+    snprintf(base, cap, "%.*s", (int)(l - 7), name);
+    snprintf(qn, sizeof qn, "%s.qweight", base);
+    const st_tensor *t;
+    int32_t s;
+    return find_tensor(c, name, &t, &s) == IG_OK && !t && find_tensor(c, qn, &t, &s) == IG_OK && t;
+}
+
 /* Adds weight `name` of shape [n] (k == 0) or [n][k]. Absent and optional: *id = -1. */
 static ig_status add_weight(hf_ctx *c, const char *name, int32_t layer, int64_t n, int64_t k,
                             int optional, int32_t *id) {
     *id = -1;
     const st_tensor *t;
     int32_t s;
+    char base[300];
+    if (k && is_gq_layer(c, name, base, sizeof base)) return add_gq_layer(c, name, base, layer, n, k, id);
     ig_status st = find_tensor(c, name, &t, &s);
     if (st) return st;
     const char *where = c->ix ? c->ix_path : c->st[0]->path;
@@ -725,6 +897,10 @@ static ig_status add_weight_part(hf_ctx *c, const char *name, const char *part, 
     *id = -1;
     const st_tensor *t;
     int32_t s;
+    char base[300];
+    if (is_gq_layer(c, name, base, sizeof base))
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: %s.qweight: fused %s layers (split into parts here) are not supported",
+                       c->cfg_path, base, c->q.method == IR_STYPE_AWQ ? "AWQ" : "GPTQ");
     ig_status st = find_tensor(c, name, &t, &s);
     if (st) return st;
     if (!t) return ig_fail(c->err, IG_ERR_FORMAT, "%s: missing tensor %s", c->ix ? c->ix_path : c->st[0]->path, name);

@@ -36,6 +36,7 @@ typedef enum ir_stype {
     IR_STYPE_F32 = 0,
     IR_STYPE_BF16 = 1,
     IR_STYPE_F16 = 2,
+    IR_STYPE_I32 = 3,   /* int32 (GPTQ / AWQ packed codes, zero points, group indices) */
     IR_STYPE_Q8_0 = 10, /* GGUF block formats, dequantized at compile time */
     IR_STYPE_Q4_0 = 11,
     IR_STYPE_Q4_1 = 12,
@@ -43,8 +44,27 @@ typedef enum ir_stype {
     IR_STYPE_Q5_K = 14,
     IR_STYPE_Q6_K = 15,
     IR_STYPE_Q5_0 = 16,
-    IR_STYPE_Q5_1 = 17
+    IR_STYPE_Q5_1 = 17,
+    /* a GPTQ / AWQ linear layer (ir_tensor.gq): src_* is its qweight, the other tensors are
+     * named by gq; read as f32 (dequantized) or as integer rows (ir_weight_read_blocks) */
+    IR_STYPE_GPTQ = 20,
+    IR_STYPE_AWQ = 21
 } ir_stype;
+
+/* The quantization of a GPTQ / AWQ linear layer W [N][K] (logical rows n, columns k):
+ *   GPTQ: qweight int32 [K * bits / 32][N], code of (k, n) in word [k / (32 / bits)][n] at bits
+ *         bits * (k % (32 / bits)); qzeros int32 [ceil(K / G)][N * bits / 32], packed the same way
+ *         along N; scales [ceil(K / G)][N]; g_idx int32 [K] (the group of column k; optional);
+ *   AWQ (GEMM): qweight int32 [K][N / 8], column n's code at nibble AWQ_POS[n % 8] of word
+ *         [k][n / 8] (AWQ packs columns 0, 2, 4, 6, 1, 3, 5, 7 in nibbles 0..7); qzeros int32
+ *         [K / G][N / 8] packed the same way; scales [K / G][N];
+ *   w[n][k] = scale[g][n] (code[k][n] - (zero[g][n] + zero_add)), g = g_idx[k] or k / G. */
+typedef struct ir_gq {
+    int32_t bits;     /* 4 or 8 */
+    int32_t group;    /* G: columns of K per group (per channel: K) */
+    int32_t zero_add; /* added to the stored zero points: 1 for GPTQ's v1 format (stores zero - 1) */
+    int32_t scales, zeros, g_idx; /* weight tensor ids of scales (F16/BF16/F32), qzeros (I32), g_idx (I32) or -1 */
+} ir_gq;
 const char *ir_stype_name(ir_stype t);
 
 /* How stored bytes are turned into the logical [rows][cols] matrix when read. */
@@ -84,6 +104,7 @@ typedef struct ir_tensor {
      * past the part's end reads as zeros (vocabulary padding, a bias only rank 0 adds) */
     int32_t slice_axis;
     int64_t slice_start;
+    ir_gq gq;             /* src_type IR_STYPE_GPTQ / IR_STYPE_AWQ */
 } ir_tensor;
 
 /* Parts of a merged weight: up to 3 (q/k/v) for projections, one per expert for stacked experts. */
@@ -196,12 +217,20 @@ ig_status ir_weight_read_f32(ir_sources *s, const ir_graph *g, const ir_tensor *
                              ig_err *err);
 /* Whether every stored leaf of weight t (through its parts) has one storage type; sets *stype. */
 int ir_weight_stype(const ir_graph *g, const ir_tensor *t, ir_stype *stype);
-/* Weight t as rows of raw GGUF blocks of type stype (Q4_0, Q4_1, Q8_0), in the row order
- * ir_weight_read_f32 gives: rows x (cols / 32) blocks into out (caller-allocated; padding rows of
+/* Weight t as rows of raw GGUF blocks of type stype (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K), in the row order
+ * ir_weight_read_f32 gives: rows x (cols / block elements) blocks into out (caller-allocated; padding rows of
  * merged tensors come out zero). IG_ERR_UNSUPPORTED when a leaf has another type or a step of
- * the tensor is not a row move. */
+ * the tensor is not a row move.
+ * stype IR_STYPE_GPTQ: a weight whose leaves are GPTQ or AWQ layers of one group size G, as
+ * integer rows of ir_gq_row_bytes(cols, G) bytes: ceil(cols / G) pairs (f16 scale, f16 zero point:
+ * an integer, zero_add applied) then one byte per column (its code); w = scale (code - zero). */
 ig_status ir_weight_read_blocks(ir_sources *s, const ir_graph *g, const ir_tensor *t, ir_stype stype, void *out,
                                 ig_err *err);
+
+/* GPTQ / AWQ: bytes of one integer row (ir_weight_read_blocks), and the bits and group size
+ * shared by every leaf of t (0 when t has none or they differ). */
+size_t ir_gq_row_bytes(int64_t cols, int32_t group);
+int ir_weight_gq(const ir_graph *g, const ir_tensor *t, int32_t *bits, int32_t *group);
 
 /* Weight tensor ids of one decoder layer, -1 for absent optional ones (biases, q/k norms). */
 typedef struct ir_layer_weights {

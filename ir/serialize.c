@@ -36,6 +36,13 @@ static const char *abs_path(const char *p, char *buf, size_t cap) {
 
 ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
     ig_status st = IG_OK;
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].src_type == IR_STYPE_GPTQ || g->tensors[i].src_type == IR_STYPE_AWQ ||
+            g->tensors[i].src_type == IR_STYPE_I32)
+            return ig_fail(err, IG_ERR_UNSUPPORTED,
+                           "%s: tensor %s is part of a %s layer, which .igraph files do not carry yet; compile the "
+                           "HF folder itself", path, g->tensors[i].name,
+                           g->tensors[i].src_type == IR_STYPE_AWQ ? "AWQ" : "GPTQ / AWQ");
     Ignis__Ir__Graph G = IGNIS__IR__GRAPH__INIT;
     Ignis__Ir__Hparams H = IGNIS__IR__HPARAMS__INIT;
     const ir_hparams *h = &g->hp;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "dequant.h"
+#include "gq.h"
 #include "ir.h"
 
 typedef struct src_file {
@@ -118,19 +119,65 @@ typedef struct rd_mode {
     int raw;
     ir_stype stype;
     int be, bb;
+    int32_t group; /* stype IR_STYPE_GPTQ: the group size of the integer rows */
 } rd_mode;
+
+size_t ir_gq_row_bytes(int64_t cols, int32_t group) {
+    return group > 0 && cols > 0 ? (size_t)((cols + group - 1) / group) * 4u + (size_t)cols : 0;
+}
 
 /* Bytes of one row of t in mode md. */
 static size_t row_bytes(const rd_mode *md, const ir_tensor *t) {
     int64_t c = tensor_cols(t);
+    if (md->raw && md->stype == IR_STYPE_GPTQ) return ir_gq_row_bytes(c, md->group);
     return md->raw ? (size_t)(c / md->be) * (size_t)md->bb : (size_t)c * sizeof(float);
+}
+
+
+/* The bytes of aux tensor id of GPTQ / AWQ layer t (a plain stored tensor of type want, or of
+ * F16 / BF16 / F32 for want F16), or NULL with *n = 0 for id -1. */
+static ig_status gq_aux(ir_sources *s, const ir_graph *g, const ir_tensor *t, int32_t id, ir_stype want, const char *what,
+                        const uint8_t **p, uint64_t *n, ir_stype *type, ig_err *err) {
+    *p = NULL, *n = 0;
+    if (id < 0) return IG_OK;
+    if (id >= g->n_tensors) return ig_fail(err, IG_ERR_INVALID, "tensor %s: its %s is tensor %d", t->name, what, id);
+    const ir_tensor *a = &g->tensors[id];
+    int fl = a->src_type == IR_STYPE_F16 || a->src_type == IR_STYPE_BF16 || a->src_type == IR_STYPE_F32;
+    if (a->n_parts || (want == IR_STYPE_F16 ? !fl : a->src_type != want))
+        return ig_fail(err, IG_ERR_FORMAT, "tensor %s: its %s %s is stored as %s, expected %s", t->name, what, a->name,
+                       ir_stype_name(a->src_type), want == IR_STYPE_F16 ? "F16, BF16 or F32" : ir_stype_name(want));
+    if (type) *type = a->src_type;
+    *n = a->src_nbytes;
+    return src_bytes(s, a->src_file, a->src_offset, a->src_nbytes, a->name, p, err);
+}
+
+/* A GPTQ / AWQ layer as integer rows (md->raw) or f32. */
+static ig_status read_gq(ir_sources *s, const rd_mode *md, const ir_graph *g, const ir_tensor *t, uint8_t *out,
+                         ig_err *err) {
+    if (md->raw && (md->stype != IR_STYPE_GPTQ || md->group != t->gq.group))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: a %s layer read as %s rows", t->name, ir_stype_name(t->src_type),
+                       ir_stype_name(md->stype));
+    ir_gq_src q = {0};
+    ig_status st = src_bytes(s, t->src_file, t->src_offset, t->src_nbytes, t->name, &q.qweight, err);
+    q.n_qweight = t->src_nbytes;
+    if (!st) st = gq_aux(s, g, t, t->gq.scales, IR_STYPE_F16, "scales", &q.scales, &q.n_scales, &q.scales_type, err);
+    if (!st) st = gq_aux(s, g, t, t->gq.zeros, IR_STYPE_I32, "qzeros", &q.zeros, &q.n_zeros, NULL, err);
+    if (!st) st = gq_aux(s, g, t, t->gq.g_idx, IR_STYPE_I32, "g_idx", &q.g_idx, &q.n_gidx, NULL, err);
+    if (!st && (!q.scales || !q.zeros)) st = ig_fail(err, IG_ERR_FORMAT, "tensor %s: no scales or qzeros", t->name);
+    if (!st && !q.qweight) st = ig_fail(err, IG_ERR_FORMAT, "tensor %s: empty qweight", t->name);
+    return st ? st : ir_gq_decode(t, &q, md->raw, out, err);
 }
 
 /* Stored bytes → f32 for every storage type (F32/BF16/F16 and the GGUF block formats alike go
  * through ir_dequant, which also checks the byte count). */
-static ig_status read_plain(ir_sources *s, const rd_mode *md, const ir_tensor *t, uint8_t *out, ig_err *err) {
+static ig_status read_plain(ir_sources *s, const rd_mode *md, const ir_graph *g, const ir_tensor *t, uint8_t *out,
+                            ig_err *err) {
     int64_t n = tensor_rows(t) * tensor_cols(t);
     const uint8_t *p = NULL;
+    if (t->src_type == IR_STYPE_GPTQ || t->src_type == IR_STYPE_AWQ) return read_gq(s, md, g, t, out, err);
+    if (md->raw && md->stype == IR_STYPE_GPTQ)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: stored as %s, not as a GPTQ / AWQ layer", t->name,
+                       ir_stype_name(t->src_type));
     if (md->raw) {
         if (t->src_type != md->stype || tensor_cols(t) % md->be)
             return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: stored as %s, not as whole rows of %s blocks", t->name,
@@ -188,7 +235,7 @@ static ig_status read_tensor(ir_sources *s, const rd_mode *md, const ir_graph *g
         return ig_fail(err, IG_ERR_INVALID, "tensor %s: bad shape", t->name);
     ig_status st;
     if (t->n_parts == 0) {
-        st = read_plain(s, md, t, out, err);
+        st = read_plain(s, md, g, t, out, err);
     } else {
         if (t->n_parts < 0 || t->n_parts > IR_MAX_PARTS || !t->parts)
             return ig_fail(err, IG_ERR_INVALID, "tensor %s: n_parts %d", t->name, t->n_parts);
@@ -341,14 +388,46 @@ int ir_weight_stype(const ir_graph *g, const ir_tensor *t, ir_stype *stype) {
     return 1;
 }
 
+static int leaf_gq(const ir_graph *g, const ir_tensor *t, int depth, int32_t *bits, int32_t *group) {
+    if (depth > 8 || t->kind != IR_TENSOR_WEIGHT) return 0;
+    if (t->n_parts == 0) {
+        if (t->src_type != IR_STYPE_GPTQ && t->src_type != IR_STYPE_AWQ) return 0;
+        if (!*bits) *bits = t->gq.bits, *group = t->gq.group;
+        return *bits == t->gq.bits && *group == t->gq.group;
+    }
+    if (t->n_parts < 0 || t->n_parts > IR_MAX_PARTS || !t->parts) return 0;
+    for (int p = 0; p < t->n_parts; p++)
+        if (t->parts[p] < 0 || t->parts[p] >= g->n_tensors || !leaf_gq(g, &g->tensors[t->parts[p]], depth + 1, bits, group))
+            return 0;
+    return 1;
+}
+
+int ir_weight_gq(const ir_graph *g, const ir_tensor *t, int32_t *bits, int32_t *group) {
+    int32_t b = 0, gs = 0;
+    if (!leaf_gq(g, t, 0, &b, &gs) || !b) return 0;
+    *bits = b, *group = gs;
+    return 1;
+}
+
 ig_status ir_weight_read_blocks(ir_sources *s, const ir_graph *g, const ir_tensor *t, ir_stype stype, void *out,
                                 ig_err *err) {
     if (!s) return ig_fail(err, IG_ERR_INVALID, "ir_weight_read_blocks: no sources");
     rd_mode md = {.raw = 1, .stype = stype};
+    if (stype == IR_STYPE_GPTQ) {
+        int32_t bits;
+        if (!ir_weight_gq(g, t, &bits, &md.group))
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: not made of GPTQ / AWQ layers of one bit width and group size",
+                           t->name);
+        return read_tensor(s, &md, g, t, out, 0, err);
+    }
     switch (stype) {
     case IR_STYPE_Q4_0: md.be = 32, md.bb = 18; break;
     case IR_STYPE_Q4_1: md.be = 32, md.bb = 20; break;
     case IR_STYPE_Q8_0: md.be = 32, md.bb = 34; break;
+    case IR_STYPE_Q5_0: md.be = 32, md.bb = 22; break;
+    case IR_STYPE_Q4_K: md.be = 256, md.bb = 144; break;
+    case IR_STYPE_Q5_K: md.be = 256, md.bb = 176; break;
+    case IR_STYPE_Q6_K: md.be = 256, md.bb = 210; break;
     default:
         return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: raw rows of %s blocks are not supported", t->name,
                        ir_stype_name(stype));

@@ -3,8 +3,10 @@ llama.cpp's conventions: general.architecture and its metadata keys, blk.N.* ten
 q/k row permutation (Mistral/Mixtral, filed as `llama`), Gemma's norms stored as 1 + w, experts as
 3-D ffn_{gate,up,down}_exps tensors, Phi-3's fused attn_qkv and Phi-3 / GLM-4's fused ffn_up.
 Weights are written as F32 (the HF values exactly), or, with `blocks`, chosen matrices as ggml
-blocks (Q4_0, Q4_1, Q8_0 by the gguf package's own quantizer), plus a stand-in BPE vocabulary so
-the package has a tokenizer. Used by tests/test_gguf_twins.py and tests/test_quant.py."""
+blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by the gguf package's own quantizer; Q4_K and Q5_K, which it
+does not quantize, by kquant_blocks here (Q6_K by q6k_blocks): round to nearest per sub-block of 32, packed by the ggml
+layout), plus a stand-in BPE vocabulary so the package has a tokenizer. Used by
+tests/test_gguf_twins.py, tests/test_quant.py and tests/test_quant_keep_k.py."""
 import json, os, struct
 import numpy as np
 
@@ -21,6 +23,68 @@ def read_hf(path):
 
 def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf LlamaModel.permute
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _f16(x):
+    return np.asarray(x, np.float32).astype(np.float16)
+
+
+def kquant_blocks(x, bt):
+    """Rows of x [R][C] (C % 256 == 0) as ggml Q4_K (bt "Q4_K") or Q5_K blocks, uint8 [R][C / 256 * size]:
+    {f16 d, dmin; u8 scales[12] (eight 6-bit scale and min codes); (Q5_K: u8 qh[32]) u8 qs[128]},
+    x = d sc q - dmin m per sub-block of 32; element 64c + l is qs[32c + l]'s low nibble, 64c + 32 + l
+    its high nibble; Q5_K's fifth bit of those is bit 2c / 2c + 1 of qh[l]."""
+    L = 15 if bt == "Q4_K" else 31
+    R, C = x.shape
+    b = x.reshape(R, C // 256, 8, 32).astype(np.float64)
+    lo = np.minimum(b.min(-1), 0)                                    # [R, nb, 8]
+    sc_f = (b.max(-1) - lo) / L
+    d = _f16(sc_f.max(-1) / 63).astype(np.float64)                    # [R, nb]
+    dm = _f16((-lo).max(-1) / 63).astype(np.float64)
+    sc = np.clip(np.rint(np.divide(sc_f, d[..., None], out=np.zeros_like(sc_f), where=d[..., None] > 0)), 0, 63).astype(np.int64)
+    mn = np.clip(np.rint(np.divide(-lo, dm[..., None], out=np.zeros_like(lo), where=dm[..., None] > 0)), 0, 63).astype(np.int64)
+    step, off = d[..., None] * sc, dm[..., None] * mn
+    q = np.clip(np.rint(np.divide(b + off[..., None], step[..., None], out=np.zeros_like(b), where=step[..., None] > 0)),
+                0, L).astype(np.int64)                                # [R, nb, 8, 32]
+    packed = np.zeros((R, C // 256, 12), np.int64)
+    for j in range(4):
+        packed[..., j] = sc[..., j] | (sc[..., j + 4] >> 4) << 6
+        packed[..., j + 4] = mn[..., j] | (mn[..., j + 4] >> 4) << 6
+        packed[..., j + 8] = (sc[..., j + 4] & 15) | (mn[..., j + 4] & 15) << 4
+    qq = q.reshape(R, C // 256, 4, 2, 32)                              # chunk c, half, l
+    qs = ((qq[:, :, :, 0] & 15) | (qq[:, :, :, 1] & 15) << 4).reshape(R, C // 256, 128)
+    parts = [_f16(d).view(np.uint8).reshape(R, -1, 2), _f16(dm).view(np.uint8).reshape(R, -1, 2), packed.astype(np.uint8)]
+    if L == 31:
+        qh = np.zeros((R, C // 256, 32), np.int64)
+        for c in range(4):
+            qh |= (qq[:, :, c, 0] >> 4) << (2 * c)
+            qh |= (qq[:, :, c, 1] >> 4) << (2 * c + 1)
+        parts.append(qh.astype(np.uint8))
+    parts.append(qs.astype(np.uint8))
+    return np.concatenate(parts, axis=-1).reshape(R, -1)
+
+
+def q6k_blocks(x):
+    """Rows of x [R][C] (C % 256 == 0) as ggml Q6_K blocks, uint8 [R][C / 256 * 210]:
+    {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, x = d sc (q - 32) per sub-block of 16, the scale's
+    sign that of the sub-block's largest |x| flipped (as llama.cpp's quantizer does); in half n of a
+    block element 32 i + l is nibble i >> 1 of ql[64 n + l + 32 (i & 1)] with high bits 2i, 2i + 1 of
+    qh[32 n + l]."""
+    R, C = x.shape
+    b = x.reshape(R, C // 256, 16, 16).astype(np.float64)
+    big = np.take_along_axis(b, np.abs(b).argmax(-1)[..., None], -1)[..., 0]  # [R, nb, 16]
+    scale = big / -32.0
+    d = _f16(np.abs(scale).max(-1) / 127).astype(np.float64)
+    sc = np.clip(np.rint(np.divide(scale, d[..., None], out=np.zeros_like(scale), where=d[..., None] > 0)), -128, 127)
+    step = d[..., None] * sc
+    q = np.clip(np.rint(np.divide(b, step[..., None], out=np.zeros_like(b), where=step[..., None] != 0)) + 32, 0, 63)
+    q = q.astype(np.int64).reshape(R, C // 256, 2, 4, 32)                  # half n, quarter i, l
+    ql = np.concatenate([(q[:, :, :, 0] & 15) | (q[:, :, :, 2] & 15) << 4,
+                         (q[:, :, :, 1] & 15) | (q[:, :, :, 3] & 15) << 4], axis=-1)  # [R, nb, 2, 64]
+    qh = (q[:, :, :, 0] >> 4) | (q[:, :, :, 1] >> 4) << 2 | (q[:, :, :, 2] >> 4) << 4 | (q[:, :, :, 3] >> 4) << 6
+    parts = [ql.reshape(R, -1, 128).astype(np.uint8), qh.reshape(R, -1, 64).astype(np.uint8),
+             sc.astype(np.int8).view(np.uint8).reshape(R, -1, 16), _f16(d).view(np.uint8).reshape(R, -1, 2)]
+    return np.concatenate(parts, axis=-1).reshape(R, -1)
 
 
 def write_twin(model_dir, out_path, blocks=None):
@@ -77,7 +141,9 @@ def write_twin(model_dir, out_path, blocks=None):
         bt = blocks(name) if blocks and x.ndim == 2 else None
         if bt:
             qt = getattr(gguf.GGMLQuantizationType, bt)
-            w.add_tensor(name, gguf.quants.quantize(x, qt), raw_dtype=qt)
+            data = (kquant_blocks(x, bt) if bt in ("Q4_K", "Q5_K") else q6k_blocks(x) if bt == "Q6_K"
+                    else gguf.quants.quantize(x, qt))
+            w.add_tensor(name, data, raw_dtype=qt)
         else:
             w.add_tensor(name, x)
 

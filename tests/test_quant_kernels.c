@@ -9,6 +9,8 @@
  * error. Cases: decode (T = 1) and prefill (T = 3, 37, 200: row blocks, K chunks of 256),
  * N not a multiple of 16 or 32 (a lone last panel), K not a multiple of the group (a short last
  * group), groups 32/64/128, f32 and bf16 activations, the store / residual-add / SwiGLU epilogues.
+ * q4z / q8z (GPTQ / AWQ): integer codes and zero points (the zero may exceed the codes' range, as
+ * GPTQ v1's stored zero + 1 can), f16 scales, one group per whole row included.
  * Built per ISA by tests/test_quant_isa.sh. */
 #include <math.h>
 #include <stdint.h>
@@ -164,6 +166,60 @@
 #define MM_BIAS 0
 #define MM_EPI MM_EPI_SWIGLU
 #include "matmul.c"
+#define MM_NAME q6s_16_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 13
+#define MM_WG 16
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+#define MM_NAME q6s_16_acc_f
+#define MM_K 256
+#define MM_N 200
+#define MM_WQ 13
+#define MM_WG 16
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+#define MM_NAME q4z_32_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 11
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+#define MM_NAME q4z_128_swiglu_f
+#define MM_K 352
+#define MM_N 96
+#define MM_WQ 11
+#define MM_WG 128
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#include "matmul.c"
+#define MM_NAME q8z_64_acc
+#define MM_K 600
+#define MM_N 200
+#define MM_WQ 12
+#define MM_WG 64
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+#define MM_NAME q8z_352_store_f
+#define MM_K 352
+#define MM_N 40
+#define MM_WQ 12
+#define MM_WG 352
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
 
 #define MM_NAME q8a_acc_f
 #define MM_K 1030
@@ -177,6 +233,24 @@
 #define EM_NAME em_q8a
 #define EM_D 96
 #define EM_WQ 10
+#include "embed.c"
+
+#define EM_NAME em_q6s
+#define EM_D 96
+#define EM_WQ 13
+#define EM_WG 16
+#include "embed.c"
+
+#define EM_NAME em_q4z
+#define EM_D 96
+#define EM_WQ 11
+#define EM_WG 32
+#include "embed.c"
+
+#define EM_NAME em_q8z
+#define EM_D 96
+#define EM_WQ 12
+#define EM_WG 64
 #include "embed.c"
 
 #define EM_NAME em_q6k
@@ -234,6 +308,10 @@ static int check(const char *what, int idx, double got, double ref, double tol) 
 
 /* v (a normal number whose significand fits 11 bits) as IEEE half bits at p. */
 static void put_f16(uint8_t *p, float v) {
+    if (v == 0.0f) {
+        memset(p, 0, 2);
+        return;
+    }
     int e;
     float fr = frexpf(fabsf(v), &e); /* |v| = fr 2^e, fr in [0.5, 1) */
     uint16_t h = (uint16_t)((v < 0 ? 0x8000 : 0) | (unsigned)(e - 1 + 15) << 10 | (unsigned)lrintf((2 * fr - 1) * 1024));
@@ -246,10 +324,11 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
     int NP = (N + 15) / 16, ng = G ? (K + G - 1) / G : 1;
     int KG = G ? K % G : 0; /* the short last group's columns */
     size_t gb1 = wq == 9 ? 32 + 16 * (size_t)G : 64 + 8 * (size_t)G, gbl = wq == 9 ? 32 + 16 * (size_t)KG : 64 + 8 * (size_t)KG;
-    const int cb = wq == 6 ? 12 : 8; /* q4k / q6k: bytes per column of a group block */
-    if (wq == 5 || wq == 6) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
+    if (wq == 12) gb1 = 64 + 16 * (size_t)G, gbl = 64 + 16 * (size_t)KG;
+    const int cb = wq == 6 || wq == 13 ? 12 : 8; /* q4k / q6k / q6s: bytes per column of a group block */
+    if (wq == 5 || wq == 6 || wq == 13) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
     size_t per = wq == 8 ? 64 + (size_t)16 * K : wq == 10 ? 64 + (size_t)64 * ((K + 3) / 4) : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
-    if (wq == 5 || wq == 6) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
+    if (wq == 5 || wq == 6 || wq == 13) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
         uint8_t *panel = p + (size_t)(n / 16) * per;
@@ -274,23 +353,44 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
                 W[(size_t)n * K + k] = s * (float)q;
             }
         }
-        for (int g = 0; g < ng && (wq == 5 || wq == 6); g++) { /* q4k / q6k: superblock header, then sc[16], mn[16], columns */
+        for (int g = 0; g < ng && (wq == 5 || wq == 6 || wq == 13); g++) { /* q4k / q6k / q6s: superblock header, then sc[16], mn[16], columns */
             uint8_t *hb = panel + (size_t)(g / 8) * (64 + 8 * gb1), *gb = hb + 64 + (size_t)(g % 8) * gb1;
-            if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits */
-                put_f16(hb + 2 * j, (float)(1024 + irand(1024)) / 16777216.0f);
-                put_f16(hb + 32 + 2 * j, (float)(1024 + irand(1024)) / 16777216.0f);
+            if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits (q6s: dmin = 32 d) */
+                float dd = (float)(1024 + irand(1024)) / 16777216.0f;
+                put_f16(hb + 2 * j, dd);
+                put_f16(hb + 32 + 2 * j, wq == 13 ? 32.0f * dd : (float)(1024 + irand(1024)) / 16777216.0f);
             }
             uint16_t hd, hm;
             memcpy(&hd, hb + 2 * j, 2), memcpy(&hm, hb + 32 + 2 * j, 2);
             double d = ldexp(1024 + (hd & 1023), (hd >> 10) - 25), dm = ldexp(1024 + (hm & 1023), (hm >> 10) - 25);
             int sc = 40 + irand(wq == 6 ? 88 : 216), mn = irand(256); /* d sc q stays exact in f32 (24 bits) */
-            gb[j] = (uint8_t)sc, gb[16 + j] = (uint8_t)mn;
+            if (wq == 13) sc = mn = irand(256) - 128; /* q6s: signed, sc = mn (Q6_K's d sc (q - 32)) */
+            gb[j] = (uint8_t)(int8_t)sc, gb[16 + j] = (uint8_t)(int8_t)mn;
             for (int k = g * G; k < K && k < g * G + G; k++) {
-                int q = irand(wq == 6 ? 64 : 16);
+                int q = irand(wq == 6 || wq == 13 ? 64 : 16);
                 uint8_t *c = gb + 32 + (size_t)(k - g * G) * cb, *b = c + (j & 7);
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
-                if (wq == 6) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
+                if (wq == 6 || wq == 13) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
                 W[(size_t)n * K + k] = (float)(d * sc * q - dm * mn);
+            }
+        }
+        for (int g = 0; g < ng && (wq == 11 || wq == 12); g++) {
+            /* f16 scale[16], f16 zero[16], then nibbles (q4z) or int8 codes - 128 (q8z, zero - 128 too) */
+            uint8_t *gb = panel + (size_t)g * gb1;
+            float s = (float)(820 + irand(820)) / 16384.0f;
+            int z = wq == 11 ? irand(17) : irand(257); /* 0 .. 16 / 0 .. 256 */
+            put_f16(gb + 2 * j, s);
+            if (wq == 11) put_f16(gb + 32 + 2 * j, (float)z);
+            else put_f16(gb + 32 + 2 * j, (float)(z - 128));
+            for (int k = g * G; k < K && k < g * G + G; k++) {
+                int q = irand(wq == 11 ? 16 : 256);
+                if (wq == 12) {
+                    ((int8_t *)(gb + 64))[(size_t)(k - g * G) * 16 + j] = (int8_t)(q - 128);
+                } else {
+                    uint8_t *b = gb + 64 + (size_t)(k - g * G) * 8 + (j & 7);
+                    *b = (uint8_t)(j < 8 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
+                }
+                W[(size_t)n * K + k] = s * (float)(q - z);
             }
         }
         for (int g = 0; g < ng && wq == 4; g++) {
@@ -403,6 +503,12 @@ int main(void) {
         test_mm("q8a store bf16-x bias", q8a_store, 10, 0, 600, 200, 1, 1, 0, 0, T);
         test_mm("q8a swiglu f32-x (K % 4 = 2)", q8a_swiglu_f, 10, 0, 98, 64, 0, 0, 2, 0, T);
         test_mm("q8a acc f32-x bias (K % 4 = 2)", q8a_acc_f, 10, 0, 1030, 40, 0, 1, 1, 0, T);
+        test_mm("q6s g16 store bf16-x bias (5 superblocks, short last group)", q6s_16_store, 13, 16, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q6s g16 acc f32-x", q6s_16_acc_f, 13, 16, 256, 200, 0, 0, 1, 0, T);
+        test_mm("q4z g32 store bf16-x bias (short last group)", q4z_32_store, 11, 32, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q4z g128 swiglu f32-x (short last group)", q4z_128_swiglu_f, 11, 128, 352, 96, 0, 0, 2, 0, T);
+        test_mm("q8z g64 acc bf16-x bias (short last group)", q8z_64_acc, 12, 64, 600, 200, 1, 1, 1, 0, T);
+        test_mm("q8z per row (G = K) store f32-x", q8z_352_store_f, 12, 352, 352, 40, 0, 0, 0, 0, T);
     }
     test_em("embed q8", em_q8, 8, 0);
     test_em("embed q4 g64", em_q4, 4, 64);
@@ -410,6 +516,9 @@ int main(void) {
     test_em("embed q4k g32", em_q4k, 5, 32);
     test_em("embed q6k g32", em_q6k, 6, 32);
     test_em("embed q8a", em_q8a, 10, 0);
+    test_em("embed q6s g16", em_q6s, 13, 16);
+    test_em("embed q4z g32", em_q4z, 11, 32);
+    test_em("embed q8z g64 (short last group)", em_q8z, 12, 64);
     if (g_fail) {
         fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
         return 1;

@@ -41,7 +41,7 @@
 #ifndef MM_WBF16
 #define MM_WBF16 1
 #endif
-#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q6K, Q8G, Q8A */
+#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q6K, Q8G, Q8A, Q4Z, Q8Z */
 #define MM_WQ 0
 #endif
 #ifndef MM_WG /* Q4G / Q4K / Q6K / Q8G group size along K */
@@ -555,7 +555,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
         {
             IG_ALIGN64 float xf[MM_K], gs[(MM_K + MM_WG - 1) / MM_WG];
             ig_wq_x_f32(MM_XBF16, x, K_, xf);
-            if (MM_WQ == IG_WQ_Q4G || IG_WQ_ISK(MM_WQ)) ig_wq_group_sums(xf, K_, MM_WG, gs);
+            if (IG_WQ_GSUMS(MM_WQ)) ig_wq_group_sums(xf, K_, MM_WG, gs);
             int lo, hi;
             ig_split(NPP_, ig_omp_nth(), ig_omp_tid(), &lo, &hi);
             for (int q = lo; q < hi; q++) {

@@ -32,6 +32,16 @@
  *       y = scale[j] sum_g xs[g] sum_{k in g} xq[k] q[k][j], the inner sums in int32 (AVX2
  *       vpmaddubsw + vpmaddwd with the sign moved onto the weights, AVX-512 VNNI vpdpbusd where
  *       compiled in). (SmolLM2: one scale per whole row costs 1.047x the f32 perplexity, one per 32 columns 1.008x.)
+ *   IG_WQ_Q6S (13): GGUF Q6_K kept as stored: Q6K's layout with G = 16 and the sc, mn bytes signed
+ *       (int8): sc = mn = the block's scale, d as stored, dmin = 32 d, so that
+ *       d sc q - dmin mn = d sc (q - 32), Q6_K's formula.
+ *   IG_WQ_Q4Z (11): uint4 with an integer zero point (GPTQ / AWQ checkpoints, imported as stored):
+ *       Q4G's layout with the min slot holding the zero point z (an integer, exact in f16):
+ *                                                          w[n][k] = scale[j] (q[k][j] - z[j])
+ *   IG_WQ_Q8Z (12): 8-bit codes with an integer zero point (GPTQ 8-bit); a panel is ceil(K/G)
+ *       group blocks of 64 + 16G bytes: f16 scale[16], f16 zero[16], then int8 q[G][16] holding
+ *       the code minus 128 (the zero likewise: z = zero - 128);  w[n][k] = scale[j] (q[k][j] - z[j])
+ *       Both are computed as scale q + (-scale z): exact in f32 (11-bit scale times 9-bit integers).
  * (f16 group scales, as GGUF stores them: a kept Q4_1 / Q8_0 block has its own bytes' worth.)
  * The packers are compiler/pack.c (pk_pack_q8c, pk_pack_q4g; pk_repack_* for GGUF blocks); SPEC.md records the layout too.
  *
@@ -51,13 +61,21 @@
 #define IG_WQ_AG 32 /* Q8A: activation columns per scale (8 k-quads) */
 #define IG_WQ_Q6K 6
 #define IG_WQ_KSB 8 /* Q4K / Q6K groups per superblock */
-#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K)
+#define IG_WQ_Q6S 13
+#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S)
+#define IG_WQ_K6(wq) ((wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S) /* 6-bit levels */
+#define IG_WQ_Q4Z 11
+#define IG_WQ_Q8Z 12
+#define IG_WQ_ISZ(wq) ((wq) == IG_WQ_Q4Z || (wq) == IG_WQ_Q8Z) /* integer zero points */
+/* formats whose decode needs the group sums of x (a min or zero-point term) */
+#define IG_WQ_GSUMS(wq) ((wq) == IG_WQ_Q4G || IG_WQ_ISK(wq) || IG_WQ_ISZ(wq))
 
 /* Bytes of one Q8G / Q4G / Q4K group block of n columns. */
 #define IG_WQ_GBYTES(wq, n)                                                                                   \
     ((wq) == IG_WQ_Q4K   ? 32 + (size_t)8 * (n)                                                                \
-     : (wq) == IG_WQ_Q6K ? 32 + (size_t)12 * (n)                                                               \
+     : IG_WQ_K6(wq)      ? 32 + (size_t)12 * (n)                                                               \
      : (wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n)                                                               \
+     : (wq) == IG_WQ_Q8Z ? 64 + (size_t)16 * (n)                                                               \
                          : 64 + (size_t)8 * (n))
 /* Q4K / Q6K: bytes of a full superblock, and the offsets of group g's superblock header and block
  * in a panel (only the last group of a row is short, so every earlier superblock is full). */
@@ -65,11 +83,13 @@
 #define IG_WQ_KHDR(wq, G, g) ((size_t)((g) / IG_WQ_KSB) * IG_WQ_KSBB(wq, G))
 #define IG_WQ_KGRP(wq, G, g) (IG_WQ_KHDR(wq, G, g) + 64 + (size_t)((g) % IG_WQ_KSB) * IG_WQ_GBYTES(wq, G))
 /* Q4K / Q6K: bytes per column of a group block, and lane j's level at column i of block gb */
-#define IG_WQ_KCOL(wq) ((wq) == IG_WQ_Q6K ? 12 : 8)
+#define IG_WQ_KCOL(wq) (IG_WQ_K6(wq) ? 12 : 8)
+/* Q4K / Q6K / Q6S: group block gb's scale and min code of lane j (Q6S: signed) */
+#define IG_WQ_KSC(wq, gb, j) ((wq) == IG_WQ_Q6S ? (float)((const int8_t *)(gb))[j] : (float)((const uint8_t *)(gb))[j])
 IG_INLINE int ig_wq_klevel(int wq, const char *gb, int i, int j) {
     const uint8_t *c = (const uint8_t *)gb + 32 + (size_t)i * IG_WQ_KCOL(wq);
     int q = j < 8 ? c[j] & 15 : c[j - 8] >> 4;
-    if (wq == IG_WQ_Q6K) {
+    if (IG_WQ_K6(wq)) {
         uint32_t h;
         memcpy(&h, c + 8, 4);
         q |= (int)((h >> (2 * j)) & 3u) << 4;
@@ -132,10 +152,18 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         }
         return;
     }
+    if (wq == IG_WQ_Q8Z) {
+        for (int k = k0; k < k1; k++) {
+            const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
+            float sc = ig_wq_f16(gb + 2 * j);
+            out[k - k0] = sc * (float)((const int8_t *)gb)[64 + (k % G) * 16 + j] - sc * ig_wq_f16(gb + 32 + 2 * j);
+        }
+        return;
+    }
     if (IG_WQ_ISK(wq)) {
         for (int k = k0; k < k1; k++) {
             const char *hb = panel + IG_WQ_KHDR(wq, G, k / G), *gb = panel + IG_WQ_KGRP(wq, G, k / G);
-            float s = ig_wq_f16(hb + 2 * j) * (float)(uint8_t)gb[j], m = -(ig_wq_f16(hb + 32 + 2 * j) * (float)(uint8_t)gb[16 + j]);
+            float s = ig_wq_f16(hb + 2 * j) * IG_WQ_KSC(wq, gb, j), m = -(ig_wq_f16(hb + 32 + 2 * j) * IG_WQ_KSC(wq, gb, 16 + j));
             out[k - k0] = m + s * (float)ig_wq_klevel(wq, gb, k % G, j);
         }
         return;
@@ -143,17 +171,18 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
     for (int k = k0; k < k1; k++) {
         const char *gb = panel + (size_t)(k / G) * IG_WQ_GBYTES(wq, G);
         float s = ig_wq_f16(gb + 2 * j), m = ig_wq_f16(gb + 32 + 2 * j);
+        if (wq == IG_WQ_Q4Z) m = -(s * m);
         uint8_t b = (uint8_t)gb[64 + (k % G) * 8 + (j & 7)];
         out[k - k0] = m + s * (float)(j < 8 ? b & 15 : b >> 4);
     }
 }
 
 /* Q4K / Q6K: one group's 16 scales d sc and mins -dmin mn as f32 (hb: its superblock header, gb: its block). */
-IG_INLINE void ig_wq_k_scales(const char *hb, const uint8_t *gb, float *s, float *m) {
+IG_INLINE void ig_wq_k_scales(int wq, const char *hb, const uint8_t *gb, float *s, float *m) {
     IG_ALIGN64 float d[16], dm[16];
     ig_wq_f16x16(hb, d);
     ig_wq_f16x16(hb + 32, dm);
-    for (int j = 0; j < 16; j++) s[j] = d[j] * (float)gb[j], m[j] = -(dm[j] * (float)gb[16 + j]);
+    for (int j = 0; j < 16; j++) s[j] = d[j] * IG_WQ_KSC(wq, gb, j), m[j] = -(dm[j] * IG_WQ_KSC(wq, gb, 16 + j));
 }
 
 /* Dequantizes k-pairs [l0, l1) of one panel into the f32 panel layout of matmul.c (k-pair l at
@@ -182,10 +211,12 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
         const char *gb = panel + (IG_WQ_ISK(wq) ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
         if (g != cur) {
             if (IG_WQ_ISK(wq)) {
-                ig_wq_k_scales(panel + IG_WQ_KHDR(wq, G, g), (const uint8_t *)gb, s, m);
+                ig_wq_k_scales(wq, panel + IG_WQ_KHDR(wq, G, g), (const uint8_t *)gb, s, m);
             } else {
                 ig_wq_f16x16(gb, s);
-                if (wq == IG_WQ_Q4G) ig_wq_f16x16(gb + 32, m);
+                if (wq == IG_WQ_Q4G || IG_WQ_ISZ(wq)) ig_wq_f16x16(gb + 32, m);
+                if (IG_WQ_ISZ(wq))
+                    for (int j = 0; j < 16; j++) m[j] = -(s[j] * m[j]);
             }
             cur = g;
         }
@@ -196,7 +227,12 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
                 for (int j = 0; j < 16; j++) d[16 * h + j] = s[j] * (float)q[j];
                 continue;
             }
-            if (wq == IG_WQ_Q6K) {
+            if (wq == IG_WQ_Q8Z) {
+                const int8_t *q = (const int8_t *)gb + 64 + (k % G) * 16;
+                for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)q[j];
+                continue;
+            }
+            if (IG_WQ_K6(wq)) {
                 for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)ig_wq_klevel(wq, gb, k % G, j);
                 continue;
             }
@@ -296,7 +332,7 @@ IG_INLINE void ig_wq_igemv(int K, const int8_t *xq, const float *xs, const char 
     }
 }
 
-/* Sums of xf over each group of G (Q4G's and Q4K's min term). */
+/* Sums of xf over each group of G (the min term of Q4G / Q4K / Q6K, the zero-point term of Q4Z / Q8Z). */
 IG_INLINE void ig_wq_group_sums(const float *xf, int K, int G, float *gs) {
     for (int g = 0; g * G < K; g++) {
         float s = 0.0f;
@@ -383,6 +419,19 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         _mm512_storeu_ps(out, acc);
         return;
     }
+    if (IG_WQ_ISZ(wq)) { /* per group: scale (dot - gs z) */
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            _mm_prefetch(gb + 2048, _MM_HINT_T0);
+            const int n = IG_MIN(G, K - g * G);
+            __m512 d = wq == IG_WQ_Q8Z ? ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 64), 0, n)
+                                       : ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 64, n);
+            d = _mm512_fnmadd_ps(_mm512_set1_ps(gs[g]), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gb + 32))), d);
+            acc = _mm512_fmadd_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb)), acc);
+        }
+        _mm512_storeu_ps(out, acc);
+        return;
+    }
     if (IG_WQ_ISK(wq)) {
         /* per superblock: sum_g dot_g sc_g times d, minus sum_g gs_g mn_g times dmin */
         for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
@@ -391,10 +440,11 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
                 const char *gb = panel + IG_WQ_KGRP(wq, G, g);
                 _mm_prefetch(gb + 2048, _MM_HINT_T0);
-                __m512 d = wq == IG_WQ_Q6K ? ig_wq_dot6(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G))
-                                           : ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G));
-                __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb)));
-                __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(gb + 16))));
+                __m512 d = IG_WQ_K6(wq) ? ig_wq_dot6(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G))
+                                        : ig_wq_dot4(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G));
+                const __m128i scb = _mm_loadu_si128((const __m128i *)gb), mnb = _mm_loadu_si128((const __m128i *)(gb + 16));
+                __m512 sc = _mm512_cvtepi32_ps(wq == IG_WQ_Q6S ? _mm512_cvtepi8_epi32(scb) : _mm512_cvtepu8_epi32(scb));
+                __m512 mn = _mm512_cvtepi32_ps(wq == IG_WQ_Q6S ? _mm512_cvtepi8_epi32(mnb) : _mm512_cvtepu8_epi32(mnb));
                 sd = _mm512_fmadd_ps(d, sc, sd);
                 sm = _mm512_fmadd_ps(_mm512_set1_ps(gs[g]), mn, sm);
             }
@@ -503,6 +553,24 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         _mm256_storeu_ps(out + 8, c1);
         return;
     }
+    if (IG_WQ_ISZ(wq)) { /* per group: scale (dot - gs z) */
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            _mm_prefetch(gb + 2048, _MM_HINT_T0);
+            const int n = IG_MIN(G, K - g * G);
+            if (wq == IG_WQ_Q8Z) ig_wq_dot8(xf + g * G, (const int8_t *)(gb + 64), 0, n, &lo, &hi);
+            else ig_wq_dot4(xf + g * G, (const uint8_t *)(gb + 64), n, &lo, &hi);
+            const __m128i *h = (const __m128i *)gb; /* f16 scale[0..8), scale[8..16), zero[0..8), zero[8..16) */
+            __m256 xs = _mm256_set1_ps(gs[g]);
+            lo = _mm256_fnmadd_ps(xs, _mm256_cvtph_ps(_mm_loadu_si128(h + 2)), lo);
+            hi = _mm256_fnmadd_ps(xs, _mm256_cvtph_ps(_mm_loadu_si128(h + 3)), hi);
+            c0 = _mm256_fmadd_ps(lo, _mm256_cvtph_ps(_mm_loadu_si128(h)), c0);
+            c1 = _mm256_fmadd_ps(hi, _mm256_cvtph_ps(_mm_loadu_si128(h + 1)), c1);
+        }
+        _mm256_storeu_ps(out, c0);
+        _mm256_storeu_ps(out + 8, c1);
+        return;
+    }
     if (IG_WQ_ISK(wq)) {
         for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
             const __m128i *h = (const __m128i *)(panel + IG_WQ_KHDR(wq, G, g0)); /* f16 d[0..8), d[8..16), dmin[0..8), dmin[8..16) */
@@ -510,13 +578,16 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
             for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
                 const char *gb = panel + IG_WQ_KGRP(wq, G, g);
                 _mm_prefetch(gb + 2048, _MM_HINT_T0);
-                if (wq == IG_WQ_Q6K) ig_wq_dot6(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
+                if (IG_WQ_K6(wq)) ig_wq_dot6(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
                 else ig_wq_dot4(xf + g * G, (const uint8_t *)(gb + 32), IG_MIN(G, K - g * G), &lo, &hi);
                 __m256 xs = _mm256_set1_ps(gs[g]);
-                d0 = _mm256_fmadd_ps(lo, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)gb))), d0);
-                d1 = _mm256_fmadd_ps(hi, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 8)))), d1);
-                m0 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 16)))), m0);
-                m1 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + 24)))), m1);
+#define IG_WQ_C8(o) (wq == IG_WQ_Q6S ? _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(gb + (o)))) \
+                                     : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + (o)))))
+                d0 = _mm256_fmadd_ps(lo, _mm256_cvtepi32_ps(IG_WQ_C8(0)), d0);
+                d1 = _mm256_fmadd_ps(hi, _mm256_cvtepi32_ps(IG_WQ_C8(8)), d1);
+                m0 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(IG_WQ_C8(16)), m0);
+                m1 = _mm256_fmadd_ps(xs, _mm256_cvtepi32_ps(IG_WQ_C8(24)), m1);
+#undef IG_WQ_C8
             }
             c0 = _mm256_fnmadd_ps(m0, _mm256_cvtph_ps(_mm_loadu_si128(h + 2)), _mm256_fmadd_ps(d0, _mm256_cvtph_ps(_mm_loadu_si128(h)), c0));
             c1 = _mm256_fnmadd_ps(m1, _mm256_cvtph_ps(_mm_loadu_si128(h + 3)), _mm256_fmadd_ps(d1, _mm256_cvtph_ps(_mm_loadu_si128(h + 1)), c1));
@@ -565,13 +636,32 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         memcpy(out, a, sizeof a);
         return;
     }
+    if (IG_WQ_ISZ(wq)) { /* per group: scale (dot - gs z) */
+        for (int g = 0; g * G < K; g++) {
+            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+            float d[16] = {0};
+            for (int k = 0; k < IG_MIN(G, K - g * G); k++) {
+                const float x = xf[g * G + k];
+                if (wq == IG_WQ_Q8Z) {
+                    const int8_t *q = (const int8_t *)gb + 64 + k * 16;
+                    for (int j = 0; j < 16; j++) d[j] += x * (float)q[j];
+                    continue;
+                }
+                const uint8_t *b = (const uint8_t *)gb + 64 + k * 8;
+                for (int j = 0; j < 8; j++) d[j] += x * (float)(b[j] & 15), d[j + 8] += x * (float)(b[j] >> 4);
+            }
+            for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * (d[j] - gs[g] * ig_wq_f16(gb + 32 + 2 * j));
+        }
+        memcpy(out, a, sizeof a);
+        return;
+    }
     for (int g = 0; g * G < K; g++) {
         const int k4 = IG_WQ_ISK(wq);
         const char *gb = panel + (k4 ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
         float d[16] = {0};
         const uint8_t *b = (const uint8_t *)gb + (k4 ? 32 : 64);
         for (int k = 0; k < IG_MIN(G, K - g * G); k++) {
-            if (wq == IG_WQ_Q6K) {
+            if (IG_WQ_K6(wq)) {
                 for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)ig_wq_klevel(wq, gb, k, j);
                 continue;
             }
@@ -582,9 +672,8 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
         }
         if (k4) {
             const char *hb = panel + IG_WQ_KHDR(wq, G, g);
-            const uint8_t *u = (const uint8_t *)gb;
             for (int j = 0; j < 16; j++)
-                a[j] += ig_wq_f16(hb + 2 * j) * (float)u[j] * d[j] - ig_wq_f16(hb + 32 + 2 * j) * (float)u[16 + j] * gs[g];
+                a[j] += ig_wq_f16(hb + 2 * j) * IG_WQ_KSC(wq, gb, j) * d[j] - ig_wq_f16(hb + 32 + 2 * j) * IG_WQ_KSC(wq, gb, 16 + j) * gs[g];
             continue;
         }
         for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j] + ig_wq_f16(gb + 32 + 2 * j) * gs[g];

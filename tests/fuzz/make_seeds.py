@@ -38,6 +38,21 @@ def safetensors(out, cli):
 def config(out, cli):
     for p in sorted(glob.glob(f"{TD}/models/*/config.json")):
         put(out, os.path.basename(os.path.dirname(p)) + ".json", open(p, "rb").read())
+    # quantization_config variants over llama-gqa (GPTQ v1 / v2, AWQ, refused ones)
+    base = json.load(open(f"{TD}/models/llama-gqa/config.json"))
+    for i, q in enumerate([{"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False},
+                           {"quant_method": "gptq", "bits": 8, "group_size": -1, "checkpoint_format": "gptq_v2"},
+                           {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"},
+                           {"quant_method": "awq", "w_bit": 4, "q_group_size": 64, "version": "GEMV"},
+                           {"quant_method": "gptq", "bits": 3, "format": "marlin"}]):
+        put(out, f"quant{i}.json", json.dumps(dict(base, quantization_config=q)).encode())
+
+
+def gptq(out, cli):
+    # params (awq|8-bit, N, K, group, zero_add, scales type, g_idx, size offset) then bytes
+    for i, hdr in enumerate([bytes([0, 3, 15, 2, 1, 0, 3, 0]), bytes([2, 1, 3, 5, 1, 0, 0, 0]),
+                             bytes([1, 2, 3, 2, 0, 2, 0, 0]), bytes([0, 0, 0, 0, 1, 1, 1, 5])]):
+        put(out, f"layer{i}.bin", hdr + bytes((7 * j + i) % 256 for j in range(4096)))
 
 
 def tiny_gguf():
@@ -149,7 +164,7 @@ def with_cli(out, cli, what):
 
 
 RECIPES = {
-    "safetensors": safetensors, "config": config, "gguf": gguf, "tokenizer_load": tokenizer_load,
+    "safetensors": safetensors, "config": config, "gguf": gguf, "gptq": gptq, "tokenizer_load": tokenizer_load,
     "tokenizer_encode": tokenizer_encode, "jinja": jinja,
     "igraph": lambda o, c: with_cli(o, c, "igraph"), "manifest": lambda o, c: with_cli(o, c, "manifest"),
 }
