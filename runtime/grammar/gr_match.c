@@ -7,6 +7,12 @@
  * right-recursive loops run in constant depth. Left recursion would grow stacks without bound: a
  * depth limit turns it into an error. A state is an interned sorted set of stacks whose tops are
  * byte sets (or the empty stack); state × byte → state is cached in a 256-entry row per state.
+ *
+ * A reference to a counted rule (X{lo,hi}, gr_internal.h) is a counter node (pos, parent, owed,
+ * allowed): its expansion is one more X under the node with both counts less one, and, when
+ * nothing is owed, what follows. Counts still differ per node, so a long string is still one
+ * state per character, but canon_state clamps them for the mask cache, and a counted JSON
+ * string's masks need no walk of its content (json_count_state).
  */
 #include <stdlib.h>
 #include <string.h>
