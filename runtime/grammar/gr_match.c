@@ -63,6 +63,7 @@ struct gr_vocab {
     int32_t *sfx_next;   /* [n] next token with the same suffix, -1 */
     uint32_t *plain;     /* bitmask: tokens made only of plain bytes */
     uint32_t *ascii;     /* bitmask: tokens made only of ASCII plain bytes (0x20..0x7E but '"' '\\') */
+    uint32_t *first_plain; /* bitmask: tokens whose first byte is plain */
     uint32_t *ascii_le;  /* [ALEN_MAX + 1][words]: ASCII-plain tokens of at most L bytes */
     uint32_t *utf8_le;   /* [ALEN_MAX + 1][words]: UTF-8-plain tokens (whole valid characters, no
                             control, DEL, '"' or '\\') of at most L characters */
@@ -324,8 +325,9 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
     v->tok_next = malloc((size_t)(n + 1) * 4);
     v->plain = calloc((size_t)(n + 31) / 32 + 1, 4);
     v->ascii = calloc((size_t)(n + 31) / 32 + 1, 4);
+    v->first_plain = calloc((size_t)(n + 31) / 32 + 1, 4);
     v->eos = malloc((size_t)(n_eos + 1) * 4);
-    if (!v->tok_next || !v->plain || !v->ascii || !v->eos) goto done;
+    if (!v->tok_next || !v->plain || !v->ascii || !v->first_plain || !v->eos) goto done;
     for (int i = 0; i < n_eos; i++) v->eos[i] = eos_ids[i];
     v->n_eos = n_eos;
     bset_add_range(&v->plain_class, 0x20, 0xFF);
@@ -355,6 +357,7 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         int plain = 1;
         for (int k = 0; k < l; k++) plain &= bset_has(&v->plain_class, (unsigned char)buf[k]);
         if (plain) v->plain[id >> 5] |= 1u << (id & 31);
+        if (bset_has(&v->plain_class, (unsigned char)buf[0])) v->first_plain[id >> 5] |= 1u << (id & 31);
         int asc = plain;
         for (int k = 0; k < l; k++) asc &= (unsigned char)buf[k] < 0x7F;
         if (asc) v->ascii[id >> 5] |= 1u << (id & 31);
@@ -393,7 +396,7 @@ void gr_vocab_free(gr_vocab *v) {
     trie_free(&v->sfx);
     free(v->sfx_next);
     trie_free(&v->jqs);
-    free(v->jqs_next); free(v->jle); free(v->jq); free(v->jq_chars);
+    free(v->jqs_next); free(v->jle); free(v->jq); free(v->jq_chars); free(v->first_plain);
     free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->utf8_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
     free(v);
 }
@@ -921,8 +924,8 @@ static void clear_range(const trie *t, int32_t i, uint32_t *bits) {
 
 /* A state whose first bytes mostly lead to one plain fixed point F (an object's key: after its
  * first character that starts no named key, any string): from a token's first byte on, F accepts
- * what it accepts anywhere, so the mask is F's own (cached) with the other first bytes' subtrees
- * cleared and walked from s0. 1: done; 0: does not apply; -1: failure. */
+ * what it accepts anywhere, so the mask is F's own (cached) for the tokens whose first byte is
+ * plain and leads to F, and the other first bytes' subtrees are walked from s0. 1: done; 0: does not apply; -1: failure. */
 static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
     const trie *t = &m->v->full;
     int32_t F = -1;
@@ -931,16 +934,17 @@ static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
     for (int32_t i = 0; i < t->n; i = nd[i].skip) {
         int32_t ns = next_state(m, s0, nd[i].byte);
         if (ns == -3) return -1;
-        if (ns < 0 || ns == s0) continue;
+        if (ns < 0 || ns == s0 || !bset_has(&m->v->plain_class, nd[i].byte)) continue;
         if (F < 0 && plain_fixed(m, ns)) F = ns;
         if (ns == F) nF += t->tpos[nd[i].skip] - t->tpos[i];
     }
     if (F < 0 || nF * 2 < t->tpos[t->n]) return 0;
     if (mask_state(m, F, bits)) return -1;
-    for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] &= ~(1u << (m->v->eos[i] & 31));
+    for (int32_t w = 0; w < m->words; w++) bits[w] &= m->v->first_plain[w]; /* EOS and non-plain first bytes: walked */
     for (int32_t i = 0; i < t->n; i = nd[i].skip) {
-        if (next_state(m, s0, nd[i].byte) == F) continue;
-        clear_range(t, i, bits);
+        int pl = bset_has(&m->v->plain_class, nd[i].byte);
+        if (pl && next_state(m, s0, nd[i].byte) == F) continue;
+        if (pl) clear_range(t, i, bits);
         walk_trie(m, t, i, nd[i].skip, s0, bits, 0, 0, 0);
     }
     return m->failed ? -1 : 1;
