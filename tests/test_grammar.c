@@ -213,10 +213,11 @@ static void test_masks_brute(void) {
 
 /* vocabulary for the counter check: ids 0..N_CT-1 below; EOS = N_CT */
 static const char *ctoks[] = {"\"", "a", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "\\n", "ab", "a\xc3\xa9\xe6\x97\xa5",
-                              "\"}", "a\"", "\xc3\xa9\"", "abcdefghijklmnopqrstuvwxyz", "\xc3", NULL};
-static const int ct_chars[] = {0, 1, 1, 1, 1, 1, 2, 3, 0, 1, 1, 26, 1}; /* characters up to any quote (a lead byte: the one it starts) */
-static const int ct_close[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0};  /* the token ends the string */
-#define N_CT 13
+                              "\"}", "a\"", "\xc3\xa9\"", "abcdefghijklmnopqrstuvwxyz", "\xc3",
+                              "0123456789012345678901234567890123456789012345678901234567890123456789", NULL};
+static const int ct_chars[] = {0, 1, 1, 1, 1, 1, 2, 3, 0, 1, 1, 26, 1, 70}; /* characters up to any quote (a lead byte: the one it starts) */
+static const int ct_close[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0};  /* the token ends the string */
+#define N_CT 14
 static int ctok_bytes(void *ctx, int32_t id, char *buf, size_t cap) {
     (void)ctx; (void)cap;
     if (id >= N_CT) return -1;
@@ -273,6 +274,9 @@ static void test_counted(void) {
     check_counted(v, 0, 32767, 300);
     check_counted(v, 32760, 32767, 32767); /* both ends of a long range */
     check_counted(v, 40, 100000, 200);
+    check_counted(v, 0, 70, 4); /* a 70-character token fits exactly, then not */
+    check_counted(v, 0, 69, 0);
+    check_counted(v, 70, 71, 0);
     /* the end: after exactly lo..hi characters the quote closes and EOS follows */
     for (int n = 2; n <= 6; n++) {
         char inst[16] = "\"";

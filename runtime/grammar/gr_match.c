@@ -25,6 +25,7 @@
 #define MASK_SLOTS 32
 #define MAX_TOKEN_BYTES 1024
 #define ALEN_MAX 32
+#define JLE_MAX 64 /* per-length sets of JSON content tokens up to this many characters; longer ones are listed */
 #define UNI_MAX 16 /* how far uniform depths look ahead (each level is a state built on its first visit) */
 #define UNKNOWN (-2)
 #define DEAD (-1)
@@ -69,8 +70,10 @@ struct gr_vocab {
                             control, DEL, '"' or '\\') of at most L characters */
     gr_bset plain_class; /* bytes 0x20..0xFF but '"' and '\\' */
     /* JSON string content (RFC 8259 characters, gb_json_char_utf8), for counted strings: */
-    uint32_t *jle;       /* [max_len + 1][words]: tokens of 1..L whole characters of content (a last
-                            one may be incomplete: it counts as one) */
+    uint32_t *jle;       /* [JLE_MAX + 1][words]: tokens of 1..L characters of content (a last one
+                            may be incomplete: it counts as one) */
+    int32_t *jlong; int32_t n_jlong; /* content tokens of more than JLE_MAX characters */
+    int16_t *jlong_chars;            /* [n_jlong] their characters */
     int32_t *jq;         /* ids of tokens of content, an unescaped '"', anything: the closing ones */
     int16_t *jq_chars;   /* [n] characters before that quote, + JQ_REST when bytes follow it; -1: not closing */
     int32_t n_jq;
@@ -250,25 +253,28 @@ static int trie_build(trie *t, const int32_t *ids, int32_t n, const char *arena,
 static int json_tables(gr_vocab *v, const int16_t *nchar) {
     int32_t n = v->n, nr = 0;
     size_t words = (size_t)(n + 31) / 32 + 1;
-    v->jle = calloc((size_t)v->max_len + 1, words * 4);
+    v->jle = calloc(JLE_MAX + 1, words * 4);
+    v->jlong = malloc((size_t)(n + 1) * 4);
+    v->jlong_chars = malloc((size_t)(n + 1) * 2);
     v->jq = malloc((size_t)(n + 1) * 4);
     v->jq_chars = malloc((size_t)(n + 1) * 2);
     v->jqs_next = malloc((size_t)(n + 1) * 4);
     int32_t *roff = malloc((size_t)(n + 1) * 4), *rlen = calloc((size_t)n + 1, 4), *rids = malloc((size_t)(n + 1) * 4);
     int rc = -1;
-    if (!v->jle || !v->jq || !v->jq_chars || !v->jqs_next || !roff || !rlen || !rids) goto out;
+    if (!v->jle || !v->jlong || !v->jlong_chars || !v->jq || !v->jq_chars || !v->jqs_next || !roff || !rlen || !rids) goto out;
     for (int32_t id = 0; id < n; id++) {
         v->jq_chars[id] = -1;
         v->jqs_next[id] = -1;
         int q, l = v->len[id];
         int c = l > 0 ? json_content((const unsigned char *)v->arena + v->off[id], l, &q) : -1;
         if (c < 0) continue;
+        if (q < 0 && c > JLE_MAX) { v->jlong_chars[v->n_jlong] = (int16_t)c; v->jlong[v->n_jlong++] = id; continue; }
         if (q < 0) { v->jle[(size_t)c * words + (id >> 5)] |= 1u << (id & 31); continue; }
         v->jq[v->n_jq++] = id;
         v->jq_chars[id] = (int16_t)(c + (q + 1 < l ? JQ_REST : 0));
         if (q + 1 < l) { roff[id] = v->off[id] + q + 1; rlen[id] = l - q - 1; rids[nr++] = id; }
     }
-    for (int32_t L = 1; L <= v->max_len; L++)
+    for (int32_t L = 1; L <= JLE_MAX; L++)
         for (size_t w = 0; w < words; w++) v->jle[(size_t)L * words + w] |= v->jle[(size_t)(L - 1) * words + w];
     g_sort = (sort_ctx){v->arena, roff, rlen};
     qsort(rids, (size_t)nr, 4, cmp_tok);
@@ -396,7 +402,7 @@ void gr_vocab_free(gr_vocab *v) {
     trie_free(&v->sfx);
     free(v->sfx_next);
     trie_free(&v->jqs);
-    free(v->jqs_next); free(v->jle); free(v->jq); free(v->jq_chars); free(v->first_plain);
+    free(v->jqs_next); free(v->jle); free(v->jlong); free(v->jlong_chars); free(v->jq); free(v->jq_chars); free(v->first_plain);
     free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->utf8_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
     free(v);
 }
@@ -1020,6 +1026,11 @@ static int json_count_state(gr_matcher *m, int32_t s0, int32_t *lo, int32_t *hi,
         expand(m, cont);
         int32_t z = intern_state(m);
         if (z == -3) return -1;
+        for (int32_t i = 0; z >= 0 && i < m->st[z].n; i++) { /* what follows must be the closing quote alone */
+            int32_t t = m->members[m->st[z].off + i];
+            const gr_bset *q = t ? &m->g->sets[g->elems[m->pos[t]]] : NULL;
+            if (!q || q->w[0] != 1ull << '"' || q->w[1] || q->w[2] || q->w[3]) return 0;
+        }
         *after = z == DEAD ? DEAD : next_state(m, z, '"');
         if (*after == -3) return -1;
         *lo = plo;
@@ -1036,7 +1047,9 @@ static int json_count_state(gr_matcher *m, int32_t s0, int32_t *lo, int32_t *hi,
 static int json_count_mask(gr_matcher *m, int32_t lo, int32_t hi, int32_t after, uint32_t *bits) {
     const gr_vocab *v = m->v;
     size_t stride = (size_t)m->words + 1;
-    memcpy(bits, v->jle + (size_t)(hi > v->max_len ? v->max_len : hi) * stride, (size_t)m->words * 4);
+    memcpy(bits, v->jle + (size_t)(hi > JLE_MAX ? JLE_MAX : hi) * stride, (size_t)m->words * 4);
+    for (int32_t i = 0; hi > JLE_MAX && i < v->n_jlong; i++)
+        if (v->jlong_chars[i] <= hi) bits[v->jlong[i] >> 5] |= 1u << (v->jlong[i] & 31);
     if (after < 0 || lo > v->max_len) return 0;
     if (!m->scratch && !(m->scratch = malloc(stride * 4))) { fail(m, "grammar: out of memory"); return -1; }
     memset(m->scratch, 0, stride * 4);
