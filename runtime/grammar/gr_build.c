@@ -270,7 +270,7 @@ typedef struct lowerer {
     gr_grammar *g;
     int32_t cap_elems, cap_alts, cap_rules;
     int32_t *node_rule; int32_t cap_nr; /* node → helper rule whose body it is, -1 */
-    int32_t *star_rule; int32_t cap_sr; /* repetition node → its S ::= X S | ε rule, -1 */
+    int32_t *star_rule; int32_t cap_sr; /* repetition node → its S ::= X S | ε rule or its counted rule, -1 */
     int32_t *queue; int32_t nq, cap_q;  /* rules left to lower */
     int32_t (*counted)[4]; int32_t n_counted, cap_counted; /* (rule, lo, hi, JSON character body) of each counted rule */
     int oom;
@@ -375,7 +375,7 @@ static int lower_seq(lowerer *L, int x) {
     case GN_REP: {
         int kid = b->kids[n.kid];
         if (b->nodes[kid].kind == GN_NEVER) return n.a > 0;
-        if ((n.b == GR_INF ? n.a : n.b) > 4 && !nullable(b, kid, 0)) { /* a counter */
+        if ((n.b == GR_INF ? n.a : n.b) > 4 && (n.b == GR_INF || n.b >= n.a) && !nullable(b, kid, 0)) { /* a counter */
             int r = counted_rule(L, x);
             if (r < 0) { L->oom = 1; return 1; }
             push_elem(L, GR_REF(r));
