@@ -4,7 +4,11 @@
  * is wrong; left recursion fails cleanly instead of hanging. Masks equal a brute-force mask
  * (every token tried on a matcher in the same state) at every byte of instances that take the
  * shortcuts: counted strings with multi-byte characters, object keys beside named ones, free
- * strings, over a vocabulary of all single bytes (partial UTF-8 included) and longer pieces. */
+ * strings, over a vocabulary of all single bytes (partial UTF-8 included) and longer pieces.
+ * Counted strings (minLength / maxLength, run with counters whose long counts share one cached
+ * mask) are checked against lengths the test counts itself: a token is allowed exactly when the
+ * characters it adds (a multi-byte UTF-8 character or an escape is one) keep the string within
+ * its bounds, at both ends of a 3..5 range and of one up to 32767. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +203,88 @@ static void test_masks_brute(void) {
                       "{\"nabc\": \"abcdefghijklmnopqrstuvwxyz\xc3\xa9\", \"\": \"\"}", v, n + 1);
     check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}},"
                       "\"additionalProperties\":{\"type\":\"integer\"}}", "{\"name\": \"a\", \"nx\": 1, \"x\": 2}", v, n + 1);
+    /* counts beyond the longest piece (26 bytes): masks of clamped counters against the real ones */
+    check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"minLength\":28,\"maxLength\":31}}",
+                      "[\"abcdefghijklmnopqrstuvwxyz\xc3\xa9\\nab\", \"abcdefghijklmnopqrstuvwxyz\xe6\x97\xa5\xe6\x9c\xac\"]", v, n + 1);
+    check_masks_brute(GR_REGEX, "(ab{2,40}c){2,30}x?", "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbcabbcx", v, n + 1);
     check_masks_brute(GR_JSON, "", "{\"a\xc3\xa9\": [1, \"x\\\"\", {\"name\": null}]}", v, n + 1);
+    gr_vocab_free(v);
+}
+
+/* vocabulary for the counter check: ids 0..N_CT-1 below; EOS = N_CT */
+static const char *ctoks[] = {"\"", "a", "\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80", "\\n", "ab", "a\xc3\xa9\xe6\x97\xa5",
+                              "\"}", "a\"", "\xc3\xa9\"", "abcdefghijklmnopqrstuvwxyz", "\xc3",
+                              "0123456789012345678901234567890123456789012345678901234567890123456789", NULL};
+static const int ct_chars[] = {0, 1, 1, 1, 1, 1, 2, 3, 0, 1, 1, 26, 1, 70}; /* characters up to any quote (a lead byte: the one it starts) */
+static const int ct_close[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0};  /* the token ends the string */
+#define N_CT 14
+static int ctok_bytes(void *ctx, int32_t id, char *buf, size_t cap) {
+    (void)ctx; (void)cap;
+    if (id >= N_CT) return -1;
+    size_t n = strlen(ctoks[id]);
+    memcpy(buf, ctoks[id], n);
+    return (int)n;
+}
+
+/* A string schema of [lo, hi] characters: after the quote and k characters (taken as tokens of
+ * the cycle below), each token's bit must be what its character count says. */
+static void check_counted(const gr_vocab *v, int lo, int hi, int upto) {
+    char src[128];
+    snprintf(src, sizeof src, "{\"type\":\"string\",\"minLength\":%d,\"maxLength\":%d}", lo, hi);
+    gr_grammar *g;
+    gr_matcher *m;
+    ig_err err;
+    if (gr_compile(GR_JSON_SCHEMA, src, strlen(src), &g, &err) || gr_matcher_new(g, v, &m, &err)) {
+        CHECK(0, "compile %s: %s", src, err.msg);
+        return;
+    }
+    uint32_t bits[2];
+    CHECK(gr_matcher_accept(m, 0, &err) == 1, "%s: opening quote", src);
+    static const int cycle[] = {1, 2, 3, 4, 5, 6, 7, 11}; /* ASCII, 2-, 3-, 4-byte UTF-8, an escape, longer tokens */
+    int bad = 0;
+    for (int k = 0, step = 0; k <= upto && !bad; step++) {
+        CHECK(gr_matcher_mask(m, bits, &err) == IG_OK, "mask: %s", err.msg);
+        for (int id = 0; id < N_CT && !bad; id++) {
+            int n = ct_chars[id], want = k + n <= hi && (!ct_close[id] || k + n >= lo);
+            if (id == 8) want = 0; /* '}' cannot follow a lone string */
+            if (want != bit(bits, id)) {
+                CHECK(0, "%s: after %d characters token %d (%s) has bit %d, want %d", src, k, id, ctoks[id], bit(bits, id), want);
+                bad = 1;
+            }
+        }
+        CHECK(!bit(bits, N_CT), "%s: no EOS inside the string", src);
+        /* long runs: the 26-character token while far from the bounds */
+        int id = k + 26 < lo - 30 || (k + 26 < hi - 30 && k > lo + 30) ? 11 : cycle[step % 7];
+        if (k + ct_chars[id] > upto) break;
+        if (gr_matcher_accept(m, id, &err) != 1) { CHECK(0, "%s: token %d after %d characters", src, id, k); break; }
+        k += ct_chars[id];
+    }
+    gr_matcher_free(m);
+    gr_grammar_free(g);
+}
+
+static void test_counted(void) {
+    gr_vocab *v;
+    ig_err err;
+    int32_t eos = N_CT;
+    if (gr_vocab_new(N_CT + 1, ctok_bytes, NULL, &eos, 1, &v, &err)) { CHECK(0, "vocab: %s", err.msg); return; }
+    check_counted(v, 3, 5, 5);
+    check_counted(v, 0, 1, 1);
+    check_counted(v, 2, 2, 2);
+    check_counted(v, 0, 32767, 300);
+    check_counted(v, 32760, 32767, 32767); /* both ends of a long range */
+    check_counted(v, 40, 100000, 200);
+    check_counted(v, 0, 70, 4); /* a 70-character token fits exactly, then not */
+    check_counted(v, 0, 69, 0);
+    check_counted(v, 70, 71, 0);
+    /* the end: after exactly lo..hi characters the quote closes and EOS follows */
+    for (int n = 2; n <= 6; n++) {
+        char inst[16] = "\"";
+        memset(inst + 1, 'a', (size_t)n);
+        strcpy(inst + 1 + n, "\"");
+        CHECK(accepts(GR_JSON_SCHEMA, "{\"type\":\"string\",\"minLength\":3,\"maxLength\":5}", inst, v) == (n >= 3 && n <= 5),
+              "%d characters against 3..5", n);
+    }
     gr_vocab_free(v);
 }
 
@@ -214,6 +299,7 @@ int main(void) {
     test_masks(v);
     gr_vocab_free(v);
     test_masks_brute();
+    test_counted();
     if (!fails) printf("test_grammar: ok\n");
     return fails ? 1 : 0;
 }

@@ -3,8 +3,10 @@
  *
  * Lowering keeps every alternative's elements contiguous: a nested alternation or repetition
  * becomes a helper rule, queued and lowered after the alternative that refers to it. X* is
- * S ::= X S | ε (right recursion, which the matcher runs in constant stack depth), X{m,n} is m
- * copies followed by n-m nested optionals.
+ * S ::= X S | ε (right recursion, which the matcher runs in constant stack depth). X{m,n} with
+ * n (or, unbounded, m) above four and an X that cannot match the empty string is a counted rule
+ * (gr_internal.h): one rule whatever the counts, run with a counter by the matcher; other
+ * repetitions are m copies followed by n-m nested optionals.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
     return 0;
 }
 
-void gb_init(gr_builder *b) { memset(b, 0, sizeof *b); }
+void gb_init(gr_builder *b) { memset(b, 0, sizeof *b); b->json_char = -1; }
 
 void gb_free(gr_builder *b) {
     for (int i = 0; i < b->n_rules; i++) free(b->rule_names[i]);
@@ -244,6 +246,23 @@ fail:
     return -1;
 }
 
+int gb_json_char_utf8(gr_builder *b) {
+    if (b->json_char >= 0 || b->oom) return b->oom ? -1 : b->json_char;
+    gr_cpset s = {0};
+    int bad = cps_add(&s, 0x20, 0x21) || cps_add(&s, 0x23, 0x5B) || cps_add(&s, 0x5D, 0x10FFFF);
+    int raw = bad ? (b->oom = 1, -1) : gb_cpset(b, &s, 0);
+    cps_free(&s);
+    gr_bset esc, hex;
+    bset_clear(&esc);
+    for (const char *e = "\"\\/bfnrt"; *e; e++) bset_add_range(&esc, (unsigned char)*e, (unsigned char)*e);
+    bset_clear(&hex);
+    bset_add_range(&hex, '0', '9'); bset_add_range(&hex, 'a', 'f'); bset_add_range(&hex, 'A', 'F');
+    int h = gb_bytes(b, &hex), u = gb_seq(b, (int[]){gb_str(b, "u"), h, h, h, h}, 5);
+    int r = gb_alt2(b, raw, gb_seq2(b, gb_str(b, "\\"), gb_alt2(b, gb_bytes(b, &esc), u)));
+    if (r >= 0) b->json_char = r;
+    return r;
+}
+
 /* ---- lowering ------------------------------------------------------------------------------------ */
 
 typedef struct lowerer {
@@ -251,8 +270,9 @@ typedef struct lowerer {
     gr_grammar *g;
     int32_t cap_elems, cap_alts, cap_rules;
     int32_t *node_rule; int32_t cap_nr; /* node → helper rule whose body it is, -1 */
-    int32_t *star_rule; int32_t cap_sr; /* repetition node → its S ::= X S | ε rule, -1 */
+    int32_t *star_rule; int32_t cap_sr; /* repetition node → its S ::= X S | ε rule or its counted rule, -1 */
     int32_t *queue; int32_t nq, cap_q;  /* rules left to lower */
+    int32_t (*counted)[4]; int32_t n_counted, cap_counted; /* (rule, lo, hi, JSON character body) of each counted rule */
     int oom;
 } lowerer;
 
@@ -302,6 +322,42 @@ static int elem_of(lowerer *L, int x) { /* a single element standing for node x 
     return r < 0 ? GR_END : GR_REF(r);
 }
 
+/* 1 if node x may match the empty string (a rule reference counts as nullable: conservative). */
+static int nullable(const gr_builder *b, int x, int depth) {
+    const gr_node *n = &b->nodes[x];
+    if (depth > 64) return 1;
+    switch (n->kind) {
+    case GN_BYTES: case GN_NEVER: return 0;
+    case GN_SEQ:
+        for (int i = 0; i < n->nkid; i++)
+            if (!nullable(b, b->kids[n->kid + i], depth + 1)) return 0;
+        return 1;
+    case GN_ALT:
+        for (int i = 0; i < n->nkid; i++)
+            if (nullable(b, b->kids[n->kid + i], depth + 1)) return 1;
+        return 0;
+    case GN_REP: return n->a == 0 || nullable(b, b->kids[n->kid], depth + 1);
+    default: return 1; /* EMPTY, REF */
+    }
+}
+
+/* The counted rule of repetition node x (made once per node); -1 on failure. */
+static int counted_rule(lowerer *L, int x) {
+    gr_builder *b = L->b;
+    if (node_rule_fit(L)) return -1;
+    if (L->star_rule[x] >= 0) return L->star_rule[x];
+    gr_node n = b->nodes[x];
+    int r = gb_rule(b, NULL);
+    if (r < 0 || grow((void **)&L->counted, &L->cap_counted, L->n_counted + 1, sizeof L->counted[0])) return -1;
+    gb_set_body(b, r, b->kids[n.kid]);
+    if (b->oom || queue_rule(L, r) || node_rule_fit(L)) return -1;
+    L->counted[L->n_counted][0] = r; L->counted[L->n_counted][1] = n.a; L->counted[L->n_counted][2] = n.b;
+    L->counted[L->n_counted][3] = b->json_char >= 0 && b->kids[n.kid] == b->json_char;
+    L->n_counted++;
+    L->star_rule[x] = r;
+    return r;
+}
+
 /* Appends node x's elements to the current alternative; 1 if x can match nothing. */
 static int lower_seq(lowerer *L, int x) {
     gr_builder *b = L->b;
@@ -319,6 +375,12 @@ static int lower_seq(lowerer *L, int x) {
     case GN_REP: {
         int kid = b->kids[n.kid];
         if (b->nodes[kid].kind == GN_NEVER) return n.a > 0;
+        if ((n.b == GR_INF ? n.a : n.b) > 4 && (n.b == GR_INF || n.b >= n.a) && !nullable(b, kid, 0)) { /* a counter */
+            int r = counted_rule(L, x);
+            if (r < 0) { L->oom = 1; return 1; }
+            push_elem(L, GR_REF(r));
+            return 0;
+        }
         int e = elem_of(L, kid);
         if (e == GR_END || node_rule_fit(L)) { L->oom = 1; return 1; }
         for (int i = 0; i < n.a; i++) push_elem(L, e);
@@ -371,7 +433,7 @@ static int lower_rule(lowerer *L, int r) {
 
 void gr_grammar_free(gr_grammar *g) {
     if (!g) return;
-    free(g->sets); free(g->elems); free(g->alt_start); free(g->alt_count); free(g->alts);
+    free(g->sets); free(g->elems); free(g->alt_start); free(g->alt_count); free(g->alts); free(g->rep_lo); free(g->rep_hi); free(g->rep_json);
     free(g);
 }
 
@@ -406,6 +468,20 @@ ig_status gb_finish(gr_builder *b, int root, gr_grammar **out, ig_err *err) {
     free(L.queue);
     free(L.node_rule);
     free(L.star_rule);
+    if (!L.oom && L.n_counted) {
+        g->rep_lo = malloc((size_t)b->n_rules * sizeof(int32_t));
+        g->rep_hi = malloc((size_t)b->n_rules * sizeof(int32_t));
+        g->rep_json = calloc((size_t)b->n_rules, 1);
+        if (!g->rep_lo || !g->rep_hi || !g->rep_json) L.oom = 1;
+        for (int i = 0; !L.oom && i < b->n_rules; i++) g->rep_lo[i] = g->rep_hi[i] = -1;
+        for (int i = 0; !L.oom && i < L.n_counted; i++) {
+            g->rep_lo[L.counted[i][0]] = L.counted[i][1];
+            g->rep_hi[L.counted[i][0]] = L.counted[i][2];
+            g->rep_json[L.counted[i][0]] = (int8_t)L.counted[i][3];
+        }
+        g->n_counted = L.n_counted;
+    }
+    free(L.counted);
     if (L.oom) { gr_grammar_free(g); return ig_fail(err, IG_ERR_UNSUPPORTED, "grammar too large (or out of memory)"); }
     g->n_rules = b->n_rules;
     g->root = root;

@@ -6,6 +6,11 @@
  * alternation, a repetition {min,max} or a reference to a named rule. Lowering turns each rule's
  * body into alternatives of elements: an element is a byte set index (>= 0), a rule reference
  * (GR_REF(r) < 0), and every alternative ends with GR_END.
+ *
+ * A counted rule (rep_lo[r] >= 0) is a repetition X{lo,hi} of its alternatives as one rule: a
+ * reference to it is run by the matcher as one stack node carrying the iterations still owed and
+ * still allowed (gr_match.c), instead of one rule per count. Its body never matches the empty
+ * string, so every iteration consumes at least one byte.
  */
 #ifndef IG_GR_INTERNAL_H
 #define IG_GR_INTERNAL_H
@@ -36,6 +41,7 @@ typedef struct gr_builder {
     int32_t *kids; int32_t n_kids, cap_kids;
     gr_bset *sets; int32_t n_sets, cap_sets;
     char **rule_names; int32_t *rule_body; int32_t n_rules, cap_rules;
+    int32_t json_char; /* the node of one JSON string character (gb_json_char_utf8), -1 until made */
     int oom; /* sticky: an allocation failed or a limit was passed */
 } gr_builder;
 
@@ -46,6 +52,9 @@ struct gr_grammar {
     int32_t *alts; int32_t n_alts;          /* element index where each alternative begins */
     int32_t n_rules;
     int32_t root;
+    int32_t *rep_lo, *rep_hi; /* per rule: counted repetition bounds (hi GR_INF: unbounded); lo -1: a plain rule */
+    int8_t *rep_json;         /* per rule: the counted body is one JSON string character (gb_json_char_utf8) */
+    int32_t n_counted;        /* counted rules (0: rep_lo / rep_hi may be NULL) */
 };
 
 /* ---- builder (gr_build.c); every function returns a node id, or -1 once oom is set ---------- */
@@ -64,6 +73,10 @@ int gb_rep(gr_builder *b, int x, int min, int max); /* max GR_INF: unbounded */
 int gb_opt(gr_builder *b, int x);
 int gb_empty(gr_builder *b);
 int gb_never(gr_builder *b);                       /* matches nothing */
+/* One JSON string character (RFC 8259: a whole UTF-8 character other than '"', '\\' and the
+ * controls, or an escape), made once per builder: a counted repetition of it is a counted JSON
+ * string, whose masks gr_match.c computes from per-length token sets. */
+int gb_json_char_utf8(gr_builder *b);
 /* Named rules: gb_rule finds or creates (body unset); gb_ref refers to one. */
 int gb_rule(gr_builder *b, const char *name);
 int gb_ref(gr_builder *b, int rule);

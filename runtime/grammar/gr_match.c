@@ -7,6 +7,12 @@
  * right-recursive loops run in constant depth. Left recursion would grow stacks without bound: a
  * depth limit turns it into an error. A state is an interned sorted set of stacks whose tops are
  * byte sets (or the empty stack); state × byte → state is cached in a 256-entry row per state.
+ *
+ * A reference to a counted rule (X{lo,hi}, gr_internal.h) is a counter node (pos, parent, owed,
+ * allowed): its expansion is one more X under the node with both counts less one, and, when
+ * nothing is owed, what follows. Counts still differ per node, so a long string is still one
+ * state per character, but canon_state clamps them for the mask cache, and a counted JSON
+ * string's masks need no walk of its content (json_count_state).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +25,12 @@
 #define MASK_SLOTS 32
 #define MAX_TOKEN_BYTES 1024
 #define ALEN_MAX 32
+#define JLE_MAX 64 /* per-length sets of JSON content tokens up to this many characters; longer ones are listed */
 #define UNI_MAX 16 /* how far uniform depths look ahead (each level is a state built on its first visit) */
 #define UNKNOWN (-2)
 #define DEAD (-1)
+#define CINF INT32_MAX /* a counter without an upper bound */
+#define JQ_REST 0x4000 /* gr_vocab.jq_chars: the closing quote is not the token's last byte */
 
 /* ---- vocabulary ------------------------------------------------------------------------------- */
 
@@ -40,20 +49,36 @@ typedef struct trie {
     uint16_t *amax;    /* longest token below, when all of them are ASCII-plain; 0xFFFF if not */
     uint16_t *cmax;    /* most characters of a token below, when all of them are UTF-8-plain; 0xFFFF if not */
     tnode *nd;         /* the fields above packed per node; the arrays are freed once it is built */
+    const int32_t *next; /* next token with the same bytes (the vocabulary's array for this trie) */
     int32_t n;
 } trie;
 
 struct gr_vocab {
     int32_t n;
+    int32_t max_len;     /* the longest token's bytes */
     int32_t *eos; int n_eos;
     int32_t *tok_next;   /* [n] next token with the same bytes, -1 */
     trie full;           /* every token */
+    trie sfx;            /* tokens with a non-plain byte after a plain first one, each from its first
+                            non-plain byte on (from a plain fixed point, only that part decides) */
+    int32_t *sfx_next;   /* [n] next token with the same suffix, -1 */
     uint32_t *plain;     /* bitmask: tokens made only of plain bytes */
     uint32_t *ascii;     /* bitmask: tokens made only of ASCII plain bytes (0x20..0x7E but '"' '\\') */
+    uint32_t *first_plain; /* bitmask: tokens whose first byte is plain */
     uint32_t *ascii_le;  /* [ALEN_MAX + 1][words]: ASCII-plain tokens of at most L bytes */
     uint32_t *utf8_le;   /* [ALEN_MAX + 1][words]: UTF-8-plain tokens (whole valid characters, no
                             control, DEL, '"' or '\\') of at most L characters */
     gr_bset plain_class; /* bytes 0x20..0xFF but '"' and '\\' */
+    /* JSON string content (RFC 8259 characters, gb_json_char_utf8), for counted strings: */
+    uint32_t *jle;       /* [JLE_MAX + 1][words]: tokens of 1..L characters of content (a last one
+                            may be incomplete: it counts as one) */
+    int32_t *jlong; int32_t n_jlong; /* content tokens of more than JLE_MAX characters */
+    int16_t *jlong_chars;            /* [n_jlong] their characters */
+    int32_t *jq;         /* ids of tokens of content, an unescaped '"', anything: the closing ones */
+    int16_t *jq_chars;   /* [n] characters before that quote, + JQ_REST when bytes follow it; -1: not closing */
+    int32_t n_jq;
+    trie jqs;            /* the closing tokens from just after their quote (empty rests excluded) */
+    int32_t *jqs_next;   /* [n] next token with the same rest, -1 */
     char *arena; int32_t *off, *len; /* each token's bytes */
 };
 
@@ -78,6 +103,44 @@ static int utf8_plain_chars(const unsigned char *s, int n) {
         if (c1 < lo || c1 > hi) return -1;
         for (int j = 2; j <= k; j++)
             if (s[i + j] < 0x80 || s[i + j] > 0xBF) return -1;
+        i += k + 1;
+    }
+    return chars;
+}
+
+/* JSON string content from a character boundary (the characters of gb_json_char_utf8): the
+ * characters of s[0..n) when all of it is content, a last incomplete character or escape counting
+ * as one (*q = -1); or, at the first unescaped '"' after whole characters, the characters before
+ * it (*q = its offset); -1 when neither. */
+static int json_content(const unsigned char *s, int n, int *q) {
+    *q = -1;
+    int chars = 0;
+    for (int i = 0; i < n; chars++) {
+        unsigned c = s[i];
+        if (c == '"') { *q = i; return chars; }
+        if (c == '\\') {
+            if (i + 1 == n) return chars + 1;
+            unsigned e = s[i + 1];
+            if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') { i += 2; continue; }
+            if (e != 'u') return -1;
+            for (int j = 2; j < 6; j++) {
+                if (i + j == n) return chars + 1;
+                unsigned h = s[i + j];
+                if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return -1;
+            }
+            i += 6;
+            continue;
+        }
+        if (c < 0x20) return -1;
+        if (c < 0x80) { i++; continue; }
+        int k = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : -1;
+        if (k < 0) return -1;
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (int j = 1; j <= k; j++) {
+            if (i + j == n) return chars + 1;
+            unsigned x = s[i + j];
+            if (x < (j == 1 ? lo : 0x80) || x > (j == 1 ? hi : 0xBF)) return -1;
+        }
         i += k + 1;
     }
     return chars;
@@ -186,6 +249,73 @@ static int trie_build(trie *t, const int32_t *ids, int32_t n, const char *arena,
     return 0;
 }
 
+/* The JSON content tables (gr_vocab.jle, jq, jq_chars, jqs) once arena / off / len are set. */
+static int json_tables(gr_vocab *v, const int16_t *nchar) {
+    int32_t n = v->n, nr = 0;
+    size_t words = (size_t)(n + 31) / 32 + 1;
+    v->jle = calloc(JLE_MAX + 1, words * 4);
+    v->jlong = malloc((size_t)(n + 1) * 4);
+    v->jlong_chars = malloc((size_t)(n + 1) * 2);
+    v->jq = malloc((size_t)(n + 1) * 4);
+    v->jq_chars = malloc((size_t)(n + 1) * 2);
+    v->jqs_next = malloc((size_t)(n + 1) * 4);
+    int32_t *roff = malloc((size_t)(n + 1) * 4), *rlen = calloc((size_t)n + 1, 4), *rids = malloc((size_t)(n + 1) * 4);
+    int rc = -1;
+    if (!v->jle || !v->jlong || !v->jlong_chars || !v->jq || !v->jq_chars || !v->jqs_next || !roff || !rlen || !rids) goto out;
+    for (int32_t id = 0; id < n; id++) {
+        v->jq_chars[id] = -1;
+        v->jqs_next[id] = -1;
+        int q, l = v->len[id];
+        int c = l > 0 ? json_content((const unsigned char *)v->arena + v->off[id], l, &q) : -1;
+        if (c < 0) continue;
+        if (q < 0 && c > JLE_MAX) { v->jlong_chars[v->n_jlong] = (int16_t)c; v->jlong[v->n_jlong++] = id; continue; }
+        if (q < 0) { v->jle[(size_t)c * words + (id >> 5)] |= 1u << (id & 31); continue; }
+        v->jq[v->n_jq++] = id;
+        v->jq_chars[id] = (int16_t)(c + (q + 1 < l ? JQ_REST : 0));
+        if (q + 1 < l) { roff[id] = v->off[id] + q + 1; rlen[id] = l - q - 1; rids[nr++] = id; }
+    }
+    for (int32_t L = 1; L <= JLE_MAX; L++)
+        for (size_t w = 0; w < words; w++) v->jle[(size_t)L * words + w] |= v->jle[(size_t)(L - 1) * words + w];
+    g_sort = (sort_ctx){v->arena, roff, rlen};
+    qsort(rids, (size_t)nr, 4, cmp_tok);
+    if (trie_build(&v->jqs, rids, nr, v->arena, roff, rlen, v->jqs_next) ||
+        trie_index(&v->jqs, v->jqs_next, v->plain, v->ascii, nchar, n)) goto out;
+    v->jqs.next = v->jqs_next;
+    rc = 0;
+out:
+    free(roff); free(rlen); free(rids);
+    return rc;
+}
+
+/* The suffix trie (gr_vocab.sfx) over the sorted tokens ids[0..nk). */
+static int sfx_build(gr_vocab *v, const int32_t *ids, int32_t nk, const char *arena, const int32_t *off, const int32_t *len,
+                     const int16_t *nchar) {
+    int32_t n = v->n, ns = 0;
+    int32_t *soff = malloc((size_t)(n + 1) * 4), *slen = calloc((size_t)n + 1, 4), *sids = malloc((size_t)(n + 1) * 4);
+    v->sfx_next = malloc((size_t)(n + 1) * 4);
+    int rc = -1;
+    if (!soff || !slen || !sids || !v->sfx_next) goto out;
+    for (int32_t id = 0; id < n; id++) v->sfx_next[id] = -1;
+    for (int32_t i = 0; i < nk; i++) {
+        int32_t id = ids[i], k = 0;
+        if (v->plain[id >> 5] >> (id & 31) & 1) continue;
+        while (k < len[id] && bset_has(&v->plain_class, (unsigned char)arena[off[id] + k])) k++;
+        if (k == 0) continue; /* the root walk sees it */
+        soff[id] = off[id] + k;
+        slen[id] = len[id] - k;
+        sids[ns++] = id;
+    }
+    g_sort = (sort_ctx){arena, soff, slen};
+    qsort(sids, (size_t)ns, 4, cmp_tok);
+    if (trie_build(&v->sfx, sids, ns, arena, soff, slen, v->sfx_next) ||
+        trie_index(&v->sfx, v->sfx_next, v->plain, v->ascii, nchar, n)) goto out;
+    v->sfx.next = v->sfx_next;
+    rc = 0;
+out:
+    free(soff); free(slen); free(sids);
+    return rc;
+}
+
 ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const int32_t *eos_ids, int n_eos,
                        gr_vocab **out, ig_err *err) {
     *out = NULL;
@@ -201,8 +331,9 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
     v->tok_next = malloc((size_t)(n + 1) * 4);
     v->plain = calloc((size_t)(n + 31) / 32 + 1, 4);
     v->ascii = calloc((size_t)(n + 31) / 32 + 1, 4);
+    v->first_plain = calloc((size_t)(n + 31) / 32 + 1, 4);
     v->eos = malloc((size_t)(n_eos + 1) * 4);
-    if (!v->tok_next || !v->plain || !v->ascii || !v->eos) goto done;
+    if (!v->tok_next || !v->plain || !v->ascii || !v->first_plain || !v->eos) goto done;
     for (int i = 0; i < n_eos; i++) v->eos[i] = eos_ids[i];
     v->n_eos = n_eos;
     bset_add_range(&v->plain_class, 0x20, 0xFF);
@@ -218,6 +349,7 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         len[id] = l > 0 ? l : 0;
         nchar[id] = -1;
         if (l <= 0) continue;
+        if (l > v->max_len) v->max_len = l;
         int nc = utf8_plain_chars((const unsigned char *)buf, l);
         nchar[id] = (int16_t)(nc <= ALEN_MAX ? nc : -1);
         if (an + (size_t)l > acap) {
@@ -231,6 +363,7 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         int plain = 1;
         for (int k = 0; k < l; k++) plain &= bset_has(&v->plain_class, (unsigned char)buf[k]);
         if (plain) v->plain[id >> 5] |= 1u << (id & 31);
+        if (bset_has(&v->plain_class, (unsigned char)buf[0])) v->first_plain[id >> 5] |= 1u << (id & 31);
         int asc = plain;
         for (int k = 0; k < l; k++) asc &= (unsigned char)buf[k] < 0x7F;
         if (asc) v->ascii[id >> 5] |= 1u << (id & 31);
@@ -242,6 +375,8 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
     if (trie_build(&v->full, ids, nk, arena, off, len, v->tok_next)) goto done;
     (void)nr;
     if (trie_index(&v->full, v->tok_next, v->plain, v->ascii, nchar, n)) goto done;
+    v->full.next = v->tok_next;
+    if (sfx_build(v, ids, nk, arena, off, len, nchar)) goto done;
     size_t words = (size_t)(n + 31) / 32 + 1;
     if (!(v->ascii_le = calloc(ALEN_MAX + 1, words * 4)) || !(v->utf8_le = calloc(ALEN_MAX + 1, words * 4))) goto done;
     for (int32_t id = 0; id < n; id++) {
@@ -252,6 +387,7 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
     }
     v->arena = arena; v->off = off; v->len = len;
     arena = NULL; off = len = NULL;
+    if (json_tables(v, nchar)) goto done;
     st = IG_OK;
 done:
     free(off); free(len); free(ids); free(rest); free(arena); free(nchar);
@@ -263,6 +399,10 @@ done:
 void gr_vocab_free(gr_vocab *v) {
     if (!v) return;
     trie_free(&v->full);
+    trie_free(&v->sfx);
+    free(v->sfx_next);
+    trie_free(&v->jqs);
+    free(v->jqs_next); free(v->jle); free(v->jlong); free(v->jlong_chars); free(v->jq); free(v->jq_chars); free(v->first_plain);
     free(v->tok_next); free(v->plain); free(v->ascii); free(v->ascii_le); free(v->utf8_le); free(v->eos); free(v->arena); free(v->off); free(v->len);
     free(v);
 }
@@ -280,6 +420,7 @@ typedef struct sstate {
     int8_t uni8;        /* -1 unknown, else D: every UTF-8-plain string of <= D characters stays alive */
     int32_t usucc;      /* UNKNOWN, DEAD (none), or the one state every UTF-8-plain character leads to */
     int8_t fixp;        /* -1 unknown, 0/1: every plain byte leads back to this state */
+    int32_t canon;      /* UNKNOWN, or the state with every counter clamped (same mask: canon_state) */
     int32_t *next;      /* [256] or NULL */
 } sstate;
 
@@ -287,6 +428,9 @@ struct gr_matcher {
     const gr_grammar *g;
     const gr_vocab *v;
     int32_t *pos, *parent, *depth; int32_t n_nodes, cap_nodes;
+    int32_t *cmin, *cmax;                    /* a counter node's iterations owed / allowed; -1: none */
+    int32_t *cnode;                          /* the node with its counters clamped (UNKNOWN: not yet) */
+    int32_t clamp;                           /* counters clamp to this: the longest token + 1 */
     int32_t *nhash; int32_t nh_cap;          /* node intern table: id + 1 */
     int32_t *members; int32_t n_members, cap_members;
     sstate *st; int32_t n_st, cap_st;
@@ -298,6 +442,7 @@ struct gr_matcher {
     int failed; char fail_msg[200];
     int nested;                              /* inside fixed_root: no second level */
     uint32_t *mask_cache; int32_t mask_owner[MASK_SLOTS]; int32_t words;
+    uint32_t *scratch;                       /* [words]: closing tokens of a counted JSON string */
     int32_t walk[MAX_TOKEN_BYTES + 1];
 };
 
@@ -318,11 +463,16 @@ static void fail(gr_matcher *m, const char *msg) {
 
 static uint32_t mix(uint32_t h, uint32_t x) { h ^= x; h *= 0x9E3779B1u; return h ^ (h >> 15); }
 
+static uint32_t node_hash(int32_t pos, int32_t parent, int32_t cmin, int32_t cmax) {
+    uint32_t h = mix(mix(0, (uint32_t)pos), (uint32_t)parent);
+    return cmin < 0 ? h : mix(mix(h, (uint32_t)cmin), (uint32_t)cmax);
+}
+
 static int rehash_nodes(gr_matcher *m, int32_t cap) {
     int32_t *t = calloc((size_t)cap, 4);
     if (!t) return -1;
     for (int32_t id = 1; id < m->n_nodes; id++) {
-        uint32_t i = mix(mix(0, (uint32_t)m->pos[id]), (uint32_t)m->parent[id]) & (uint32_t)(cap - 1);
+        uint32_t i = node_hash(m->pos[id], m->parent[id], m->cmin[id], m->cmax[id]) & (uint32_t)(cap - 1);
         while (t[i]) i = (i + 1) & (uint32_t)(cap - 1);
         t[i] = id + 1;
     }
@@ -332,23 +482,28 @@ static int rehash_nodes(gr_matcher *m, int32_t cap) {
     return 0;
 }
 
-/* The node (pos, parent), made if new; -1 on failure (m->failed set). */
-static int32_t intern_node(gr_matcher *m, int32_t pos, int32_t parent) {
-    uint32_t h = mix(mix(0, (uint32_t)pos), (uint32_t)parent), mk = (uint32_t)(m->nh_cap - 1);
+/* The node (pos, parent, counters cmin / cmax: -1 for none), made if new; -1 on failure
+ * (m->failed set). */
+static int32_t intern_cnode(gr_matcher *m, int32_t pos, int32_t parent, int32_t cmin, int32_t cmax) {
+    uint32_t h = node_hash(pos, parent, cmin, cmax), mk = (uint32_t)(m->nh_cap - 1);
     for (uint32_t i = h & mk;; i = (i + 1) & mk) {
         int32_t e = m->nhash[i];
         if (!e) break;
-        if (m->pos[e - 1] == pos && m->parent[e - 1] == parent) return e - 1;
+        if (m->pos[e - 1] == pos && m->parent[e - 1] == parent && m->cmin[e - 1] == cmin && m->cmax[e - 1] == cmax) return e - 1;
     }
     int32_t d = m->depth[parent] + 1;
     if (d > MAX_DEPTH) { fail(m, "grammar: parse stack too deep (left recursion?)"); return -1; }
     if (m->n_nodes >= MAX_NODES) { fail(m, "grammar: automaton state limit reached"); return -1; }
-    int32_t c1 = m->cap_nodes, c2 = m->cap_nodes, c3 = m->cap_nodes;
+    int32_t c1 = m->cap_nodes, c2 = m->cap_nodes, c3 = m->cap_nodes, c4 = m->cap_nodes, c5 = m->cap_nodes, c6 = m->cap_nodes;
     if (grow((void **)&m->pos, &c1, m->n_nodes + 1, 4) || grow((void **)&m->parent, &c2, m->n_nodes + 1, 4) ||
-        grow((void **)&m->depth, &c3, m->n_nodes + 1, 4)) { fail(m, "grammar: out of memory"); return -1; }
+        grow((void **)&m->depth, &c3, m->n_nodes + 1, 4) || grow((void **)&m->cmin, &c4, m->n_nodes + 1, 4) ||
+        grow((void **)&m->cmax, &c5, m->n_nodes + 1, 4) || grow((void **)&m->cnode, &c6, m->n_nodes + 1, 4)) {
+        fail(m, "grammar: out of memory");
+        return -1;
+    }
     m->cap_nodes = c1;
     int32_t id = m->n_nodes++;
-    m->pos[id] = pos; m->parent[id] = parent; m->depth[id] = d;
+    m->pos[id] = pos; m->parent[id] = parent; m->depth[id] = d; m->cmin[id] = cmin; m->cmax[id] = cmax; m->cnode[id] = UNKNOWN;
     if (m->n_nodes * 2 > m->nh_cap) {
         if (rehash_nodes(m, m->nh_cap * 2)) { fail(m, "grammar: out of memory"); return -1; }
     } else {
@@ -358,6 +513,8 @@ static int32_t intern_node(gr_matcher *m, int32_t pos, int32_t parent) {
     }
     return id;
 }
+
+static int32_t intern_node(gr_matcher *m, int32_t pos, int32_t parent) { return intern_cnode(m, pos, parent, -1, -1); }
 
 static int visit(gr_matcher *m, int32_t s) {
     if (s >= m->cap_stamp) {
@@ -375,6 +532,28 @@ static void add_tmp(gr_matcher *m, int32_t s) {
     m->tmp[m->n_tmp++] = s;
 }
 
+static void expand(gr_matcher *m, int32_t s);
+
+/* Counter node s (at a reference to counted rule r, cmin iterations owed, cmax allowed): one more
+ * iteration under the node with both counts less one, and, when none is owed, what follows. */
+static void expand_counted(gr_matcher *m, int32_t s, int32_t r) {
+    const gr_grammar *g = m->g;
+    int32_t pos = m->pos[s], par = m->parent[s], lo = m->cmin[s], hi = m->cmax[s];
+    if (hi > 0) {
+        int32_t child = intern_cnode(m, pos, par, lo > 0 ? lo - 1 : 0, hi == CINF ? CINF : hi - 1);
+        if (child < 0) return;
+        for (int32_t a = 0; a < g->alt_count[r]; a++) {
+            int32_t c = intern_node(m, g->alts[g->alt_start[r] + a], child);
+            if (c < 0) return;
+            expand(m, c);
+        }
+    }
+    if (lo == 0) {
+        int32_t cont = g->elems[pos + 1] == GR_END ? par : intern_node(m, pos + 1, par);
+        if (cont >= 0) expand(m, cont);
+    }
+}
+
 /* Adds to tmp every stack with a byte set (or nothing) on top that stack s reaches without
  * consuming a byte. */
 static void expand(gr_matcher *m, int32_t s) {
@@ -385,6 +564,15 @@ static void expand(gr_matcher *m, int32_t s) {
         if (e == GR_END) { s = m->parent[s]; continue; }
         if (e >= 0) { add_tmp(m, s); return; }
         int32_t r = GR_REF_RULE(e), par = m->parent[s];
+        if (g->n_counted && g->rep_lo[r] >= 0) { /* a counted rule: the node carries its counters */
+            if (m->cmin[s] < 0) { /* entering: the full counts */
+                s = intern_cnode(m, pos, par, g->rep_lo[r], g->rep_hi[r] == GR_INF ? CINF : g->rep_hi[r]);
+                if (s < 0) return;
+                continue;
+            }
+            expand_counted(m, s, r);
+            return;
+        }
         int32_t cont = g->elems[pos + 1] == GR_END ? par : intern_node(m, pos + 1, par);
         if (cont < 0) return;
         for (int32_t a = 0; a < g->alt_count[r]; a++) {
@@ -420,6 +608,10 @@ static int32_t intern_state(gr_matcher *m) {
     if (m->failed) return -3;
     if (!m->n_tmp) return DEAD;
     qsort(m->tmp, (size_t)m->n_tmp, 4, cmp_i32);
+    int32_t nu = 1; /* duplicates: only from clamped counters (canon_state) */
+    for (int32_t i = 1; i < m->n_tmp; i++)
+        if (m->tmp[i] != m->tmp[nu - 1]) m->tmp[nu++] = m->tmp[i];
+    m->n_tmp = nu;
     uint32_t h = 0;
     for (int32_t i = 0; i < m->n_tmp; i++) h = mix(h, (uint32_t)m->tmp[i]);
     uint32_t mk = (uint32_t)(m->sh_cap - 1);
@@ -433,7 +625,7 @@ static int32_t intern_state(gr_matcher *m) {
     if (grow((void **)&m->members, &m->cap_members, m->n_members + m->n_tmp, 4) ||
         grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof(sstate))) { fail(m, "grammar: out of memory"); return -3; }
     sstate *x = &m->st[m->n_st];
-    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->uni8 = -1; x->fixp = -1; x->usucc = UNKNOWN; x->next = NULL;
+    x->off = m->n_members; x->n = m->n_tmp; x->hash = h; x->accept = m->tmp[0] == 0; x->slice = -1; x->uni = -1; x->uni8 = -1; x->fixp = -1; x->usucc = UNKNOWN; x->canon = UNKNOWN; x->next = NULL;
     memcpy(m->members + m->n_members, m->tmp, (size_t)m->n_tmp * 4);
     m->n_members += m->n_tmp;
     int32_t id = m->n_st++;
@@ -556,9 +748,13 @@ ig_status gr_matcher_new(const gr_grammar *g, const gr_vocab *v, gr_matcher **ou
     if (!m->nhash || !m->shash || !m->mask_cache || grow((void **)&m->pos, &m->cap_nodes, 1, 4)) goto oom;
     m->parent = malloc((size_t)m->cap_nodes * 4);
     m->depth = malloc((size_t)m->cap_nodes * 4);
-    if (!m->parent || !m->depth) goto oom;
+    m->cmin = malloc((size_t)m->cap_nodes * 4);
+    m->cmax = malloc((size_t)m->cap_nodes * 4);
+    m->cnode = malloc((size_t)m->cap_nodes * 4);
+    if (!m->parent || !m->depth || !m->cmin || !m->cmax || !m->cnode) goto oom;
     for (int i = 0; i < MASK_SLOTS; i++) m->mask_owner[i] = -1;
-    m->pos[0] = -1; m->parent[0] = 0; m->depth[0] = 0;
+    m->pos[0] = -1; m->parent[0] = 0; m->depth[0] = 0; m->cmin[0] = m->cmax[0] = -1; m->cnode[0] = 0;
+    m->clamp = v->max_len + 1;
     m->n_nodes = 1;
     m->gen = 1;
     m->n_tmp = 0;
@@ -585,8 +781,8 @@ oom:
 void gr_matcher_free(gr_matcher *m) {
     if (!m) return;
     for (int32_t i = 0; i < m->n_st; i++) free(m->st[i].next);
-    free(m->pos); free(m->parent); free(m->depth); free(m->nhash); free(m->members); free(m->st);
-    free(m->shash); free(m->stamp); free(m->tmp); free(m->mask_cache);
+    free(m->pos); free(m->parent); free(m->depth); free(m->cmin); free(m->cmax); free(m->cnode); free(m->nhash); free(m->members); free(m->st);
+    free(m->shash); free(m->stamp); free(m->tmp); free(m->mask_cache); free(m->scratch);
     free(m);
 }
 
@@ -671,11 +867,12 @@ static int uniform_depth8(gr_matcher *m, int32_t s) {
  * are walked further. uni / uni8: subtrees of short plain tokens already marked by the caller.
  * s0 is the state before node from's byte (the nodes below may share m->walk with a caller's walk
  * above them: only the entries from that depth on are written). */
+
 static void walk_trie(gr_matcher *m, const trie *t, int32_t from, int32_t to, int32_t s0, uint32_t *bits, int slice0,
                       int uni, int uni8) {
     int32_t *stk = m->walk;
     stk[t->nd[from].depth - 1] = s0; /* the state before node from's byte */
-    const int32_t *tok_next = m->v->tok_next;
+    const int32_t *tok_next = t->next;
     const uint32_t *plain = m->v->plain;
     int slice_depth = slice0 ? 0 : 1 << 30; /* the subtree below this depth is in slice mode */
     const tnode *nd = t->nd;
@@ -716,14 +913,25 @@ static int plain_fixed(gr_matcher *m, int32_t s) {
 
 static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits);
 
+/* The mask of a plain fixed point s0 (the body of a free string): every plain token, the tokens
+ * whose first byte is not plain walked from s0, and the others by their suffix from the first
+ * non-plain byte (the suffix trie), since their plain prefix leads back to s0. */
+static void fixed_point_mask(gr_matcher *m, int32_t s0, uint32_t *bits) {
+    const trie *t = &m->v->full;
+    memcpy(bits, m->v->plain, (size_t)m->words * 4);
+    if (m->v->sfx.n) walk_trie(m, &m->v->sfx, 0, m->v->sfx.n, s0, bits, 0, 0, 0);
+    for (int32_t i = 0; i < t->n && !m->failed; i = t->nd[i].skip)
+        if (!bset_has(&m->v->plain_class, t->nd[i].byte)) walk_trie(m, t, i, t->nd[i].skip, s0, bits, 0, 0, 0);
+}
+
 static void clear_range(const trie *t, int32_t i, uint32_t *bits) {
     for (int32_t k = t->tpos[i], e = t->tpos[t->nd[i].skip]; k < e; k++) bits[t->order[k] >> 5] &= ~(1u << (t->order[k] & 31));
 }
 
 /* A state whose first bytes mostly lead to one plain fixed point F (an object's key: after its
  * first character that starts no named key, any string): from a token's first byte on, F accepts
- * what it accepts anywhere, so the mask is F's own (cached) with the other first bytes' subtrees
- * cleared and walked from s0. 1: done; 0: does not apply; -1: failure. */
+ * what it accepts anywhere, so the mask is F's own (cached) for the tokens whose first byte is
+ * plain and leads to F, and the other first bytes' subtrees are walked from s0. 1: done; 0: does not apply; -1: failure. */
 static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
     const trie *t = &m->v->full;
     int32_t F = -1;
@@ -732,46 +940,165 @@ static int fixed_root(gr_matcher *m, int32_t s0, uint32_t *bits) {
     for (int32_t i = 0; i < t->n; i = nd[i].skip) {
         int32_t ns = next_state(m, s0, nd[i].byte);
         if (ns == -3) return -1;
-        if (ns < 0 || ns == s0) continue;
+        if (ns < 0 || ns == s0 || !bset_has(&m->v->plain_class, nd[i].byte)) continue;
         if (F < 0 && plain_fixed(m, ns)) F = ns;
         if (ns == F) nF += t->tpos[nd[i].skip] - t->tpos[i];
     }
     if (F < 0 || nF * 2 < t->tpos[t->n]) return 0;
     if (mask_state(m, F, bits)) return -1;
-    for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] &= ~(1u << (m->v->eos[i] & 31));
+    for (int32_t w = 0; w < m->words; w++) bits[w] &= m->v->first_plain[w]; /* EOS and non-plain first bytes: walked */
     for (int32_t i = 0; i < t->n; i = nd[i].skip) {
-        if (next_state(m, s0, nd[i].byte) == F) continue;
-        clear_range(t, i, bits);
+        int pl = bset_has(&m->v->plain_class, nd[i].byte);
+        if (pl && next_state(m, s0, nd[i].byte) == F) continue;
+        if (pl) clear_range(t, i, bits);
         walk_trie(m, t, i, nd[i].skip, s0, bits, 0, 0, 0);
     }
     return m->failed ? -1 : 1;
 }
 
-/* The mask of state s0 into bits (cached per state); -1 on failure (m->fail_msg). */
+/* Node n with every counter on its stack clamped: owed min(cmin, K), allowed min(cmax, K) for
+ * K = clamp (the longest token + 1); -1 on failure. */
+static int32_t canon_node(gr_matcher *m, int32_t n) {
+    if (m->cnode[n] != UNKNOWN) return m->cnode[n];
+    int32_t p = canon_node(m, m->parent[n]);
+    if (p < 0) return -1;
+    int32_t hi = m->cmax[n] > m->clamp ? m->clamp : m->cmax[n], lo = m->cmin[n] > hi ? hi : m->cmin[n];
+    int32_t c = p == m->parent[n] && lo == m->cmin[n] && hi == m->cmax[n] ? n : intern_cnode(m, m->pos[n], p, lo, hi);
+    if (c >= 0) m->cnode[n] = c; /* m->cnode may have moved */
+    return c;
+}
+
+/* The state whose stacks are s's with their counters clamped (canon_node). Every iteration of a
+ * counted rule consumes a byte, so along any token (at most clamp - 1 bytes) an allowance of clamp
+ * never runs out and an owed count of clamp is never met, as with any larger one: both states
+ * allow the same tokens, and states that differ only in long counts share one cached mask.
+ * UNKNOWN-free: returns s itself when nothing changes; -3 on failure. */
+static int32_t canon_state(gr_matcher *m, int32_t s) {
+    if (!m->g->n_counted) return s;
+    if (m->st[s].canon != UNKNOWN) return m->st[s].canon;
+    m->n_tmp = 0;
+    int changed = 0;
+    for (int32_t i = 0; i < m->st[s].n; i++) {
+        int32_t x = m->members[m->st[s].off + i], c = canon_node(m, x);
+        if (c < 0) return -3;
+        changed |= c != x;
+        add_tmp(m, c);
+    }
+    int32_t c = changed ? intern_state(m) : s;
+    m->n_tmp = 0;
+    if (c < 0) return -3;
+    m->st[s].canon = c;
+    m->st[c].canon = c;
+    return c;
+}
+
+/* 1 if tmp[0..n_tmp) (sorted, unique) are the members of state s. */
+static int tmp_is_state(gr_matcher *m, int32_t s) {
+    qsort(m->tmp, (size_t)m->n_tmp, 4, cmp_i32);
+    return m->n_tmp == m->st[s].n && !memcmp(m->tmp, m->members + m->st[s].off, (size_t)m->n_tmp * 4);
+}
+
+/* 1 if s0 is exactly a counted JSON string at a character boundary: the stacks of a counter node
+ * X of a JSON character body (gb_json_char_utf8), nothing else. Then *lo / *hi: characters owed /
+ * allowed (CINF), *after: the state after the closing quote (DEAD when none). 0: not such a
+ * state; -1: failure. */
+static int json_count_state(gr_matcher *m, int32_t s0, int32_t *lo, int32_t *hi, int32_t *after) {
+    const gr_grammar *g = m->g;
+    int32_t P = -1;
+    for (int32_t i = 0; i < m->st[s0].n && P < 0; i++) {
+        int32_t t = m->members[m->st[s0].off + i], p = t ? m->parent[t] : 0;
+        if (p && m->cmin[p] >= 0 && g->rep_json[GR_REF_RULE(g->elems[m->pos[p]])]) P = p;
+    }
+    if (P < 0) return 0;
+    int32_t pos = m->pos[P], par = m->parent[P], phi = m->cmax[P] == CINF ? CINF : m->cmax[P] + 1;
+    for (int32_t plo = m->cmin[P] + 1; plo >= (m->cmin[P] ? m->cmin[P] + 1 : 0); plo--) {
+        int32_t X = intern_cnode(m, pos, par, plo, phi);
+        if (X < 0) return -1;
+        m->gen++;
+        m->n_tmp = 0;
+        expand(m, X);
+        if (m->failed) return -1;
+        if (!tmp_is_state(m, s0)) continue;
+        int32_t cont = g->elems[pos + 1] == GR_END ? par : intern_node(m, pos + 1, par);
+        if (cont < 0) return -1;
+        m->gen++;
+        m->n_tmp = 0;
+        expand(m, cont);
+        int32_t z = intern_state(m);
+        if (z == -3) return -1;
+        for (int32_t i = 0; z >= 0 && i < m->st[z].n; i++) { /* what follows must be the closing quote alone */
+            int32_t t = m->members[m->st[z].off + i];
+            const gr_bset *q = t ? &m->g->sets[g->elems[m->pos[t]]] : NULL;
+            if (!q || q->w[0] != 1ull << '"' || q->w[1] || q->w[2] || q->w[3]) return 0;
+        }
+        *after = z == DEAD ? DEAD : next_state(m, z, '"');
+        if (*after == -3) return -1;
+        *lo = plo;
+        *hi = phi;
+        return 1;
+    }
+    m->n_tmp = 0;
+    return 0;
+}
+
+/* The mask of a counted JSON string state (json_count_state): tokens of content of at most hi
+ * characters (a per-length set), and the tokens with an unescaped quote after lo..hi characters
+ * whose rest the state after the quote allows (one walk of those rests). */
+static int json_count_mask(gr_matcher *m, int32_t lo, int32_t hi, int32_t after, uint32_t *bits) {
+    const gr_vocab *v = m->v;
+    size_t stride = (size_t)m->words + 1;
+    memcpy(bits, v->jle + (size_t)(hi > JLE_MAX ? JLE_MAX : hi) * stride, (size_t)m->words * 4);
+    for (int32_t i = 0; hi > JLE_MAX && i < v->n_jlong; i++)
+        if (v->jlong_chars[i] <= hi) bits[v->jlong[i] >> 5] |= 1u << (v->jlong[i] & 31);
+    if (after < 0 || lo > v->max_len) return 0;
+    if (!m->scratch && !(m->scratch = malloc(stride * 4))) { fail(m, "grammar: out of memory"); return -1; }
+    memset(m->scratch, 0, stride * 4);
+    if (v->jqs.n) walk_trie(m, &v->jqs, 0, v->jqs.n, after, m->scratch, 0, 0, 0);
+    if (m->failed) return -1;
+    for (int32_t i = 0; i < v->n_jq; i++) {
+        int32_t id = v->jq[i], c = v->jq_chars[id] & (JQ_REST - 1), rest = v->jq_chars[id] & JQ_REST;
+        if (c >= lo && c <= hi && (!rest || (m->scratch[id >> 5] >> (id & 31) & 1))) bits[id >> 5] |= 1u << (id & 31);
+    }
+    return 0;
+}
+
+/* The mask of state s0 (canonical, not cached) into bits, EOS aside; -1 on failure. The first
+ * shortcut that applies: a counted JSON string (per-length sets), a plain fixed point (the suffix
+ * trie), a state whose first bytes mostly lead to one (fixed_root), else one walk of the trie with
+ * the plain-slice and uniform-depth shortcuts. */
+static int compute_mask(gr_matcher *m, int32_t s0, uint32_t *bits) {
+    size_t wb = (size_t)m->words * 4;
+    int32_t jlo, jhi, jafter;
+    int jc = m->g->n_counted ? json_count_state(m, s0, &jlo, &jhi, &jafter) : 0;
+    if (jc) return jc < 0 ? -1 : json_count_mask(m, jlo, jhi, jafter, bits);
+    int sl = slice_ok(m, s0);
+    if (sl && plain_fixed(m, s0)) { fixed_point_mask(m, s0, bits); return 0; }
+    if (!m->nested) { /* F's own mask is a plain fixed point's */
+        m->nested = 1;
+        int fr = fixed_root(m, s0, bits);
+        m->nested = 0;
+        if (fr) return fr < 0 ? -1 : 0;
+    }
+    int uni = sl ? 0 : uniform_depth(m, s0), uni8 = uni > 0 ? uniform_depth8(m, s0) : 0;
+    if (sl) memcpy(bits, m->v->plain, wb);
+    else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
+    else memset(bits, 0, wb);
+    if (uni8 > 0) {
+        const uint32_t *u = m->v->utf8_le + (size_t)uni8 * (wb / 4 + 1);
+        for (int32_t w = 0; w < m->words; w++) bits[w] |= u[w];
+    }
+    walk_trie(m, &m->v->full, 0, m->v->full.n, s0, bits, sl, uni, uni8);
+    return 0;
+}
+
+/* The mask of state s0 into bits (cached per canonical state); -1 on failure (m->fail_msg). */
 static int mask_state(gr_matcher *m, int32_t s0, uint32_t *bits) {
     size_t wb = (size_t)m->words * 4;
+    if ((s0 = canon_state(m, s0)) < 0) return -1;
     int slot = s0 & (MASK_SLOTS - 1);
     uint32_t *cached = m->mask_cache + (size_t)slot * m->words;
     if (m->mask_owner[slot] == s0) { memcpy(bits, cached, wb); return 0; }
-    int sl = slice_ok(m, s0), uni = sl ? 0 : uniform_depth(m, s0), uni8 = uni > 0 ? uniform_depth8(m, s0) : 0;
-    int fr = 0;
-    if (!sl && !uni && !m->nested) { /* F's own mask is computed the plain way */
-        m->nested = 1;
-        fr = fixed_root(m, s0, bits);
-        m->nested = 0;
-        if (fr < 0) return -1;
-    }
-    if (!fr) {
-        if (sl) memcpy(bits, m->v->plain, wb);
-        else if (uni > 0) memcpy(bits, m->v->ascii_le + (size_t)uni * (wb / 4 + 1), wb);
-        else memset(bits, 0, wb);
-        if (uni8 > 0) {
-            const uint32_t *u = m->v->utf8_le + (size_t)uni8 * (wb / 4 + 1);
-            for (int32_t w = 0; w < m->words; w++) bits[w] |= u[w];
-        }
-        walk_trie(m, &m->v->full, 0, m->v->full.n, s0, bits, sl, uni, uni8);
-    }
-    if (m->failed) return -1;
+    if (compute_mask(m, s0, bits) || m->failed) return -1;
     if (m->st[s0].accept)
         for (int i = 0; i < m->v->n_eos; i++) bits[m->v->eos[i] >> 5] |= 1u << (m->v->eos[i] & 31);
     memcpy(cached, bits, wb);

@@ -70,20 +70,6 @@ int gr_json_char(gr_builder *b) {
     return gb_alt2(b, gb_bytes(b, &plain), gb_seq2(b, gb_str(b, "\\"), gb_alt2(b, gb_bytes(b, &esc), u)));
 }
 
-/* One character (a whole UTF-8 sequence or an escape): for counted lengths. */
-static int json_char_utf8(sc *c) {
-    gr_builder *b = c->b;
-    gr_cpset s = {0};
-    cps_add(&s, 0, 0x10FFFF);
-    int raw = gb_cpset(b, &s, 1);
-    cps_free(&s);
-    gr_bset hex;
-    bset_clear(&hex);
-    bset_add_range(&hex, '0', '9'); bset_add_range(&hex, 'a', 'f'); bset_add_range(&hex, 'A', 'F');
-    int u = gb_seq2(b, gb_str(b, "\\u"), gb_rep(b, gb_bytes(b, &hex), 4, 4));
-    return gb_alt2(b, raw, gb_alt2(b, gb_str(b, "\\/"), u));
-}
-
 static int ws(sc *c) { return gb_ref(c->b, c->ws); }
 static int sep(sc *c) { return gb_seq3(c->b, ws(c), gb_str(c->b, ","), ws(c)); }
 static int colon(sc *c) { return gb_seq3(c->b, ws(c), gb_str(c->b, ":"), ws(c)); }
@@ -530,7 +516,7 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
             }
             return -1;
         }
-    } else if (lo || hi != GR_INF) body = gb_rep(b, json_char_utf8(c), lo, hi);
+    } else if (lo || hi != GR_INF) body = gb_rep(b, gb_json_char_utf8(b), lo, hi);
     else body = gb_rep(b, c->str_char, 0, GR_INF);
     return gb_seq3(b, gb_str(b, "\""), body, gb_str(b, "\""));
 }

@@ -11,11 +11,17 @@
  * computed once per class of bytes its stacks treat alike. Context-independent shortcuts: when a
  * stack sits in a loop over a byte set that contains every "plain" byte (the body of a free JSON
  * string), all tokens made only of plain bytes are allowed without a walk and only the other tokens
- * are walked; in a counted string (minLength / maxLength), where every character leads to one
- * state for D characters, tokens of whole plain characters up to D long come from per-length
- * bitmasks; a state whose first bytes mostly lead to a plain fixed point F (an object key past its
- * first character) takes F's mask and walks only the other first bytes; and the mask of a state
- * set already seen is reused.
+ * are walked, and at a plain fixed point (every plain byte leads back to the state) the other
+ * tokens are walked only from their first non-plain byte on (a suffix trie); a repetition with
+ * counts above four is one rule run with a counter in the stack node, and a state's mask is its
+ * counters' clamped to the longest token + 1 (no token can tell the difference), so the states of
+ * a long string share one mask; in a counted JSON string (minLength / maxLength) the tokens of pure
+ * content come from per-length sets and only the tokens that close the string are walked, from
+ * just after their quote; in other counted runs, where every character leads to one state for D
+ * characters, tokens of whole plain characters up to D long come from per-length bitmasks; a
+ * state whose first bytes mostly lead to a plain fixed point F (an object key past its first
+ * character) takes F's mask and walks only the other first bytes; and the mask of a state set
+ * already seen is reused.
  *
  * Unsupported schema keywords or grammar constructs are compile-time errors (IG_ERR_UNSUPPORTED)
  * naming the keyword and its JSON path; a malformed source is IG_ERR_FORMAT.
