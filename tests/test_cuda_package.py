@@ -113,15 +113,19 @@ def main():
             print(f"{name}:", p.stdout.strip())
             if p.returncode != 0:
                 fails.append(f"{name}: " + p.stderr.strip())
-        # kv_quant.cuh's warp functions (quantized KV encoder and reader) on 32 host threads
-        exe = os.path.join(tmp, "test_kv_quant_warp")
-        subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
-                        "-Wno-unused-function", "-I", os.path.join(root, "templates", "cuda"), "-I", os.path.join(root, "templates", "cpu"),
-                        os.path.join(root, "tests", "cuda_host", "test_kv_quant_warp.cpp"), "-o", exe], check=True)
-        p = subprocess.run([exe], capture_output=True, text=True)
-        print(p.stdout.strip())
-        if p.returncode != 0:
-            fails.append("test_kv_quant_warp: " + "; ".join(l for l in p.stdout.splitlines() if l.startswith("FAIL")))
+        # the quantized-KV device code on the host: kv_quant.cuh's warp functions on 32 threads, and the
+        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers)
+        for name in ("test_kv_quant_warp", "test_kv_quant_kernels"):
+            exe = os.path.join(tmp, name)
+            subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
+                            "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
+                            "-I", os.path.join(root, "templates", "cuda"), "-I", os.path.join(root, "templates", "cpu"),
+                            "-I", os.path.join(root, "tests", "cuda_host"),
+                            os.path.join(root, "tests", "cuda_host", name + ".cpp"), "-o", exe], check=True)
+            p = subprocess.run([exe], capture_output=True, text=True)
+            print(p.stdout.strip().splitlines()[-1])
+            if p.returncode != 0:
+                fails.append(f"{name}: " + "; ".join(l for l in p.stdout.splitlines() if l.startswith("FAIL")))
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at

@@ -332,7 +332,7 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
     static_assert(AT_D % 8 == 0, "AT_D must be a multiple of 8 (16-byte loads)");
     static_assert(!AT_KVQ || AT_PS % 8 == 0, "quantized KV: pages of a multiple of 8 slots (aligned code rows)");
-    extern __shared__ float ig_dyn_smem[];
+    IG_DYN_SMEM(float, ig_dyn_smem);
     constexpr int G = AT_H / AT_KV, D = AT_D;
     const int kh = blockIdx.x, t = blockIdx.y;
     if (t >= T) return;
@@ -434,7 +434,7 @@ extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
 IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
                         const int *positions, const int *token_seq, const int *page_table, int max_pages,
                         float *ws, unsigned *counters, AT_OT_ *out) {
-    extern __shared__ float ig_dyn_smem[];
+    IG_DYN_SMEM(float, ig_dyn_smem);
     const int kh = blockIdx.x, t = blockIdx.y, sp = blockIdx.z;
     if (t >= T) return;
     const int n = positions[t] + 1, ns = IG_CAT(AT_NAME, _splits)(n - IG_CAT(AT_NAME, _lo)(n - 1));
@@ -557,7 +557,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
                              const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off,
                              const int *positions, const int *token_seq, const int *page_table, int max_pages,
                              float *ws, unsigned *counters, AT_OT_ *out) {
-    extern __shared__ float ig_dyn_smem[];
+    IG_DYN_SMEM(float, ig_dyn_smem);
     if ((int)blockIdx.y >= T) return;
     const int pos = positions[blockIdx.y], ns = IG_CAT(AT_NAME, _splits)(pos + 1 - IG_CAT(AT_NAME, _lo)(pos));
     if ((int)blockIdx.z >= ns) return;

@@ -21,6 +21,9 @@ typedef unsigned short ig_bf16;
 #define IG_CAT(a, b) IG_CAT_(a, b)
 #define IG_NEG_INF (__int_as_float(0xff800000))
 #define IG_FULL_MASK 0xffffffffu
+/* The kernel's dynamic shared memory as an array `name` of T (a macro so that the host emulation of
+ * tests/cuda_host/cuda_emul.h can point it at its own storage). */
+#define IG_DYN_SMEM(T, name) extern __shared__ T name[]
 
 
 IG_DEV float ig_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }

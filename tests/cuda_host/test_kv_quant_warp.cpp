@@ -6,7 +6,7 @@
  *     bytes of templates/cpu/kv_quant.h's encoder for a page of 8-bit and of delta-coded 4-bit rows;
  *   - ig_kvq_attend (one warp, NW = 1; both chunk widths; ranges not starting at a page boundary,
  *     as split contexts have) matches a double softmax over kv_quant.h's dequantized rows.
- * Build (test_cuda_package.py does): g++ -std=c++20 -O1 -ffp-contract=off -pthread
+ * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu tests/cuda_host/test_kv_quant_warp.cpp
  * Exit 0 when every check passes. */
 #include <math.h>

@@ -1,0 +1,175 @@
+/* cuda_emul.h — just enough of CUDA to run the quantized-KV kernel templates on the host, for tests
+ * without a GPU (tests/cuda_host): a CTA is blockDim fibers (ucontext; __syncthreads a barrier of them,
+ * __syncwarp a barrier per warp, __shfl_xor_sync through a slot per lane between two warp
+ * barriers), __shared__ variables are static storage (one CTA runs at a time), the __f*_rn
+ * intrinsics are plain IEEE operations (build with -ffp-contract=off), and common.cuh's helpers are
+ * re-stated without PTX. No __CUDA_ARCH__: architecture-specific paths (cp.async, mma) are not
+ * compiled, so attention_prefill runs its CUDA-core path. Test code only. */
+#ifndef IG_CUDA_EMUL_H
+#define IG_CUDA_EMUL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <atomic>
+#include <stdio.h>
+#include <ucontext.h>
+#include <functional>
+#include <vector>
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __noinline__
+#define __shared__ static
+#define __launch_bounds__(...)
+struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
+struct dim3e { unsigned x, y, z; };
+static uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+static dim3e threadIdx, blockIdx, gridDim, blockDim;
+/* the CTA's threads are fibers (ucontext), switched only at barriers: deterministic and fast on a
+ * machine of few cores */
+struct emul_fiber {
+    ucontext_t ctx;
+    int wait; /* 0 running, 1 at __syncthreads, 2 at __syncwarp, 3 done */
+};
+static std::vector<emul_fiber> g_fib;
+static std::vector<std::vector<char>> g_stacks;
+static ucontext_t g_sched;
+static unsigned g_cur;
+static void emul_wait(int kind) {
+    g_fib[g_cur].wait = kind;
+    swapcontext(&g_fib[g_cur].ctx, &g_sched);
+}
+static void __syncthreads() { emul_wait(1); }
+static void __syncwarp(unsigned = 0xffffffffu) { emul_wait(2); }
+static float g_slot[32][32];
+static float __shfl_xor_sync(unsigned, float v, int o) {
+    float *s = g_slot[threadIdx.x >> 5];
+    s[threadIdx.x & 31] = v;
+    __syncwarp();
+    const float r = s[(threadIdx.x & 31) ^ (unsigned)o];
+    __syncwarp();
+    return r;
+}
+static int min(int a, int b) { return a < b ? a : b; }
+static int max(int a, int b) { return a > b ? a : b; }
+static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static float __fadd_rn(float a, float b) { return a + b; }
+static float __fsub_rn(float a, float b) { return a - b; }
+static float __fmul_rn(float a, float b) { return a * b; }
+static float __fdiv_rn(float a, float b) { return a / b; }
+static float __fsqrt_rn(float a) { return sqrtf(a); }
+static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
+template <class T> static T __ldg(const T *p) { return *p; }
+template <class T> static T __ldcg(const T *p) { return *p; }
+
+/* common.cuh without PTX (bf16 16-bit type) */
+#define IG_CUDA_COMMON_CUH 1
+#include "launch.h"
+typedef unsigned short ig_bf16;
+#define IG_DEV static inline
+#define IG_CAT_(a, b) a##b
+#define IG_CAT(a, b) IG_CAT_(a, b)
+#define IG_NEG_INF (-INFINITY)
+#define IG_FULL_MASK 0xffffffffu
+#define IG_F16 0
+IG_DEV float ig_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+IG_DEV unsigned short ig_f32_to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+IG_DEV float ig_f16_to_f32(unsigned short h) { return cpukv::ig_f16_to_f32(h); }
+IG_DEV unsigned short ig_f32_to_f16(float f) { return cpukv::ig_f32_to_f16(f); }
+IG_DEV float ig_h_to_f32(unsigned short h) { return ig_bf16_to_f32(h); }
+IG_DEV unsigned short ig_f32_to_h(float f) { return ig_f32_to_bf16(f); }
+IG_DEV unsigned ig_pack2_h(float a, float b) { return (unsigned)ig_f32_to_h(a) | ((unsigned)ig_f32_to_h(b) << 16); }
+IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; i++) {
+        if (es == 2) o[2 * i] = __uint_as_float(w[i] << 16), o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        else o[i] = __uint_as_float(w[i]);
+    }
+}
+IG_DEV uint4 ig_ldg16(const void *p) { return *(const uint4 *)p; }
+IG_DEV float ig_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
+    return v;
+}
+IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
+
+/* dynamic shared memory of the emulated CTA */
+static float ig_emul_dyn[64 * 1024];
+#define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+
+/* Runs kernel body f on grid g with block b, one CTA at a time (f reads threadIdx / blockIdx):
+ * fibers run in turn until each waits at a barrier or ends; a warp's barrier opens when all its
+ * live lanes wait there, the CTA's when all live threads do. Returns false on a deadlock. */
+static const std::function<void()> *g_body;
+static void emul_entry() {
+    (*g_body)();
+    g_fib[g_cur].wait = 3;
+    swapcontext(&g_fib[g_cur].ctx, &g_sched);
+}
+static bool emul_launch(dim3e g, dim3e b, const std::function<void()> &f) {
+    gridDim = g, blockDim = b;
+    const unsigned n = b.x, nw = (n + 31) / 32;
+    g_body = &f;
+    g_fib.assign(n, emul_fiber{});
+    g_stacks.resize(n);
+    for (auto &st : g_stacks) st.resize(256 * 1024);
+    for (unsigned z = 0; z < g.z; z++)
+        for (unsigned y = 0; y < g.y; y++)
+            for (unsigned x = 0; x < g.x; x++) {
+                blockIdx = {x, y, z};
+                for (unsigned i = 0; i < n; i++) {
+                    getcontext(&g_fib[i].ctx);
+                    g_fib[i].ctx.uc_stack.ss_sp = g_stacks[i].data();
+                    g_fib[i].ctx.uc_stack.ss_size = g_stacks[i].size();
+                    g_fib[i].ctx.uc_link = nullptr;
+                    makecontext(&g_fib[i].ctx, emul_entry, 0);
+                    g_fib[i].wait = 0;
+                }
+                for (;;) {
+                    bool ran = false;
+                    for (unsigned i = 0; i < n; i++)
+                        if (g_fib[i].wait == 0) {
+                            g_cur = i, threadIdx = {i, 0, 0};
+                            swapcontext(&g_sched, &g_fib[i].ctx);
+                            ran = true;
+                        }
+                    if (ran) continue;
+                    unsigned live = 0, at_cta = 0;
+                    bool opened = false;
+                    for (unsigned w = 0; w < nw; w++) {
+                        unsigned wl = 0, ww = 0;
+                        for (unsigned i = 32 * w; i < 32 * w + 32 && i < n; i++)
+                            wl += g_fib[i].wait != 3, ww += g_fib[i].wait == 2, at_cta += g_fib[i].wait == 1;
+                        live += wl;
+                        if (ww && ww == wl) {
+                            for (unsigned i = 32 * w; i < 32 * w + 32 && i < n; i++) g_fib[i].wait = 0;
+                            opened = true;
+                        }
+                    }
+                    if (opened) continue;
+                    if (!live) break;
+                    if (at_cta == live) {
+                        for (unsigned i = 0; i < n; i++)
+                            if (g_fib[i].wait == 1) g_fib[i].wait = 0;
+                        continue;
+                    }
+                    fprintf(stderr, "emul_launch: deadlock in CTA (%u, %u, %u)\n", x, y, z);
+                    return false;
+                }
+            }
+    return true;
+}
+
+#endif
