@@ -917,8 +917,9 @@ static void emit_host_header(gen *c, FILE *out) {
         cg_weight_ref(c->plan, &c->lay, 0, hn, 2, c->dl.head->in[2], hw, sizeof hw);
         cg_weight_ref(c->plan, &c->lay, 0, hn, 1, c->dl.head->in[1], hg, sizeof hg);
     }
-    fprintf(out, "#define DL_EMB %s\n#define DL_HEAD_W %s\n#define DL_HEAD_G %s /* 0: left to the per-op kernels */\n",
-            emb, hw, hg);
+    fprintf(out, "#define DL_EMB %s\n#define DL_HEAD_W %s\n#define DL_HEAD_G %s /* 0: left to the per-op kernels */\n"
+                 "#define DL_RUNS %d /* multi-step greedy runs: the kernel has the whole step (embedding and lm_head) */\n",
+            emb, hw, hg, c->dl.emb && c->dl.head);
 }
 
 /* Kernel images, embedded with .incbin (files next to model.c): a cubin per architecture, then

@@ -268,6 +268,21 @@ def cuda_checks(arch, tmp, fails, gpu):
                       f"{rel:.2e} x max|logit| (limit 3e-2) {'ok' if rel <= 3e-2 else 'FAIL'}")
                 if not rel <= 3e-2:
                     fails.append(f"{model} {scheme} cuda: differs from its decoded twin by {rel:.3e}")
+            # greedy generation (on the stream models the persistent kernel's one-token steps and runs)
+            # against the twin's, compared up to the first step whose top-2 margin on the twin is within
+            # twice the logits error measured above
+            err = max(np.abs(logits_of(pkg, ids, s) - logits_of(pt, ids, s)).max() for s in (0, 1))
+            prompt, n = ",".join(map(str, ids[:8])), 24
+            gq, gt = ([int(v) for v in golden.run(["generate", p, "--tokens", prompt, "--max-new-tokens", str(n),
+                                                    "--ignore-eos"]).stdout.split()] for p in (pkg, pt))
+            lt = logits_of(pt, list(ids[:8]) + gt, 0)[7:7 + n]
+            top2 = np.sort(lt, axis=1)[:, -2:]
+            n_cmp = next((i for i, (a2, a1) in enumerate(top2) if a1 - a2 <= 2 * err), n)
+            ok = len(gq) == n and gq[:n_cmp] == gt[:n_cmp]
+            print(f"{model:18s} {scheme:10s} cuda greedy vs its twin: {n_cmp}/{n} steps compared, {len(gq)} tokens "
+                  f"{'ok' if ok else 'FAIL'}")
+            if not ok:
+                fails.append(f"{model} {scheme} cuda: greedy {gq[:n_cmp]} ({len(gq)} tokens) != twin {gt[:n_cmp]}")
             rel, bound = logits_err(pkg, model, mdir), BOUND["a16w8" if mode == "a16w8" else "a16w4-g128"]
             print(f"{model:18s} {scheme:10s} cuda logits max|d| = {rel:.3e} x max|ref| (bound {bound}) {'ok' if rel <= bound else 'FAIL'}")
             if not rel <= bound:

@@ -56,6 +56,9 @@ static const double rope_inv_freq[HEAD_DIM / 2];
 #endif
 
 #define RUN_MAX 64                    /* steps of a multi-step greedy run at most (forward) */
+#ifndef DL_RUNS
+#define DL_RUNS 0 /* the persistent kernel takes the embedding and the lm_head: it can run several steps */
+#endif
 #define RUN_PENDING (-2147483647 - 1) /* a run's token slot not written yet */
 #define BLAS_WS_BYTES (32u << 20)     /* cuBLAS's workspace (its recommendation for sm_90) */
 #define MV_TMAX 8                     /* steps of up to this many tokens take the GEMV path */
@@ -384,7 +387,7 @@ static int launch_new(dev_state *st, const ig_fwd_batch *b, int mpb, int do_samp
     const int prefill_runs = stage_batch(st, b, mpb, do_sample);
     /* a single greedy row with no logits wanted runs the rest of its KV page (up to run_max steps) in
      * one persistent launch, each step's token the previous one's pick, published as soon as picked */
-    int run = st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits
+    int run = DL_RUNS && st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits
                   ? run_length(st, b->positions[0]) : 0;
     if (run > 1) {
         for (int j = 0; j < run; j++) st->run_host[j] = RUN_PENDING;
