@@ -241,7 +241,8 @@ def cuda_checks(arch, tmp, fails, gpu):
             golden.ensure_weights(os.path.join(mdir, model))  # fixtures stored as a recipe
         try:
             golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", pkg,
-                        "--target", f"cuda:{arch}", "--quant", mode] + (["--quant-group", g] if g else []))
+                        "--target", f"cuda:{arch}", "--quant", mode] + (["--quant-group", g] if g else []) +
+                       (["--tune", "dl_quant=1"] if mdir else []))
             if mdir and "#define HAS_DECODE_LAYERS 1" not in open(os.path.join(pkg, "src", "model.c")).read():
                 fails.append(f"{model} {scheme} cuda: no persistent decode kernel for quantized rows")
             m = json.load(open(os.path.join(pkg, "manifest.json")))
