@@ -14,23 +14,11 @@ work = "/tmp/ignis-bench"
 os.makedirs(work, exist_ok=True)
 ckpt, pkg = os.path.join(work, "llama1b"), os.path.join(work, "pkg1b")
 
-def sh(args, **kw):
-    p = subprocess.run(args, capture_output=True, text=True, **kw)
-    if p.returncode:
-        print(p.stdout[-3000:], p.stderr[-3000:])
-        raise SystemExit(f"failed: {' '.join(args)}")
-    return p.stdout
+from gpu_bench_common import sh, copy_bandwidth
 
 # ceilings, measured here
 dev = torch.device("cuda")
-x = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
-y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-torch.cuda.synchronize(); t = time.perf_counter()
-for _ in range(10): y.copy_(x)
-torch.cuda.synchronize(); dt = (time.perf_counter() - t) / 10
-bw = 2 * x.numel() / dt
-del x, y
+bw = copy_bandwidth(torch, dev)
 a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=dev); b = torch.randn_like(a)
 for _ in range(3): a @ b
 torch.cuda.synchronize(); t = time.perf_counter()

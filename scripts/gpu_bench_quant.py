@@ -19,22 +19,10 @@ os.makedirs(work, exist_ok=True)
 ckpt = os.path.join(work, "llama1b")
 
 
-def sh(args):
-    p = subprocess.run(args, capture_output=True, text=True)
-    if p.returncode:
-        print(p.stdout[-3000:], p.stderr[-3000:])
-        raise SystemExit(f"failed: {' '.join(args)}")
-    return p.stdout
-
+from gpu_bench_common import sh, copy_bandwidth
 
 dev = torch.device("cuda")
-x = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
-y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-torch.cuda.synchronize(); t = time.perf_counter()
-for _ in range(10): y.copy_(x)
-torch.cuda.synchronize(); bw = 2 * x.numel() / ((time.perf_counter() - t) / 10)
-del x, y
+bw = copy_bandwidth(torch, dev)
 print(f"device: {torch.cuda.get_device_name()}; copy bandwidth {bw/1e12:.2f} TB/s (read+write)")
 if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
     sh([sys.executable, os.path.join(ROOT, "scripts", "make_random_llama.py"), ckpt])

@@ -262,17 +262,10 @@ def cuda_checks(arch, tmp, fails, gpu):
             pt = os.path.join(tmp, f"{model}-{scheme}-cuda-twin-pkg")
             golden.run(["compile", tw, "-o", pt, "--target", "cpu", "--dtype", "f32"])
             ids = golden.reference(model, mdir)[0]
-            for step in (0, 1):
-                a, b = logits_of(pkg, ids, step), logits_of(pt, ids, step)
-                rel = np.abs(a - b).max() / np.abs(b).max()
-                print(f"{model:18s} {scheme:10s} cuda vs its decoded twin on the CPU{' (steps)' if step else ''}: "
-                      f"{rel:.2e} x max|logit| (limit 3e-2) {'ok' if rel <= 3e-2 else 'FAIL'}")
-                if not rel <= 3e-2:
-                    fails.append(f"{model} {scheme} cuda: differs from its decoded twin by {rel:.3e}")
+            err = compare_twin(f"{model:18s} {scheme:10s} cuda (twin on the CPU)", pkg, pt, ids, 3e-2, fails)
             # greedy generation (on the stream models the persistent kernel's one-token steps and runs)
             # against the twin's, compared up to the first step whose top-2 margin on the twin is within
             # twice the logits error measured above
-            err = max(np.abs(logits_of(pkg, ids, s) - logits_of(pt, ids, s)).max() for s in (0, 1))
             prompt, n = ",".join(map(str, ids[:8])), 24
             gq, gt = ([int(v) for v in golden.run(["generate", p, "--tokens", prompt, "--max-new-tokens", str(n),
                                                     "--ignore-eos"]).stdout.split()] for p in (pkg, pt))
@@ -290,6 +283,21 @@ def cuda_checks(arch, tmp, fails, gpu):
                 fails.append(f"{model} {scheme} cuda: error {rel:.3e} > {bound}")
         except Exception as e:
             fails.append(f"{model} {scheme} cuda: {e}")
+
+
+def compare_twin(label, pkg, pt, ids, limit, fails):
+    """Logits of package pkg against those of its decoded twin pt, prefill and one-token steps: at
+    most limit x max|logit| (a failure naming label otherwise). Returns the max |difference|."""
+    worst = 0.0
+    for step in (0, 1):
+        a, b = logits_of(pkg, ids, step), logits_of(pt, ids, step)
+        rel = np.abs(a - b).max() / np.abs(b).max()
+        worst = max(worst, np.abs(a - b).max())
+        print(f"{label} vs its decoded twin{' (steps)' if step else ''}: {rel:.2e} x max|logit| (limit {limit:g}) "
+              f"{'ok' if rel <= limit else 'FAIL'}")
+        if not rel <= limit:
+            fails.append(f"{label}: differs from its decoded twin by {rel:.3e}")
+    return worst
 
 
 def logits_of(pkg, ids, step):
@@ -311,13 +319,7 @@ def main():
                 pq = compile_q(model, scheme, tmp, ("--dtype", "f32"))
                 pt = os.path.join(tmp, f"{model}-{scheme}-twin-pkg")
                 golden.run(["compile", twin(model, pq, tmp, fails), "-o", pt, "--target", TARGET, "--dtype", "f32"])
-                for step in (0, 1):
-                    a, b = logits_of(pq, ids, step), logits_of(pt, ids, step)
-                    rel = np.abs(a - b).max() / np.abs(b).max()
-                    print(f"{model:18s} {scheme:10s} f32 activations vs its decoded twin{' (steps)' if step else ''}: "
-                          f"{rel:.2e} x max|logit| (limit 1e-3) {'ok' if rel <= 1e-3 else 'FAIL'}")
-                    if not rel <= 1e-3:
-                        fails.append(f"{model} {scheme}: differs from its dequantized twin by {rel:.3e}")
+                compare_twin(f"{model:18s} {scheme:10s} f32 activations", pq, pt, ids, 1e-3, fails)
             except Exception as e:
                 fails.append(f"{model} {scheme} twin: {e}")
         if KWORST:

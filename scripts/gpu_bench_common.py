@@ -1,0 +1,24 @@
+"""Helpers shared by the GPU benchmarks (scripts/gpu_bench.py, scripts/gpu_bench_quant.py): running a
+command, and the device-to-device copy bandwidth that the rooflines divide by."""
+import subprocess, time
+
+
+def sh(args, **kw):
+    """stdout of args; prints the ends of its output and exits on failure."""
+    p = subprocess.run(args, capture_output=True, text=True, **kw)
+    if p.returncode:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+        raise SystemExit(f"failed: {' '.join(args)}")
+    return p.stdout
+
+
+def copy_bandwidth(torch, dev):
+    """Bytes per second read + written by a 2 GiB device-to-device copy (the mean of 10 after 3 warm-ups)."""
+    x = torch.empty(2 << 30, dtype=torch.uint8, device=dev)
+    y = torch.empty_like(x)
+    for _ in range(3): y.copy_(x)
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(10): y.copy_(x)
+    torch.cuda.synchronize(); dt = (time.perf_counter() - t) / 10
+    del x, y
+    return 2 * (2 << 30) / dt
