@@ -144,14 +144,25 @@ def reference(model, models_dir=None):
     return ref["input_ids"].astype(np.int64), ref["logits"].astype(np.float64), meta
 
 
+def step_logits(pkg, ids, step):
+    """The package's teacher-forced logits for ids (float64 [len(ids), vocab]): one prefill step, or
+    (step true) one-token steps (`ignis logits` with --step)."""
+    npy = pkg + (".step" if step else "") + ".npy"
+    run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + (["--step"] if step else []))
+    return read_npy(npy).astype(np.float64)
+
+
+def cpu_test_target():
+    """A CPU target every CI host runs that still has SIMD kernels: AVX2 where the host has it."""
+    return "cpu:avx2" if host_runs("cpu:avx2") else "cpu:generic"
+
+
 def logits_abs_error(pkg, ids, ref):
     """max |logits - ref| of the package's teacher-forced logits for ids, over the prefill path and
     the one-token-step path (`ignis logits` with and without --step)."""
     err = 0.0
-    npy = pkg + ".npy"
-    for extra in ([], ["--step"]):
-        run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + extra)
-        got = read_npy(npy).astype(np.float64)
+    for step in (False, True):
+        got = step_logits(pkg, ids, step)
         if got.shape != ref.shape:
             raise RuntimeError(f"logits shape {got.shape} != {ref.shape}")
         err = max(err, np.abs(got - ref).max())

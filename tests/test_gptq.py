@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
 MODEL = "llama-gqa"
-TARGET = "cpu:avx2" if golden.host_runs("cpu:avx2") else "cpu:generic"
+TARGET = golden.cpu_test_target()
 TIGHT = 1e-4
 LOOSE = {8: 0.05, 4: 1.0}
 MATS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
@@ -150,10 +150,6 @@ def make_variant(tmp, name, method, bits, group, sym, gidx_mode="trivial", fmt="
     return dirs
 
 
-def logits(pkg, ids, step):
-    npy = pkg + (".step" if step else "") + ".npy"
-    golden.run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + (["--step"] if step else []))
-    return golden.read_npy(npy).astype(np.float64)
 
 
 def layer_bytes(N, K, G, bits):
@@ -168,7 +164,7 @@ def check_variant(tmp, fails, name, method, bits, group, sym, gidx_mode="trivial
     golden.run(["compile", qdir, "-o", pkg, "--target", TARGET, "--dtype", "f32"])  # keep: the default
     golden.run(["compile", rdir, "-o", rpkg, "--target", TARGET, "--dtype", "f32"])
     scale = np.abs(ref64).max()
-    e_tight = max(np.abs(logits(pkg, ids, st) - logits(rpkg, ids, st)).max() for st in (False, True)) / scale
+    e_tight = max(np.abs(golden.step_logits(pkg, ids, st) - golden.step_logits(rpkg, ids, st)).max() for st in (False, True)) / scale
     e_loose = golden.logits_abs_error(pkg, ids, ref64) / scale
     m = json.load(open(os.path.join(pkg, "manifest.json")))
     fmt_name = "q8z" if bits == 8 else "q4z"
@@ -240,7 +236,8 @@ def main():
         pkg, rpkg = os.path.join(tmp, "da-none.pkg"), os.path.join(tmp, "da-ref.pkg")
         golden.run(["compile", qdir, "-o", pkg, "--target", TARGET, "--dtype", "f32", "--quant", "none"])
         golden.run(["compile", rdir, "-o", rpkg, "--target", TARGET, "--dtype", "f32"])
-        e = np.abs(logits(pkg, ids, False) - logits(rpkg, ids, False)).max() / np.abs(logits(rpkg, ids, False)).max()
+        lr = golden.step_logits(rpkg, ids, False)
+        e = np.abs(golden.step_logits(pkg, ids, False) - lr).max() / np.abs(lr).max()
         print(f"desc_act --quant none: vs dequantized reference {e:.2e}")
         if not e <= TIGHT:
             fails.append(f"desc_act --quant none: {e:.2e} off the dequantized reference")

@@ -9,7 +9,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
-TARGET = "cpu:avx2" if golden.host_runs("cpu:avx2") else "cpu:generic"
+TARGET = golden.cpu_test_target()
 
 
 def ref_ppl(ids, logits):

@@ -30,7 +30,7 @@ BOUND = {"a16w8": 0.1, "a16w4-g128": 1.2, "a8w8": 0.1}
 # q4k / q6k groups: weighted error at most min-max rounding's (at exact f32 scale and min) times
 # this; the 8-bit codes of scale and min under one f16 pair per 8 groups cost a little
 KSLACK, KWORST = 1.3, []
-TARGET = "cpu:avx2" if golden.host_runs("cpu:avx2") else "cpu:generic"
+TARGET = golden.cpu_test_target()
 
 
 def compile_q(model, scheme, tmp, extra=()):
@@ -269,7 +269,7 @@ def cuda_checks(arch, tmp, fails, gpu):
             prompt, n = ",".join(map(str, ids[:8])), 24
             gq, gt = ([int(v) for v in golden.run(["generate", p, "--tokens", prompt, "--max-new-tokens", str(n),
                                                     "--ignore-eos"]).stdout.split()] for p in (pkg, pt))
-            lt = logits_of(pt, list(ids[:8]) + gt, 0)[7:7 + n]
+            lt = golden.step_logits(pt, list(ids[:8]) + gt, 0)[7:7 + n]
             top2 = np.sort(lt, axis=1)[:, -2:]
             n_cmp = next((i for i, (a2, a1) in enumerate(top2) if a1 - a2 <= 2 * err), n)
             ok = len(gq) == n and gq[:n_cmp] == gt[:n_cmp]
@@ -290,7 +290,7 @@ def compare_twin(label, pkg, pt, ids, limit, fails):
     most limit x max|logit| (a failure naming label otherwise). Returns the max |difference|."""
     worst = 0.0
     for step in (0, 1):
-        a, b = logits_of(pkg, ids, step), logits_of(pt, ids, step)
+        a, b = golden.step_logits(pkg, ids, step), golden.step_logits(pt, ids, step)
         rel = np.abs(a - b).max() / np.abs(b).max()
         worst = max(worst, np.abs(a - b).max())
         print(f"{label} vs its decoded twin{' (steps)' if step else ''}: {rel:.2e} x max|logit| (limit {limit:g}) "
@@ -300,10 +300,6 @@ def compare_twin(label, pkg, pt, ids, limit, fails):
     return worst
 
 
-def logits_of(pkg, ids, step):
-    npy = pkg + ".npy"
-    golden.run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy] + (["--step"] if step else []))
-    return golden.read_npy(npy).astype(np.float64)
 
 
 def main():
@@ -366,13 +362,7 @@ def main():
             if kinds != {("q4g", 32), ("q8g", 32)} or m["quant"]["mode"] != "keep":
                 fails.append(f"keep: matrices stored as {kinds}, quant {m['quant']}")
             ids = golden.reference("llama-gqa")[0]
-            for step in (0, 1):
-                a, b = logits_of(pk, ids, step), logits_of(pf, ids, step)
-                rel = np.abs(a - b).max() / np.abs(b).max()
-                print(f"keep Q4_0/Q4_1/Q8_0 vs f32 of the same blocks{' (steps)' if step else ''}: {rel:.2e} x max|logit| "
-                      f"(limit 1e-5) {'ok' if rel <= 1e-5 else 'FAIL'}")
-                if not rel <= 1e-5:
-                    fails.append(f"keep: logits differ from the dequantized package by {rel:.3e}")
+            compare_twin("keep Q4_0/Q4_1/Q8_0 (twin: f32 of the same blocks)", pk, pf, ids, 1e-5, fails)
             p = golden.run(["compile", gg, "-o", os.path.join(tmp, "bad"), "--target", TARGET, "--quant", "keep",
                             "--quant-group", "64"], check=False)
             if p.returncode == 0 or "--quant-group" not in p.stderr:

@@ -20,9 +20,10 @@ import json, os, shutil, sys, tempfile
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
+import test_quant
 
 MODEL = "llama-stream-h256"
-TARGET = "cpu:avx2" if golden.host_runs("cpu:avx2") else "cpu:generic"
+TARGET = golden.cpu_test_target()
 BOUND = 1e-5
 
 
@@ -45,16 +46,8 @@ def mixed_type(name):
 
 
 def logits_pair(pk, pf, ids, fails, what):
-    for step in (False, True):
-        got = {}
-        for p in (pk, pf):
-            npy = p + ".npy"
-            golden.run(["logits", p, "--tokens", ",".join(map(str, ids)), "--out", npy] + (["--step"] if step else []))
-            got[p] = golden.read_npy(npy).astype(np.float64)
-        rel = np.abs(got[pk] - got[pf]).max() / np.abs(got[pf]).max()
-        print(f"{what} vs the f32 package of the same blocks{' (steps)' if step else ''}: {rel:.2e} x max|logit| (bound {BOUND})")
-        if not rel <= BOUND:
-            fails.append(f"{what}: logits differ from the dequantized package by {rel:.3e}{' (steps)' if step else ''}")
+    """pk (blocks kept) against pf (the f32 package of the same blocks dequantized): BOUND."""
+    test_quant.compare_twin(what, pk, pf, ids, BOUND, fails)
 
 
 def main():
