@@ -83,8 +83,10 @@
 #define AP_OT_ float
 #endif
 /* tensor-core path compiled in (besides the arch check) */
-/* (quantized KV: tiles dequantized to the 16-bit type, in 16-bit packages only) */
-#define AP_MMA_ ((AP_KVBF16 || (AP_KVQ && AP_OBF16)) && AP_D % 16 == 0 && AP_D <= 128)
+/* (quantized KV: tiles dequantized to the 16-bit type, in 16-bit packages only, whatever AP_KVBF16
+ * says: it names float rows, and its default 1 once sent an f32 instance of quantized KV through
+ * bf16 tiles) */
+#define AP_MMA_ ((AP_KVQ ? AP_OBF16 : AP_KVBF16) && AP_D % 16 == 0 && AP_D <= 128)
 
 #ifndef IG_AP_HELPERS
 #define IG_AP_HELPERS
@@ -530,6 +532,9 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #undef AP_LOAD_K_
 #undef AP_LOAD_V_
 #endif /* tensor-core path */
+
+/* whether this instance has the tensor-core path (before the arch check): tests read it */
+static constexpr bool IG_CAT(AP_NAME, _has_tiles16) = AP_MMA_;
 
 extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 2)
 AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,

@@ -5,7 +5,8 @@
  * RoPE frequencies zero (RoPE the identity on both sides), the pages rope_kv writes must equal
  * templates/cpu/kv_quant.h's encoder byte for byte, the fused decode kernel must write the same
  * bytes, and every attention output must match a double softmax over kv_quant.h's dequantized
- * rows with the rotated queries, rotated back. (The GPU harness, tests/gpu/test_kvq.cuh, runs the
+ * rows with the rotated queries, rotated back; the GPU harness's f32-output prefill instances run its
+ * "mixed" scenario (and must not have the bf16 tensor-core path). (The GPU harness, tests/gpu/test_kvq.cuh, runs the
  * same checks on the device with real frequencies.)
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_kv_quant_kernels.cpp
@@ -86,6 +87,39 @@ namespace cpukv {
 #define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, PS_, 48, 4))
 #define AP_OBF16 0
 #define AP_SCALE 0.14433756729740643f
+#include "attention_prefill.cu"
+
+/* the GPU harness's f32-output prefill instances (tests/gpu/test_kvq.cuh), AP_KVBF16 left at its
+ * default as there: quantized KV with f32 out must take the CUDA-core path on every arch */
+#define AP_NAME apq_8_g2_d64_f32
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVQ 8
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, 16, 64, 8))
+#define AP_SCALE 0.125f
+#include "attention_prefill.cu"
+#define AP_NAME apq_4_g8_d16_f32
+#define AP_H 8
+#define AP_KV 1
+#define AP_D 16
+#define AP_PS 8
+#define AP_KVQ 4
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, 8, 16, 4))
+#define AP_SCALE 0.25f
+#include "attention_prefill.cu"
+#define AP_NAME apq_8_bf16_tiles /* bf16 out: the tensor-core path is compiled in */
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVQ 8
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, 16, 64, 8))
+#define AP_SCALE 0.125f
 #include "attention_prefill.cu"
 
 typedef void (*rk_fn)(int, const float *, const double *, const float *, const float *, float *, unsigned char *,
@@ -250,7 +284,90 @@ static void run_case(const kcase &c) {
     }
 }
 
+/* The harness's "mixed" prefill scenario (decode tokens, chunks, one sequence twice, pages in a
+ * scattered order, every unreached row 0xff: NaN scales) on an f32-output prefill instance, vs
+ * dequantize-then-attend in double. */
+typedef void (*ap_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
+                      int, float *);
+static void run_prefill_mixed(const char *name, ap_fn fn, int H, int KV, int D, int PS, int bits, double scale) {
+    static const int segs[9][3] = {{2, 300, 1}, {3, 17, 1}, {4, 64, 1}, {5, 0, 1}, {0, 40, 100}, {6, 129, 3}, {1, 60, 4}, {7, 5, 1}, {3, 18, 2}};
+    std::vector<int> pos, seq;
+    for (const auto &sg : segs)
+        for (int p = 0; p < sg[2]; p++) pos.push_back(sg[1] + p), seq.push_back(sg[0]);
+    const int T = (int)pos.size(), nseq = 8, G = H / KV;
+    std::vector<int> seqmax(nseq, -1);
+    for (int t = 0; t < T; t++) seqmax[seq[t]] = pos[t] > seqmax[seq[t]] ? pos[t] : seqmax[seq[t]];
+    const int maxp = 300 / PS + 2, npages = nseq * maxp + 1;
+    const size_t lb = IG_KVQ_LAYER_BYTES(KV, PS, D, bits), pb = 2 * lb;
+    std::vector<int> ptab((size_t)nseq * maxp, npages - 1);
+    std::vector<uint8_t> pool((size_t)npages * pb, 0xff);
+    int used = 0;
+    for (int s = 0; s < nseq; s++) {
+        for (int pg = 0; pg <= seqmax[s] / PS; pg++) ptab[(size_t)s * maxp + pg] = (used++ * 37) % (npages - 1);
+        for (int j = 0; j <= seqmax[s]; j++) {
+            uint8_t *layer = &pool[(size_t)ptab[(size_t)s * maxp + j / PS] * pb + lb];
+            for (int kh = 0; kh < KV; kh++)
+                for (int kv01 = 0; kv01 < 2; kv01++) {
+                    std::vector<float> x(D), kp(D), tmp(D);
+                    for (int i = 0; i < D; i++) x[i] = frand() * (kv01 ? 1.0f : 1.5f) + (kv01 ? 0.0f : 0.1f * (j % 7));
+                    if (kv01 == 0 && IG_KVQ_KDELTA(bits) && j % PS > 0) {
+                        cpukv::ig_kvq_key_before(layer, KV, PS, D, bits, kh, j % PS, tmp.data(), kp.data());
+                        for (int i = 0; i < D; i++) x[i] -= kp[i];
+                    }
+                    cpukv::ig_kvq_store(layer, KV, PS, D, bits, kv01, kh, j % PS, x.data());
+                }
+        }
+    }
+    std::vector<float> q((size_t)T * H * D), out(q.size());
+    for (auto &v : q) v = 2.0f * frand();
+    emul_launch({(unsigned)IG_AP_GRID_X(T, H), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCK, 1, 1},
+                [&] { fn(T, q.data(), pool.data(), lb, pos.data(), seq.data(), ptab.data(), maxp, out.data()); });
+    double err = 0;
+    const int B = D & -D;
+    for (int t = 0; t < T; t++) {
+        const int n = pos[t] + 1;
+        for (int h = 0; h < H; h++) {
+            std::vector<float> K((size_t)n * D), V((size_t)n * D), kp(D);
+            std::vector<double> sc(n), o(D, 0.0);
+            double mx = -1e300, l = 0;
+            for (int j = 0; j < n; j++) {
+                const uint8_t *layer = &pool[(size_t)ptab[(size_t)seq[t] * maxp + j / PS] * pb + lb];
+                cpukv::ig_kvq_load(layer, KV, PS, D, bits, 0, h / G, j % PS, 1, &K[(size_t)j * D], kp.data());
+                cpukv::ig_kvq_load(layer, KV, PS, D, bits, 1, h / G, j % PS, 1, &V[(size_t)j * D], kp.data());
+                double s = 0;
+                for (int i = 0; i < D; i++) s += (double)q[((size_t)t * H + h) * D + i] * K[(size_t)j * D + i];
+                sc[j] = s * scale, mx = sc[j] > mx ? sc[j] : mx;
+            }
+            for (int j = 0; j < n; j++) {
+                const double p = exp(sc[j] - mx);
+                l += p;
+                for (int i = 0; i < D; i++) o[i] += p * V[(size_t)j * D + i];
+            }
+            for (int b0 = 0; b0 < D; b0 += B)
+                for (int len = 1; len < B; len <<= 1)
+                    for (int i = 0; i < B; i += 2 * len)
+                        for (int j = i; j < i + len; j++) {
+                            const double a = o[b0 + j], b = o[b0 + j + len];
+                            o[b0 + j] = a + b, o[b0 + j + len] = a - b;
+                        }
+            for (int i = 0; i < D; i++) {
+                const double r = o[i] / l / sqrt((double)B) * (IG_KVQ_FLIP(i) ? -1 : 1);
+                const double e = fabs(out[((size_t)t * H + h) * D + i] - r);
+                err = e > err || e != e ? e : err;
+            }
+        }
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%s mixed T=%d: prefill (CUDA cores) vs dequantize-then-attend", name, T);
+    expect(err < 2e-5, what, err);
+}
+
 int main() {
+    /* an f32-output instance of quantized KV never rounds its tiles to bf16, AP_KVBF16 or not */
+    expect(!apq_8_g2_d64_f32_has_tiles16 && !apq_4_g8_d16_f32_has_tiles16 && apq_8_bf16_tiles_has_tiles16,
+           "prefill instances: tensor-core path only for a 16-bit output over quantized KV", 0);
+    run_prefill_mixed("apq_8_g2_d64_f32", apq_8_g2_d64_f32, 4, 2, 64, 16, 8, 0.125);
+    run_prefill_mixed("apq_4_g8_d16_f32", apq_4_g8_d16_f32, 8, 1, 16, 8, 4, 0.25);
     const kcase cases[] = {
         {"int8 H8 KV2 D64", (rk_fn)rk_a, (at_fn)at_a, (at_fn)ap_a, (ats_fn)at_a_split, (atr_fn)at_a_split_rope, 8, 2, 64, 8, 3, 0.125},
         {"uint4 H6 KV2 D48", (rk_fn)rk_b, (at_fn)at_b, (at_fn)ap_b, (ats_fn)at_b_split, (atr_fn)at_b_split_rope, 6, 2, 48, 4, 4,
