@@ -221,7 +221,7 @@ void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const cha
             hp->arch, target, compiler_version, cf, dt, kvt, (int)n_weights, hp->tp > 1 ? hp->tp : 1);
     if (device_archs)
         fprintf(out, "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
-                     "    .init = init, .fini = fini,\n"
+                     "    .init = init, .fini = fini, .kv_page_copy = kv_page_copy,\n"
                      "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n"
                      "    .caps = IG_MODEL_CAP_SAMPLE,\n};\n\n",
                 device_archs);

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 6u
+#define IG_MODEL_ABI_VERSION 7u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -164,6 +164,8 @@ typedef struct ig_model_ctx {
     void *device_state;     /* device targets: owned by the model, made by init, freed by fini */
     const ig_model_tuning *tuning; /* device targets: read by init (never NULL there) */
     const ig_model_comm *comm;     /* tensor-parallel packages (desc.tp > 1): the collectives; else NULL */
+    int32_t n_host_pages;   /* device targets with kv_page_copy: pages of the host tier (pinned host
+                               memory the model allocates as pages first go there; 0: none) */
 } ig_model_ctx;
 
 /* Where a package's code runs. Host targets use the runtime's kv_pool/workspace; device targets
@@ -209,6 +211,13 @@ typedef struct ig_model_desc {
     /* Tensor parallelism: the ranks this package is sharded for (1: none). n_heads, n_kv_heads and
      * intermediate above are then one rank's, vocab the model's; kv_page_bytes is one rank's pool. */
     int32_t tp;
+    /* The prefix cache's host tier (device targets; NULL elsewhere: host targets' pages are the
+     * runtime's memory). Queues a copy of KV page `page` (every layer, kv_page_bytes) to host page
+     * `host_page` (to_host 1) or back (to_host 0) on the stream that runs forward(), so it is
+     * ordered after the steps queued before it and before those queued after: the runtime neither
+     * waits for it nor reads host pages itself. Returns 0, or nonzero when the copy could not be
+     * queued (no pinned memory for that host page: the runtime then drops the page). */
+    int (*kv_page_copy)(const ig_model_ctx *ctx, int32_t to_host, int32_t page, int32_t host_page);
 } ig_model_desc;
 
 #define IG_MODEL_CAP_SAMPLE (1u << 0) /* forward honours ig_fwd_batch.sample (device sampling) */

@@ -90,6 +90,11 @@ typedef struct ig_engine_config {
     const char *tune;            /* run-time tuning of the package's code, "key=value,key=value"
                                     (docs/TUNING.md; e.g. "persistent=0,graphs=0" on CUDA);
                                     NULL or "" = defaults. Borrowed for ig_engine_open only */
+    int64_t kv_host_bytes;       /* the prefix cache's host tier: host memory (pinned on GPUs) that
+                                    keeps KV pages evicted from the pool, brought back on a hit
+                                    instead of recomputed. -1 (default): an eighth of the available
+                                    RAM on device targets, none on CPU targets (their pool is RAM
+                                    already); 0: none; > 0: that many bytes (CPU targets too) */
 } ig_engine_config;
 
 IG_API void ig_engine_config_default(ig_engine_config *cfg);
@@ -127,6 +132,9 @@ typedef struct ig_engine_stats {
     int32_t kv_pages_cached;  /* pages only the prefix cache holds (free on demand): free + cached
                                  = total when no request runs */
     int64_t prefix_hit_tokens; /* prompt tokens whose KV came from the prefix cache */
+    int64_t prefix_host_hit_tokens; /* of those, tokens brought back from the host tier */
+    int32_t kv_host_pages_total, kv_host_pages_used; /* the host tier's pages (0: no tier) */
+    int64_t kv_bytes_to_host, kv_bytes_from_host;    /* bytes the host tier moved, each way */
 } ig_engine_stats;
 IG_API void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s); /* e NULL: zeroed stats */
 /* Model facts: vocabulary size, context length (tokens), whether a tokenizer is present (0 for

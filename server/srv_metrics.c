@@ -88,6 +88,11 @@ char *srv_metrics_text(const srv_metrics *m, ig_engine *e) {
     metric(&b, "ignis_kv_pages_cached", "gauge", "KV pages only the prefix cache holds (free on demand)", st.kv_pages_cached);
     metric(&b, "ignis_prefix_cache_hit_tokens_total", "counter", "prompt tokens whose KV came from the prefix cache",
            (double)st.prefix_hit_tokens);
+    metric(&b, "ignis_prefix_cache_host_hit_tokens_total", "counter",
+           "prompt tokens whose KV came back from the prefix cache's host tier", (double)st.prefix_host_hit_tokens);
+    metric(&b, "ignis_kv_host_pages_used", "gauge", "host-tier pages holding evicted KV pages", st.kv_host_pages_used);
+    metric(&b, "ignis_kv_host_bytes_moved_total", "counter", "bytes the host tier copied, both ways",
+           (double)(st.kv_bytes_to_host + st.kv_bytes_from_host));
     metric(&b, "ignis_preemptions_total", "counter", "sequences preempted (recomputed later) when KV pages ran out",
            (double)st.preemptions);
     hist_text(&b, "ignis_time_to_first_token_seconds", "time from a request's arrival to its first token", &m->ttft);

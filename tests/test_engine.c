@@ -8,6 +8,7 @@
  *    proper status, nothing hangs (alarm), and the pool is whole again at the end.
  * IGNIS_STRESS_LONG=1 makes the stress run 8x longer. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -330,6 +331,132 @@ static void test_prefix_cache(const char *pkg) {
     printf("prefix cache: %lld prompt tokens reused, %d pages cached\n", (long long)s1.prefix_hit_tokens, s1.kv_pages_cached);
     ig_engine_close(on);
     ig_engine_close(off);
+}
+
+/* Greedy run of ids with each token's logprob: tokens into out, logprobs into lp. */
+static void run_lp(ig_engine *e, const int32_t *ids, int32_t n, int32_t new_tokens, int32_t *out, float *lp, int32_t *n_out) {
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = new_tokens;
+    g.ignore_eos = 1;
+    g.logprobs = 1;
+    ig_request *r;
+    ig_err err;
+    *n_out = 0;
+    if (ig_request_start(e, ids, n, &g, &r, &err) != IG_OK) {
+        CHECK(0, "start: %s", err.msg);
+        return;
+    }
+    for (;;) {
+        ig_output *o;
+        if (ig_request_read(r, -1, &o, &err) != IG_OK) break;
+        for (int32_t i = 0; i < o->n_tokens && *n_out < 64; i++) out[*n_out] = o->tokens[i], lp[(*n_out)++] = o->logprobs[i];
+        ig_output_free(o);
+    }
+    ig_request_release(r);
+}
+
+static ig_engine *open_tier(const char *pkg, int32_t kv_pages, int64_t host_bytes, int prefix) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 4;
+    cfg.max_tokens_per_step = 64;
+    cfg.kv_pages = kv_pages;
+    cfg.kv_host_bytes = host_bytes;
+    cfg.prefix_cache = prefix;
+    ig_engine *e = NULL;
+    ig_err err;
+    if (ig_engine_open(pkg, &cfg, &e, &err)) CHECK(0, "open: %s", err.msg);
+    return e;
+}
+
+/* Host tier of the prefix cache: on a 12-page pool a 186-token request evicts a 40-token prompt's
+ * two cached pages; with the host tier they move to host memory and the repeated prompt gets them
+ * back (stats: 32 tokens from the host tier, the bytes both ways), with logprobs bit-equal to a
+ * device-tier hit on a pool large enough to keep them (same K/V bytes, same step) and tokens equal
+ * to a recompute; without it the prompt is recomputed. A host tier of 2 pages drops its oldest
+ * entry: of two evicted prompts only the later one comes back. */
+static void test_prefix_host_tier(const char *pkg) {
+    rt_package *rp;
+    ig_err err;
+    if (rt_package_open(pkg, NULL, &rp, &err)) {
+        CHECK(0, "open package: %s", err.msg);
+        return;
+    }
+    const int64_t pb = (int64_t)rp->desc->kv_page_bytes;
+    const int32_t ps = rp->desc->page_size;
+    rt_package_close(rp);
+    CHECK(ps == 16, "host tier test expects pages of 16 tokens, got %d", ps);
+    ig_engine *tier = open_tier(pkg, 12, 64 * pb, 1), *big = open_tier(pkg, 64, 0, 1), *none = open_tier(pkg, 12, 0, 1),
+              *off = open_tier(pkg, 64, 0, 0), *small = open_tier(pkg, 12, 2 * pb, 1);
+    if (!tier || !big || !none || !off || !small) goto done;
+    const int32_t V = ig_engine_vocab(tier);
+    int32_t p[40], q[40], fill[176], a[64], b[64], c[64], na, nb, nc;
+    float la[64], lb[64], lc[64];
+    for (int i = 0; i < 40; i++) p[i] = (i * 97 + 11) % V, q[i] = (i * 53 + 29) % V;
+    for (int i = 0; i < 176; i++) fill[i] = (i * 13 + 5) % V;
+    ig_engine_stats s0, s1;
+    /* reference: a device hit on the big pool */
+    run_lp(big, p, 40, 6, b, lb, &nb);
+    ig_engine_get_stats(big, &s0);
+    run_lp(big, p, 40, 6, b, lb, &nb);
+    ig_engine_get_stats(big, &s1);
+    CHECK(s1.prefix_hit_tokens - s0.prefix_hit_tokens == 32 && s1.prefix_host_hit_tokens == 0 && s1.kv_host_pages_total == 0,
+          "big pool: a device hit of 32 tokens, no host tier (%lld, %lld, %d)", (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens),
+          (long long)s1.prefix_host_hit_tokens, s1.kv_host_pages_total);
+    run_lp(off, p, 40, 6, c, lc, &nc);
+    /* the host tier */
+    run_lp(tier, p, 40, 6, a, la, &na);
+    run_lp(tier, fill, 176, 10, a, la, &na);
+    ig_engine_get_stats(tier, &s0);
+    CHECK(s0.kv_host_pages_total == 48 && s0.kv_host_pages_used >= 2 && s0.kv_bytes_to_host >= 2 * pb &&
+              s0.kv_bytes_to_host % pb == 0,
+          "after the long request: the prompt's pages in the host tier (%d of %d pages, %lld bytes moved)",
+          s0.kv_host_pages_used, s0.kv_host_pages_total, (long long)s0.kv_bytes_to_host);
+    run_lp(tier, p, 40, 6, a, la, &na);
+    ig_engine_get_stats(tier, &s1);
+    CHECK(s1.prefix_host_hit_tokens - s0.prefix_host_hit_tokens == 32 && s1.prefix_hit_tokens - s0.prefix_hit_tokens == 32 &&
+              s1.kv_bytes_from_host - s0.kv_bytes_from_host == 2 * pb,
+          "repeated prompt: %lld tokens from the host tier (of %lld hit), %lld bytes back; expected 32, 32, %lld",
+          (long long)(s1.prefix_host_hit_tokens - s0.prefix_host_hit_tokens), (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens),
+          (long long)(s1.kv_bytes_from_host - s0.kv_bytes_from_host), (long long)(2 * pb));
+    CHECK(na == 6 && nb == 6 && !memcmp(a, b, sizeof(int32_t) * 6) && !memcmp(la, lb, sizeof(float) * 6),
+          "host-tier hit: tokens / logprobs differ from a device hit (first logprob %.9g vs %.9g)", (double)la[0], (double)lb[0]);
+    int close_lp = nc == 6;
+    for (int i = 0; i < nc && i < na; i++) close_lp &= fabsf(la[i] - lc[i]) <= 1e-3f * (1 + fabsf(lc[i]));
+    CHECK(close_lp && !memcmp(a, c, sizeof(int32_t) * 6), "host-tier hit: output differs from a recompute (cache off)");
+    CHECK(s1.kv_pages_free + s1.kv_pages_cached == s1.kv_pages_total, "host tier: %d free + %d cached of %d pages",
+          s1.kv_pages_free, s1.kv_pages_cached, s1.kv_pages_total);
+    /* no host tier: the same pool recomputes */
+    run_lp(none, p, 40, 6, a, la, &na);
+    run_lp(none, fill, 176, 10, a, la, &na);
+    ig_engine_get_stats(none, &s0);
+    run_lp(none, p, 40, 6, a, la, &na);
+    ig_engine_get_stats(none, &s1);
+    CHECK(s1.prefix_hit_tokens == s0.prefix_hit_tokens && s1.kv_bytes_to_host == 0 && !memcmp(a, c, sizeof(int32_t) * 6),
+          "no host tier: the evicted prompt must be recomputed (%lld tokens hit)", (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens));
+    /* a 2-page host tier keeps the later of two evicted prompts */
+    run_lp(small, p, 40, 6, a, la, &na);
+    run_lp(small, q, 40, 6, a, la, &na);
+    run_lp(small, fill, 176, 10, a, la, &na);
+    ig_engine_get_stats(small, &s0);
+    run_lp(small, q, 40, 6, a, la, &na);
+    ig_engine_get_stats(small, &s1);
+    run_lp(off, q, 40, 6, b, lb, &nb);
+    CHECK(s0.kv_host_pages_total == 2 && s1.prefix_host_hit_tokens - s0.prefix_host_hit_tokens == 32 && !memcmp(a, b, sizeof(int32_t) * 6),
+          "2-page host tier: the later prompt comes back (%lld tokens)", (long long)(s1.prefix_host_hit_tokens - s0.prefix_host_hit_tokens));
+    run_lp(small, p, 40, 6, a, la, &na);
+    ig_engine_get_stats(small, &s0);
+    CHECK(s0.prefix_host_hit_tokens == s1.prefix_host_hit_tokens && !memcmp(a, c, sizeof(int32_t) * 6),
+          "2-page host tier: the older prompt was dropped and is recomputed");
+    printf("prefix cache host tier: %lld tokens back from the host tier, %lld bytes out, %lld bytes back\n",
+           (long long)s1.prefix_host_hit_tokens, (long long)s1.kv_bytes_to_host, (long long)s1.kv_bytes_from_host);
+done:
+    ig_engine_close(tier);
+    ig_engine_close(big);
+    ig_engine_close(none);
+    ig_engine_close(off);
+    ig_engine_close(small);
 }
 
 /* Limits: a full waiting queue answers BUSY to the extra request only; a KV budget smaller than
@@ -798,6 +925,17 @@ int main(int argc, char **argv) {
         return 77;
     }
     alarm(getenv("IGNIS_STRESS_LONG") ? 1200 : 480); /* a hang is a failure, not a stuck CI */
+    if (argc > 1 && !strcmp(argv[1], "--host-tier")) { /* the host tier's check alone (a quick GPU run) */
+        char pkg[512];
+        if (compile_pkg("llama-gqa", "f32", pkg, sizeof pkg) == 0) {
+            test_prefix_host_tier(pkg);
+            remove_pkg(pkg);
+        } else {
+            CHECK(0, "compile llama-gqa");
+        }
+        printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
+        return failures ? 1 : 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--families")) {
         alarm(900); /* six compiles and batches: a busy 2-core host needs minutes */
         return families_only();
@@ -809,6 +947,7 @@ int main(int argc, char **argv) {
         test_preemption(pkg);
         test_limits(pkg);
         test_prefix_cache(pkg);
+        test_prefix_host_tier(pkg);
         test_forward_sampling_guards(pkg);
         test_config_layout_and_timeout(pkg);
         test_notify(pkg);

@@ -147,6 +147,7 @@ typedef struct engine_opts {
     int32_t max_seqs, max_tokens_per_step, kv_pages, max_waiting;
     int64_t kv_bytes;
     float kv_fraction;
+    const char *kv_host_bytes; /* NULL: the engine's default */
     cli_strs tune;
 } engine_opts;
 
@@ -160,6 +161,9 @@ static const cli_flag engine_flags[] = {
             "CPU: available RAM, at most --max-seqs full contexts; default 0.85)"),
     CLI_I64("--kv-bytes", NULL, engine_opts, kv_bytes, 1, CLI_NONE, 0, "BYTES", "KV cache budget in bytes (instead of --kv-pages)",
             NULL),
+    CLI_STRV("--kv-host-bytes", NULL, engine_opts, kv_host_bytes, 0, "BYTES",
+             "host memory for the prefix cache's host tier: KV pages evicted from the pool wait there and come back "
+             "on a hit instead of being recomputed (0: off; default: an eighth of the available RAM on GPUs, off on CPUs)"),
     CLI_REP("--tune", NULL, engine_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
     CLI_END};
 
@@ -190,6 +194,14 @@ static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const 
     cfg.kv_bytes = eo->kv_bytes;
     if (eo->kv_fraction > 0) cfg.kv_fraction = eo->kv_fraction;
     if (eo->max_waiting > 0) cfg.max_waiting = eo->max_waiting;
+    if (eo->kv_host_bytes) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(eo->kv_host_bytes, &end, 10);
+        if (errno || end == eo->kv_host_bytes || *end || v < 0)
+            return ig_fail(err, IG_ERR_INVALID, "--kv-host-bytes: '%s' is not a byte count (0: off)", eo->kv_host_bytes);
+        cfg.kv_host_bytes = v;
+    }
     char *tune;
     ig_status st = cli_join(&eo->tune, ',', &tune, err);
     cfg.tune = tune;

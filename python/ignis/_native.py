@@ -113,7 +113,7 @@ class _EngineConfig(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("max_seqs", ctypes.c_int32), ("max_tokens_per_step", ctypes.c_int32), ("kv_bytes", ctypes.c_int64),
                 ("kv_pages", ctypes.c_int32), ("kv_fraction", ctypes.c_float), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
                 ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int),
-                ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p)]
+                ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p), ("kv_host_bytes", ctypes.c_int64)]
 
 
 class _GenConfig(ctypes.Structure):
@@ -133,7 +133,10 @@ class _Stats(ctypes.Structure):
     _fields_ = [("running", ctypes.c_int32), ("waiting", ctypes.c_int32), ("kv_pages_total", ctypes.c_int32),
                 ("kv_pages_used", ctypes.c_int32), ("kv_pages_free", ctypes.c_int32), ("steps", ctypes.c_int64),
                 ("tokens_prefilled", ctypes.c_int64), ("tokens_generated", ctypes.c_int64), ("preemptions", ctypes.c_int64),
-                ("kv_pages_cached", ctypes.c_int32), ("prefix_hit_tokens", ctypes.c_int64)]
+                ("kv_pages_cached", ctypes.c_int32), ("prefix_hit_tokens", ctypes.c_int64),
+                ("prefix_host_hit_tokens", ctypes.c_int64), ("kv_host_pages_total", ctypes.c_int32),
+                ("kv_host_pages_used", ctypes.c_int32), ("kv_bytes_to_host", ctypes.c_int64),
+                ("kv_bytes_from_host", ctypes.c_int64)]
 
 
 class _Logprob(ctypes.Structure):
@@ -292,7 +295,7 @@ class Engine:
     def __init__(self, package: str, max_seqs: int = 0, max_tokens_per_step: int = 0, kv_pages: int = 0,
                  kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True,
                  prefix_cache: bool = True, device_sampling: bool = True, tune: Optional[str] = None,
-                 kv_fraction: float = 0.0):
+                 kv_fraction: float = 0.0, kv_host_bytes: Optional[int] = None):
         lib = _L()
         cfg = _defaults(_EngineConfig, lib.ig_engine_config_default)
         for name, v in (("max_seqs", max_seqs), ("max_tokens_per_step", max_tokens_per_step), ("kv_pages", kv_pages),
@@ -304,6 +307,8 @@ class Engine:
         cfg.prefix_cache = int(prefix_cache)
         cfg.device_sampling = int(device_sampling)
         cfg.tune = tune.encode() if tune else None
+        if kv_host_bytes is not None:  # None: the engine's default (-1); 0: no host tier
+            cfg.kv_host_bytes = kv_host_bytes
         h, err = ctypes.c_void_p(), _Err()
         _check(lib.ig_engine_open(os.fsencode(package), ctypes.byref(cfg), ctypes.byref(h), ctypes.byref(err)), err)
         self._h = h

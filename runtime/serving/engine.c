@@ -30,6 +30,7 @@ void ig_engine_config_default(ig_engine_config *cfg) {
     cfg->prefix_cache = 1;
     cfg->device_sampling = 1;
     cfg->kv_fraction = 0.85f;
+    cfg->kv_host_bytes = -1;
 }
 
 void ig_gen_config_default(ig_gen_config *g) {
@@ -521,6 +522,12 @@ void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user) {
 
 /* ---------------------------------------------------------------- engine */
 
+/* pc_host_tier.copy over the model instance (the scheduler thread's) */
+static ig_status host_tier_copy(void *user, int to_host, int32_t page, int32_t host_page) {
+    ig_err err;
+    return rt_model_kv_copy(user, to_host, page, host_page, &err);
+}
+
 /* Package, model instance, pager, prefix cache and tokenizer of e (e->cfg set). */
 static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) {
     const ig_engine_config *cfg = &e->cfg;
@@ -535,10 +542,17 @@ static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) 
                        (long long)cfg->kv_bytes, (unsigned long long)d->kv_page_bytes);
     if (pages > 0x7fffffff) pages = 0x7fffffff;
     rt_model_opts mo = {.max_tokens = cfg->max_tokens_per_step, .n_pages = (int32_t)pages, .kv_fraction = cfg->kv_fraction,
-                        .n_threads = cfg->n_threads, .max_seqs = cfg->max_seqs, .tune = cfg->tune};
+                        .n_threads = cfg->n_threads, .max_seqs = cfg->max_seqs, .tune = cfg->tune,
+                        .kv_host_bytes = cfg->prefix_cache ? cfg->kv_host_bytes : 0};
     st = rt_model_new(e->pkg, &mo, &e->model, err);
     if (!st) st = kv_pager_new(e->model->ctx.n_pages, &e->pager, err);
-    if (!st && cfg->prefix_cache) st = pc_new(d->page_size, e->model->ctx.n_pages, &e->pc, err);
+    if (!st && cfg->prefix_cache) {
+        /* the host tier's entries beside the pool's: at most 4x the pool's (a bounded table) */
+        int64_t nh = e->model->n_host_pages, cap = 4 * (int64_t)e->model->ctx.n_pages;
+        pc_host_tier tier = {.n_pages = (int32_t)(nh < cap ? nh : cap), .page_bytes = d->kv_page_bytes,
+                             .user = e->model, .copy = host_tier_copy};
+        st = pc_new(d->page_size, e->model->ctx.n_pages, &tier, &e->pc, err);
+    }
     if (!st && e->pkg->has_tokenizer) st = tok_load_dir(pkg_dir, &e->tok, err);
     e->vocab = d->vocab;
     e->max_context = d->max_context;
@@ -695,6 +709,13 @@ void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s) {
         s->kv_pages_free = e->pager->n_free;
         s->kv_pages_used = e->pager->n_pages - e->pager->n_free;
         s->kv_pages_cached = e->pc ? pc_evictable(e->pc, e->pager) : 0;
+        if (e->pc) {
+            pc_stats ps;
+            pc_get_stats(e->pc, &ps);
+            s->prefix_host_hit_tokens = ps.hits_host * e->pkg->desc->page_size;
+            s->kv_host_pages_total = ps.host_pages, s->kv_host_pages_used = ps.host_pages_used;
+            s->kv_bytes_to_host = ps.bytes_to_host, s->kv_bytes_from_host = ps.bytes_to_device;
+        }
     }
     pthread_mutex_unlock(&c->mu);
 }

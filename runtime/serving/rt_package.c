@@ -485,6 +485,38 @@ static int64_t host_kv_pages(const ig_model_desc *d, const rt_model_opts *o, int
     return fit < need ? fit : need;
 }
 
+/* Host-tier pages for opts o (rt_model_opts.kv_host_bytes). */
+static int32_t host_tier_pages(const rt_package *pkg, const rt_model_opts *o) {
+    const ig_model_desc *d = pkg->desc;
+    if (pkg->tp || o->kv_host_bytes == 0 || (d->device != IG_DEVICE_CPU && !d->kv_page_copy)) return 0;
+    if (o->kv_host_bytes < 0 && d->device == IG_DEVICE_CPU) return 0;
+    double bytes = o->kv_host_bytes > 0 ? (double)o->kv_host_bytes : (double)ram_available() / 8.0;
+    double pages = bytes / (double)d->kv_page_bytes;
+    return pages >= (double)INT32_MAX ? INT32_MAX : (int32_t)pages;
+}
+
+ig_status rt_model_kv_copy(rt_model *m, int to_host, int32_t page, int32_t hp, ig_err *err) {
+    const ig_model_desc *d = m->pkg->desc;
+    if (page < 0 || page >= m->ctx.n_pages || hp < 0 || hp >= m->n_host_pages)
+        return ig_fail(err, IG_ERR_INVALID, "KV page %d / host page %d out of range (%d / %d)", page, hp, m->ctx.n_pages,
+                       m->n_host_pages);
+    if (d->device != IG_DEVICE_CPU) {
+        int rc = d->kv_page_copy(&m->ctx, to_host, page, hp);
+        if (rc == -2) return ig_fail(err, IG_ERR_NOMEM, "no pinned host memory for the KV host tier");
+        return rc ? ig_fail(err, IG_ERR_INTERNAL, "the KV page copy failed (code %d)", rc) : IG_OK;
+    }
+    const int32_t c = hp / RT_HOST_CHUNK_PAGES;
+    if (!m->host_chunks[c]) {
+        if (!to_host) return ig_fail(err, IG_ERR_INVALID, "host page %d was never written", hp);
+        m->host_chunks[c] = malloc((size_t)RT_HOST_CHUNK_PAGES * d->kv_page_bytes);
+        if (!m->host_chunks[c]) return ig_fail(err, IG_ERR_NOMEM, "out of memory for the KV host tier");
+    }
+    uint8_t *h = m->host_chunks[c] + (size_t)(hp % RT_HOST_CHUNK_PAGES) * d->kv_page_bytes;
+    uint8_t *p = m->ctx.kv_pool + (size_t)page * d->kv_page_bytes;
+    memcpy(to_host ? h : p, to_host ? p : h, d->kv_page_bytes);
+    return IG_OK;
+}
+
 /* Rank 0 of a tensor-parallel package: the other ranks make the same instance (rt_tp_follow). */
 static ig_status announce(const rt_package *pkg, rt_model *m, ig_err *err) {
     return pkg->tp && rt_tp_rank(pkg->tp) == 0 ? rt_tp_announce_model(pkg->tp, m, err) : IG_OK;
@@ -513,6 +545,8 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
     m->ctx.kv_fraction = o->kv_fraction;
     m->ctx.weights = pkg->weights;
     m->ctx.device_index = o->device_index;
+    m->n_host_pages = host_tier_pages(pkg, o);
+    if (d->device != IG_DEVICE_CPU) m->ctx.n_host_pages = m->n_host_pages;
     ig_status ts = model_tuning(m, o->tune, err);
     if (ts) {
         rt_model_free(m);
@@ -527,6 +561,7 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
             rt_model_free(m);
             return ig_fail(err, IG_ERR_INVALID, "%s: %s", pkg->dir, msg[0] ? msg : "device initialization failed");
         }
+        m->n_host_pages = m->ctx.n_host_pages; /* the model may have turned it down */
         ig_status st = announce(pkg, m, err);
         if (!st && pkg->tp) st = rt_tp_attach_device(pkg->tp, m->ctx.device_index, err);
         if (st) {
@@ -547,6 +582,11 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
     void *kv = mmap(NULL, kv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (kv != MAP_FAILED) m->ctx.kv_pool = kv, m->kv_map_bytes = kv_bytes;
     m->ctx.workspace = aligned_alloc(64, (ws_bytes + 63) & ~63ull);
+    if (m->n_host_pages > 0) {
+        m->n_host_chunks = (int32_t)(((int64_t)m->n_host_pages + RT_HOST_CHUNK_PAGES - 1) / RT_HOST_CHUNK_PAGES);
+        m->host_chunks = calloc((size_t)m->n_host_chunks, sizeof *m->host_chunks);
+        if (!m->host_chunks) m->n_host_pages = m->n_host_chunks = 0; /* no tier then */
+    }
     if (!m->ctx.kv_pool || !m->ctx.workspace) {
         rt_model_free(m);
         return ig_fail(err, IG_ERR_NOMEM, "cannot allocate %.1f MB of KV cache and %.1f MB of workspace",
@@ -566,6 +606,8 @@ void rt_model_free(rt_model *m) {
     if (m->tp_id >= 0 && rt_tp_rank(m->pkg->tp) == 0) rt_tp_announce_free(m->pkg->tp, m);
     if (m->ctx.device_state && m->pkg->desc->fini) m->pkg->desc->fini(&m->ctx);
     if (m->kv_map_bytes) munmap(m->ctx.kv_pool, m->kv_map_bytes);
+    for (int32_t i = 0; i < m->n_host_chunks; i++) free(m->host_chunks[i]);
+    free(m->host_chunks);
     free(m->ctx.workspace);
     free(m);
 }

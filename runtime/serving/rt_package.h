@@ -59,7 +59,13 @@ typedef struct rt_model {
     int32_t max_seqs;
     ig_model_tuning tuning;    /* run-time tuning of device code (defaults, then opts.tune) */
     int32_t tp_id;             /* tensor parallel: the instance's id among the ranks, -1 before it is announced */
+    /* the prefix cache's host tier: n_host_pages pages (0: none); device targets keep them in the
+     * model (desc->kv_page_copy), host targets here, in chunks allocated as pages first go there */
+    int32_t n_host_pages;
+    uint8_t **host_chunks;     /* host targets: [n_host_chunks] chunks of RT_HOST_CHUNK_PAGES pages */
+    int32_t n_host_chunks;
 } rt_model;
+#define RT_HOST_CHUNK_PAGES 64
 
 typedef struct rt_model_opts {
     int32_t max_tokens;  /* tokens per forward step (default 512) */
@@ -73,11 +79,19 @@ typedef struct rt_model_opts {
     int32_t device_index; /* device targets: GPU index (default 0) */
     const char *tune;     /* run-time tuning "key=value,..." (tuning.h; borrowed; NULL: defaults). Keys
                              tune device code: on a CPU package any key is an error */
+    int64_t kv_host_bytes; /* the prefix cache's host tier: bytes of host memory for KV pages evicted
+                              from the pool (0: none; < 0: an eighth of the available RAM on device
+                              targets, none on host targets, whose pool is host memory already;
+                              tensor-parallel packages: none) */
 } rt_model_opts;
 
 /* *out: free with rt_model_free. */
 ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model **out, ig_err *err);
 void rt_model_free(rt_model *m);
+/* Copies KV page `page` (all layers) to host-tier page host_page (to_host 1) or back (0). Device
+ * targets queue it behind the steps already queued (ig_model_desc.kv_page_copy); host targets copy
+ * now. IG_ERR_NOMEM when the host page's memory cannot be had, IG_ERR_INVALID on bad ids. */
+ig_status rt_model_kv_copy(rt_model *m, int to_host, int32_t page, int32_t host_page, ig_err *err);
 /* Validates the batch (token ids, positions, pages, rows) with messages naming the bad entry,
  * then runs it. */
 ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err);

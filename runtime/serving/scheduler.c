@@ -10,7 +10,9 @@
  *
  * Prefix cache (prefix_cache.h): every full page a sequence completes is offered to the cache
  * under a chained hash of the tokens up to it; at admission a sequence takes the cached pages
- * that prefix its tokens (shared, read-only: its own writes start on a page of its own).
+ * that prefix its tokens (shared, read-only: its own writes start on a page of its own). With a
+ * host tier, the evictions below move cached pages to host memory, and the admission's lookups
+ * copy them back (queued before the step that reads them).
  *
  * Out of memory while queueing a token or its text ends that request with status ERROR and a
  * message (the final element is allocated when the request starts, so it always arrives). An
@@ -188,7 +190,7 @@ static void match_prefix(ig_engine *e, ig_request *r) {
     for (; m < limit; m++) {
         const int32_t *t = r->tokens + (size_t)m * ps;
         uint64_t k = pc_key(key, t, ps);
-        int32_t page = pc_lookup(e->pc, k, t);
+        int32_t page = pc_lookup(e->pc, e->pager, k, t);
         if (page < 0 || kv_seq_push_shared(e->pager, &r->kv, page, &err) != IG_OK) break;
         key = k;
     }

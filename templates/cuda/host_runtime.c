@@ -142,7 +142,13 @@ typedef struct dev_state {
     CUdeviceptr run_dev, d_cancel;
     CUstream side;
     const ig_model_comm *comm; /* tensor-parallel packages: the runtime's collectives (ctx->comm) */
+    /* the prefix cache's host tier (kv_page_copy): ctx->n_host_pages pages of pinned memory in
+     * chunks of HOST_CHUNK_PAGES, each allocated when a page of it is first written */
+    unsigned char **host_chunks; /* [n_host_chunks], NULL until used */
+    int32_t n_host_chunks;
 } dev_state;
+/* host-tier pages per pinned chunk: about 64 MB */
+#define HOST_CHUNK_PAGES ((int32_t)((64u << 20) / KV_PAGE_BYTES > 0 ? (64u << 20) / KV_PAGE_BYTES : 1))
 /* where a step's sampled ids land: the staging area after the sampling parameters (max_tokens ids,
  * then one for each of the two chained-step slots) */
 #define SAMPLED_IDS(st) ((int32_t *)((st)->pinned_smp + sizeof(ig_fwd_sample) * (st)->max_tokens))
@@ -477,6 +483,32 @@ static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {
 }
 
 
+/* ---- the prefix cache's host tier */
+
+/* Host page hp's bytes, its chunk pinned now when `make` (a page going there), else NULL when the
+ * chunk was never made. Plain C but for the allocation: tested without a GPU. */
+static unsigned char *host_page(dev_state *st, int32_t hp, int make) {
+    const int32_t c = hp / HOST_CHUNK_PAGES;
+    if (!st->host_chunks || c >= st->n_host_chunks) return NULL;
+    if (!st->host_chunks[c] && make &&
+        st->api.cuMemAllocHost((void **)&st->host_chunks[c], (size_t)HOST_CHUNK_PAGES * KV_PAGE_BYTES) != CUDA_SUCCESS)
+        st->host_chunks[c] = NULL;
+    return st->host_chunks[c] ? st->host_chunks[c] + (size_t)(hp % HOST_CHUNK_PAGES) * KV_PAGE_BYTES : NULL;
+}
+
+/* ig_model_desc.kv_page_copy: device page <-> host page, queued on the forward stream (ordered
+ * after the steps queued before, before those after: nothing waits here). */
+static int kv_page_copy(const ig_model_ctx *ctx, int32_t to_host, int32_t page, int32_t hp) {
+    dev_state *st = ctx->device_state;
+    if (!st || page < 0 || page >= ctx->n_pages || hp < 0 || hp >= ctx->n_host_pages) return -1;
+    unsigned char *h = host_page(st, hp, to_host);
+    if (!h) return -2;
+    const CUdeviceptr d = st->kv + (CUdeviceptr)page * KV_PAGE_BYTES;
+    CU(to_host ? st->api.cuMemcpyDtoHAsync(h, d, KV_PAGE_BYTES, st->stream)
+               : st->api.cuMemcpyHtoDAsync(d, h, KV_PAGE_BYTES, st->stream));
+    return 0;
+}
+
 /* ---- init and fini */
 
 static void fini(ig_model_ctx *ctx) {
@@ -498,6 +530,9 @@ static void fini(ig_model_ctx *ctx) {
     if (st->pinned) st->api.cuMemFreeHost(st->pinned);
     if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);
     if (st->run_host) st->api.cuMemFreeHost(st->run_host);
+    for (int32_t i = 0; i < st->n_host_chunks; i++)
+        if (st->host_chunks[i]) st->api.cuMemFreeHost(st->host_chunks[i]);
+    free(st->host_chunks);
     CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers, st->blas_ws};
     for (int i = 0; i < 6; i++)
         if (bufs[i]) st->api.cuMemFree(bufs[i]);
@@ -632,6 +667,11 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
     st->run_host[RUN_MAX] = 1;
     TRY(st->api.cuStreamCreate(&st->side, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     TRY(st->api.cuMemHostGetDevicePointer(&st->run_dev, st->run_host, 0), "mapping the run slots");
+    if (ctx->n_host_pages > 0) { /* the host tier's chunk table (the chunks come as pages go there) */
+        st->n_host_chunks = (ctx->n_host_pages + HOST_CHUNK_PAGES - 1) / HOST_CHUNK_PAGES;
+        st->host_chunks = calloc((size_t)st->n_host_chunks, sizeof *st->host_chunks);
+        if (!st->host_chunks) FAIL("out of memory for the host tier's table");
+    }
     WORKSPACE_CARVE(st->ws, st->max_tokens);
     st->d_logits = d_logits;
     st->d_cancel = dl_go + 4 * RUN_MAX;
