@@ -4,13 +4,18 @@
  * the ratio of throughputs against one-at-a-time is printed. tokens/s counts from the first start to
  * the last token (prefill included); decode tok/s is the steady state, concurrency / median ITL.
  * Usage: bench_engine PKG [--prompt-len 32] [--new-tokens 16] [--levels 1,4,16,64] [--threads N]
- *        [--verify-hashes 0|1] [--tune KEY=VALUE,...] */
+ *        [--verify-hashes 0|1] [--tune KEY=VALUE,...] [--host-tier [--kv-host-bytes N]]
+ * --host-tier: instead, the prefix cache's host tier (issue 17): a pool just large enough for one
+ * prompt of --prompt-len tokens, the prompt, another prompt as long (which evicts the first one's
+ * cached pages), then the first prompt again; its time to first token with the host tier (the
+ * default budget) against without it (recomputed), with the tier's stats. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ignis.h"
+#include "rt_package.h"
 #include "rt_util.h"
 
 typedef struct req_stat {
@@ -31,6 +36,87 @@ static void record(req_stat *r, ig_output *o, double *itl, int *n_itl) {
     ig_output_free(o);
 }
 
+/* Time to first token (seconds) of a greedy request of one new token over ids; < 0 on failure. */
+static double ttft(ig_engine *e, const int32_t *ids, int32_t n) {
+    ig_gen_config g;
+    ig_gen_config_default(&g);
+    g.max_new_tokens = 1;
+    g.ignore_eos = 1;
+    ig_request *r;
+    ig_err err;
+    const double t0 = rt_now();
+    if (ig_request_start(e, ids, n, &g, &r, &err)) {
+        fprintf(stderr, "start: %s\n", err.msg);
+        return -1;
+    }
+    double t = -1;
+    for (;;) {
+        ig_output *o;
+        if (ig_request_read(r, -1, &o, &err) != IG_OK) break;
+        if (o->n_tokens && t < 0) t = rt_now() - t0;
+        ig_output_free(o);
+    }
+    ig_request_release(r);
+    return t;
+}
+
+/* --host-tier (see the header): returns the exit status. */
+static int host_tier_bench(const char *pkg, int P, int threads, int verify, const char *tune, long long host_bytes) {
+    rt_package *rp;
+    ig_err err;
+    if (rt_package_open(pkg, &(rt_open_opts){.verify_hashes = verify}, &rp, &err)) {
+        fprintf(stderr, "bench_engine: %s\n", err.msg);
+        return 1;
+    }
+    const int32_t ps = rp->desc->page_size;
+    const double page_mb = rp->desc->kv_page_bytes / 1e6;
+    rt_package_close(rp);
+    int32_t *a = malloc(sizeof(int32_t) * P), *b = malloc(sizeof(int32_t) * P);
+    double t[2][3];
+    ig_engine_stats st[2];
+    for (int k = 0; k < 2; k++) {
+        ig_engine_config cfg;
+        ig_engine_config_default(&cfg);
+        cfg.max_seqs = 2;
+        cfg.n_threads = threads;
+        cfg.verify_hashes = verify;
+        cfg.tune = tune;
+        cfg.kv_pages = (P + 1 + ps - 1) / ps + 2; /* one prompt and a little: two cannot stay */
+        cfg.kv_host_bytes = k == 0 ? host_bytes : 0;
+        ig_engine *e;
+        if (ig_engine_open(pkg, &cfg, &e, &err)) {
+            fprintf(stderr, "bench_engine: %s\n", err.msg);
+            return 1;
+        }
+        /* round r: warm-up ids (kernels, graphs), then the timed prompt; each prompt followed by
+         * another as long so that its pages leave the pool */
+        for (int r = 0; r < 2; r++) {
+            uint64_t s = 42 + (uint64_t)r;
+            for (int i = 0; i < P; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                a[i] = (int32_t)((s >> 33) % (uint64_t)ig_engine_vocab(e));
+                b[i] = (a[i] + 1 + i) % ig_engine_vocab(e);
+            }
+            t[k][0] = ttft(e, a, P);
+            t[k][1] = ttft(e, b, P);
+            t[k][2] = ttft(e, a, P);
+        }
+        ig_engine_get_stats(e, &st[k]);
+        ig_engine_close(e);
+        if (t[k][0] < 0 || t[k][1] < 0 || t[k][2] < 0) return 1;
+    }
+    printf("package %s: prompt %d tokens, pool %d pages of %d tokens (%.2f MB each)\n", pkg, P, (P + ps) / ps + 2, ps, page_mb);
+    for (int k = 0; k < 2; k++)
+        printf("%-14s first TTFT %8.2f ms | evicting prompt %8.2f ms | repeated prompt TTFT %8.2f ms | host hits %lld tokens, "
+               "%.1f MB to host, %.1f MB back, host tier %d pages\n",
+               k ? "recompute" : "host tier", 1e3 * t[k][0], 1e3 * t[k][1], 1e3 * t[k][2], (long long)st[k].prefix_host_hit_tokens,
+               st[k].kv_bytes_to_host / 1e6, st[k].kv_bytes_from_host / 1e6, st[k].kv_host_pages_total);
+    printf("host tier: repeated-prompt TTFT %.2fx better than recompute\n", t[1][2] / t[0][2]);
+    free(a);
+    free(b);
+    return st[0].prefix_host_hit_tokens > 0 ? 0 : 1;
+}
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -38,23 +124,28 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_engine PKG [--prompt-len N] [--new-tokens N] [--levels 1,4,16,64] [--threads N] [--verify-hashes 0|1] [--tune KEY=VALUE,...]\n");
+        fprintf(stderr, "usage: bench_engine PKG [--prompt-len N] [--new-tokens N] [--levels 1,4,16,64] [--threads N] [--verify-hashes 0|1] [--tune KEY=VALUE,...] [--host-tier [--kv-host-bytes N]]\n");
         return 2;
     }
     int P = 32, N = 16, threads = 0, verify = 1;
     const char *tune = NULL;
-    int levels[8] = {1, 4, 16, 64}, n_levels = 4;
+    int levels[8] = {1, 4, 16, 64}, n_levels = 4, host_tier = 0;
+    long long host_bytes = -1; /* --kv-host-bytes: the host tier's budget (-1: the engine's default) */
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--host-tier")) host_tier = 1;
     for (int i = 2; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "--prompt-len")) P = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--new-tokens")) N = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--verify-hashes")) verify = atoi(argv[i + 1]);
         if (!strcmp(argv[i], "--tune")) tune = argv[i + 1];
+        if (!strcmp(argv[i], "--kv-host-bytes")) host_bytes = atoll(argv[i + 1]);
         if (!strcmp(argv[i], "--levels")) {
             n_levels = 0;
             for (char *t = strtok(argv[i + 1], ","); t && n_levels < 8; t = strtok(NULL, ",")) levels[n_levels++] = atoi(t);
         }
     }
+    if (host_tier) return host_tier_bench(argv[1], P, threads, verify, tune, host_bytes);
     int max_c = 1;
     for (int i = 0; i < n_levels; i++)
         if (levels[i] > max_c) max_c = levels[i];

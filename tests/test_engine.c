@@ -372,8 +372,9 @@ static ig_engine *open_tier(const char *pkg, int32_t kv_pages, int64_t host_byte
 
 /* Host tier of the prefix cache: on a 12-page pool a 186-token request evicts a 40-token prompt's
  * two cached pages; with the host tier they move to host memory and the repeated prompt gets them
- * back (stats: 32 tokens from the host tier, the bytes both ways), with logprobs bit-equal to a
- * device-tier hit on a pool large enough to keep them (same K/V bytes, same step) and tokens equal
+ * back (stats: 32 tokens from the host tier, the bytes both ways), with logprobs bit-equal (CPU;
+ * GPU within 1e-5) to a device-tier hit on a pool large enough to keep them (same K/V bytes, same
+ * step) and tokens equal
  * to a recompute; without it the prompt is recomputed. A host tier of 2 pages drops its oldest
  * entry: of two evicted prompts only the later one comes back. */
 static void test_prefix_host_tier(const char *pkg) {
@@ -420,7 +421,11 @@ static void test_prefix_host_tier(const char *pkg) {
           "repeated prompt: %lld tokens from the host tier (of %lld hit), %lld bytes back; expected 32, 32, %lld",
           (long long)(s1.prefix_host_hit_tokens - s0.prefix_host_hit_tokens), (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens),
           (long long)(s1.kv_bytes_from_host - s0.kv_bytes_from_host), (long long)(2 * pb));
-    CHECK(na == 6 && nb == 6 && !memcmp(a, b, sizeof(int32_t) * 6) && !memcmp(la, lb, sizeof(float) * 6),
+    /* the CPU repeats a step bit for bit; a GPU's kernels may merge partial sums in another order */
+    const float same_tol = getenv("IGNIS_TEST_TARGET") ? 1e-5f : 0.0f;
+    int same_lp = na == 6 && nb == 6;
+    for (int i = 0; i < 6 && same_lp; i++) same_lp = fabsf(la[i] - lb[i]) <= same_tol * (1 + fabsf(lb[i]));
+    CHECK(same_lp && !memcmp(a, b, sizeof(int32_t) * 6),
           "host-tier hit: tokens / logprobs differ from a device hit (first logprob %.9g vs %.9g)", (double)la[0], (double)lb[0]);
     int close_lp = nc == 6;
     for (int i = 0; i < nc && i < na; i++) close_lp &= fabsf(la[i] - lc[i]) <= 1e-3f * (1 + fabsf(lc[i]));

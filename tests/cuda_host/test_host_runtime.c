@@ -1,7 +1,8 @@
 /* test_host_runtime.c — the CUDA packages' host runtime (templates/cuda/host_runtime.c), compiled
  * on its own with its default model and run without a GPU: the tuning it derives its launch
  * choices from, the last guard on a batch, the multi-step run length, and forward's chained steps
- * (a queued step is returned only for exactly the step it computed), through a stand-in driver
+ * (a queued step is returned only for exactly the step it computed), the host tier's page copies
+ * (chunks of pinned memory made on first use, addresses, range guards), through a stand-in driver
  * whose calls always succeed and a launch_step that counts its calls.
  * Built and run by tests/test_cuda_package.py (it needs the CUDA toolkit's headers). */
 #define IG_HOST_TEST_HOOK on_step /* the default launch_step calls it */
@@ -182,7 +183,46 @@ static void test_kv_pages(void) {
     EXPECT(kv_pages_for((size_t)1 << 62, 0, 1.0f) == 2147483647); /* clamped, not wrapped */
 }
 
+/* ---- the prefix cache's host tier: pinned chunks made on first use, copies on the stream */
+
+static int n_host_allocs;
+static void *last_dst;
+static const void *last_src;
+static size_t last_bytes;
+static CUresult fake_alloc_host(void **p, size_t n) { return n_host_allocs++, *p = malloc(n), *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
+static CUresult fake_free_host(void *p) { return free(p), CUDA_SUCCESS; }
+static CUresult fake_d2h(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    return last_dst = dst, last_src = (const void *)(uintptr_t)src, last_bytes = n, CUDA_SUCCESS;
+}
+static CUresult fake_h2d(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    return last_dst = (void *)(uintptr_t)dst, last_src = src, last_bytes = n, CUDA_SUCCESS;
+}
+
+static void test_host_tier(void) {
+    static dev_state st;
+    memset(&st, 0, sizeof st);
+    st.api.cuMemAllocHost = fake_alloc_host;
+    st.api.cuMemcpyDtoHAsync = fake_d2h;
+    st.api.cuMemcpyHtoDAsync = fake_h2d;
+    st.kv = (CUdeviceptr)0x100000000ull;
+    const int32_t n_host = HOST_CHUNK_PAGES + 3; /* two chunks, the second part used */
+    st.n_host_chunks = 2;
+    st.host_chunks = calloc(2, sizeof *st.host_chunks);
+    ig_model_ctx ctx = {.n_pages = 4, .device_state = &st, .n_host_pages = n_host};
+    EXPECT(kv_page_copy(&ctx, 0, 1, 0) == -2 && n_host_allocs == 0); /* a host page never written: refused */
+    EXPECT(kv_page_copy(&ctx, 1, 2, HOST_CHUNK_PAGES + 1) == 0 && n_host_allocs == 1 && st.host_chunks[1]);
+    EXPECT(last_src == (const void *)(uintptr_t)(st.kv + 2 * (CUdeviceptr)KV_PAGE_BYTES) && last_bytes == KV_PAGE_BYTES);
+    EXPECT(last_dst == st.host_chunks[1] + (size_t)KV_PAGE_BYTES);
+    EXPECT(kv_page_copy(&ctx, 0, 3, HOST_CHUNK_PAGES + 1) == 0 && n_host_allocs == 1); /* back: the same bytes */
+    EXPECT(last_dst == (void *)(uintptr_t)(st.kv + 3 * (CUdeviceptr)KV_PAGE_BYTES) && last_src == st.host_chunks[1] + KV_PAGE_BYTES);
+    EXPECT(kv_page_copy(&ctx, 1, 4, 0) == -1 && kv_page_copy(&ctx, 1, 0, n_host) == -1 && kv_page_copy(&ctx, 1, -1, 0) == -1);
+    EXPECT(!st.host_chunks[0] && n_host_allocs == 1); /* the first chunk was never needed */
+    fake_free_host(st.host_chunks[1]);
+    free(st.host_chunks);
+}
+
 int main(void) {
+    test_host_tier();
     test_kv_pages();
     test_tuning();
     test_batch_guard();
