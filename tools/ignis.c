@@ -643,7 +643,7 @@ static int cmd_verify(const cli_cmd *c, int argc, char **argv) {
 
 typedef struct bench_opts {
     const char *pos[1];
-    int32_t prompt_len, decode_tokens;
+    int32_t prompt_len, decode_tokens, max_tokens_per_step;
     cli_strs tune;
     thread_opts t;
 } bench_opts;
@@ -651,6 +651,8 @@ typedef struct bench_opts {
 static const cli_flag bench_flags[] = {
     CLI_I32("--prompt-len", NULL, bench_opts, prompt_len, 1, CLI_NONE, 0, "N", "prompt tokens (random ids) to prefill", NULL),
     CLI_I32("--decode-tokens", NULL, bench_opts, decode_tokens, 1, CLI_NONE, 0, "N", "greedy decode steps after the prompt", NULL),
+    CLI_I32("--max-tokens-per-step", NULL, bench_opts, max_tokens_per_step, 1, CLI_NONE, 0, "N",
+            "prefill chunk: tokens of one forward step (the workspace is sized for it)", "the prompt, at most 8192"),
     CLI_REP("--tune", NULL, bench_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
     CLI_END};
 
@@ -742,7 +744,10 @@ static ig_status run_bench(const bench_opts *o, ig_err *err) {
     if (o->t.threads > 0) omp_set_num_threads(o->t.threads);
     double t0 = rt_now(), tp = 0, td = 0;
     runner r;
-    ig_status st = runner_open(&r, o->pos[0], P, (int64_t)P + N, o->t.threads, &o->tune, err);
+    /* long prompts prefill in chunks: a step's workspace (its logits rows, the staged page tables)
+     * grows with its tokens */
+    const int chunk = o->max_tokens_per_step > 0 ? o->max_tokens_per_step : P < 8192 ? P : 8192;
+    ig_status st = runner_open(&r, o->pos[0], chunk, (int64_t)P + N, o->t.threads, &o->tune, err);
     double t_load = rt_now() - t0;
     const ig_model_desc *d = st ? NULL : r.pkg->desc;
     if (!st && P + N > d->max_context)
@@ -750,6 +755,7 @@ static ig_status run_bench(const bench_opts *o, ig_err *err) {
     if (!st) st = bench_time(&r, P, N, &tp, &td, err);
     if (!st) {
         printf("package        %s (%s, %s)\n", o->pos[0], r.pkg->target, r.pkg->dtype);
+        if (chunk < P) printf("prefill chunks %d tokens a step\n", chunk);
         printf("load           %.2f s (weights %.1f MB, hashes checked)\n", t_load, r.pkg->weights_bytes / 1e6);
         printf("kv cache: %llu bytes per token (%s, all layers)\n",
                (unsigned long long)(d->kv_page_bytes / (uint64_t)d->page_size), r.pkg->kv_dtype);

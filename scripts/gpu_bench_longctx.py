@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Long-context GPU benchmark (issue 17), run on the device from a checkout with devbuild/
+(scripts/gpu_prepare.sh): a random-weight checkpoint of Llama-3.2-1B's shape in bf16 (llama3 rope
+scaling, max_position_embeddings 131072: scripts/make_random_llama.py), compiled for this GPU, then
+`ignis bench` with default settings at a 32k-token prompt and at a full 128k context (a 130944-token
+prompt + 128 decode steps = 131072 positions). For each: prefill tokens/s and the share of the bf16
+tensor peak (989 TFLOP/s dense, H200) counting matmul and causal attention FLOPs; decode ms/token at
+that context against the roofline of the bytes a token reads there (weights + the K/V of the
+context) at the measured copy bandwidth. Targets (issue 17): prefill >= 50% (32k) / >= 45% (128k) of
+peak, decode >= 70% of the roofline.  Usage: gpu_bench_longctx.py [sm_90]"""
+import json, os, re, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from gpu_bench_common import sh, copy_bandwidth
+
+DEV = os.path.join(ROOT, "devbuild")
+IGNIS = os.environ.get("IGNIS", os.path.join(DEV, "ignis"))
+arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+PEAK = 989e12  # H200 bf16 dense tensor FLOP/s
+work = "/tmp/ignis-bench"
+os.makedirs(work, exist_ok=True)
+ckpt, pkg = os.path.join(work, "llama1b"), os.path.join(work, "pkg1b")
+env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(DEV, "lib") + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+
+try:
+    import torch
+    bw = copy_bandwidth(torch, torch.device("cuda"))
+except Exception as e:  # no torch on the device: the H200's usual measured figure
+    print(f"(no torch for the copy bandwidth: {e}; using 4.2 TB/s)")
+    bw = 4.2e12
+if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
+    sh([sys.executable, os.path.join(ROOT, "scripts", "make_random_llama.py"), ckpt])
+cfg = json.load(open(os.path.join(ckpt, "config.json")))
+assert cfg["max_position_embeddings"] == 131072 and cfg["rope_scaling"]["rope_type"] == "llama3", "checkpoint without llama3 scaling"
+if not os.path.exists(os.path.join(pkg, "model.so")):
+    sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", f"cuda:{arch}", "--dtype", "bf16"], env=env)
+wbytes = os.path.getsize(os.path.join(pkg, "weights.bin"))
+L, H, I = cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"]
+nh, nkv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+mat = L * (H * (nh * d + 2 * nkv * d) + nh * d * H + 3 * H * I)  # matmul parameters a token multiplies
+print(f"copy bandwidth {bw / 1e12:.2f} TB/s (read + write); bf16 peak {PEAK / 1e12:.0f} TFLOP/s; weights {wbytes / 1e9:.2f} GB")
+
+fails = []
+for P, N, want_pre in ((32768, 128, 50.0), (130944, 128, 45.0)):
+    out = sh([IGNIS, "bench", pkg, "--prompt-len", str(P), "--decode-tokens", str(N)], env=env)
+    print(out.strip())
+    tp = float(re.search(r"prefill\s+\d+ tokens in ([\d.]+) s", out).group(1))
+    ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+    kv_tok = int(re.search(r"kv cache: (\d+) bytes per token", out).group(1))
+    flops = 2.0 * mat * P + L * 4.0 * nh * d * P * P / 2  # causal: half the score matrix
+    pre = 100 * flops / tp / PEAK
+    ctx = P + N / 2  # the decode steps' mean context
+    roof_ms = (wbytes + kv_tok * ctx) / bw * 1e3
+    dec = 100 * roof_ms / ms
+    print(f"context {P + N}: prefill {P} tokens {P / tp:.0f} tokens/s = {flops / tp / 1e12:.0f} TFLOP/s = {pre:.1f}% of bf16 peak "
+          f"(target >= {want_pre:.0f}%); decode {ms:.3f} ms/token at ~{ctx:.0f} tokens of context, roofline {roof_ms:.3f} ms "
+          f"(weights {wbytes / 1e9:.2f} GB + KV {kv_tok * ctx / 1e9:.2f} GB) = {dec:.1f}% (target >= 70%)")
+    if pre < want_pre: fails.append(f"prefill {P}: {pre:.1f}% of peak")
+    if dec < 70: fails.append(f"decode at {P + N}: {dec:.1f}% of the roofline")
+print("long context: " + ("all targets met" if not fails else "below target: " + "; ".join(fails)))
