@@ -501,6 +501,9 @@ static unsigned char *host_page(dev_state *st, int32_t hp, int make) {
 static int kv_page_copy(const ig_model_ctx *ctx, int32_t to_host, int32_t page, int32_t hp) {
     dev_state *st = ctx->device_state;
     if (!st || page < 0 || page >= ctx->n_pages || hp < 0 || hp >= ctx->n_host_pages) return -1;
+    /* the caller's thread (the engine's scheduler) may not have made the context current: the
+     * stream-ordered calls name their stream, but a chunk's allocation takes the current context */
+    if (st->api.cuCtxSetCurrent && st->cctx) CU(st->api.cuCtxSetCurrent(st->cctx));
     unsigned char *h = host_page(st, hp, to_host);
     if (!h) return -2;
     const CUdeviceptr d = st->kv + (CUdeviceptr)page * KV_PAGE_BYTES;
