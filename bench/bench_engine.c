@@ -88,9 +88,10 @@ static int host_tier_bench(const char *pkg, int P, int threads, int verify, cons
             fprintf(stderr, "bench_engine: %s\n", err.msg);
             return 1;
         }
-        /* round r: warm-up ids (kernels, graphs), then the timed prompt; each prompt followed by
-         * another as long so that its pages leave the pool */
-        for (int r = 0; r < 2; r++) {
+        /* rounds of new ids: two warm-ups (kernels, graphs, the host tier's pinned chunks, made as
+         * pages first go there), then the timed one; each prompt followed by another as long so
+         * that its pages leave the pool */
+        for (int r = 0; r < 3; r++) {
             uint64_t s = 42 + (uint64_t)r;
             for (int i = 0; i < P; i++) {
                 s = s * 6364136223846793005ull + 1442695040888963407ull;
