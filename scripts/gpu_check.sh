@@ -29,7 +29,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 tests/test_gpu_golden.py 2>&1 | tee "$OUT/golden.txt" || rc=1
   echo "== GPU quantized KV cache (int8 / uint4 against the references and the CPU packages, $arch)"
   python3 tests/test_gpu_kv_cache.py 2>&1 | tee "$OUT/kv_cache.txt" || rc=1
-  echo "== engine on the GPU (batch references, preemption, stress)"
+  echo "== engine on the GPU (batch references, preemption, prefix cache and its host tier, stress)"
   python3 tests/golden.py  # the fixtures stored as a weights recipe, which it compiles
   IGNIS_TEST_TARGET=cuda:$arch devbuild/test_engine 2>&1 | tee "$OUT/engine.txt" || rc=1
 fi
@@ -38,5 +38,9 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 scripts/gpu_bench.py "$arch" 2>&1 | tee "$OUT/bench.txt" || rc=1
   echo "== benchmark, quantized weights"
   python3 scripts/gpu_bench_quant.py "$arch" 2>&1 | tee "$OUT/bench_quant.txt" || rc=1
+  echo "== benchmark, the prefix cache's host tier (repeated 4k-token prompt: TTFT against recompute)"
+  python3 scripts/gpu_bench_hosttier.py "$arch" 2>&1 | tee "$OUT/bench_hosttier.txt" || rc=1
+  echo "== benchmark, long contexts (32k and 128k, default settings)"
+  python3 scripts/gpu_bench_longctx.py "$arch" 2>&1 | tee "$OUT/bench_longctx.txt" || rc=1
 fi
 exit $rc
