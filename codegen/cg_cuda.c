@@ -115,7 +115,7 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                       const mm_norm *norm);
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
-                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv);
+                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc);
 
 /* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi, preceded by an RMSNorm of norm->src into x
  * when norm is set: a GEMV launch for up to st->gemv_tmax rows (the norm fused into it), else an
@@ -143,13 +143,21 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              epi == IR_EPI_ACC ? "_acc" : geglu ? "_geglu" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wf.wq ? "_" : "", wname);
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
+    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit x, 16-bit W with K % 32 == 0 or q8r rows
+     * with K % 64 == 0, a fused norm's x staged in at most 96 KB) when the GPU has it (sm_80+) */
+    const int tc = bf && (wf.wq == 8 ? K % 64 == 0 : !wf.wq && K % 32 == 0) && (!norm || (K + 32) * 16 <= 96 * 1024);
     if (wf.wq) {
-        emit_matmul_q(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, fmv);
+        int ftc = -1;
+        if (tc) {
+            char tnm[112], tcm[sizeof comment + 32];
+            snprintf(tcm, sizeof tcm, "%s; on tensor cores, for 2..8 tokens", comment);
+            snprintf(tnm, sizeof tnm, "%s_tc", nm);
+            ftc = fn_index(c, instance(c, "gemv_tc.cu", tnm, "MV_NAME", params, tcm));
+        }
+        emit_matmul_q(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, fmv, ftc);
         return;
     }
-    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit W and x, K % 32 == 0, a fused norm's x
-     * staged in at most 96 KB) when the GPU has it (sm_80+) */
-    if (bf && K % 32 == 0 && (!norm || (K + 32) * 16 <= 96 * 1024)) {
+    if (tc) {
         char tnm[112], tcm[sizeof comment + 32];
         snprintf(tcm, sizeof tcm, "%s; on tensor cores, for 2..8 tokens", comment); /* the same product */
         snprintf(tnm, sizeof tnm, "%s_tc", nm);
@@ -219,16 +227,27 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
     }
 }
 
-/* A matmul with quantized rows (wq.cuh): gemv.cu's quantized instance `fmv` for up to MV_TMAX
- * tokens (the codes stream once per pass of up to 4 tokens), else the matrix dequantized into the
- * 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
+/* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (q8r; -1: none),
+ * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
+ * up to 4 tokens), else the matrix dequantized into the 16-bit scratch a_wdq (dequant.cu) and the
+ * cuBLAS path on it. */
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
-                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv) {
+                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc) {
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     const long long np = (N + 15) / 16 * 16;
     char params[256], comment[256], nm[64];
-    fprintf(fw, "%sif (%s <= MV_TMAX) {\n", ind, rows);
+    if (ftc >= 0) {
+        fprintf(fw, "%sif (%s >= 2 && %s <= st->mvt_tmax) {\n", ind, rows, rows);
+        fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
+                norm ? norm->gamma : "zero", w, bias, y);
+        fprintf(fw, "%s    LAUNCH(%d, IG_MVT_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MVT_BLOCK, IG_MVT_SMEM(%lld, %d), args);\n",
+                ind, ftc, (long long)N, (long long)K, epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU, (long long)K, norm != NULL);
+        fprintf(fw, "%s} else ", ind);
+    } else {
+        fprintf(fw, "%s", ind);
+    }
+    fprintf(fw, "if (%s <= MV_TMAX) {\n", rows);
     fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
             norm ? norm->gamma : "zero", w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_XB(%lld, IG_WQ_CODEB(%lld, %d), st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n",

@@ -274,23 +274,14 @@ struct ig_st_tshape {
 };
 
 /* A fragments from quantized rows, built with logic operations only (the cvt instructions of a
- * direct conversion run at a quarter of the rate and could not keep up with the stream).
- * q8r: bytes 0 and 2 of v as their int8 codes in bf16 (exact): a byte with low bits m and sign bit
- * s gives bf16 0x4300 | m = 128 + m and 0xc300 | s << 7 = -(128 + 128 s), whose sum (one bf16x2
- * fma, exact on these integers) is m - 128 s, the code. A word's 4 codes (columns c..c+3) become the
- * pairs (c, c+2) and (c+1, c+3); ig_st_xperm pairs x the same way. */
-IG_DEV unsigned ig_st_q8pair(unsigned v) {
-    unsigned d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
-        : "=r"(d)
-        : "r"((v & 0x007f007fu) | 0x43004300u), "r"(0x3f803f80u), "r"((v & 0x00800080u) | 0xc300c300u));
-    return d;
-}
-IG_DEV uint2 ig_st_q8frag(unsigned u) { return make_uint2(ig_st_q8pair(u), ig_st_q8pair(u >> 8)); }
+ * direct conversion run at a quarter of the rate and could not keep up with the stream). q8r: the
+ * int8 codes as bf16 (wq.cuh's ig_wq8_frag: pairs (c, c+2), (c+1, c+3) of a word's columns c..c+3;
+ * ig_st_xperm pairs x the same way). */
+IG_DEV uint2 ig_st_q8frag(unsigned u) { return ig_wq8_frag(u); }
 /* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3) */
 IG_DEV void ig_st_xperm(unsigned *b) {
-    const unsigned lo = __byte_perm(b[0], b[1], 0x5410), hi = __byte_perm(b[0], b[1], 0x7632);
-    b[0] = lo, b[1] = hi;
+    const uint2 v = ig_wq_xpairs(b[0], b[1]);
+    b[0] = v.x, b[1] = v.y;
 }
 /* q4r: 128 + each code of a word of 8 nibbles (element j at bits 4j; bf16 0x4300 | c is exact) as
  * the pairs (0, 4), (1, 5) (one mma's two k pairs) and (2, 6), (3, 7) (the next mma's), so a
