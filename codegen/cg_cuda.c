@@ -37,7 +37,8 @@ typedef struct dl_plan {
     int ok;
     const ir_node *n[6];             /* the layer's nodes: norm+qkv, rope_kv, attention, o, norm+gate/up, down */
     const ir_node *emb, *head;       /* the embedding before the layers, the lm_head after, when it takes them */
-    int nslot;                       /* 16 KB ring slots per SM */
+    int nslot;                       /* ring slots per SM */
+    int slot;                        /* their bytes: 16 KB, 16 KB + 256 for quantized rows (stream.cuh) */
     int resid_rows;                  /* rows of a residual-add phase per CTA */
     int wq, wg, hwq, hwg;            /* the layers' matrices and the lm_head: bf16 (0) or quantized rows (wq.cuh) */
 } dl_plan;
@@ -114,7 +115,7 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                       const mm_norm *norm);
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
-                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv);
+                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc);
 
 /* Emits one matmul y = x·Wᵀ (+bias) with epilogue epi, preceded by an RMSNorm of norm->src into x
  * when norm is set: a GEMV launch for up to st->gemv_tmax rows (the norm fused into it), else an
@@ -142,13 +143,21 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              epi == IR_EPI_ACC ? "_acc" : geglu ? "_geglu" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wf.wq ? "_" : "", wname);
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
+    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit x, 16-bit W with K % 32 == 0 or q8r rows
+     * with K % 64 == 0, a fused norm's x staged in at most 96 KB) when the GPU has it (sm_80+) */
+    const int tc = bf && (wf.wq == 8 ? K % 64 == 0 : !wf.wq && K % 32 == 0) && (!norm || (K + 32) * 16 <= 96 * 1024);
     if (wf.wq) {
-        emit_matmul_q(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, fmv);
+        int ftc = -1;
+        if (tc) {
+            char tnm[112], tcm[sizeof comment + 32];
+            snprintf(tcm, sizeof tcm, "%s; on tensor cores, for 2..8 tokens", comment);
+            snprintf(tnm, sizeof tnm, "%s_tc", nm);
+            ftc = fn_index(c, instance(c, "gemv_tc.cu", tnm, "MV_NAME", params, tcm));
+        }
+        emit_matmul_q(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, fmv, ftc);
         return;
     }
-    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit W and x, K % 32 == 0, a fused norm's x
-     * staged in at most 96 KB) when the GPU has it (sm_80+) */
-    if (bf && K % 32 == 0 && (!norm || (K + 32) * 16 <= 96 * 1024)) {
+    if (tc) {
         char tnm[112], tcm[sizeof comment + 32];
         snprintf(tcm, sizeof tcm, "%s; on tensor cores, for 2..8 tokens", comment); /* the same product */
         snprintf(tnm, sizeof tnm, "%s_tc", nm);
@@ -218,16 +227,27 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
     }
 }
 
-/* A matmul with quantized rows (wq.cuh): gemv.cu's quantized instance `fmv` for up to MV_TMAX
- * tokens (the codes stream once per pass of up to 4 tokens), else the matrix dequantized into the
- * 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
+/* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (q8r; -1: none),
+ * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
+ * up to 4 tokens), else the matrix dequantized into the 16-bit scratch a_wdq (dequant.cu) and the
+ * cuBLAS path on it. */
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
-                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv) {
+                          const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc) {
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     const long long np = (N + 15) / 16 * 16;
     char params[256], comment[256], nm[64];
-    fprintf(fw, "%sif (%s <= MV_TMAX) {\n", ind, rows);
+    if (ftc >= 0) {
+        fprintf(fw, "%sif (%s >= 2 && %s <= st->mvt_tmax) {\n", ind, rows, rows);
+        fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
+                norm ? norm->gamma : "zero", w, bias, y);
+        fprintf(fw, "%s    LAUNCH(%d, IG_MVT_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MVT_BLOCK, IG_MVT_SMEM(%lld, %d), args);\n",
+                ind, ftc, (long long)N, (long long)K, epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU, (long long)K, norm != NULL);
+        fprintf(fw, "%s} else ", ind);
+    } else {
+        fprintf(fw, "%s", ind);
+    }
+    fprintf(fw, "if (%s <= MV_TMAX) {\n", rows);
     fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
             norm ? norm->gamma : "zero", w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_XB(%lld, IG_WQ_CODEB(%lld, %d), st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n",
@@ -735,7 +755,8 @@ static void plan_decode_layers(gen *c) {
     /* ring slots: 12 x 16 KB where they fit beside attention's scratch and the static state (~18 KB,
      * and the rope table and the group's queries of the group's items and of the one-head items) */
     const int at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
-    dl->nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - at_smem) / 16384;
+    dl->slot = f0.wq ? 16384 + 256 : 16384;
+    dl->nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - at_smem) / dl->slot;
     if (dl->nslot > 12) dl->nslot = 12;
     if (dl->nslot < 4 || !ok) return;
     dl->ok = 1;
@@ -778,18 +799,18 @@ static void emit_decode_layers_instance(gen *c) {
     int64_t nq = c->g->tensors[n[0]->in[2]].shape[0], ng = c->g->tensors[n[4]->in[2]].shape[0];
     stream_tuning(c->tune, knobs, sizeof knobs);
     snprintf(params, sizeof params,
-             "#define IG_ST_NSLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
+             "#define IG_ST_NSLOT %d\n#define IG_ST_SLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
              "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
              "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
              "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
              "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n"
              "#define DL_WQ %d\n#define DL_WG %d\n#define DL_HWQ %d\n#define DL_HWG %d\n%s",
-             c->dl.nslot, hp->n_layers, hp->hidden, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
+             c->dl.nslot, c->dl.slot, hp->n_layers, hp->hidden, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
              n[0]->eps, n[4]->eps, n[0]->in[3] >= 0, n[3]->in[2] >= 0, n[4]->in[3] >= 0, n[5]->in[2] >= 0,
              an ? an : "", KV, (unsigned long long)c->kv_layer_page, hp->vocab, c->dl.head ? c->dl.head->eps : 1e-6, D,
              c->dl.wq, c->dl.wg, c->dl.hwq, c->dl.hwg, knobs);
     snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
-                                      "through a %d x 16 KB ring per SM (sm_90)", hp->n_layers, c->dl.nslot);
+                                      "through a %d x %d-byte ring per SM (sm_90)", hp->n_layers, c->dl.nslot, c->dl.slot);
     c->dl_fn = fn_index(c, instance(c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment));
 }
 
@@ -907,10 +928,10 @@ static void emit_host_header(gen *c, FILE *out) {
     fprintf(out, "#define HAS_DECODE_LAYERS 1 /* the persistent decode kernel (decode_layers.cu) */\n"
                  "#define DL_FN %d\n"
                  "#define DL_THREADS 288 /* 8 consumer warps + a producer warp (IG_ST_THREADS) */\n"
-                 "#define DL_SMEM (%d * 16384 + IG_AT_SMEM(N_HEADS, N_KV_HEADS, HEAD_DIM)) /* its ring + attention scratch */\n"
+                 "#define DL_SMEM (%d * %d + IG_AT_SMEM(N_HEADS, N_KV_HEADS, HEAD_DIM)) /* its ring + attention scratch */\n"
                  "#define DL_RESID_ROWS %d /* rows of a residual add per CTA at most */\n"
                  "#define DL_X %s\n#define DL_QKV %s\n#define DL_ATTN %s\n#define DL_MLP %s /* its activations */\n",
-            c->dl_fn, c->dl.nslot, c->dl.resid_rows, x, buf_name(c, c->dl.n[0]->out), buf_name(c, c->dl.n[2]->out),
+            c->dl_fn, c->dl.nslot, c->dl.slot, c->dl.resid_rows, x, buf_name(c, c->dl.n[0]->out), buf_name(c, c->dl.n[2]->out),
             buf_name(c, c->dl.n[4]->out));
     char emb[96] = "0", hw[96] = "0", hg[96] = "0";
     if (c->dl.emb) cg_weight_ref(c->plan, &c->lay, 0, 0, 1, c->dl.emb->in[1], emb, sizeof emb);

@@ -263,6 +263,8 @@ def cuda_checks(arch, tmp, fails, gpu):
             golden.run(["compile", tw, "-o", pt, "--target", "cpu", "--dtype", "f32"])
             ids = golden.reference(model, mdir)[0]
             err = compare_twin(f"{model:18s} {scheme:10s} cuda (twin on the CPU)", pkg, pt, ids, 3e-2, fails)
+            # a step of 6 tokens: the GEMV kernels for 2..8 tokens (gemv_tc.cu for q8r, gemv.cu for q4r)
+            compare_twin(f"{model:18s} {scheme:10s} cuda, 6-token steps", pkg, pt, ids[:6], 3e-2, fails)
             # greedy generation (on the stream models the persistent kernel's one-token steps and runs)
             # against the twin's, compared up to the first step whose top-2 margin on the twin is within
             # twice the logits error measured above

@@ -1,7 +1,7 @@
 /* gemv_tc.cu — template: the decode matmul of gemv.cu for 2..8 tokens on tensor cores. Same
- * parameters, arguments and results as gemv.cu (see there), for 16-bit weights and x only (bf16,
- * or half when IG_F16): y = x · Wᵀ (+ bias), an optional fused RMSNorm prologue, and the store /
- * residual add / SwiGLU / GeGLU epilogues.
+ * parameters, arguments and results as gemv.cu (see there), for 16-bit x (bf16, or half when
+ * IG_F16) and 16-bit weights or q8r rows (MV_WQ 8, wq.cuh): y = x · Wᵀ (+ bias), an optional fused
+ * RMSNorm prologue, and the store / residual add / SwiGLU / GeGLU epilogues.
  *
  * Why: gemv.cu multiplies every weight by every token on the CUDA cores, so at 8 tokens it is
  * bound by FMAs and shared-memory reads of x, not by HBM (the harness: 22-26% of the copy
@@ -13,7 +13,12 @@
  * and MV_XBF16 are 1 by definition); defines
  *   extern "C" __global__ void MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w,
  *                                      const float *bias, void *y);
- * with T <= IG_MVT_TMAX (8) and MV_K % 32 == 0.
+ * with T <= IG_MVT_TMAX (8) and MV_K % 32 == 0 (q8r: % 64 == 0).
+ *
+ * q8r rows (K codes, then the row's f32 scale): a lane's 16 bytes of a row are 16 codes, so a block
+ * is 64 columns and four mma; the A fragments come from the codes by wq.cuh's ig_wq8_frag (logic
+ * ops and one fma per pair, exact), x is paired the same way (ig_wq_xpairs), and the epilogue
+ * multiplies by the rows' scales. Half the blocks are in flight (a block is as many bytes).
  *
  * launch: grid = IG_MVT_GRID_X(MV_N, MV_K, MV_EPI >= 2, max_ctas), block = IG_MVT_BLOCK = 256,
  *         dynamic smem = IG_MVT_SMEM(MV_K, MV_NORM) (the normalized x when MV_NORM, else 0; the
@@ -62,6 +67,10 @@
 #ifndef MV_EPS
 #define MV_EPS 1e-6f
 #endif
+#ifndef MV_WQ
+#define MV_WQ 0
+#endif
+#include "wq.cuh"
 
 #ifndef IG_MVT_HELPERS
 #define IG_MVT_HELPERS
@@ -78,17 +87,21 @@ IG_DEV void ig_mvt_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned
 #endif /* IG_MVT_HELPERS */
 
 extern "C" __global__ void __launch_bounds__(IG_MVT_BLOCK, 2)
-MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const float *bias, void *y) {
+MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bias, void *y) {
 #if __CUDA_ARCH__ >= 800
     constexpr bool SW = (MV_EPI) == 2 || (MV_EPI) == 3, GELU = (MV_EPI) == 3;
     constexpr int RT = SW ? 32 : 16;               /* packed rows per unit */
     constexpr int NU = IG_NPAD16(MV_N) / RT;       /* units */
-    constexpr int NJ = MV_K / 32;                  /* 32-column blocks of a row */
+    constexpr bool Q8 = MV_WQ == 8;
+    constexpr int CB = Q8 ? 64 : 32;               /* columns of a block (64 bytes of a row) */
+    constexpr int RBY = Q8 ? MV_K + 16 : MV_K * 2; /* bytes of a packed row (q8r: codes, scale) */
+    constexpr int NJ = MV_K / CB;                  /* blocks of a row */
     constexpr int KS = IG_MVT_KS(MV_K), UPC = 8 / KS; /* warps per unit, units per CTA step */
     constexpr int NA = SW ? 4 : 2;                 /* rows a lane loads per block: g, g + 8 (, up) */
-    constexpr int U = SW ? 4 : 8;                  /* blocks in flight per warp */
+    constexpr int U = (SW ? 4 : 8) / (Q8 ? 2 : 1); /* blocks in flight per warp */
     constexpr int XS = IG_MVT_XS(MV_K);            /* staged x row stride (elements) */
-    static_assert(MV_K % 32 == 0, "gemv_tc needs K % 32 == 0");
+    static_assert(MV_K % CB == 0, "gemv_tc needs K % 32 == 0 (q8r: K % 64 == 0)");
+    static_assert(MV_WQ == 0 || MV_WQ == 8, "gemv_tc reads 16-bit or q8r rows");
     static_assert(!SW || IG_NPAD16(MV_N) % 32 == 0, "SwiGLU units are 32 packed rows");
     static_assert(IG_MVT_BLOCK == 256, "8 warps per CTA");
     extern __shared__ uint4 ig_mvt_smem[];
@@ -132,27 +145,42 @@ MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const
         for (int i = 0; i < (SW ? 2 : 1); i++) d[i][0] = d[i][1] = d[i][2] = d[i][3] = 0.0f;
         if (u < NU) {
             /* this lane's 16 bytes of row g of the unit in block 0; row g + 8r is 8r rows on */
-            const char *wr = (const char *)w + ((size_t)u * RT + g) * (MV_K * 2) + 16 * q;
+            const char *wr = (const char *)w + ((size_t)u * RT + g) * RBY + 16 * q;
+            constexpr int XV = Q8 ? 2 : 1; /* 16-byte vectors of x per block and lane */
             for (int j0 = ks; j0 < NJ; j0 += KS * U) {
-                uint4 a[U][NA], b[U];
+                uint4 a[U][NA], b[U][XV];
 #pragma unroll
                 for (int i = 0; i < U; i++) {
                     const int j = j0 + i * KS;
 #pragma unroll
                     for (int r = 0; r < NA; r++)
-                        a[i][r] = j < NJ ? ig_ldg16(wr + (size_t)r * 8 * (MV_K * 2) + (size_t)j * 64) : make_uint4(0u, 0u, 0u, 0u);
-                    if (j < NJ && tok)
-                        b[i] = MV_NORM ? *(const uint4 *)(xt + j * 32 + 8 * q) : ig_ldg16(xt + j * 32 + 8 * q);
-                    else
-                        b[i] = make_uint4(0u, 0u, 0u, 0u);
+                        a[i][r] = j < NJ ? ig_ldg16(wr + (size_t)r * 8 * RBY + (size_t)j * 64) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                    for (int v = 0; v < XV; v++) {
+                        const unsigned short *xp = xt + j * CB + 8 * (XV * q + v);
+                        if (j < NJ && tok)
+                            b[i][v] = MV_NORM ? *(const uint4 *)xp : ig_ldg16(xp);
+                        else
+                            b[i][v] = make_uint4(0u, 0u, 0u, 0u);
+                    }
                 }
 #pragma unroll
                 for (int i = 0; i < U; i++)
 #pragma unroll
                     for (int h = 0; h < (SW ? 2 : 1); h++) { /* the gate (or only) tile, the up tile */
                         const uint4 r0 = a[i][2 * h], r8 = a[i][2 * h + 1];
-                        ig_mvt_mma(d[h], r0.x, r8.x, r0.y, r8.y, b[i].x, b[i].y);
-                        ig_mvt_mma(d[h], r0.z, r8.z, r0.w, r8.w, b[i].z, b[i].w);
+                        if (Q8) { /* word p of the 16 codes: columns 4p..4p+3 of the lane's 16 */
+#pragma unroll
+                            for (int p = 0; p < 4; p++) {
+                                const uint2 f0 = ig_wq8_frag(ig_wq_w(r0, p)), f8 = ig_wq8_frag(ig_wq_w(r8, p));
+                                const uint4 xv = b[i][p >> 1];
+                                const uint2 xp = (p & 1) ? ig_wq_xpairs(xv.z, xv.w) : ig_wq_xpairs(xv.x, xv.y);
+                                ig_mvt_mma(d[h], f0.x, f8.x, f0.y, f8.y, xp.x, xp.y);
+                            }
+                        } else {
+                            ig_mvt_mma(d[h], r0.x, r8.x, r0.y, r8.y, b[i][0].x, b[i][0].y);
+                            ig_mvt_mma(d[h], r0.z, r8.z, r0.w, r8.w, b[i][0].z, b[i][0].w);
+                        }
                     }
             }
         }
@@ -176,16 +204,18 @@ MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const
             for (int e = 0; e < 4; e++) {
                 const int t = 2 * q + (e & 1), r = g + 8 * (e >> 1);
                 if (t >= T) continue;
+                /* q8r: the rows' scales (after each row's codes) */
+                auto rs = [&](int row) { return Q8 ? __ldg((const float *)((const char *)w + (size_t)row * RBY + MV_K)) : 1.0f; };
                 if (!SW) {
                     const int n = u * 16 + r;
                     if (n >= MV_N) continue; /* padded rows are computed (zero weights) but never stored */
-                    const float s = d[0][e] + (MV_BIAS ? bias[n] : 0.0f);
+                    const float s = d[0][e] * rs(n) + (MV_BIAS ? bias[n] : 0.0f);
                     float *yr = (float *)y + (size_t)t * MV_LDY;
                     if ((MV_EPI) == 1) yr[n] += s;
                     else yr[n] = s;
                 } else {
-                    const float ga = d[0][e] + (MV_BIAS ? bias[u * 32 + r] : 0.0f);
-                    const float up = d[1][e] + (MV_BIAS ? bias[u * 32 + 16 + r] : 0.0f);
+                    const float ga = d[0][e] * rs(u * 32 + r) + (MV_BIAS ? bias[u * 32 + r] : 0.0f);
+                    const float up = d[1][e] * rs(u * 32 + 16 + r) + (MV_BIAS ? bias[u * 32 + 16 + r] : 0.0f);
                     const float o = ig_glu(ga, up, GELU);
                     const size_t yo = (size_t)t * MV_LDY + u * 16 + r;
                     if (MV_YBF16) ((unsigned short *)y)[yo] = ig_f32_to_h(o);
@@ -198,6 +228,8 @@ MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w, const
 #endif
 }
 
+#undef MV_WQ
+#undef MV_WG
 #undef MV_NAME
 #undef MV_K
 #undef MV_N

@@ -38,7 +38,10 @@
 #endif
 #define IG_ST_CTHREADS (IG_ST_CWARPS * 32)
 #define IG_ST_THREADS (IG_ST_CTHREADS + 32)
+#ifndef IG_ST_SLOT /* bytes of a ring slot: 16 KB, and 16 KB + 256 for quantized rows (codegen), so that 8
+                    * q8r rows of 2048 codes (2064 bytes with their scale) fill one */
 #define IG_ST_SLOT 16384
+#endif
 #ifndef IG_ST_NSLOT
 #define IG_ST_NSLOT 8
 #endif
@@ -208,6 +211,9 @@ template <int K, int WQ = 0, int G = 32>
 IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_rows, int unit, int rot,
                           unsigned *it, const void *pf = 0, unsigned pf_bytes = 0) {
     typedef ig_st_shape<K, WQ, G> S;
+    /* slots in flight: IG_ST_INFLIGHT of 16 KB; quantized rows fill less of a slot, so as many
+     * more as keep the same bytes in flight */
+    constexpr unsigned INFL = WQ ? (IG_ST_INFLIGHT * 16384u + S::R * S::RB - 1) / (S::R * S::RB) : IG_ST_INFLIGHT;
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
     /* the phase's small operand (RMSNorm gamma) into L2, a ring ahead of the consumers */
@@ -216,8 +222,8 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
         for (int h = 0; h < S::SPLIT; h++) { /* the row's pieces, one slot each */
             const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
             if (*it >= IG_ST_NSLOT) IG_ST_TIMED(1, ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1));
-            if (IG_ST_INFLIGHT < IG_ST_NSLOT && *it >= IG_ST_INFLIGHT) {
-                const unsigned o = *it - IG_ST_INFLIGHT;
+            if (INFL < IG_ST_NSLOT && *it >= INFL) {
+                const unsigned o = *it - INFL;
                 IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
             }
             if (WQ) /* whole quantized rows, contiguous */
@@ -232,12 +238,15 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
 
 /* The same phase on tensor cores (sm_80+ mma.sync m16n8k16, bf16 in, f32 accumulate), for
  * K % 128 == 0 and bf16 x. The dot products are the diagonal of a small matrix product: for two
- * rows r of a slot and a 128-column window, A row 8r + g holds the 16 weights of segment g of the
- * window and B column j the 16 activations of segment j, so D[8r + g][g] is row r's partial dot
- * over segment g. Within a segment the k order is permuted (thread q of a group holds elements
- * 4q..4q+3), the same for A and B, so every A fragment is one conflict-free 8-byte shared load
- * per row, and x is 2 registers of packed bf16 per window. Warp w owns row pair w / WP of each
- * slot and the windows (w % WP) + WP m of it: its B fragments are loaded once per phase.
+ * rows r of a slot and a window of 8 segments, A row 8r + g holds the weights of segment g of the
+ * window and B column j the activations of segment j, so D[8r + g][g] is row r's partial dot
+ * over segment g. Within a segment the k order is permuted, the same for A and B, so that A
+ * fragments are conflict-free shared loads and x sits in registers for the whole phase: bf16 and
+ * q8r windows are 128 columns (segments of 16, thread q of a group holding columns 4q..4q+3, one
+ * mma); q4r windows are 8 segments of TS::SEG columns, one group's scale and min each (thread q
+ * holding SEG / 4 consecutive columns, two mma per 8 of them; see ig_st_q4frag). Warp w owns row
+ * pair w / WP of each slot and the windows (w % WP) + WP m of it: its B fragments are loaded once
+ * per phase.
  *
  * ig_st_gemv_tc runs one phase: y = x . W^T (+ bias) over this CTA's rows, n_rows packed rows of
  * which the first n_out are real. NORM: x is the f32 residual (EMB: a bf16 embedding row, which
@@ -246,25 +255,53 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
  * IG_ST_CTHREADS rows per CTA); 2: SwiGLU, y bf16 [row / 2] (gate/up rows interleaved by 16).
  * Sums and stores happen once per IG_ST_MAXCH slots. AMAX (EPI 0): the CTA's best key over its
  * stored values (ig_amax_key) goes to amax[blockIdx.x]. */
+
+/* q4r segments: the largest of G, G / 2, ..., 32 columns with 8 of them dividing K; else 32, the
+ * last window then partly empty (K % 128 == 0). A segment lies in one group (it divides G). */
+constexpr int ig_st_q4seg(int K, int G) { return G <= 32 ? 32 : K % (8 * G) == 0 ? G : ig_st_q4seg(K, G / 2); }
+
 template <int K, int WQ = 0, int G = 32>
 struct ig_st_tshape {
     typedef ig_st_shape<K, WQ, G> S;
     static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
     static constexpr int SPLIT = S::SPLIT, KS = S::KS, RB = S::RB; /* slots per row, row elements and bytes per slot */
-    static constexpr int NW = KS / 128, WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
+    static constexpr int SEG = WQ == 4 ? ig_st_q4seg(K, G) : 16; /* columns of a segment */
+    static constexpr int NWD = WQ == 4 ? SEG / 32 : 1;           /* q4r: words of 8 codes per thread and segment */
+    static constexpr int NW = (KS + 8 * SEG - 1) / (8 * SEG), WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
     static_assert(KS % 128 == 0, "tensor-core phases need K % 128 == 0 (K % 256 for rows over two slots)");
     static_assert(IG_ST_CWARPS % RP == 0, "row pairs must divide the consumer warps");
+    static_assert(WQ == 0 || SPLIT == 1, "a quantized row fits one slot");
 };
 
-/* A fragments from quantized rows (the 4 weights at a thread's columns, as two bf16 pairs). q8r: the
- * int8 codes themselves (exact in bf16). q4r: 128 + each code (exact: bf16 0x4300 | c), so a
- * window's dot is scale (D - 128 sum x) + min sum x = scale D + (min - 128 scale) sum x. */
-IG_DEV uint2 ig_st_q8frag(unsigned u) {
-    return make_uint2(ig_pack2_bf16((float)(signed char)u, (float)(signed char)(u >> 8)),
-                      ig_pack2_bf16((float)(signed char)(u >> 16), (float)(signed char)(u >> 24)));
+/* A fragments from quantized rows, built with logic operations only (the cvt instructions of a
+ * direct conversion run at a quarter of the rate and could not keep up with the stream). q8r: the
+ * int8 codes as bf16 (wq.cuh's ig_wq8_frag: pairs (c, c+2), (c+1, c+3) of a word's columns c..c+3;
+ * ig_st_xperm pairs x the same way). */
+IG_DEV uint2 ig_st_q8frag(unsigned u) { return ig_wq8_frag(u); }
+/* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3) */
+IG_DEV void ig_st_xperm(unsigned *b) {
+    const uint2 v = ig_wq_xpairs(b[0], b[1]);
+    b[0] = v.x, b[1] = v.y;
 }
-IG_DEV uint2 ig_st_q4frag(unsigned x) { /* x: 4 nibbles, element j at bits 4j */
-    return make_uint2(0x43004300u | (x & 15u) | ((x & 0xf0u) << 12), 0x43004300u | ((x >> 8) & 15u) | ((x & 0xf000u) << 4));
+/* q4r: 128 + each code of a word of 8 nibbles (element j at bits 4j; bf16 0x4300 | c is exact) as
+ * the pairs (0, 4), (1, 5) (one mma's two k pairs) and (2, 6), (3, 7) (the next mma's), so a
+ * segment's dot is scale (D - 128 sum x) + min sum x = scale D + (min - 128 scale) sum x. */
+IG_DEV void ig_st_q4frag(unsigned x, unsigned *o) {
+    o[0] = (x & 0x000f000fu) | 0x43004300u, o[1] = ((x >> 4) & 0x000f000fu) | 0x43004300u;
+    o[2] = ((x >> 8) & 0x000f000fu) | 0x43004300u, o[3] = ((x >> 12) & 0x000f000fu) | 0x43004300u;
+}
+/* N (1, 2, 4) consecutive words of shared memory in one load */
+template <int N>
+IG_DEV void ig_st_ldw(const unsigned char *p, unsigned *o) {
+    if (N == 4) {
+        const uint4 v = *(const uint4 *)p;
+        o[0] = v.x, o[1] = v.y, o[N > 2 ? 2 : 0] = v.z, o[N > 3 ? 3 : 0] = v.w;
+    } else if (N == 2) {
+        const uint2 v = *(const uint2 *)p;
+        o[0] = v.x, o[N > 1 ? 1 : 0] = v.y;
+    } else {
+        o[0] = *(const unsigned *)p;
+    }
 }
 
 /* q4r: the (scale, min) of column k's group in a row of a slot (IEEE half pairs after the codes). */
@@ -283,99 +320,186 @@ IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned 
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* The D fragment of rows ra, rb (pa, pb; row rb only when R >= 2) of a slot with n rows over this
+ * warp's windows (column chunk i at ccol(i), its x pairs xr[i]; q4r: xsum per window). */
+template <int K, int WQ, int QG, class CCOL>
+IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsigned char *pb, bool has_a, bool has_b,
+                            int h, CCOL ccol, const unsigned (*xr)[4], const float *xsum) {
+    typedef ig_st_tshape<K, WQ, QG> TS;
+    constexpr int MW = TS::MW, NWD = TS::NWD;
+#pragma unroll
+    for (int m = 0; m < MW; m++) {
+        if (WQ == 4) {
+            float e[4] = {};
+            const int c0 = ccol(m * NWD);
+            if (c0 == -2) continue; /* warp-uniform: the window lies past the row */
+            unsigned ua[NWD], ub[NWD];
+#pragma unroll
+            for (int w = 0; w < NWD; w++) ua[w] = ub[w] = 0u;
+            if (c0 >= 0 && has_a) ig_st_ldw<NWD>(pa + c0 / 2, ua); /* -1: this lane's segment is past the row */
+            if (c0 >= 0 && has_b) ig_st_ldw<NWD>(pb + c0 / 2, ub);
+#pragma unroll
+            for (int w = 0; w < NWD; w++) {
+                unsigned fa[4], fb[4];
+                ig_st_q4frag(ua[w], fa), ig_st_q4frag(ub[w], fb);
+                const int i = m * NWD + w;
+                ig_st_mma(e, fa[0], fb[0], fa[1], fb[1], xr[i][0], xr[i][1]);
+                ig_st_mma(e, fa[2], fb[2], fa[3], fb[3], xr[i][2], xr[i][3]);
+            }
+            float2 sa = make_float2(0.0f, 0.0f), sb = sa;
+            if (c0 >= 0 && has_a) sa = ig_st_q4sm<K, QG>(pa, c0);
+            if (c0 >= 0 && has_b) sb = ig_st_q4sm<K, QG>(pb, c0);
+            float *a = d[m % IG_ST_ACC];
+            a[0] = fmaf(sa.x, e[0], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[0]));
+            a[1] = fmaf(sa.x, e[1], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[1]));
+            a[2] = fmaf(sb.x, e[2], fmaf(sb.y - 128.0f * sb.x, xsum[m], a[2]));
+            a[3] = fmaf(sb.x, e[3], fmaf(sb.y - 128.0f * sb.x, xsum[m], a[3]));
+        } else {
+            const int cs = ccol(m); /* the column within the slot's row piece */
+            if (cs < 0) continue;   /* warp-uniform: the window lies past the row */
+            uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
+            if (WQ == 8) {
+                if (has_a) wa = ig_st_q8frag(*(const unsigned *)(pa + cs));
+                if (has_b) wb = ig_st_q8frag(*(const unsigned *)(pb + cs));
+            } else {
+                if (has_a) wa = *(const uint2 *)(pa + cs * 2);
+                if (has_b) wb = *(const uint2 *)(pb + cs * 2);
+            }
+            /* the piece's x (a select, not a dynamic index: xr stays in registers) */
+            const unsigned b0 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][0] : xr[m][0];
+            const unsigned b1 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][1] : xr[m][1];
+            ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
+        }
+    }
+}
+
+/* This thread's x of a phase as mma B pairs: chunk i of CW columns (4 for bf16 / q8r, 8 for q4r)
+ * at ccol(i) (< 0: past the row, zeros). NORM: the f32 residual (EMB: a bf16 row, stored by CTA 0
+ * to x_out) times the RMSNorm scale and gm, rounded to bf16; else bf16 x. q4r also gets the sum of
+ * each window's segment (the rounded values, over the 4 threads of the segment). */
+template <int K, int WQ, int QG, bool NORM, bool EMB, int NC, int CW, class CCOL>
+IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float (*gm)[CW], float eps, float *x_out, bool first_pair,
+                        CCOL ccol, unsigned (*xr)[4], float *xsum) {
+    typedef ig_st_tshape<K, WQ, QG> TS;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float xf[NC][CW];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        const int c = ccol(i);
+#pragma unroll
+        for (int e = 0; e < CW; e++) xf[i][e] = 0.0f;
+        if (c < 0) continue;
+        if (!NORM || EMB) { /* bf16 */
+            unsigned v[CW / 2];
+            if (CW == 8) {
+                const uint4 u = NORM ? __ldg((const uint4 *)((const ig_bf16 *)x + c)) : __ldcg((const uint4 *)((const ig_bf16 *)x + c));
+                v[0] = u.x, v[1] = u.y, v[CW > 4 ? 2 : 0] = u.z, v[CW > 4 ? 3 : 0] = u.w;
+            } else {
+                const uint2 u = NORM ? __ldg((const uint2 *)((const ig_bf16 *)x + c)) : __ldcg((const uint2 *)((const ig_bf16 *)x + c));
+                v[0] = u.x, v[1] = u.y;
+            }
+#pragma unroll
+            for (int e = 0; e < CW / 2; e++) ig_unpack2_bf16_(v[e], &xf[i][2 * e]);
+            if (EMB && blockIdx.x == 0 && first_pair)
+#pragma unroll
+                for (int e = 0; e < CW; e += 4) *(float4 *)(x_out + c + e) = make_float4(xf[i][e], xf[i][e + 1], xf[i][e + 2], xf[i][e + 3]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < CW; e += 4) {
+                const float4 v = __ldcg((const float4 *)((const float *)x + c + e));
+                xf[i][e] = v.x, xf[i][e + 1] = v.y, xf[i][e + 2] = v.z, xf[i][e + 3] = v.w;
+            }
+        }
+        if (NORM && first_pair) /* the warps of row pair 0 hold every column once */
+#pragma unroll
+            for (int e = 0; e < CW; e++) ss = fmaf(xf[i][e], xf[i][e], ss);
+    }
+    float scale = 1.0f;
+    if (NORM) {
+        ss = ig_warp_sum(ss);
+        if (lane == 0) st->nred[warp] = ss;
+        ig_st_cbar();
+        scale = ig_st_nscale(st, K, eps);
+    }
+#pragma unroll
+    for (int i = 0; i < NC; i++) {
+        float v[CW];
+#pragma unroll
+        for (int e = 0; e < CW; e++) v[e] = NORM ? xf[i][e] * scale * gm[i][e] : xf[i][e];
+        if (CW == 8) { /* q4r pairs (c, c+4), (c+1, c+5), (c+2, c+6), (c+3, c+7) */
+#pragma unroll
+            for (int e = 0; e < 4; e++) xr[i][e] = ig_pack2_bf16(v[e], v[CW > 4 ? e + 4 : 0]);
+        } else {
+            xr[i][0] = ig_pack2_bf16(v[0], v[1]), xr[i][1] = ig_pack2_bf16(v[2], v[3]);
+            if (WQ == 8) ig_st_xperm(xr[i]);
+        }
+    }
+    if (WQ == 4) { /* the segment sums of the rounded x, per window */
+#pragma unroll
+        for (int m = 0; m < TS::MW; m++) {
+            float sx = 0.0f;
+#pragma unroll
+            for (int w = 0; w < TS::NWD; w++) {
+                float f[8];
+#pragma unroll
+                for (int e = 0; e < 4; e++) ig_unpack2_bf16_(xr[m * TS::NWD + w][e], f + 2 * e);
+                sx += ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+            }
+            sx += __shfl_xor_sync(IG_FULL_MASK, sx, 1);
+            xsum[m] = sx + __shfl_xor_sync(IG_FULL_MASK, sx, 2);
+        }
+    }
+}
+
 template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int WQ = 0, int QG = 32>
 IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
                           const float *gamma, float eps, const float *bias, void *y, unsigned *it,
                           unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0) {
     typedef ig_st_tshape<K, WQ, QG> TS;
     constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS, G = IG_ST_GROUP;
+    constexpr int SEG = TS::SEG, NWD = TS::NWD;
+    constexpr int CW = WQ == 4 ? 8 : 4, NC = WQ == 4 ? MW * NWD : SP * MW; /* x chunks: columns, chunks per thread */
     static_assert(G == 1 || G == 2 || G == 4, "IG_ST_GROUP is 1, 2 or 4");
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, q = lane & 3, rp = warp / WP, wq = warp % WP;
     const int unit = EPI == 2 ? 32 : 1;
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
-    /* this thread's 4 columns of each of its windows (of a row piece h: columns h KS + col) */
-    auto col = [&](int m) { return (wq + WP * m) * 128 + g * 16 + 4 * q; };
+    /* the column of this thread's x chunk i: bf16 / q8r chunk h MW + m is columns 4q..4q+3 of
+     * segment g of window m of row piece h; q4r chunk m NWD + w is word w of this thread's SEG / 4
+     * columns of segment g of window m. -2: the window is past the row (the whole warp), -1: only
+     * this lane's segment is (q4r). */
+    auto ccol = [&](int i) -> int {
+        if (WQ == 4) {
+            const int j = wq + WP * (i / NWD), k0 = j * 8 * SEG + g * SEG;
+            return j >= TS::NW ? -2 : k0 >= K ? -1 : k0 + q * (SEG / 4) + 8 * (i % NWD);
+        }
+        const int h = i / MW, j = wq + WP * (i % MW);
+        return j >= TS::NW ? -2 : h * KS + j * 128 + g * 16 + 4 * q;
+    };
 
     IG_ST_MARK(0);
-    float gm[SP][NORM ? MW : 1][4];
+    float gm[NORM ? NC : 1][CW] = {};
     if (NORM) {
 #pragma unroll
-        for (int h = 0; h < SP; h++)
+        for (int i = 0; i < NC; i++) {
+            const int c = ccol(i);
+            if (c >= 0)
 #pragma unroll
-            for (int m = 0; m < MW; m++)
-                if (wq + WP * m < TS::NW) {
-                    const float4 v = __ldg((const float4 *)(gamma + h * KS + col(m)));
-                    gm[h][m][0] = v.x, gm[h][m][1] = v.y, gm[h][m][2] = v.z, gm[h][m][3] = v.w;
+                for (int e = 0; e < CW; e += 4) {
+                    const float4 v = __ldg((const float4 *)(gamma + c + e));
+                    gm[i][e] = v.x, gm[i][e + 1] = v.y, gm[i][e + 2] = v.z, gm[i][e + 3] = v.w;
                 }
+        }
     }
     if (bar) ig_st_grid_sync(st, bar, gridDim.x); /* x and y are the previous phase's results */
     IG_ST_MARK(1);
     float yold = 0.0f;
     if (EPI == 1 && t < r1 - r0 && r0 + t < n_out) yold = ig_st_ldf((const float *)y + r0 + t);
-    unsigned xb[SP][MW][2];
-    if (NORM) {
-        float xf[SP][MW][4];
-        float ss = 0.0f;
-#pragma unroll
-        for (int h = 0; h < SP; h++)
-#pragma unroll
-            for (int m = 0; m < MW; m++) {
-                xf[h][m][0] = xf[h][m][1] = xf[h][m][2] = xf[h][m][3] = 0.0f;
-                if (wq + WP * m < TS::NW) {
-                    const int c = h * KS + col(m);
-                    if (EMB) {
-                        const uint2 v = __ldg((const uint2 *)((const ig_bf16 *)x + c));
-                        xf[h][m][0] = __uint_as_float(v.x << 16), xf[h][m][1] = __uint_as_float(v.x & 0xffff0000u);
-                        xf[h][m][2] = __uint_as_float(v.y << 16), xf[h][m][3] = __uint_as_float(v.y & 0xffff0000u);
-                        if (blockIdx.x == 0 && rp == 0)
-                            *(float4 *)(x_out + c) = make_float4(xf[h][m][0], xf[h][m][1], xf[h][m][2], xf[h][m][3]);
-                    } else {
-                        const float4 v = __ldcg((const float4 *)((const float *)x + c));
-                        xf[h][m][0] = v.x, xf[h][m][1] = v.y, xf[h][m][2] = v.z, xf[h][m][3] = v.w;
-                    }
-                }
-                if (rp == 0) /* the warps of row pair 0 hold every column once */
-#pragma unroll
-                    for (int e = 0; e < 4; e++) ss = fmaf(xf[h][m][e], xf[h][m][e], ss);
-            }
-        ss = ig_warp_sum(ss);
-        if (lane == 0) st->nred[warp] = ss;
-        ig_st_cbar();
-        const float scale = ig_st_nscale(st, K, eps);
-#pragma unroll
-        for (int h = 0; h < SP; h++)
-#pragma unroll
-            for (int m = 0; m < MW; m++) {
-                xb[h][m][0] = ig_pack2_bf16(xf[h][m][0] * scale * gm[h][m][0], xf[h][m][1] * scale * gm[h][m][1]);
-                xb[h][m][1] = ig_pack2_bf16(xf[h][m][2] * scale * gm[h][m][2], xf[h][m][3] * scale * gm[h][m][3]);
-            }
-    } else {
-#pragma unroll
-        for (int h = 0; h < SP; h++)
-#pragma unroll
-            for (int m = 0; m < MW; m++) {
-                xb[h][m][0] = xb[h][m][1] = 0u;
-                if (wq + WP * m < TS::NW) {
-                    const int c = h * KS + col(m);
-                    const uint2 v = __ldcg((const uint2 *)((const ig_bf16 *)x + c));
-                    xb[h][m][0] = v.x, xb[h][m][1] = v.y;
-                }
-            }
-    }
-    /* q4r: the sum of the (rounded) x of this thread's segment in each window, for the mins */
-    float xsum[MW];
-    if (WQ == 4) {
-#pragma unroll
-        for (int m = 0; m < MW; m++) {
-            float v[4];
-            ig_unpack2_bf16_(xb[0][m][0], v), ig_unpack2_bf16_(xb[0][m][1], v + 2);
-            float sx = (v[0] + v[1]) + (v[2] + v[3]);
-            sx += __shfl_xor_sync(IG_FULL_MASK, sx, 1);
-            xsum[m] = sx + __shfl_xor_sync(IG_FULL_MASK, sx, 2);
-        }
-    }
+    unsigned xr[NC][4];
+    float xsum[WQ == 4 ? MW : 1];
+    ig_st_xregs<K, WQ, QG, NORM, EMB, NC, CW>(st, x, gm, eps, x_out, rp == 0, ccol, xr, xsum);
     IG_ST_MARK(2);
 
     const int nch = (r1 - r0 + R - 1) / R * SP, nr = r1 - r0; /* slots, rows */
@@ -395,40 +519,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
                 const unsigned char *pa = sb + (size_t)ra * TS::RB, *pb = sb + (size_t)rb * TS::RB;
-#pragma unroll
-                for (int m = 0; m < MW; m++) {
-                    if (wq + WP * m < TS::NW) {
-                        uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
-                        if (WQ == 8) {
-                            if (ra < n) wa = ig_st_q8frag(*(const unsigned *)(pa + col(m)));
-                            if (R >= 2 && rb < n) wb = ig_st_q8frag(*(const unsigned *)(pb + col(m)));
-                        } else if (WQ == 4) {
-                            if (ra < n) wa = ig_st_q4frag(*(const unsigned short *)(pa + col(m) / 2));
-                            if (R >= 2 && rb < n) wb = ig_st_q4frag(*(const unsigned short *)(pb + col(m) / 2));
-                        } else {
-                            if (ra < n) wa = *(const uint2 *)(pa + col(m) * 2);
-                            if (R >= 2 && rb < n) wb = *(const uint2 *)(pb + col(m) * 2);
-                        }
-                        /* the piece's x (a select, not a dynamic index: xb stays in registers) */
-                        const unsigned b0 = SP > 1 && h ? xb[SP - 1][m][0] : xb[0][m][0];
-                        const unsigned b1 = SP > 1 && h ? xb[SP - 1][m][1] : xb[0][m][1];
-                        if (WQ == 4) { /* this window's sums, scaled by the group of this thread's segment */
-                            float e[4] = {};
-                            ig_st_mma(e, wa.x, wb.x, wa.y, wb.y, b0, b1);
-                            const int k = (wq + WP * m) * 128 + g * 16;
-                            float2 sa = make_float2(0.0f, 0.0f), sb2 = sa;
-                            if (ra < n) sa = ig_st_q4sm<K, QG>(pa, k);
-                            if (R >= 2 && rb < n) sb2 = ig_st_q4sm<K, QG>(pb, k);
-                            float *a = d[m % IG_ST_ACC];
-                            a[0] = fmaf(sa.x, e[0], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[0]));
-                            a[1] = fmaf(sa.x, e[1], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[1]));
-                            a[2] = fmaf(sb2.x, e[2], fmaf(sb2.y - 128.0f * sb2.x, xsum[m], a[2]));
-                            a[3] = fmaf(sb2.x, e[3], fmaf(sb2.y - 128.0f * sb2.x, xsum[m], a[3]));
-                        } else {
-                            ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
-                        }
-                    }
-                }
+                ig_st_slot_dots<K, WQ, QG>(d, pa, pb, ra < n, R >= 2 && rb < n, h, ccol, xr, xsum);
 #pragma unroll
                 for (int a = 1; a < IG_ST_ACC; a++)
 #pragma unroll

@@ -22,16 +22,43 @@
 
 #include "common.cuh"
 
-/* The 4 int8 codes of word u as floats. */
+/* Codes to floats without conversion instructions (cvt runs at a quarter of the FMA rate, and a
+ * GEMV on quantized rows needs one per weight at 15-30 weights per clock and SM): a code c of up
+ * to 8 bits in the low mantissa bits of 2^23 is the float 2^23 + c, and one exact subtraction
+ * leaves c. */
+/* The 4 int8 codes of word u as floats: q + 128 (the sign bit flipped) placed by a byte permute. */
 IG_DEV void ig_wq8_word(unsigned u, float *o) {
+    const unsigned v = u ^ 0x80808080u;
 #pragma unroll
-    for (int b = 0; b < 4; b++) o[b] = (float)(signed char)(u >> (8 * b));
+    for (int b = 0; b < 4; b++) o[b] = __uint_as_float(__byte_perm(v, 0x4b000000u, 0x7540u | (unsigned)b)) - 8388736.0f;
 }
 /* The 8 uint4 codes of word u as floats (nibble j is element j). */
 IG_DEV void ig_wq4_word(unsigned u, float *o) {
 #pragma unroll
-    for (int b = 0; b < 8; b++) o[b] = (float)((u >> (4 * b)) & 15u);
+    for (int b = 0; b < 8; b++) o[b] = __uint_as_float(((u >> (4 * b)) & 15u) | 0x4b000000u) - 8388608.0f;
 }
+/* mma A fragments from 4 int8 codes (word u, columns c..c+3), in the package's 16-bit type, exact
+ * and without cvt: the pairs (c, c+2) in .x and (c+1, c+3) in .y (the B operand must pair x the
+ * same way: ig_wq_xpairs). bf16: a byte with low bits m and sign bit s gives 0x4300 | m = 128 + m
+ * and 0xc300 | s << 7 = -(128 + 128 s), summed by one bf16x2 fma into m - 128 s, the code. half:
+ * the byte with its sign bit flipped (q + 128) in the mantissa of 1024 (0x6400), minus 1152. sm_80+. */
+IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
+    unsigned d;
+#if IG_F16
+    const unsigned a = __byte_perm(u ^ 0x80808080u, 0x64646464u, hi ? 0x4341u : 0x4240u);
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3c003c00u), "r"(0xe480e480u));
+#else
+    const unsigned v = hi ? u >> 8 : u;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
+        : "=r"(d)
+        : "r"((v & 0x007f007fu) | 0x43004300u), "r"(0x3f803f80u), "r"((v & 0x00800080u) | 0xc300c300u));
+#endif
+    return d;
+}
+IG_DEV uint2 ig_wq8_frag(unsigned u) { return make_uint2(ig_wq8_pair(u, 0), ig_wq8_pair(u, 1)); }
+/* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3), the order of ig_wq8_frag */
+IG_DEV uint2 ig_wq_xpairs(unsigned a, unsigned b) { return make_uint2(__byte_perm(a, b, 0x5410), __byte_perm(a, b, 0x7632)); }
+
 /* Word i (0..3) of a 16-byte vector. */
 IG_DEV unsigned ig_wq_w(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 

@@ -301,6 +301,39 @@
 #define MV_BIAS 1
 #define MV_EPS 1e-5f
 #include "gemv_tc.cu"
+/* gemv_tc.cu with q8r rows (K % 64 == 0): each epilogue, a fused norm, a long row */
+#define MV_NAME mvtq8_store_bias
+#define MV_K 576
+#define MV_N 1000
+#define MV_BIAS 1
+#define MV_WQ 8
+#include "gemv_tc.cu"
+#define MV_NAME mvtq8_norm_swiglu
+#define MV_K 2048
+#define MV_N 96
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#define MV_WQ 8
+#include "gemv_tc.cu"
+#define MV_NAME mvtq8_acc_longk
+#define MV_K 8192
+#define MV_N 72
+#define MV_EPI 1
+#define MV_BIAS 1
+#define MV_WQ 8
+#include "gemv_tc.cu"
+#define MV_NAME mvtq8_p_2048_8192
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 8
+#include "gemv_tc.cu"
+#define MV_NAME mvtq8_p_8192_2048
+#define MV_K 2048
+#define MV_N 8192
+#define MV_WQ 8
+#include "gemv_tc.cu"
 /* tensor-core timing shapes */
 #define MV_NAME mvt_p_2048_8192
 #define MV_K 8192
@@ -967,6 +1000,8 @@ struct mv_case {
     { #fn, (const void *)fn, K, N, wb, xb, bias, epi, yb, ldy, 1, eps, 0 }
 #define MVT(fn, K, N, bias, epi, yb, ldy, norm, eps) \
     { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1 }
+#define MVTQ(fn, K, N, bias, epi, yb, ldy, norm, eps) \
+    { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1, 8, 0 }
 #define MVQ(fn, K, N, bias, epi, yb, ldy, norm, eps, wq, wg) \
     { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 0, wq, wg }
 
@@ -2181,6 +2216,9 @@ int main(int argc, char **argv) {
         MVT(mvt_norm_swiglu, 992, 96, 0, 2, 1, 48, 1, 1e-6f),
         MVT(mvt_norm_lmhead, 2048, 5000, 0, 0, 0, 5000, 1, 1e-5f),
         MVT(mvt_norm_k4096, 4096, 300, 1, 0, 0, 300, 1, 1e-5f),
+        MVTQ(mvtq8_store_bias, 576, 1000, 1, 0, 0, 1000, 0, 0.0f),
+        MVTQ(mvtq8_norm_swiglu, 2048, 96, 0, 2, 1, 48, 1, 1e-6f),
+        MVTQ(mvtq8_acc_longk, 8192, 72, 1, 1, 0, 72, 0, 0.0f),
         MVQ(mvq8_store_bias, 576, 1000, 1, 0, 0, 1000, 0, 0.0f, 8, 0),
         MVQ(mvq8_norm_swiglu, 2048, 96, 0, 2, 1, 48, 1, 1e-6f, 8, 0),
         MVQ(mvq4_acc_g32, 576, 200, 0, 1, 0, 200, 0, 0.0f, 4, 32),
@@ -2286,6 +2324,8 @@ int main(int argc, char **argv) {
             bench_mv(&c, "bf16 o (2048x2048)", (const void *)mvt_p_2048_2048, 2048, 2048, copy, true);
             bench_mv(&c, "bf16 lm_head", (const void *)mvt_p_128256_2048, 128256, 2048, copy, true);
             bench_mv(&c, "bf16 norm gate/up", (const void *)mvt_p_gu_norm, 16384, 2048, copy, true, true);
+            bench_mv(&c, "q8r (2048x8192)", (const void *)mvtq8_p_2048_8192, 2048, 8192, copy, true, false, 8);
+            bench_mv(&c, "q8r (8192x2048)", (const void *)mvtq8_p_8192_2048, 8192, 2048, copy, true, false, 8);
             bench_mv(&c, "(2048x8192)", (const void *)mvq8_p_2048_8192, 2048, 8192, copy, false, false, 8);
             bench_mv(&c, "(8192x2048)", (const void *)mvq8_p_8192_2048, 8192, 2048, copy, false, false, 8);
             bench_mv(&c, "g32 (2048x8192)", (const void *)mvq4_p_2048_8192, 2048, 8192, copy, false, false, 4);
