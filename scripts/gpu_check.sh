@@ -2,7 +2,7 @@
 # Every GPU test and benchmark, in one call on the device machine (issue 5):
 #   scripts/gpu_check.sh [tests|bench|all]
 # Expects the binaries built on the CI-like machine in devbuild/ (scripts/gpu_prepare.sh makes it:
-# ignis, test_engine, bench_engine and the shared libraries they need); writes logs to $OUT.
+# ignis, test_engine, bench_engine, bench_guided and the shared libraries they need); writes logs to $OUT.
 # Shorter runs while iterating: IGNIS_GPU_GOLDEN_DTYPES=bf16, IGNIS_GPU_GOLDEN_MODELS=a,b (a subset
 # of the golden models), IGNIS_BENCH_PEER=0 (no transformers peer), IGNIS_BENCH_PROFILE=0.
 set -uo pipefail
@@ -42,5 +42,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 scripts/gpu_bench_hosttier.py "$arch" 2>&1 | tee "$OUT/bench_hosttier.txt" || rc=1
   echo "== benchmark, long contexts (32k and 128k, default settings)"
   python3 scripts/gpu_bench_longctx.py "$arch" 2>&1 | tee "$OUT/bench_longctx.txt" || rc=1
+  echo "== benchmark, guided decoding (constrained against unconstrained decode)"
+  python3 scripts/gpu_bench_guided.py "$arch" 2>&1 | tee "$OUT/bench_guided.txt" || rc=1
 fi
 exit $rc

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 rm -rf devbuild && mkdir -p devbuild/lib
-cp "$B/ignis" "$B/test_engine" "$B/bench_engine" devbuild/
+cp "$B/ignis" "$B/test_engine" "$B/bench_engine" "$B/bench_guided" devbuild/
 # every library the binaries link except glibc's own (the device has those)
 for lib in $(ldd "$B/ignis" "$B/test_engine" | awk '/=>/ {print $3}' | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so'); do
   cp -L "$lib" devbuild/lib/

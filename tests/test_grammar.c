@@ -8,7 +8,11 @@
  * Counted strings (minLength / maxLength, run with counters whose long counts share one cached
  * mask) are checked against lengths the test counts itself: a token is allowed exactly when the
  * characters it adds (a multi-byte UTF-8 character or an escape is one) keep the string within
- * its bounds, at both ends of a 3..5 range and of one up to 32767. */
+ * its bounds, at both ends of a 3..5 range and of one up to 32767. Two vocabularies built at once
+ * in two threads give the masks each gives built alone (the token sort once shared a file-level
+ * comparator context). */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +292,78 @@ static void test_counted(void) {
     gr_vocab_free(v);
 }
 
+/* ---- two vocabularies built at once: each must give the masks it gives built alone */
+
+#define RV_N 60000
+/* token id's bytes: a pseudo-random string of 1..6 bytes over JSON's punctuation and a few
+ * letters, from the vocabulary's seed (ctx) and the id; the last id is EOS */
+static int rand_bytes(void *ctx, int32_t id, char *buf, size_t cap) {
+    static const char alpha[] = "{}[]\":, \n\\aeb19";
+    if (id >= RV_N - 1) return -1;
+    uint64_t x = (uint64_t)(uintptr_t)ctx * 0x9E3779B97F4A7C15ull + (uint64_t)id * 0xBF58476D1CE4E5B9ull + 1;
+    int n = 1 + (int)((x >> 7) % 6);
+    for (int i = 0; i < n && (size_t)i < cap; i++) {
+        x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;
+        buf[i] = alpha[x % (sizeof alpha - 1)];
+    }
+    return n;
+}
+
+/* masks of JSON mode over v at each byte of one instance, into out[bytes + 1][words] */
+static void json_masks(const gr_vocab *v, uint32_t *out, size_t words) {
+    static const char inst[] = "{\"a\": [1, \"e\\n\", {\"b\": 9}], \"ee\": 19}";
+    gr_grammar *g;
+    gr_matcher *m;
+    ig_err err;
+    if (gr_compile(GR_JSON, "", 0, &g, &err) || gr_matcher_new(g, v, &m, &err)) { CHECK(0, "json mode: %s", err.msg); return; }
+    for (size_t i = 0; i < sizeof inst; i++) {
+        CHECK(gr_matcher_mask(m, out + i * words, &err) == IG_OK, "mask: %s", err.msg);
+        if (i + 1 < sizeof inst) CHECK(gr_matcher_accept_bytes(m, inst + i, 1, &err) == 1, "byte %zu", i);
+    }
+    gr_matcher_free(m);
+    gr_grammar_free(g);
+}
+
+typedef struct { uintptr_t seed; int rounds; const uint32_t *want; size_t words, nw; int bad; } vb_job;
+static void *build_many(void *arg) {
+    vb_job *j = arg;
+    uint32_t *got = calloc(j->nw, 4);
+    for (int r = 0; r < j->rounds && got; r++) {
+        gr_vocab *v;
+        int32_t eos = RV_N - 1;
+        ig_err err;
+        if (gr_vocab_new(RV_N, rand_bytes, (void *)j->seed, &eos, 1, &v, &err)) { j->bad = 1; break; }
+        json_masks(v, got, j->words);
+        if (memcmp(got, j->want, j->nw * 4)) j->bad = 1;
+        gr_vocab_free(v);
+    }
+    free(got);
+    return NULL;
+}
+
+static void test_vocab_threads(void) {
+    const size_t words = RV_N / 32 + 2, nw = words * 64;
+    vb_job jobs[2] = {{1, 4, NULL, words, nw, 0}, {2, 4, NULL, words, nw, 0}};
+    uint32_t *want[2];
+    for (int k = 0; k < 2; k++) { /* the references, built alone */
+        gr_vocab *v;
+        int32_t eos = RV_N - 1;
+        ig_err err;
+        want[k] = calloc(nw, 4);
+        if (!want[k] || gr_vocab_new(RV_N, rand_bytes, (void *)jobs[k].seed, &eos, 1, &v, &err)) { CHECK(0, "vocab"); return; }
+        json_masks(v, want[k], words);
+        gr_vocab_free(v);
+        jobs[k].want = want[k];
+    }
+    CHECK(memcmp(want[0], want[1], nw * 4), "the two vocabularies should differ");
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, build_many, &jobs[k]);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2; k++) CHECK(!jobs[k].bad, "vocabulary %d built beside another gives other masks", k);
+    free(want[0]);
+    free(want[1]);
+}
+
 int main(void) {
     gr_vocab *v;
     ig_err err;
@@ -300,6 +376,7 @@ int main(void) {
     gr_vocab_free(v);
     test_masks_brute();
     test_counted();
+    test_vocab_threads();
     if (!fails) printf("test_grammar: ok\n");
     return fails ? 1 : 0;
 }

@@ -48,6 +48,71 @@ ig_status cli_constraint_text(const cli_constraint_opts *o, int *kind, char **te
     return IG_OK;
 }
 
+/* Bytes of ids[0..n) (tok_token_bytes: what masks match) into a malloc'd buffer; *ends[i]: bytes
+ * up to the end of token i. NULL when out of memory or a token has no bytes. */
+static char *ids_bytes(const tok_tokenizer *t, const int32_t *ids, size_t n, size_t *total, size_t **ends) {
+    size_t cap = 256, k = 0;
+    char *b = malloc(cap);
+    *ends = malloc((n + 1) * sizeof **ends);
+    for (size_t i = 0; b && *ends && i < n; i++) {
+        if (k + 1024 > cap) {
+            char *q = realloc(b, cap *= 2);
+            if (!q) break;
+            b = q;
+        }
+        int l = tok_is_special(t, ids[i]) ? -1 : tok_token_bytes(t, ids[i], b + k, cap - k);
+        if (l < 0) break;
+        k += (size_t)l;
+        (*ends)[i] = k;
+        if (i + 1 == n) { *total = k; return b; }
+    }
+    if (b && *ends && n == 0) { *total = 0; return b; }
+    free(b);
+    free(*ends);
+    *ends = NULL;
+    return NULL;
+}
+
+ig_status cli_encode_continuation(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids_out,
+                                  size_t *n_out, ig_err *err) {
+    /* markers that no tokenizer merges with what follows: a newline (SentencePiece: a byte
+     * token), then a letter and a space */
+    static const char *const markers[] = {"", "\n", "a "};
+    *ids_out = NULL;
+    *n_out = 0;
+    char *buf = malloc(len + 4);
+    if (!buf) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
+    ig_status st = IG_OK;
+    for (size_t m = 0; m < sizeof markers / sizeof *markers; m++) {
+        size_t ml = strlen(markers[m]), n = 0, total = 0, *ends = NULL;
+        int32_t *ids = NULL;
+        memcpy(buf, markers[m], ml);
+        memcpy(buf + ml, text, len);
+        if ((st = tok_encode(t, buf, ml + len, 0, 0, &ids, &n, err))) break;
+        char *b = ids_bytes(t, ids, n, &total, &ends);
+        /* the text's tokens: those after the token boundary where the text's bytes begin */
+        size_t skip = 0;
+        int ok = b && total >= len && !memcmp(b + total - len, text, len);
+        if (ok && total > len) {
+            while (skip < n && ends[skip] < total - len) skip++;
+            ok = skip < n && ends[skip] == total - len;
+            skip++;
+        }
+        free(b);
+        free(ends);
+        if (ok) {
+            memmove(ids, ids + skip, (n - skip) * sizeof *ids);
+            *ids_out = ids;
+            *n_out = n - skip;
+            free(buf);
+            return IG_OK;
+        }
+        free(ids);
+    }
+    free(buf);
+    return st ? st : ig_fail(err, IG_ERR_UNSUPPORTED, "the tokenizer does not encode the text as a continuation (its tokens' bytes differ from the text)");
+}
+
 /* This thread's CPU time: on a busy machine wall time would count the waits for a core. */
 static double now_us(void) {
     struct timespec ts;
@@ -97,7 +162,7 @@ int cli_grammar_check(const char *tok_dir, const cli_constraint_opts *o, const c
     if ((st = gr_compile((gr_kind)kind, text, len, &g, &err))) goto out;
     rc = 2;
     if ((st = cli_grammar_vocab(t, NULL, 0, &v, &err)) || (st = gr_matcher_new(g, v, &m, &err))) goto out;
-    if ((st = tok_encode(t, inst, ilen, 0, 0, &ids, &n, &err))) goto out;
+    if ((st = cli_encode_continuation(t, inst, ilen, &ids, &n, &err))) goto out;
     bits = calloc((size_t)(tok_vocab_size(t) + 31) / 32 + 1, 4);
     if (!bits) { st = ig_fail(&err, IG_ERR_NOMEM, "out of memory"); goto out; }
     long at = walk_ids(m, ids, n, bits, NULL, &err, &st);
@@ -186,7 +251,8 @@ static void dvec_push(dvec *d, double x) {
 
 static double pct(const dvec *d, double p) { return d->n ? d->v[(size_t)(p * (double)(d->n - 1))] : 0; }
 
-/* One schema line of the bench file: compile, walk each valid instance. */
+/* One schema line of the bench file: compile, walk each valid instance (its "text" when the line
+ * gives one, else its "data" serialized like json.dumps). */
 static void bench_one(const cJSON *row, tok_tokenizer *t, const gr_vocab *v, uint32_t *bits, dvec *mask_us,
                       dvec *compile_ms, int *supported, int *valid_ok, int *valid_n, int verbose) {
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(row, "schema");
@@ -211,10 +277,12 @@ static void bench_one(const cJSON *row, tok_tokenizer *t, const gr_vocab *v, uin
     for (const cJSON *x = cJSON_IsArray(tests) ? tests->child : NULL; x; x = x->next) {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "valid"))) continue;
         dbuf b = {0};
-        dump(&b, cJSON_GetObjectItemCaseSensitive(x, "data"));
+        const cJSON *given = cJSON_GetObjectItemCaseSensitive(x, "text"); /* already serialized (the peer's) */
+        if (cJSON_IsString(given)) dputs(&b, given->valuestring);
+        else dump(&b, cJSON_GetObjectItemCaseSensitive(x, "data"));
         int32_t *ids = NULL;
         size_t n = 0;
-        if (b.p && !tok_encode(t, b.p, b.n, 0, 0, &ids, &n, &err)) {
+        if (b.p && !cli_encode_continuation(t, b.p, b.n, &ids, &n, &err)) {
             double *us = malloc((n + 1) * sizeof(double));
             gr_matcher_reset(m);
             long at = us ? walk_ids(m, ids, n, bits, us, &err, &st) : 0;
@@ -308,7 +376,7 @@ int cli_grammar_batch(const char *tok_dir, const char *file) {
             size_t n = 0;
             long at = 0;
             ig_status s2 = IG_ERR_INVALID;
-            if (cJSON_IsString(it) && !tok_encode(t, it->valuestring, strlen(it->valuestring), 0, 0, &ids, &n, &err)) {
+            if (cJSON_IsString(it) && !cli_encode_continuation(t, it->valuestring, strlen(it->valuestring), &ids, &n, &err)) {
                 gr_matcher_reset(m);
                 at = walk_ids(m, ids, n, bits, NULL, &err, &s2);
             }

@@ -22,6 +22,15 @@ ig_status cli_constraint_text(const cli_constraint_opts *o, int *kind, char **te
  * tokenizer's EOS when none, allowed where the grammar ends). Borrows t for the call. */
 ig_status cli_grammar_vocab(const tok_tokenizer *t, const int32_t *eos_ids, int n_eos, gr_vocab **out, ig_err *err);
 
+/* Encodes text (borrowed) as a model generates it after a prompt: tokens whose bytes (what masks
+ * match) are exactly the text. A tokenizer that decorates a text's start (SentencePiece's dummy
+ * prefix: a Prepend normalizer, Metaspace's prepend_scheme; byte-level add_prefix_space) would
+ * put a space first that no generation makes, so then the text is encoded behind a marker and the
+ * marker's tokens dropped. *ids: free with free(). IG_ERR_UNSUPPORTED when no marker splits off
+ * cleanly. */
+ig_status cli_encode_continuation(const tok_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n,
+                                  ig_err *err);
+
 /* The commands; each returns the exit status and prints its own messages. */
 int cli_grammar_check(const char *tok_dir, const cli_constraint_opts *o, const char *instance);
 int cli_grammar_batch(const char *tok_dir, const char *file);

@@ -1560,7 +1560,7 @@ typedef struct bench_grammar_opts {
 
 static const cli_flag bench_grammar_flags[] = {
     CLI_STRV("--schemas", NULL, bench_grammar_opts, schemas, CLI_REQUIRED, "FILE.jsonl",
-             "lines {name, schema, tests: [{valid, data}]}: compile each schema, walk its valid instances"),
+             "lines {name, schema, tests: [{valid, data or text}]}: compile each schema, walk its valid instances (text as given, data as json.dumps writes it)"),
     CLI_SW("--verbose", NULL, bench_grammar_opts, verbose, "name each unsupported schema and rejected instance"),
     CLI_END};
 

@@ -146,15 +146,45 @@ static int json_content(const unsigned char *s, int n, int *q) {
     return chars;
 }
 
+/* Token ids sorted by their bytes (then by id, a total order), for the tries. A merge sort of
+ * its own with the bytes passed in: qsort has no context argument, and a file-level variable for
+ * its comparator would make two vocabularies built at once in two threads sort with each other's
+ * bytes. */
 typedef struct { const char *arena; const int32_t *off, *len; } sort_ctx;
-static sort_ctx g_sort; /* qsort has no context argument; set and used only inside gr_vocab_new */
 
-static int cmp_tok(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    int32_t lx = g_sort.len[x], ly = g_sort.len[y];
-    int c = memcmp(g_sort.arena + g_sort.off[x], g_sort.arena + g_sort.off[y], (size_t)(lx < ly ? lx : ly));
-    if (c) return c;
-    return lx != ly ? (lx < ly ? -1 : 1) : (x < y ? -1 : 1);
+static int tok_before(const sort_ctx *c, int32_t x, int32_t y) {
+    int32_t lx = c->len[x], ly = c->len[y];
+    int r = memcmp(c->arena + c->off[x], c->arena + c->off[y], (size_t)(lx < ly ? lx : ly));
+    if (r) return r < 0;
+    return lx != ly ? lx < ly : x < y;
+}
+
+/* Sorts ids[0..n) in place (tmp: n scratch ids). Bottom-up: runs of 1, 2, 4, ... merged
+ * between ids and tmp, copied back when the last pass left them in tmp. */
+static void sort_tokens_with(const sort_ctx *c, int32_t *ids, int32_t *tmp, int32_t n) {
+    int32_t *a = ids, *b = tmp;
+    for (int32_t w = 1; w < n; w *= 2) {
+        for (int32_t lo = 0; lo < n; lo += 2 * w) {
+            int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) b[k++] = tok_before(c, a[j], a[i]) ? a[j++] : a[i++];
+            while (i < mid) b[k++] = a[i++];
+            while (j < hi) b[k++] = a[j++];
+        }
+        int32_t *t = a; a = b; b = t;
+    }
+    if (a != ids) memcpy(ids, a, (size_t)n * sizeof *ids);
+}
+
+/* Returns 0, or -1 when out of memory (ids unchanged). */
+static int sort_tokens(const char *arena, const int32_t *off, const int32_t *len, int32_t *ids, int32_t n) {
+    if (n < 2) return 0;
+    int32_t *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp) return -1;
+    const sort_ctx c = {arena, off, len};
+    sort_tokens_with(&c, ids, tmp, n);
+    free(tmp);
+    return 0;
 }
 
 static void trie_free(trie *t) {
@@ -276,9 +306,7 @@ static int json_tables(gr_vocab *v, const int16_t *nchar) {
     }
     for (int32_t L = 1; L <= JLE_MAX; L++)
         for (size_t w = 0; w < words; w++) v->jle[(size_t)L * words + w] |= v->jle[(size_t)(L - 1) * words + w];
-    g_sort = (sort_ctx){v->arena, roff, rlen};
-    qsort(rids, (size_t)nr, 4, cmp_tok);
-    if (trie_build(&v->jqs, rids, nr, v->arena, roff, rlen, v->jqs_next) ||
+    if (sort_tokens(v->arena, roff, rlen, rids, nr) || trie_build(&v->jqs, rids, nr, v->arena, roff, rlen, v->jqs_next) ||
         trie_index(&v->jqs, v->jqs_next, v->plain, v->ascii, nchar, n)) goto out;
     v->jqs.next = v->jqs_next;
     rc = 0;
@@ -305,9 +333,7 @@ static int sfx_build(gr_vocab *v, const int32_t *ids, int32_t nk, const char *ar
         slen[id] = len[id] - k;
         sids[ns++] = id;
     }
-    g_sort = (sort_ctx){arena, soff, slen};
-    qsort(sids, (size_t)ns, 4, cmp_tok);
-    if (trie_build(&v->sfx, sids, ns, arena, soff, slen, v->sfx_next) ||
+    if (sort_tokens(arena, soff, slen, sids, ns) || trie_build(&v->sfx, sids, ns, arena, soff, slen, v->sfx_next) ||
         trie_index(&v->sfx, v->sfx_next, v->plain, v->ascii, nchar, n)) goto out;
     v->sfx.next = v->sfx_next;
     rc = 0;
@@ -368,8 +394,7 @@ ig_status gr_vocab_new(int32_t n, gr_token_bytes_fn tok_bytes, void *ctx, const 
         for (int k = 0; k < l; k++) asc &= (unsigned char)buf[k] < 0x7F;
         if (asc) v->ascii[id >> 5] |= 1u << (id & 31);
     }
-    g_sort = (sort_ctx){arena, off, len};
-    qsort(ids, (size_t)nk, 4, cmp_tok);
+    if (sort_tokens(arena, off, len, ids, nk)) goto done;
     for (int32_t i = 0; i < nk; i++)
         if (!(v->plain[ids[i] >> 5] >> (ids[i] & 31) & 1)) rest[nr++] = ids[i];
     if (trie_build(&v->full, ids, nk, arena, off, len, v->tok_next)) goto done;

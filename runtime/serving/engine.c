@@ -260,11 +260,11 @@ static ig_status new_constraint(ig_engine *e, ig_request *r, const ig_gen_config
         return ig_fail(err, IG_ERR_INVALID, "constraint_text is NULL");
     ig_status st = IG_OK;
     pthread_mutex_lock(&e->gvocab_mu);
-    if (!e->gvocab) {
+    /* checked before the vocabulary is kept: masks are sized by the model's vocabulary */
+    if (tok_vocab_size(e->tok) > e->vocab)
+        st = ig_fail(err, IG_ERR_MISMATCH, "the tokenizer has %d tokens but the model's vocabulary %d", tok_vocab_size(e->tok), e->vocab);
+    else if (!e->gvocab)
         st = gr_vocab_new(tok_vocab_size(e->tok), vocab_bytes, e->tok, e->pkg->eos_ids, e->pkg->n_eos, &e->gvocab, err);
-        if (!st && tok_vocab_size(e->tok) > e->vocab)
-            st = ig_fail(err, IG_ERR_MISMATCH, "the tokenizer has %d tokens but the model's vocabulary %d", tok_vocab_size(e->tok), e->vocab);
-    }
     pthread_mutex_unlock(&e->gvocab_mu);
     if (!st) st = gr_compile((gr_kind)g->constraint, text, strlen(text), &r->gg, err);
     if (!st) st = gr_matcher_new(r->gg, e->gvocab, &r->gm, err);
@@ -653,6 +653,7 @@ ig_status ig_engine_open(const char *pkg_dir, const ig_engine_config *cfg_in, ig
     e->cfg = cfg;
     ig_status st = open_resources(e, pkg_dir, err);
     if (!st) st = alloc_step_buffers(e, err);
+    if (!st) e->masks_overlap = sched_masks_overlap(e);
     if (!st) st = eng_scorer_new(e, err);
     if (!st) {
         if (pthread_create(&e->thread, NULL, sched_main, e) != 0)

@@ -365,6 +365,20 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
     }
 }
 
+/* logits[i] := -inf for every token i the mask bits do not allow (and every i >= nv, the ids the
+ * constraint's vocabulary does not cover); whole words of allowed tokens are skipped. */
+static void apply_mask(float *logits, const uint32_t *bits, int32_t nv, int32_t vocab) {
+    int32_t n = nv < vocab ? nv : vocab;
+    for (int32_t w = 0; w * 32 < n; w++) {
+        uint32_t x = bits[w];
+        if (x == 0xFFFFFFFFu && w * 32 + 32 <= n) continue;
+        int32_t end = w * 32 + 32 < n ? w * 32 + 32 : n;
+        for (int32_t i = w * 32; i < end; i++)
+            if (!(x >> (i & 31) & 1)) logits[i] = -INFINITY;
+    }
+    for (int32_t i = n; i < vocab; i++) logits[i] = -INFINITY;
+}
+
 /* Samples the next token of r from its logits row. Runs without the lock, for all sequences of
  * a step in parallel: it touches only r's sampler state and its row, both the scheduler's. */
 static ig_status sample_one(ig_engine *e, ig_request *r, float *logits, smp_result *res, ig_err *err) {
@@ -372,13 +386,12 @@ static ig_status sample_one(ig_engine *e, ig_request *r, float *logits, smp_resu
         for (int32_t i = 0; i < e->pkg->n_eos; i++) logits[e->pkg->eos_ids[i]] = -INFINITY;
         for (int32_t i = 0; i < r->g.n_stop_ids; i++) logits[r->stop_ids[i]] = -INFINITY;
     }
-    if (r->gm) { /* the constraint's mask (computed here, after the step; not overlapped yet) */
+    if (r->gm) { /* the constraint's mask: computed beside the forward (sched_masks.c), or here */
         uint32_t *bits = r->gmask;
-        ig_status st = gr_matcher_mask(r->gm, bits, err);
+        ig_status st = r->gmask_ready ? r->gmask_st : gr_matcher_mask(r->gm, bits, err);
+        r->gmask_ready = 0;
         if (st) return st;
-        int32_t nv = gr_vocab_size(e->gvocab);
-        for (int32_t i = 0; i < e->vocab; i++)
-            if (i >= nv || !(bits[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
+        apply_mask(logits, bits, gr_vocab_size(e->gvocab), e->vocab);
     }
     ig_status st = smp_sample(r->smp, logits, res, err);
     if (!st && r->gm && gr_matcher_accept(r->gm, res->token, err) != 1)
@@ -557,12 +570,16 @@ void *sched_main(void *arg) {
         build_batch(e, &b);
         pthread_mutex_unlock(&c->mu);
         ig_err err;
+        sched_masks_begin(e, &b); /* the constrained rows' masks, while the model runs */
         ig_status st = rt_model_forward(e->model, &b, &err);
+        sched_masks_end(e);
         if (!st) sample_step(e, &b);
         pthread_mutex_lock(&c->mu);
         apply_step(e, &b, st, &err);
     }
     pthread_mutex_unlock(&c->mu);
+    sched_masks_free(e->masks);
+    e->masks = NULL;
     return NULL;
 }
 

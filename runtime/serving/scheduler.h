@@ -96,6 +96,8 @@ struct ig_request {
     gr_grammar *gg;             /* constraint (NULL: none) and its matcher */
     gr_matcher *gm;
     uint32_t *gmask;            /* [vocab / 32 + 1] the step's allowed tokens */
+    int gmask_ready;            /* gmask (and gmask_st) computed beside this step's forward */
+    ig_status gmask_st;         /* its status (the message in the step slot's b_errs) */
     struct ig_request *next;    /* in the waiting or running list */
     int32_t step_take;          /* tokens fed in the current step */
     int32_t step_row;           /* logits row in the current step, or -1 */
@@ -145,6 +147,8 @@ struct ig_engine {
     ig_err *b_errs;             /* [max_seqs] */
     int32_t max_pages_per_seq;
     struct eng_scorer *scorer;  /* ig_engine_logits' model instance (engine_logits.c) */
+    int masks_overlap;          /* constrained rows' masks on a helper during the forward (sched_masks_overlap) */
+    struct sched_masks *masks;  /* that helper, started by the scheduler on first use, freed when it exits */
 };
 
 /* ---- provided by scheduler.c */
@@ -158,6 +162,22 @@ void sched_reap_stopped(struct ig_engine *e);
 /* An output element for n_tokens tokens of r (arrays uninitialized, text empty, status r's), or
  * NULL when out of memory. Free with ig_output_free. */
 ig_output *sched_new_output(const struct ig_request *r, int32_t n_tokens);
+
+/* ---- provided by sched_masks.c: guided decoding's masks computed while the model runs the step */
+
+typedef struct sched_masks sched_masks;
+/* Whether e's constrained masks overlap its forward: device packages (the forward waits on the
+ * GPU), and CPU packages whose threads leave a CPU of the process's affinity free. */
+int sched_masks_overlap(const struct ig_engine *e);
+/* Hands b's constrained rows (a matcher and a logits row) to the helper, started on first use
+ * (scheduler thread, lock not needed: the state it touches is the scheduler's); each gets
+ * gmask_ready once its mask is in. Returns how many were handed over (0: none, or no overlap;
+ * sample_one then computes them). */
+int32_t sched_masks_begin(struct ig_engine *e, const ig_fwd_batch *b);
+/* Waits until the masks handed over are written (returns at once when none were). */
+void sched_masks_end(struct ig_engine *e);
+/* Stops and joins the helper. Accepts NULL. */
+void sched_masks_free(sched_masks *m);
 
 /* ---- provided by engine_logits.c (ig_engine_logits beside the scheduler) */
 

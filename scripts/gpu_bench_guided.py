@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Guided decoding on the GPU (issue 19): decode ms/token of a constrained request against an
+unconstrained one (devbuild/bench_guided: one request at a time, the same random prompt and token
+budget, alternating runs, the decode part only) on a random-weight checkpoint of Llama-3.2-1B's
+shape in bf16 with the Llama 3 tokenizer (../shared/testdata/tokenizers/llama3), compiled for this
+GPU. The constrained request's masks are computed on the host while the GPU runs each step
+(runtime/serving/sched_masks.c), and it samples on the host from a copied row of logits; a lone
+greedy unconstrained request also gets multi-step launches and chained steps, so each constraint is
+measured against both the default unconstrained path and the same step path (run_steps=1,chain=0).
+
+    scripts/gpu_bench_guided.py [sm_90]      (after scripts/gpu_prepare.sh on the build machine)
+"""
+import os, re, shutil, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from gpu_bench_common import sh
+
+IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "devbuild", "ignis"))
+BENCH = os.path.join(os.path.dirname(IGNIS), "bench_guided")
+arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+data = os.environ.get("IGNIS_TESTDATA") or next(
+    (d for d in (os.path.join(ROOT, "shared", "testdata"), os.path.join(ROOT, "..", "shared", "testdata")) if os.path.isdir(d)), "")
+tok = os.path.join(data, "tokenizers", "llama3")
+dev = os.path.join(data, "jsonschema", "dev.jsonl")
+if not os.path.exists(os.path.join(tok, "tokenizer.json")) or not os.path.exists(dev):
+    raise SystemExit(f"no Llama 3 tokenizer or jsonschema/dev.jsonl under {data!r} (set IGNIS_TESTDATA)")
+work = "/tmp/ignis-bench"
+ckpt, pkg = os.path.join(work, "llama1b"), os.path.join(work, "pkg1b-guided")
+os.makedirs(work, exist_ok=True)
+if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
+    sh([sys.executable, os.path.join(ROOT, "scripts", "make_random_llama.py"), ckpt])
+for f in ("tokenizer.json", "tokenizer_config.json"):  # a constraint needs the package's tokenizer
+    shutil.copy(os.path.join(tok, f), os.path.join(ckpt, f))
+sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", f"cuda:{arch}", "--dtype", "bf16"])
+
+SCHEMA = "Glaiveai2K---generate_invoice_9a7aaa7d"  # an object: two required strings and an array of item objects
+common = ["--prompt-len", "32", "--new-tokens", "256", "--reps", "5"]
+cases = [
+    ("JSON mode, greedy", ["--json"]),
+    ("JSON mode, greedy; unconstrained on the same step path", ["--json", "--tune", "run_steps=1,chain=0"]),
+    (f"schema {SCHEMA}, greedy", ["--schemas", dev, "--pick", SCHEMA]),
+    (f"schema {SCHEMA}, greedy; unconstrained on the same step path", ["--schemas", dev, "--pick", SCHEMA, "--tune", "run_steps=1,chain=0"]),
+    ("JSON mode, sampled (temperature 1)", ["--json", "--temperature", "1"]),
+]
+for label, args in cases:
+    out = sh([BENCH, pkg] + common + args)
+    print(f"== {label}")
+    print("\n".join(l for l in out.splitlines() if not l.startswith("run ")))
+    m = re.search(r"ratio constrained/unconstrained decode time per token: ([\d.]+)", out)
+    print(f"guided {label}: ratio {m.group(1) if m else '?'}")
