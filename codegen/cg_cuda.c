@@ -737,11 +737,12 @@ static void plan_decode_layers(gen *c) {
     const int64_t ks[4] = {kq, ko, kg, kd};
     for (int k = 0; k < 4 && ok; k++)
         if (ks[k] % 128 || ks[k] > 16384 || (ks[k] > 8192 && ks[k] % 256)) ok = 0;
-    /* quantized rows (wq.cuh): only with --tune dl_quant=1 (its consumers convert codes too slowly
-     * yet: templates/cuda/SPEC.md); the four matrices in one format, each row within one slot */
-    if (c->wq_any && !c->tune->dl_quant) ok = 0;
+    /* quantized rows (wq.cuh): the four matrices in one format, each row within one slot; by
+     * --tune dl_quant: 1 both formats, 0 neither, -1 (default) q4r only (on the H200 the per-op
+     * kernels are as fast for q8r: templates/cuda/SPEC.md) */
     const int32_t wt[4] = {n[0]->in[2], n[3]->in[1], n[4]->in[2], n[5]->in[1]};
     const mm_wfmt f0 = weight_format(c, wt[0]);
+    if (c->wq_any && (c->tune->dl_quant == 0 || (c->tune->dl_quant < 0 && f0.wq != 4))) ok = 0;
     dl->wq = f0.wq, dl->wg = f0.wq == 4 ? f0.wg : 32;
     for (int k = 0; k < 4 && ok; k++) {
         const mm_wfmt f = weight_format(c, wt[k]);

@@ -20,8 +20,9 @@ const tune_key tune_keys[] = {
      "persistent kernel: weight copies evict-first in L2 (0.720 against 0.730 ms/token at context 64-192)"},
     {"at_split_keys", C(at_split_keys), 1, 65536, 64, 0, NULL,
      "decode attention: a context split takes at least this many keys (1: always every split)"},
-    {"dl_quant", C(dl_quant), 0, 1, 0, 0, NULL,
-     "persistent kernel for quantized rows (q8r / q4r); 0: per-op kernels (H200 1B a16w8: 1.54 against 0.97 ms/token)"},
+    {"dl_quant", C(dl_quant), -1, 1, -1, 0, NULL,
+     "persistent kernel for quantized rows: 1 q8r and q4r, 0 neither, -1 q4r only (H200 1B, ms/token persistent / "
+     "per-op: a16w8 0.892 / 0.866, a16w4 g32 0.690 / 0.932, g128 0.821 / 0.929)"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},
