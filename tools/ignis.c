@@ -144,7 +144,7 @@ static ig_status sample_finish(sample_opts *s, const char *cmd, ig_err *err) {
 /* The engine flags (with thread_flags): 0 means "not given" for each number. max_waiting has no
  * flag here (serve sets it from --max-queue). */
 typedef struct engine_opts {
-    int32_t max_seqs, max_tokens_per_step, kv_pages, max_waiting;
+    int32_t max_seqs, max_tokens_per_step, kv_pages, max_waiting, prefix_cache_pages;
     int64_t kv_bytes;
     float kv_fraction;
     cli_strs tune;
@@ -160,6 +160,8 @@ static const cli_flag engine_flags[] = {
             "CPU: available RAM, at most --max-seqs full contexts; default 0.85)"),
     CLI_I64("--kv-bytes", NULL, engine_opts, kv_bytes, 1, CLI_NONE, 0, "BYTES", "KV cache budget in bytes (instead of --kv-pages)",
             NULL),
+    CLI_I32("--prefix-cache-pages", NULL, engine_opts, prefix_cache_pages, -1, CLI_NONE, 0, "N",
+            "most KV pages the prefix cache keeps (-1: the whole pool)", "GPU: the whole pool; CPU: 1/16 of it, at least 256"),
     CLI_REP("--tune", NULL, engine_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
     CLI_END};
 
@@ -190,6 +192,7 @@ static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const 
     cfg.kv_bytes = eo->kv_bytes;
     if (eo->kv_fraction > 0) cfg.kv_fraction = eo->kv_fraction;
     if (eo->max_waiting > 0) cfg.max_waiting = eo->max_waiting;
+    cfg.prefix_cache_pages = eo->prefix_cache_pages;
     char *tune;
     ig_status st = cli_join(&eo->tune, ',', &tune, err);
     cfg.tune = tune;

@@ -521,6 +521,16 @@ void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user) {
 
 /* ---------------------------------------------------------------- engine */
 
+/* The prefix cache's bound in pages (ig_engine_config.prefix_cache_pages; see ignis.h). A CPU
+ * pool is an anonymous mapping committed page by page: without a bound the cache would keep every
+ * page a distinct prompt ever wrote, and the resident memory would creep up to the whole pool. */
+static int32_t prefix_cache_cap(const ig_engine_config *cfg, const ig_model_desc *d, int32_t n_pages) {
+    int64_t cap = cfg->prefix_cache_pages;
+    if (cap == 0 && d->device == IG_DEVICE_CPU) cap = n_pages / 16 > 256 ? n_pages / 16 : 256;
+    if (cap <= 0 || cap > n_pages) cap = n_pages;
+    return (int32_t)cap;
+}
+
 /* Package, model instance, pager, prefix cache and tokenizer of e (e->cfg set). */
 static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) {
     const ig_engine_config *cfg = &e->cfg;
@@ -538,7 +548,7 @@ static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) 
                         .n_threads = cfg->n_threads, .max_seqs = cfg->max_seqs, .tune = cfg->tune};
     st = rt_model_new(e->pkg, &mo, &e->model, err);
     if (!st) st = kv_pager_new(e->model->ctx.n_pages, &e->pager, err);
-    if (!st && cfg->prefix_cache) st = pc_new(d->page_size, e->model->ctx.n_pages, &e->pc, err);
+    if (!st && cfg->prefix_cache) st = pc_new(d->page_size, prefix_cache_cap(cfg, d, e->model->ctx.n_pages), &e->pc, err);
     if (!st && e->pkg->has_tokenizer) st = tok_load_dir(pkg_dir, &e->tok, err);
     e->vocab = d->vocab;
     e->max_context = d->max_context;
