@@ -237,14 +237,19 @@ def compare(a, url, model):
     med = lambda v: sorted(v)[len(v) // 2]
     srv, raw, eng = [], [], []
     for k in range(a.rounds):
+        if a.client_nice:  # threads inherit the nice value of the thread that starts them
+            os.setpriority(os.PRIO_PROCESS, 0, a.client_nice)
         srv.append(server_round(url, model, a.api_key, a.compare, a.prompt_len, a.new_tokens, k))
+        if a.client_nice:  # back (root may lower it again), so bench_engine runs at the usual priority
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
         if a.raw:
             raw.append(raw_round(url, model, a.api_key, a.compare, a.prompt_len, a.new_tokens, 1000 + k))
         eng += engine_rounds(a.bench_engine, a.pkg, a.compare, a.prompt_len, a.new_tokens, a.threads, 1)
         print(f"round {k + 1}: server {srv[-1]:.1f}" + (f", lean client {raw[-1]:.1f}" if raw else "") +
               f", bench_engine {eng[-1]:.1f} tokens/s (load average {os.getloadavg()[0]:.2f})", flush=True)
     print(f"{a.compare} concurrent, prompt {a.prompt_len} tokens, {a.new_tokens} new, {a.rounds} alternating rounds: "
-          f"server median {med(srv):.1f}" + (f", lean client {med(raw):.1f}" if raw else "") +
+          f"server median {med(srv):.1f}" + (f" (client at nice {a.client_nice})" if a.client_nice else "") +
+          (f", lean client {med(raw):.1f}" if raw else "") +
           f", bench_engine {med(eng):.1f}: server/engine {med(srv) / med(eng):.3f}" +
           (f", lean client/engine {med(raw) / med(eng):.3f}" if raw else ""))
 
@@ -268,6 +273,9 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--client-nice", type=int, default=0, metavar="N",
+                    help="--compare: the openai client's threads at nice N (root), so that on a small host they take "
+                         "the cores the engine leaves, as a client on another machine would")
     ap.add_argument("--raw", action="store_true", help="--compare also with a lean raw-socket client (no openai parsing)")
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--serve-args", default="", help="more `ignis serve` flags, e.g. '--prefix-cache-pages -1'")
