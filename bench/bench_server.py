@@ -229,7 +229,20 @@ def start_server(ignis, pkg, threads, api_key, extra=()):
     return p, "http://" + line.split("http://")[1].split()[0]
 
 
-def compare(a, url, model):
+def cpu_s(pid):
+    """CPU seconds of process pid: all its threads, and its main thread (the server's HTTP loop)."""
+    import os
+    total = main = 0.0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/stat") as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        c = (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+        total += c
+        main += c if int(t) == pid else 0.0
+    return total, main
+
+
+def compare(a, url, model, pid):
     """Server rounds (openai client, and the lean client with --raw) alternating with bench_engine
     rounds on the same package while the server idles, so that a shared machine's load falls on
     both alike; prints each round, the medians, their ratio, and the load average."""
@@ -239,14 +252,17 @@ def compare(a, url, model):
     for k in range(a.rounds):
         if a.client_nice:  # threads inherit the nice value of the thread that starts them
             os.setpriority(os.PRIO_PROCESS, 0, a.client_nice)
+        c0 = cpu_s(pid)
         srv.append(server_round(url, model, a.api_key, a.compare, a.prompt_len, a.new_tokens, k))
+        c1 = cpu_s(pid)
         if a.client_nice:  # back (root may lower it again), so bench_engine runs at the usual priority
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         if a.raw:
             raw.append(raw_round(url, model, a.api_key, a.compare, a.prompt_len, a.new_tokens, 1000 + k))
         eng += engine_rounds(a.bench_engine, a.pkg, a.compare, a.prompt_len, a.new_tokens, a.threads, 1)
         print(f"round {k + 1}: server {srv[-1]:.1f}" + (f", lean client {raw[-1]:.1f}" if raw else "") +
-              f", bench_engine {eng[-1]:.1f} tokens/s (load average {os.getloadavg()[0]:.2f})", flush=True)
+              f", bench_engine {eng[-1]:.1f} tokens/s; server CPU in its round {c1[0] - c0[0]:.2f} s, of which the HTTP "
+              f"thread {c1[1] - c0[1]:.2f} s (load average {os.getloadavg()[0]:.2f})", flush=True)
     print(f"{a.compare} concurrent, prompt {a.prompt_len} tokens, {a.new_tokens} new, {a.rounds} alternating rounds: "
           f"server median {med(srv):.1f}" + (f" (client at nice {a.client_nice})" if a.client_nice else "") +
           (f", lean client {med(raw):.1f}" if raw else "") +
@@ -315,7 +331,7 @@ def main():
             for e in errors[:20]:
                 print("FAIL:", e)
         if proc and a.compare:
-            compare(a, url, model)
+            compare(a, url, model, proc.pid)
     finally:
         if proc:
             proc.terminate()
