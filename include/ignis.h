@@ -95,6 +95,14 @@ typedef struct ig_engine_config {
                                     instead of recomputed. -1 (default): an eighth of the available
                                     RAM on device targets, none on CPU targets (their pool is RAM
                                     already); 0: none; > 0: that many bytes (CPU targets too) */
+    int32_t prefix_cache_pages;  /* most KV pages the prefix cache keeps (least recently used go
+                                    first; < 0: no bound but the pool). 0: the default — on GPUs
+                                    the whole pool (allocated up front, so caching costs no
+                                    memory); on CPUs, whose pool is mapped lazily and grows the
+                                    resident memory as pages are first written, a sixteenth of
+                                    the pool and at least 256 pages (or the whole pool if smaller),
+                                    so that a stream of distinct prompts leaves the process's
+                                    memory flat */
 } ig_engine_config;
 
 IG_API void ig_engine_config_default(ig_engine_config *cfg);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "srv_internal.h"
 
@@ -68,6 +69,16 @@ static void requests_text(sbuf *b, const srv_metrics *m) {
         }
 }
 
+/* The process's resident memory in bytes (/proc/self/statm), 0 when it cannot be read. */
+static double resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, rss = 0;
+    int ok = f && fscanf(f, "%llu %llu", &size, &rss) == 2;
+    if (f) fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? (double)rss * (double)page : 0.0;
+}
+
 char *srv_metrics_text(const srv_metrics *m, ig_engine *e) {
     ig_engine_stats st;
     ig_engine_get_stats(e, &st);
@@ -95,6 +106,8 @@ char *srv_metrics_text(const srv_metrics *m, ig_engine *e) {
            (double)(st.kv_bytes_to_host + st.kv_bytes_from_host));
     metric(&b, "ignis_preemptions_total", "counter", "sequences preempted (recomputed later) when KV pages ran out",
            (double)st.preemptions);
+    metric(&b, "process_resident_memory_bytes", "gauge", "resident memory of the server process (weights, KV pages written, heap)",
+           resident_bytes());
     hist_text(&b, "ignis_time_to_first_token_seconds", "time from a request's arrival to its first token", &m->ttft);
     hist_text(&b, "ignis_inter_token_latency_seconds", "time between tokens of a choice", &m->itl);
     hist_text(&b, "ignis_request_duration_seconds", "time from a request's arrival to its last token", &m->e2e);

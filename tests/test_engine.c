@@ -682,6 +682,44 @@ static void test_stress(const char *pkg) {
  * cannot sample on its device refuses a step that asks it to, a step must either copy logits
  * back or sample every row, and a package that can (CUDA) picks the argmax of the logits it also
  * copies back for a greedy row. */
+/* prefix_cache_pages bounds the pages the cache keeps (the CPU pool is committed page by page, so
+ * an unbounded cache grows the process's memory with every distinct prompt); -1: the whole pool. */
+static void test_prefix_cache_bound(const char *pkg) {
+    ig_engine_config cfg;
+    ig_engine_config_default(&cfg);
+    cfg.max_seqs = 2;
+    cfg.max_tokens_per_step = 64;
+    cfg.kv_pages = 24;
+    int32_t cached[2];
+    for (int k = 0; k < 2; k++) {
+        cfg.prefix_cache_pages = k == 0 ? 3 : -1;
+        ig_engine *e;
+        ig_err err;
+        if (ig_engine_open(pkg, &cfg, &e, &err)) {
+            CHECK(0, "open: %s", err.msg);
+            return;
+        }
+        int32_t p[48], out[16], n;
+        for (int q = 0; q < 5; q++) { /* five distinct prompts of 3 full pages each */
+            for (int i = 0; i < 48; i++) p[i] = (int32_t)((i * 97 + q * 1009 + 11) % ig_engine_vocab(e));
+            run_greedy(e, p, 48, 4, out, &n);
+        }
+        ig_engine_stats s0, s1;
+        ig_engine_get_stats(e, &s0);
+        run_greedy(e, p, 48, 4, out, &n); /* the latest prompt is still cached */
+        ig_engine_get_stats(e, &s1);
+        cached[k] = s0.kv_pages_cached;
+        CHECK(s1.prefix_hit_tokens - s0.prefix_hit_tokens >= 16, "bound %d: the latest prompt reused %lld tokens",
+              cfg.prefix_cache_pages, (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens));
+        CHECK(s1.kv_pages_free + s1.kv_pages_cached == s1.kv_pages_total && s1.running == 0,
+              "bound %d: %d free + %d cached of %d", cfg.prefix_cache_pages, s1.kv_pages_free, s1.kv_pages_cached, s1.kv_pages_total);
+        ig_engine_close(e);
+    }
+    CHECK(cached[0] <= 3, "prefix_cache_pages 3: the cache holds %d pages", cached[0]);
+    CHECK(cached[1] > 3, "prefix_cache_pages -1: the cache holds only %d pages after five 3-page prompts", cached[1]);
+    printf("prefix cache bound: %d pages cached with a bound of 3, %d without\n", cached[0], cached[1]);
+}
+
 static void test_forward_sampling_guards(const char *pkg) {
     rt_package *p = NULL;
     rt_model *m = NULL;
@@ -953,6 +991,7 @@ int main(int argc, char **argv) {
         test_limits(pkg);
         test_prefix_cache(pkg);
         test_prefix_host_tier(pkg);
+        test_prefix_cache_bound(pkg);
         test_forward_sampling_guards(pkg);
         test_config_layout_and_timeout(pkg);
         test_notify(pkg);

@@ -127,6 +127,10 @@ def golden_and_api(s, client):
     st, m = s.http("GET", "/metrics", key=None)
     m = m.decode()
     check(st == 200 and "ignis_time_to_first_token_seconds_bucket" in m and 'status="200"' in m, "/metrics")
+    rss = [float(l.split()[1]) for l in m.splitlines() if l.startswith("process_resident_memory_bytes ")]
+    with open(f"/proc/{s.p.pid}/status") as f:
+        vm = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:")]
+    check(rss and vm and abs(rss[0] - vm[0]) < 0.2 * vm[0], f"/metrics process_resident_memory_bytes {rss} ~ VmRSS {vm}")
 
 
 SCHEMAS = ["Github_easy---o12220", "Github_easy---o9909", "Github_easy---o9955"]  # SmolLM2 ends these within 160 tokens
@@ -346,6 +350,8 @@ def bad_requests(s):
             err = {}
         ok = st == want and words in err.get("message", "") and err.get("param") == param and "type" in err
         check(ok, f"bad request: {what} -> {st} {err.get('message', data[:80])!r} (param {err.get('param')})")
+        if s.http("GET", "/v1/models")[0] != 200:
+            check(False, f"the server still serves after the bad request '{what}'")
     # 100 MB declared: refused before the body is read
     st, body = raw(s, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
                    b"\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n" + b"{" * 65536)

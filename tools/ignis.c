@@ -144,7 +144,7 @@ static ig_status sample_finish(sample_opts *s, const char *cmd, ig_err *err) {
 /* The engine flags (with thread_flags): 0 means "not given" for each number. max_waiting has no
  * flag here (serve sets it from --max-queue). */
 typedef struct engine_opts {
-    int32_t max_seqs, max_tokens_per_step, kv_pages, max_waiting;
+    int32_t max_seqs, max_tokens_per_step, kv_pages, max_waiting, prefix_cache_pages;
     int64_t kv_bytes;
     float kv_fraction;
     const char *kv_host_bytes; /* NULL: the engine's default */
@@ -164,6 +164,8 @@ static const cli_flag engine_flags[] = {
     CLI_STRV("--kv-host-bytes", NULL, engine_opts, kv_host_bytes, 0, "BYTES",
              "host memory for the prefix cache's host tier: KV pages evicted from the pool wait there and come back "
              "on a hit instead of being recomputed (0: off; default: an eighth of the available RAM on GPUs, off on CPUs)"),
+    CLI_I32("--prefix-cache-pages", NULL, engine_opts, prefix_cache_pages, -1, CLI_NONE, 0, "N",
+            "most KV pages the prefix cache keeps (-1: the whole pool)", "GPU: the whole pool; CPU: 1/16 of it, at least 256"),
     CLI_REP("--tune", NULL, engine_opts, tune, "KEY=VALUE[,...]", "run-time tuning of the package's code (docs/TUNING.md)"),
     CLI_END};
 
@@ -202,6 +204,7 @@ static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const 
             return ig_fail(err, IG_ERR_INVALID, "--kv-host-bytes: '%s' is not a byte count (0: off)", eo->kv_host_bytes);
         cfg.kv_host_bytes = v;
     }
+    cfg.prefix_cache_pages = eo->prefix_cache_pages;
     char *tune;
     ig_status st = cli_join(&eo->tune, ',', &tune, err);
     cfg.tune = tune;

@@ -113,7 +113,8 @@ class _EngineConfig(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("max_seqs", ctypes.c_int32), ("max_tokens_per_step", ctypes.c_int32), ("kv_bytes", ctypes.c_int64),
                 ("kv_pages", ctypes.c_int32), ("kv_fraction", ctypes.c_float), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
                 ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int),
-                ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p), ("kv_host_bytes", ctypes.c_int64)]
+                ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p), ("kv_host_bytes", ctypes.c_int64),
+                ("prefix_cache_pages", ctypes.c_int32)]
 
 
 class _GenConfig(ctypes.Structure):
@@ -295,12 +296,13 @@ class Engine:
     def __init__(self, package: str, max_seqs: int = 0, max_tokens_per_step: int = 0, kv_pages: int = 0,
                  kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True,
                  prefix_cache: bool = True, device_sampling: bool = True, tune: Optional[str] = None,
-                 kv_fraction: float = 0.0, kv_host_bytes: Optional[int] = None):
+                 kv_fraction: float = 0.0, kv_host_bytes: Optional[int] = None,
+                 prefix_cache_pages: int = 0):
         lib = _L()
         cfg = _defaults(_EngineConfig, lib.ig_engine_config_default)
         for name, v in (("max_seqs", max_seqs), ("max_tokens_per_step", max_tokens_per_step), ("kv_pages", kv_pages),
                         ("kv_bytes", kv_bytes), ("n_threads", threads), ("max_waiting", max_waiting),
-                        ("kv_fraction", kv_fraction)):
+                        ("kv_fraction", kv_fraction), ("prefix_cache_pages", prefix_cache_pages)):
             if v:
                 setattr(cfg, name, v)
         cfg.verify_hashes = int(verify_hashes)

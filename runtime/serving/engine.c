@@ -526,6 +526,14 @@ void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user) {
 static ig_status host_tier_copy(void *user, int to_host, int32_t page, int32_t host_page) {
     ig_err err;
     return rt_model_kv_copy(user, to_host, page, host_page, &err);
+/* The prefix cache's bound in pages (ig_engine_config.prefix_cache_pages; see ignis.h). A CPU
+ * pool is an anonymous mapping committed page by page: without a bound the cache would keep every
+ * page a distinct prompt ever wrote, and the resident memory would creep up to the whole pool. */
+static int32_t prefix_cache_cap(const ig_engine_config *cfg, const ig_model_desc *d, int32_t n_pages) {
+    int64_t cap = cfg->prefix_cache_pages;
+    if (cap == 0 && d->device == IG_DEVICE_CPU) cap = n_pages / 16 > 256 ? n_pages / 16 : 256;
+    if (cap <= 0 || cap > n_pages) cap = n_pages;
+    return (int32_t)cap;
 }
 
 /* Package, model instance, pager, prefix cache and tokenizer of e (e->cfg set). */
@@ -551,7 +559,7 @@ static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) 
         int64_t nh = e->model->n_host_pages, cap = 4 * (int64_t)e->model->ctx.n_pages;
         pc_host_tier tier = {.n_pages = (int32_t)(nh < cap ? nh : cap), .page_bytes = d->kv_page_bytes,
                              .user = e->model, .copy = host_tier_copy};
-        st = pc_new(d->page_size, e->model->ctx.n_pages, &tier, &e->pc, err);
+        st = pc_new(d->page_size, prefix_cache_cap(cfg, d, e->model->ctx.n_pages), &tier, &e->pc, err);
     }
     if (!st && e->pkg->has_tokenizer) st = tok_load_dir(pkg_dir, &e->tok, err);
     e->vocab = d->vocab;
