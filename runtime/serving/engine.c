@@ -526,6 +526,8 @@ void ig_request_set_notify(ig_request *r, void (*fn)(void *user), void *user) {
 static ig_status host_tier_copy(void *user, int to_host, int32_t page, int32_t host_page) {
     ig_err err;
     return rt_model_kv_copy(user, to_host, page, host_page, &err);
+}
+
 /* The prefix cache's bound in pages (ig_engine_config.prefix_cache_pages; see ignis.h). A CPU
  * pool is an anonymous mapping committed page by page: without a bound the cache would keep every
  * page a distinct prompt ever wrote, and the resident memory would creep up to the whole pool. */
