@@ -38,5 +38,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 scripts/gpu_bench.py "$arch" 2>&1 | tee "$OUT/bench.txt" || rc=1
   echo "== benchmark, quantized weights"
   python3 scripts/gpu_bench_quant.py "$arch" 2>&1 | tee "$OUT/bench_quant.txt" || rc=1
+  echo "== benchmark, mixture of experts (Qwen3-30B-A3B layer shapes)"
+  python3 scripts/gpu_bench_moe.py "$arch" 2>&1 | tee "$OUT/bench_moe.txt" || rc=1
 fi
 exit $rc
