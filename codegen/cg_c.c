@@ -262,6 +262,10 @@ static ig_status lower_norm_add(cg *c, node_ctx *x, ig_err *err) {
  * (MOE_SHARED), added to the residual stream (epi ACC), or, in a tensor-parallel shard, stored
  * as this rank's partial sum for the all-reduce (epi STORE: moe.c adds into a zeroed buffer):
  * moe.c over two matmul.c instances. */
+/* Steps of at most this many tokens run moe.c's pair path (one OpenMP region, a GEMV per
+ * (token, expert) pair); longer ones its expert-grouped GEMMs. */
+#define CG_MOE_PAIR_TMAX 8
+
 static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     const ir_hparams *hp = &c->g->hp;
     const ir_node *n = x->n;
@@ -279,7 +283,9 @@ static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     } else if (!new_buf(c, n->out, HID, 0, res)) {
         return no_buf(c, x, err);
     }
+    /* moe.c's MO_WS_BYTES per token and fixed, plus its pair path's MO_PAIR_WS and an alignment */
     uint64_t tok = 4u * (2u * (uint64_t)HID + (uint64_t)I + (uint64_t)E) + 12u * (uint64_t)K, fix = 8u * (uint64_t)E + 256u;
+    fix += (uint64_t)CG_MOE_PAIR_TMAX * (4u * (uint64_t)K * (uint64_t)I + 4u * (uint64_t)E) + 2u * 64u + 64u;
     if (tok > c->moe_tok) c->moe_tok = tok;
     if (fix > c->moe_fix) c->moe_fix = fix;
     const char *what = shared ? "shared expert" : "expert";
@@ -300,8 +306,9 @@ static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     if (!gu || !dn) return no_buf(c, x, err);
     snprintf(params, sizeof params,
              "#define MO_SHARED %d\n#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n"
-             "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n#define MO_GU %s\n#define MO_DN %s\n",
-             shared, HID, E, K, (long long)I, hp->norm_topk, a16, w16, gu, dn);
+             "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n#define MO_GU %s\n#define MO_DN %s\n"
+             "#define MO_PAIR_TMAX %d\n",
+             shared, HID, E, K, (long long)I, hp->norm_topk, a16, w16, gu, dn, CG_MOE_PAIR_TMAX);
     const char *into = acc ? "added to the residual stream" : "summed into a zeroed buffer (this rank's partial sum)";
     if (shared)
         snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), %s", (long long)I, into);

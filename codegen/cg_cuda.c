@@ -60,6 +60,8 @@ typedef struct gen {
     int64_t xn_cols, gu_cols; /* widths of the normed-x and gate/up scratch buffers */
     int64_t moe_k, moe_ki;    /* MoE scratch per token: selections (top-k), expert activations (top-k x I) */
     int64_t moe_e;            /* ... and the expert-grouped path's: experts (offsets), 0 when no layer takes it */
+    int moe_tc;               /* some MoE block takes the tensor-core grouped products (moe_xb: x in 16 bits) */
+    int64_t moe_lg;           /* the routed blocks' experts: router logits per token (moe_lg) */
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
     int kvq;              /* quantized KV: code bits (8, 4; the templates' RK_KVQ / AT_KVQ / AP_KVQ), 0 for floats */
@@ -582,6 +584,14 @@ static ig_status emit_rmsnorm(gen *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
+/* The oldest SM of the package's architectures ("sm_80,sm_90" -> 80). */
+static int min_sm(const gen *c) {
+    int m = 1 << 30;
+    for (const char *p = strstr(c->archs, "sm_"); p; p = strstr(p + 3, "sm_"))
+        if (atoi(p + 3) < m) m = atoi(p + 3);
+    return m == 1 << 30 ? 0 : m;
+}
+
 /* The experts' block (MOE: router, top-k, the selected experts' gate/up and down) or the shared
  * expert (MOE_SHARED), added to the residual stream: moe.cu's three kernels. Each (token, selected
  * expert) reads only that expert's rows. */
@@ -621,18 +631,60 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
     snprintf(fd, sizeof fd, "%s_down", mo ? mo : "");
     const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
     fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
-    fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
-                   "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
-            ind, in, ind, fn_index(c, fr));
-    /* prefill-sized steps: expert-grouped (8 staged weight rows of an expert a CTA, in at most 96 KB) */
-    const int grouped = (int64_t)HID * 32 <= 96 * 1024 && I * 32 <= 96 * 1024;
-    if (grouped) {
+    if (shared) {
+        fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
+                       "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, in, ind, fn_index(c, fr));
+    } else { /* the router's logits over many SMs (a warp per expert), then the top-k per token */
+        char fl[96], fsel[96];
+        snprintf(fl, sizeof fl, "%s_logits", mo ? mo : "");
+        snprintf(fsel, sizeof fsel, "%s_select", mo ? mo : "");
+        if (E > c->moe_lg) c->moe_lg = E;
+        fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_lg};\n"
+                       "%s  LAUNCH(%d, IG_MO_LG_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
+                       "%s{ void *args[] = {&T, &moe_lg, &moe_sel, &moe_wt};\n"
+                       "%s  LAUNCH(%d, T, 1, 1, 32, 0, args); }\n",
+                ind, in, ind, fn_index(c, fl), E, ind, ind, fn_index(c, fsel));
+    }
+    /* prefill-sized steps: expert-grouped, on tensor cores (16-bit types, K a multiple of the
+     * tile's 32, every architecture sm_80+) or by 8 staged weight rows of an expert a CTA (in at
+     * most 96 KB) */
+    const int tc = c->bf && HID % 32 == 0 && I % 32 == 0 && min_sm(c) >= 80;
+    const int grouped = tc || ((int64_t)HID * 32 <= 96 * 1024 && I * 32 <= 96 * 1024);
+    if (tc) {
+        char fgr[96], fx[96], fgg[96], fgd[96], fs[96];
+        snprintf(fgr, sizeof fgr, "%s_group", mo ? mo : "");
+        snprintf(fx, sizeof fx, "%s_xround", mo ? mo : "");
+        snprintf(fgg, sizeof fgg, "%s_gu_tc", mo ? mo : "");
+        snprintf(fgd, sizeof fgd, "%s_down_tc", mo ? mo : "");
+        snprintf(fs, sizeof fs, "%s_sum", mo ? mo : "");
+        if (2 * (E + 1) > c->moe_e) c->moe_e = 2 * (E + 1);
+        c->moe_tc = 1;
+        fprintf(c->fw, "%sif (T > MV_TMAX) { /* prefill: tokens grouped by expert, tensor cores */\n", ind);
+        if (!shared)
+            fprintf(c->fw, "%s    { void *args[] = {&T, &moe_sel, &moe_off, &moe_list};\n"
+                           "%s      LAUNCH(%d, 1, 1, 1, 1024, 0, args); }\n",
+                    ind, ind, fn_index(c, fgr));
+        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_xb};\n"
+                       "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, in, ind, fn_index(c, fx), HID);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &w2, &moe_h};\n"
+                       "%s      LAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, ind, fn_index(c, fgg), (long long)I, K, E);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &w3, &moe_y};\n"
+                       "%s      LAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, ind, fn_index(c, fgd), HID, K, E);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
+                       "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
+                       "%s} else {\n",
+                ind, res, ind, fn_index(c, fs), HID, ind);
+    } else if (grouped) {
         char fgr[96], fgg[96], fgd[96], fs[96];
         snprintf(fgr, sizeof fgr, "%s_group", mo ? mo : "");
         snprintf(fgg, sizeof fgg, "%s_gu_grouped", mo ? mo : "");
         snprintf(fgd, sizeof fgd, "%s_down_grouped", mo ? mo : "");
         snprintf(fs, sizeof fs, "%s_sum", mo ? mo : "");
-        if (E + 1 > c->moe_e) c->moe_e = E + 1;
+        if (2 * (E + 1) > c->moe_e) c->moe_e = 2 * (E + 1); /* offsets, then the tensor-core tiles' scan (_group) */
         fprintf(c->fw, "%sif (T > MV_TMAX) { /* prefill: tokens grouped by expert */\n", ind);
         if (!shared)
             fprintf(c->fw, "%s    { void *args[] = {&T, &moe_sel, &moe_off, &moe_list};\n"
@@ -1006,6 +1058,10 @@ static void emit_workspace(gen *c, FILE *out) {
         fprintf(out, " \\\n    X(int32_t, moe_off, %lld) \\\n    X(int32_t, moe_list, (uint64_t)(T) * %lld) \\\n"
                      "    X(float, moe_y, (uint64_t)(T) * %lld)",
                 (long long)c->moe_e, (long long)c->moe_k, (long long)c->moe_k * c->g->hp.hidden);
+    if (c->moe_lg) /* the router's logits */
+        fprintf(out, " \\\n    X(float, moe_lg, (uint64_t)(T) * %lld)", (long long)c->moe_lg);
+    if (c->moe_tc) /* the tensor-core gate/up's rows: x in the 16-bit type */
+        fprintf(out, " \\\n    X(%s, moe_xb, (uint64_t)(T) * %d)", t16, c->g->hp.hidden);
     for (int i = 0; i < c->bufs.n; i++)
         fprintf(out, " \\\n    X(%s, %s, (uint64_t)(T) * %lld)", c->bufs.v[i].is16 ? "uint16_t" : "float", c->bufs.v[i].ident,
                 (long long)c->bufs.v[i].cols);

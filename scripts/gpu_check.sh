@@ -44,5 +44,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 scripts/gpu_bench_longctx.py "$arch" 2>&1 | tee "$OUT/bench_longctx.txt" || rc=1
   echo "== benchmark, guided decoding (constrained against unconstrained decode)"
   python3 scripts/gpu_bench_guided.py "$arch" 2>&1 | tee "$OUT/bench_guided.txt" || rc=1
+  echo "== benchmark, mixture of experts (Qwen3-30B-A3B layer shapes)"
+  python3 scripts/gpu_bench_moe.py "$arch" 2>&1 | tee "$OUT/bench_moe.txt" || rc=1
 fi
 exit $rc

@@ -251,20 +251,29 @@ def main():
             # mixture of experts (moe.cu: router, the selected experts' gate/up and down; prefill
             # grouped by expert), the shared expert of Qwen2-MoE; MoE under --tp is not on CUDA yet
             # and is refused by name
-            for model, needles in (("qwen3-moe", ["#define MO_E 8\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"]),
-                                   ("qwen2-moe-shared", ["#define MO_E 6\n", "#define MO_NORM 0\n", "#define MO_SHARED 1\n"]),
-                                   ("mixtral", ["#define MO_E 4\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"])):
-                out = os.path.join(tmp, model)
-                p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", out, "--target", "cuda:sm_90",
-                                "--dtype", "bf16"], check=False)
+            # (the grouped products on tensor cores where D and I are multiples of 32: not Qwen2-MoE's
+            # routed experts of 48; and not in a package that also targets sm_75)
+            for model, needles, tc, cg in (("qwen3-moe", ["#define MO_E 8\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"], 1, 0),
+                                           ("qwen2-moe-shared", ["#define MO_E 6\n", "#define MO_NORM 0\n", "#define MO_SHARED 1\n"], 1, 1),
+                                           ("mixtral", ["#define MO_E 4\n#define MO_TOPK 2\n", "#define MO_NORM 1\n"], 1, 0),
+                                           ("qwen3-moe@sm_75", [], 0, 1)):
+                model, arch = (model.split("@") + ["sm_90"])[:2]
+                out = os.path.join(tmp, model + arch)
+                p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", model), "-o", out, "--target",
+                                "cuda:sm_90" if arch == "sm_90" else f"cuda:{arch},sm_90", "--dtype", "bf16"], check=False)
                 if p.returncode != 0:
                     fails.append(f"{model} on CUDA: compile failed: {p.stderr.strip()[-300:]!r}")
                     continue
                 cu, mc = (open(os.path.join(out, "src", f)).read() for f in ("model.cu", "model.c"))
                 miss = [n for n in needles + ['#include "moe.cu"'] if n not in cu]
-                grouped = "if (T > MV_TMAX) { /* prefill: tokens grouped by expert */" in mc and "X(float, moe_y," in mc
+                grouped = "if (T > MV_TMAX) { /* prefill: tokens grouped by expert" in mc and "X(float, moe_y," in mc
                 if miss or "X(int32_t, moe_sel," not in mc or not grouped or '#include "decode_layers.cu"' in cu:
                     fails.append(f"{model} on CUDA: model.cu lacks {miss} or the MoE scratch / persistent kernel is wrong")
+                has_tc = '_gu_tc"' in mc and '_down_tc"' in mc and "moe_xb," in mc
+                has_cg = '_gu_grouped"' in mc and '_down_grouped"' in mc
+                if has_tc != bool(tc) or has_cg != bool(cg):
+                    fails.append(f"{model} for {arch}: tensor-core grouped products {has_tc} (expected {bool(tc)}), "
+                                 f"CUDA-core grouped {has_cg} (expected {bool(cg)})")
             p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", os.path.join(tmp, "moetp"),
                             "--target", "cuda:sm_90", "--tp", "2"], check=False)
             if p.returncode == 0 or "moe" not in p.stderr or "tensor parallelism" not in p.stderr:

@@ -732,12 +732,18 @@ static void bench_cpu_report(const runner *r, int P, int N, double tp, double td
     for (int i = 0; i < d->n_weights; i++)
         if (strstr(d->weights[i].name, "embed") || strstr(d->weights[i].name, "token_embd")) embed_bytes = d->weights[i].nbytes;
     double bytes_tok = (double)r->pkg->weights_bytes - (r->pkg->tie_embeddings ? 0 : (double)embed_bytes);
+    /* mixture of experts: a token reads its experts_per_token of each layer's stacked experts */
+    const rt_package *pk = r->pkg;
+    for (int i = 0; pk->n_experts > 0 && i < d->n_weights; i++)
+        if (strstr(d->weights[i].name, ".experts.") || strstr(d->weights[i].name, ".ffn_exps."))
+            bytes_tok -= (double)d->weights[i].nbytes * (1.0 - (double)pk->experts_per_token / pk->n_experts);
     printf("threads        %d\n", r->m->ctx.n_threads);
     printf("prefill        %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s", P, tp, P / tp, flops_prefill / tp / 1e9);
     if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf && (cpu & IG_CPU_AVX512BF16) ? "bf16 dot-product" : (cpu & IG_CPU_AVX512F) ? "f32 FMA (AVX-512)" : "f32 FMA (AVX2)", peak / 1e9);
     printf("\n");
     printf("decode         %d tokens: %.2f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
-    printf("memory         measured read bandwidth %.1f GB/s; decode reads %.1f MB of weights per token\n", bw / 1e9, bytes_tok / 1e6);
+    printf("memory         measured read bandwidth %.1f GB/s; decode reads %.1f MB of weights per token%s\n", bw / 1e9,
+           bytes_tok / 1e6, pk->n_experts ? " (the selected experts' share of the stacked experts)" : "");
     printf("decode bound   %.2f tokens/s at that bandwidth; decode reaches %.1f%% of it (%.1f GB/s)\n",
            bw / bytes_tok, 100.0 * (bytes_tok / (td / N)) / bw, bytes_tok / (td / N) / 1e9);
 }

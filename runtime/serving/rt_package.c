@@ -328,6 +328,10 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     p->has_tokenizer = cJSON_IsTrue(tok);
     const cJSON *hpj = cJSON_GetObjectItemCaseSensitive(m, "hparams");
     p->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(hpj, "tie_embeddings"));
+    const cJSON *ne = cJSON_GetObjectItemCaseSensitive(hpj, "n_experts"), *nk = cJSON_GetObjectItemCaseSensitive(hpj, "experts_per_token");
+    if (cJSON_IsNumber(ne) && cJSON_IsNumber(nk) && ne->valuedouble >= 1 && ne->valuedouble <= 1 << 20 && nk->valuedouble >= 1 &&
+        nk->valuedouble <= ne->valuedouble)
+        p->n_experts = (int32_t)ne->valuedouble, p->experts_per_token = (int32_t)nk->valuedouble;
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(hpj, "kv_window");
     p->kv_window = cJSON_IsNumber(kw) && kw->valuedouble >= 1 && kw->valuedouble <= 1 << 30 ? (int32_t)kw->valuedouble : 0;
 

@@ -28,6 +28,8 @@ typedef struct rt_package {
     int tie_embeddings;        /* lm_head shares the embedding table */
     int32_t kv_window;         /* > 0: every layer attends only the last kv_window keys (sliding
                                   windows on all layers): older KV pages can be released */
+    int32_t n_experts;         /* mixture-of-experts packages: experts per layer and selected per token (0 0: dense) */
+    int32_t experts_per_token;
     int32_t bos_id;            /* -1 if none */
     int32_t n_eos;
     int32_t eos_ids[8];

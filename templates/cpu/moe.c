@@ -17,6 +17,16 @@
  * decode step reads only the selected experts' weights; results are added in expert order, scaled
  * by their routing weight.
  * Shared form (MO_SHARED 1): router is the gate row [MO_D]; resid += sigmoid(x . gate) * mlp(x).
+ *
+ * Decode-sized steps (T <= MO_PAIR_TMAX, both forms) take the pair path instead: one OpenMP region
+ * for the whole block, so a step pays three barriers rather than a fork/join per expert and
+ * matmul. The threads split the router's experts, then the (token, selected expert) pairs x gate/up
+ * panel pairs (each a contiguous stream of the expert's packed rows, gate and up panel together,
+ * SwiGLU in the epilogue), then the down projection's panel pairs, each thread adding for its
+ * outputs every token's experts in expert order. Each pair is a GEMV over only its expert's
+ * weights (matmul.c's ig_mm_gemv / ig_mm_epi, the T == 1 kernels), so a token's result does not
+ * depend on the other tokens of the step, and for T == 1 it is bit-identical to the grouped path.
+ * It needs MO_PAIR_WS bytes of scratch beyond MO_WS_BYTES(T).
  */
 #include "common.h"
 
@@ -36,16 +46,123 @@
 #define MO_NORM 1
 #endif
 
+#ifndef MO_PAIR_TMAX /* steps of at most this many tokens take the pair path */
+#define MO_PAIR_TMAX 8
+#endif
+
 #ifndef MO_WS_BYTES
 /* scratch: gathered rows, gate/up output, down output, logits, selection, grouping */
 #define MO_WS_BYTES(T, D, I, E, K) \
     ((uint64_t)(T) * (4u * (D) + 4u * (I) + 4u * (D) + 4u * (E) + 12u * (K)) + 8u * (E) + 4u * 64u)
+/* ... and the pair path's: its pairs' SwiGLU rows and the router logits, after the above */
+#define MO_PAIR_WS(I, E, K) ((uint64_t)MO_PAIR_TMAX * (4u * (K) * (I) + 4u * (E)) + 2u * 64u)
 #endif
+
+#ifndef IG_MO_HELPERS
+#define IG_MO_HELPERS
+/* Top-k of the f32 router logits lg[E] (overwritten), ties to the lower index; weights are the
+ * softmax values, renormalized over the k when norm. */
+static void ig_mo_topk(float *lg, int E, int K, int norm, int32_t *sel, float *wt) {
+    float mx = -INFINITY, sum = 0.0f, ksum = 0.0f;
+    for (int e = 0; e < E; e++) mx = IG_MAX(mx, lg[e]);
+    for (int e = 0; e < E; e++) sum += (lg[e] = expf(lg[e] - mx));
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (lg[e] >= 0.0f && (best < 0 || lg[e] > lg[best])) best = e;
+        if (best < 0) best = 0; /* NaN logits: a valid expert, the output NaN as it should be */
+        sel[k] = best;
+        wt[k] = lg[best] / sum;
+        ksum += wt[k];
+        lg[best] = -1.0f; /* taken */
+    }
+    if (norm)
+        for (int k = 0; k < K; k++) wt[k] /= ksum;
+}
+#endif
+
+#define MO_CAT2_(a, b) a##b
+#define MO_CAT_(a, b) MO_CAT2_(a, b)
+#define MO_PAIRS_ MO_CAT_(MO_NAME, _pairs)
+
+/* The pair path (T <= MO_PAIR_TMAX): xg [T][MO_D] and pw (MO_PAIR_WS bytes) are scratch. */
+static void MO_PAIRS_(int T, const float *x, const float *router, const void *w_gu, const void *w_down, float *resid,
+                      uint8_t *xg, uint8_t *pw, int nth) {
+    enum {
+        D_ = MO_D, I_ = MO_I, E_ = MO_SHARED ? 1 : MO_E, K_ = MO_SHARED ? 1 : MO_TOPK, XS_ = MO_XBF16 ? 2 : 4,
+        LB_ = IG_MM_LB(MO_WBF16), GQ_ = MO_I / 16, DP_ = MO_D / 16, DQ_ = (DP_ + 1) / 2 /* panel pairs of gate/up, of down */
+    };
+    const size_t gu_panel = (size_t)(D_ / 2) * LB_, dn_panel = (size_t)(I_ / 2) * LB_;
+    const size_t gu_bytes = (size_t)2 * GQ_ * gu_panel, dn_bytes = (size_t)DP_ * dn_panel;
+    uint8_t *hg = pw;                                                /* [T * K][I] SwiGLU rows */
+    float *lg = (float *)(pw + (((size_t)MO_PAIR_TMAX * K_ * I_ * XS_ + 63) & ~(size_t)63)); /* [T][E] */
+#pragma omp parallel num_threads(nth)
+    {
+        const int nt = ig_omp_nth(), tid = ig_omp_tid();
+        int lo, hi;
+        /* rows in the matmul input type; router logits, the threads splitting the experts */
+        ig_split(T, nt, tid, &lo, &hi);
+        for (int t = lo; t < hi; t++) ig_store_row(xg + (size_t)t * D_ * XS_, x + (size_t)t * D_, MO_XBF16, D_);
+        ig_split(T * E_, nt, tid, &lo, &hi);
+        for (int u = lo; u < hi; u++)
+            lg[u] = ig_dot(x + (size_t)(u / E_) * D_, router + (size_t)(MO_SHARED ? 0 : u % E_) * D_, 0, D_);
+#pragma omp barrier
+        /* every thread selects every token's experts (the same f32 arithmetic, so the same picks) */
+        int32_t sel[MO_PAIR_TMAX * K_];
+        float wt[MO_PAIR_TMAX * K_];
+        for (int t = 0; t < T; t++) {
+#if MO_SHARED
+            sel[t] = 0, wt[t] = 1.0f / (1.0f + expf(-lg[t]));
+#else
+            float l[E_];
+            memcpy(l, lg + (size_t)t * E_, sizeof l);
+            ig_mo_topk(l, E_, K_, MO_NORM, sel + t * K_, wt + t * K_);
+#endif
+        }
+        /* gate/up: (pair, panel pair) units, each thread a contiguous range */
+        ig_split(T * K_ * GQ_, nt, tid, &lo, &hi);
+        for (int u = lo; u < hi; u++) {
+            const int pr = u / GQ_, q = u % GQ_;
+            const char *w = (const char *)w_gu + (size_t)sel[pr] * gu_bytes + (size_t)2 * q * gu_panel;
+            IG_ALIGN64 float acc[32];
+            ig_mm_gemv(MO_WBF16, MO_XBF16, xg + (size_t)(pr / K_) * D_ * XS_, w, D_ / 2, acc);
+            ig_mm_gemv(MO_WBF16, MO_XBF16, xg + (size_t)(pr / K_) * D_ * XS_, w + gu_panel, D_ / 2, acc + 16);
+            ig_mm_epi(MM_EPI_SWIGLU, MO_XBF16, 2 * I_, I_, NULL, acc, q, 2, hg, pr);
+        }
+#pragma omp barrier
+        /* down: the threads split the outputs; each adds its outputs' experts in expert order */
+        ig_split(DQ_, nt, tid, &lo, &hi);
+        for (int t = 0; t < T; t++) {
+            int ord[K_];
+            for (int k = 0; k < K_; k++) { /* the token's pairs by expert index (insertion sort) */
+                int j = k;
+                for (; j > 0 && sel[t * K_ + ord[j - 1]] > sel[t * K_ + k]; j--) ord[j] = ord[j - 1];
+                ord[j] = k;
+            }
+            float *r = resid + (size_t)t * D_;
+            for (int q = lo; q < hi; q++)
+                for (int k = 0; k < K_; k++) {
+                    const int pr = t * K_ + ord[k];
+                    const char *w = (const char *)w_down + (size_t)sel[pr] * dn_bytes + (size_t)2 * q * dn_panel;
+                    const int np = 2 * q + 1 < DP_ ? 2 : 1;
+                    IG_ALIGN64 float acc[32];
+                    ig_mm_gemv(MO_WBF16, MO_XBF16, hg + (size_t)pr * I_ * XS_, w, I_ / 2, acc);
+                    if (np > 1) ig_mm_gemv(MO_WBF16, MO_XBF16, hg + (size_t)pr * I_ * XS_, w + dn_panel, I_ / 2, acc + 16);
+                    for (int i = 0; i < 16 * np; i++) r[32 * q + i] += wt[pr] * acc[i];
+                }
+        }
+    }
+}
 
 static void MO_NAME(int T, const float *x, const float *router, const void *w_gu, const void *w_down, float *resid,
                     uint8_t *ws, int nth) {
     enum { D_ = MO_D, I_ = MO_I, E_ = MO_E, K_ = MO_TOPK, XS_ = MO_XBF16 ? 2 : 4, WS_ = MO_WBF16 ? 2 : 4 };
     _Static_assert(D_ % 16 == 0 && I_ % 16 == 0, "experts are stacked in 16-row panels");
+    if (T <= MO_PAIR_TMAX) { /* after the grouped path's scratch for T tokens, aligned */
+        uint64_t off = (MO_WS_BYTES((uint64_t)T, D_, I_, E_, K_) + 63) & ~(uint64_t)63;
+        MO_PAIRS_(T, x, router, w_gu, w_down, resid, ws, ws + off, nth);
+        return;
+    }
     uint8_t *p = ws;
 #define MO_CARVE(type, name, count) \
     type *name = (type *)p;         \
@@ -75,24 +192,9 @@ static void MO_NAME(int T, const float *x, const float *router, const void *w_gu
     /* router: logits, softmax over all experts, top-k, optional renormalization (f32) */
 #pragma omp parallel for num_threads(nth) schedule(static) if (T >= 16)
     for (int t = 0; t < T; t++) {
-        float lg[E_], mx = -INFINITY, sum = 0.0f;
-        for (int e = 0; e < E_; e++) {
-            lg[e] = ig_dot(x + (size_t)t * D_, router + (size_t)e * D_, 0, D_);
-            mx = IG_MAX(mx, lg[e]);
-        }
-        for (int e = 0; e < E_; e++) sum += (lg[e] = expf(lg[e] - mx));
-        float ksum = 0.0f;
-        for (int k = 0; k < K_; k++) {
-            int best = -1;
-            for (int e = 0; e < E_; e++)
-                if (lg[e] >= 0.0f && (best < 0 || lg[e] > lg[best])) best = e;
-            sel[t * K_ + k] = best;
-            wt[t * K_ + k] = lg[best] / sum;
-            ksum += wt[t * K_ + k];
-            lg[best] = -1.0f; /* taken */
-        }
-        if (MO_NORM)
-            for (int k = 0; k < K_; k++) wt[t * K_ + k] /= ksum;
+        float lg[E_];
+        for (int e = 0; e < E_; e++) lg[e] = ig_dot(x + (size_t)t * D_, router + (size_t)e * D_, 0, D_);
+        ig_mo_topk(lg, E_, K_, MO_NORM, sel + t * K_, wt + t * K_);
     }
     /* group (token, k) pairs by expert, in token order */
     memset(cnt, 0, sizeof(int32_t) * (E_ + 1));
@@ -133,3 +235,5 @@ static void MO_NAME(int T, const float *x, const float *router, const void *w_gu
 #undef MO_WBF16
 #undef MO_GU
 #undef MO_DN
+#undef MO_PAIRS_
+#undef MO_PAIR_TMAX

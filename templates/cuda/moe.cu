@@ -21,7 +21,9 @@
  * Shared form (MO_E = MO_TOPK = 1): router is the gate row f32 [MO_D], sel = 0 and
  * wt = sigmoid(x . gate): resid += sigmoid(x . gate) * mlp(x).
  * launch (launch.h):
- *   route: grid (IG_MO_ROUTE_GRID_X(T) = T), block IG_MO_BLOCK = 256, smem 0
+ *   route: grid (IG_MO_ROUTE_GRID_X(T) = T), block IG_MO_BLOCK = 256, smem 0 (or, routed form, the
+ *          router over many SMs: MO_NAME_logits(T, x, router, lg) grid (IG_MO_LG_GRID_X(E), T),
+ *          block 256, lg f32 [T][MO_E], then MO_NAME_select(T, lg, sel, wt) grid T, block 32)
  *   gu:    grid (IG_MO_GU_GRID_X(I), T * TOPK), block 256, smem 0: a warp per output (gate and up row)
  *   down:  grid (IG_MO_DN_GRID_X(D), T), block 256, smem 0: a warp per output row, summing the k experts
  * Rows are read with 16-byte loads (MO_D and MO_I multiples of 8), lanes striding over the row,
@@ -44,7 +46,25 @@
  * (IG_MO_GDN_GRID_X(D), MO_E), block 256, dynamic smem IG_MO_GSMEM(K, WES) (K = MO_D, then MO_I:
  * the CTA's 8 weight rows of its expert, staged once and used for all of the expert's pairs);
  * sum grid (IG_MO_SUM_GRID_X(D), T), block 256. A CTA of an expert without pairs returns at once.
- * Not yet: tensor cores for the grouped products, and the persistent decode kernel.
+ * off holds 2 (MO_E + 1) ints: after the pairs' offsets, _group writes the scan of each expert's
+ * row tiles for the tensor-core form.
+ *
+ * Expert-grouped on tensor cores (16-bit weights and rows, MO_D and MO_I multiples of IG_MO_TC_BK;
+ * the kernels do nothing below sm_80, where codegen does not launch them): the same results up to
+ * the order of the f32 sums, with x rounded to the 16-bit type first:
+ *   extern "C" __global__ void MO_NAME_xround(int T, const float *x, AT *xb);   grid (IG_MO_SUM_GRID_X(D), T)
+ *   extern "C" __global__ void MO_NAME_gu_tc(int T, const AT *xb, const int *off, const int *list,
+ *                                           const WT *w_gu, AT *h);
+ *       grid (IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E))
+ *   extern "C" __global__ void MO_NAME_down_tc(int T, const AT *h, const int *off, const int *list,
+ *                                             const float *wt, const WT *w_down, float *y);
+ *       grid (IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E))
+ * block 256, static smem; then MO_NAME_sum as above. A CTA is a tile of IG_MO_TC_BM pairs of one
+ * expert (the tiles of all experts numbered back to back; CTAs past the last return) times
+ * IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate, operands through a two-stage
+ * cp.async pipeline and ldmatrix, the pairs' rows gathered by index; gate/up's epilogue pairs each
+ * warp's 16 gate rows with their 16 up rows (the packing's interleave) for the SwiGLU.
+ * Not yet: the persistent decode kernel for MoE.
  */
 #include "common.cuh"
 
@@ -91,17 +111,6 @@
 #define IG_MO_HELPERS
 /* x (f32, n elements) rounded to the 16-bit type when bf, as the CPU's ig_store_row */
 IG_DEV float ig_mo_round(float v, bool bf) { return bf ? ig_h_to_f32(ig_f32_to_h(v)) : v; }
-/* sum over a row of n (n % 8 == 0) of w (es bytes an element) times xs (f32, shared), by one warp */
-IG_DEV float ig_mo_dot(const unsigned char *w, int es, const float *xs, int n) {
-    const int lane = threadIdx.x & 31, ve = 16 / es;
-    float s = 0.0f;
-    for (int c = lane; c < n / ve; c += 32) {
-        float f[8];
-        ig_unpack16(ig_ldg16(w + (size_t)c * 16), es, f);
-        for (int e = 0; e < ve; e++) s = fmaf(f[e], xs[c * ve + e], s);
-    }
-    return ig_warp_sum(s);
-}
 #endif
 
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
@@ -152,8 +161,19 @@ IG_CAT(MO_NAME, _gu)(int T, const float *x, const int *sel, const MO_WT_ *w_gu, 
     if (i >= MO_I) return;
     const int g = 32 * (i / 16) + i % 16; /* packed row of gate i; its up row is 16 further */
     const unsigned char *we = (const unsigned char *)w_gu + (size_t)e * 2 * MO_I * MO_D * WES;
-    const float gs = ig_mo_dot(we + (size_t)g * MO_D * WES, WES, xs, MO_D);
-    const float us = ig_mo_dot(we + (size_t)(g + 16) * MO_D * WES, WES, xs, MO_D);
+    /* the gate and up rows in one pass (both streams' loads in flight together): lanes stride over
+     * 16-byte chunks, f32 sums in chunk order, a warp-shuffle sum each */
+    const unsigned char *wg = we + (size_t)g * MO_D * WES, *wu = we + (size_t)(g + 16) * MO_D * WES;
+    constexpr int VE = 16 / WES;
+    float gs = 0.0f, us = 0.0f;
+#pragma unroll 4
+    for (int c = threadIdx.x & 31; c < MO_D / VE; c += 32) {
+        float fg[8], fu[8];
+        ig_unpack16(ig_ldg16(wg + (size_t)c * 16), WES, fg);
+        ig_unpack16(ig_ldg16(wu + (size_t)c * 16), WES, fu);
+        for (int j = 0; j < VE; j++) gs = fmaf(fg[j], xs[c * VE + j], gs), us = fmaf(fu[j], xs[c * VE + j], us);
+    }
+    gs = ig_warp_sum(gs), us = ig_warp_sum(us);
     if ((threadIdx.x & 31) == 0) {
         const float o = ig_glu(gs, us, false);
         if (MO_XBF16) ((unsigned short *)h)[(size_t)tk * MO_I + i] = ig_f32_to_h(o);
@@ -174,32 +194,84 @@ IG_CAT(MO_NAME, _down)(int T, const MO_AT_ *h, const int *sel, const float *wt, 
     __syncthreads();
     const int d = blockIdx.x * (IG_MO_BLOCK / 32) + warp;
     if (d >= MO_D) return;
-    float acc = 0.0f;
-    for (int k = 0; k < MO_TOPK; k++) { /* expert order of the selection */
-        const int e = sel[t * MO_TOPK + k];
-        const unsigned char *wr = (const unsigned char *)w_down + ((size_t)e * MO_D + d) * MO_I * WES;
-        acc = fmaf(wt[t * MO_TOPK + k], ig_mo_dot(wr, WES, hs + k * MO_I, MO_I), acc);
+    /* every selected expert's row streamed at once (all their loads in flight), each expert's sum
+     * kept apart and reduced alone (as for gate/up), then weighted in the selection's order */
+    constexpr int VE = 16 / WES;
+    const unsigned char *wr[MO_TOPK];
+    float ps[MO_TOPK];
+#pragma unroll
+    for (int k = 0; k < MO_TOPK; k++)
+        wr[k] = (const unsigned char *)w_down + ((size_t)sel[t * MO_TOPK + k] * MO_D + d) * MO_I * WES, ps[k] = 0.0f;
+    for (int c = threadIdx.x & 31; c < MO_I / VE; c += 32) {
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++) {
+            float f[8];
+            ig_unpack16(ig_ldg16(wr[k] + (size_t)c * 16), WES, f);
+            for (int j = 0; j < VE; j++) ps[k] = fmaf(f[j], hs[k * MO_I + c * VE + j], ps[k]);
+        }
     }
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MO_TOPK; k++) acc = fmaf(wt[t * MO_TOPK + k], ig_warp_sum(ps[k]), acc);
     if ((threadIdx.x & 31) == 0) resid[(size_t)t * MO_D + d] += acc;
 }
 
 #if !MO_SHARED
+/* The router for decode-sized steps over many SMs: _logits (a warp per expert, 16-byte loads,
+ * grid (IG_MO_LG_GRID_X(E), T)) writes lg f32 [T][MO_E]; _select (grid T, block 32) takes the
+ * softmax, top-k and weights from them as _route does. */
+extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
+IG_CAT(MO_NAME, _logits)(int T, const float *x, const float *router, float *lg) {
+    static_assert(MO_D % 4 == 0, "MO_D must be a multiple of 4");
+    const int t = blockIdx.y, e = blockIdx.x * (IG_MO_BLOCK / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (t >= T || e >= MO_E) return;
+    const float4 *xr = (const float4 *)(x + (size_t)t * MO_D), *rr = (const float4 *)(router + (size_t)e * MO_D);
+    float s = 0.0f;
+#pragma unroll 4
+    for (int i = lane; i < MO_D / 4; i += 32) {
+        const float4 a = __ldg(xr + i), b = __ldg(rr + i);
+        s = fmaf(a.x, b.x, s), s = fmaf(a.y, b.y, s), s = fmaf(a.z, b.z, s), s = fmaf(a.w, b.w, s);
+    }
+    s = ig_warp_sum(s);
+    if (lane == 0) lg[(size_t)t * MO_E + e] = s;
+}
+
+extern "C" __global__ void __launch_bounds__(32) IG_CAT(MO_NAME, _select)(int T, const float *lgs, int *sel, float *wt) {
+    const int t = blockIdx.x;
+    if (t >= T || threadIdx.x != 0) return;
+    float lg[MO_E], mx = IG_NEG_INF, sum = 0.0f, ksum = 0.0f, w[MO_TOPK];
+    for (int e = 0; e < MO_E; e++) lg[e] = lgs[(size_t)t * MO_E + e], mx = fmaxf(mx, lg[e]);
+    for (int e = 0; e < MO_E; e++) sum += (lg[e] = expf(lg[e] - mx));
+    for (int k = 0; k < MO_TOPK; k++) {
+        int best = -1;
+        for (int e = 0; e < MO_E; e++)
+            if (lg[e] >= 0.0f && (best < 0 || lg[e] > lg[best])) best = e;
+        if (best < 0) best = 0; /* NaN logits: a valid expert, the output NaN */
+        sel[t * MO_TOPK + k] = best;
+        w[k] = lg[best] / sum, ksum += w[k];
+        lg[best] = -1.0f;
+    }
+    for (int k = 0; k < MO_TOPK; k++) wt[t * MO_TOPK + k] = MO_NORM ? w[k] / ksum : w[k];
+}
+#endif
+
+#if !MO_SHARED
 extern "C" __global__ void __launch_bounds__(1024) IG_CAT(MO_NAME, _group)(int T, const int *sel, int *off, int *list) {
-    __shared__ int cnt[MO_E + 1], cur[MO_E];
+    __shared__ int cnt[MO_E + 1], cur[MO_E], tl[MO_E + 1];
     for (int e = threadIdx.x; e <= MO_E; e += 1024) cnt[e] = 0;
     __syncthreads();
     for (int i = threadIdx.x; i < T * MO_TOPK; i += 1024) atomicAdd(&cnt[sel[i]], 1);
     __syncthreads();
-    if (threadIdx.x == 0) { /* exclusive scan */
-        int a = 0;
+    if (threadIdx.x == 0) { /* exclusive scans: the pairs, and the tensor-core kernels' row tiles */
+        int a = 0, b = 0;
         for (int e = 0; e < MO_E; e++) {
             const int n = cnt[e];
-            cnt[e] = a, cur[e] = 0, a += n;
+            cnt[e] = a, tl[e] = b, cur[e] = 0, a += n, b += (n + IG_MO_TC_BM - 1) / IG_MO_TC_BM;
         }
-        cnt[MO_E] = a;
+        cnt[MO_E] = a, tl[MO_E] = b;
     }
     __syncthreads();
-    for (int e = threadIdx.x; e <= MO_E; e += 1024) off[e] = cnt[e];
+    for (int e = threadIdx.x; e <= MO_E; e += 1024) off[e] = cnt[e], off[MO_E + 1 + e] = tl[e];
     /* the order within an expert does not matter: each pair is computed alone */
     for (int i = threadIdx.x; i < T * MO_TOPK; i += 1024) list[cnt[sel[i]] + atomicAdd(&cur[sel[i]], 1)] = i;
 }
@@ -292,6 +364,205 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _sum)(
     for (int k = 0; k < MO_TOPK; k++) s += y[((size_t)t * MO_TOPK + k) * MO_D + d];
     resid[(size_t)t * MO_D + d] += s;
 }
+
+/* ---- the expert-grouped products on tensor cores (16-bit weights and rows, sm_80+) ----
+ * A CTA multiplies one row tile (IG_MO_TC_BM pairs of one expert) by IG_MO_TC_BN weight rows of
+ * that expert: 8 warps in 2 x 4, each 32 x 32 of mma.sync m16n8k16 (f32 accumulate), K in steps of
+ * IG_MO_TC_BK through a two-stage cp.async pipeline; the pairs' rows are gathered by index.
+ * Tiles of the routed form are numbered across experts (off[MO_E + 1 + e]: expert e's first tile,
+ * written by _group); a CTA finds its expert by binary search. */
+#if MO_WBF16 && MO_XBF16 && MO_D % IG_MO_TC_BK == 0 && MO_I % IG_MO_TC_BK == 0
+#ifndef IG_MO_TC_HELPERS
+#define IG_MO_TC_HELPERS
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+IG_DEV unsigned ig_mo_smem(const void *p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+IG_DEV void ig_mo_cp16(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+IG_DEV void ig_mo_ldsm4(unsigned a, unsigned *r) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+IG_DEV void ig_mo_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+#if IG_F16
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+#endif
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+#endif /* IG_MO_TC_HELPERS */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* This CTA's row tile: expert *e, its pairs [*p0, *p0 + *np); 0 when the tile is past the last. */
+static __device__ __forceinline__ int IG_CAT(MO_NAME, _tile)(int T, const int *off, int *e, int *p0, int *np) {
+    const int tile = blockIdx.y;
+#if MO_SHARED
+    (void)off;
+    *e = 0, *p0 = tile * IG_MO_TC_BM, *np = min(IG_MO_TC_BM, T - *p0);
+    return *p0 < T;
+#else
+    (void)T;
+    const int *toff = off + MO_E + 1;
+    if (tile >= toff[MO_E]) return 0;
+    int lo = 0, hi = MO_E; /* the last expert whose first tile is <= tile: toff[lo] <= tile < toff[lo + 1] */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (toff[mid] <= tile) lo = mid;
+        else hi = mid;
+    }
+    *e = lo, *p0 = off[lo] + (tile - toff[lo]) * IG_MO_TC_BM;
+    *np = min(IG_MO_TC_BM, off[lo + 1] - *p0);
+    return 1;
+#endif
+}
+#endif
+
+/* acc[2][4][4] = rows (a[r] + k, r < BM: the tile's gathered rows; null: zeros) x weight rows
+ * w + (n0 + n) * KD, n < BN (rows >= NR read as zeros), over k < KD. */
+template <int KD, int NR>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _tc_loop)(const unsigned short *const *a, const unsigned short *w,
+                                                                  int n0, float (*acc)[4][4], unsigned short *As,
+                                                                  unsigned short *Bs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int BM = IG_MO_TC_BM, BN = IG_MO_TC_BN, BK = IG_MO_TC_BK, LD = IG_MO_TC_LD, KT = KD / BK;
+    static_assert(KD % BK == 0 && BM * BK / 8 == IG_MO_BLOCK && BN * BK / 8 == 2 * IG_MO_BLOCK, "tile loads");
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
+    const int lr = tid >> 2, lc = (tid & 3) * 8; /* this thread's 16-byte chunks: row lr (+64 for B), column lc */
+    const unsigned short *ar = a[lr];
+    const unsigned short *br0 = w + (size_t)min(n0 + lr, NR - 1) * KD, *br1 = w + (size_t)min(n0 + lr + 64, NR - 1) * KD;
+    const int ab = ar ? 16 : 0, b0b = n0 + lr < NR ? 16 : 0, b1b = n0 + lr + 64 < NR ? 16 : 0;
+    if (!ar) ar = w; /* a valid address; nothing is read */
+    for (int mi = 0; mi < 2; mi++)
+        for (int ni = 0; ni < 4; ni++)
+            for (int j = 0; j < 4; j++) acc[mi][ni][j] = 0.0f;
+    auto load = [&](int kt, int st) {
+        const int k0 = kt * BK + lc;
+        ig_mo_cp16(ig_mo_smem(As + (st * BM + lr) * LD + lc), ar + k0, ab);
+        ig_mo_cp16(ig_mo_smem(Bs + (st * BN + lr) * LD + lc), br0 + k0, b0b);
+        ig_mo_cp16(ig_mo_smem(Bs + (st * BN + lr + 64) * LD + lc), br1 + k0, b1b);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    load(0, 0);
+    for (int kt = 0; kt < KT; kt++) {
+        const int st = kt & 1;
+        if (kt + 1 < KT) {
+            load(kt + 1, st ^ 1);
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            unsigned af[2][4], bf[2][4];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+                ig_mo_ldsm4(ig_mo_smem(As + (st * BM + wm * 32 + mi * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8), af[mi]);
+#pragma unroll
+            for (int nj = 0; nj < 2; nj++)
+                ig_mo_ldsm4(ig_mo_smem(Bs + (st * BN + wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk +
+                                       ((lane >> 3) & 1) * 8),
+                            bf[nj]);
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) ig_mo_mma(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
+        }
+        __syncthreads();
+    }
+#endif
+}
+
+/* h[pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)) */
+extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
+IG_CAT(MO_NAME, _gu_tc)(int T, const unsigned short *xb, const int *off, const int *list, const unsigned short *w_gu,
+                        unsigned short *h) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int BM = IG_MO_TC_BM, LD = IG_MO_TC_LD;
+    __shared__ __align__(16) unsigned short As[2 * BM * LD];
+    __shared__ __align__(16) unsigned short Bs[2 * IG_MO_TC_BN * LD];
+    __shared__ const unsigned short *rows[BM];
+    __shared__ int tks[BM];
+    int e, p0, np;
+    if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
+    for (int r = threadIdx.x; r < BM; r += IG_MO_BLOCK) {
+        const int tk = r < np ? (MO_SHARED ? p0 + r : list[p0 + r]) : -1;
+        tks[r] = tk, rows[r] = tk >= 0 ? xb + (size_t)(tk / MO_TOPK) * MO_D : nullptr;
+    }
+    __syncthreads();
+    const int n0 = blockIdx.x * IG_MO_TC_BN;
+    float acc[2][4][4];
+    IG_CAT(MO_NAME, _tc_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, acc, As, Bs);
+    /* the warp's 32 packed rows are 16 gate rows (n-tiles 0, 1) and their up rows (2, 3) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp >> 2, wn = warp & 3;
+    const int c0 = n0 + wn * 32;
+    if (c0 >= 2 * MO_I) return;
+    const int o0 = c0 / 2, g = lane >> 2, q = lane & 3;
+    for (int mi = 0; mi < 2; mi++)
+        for (int hf = 0; hf < 2; hf++) {
+            const int r = wm * 32 + mi * 16 + g + 8 * hf;
+            if (r >= np) continue;
+            const int tk = tks[r];
+            for (int ni = 0; ni < 2; ni++) {
+                const int o = o0 + ni * 8 + 2 * q;
+                const float v0 = ig_glu(acc[mi][ni][2 * hf], acc[mi][ni + 2][2 * hf], false);
+                const float v1 = ig_glu(acc[mi][ni][2 * hf + 1], acc[mi][ni + 2][2 * hf + 1], false);
+                *(unsigned *)(h + (size_t)tk * MO_I + o) = ig_pack2_h(v0, v1);
+            }
+        }
+#endif
+}
+
+/* y[pair] = its weight x its expert's down projection of h[pair]: grid (IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)) */
+extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
+IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const int *list, const float *wt,
+                          const unsigned short *w_down, float *y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int BM = IG_MO_TC_BM, LD = IG_MO_TC_LD;
+    __shared__ __align__(16) unsigned short As[2 * BM * LD];
+    __shared__ __align__(16) unsigned short Bs[2 * IG_MO_TC_BN * LD];
+    __shared__ const unsigned short *rows[BM];
+    __shared__ int tks[BM];
+    int e, p0, np;
+    if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
+    for (int r = threadIdx.x; r < BM; r += IG_MO_BLOCK) {
+        const int tk = r < np ? (MO_SHARED ? p0 + r : list[p0 + r]) : -1;
+        tks[r] = tk, rows[r] = tk >= 0 ? h + (size_t)tk * MO_I : nullptr;
+    }
+    __syncthreads();
+    const int n0 = blockIdx.x * IG_MO_TC_BN;
+    float acc[2][4][4];
+    IG_CAT(MO_NAME, _tc_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, acc, As, Bs);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp >> 2, wn = warp & 3, g = lane >> 2, q = lane & 3;
+    for (int mi = 0; mi < 2; mi++)
+        for (int hf = 0; hf < 2; hf++) {
+            const int r = wm * 32 + mi * 16 + g + 8 * hf;
+            if (r >= np) continue;
+            const int tk = tks[r];
+            const float w = wt[tk];
+            for (int ni = 0; ni < 4; ni++) {
+                const int d = n0 + wn * 32 + ni * 8 + 2 * q;
+                if (d < MO_D)
+                    *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(w * acc[mi][ni][2 * hf], w * acc[mi][ni][2 * hf + 1]);
+            }
+        }
+#endif
+}
+
+/* xb[t] = x[t] rounded to the 16-bit type (the tensor-core gate/up's rows): grid (IG_MO_SUM_GRID_X(D), T) */
+extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xround)(int T, const float *x, unsigned short *xb) {
+    const int d = blockIdx.x * IG_MO_BLOCK + threadIdx.x, t = blockIdx.y;
+    if (d < MO_D && t < T) xb[(size_t)t * MO_D + d] = ig_f32_to_h(x[(size_t)t * MO_D + d]);
+}
+#endif /* MO_WBF16 && MO_XBF16 && MO_D, MO_I multiples of IG_MO_TC_BK */
 
 #undef MO_WT_
 #undef MO_AT_

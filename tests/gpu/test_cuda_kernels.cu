@@ -441,6 +441,16 @@
 #define MO_I 96
 #define MO_SHARED 1
 #include "moe.cu"
+/* the tensor-core grouped products: two gate/up tiles (the second partial), two down tiles (the
+ * second partial), K of 8 / 3 tiles; its router runs as _logits + _select (as codegen launches a
+ * routed block's) */
+#define MO_NAME mo_tc
+#define MO_D 256
+#define MO_E 8
+#define MO_TOPK 2
+#define MO_I 96
+#define MO_NORM 1
+#include "moe.cu"
 
 #define SM_NAME sm_1000
 #define SM_V 1000
@@ -1438,17 +1448,23 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V, int 
 struct moe_fns {
     const void *route, *gu, *dn;           /* per (token, expert) pair */
     const void *group, *ggu, *gdn, *gsum;  /* expert-grouped (group: null for the shared expert) */
+    const void *xr, *tgu, *tdn;            /* expert-grouped on tensor cores (null: not instantiated) */
+    const void *lg, *slc;                  /* the router as _logits + _select (null: _route) */
 };
 #define MOF(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, NULL, \
-                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum }
+                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL }
 #define MOFG(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, (const void *)P##_group, \
-                  (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum }
+                  (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL }
+#define MOFT(P, G, L, S) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, G, \
+                     (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, \
+                     (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, L, S }
 
-/* grouped: the expert-grouped kernels (prefill) after the same router */
+/* grouped: the expert-grouped kernels (prefill) after the same router; 2: those on tensor cores */
 static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, int K, int I, int norm, int wb, int xb,
                      int shared, int T, int grouped) {
     char what[200];
-    snprintf(what, sizeof what, "moe %s%s T=%d", name, grouped ? " grouped" : "", T);
+    const char *gname = grouped == 2 ? " grouped tc" : grouped ? " grouped" : "";
+    snprintf(what, sizeof what, "moe %s%s T=%d", name, gname, T);
     if (!sel(what)) return;
     std::vector<float> x, rt, wgu, wdn, r0;
     fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
@@ -1459,8 +1475,19 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
     CK(cudaMalloc(&dsel, (size_t)T * K * 4)); CK(cudaMalloc(&dwt, (size_t)T * K * 4));
     CK(cudaMalloc(&dh, (size_t)T * K * I * 4));
     int Tv = T;
-    void *a1[] = {&Tv, &dx, &drt, &dsel, &dwt};
-    launch(f.route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
+    if (f.lg) { /* the router over many SMs, then the top-k */
+        float *dlg;
+        CK(cudaMalloc(&dlg, (size_t)T * E * 4));
+        void *al[] = {&Tv, &dx, &drt, &dlg};
+        launch(f.lg, dim3(IG_MO_LG_GRID_X(E), T), dim3(IG_MO_BLOCK), 0, al);
+        void *as[] = {&Tv, &dlg, &dsel, &dwt};
+        launch(f.slc, dim3(T), dim3(32), 0, as);
+        CK(cudaDeviceSynchronize());
+        CK(cudaFree(dlg));
+    } else {
+        void *a1[] = {&Tv, &dx, &drt, &dsel, &dwt};
+        launch(f.route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
+    }
     if (!grouped) {
         void *a2[] = {&Tv, &dx, &dsel, &dgu, &dh};
         launch(f.gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, a2);
@@ -1469,17 +1496,31 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
     } else {
         int *doff, *dlist;
         float *dy;
-        CK(cudaMalloc(&doff, (E + 1) * 4)); CK(cudaMalloc(&dlist, (size_t)T * K * 4));
+        CK(cudaMalloc(&doff, 2 * (E + 1) * 4)); CK(cudaMalloc(&dlist, (size_t)T * K * 4));
         CK(cudaMalloc(&dy, (size_t)T * K * D * 4));
         CK(cudaMemset(dy, 0xff, (size_t)T * K * D * 4)); /* NaN: every pair's row must be written */
+        CK(cudaMemset(dh, 0xff, (size_t)T * K * I * 4)); /* and every pair's SwiGLU row */
         if (f.group) {
             void *a0[] = {&Tv, &dsel, &doff, &dlist};
             launch(f.group, dim3(1), dim3(1024), 0, a0);
         }
-        void *a2[] = {&Tv, &dx, &doff, &dlist, &dgu, &dh};
-        launch(f.ggu, dim3(IG_MO_GGU_GRID_X(I), E), dim3(IG_MO_BLOCK), IG_MO_GSMEM(D, wb ? 2 : 4), a2);
-        void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
-        launch(f.gdn, dim3(IG_MO_GDN_GRID_X(D), E), dim3(IG_MO_BLOCK), IG_MO_GSMEM(I, wb ? 2 : 4), a3);
+        if (grouped == 2) { /* x rounded to bf16, then the tensor-core tiles */
+            void *xb;
+            CK(cudaMalloc(&xb, (size_t)T * D * 2));
+            void *ax[] = {&Tv, &dx, &xb};
+            launch(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, ax);
+            void *a2[] = {&Tv, &xb, &doff, &dlist, &dgu, &dh};
+            launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_BLOCK), 0, a2);
+            void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
+            launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_BLOCK), 0, a3);
+            CK(cudaDeviceSynchronize());
+            CK(cudaFree(xb));
+        } else {
+            void *a2[] = {&Tv, &dx, &doff, &dlist, &dgu, &dh};
+            launch(f.ggu, dim3(IG_MO_GGU_GRID_X(I), E), dim3(IG_MO_BLOCK), IG_MO_GSMEM(D, wb ? 2 : 4), a2);
+            void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
+            launch(f.gdn, dim3(IG_MO_GDN_GRID_X(D), E), dim3(IG_MO_BLOCK), IG_MO_GSMEM(I, wb ? 2 : 4), a3);
+        }
         void *a4[] = {&Tv, &dy, &dr};
         launch(f.gsum, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, a4);
         CK(cudaDeviceSynchronize());
@@ -1491,8 +1532,8 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
     std::vector<float> gw = download(dwt, (size_t)T * K, false), out = download(dr, (size_t)T * D, false);
     checker ks, kw, ko;
     char w1[220], w2[220];
-    snprintf(w1, sizeof w1, "moe %s%s T=%d: top-%d experts", name, grouped ? " grouped" : "", T, K);
-    snprintf(w2, sizeof w2, "moe %s%s T=%d: routing weights", name, grouped ? " grouped" : "", T);
+    snprintf(w1, sizeof w1, "moe %s%s T=%d: top-%d experts", name, gname, T, K);
+    snprintf(w2, sizeof w2, "moe %s%s T=%d: routing weights", name, gname, T);
     chk_init(&ks, w1), chk_init(&kw, w2), chk_init(&ko, what);
     int ties = 0;
     for (int t = 0; t < T; t++) {
@@ -2259,13 +2300,21 @@ int main(int argc, char **argv) {
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     if (sel("sample top-k/top-p V5000 from 40 parts"))
         test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
-    const moe_fns mo_r6 = MOFG(mo_r6), mo_r8n = MOFG(mo_r8n), mo_sh = MOF(mo_sh);
+    const moe_fns mo_r6 = MOFG(mo_r6), mo_r8n = MOFG(mo_r8n), mo_sh = MOFT(mo_sh, NULL, NULL, NULL);
+    const moe_fns mo_tc = MOFT(mo_tc, (const void *)mo_tc_group, (const void *)mo_tc_logits, (const void *)mo_tc_select);
     for (int T : {1, 2, 7, 37, 200})
-        for (int grouped = 0; grouped < 2; grouped++) {
-            test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", mo_r6, 128, 6, 2, 48, 0, 1, 1, 0, T, grouped);
-            test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", mo_r8n, 96, 8, 3, 32, 1, 0, 0, 0, T, grouped);
+        for (int grouped = 0; grouped < 3; grouped++) {
+            if (grouped < 2) {
+                test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", mo_r6, 128, 6, 2, 48, 0, 1, 1, 0, T, grouped);
+                test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", mo_r8n, 96, 8, 3, 32, 1, 0, 0, 0, T, grouped);
+            }
             test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, grouped);
+            test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, grouped);
         }
+    /* many pairs per expert: several row tiles of one expert, tiles of experts back to back */
+    for (int T : {300, 1000})
+        for (int grouped = 1; grouped < 3; grouped++)
+            test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, grouped);
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
