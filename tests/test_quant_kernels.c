@@ -523,13 +523,7 @@ int main(void) {
         fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
         return 1;
     }
-#if defined(IG_AVX512)
-    const char *isa = "avx512";
-#elif defined(IG_AVX2)
-    const char *isa = "avx2";
-#else
-    const char *isa = "scalar";
-#endif
+    const char *isa = IG_ISA_NAME;
     printf("quantized kernels (%s): all checks passed\n", isa);
     return 0;
 }
