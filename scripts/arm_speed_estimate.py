@@ -95,8 +95,11 @@ def load_bytes(body, vl_bytes):
             continue
         if ins.startswith("ld1r") or ins.startswith("ld1rq"):
             continue
-        if ins in ("ld1w", "ld1b", "ld1h", "ld1d"):
-            n += vl_bytes
+        m = re.match(r"ld1s?([bhwd])$", ins)
+        if m:  # SVE: memory element size x the register's lanes (ld1b z.s widens bytes into words)
+            esz = {"b": 1, "h": 2, "w": 4, "d": 8}[m.group(1)]
+            lanes = vl_bytes // {"b": 1, "h": 2, "s": 4, "d": 8}[re.search(r"z\d+\.([bhsd])", l).group(1)]
+            n += lanes * esz
         elif ins in ("ldr", "ldur", "ldp", "ld1"):
             reg = l.split()[1].rstrip(",")
             size = {"q": 16, "d": 8}.get(reg[0], 0)

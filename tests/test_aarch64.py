@@ -64,14 +64,15 @@ CASES = [("llama-gqa", "f32", "cpu:aarch64", "cortex-a72"),
          ("phi3", "bf16", "cpu:aarch64+sve+bf16", "max,sve512=on")]
 
 
-# quantized packages (issue 20: SDOT / svdot for a8w8, NEON for a16w8 / a16w4) against their x86-64
+# quantized packages (issue 20: SMULL / SDOT / svdot for a8w8, NEON and SVE for a16w8 / a16w4) against their x86-64
 # twins (the same codes, f32 activations: only the order of sums differs, so the f32 limit):
 # (scheme, --target, qemu -cpu)
 QUANT = [("a8w8", "cpu:aarch64", "cortex-a72"),
          ("a8w8", "cpu:aarch64+bf16", "max,sve=off"),
          ("a8w8", "cpu:aarch64+sve+bf16", "max,sve512=on"),
-         ("a16w8", "cpu:aarch64+bf16", "max,sve=off"),
-         ("a16w4", "cpu:aarch64+sve+bf16", "max,sve128=on")]
+         ("a16w8", "cpu:aarch64", "cortex-a72"),
+         ("a16w8", "cpu:aarch64+sve+bf16", "max,sve256=on"),
+         ("a16w4", "cpu:aarch64+sve+bf16", "max,sve512=on")]
 
 
 def check_quant(arm, tmp):
