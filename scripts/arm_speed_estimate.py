@@ -2,7 +2,7 @@
 """An estimate (not a measurement) of ignis's decode speed on a Graviton3-class core (Neoverse V1:
 2.6 GHz, 4 x 128-bit SIMD pipes, 256-bit SVE), from the AArch64 kernels' instruction counts.
 
-How: bench/arm_mca.c wraps matmul.c's and quant.h's decode kernels as functions; this script
+How: bench/arm/arm_mca.c wraps matmul.c's and quant.h's decode kernels as functions; this script
 compiles it with the cross compiler for each AArch64 target's -march (the SVE target at 256 bits,
 V1's length, so that svcntw() is a constant and only V1's path is left), takes each kernel's
 innermost loop from the assembly, and has llvm-mca (LLVM 19, -mcpu=neoverse-v1) give its cycles
@@ -136,7 +136,7 @@ def kernel_table(mca):
             s = os.path.join(tmp, "k.s")
             subprocess.run([cc, "-O3", "-fno-math-errno", "-std=gnu11", "-D_GNU_SOURCE", *march.split(), "-I",
                             os.path.join(ROOT, "templates", "cpu"), "-S",
-                            os.path.join(ROOT, "bench", "arm_mca.c"), "-o", s], check=True)
+                            os.path.join(ROOT, "bench", "arm", "arm_mca.c"), "-o", s], check=True)
             fns = functions(open(s).read())
             vl = 32 if "sve" in march else 16
             for k in KERNELS:
