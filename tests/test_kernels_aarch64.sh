@@ -36,7 +36,7 @@ case_() { # march, extra cflags, test_quant_kernels argument, qemu cpus...
             -Itemplates/cpu "tests/$src.c" -lm -o "$bin"
         for cpu in "$@"; do
             if out=$(qemu-aarch64 -L / -cpu "$cpu" "$bin" $arg 2>&1); then
-                echo "ok   $src $arg -march=$march on -cpu $cpu: $(echo "$out" | tail -n 1)"
+                echo "ok   $src${arg:+ $arg} -march=$march on -cpu $cpu: $(echo "$out" | tail -n 1)"
             else
                 echo "FAIL $src -march=$march on -cpu $cpu:"
                 echo "$out" | tail -n 20
