@@ -30,6 +30,13 @@ if [ "$(dpkg --print-architecture)" != arm64 ]; then
       echo "warning: could not install the arm64 cross packages (the aarch64 tests will be skipped)"
   fi
 fi
+# llvm-mca with Neoverse scheduling models (LLVM 14's has none): scripts/arm_speed_estimate.py times
+# the AArch64 kernels' inner loops on a Graviton3-class core (-mcpu=neoverse-v1)
+if ! command -v llvm-mca-19 >/dev/null 2>&1; then
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends llvm-19 ||
+    { $SUDO apt-get update -q && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends llvm-19; } ||
+    echo "warning: could not install llvm-19 (scripts/arm_speed_estimate.py needs llvm-mca-19)"
+fi
 # One-file bundles (`ignis bundle`, tests/test_bundle.py) link the runtime statically. Debian ships
 # libprotobuf-c.a and libgomp.a, but no libcjson.a, and its libmicrohttpd.a needs GnuTLS (~7 MB of
 # static libraries for HTTPS the server does not use): both are built here from Debian's own source

@@ -8,6 +8,7 @@ and greedy continuations against transformers' float64 references with the usual
 1e-3, bf16 3e-2 x max|ref|), f32 and bf16. Also: the x86-64 runtime refuses an aarch64 package,
 and the aarch64 runtime refuses an SVE package on a CPU without SVE, each naming what is wrong;
 a fat package (x86-64 + NEON + SVE variants) loads its NEON or SVE variant as the CPU has SVE.
+Quantized packages (a8w8: SDOT / svdot; a16w8, a16w4) against their x86-64 twins.
 Skipped (77) without the cross compiler, qemu-user or the arm64 libraries (scripts/install-deps.sh)."""
 import os, shutil, subprocess, sys, tempfile
 import numpy as np
@@ -63,6 +64,44 @@ CASES = [("llama-gqa", "f32", "cpu:aarch64", "cortex-a72"),
          ("phi3", "bf16", "cpu:aarch64+sve+bf16", "max,sve512=on")]
 
 
+# quantized packages (issue 20: SMULL / SDOT / svdot for a8w8, NEON and SVE for a16w8 / a16w4) against their x86-64
+# twins (the same codes, f32 activations: only the order of sums differs, so the f32 limit):
+# (scheme, --target, qemu -cpu)
+QUANT = [("a8w8", "cpu:aarch64", "cortex-a72"),
+         ("a8w8", "cpu:aarch64+bf16", "max,sve=off"),
+         ("a8w8", "cpu:aarch64+sve+bf16", "max,sve512=on"),
+         ("a16w8", "cpu:aarch64", "cortex-a72"),
+         ("a16w8", "cpu:aarch64+sve+bf16", "max,sve256=on"),
+         ("a16w4", "cpu:aarch64+sve+bf16", "max,sve512=on")]
+
+
+def check_quant(arm, tmp):
+    """Each QUANT case on llama-gqa: prefill and one-token-step logits under qemu within 1e-3 x
+    max|logit| of the x86-64 package's."""
+    mdir = os.path.join(golden.TESTDATA, "models", "llama-gqa")
+    ids = golden.reference("llama-gqa")[0]
+    twins = {}
+    for scheme, target, cpu in QUANT:
+        try:
+            if scheme not in twins:
+                x86 = os.path.join(tmp, f"q-{scheme}-x86")
+                golden.run(["compile", mdir, "-o", x86, "--target", golden.cpu_test_target(), "--dtype", "f32",
+                            "--quant", scheme])
+                twins[scheme] = [golden.step_logits(x86, ids, st) for st in (0, 1)]
+            pkg = os.path.join(tmp, f"q-{scheme}-{target.replace(':', '_')}")
+            golden.run(["compile", mdir, "-o", pkg, "--target", target, "--dtype", "f32", "--quant", scheme])
+            run = emulated(arm, cpu)
+            for st in (0, 1):
+                out = os.path.join(tmp, "q.npy")
+                run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", out] + (["--step"] if st else []))
+                got, want = np.load(out).astype(np.float64), twins[scheme][st]
+                rel = np.abs(got - want).max() / np.abs(want).max()
+                check(rel <= 1e-3, f"{scheme} {target} on qemu -cpu {cpu}{' (steps)' if st else ''}: "
+                      f"{rel:.2e} x max|logit| of the x86-64 twin (limit 1e-3)")
+        except Exception as e:
+            check(False, f"{scheme} {target} on {cpu}: {e}")
+
+
 def main():
     golden.require_testdata()
     need = [t for t in ("aarch64-linux-gnu-gcc", "qemu-aarch64") if not shutil.which(t)]
@@ -81,6 +120,7 @@ def main():
             except Exception as e:
                 fails.append(f"{model} {dtype} {target} on {cpu}: {e}")
                 print(f"FAIL {model} {dtype} {target} on {cpu}: {e}")
+        check_quant(arm, tmp)
         # refusals that name what is wrong
         a64 = os.path.join(tmp, "llama-gqa-f32-cpu_aarch64")
         p = golden.run(["logits", a64, "--tokens", "1,2", "--out", os.path.join(tmp, "x.npy")], check=False)

@@ -695,15 +695,7 @@ int main(void) {
     test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f);
     test_kv_steps("uint4kv", rk_G, G_H, G_KV, G_D, IG_KVQ_LAYER_BYTES(G_KV, TPS, G_D, 4));
     test_kv_steps("int8kv", rk_H, H_H, H_KV, H_D, IG_KVQ_LAYER_BYTES(H_KV, TPS, H_D, 8));
-#if defined(IG_AVX512BF16)
-    const char *isa = "avx512+bf16";
-#elif defined(IG_AVX512)
-    const char *isa = "avx512";
-#elif defined(IG_AVX2)
-    const char *isa = "avx2+fma";
-#else
-    const char *isa = "scalar";
-#endif
+    const char *isa = IG_ISA_NAME;
     if (g_fail) {
         fprintf(stderr, "test_kernels (%s): %d mismatches\n", isa, g_fail);
         return 1;

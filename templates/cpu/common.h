@@ -9,8 +9,12 @@
  *   IG_AVX512      AVX-512 F+BW+VL (16 f32 lanes)
  *   IG_AVX512BF16  ... plus AVX512_BF16 (vdpbf16ps)
  *   IG_AVX2        AVX2+FMA (8 f32 lanes), when AVX-512 is absent
- *   IG_NEON        AArch64 Advanced SIMD (4 f32 lanes, FMA); SVE targets keep these kernels and
- *                  let the compiler vectorize the scalar loops for SVE
+ *   IG_NEON        AArch64 Advanced SIMD (4 f32 lanes, FMA), with, as the target enables them:
+ *   IG_NEON_BF16   ... BFDOT (vbfdotq_f32: bf16 x bf16 pairs into f32; ARMv8.6 +bf16)
+ *   IG_NEON_DOT    ... SDOT (vdotq_s32: int8 quads into int32; +dotprod)
+ *   IG_SVE         ... and SVE: the decode GEMVs of f32, bf16 (IG_SVE_BF16: svbfdot) and int8
+ *                  (svdot) weights are vector-length agnostic SVE (matmul.c, quant.h); the other
+ *                  kernels stay NEON, which every SVE core also runs
  *   none           portable scalar C
  */
 #ifndef IG_CPU_COMMON_H
@@ -34,6 +38,39 @@
 #define IG_AVX2 1
 #elif defined(__aarch64__) && defined(__ARM_NEON)
 #define IG_NEON 1
+#if defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
+#define IG_NEON_BF16 1
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+#define IG_NEON_DOT 1
+#endif
+#if defined(__ARM_FEATURE_SVE)
+#define IG_SVE 1
+#if defined(__ARM_FEATURE_BF16_VECTOR_ARITHMETIC)
+#define IG_SVE_BF16 1
+#endif
+#endif
+#endif
+
+/* the kernels' ISA in words (tests and benchmarks print it) */
+#if defined(IG_AVX512BF16)
+#define IG_ISA_NAME "avx512+bf16"
+#elif defined(IG_AVX512)
+#define IG_ISA_NAME "avx512"
+#elif defined(IG_AVX2)
+#define IG_ISA_NAME "avx2+fma"
+#elif defined(IG_SVE_BF16)
+#define IG_ISA_NAME "sve+bf16 (neon+bfdot+sdot)"
+#elif defined(IG_SVE)
+#define IG_ISA_NAME "sve (neon+sdot)"
+#elif defined(IG_NEON_BF16) && defined(IG_NEON_DOT)
+#define IG_ISA_NAME "neon+bfdot+sdot"
+#elif defined(IG_NEON_DOT)
+#define IG_ISA_NAME "neon+sdot"
+#elif defined(IG_NEON)
+#define IG_ISA_NAME "neon"
+#else
+#define IG_ISA_NAME "scalar"
 #endif
 
 #if defined(IG_AVX512) || defined(IG_AVX2)
@@ -41,6 +78,9 @@
 #endif
 #ifdef IG_NEON
 #include <arm_neon.h>
+#endif
+#ifdef IG_SVE
+#include <arm_sve.h>
 #endif
 
 #define IG_RESTRICT __restrict
@@ -209,6 +249,99 @@ IG_INLINE float32x4_t ig_load4(const void *p, int bf16, int i) {
     return bf16 ? ig_load4_bf16((const uint16_t *)p + i) : vld1q_f32((const float *)p + i);
 }
 #endif
+
+#ifdef IG_SVE
+/* Vector-length agnostic decode over one weight panel (SVE). The panels of matmul.c and quant.h's
+ * Q8A share one shape: a stream of 32-bit lanes in which lane m belongs to output m % 16 and
+ * meets the activation "unit" m / 16: an f32 (f32 panels: a k-pair is two lines of 16 lanes), a
+ * bf16 pair (bf16 panels) or an int8 quad (Q8A). So, for nu units, out[j] = sum over u of
+ * op(w[16 u + j], xu[u]). The vector holds NL = svcntw() lanes:
+ *  - NL < 16 (128 / 256-bit SVE): a unit spans 16 / NL vectors, each with its own accumulators,
+ *    the unit broadcast;
+ *  - NL a multiple of 16 (512 bits and up): a vector spans NL / 16 units; svtbl spreads them
+ *    (lane i takes unit i / 16 of the vector's share), and the NL / 16 partial sums of output j
+ *    are added at the end. A last partial vector is predicated.
+ *  - any other length (not a power of two, which later revisions of the architecture forbid):
+ *    4 lanes of each vector, as at 128 bits.
+ * IG_SVE_STREAM defines one such function per accumulator type and operation:
+ *   NAME(const uint32_t *w, const uint32_t *xu, int nu, T *out)   (out[16]) */
+#define IG_SVE_STREAM(NAME, T, VT, ZERO, OP, ADD, ST)                                                      \
+    IG_INLINE void NAME(const uint32_t *IG_RESTRICT w, const uint32_t *IG_RESTRICT xu, int nu, T *out) {     \
+        const int NL = (int)svcntw();                                                                      \
+        const svbool_t pt = svptrue_b32();                                                                 \
+        VT a0 = ZERO, a1 = ZERO, a2 = ZERO, a3 = ZERO;                                                     \
+        if (NL % 16 == 0) {                                                                                \
+            const int upv = NL / 16;                                                                       \
+            const uint64_t nlanes = (uint64_t)nu * 16;                                                     \
+            const svuint32_t idx = svlsr_n_u32_x(pt, svindex_u32(0, 1), 4);                               \
+            const svbool_t pu = svwhilelt_b32_s32(0, upv);                                                 \
+            uint64_t m = 0;                                                                                \
+            int u = 0;                                                                                     \
+            for (; m + 2 * (uint64_t)NL <= nlanes; m += 2 * (uint64_t)NL, u += 2 * upv) {                  \
+                svuint32_t x0 = svtbl_u32(svld1_u32(pu, xu + u), idx);                                     \
+                svuint32_t x1 = svtbl_u32(svld1_u32(pu, xu + u + upv), idx);                               \
+                a0 = OP(pt, a0, svld1_u32(pt, w + m), x0);                                                 \
+                a1 = OP(pt, a1, svld1_u32(pt, w + m + NL), x1);                                            \
+            }                                                                                              \
+            for (; m < nlanes; m += (uint64_t)NL, u += upv) {                                              \
+                svbool_t pg = svwhilelt_b32_u64(m, nlanes);                                                \
+                svuint32_t x0 = svtbl_u32(svld1_u32(svwhilelt_b32_s32(u, IG_MIN(nu, u + upv)), xu + u), idx); \
+                a0 = OP(pg, a0, svld1_u32(pg, w + m), x0);                                                 \
+            }                                                                                              \
+            T buf[64];                                                                                     \
+            ST(pt, buf, ADD(pt, a0, a1));                                                                  \
+            for (int j = 0; j < 16; j++) {                                                                 \
+                T s = buf[j];                                                                              \
+                for (int c = 1; c < upv; c++) s += buf[16 * c + j];                                        \
+                out[j] = s;                                                                                \
+            }                                                                                              \
+        } else if (NL == 8) {                                                                              \
+            int u = 0;                                                                                     \
+            for (; u + 2 <= nu; u += 2) {                                                                  \
+                const uint32_t *wu = w + (size_t)16 * u;                                                   \
+                svuint32_t x0 = svdup_n_u32(xu[u]), x1 = svdup_n_u32(xu[u + 1]);                           \
+                a0 = OP(pt, a0, svld1_u32(pt, wu), x0);                                                    \
+                a1 = OP(pt, a1, svld1_u32(pt, wu + 8), x0);                                                \
+                a2 = OP(pt, a2, svld1_u32(pt, wu + 16), x1);                                               \
+                a3 = OP(pt, a3, svld1_u32(pt, wu + 24), x1);                                               \
+            }                                                                                              \
+            for (; u < nu; u++) {                                                                          \
+                svuint32_t x0 = svdup_n_u32(xu[u]);                                                        \
+                a0 = OP(pt, a0, svld1_u32(pt, w + (size_t)16 * u), x0);                                    \
+                a1 = OP(pt, a1, svld1_u32(pt, w + (size_t)16 * u + 8), x0);                                \
+            }                                                                                              \
+            ST(pt, out, ADD(pt, a0, a2));                                                                  \
+            ST(pt, out + 8, ADD(pt, a1, a3));                                                              \
+        } else { /* NL == 4, or a length that is no power of two: 4 lanes of it */                        \
+            const svbool_t p4 = svwhilelt_b32_s32(0, 4);                                                   \
+            for (int u = 0; u < nu; u++) {                                                                 \
+                const uint32_t *wu = w + (size_t)16 * u;                                                   \
+                svuint32_t x0 = svdup_n_u32(xu[u]);                                                        \
+                a0 = OP(p4, a0, svld1_u32(p4, wu), x0);                                                    \
+                a1 = OP(p4, a1, svld1_u32(p4, wu + 4), x0);                                                \
+                a2 = OP(p4, a2, svld1_u32(p4, wu + 8), x0);                                                \
+                a3 = OP(p4, a3, svld1_u32(p4, wu + 12), x0);                                               \
+            }                                                                                              \
+            ST(p4, out, a0);                                                                               \
+            ST(p4, out + 4, a1);                                                                           \
+            ST(p4, out + 8, a2);                                                                           \
+            ST(p4, out + 12, a3);                                                                          \
+        }                                                                                                  \
+    }
+/* f32 units: acc += w * x (merging: a predicated-off lane keeps its sum) */
+#define IG_SVE_OP_F32(pg, a, w, x) svmla_f32_m(pg, a, svreinterpret_f32_u32(w), svreinterpret_f32_u32(x))
+#define IG_SVE_ADD_F32(pg, a, b) svadd_f32_x(pg, a, b)
+IG_SVE_STREAM(ig_sve_stream_f32, float, svfloat32_t, svdup_n_f32(0.0f), IG_SVE_OP_F32, IG_SVE_ADD_F32, svst1_f32)
+/* int8 quads: acc += sum of 4 products (predicated-off lanes load zeros: adding 0) */
+#define IG_SVE_OP_S8(pg, a, w, x) svdot_s32(a, svreinterpret_s8_u32(w), svreinterpret_s8_u32(x))
+#define IG_SVE_ADD_S32(pg, a, b) svadd_s32_x(pg, a, b)
+IG_SVE_STREAM(ig_sve_stream_s8, int32_t, svint32_t, svdup_n_s32(0), IG_SVE_OP_S8, IG_SVE_ADD_S32, svst1_s32)
+#ifdef IG_SVE_BF16
+/* bf16 pairs: acc += w0 x0 + w1 x1 (BFDOT) */
+#define IG_SVE_OP_BF16(pg, a, w, x) svbfdot_f32(a, svreinterpret_bf16_u32(w), svreinterpret_bf16_u32(x))
+IG_SVE_STREAM(ig_sve_stream_bf16, float, svfloat32_t, svdup_n_f32(0.0f), IG_SVE_OP_BF16, IG_SVE_ADD_F32, svst1_f32)
+#endif
+#endif /* IG_SVE */
 
 /* sum of a[i]*b[i] (b is f32 when bbf16 == 0, bf16 otherwise), f32 accumulation. */
 IG_INLINE float ig_dot(const float *IG_RESTRICT a, const void *IG_RESTRICT b, int bbf16, int n) {

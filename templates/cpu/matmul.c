@@ -327,6 +327,23 @@ IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const c
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
         for (int g = 0; g < 4; g++) acc[r][g] = init ? vdupq_n_f32(0.0f) : vld1q_f32(tile + r * 32 + 4 * g);
+#if defined(IG_NEON_BF16)
+    /* bf16 x bf16: BFDOT takes a k-pair per 32-bit lane as the panel stores it, the row's pair
+     * broadcast (ld1r): 4 BFDOT per row and k-pair, no unpacking */
+    if (wb && xb) {
+        for (int l = l0; l < l1; l++) {
+            const char *wl = w + (size_t)l * 64;
+            __builtin_prefetch(wl + IG_MM_PF);
+            bfloat16x8_t wv[4];
+            for (int g = 0; g < 4; g++) wv[g] = vreinterpretq_bf16_u32(vld1q_u32((const uint32_t *)(wl + 16 * g)));
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                bfloat16x8_t xv = vreinterpretq_bf16_u32(vld1q_dup_u32((const uint32_t *)((const uint16_t *)x + (size_t)r * ldx + 2 * l)));
+                for (int g = 0; g < 4; g++) acc[r][g] = vbfdotq_f32(acc[r][g], wv[g], xv);
+            }
+        }
+    } else
+#endif
     for (int l = l0; l < l1; l++) {
         const char *wl = w + (size_t)l * lb;
         float32x4_t we[4], wo[4];
@@ -371,6 +388,51 @@ IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const c
 /* Decode: even and odd k in separate accumulators, 8 independent FMA chains, so the loop is bound
  * by loads and FMA throughput rather than by the FMA latency of 4 chains of 2. */
 IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
+#if defined(IG_SVE)
+    /* SVE, any vector length: f32 x f32 (units: the 2 nl floats of x), bf16 x bf16 (units: the nl
+     * pairs of x, BFDOT) */
+    if (!wb && !xb) {
+        ig_sve_stream_f32((const uint32_t *)w, (const uint32_t *)x, 2 * nl, out);
+        return;
+    }
+#if defined(IG_SVE_BF16)
+    if (wb && xb) {
+        ig_sve_stream_bf16((const uint32_t *)w, (const uint32_t *)x, nl, out);
+        return;
+    }
+#endif
+#endif
+#if defined(IG_NEON_BF16)
+    /* BFDOT: 8 chains over two k-pairs per step; the x pairs come four at a time (laneq) */
+    if (wb && xb) {
+        float32x4_t a[8];
+        for (int g = 0; g < 8; g++) a[g] = vdupq_n_f32(0.0f);
+        int l = 0;
+        for (; l + 4 <= nl; l += 4) {
+            const char *wl = w + (size_t)l * 64;
+            __builtin_prefetch(wl + IG_MM_PF);
+            __builtin_prefetch(wl + IG_MM_PF + 64);
+            __builtin_prefetch(wl + IG_MM_PF + 128);
+            __builtin_prefetch(wl + IG_MM_PF + 192);
+            bfloat16x8_t xv = vreinterpretq_bf16_u16(vld1q_u16((const uint16_t *)x + 2 * l));
+#define IG_MM_BFD(L, A)                                                                                  \
+    for (int g = 0; g < 4; g++)                                                                      \
+        a[A + g] = vbfdotq_laneq_f32(a[A + g], vreinterpretq_bf16_u8(vld1q_u8((const uint8_t *)wl + 64 * L + 16 * g)), xv, L);
+            IG_MM_BFD(0, 0)
+            IG_MM_BFD(1, 4)
+            IG_MM_BFD(2, 0)
+            IG_MM_BFD(3, 4)
+#undef IG_MM_BFD
+        }
+        for (; l < nl; l++) {
+            const char *wl = w + (size_t)l * 64;
+            bfloat16x8_t xv = vreinterpretq_bf16_u32(vld1q_dup_u32((const uint32_t *)((const uint16_t *)x + 2 * l)));
+            for (int g = 0; g < 4; g++) a[g] = vbfdotq_f32(a[g], vreinterpretq_bf16_u8(vld1q_u8((const uint8_t *)wl + 16 * g)), xv);
+        }
+        for (int g = 0; g < 4; g++) vst1q_f32(out + 4 * g, vaddq_f32(a[g], a[4 + g]));
+        return;
+    }
+#endif
     float32x4_t ae[4], ao[4];
     const int lb = IG_MM_LB(wb);
     const uint32x4_t hi = vdupq_n_u32(0xffff0000u);

@@ -113,6 +113,8 @@ IG_INLINE void ig_wq_f16x16(const void *p, float *out) {
 #elif defined(IG_AVX2)
     _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
     _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p + 1)));
+#elif defined(IG_NEON)
+    for (int g = 0; g < 4; g++) vst1q_f32(out + 4 * g, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p + 4 * g))));
 #else
     for (int j = 0; j < 16; j++) out[j] = ig_wq_f16((const char *)p + 2 * j);
 #endif
@@ -308,6 +310,39 @@ IG_INLINE void ig_wq_idot(const int8_t *xq, const int8_t *q, int l0, int l1, int
     }
     _mm256_storeu_si256((__m256i *)acc, a0);
     _mm256_storeu_si256((__m256i *)(acc + 8), a1);
+#elif defined(IG_SVE)
+    /* SVE SDOT at any vector length: a quad of 16 lanes is one stream unit (common.h) */
+    ig_sve_stream_s8((const uint32_t *)(q + (size_t)l0 * 64), (const uint32_t *)(xq + 4 * l0), l1 - l0, acc);
+#elif defined(IG_NEON_DOT)
+    /* SDOT: lane j's quad of codes times the row's quad, 4 products summed into int32; the row's
+     * quads come four at a time (laneq) */
+    int32x4_t a[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    int l = l0;
+    for (; l + 4 <= l1; l += 4) {
+        const int8x16_t xv = vld1q_s8(xq + 4 * l);
+        const int8_t *p = q + (size_t)l * 64;
+        __builtin_prefetch(p + 1024);
+#define IG_WQ_SDOT(L) \
+        for (int g = 0; g < 4; g++) a[g] = vdotq_laneq_s32(a[g], vld1q_s8(p + 64 * L + 16 * g), xv, L);
+        IG_WQ_SDOT(0) IG_WQ_SDOT(1) IG_WQ_SDOT(2) IG_WQ_SDOT(3)
+#undef IG_WQ_SDOT
+    }
+    for (; l < l1; l++) {
+        const int8x16_t xv = vreinterpretq_s8_u32(vld1q_dup_u32((const uint32_t *)(xq + 4 * l)));
+        for (int g = 0; g < 4; g++) a[g] = vdotq_s32(a[g], vld1q_s8(q + (size_t)l * 64 + 16 * g), xv);
+    }
+    for (int g = 0; g < 4; g++) vst1q_s32(acc + 4 * g, a[g]);
+#elif defined(IG_NEON)
+    /* ARMv8.0: SMULL of 8 codes (2 lanes x 4 k) by the broadcast quad, pairwise-accumulated into
+     * int32 (|products| <= 127 127 fit int16); a last pairwise add folds each lane's two halves */
+    int32x4_t a[8];
+    for (int g = 0; g < 8; g++) a[g] = vdupq_n_s32(0);
+    for (int l = l0; l < l1; l++) {
+        const int8x8_t xv = vreinterpret_s8_u32(vld1_dup_u32((const uint32_t *)(xq + 4 * l)));
+        const int8_t *p = q + (size_t)l * 64;
+        for (int g = 0; g < 8; g++) a[g] = vpadalq_s16(a[g], vmull_s8(vld1_s8(p + 8 * g), xv));
+    }
+    for (int g = 0; g < 4; g++) vst1q_s32(acc + 4 * g, vpaddq_s32(a[2 * g], a[2 * g + 1]));
 #else
     for (int j = 0; j < 16; j++) acc[j] = 0;
     for (int l = l0; l < l1; l++)
@@ -321,6 +356,37 @@ IG_INLINE void ig_wq_igemv(int K, const int8_t *xq, const float *xs, const char 
     IG_ALIGN64 int32_t acc[16];
     IG_ALIGN64 float f[16] = {0};
     const int KQ = (K + 3) / 4, QG = IG_WQ_AG / 4;
+#if defined(IG_SVE)
+    /* 512-bit SVE and up: a group's 16 QG lanes are whole vectors; its int32 sums are scaled in
+     * the vector and the NL / 16 partial sums of each output folded once per panel */
+    const int NL = (int)svcntw();
+    if (NL % 16 == 0) {
+        const svbool_t pt = svptrue_b32(), pu = svwhilelt_b32_s32(0, NL / 16);
+        const svuint32_t idx = svlsr_n_u32_x(pt, svindex_u32(0, 1), 4);
+        const uint32_t *w = (const uint32_t *)(panel + 64), *xu = (const uint32_t *)xq;
+        svfloat32_t fa = svdup_n_f32(0.0f);
+        for (int g = 0; g * QG < KQ; g++) {
+            const int u0 = g * QG, u1 = IG_MIN(KQ, u0 + QG);
+            svint32_t ia = svdup_n_s32(0);
+            for (int u = u0; u < u1; u += NL / 16) {
+                svbool_t pg = svwhilelt_b32_s32(16 * u, 16 * u1);
+                svuint32_t xv = svtbl_u32(svld1_u32(svand_b_z(pt, pu, svwhilelt_b32_s32(u, u1)), xu + u), idx);
+                ia = svdot_s32(ia, svreinterpret_s8_u32(svld1_u32(pg, w + (size_t)16 * u)), svreinterpret_s8_u32(xv));
+            }
+            fa = svmla_n_f32_x(pt, fa, svcvt_f32_s32_x(pt, ia), xs[g]);
+        }
+        float buf[64];
+        svst1_f32(pt, buf, fa);
+        for (int j = 0; j < 16; j++) {
+            float t = buf[j];
+            for (int c = 1; c < NL / 16; c++) t += buf[16 * c + j];
+            float sc;
+            memcpy(&sc, panel + 4 * j, 4);
+            out[j] = t * sc;
+        }
+        return;
+    }
+#endif
     for (int g = 0; g * QG < KQ; g++) {
         ig_wq_idot(xq, (const int8_t *)(panel + 64), g * QG, IG_MIN(KQ, g * QG + QG), acc);
         for (int j = 0; j < 16; j++) f[j] += (float)acc[j] * xs[g];
@@ -609,74 +675,225 @@ IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs
     _mm256_storeu_ps(out + 8, c1);
 }
 
+#else /* AArch64 NEON and portable scalar C: one GEMV over per-group column dots */
+
+#if defined(IG_NEON)
+/* d[0..16) = sum over k < n of xf[k] times lane j's code; the codes of a column widened to 4 x 4
+ * f32 and FMA'd by the broadcast x, two columns per step into 8 chains. COLF(k, f) widens
+ * column k into float32x4_t f[4]. */
+#define IG_WQ_NEON_GDOT(COLF)                                                                         \
+    float32x4_t a[8];                                                                              \
+    for (int g = 0; g < 8; g++) a[g] = vdupq_n_f32(0.0f);                                          \
+    int k = 0;                                                                                     \
+    for (; k + 2 <= n; k += 2) {                                                                   \
+        float32x4_t f0[4], f1[4];                                                                  \
+        COLF(k, f0);                                                                               \
+        COLF(k + 1, f1);                                                                           \
+        for (int g = 0; g < 4; g++) {                                                              \
+            a[g] = vfmaq_n_f32(a[g], f0[g], xf[k]);                                                \
+            a[4 + g] = vfmaq_n_f32(a[4 + g], f1[g], xf[k + 1]);                                    \
+        }                                                                                          \
+    }                                                                                              \
+    if (k < n) {                                                                                   \
+        float32x4_t f0[4];                                                                         \
+        COLF(k, f0);                                                                               \
+        for (int g = 0; g < 4; g++) a[g] = vfmaq_n_f32(a[g], f0[g], xf[k]);                        \
+    }                                                                                              \
+    for (int g = 0; g < 4; g++) vst1q_f32(d + 4 * g, vaddq_f32(a[g], a[4 + g]));
+
+/* u8 x 8 (lanes 0..7) and u8 x 8 (lanes 8..15) as 16 f32 */
+IG_INLINE void ig_wq_neon_u8f(uint8x8_t lo, uint8x8_t hi, float32x4_t *f) {
+    uint16x8_t l = vmovl_u8(lo), h = vmovl_u8(hi);
+    f[0] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(l)));
+    f[1] = vcvtq_f32_u32(vmovl_high_u16(l));
+    f[2] = vcvtq_f32_u32(vmovl_u16(vget_low_u16(h)));
+    f[3] = vcvtq_f32_u32(vmovl_high_u16(h));
+}
+IG_INLINE void ig_wq_neon_gdot8(const float *xf, const int8_t *q, int n, float *d) {
+#define IG_WQ_COL8(kk, f)                                                                               \
+    do {                                                                                           \
+        int8x16_t v = vld1q_s8(q + (size_t)(kk) * 16);                                             \
+        int16x8_t l = vmovl_s8(vget_low_s8(v)), h = vmovl_high_s8(v);                              \
+        f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(l)));                                          \
+        f[1] = vcvtq_f32_s32(vmovl_high_s16(l));                                                   \
+        f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(h)));                                          \
+        f[3] = vcvtq_f32_s32(vmovl_high_s16(h));                                                   \
+    } while (0)
+    IG_WQ_NEON_GDOT(IG_WQ_COL8)
+#undef IG_WQ_COL8
+}
+/* nibbles: column k is 8 bytes, lane j < 8 the low nibble of byte j, lane j >= 8 the high one of j - 8 */
+IG_INLINE void ig_wq_neon_gdot4(const float *xf, const uint8_t *b, int n, float *d) {
+#define IG_WQ_COL4(kk, f)                                                                               \
+    do {                                                                                           \
+        uint8x8_t v = vld1_u8(b + (size_t)(kk) * 8);                                               \
+        ig_wq_neon_u8f(vand_u8(v, vdup_n_u8(15)), vshr_n_u8(v, 4), f);                             \
+    } while (0)
+    IG_WQ_NEON_GDOT(IG_WQ_COL4)
+#undef IG_WQ_COL4
+}
+/* 6-bit levels: column k is 12 bytes, nibbles as above then a word whose bits 2j, 2j + 1 are
+ * lane j's high pair */
+IG_INLINE void ig_wq_gdot6(const float *xf, const uint8_t *c, int n, float *d) {
+    const int32x4_t sh[4] = {{0, -2, -4, -6}, {-8, -10, -12, -14}, {-16, -18, -20, -22}, {-24, -26, -28, -30}};
+#define IG_WQ_COL6(kk, f)                                                                               \
+    do {                                                                                           \
+        const uint8_t *p = c + (size_t)(kk) * 12;                                                  \
+        uint8x8_t v = vld1_u8(p);                                                                  \
+        uint16x8_t l = vmovl_u8(vand_u8(v, vdup_n_u8(15))), h = vmovl_u8(vshr_n_u8(v, 4));         \
+        uint32x4_t hw = vld1q_dup_u32((const uint32_t *)(p + 8)), n4[4];                           \
+        n4[0] = vmovl_u16(vget_low_u16(l)), n4[1] = vmovl_high_u16(l);                             \
+        n4[2] = vmovl_u16(vget_low_u16(h)), n4[3] = vmovl_high_u16(h);                             \
+        for (int g = 0; g < 4; g++)                                                                \
+            f[g] = vcvtq_f32_u32(vorrq_u32(n4[g], vshlq_n_u32(vandq_u32(vshlq_u32(hw, sh[g]), vdupq_n_u32(3)), 4))); \
+    } while (0)
+    IG_WQ_NEON_GDOT(IG_WQ_COL6)
+#undef IG_WQ_COL6
+}
+#undef IG_WQ_NEON_GDOT
+
+#if defined(IG_SVE)
+/* SVE: LD1SB / LD1B widen the codes straight into 32-bit lanes, so a column costs a load, an
+ * add, a subtract and an FMA per vector (NEON: 15 instructions per 16 lanes). 256 bits: a column is two
+ * vectors; 512 bits and up: one (predicated to 16 lanes; q4's nibble halves take 8 each); at 128
+ * bits (NEON's width) and other lengths the NEON code runs. */
+/* integer codes (|v| < 2^22) to f32 without SCVTF (2 cycles per vector on Neoverse V1): v added
+ * to the bits of 1.5 * 2^23 is the float 1.5 * 2^23 + v, exactly; subtracting 1.5 * 2^23 leaves v */
+#define IG_WQ_SVE_CVT(pg, v) \
+    svsub_n_f32_x(pg, svreinterpret_f32_s32(svadd_n_s32_x(pg, svreinterpret_s32_u32(svreinterpret_u32_s32(v)), 0x4B400000)), 12582912.0f)
+#define IG_WQ_SVE_CVTU(pg, v) IG_WQ_SVE_CVT(pg, svreinterpret_s32_u32(v))
+IG_INLINE void ig_wq_gdot8(const float *xf, const int8_t *q, int n, float *d) {
+    const int NL = (int)svcntw();
+    if (NL != 8 && NL < 16) {
+        ig_wq_neon_gdot8(xf, q, n, d);
+        return;
+    }
+    const svbool_t pg = svwhilelt_b32_s32(0, IG_MIN(NL, 8)), p16 = svwhilelt_b32_s32(0, 16);
+    svfloat32_t a0 = svdup_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int k = 0;
+    if (NL == 8) {
+        for (; k + 2 <= n; k += 2) {
+            const int8_t *c = q + (size_t)k * 16;
+            a0 = svmla_n_f32_x(pg, a0, IG_WQ_SVE_CVT(pg, svld1sb_s32(pg, c)), xf[k]);
+            a1 = svmla_n_f32_x(pg, a1, IG_WQ_SVE_CVT(pg, svld1sb_s32(pg, c + 8)), xf[k]);
+            a2 = svmla_n_f32_x(pg, a2, IG_WQ_SVE_CVT(pg, svld1sb_s32(pg, c + 16)), xf[k + 1]);
+            a3 = svmla_n_f32_x(pg, a3, IG_WQ_SVE_CVT(pg, svld1sb_s32(pg, c + 24)), xf[k + 1]);
+        }
+        for (; k < n; k++) {
+            const int8_t *c = q + (size_t)k * 16;
+            a0 = svmla_n_f32_x(pg, a0, IG_WQ_SVE_CVT(pg, svld1sb_s32(pg, c)), xf[k]);
+            a1 = svmla_n_f32_x(pg, a1, IG_WQ_SVE_CVT(pg, svld1sb_s32(pg, c + 8)), xf[k]);
+        }
+        svst1_f32(pg, d, svadd_f32_x(pg, a0, a2));
+        svst1_f32(pg, d + 8, svadd_f32_x(pg, a1, a3));
+        return;
+    }
+    for (; k + 2 <= n; k += 2) {
+        a0 = svmla_n_f32_m(p16, a0, IG_WQ_SVE_CVT(p16, svld1sb_s32(p16, q + (size_t)k * 16)), xf[k]);
+        a1 = svmla_n_f32_m(p16, a1, IG_WQ_SVE_CVT(p16, svld1sb_s32(p16, q + (size_t)k * 16 + 16)), xf[k + 1]);
+    }
+    if (k < n) a0 = svmla_n_f32_m(p16, a0, IG_WQ_SVE_CVT(p16, svld1sb_s32(p16, q + (size_t)k * 16)), xf[k]);
+    svst1_f32(p16, d, svadd_f32_m(p16, a0, a1));
+}
+IG_INLINE void ig_wq_gdot4(const float *xf, const uint8_t *b, int n, float *d) {
+    const int NL = (int)svcntw();
+    if (NL != 8 && NL < 16) {
+        ig_wq_neon_gdot4(xf, b, n, d);
+        return;
+    }
+    const svbool_t pg = svwhilelt_b32_s32(0, 8); /* lanes 0..7: bytes 0..7 of a column */
+    svfloat32_t a0 = svdup_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int k = 0;
+    for (; k + 2 <= n; k += 2) {
+        svuint32_t v0 = svld1ub_u32(pg, b + (size_t)k * 8), v1 = svld1ub_u32(pg, b + (size_t)k * 8 + 8);
+        a0 = svmla_n_f32_m(pg, a0, IG_WQ_SVE_CVTU(pg, svand_n_u32_x(pg, v0, 15)), xf[k]);
+        a1 = svmla_n_f32_m(pg, a1, IG_WQ_SVE_CVTU(pg, svlsr_n_u32_x(pg, v0, 4)), xf[k]);
+        a2 = svmla_n_f32_m(pg, a2, IG_WQ_SVE_CVTU(pg, svand_n_u32_x(pg, v1, 15)), xf[k + 1]);
+        a3 = svmla_n_f32_m(pg, a3, IG_WQ_SVE_CVTU(pg, svlsr_n_u32_x(pg, v1, 4)), xf[k + 1]);
+    }
+    if (k < n) {
+        svuint32_t v0 = svld1ub_u32(pg, b + (size_t)k * 8);
+        a0 = svmla_n_f32_m(pg, a0, IG_WQ_SVE_CVTU(pg, svand_n_u32_x(pg, v0, 15)), xf[k]);
+        a1 = svmla_n_f32_m(pg, a1, IG_WQ_SVE_CVTU(pg, svlsr_n_u32_x(pg, v0, 4)), xf[k]);
+    }
+    svst1_f32(pg, d, svadd_f32_m(pg, a0, a2));
+    svst1_f32(pg, d + 8, svadd_f32_m(pg, a1, a3));
+}
+#else
+IG_INLINE void ig_wq_gdot8(const float *xf, const int8_t *q, int n, float *d) { ig_wq_neon_gdot8(xf, q, n, d); }
+IG_INLINE void ig_wq_gdot4(const float *xf, const uint8_t *b, int n, float *d) { ig_wq_neon_gdot4(xf, b, n, d); }
+#endif
+
 #else /* portable scalar C */
 
+IG_INLINE void ig_wq_gdot8(const float *xf, const int8_t *q, int n, float *d) {
+    for (int j = 0; j < 16; j++) d[j] = 0.0f;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < 16; j++) d[j] += xf[k] * (float)q[(size_t)k * 16 + j];
+}
+IG_INLINE void ig_wq_gdot4(const float *xf, const uint8_t *b, int n, float *d) {
+    for (int j = 0; j < 16; j++) d[j] = 0.0f;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < 8; j++) {
+            d[j] += xf[k] * (float)(b[k * 8 + j] & 15);
+            d[j + 8] += xf[k] * (float)(b[k * 8 + j] >> 4);
+        }
+}
+IG_INLINE void ig_wq_gdot6(const float *xf, const uint8_t *c, int n, float *d) {
+    for (int j = 0; j < 16; j++) d[j] = 0.0f;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < 16; j++) d[j] += xf[k] * (float)ig_wq_klevel(IG_WQ_Q6K, (const char *)c - 32, k, j);
+}
+
+#endif
+
 IG_INLINE void ig_wq_gemv(int wq, int K, int G, const float *xf, const float *gs, const char *panel, float *out) {
-    float a[16] = {0};
+    IG_ALIGN64 float a[16] = {0}, d[16], s[16], m[16];
     if (wq == IG_WQ_Q8C) {
-        const int8_t *q = (const int8_t *)(panel + 64);
-        for (int k = 0; k < K; k++)
-            for (int j = 0; j < 16; j++) a[j] += xf[k] * (float)q[(size_t)k * 16 + j];
-        for (int j = 0; j < 16; j++) {
-            float s;
-            memcpy(&s, panel + 4 * j, 4);
-            out[j] = a[j] * s;
-        }
+        ig_wq_gdot8(xf, (const int8_t *)(panel + 64), K, d);
+        memcpy(s, panel, 64);
+        for (int j = 0; j < 16; j++) out[j] = d[j] * s[j];
         return;
     }
-    if (wq == IG_WQ_Q8G) {
-        for (int g = 0; g * G < K; g++) {
-            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
-            const int8_t *q = (const int8_t *)gb + 32;
-            float d[16] = {0};
-            for (int k = 0; k < IG_MIN(G, K - g * G); k++)
-                for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)q[k * 16 + j];
-            for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j];
-        }
-        memcpy(out, a, sizeof a);
-        return;
-    }
-    if (IG_WQ_ISZ(wq)) { /* per group: scale (dot - gs z) */
-        for (int g = 0; g * G < K; g++) {
-            const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
-            float d[16] = {0};
-            for (int k = 0; k < IG_MIN(G, K - g * G); k++) {
-                const float x = xf[g * G + k];
-                if (wq == IG_WQ_Q8Z) {
-                    const int8_t *q = (const int8_t *)gb + 64 + k * 16;
-                    for (int j = 0; j < 16; j++) d[j] += x * (float)q[j];
-                    continue;
+    if (IG_WQ_ISK(wq)) {
+        /* per superblock: sum_g dot_g sc_g times d, minus sum_g gs_g mn_g times dmin */
+        for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
+            const char *hb = panel + IG_WQ_KHDR(wq, G, g0);
+            float sd[16] = {0}, sm[16] = {0};
+            for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
+                const char *gb = panel + IG_WQ_KGRP(wq, G, g);
+                __builtin_prefetch(gb + 2048);
+                if (IG_WQ_K6(wq)) ig_wq_gdot6(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G), d);
+                else ig_wq_gdot4(xf + g * G, (const uint8_t *)gb + 32, IG_MIN(G, K - g * G), d);
+                for (int j = 0; j < 16; j++) {
+                    sd[j] += d[j] * IG_WQ_KSC(wq, gb, j);
+                    sm[j] += gs[g] * IG_WQ_KSC(wq, gb, 16 + j);
                 }
-                const uint8_t *b = (const uint8_t *)gb + 64 + k * 8;
-                for (int j = 0; j < 8; j++) d[j] += x * (float)(b[j] & 15), d[j + 8] += x * (float)(b[j] >> 4);
             }
-            for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * (d[j] - gs[g] * ig_wq_f16(gb + 32 + 2 * j));
+            ig_wq_f16x16(hb, s);
+            ig_wq_f16x16(hb + 32, m);
+            for (int j = 0; j < 16; j++) a[j] += sd[j] * s[j] - sm[j] * m[j];
         }
         memcpy(out, a, sizeof a);
         return;
     }
-    for (int g = 0; g * G < K; g++) {
-        const int k4 = IG_WQ_ISK(wq);
-        const char *gb = panel + (k4 ? IG_WQ_KGRP(wq, G, g) : (size_t)g * IG_WQ_GBYTES(wq, G));
-        float d[16] = {0};
-        const uint8_t *b = (const uint8_t *)gb + (k4 ? 32 : 64);
-        for (int k = 0; k < IG_MIN(G, K - g * G); k++) {
-            if (IG_WQ_K6(wq)) {
-                for (int j = 0; j < 16; j++) d[j] += xf[g * G + k] * (float)ig_wq_klevel(wq, gb, k, j);
-                continue;
-            }
-            for (int j = 0; j < 8; j++) {
-                d[j] += xf[g * G + k] * (float)(b[k * 8 + j] & 15);
-                d[j + 8] += xf[g * G + k] * (float)(b[k * 8 + j] >> 4);
-            }
-        }
-        if (k4) {
-            const char *hb = panel + IG_WQ_KHDR(wq, G, g);
-            for (int j = 0; j < 16; j++)
-                a[j] += ig_wq_f16(hb + 2 * j) * IG_WQ_KSC(wq, gb, j) * d[j] - ig_wq_f16(hb + 32 + 2 * j) * IG_WQ_KSC(wq, gb, 16 + j) * gs[g];
+    for (int g = 0; g * G < K; g++) { /* Q8G, Q4G, Q4Z, Q8Z: one scale (and min or zero) per group */
+        const char *gb = panel + (size_t)g * IG_WQ_GBYTES(wq, G);
+        const int n = IG_MIN(G, K - g * G);
+        __builtin_prefetch(gb + 2048);
+        if (wq == IG_WQ_Q8G) ig_wq_gdot8(xf + g * G, (const int8_t *)gb + 32, n, d);
+        else if (wq == IG_WQ_Q8Z) ig_wq_gdot8(xf + g * G, (const int8_t *)gb + 64, n, d);
+        else ig_wq_gdot4(xf + g * G, (const uint8_t *)gb + 64, n, d);
+        ig_wq_f16x16(gb, s);
+        if (wq == IG_WQ_Q8G) {
+            for (int j = 0; j < 16; j++) a[j] += s[j] * d[j];
             continue;
         }
-        for (int j = 0; j < 16; j++) a[j] += ig_wq_f16(gb + 2 * j) * d[j] + ig_wq_f16(gb + 32 + 2 * j) * gs[g];
+        ig_wq_f16x16(gb + 32, m);
+        if (IG_WQ_ISZ(wq)) /* scale (dot - gs z) */
+            for (int j = 0; j < 16; j++) a[j] += s[j] * (d[j] - gs[g] * m[j]);
+        else /* Q4G: scale dot + min gs */
+            for (int j = 0; j < 16; j++) a[j] += s[j] * d[j] + m[j] * gs[g];
     }
     memcpy(out, a, sizeof a);
 }
