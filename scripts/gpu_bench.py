@@ -14,17 +14,12 @@ work = "/tmp/ignis-bench"
 os.makedirs(work, exist_ok=True)
 ckpt, pkg = os.path.join(work, "llama1b"), os.path.join(work, "pkg1b")
 
-from gpu_bench_common import sh, copy_bandwidth
+from gpu_bench_common import sh, copy_bandwidth, matmul_rate
 
 # ceilings, measured here
 dev = torch.device("cuda")
 bw = copy_bandwidth(torch, dev)
-a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=dev); b = torch.randn_like(a)
-for _ in range(3): a @ b
-torch.cuda.synchronize(); t = time.perf_counter()
-for _ in range(10): a @ b
-torch.cuda.synchronize(); peak = 2 * 8192**3 / ((time.perf_counter() - t) / 10)
-del a, b
+peak = matmul_rate(torch, dev)
 print(f"device: {torch.cuda.get_device_name()}; copy bandwidth {bw/1e12:.2f} TB/s (read+write); bf16 matmul {peak/1e12:.0f} TFLOP/s")
 
 if not os.path.exists(os.path.join(ckpt, "model.safetensors")):

@@ -1,5 +1,5 @@
-"""Helpers shared by the GPU benchmarks (scripts/gpu_bench.py, scripts/gpu_bench_quant.py): running a
-command, and the device-to-device copy bandwidth that the rooflines divide by."""
+"""Helpers shared by the GPU benchmarks (scripts/gpu_bench*.py): running a command, the
+device-to-device copy bandwidth that the rooflines divide by, and torch's bf16 matmul rate."""
 import subprocess, time
 
 
@@ -22,3 +22,15 @@ def copy_bandwidth(torch, dev):
     torch.cuda.synchronize(); dt = (time.perf_counter() - t) / 10
     del x, y
     return 2 * (2 << 30) / dt
+
+
+def matmul_rate(torch, dev):
+    """FLOP/s of torch's bf16 8192^3 matmul on dev (the mean of 10 after 3 warm-ups)."""
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=dev); b = torch.randn_like(a)
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(10): a @ b
+    torch.cuda.synchronize(); rate = 2 * 8192**3 / ((time.perf_counter() - t) / 10)
+    del a, b
+    torch.cuda.empty_cache()
+    return rate

@@ -61,17 +61,11 @@ print(f"package {pkg}: weights {total / 1e9:.2f} GB; a decoded token reads {act 
 if dry:
     sys.exit(0)
 
-from gpu_bench_common import copy_bandwidth  # noqa: E402
+from gpu_bench_common import copy_bandwidth, matmul_rate  # noqa: E402
 
 dev = torch.device("cuda")
 bw = copy_bandwidth(torch, dev)
-a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=dev); b = torch.randn_like(a)
-for _ in range(3): a @ b
-torch.cuda.synchronize(); t = time.perf_counter()
-for _ in range(10): a @ b
-torch.cuda.synchronize(); mm = 2 * 8192**3 / ((time.perf_counter() - t) / 10)
-del a, b
-torch.cuda.empty_cache()
+mm = matmul_rate(torch, dev)
 print(f"device: {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} TB/s (read+write); "
       f"bf16 matmul (torch) {mm / 1e12:.0f} TFLOP/s")
 

@@ -39,6 +39,7 @@
  */
 #include "common.cuh"
 #include "kv_quant.cuh"
+#include "mma.cuh"
 
 #ifndef AP_NAME
 #define AP_NAME ig_attention_prefill
@@ -99,38 +100,6 @@ IG_DEV void ig_ap_store(void *out, size_t i, float v, bool bf) {
 IG_DEV void ig_ap_store2(void *out, size_t i, float a, float b, bool bf) {
     if (bf) *(unsigned *)((unsigned short *)out + i) = ig_pack2_h(a, b);
     else *(float2 *)((float *)out + i) = make_float2(a, b);
-}
-IG_DEV unsigned ig_ap_smem_addr(const void *p) {
-    unsigned a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-/* 16 bytes global -> shared, bypassing L1; src_bytes 0 writes zeros and reads nothing. */
-IG_DEV void ig_ap_cp16(unsigned dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-IG_DEV void ig_ap_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-IG_DEV void ig_ap_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-IG_DEV void ig_ap_ldsm4(unsigned a, unsigned *r) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-IG_DEV void ig_ap_ldsm4t(unsigned a, unsigned *r) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-/* c += a (16x16, row) · b (16x8, col) of the package's 16-bit type (bf16, or half when IG_F16), f32
- * accumulate */
-IG_DEV void ig_ap_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-#if IG_F16
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-#else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-#endif
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 /* (lo, hi) -> a 16-bit pair with lo in the low half, round to nearest even */
 IG_DEV unsigned ig_ap_pack_h(float lo, float hi) {
@@ -330,7 +299,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     float ma = IG_NEG_INF, mb = IG_NEG_INF, la = 0.0f, lb = 0.0f;
 
     unsigned short *sk = sm, *sv = sm + BN * LD;
-    const unsigned sk_a = ig_ap_smem_addr(sk), sv_a = ig_ap_smem_addr(sv);
+    const unsigned sk_a = ig_smem_addr(sk), sv_a = ig_smem_addr(sv);
 #if AP_KVQ
     /* quantized KV: tiles dequantized into shared memory by plain loads (the cp.async groups
      * below are then empty); rows past plast zero. V and 8-bit K: a thread per CB-byte chunk;
@@ -394,7 +363,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
                 ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
                          (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
                    : kv_pool;
-            ig_ap_cp16(dst + (unsigned)(r * LD + c * 8) * 2, src, ok ? 16 : 0);
+            ig_cp16(dst + (unsigned)(r * LD + c * 8) * 2, src, ok ? 16 : 0);
         }
     };
 #define AP_LOAD_K_(kt) load_tile((kt), koff, sk_a)
@@ -407,12 +376,12 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     const unsigned v_lane = (unsigned)(((lane & 7) + (((lane >> 3) & 1) << 3)) * LD + (lane >> 4) * 8) * 2;
 
     AP_LOAD_K_(kt0);
-    ig_ap_cp_commit();
+    ig_cp_commit();
     for (int kt = kt0; kt < nt; kt++) {
-        ig_ap_cp_wait<0>();
+        ig_cp_wait<0>();
         __syncthreads(); /* K[kt] visible; every warp done with V[kt-1] */
         AP_LOAD_V_(kt);
-        ig_ap_cp_commit();
+        ig_cp_commit();
         const int kbase = kt * BN;
         /* some row of this warp sees a key of the tile */
         const bool active = kbase <= wmax && kbase + BN - 1 >= wmin;
@@ -425,9 +394,9 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #pragma unroll
                 for (int nb = 0; nb < NB; nb += 2) {
                     unsigned b[4];
-                    ig_ap_ldsm4(sk_a + k_lane + (unsigned)(nb * 8 * LD + k * 16) * 2, b);
-                    ig_ap_mma(s[nb], qa[k], b[0], b[1]);
-                    ig_ap_mma(s[nb + 1], qa[k], b[2], b[3]);
+                    ig_ldsm4(sk_a + k_lane + (unsigned)(nb * 8 * LD + k * 16) * 2, b);
+                    ig_mma16(s[nb], qa[k], b[0], b[1]);
+                    ig_mma16(s[nb + 1], qa[k], b[2], b[3]);
                 }
             if (kbase + BN - 1 > p0) { /* diagonal (or beyond-the-end) tile: causal mask */
 #pragma unroll
@@ -475,8 +444,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
         }
         __syncthreads(); /* every warp done with K[kt] */
         if (kt + 1 < nt) AP_LOAD_K_(kt + 1);
-        ig_ap_cp_commit();
-        ig_ap_cp_wait<1>(); /* V[kt] landed (K[kt+1] may still fly) */
+        ig_cp_commit();
+        ig_cp_wait<1>(); /* V[kt] landed (K[kt+1] may still fly) */
         __syncthreads();
         if (active) {
 #pragma unroll
@@ -489,14 +458,14 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #pragma unroll
                 for (int db = 0; db < D / 8; db += 2) {
                     unsigned b[4];
-                    ig_ap_ldsm4t(sv_a + v_lane + (unsigned)(j * 16 * LD + db * 8) * 2, b);
-                    ig_ap_mma(o[db], pfr, b[0], b[1]);
-                    ig_ap_mma(o[db + 1], pfr, b[2], b[3]);
+                    ig_ldsm4t(sv_a + v_lane + (unsigned)(j * 16 * LD + db * 8) * 2, b);
+                    ig_mma16(o[db], pfr, b[0], b[1]);
+                    ig_mma16(o[db + 1], pfr, b[2], b[3]);
                 }
             }
         }
     }
-    ig_ap_cp_wait<0>();
+    ig_cp_wait<0>();
     __syncthreads(); /* the caller may run another run through sm */
     la += __shfl_xor_sync(IG_FULL_MASK, la, 1), la += __shfl_xor_sync(IG_FULL_MASK, la, 2);
     lb += __shfl_xor_sync(IG_FULL_MASK, lb, 1), lb += __shfl_xor_sync(IG_FULL_MASK, lb, 2);

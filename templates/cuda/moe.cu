@@ -67,6 +67,7 @@
  * Not yet: the persistent decode kernel for MoE.
  */
 #include "common.cuh"
+#include "mma.cuh"
 
 #ifndef MO_NAME
 #define MO_NAME ig_moe
@@ -372,33 +373,6 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _sum)(
  * Tiles of the routed form are numbered across experts (off[MO_E + 1 + e]: expert e's first tile,
  * written by _group); a CTA finds its expert by binary search. */
 #if MO_WBF16 && MO_XBF16 && MO_D % IG_MO_TC_BK == 0 && MO_I % IG_MO_TC_BK == 0
-#ifndef IG_MO_TC_HELPERS
-#define IG_MO_TC_HELPERS
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-IG_DEV unsigned ig_mo_smem(const void *p) {
-    unsigned a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-IG_DEV void ig_mo_cp16(unsigned dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-IG_DEV void ig_mo_ldsm4(unsigned a, unsigned *r) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-IG_DEV void ig_mo_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-#if IG_F16
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-#else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-#endif
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#endif
-#endif /* IG_MO_TC_HELPERS */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 /* This CTA's row tile: expert *e, its pairs [*p0, *p0 + *np); 0 when the tile is past the last. */
@@ -445,19 +419,19 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _tc_loop)(const unsigned 
             for (int j = 0; j < 4; j++) acc[mi][ni][j] = 0.0f;
     auto load = [&](int kt, int st) {
         const int k0 = kt * BK + lc;
-        ig_mo_cp16(ig_mo_smem(As + (st * BM + lr) * LD + lc), ar + k0, ab);
-        ig_mo_cp16(ig_mo_smem(Bs + (st * BN + lr) * LD + lc), br0 + k0, b0b);
-        ig_mo_cp16(ig_mo_smem(Bs + (st * BN + lr + 64) * LD + lc), br1 + k0, b1b);
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        ig_cp16(ig_smem_addr(As + (st * BM + lr) * LD + lc), ar + k0, ab);
+        ig_cp16(ig_smem_addr(Bs + (st * BN + lr) * LD + lc), br0 + k0, b0b);
+        ig_cp16(ig_smem_addr(Bs + (st * BN + lr + 64) * LD + lc), br1 + k0, b1b);
+        ig_cp_commit();
     };
     load(0, 0);
     for (int kt = 0; kt < KT; kt++) {
         const int st = kt & 1;
         if (kt + 1 < KT) {
             load(kt + 1, st ^ 1);
-            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+            ig_cp_wait<1>();
         } else {
-            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+            ig_cp_wait<0>();
         }
         __syncthreads();
 #pragma unroll
@@ -465,16 +439,16 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _tc_loop)(const unsigned 
             unsigned af[2][4], bf[2][4];
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
-                ig_mo_ldsm4(ig_mo_smem(As + (st * BM + wm * 32 + mi * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8), af[mi]);
+                ig_ldsm4(ig_smem_addr(As + (st * BM + wm * 32 + mi * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8), af[mi]);
 #pragma unroll
             for (int nj = 0; nj < 2; nj++)
-                ig_mo_ldsm4(ig_mo_smem(Bs + (st * BN + wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk +
+                ig_ldsm4(ig_smem_addr(Bs + (st * BN + wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk +
                                        ((lane >> 3) & 1) * 8),
                             bf[nj]);
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) ig_mo_mma(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
+                for (int ni = 0; ni < 4; ni++) ig_mma16(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
         }
         __syncthreads();
     }
