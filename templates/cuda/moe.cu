@@ -375,6 +375,17 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _sum)(
 #if MO_WBF16 && MO_XBF16 && MO_D % IG_MO_TC_BK == 0 && MO_I % IG_MO_TC_BK == 0
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* The row tile's pairs and the A rows they read: tks[r] the pair index (-1 past np), rows[r] row
+ * tk / DIV of src (rows of STRIDE elements: x for gate/up, one row per token; h for down, one per pair). */
+template <int DIV, int STRIDE>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _gather)(const int *list, int p0, int np, const unsigned short *src,
+                                                                int *tks, const unsigned short **rows) {
+    for (int r = threadIdx.x; r < IG_MO_TC_BM; r += IG_MO_BLOCK) {
+        const int tk = r < np ? (MO_SHARED ? p0 + r : list[p0 + r]) : -1;
+        tks[r] = tk, rows[r] = tk >= 0 ? src + (size_t)(tk / DIV) * STRIDE : nullptr;
+    }
+    __syncthreads();
+}
 /* This CTA's row tile: expert *e, its pairs [*p0, *p0 + *np); 0 when the tile is past the last. */
 static __device__ __forceinline__ int IG_CAT(MO_NAME, _tile)(int T, const int *off, int *e, int *p0, int *np) {
     const int tile = blockIdx.y;
@@ -467,11 +478,7 @@ IG_CAT(MO_NAME, _gu_tc)(int T, const unsigned short *xb, const int *off, const i
     __shared__ int tks[BM];
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    for (int r = threadIdx.x; r < BM; r += IG_MO_BLOCK) {
-        const int tk = r < np ? (MO_SHARED ? p0 + r : list[p0 + r]) : -1;
-        tks[r] = tk, rows[r] = tk >= 0 ? xb + (size_t)(tk / MO_TOPK) * MO_D : nullptr;
-    }
-    __syncthreads();
+    IG_CAT(MO_NAME, _gather)<MO_TOPK, MO_D>(list, p0, np, xb, tks, rows);
     const int n0 = blockIdx.x * IG_MO_TC_BN;
     float acc[2][4][4];
     IG_CAT(MO_NAME, _tc_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, acc, As, Bs);
@@ -507,11 +514,7 @@ IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const 
     __shared__ int tks[BM];
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    for (int r = threadIdx.x; r < BM; r += IG_MO_BLOCK) {
-        const int tk = r < np ? (MO_SHARED ? p0 + r : list[p0 + r]) : -1;
-        tks[r] = tk, rows[r] = tk >= 0 ? h + (size_t)tk * MO_I : nullptr;
-    }
-    __syncthreads();
+    IG_CAT(MO_NAME, _gather)<1, MO_I>(list, p0, np, h, tks, rows);
     const int n0 = blockIdx.x * IG_MO_TC_BN;
     float acc[2][4][4];
     IG_CAT(MO_NAME, _tc_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, acc, As, Bs);
