@@ -54,6 +54,9 @@
 #ifndef IG_ST_SRC
 #define IG_ST_SRC(w, r, K) ((w) + (size_t)(r) * (K)) /* where row r of a streamed matrix is read */
 #endif
+#ifndef IG_ST_SRCQ
+#define IG_ST_SRCQ(w, r, RB) ((w) + (size_t)(r) * (RB)) /* ... and row r of a matrix of quantized rows */
+#endif
 #ifndef IG_ST_FEED
 #define IG_ST_FEED(dst, src, bytes, bar) ig_st_bulk(dst, src, bytes, bar) /* how a slot is filled */
 #endif
@@ -227,7 +230,7 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
                 IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
             }
             if (WQ) /* whole quantized rows, contiguous */
-                IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, (const unsigned char *)w + (size_t)r * S::RB,
+                IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRCQ((const unsigned char *)w, r, S::RB),
                            (unsigned)(n * S::RB), &st->full[slot]);
             else
                 IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC((const ig_bf16 *)w, r, K) + h * S::KS,
@@ -287,8 +290,8 @@ IG_DEV void ig_st_xperm(unsigned *b) {
  * the pairs (0, 4), (1, 5) (one mma's two k pairs) and (2, 6), (3, 7) (the next mma's), so a
  * segment's dot is scale (D - 128 sum x) + min sum x = scale D + (min - 128 scale) sum x. */
 IG_DEV void ig_st_q4frag(unsigned x, unsigned *o) {
-    o[0] = (x & 0x000f000fu) | 0x43004300u, o[1] = ((x >> 4) & 0x000f000fu) | 0x43004300u;
-    o[2] = ((x >> 8) & 0x000f000fu) | 0x43004300u, o[3] = ((x >> 12) & 0x000f000fu) | 0x43004300u;
+    o[0] = ig_andor(x, 0x000f000fu, 0x43004300u), o[1] = ig_andor(x >> 4, 0x000f000fu, 0x43004300u);
+    o[2] = ig_andor(x >> 8, 0x000f000fu, 0x43004300u), o[3] = ig_andor(x >> 12, 0x000f000fu, 0x43004300u);
 }
 /* N (1, 2, 4) consecutive words of shared memory in one load */
 template <int N>
@@ -320,50 +323,57 @@ IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned 
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* The D fragment of rows ra, rb (pa, pb; row rb only when R >= 2) of a slot with n rows over this
- * warp's windows (column chunk i at ccol(i), its x pairs xr[i]; q4r: xsum per window). */
+/* The D fragment of rows ra, rb (pa, pb; row rb only when R >= 2) of a slot over this warp's
+ * windows (column chunk i at ccol(i), its x pairs xr[i]; q4r: xsum per window). The loads do not
+ * look at how many rows the slot holds: a row past them reads what the slot held before (or never
+ * written shared memory), whose sums land in its own D rows and are never stored, and branches
+ * around each load would keep the loads from running ahead of the mma chain (the consumers of
+ * quantized rows, whose fragments take several operations per word, ran 1.5-2x slower so). */
 template <int K, int WQ, int QG, class CCOL>
-IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsigned char *pb, bool has_a, bool has_b,
-                            int h, CCOL ccol, const unsigned (*xr)[4], const float *xsum) {
+IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsigned char *pb, int h, CCOL ccol,
+                            const unsigned (*xr)[4], const float *xsum) {
     typedef ig_st_tshape<K, WQ, QG> TS;
     constexpr int MW = TS::MW, NWD = TS::NWD;
 #pragma unroll
     for (int m = 0; m < MW; m++) {
         if (WQ == 4) {
-            float e[4] = {};
+            float e[2][4] = {}; /* two mma chains over the segment's words (one scale) */
             const int c0 = ccol(m * NWD);
             if (c0 == -2) continue; /* warp-uniform: the window lies past the row */
+            /* -1: this lane's segment is past the row; its x is zero, so it reads column 0 */
+            const int cl = c0 < 0 ? 0 : c0;
             unsigned ua[NWD], ub[NWD];
 #pragma unroll
-            for (int w = 0; w < NWD; w++) ua[w] = ub[w] = 0u;
-            if (c0 >= 0 && has_a) ig_st_ldw<NWD>(pa + c0 / 2, ua); /* -1: this lane's segment is past the row */
-            if (c0 >= 0 && has_b) ig_st_ldw<NWD>(pb + c0 / 2, ub);
+            for (int w = 0; w < NWD; w++) ub[w] = 0u;
+            ig_st_ldw<NWD>(pa + cl / 2, ua);
+            if (TS::R >= 2) ig_st_ldw<NWD>(pb + cl / 2, ub);
 #pragma unroll
             for (int w = 0; w < NWD; w++) {
                 unsigned fa[4], fb[4];
                 ig_st_q4frag(ua[w], fa), ig_st_q4frag(ub[w], fb);
                 const int i = m * NWD + w;
-                ig_st_mma(e, fa[0], fb[0], fa[1], fb[1], xr[i][0], xr[i][1]);
-                ig_st_mma(e, fa[2], fb[2], fa[3], fb[3], xr[i][2], xr[i][3]);
+                ig_st_mma(e[w & 1], fa[0], fb[0], fa[1], fb[1], xr[i][0], xr[i][1]);
+                ig_st_mma(e[w & 1], fa[2], fb[2], fa[3], fb[3], xr[i][2], xr[i][3]);
             }
-            float2 sa = make_float2(0.0f, 0.0f), sb = sa;
-            if (c0 >= 0 && has_a) sa = ig_st_q4sm<K, QG>(pa, c0);
-            if (c0 >= 0 && has_b) sb = ig_st_q4sm<K, QG>(pb, c0);
+            if (NWD > 1)
+#pragma unroll
+                for (int k = 0; k < 4; k++) e[0][k] += e[1][k];
+            const float2 sa = ig_st_q4sm<K, QG>(pa, cl), sb = TS::R >= 2 ? ig_st_q4sm<K, QG>(pb, cl) : make_float2(0.0f, 0.0f);
             float *a = d[m % IG_ST_ACC];
-            a[0] = fmaf(sa.x, e[0], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[0]));
-            a[1] = fmaf(sa.x, e[1], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[1]));
-            a[2] = fmaf(sb.x, e[2], fmaf(sb.y - 128.0f * sb.x, xsum[m], a[2]));
-            a[3] = fmaf(sb.x, e[3], fmaf(sb.y - 128.0f * sb.x, xsum[m], a[3]));
+            a[0] = fmaf(sa.x, e[0][0], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[0]));
+            a[1] = fmaf(sa.x, e[0][1], fmaf(sa.y - 128.0f * sa.x, xsum[m], a[1]));
+            a[2] = fmaf(sb.x, e[0][2], fmaf(sb.y - 128.0f * sb.x, xsum[m], a[2]));
+            a[3] = fmaf(sb.x, e[0][3], fmaf(sb.y - 128.0f * sb.x, xsum[m], a[3]));
         } else {
             const int cs = ccol(m); /* the column within the slot's row piece */
             if (cs < 0) continue;   /* warp-uniform: the window lies past the row */
-            uint2 wa = make_uint2(0u, 0u), wb = make_uint2(0u, 0u);
+            uint2 wa, wb = make_uint2(0u, 0u);
             if (WQ == 8) {
-                if (has_a) wa = ig_st_q8frag(*(const unsigned *)(pa + cs));
-                if (has_b) wb = ig_st_q8frag(*(const unsigned *)(pb + cs));
+                wa = ig_st_q8frag(*(const unsigned *)(pa + cs));
+                if (TS::R >= 2) wb = ig_st_q8frag(*(const unsigned *)(pb + cs));
             } else {
-                if (has_a) wa = *(const uint2 *)(pa + cs * 2);
-                if (has_b) wb = *(const uint2 *)(pb + cs * 2);
+                wa = *(const uint2 *)(pa + cs * 2);
+                if (TS::R >= 2) wb = *(const uint2 *)(pb + cs * 2);
             }
             /* the piece's x (a select, not a dynamic index: xr stays in registers) */
             const unsigned b0 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][0] : xr[m][0];
@@ -519,7 +529,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
                 const unsigned char *pa = sb + (size_t)ra * TS::RB, *pb = sb + (size_t)rb * TS::RB;
-                ig_st_slot_dots<K, WQ, QG>(d, pa, pb, ra < n, R >= 2 && rb < n, h, ccol, xr, xsum);
+                ig_st_slot_dots<K, WQ, QG>(d, pa, pb, h, ccol, xr, xsum);
 #pragma unroll
                 for (int a = 1; a < IG_ST_ACC; a++)
 #pragma unroll

@@ -37,6 +37,12 @@ IG_DEV void ig_wq4_word(unsigned u, float *o) {
 #pragma unroll
     for (int b = 0; b < 8; b++) o[b] = __uint_as_float(((u >> (4 * b)) & 15u) | 0x4b000000u) - 8388608.0f;
 }
+/* (a & m) | c in one lop3 (the compiler makes two of it, its constants being immediates). */
+IG_DEV unsigned ig_andor(unsigned a, unsigned m, unsigned c) {
+    unsigned d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(m), "r"(c));
+    return d;
+}
 /* mma A fragments from 4 int8 codes (word u, columns c..c+3), in the package's 16-bit type, exact
  * and without cvt: the pairs (c, c+2) in .x and (c+1, c+3) in .y (the B operand must pair x the
  * same way: ig_wq_xpairs). bf16: a byte with low bits m and sign bit s gives 0x4300 | m = 128 + m
@@ -51,7 +57,7 @@ IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
     const unsigned v = hi ? u >> 8 : u;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;"
         : "=r"(d)
-        : "r"((v & 0x007f007fu) | 0x43004300u), "r"(0x3f803f80u), "r"((v & 0x00800080u) | 0xc300c300u));
+        : "r"(ig_andor(v, 0x007f007fu, 0x43004300u)), "r"(0x3f803f80u), "r"(ig_andor(v, 0x00800080u, 0xc300c300u)));
 #endif
     return d;
 }

@@ -14,7 +14,12 @@
  * free slot or for its copies in flight) and a per-phase trace, from hooks that touch only shared
  * memory; -DNO_TRACE builds without them (the timings to quote). EXP_WAYS=n runs the first n ways.
  *
- *   nvcc -O3 -arch=sm_90 -Itemplates/cuda [-DNO_TRACE] tests/gpu/exp_stream.cu -o exp_stream && ./exp_stream
+ * -DEXP_WQ=8 (q8r) or -DEXP_WQ=4 -DEXP_WG=G (q4r, groups of G) runs the same ways on quantized rows
+ * (wq.cuh; random codes, scales of the size a1B-shaped a16w8 / a16w4 package has), with slots of
+ * 16 KB + 256 as codegen sizes them; bytes and GB/s are then the quantized rows'. -DEXP_NSLOT=n
+ * sets the ring's slots (codegen gives the 1B package 12).
+ *
+ *   nvcc -O3 -arch=sm_90 -Itemplates/cuda [-DNO_TRACE] [-DEXP_WQ=8] tests/gpu/exp_stream.cu -o exp_stream && ./exp_stream
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -28,16 +33,36 @@
 #define QKV 3072
 #define INTER 8192
 #define LAYERS 16
+#ifndef EXP_WQ
+#define EXP_WQ 0
+#endif
+#ifndef EXP_WG
+#define EXP_WG 32
+#endif
+#if EXP_WQ
+#define IG_ST_SLOT (16384 + 256)
+#endif
+#ifdef EXP_NSLOT
+#define IG_ST_NSLOT EXP_NSLOT
+#endif
+/* gemv.cu's grid for N rows of K weights */
+#define EXP_GX(N, K, MAXC) (EXP_WQ ? IG_MV_GRID_XB(N, IG_WQ_CODEB(K, EXP_WQ), MAXC) : IG_MV_GRID_X(N, K, 2, MAXC))
+/* bytes of a row of K weights */
+#define EXP_RB(K) (EXP_WQ ? IG_WQ_ROWB(K, EXP_WQ, EXP_WG) : 2 * (K))
 
 #define MV_NAME k_qkv
 #define MV_K HID
 #define MV_N QKV
 #define MV_NORM 1
+#define MV_WQ EXP_WQ
+#define MV_WG EXP_WG
 #include "gemv.cu"
 #define MV_NAME k_o
 #define MV_K HID
 #define MV_N HID
 #define MV_EPI 1
+#define MV_WQ EXP_WQ
+#define MV_WG EXP_WG
 #include "gemv.cu"
 #define MV_NAME k_gu
 #define MV_K HID
@@ -45,11 +70,15 @@
 #define MV_EPI 2
 #define MV_YBF16 1
 #define MV_NORM 1
+#define MV_WQ EXP_WQ
+#define MV_WG EXP_WG
 #include "gemv.cu"
 #define MV_NAME k_down
 #define MV_K INTER
 #define MV_N HID
 #define MV_EPI 1
+#define MV_WQ EXP_WQ
+#define MV_WG EXP_WG
 #include "gemv.cu"
 __device__ unsigned long long g_trace[132][64][5];
 static __device__ __forceinline__ unsigned long long gtime() {
@@ -92,6 +121,7 @@ __device__ int g_nofeed;
 /* L2-fed runs: every matrix's rows are read modulo 8 (8 MB in all, L2-resident), so the ring
  * fills faster than the consumers drain it and the kernel time is the consumers' */
 #define IG_ST_SRC(w, r, K) (g_l2feed ? (w) + (size_t)((r) % 8) * (K) : (w) + (size_t)(r) * (K))
+#define IG_ST_SRCQ(w, r, RB) (g_l2feed ? (w) + (size_t)((r) % 8) * (RB) : (w) + (size_t)(r) * (RB))
 #include "stream.cuh"
 
 #define CK(x)                                                                                   \
@@ -105,7 +135,7 @@ __device__ int g_nofeed;
 
 typedef unsigned short bf16;
 struct layer_w {
-    const bf16 *qkv, *o, *gu, *down;
+    const unsigned char *qkv, *o, *gu, *down; /* rows of EXP_RB(K) bytes */
     const float *g1, *g2;
 };
 
@@ -113,7 +143,7 @@ template <int K>
 __device__ void drain(ig_st *st, int n_rows, int unit, int rot, unsigned *it) {
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
-    for (int r = r0; r < r1; r += ig_st_shape<K>::R) {
+    for (int r = r0; r < r1; r += ig_st_shape<K, EXP_WQ, EXP_WG>::R) {
         const int slot = (int)(*it % IG_ST_NSLOT);
         ig_st_mbar_wait(&st->full[slot], (*it / IG_ST_NSLOT) & 1);
         __syncwarp();
@@ -137,10 +167,10 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
         if (threadIdx.x == IG_ST_CTHREADS && mode != 2) {
             for (int l = 0; l < n_layers; l++) {
                 const int p = 4 * l;
-                ig_st_produce<HID>(&st, ring, L[l].qkv, QKV, 1, p * 41, &it, PF ? L[l].g1 : NULL, HID * 4);
-                ig_st_produce<HID>(&st, ring, L[l].o, HID, 1, (p + 1) * 41, &it);
-                ig_st_produce<HID>(&st, ring, L[l].gu, 2 * INTER, 32, (p + 2) * 41, &it, PF ? L[l].g2 : NULL, HID * 4);
-                ig_st_produce<INTER>(&st, ring, L[l].down, HID, 1, (p + 3) * 41, &it);
+                ig_st_produce<HID, EXP_WQ, EXP_WG>(&st, ring, L[l].qkv, QKV, 1, p * 41, &it, PF ? L[l].g1 : NULL, HID * 4);
+                ig_st_produce<HID, EXP_WQ, EXP_WG>(&st, ring, L[l].o, HID, 1, (p + 1) * 41, &it);
+                ig_st_produce<HID, EXP_WQ, EXP_WG>(&st, ring, L[l].gu, 2 * INTER, 32, (p + 2) * 41, &it, PF ? L[l].g2 : NULL, HID * 4);
+                ig_st_produce<INTER, EXP_WQ, EXP_WG>(&st, ring, L[l].down, HID, 1, (p + 3) * 41, &it);
             }
         }
         return;
@@ -159,11 +189,11 @@ stream_layers(const layer_w *L, int n_layers, float *resid, float *qkv, const bf
             drain<INTER>(&st, HID, 1, (p + 3) * 41, &it);
             continue;
         }
-        ig_st_gemv_tc<HID, 0, true, false>(&st, ring, QKV, QKV, p * 41, resid, L[l].g1, 1e-5f, NULL, qkv, &it, l ? bar : NULL);
+        ig_st_gemv_tc<HID, 0, true, false, false, false, EXP_WQ, EXP_WG>(&st, ring, QKV, QKV, p * 41, resid, L[l].g1, 1e-5f, NULL, qkv, &it, l ? bar : NULL);
         ig_st_grid_sync(&st, bar, G); /* attention would run here */
-        ig_st_gemv_tc<HID, 1, false, false>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
-        ig_st_gemv_tc<HID, 2, true, false>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
-        ig_st_gemv_tc<INTER, 1, false, false>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
+        ig_st_gemv_tc<HID, 1, false, false, false, false, EXP_WQ, EXP_WG>(&st, ring, HID, HID, (p + 1) * 41, attn, NULL, 0.f, NULL, resid, &it, bar);
+        ig_st_gemv_tc<HID, 2, true, false, false, false, EXP_WQ, EXP_WG>(&st, ring, 2 * INTER, INTER, (p + 2) * 41, resid, L[l].g2, 1e-5f, NULL, h, &it, bar);
+        ig_st_gemv_tc<INTER, 1, false, false, false, false, EXP_WQ, EXP_WG>(&st, ring, HID, HID, (p + 3) * 41, h, NULL, 0.f, NULL, resid, &it, bar);
     }
     ig_st_cbar();
     if (threadIdx.x == 0 && blockIdx.x < 132) {
@@ -184,24 +214,56 @@ static void fill_bf16(bf16 *d, size_t n, uint64_t seed, float scale) {
     CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
 }
 
+/* n quantized rows of K weights: random codes, then their scales (q8r: f32 scale 1.5e-4, as
+ * max|w| / 127 of weights of about 0.02; q4r: f16 scale 2.5e-3 and min -0.02 per group) */
+static void fill_wq(unsigned char *d, size_t n, int K, uint64_t seed) {
+    const size_t rb = EXP_RB(K), cb = IG_WQ_CODEB(K, EXP_WQ);
+    std::vector<unsigned char> h(n * rb, 0);
+    for (size_t r = 0; r < n; r++) {
+        unsigned char *row = h.data() + r * rb;
+        for (size_t i = 0; i < cb; i++) {
+            seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+            row[i] = (unsigned char)(seed >> 32);
+        }
+        if (EXP_WQ == 8) {
+            const float sc = 1.5e-4f;
+            memcpy(row + cb, &sc, 4);
+        } else {
+            const unsigned short sc = 0x1920, mn = 0xa51f; /* f16 2.5e-3, -0.02 */
+            for (int g = 0; g < K / EXP_WG; g++) memcpy(row + cb + 4 * g, &sc, 2), memcpy(row + cb + 4 * g + 2, &mn, 2);
+        }
+    }
+    CK(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice));
+}
+
 int main() {
     setvbuf(stdout, NULL, _IOLBF, 0);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
     const size_t n_qkv = (size_t)QKV * HID, n_o = (size_t)HID * HID, n_gu = (size_t)2 * INTER * HID, n_dn = (size_t)HID * INTER;
-    const double bytes = 2.0 * LAYERS * (n_qkv + n_o + n_gu + n_dn);
+    const size_t b_qkv = (size_t)QKV * EXP_RB(HID), b_o = (size_t)HID * EXP_RB(HID), b_gu = (size_t)2 * INTER * EXP_RB(HID),
+                 b_dn = (size_t)HID * EXP_RB(INTER), b_l = b_qkv + b_o + b_gu + b_dn;
+    const double bytes = (double)LAYERS * b_l;
+    (void)n_qkv, (void)n_o, (void)n_gu, (void)n_dn;
     std::vector<layer_w> hl(LAYERS);
     std::vector<float> ones(HID, 1.0f);
     for (int l = 0; l < LAYERS; l++) {
-        bf16 *p;
+        unsigned char *p;
         float *g;
-        CK(cudaMalloc(&p, 2 * (n_qkv + n_o + n_gu + n_dn)));
-        fill_bf16(p, n_qkv + n_o + n_gu + n_dn, 0x9e3779b97f4a7c15ull + l, 0.02f);
+        CK(cudaMalloc(&p, b_l));
+        if (EXP_WQ) {
+            fill_wq(p, QKV, HID, 0x9e3779b97f4a7c15ull + l);
+            fill_wq(p + b_qkv, HID, HID, 0x1234567ull + l);
+            fill_wq(p + b_qkv + b_o, 2 * INTER, HID, 0x7654321ull + l);
+            fill_wq(p + b_qkv + b_o + b_gu, HID, INTER, 0xabcdefull + l);
+        } else {
+            fill_bf16((bf16 *)p, b_l / 2, 0x9e3779b97f4a7c15ull + l, 0.02f);
+        }
         CK(cudaMalloc(&g, 2 * HID * 4));
         CK(cudaMemcpy(g, ones.data(), HID * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(g + HID, ones.data(), HID * 4, cudaMemcpyHostToDevice));
-        hl[l] = {p, p + n_qkv, p + n_qkv + n_o, p + n_qkv + n_o + n_gu, g, g + HID};
+        hl[l] = {p, p + b_qkv, p + b_qkv + b_o, p + b_qkv + b_o + b_gu, g, g + HID};
     }
     layer_w *dl;
     CK(cudaMalloc(&dl, sizeof(layer_w) * LAYERS));
@@ -233,13 +295,13 @@ int main() {
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int l = 0; l < LAYERS; l++) {
         void *a1[] = {&T, &resid, (void *)&hl[l].g1, (void *)&hl[l].qkv, &nul, &qkv};
-        CK(cudaLaunchKernel((const void *)k_qkv, dim3(IG_MV_GRID_X(QKV, HID, 2, maxc)), dim3(IG_MV_BLOCK), a1, IG_MV_SMEM(HID, 2), s));
+        CK(cudaLaunchKernel((const void *)k_qkv, dim3(EXP_GX(QKV, HID, maxc)), dim3(IG_MV_BLOCK), a1, IG_MV_SMEM(HID, 2), s));
         void *a2[] = {&T, &attn, &nul, (void *)&hl[l].o, &nul, &resid};
-        CK(cudaLaunchKernel((const void *)k_o, dim3(IG_MV_GRID_X(HID, HID, 2, maxc)), dim3(IG_MV_BLOCK), a2, IG_MV_SMEM(HID, 2), s));
+        CK(cudaLaunchKernel((const void *)k_o, dim3(EXP_GX(HID, HID, maxc)), dim3(IG_MV_BLOCK), a2, IG_MV_SMEM(HID, 2), s));
         void *a3[] = {&T, &resid, (void *)&hl[l].g2, (void *)&hl[l].gu, &nul, &h};
-        CK(cudaLaunchKernel((const void *)k_gu, dim3(IG_MV_GRID_X(2 * INTER, HID, 2, maxc)), dim3(IG_MV_BLOCK), a3, IG_MV_SMEM(HID, 2), s));
+        CK(cudaLaunchKernel((const void *)k_gu, dim3(EXP_GX(2 * INTER, HID, maxc)), dim3(IG_MV_BLOCK), a3, IG_MV_SMEM(HID, 2), s));
         void *a4[] = {&T, &h, &nul, (void *)&hl[l].down, &nul, &resid};
-        CK(cudaLaunchKernel((const void *)k_down, dim3(IG_MV_GRID_X(HID, INTER, 2, maxc)), dim3(IG_MV_BLOCK), a4, IG_MV_SMEM(INTER, 2), s));
+        CK(cudaLaunchKernel((const void *)k_down, dim3(EXP_GX(HID, INTER, maxc)), dim3(IG_MV_BLOCK), a4, IG_MV_SMEM(INTER, 2), s));
     }
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
