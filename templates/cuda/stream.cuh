@@ -159,7 +159,8 @@ IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
  * arrivals and only grows (64 bits); a CTA arrives with one release reduction (no round trip)
  * and polls the count until its generation is complete. st->gen counts the barriers this CTA has
  * passed, in all launches. Measured on the H200 with 132 CTAs: 1.06 us per barrier (an atomicAdd
- * arrival with a published generation flag took 1.55 us). */
+ * arrival with a published generation flag took 1.55 us; one release-stored flag per CTA, all
+ * polled by a warp with acquire loads, 2.4 us). */
 IG_DEV void ig_st_grid_sync(ig_st *st, unsigned long long *bar, unsigned n) {
     ig_st_cbar();
     if (threadIdx.x == 0) {
