@@ -13,10 +13,11 @@
  *
  * GPU: nvcc -O2 -arch=sm_90 -Itemplates/cuda tests/gpu/test_qgemm.cu -lcublas -o test_qgemm
  *      [-DIG_F16=1]; `test_qgemm [--no-bench]`. After the cases, the bench times the Llama-3.2-1B
- *      matrices (qkv, o, gate/up, down; q8r, q4r g32 / g128) at T = 16 .. 512 against the path it
- *      replaces (dequant.cu into a bf16 copy, then cublasGemmEx) and against cuBLAS on bf16 weights:
- *      "bench qgemm <fmt> <matrix> T=..: <us> us <GB/s of quantized bytes> | dequant+cublas <us> (x<ratio>)
- *      | bf16 cublas <us> (x<ratio>)"; a ratio above 1 means qgemm is faster.
+ *      matrices (qkv, o, gate/up, down; q8r, q4r g32 / g128) at T = 4 .. 1024 against the path it
+ *      replaces (dequant.cu into a bf16 copy, then cublasGemmEx), against cuBLAS on bf16 weights and
+ *      (T <= 8) against gemv.cu on the same rows: "bench qgemm <fmt> <matrix> T=..: <us> us <GB/s of
+ *      quantized bytes> | dequant+cublas <us> (x<ratio>) | bf16 cublas <us> (x<ratio>) [| gemv <us>
+ *      (x<ratio>)]"; a ratio above 1 means qgemm is faster (the crossovers for qg_tmin / qg_tmax).
  * Host (tests/cuda_host/cuda_emul.h: CTAs of fibers, ldmatrix / mma.sync as warp-collective stand-ins):
  *      g++ -std=c++20 -O2 -ffp-contract=off -x c++ -DQG_HOST_EMUL -Itemplates/cuda -Itemplates/cpu
  *      -Itests/cuda_host tests/gpu/test_qgemm.cu [-DIG_F16=1]; smaller shapes, the same checks.
@@ -357,6 +358,7 @@ static int test_case(const qg_case &c, int T) {
 }
 
 #ifndef QG_HOST_EMUL
+static int g_sms = 132; /* multiprocessors of the device, set in main */
 /* ---- bench: the 1B matrices, qgemm against dequant.cu + cuBLAS and against cuBLAS on bf16 */
 #define QG_NAME qb_q8_qkv
 #define QG_K 2048
@@ -486,19 +488,119 @@ static int test_case(const qg_case &c, int T) {
 #define DQ_WG 128
 #include "dequant.cu"
 
+/* the GEMV the engine runs below qg_tmin (gemv.cu on quantized rows), for the T <= 8 lines */
+#define MV_NAME mb_q8_qkv
+#define MV_K 2048
+#define MV_N 3072
+#define MV_WQ 8
+#define MV_WG 32
+#define MV_EPI 0
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q8_o
+#define MV_K 2048
+#define MV_N 2048
+#define MV_WQ 8
+#define MV_WG 32
+#define MV_EPI 1
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q8_gu
+#define MV_K 2048
+#define MV_N 16384
+#define MV_WQ 8
+#define MV_WG 32
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+#define MV_NAME mb_q8_down
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 8
+#define MV_WG 32
+#define MV_EPI 1
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q4_32_qkv
+#define MV_K 2048
+#define MV_N 3072
+#define MV_WQ 4
+#define MV_WG 32
+#define MV_EPI 0
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q4_32_o
+#define MV_K 2048
+#define MV_N 2048
+#define MV_WQ 4
+#define MV_WG 32
+#define MV_EPI 1
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q4_32_gu
+#define MV_K 2048
+#define MV_N 16384
+#define MV_WQ 4
+#define MV_WG 32
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+#define MV_NAME mb_q4_32_down
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 4
+#define MV_WG 32
+#define MV_EPI 1
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q4_128_qkv
+#define MV_K 2048
+#define MV_N 3072
+#define MV_WQ 4
+#define MV_WG 128
+#define MV_EPI 0
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q4_128_o
+#define MV_K 2048
+#define MV_N 2048
+#define MV_WQ 4
+#define MV_WG 128
+#define MV_EPI 1
+#define MV_YBF16 0
+#include "gemv.cu"
+#define MV_NAME mb_q4_128_gu
+#define MV_K 2048
+#define MV_N 16384
+#define MV_WQ 4
+#define MV_WG 128
+#define MV_EPI 2
+#define MV_YBF16 1
+#include "gemv.cu"
+#define MV_NAME mb_q4_128_down
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 4
+#define MV_WG 128
+#define MV_EPI 1
+#define MV_YBF16 0
+#include "gemv.cu"
+
+typedef void (*mv_fn)(int, const void *, const float *, const unsigned char *, const float *, void *);
 typedef void (*qg_fn)(int, const unsigned short *, const unsigned char *, const float *, void *, float *, unsigned *);
 typedef void (*dq_fn)(const unsigned char *, unsigned short *);
 
 /* Times one matrix at T tokens: qgemm, dequant (a kernel per matrix, the rows the matrix has) +
  * cublasGemmEx, cublasGemmEx on 16-bit weights. Weights rotate through copies beyond the L2. */
-static void bench_one(cublasHandle_t blas, const char *fmt, const char *mat, qg_fn fn, dq_fn dq, int K, int N, int wq, int G,
-                      int epi, int T) {
+static void bench_one(cublasHandle_t blas, const char *fmt, const char *mat, qg_fn fn, dq_fn dq, mv_fn mv, int K, int N, int wq,
+                      int G, int epi, int T) {
     const size_t rb = IG_WQ_ROWB(K, wq, G), qbytes = rb * N, hbytes = (size_t)N * K * 2;
     const int copies = (int)(200e6 / qbytes) + 1, S = IG_QG_SPLIT_AUTO(N, K);
     std::vector<void *> wq_(copies), wh(copies);
     for (int i = 0; i < copies; i++) {
         wq_[i] = dalloc(qbytes), wh[i] = dalloc(hbytes);
-        CK(cudaMemset(wq_[i], 0x11, qbytes)), CK(cudaMemset(wh[i], 0x3c, hbytes));
+        CK(cudaMemset(wq_[i], 0x11, qbytes));
+        CK(cudaMemset(wh[i], 0x3c, hbytes));
     }
     void *x = dalloc((size_t)T * K * 2), *y = dalloc((size_t)T * N * 4), *scr = dalloc(hbytes);
     CK(cudaMemset(x, 0x3c, (size_t)T * K * 2));
@@ -506,16 +608,23 @@ static void bench_one(cublasHandle_t blas, const char *fmt, const char *mat, qg_
     unsigned *cnt = (unsigned *)dalloc(IG_QG_COUNTERS(N, T) * 4);
     CK(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0)), CK(cudaEventCreate(&e1));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
     const int iters = 40;
     const float one = 1.0f, zero = 0.0f;
     const cudaDataType h = IG_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    float ms[3];
-    for (int v = 0; v < 3; v++) {
+    float ms[4] = {0, 0, 0, 0};
+    for (int v = 0; v < (T <= 8 ? 4 : 3); v++) {
         for (int it = -3; it < iters; it++) {
             if (it == 0) CK(cudaEventRecord(e0));
             const int i = (it + 3) % copies;
-            if (v == 0) {
+            if (v == 3) { /* gemv.cu on the quantized rows, the grid cap the host uses (4 CTAs an SM) */
+                const float *bias = NULL, *gamma = NULL;
+                const void *wp = wq_[i], *xp = x;
+                void *args[] = {&T, &xp, &gamma, &wp, &bias, &y};
+                CK(cudaLaunchKernel((const void *)mv, dim3(IG_MV_GRID_XB(N, IG_WQ_CODEB(K, wq), g_sms * IG_MV_CTAS_PER_SM)),
+                                    dim3(IG_MV_BLOCK), args, IG_MV_SMEM(K, 2), 0));
+            } else if (v == 0) {
                 const float *bias = NULL;
                 const unsigned char *wp = (const unsigned char *)wq_[i];
                 const unsigned short *xp = (const unsigned short *)x;
@@ -542,11 +651,14 @@ static void bench_one(cublasHandle_t blas, const char *fmt, const char *mat, qg_
         ms[v] /= iters;
     }
     const double us = 1e3 * ms[0];
-    printf("bench qgemm %-8s %-6s N=%-5d K=%-4d T=%-3d: %8.2f us %6.0f GB/s | dequant+cublas %8.2f us (x%.2f) | %s cublas %8.2f us (x%.2f)\n",
-           fmt, mat, N, K, T, us, qbytes / us * 1e-3, 1e3 * ms[1], ms[1] / ms[0], IG_F16 ? "f16" : "bf16", 1e3 * ms[2], ms[2] / ms[0]);
+    char gv[64] = "";
+    if (T <= 8) snprintf(gv, sizeof gv, " | gemv %8.2f us (x%.2f)", 1e3 * ms[3], ms[3] / ms[0]);
+    printf("bench qgemm %-8s %-6s N=%-5d K=%-4d T=%-3d: %8.2f us %6.0f GB/s | dequant+cublas %8.2f us (x%.2f) | %s cublas %8.2f us (x%.2f)%s\n",
+           fmt, mat, N, K, T, us, qbytes / us * 1e-3, 1e3 * ms[1], ms[1] / ms[0], IG_F16 ? "f16" : "bf16", 1e3 * ms[2], ms[2] / ms[0], gv);
     for (int i = 0; i < copies; i++) dfree(wq_[i]), dfree(wh[i]);
     dfree(x), dfree(y), dfree(scr), dfree(ws), dfree(cnt);
-    CK(cudaEventDestroy(e0)), CK(cudaEventDestroy(e1));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
 }
 
 static void bench(void) {
@@ -560,17 +672,21 @@ static void bench(void) {
         int wq, g;
         qg_fn f[4];
         dq_fn d[2];
+        mv_fn v[4];
     } fms[] = {
-        {"q8r", 8, 0, {qb_q8_qkv, qb_q8_o, qb_q8_gu, qb_q8_down}, {dq_q8_2048, dq_q8_8192}},
-        {"q4r g32", 4, 32, {qb_q4_32_qkv, qb_q4_32_o, qb_q4_32_gu, qb_q4_32_down}, {dq_q4_32_2048, dq_q4_32_8192}},
-        {"q4r g128", 4, 128, {qb_q4_128_qkv, qb_q4_128_o, qb_q4_128_gu, qb_q4_128_down}, {dq_q4_128_2048, dq_q4_128_8192}},
+        {"q8r", 8, 0, {qb_q8_qkv, qb_q8_o, qb_q8_gu, qb_q8_down}, {dq_q8_2048, dq_q8_8192}, {mb_q8_qkv, mb_q8_o, mb_q8_gu, mb_q8_down}},
+        {"q4r g32", 4, 32, {qb_q4_32_qkv, qb_q4_32_o, qb_q4_32_gu, qb_q4_32_down}, {dq_q4_32_2048, dq_q4_32_8192},
+         {mb_q4_32_qkv, mb_q4_32_o, mb_q4_32_gu, mb_q4_32_down}},
+        {"q4r g128", 4, 128, {qb_q4_128_qkv, qb_q4_128_o, qb_q4_128_gu, qb_q4_128_down}, {dq_q4_128_2048, dq_q4_128_8192},
+         {mb_q4_128_qkv, mb_q4_128_o, mb_q4_128_gu, mb_q4_128_down}},
     };
     const char *mats[4] = {"qkv", "o", "gu", "down"};
     const int Ns[4] = {3072, 2048, 16384, 2048}, Ks[4] = {2048, 2048, 2048, 8192}, epis[4] = {0, 1, 2, 1};
-    const int Ts[] = {16, 32, 64, 128, 256, 512};
+    const int Ts[] = {4, 8, 16, 32, 64, 128, 256, 512, 1024};
     for (const fm &f : fms)
         for (int T : Ts) {
-            for (int m = 0; m < 4; m++) bench_one(blas, f.name, mats[m], f.f[m], f.d[m == 3], Ks[m], Ns[m], f.wq, f.g ? f.g : 32, epis[m], T);
+            for (int m = 0; m < 4; m++)
+                bench_one(blas, f.name, mats[m], f.f[m], f.d[m == 3], f.v[m], Ks[m], Ns[m], f.wq, f.g ? f.g : 32, epis[m], T);
         }
     cublasDestroy(blas);
 }
@@ -587,6 +703,7 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
+    g_sms = p.multiProcessorCount;
     if (p.major < 8) {
         printf("SKIP: qgemm needs sm_80 (device is sm_%d%d)\n", p.major, p.minor);
         return 0;
