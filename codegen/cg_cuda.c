@@ -10,6 +10,7 @@
 
 #include "cg.h"
 #include "tuning.h"
+#include "../templates/cuda/launch.h" /* the launch-shape rules the generated code and the templates share */
 
 ig_status cg_cuda_target_parse(const char *spec, cg_cuda_target *t, ig_err *err) {
     memset(t, 0, sizeof *t);
@@ -70,6 +71,8 @@ typedef struct gen {
     int dl_fn;            /* the persistent kernel's index in the launch table, or -1 */
     int wq_any;           /* some matrix is quantized (q8r / q4r rows, templates/cuda/wq.cuh) */
     int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
+    int qg_any;           /* some matrix takes qgemm.cu (quantized rows on tensor cores) */
+    int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
     char archs[128];      /* "sm_80,sm_90" */
 } gen;
 
@@ -115,6 +118,8 @@ typedef struct mm_norm {
 static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
                       const mm_norm *norm);
+static void emit_norm_rows(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, int64_t K, int bf,
+                           const mm_norm *norm);
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
                           const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc);
@@ -183,6 +188,18 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
     fprintf(fw, "%s}\n", ind);
 }
 
+/* The RMSNorm of norm->src into the 16-bit (or f32) rows x before a GEMM (inside the caller's block). */
+static void emit_norm_rows(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, int64_t K, int bf,
+                           const mm_norm *norm) {
+    char params[256], comment[256], nm[64];
+    snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, norm->eps, bf);
+    snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, norm->eps, dtn(c, bf));
+    snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
+    const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
+    fprintf(fw, "%s    { void *argsn[] = {&%s, &%s, &%s, &%s};\n%s      LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, argsn); }\n",
+            ind, rows[0] == 'T' ? "T" : "n_out", norm->src, norm->gamma, x, ind, fn_index(c, rn), rows, (long long)K);
+}
+
 /* The cuBLAS path of a matmul (inside the caller's else block): the RMSNorm into x when norm is
  * set, the GEMM with W (16-bit or f32, the package's type), the bias / SwiGLU epilogue kernels. */
 static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
@@ -190,15 +207,7 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                       const mm_norm *norm) {
     char params[1024], comment[512], nm[96];
     int geglu = epi == IR_EPI_GEGLU, swiglu = epi == IR_EPI_SWIGLU || geglu, has_bias = strcmp(bias, "zero") != 0;
-    const char *targ = rows[0] == 'T' ? "T" : "n_out";
-    if (norm) {
-        snprintf(params, sizeof params, "#define RN_D %lld\n#define RN_EPS %.9gf\n#define RN_OBF16 %d\n", (long long)K, norm->eps, bf);
-        snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> %s", (long long)K, norm->eps, dtn(c, bf));
-        snprintf(nm, sizeof nm, "rms_norm_%lld", (long long)K);
-        const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
-        fprintf(fw, "%s    { void *argsn[] = {&%s, &%s, &%s, &%s};\n%s      LAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, argsn); }\n",
-                ind, targ, norm->src, norm->gamma, x, ind, fn_index(c, rn), rows, (long long)K);
-    }
+    if (norm) emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
     if (swiglu) {
         int64_t I = N / 2;
         snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n#define EP_GELU %d\n",
@@ -229,31 +238,69 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
     }
 }
 
+/* The qgemm.cu branch of emit_matmul_q (after its GEMV branch): the instance, the workspace it needs,
+ * the launch for qg_tmin..qg_tmax rows (a norm in front runs as rmsnorm.cu into x). */
+static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
+                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
+                       const mm_norm *norm, mm_wfmt wf) {
+    const char *targ = rows[0] == 'T' ? "T" : "n_out";
+    const int swiglu = epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU, has_bias = strcmp(bias, "zero") != 0;
+    char params[512], comment[512], nm[96];
+    const int split = IG_QG_SPLIT_AUTO(N, K);
+    char wname[16];
+    if (wf.wq == 8) snprintf(wname, sizeof wname, "q8r");
+    else snprintf(wname, sizeof wname, "q4r%d", wf.wg);
+    snprintf(params, sizeof params,
+             "#define QG_K %lld\n#define QG_N %lld\n#define QG_WQ %d\n#define QG_WG %d\n#define QG_BIAS %d\n#define QG_EPI %d\n"
+             "#define QG_LDY %lld\n#define QG_YBF16 %d\n#define QG_SPLIT %d\n",
+             (long long)K, (long long)N, wf.wq, wf.wq == 4 ? wf.wg : 32, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, split);
+    snprintf(comment, sizeof comment, "%s: x[T,%lld] %s . w[%lld,%lld]^T %s on tensor cores (%d..%d tokens)%s, %s", what,
+             (long long)K, dtn(c, bf), (long long)N, (long long)K, wname, c->tune->qg_tmin, c->tune->qg_tmax,
+             split > 1 ? ", K split" : "",
+             epi == IR_EPI_ACC ? "added to the residual" : epi == IR_EPI_GEGLU ? "GeGLU epilogue" : swiglu ? "SwiGLU epilogue" : "stored f32");
+    snprintf(nm, sizeof nm, "qgemm_k%lld_n%lld%s%s_%s", (long long)K, (long long)N,
+             epi == IR_EPI_ACC ? "_acc" : epi == IR_EPI_GEGLU ? "_geglu" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wname);
+    const int fqg = fn_index(c, instance(c, "qgemm.cu", nm, "QG_NAME", params, comment));
+    c->qg_any = 1;
+    if (split > 1 && (int64_t)IG_QG_GRID_X(N) * split > c->qg_gxs) c->qg_gxs = (int64_t)IG_QG_GRID_X(N) * split;
+    if (split > 1 && IG_QG_GRID_X(N) > c->qg_gx) c->qg_gx = IG_QG_GRID_X(N);
+    fprintf(fw, "%s} else if (st->qg_on && %s <= %d) {\n", ind, rows, c->tune->qg_tmax);
+    if (norm) emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
+    fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &qg_ws, &qg_cnt};\n", ind, targ, x, w, bias, y);
+    fprintf(fw, "%s    LAUNCH(%d, IG_QG_GRID_X(%lld), IG_QG_GRID_Y(%s), %d, IG_QG_BLOCK, IG_QG_SMEM, args);\n", ind, fqg,
+            (long long)N, rows, split);
+}
+
 /* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (q8r; -1: none),
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
- * up to 4 tokens), else the matrix dequantized into the 16-bit scratch a_wdq (dequant.cu) and the
- * cuBLAS path on it. */
+ * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens qgemm.cu (the codes on
+ * tensor cores; 16-bit packages with K % 64 == 0, sm_80+: st->qg_on), else the matrix dequantized
+ * into the 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
                           const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc) {
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     const long long np = (N + 15) / 16 * 16;
-    char params[256], comment[256], nm[64];
+    const int swiglu = epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU;
+    const int qg = bf && K % 64 == 0 && (wf.wq != 4 || K % wf.wg == 0) && c->tune->qg_tmax > 0 && (!swiglu || np % 32 == 0);
+    char params[512], comment[512], nm[96];
     if (ftc >= 0) {
         fprintf(fw, "%sif (%s >= 2 && %s <= st->mvt_tmax) {\n", ind, rows, rows);
         fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
                 norm ? norm->gamma : "zero", w, bias, y);
         fprintf(fw, "%s    LAUNCH(%d, IG_MVT_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MVT_BLOCK, IG_MVT_SMEM(%lld, %d), args);\n",
-                ind, ftc, (long long)N, (long long)K, epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU, (long long)K, norm != NULL);
+                ind, ftc, (long long)N, (long long)K, swiglu, (long long)K, norm != NULL);
         fprintf(fw, "%s} else ", ind);
     } else {
         fprintf(fw, "%s", ind);
     }
-    fprintf(fw, "if (%s <= MV_TMAX) {\n", rows);
+    if (qg) fprintf(fw, "if (%s <= MV_TMAX && !(st->qg_on && %s >= %d)) {\n", rows, rows, c->tune->qg_tmin);
+    else fprintf(fw, "if (%s <= MV_TMAX) {\n", rows);
     fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
             norm ? norm->gamma : "zero", w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_XB(%lld, IG_WQ_CODEB(%lld, %d), st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n",
             ind, fmv, (long long)N, (long long)K, wf.wq, (long long)K, bf ? 2 : 4);
+    if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf);
     fprintf(fw, "%s} else {\n", ind);
     snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K, np,
              wf.wq, wf.wq == 4 ? wf.wg : 32);
@@ -1050,6 +1097,12 @@ static void emit_workspace(gen *c, FILE *out) {
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
     if (c->wdq_elems) /* whatever T: one matrix at a time */
         fprintf(out, " \\\n    X(uint16_t, a_wdq, %lldull) /* a quantized matrix in 16 bits, for cuBLAS */", (long long)c->wdq_elems);
+    if (c->qg_any) { /* qgemm.cu's split-K partials and tile counters (zero at init; each kernel puts them back) */
+        const int tm = c->tune->qg_tmax;
+        fprintf(out, " \\\n    X(float, qg_ws, (uint64_t)%lld * IG_QG_GRID_Y((T) < %d ? (T) : %d) * IG_QG_BLOCK * 32 + 1)"
+                     " \\\n    X(unsigned, qg_cnt, (uint64_t)%lld * IG_QG_GRID_Y((T) < %d ? (T) : %d) + 1)",
+                (long long)c->qg_gxs, tm, tm, (long long)c->qg_gx, tm, tm);
+    }
     if (c->moe_k)
         fprintf(out, " \\\n    X(int32_t, moe_sel, (uint64_t)(T) * %lld) \\\n    X(float, moe_wt, (uint64_t)(T) * %lld) \\\n"
                      "    X(%s, moe_h, (uint64_t)(T) * %lld)",

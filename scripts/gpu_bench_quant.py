@@ -5,7 +5,11 @@ for bf16, a16w8 and a16w4 (groups of 32 and 128) it prints the package's weight 
 decode ms/token against the roofline of those bytes at the measured copy bandwidth, prefill
 tokens/s on a 2048-token prompt, and engine decode throughput at 8 / 32 / 128 requests, with the
 ratios against bf16 in the same run. Also checks, on this real shape, that the persistent decode
-kernel and the per-op kernels give the same logits for the quantized packages."""
+kernel and the per-op kernels give the same logits for the quantized packages. Steps of 9..256
+tokens (the 8 / 32 / 128-request steps with prefill chunks, 32 and 128 decode-only) run the
+quantized tensor-core GEMM (qgemm.cu); `--qtune KEY=V,...` adds compile-time keys to the quantized
+packages (e.g. qg_tmin=3 to take 8-token steps there too, qg_tmax=0 for the dequant + cuBLAS path).
+usage: gpu_bench_quant.py [ARCH] [--qtune KEY=V,...]"""
 import os, re, subprocess, sys, time
 import numpy as np
 import torch
@@ -13,7 +17,13 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "devbuild", "ignis"))
 ENGINE = os.path.join(ROOT, "devbuild", "bench_engine")
-arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+args = sys.argv[1:]
+qtune = ""
+if "--qtune" in args:
+    i = args.index("--qtune")
+    qtune = "," + args[i + 1]
+    del args[i:i + 2]
+arch = args[0] if args else "sm_90"
 work = "/tmp/ignis-bench"
 os.makedirs(work, exist_ok=True)
 ckpt = os.path.join(work, "llama1b")
@@ -36,7 +46,7 @@ for name, q in (("bf16", []), ("a16w8", ["--quant", "a16w8"]), ("a16w4-g32", ["-
     # quantized packages carry the persistent kernel for their rows too (dl_quant), so the one-token
     # steps can run either way: persistent (the default) or the per-op kernels (--tune persistent=0)
     sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", f"cuda:{arch}", "--dtype", "bf16"] + q +
-       (["--tune", "dl_quant=1"] if q else []))
+       (["--tune", "dl_quant=1" + qtune] if q else []))
     wbytes = os.path.getsize(os.path.join(pkg, "weights.bin"))
     if q:  # the persistent kernel against the per-op kernels, one-token steps
         lg = []

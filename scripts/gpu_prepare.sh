@@ -14,5 +14,8 @@ done
 NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 if [ -x "$NVCC" ]; then
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o devbuild/test_cuda_kernels
+  # the quantized tensor-core GEMM's harness (qgemm.cu), bf16 and half; its bench times cuBLAS too
+  "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm
+  "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda -DIG_F16=1 tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm_f16
 fi
 du -sh devbuild

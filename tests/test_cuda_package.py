@@ -126,6 +126,19 @@ def main():
             print(p.stdout.strip().splitlines()[-1])
             if p.returncode != 0:
                 fails.append(f"{name}: " + "; ".join(l for l in p.stdout.splitlines() if l.startswith("FAIL")))
+        # the quantized tensor-core GEMM (qgemm.cu: ldmatrix / mma.sync as the emulation's warp-collective
+        # stand-ins) against its double reference, with bf16 and with half as the 16-bit type
+        for f16 in ("0", "1"):
+            exe = os.path.join(tmp, "test_qgemm" + f16)
+            subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
+                            "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-x", "c++",
+                            "-DQG_HOST_EMUL", "-DIG_F16=" + f16, "-I", os.path.join(root, "templates", "cuda"),
+                            "-I", os.path.join(root, "templates", "cpu"), "-I", os.path.join(root, "tests", "cuda_host"),
+                            os.path.join(root, "tests", "gpu", "test_qgemm.cu"), "-o", exe], check=True)
+            p = subprocess.run([exe], capture_output=True, text=True)
+            print(("f16 " if f16 == "1" else "bf16 ") + p.stdout.strip().splitlines()[-1])
+            if p.returncode != 0:
+                fails.append("test_qgemm (host): " + "; ".join(l for l in p.stdout.splitlines() if l.startswith("FAIL")))
         if '#include "decode_layers.cu"' in open(os.path.join(pkg, "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for hidden 64 (its K must be a multiple of 128)")
         # rows longer than a 16 KB slot (down K = 8448) take two slots each; a residual add then gets at

@@ -115,6 +115,7 @@ typedef struct dev_state {
     int gemv_tmax;  /* steps of up to this many tokens use the GEMV kernels, larger ones cuBLAS (tuning) */
     int mv_ctas;    /* GEMV grid cap: SMs x mv_ctas_per_sm */
     int mvt_tmax;   /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (sm_80+; 0 or 1: off) */
+    int qg_on;      /* quantized-row matmuls may take qgemm.cu (sm_80+; the steps it takes are codegen's) */
     cu_prof prof;   /* tuning profile: per-kernel times, printed by fini */
     cu_graph_cache graphs;
     CUresult graph_error; /* why graphs were turned off, if they were */
@@ -576,6 +577,7 @@ static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int
     st->n_sm = n_sm;
     st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (t->mv_ctas_per_sm > 0 ? t->mv_ctas_per_sm : IG_MV_CTAS_PER_SM);
     st->mvt_tmax = major < 8 ? 0 : t->mvt_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvt_tmax;
+    st->qg_on = major >= 8;
     st->chain_on = t->chain;
     st->run_max = t->run_steps > 0 ? t->run_steps : PAGE_SIZE;
     if (st->run_max > RUN_MAX) st->run_max = RUN_MAX;

@@ -56,6 +56,24 @@
 #define IG_DQ_GRID_X(NP, K, WQ) IG_CDIV((NP) * (IG_WQ_CODEB(K, WQ) / 16), IG_DQ_BLOCK)
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 
+/* ---- qgemm.cu: QG_NAME(T, x, w, bias, y, ws, cnt), quantized rows on tensor cores for steps of
+ * 9 .. qg_tmax tokens ----
+ * A CTA: 128 packed rows x 64 tokens (8 warps of 16 rows), K in stages of 64 columns through
+ * IG_QG_STAGES cp.async buffers of 20 KB; grid z splits K (QG_SPLIT). IG_QG_SPLIT_AUTO is codegen's
+ * (and the harness's) choice: enough CTAs for about 128 SMs, at most 8, at least 4 stages a split. */
+#define IG_QG_BLOCK 256
+#define IG_QG_BM 128
+#define IG_QG_BN 64
+#define IG_QG_STAGES 4
+#define IG_QG_SMEM (IG_QG_STAGES * 20480)
+#define IG_QG_GRID_X(N) IG_CDIV(IG_NPAD16(N), IG_QG_BM)
+#define IG_QG_GRID_Y(T) IG_CDIV((T), IG_QG_BN)
+#define IG_QG_COUNTERS(N, T) (IG_QG_GRID_X(N) * IG_QG_GRID_Y(T))
+#define IG_QG_WS_FLOATS(N, T, S) ((S) > 1 ? (unsigned long long)IG_QG_COUNTERS(N, T) * (S) * IG_QG_BLOCK * 32 : 0ull)
+#define IG_QG_SPLIT0(N) (IG_QG_GRID_X(N) >= 96 ? 1 : IG_CDIV(128, IG_QG_GRID_X(N)))
+#define IG_QG_SPLIT1(N) (IG_QG_SPLIT0(N) < 8 ? IG_QG_SPLIT0(N) : 8)
+#define IG_QG_SPLIT_AUTO(N, K) ((K) / 256 < 1 ? 1 : IG_QG_SPLIT1(N) < (K) / 256 ? IG_QG_SPLIT1(N) : (K) / 256)
+
 /* ---- gemv_tc.cu: MV_NAME(T, x, gamma, w, bias, y), 2 <= T <= IG_MVT_TMAX, sm_80+ ----
  * The unit of work is 16 packed rows (SwiGLU: 32, gate and up tiles); KS = IG_MVT_KS(K) warps
  * share a unit (split K over 32-column blocks: 8 when a row has at least 64 blocks, else 4, 2,

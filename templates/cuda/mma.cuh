@@ -1,9 +1,10 @@
 /* mma.cuh — the sm_80+ tensor-core building blocks shared by the tiled kernels (attention_prefill.cu's
- * prefill attention, moe.cu's expert-grouped products): a shared-memory address for PTX, 16-byte
- * cp.async copies global -> shared (bypassing L1; src_bytes 0 writes zeros and reads nothing) with
+ * prefill attention, moe.cu's expert-grouped products, qgemm.cu): a shared-memory address for PTX, 16-byte
+ * cp.async copies global -> shared (16 bytes bypassing L1, or 4 / 8; src_bytes 0 writes zeros and reads nothing) with
  * their commit / wait, ldmatrix x4 (plain and transposed), and mma.sync m16n8k16 on the package's
  * 16-bit type (bf16, or half when IG_F16) with f32 accumulate: c += a (16x16, row) . b (16x8, col).
- * Device code for sm_80 and newer only; elsewhere (and in the host emulation) the file is empty. */
+ * Device code for sm_80 and newer only; elsewhere the file is empty (tests/cuda_host/cuda_emul.h states
+ * the same functions for the host emulation). */
 #ifndef IG_CUDA_MMA_CUH
 #define IG_CUDA_MMA_CUH
 
@@ -17,6 +18,13 @@ IG_DEV unsigned ig_smem_addr(const void *p) {
 }
 IG_DEV void ig_cp16(unsigned dst, const void *src, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+/* 4- and 8-byte copies (through L1: .cg takes 16 bytes only), e.g. a row's scale words */
+IG_DEV void ig_cp4(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+IG_DEV void ig_cp8(unsigned dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 IG_DEV void ig_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>

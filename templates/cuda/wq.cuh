@@ -1,5 +1,5 @@
 /* wq.cuh — quantized weight rows of CUDA packages (`--quant a16w8|a16w4` with a CUDA target) and
- * their device-side decoding, shared by gemv.cu, embed.cu, dequant.cu and stream.cuh.
+ * their device-side decoding, shared by gemv.cu, gemv_tc.cu, qgemm.cu, embed.cu, dequant.cu and stream.cuh.
  *
  * A matrix W[N][K] keeps the row-major order of the float formats (N padded to 16 zero rows, gate
  * and up interleaved by 16 rows), each row followed by its scales, so that one row is one
@@ -50,7 +50,10 @@ IG_DEV unsigned ig_andor(unsigned a, unsigned m, unsigned c) {
  * the byte with its sign bit flipped (q + 128) in the mantissa of 1024 (0x6400), minus 1152. sm_80+. */
 IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
     unsigned d;
-#if IG_F16
+#if defined(IG_CUDA_EMUL) /* the host emulation (tests/cuda_host/cuda_emul.h): the same values */
+    const int b = hi ? 1 : 0;
+    d = (unsigned)ig_f32_to_h((float)(signed char)(u >> (8 * b))) | (unsigned)ig_f32_to_h((float)(signed char)(u >> (8 * b + 16))) << 16;
+#elif IG_F16
     const unsigned a = __byte_perm(u ^ 0x80808080u, 0x64646464u, hi ? 0x4341u : 0x4240u);
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3c003c00u), "r"(0xe480e480u));
 #else
@@ -64,6 +67,45 @@ IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
 IG_DEV uint2 ig_wq8_frag(unsigned u) { return make_uint2(ig_wq8_pair(u, 0), ig_wq8_pair(u, 1)); }
 /* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3), the order of ig_wq8_frag */
 IG_DEV uint2 ig_wq_xpairs(unsigned a, unsigned b) { return make_uint2(__byte_perm(a, b, 0x5410), __byte_perm(a, b, 0x7632)); }
+
+/* mma A fragment pair j (0..3) of the 8 uint4 codes of word u (columns c..c+7): the weights of
+ * columns (c + j, c + j + 4) in .lo / .hi, scale q + min in the package's 16-bit type, s2 / m2 the
+ * group's scale and min in both halves (ig_wq4_sm2). The nibble masked into the mantissa of 128
+ * (bf16) or 1024 (half) is exactly 128 + q / 1024 + q, one fma takes the offset off (exact), one more
+ * applies scale and min (rounded once, as dequant.cu rounds each weight). sm_80+. */
+IG_DEV unsigned ig_wq4_pair(unsigned u, int j, unsigned s2, unsigned m2) {
+    unsigned d;
+#if defined(IG_CUDA_EMUL)
+    const float s = ig_h_to_f32((unsigned short)(s2 & 0xffffu)), m = ig_h_to_f32((unsigned short)(m2 & 0xffffu));
+    d = (unsigned)ig_f32_to_h(fmaf((float)((u >> (4 * j)) & 15u), s, m)) |
+        (unsigned)ig_f32_to_h(fmaf((float)((u >> (4 * j + 16)) & 15u), s, m)) << 16;
+#else
+    const unsigned v = (u >> (4 * j)) & 0x000f000fu;
+#if IG_F16
+    asm("{ .reg .b32 t;\n fma.rn.f16x2 t, %1, %2, %3;\n fma.rn.f16x2 %0, t, %4, %5; }"
+        : "=r"(d) : "r"(v | 0x64006400u), "r"(0x3c003c00u), "r"(0xe400e400u), "r"(s2), "r"(m2));
+#else
+    asm("{ .reg .b32 t;\n fma.rn.bf16x2 t, %1, %2, %3;\n fma.rn.bf16x2 %0, t, %4, %5; }"
+        : "=r"(d) : "r"(v | 0x43004300u), "r"(0x3f803f80u), "r"(0xc300c300u), "r"(s2), "r"(m2));
+#endif
+#endif
+    return d;
+}
+/* A q4r (scale, min) word (IEEE halves) as 16-bit pairs of the package's type: *s2 = (scale, scale),
+ * *m2 = (min, min); bf16 packages round the halves to bf16. */
+IG_DEV void ig_wq4_sm2(unsigned sm, unsigned *s2, unsigned *m2) {
+#if IG_F16 && !defined(IG_CUDA_EMUL)
+    *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
+#elif !defined(IG_CUDA_EMUL)
+    const float s = ig_f16_to_f32((unsigned short)(sm & 0xffffu)), m = ig_f16_to_f32((unsigned short)(sm >> 16));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(*s2) : "f"(s));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(*m2) : "f"(m));
+#else
+    const unsigned s = ig_f32_to_h(ig_f16_to_f32((unsigned short)(sm & 0xffffu)));
+    const unsigned m = ig_f32_to_h(ig_f16_to_f32((unsigned short)(sm >> 16)));
+    *s2 = s | s << 16, *m2 = m | m << 16;
+#endif
+}
 
 /* Word i (0..3) of a 16-byte vector. */
 IG_DEV unsigned ig_wq_w(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }

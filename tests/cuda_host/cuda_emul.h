@@ -4,7 +4,10 @@
  * barriers), __shared__ variables are static storage (one CTA runs at a time), the __f*_rn
  * intrinsics are plain IEEE operations (build with -ffp-contract=off), and common.cuh's helpers are
  * re-stated without PTX. No __CUDA_ARCH__: architecture-specific paths (cp.async, mma) are not
- * compiled, so attention_prefill runs its CUDA-core path. Test code only. */
+ * compiled, so attention_prefill runs its CUDA-core path; kernels that test IG_CUDA_EMUL (qgemm.cu)
+ * run theirs on the warp-collective stand-ins at the end (ldmatrix, mma.sync through a slot per
+ * lane between two warp barriers, cp.async as a plain copy). IG_F16 1 before the include: the
+ * 16-bit type is IEEE half. Test code only. */
 #ifndef IG_CUDA_EMUL_H
 #define IG_CUDA_EMUL_H
 
@@ -23,8 +26,21 @@
 #define __noinline__
 #define __shared__ static
 #define __launch_bounds__(...)
+#define IG_CUDA_EMUL 1
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
+struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
+static float2 make_float2(float a, float b) { return {a, b}; }
+static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+static uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+/* PTX prmt's default mode: byte i of the result is byte (s >> 4i) & 7 of {b, a} (sign mode unused) */
+static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
+    const unsigned long long v = (unsigned long long)b << 32 | a;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
+    return r;
+}
 struct dim3e { unsigned x, y, z; };
 static uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 static dim3e threadIdx, blockIdx, gridDim, blockDim;
@@ -78,7 +94,9 @@ typedef unsigned short ig_bf16;
 #define IG_CAT(a, b) IG_CAT_(a, b)
 #define IG_NEG_INF (-INFINITY)
 #define IG_FULL_MASK 0xffffffffu
+#ifndef IG_F16
 #define IG_F16 0
+#endif
 IG_DEV float ig_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 IG_DEV unsigned short ig_f32_to_bf16(float f) {
     unsigned u = __float_as_uint(f);
@@ -88,8 +106,8 @@ IG_DEV unsigned short ig_f32_to_bf16(float f) {
 }
 IG_DEV float ig_f16_to_f32(unsigned short h) { return cpukv::ig_f16_to_f32(h); }
 IG_DEV unsigned short ig_f32_to_f16(float f) { return cpukv::ig_f32_to_f16(f); }
-IG_DEV float ig_h_to_f32(unsigned short h) { return ig_bf16_to_f32(h); }
-IG_DEV unsigned short ig_f32_to_h(float f) { return ig_f32_to_bf16(f); }
+IG_DEV float ig_h_to_f32(unsigned short h) { return IG_F16 ? ig_f16_to_f32(h) : ig_bf16_to_f32(h); }
+IG_DEV unsigned short ig_f32_to_h(float f) { return IG_F16 ? ig_f32_to_f16(f) : ig_f32_to_bf16(f); }
 IG_DEV unsigned ig_pack2_h(float a, float b) { return (unsigned)ig_f32_to_h(a) | ((unsigned)ig_f32_to_h(b) << 16); }
 IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
@@ -104,10 +122,66 @@ IG_DEV float ig_warp_sum(float v) {
     return v;
 }
 IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
+IG_DEV float ig_glu(float g, float u, bool gelu) {
+    if (!gelu) return g / (1.0f + expf(-g)) * u;
+    const float z = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+    const float th = z > 20.0f ? 1.0f : z < -20.0f ? -1.0f : 1.0f - 2.0f / (expf(2.0f * z) + 1.0f);
+    return 0.5f * g * (1.0f + th) * u;
+}
 
 /* dynamic shared memory of the emulated CTA */
 static float ig_emul_dyn[64 * 1024];
 #define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+
+/* mma.cuh on the host: shared addresses are offsets into the dynamic shared memory (the only shared
+ * memory these paths address), copies happen at once (commit / wait have nothing to wait for), and
+ * ldmatrix / mma.sync exchange their operands through per-lane slots between two warp barriers. */
+IG_DEV unsigned ig_smem_addr(const void *p) { return (unsigned)((const char *)p - (const char *)ig_emul_dyn); }
+IG_DEV void ig_cp_n(unsigned dst, const void *src, int n, int src_bytes) {
+    char *d = (char *)ig_emul_dyn + dst;
+    memset(d, 0, (size_t)n);
+    if (src_bytes) memcpy(d, src, (size_t)src_bytes);
+}
+IG_DEV void ig_cp16(unsigned dst, const void *src, int src_bytes) { ig_cp_n(dst, src, 16, src_bytes); }
+IG_DEV void ig_cp8(unsigned dst, const void *src, int src_bytes) { ig_cp_n(dst, src, 8, src_bytes); }
+IG_DEV void ig_cp4(unsigned dst, const void *src, int src_bytes) { ig_cp_n(dst, src, 4, src_bytes); }
+IG_DEV void ig_cp_commit() {}
+template <int N>
+IG_DEV void ig_cp_wait() {}
+static unsigned g_lsm[32][32];
+static unsigned g_mma[32][32][6];
+/* ldmatrix.x4 (b16): lane L gives the row address of row L % 8 of matrix L / 8; lane (g, q) gets, of
+ * each matrix i, the 32-bit word q of its row g */
+IG_DEV void ig_ldsm4(unsigned a, unsigned *r) {
+    unsigned *s = g_lsm[threadIdx.x >> 5];
+    const unsigned l = threadIdx.x & 31;
+    s[l] = a;
+    __syncwarp();
+    for (int i = 0; i < 4; i++) memcpy(&r[i], (const char *)ig_emul_dyn + s[8 * i + (l >> 2)] + 4 * (l & 3), 4);
+    __syncwarp();
+}
+/* mma.sync m16n8k16 row.col, f32 accumulate: A row r, k: lane (r % 8) 4 + (k % 8) / 2, register
+ * (r >= 8) + 2 (k >= 8), half k % 2; B k, column n: lane 4 n + (k % 8) / 2, register k >= 8; C row
+ * g / g + 8, columns 2q, 2q + 1 */
+IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+    unsigned(*s)[6] = g_mma[threadIdx.x >> 5];
+    const unsigned l = threadIdx.x & 31;
+    for (int i = 0; i < 4; i++) s[l][i] = a[i];
+    s[l][4] = b0, s[l][5] = b1;
+    __syncwarp();
+    auto half = [](unsigned v, int h) { return ig_h_to_f32((unsigned short)(h ? v >> 16 : v & 0xffffu)); };
+    for (int e = 0; e < 4; e++) {
+        const int row = (int)(l >> 2) + 8 * (e >> 1), col = 2 * (int)(l & 3) + (e & 1);
+        double acc = 0.0;
+        for (int k = 0; k < 16; k++) {
+            const float av = half(s[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
+            const float bv = half(s[4 * col + (k % 8) / 2][4 + (k >= 8)], k % 2);
+            acc += (double)av * bv;
+        }
+        c[e] += (float)acc;
+    }
+    __syncwarp();
+}
 
 /* Runs kernel body f on grid g with block b, one CTA at a time (f reads threadIdx / blockIdx):
  * fibers run in turn until each waits at a barrier or ends; a warp's barrier opens when all its

@@ -26,8 +26,13 @@ for a in sm_75 sm_80 sm_90; do
 done
 echo "== harness ($ARCH)"
 "$NVCC" -O2 -arch=$ARCH -lineinfo -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o "$OUT/ig_test_cuda_kernels"
+# the quantized tensor-core GEMM's harness, bf16 and half (its bench times cuBLAS too)
+"$NVCC" -O2 -arch=$ARCH -lineinfo -Itemplates/cuda tests/gpu/test_qgemm.cu -lcublas -o "$OUT/ig_test_qgemm"
+"$NVCC" -O2 -arch=$ARCH -lineinfo -Itemplates/cuda -DIG_F16=1 tests/gpu/test_qgemm.cu -lcublas -o "$OUT/ig_test_qgemm_f16"
 if ! nvidia-smi >/dev/null 2>&1; then
     echo "SKIP: nvidia-smi failed (no GPU); templates and harness compiled"
     exit 0
 fi
-exec "$OUT/ig_test_cuda_kernels" "$@"
+"$OUT/ig_test_cuda_kernels" "$@"
+"$OUT/ig_test_qgemm" "$@"
+exec "$OUT/ig_test_qgemm_f16" --no-bench

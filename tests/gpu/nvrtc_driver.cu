@@ -50,6 +50,22 @@
 #define MV_EPI 3
 #define MV_YBF16 1
 #include "gemv_tc.cu"
+#define QG_NAME qg_a /* quantized tensor-core GEMM: q8r residual add with split K, q4r SwiGLU */
+#define QG_K 2048
+#define QG_N 2048
+#define QG_WQ 8
+#define QG_EPI 1
+#define QG_SPLIT 8
+#include "qgemm.cu"
+#define QG_NAME qg_b
+#define QG_K 576
+#define QG_N 96
+#define QG_WQ 4
+#define QG_WG 64
+#define QG_BIAS 1
+#define QG_EPI 2
+#define QG_YBF16 1
+#include "qgemm.cu"
 
 #define EP_BIAS_NAME ep_bias_a
 #define EP_SWIGLU_NAME ep_swiglu_a
