@@ -114,7 +114,7 @@ class _EngineConfig(ctypes.Structure):
                 ("kv_pages", ctypes.c_int32), ("kv_fraction", ctypes.c_float), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
                 ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int),
                 ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p), ("kv_host_bytes", ctypes.c_int64),
-                ("prefix_cache_pages", ctypes.c_int32)]
+                ("prefix_cache_pages", ctypes.c_int32), ("device", ctypes.c_char_p)]
 
 
 class _GenConfig(ctypes.Structure):
