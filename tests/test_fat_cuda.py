@@ -156,7 +156,7 @@ def main():
 def gpuless(fat, cuda, fat_b, cuda_b, cpu_t, tmp):
     for what, pkg, env_i in (("fat package", fat, False), ("fat bundle (env -i)", fat_b, True)):
         said = golden_checks(what, pkg, env_i)
-        check(f"ignis: loaded {cpu_t} (model.so): the best CPU target this machine runs; the package's CUDA code is not "
+        check(f"ignis: loaded {cpu_t} (model.so): the best of its CPU targets that this CPU runs; the package's CUDA code is not "
               "used: no CUDA driver (libcuda.so.1)" in said, f"{what}: says it loaded the CPU code and why: {said.strip()!r}")
     npy = os.path.join(tmp, "x.npy")
     p = cli(["logits", fat, "--device", "cuda", "--tokens", "1,2", "--out", npy])

@@ -178,7 +178,7 @@ static ig_status choose_variant(const rt_variant *vs, int n, const char *device,
             if (v->archs) snprintf(p->choice, sizeof p->choice, "%s (%s): %s%s%s", v->target, v->file, gpu,
                                    forced ? "; --device " : "", forced ? forced : "");
             else if (forced) snprintf(p->choice, sizeof p->choice, "%s (%s): --device %s", v->target, v->file, forced);
-            else snprintf(p->choice, sizeof p->choice, "%s (%s): the best CPU target this machine runs%s%s", v->target, v->file,
+            else snprintf(p->choice, sizeof p->choice, "%s (%s): the best of its CPU targets that this CPU runs%s%s", v->target, v->file,
                           probed ? "; the package's CUDA code is not used: " : "", probed ? gpu : "");
             return IG_OK;
         }
