@@ -19,7 +19,10 @@ within the error):
 Without a GPU (this CI machine):
 - the fat package (and its bundle, run with `env -i`) loads its CPU code, says so and why (no
   driver), and matches the reference; `--device cuda` is refused naming what is missing;
-- the CUDA-only package and its bundle refuse to load with the driver named, exit status 1.
+- the CUDA-only package and its bundle refuse to load with the driver named, exit status 1;
+- the choice against stub drivers (a libcuda.so.1 of five functions, one device of a given compute
+  capability): sm_90 and sm_100 take the CUDA code (sm_100 by the compute_90 PTX), sm_75 keeps the
+  CPU code and says why, --device cpu skips the GPU.
 With a GPU (the coordinator's H200 run, scripts/gpu_check.sh): the fat package and its bundle load
 the CUDA code, say so (the GPU named), and match the reference; `--device cpu` takes the CPU code
 and matches too; the CUDA bundle runs `FILE generate` with `env -i` and its greedy ids match.
@@ -153,7 +156,54 @@ def main():
     return 1 if fails else 0
 
 
+STUB = r"""/* a stand-in libcuda.so.1 for the loader's choice: one device "ignis test stub" of compute
+ * capability CC, and none of the entry points a model's init needs (so loading its code fails cleanly) */
+int cuInit(unsigned f) { return 0; }
+int cuDeviceGetCount(int *n) { *n = 1; return 0; }
+int cuDeviceGet(int *d, int i) { *d = i; return i ? 101 : 0; }
+int cuDeviceGetAttribute(int *v, int attr, int d) { *v = attr == 75 ? CC / 10 : attr == 76 ? CC % 10 : 0; return 0; }
+int cuDeviceGetName(char *s, int n, int d) { const char *x = "ignis test stub"; int i = 0; for (; x[i] && i < n - 1; i++) s[i] = x[i]; s[i] = 0; return 0; }
+"""
+
+
+def stub_driver(tmp, cc):
+    """A folder holding a stub libcuda.so.1 whose one GPU has compute capability cc."""
+    d = os.path.join(tmp, f"stub{cc}")
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(d, "stub.c")
+    open(src, "w").write(STUB)
+    subprocess.run(["cc", "-shared", "-fPIC", f"-DCC={cc}", "-Wl,-soname,libcuda.so.1", "-o", os.path.join(d, "libcuda.so.1"), src],
+                   check=True)
+    return d
+
+
+def choice_cases(fat, cpu_t, tmp):
+    """The loader's choice against stub drivers (no GPU needed): a GPU of a compiled architecture
+    takes the CUDA code (whose init then fails cleanly: the stub has no context calls), one newer
+    than the PTX too, an older one leaves the CPU code with the reason; --device cpu skips the GPU."""
+    npy = os.path.join(tmp, "s.npy")
+    cases = ((90, "cuda-sm_80,sm_90 (model-cuda.so): GPU 0 is ignis test stub (sm_90), which its code runs on"),
+             (100, "cuda-sm_80,sm_90 (model-cuda.so): GPU 0 is ignis test stub (sm_100), which its code runs on"),
+             (75, f"{cpu_t} (model.so): the best of its CPU targets that this CPU runs; the package's CUDA code is not used: "
+                  "GPU 0 is ignis test stub (sm_75), and the code holds cubins for sm_80,sm_90 and PTX of compute_90, none of "
+                  "which runs there"))
+    for cc, want in cases:
+        env = dict(os.environ, LD_LIBRARY_PATH=stub_driver(tmp, cc) + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+        p = subprocess.run([golden.IGNIS, "inspect", fat], capture_output=True, text=True, env=env)
+        check(p.returncode == 0 and f"this machine runs {want}" in p.stderr, f"a stub sm_{cc} GPU: inspect says {want!r}: "
+              f"{p.stderr.strip().splitlines()[-1]!r}")
+        p = subprocess.run([golden.IGNIS, "logits", fat, "--tokens", "1,2", "--out", npy], capture_output=True, text=True, env=env)
+        ok = p.returncode == 1 and "the CUDA library lacks" in p.stderr if cc != 75 else p.returncode == 0
+        check(ok, f"a stub sm_{cc} GPU: logits {'fails cleanly in the CUDA init' if cc != 75 else 'runs the CPU code'}: "
+              f"{p.stderr.strip()[-200:]!r}")
+    p = subprocess.run([golden.IGNIS, "logits", fat, "--device", "cpu", "--tokens", "1,2", "--out", npy], capture_output=True,
+                       text=True, env=env | {"LD_LIBRARY_PATH": stub_driver(tmp, 90)})
+    check(p.returncode == 0 and f"ignis: loaded {cpu_t} (model.so): --device cpu" in p.stderr,
+          f"a stub sm_90 GPU, --device cpu: the CPU code: {p.stderr.strip()!r}")
+
+
 def gpuless(fat, cuda, fat_b, cuda_b, cpu_t, tmp):
+    choice_cases(fat, cpu_t, tmp)
     for what, pkg, env_i in (("fat package", fat, False), ("fat bundle (env -i)", fat_b, True)):
         said = golden_checks(what, pkg, env_i)
         check(f"ignis: loaded {cpu_t} (model.so): the best of its CPU targets that this CPU runs; the package's CUDA code is not "
@@ -175,12 +225,12 @@ def gpu(fat, cuda, fat_b, cuda_b, cpu_t, arch):
     runs = arch in (80, 90) or arch > 90  # a cubin of sm_80 / sm_90, or the compute_90 PTX
     if not runs:
         print(f"     this GPU (sm_{arch}) runs neither sm_80/sm_90 cubins nor compute_90 PTX: CPU expected")
+    for b in (fat_b, cuda_b):  # with an empty environment, is cuBLAS where the loader looks?
+        p = cli(["logits", b, "--tokens", "1", "--out", b + ".npy"], True)
+        if "cuBLAS" in p.stderr and "not installed" in p.stderr:
+            print(f"     cuBLAS is not on the loader's path under env -i; linked beside the bundle: {cublas_beside(b)}")
     for what, pkg, env_i in (("fat package", fat, False), ("fat bundle (env -i)", fat_b, True)):
         said = golden_checks(what, pkg, env_i)
-        if env_i and "cuBLAS" in said and "not installed" in said:
-            libs = cublas_beside(pkg)
-            print(f"     cuBLAS not on the loader's path under env -i; linked beside the bundle: {libs}")
-            said = golden_checks(what + ", cuBLAS beside it", pkg, env_i)
         want = "ignis: loaded cuda-sm_80,sm_90 (model-cuda.so): GPU 0 is " if runs else f"ignis: loaded {cpu_t}"
         check(want in said, f"{what}: says which code it loaded: {said.strip()!r}")
         said = golden_checks(what + " --device cpu", pkg, env_i, ["--device", "cpu"])
