@@ -202,8 +202,24 @@ def choice_cases(fat, cpu_t, tmp):
           f"a stub sm_90 GPU, --device cpu: the CPU code: {p.stderr.strip()!r}")
 
 
+def python_target(fat, cpu_t):
+    """The Python API's LLM(...).target names the choice, and device= forces one."""
+    lib = os.path.join(BUILD, "libignis.so")
+    if not os.path.exists(lib):
+        return
+    code = ("import ignis, sys\n"
+            "with ignis.LLM(sys.argv[1]) as l: print(l.target)\n"
+            "with ignis.LLM(sys.argv[1], device='cpu') as l: print(l.target)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(golden.ROOT, "python"), IGNIS_LIB=lib)
+    p = subprocess.run([sys.executable, "-c", code, fat], capture_output=True, text=True, env=env)
+    lines = p.stdout.splitlines()
+    check(p.returncode == 0 and len(lines) == 2 and lines[0].startswith(f"{cpu_t} (model.so): ") and "no CUDA driver" in lines[0]
+          and lines[1] == f"{cpu_t} (model.so): --device cpu", f"Python LLM.target: {lines or p.stderr.strip()[-200:]}")
+
+
 def gpuless(fat, cuda, fat_b, cuda_b, cpu_t, tmp):
     choice_cases(fat, cpu_t, tmp)
+    python_target(fat, cpu_t)
     for what, pkg, env_i in (("fat package", fat, False), ("fat bundle (env -i)", fat_b, True)):
         said = golden_checks(what, pkg, env_i)
         check(f"ignis: loaded {cpu_t} (model.so): the best of its CPU targets that this CPU runs; the package's CUDA code is not "
