@@ -94,9 +94,10 @@ def cublas_beside(exe):
     """When cuBLAS is not where the loader looks (an `env -i` run has no LD_LIBRARY_PATH), links the
     libcublas.so.N / libcublasLt.so.N that this environment uses into the bundle's folder (one of
     the places the CUDA host code looks); returns what it linked."""
+    import site
     dirs = os.environ.get("LD_LIBRARY_PATH", "").split(":") + ["/usr/local/cuda/lib64"]
-    dirs += glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "cu*", "lib"))
-    dirs += glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages", "nvidia", "cublas", "lib"))
+    for sp in site.getsitepackages() + [site.getusersitepackages()]:  # pip's nvidia-cublas wheels (torch's)
+        dirs += glob.glob(os.path.join(sp, "nvidia", "cu*", "lib")) + glob.glob(os.path.join(sp, "nvidia", "cublas", "lib"))
     for d in filter(None, dirs):
         libs = sorted(glob.glob(os.path.join(d, "libcublas.so.1[0-9]")) + glob.glob(os.path.join(d, "libcublasLt.so.1[0-9]")))
         if len(libs) >= 2:
