@@ -25,6 +25,9 @@ const cg_target *cg_target_find(const char *name) {
         }
         return last;
     }
+    /* the x86-64 psABI levels: v3 (AVX2, FMA, F16C) is avx2, v4 (AVX-512 F/BW/DQ/VL) avx512 */
+    if (!strcmp(name, "cpu:x86-64-v3") || !strcmp(name, "x86-64-v3")) name = "cpu:avx2";
+    if (!strcmp(name, "cpu:x86-64-v4") || !strcmp(name, "x86-64-v4")) name = "cpu:avx512";
     int bare = strncmp(name, "cpu:", 4) != 0; /* "avx2" is "cpu:avx2" */
     for (size_t i = 0; i < n; i++)
         if (!strcmp(name, targets[i].name + (bare ? 4 : 0))) return &targets[i];
@@ -32,7 +35,7 @@ const cg_target *cg_target_find(const char *name) {
 }
 
 const char *cg_target_names(void) {
-    return "cpu (= native), cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic, cpu:aarch64, cpu:aarch64+dotprod, "
+    return "cpu (= native), cpu:avx512bf16, cpu:avx512 (= cpu:x86-64-v4), cpu:avx2 (= cpu:x86-64-v3), cpu:generic, cpu:aarch64, cpu:aarch64+dotprod, "
            "cpu:aarch64+bf16, cpu:aarch64+sve, cpu:aarch64+sve+bf16";
 }
 

@@ -1,12 +1,15 @@
 /* bundle.c — one-file bundles (see bundle.h; the file layout is pkg_file.h's).
  *
- * Steps: read the package's manifest (CPU packages only: CUDA code needs the toolkit's libraries,
- * a tensor-parallel package several processes); find the bundle runtime and its architecture (the
- * `kit` file: "ARCH CC OBJCOPY"); take the model objects of that architecture; make their hidden
+ * Steps: read the package's manifest (not a tensor-parallel package: it runs as several processes);
+ * find the bundle runtime and its architecture (the `kit` file: "ARCH CC OBJCOPY"); take the model
+ * objects whose host code is of that architecture (CPU targets of it; CUDA targets compiled on such
+ * a host: their host code, with the cubins and PTX assembled in, opens the driver and cuBLAS with
+ * dlopen at init, as in a package: templates/cuda/host.h); make their hidden
  * symbols local and rename each entry (objcopy), so that a fat package's variants, which share
  * every kernel name, link side by side; link them with the runtime archive into a stripped
  * executable that exports only the entries (--export-dynamic-symbol: the loader finds them with
- * dlsym on the executable itself); append the package files and the directory. The work happens
+ * dlsym on the executable itself); append the package files, the weights files the linked
+ * variants read (page-aligned) and the directory. The work happens
  * in FILE.parts-XXXXXX beside the output, which is written as FILE.tmp and renamed at the end. */
 #include "bundle.h"
 
@@ -34,45 +37,62 @@ typedef struct bd_kit {
 } bd_kit;
 
 typedef struct bd_variant {
-    char file[80];   /* model.so or model-TARGET.so (the manifest's name) */
-    char target[64]; /* cpu-ARCH-ISA */
+    char file[80];    /* model.so or model-TARGET.so (the manifest's name) */
+    char target[64];  /* cpu-ARCH-ISA, cuda-sm_80,... */
+    char arch[32];    /* the architecture of its host code: a CPU target's, a CUDA target's host_arch */
+    char weights[80]; /* the weights file it reads */
 } bd_variant;
 
-/* The variants the manifest lists (a plain package: model.so and its target); CUDA and
- * tensor-parallel packages are refused. */
+/* Fills v's arch from its target (cpu-ARCH-ISA) or, for a CUDA target, the manifest object o's host_arch. */
+static ig_status variant_arch(const cJSON *o, const char *pkg, bd_variant *v, ig_err *err) {
+    if (!strncmp(v->target, "cpu-", 4)) {
+        const char *dash = strchr(v->target + 4, '-');
+        snprintf(v->arch, sizeof v->arch, "%.*s", dash ? (int)(dash - v->target - 4) : 0, v->target + 4);
+        return IG_OK;
+    }
+    const cJSON *ha = cJSON_GetObjectItemCaseSensitive(o, "host_arch");
+    if (!cJSON_IsString(ha) || strlen(ha->valuestring) >= sizeof v->arch)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "%s: its %s code was compiled before bundles took CUDA packages (no "
+                       "host_arch in the manifest): recompile the package", pkg, v->target);
+    snprintf(v->arch, sizeof v->arch, "%s", ha->valuestring);
+    return IG_OK;
+}
+
+/* The variants the manifest lists (a plain package: model.so, its target and weights); tensor-parallel
+ * packages are refused. */
 static ig_status read_variants(const cJSON *m, const char *pkg, bd_variant *v, int *n, ig_err *err) {
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(m, "target"), *vs = cJSON_GetObjectItemCaseSensitive(m, "variants"), *e;
     const cJSON *tp = cJSON_GetObjectItemCaseSensitive(m, "tp");
-    if (!cJSON_IsString(target)) return ig_fail(err, IG_ERR_FORMAT, "%s/manifest.json: no target", pkg);
-    if (strncmp(target->valuestring, "cpu-", 4))
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "%s targets %s: bundles hold CPU packages only for now (a CUDA package needs "
-                       "the toolkit's libraries beside it)", pkg, target->valuestring);
+    const cJSON *wf = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "weights"), "file");
     if (cJSON_IsNumber(tp) && tp->valuedouble > 1)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "%s is sharded for --tp %g: a bundle runs one process; bundle a package "
                        "compiled without --tp", pkg, tp->valuedouble);
+    if (!cJSON_IsString(target) || !cJSON_IsString(wf) || strchr(wf->valuestring, '/') || strlen(wf->valuestring) >= sizeof v->weights ||
+        strlen(target->valuestring) >= sizeof v->target)
+        return ig_fail(err, IG_ERR_FORMAT, "%s/manifest.json: no target or weights file", pkg);
     *n = 0;
     if (!vs) {
         snprintf(v[0].file, sizeof v[0].file, "model.so");
         snprintf(v[0].target, sizeof v[0].target, "%s", target->valuestring);
+        snprintf(v[0].weights, sizeof v[0].weights, "%s", wf->valuestring);
         *n = 1;
-        return IG_OK;
+        return variant_arch(m, pkg, &v[0], err);
     }
+    ig_status st = IG_OK;
     cJSON_ArrayForEach(e, vs) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "target"), *f = cJSON_GetObjectItemCaseSensitive(e, "file");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "target"), *f = cJSON_GetObjectItemCaseSensitive(e, "file"),
+                    *w = cJSON_GetObjectItemCaseSensitive(e, "weights");
         if (!cJSON_IsString(t) || !cJSON_IsString(f) || strchr(f->valuestring, '/') || *n == BD_MAX_VARIANTS ||
-            strlen(f->valuestring) >= sizeof v->file || strlen(t->valuestring) >= sizeof v->target)
+            strlen(f->valuestring) >= sizeof v->file || strlen(t->valuestring) >= sizeof v->target ||
+            (w && (!cJSON_IsString(w) || strchr(w->valuestring, '/') || strlen(w->valuestring) >= sizeof v->weights)))
             return ig_fail(err, IG_ERR_FORMAT, "%s/manifest.json: a variant needs a target and a file name", pkg);
         snprintf(v[*n].file, sizeof v->file, "%s", f->valuestring);
         snprintf(v[*n].target, sizeof v->target, "%s", t->valuestring);
+        snprintf(v[*n].weights, sizeof v->weights, "%s", w ? w->valuestring : wf->valuestring);
+        if ((st = variant_arch(e, pkg, &v[*n], err))) return st;
         (*n)++;
     }
     return IG_OK;
-}
-
-/* The architecture of a target name "cpu-ARCH-ISA" is ARCH. */
-static int target_is_arch(const char *target, const char *arch) {
-    size_t al = strlen(arch);
-    return !strncmp(target, "cpu-", 4) && !strncmp(target + 4, arch, al) && target[4 + al] == '-';
 }
 
 /* The bundle runtime: o->runtime, or beside the running ignis (a build tree), or ../lib/ignis/
@@ -184,7 +204,7 @@ static ig_status append(int fd, const char *src, uint64_t align, pkgf_entry *e, 
 }
 
 /* The package files a bundle carries: top-level regular files but the model objects, the build
- * log and the weights (appended last, page-aligned). */
+ * log and the weights files (appended last, page-aligned: the ones the linked variants read). */
 static int carried(const char *pkg, const char *name) {
     char path[PATH_MAX];
     struct stat sb;
@@ -192,11 +212,13 @@ static int carried(const char *pkg, const char *name) {
     snprintf(path, sizeof path, "%s/%s", pkg, name);
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || name[0] == '.' || n >= PKGF_NAME_MAX) return 0;
     if (!strncmp(name, "model", 5) && ((n > 3 && !strcmp(name + n - 3, ".so")) || (n > 2 && !strcmp(name + n - 2, ".o")))) return 0;
-    return strcmp(name, "build.log") && strcmp(name, "weights.bin") && strncmp(name, "weights.rank", 12);
+    return strcmp(name, "build.log") && !(!strncmp(name, "weights", 7) && n > 4 && !strcmp(name + n - 4, ".bin"));
 }
 
-/* parts/exe, then the package files, the weights and the directory, into out. */
-static ig_status write_bundle(const char *pkg, const char *parts, const char *out, bd_report *r, ig_err *err) {
+/* parts/exe, then the package files, the weights files of the variants v[nv] (each once) and the
+ * directory, into out. */
+static ig_status write_bundle(const char *pkg, const char *parts, const char *out, const bd_variant *v, int nv, bd_report *r,
+                              ig_err *err) {
     pkgf_bundle *b = calloc(1, sizeof *b);
     if (!b) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     int fd = open(out, O_RDWR | O_CREAT | O_TRUNC, 0755);
@@ -215,9 +237,17 @@ static ig_status write_bundle(const char *pkg, const char *parts, const char *ou
         if (!st) st = append(fd, path, 64, &b->e[b->n++], 1, err);
     }
     if (d) closedir(d);
-    snprintf(path, sizeof path, "%s/weights.bin", pkg);
-    snprintf(b->e[b->n].name, PKGF_NAME_MAX, "weights.bin");
-    if (!st) st = append(fd, path, PKGF_WEIGHTS_ALIGN, &b->e[b->n++], 0, err); /* its tensors are hashed in the manifest */
+    uint64_t wbytes = 0;
+    for (int i = 0; i < nv && !st; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= !strcmp(v[j].weights, v[i].weights);
+        if (seen) continue;
+        if (b->n == PKGF_MAX_ENTRIES - 1) st = ig_fail(err, IG_ERR_UNSUPPORTED, "%s: more than %d files", pkg, PKGF_MAX_ENTRIES - 2);
+        snprintf(path, sizeof path, "%s/%s", pkg, v[i].weights);
+        snprintf(b->e[b->n].name, PKGF_NAME_MAX, "%s", v[i].weights);
+        if (!st) st = append(fd, path, PKGF_WEIGHTS_ALIGN, &b->e[b->n++], 0, err); /* its tensors are hashed in the manifest */
+        if (!st) wbytes += b->e[b->n - 1].size;
+    }
     size_t tail = (size_t)b->n * PKGF_ENTRY_BYTES + PKGF_TRAILER_BYTES;
     uint8_t *buf = st ? NULL : malloc(tail);
     if (!st && !buf) st = ig_fail(err, IG_ERR_NOMEM, "out of memory");
@@ -230,7 +260,7 @@ static ig_status write_bundle(const char *pkg, const char *parts, const char *ou
     if (!st) {
         r->file_bytes = b->file_size;
         r->code_bytes = b->e[0].size;
-        r->weights_bytes = b->e[b->n - 1].size;
+        r->weights_bytes = wbytes;
     }
     free(buf);
     free(b);
@@ -254,7 +284,7 @@ ig_status bd_bundle(const bd_options *o, bd_report *r, ig_err *err) {
     cJSON_Delete(m);
     if (!st) st = find_kit(o->runtime, k, err);
     for (int i = 0; !st && i < na; i++)
-        if (target_is_arch(all[i].target, k->arch)) v[nv++] = all[i];
+        if (!strcmp(all[i].arch, k->arch)) v[nv++] = all[i];
     if (!st && !nv)
         st = ig_fail(err, IG_ERR_MISMATCH, "%s holds code for %s%s, and the bundle runtime %s is for %s: give --runtime the "
                      "bundle-runtime folder of a build for that architecture (aarch64: cmake --toolchain "
@@ -266,7 +296,7 @@ ig_status bd_bundle(const bd_options *o, bd_report *r, ig_err *err) {
     if (!st && o->log) fprintf(o->log, "linking %d model object(s) of %s with %s\n", nv, o->pkg, k->dir);
     if (!st) st = link_exe(k, o->pkg, parts, v, nv, err);
     snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
-    if (!st) st = write_bundle(o->pkg, parts, tmp, r, err);
+    if (!st) st = write_bundle(o->pkg, parts, tmp, v, nv, r, err);
     if (!st && rename(tmp, o->out) != 0) st = ig_fail(err, IG_ERR_IO, "cannot rename %s to %s: %s", tmp, o->out, strerror(errno));
     if (st) unlink(tmp);
     if (made) {

@@ -80,11 +80,12 @@ static ig_status build_so(const cc_options *o, const cg_target *t, int cuda, con
     ig_status cst = pick_cc(o, t, &cc, err);
     if (cst) return cst;
     char cmd[8192];
-    if (cuda)
+    if (cuda) /* model.o (the kernel images assembled in) stays too: `ignis bundle` links it */
         snprintf(cmd, sizeof cmd,
-                 "%s -O2 -std=gnu11 -fPIC -shared -fvisibility=hidden -I'%s/src' -I'%s/include' -Wa,-I'%s/src' "
-                 "-o '%s/model.so' '%s/src/model.c' -ldl > '%s/build.log' 2>&1",
-                 cc, pkg, cuda_home(), pkg, pkg, pkg, pkg);
+                 "%s -O2 -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -I'%s/src' -I'%s/include' -Wa,-I'%s/src' -c "
+                 "-o '%s/model.o' '%s/src/model.c' > '%s/build.log' 2>&1 && %s -shared -o '%s/model.so' '%s/model.o' -ldl "
+                 ">> '%s/build.log' 2>&1",
+                 cc, pkg, cuda_home(), pkg, pkg, pkg, pkg, cc, pkg, pkg, pkg);
     else
         /* the object model.o stays in the package: `ignis bundle` links it into an executable */
         snprintf(cmd, sizeof cmd,
@@ -387,7 +388,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     const char *pkg = o->out_dir;
     ig_dtype dt = IG_DTYPE_F32;
     int cuda = o->target && !strncmp(o->target, "cuda", 4) && (o->target[4] == 0 || o->target[4] == ':');
-    if (o->target && !cuda && strchr(o->target, ',')) return cc_compile_fat(o, err);
+    if (o->target && strchr(o->target, ',') && (!cuda || strstr(o->target, "cpu"))) return cc_compile_fat(o, err);
     if (o->dtype && !strcmp(o->dtype, "bf16"))
         dt = IG_DTYPE_BF16;
     else if (o->dtype && !strcmp(o->dtype, "f16"))
@@ -535,7 +536,16 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant ? o->quant : "keep", &quant, &plan));
         cJSON_AddItemToObject(m, "hparams", hparams_json(&model_hp));
-        if (cuda) cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
+        if (cuda) {
+            cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
+            /* what a fat package's loader needs to know of the code: its cubins, its PTX, its host side */
+            int newest = 0;
+            for (int i = 0; i < ct.n_archs; i++)
+                if (atoi(ct.archs[i] + 3) > newest) newest = atoi(ct.archs[i] + 3);
+            cJSON_AddStringToObject(m, "cuda_archs", target_name + 5);
+            cJSON_AddNumberToObject(m, "ptx", newest);
+            cJSON_AddStringToObject(m, "host_arch", rt_host_arch());
+        }
         cJSON *gen = cJSON_AddObjectToObject(m, "generation");
         cJSON_AddNumberToObject(gen, "bos_token_id", g->hp.bos_id);
         cJSON *eos = cJSON_AddArrayToObject(gen, "eos_token_ids");

@@ -103,6 +103,11 @@ typedef struct ig_engine_config {
                                     the pool and at least 256 pages (or the whole pool if smaller),
                                     so that a stream of distinct prompts leaves the process's
                                     memory flat */
+    const char *device;          /* a fat package's target to load: NULL or "auto" (the best this
+                                    machine runs: its CUDA code where a GPU of a compiled
+                                    architecture is present, else its best CPU target), "cpu",
+                                    "cuda", or a target name ("cpu-x86_64-avx2"); a package of one
+                                    target must match it. Borrowed for ig_engine_open only */
 } ig_engine_config;
 
 IG_API void ig_engine_config_default(ig_engine_config *cfg);
@@ -150,6 +155,10 @@ IG_API void ig_engine_get_stats(ig_engine *e, ig_engine_stats *s); /* e NULL: ze
 IG_API int32_t ig_engine_vocab(const ig_engine *e);
 IG_API int32_t ig_engine_max_context(const ig_engine *e);
 IG_API int ig_engine_has_tokenizer(const ig_engine *e);
+/* The target whose code runs ("cpu-x86_64-avx512bf16", "cuda-sm_80,sm_90"); for a fat package, which
+ * of its targets was loaded and why ("cuda-sm_90 (model-cuda.so): GPU 0 is NVIDIA H200 (sm_90), which
+ * it runs"). *n_targets (may be NULL): the package's targets, 1 unless fat. Owned by e ("" for NULL). */
+IG_API const char *ig_engine_target(const ig_engine *e, int32_t *n_targets);
 
 typedef struct ig_gen_config {
     uint32_t struct_size;     /* sizeof(ig_gen_config), set by ig_gen_config_default */

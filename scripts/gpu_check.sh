@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark, in one call on the device machine (issue 5):
-#   scripts/gpu_check.sh [tests|bench|all]
+#   scripts/gpu_check.sh [tests|bench|fat|all]   (fat: only the CPU + CUDA fat package and CUDA bundle check)
 # Expects the binaries built on the CI-like machine in devbuild/ (scripts/gpu_prepare.sh makes it:
 # ignis, test_engine, bench_engine, bench_guided and the shared libraries they need); writes logs to $OUT.
 # Shorter runs while iterating: IGNIS_GPU_GOLDEN_DTYPES=bf16, IGNIS_GPU_GOLDEN_MODELS=a,b (a subset
@@ -12,6 +12,7 @@ OUT=${OUT:-/tmp/ignis-gpu-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/devbuild/lib:${LD_LIBRARY_PATH:-}"
 export IGNIS="$PWD/devbuild/ignis"
+export IGNIS_BUILD="$PWD/devbuild"  # its bundle-runtime/ (gpu_prepare.sh copies it): `ignis bundle` links with it
 export IGNIS_TESTDATA="${IGNIS_TESTDATA:-$PWD/shared/testdata}"
 [ -d "$IGNIS_TESTDATA" ] || export IGNIS_TESTDATA="$PWD/../shared/testdata"
 nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
@@ -37,6 +38,10 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== engine on the GPU (batch references, preemption, prefix cache and its host tier, stress)"
   python3 tests/golden.py  # the fixtures stored as a weights recipe, which it compiles
   IGNIS_TEST_TARGET=cuda:$arch devbuild/test_engine 2>&1 | tee "$OUT/engine.txt" || rc=1
+fi
+if [ "$what" = fat ] || [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== fat package (cpu + cuda:sm_80,sm_90) picks CUDA; CUDA bundle runs with env -i (issue 20)"
+  python3 tests/test_fat_cuda.py 2>&1 | tee "$OUT/fat_cuda.txt" || rc=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== benchmark"

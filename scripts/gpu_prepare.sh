@@ -11,6 +11,8 @@ cp "$B/ignis" "$B/test_engine" "$B/bench_engine" "$B/bench_guided" devbuild/
 for lib in $(ldd "$B/ignis" "$B/test_engine" | awk '/=>/ {print $3}' | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so'); do
   cp -L "$lib" devbuild/lib/
 done
+# the bundle runtime (`ignis bundle` finds it beside the binary): tests/test_fat_cuda.py bundles there
+if [ -d "$B/bundle-runtime" ]; then cp -r "$B/bundle-runtime" devbuild/; fi
 NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 if [ -x "$NVCC" ]; then
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o devbuild/test_cuda_kernels

@@ -68,11 +68,20 @@ static int parse_args(const cli_cmd *c, const cli_group *groups, int argc, char 
 
 typedef struct thread_opts {
     int32_t threads;
+    const char *device;
 } thread_opts;
 
 static const cli_flag thread_flags[] = {
     CLI_I32("--threads", NULL, thread_opts, threads, 0, 4096, 0, "N", "compute threads (0 = all online CPUs)", NULL),
+    CLI_STRD("--device", NULL, thread_opts, device, 0, "auto|cpu|cuda|TARGET",
+             "which of a fat package's targets to load (a name as ignis inspect lists them, e.g. cpu-x86_64-avx2)",
+             "auto: the CUDA code where a GPU of a compiled architecture is present, else the best CPU target"),
     CLI_END};
+
+/* A fat package: which of its targets was loaded and why, on stderr. */
+static void say_target(const char *choice, int32_t n_targets) {
+    if (n_targets > 1 && choice && *choice) fprintf(stderr, "ignis: loaded %s\n", choice);
+}
 
 /* The sampling / stopping flags: an ig_gen_config plus the --stop strings it points to, --seed as
  * given (NULL: a random seed per run) and --verbose. */
@@ -208,8 +217,14 @@ static ig_status open_engine(const engine_opts *eo, const thread_opts *t, const 
     char *tune;
     ig_status st = cli_join(&eo->tune, ',', &tune, err);
     cfg.tune = tune;
+    cfg.device = t->device;
     if (!st) st = ig_engine_open(pkg, &cfg, e, err);
     free(tune);
+    if (!st) {
+        int32_t n_targets;
+        const char *choice = ig_engine_target(*e, &n_targets);
+        say_target(choice, n_targets);
+    }
     return st;
 }
 
@@ -269,11 +284,28 @@ static int cmd_import(const cli_cmd *c, int argc, char **argv) {
 typedef struct inspect_opts {
     const char *pos[1];
     int passes;
+    const char *device;
 } inspect_opts;
 
 static const cli_flag inspect_flags[] = {
     CLI_SW("--passes", NULL, inspect_opts, passes, "run the compiler passes, printing the graph after each"),
+    CLI_STRD("--device", NULL, inspect_opts, device, 0, "auto|cpu|cuda|TARGET", "a fat package: the target choice to report",
+             "auto"),
     CLI_END};
+
+/* A fat package's targets, best first, each with its model object and weights file, on stderr. */
+static void say_variants(const char *manifest) {
+    cJSON *m = cJSON_Parse(manifest), *v;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "weights"), "file");
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(m, "variants")) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "target"), *f = cJSON_GetObjectItemCaseSensitive(v, "file"),
+                    *vw = cJSON_GetObjectItemCaseSensitive(v, "weights");
+        const char *wf = cJSON_IsString(vw) ? vw->valuestring : cJSON_IsString(w) ? w->valuestring : "?";
+        fprintf(stderr, "target %s: %s, weights %s\n", cJSON_IsString(t) ? t->valuestring : "?",
+                cJSON_IsString(f) ? f->valuestring : "?", wf);
+    }
+    cJSON_Delete(m);
+}
 
 static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
     inspect_opts o = {0};
@@ -289,13 +321,13 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
         fputs(text, stdout);
         putchar('\n');
         int fat = strstr(text, "\"variants\"") != NULL;
+        if (fat) say_variants(text);
         free(text);
-        if (fat) { /* a fat package: say which of its targets this machine loads */
-            rt_open_opts oo = {.verify_hashes = 0};
+        if (fat) { /* a fat package: its targets, and which of them this machine loads */
+            rt_open_opts oo = {.verify_hashes = 0, .device = o.device};
             rt_package *p;
             if (rt_package_open(o.pos[0], &oo, &p, &err)) return fail(c->name, &err);
-            fprintf(stderr, "this machine runs %s (%s, one of the package's %d targets)\n", p->target, p->model_file,
-                    p->n_variants);
+            fprintf(stderr, "this machine runs %s (one of the package's %d targets)\n", p->choice, p->n_variants);
             rt_package_close(p);
         }
         return 0;
@@ -413,12 +445,15 @@ typedef struct runner {
 
 /* tune: the --tune values (borrowed), joined for rt_model_opts.tune. kv_tokens: the most tokens the
  * run's one sequence holds (its KV pool is sized for them). */
-static ig_status runner_open(runner *r, const char *dir, int max_tokens, int64_t kv_tokens, int threads,
+static ig_status runner_open(runner *r, const char *dir, int max_tokens, int64_t kv_tokens, const thread_opts *th,
                              const cli_strs *tune, ig_err *err) {
     memset(r, 0, sizeof *r);
     char *t = NULL;
+    int threads = th->threads;
+    rt_open_opts oo = {.verify_hashes = 1, .device = th->device};
     ig_status st = cli_join(tune, ',', &t, err);
-    if (!st) st = rt_package_open(dir, NULL, &r->pkg, err);
+    if (!st) st = rt_package_open(dir, &oo, &r->pkg, err);
+    if (!st) say_target(r->pkg->choice, r->pkg->n_variants);
     if (st) {
         free(t);
         return st;
@@ -459,7 +494,7 @@ static ig_status run_logits(const logits_opts *o, ig_err *err) {
     ig_status st = parse_ids("--tokens", o->tokens, &ids, &n, err);
     if (st) return st;
     runner r;
-    st = runner_open(&r, o->pos[0], 256, n, o->t.threads, &o->tune, err);
+    st = runner_open(&r, o->pos[0], 256, n, &o->t, &o->tune, err);
     float *lg = NULL;
     if (!st) {
         int32_t V = r.pkg->desc->vocab;
@@ -585,9 +620,9 @@ static ig_status run_ppl(const ppl_opts *o, int verify, ppl_acc *a, ig_err *err)
     if (!st) {
         int32_t ctx = o->context ? o->context : 512;
         const cli_strs no_tune = {0};
-        st = runner_open(&r, o->pos[0], ctx, ctx, o->t.threads, &no_tune, err);
+        st = runner_open(&r, o->pos[0], ctx, ctx, &o->t, &no_tune, err);
         if (!st && ctx > r.pkg->desc->max_context) ctx = r.pkg->desc->max_context;
-        if (!st && verify) st = runner_open(&ref, o->reference, ctx, ctx, o->t.threads, &no_tune, err);
+        if (!st && verify) st = runner_open(&ref, o->reference, ctx, ctx, &o->t, &no_tune, err);
         if (!st && verify && ref.pkg->desc->vocab != r.pkg->desc->vocab)
             st = ig_fail(err, IG_ERR_INVALID, "%s has a vocabulary of %d, %s of %d: not the same model", o->reference,
                          ref.pkg->desc->vocab, o->pos[0], r.pkg->desc->vocab);
@@ -756,7 +791,7 @@ static ig_status run_bench(const bench_opts *o, ig_err *err) {
     /* long prompts prefill in chunks: a step's workspace (its logits rows, the staged page tables)
      * grows with its tokens */
     const int chunk = o->max_tokens_per_step > 0 ? o->max_tokens_per_step : P < 8192 ? P : 8192;
-    ig_status st = runner_open(&r, o->pos[0], chunk, (int64_t)P + N, o->t.threads, &o->tune, err);
+    ig_status st = runner_open(&r, o->pos[0], chunk, (int64_t)P + N, &o->t, &o->tune, err);
     double t_load = rt_now() - t0;
     const ig_model_desc *d = st ? NULL : r.pkg->desc;
     if (!st && P + N > d->max_context)

@@ -114,7 +114,7 @@ class _EngineConfig(ctypes.Structure):
                 ("kv_pages", ctypes.c_int32), ("kv_fraction", ctypes.c_float), ("n_threads", ctypes.c_int32), ("max_waiting", ctypes.c_int32),
                 ("verify_hashes", ctypes.c_int), ("prefix_cache", ctypes.c_int),
                 ("device_sampling", ctypes.c_int), ("tune", ctypes.c_char_p), ("kv_host_bytes", ctypes.c_int64),
-                ("prefix_cache_pages", ctypes.c_int32)]
+                ("prefix_cache_pages", ctypes.c_int32), ("device", ctypes.c_char_p)]
 
 
 class _GenConfig(ctypes.Structure):
@@ -178,6 +178,8 @@ def _L():
             lib.ig_engine_close.argtypes = [ctypes.c_void_p]
             lib.ig_engine_get_stats.argtypes = [ctypes.c_void_p, P(_Stats)]
             lib.ig_engine_vocab.argtypes = lib.ig_engine_max_context.argtypes = lib.ig_engine_has_tokenizer.argtypes = [ctypes.c_void_p]
+            lib.ig_engine_target.argtypes = [ctypes.c_void_p, P(ctypes.c_int32)]
+            lib.ig_engine_target.restype = ctypes.c_char_p
             lib.ig_gen_config_default.argtypes = [P(_GenConfig)]
             lib.ig_request_start.argtypes = [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_int32, P(_GenConfig), P(ctypes.c_void_p), P(_Err)]
             lib.ig_request_start_text.argtypes = [ctypes.c_void_p, ctypes.c_char_p, P(_GenConfig), P(ctypes.c_void_p), P(_Err)]
@@ -297,7 +299,9 @@ class Engine:
                  kv_bytes: int = 0, threads: int = 0, max_waiting: int = 0, verify_hashes: bool = True,
                  prefix_cache: bool = True, device_sampling: bool = True, tune: Optional[str] = None,
                  kv_fraction: float = 0.0, kv_host_bytes: Optional[int] = None,
-                 prefix_cache_pages: int = 0):
+                 prefix_cache_pages: int = 0, device: Optional[str] = None):
+        """device: a fat package's target to load ("cpu", "cuda" or a target name; None: the best
+        this machine runs). The one loaded, and for a fat package why, is .target."""
         lib = _L()
         cfg = _defaults(_EngineConfig, lib.ig_engine_config_default)
         for name, v in (("max_seqs", max_seqs), ("max_tokens_per_step", max_tokens_per_step), ("kv_pages", kv_pages),
@@ -309,6 +313,7 @@ class Engine:
         cfg.prefix_cache = int(prefix_cache)
         cfg.device_sampling = int(device_sampling)
         cfg.tune = tune.encode() if tune else None
+        cfg.device = device.encode() if device else None
         if kv_host_bytes is not None:  # None: the engine's default (-1); 0: no host tier
             cfg.kv_host_bytes = kv_host_bytes
         h, err = ctypes.c_void_p(), _Err()
@@ -317,6 +322,9 @@ class Engine:
         self.vocab = lib.ig_engine_vocab(h)
         self.max_context = lib.ig_engine_max_context(h)
         self.has_tokenizer = bool(lib.ig_engine_has_tokenizer(h))
+        n_targets = ctypes.c_int32()
+        self.target = lib.ig_engine_target(h, ctypes.byref(n_targets)).decode()
+        self.n_targets = n_targets.value
 
     def start(self, prompt: Union[str, Sequence[int]], max_new_tokens: int = 128, min_new_tokens: int = 0,
               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,

@@ -186,21 +186,25 @@ class LLM:
 
     Engine options (all optional; None keeps the C API's default, see ig_engine_config):
     max_seqs, max_tokens_per_step, kv_pages, kv_bytes, kv_fraction, n_threads, max_waiting, verify_hashes,
-    prefix_cache, device_sampling, tune ("key=value,..." or a dict; docs/TUNING.md).
+    prefix_cache, device_sampling, tune ("key=value,..." or a dict; docs/TUNING.md), device (a fat
+    package's target: "cpu", "cuda" or a target name; None: the best this machine runs — .target
+    says which was loaded and why).
     Use as a context manager, or call close(). Methods may be called from many threads."""
 
     def __init__(self, package: str, *, max_seqs: Optional[int] = None, max_tokens_per_step: Optional[int] = None,
                  kv_pages: Optional[int] = None, kv_bytes: Optional[int] = None, n_threads: Optional[int] = None,
                  max_waiting: Optional[int] = None, verify_hashes: bool = True, prefix_cache: bool = True,
                  device_sampling: bool = True, tune: Union[None, str, Dict[str, object]] = None,
-                 kv_fraction: Optional[float] = None):
+                 kv_fraction: Optional[float] = None, device: Optional[str] = None):
         if isinstance(tune, dict):
             tune = ",".join(f"{k}={v}" for k, v in tune.items())
         self.package = str(package)
         self._engine = Engine(self.package, max_seqs=max_seqs or 0, max_tokens_per_step=max_tokens_per_step or 0,
                               kv_pages=kv_pages or 0, kv_bytes=kv_bytes or 0, threads=n_threads or 0,
                               max_waiting=max_waiting or 0, verify_hashes=verify_hashes, prefix_cache=prefix_cache,
-                              device_sampling=device_sampling, tune=tune, kv_fraction=kv_fraction or 0.0)
+                              device_sampling=device_sampling, tune=tune, kv_fraction=kv_fraction or 0.0,
+                              device=device)
+        self.target = self._engine.target
         self.tokenizer: Optional[Tokenizer] = Tokenizer(self.package) if self._engine.has_tokenizer else None
 
     # ---- facts

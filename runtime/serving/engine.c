@@ -541,9 +541,11 @@ static int32_t prefix_cache_cap(const ig_engine_config *cfg, const ig_model_desc
 /* Package, model instance, pager, prefix cache and tokenizer of e (e->cfg set). */
 static ig_status open_resources(ig_engine *e, const char *pkg_dir, ig_err *err) {
     const ig_engine_config *cfg = &e->cfg;
-    rt_open_opts oo = {.verify_hashes = cfg->verify_hashes};
+    rt_open_opts oo = {.verify_hashes = cfg->verify_hashes, .device = cfg->device};
     ig_status st = rt_package_open(pkg_dir, &oo, &e->pkg, err);
     if (st) return st;
+    e->n_targets = e->pkg->n_variants > 1 ? e->pkg->n_variants : 1;
+    snprintf(e->target, sizeof e->target, "%s", e->pkg->choice[0] ? e->pkg->choice : e->pkg->target);
     const ig_model_desc *d = e->pkg->desc;
     int64_t pages = cfg->kv_pages; /* 0 (with kv_bytes 0): rt_model_new sizes it by kv_fraction */
     if (cfg->kv_bytes > 0) pages = cfg->kv_bytes / (int64_t)d->kv_page_bytes;
@@ -743,3 +745,7 @@ ig_status ig_engine_logits(ig_engine *e, const int32_t *ids, int32_t n_ids, floa
 int32_t ig_engine_vocab(const ig_engine *e) { return e ? e->vocab : 0; }
 int32_t ig_engine_max_context(const ig_engine *e) { return e ? e->max_context : 0; }
 int ig_engine_has_tokenizer(const ig_engine *e) { return e && e->has_tokenizer; }
+const char *ig_engine_target(const ig_engine *e, int32_t *n_targets) {
+    if (n_targets) *n_targets = e ? e->n_targets : 0;
+    return e ? e->target : "";
+}

@@ -17,6 +17,7 @@
 
 #include "ignis.h"
 #include "pkg_file.h"
+#include "rt_gpu.h"
 #include "rt_tp.h"
 #include "rt_util.h"
 
@@ -59,6 +60,7 @@ void rt_package_close(rt_package *p) {
     if (!p) return;
     if (p->weights && p->weights != MAP_FAILED) munmap((void *)p->weights, p->weights_bytes);
     if (p->dl) dlclose(p->dl);
+    if (p->gpu_lib) dlclose(p->gpu_lib);
     rt_tp_close(p->tp);
     free(p->dir);
     free(p);
@@ -101,40 +103,143 @@ static int first_bad_weight(const rt_package *p, const uint64_t *want, int n) {
     return j.bad < n ? j.bad : -1;
 }
 
-/* A fat package lists "variants": one model object per CPU target, best first. Picks the first
- * whose architecture and features this machine has: its target, features and file go to p and
- * *need. No "variants": model.so and the manifest's own target. */
-static ig_status pick_variant(const cJSON *m, const char *mpath, rt_package *p, uint32_t *need, ig_err *err) {
-    snprintf(p->model_file, sizeof p->model_file, "model.so");
-    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(m, "variants"), *v;
-    if (!vs) return IG_OK;
-    if (!cJSON_IsArray(vs) || cJSON_GetArraySize(vs) < 1 || cJSON_GetArraySize(vs) > 16)
-        return ig_fail(err, IG_ERR_FORMAT, "%s: variants is not an array of 1 to 16 targets", mpath);
+/* ---- fat packages: "variants", one model object per target, best first (CUDA before CPU). */
+
+typedef struct rt_variant {
+    const char *target, *file, *weights; /* weights: the weights file it reads (NULL: the manifest's "weights") */
+    const char *archs;                   /* CUDA: "sm_80,sm_90" (NULL: a CPU variant) */
+    int ptx;                             /* CUDA: the PTX's arch (0: none) */
+    uint32_t features;                   /* CPU: IG_CPU_* bits it needs */
+} rt_variant;
+
+/* The variant v of a manifest, its fields checked (names within the sizes of rt_package's copies). */
+static ig_status read_variant(const cJSON *v, const char *mpath, const rt_package *p, rt_variant *out, ig_err *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "target"), *f = cJSON_GetObjectItemCaseSensitive(v, "cpu_features"),
+                *file = cJSON_GetObjectItemCaseSensitive(v, "file"), *w = cJSON_GetObjectItemCaseSensitive(v, "weights"),
+                *dev = cJSON_GetObjectItemCaseSensitive(v, "device"), *ar = cJSON_GetObjectItemCaseSensitive(v, "cuda_archs"),
+                *ptx = cJSON_GetObjectItemCaseSensitive(v, "ptx");
+    int cuda = cJSON_IsString(dev) && !strcmp(dev->valuestring, "cuda");
+    if (!cJSON_IsString(t) || !int_in(f, 0, UINT32_MAX) || !cJSON_IsString(file) || strlen(t->valuestring) >= sizeof p->target ||
+        strlen(file->valuestring) >= sizeof p->model_file || strchr(file->valuestring, '/') ||
+        (w && (!cJSON_IsString(w) || strchr(w->valuestring, '/') || strlen(w->valuestring) >= sizeof p->weights_file)) ||
+        (dev && !cJSON_IsString(dev)) || (cuda && (!cJSON_IsString(ar) || (ptx && !int_in(ptx, 0, 1000)))))
+        return ig_fail(err, IG_ERR_FORMAT, "%s: a variant needs a target, cpu_features and a file name in the package "
+                       "(CUDA ones their cuda_archs)", mpath);
+    *out = (rt_variant){.target = t->valuestring, .file = file->valuestring, .weights = w ? w->valuestring : NULL,
+                        .archs = cuda ? ar->valuestring : NULL, .ptx = cuda && ptx ? (int)ptx->valuedouble : 0,
+                        .features = (uint32_t)f->valuedouble};
+    return IG_OK;
+}
+
+/* Whether CPU variant v runs here: this architecture, and its features. */
+static int cpu_runs(const rt_variant *v, uint32_t have) {
+    size_t al = strlen(rt_host_arch());
+    return !v->archs && !strncmp(v->target, "cpu-", 4) && !strncmp(v->target + 4, rt_host_arch(), al) &&
+           v->target[4 + al] == '-' && (v->features & have) == v->features;
+}
+
+/* Whether the caller's device choice (NULL / "auto": any; "cpu", "cuda", or a target name) admits v. */
+static int device_admits(const char *device, const rt_variant *v) {
+    if (!device || !*device || !strcmp(device, "auto")) return 1;
+    if (!strcmp(device, "cpu")) return !v->archs;
+    if (!strcmp(device, "cuda")) return v->archs != NULL;
+    return !strcmp(device, v->target);
+}
+
+/* Why CUDA variant v does or does not run on the probed GPU, into buf. */
+static void gpu_reason(const rt_gpu_probe *g, int gpu_index, const rt_variant *v, int runs, char *buf, size_t cap) {
+    if (!g->cc) snprintf(buf, cap, "%s", g->why);
+    else if (runs) snprintf(buf, cap, "GPU %d is %s (sm_%d), which its code runs on", gpu_index, g->name, g->cc);
+    else snprintf(buf, cap, "GPU %d is %s (sm_%d), and the code holds cubins for %s and PTX of compute_%d, none of which "
+                  "runs there", gpu_index, g->name, g->cc, v->archs, v->ptx);
+}
+
+/* Chooses variant k of vs[n] for this machine and the caller's device choice: the first (best)
+ * CUDA variant whose code runs on GPU gpu_index, else the first CPU variant this CPU runs.
+ * p->choice says which and why. */
+static ig_status choose_variant(const rt_variant *vs, int n, const char *device, int gpu_index, rt_package *p, int *k,
+                                ig_err *err) {
     uint32_t have = rt_cpu_features();
-    char tried[512] = "";
-    size_t al = strlen(rt_host_arch()), used = 0;
-    cJSON_ArrayForEach(v, vs) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "target"), *f = cJSON_GetObjectItemCaseSensitive(v, "cpu_features"),
-                    *file = cJSON_GetObjectItemCaseSensitive(v, "file");
-        if (!cJSON_IsString(t) || !int_in(f, 0, UINT32_MAX) || !cJSON_IsString(file) || strlen(t->valuestring) >= sizeof p->target ||
-            strlen(file->valuestring) >= sizeof p->model_file || strchr(file->valuestring, '/'))
-            return ig_fail(err, IG_ERR_FORMAT, "%s: a variant needs a target, cpu_features and a file name in the package", mpath);
-        uint32_t nf = (uint32_t)f->valuedouble;
-        int arch_ok = !strncmp(t->valuestring, "cpu-", 4) && !strncmp(t->valuestring + 4, rt_host_arch(), al) &&
-                      t->valuestring[4 + al] == '-';
-        if (arch_ok && (nf & have) == nf) {
-            snprintf(p->target, sizeof p->target, "%s", t->valuestring);
-            snprintf(p->model_file, sizeof p->model_file, "%s", file->valuestring);
-            p->n_variants = cJSON_GetArraySize(vs);
-            *need = nf;
+    const char *forced = device && *device && strcmp(device, "auto") ? device : NULL;
+    char tried[512] = "", gpu[512] = "";
+    size_t used = 0;
+    rt_gpu_probe g = {0};
+    int probed = 0;
+    for (int i = 0; i < n; i++) {
+        const rt_variant *v = &vs[i];
+        if (!device_admits(device, v)) continue;
+        if (v->archs && !probed) rt_gpu_probe_run(gpu_index, &g), probed = 1;
+        int ok = v->archs ? rt_gpu_arch_runs(v->archs, v->ptx, g.cc) : cpu_runs(v, have);
+        if (v->archs) gpu_reason(&g, gpu_index, v, ok, gpu, sizeof gpu);
+        if (ok) {
+            *k = i;
+            p->gpu_lib = v->archs ? g.lib : NULL; /* the driver stays open for the model's init */
+            if (!v->archs) rt_gpu_probe_close(&g);
+            if (v->archs) snprintf(p->choice, sizeof p->choice, "%s (%s): %s%s%s", v->target, v->file, gpu,
+                                   forced ? "; --device " : "", forced ? forced : "");
+            else if (forced) snprintf(p->choice, sizeof p->choice, "%s (%s): --device %s", v->target, v->file, forced);
+            else snprintf(p->choice, sizeof p->choice, "%s (%s): the best of its CPU targets that this CPU runs%s%s", v->target, v->file,
+                          probed ? "; the package's CUDA code is not used: " : "", probed ? gpu : "");
             return IG_OK;
         }
-        used += snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0, "%s%s", used ? ", " : "", t->valuestring);
+        used += snprintf(tried + used, used < sizeof tried ? sizeof tried - used : 0, "%s%s", used ? ", " : "", v->target);
     }
+    rt_gpu_probe_close(&g);
     char hb[128];
     rt_cpu_feature_names(have, hb, sizeof hb);
-    return ig_fail(err, IG_ERR_CPU, "%s holds code for %s, none of which runs on this %s machine (this CPU has: %s); "
-                   "recompile with --target cpu", p->dir, tried, rt_host_arch(), hb);
+    if (!used)
+        return ig_fail(err, IG_ERR_INVALID, "%s holds no %s target (--device %s; ignis inspect lists its targets)", p->dir,
+                       device, device);
+    if (forced)
+        return ig_fail(err, probed ? IG_ERR_MISMATCH : IG_ERR_CPU, "%s: --device %s asks for %s, which cannot run here: %s",
+                       p->dir, forced, tried, probed ? gpu : "this CPU lacks its features");
+    return ig_fail(err, IG_ERR_CPU, "%s holds code for %s, none of which runs on this %s machine (this CPU has: %s%s%s); "
+                   "recompile with --target cpu", p->dir, tried, rt_host_arch(), hb, probed ? "; CUDA: " : "", probed ? gpu : "");
+}
+
+/* A fat package's "variants": picks the variant this machine runs (choose_variant) and puts its
+ * target, file, weights file, device and features in p and *need. No "variants": model.so, the
+ * manifest's own target and weights; a device choice must then name the package's device. */
+static ig_status pick_variant(const cJSON *m, const char *mpath, const rt_open_opts *opts, rt_package *p, uint32_t *need,
+                              ig_err *err) {
+    snprintf(p->model_file, sizeof p->model_file, "model.so");
+    const char *device = opts ? opts->device : NULL;
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(m, "variants"), *v;
+    if (!vs) {
+        rt_variant one = {.target = p->target, .archs = strncmp(p->target, "cuda", 4) ? NULL : ""};
+        if (!device_admits(device, &one))
+            return ig_fail(err, IG_ERR_INVALID, "%s holds only %s: --device %s is not among its targets", p->dir, p->target, device);
+        return IG_OK;
+    }
+    if (!cJSON_IsArray(vs) || cJSON_GetArraySize(vs) < 1 || cJSON_GetArraySize(vs) > 16)
+        return ig_fail(err, IG_ERR_FORMAT, "%s: variants is not an array of 1 to 16 targets", mpath);
+    rt_variant all[16];
+    int n = 0, k = 0;
+    ig_status st = IG_OK;
+    cJSON_ArrayForEach(v, vs) if (!st) st = read_variant(v, mpath, p, &all[n++], err);
+    if (!st) st = choose_variant(all, n, device, opts ? opts->device_index : 0, p, &k, err);
+    if (st) return st;
+    snprintf(p->target, sizeof p->target, "%s", all[k].target);
+    snprintf(p->model_file, sizeof p->model_file, "%s", all[k].file);
+    if (all[k].weights) snprintf(p->weights_file, sizeof p->weights_file, "%s", all[k].weights);
+    p->n_variants = n;
+    *need = all[k].archs ? 0 : all[k].features;
+    return IG_OK;
+}
+
+/* The weights table of the chosen variant: the manifest's "weights", or the entry of its
+ * "weight_files" whose file the variant reads (a fat package's other layouts). */
+static const cJSON *variant_weights(const cJSON *m, const rt_package *p, const char *mpath, ig_err *err) {
+    const cJSON *w = req(m, "weights", mpath, err), *e;
+    if (!w || !p->weights_file[0]) return w;
+    const cJSON *wf = cJSON_GetObjectItemCaseSensitive(w, "file");
+    if (cJSON_IsString(wf) && !strcmp(wf->valuestring, p->weights_file)) return w;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(m, "weight_files")) {
+        wf = cJSON_GetObjectItemCaseSensitive(e, "file");
+        if (cJSON_IsString(wf) && !strcmp(wf->valuestring, p->weights_file)) return e;
+    }
+    ig_fail(err, IG_ERR_FORMAT, "%s: %s reads %s, which weight_files does not describe", mpath, p->target, p->weights_file);
+    return NULL;
 }
 
 /* A manifest tensor's hash on `rank`: "hash", or of a tensor-parallel package "rank_hashes"[rank]
@@ -162,7 +267,7 @@ static ig_status check_self(const char *dir, ig_err *err) {
 }
 
 /* A package given as a file: a bundle that is this process's executable, and (verify) each of its
- * entries but weights.bin (whose tensors are hashed one by one later) matches its hash: the
+ * entries but the weights files (weights*.bin, whose tensors are hashed one by one later) matches its hash: the
  * executable itself ("code"), the manifest, the tokenizer files. */
 static ig_status check_bundle(const char *dir, int verify, ig_err *err) {
     pkgf_bundle *b = malloc(sizeof *b);
@@ -178,7 +283,8 @@ static ig_status check_bundle(const char *dir, int verify, ig_err *err) {
     if (!st && verify && map == MAP_FAILED) st = ig_fail(err, IG_ERR_IO, "%s: mmap failed: %s", dir, strerror(errno));
     for (int32_t k = 0; !st && map != MAP_FAILED && k < b->n; k++) {
         const pkgf_entry *e = &b->e[k];
-        if (!strcmp(e->name, "weights.bin")) continue;
+        size_t nl = strlen(e->name);
+        if (!strncmp(e->name, "weights", 7) && nl > 4 && !strcmp(e->name + nl - 4, ".bin")) continue; /* hashed per tensor */
         if (rt_hash64((const uint8_t *)map + e->offset, e->size, 0) != e->hash)
             st = ig_fail(err, IG_ERR_MISMATCH, "%s: the bundle's %s does not match its hash (corrupt or modified bundle)", dir,
                          !strcmp(e->name, "code") ? "executable part (code)" : e->name);
@@ -307,7 +413,7 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
     const cJSON *kvt = cJSON_GetObjectItemCaseSensitive(m, "kv_dtype");
     snprintf(p->kv_dtype, sizeof p->kv_dtype, "%s", cJSON_IsString(kvt) ? kvt->valuestring : "?");
     uint32_t need = (uint32_t)feat->valuedouble, have = rt_cpu_features();
-    if ((st = pick_variant(m, mpath, p, &need, err))) goto fail;
+    if ((st = pick_variant(m, mpath, opts, p, &need, err))) goto fail;
     size_t al = strlen(rt_host_arch());
     if (!strncmp(p->target, "cpu-", 4) && (strncmp(p->target + 4, rt_host_arch(), al) || p->target[4 + al] != '-')) {
         st = ig_fail(err, IG_ERR_CPU, "%s was compiled for %s, and this runtime runs on %s: recompile it with --target cpu "
@@ -348,7 +454,11 @@ ig_status rt_package_open(const char *dir, const rt_open_opts *opts, rt_package 
         goto fail;
     }
 
-    /* the weights: size, table and hashes must match the manifest */
+    /* the weights: size, table and hashes must match the manifest (a fat package's variant: its layout's) */
+    if (!(w = variant_weights(m, p, mpath, err))) {
+        st = IG_ERR_FORMAT;
+        goto fail;
+    }
     const cJSON *wfile = req(w, "file", mpath, err), *wbytes = req(w, "bytes", mpath, err),
                 *tensors = req(w, "tensors", mpath, err);
     if (!wfile || !wbytes || !tensors || !cJSON_IsString(wfile) || !int_in(wbytes, 0, 9007199254740992.0)) {

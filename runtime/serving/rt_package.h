@@ -4,6 +4,11 @@
  * this ABI version; this CPU has the features the package was compiled for (checked before the
  * code is loaded, so a mismatch is an error, not SIGILL); model.so loads and its weight table
  * matches the manifest; weights.bin has the manifest's size and every tensor's hash matches.
+ * A fat package (compiler/fat.c) holds several targets' model objects ("variants", best first) and
+ * one weights file per distinct layout: the loader takes the first CUDA variant whose cubins or PTX
+ * run on the GPU (the driver probed by rt_gpu.h), else the best CPU variant this CPU runs (or what
+ * rt_open_opts.device asks for), maps that variant's weights, and records what it chose and why in
+ * rt_package.choice.
  * A package given as a file is a one-file bundle (pkg_file.h): the same checks, with the model code
  * the bundle's own executable holds (the bundle must be this process's executable), the weights
  * mapped in place at their offset of it, and every other file of it (the executable included)
@@ -35,7 +40,11 @@ typedef struct rt_package {
     int32_t eos_ids[8];
     char target[64], dtype[16], kv_dtype[16]; /* from the manifest ("?" when absent) */
     char model_file[80];       /* the model object loaded: model.so, or a fat package's variant */
-    int32_t n_variants;        /* fat packages: how many CPU targets the package holds (0: one) */
+    char weights_file[80];     /* fat packages: the weights file the chosen variant reads ("": the manifest's) */
+    int32_t n_variants;        /* fat packages: how many targets the package holds (0: one) */
+    char choice[640];          /* fat packages: the target loaded and why ("cuda-sm_80 (model-cuda.so): GPU 0 is
+                                  ..."); "" for a package of one target */
+    void *gpu_lib;             /* fat packages whose CUDA code was chosen: the driver the probe opened (rt_gpu.h) */
     struct rt_tp *tp;          /* tensor-parallel packages (desc->tp > 1): the MPI job (rt_tp.h); else NULL */
     int32_t numa_node;         /* tensor-parallel CPU ranks: the NUMA node this process pinned itself to, -1 none */
 } rt_package;
@@ -43,6 +52,10 @@ typedef struct rt_package {
 typedef struct rt_open_opts {
     int verify_hashes; /* 1 (default when opts is NULL): check every weight's hash */
     int tp_follower;   /* tensor parallel: the caller is a rank > 0 that will run rt_tp_follow (ig_tp_follow) */
+    const char *device; /* which target of a fat package to load: NULL or "auto" (the best this machine runs:
+                           CUDA where a GPU of a compiled arch is present, else the best CPU target), "cpu",
+                           "cuda", or a target's name ("cpu-x86_64-avx2"); a one-target package must match it */
+    int device_index;   /* the GPU whose architecture decides a fat package's CUDA code (default 0) */
 } rt_open_opts;
 
 /* Opens the package in dir. *out: free with rt_package_close. opts may be NULL. */

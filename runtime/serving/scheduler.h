@@ -126,6 +126,8 @@ struct ig_engine {
     ig_engine_config cfg;
     int32_t vocab, max_context; /* model facts, valid after close too */
     int has_tokenizer;
+    int32_t n_targets;         /* the package's targets (1 unless fat) */
+    char target[704];          /* the target loaded; a fat package's: which and why (rt_package.choice) */
     rt_package *pkg;
     rt_model *model;
     kv_pager *pager;

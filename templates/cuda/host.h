@@ -3,7 +3,9 @@
  * The package's model.so must load on machines without a GPU or CUDA (it is built on CI boxes
  * and inspected there), so it links nothing from CUDA: the driver (libcuda) and cuBLAS are
  * opened with dlopen in init(), and a missing driver, no device, or a GPU whose architecture the
- * package lacks is a clear error instead of a loader failure.
+ * package lacks is a clear error instead of a loader failure. NVRTC is not needed at run time (the
+ * kernels are cubins and PTX assembled into the object); cuBLAS (+ cuBLASLt) is, for prefill's
+ * GEMMs (cu_open_blas: where it is looked for, a one-file bundle's folder among the places).
  *
  * What is here: the table of driver/cuBLAS entry points (cu_api), error formatting, choosing the
  * kernel image (cubin for this SM, else the PTX if it is not newer than the GPU), and small
@@ -17,6 +19,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct cu_api {
     void *lib_cuda, *lib_blas;
@@ -90,11 +93,40 @@ static void *cu_dlopen_any(const char *const *names) {
     return NULL;
 }
 
+/* cuBLAS, looked for (1) by soname through the loader's path and cache, (2) beside the code that
+ * runs: the folder of the package's model.so, or of a one-file bundle's executable (the code's
+ * object as dladdr names it, else /proc/self/exe), so a libcublas.so.N copied there with its
+ * libcublasLt.so.N (found through cuBLAS's RUNPATH $ORIGIN) serves, (3) in the CUDA toolkit's
+ * default folder. *where gets the folder of (2), for the caller's message. */
+static void *cu_open_blas(char *where, size_t cap) {
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
+    static const char *const toolkit[] = {"/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12",
+                                          "/usr/local/cuda/lib64/libcublas.so", NULL};
+    void *h = cu_dlopen_any(names);
+    if (h) return h;
+    char self[4096] = "", path[4200];
+#ifdef _GNU_SOURCE /* (model.c is built with it; tests/cuda_host's standalone build goes without) */
+    Dl_info info;
+    if (dladdr((void *)&cu_open_blas, &info) && info.dli_fname && strchr(info.dli_fname, '/'))
+        snprintf(self, sizeof self, "%s", info.dli_fname);
+#endif
+    if (!self[0]) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = 0;
+    }
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    snprintf(where, cap, "%s", slash ? self : ".");
+    for (int i = 0; slash && names[i] && !h; i++) {
+        snprintf(path, sizeof path, "%s/%s", self, names[i]);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    return h ? h : cu_dlopen_any(toolkit);
+}
+
 /* Opens libcuda and libcublas and resolves every entry point. 0 on success. */
 static int cu_api_load(cu_api *a, char *err, size_t cap) {
     static const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
-    static const char *const blas_names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
-                                             "/usr/local/cuda/lib64/libcublas.so", NULL};
     memset(a, 0, sizeof *a);
     a->lib_cuda = cu_dlopen_any(cuda_names);
     if (!a->lib_cuda) {
@@ -151,9 +183,12 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(cuda, cuGraphLaunch, "cuGraphLaunch");
     SYM(cuda, cuGraphExecDestroy, "cuGraphExecDestroy");
     SYM(cuda, cuGraphDestroy, "cuGraphDestroy");
-    a->lib_blas = cu_dlopen_any(blas_names);
+    char beside[1024];
+    a->lib_blas = cu_open_blas(beside, sizeof beside);
     if (!a->lib_blas) {
-        cu_errf(err, cap, "cuBLAS (libcublas.so) is not installed; this CUDA package needs it for prefill: %s", dlerror());
+        cu_errf(err, cap, "cuBLAS (libcublas.so.13 or .12, with its libcublasLt) is not installed; this CUDA package needs it "
+                "for prefill: install the CUDA toolkit's cuBLAS, or copy libcublas.so.N and libcublasLt.so.N into %s (%s)",
+                beside, dlerror());
         return -1;
     }
     SYM(blas, cublasCreate, "cublasCreate_v2");

@@ -161,6 +161,15 @@ def with_cli(out, cli, what):
             pkg = os.path.join(tmp, "pkg")
             subprocess.run([cli, "compile", src, "-o", pkg, "--dtype", "f32"], check=True, capture_output=True)
             put(out, "manifest.json", open(os.path.join(pkg, "manifest.json"), "rb").read())
+            # a fat package's manifest (compiler/fat.c): a CUDA variant reading a second weights file
+            # described in weight_files, then the CPU one (the package's own model.so and weights.bin)
+            m = json.load(open(os.path.join(pkg, "manifest.json")))
+            m["variants"] = [{"target": "cuda-sm_80,sm_90", "device": "cuda", "cpu_features": 0, "file": "model-cuda.so",
+                              "weights": "weights-cuda.bin", "cuda_archs": "sm_80,sm_90", "ptx": 90, "host_arch": "x86_64"},
+                             {"target": m["target"], "device": "cpu", "cpu_features": m["cpu_features"], "file": "model.so",
+                              "weights": "weights.bin"}]
+            m["weight_files"] = [dict(m["weights"], file="weights-cuda.bin")]
+            put(out, "manifest-fat.json", json.dumps(m, indent=1))
 
 
 RECIPES = {
