@@ -35,6 +35,9 @@ const tune_key tune_keys[] = {
     {"mvt_tmax", R(mvt_tmax), 0, 8, 2, 0, NULL,
      "matmuls of 2..n tokens on the tensor-core GEMV, sm_80+ (0 or 1: off; 2 beats cuBLAS by 8% at 2 requests)"},
     {"mv_ctas_per_sm", R(mv_ctas_per_sm), 0, 32, 0, 0, NULL, "GEMV grid cap per SM (0: the template's default, 4)"},
+    {"at_ctas_per_sm", R(at_ctas_per_sm), 0, 16, 0, 0, NULL,
+     "decode attention: context splits per (token, KV head) = this many CTAs per SM over KV heads x tokens, "
+     "at most ATTN_SPLIT (0: the template's default, 2)"},
     {"dl_keys", R(dl_keys), 1, 1 << 20, 256, 0, NULL, "persistent kernel attention: keys per context split"},
     {"dl_heads", R(dl_heads), 0, 1, 1, 0, NULL,
      "persistent kernel attention: one item per query head where they fit (0: per KV head)"},
