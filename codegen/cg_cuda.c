@@ -769,9 +769,9 @@ static void plan_decode_layers(gen *c) {
     if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
         hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts)
         return;
-    /* float KV only: decode_layers.cu's attention items read bf16 rows (quantized KV packages run
-     * the per-op kernels; templates/cuda/SPEC.md) */
-    if (c->kvq) return;
+    /* quantized KV: the attention items read its rows through attn_decode.cuh, but only with
+     * --tune dl_kvq=1 until measured on a GPU (else such packages run the per-op kernels) */
+    if (c->kvq && !c->tune->dl_kvq) return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};
     for (int k = 0; k < 6; k++) {
@@ -809,7 +809,8 @@ static void plan_decode_layers(gen *c) {
      * and the rope table and the group's queries of the group's items and of the one-head items) */
     const int at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
     dl->slot = f0.wq ? 16384 + 256 : 16384;
-    dl->nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - at_smem) / dl->slot;
+    const int kvq_smem = c->kvq ? (3 * D + (H / KV + 1) * D) * 4 : 0; /* the new row, its key before, outputs to rotate back */
+    dl->nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - at_smem - kvq_smem) / dl->slot;
     if (dl->nslot > 12) dl->nslot = 12;
     if (dl->nslot < 4 || !ok) return;
     dl->ok = 1;

@@ -103,6 +103,9 @@
                   kernel's 168 would spill), 0: a tile loaded then computed */
 #define AT_PIPE 0
 #endif
+#ifndef AT_L2PF /* 1: each decode tile's loads followed by L2 prefetches of the warp's next tile */
+#define AT_L2PF 1
+#endif
 /* CTAs an SM the kernels are built for: two (at most 128 registers a thread), but one for groups of
  * more than 4 heads (their accumulators) and with AT_PIPE */
 #define AT_MINB_ ((AT_PIPE || AT_H / AT_KV > 4) ? 1 : 2)
@@ -165,7 +168,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
         for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
         m[g] = IG_NEG_INF, l[g] = 0.0f;
     }
-    ig_ad_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES, AT_PIPE>(kh, k0, k1, warp, qs, QS,
+    ig_ad_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES, AT_PIPE, AT_L2PF>(kh, k0, k1, warp, qs, QS,
                                                                   (PW_IN_SM ? sm : pwb) + warp * PWN, acc, m, l,
                                                                   kv_pool, layer_off, pt);
     /* the key groups' accumulators and the lanes' sums; m is the same in every lane */
@@ -238,9 +241,6 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _range)(int n, int sp, in
     *k0 = lo + min(nk, sp * c), *k1 = min(n, *k0 + c);
 }
 
-#if AT_DEVFN && AT_KVQ
-#error "the persistent decode kernel takes float KV only (codegen does not emit it for quantized KV)"
-#endif
 #if !AT_DEVFN
 extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK, AT_KVQ ? 1 : AT_MINB_) /* many CTAs: one an SM will do */
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
@@ -454,7 +454,9 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _prefetch_item)(int t, int kh, int sp, int ns, const unsigned char *kv_pool,
                                                                         unsigned long long layer_off, const int *positions,
                                                                         const int *token_seq, const int *page_table, int max_pages) {
-    constexpr unsigned BLK = AT_PS * AT_D * (AT_KVBF16 ? 2 : 4);
+    /* a kv head's K (then V, AT_KV blocks on) code or element rows of a page; quantized rows' scales
+     * and zero points are not prefetched */
+    constexpr unsigned BLK = AT_KVQ ? AT_PS * IG_KVQ_RB(AT_D, AT_KVQ) : AT_PS * AT_D * (AT_KVBF16 ? 2 : 4);
     const int n = positions[t] + 1;
     int k0, k1;
     IG_CAT(AT_NAME, _range)(n, sp, ns, &k0, &k1);
@@ -504,5 +506,6 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_ROT
 #undef AT_INTERLEAVE
 #undef AT_PIPE
+#undef AT_L2PF
 #undef AT_MINB_
 #undef AT_SYNC_

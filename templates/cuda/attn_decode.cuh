@@ -127,6 +127,40 @@ IG_DEV void ig_ad_load(ig_ad_tile<D, BITS> &t, int kh, int tb, int ue, int k0, i
     }
 }
 
+/* L2 prefetches of what ig_ad_load would load for the tile at tb (no registers held: the warp's
+ * next tile is on its way from HBM while this one is computed). A no-op off the device. */
+template <int KV, int PS, int D, int BITS, unsigned long long PAGE_BYTES>
+IG_DEV void ig_ad_prefetch(int kh, int tb, int ue, int k0, int klo, const unsigned char *kv_pool, unsigned long long layer_off,
+                           const int *pt) {
+#if defined(__CUDA_ARCH__)
+    typedef ig_ad_geom<D, BITS> A;
+    constexpr bool QT = A::Q;
+    constexpr int LPK = A::LPK, TPK = A::TPK;
+    const int lane = threadIdx.x & 31, js = tb + lane / LPK, h = lane % LPK, kg = lane / TPK, vl = lane % TPK;
+    if (js >= klo && js < ue) {
+        const unsigned char *kb = kv_pool + (unsigned long long)__ldg(pt + js / PS) * PAGE_BYTES + layer_off;
+        const int rs = kh * PS + js % PS;
+        const unsigned char *krow = QT ? kb + ig_kvq_codes_off<KV, PS, D, BITS>(0, rs) : kb + (size_t)rs * A::RB;
+#pragma unroll
+        for (int i = 0; i < A::NCL; i++)
+            if (h + LPK * i < A::NKC) asm volatile("prefetch.global.L2 [%0];" ::"l"(krow + (h + LPK * i) * A::KCB));
+    }
+#pragma unroll
+    for (int i = 0; i < A::VS; i++) {
+        const int j = tb + i * A::KG + kg;
+        if (j < k0 || j >= ue) continue;
+        const unsigned char *vb = kv_pool + (unsigned long long)__ldg(pt + j / PS) * PAGE_BYTES + layer_off;
+        const int r = kh * PS + j % PS;
+        const unsigned char *vrow = QT ? vb + ig_kvq_codes_off<KV, PS, D, BITS>(1, r) : vb + ((size_t)KV * PS + r) * A::RB;
+#pragma unroll
+        for (int jv = 0; jv < A::NV; jv++)
+            if (vl + TPK * jv < A::DV) asm volatile("prefetch.global.L2 [%0];" ::"l"(vrow + (vl + TPK * jv) * A::CB));
+    }
+#else
+    (void)kh, (void)tb, (void)ue, (void)k0, (void)klo, (void)kv_pool, (void)layer_off, (void)pt;
+#endif
+}
+
 /* The tile at tb (loaded in t; st: its index within its unit) into the running state: scores,
  * the tile's softmax, values. carry: delta keys' running prefix over the unit's earlier tiles. */
 template <int PS, int D, int BITS, int G>
@@ -222,9 +256,10 @@ IG_DEV void ig_ad_step(const ig_ad_tile<D, BITS> &t, int tb, int st, int ue, int
  * w, w + NW, ... of UNIT keys (KT, or a page for delta keys when KT is not a multiple of PS) in
  * tiles of KT; with PIPE the next tile's loads are issued before the current tile is computed (two
  * tiles of registers: ~170 a thread at D = 128, for kernels of one CTA an SM such as the persistent
- * one), else each tile is loaded then computed (~100-128 registers: two CTAs an SM). COH: loads through L2 only (the caller's kernel wrote some rows). Every lane of the
+ * one), else each tile is loaded then computed (~100-128 registers: two CTAs an SM), with L2PF
+ * after L2 prefetches of the warp's next tile. COH: loads through L2 only (the caller's kernel wrote some rows). Every lane of the
  * warp runs it. */
-template <int KV, int PS, int D, int BITS, int G, int NW, bool COH, unsigned long long PAGE_BYTES, bool PIPE>
+template <int KV, int PS, int D, int BITS, int G, int NW, bool COH, unsigned long long PAGE_BYTES, bool PIPE, bool L2PF>
 IG_DEV void ig_ad_attend(int kh, int k0, int k1, int warp, const float *qs, float qscale, float *pw,
                          float (&acc)[G][ig_ad_geom<D, BITS>::E], float (&m)[G], float (&l)[G],
                          const unsigned char *kv_pool, unsigned long long layer_off, const int *pt) {
@@ -251,12 +286,14 @@ IG_DEV void ig_ad_attend(int kh, int k0, int k1, int warp, const float *qs, floa
     do {                                                                                                            \
         const int b_ = ig_ad_tile_base<KT, UNIT, NST, NW>(k0, warp, (i));                                       \
         const int ue_ = min(k1, (b_ / UNIT + 1) * UNIT);                                                          \
-        if (op) ig_ad_load<KV, PS, D, BITS, COH, PAGE_BYTES>(tl, kh, b_, ue_, k0, klo, kv_pool, layer_off, pt);   \
+        if (op == 2) ig_ad_prefetch<KV, PS, D, BITS, PAGE_BYTES>(kh, b_, ue_, k0, klo, kv_pool, layer_off, pt);  \
+        else if (op) ig_ad_load<KV, PS, D, BITS, COH, PAGE_BYTES>(tl, kh, b_, ue_, k0, klo, kv_pool, layer_off, pt); \
         else ig_ad_step<PS, D, BITS, G>(tl, b_, (i) % NST, ue_, k0, qs, qscale, qsum, carry, pw, acc, m, l);      \
     } while (0)
-    if (!PIPE) { /* one tile of registers: load, compute */
+    if (!PIPE) { /* one tile of registers: load, the next tile into L2, compute */
         for (int i = 0; i < n; i++) {
             IG_AD_TILE_(i, ta, 1);
+            if (L2PF && i + 1 < n) IG_AD_TILE_(i + 1, ta, 2);
             IG_AD_TILE_(i, ta, 0);
         }
         return;

@@ -263,6 +263,18 @@ KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
 #define AT_SCALE 0.08838834764831845f
 #define AT_SPLIT PERF_SPLIT
 #include "attention.cu"
+#define AT_NAME at_perf_nopf /* bf16 without the next tile's L2 prefetches (attn_decode.cuh), for the bench */
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_PAGE_BYTES (2ull * 8 * 16 * 128 * 2 * PERF_LAYERS)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT PERF_SPLIT
+#define AT_L2PF 0
+#include "attention.cu"
 #define AT_NAME at_perf_w
 #define AT_H 32
 #define AT_KV 8
@@ -734,17 +746,19 @@ __global__ void fill_kvq_meta(unsigned char *pool, size_t npages, size_t page_by
 
 /* Decode attention over long contexts, Llama-3-8B shapes (H 32, KV 8, D 128, pages of 16 slots, 32
  * layers a page), split kernel with the host's split count (IG_AT_SPLITS: 2 CTAs an SM), for bf16
- * (f = 0, at_perf), int8 (1) and uint4 (2) KV, with a 4096-key window or not: T tokens of distinct
+ * (f = 0, at_perf), int8 (1) and uint4 (2) KV (3: bf16 without L2 prefetches), with a 4096-key window or not: T tokens of distinct
  * sequences, token t at context ctxs[t] (its pages scattered over the pool, random rows; quantized
  * rows: random codes, f16 scale 2^-7, zero points r % 7). Timed over rotating layers (us per launch
  * into *us); with check, tokens 0 and T - 1, heads 0 and 31, of the last launch's layer against a
  * double softmax over the rows as the host reads them (quantized: kv_quant.h's dequantization, the
  * output rotated back). Returns the bytes of K/V a launch reads. */
 static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool check, double *us) {
-    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, G = H / KV, bits = f == 0 ? 0 : f == 1 ? 8 : 4;
-    const void *fns[2][3] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split},
-                             {(const void *)at_perf_w_split, (const void *)at_perf_q8w_split, (const void *)at_perf_q4w_split}};
-    const char *names[3] = {"bf16", "int8", "uint4"};
+    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, G = H / KV, bits = f == 1 ? 8 : f == 2 ? 4 : 0;
+    const void *fns[2][4] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split,
+                              (const void *)at_perf_nopf_split},
+                             {(const void *)at_perf_w_split, (const void *)at_perf_q8w_split, (const void *)at_perf_q4w_split,
+                              (const void *)at_perf_nopf_split}};
+    const char *names[4] = {"bf16", "int8", "uint4", "bf16 (no L2 prefetch)"};
     const size_t layer_bytes = bits ? cpukv_layer_bytes(KV, PS, D, bits) : 2ull * KV * PS * D * 2, page_bytes = layer_bytes * L;
     const size_t key_bytes = bits ? 2ull * KV * (D * bits / 8 + 3) : 2ull * KV * D * 2; /* K + V of a key, all kv heads */
     int maxp = 1, npages = 0;
@@ -866,14 +880,14 @@ static void bench_attn_kv(ctx *c, double copy_gbs) {
     for (const auto &r : runs) {
         std::vector<int> ctxs(r.T);
         for (int t = 0; t < r.T; t++) ctxs[t] = r.n - t;
-        double us[3], gbs[3];
-        for (int f = 0; f < 3; f++) {
+        double us[4], gbs[4];
+        for (int f = 0; f < 4; f++) {
             const double bytes = attn_long(c, f, r.T, ctxs.data(), false, false, &us[f]);
             gbs[f] = bytes / (us[f] * 1e-6) / 1e9;
         }
         printf("bench attention-kv H32 KV8 D128 T=%d ctx=%d split %d, per token: bf16 %.2f us %.0f GB/s | int8 %.2f us %.0f "
-               "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx)  [copy %.0f GB/s]\n",
+               "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx) | bf16 without L2 prefetch %.2f us  [copy %.0f GB/s]\n",
                r.T, r.n, IG_AT_SPLITS(r.T, 8, PERF_SPLIT, IG_AT_CTAS_PER_SM * g_sms), us[0] / r.T, gbs[0], us[1] / r.T,
-               gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], copy_gbs);
+               gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], us[3] / r.T, copy_gbs);
     }
 }
