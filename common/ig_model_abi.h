@@ -126,6 +126,7 @@ typedef struct ig_model_tuning {
     int32_t dl_heads;       /* its attention items per query head where they fit (1; 0: per kv head) */
     int32_t sync;           /* synchronize after every launch: a faulting kernel is the one named (0) */
     int32_t profile;        /* time every kernel, print the table at fini (0; turns graphs off) */
+    int32_t at_ctas_per_sm; /* decode attention's split CTAs aimed at per SM (0: the template's IG_AT_CTAS_PER_SM) */
 } ig_model_tuning;
 
 /* Collectives of a tensor-parallel step, provided by the runtime (runtime/serving/rt_tp.c). Every

@@ -7,7 +7,11 @@ prompt + 128 decode steps = 131072 positions). For each: prefill tokens/s and th
 tensor peak (989 TFLOP/s dense, H200) counting matmul and causal attention FLOPs; decode ms/token at
 that context against the roofline of the bytes a token reads there (weights + the K/V of the
 context) at the measured copy bandwidth. Targets (issue 17): prefill >= 50% (32k) / >= 45% (128k) of
-peak, decode >= 70% of the roofline.  Usage: gpu_bench_longctx.py [sm_90]"""
+peak, decode >= 70% of the roofline. Then decode after an 8k-token prompt with bf16, int8 and uint4 KV
+(`--kv-cache`, packages compiled beside the first): ms/token each, and the issue's target int8 <= bf16.
+Each long-context decode also runs with `--tune persistent=0` (the per-op kernels: attention.cu's split
+kernel), so the two attention paths compare at 32k and 128k.
+Usage: gpu_bench_longctx.py [sm_90] [--no-long] [--no-8k]"""
 import json, os, re, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -16,7 +20,9 @@ from gpu_bench_common import sh, copy_bandwidth
 
 DEV = os.path.join(ROOT, "devbuild")
 IGNIS = os.environ.get("IGNIS", os.path.join(DEV, "ignis"))
-arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+arch = args[0] if args else "sm_90"
+run_long, run_8k = "--no-long" not in sys.argv, "--no-8k" not in sys.argv
 PEAK = 989e12  # H200 bf16 dense tensor FLOP/s
 work = "/tmp/ignis-bench"
 os.makedirs(work, exist_ok=True)
@@ -42,7 +48,7 @@ mat = L * (H * (nh * d + 2 * nkv * d) + nh * d * H + 3 * H * I)  # matmul parame
 print(f"copy bandwidth {bw / 1e12:.2f} TB/s (read + write); bf16 peak {PEAK / 1e12:.0f} TFLOP/s; weights {wbytes / 1e9:.2f} GB")
 
 fails = []
-for P, N, want_pre in ((32768, 128, 50.0), (130944, 128, 45.0)):
+for P, N, want_pre in ((32768, 128, 50.0), (130944, 128, 45.0)) if run_long else ():
     out = sh([IGNIS, "bench", pkg, "--prompt-len", str(P), "--decode-tokens", str(N)], env=env)
     print(out.strip())
     tp = float(re.search(r"prefill\s+\d+ tokens in ([\d.]+) s", out).group(1))
@@ -58,4 +64,36 @@ for P, N, want_pre in ((32768, 128, 50.0), (130944, 128, 45.0)):
           f"(weights {wbytes / 1e9:.2f} GB + KV {kv_tok * ctx / 1e9:.2f} GB) = {dec:.1f}% (target >= 70%)")
     if pre < want_pre: fails.append(f"prefill {P}: {pre:.1f}% of peak")
     if dec < 70: fails.append(f"decode at {P + N}: {dec:.1f}% of the roofline")
+    # the same decode on the per-op kernels (attention.cu's split kernel over 2 CTAs an SM) instead
+    # of the persistent kernel's attention phase: whether long contexts should leave the latter
+    out = sh([IGNIS, "bench", pkg, "--prompt-len", str(P), "--decode-tokens", str(N), "--tune", "persistent=0"], env=env)
+    ms0 = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+    print(f"context {P + N}: decode on the per-op kernels (--tune persistent=0) {ms0:.3f} ms/token = "
+          f"{100 * roof_ms / ms0:.1f}% of the roofline (persistent kernel: {ms:.3f})")
+
+# decode after an 8k-token prompt, by KV format (the issue's "int8 KV <= bf16 KV" target)
+# ("int8-dl": int8 KV on the persistent kernel, compiled with --tune dl_kvq=1)
+dec8k = {}
+for kvf in ("bf16", "int8", "uint4", "int8-dl") if run_8k else ():
+    pk = pkg if kvf == "bf16" else os.path.join(work, f"pkg1b_{kvf}")
+    if not os.path.exists(os.path.join(pk, "model.so")):
+        extra = ["--tune", "dl_kvq=1"] if kvf == "int8-dl" else []
+        sh([IGNIS, "compile", ckpt, "-o", pk, "--target", f"cuda:{arch}", "--dtype", "bf16", "--kv-cache", kvf.split("-")[0]]
+           + extra, env=env)
+    out = sh([IGNIS, "bench", pk, "--prompt-len", "8192", "--decode-tokens", "128"], env=env)
+    dec8k[kvf] = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+    kv_tok = int(re.search(r"kv cache: (\d+) bytes per token", out).group(1))
+    print(f"decode after an 8k prompt, {kvf} KV ({kv_tok} bytes per token): {dec8k[kvf]:.3f} ms/token")
+if dec8k:
+    r8, r4, r8d = (dec8k[k] / dec8k["bf16"] for k in ("int8", "uint4", "int8-dl"))
+    print(f"decode at 8k: int8 / bf16 KV = {r8:.3f} (target <= 1), uint4 / bf16 KV = {r4:.3f}, "
+          f"int8 on the persistent kernel (dl_kvq=1) / bf16 KV = {r8d:.3f}")
+    if min(r8, r8d) > 1: fails.append(f"decode at 8k: int8 KV {min(r8, r8d):.3f}x the bf16-KV time")
+    # the persistent kernel's int8 attention against the per-op kernels': greedy tokens of one prompt
+    ids = ",".join(str(1 + (i * 7919) % 50000) for i in range(300))
+    outs = [sh([IGNIS, "generate", os.path.join(work, k), "--tokens", ids, "--max-new-tokens", "48", "--temperature", "0"]
+               + (["--tune", "persistent=0"] if k == "pkg1b_int8" else []), env=env) for k in ("pkg1b_int8", "pkg1b_int8-dl")]
+    same = outs[0].strip() == outs[1].strip()
+    print("greedy 48 tokens after 300, int8 KV: persistent kernel " + ("equals" if same else "DIFFERS from") + " the per-op kernels")
+    if not same: print("  per-op:     " + outs[0].strip()[-300:] + "\n  persistent: " + outs[1].strip()[-300:])
 print("long context: " + ("all targets met" if not fails else "below target: " + "; ".join(fails)))

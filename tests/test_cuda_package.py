@@ -114,8 +114,9 @@ def main():
             if p.returncode != 0:
                 fails.append(f"{name}: " + p.stderr.strip())
         # the quantized-KV device code on the host: kv_quant.cuh's warp functions on 32 threads, and the
-        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers)
-        for name in ("test_kv_quant_warp", "test_kv_quant_kernels"):
+        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers), and the
+        # decode attention kernels over every KV format and page geometry (test_attn_decode)
+        for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_attn_decode"):
             exe = os.path.join(tmp, name)
             subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
                             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
@@ -190,6 +191,13 @@ def main():
                     or f"#define KV_LAYER_PAGE_BYTES {layer_page}ull" not in qmc or '#include "decode_layers.cu"' in qcu
                     or qm.get("kv_dtype") != kv or qm.get("kv_bytes_per_token") != cfg["num_hidden_layers"] * layer_page // 16):
                 fails.append(f"--kv-cache {kv} on CUDA: instances, page bytes ({layer_page} a layer), persistent kernel or manifest wrong")
+        # --tune dl_kvq=1: the persistent decode kernel over int8 KV (attn_decode.cuh in its items), through NVRTC
+        qdir = os.path.join(tmp, "kvint8dl")
+        golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", qdir, "--target", "cuda:sm_90",
+                    "--dtype", "bf16", "--kv-cache", "int8", "--tune", "dl_kvq=1"])
+        qcu = open(os.path.join(qdir, "src", "model.cu")).read()
+        if '#include "decode_layers.cu"' not in qcu or "#define AT_DEVFN 1" not in qcu or "#define AT_KVQ 8" not in qcu:
+            fails.append("--kv-cache int8 --tune dl_kvq=1: no persistent decode kernel over int8 KV")
         p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", os.path.join(tmp, "kvps"),
                         "--target", "cuda:sm_90", "--kv-cache", "int8", "--page-size", "12"], check=False)
         if p.returncode == 0 or "--kv-cache int8" not in p.stderr or "multiples of 8" not in p.stderr:

@@ -28,6 +28,9 @@ const tune_key tune_keys[] = {
      "larger steps dequantize each matrix for cuBLAS (0: always)"},
     {"qg_tmin", C(qg_tmin), 2, 9, 9, 0, NULL,
      "the quantized tensor-core GEMM from this many tokens (smaller steps: the GEMVs; 2..9)"},
+    {"dl_kvq", C(dl_kvq), 0, 1, 0, 0, NULL,
+     "persistent kernel for quantized KV (int8 / uint4, attn_decode.cuh's loop; 0: such packages decode on the per-op "
+     "kernels; not yet measured on a GPU)"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},
@@ -40,6 +43,9 @@ const tune_key tune_keys[] = {
     {"mvt_tmax", R(mvt_tmax), 0, 8, 2, 0, NULL,
      "matmuls of 2..n tokens on the tensor-core GEMV, sm_80+ (0 or 1: off; 2 beats cuBLAS by 8% at 2 requests)"},
     {"mv_ctas_per_sm", R(mv_ctas_per_sm), 0, 32, 0, 0, NULL, "GEMV grid cap per SM (0: the template's default, 4)"},
+    {"at_ctas_per_sm", R(at_ctas_per_sm), 0, 16, 0, 0, NULL,
+     "decode attention: context splits per (token, KV head) = this many CTAs per SM over KV heads x tokens, "
+     "at most ATTN_SPLIT (0: the template's default, 2)"},
     {"dl_keys", R(dl_keys), 1, 1 << 20, 256, 0, NULL, "persistent kernel attention: keys per context split"},
     {"dl_heads", R(dl_heads), 0, 1, 1, 0, NULL,
      "persistent kernel attention: one item per query head where they fit (0: per KV head)"},

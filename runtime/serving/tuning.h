@@ -35,6 +35,7 @@ typedef struct cg_tuning {
     int32_t dl_quant;      /* the persistent decode kernel for quantized weight rows: 1 q8r and q4r, 0 none, -1 (default) q4r only */
     int32_t qg_tmax;       /* matmuls on quantized rows of qg_tmin..qg_tmax tokens on qgemm.cu, larger dequantized for cuBLAS (0: off) */
     int32_t qg_tmin;       /* ... from this many tokens (2..9; smaller steps take the GEMVs) */
+    int32_t dl_kvq;        /* the persistent decode kernel for quantized KV (int8 / uint4): 1, or 0 (default: per-op kernels) */
 } cg_tuning;
 
 typedef struct tune_key {

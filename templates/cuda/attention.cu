@@ -43,6 +43,7 @@
  */
 #include "rope.cuh"
 #include "kv_quant.cuh"
+#include "attn_decode.cuh"
 
 #ifndef AT_NAME
 #define AT_NAME ig_attention
@@ -98,6 +99,16 @@
 #ifndef AT_INTERLEAVE
 #define AT_INTERLEAVE 0
 #endif
+#ifndef AT_PIPE /* 1: decode tiles' loads one tile ahead (attn_decode.cuh: ~170 registers; the persistent
+                  kernel's 168 would spill), 0: a tile loaded then computed */
+#define AT_PIPE 0
+#endif
+#ifndef AT_L2PF /* 1: each decode tile's loads followed by L2 prefetches of the warp's next tile */
+#define AT_L2PF 1
+#endif
+/* CTAs an SM the kernels are built for: two (at most 128 registers a thread), but one for groups of
+ * more than 4 heads (their accumulators) and with AT_PIPE */
+#define AT_MINB_ ((AT_PIPE || AT_H / AT_KV > 4) ? 1 : 2)
 #ifndef AT_DEVFN /* 1: only the device functions, for the persistent decode kernel (decode_layers.cu) */
 #define AT_DEVFN 0
 #endif
@@ -122,162 +133,70 @@ IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
 #endif
 
-/* End of _core: the KPW lane groups of each warp merged (lanes with equal vl), then the warp's
- * state per head to sm[warp][g] (acc [D], m, l); ends with a barrier. */
-template <int G, int TPK, int NV, int VE>
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _core_end)(float (&acc)[G][NV * VE], float (&m)[G], float (&l)[G],
-                                                                   float *sm) {
-    constexpr int D = AT_D, DV = D / VE, E = NV * VE;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kk = lane / TPK, vl = lane % TPK;
-#pragma unroll
-    for (int o = TPK; o < 32; o <<= 1) {
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            const float om = __shfl_xor_sync(IG_FULL_MASK, m[g], o), ol = __shfl_xor_sync(IG_FULL_MASK, l[g], o);
-            const float M = fmaxf(m[g], om), f1 = ig_sm_factor(m[g], M), f2 = ig_sm_factor(om, M);
-            l[g] = l[g] * f1 + ol * f2;
-#pragma unroll
-            for (int e = 0; e < E; e++) acc[g][e] = acc[g][e] * f1 + __shfl_xor_sync(IG_FULL_MASK, acc[g][e], o) * f2;
-            m[g] = M;
-        }
+/* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their queries
+ * qg [GS][D], roped (and rotated for quantized KV), in global or shared memory; pt: the token's
+ * page-table row): all G = AT_H / AT_KV of them, or fewer when the group's heads are spread over
+ * several CTAs (the persistent decode kernel's one-head items). attn_decode.cuh's tiles over the
+ * CTA's warps (warp w takes tiles w, w + NW, ...), every K/V byte loaded once for the GS heads.
+ * Leaves one online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
+ * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. The queries are
+ * staged in shared memory first, unless QSH: qg is there already (16-byte aligned, visible to every
+ * thread); the warps' probability scratch lies in sm where it fits. Ends with a barrier, so every
+ * thread may read sm afterwards. */
+template <bool COH, int G = AT_H / AT_KV, bool QSH = false> /* COH: coherent (L2) loads, the kernel itself wrote some keys */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
+    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
+    unsigned long long layer_off, const int *pt, float *sm) {
+    constexpr int D = AT_D, BITS = AT_KVQ ? AT_KVQ : AT_KVBF16 ? 16 : 32, NW = IG_AT_WARPS;
+    typedef ig_ad_geom<D, BITS> A;
+    constexpr int E = A::E, VE = A::VE, TPK = A::TPK, NV = A::NV, DV = A::DV;
+    constexpr int PWN = ig_ad_pw<D, BITS, G>();
+    constexpr bool PW_IN_SM = PWN <= G * (D + 2); /* else a scratch of its own */
+    constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
+    __shared__ __align__(16) float qst[QSH ? 4 : G * D];
+    __shared__ float pwb[PW_IN_SM ? 1 : NW * PWN];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float *qs = QSH ? qg : qst;
+    if (!QSH) {
+        for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) qst[i] = qg[i];
+        AT_SYNC_();
     }
-    if (kk == 0) {
+    float acc[G][E], m[G], l[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
+        m[g] = IG_NEG_INF, l[g] = 0.0f;
+    }
+    ig_ad_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES, AT_PIPE, AT_L2PF>(kh, k0, k1, warp, qs, QS,
+                                                                  (PW_IN_SM ? sm : pwb) + warp * PWN, acc, m, l,
+                                                                  kv_pool, layer_off, pt);
+    /* the key groups' accumulators and the lanes' sums; m is the same in every lane */
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+#pragma unroll
+        for (int o = TPK; o < 32; o <<= 1)
+#pragma unroll
+            for (int e = 0; e < E; e++) acc[g][e] += __shfl_xor_sync(IG_FULL_MASK, acc[g][e], o);
+        l[g] = ig_warp_sum(l[g]);
+    }
+    if (PW_IN_SM) AT_SYNC_(); /* every warp is done with its scratch */
+    if (lane < TPK) {
 #pragma unroll
         for (int g = 0; g < G; g++) {
             float *w = sm + (size_t)(warp * G + g) * (D + 2);
 #pragma unroll
             for (int jv = 0; jv < NV; jv++) {
-                const int v = vl + TPK * jv;
+                const int v = lane + TPK * jv;
                 if (v < DV)
 #pragma unroll
                     for (int e = 0; e < VE; e++) w[v * VE + e] = acc[g][jv * VE + e];
             }
-            if (vl == 0) w[D] = m[g], w[D + 1] = l[g];
+            if (lane == 0) w[D] = m[g], w[D + 1] = l[g];
         }
     }
     AT_SYNC_();
 }
-
-#if !AT_KVQ
-/* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their roped queries
- * qg [GS][D], in global or shared memory; pt: the token's page-table row): all G = AT_H / AT_KV of
- * them, or fewer when the group's heads are spread over several CTAs (the persistent decode
- * kernel's one-head items). Leaves one online-softmax state per warp and head in shared memory,
- * sm[warp][g][0..D+2) = acc (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge
- * combines them. Ends with a barrier, so every thread may read sm afterwards. */
-template <bool COH, int G = AT_H / AT_KV> /* COH: coherent (L2) loads, the kernel itself wrote some keys */
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
-    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
-    unsigned long long layer_off, const int *pt, float *sm) {
-    constexpr int D = AT_D, ES = AT_KVBF16 ? 2 : 4, VE = 16 / ES, DV = D / VE;
-    constexpr int TPK = ig_at_pow2ceil(DV) < 32 ? ig_at_pow2ceil(DV) : 32;
-    /* UK key steps unrolled (their K and V loads in flight together): 8 when the item has at most 2
-     * heads (its queries and accumulators leave the registers), else 4 */
-    constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, NW = IG_AT_WARPS, UK = G <= 2 ? 8 : 4;
-    constexpr int E = NV * VE; /* elements per lane per row */
-    constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, kk = lane / TPK, vl = lane % TPK;
-
-    float qr[G][E], acc[G][E], m[G], l[G];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const float *qh = qg + (size_t)g * D;
-#pragma unroll
-        for (int j = 0; j < NV; j++)
-#pragma unroll
-            for (int e = 0; e < VE; e++) {
-                const int v = vl + TPK * j;
-                qr[g][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
-                acc[g][j * VE + e] = 0.0f;
-            }
-        m[g] = IG_NEG_INF, l[g] = 0.0f;
-    }
-    const size_t koff = (size_t)kh * AT_PS * D * ES;
-    const size_t voff = ((size_t)AT_KV * AT_PS * D + (size_t)kh * AT_PS * D) * ES;
-
-    for (int jw = k0 + warp * KPW; jw < k1; jw += NW * KPW * UK) {
-        uint4 kr[UK][NV], vr[UK][NV];
-#pragma unroll
-        for (int u = 0; u < UK; u++) {
-            const int j = jw + u * NW * KPW + kk;
-            const bool ok = j < k1;
-            const unsigned char *base =
-                kv_pool + (unsigned long long)(ok ? __ldg(pt + j / AT_PS) : 0) * AT_PAGE_BYTES + layer_off;
-            const size_t row = (size_t)(j % AT_PS) * D * ES;
-#pragma unroll
-            for (int jv = 0; jv < NV; jv++) {
-                const int v = vl + TPK * jv;
-                const bool okv = ok && v < DV;
-                const unsigned char *kp = base + koff + row + (size_t)v * 16, *vp = base + voff + row + (size_t)v * 16;
-                const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-                kr[u][jv] = !okv ? z : COH ? __ldcg((const uint4 *)kp) : ig_ldg16(kp);
-                vr[u][jv] = !okv ? z : COH ? __ldcg((const uint4 *)vp) : ig_ldg16(vp);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < UK; u++) {
-            const bool ok = jw + u * NW * KPW + kk < k1;
-            float kf[E], vf[E], s[G];
-#pragma unroll
-            for (int jv = 0; jv < NV; jv++) ig_unpack16(kr[u][jv], ES, kf + jv * VE), ig_unpack16(vr[u][jv], ES, vf + jv * VE);
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < E; e++) d = fmaf(qr[g][e], kf[e], d);
-#pragma unroll
-                for (int o = TPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(IG_FULL_MASK, d, o);
-                s[g] = d;
-            }
-            if (ok) {
-#pragma unroll
-                for (int g = 0; g < G; g++) {
-                    const float mn = fmaxf(m[g], s[g]);
-                    const float corr = exp2f(m[g] - mn), p = exp2f(s[g] - mn);
-                    l[g] = l[g] * corr + p;
-#pragma unroll
-                    for (int e = 0; e < E; e++) acc[g][e] = fmaf(p, vf[e], acc[g][e] * corr);
-                    m[g] = mn;
-                }
-            }
-        }
-    }
-    IG_CAT(AT_NAME, _core_end)<G, TPK, NV, VE>(acc, m, l, sm);
-}
-#else
-/* _core for quantized KV (AT_KVQ bits): kv_quant.cuh's ig_kvq_attend over the CTA's 8 warps (the
- * same lane-group scheme over chunks of code rows, scales applied while unpacking, delta keys
- * rebuilt page by page); scores and accumulators are in the rotated domain (q was rotated by
- * rope_kv). Same sm result as the float _core. */
-template <bool COH, int G = AT_H / AT_KV>
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
-    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
-    unsigned long long layer_off, const int *pt, float *sm) {
-    /* 16 codes a chunk for groups of up to 4 heads; delta keys: 8 slots of a page in flight */
-    typedef ig_kvq_geom<AT_D, AT_KVQ, (G <= 4 && AT_D % 16 == 0) ? 16 : 8> Q;
-    constexpr int D = AT_D, BITS = AT_KVQ, VE = Q::VE, DV = Q::DV, TPK = Q::TPK, NV = Q::NV, E = Q::E;
-    constexpr int NW = IG_AT_WARPS, UK = (G <= 2 || IG_KVQ_KDELTA(AT_KVQ)) ? 8 : 4, PS = AT_PS, KV = AT_KV;
-    constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, vl = lane % TPK;
-
-    float qr[G][E], acc[G][E], m[G], l[G];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const float *qh = qg + (size_t)g * D;
-#pragma unroll
-        for (int j = 0; j < NV; j++)
-#pragma unroll
-            for (int e = 0; e < VE; e++) {
-                const int v = vl + TPK * j;
-                qr[g][j * VE + e] = v < DV ? qh[v * VE + e] * QS : 0.0f;
-                acc[g][j * VE + e] = 0.0f;
-            }
-        m[g] = IG_NEG_INF, l[g] = 0.0f;
-    }
-    ig_kvq_attend<KV, PS, D, BITS, VE, G, NW, UK, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qr, acc, m, l, kv_pool, layer_off, pt);
-    IG_CAT(AT_NAME, _core_end)<G, TPK, NV, VE>(acc, m, l, sm);
-}
-#endif
 
 /* Quantized KV: the output rows of query heads hb .. hb + GS - 1 of token t, staged (normalized,
  * still rotated) in uo[GS][D] in shared memory, rotated back (R^T, kv_quant.cuh) and stored, a
@@ -322,11 +241,8 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _range)(int n, int sp, in
     *k0 = lo + min(nk, sp * c), *k1 = min(n, *k0 + c);
 }
 
-#if AT_DEVFN && AT_KVQ
-#error "the persistent decode kernel takes float KV only (codegen does not emit it for quantized KV)"
-#endif
 #if !AT_DEVFN
-extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK, AT_KVQ ? 1 : AT_MINB_) /* many CTAs: one an SM will do */
 AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AT_OT_ *out) {
     static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
@@ -426,11 +342,11 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
 
 /* The split kernels' number of splits for a token with n keys (in its window). */
 static __device__ __forceinline__ int IG_CAT(AT_NAME, _splits)(int n) {
-    return max(1, min(AT_SPLIT, (n + AT_SPLIT_KEYS - 1) / AT_SPLIT_KEYS));
+    return max(1, min(min(AT_SPLIT, (int)gridDim.z), (n + AT_SPLIT_KEYS - 1) / AT_SPLIT_KEYS));
 }
 
 #if !AT_DEVFN
-extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK, AT_MINB_)
 IG_CAT(AT_NAME, _split)(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
                         const int *positions, const int *token_seq, const int *page_table, int max_pages,
                         float *ws, unsigned *counters, AT_OT_ *out) {
@@ -473,7 +389,8 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
     const int *token_seq, const int *page_table, int max_pages, float *ws, unsigned *counters, AT_OT_ *out, float *sm) {
     constexpr int G = AT_H / AT_KV, D = AT_D, HD = D / 2, W = (AT_H + 2 * AT_KV) * D;
     static_assert(G % GS == 0, "an item's query heads divide the group");
-    __shared__ float cs_[HD], sn_[HD], qs[GS * D];
+    __shared__ float cs_[HD], sn_[HD];
+    __shared__ __align__(16) float qs[GS * D];
     const int hb = kh * G + sub * GS; /* the item's first query head */
     const int warp = threadIdx.x >> 5;
     if (t >= T) return;
@@ -526,7 +443,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
     }
 #endif
     AT_SYNC_(); /* the queries and the new key / value row, written by this CTA, are visible to it */
-    IG_CAT(AT_NAME, _core)<true, GS>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
+    IG_CAT(AT_NAME, _core)<true, GS, true>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
     IG_CAT(AT_NAME, _split_tail)<GS>(t, hb, sp, ns, sm, ws, counters, out);
 }
 
@@ -537,7 +454,9 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
 static __device__ __forceinline__ void IG_CAT(AT_NAME, _prefetch_item)(int t, int kh, int sp, int ns, const unsigned char *kv_pool,
                                                                         unsigned long long layer_off, const int *positions,
                                                                         const int *token_seq, const int *page_table, int max_pages) {
-    constexpr unsigned BLK = AT_PS * AT_D * (AT_KVBF16 ? 2 : 4);
+    /* a kv head's K (then V, AT_KV blocks on) code or element rows of a page; quantized rows' scales
+     * and zero points are not prefetched */
+    constexpr unsigned BLK = AT_KVQ ? AT_PS * IG_KVQ_RB(AT_D, AT_KVQ) : AT_PS * AT_D * (AT_KVBF16 ? 2 : 4);
     const int n = positions[t] + 1;
     int k0, k1;
     IG_CAT(AT_NAME, _range)(n, sp, ns, &k0, &k1);
@@ -552,7 +471,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _prefetch_item)(int t, in
 #endif
 
 #if !AT_DEVFN
-extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK)
+extern "C" __global__ void __launch_bounds__(IG_AT_BLOCK, AT_MINB_)
 IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, const float *q_norm,
                              const float *k_norm, unsigned char *kv_pool, unsigned long long layer_off,
                              const int *positions, const int *token_seq, const int *page_table, int max_pages,
@@ -586,4 +505,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_WINDOW
 #undef AT_ROT
 #undef AT_INTERLEAVE
+#undef AT_PIPE
+#undef AT_L2PF
+#undef AT_MINB_
 #undef AT_SYNC_

@@ -163,10 +163,11 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
         if (threadIdx.x == 0) /* ids: uploaded, or the previous step's pick */
             dl_tok = ids ? __ldcg(ids) : 0, dl_pos = pos0 + s;
         ig_st_cbar();
-        /* attention splits: one per keys_per_split keys of context, at most DL_SPLIT (a single split
-         * writes its output without the merge's extra round trips) */
+        /* attention splits: one per keys_per_split keys of context, at most DL_SPLIT and at most one
+         * round of items over the grid (a single split writes its output without the merge's extra
+         * round trips) */
         const int n_keys = dl_pos + 1;
-        const int ns = min(DL_SPLIT, (n_keys + keys_per_split - 1) / keys_per_split);
+        const int ns = max(1, min(min(DL_SPLIT, (int)G / DL_KV), (n_keys + keys_per_split - 1) / keys_per_split));
         const bool one_head = GQ > 1 && head_items && NH * ns <= (int)G; /* one query head per item */
         const int n_items = (one_head ? NH : DL_KV) * ns;
         float *at_sm = (float *)(dl_smem + (size_t)IG_ST_NSLOT * IG_ST_SLOT);

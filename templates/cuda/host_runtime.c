@@ -62,7 +62,7 @@ static const double rope_inv_freq[HEAD_DIM / 2];
 #define RUN_PENDING (-2147483647 - 1) /* a run's token slot not written yet */
 #define BLAS_WS_BYTES (32u << 20)     /* cuBLAS's workspace (its recommendation for sm_90) */
 #define MV_TMAX 8                     /* steps of up to this many tokens take the GEMV path */
-#define ATTN_SPLIT 16                 /* context partitions of decode attention (same value in model.cu) */
+#define ATTN_SPLIT 32                 /* context partitions of decode attention (same value in model.cu) */
 #define MAX_PAGES_PER_SEQ ((MAX_CONTEXT + PAGE_SIZE - 1) / PAGE_SIZE)
 
 /* ---- device workspace for up to max_tokens tokens (offsets from st->ws, 256-byte aligned): the
@@ -114,6 +114,7 @@ typedef struct dev_state {
     int use_graphs; /* decode steps replay CUDA graphs */
     int gemv_tmax;  /* steps of up to this many tokens use the GEMV kernels, larger ones cuBLAS (tuning) */
     int mv_ctas;    /* GEMV grid cap: SMs x mv_ctas_per_sm */
+    int at_ctas;    /* decode attention's split CTAs aimed at: SMs x at_ctas_per_sm (IG_AT_SPLITS) */
     int mvt_tmax;   /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (sm_80+; 0 or 1: off) */
     int qg_on;      /* quantized-row matmuls may take qgemm.cu (sm_80+; the steps it takes are codegen's) */
     cu_prof prof;   /* tuning profile: per-kernel times, printed by fini */
@@ -576,6 +577,7 @@ static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int
     st->gemv_tmax = t->gemv_tmax > MV_TMAX ? MV_TMAX : t->gemv_tmax;
     st->n_sm = n_sm;
     st->mv_ctas = (n_sm > 0 ? n_sm : 1) * (t->mv_ctas_per_sm > 0 ? t->mv_ctas_per_sm : IG_MV_CTAS_PER_SM);
+    st->at_ctas = (n_sm > 0 ? n_sm : 1) * (t->at_ctas_per_sm > 0 ? t->at_ctas_per_sm : IG_AT_CTAS_PER_SM);
     st->mvt_tmax = major < 8 ? 0 : t->mvt_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvt_tmax;
     st->qg_on = major >= 8;
     st->chain_on = t->chain;

@@ -122,6 +122,11 @@
 #define IG_AT_GRID_X(T, KV) (KV)
 #define IG_AT_GRID_Y(T) (T)
 #define IG_AT_GRID_Z(T, SPLIT) (SPLIT)
+/* the split kernels' grid z from the host: CTAS split CTAs aimed at (the SMs x at_ctas_per_sm)
+ * over KV x T (token, kv head) pairs, 1..SPLIT; a token with few keys takes fewer (_splits) */
+#define IG_AT_CTAS_PER_SM 2
+#define IG_AT_SPLITS(T, KV, SPLIT, CTAS) \
+    ((CTAS) <= (KV) * (T) ? 1 : IG_CDIV((CTAS), (KV) * (T)) < (SPLIT) ? IG_CDIV((CTAS), (KV) * (T)) : (SPLIT))
 #define IG_AT_SMEM(H, KV, D) (IG_AT_WARPS * ((H) / (KV)) * ((D) + 2) * 4)
 #define IG_AT_WS_FLOATS(T, H, D, SPLIT) ((unsigned long long)(T) * (H) * (SPLIT) * ((D) + 2))
 #define IG_AT_COUNTERS(T, KV) ((unsigned long long)(T) * (KV))

@@ -1,7 +1,7 @@
 /* cuda_emul.h — just enough of CUDA to run the quantized-KV kernel templates on the host, for tests
  * without a GPU (tests/cuda_host): a CTA is blockDim fibers (ucontext; __syncthreads a barrier of them,
- * __syncwarp a barrier per warp, __shfl_xor_sync through a slot per lane between two warp
- * barriers), __shared__ variables are static storage (one CTA runs at a time), the __f*_rn
+ * __syncwarp a barrier per warp, __shfl_xor_sync / __shfl_up_sync / __shfl_sync through a slot per
+ * lane between two warp barriers), __shared__ variables are static storage (one CTA runs at a time), the __f*_rn
  * intrinsics are plain IEEE operations (build with -ffp-contract=off), and common.cuh's helpers are
  * re-stated without PTX. No __CUDA_ARCH__: architecture-specific paths (cp.async, mma) are not
  * compiled, so attention_prefill runs its CUDA-core path; kernels that test IG_CUDA_EMUL (qgemm.cu)
@@ -69,6 +69,31 @@ static float __shfl_xor_sync(unsigned, float v, int o) {
     __syncwarp();
     return r;
 }
+static float __shfl_up_sync(unsigned, float v, int o) {
+    float *s = g_slot[threadIdx.x >> 5];
+    const unsigned l = threadIdx.x & 31;
+    s[l] = v;
+    __syncwarp();
+    const float r = l >= (unsigned)o ? s[l - o] : v;
+    __syncwarp();
+    return r;
+}
+static float __shfl_sync(unsigned, float v, int src) {
+    float *s = g_slot[threadIdx.x >> 5];
+    s[threadIdx.x & 31] = v;
+    __syncwarp();
+    const float r = s[src & 31];
+    __syncwarp();
+    return r;
+}
+/* PTX prmt's default mode: byte i of the result is byte (s >> 4i) & 7 of the 8 bytes {b, a} */
+static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
+    const unsigned long long x = ((unsigned long long)b << 32) | a;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((x >> (8 * ((s >> (4 * i)) & 7))) & 255u) << (8 * i);
+    return r;
+}
+#define __align__(n) __attribute__((aligned(n)))
 static int min(int a, int b) { return a < b ? a : b; }
 static int max(int a, int b) { return a > b ? a : b; }
 static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }

@@ -699,6 +699,7 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 
 /* timing: Llama-3-8B-like attention, 32 layers per page (so rotating layers defeats the L2) */
 #define PERF_LAYERS 32
+#define PERF_SPLIT 32
 #define AT_NAME at_perf
 #define AT_H 32
 #define AT_KV 8
@@ -708,7 +709,7 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AT_KVBF16 1
 #define AT_OBF16 1
 #define AT_SCALE 0.08838834764831845f
-#define AT_SPLIT 16
+#define AT_SPLIT PERF_SPLIT
 #include "attention.cu"
 
 
@@ -1891,7 +1892,7 @@ static void bench_attn(ctx *c, int T, int ctx_len, double copy_gbs) {
     CK(cudaMemcpy(dptab, ptab.data(), npages * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, 16) * 4));
+    CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, PERF_SPLIT) * 4));
     unsigned *dcnt;
     CK(cudaMalloc(&dcnt, IG_AT_COUNTERS(T, KV) * 4));
     CK(cudaMemset(dcnt, 0, IG_AT_COUNTERS(T, KV) * 4));
@@ -2358,6 +2359,7 @@ int main(int argc, char **argv) {
     for (const auto &a : aps)
         for (const auto &sc : scns) test_ap(&c, a, sc);
     run_kvq_tests(&c, scns, (int)(sizeof scns / sizeof scns[0]));
+    if (sel("attention long")) test_attn_long(&c);
 
     if (!no_bench) {
         double copy = bench_copy();
@@ -2387,7 +2389,7 @@ int main(int argc, char **argv) {
                 bench_attn(&c, 8, ctxl, copy);
             }
         if (sel("bench attention-kv"))
-            for (int T : {1, 8}) bench_attn_kv(&c, T, 8192);
+            bench_attn_kv(&c, copy);
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
         bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 8192);

@@ -239,7 +239,8 @@ KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
 #define AP_SCALE 0.08838834764831845f
 #include "attention_prefill.cu"
 
-/* timing: Llama-3-8B-like decode attention over int8 / uint4 KV, 32 layers per page (as at_perf) */
+/* timing and long contexts: Llama-3-8B-like decode attention over int8 / uint4 KV, 32 layers per
+ * page (as at_perf), and with a 4096-key sliding window (bf16 / int8 / uint4) */
 #define AT_NAME at_perf_q8
 #define AT_H 32
 #define AT_KV 8
@@ -249,7 +250,7 @@ KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
 #define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 16, 128, 8) * PERF_LAYERS)
 #define AT_OBF16 1
 #define AT_SCALE 0.08838834764831845f
-#define AT_SPLIT 16
+#define AT_SPLIT PERF_SPLIT
 #include "attention.cu"
 #define AT_NAME at_perf_q4
 #define AT_H 32
@@ -260,7 +261,55 @@ KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
 #define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 16, 128, 4) * PERF_LAYERS)
 #define AT_OBF16 1
 #define AT_SCALE 0.08838834764831845f
-#define AT_SPLIT 16
+#define AT_SPLIT PERF_SPLIT
+#include "attention.cu"
+#define AT_NAME at_perf_nopf /* bf16 without the next tile's L2 prefetches (attn_decode.cuh), for the bench */
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_PAGE_BYTES (2ull * 8 * 16 * 128 * 2 * PERF_LAYERS)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT PERF_SPLIT
+#define AT_L2PF 0
+#include "attention.cu"
+#define AT_NAME at_perf_w
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_PAGE_BYTES (2ull * 8 * 16 * 128 * 2 * PERF_LAYERS)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT PERF_SPLIT
+#define AT_WINDOW 4096
+#include "attention.cu"
+#define AT_NAME at_perf_q8w
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 16, 128, 8) * PERF_LAYERS)
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT PERF_SPLIT
+#define AT_WINDOW 4096
+#include "attention.cu"
+#define AT_NAME at_perf_q4w
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_KVQ 4
+#define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 16, 128, 4) * PERF_LAYERS)
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT PERF_SPLIT
+#define AT_WINDOW 4096
 #include "attention.cu"
 
 /* ---- the CPU format itself (host code, C compiled as C++ in a namespace; the system headers it
@@ -695,62 +744,150 @@ __global__ void fill_kvq_meta(unsigned char *pool, size_t npages, size_t page_by
     }
 }
 
-/* Decode attention time per token at context ctx_len, Llama-3-8B shapes (H 32, KV 8, D 128, page
- * 16), split kernel, for bf16 (at_perf), int8 and uint4 KV: the issue's attention speed figure. */
-static void bench_attn_kv(ctx *c, int T, int ctx_len) {
-    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, maxp = (ctx_len + PS - 1) / PS, npages = maxp * T;
-    const void *fns[3] = {(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split};
-    const int bits[3] = {0, 8, 4};
-    const char *names[3] = {"bf16", "int8", "uint4"};
-    std::vector<int> ptab(npages), pos(T), seq(T);
-    for (int i = 0; i < npages; i++) ptab[i] = (int)((i * 7919ull) % npages);
-    for (int t = 0; t < T; t++) pos[t] = ctx_len - 1 - t, seq[t] = t;
+/* Decode attention over long contexts, Llama-3-8B shapes (H 32, KV 8, D 128, pages of 16 slots, 32
+ * layers a page), split kernel with the host's split count (IG_AT_SPLITS: 2 CTAs an SM), for bf16
+ * (f = 0, at_perf), int8 (1) and uint4 (2) KV (3: bf16 without L2 prefetches), with a 4096-key window or not: T tokens of distinct
+ * sequences, token t at context ctxs[t] (its pages scattered over the pool, random rows; quantized
+ * rows: random codes, f16 scale 2^-7, zero points r % 7). Timed over rotating layers (us per launch
+ * into *us); with check, tokens 0 and T - 1, heads 0 and 31, of the last launch's layer against a
+ * double softmax over the rows as the host reads them (quantized: kv_quant.h's dequantization, the
+ * output rotated back). Returns the bytes of K/V a launch reads. */
+static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool check, double *us) {
+    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, G = H / KV, bits = f == 1 ? 8 : f == 2 ? 4 : 0;
+    const void *fns[2][4] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split,
+                              (const void *)at_perf_nopf_split},
+                             {(const void *)at_perf_w_split, (const void *)at_perf_q8w_split, (const void *)at_perf_q4w_split,
+                              (const void *)at_perf_nopf_split}};
+    const char *names[4] = {"bf16", "int8", "uint4", "bf16 (no L2 prefetch)"};
+    const size_t layer_bytes = bits ? cpukv_layer_bytes(KV, PS, D, bits) : 2ull * KV * PS * D * 2, page_bytes = layer_bytes * L;
+    const size_t key_bytes = bits ? 2ull * KV * (D * bits / 8 + 3) : 2ull * KV * D * 2; /* K + V of a key, all kv heads */
+    int maxp = 1, npages = 0;
+    for (int t = 0; t < T; t++) maxp = std::max(maxp, (ctxs[t] + PS - 1) / PS), npages += (ctxs[t] + PS - 1) / PS;
+    std::vector<int> ptab((size_t)T * maxp, 0), pos(T), seq(T);
+    for (int t = 0, k = 0; t < T; t++) {
+        pos[t] = ctxs[t] - 1, seq[t] = t;
+        for (int p = 0; p < (ctxs[t] + PS - 1) / PS; p++, k++) ptab[(size_t)t * maxp + p] = (int)((k * 7919ull) % npages);
+    }
+    uint8_t *dpool;
+    CK(cudaMalloc(&dpool, (size_t)npages * page_bytes));
+    fill_bf16<<<4096, 256>>>((unsigned short *)dpool, (size_t)npages * page_bytes / 2, 12345u + f);
+    if (bits)
+        fill_kvq_meta<<<4096, 256>>>(dpool, npages, page_bytes, layer_bytes, L, 2ull * KV * PS * D * bits / 8, 2ull * KV * PS);
+    CK(cudaGetLastError());
     std::vector<float> q;
     fill(c, q, (size_t)T * H * D, false);
     float *dq = (float *)upload(q, false), *dws;
     int *dptab, *dpos, *dseq;
     void *dout;
-    CK(cudaMalloc(&dptab, npages * 4)); CK(cudaMalloc(&dpos, T * 4)); CK(cudaMalloc(&dseq, T * 4));
-    CK(cudaMemcpy(dptab, ptab.data(), npages * 4, cudaMemcpyHostToDevice));
+    unsigned *dcnt;
+    CK(cudaMalloc(&dptab, ptab.size() * 4)); CK(cudaMalloc(&dpos, T * 4)); CK(cudaMalloc(&dseq, T * 4));
+    CK(cudaMemcpy(dptab, ptab.data(), ptab.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dpos, pos.data(), T * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dseq, seq.data(), T * 4, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, 16) * 4));
-    unsigned *dcnt;
+    CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dws, IG_AT_WS_FLOATS(T, H, D, PERF_SPLIT) * 4));
     CK(cudaMalloc(&dcnt, IG_AT_COUNTERS(T, KV) * 4));
     CK(cudaMemset(dcnt, 0, IG_AT_COUNTERS(T, KV) * 4));
-    double us[3];
-    for (int f = 0; f < 3; f++) {
-        const size_t layer_bytes = bits[f] ? cpukv_layer_bytes(KV, PS, D, bits[f]) : 2ull * KV * PS * D * 2;
-        const size_t page_bytes = layer_bytes * L;
-        uint8_t *dpool;
-        CK(cudaMalloc(&dpool, npages * page_bytes));
-        fill_bf16<<<4096, 256>>>((unsigned short *)dpool, npages * page_bytes / 2, 12345u);
-        if (bits[f])
-            fill_kvq_meta<<<4096, 256>>>(dpool, npages, page_bytes, layer_bytes, L, 2ull * KV * PS * D * bits[f] / 8,
-                                         2ull * KV * PS);
-        CK(cudaGetLastError());
-        unsigned long long loff = 0;
-        int Tv = T, mp = maxp;
-        void *args[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dws, &dcnt, &dout};
-        us[f] = time_us(
-            [&](int i) {
-                loff = (unsigned long long)(i % L) * layer_bytes;
-                CK(cudaLaunchKernel(fns[f], dim3(KV, T, 16), dim3(IG_AT_BLOCK), args, IG_AT_SMEM(H, KV, D), 0));
-            },
-            64);
-        CK(cudaDeviceSynchronize());
+    unsigned long long loff = 0;
+    int Tv = T, mp = maxp;
+    void *args[] = {&Tv, &dq, &dpool, &loff, &dpos, &dseq, &dptab, &mp, &dws, &dcnt, &dout};
+    const int ns = IG_AT_SPLITS(T, KV, PERF_SPLIT, IG_AT_CTAS_PER_SM * g_sms);
+    *us = time_us(
+        [&](int i) {
+            loff = (unsigned long long)(i % L) * layer_bytes;
+            CK(cudaLaunchKernel(fns[win][f], dim3(KV, T, ns), dim3(IG_AT_BLOCK), args, IG_AT_SMEM(H, KV, D), 0));
+        },
+        check ? 4 : 32);
+    CK(cudaDeviceSynchronize());
+    double bytes = 0;
+    for (int t = 0; t < T; t++) bytes += (double)std::min(ctxs[t], win ? 4096 : ctxs[t]) * key_bytes;
+    if (check) {
         std::vector<float> o = download(dout, (size_t)T * H * D, true);
-        bool finite = true;
-        for (float v : o) finite &= v == v && fabsf(v) < 1e30f;
-        if (!finite) {
-            printf("FAIL bench attention-kv %s: non-finite outputs\n", names[f]);
-            c->fails++;
+        char what[200];
+        snprintf(what, sizeof what, "attention long %s%s T=%d ctx %d..%d (split %d, tokens 0 and T-1)", names[f],
+                 win ? " window 4096" : "", T, ctxs[0], ctxs[T - 1], ns);
+        checker k;
+        chk_init(&k, what);
+        for (int t : {0, T - 1}) {
+            if (t == T - 1 && T == 1) break;
+            const int n = pos[t] + 1, lo = win && n > 4096 ? n - 4096 : 0;
+            std::vector<uint8_t> lay((size_t)maxp * layer_bytes);
+            for (int p = lo / PS; p <= pos[t] / PS; p++)
+                CK(cudaMemcpy(&lay[(size_t)p * layer_bytes], dpool + (size_t)ptab[(size_t)t * maxp + p] * page_bytes + loff,
+                              layer_bytes, cudaMemcpyDeviceToHost));
+            for (int h : {0, H - 1}) {
+                const int kh = h / G, m = n - lo;
+                std::vector<float> K((size_t)m * D), V((size_t)m * D), kp(D), kv(D);
+                for (int j = lo; j < n; j++) {
+                    const uint8_t *lp = &lay[(size_t)(j / PS) * layer_bytes];
+                    float *kr = &K[(size_t)(j - lo) * D], *vr = &V[(size_t)(j - lo) * D];
+                    if (!bits) {
+                        for (int i = 0; i < D; i++) {
+                            uint16_t hk, hv;
+                            memcpy(&hk, lp + (((size_t)kh * PS + j % PS) * D + i) * 2, 2);
+                            memcpy(&hv, lp + ((((size_t)KV + kh) * PS + j % PS) * D + i) * 2, 2);
+                            kr[i] = h_b2f(hk), vr[i] = h_b2f(hv);
+                        }
+                    } else { /* delta keys: kp walks the page from slot 0 (from the window's first slot on) */
+                        if (IG_KVQ_KDELTA(bits) && j == lo && j % PS) cpukv::ig_kvq_key_before(lp, KV, PS, D, bits, kh, j % PS, kr, kp.data());
+                        cpukv::ig_kvq_load(lp, KV, PS, D, bits, 0, kh, j % PS, 1, kr, kp.data());
+                        cpukv::ig_kvq_load(lp, KV, PS, D, bits, 1, kh, j % PS, 1, vr, kv.data());
+                    }
+                }
+                const float *qh = &q[((size_t)t * H + h) * D];
+                std::vector<double> ref(D), tol(D);
+                if (bits) hq_attn_ref(K.data(), V.data(), m, D, 0.08838834764831845, qh, false, true, ref.data(), tol.data());
+                else {
+                    std::vector<double> sc(m), acc(D, 0.0);
+                    double mx = -1e300, l = 0;
+                    for (int j = 0; j < m; j++) {
+                        double s = 0;
+                        for (int i = 0; i < D; i++) s += (double)qh[i] * K[(size_t)j * D + i];
+                        sc[j] = s * 0.08838834764831845, mx = std::max(mx, sc[j]);
+                    }
+                    for (int j = 0; j < m; j++) {
+                        const double p = exp(sc[j] - mx);
+                        l += p;
+                        for (int i = 0; i < D; i++) acc[i] += p * V[(size_t)j * D + i];
+                    }
+                    for (int i = 0; i < D; i++) ref[i] = acc[i] / l, tol[i] = 2e-5 + 1e-5 * fabs(ref[i]) + fabs(ref[i]) / 256;
+                }
+                for (int i = 0; i < D; i++) chk(&k, ((long)t * H + h) * D + i, o[((size_t)t * H + h) * D + i], ref[i], tol[i]);
+            }
         }
-        CK(cudaFree(dpool));
+        chk_done(c, &k);
     }
-    printf("bench attention-kv H32 KV8 D128 T=%d ctx=%d split16, per token: bf16 %.2f us | int8 %.2f us (%.2fx) | uint4 "
-           "%.2f us (%.2fx)\n",
-           T, ctx_len, us[0] / T, us[1] / T, us[0] / us[1], us[2] / T, us[0] / us[2]);
-    CK(cudaFree(dq)); CK(cudaFree(dws)); CK(cudaFree(dcnt)); CK(cudaFree(dptab)); CK(cudaFree(dpos)); CK(cudaFree(dseq));
-    CK(cudaFree(dout));
+    CK(cudaFree(dpool)); CK(cudaFree(dq)); CK(cudaFree(dws)); CK(cudaFree(dcnt)); CK(cudaFree(dptab)); CK(cudaFree(dpos));
+    CK(cudaFree(dseq)); CK(cudaFree(dout));
+    return bytes;
+}
+
+/* The long-context checks: every format, with and without the window, one token at 1, 17, 4096,
+ * 8192 and 131072 keys and eight tokens of mixed contexts up to 131072 in one launch. */
+static void test_attn_long(ctx *c) {
+    const int one[5] = {1, 17, 4096, 8192, 131072}, mixed[8] = {131072, 1, 17, 4097, 8192, 300, 2049, 8191};
+    double us;
+    for (int f = 0; f < 3; f++)
+        for (int win = 0; win < 2; win++) {
+            for (int x : one) attn_long(c, f, 1, &x, win, true, &us);
+            attn_long(c, f, 8, mixed, win, true, &us);
+        }
+}
+
+/* The issue's attention figures: us per token and GB/s of K/V for bf16 / int8 / uint4 at 8k (1 and
+ * 8 tokens) and at 128k (1 token), and each quantized format's speed-up over bf16 KV. */
+static void bench_attn_kv(ctx *c, double copy_gbs) {
+    const struct { int T, n; } runs[3] = {{1, 8192}, {8, 8192}, {1, 131072}};
+    for (const auto &r : runs) {
+        std::vector<int> ctxs(r.T);
+        for (int t = 0; t < r.T; t++) ctxs[t] = r.n - t;
+        double us[4], gbs[4];
+        for (int f = 0; f < 4; f++) {
+            const double bytes = attn_long(c, f, r.T, ctxs.data(), false, false, &us[f]);
+            gbs[f] = bytes / (us[f] * 1e-6) / 1e9;
+        }
+        printf("bench attention-kv H32 KV8 D128 T=%d ctx=%d split %d, per token: bf16 %.2f us %.0f GB/s | int8 %.2f us %.0f "
+               "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx) | bf16 without L2 prefetch %.2f us  [copy %.0f GB/s]\n",
+               r.T, r.n, IG_AT_SPLITS(r.T, 8, PERF_SPLIT, IG_AT_CTAS_PER_SM * g_sms), us[0] / r.T, gbs[0], us[1] / r.T,
+               gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], us[3] / r.T, copy_gbs);
+    }
 }
