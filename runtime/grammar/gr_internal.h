@@ -103,6 +103,12 @@ int gb_cpset(gr_builder *b, const gr_cpset *s, int json);
  * unanchored unless ^ / $) when json == 1. Returns the node or -1 with err set. */
 int gr_regex_build(gr_builder *b, const char *re, size_t len, int json, int search, ig_err *err, ig_status *st);
 ig_status gr_gbnf_build(gr_builder *b, const char *text, size_t len, int *root, ig_err *err);
+/* gr_schema_check.c: a value against a schema (root: the document, for local $ref): 1 valid,
+ * 0 invalid, -1 undecided; skip_enum: the top level's enum / const are not checked. */
+struct cJSON;
+int gr_schema_check(const struct cJSON *root, const struct cJSON *schema, const struct cJSON *value, int skip_enum);
+const struct cJSON *gr_json_pointer(const struct cJSON *root, const char *ref); /* NULL: does not resolve */
+int gr_regex_search(const char *re, const char *s, size_t n);     /* 1 match, 0 none, -1 refused */
 ig_status gr_schema_build(gr_builder *b, const char *text, size_t len, int json_mode, int *root, ig_err *err);
 
 #endif

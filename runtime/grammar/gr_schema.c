@@ -523,34 +523,7 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
 
 /* ---- references and allOf ------------------------------------------------------------------------- */
 
-static const cJSON *resolve_ref(sc *c, const char *ref) {
-    if (ref[0] != '#') return NULL;
-    const cJSON *cur = c->root;
-    const char *p = ref + 1;
-    if (*p && *p != '/') return NULL;
-    while (*p == '/') {
-        p++;
-        char tok[256];
-        size_t n = 0;
-        while (*p && *p != '/' && n + 1 < sizeof tok) {
-            if (p[0] == '~' && p[1] == '0') { tok[n++] = '~'; p += 2; }
-            else if (p[0] == '~' && p[1] == '1') { tok[n++] = '/'; p += 2; }
-            else if (p[0] == '%' && p[1] && p[2]) {
-                char h[3] = {p[1], p[2], 0};
-                tok[n++] = (char)strtol(h, NULL, 16);
-                p += 3;
-            } else tok[n++] = *p++;
-        }
-        tok[n] = 0;
-        if (cJSON_IsArray(cur)) {
-            char *e;
-            long i = strtol(tok, &e, 10);
-            cur = *e ? NULL : cJSON_GetArrayItem(cur, (int)i);
-        } else cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
-        if (!cur) return NULL;
-    }
-    return cur;
-}
+static const cJSON *resolve_ref(sc *c, const char *ref) { return gr_json_pointer(c->root, ref); }
 
 static int schema(sc *c, const cJSON *s, const char *path);
 
@@ -699,33 +672,171 @@ static int key_not_in(sc *c, char **keys, int n, int depth) {
     return gb_alt(b, alts, m);
 }
 
-static int object_members(sc *c, prop *P, int np, int nreq, int add_member, int min1) {
+/* ---- key presence: required, dependencies, and not / oneOf / anyOf of such ----------------------- */
+
+/* Schemas that constrain only which keys an object has (never its values): required, type
+ * "object", dependentRequired / dependencies of key lists or of such schemas, not / allOf /
+ * anyOf / oneOf of such schemas, properties without assertions. An object's members are tracked
+ * as a set of these keys (object_members), and the set must satisfy them at the closing brace. */
+#define MAX_TRACKED 12
+
+static int only_annotations(const cJSON *s) {
+    if (cJSON_IsTrue(s)) return 1;
+    if (!cJSON_IsObject(s)) return 0;
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!is_annotation(k->string)) return 0;
+    return 1;
+}
+
+static int string_list(const cJSON *a) {
+    if (!cJSON_IsArray(a)) return 0;
+    for (const cJSON *x = a->child; x; x = x->next)
+        if (!cJSON_IsString(x)) return 0;
+    return 1;
+}
+
+static int presence_only(sc *c, const cJSON *n, int depth) {
+    if (depth > 16) return 0;
+    if (cJSON_IsBool(n)) return 1;
+    if (!(n = deref(c, n, 0)) || !cJSON_IsObject(n)) return 0;
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (is_annotation(w)) continue;
+        if (!strcmp(w, "required")) { if (!string_list(k)) return 0; }
+        else if (!strcmp(w, "type")) { if (!cJSON_IsString(k) || strcmp(k->valuestring, "object")) return 0; }
+        else if (!strcmp(w, "properties") && cJSON_IsObject(k)) {
+            for (const cJSON *p = k->child; p; p = p->next)
+                if (!only_annotations(p)) return 0;
+        } else if (!strcmp(w, "additionalProperties")) { if (!cJSON_IsTrue(k) && !only_annotations(k)) return 0; }
+        else if (!strcmp(w, "dependencies") || !strcmp(w, "dependentRequired") || !strcmp(w, "dependentSchemas")) {
+            if (!cJSON_IsObject(k)) return 0;
+            for (const cJSON *d = k->child; d; d = d->next)
+                if (!(w[9] != 'S' && string_list(d)) && !(w[9] != 'R' && presence_only(c, d, depth + 1))) return 0;
+        } else if (!strcmp(w, "not")) { if (!presence_only(c, k, depth + 1)) return 0; }
+        else if (!strcmp(w, "allOf") || !strcmp(w, "anyOf") || !strcmp(w, "oneOf")) {
+            if (!cJSON_IsArray(k) || !k->child) return 0;
+            for (const cJSON *x = k->child; x; x = x->next)
+                if (!presence_only(c, x, depth + 1)) return 0;
+        } else return 0;
+    }
+    return 1;
+}
+
+typedef struct keyset { const char **name; int n, cap; } keyset;
+
+static int ks_find(const keyset *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->name[i], name)) return i;
+    return -1;
+}
+static int ks_add(keyset *t, const char *name) {
+    if (ks_find(t, name) >= 0) return 0;
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        const char **q = realloc(t->name, sizeof(char *) * (size_t)cap);
+        if (!q) return -1;
+        t->name = q; t->cap = cap;
+    }
+    t->name[t->n++] = name;
+    return 0;
+}
+
+/* Every key a presence-only schema names, into t. */
+static int presence_keys(sc *c, const cJSON *n, keyset *t) {
+    if (!(n = deref(c, n, 0)) || !cJSON_IsObject(n)) return 0;
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (!strcmp(w, "required"))
+            for (const cJSON *x = k->child; x; x = x->next) { if (ks_add(t, x->valuestring)) return -1; }
+        else if (!strcmp(w, "dependencies") || !strcmp(w, "dependentRequired") || !strcmp(w, "dependentSchemas"))
+            for (const cJSON *d = k->child; d; d = d->next) {
+                if (ks_add(t, d->string)) return -1;
+                if (cJSON_IsArray(d)) { for (const cJSON *x = d->child; x; x = x->next) if (ks_add(t, x->valuestring)) return -1; }
+                else if (presence_keys(c, d, t)) return -1;
+            }
+        else if (!strcmp(w, "not")) { if (presence_keys(c, k, t)) return -1; }
+        else if (cJSON_IsArray(k) && (!strcmp(w, "allOf") || !strcmp(w, "anyOf") || !strcmp(w, "oneOf")))
+            for (const cJSON *x = k->child; x; x = x->next) if (presence_keys(c, x, t)) return -1;
+    }
+    return 0;
+}
+
+static int has_key(const keyset *t, unsigned S, const char *name) {
+    int i = ks_find(t, name);
+    return i >= 0 && (S >> i & 1);
+}
+
+/* A presence-only schema's verdict on an object whose tracked keys present are S (obj = 1), or
+ * on any value that is not an object (obj = 0). */
+static int presence_eval(sc *c, const cJSON *n, const keyset *t, unsigned S, int obj) {
+    if (cJSON_IsBool(n)) return cJSON_IsTrue(n);
+    n = deref(c, n, 0);
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (!strcmp(w, "required") && obj) {
+            for (const cJSON *x = k->child; x; x = x->next) if (!has_key(t, S, x->valuestring)) return 0;
+        } else if (!strcmp(w, "type")) { if (!obj) return 0; }
+        else if ((!strcmp(w, "dependencies") || !strcmp(w, "dependentRequired") || !strcmp(w, "dependentSchemas")) && obj) {
+            for (const cJSON *d = k->child; d; d = d->next) {
+                if (!has_key(t, S, d->string)) continue;
+                if (cJSON_IsArray(d)) { for (const cJSON *x = d->child; x; x = x->next) if (!has_key(t, S, x->valuestring)) return 0; }
+                else if (!presence_eval(c, d, t, S, obj)) return 0;
+            }
+        } else if (!strcmp(w, "not")) { if (presence_eval(c, k, t, S, obj)) return 0; }
+        else if (cJSON_IsArray(k) && (!strcmp(w, "allOf") || !strcmp(w, "anyOf") || !strcmp(w, "oneOf"))) {
+            int yes = 0, all = 1;
+            for (const cJSON *x = k->child; x; x = x->next) {
+                int v = presence_eval(c, x, t, S, obj);
+                yes += v; all &= v;
+            }
+            if (w[0] == 'a' && w[1] == 'l' ? !all : w[0] == 'a' ? !yes : yes != 1) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Members in any order, each tracked key at most once: rule O_S after some members with the
+ * tracked set S seen; the object may close where acc[S], and no member leads to a set from which
+ * no accepting set can be reached (live). */
+static int object_members(sc *c, prop *P, int np, int ntr, const unsigned char *acc, int add_member, int min1) {
     gr_builder *b = c->b;
-    int full = (1 << nreq) - 1, nsub = 1 << nreq;
+    int nsub = 1 << ntr;
     int *rules = malloc(sizeof(int) * (size_t)nsub);
     int *alts = malloc(sizeof(int) * (size_t)(np + 2));
-    if (!rules || !alts) { free(rules); free(alts); b->oom = 1; return -1; }
+    unsigned char *live = malloc((size_t)nsub);
+    if (!rules || !alts || !live) { free(rules); free(alts); free(live); b->oom = 1; return -1; }
+    unsigned addable = 0;
+    for (int i = 0; i < np; i++) if (P[i].req >= 0) addable |= 1u << P[i].req;
+    for (int S = nsub - 1; S >= 0; S--) { /* a superset reachable by adding keys is accepting */
+        live[S] = acc[S];
+        for (int k = 0; k < ntr && !live[S]; k++)
+            if ((addable >> k & 1) && !(S >> k & 1)) live[S] = live[S | 1 << k];
+    }
     for (int S = 0; S < nsub; S++) rules[S] = gb_rule(b, NULL);
-    for (int S = 0; S < nsub; S++) { /* O_S: after some members, required set S seen */
+    for (int S = 0; S < nsub; S++) {
         int m = 0;
-        for (int i = 0; i < np; i++) {
+        for (int i = 0; i < np && live[S]; i++) {
             if (P[i].req >= 0 && (S >> P[i].req & 1)) continue;
             int T = P[i].req >= 0 ? S | 1 << P[i].req : S;
-            alts[m++] = gb_seq3(b, sep(c), gb_ref(b, P[i].member), gb_ref(b, rules[T]));
+            if (live[T]) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, P[i].member), gb_ref(b, rules[T]));
         }
-        if (add_member >= 0) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, add_member), gb_ref(b, rules[S]));
-        if (S == full) alts[m++] = gb_empty(b);
+        if (add_member >= 0 && live[S]) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, add_member), gb_ref(b, rules[S]));
+        if (acc[S]) alts[m++] = gb_empty(b);
         gb_set_body(b, rules[S], m ? gb_alt(b, alts, m) : gb_never(b));
     }
     int m = 0; /* the first member */
-    for (int i = 0; i < np; i++)
-        alts[m++] = gb_seq2(b, gb_ref(b, P[i].member), gb_ref(b, rules[P[i].req >= 0 ? 1 << P[i].req : 0]));
-    if (add_member >= 0) alts[m++] = gb_seq2(b, gb_ref(b, add_member), gb_ref(b, rules[0]));
+    for (int i = 0; i < np; i++) {
+        int T = P[i].req >= 0 ? 1 << P[i].req : 0;
+        if (live[T]) alts[m++] = gb_seq2(b, gb_ref(b, P[i].member), gb_ref(b, rules[T]));
+    }
+    if (add_member >= 0 && live[0]) alts[m++] = gb_seq2(b, gb_ref(b, add_member), gb_ref(b, rules[0]));
     int first = m ? gb_alt(b, alts, m) : gb_never(b);
+    int empty_ok = acc[0] && !min1;
     free(rules);
     free(alts);
+    free(live);
     int body = gb_seq2(b, first, ws(c));
-    return nreq || min1 ? body : gb_opt(b, body);
+    return empty_ok ? gb_opt(b, body) : body;
 }
 
 /* Members in the schema's order (too many required members to track as a set). */
@@ -745,7 +856,30 @@ static int object_ordered(sc *c, prop *P, int np, int add_member) {
     return gb_seq2(b, first, ws(c));
 }
 
-static int object_schema(sc *c, const cJSON *s, const char *path) {
+/* Key-presence constraints of s (dependencies, dependentRequired, dependentSchemas) and extra (a
+ * presence-only schema from not / oneOf / anyOf around s, or NULL), as one owned schema; NULL if
+ * none; -1 in *bad where one constrains values. */
+static cJSON *presence_constraints(sc *c, const cJSON *s, const cJSON *extra, const char *path, int *bad) {
+    static const char *kws[] = {"dependencies", "dependentRequired", "dependentSchemas"};
+    cJSON *pc = NULL;
+    *bad = 0;
+    for (int i = 0; i < 3 || (i == 3 && extra); i++) {
+        const cJSON *k = i < 3 ? cJSON_GetObjectItemCaseSensitive(s, kws[i]) : extra;
+        if (!k) continue;
+        if (!pc && !(pc = own(c, cJSON_CreateObject()))) { c->b->oom = 1; *bad = 1; return NULL; }
+        if (i < 3) cJSON_AddItemToObject(pc, kws[i], cJSON_Duplicate(k, 1));
+        else cJSON_AddItemToArray(cJSON_AddArrayToObject(pc, "allOf"), cJSON_Duplicate(k, 1));
+        if (!presence_only(c, pc, 0)) {
+            *bad = 1;
+            if (i < 3) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a dependent schema that constrains values)", kws[i]);
+            else sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (key presence mixed with value constraints)", "not");
+            return NULL;
+        }
+    }
+    return pc;
+}
+
+static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -767,10 +901,18 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
     }
     if (mp && !(cJSON_IsNumber(mp) && mp->valuedouble <= 1)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1)", "minProperties");
     int min1 = cJSON_IsNumber(mp) && mp->valuedouble == 1;
-    int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = cJSON_IsArray(req) ? cJSON_GetArraySize(req) : 0;
+    int bad;
+    cJSON *pc = presence_constraints(c, s, extra, path, &bad);
+    if (bad) return -1;
+    keyset names = {0}, tk = {0}; /* keys named by required and pc; the tracked ones */
+    for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r) && ks_add(&names, r->valuestring)) b->oom = 1;
+    if (pc && presence_keys(c, pc, &names)) b->oom = 1;
+    int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = names.n;
     prop *P = calloc((size_t)(np + nr + 1), sizeof(prop));
     char **keys = calloc((size_t)(np + nr + 1), sizeof(char *));
-    if (!P || !keys) { free(P); free(keys); b->oom = 1; return -1; }
+    unsigned char *acc = NULL;
+    if (!P || !keys || b->oom) { free(P); free(keys); free(names.name); b->oom = 1; return -1; }
     int n = 0, nreq = 0, node = -1;
     char p2[512];
     int addv = -1; /* additional value node, -1: none allowed */
@@ -787,17 +929,25 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
         if (v < 0) goto done;
         P[n].member = v;
     }
-    for (const cJSON *r = nr ? req->child : NULL; r; r = r->next) {
-        if (!cJSON_IsString(r)) continue;
-        int i;
-        for (i = 0; i < n && strcmp(P[i].name, r->valuestring); i++) {}
-        if (i == n) { /* required but only allowed as an additional property */
-            P[n].name = r->valuestring;
+    unsigned need = 0; /* the required keys' bits */
+    for (int j = 0; j < names.n; j++) {
+        const char *name = names.name[j];
+        int i, required = 0;
+        for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+            required |= cJSON_IsString(r) && !strcmp(r->valuestring, name);
+        for (i = 0; i < n && strcmp(P[i].name, name); i++) {}
+        if (i == n) { /* named but only allowed as an additional property */
+            if (addv < 0 && !required) continue; /* never present: untracked */
+            P[n].name = name;
             P[n].req = -1;
             P[n].member = addv >= 0 ? addv : gb_never(b);
             n++;
         }
-        if (P[i].req < 0) P[i].req = nreq++;
+        if (P[i].req < 0) {
+            P[i].req = nreq++;
+            if (ks_add(&tk, name)) { b->oom = 1; goto done; }
+            if (required) need |= 1u << P[i].req;
+        }
     }
     for (int i = 0; i < n; i++) { /* member rules: "key": value */
         sbuf k = {0};
@@ -828,13 +978,25 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
         gb_set_body(b, add_member, gb_alt(b, alts, m));
     }
     int body;
-    if (nreq <= 12 && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) body = object_members(c, P, n, nreq, add_member, min1);
-    else if (min1) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties"); goto done; }
+    if (pc && pp_keys) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with key-presence constraints)", "patternProperties"); goto done; }
+    if (nreq <= MAX_TRACKED && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) {
+        if (!(acc = malloc((size_t)1 << nreq))) { b->oom = 1; goto done; }
+        for (unsigned S = 0; S < 1u << nreq; S++)
+            acc[S] = (S & need) == need && (!pc || presence_eval(c, pc, &tk, S, 1));
+        body = object_members(c, P, n, nreq, acc, add_member, min1);
+    } else if (pc) {
+        sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (more than 12 keys to track, or too many members)",
+              cJSON_GetObjectItemCaseSensitive(s, "dependencies") ? "dependencies" : cJSON_GetObjectItemCaseSensitive(s, "dependentRequired") ? "dependentRequired" : extra ? "not" : "dependentSchemas");
+        goto done;
+    } else if (min1) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties"); goto done; }
     else body = object_ordered(c, P, n, add_member);
     node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
 done:
     for (int i = 0; i < n; i++) if (keys[i]) free(keys[i] - 1);
     free(keys);
+    free(acc);
+    free(names.name);
+    free(tk.name);
     free(P);
     return node;
 }
@@ -892,8 +1054,7 @@ static int array_schema(sc *c, const cJSON *s, const char *path) {
 
 /* ---- dispatch --------------------------------------------------------------------------------------- */
 
-static const char *unsupported_kw[] = {"if", "then", "else", "dependencies", "dependentRequired",
-                                       "dependentSchemas", "propertyNames", "unevaluatedProperties",
+static const char *unsupported_kw[] = {"if", "then", "else", "propertyNames", "unevaluatedProperties",
                                        "unevaluatedItems", "$dynamicRef", "$recursiveRef", "minContains",
                                        "maxContains", "maxProperties", NULL};
 
@@ -934,6 +1095,8 @@ static cJSON *siblings(sc *c, const cJSON *s, const char *except) {
     return o;
 }
 
+static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra);
+
 static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
     gr_builder *b = c->b;
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, kw);
@@ -945,6 +1108,14 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
         for (const cJSON *x = rest ? list->child : list->child->next; x; x = x->next)
             if (!(m = merge(c, m, x, path))) return -1;
         return schema(c, m, path);
+    }
+    int pres = 1; /* branches on key presence only: one object grammar tracking those keys (oneOf exact) */
+    for (const cJSON *x = list->child; x && pres; x = x->next) pres = presence_only(c, x, 0);
+    if (pres) {
+        cJSON *extra = own(c, cJSON_CreateObject()), *base = rest ? rest : own(c, cJSON_CreateObject());
+        if (!extra || !base) { b->oom = 1; return -1; }
+        cJSON_AddItemToObject(extra, kw, cJSON_Duplicate(list, 1));
+        return typed(c, base, path, extra);
     }
     int n = cJSON_GetArraySize(list), i = 0;
     int *alts = malloc(sizeof(int) * (size_t)n);
@@ -963,10 +1134,11 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
 
 /* `not` in the forms we can express: {"type": ...} (types taken away) and an enum / const of
  * strings (on a plain string: any other string). *drop_bits / *not_strings receive them. */
-static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings) {
+static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings, const cJSON **not_pres) {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "not");
     *drop_bits = 0;
     *not_strings = NULL;
+    *not_pres = NULL;
     if (!n) return 0;
     n = deref(c, n, 0);
     int nk = 0, ok = n && cJSON_IsObject(n);
@@ -985,14 +1157,36 @@ static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, con
             if (!cJSON_IsString(x)) ok = 0;
         if (ok) { *not_strings = e; return 0; }
     }
+    if (n && presence_only(c, n, 0)) { /* keys an object must not have together */
+        cJSON *x = own(c, cJSON_CreateObject());
+        if (!x) { c->b->oom = 1; return -1; }
+        cJSON_AddItemToObject(x, "not", cJSON_Duplicate(n, 1));
+        *not_pres = x;
+        keyset none = {0};
+        if (!presence_eval(c, x, &none, 0, 0)) *drop_bits = T_ALL & ~T_OBJ;
+        return 0;
+    }
     return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type} or an enum of strings)", "not");
 }
 
-static int typed(sc *c, const cJSON *s, const char *path) {
+/* extra: a presence-only schema the value must also satisfy (from oneOf / anyOf), or NULL. */
+static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path), drop;
-    const cJSON *not_strings;
-    if (bits < 0 || read_not(c, s, path, &drop, &not_strings)) return -1;
+    const cJSON *not_strings, *not_pres;
+    if (bits < 0 || read_not(c, s, path, &drop, &not_strings, &not_pres)) return -1;
+    if (extra) {
+        keyset none = {0};
+        if (!presence_eval(c, extra, &none, 0, 0)) drop |= T_ALL & ~T_OBJ;
+    }
+    if (extra && not_pres) {
+        cJSON *both = own(c, cJSON_CreateObject());
+        if (!both) { b->oom = 1; return -1; }
+        cJSON *l = cJSON_AddArrayToObject(both, "allOf");
+        cJSON_AddItemToArray(l, cJSON_Duplicate(extra, 1));
+        cJSON_AddItemToArray(l, cJSON_Duplicate(not_pres, 1));
+        extra = both;
+    } else if (not_pres) extra = not_pres;
     if (drop & T_NUM) drop |= T_INT;
     bits &= ~drop;
     if ((drop & T_INT) && !(drop & T_NUM) && (bits & T_NUM))
@@ -1014,7 +1208,7 @@ static int typed(sc *c, const cJSON *s, const char *path) {
     int alts[8], m = 0;
     if (bits & T_NULL) alts[m++] = gb_str(b, "null");
     if (bits & T_BOOL) alts[m++] = gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
-    if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path)) < 0) return -1; }
+    if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path, extra)) < 0) return -1; }
     if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
     if ((bits & T_STR) && not_strings) {
         if (cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
@@ -1042,6 +1236,24 @@ static int typed(sc *c, const cJSON *s, const char *path) {
     return m ? gb_alt(b, alts, m) : gb_never(b);
 }
 
+/* A schema with enum / const: the alternation of its values that satisfy all its other keywords
+ * (gr_schema_check), or -2 where a verdict is undecided (the caller compiles it as usual). */
+static int listed_values(sc *c, const cJSON *s) {
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+    if (!(cJSON_IsArray(en) || cn) || (en && cn)) return -2;
+    int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
+    int *alts = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!alts) { c->b->oom = 1; return -1; }
+    for (const cJSON *v = en ? en->child : cn; v; v = en ? v->next : NULL) {
+        int r = gr_schema_check(c->root, s, v, 1);
+        if (r < 0) { free(alts); return -2; }
+        if (r) alts[m++] = literal(c, v);
+    }
+    int node = m ? gb_alt(c->b, alts, m) : gb_never(c->b);
+    free(alts);
+    return node;
+}
+
 static int schema(sc *c, const cJSON *s, const char *path) {
     if (c->st) return -1;
     if (cJSON_IsTrue(s)) return gb_ref(c->b, c->any_value);
@@ -1067,12 +1279,13 @@ static int schema(sc *c, const cJSON *s, const char *path) {
         }
         goto out;
     }
+    if ((node = listed_values(c, s)) != -2) goto out;
     int has_any = cJSON_GetObjectItemCaseSensitive(s, "anyOf") != NULL, has_one = cJSON_GetObjectItemCaseSensitive(s, "oneOf") != NULL;
     if (cJSON_GetObjectItemCaseSensitive(s, "allOf")) node = combinator(c, s, path, "allOf");
     else if (has_any && has_one) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (together with anyOf)", "oneOf");
     else if (has_any) node = combinator(c, s, path, "anyOf");
     else if (has_one) node = combinator(c, s, path, "oneOf");
-    else node = typed(c, s, path);
+    else node = typed(c, s, path, NULL);
 out:
     c->depth--;
     return c->st ? -1 : node;
