@@ -98,6 +98,23 @@ int cps_negate(gr_cpset *s);                         /* complement in [0, 0x10FF
  * controls appear as the escapes json.dumps writes (\" \\ \n \t ... \u00XX). */
 int gb_cpset(gr_builder *b, const gr_cpset *s, int json);
 
+/* ---- DFAs over bytes (gr_dfa.c) --------------------------------------------------------------- */
+typedef struct gr_dfa {
+    int n, cap, nclass;
+    uint8_t cls[256];  /* byte -> class */
+    int32_t *next;     /* n x nclass: next state, -1 none */
+    uint8_t *acc;      /* per state: accepting */
+} gr_dfa;               /* state 0 is the start */
+/* node: no rule references. 0 or -1 (a reference, more than max_states states, OOM). */
+int gr_dfa_from_node(const gr_builder *b, int node, gr_dfa *out, int max_states);
+/* L(x) ∩ L(y), or L(x) \ L(y) with minus. 0 or -1. */
+int gr_dfa_product(const gr_dfa *x, const gr_dfa *y, int minus, gr_dfa *out, int max_states);
+int gr_dfa_empty(const gr_dfa *d);
+int gr_dfa_minimize(gr_dfa *d); /* in place, dead states dropped; 0 or -1 (OOM) */
+/* Right-linear rules matching L(d); the node, gb_never if empty, -1 on OOM. */
+int gr_dfa_to_node(gr_builder *b, const gr_dfa *d);
+void gr_dfa_free(gr_dfa *d);
+
 /* ---- sources ---------------------------------------------------------------------------------- */
 /* Regex: full match (anchored) when json == 0; inside a JSON string (JSON Schema `pattern`:
  * unanchored unless ^ / $) when json == 1. Returns the node or -1 with err set. */

@@ -481,6 +481,50 @@ static int length_within(sc *c, int x, int lo, int hi) {
     return -1;
 }
 
+/* ---- regular string languages through DFAs (gr_dfa.c) ----------------------------------------------- */
+
+#define DFA_MAX_STATES 120000
+
+/* Every string body as json.dumps writes it (ensure_ascii=False): the one encoding of each string,
+ * so a language intersected with it can be complemented without missing a spelling. */
+static int canonical_body(sc *c) {
+    gr_cpset all = {0};
+    int node = cps_add(&all, 0, 0xD7FF) || cps_add(&all, 0xE000, 0x10FFFF) ? (c->b->oom = 1, -1) : gb_cpset(c->b, &all, 1);
+    cps_free(&all);
+    return gb_rep(c->b, node, 0, GR_INF);
+}
+
+/* The language of pos, less that of each neg[i] (NULL / -1: none), within lo..hi characters
+ * (hi GR_INF, lo 0: any), as rules; -1 past the state limit. */
+static int regular_diff(sc *c, int pos, const int *neg, int nneg, int lo, int hi) {
+    gr_builder *b = c->b;
+    gr_dfa cur, x, y;
+    if (gr_dfa_from_node(b, pos, &cur, DFA_MAX_STATES)) return -1;
+    for (int i = 0; i <= nneg; i++) {
+        int node = i < nneg ? neg[i] : (lo || hi != GR_INF) ? gb_rep(b, gb_json_char_utf8(b), lo, hi) : -1;
+        if (node < 0) continue;
+        if (gr_dfa_from_node(b, node, &x, DFA_MAX_STATES)) { gr_dfa_free(&cur); return -1; }
+        int bad = gr_dfa_product(&cur, &x, i < nneg, &y, DFA_MAX_STATES);
+        gr_dfa_free(&cur);
+        gr_dfa_free(&x);
+        if (bad) return -1;
+        cur = y;
+    }
+    int r = gr_dfa_to_node(b, &cur);
+    gr_dfa_free(&cur);
+    return r;
+}
+
+/* The bodies (no quotes) of strings keys[0..n) as dumped with their closing quote. */
+static int bodies_node(sc *c, char **keys, int n) {
+    int *alts = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!alts) { c->b->oom = 1; return -1; }
+    for (int i = 0; i < n; i++) alts[i] = gb_lit(c->b, keys[i], strlen(keys[i]) - 1);
+    int node = n ? gb_alt(c->b, alts, n) : gb_never(c->b);
+    free(alts);
+    return node;
+}
+
 static int string_schema(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern"), *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
@@ -505,8 +549,9 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
             int core = gr_regex_build(b, re, strlen(re), 1, 0, c->err, &st);
             if (core >= 0 && char_min(b, core, 0) >= hi) body = core;
         }
-        if (body >= 0 && (lo || hi != GR_INF) && length_within(c, body, lo, hi) < 0)
-            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with a pattern or format it does not imply)", "minLength/maxLength");
+        if (body >= 0 && (lo || hi != GR_INF) && length_within(c, body, lo, hi) < 0 &&
+            (body = regular_diff(c, body, NULL, 0, lo, hi)) < 0) /* the pattern's DFA x a character count */
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with a pattern or format: too many states)", "minLength/maxLength");
         if (body < 0) {
             if (!c->st) {
                 char m[1024];
@@ -1211,9 +1256,51 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path, extra)) < 0) return -1; }
     if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
     if ((bits & T_STR) && not_strings) {
-        if (cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
-            cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength"))
-            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints)", "not");
+        int constrained = cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
+                          cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength");
+        if (constrained) { /* the string's language (canonical spellings) less the listed strings */
+            int str = string_schema(c, s, path), nn = 0;
+            if (str < 0) return -1;
+            const gr_node *q = &b->nodes[str]; /* "\"" body "\"" */
+            int body = b->kids[q->kid + 1], neg[1] = {-1};
+            char **ks = calloc((size_t)cJSON_GetArraySize(not_strings) + 1, sizeof(char *));
+            if (!ks) { b->oom = 1; return -1; }
+            for (const cJSON *x = not_strings->child; x; x = x->next, nn++) {
+                sbuf k = {0};
+                dump_string(&k, x->valuestring);
+                ks[nn] = k.p;
+                if (!k.p) b->oom = 1;
+            }
+            if (!b->oom) {
+                for (int i = 0; i < nn; i++) ks[i]++;
+                neg[0] = bodies_node(c, ks, nn);
+                for (int i = 0; i < nn; i++) ks[i]--;
+            }
+            for (int i = 0; i < nn; i++) free(ks[i]);
+            free(ks);
+            if (b->oom) return -1;
+            int canon = canonical_body(c);
+            gr_dfa dc, dn;
+            int r = -1;
+            if (!gr_dfa_from_node(b, canon, &dc, DFA_MAX_STATES)) { /* body ∩ canonical: one spelling each */
+                gr_dfa db;
+                if (!gr_dfa_from_node(b, body, &db, DFA_MAX_STATES)) {
+                    if (!gr_dfa_product(&db, &dc, 0, &dn, DFA_MAX_STATES)) {
+                        gr_dfa dl, dd;
+                        if (!gr_dfa_from_node(b, neg[0], &dl, DFA_MAX_STATES)) {
+                            if (!gr_dfa_product(&dn, &dl, 1, &dd, DFA_MAX_STATES)) { r = gr_dfa_to_node(b, &dd); gr_dfa_free(&dd); }
+                            gr_dfa_free(&dl);
+                        }
+                        gr_dfa_free(&dn);
+                    }
+                    gr_dfa_free(&db);
+                }
+                gr_dfa_free(&dc);
+            }
+            if (r < 0) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints: too many states)", "not");
+            alts[m++] = gb_seq3(b, gb_str(b, "\""), r, gb_str(b, "\""));
+            goto strings_done;
+        }
         int n = cJSON_GetArraySize(not_strings), i = 0;
         char **keys = calloc((size_t)n + 1, sizeof(char *));
         if (!keys) { b->oom = 1; return -1; }
@@ -1230,6 +1317,7 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
         }
         for (i = 0; i < n; i++) free(keys[i]);
         free(keys);
+    strings_done:;
     } else if (bits & T_STR) { if ((alts[m++] = string_schema(c, s, path)) < 0) return -1; }
     if (bits & T_NUM) { if ((alts[m++] = numeric(c, s, path, 0)) < 0) return -1; }
     else if (bits & T_INT) { if ((alts[m++] = numeric(c, s, path, 1)) < 0) return -1; }
