@@ -901,6 +901,91 @@ static int object_ordered(sc *c, prop *P, int np, int add_member) {
     return gb_seq2(b, first, ws(c));
 }
 
+/* ---- patternProperties beside properties / additionalProperties (key languages as DFAs) ---------- */
+
+#define MAX_PATTERNS 4
+
+/* The schema a key's value must satisfy: base (a property's schema; NULL: the additional one,
+ * *use_addv set) and every pattern that matches the key. NULL with c->st on error. */
+static const cJSON *pattern_value(sc *c, const cJSON *pp, const char *name, const cJSON *base, int *use_addv, const char *path) {
+    cJSON *all = NULL;
+    *use_addv = 0;
+    for (const cJSON *x = pp->child; x; x = x->next) {
+        int r = gr_regex_search(x->string, name, strlen(name));
+        if (r < 0) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a pattern the regex engine refuses)", "patternProperties"); return NULL; }
+        if (!r) continue;
+        if (!all) {
+            if (!(all = own(c, cJSON_CreateObject()))) { c->b->oom = 1; return NULL; }
+            cJSON *l = cJSON_AddArrayToObject(all, "allOf");
+            if (base) cJSON_AddItemToArray(l, cJSON_Duplicate(base, 1));
+        }
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(all, "allOf"), cJSON_Duplicate(x, 1));
+    }
+    if (all) return all;
+    if (!base) *use_addv = 1;
+    return base;
+}
+
+/* Members whose keys are not named (keys[0..n): dumped, closing quote kept): for each set T of
+ * patterns, keys matching exactly those (the allOf of their schemas), and keys matching none
+ * (addv; -1: not allowed); every key in its json.dumps spelling. The member rule, or -1. */
+static int pattern_members(sc *c, const cJSON *pp, char **keys, int n, int addv, const char *path) {
+    gr_builder *b = c->b;
+    int k = cJSON_GetArraySize(pp), m = 0, rule = -1, alts[1 << MAX_PATTERNS];
+    gr_dfa D[MAX_PATTERNS], canon, names;
+    int nd = 0, ok = 0;
+    char p2[512];
+    memset(D, 0, sizeof D); memset(&canon, 0, sizeof canon); memset(&names, 0, sizeof names);
+    if (gr_dfa_from_node(b, canonical_body(c), &canon, DFA_MAX_STATES) || gr_dfa_from_node(b, bodies_node(c, keys, n), &names, DFA_MAX_STATES)) goto out;
+    for (const cJSON *x = pp->child; x; x = x->next, nd++) {
+        ig_status st;
+        gr_dfa raw;
+        int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
+        if (key < 0) { sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern"); goto out; }
+        if (gr_dfa_from_node(b, key, &raw, DFA_MAX_STATES)) goto out;
+        int bad = gr_dfa_product(&raw, &canon, 0, &D[nd], DFA_MAX_STATES);
+        gr_dfa_free(&raw);
+        if (bad) goto out;
+    }
+    for (int T = (1 << k) - 1; T >= 0; T--) {
+        gr_dfa cur, nx;
+        if (gr_dfa_product(&canon, &names, 1, &cur, DFA_MAX_STATES)) goto out;
+        for (int i = 0; i < k; i++) {
+            int bad = gr_dfa_product(&cur, &D[i], !(T >> i & 1), &nx, DFA_MAX_STATES);
+            gr_dfa_free(&cur);
+            if (bad) goto out;
+            cur = nx;
+        }
+        int val = -2;
+        if (!gr_dfa_empty(&cur)) {
+            if (!T) val = addv;
+            else {
+                cJSON *all = own(c, cJSON_CreateObject());
+                if (!all) { b->oom = 1; gr_dfa_free(&cur); goto out; }
+                cJSON *l = cJSON_AddArrayToObject(all, "allOf");
+                int i = 0;
+                for (const cJSON *x = pp->child; x; x = x->next, i++)
+                    if (T >> i & 1) cJSON_AddItemToArray(l, cJSON_Duplicate(x, 1));
+                subpath(p2, sizeof p2, path, "patternProperties", NULL);
+                val = schema(c, cJSON_GetArraySize(l) == 1 ? cJSON_GetArrayItem(l, 0) : all, p2);
+                if (val < 0) { gr_dfa_free(&cur); goto out; }
+            }
+        }
+        if (val >= 0) {
+            int key = gr_dfa_to_node(b, &cur);
+            alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
+        }
+        gr_dfa_free(&cur);
+    }
+    ok = 1;
+    if (m) { rule = gb_rule(b, NULL); gb_set_body(b, rule, gb_alt(b, alts, m)); }
+out:
+    for (int i = 0; i < nd; i++) gr_dfa_free(&D[i]);
+    gr_dfa_free(&canon); gr_dfa_free(&names);
+    if (!ok && !c->st) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (key languages past the state limit)", "patternProperties");
+    return ok ? (m ? rule : -2) : -1;
+}
+
 /* Key-presence constraints of s (dependencies, dependentRequired, dependentSchemas) and extra (a
  * presence-only schema from not / oneOf / anyOf around s, or NULL), as one owned schema; NULL if
  * none; -1 in *bad where one constrains values. */
@@ -932,6 +1017,7 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     const cJSON *mp = cJSON_GetObjectItemCaseSensitive(s, "minProperties");
     int pp_keys = 0; /* patternProperties as extra member kinds (only when no other key may come) */
+    int pp_general = 0; /* patternProperties beside other keys: key languages through DFAs */
     if (pp && cJSON_GetArraySize(pp) > 0) {
         int universal = 1, trivial = 1;
         for (const cJSON *x = pp->child; x; x = x->next) {
@@ -940,9 +1026,11 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
             trivial &= cJSON_IsTrue(x) || (cJSON_IsObject(x) && !x->child);
         }
         if (cJSON_IsFalse(addl)) pp_keys = 1;
-        else if (!trivial && !(universal && cJSON_GetArraySize(pp) == 1 && (!addl || cJSON_IsTrue(addl))))
-            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only with additionalProperties false, or one '.*' pattern)", "patternProperties");
-        else if (!trivial) addl = pp->child; /* every other key: the pattern's schema */
+        else if (!trivial && !(universal && cJSON_GetArraySize(pp) == 1 && (!addl || cJSON_IsTrue(addl)))) {
+            if (cJSON_GetArraySize(pp) > MAX_PATTERNS)
+                return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (more than 4 patterns beside additional properties)", "patternProperties");
+            pp_general = 1;
+        } else if (!trivial) addl = pp->child; /* every other key: the pattern's schema */
     }
     if (mp && !(cJSON_IsNumber(mp) && mp->valuedouble <= 1)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1)", "minProperties");
     int min1 = cJSON_IsNumber(mp) && mp->valuedouble == 1;
@@ -970,7 +1058,9 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
         subpath(p2, sizeof p2, path, "properties", p->string);
         P[n].name = p->string;
         P[n].req = -1;
-        int v = schema(c, p, p2);
+        int use_addv;
+        const cJSON *ps = pp_general ? pattern_value(c, pp, p->string, p, &use_addv, p2) : p;
+        int v = ps ? schema(c, ps, p2) : -1;
         if (v < 0) goto done;
         P[n].member = v;
     }
@@ -986,6 +1076,12 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
             P[n].name = name;
             P[n].req = -1;
             P[n].member = addv >= 0 ? addv : gb_never(b);
+            if (pp_general) {
+                int use_addv;
+                const cJSON *ps = pattern_value(c, pp, name, NULL, &use_addv, path);
+                if (!ps && !use_addv) goto done;
+                if (!use_addv && (P[n].member = schema(c, ps, path)) < 0) goto done;
+            }
             n++;
         }
         if (P[i].req < 0) {
@@ -1004,7 +1100,10 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
         P[i].member = r;
     }
     int add_member = -1;
-    if (addv >= 0) {
+    if (pp_general) {
+        if ((add_member = pattern_members(c, pp, keys, n, addv, path)) == -1) goto done;
+        if (add_member == -2) add_member = -1;
+    } else if (addv >= 0) {
         add_member = gb_rule(b, NULL);
         int key = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
         gb_set_body(b, add_member, gb_seq3(b, key, colon(c), addv));
