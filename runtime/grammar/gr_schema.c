@@ -632,6 +632,32 @@ static const cJSON *deref(sc *c, const cJSON *s, int depth) {
     return s;
 }
 
+static int type_names_ok(const cJSON *t) {
+    if (cJSON_IsString(t)) return 1;
+    if (!cJSON_IsArray(t)) return 0;
+    for (const cJSON *x = t->child; x; x = x->next) if (!cJSON_IsString(x)) return 0;
+    return 1;
+}
+
+static int type_has(const cJSON *t, const char *name) {
+    for (const cJSON *x = cJSON_IsArray(t) ? t->child : t; x; x = cJSON_IsArray(t) ? x->next : NULL)
+        if (!strcmp(x->valuestring, name)) return 1;
+    return 0;
+}
+
+/* The types both lists allow (integer where one says number and the other integer). */
+static cJSON *type_meet(const cJSON *a, const cJSON *b2) {
+    static const char *names[] = {"null", "boolean", "object", "array", "string", "number", "integer"};
+    cJSON *out = cJSON_CreateArray();
+    for (int i = 0; i < 7 && out; i++) {
+        int in_a = type_has(a, names[i]) || (i == 6 && type_has(a, "number"));
+        int in_b = type_has(b2, names[i]) || (i == 6 && type_has(b2, "number"));
+        if (in_a && in_b && !(i == 6 && type_has(a, "number") && type_has(b2, "number")))
+            cJSON_AddItemToArray(out, cJSON_CreateString(names[i]));
+    }
+    return out;
+}
+
 /* Merges schema b into a (a copy, owned by c): allOf. NULL with an error where they conflict. */
 static cJSON *merge(sc *c, const cJSON *a, const cJSON *b2, const char *path) {
     a = deref(c, a, 0);
@@ -658,10 +684,8 @@ static cJSON *merge(sc *c, const cJSON *a, const cJSON *b2, const char *path) {
             }
         } else if (!strcmp(k->string, "required") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
             for (const cJSON *p = k->child; p; p = p->next) cJSON_AddItemToArray(have, cJSON_Duplicate(p, 1));
-        } else if (!strcmp(k->string, "type") && cJSON_IsString(have) && cJSON_IsString(k) &&
-                   ((!strcmp(have->valuestring, "number") && !strcmp(k->valuestring, "integer")) ||
-                    (!strcmp(have->valuestring, "integer") && !strcmp(k->valuestring, "number")))) {
-            cJSON_ReplaceItemInObjectCaseSensitive(m, "type", cJSON_CreateString("integer"));
+        } else if (!strcmp(k->string, "type") && type_names_ok(have) && type_names_ok(k)) {
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "type", type_meet(have, k)); /* [] where none is left */
         } else if (!strcmp(k->string, "enum") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
             cJSON *both = cJSON_CreateArray();
             for (const cJSON *x = have->child; x; x = x->next)
