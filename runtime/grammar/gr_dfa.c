@@ -419,3 +419,39 @@ out:
     free(live); free(blk); free(sig); free(ord);
     return r;
 }
+
+/* ---- counted repetition ------------------------------------------------------------------------- */
+
+int gr_dfa_counted(const gr_dfa *one, int lo, int hi, gr_dfa *d) {
+    memset(d, 0, sizeof *d);
+    if (!one->n || one->acc[0]) return -1; /* the unit must not match the empty string */
+    int nq = 0, *idx = malloc(sizeof(int) * (size_t)one->n);
+    if (!idx) return -1;
+    for (int q = 0; q < one->n; q++) {
+        idx[q] = one->acc[q] ? -1 : nq++;
+        for (int k = 0; one->acc[q] && k < one->nclass; k++)
+            if (one->next[(size_t)q * (size_t)one->nclass + (size_t)k] >= 0) { free(idx); return -1; } /* a unit must end where it is accepted */
+    }
+    int levels = hi == GR_INF ? lo + 1 : hi + 1, nc = one->nclass;
+    memcpy(d->cls, one->cls, sizeof d->cls);
+    d->nclass = nc;
+    if ((long)levels * nq > 1000000 || dfa_alloc(d, levels * nq)) { free(idx); gr_dfa_free(d); return -1; }
+    for (int lv = 0; lv < levels; lv++)
+        for (int q = 0; q < one->n; q++) {
+            if (idx[q] < 0) continue;
+            int id = lv * nq + idx[q];
+            d->acc[id] = q == 0 && lv >= lo;
+            for (int k = 0; k < nc; k++) {
+                int t = one->next[(size_t)q * (size_t)nc + (size_t)k], to = -1;
+                if (t >= 0 && !one->acc[t]) to = lv * nq + idx[t];
+                else if (t >= 0) { /* one more unit */
+                    int nl = hi == GR_INF && lv + 1 > lo ? lo : lv + 1;
+                    if (nl < levels) to = nl * nq + idx[0];
+                }
+                d->next[(size_t)id * (size_t)nc + (size_t)k] = to;
+            }
+        }
+    d->n = levels * nq;
+    free(idx);
+    return 0;
+}

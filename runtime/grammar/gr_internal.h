@@ -110,6 +110,9 @@ int gr_dfa_from_node(const gr_builder *b, int node, gr_dfa *out, int max_states)
 /* L(x) ∩ L(y), or L(x) \ L(y) with minus. 0 or -1. */
 int gr_dfa_product(const gr_dfa *x, const gr_dfa *y, int minus, gr_dfa *out, int max_states);
 int gr_dfa_empty(const gr_dfa *d);
+/* one{lo,hi} (hi GR_INF: unbounded) of a unit that matches no empty string and ends where it
+ * accepts (a character): levels x states, built directly. 0 or -1. */
+int gr_dfa_counted(const gr_dfa *one, int lo, int hi, gr_dfa *out);
 int gr_dfa_minimize(gr_dfa *d); /* in place, dead states dropped; 0 or -1 (OOM) */
 /* Right-linear rules matching L(d); the node, gb_never if empty, -1 on OOM. */
 int gr_dfa_to_node(gr_builder *b, const gr_dfa *d);

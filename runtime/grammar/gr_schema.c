@@ -501,9 +501,15 @@ static int regular_diff(sc *c, int pos, const int *neg, int nneg, int lo, int hi
     gr_dfa cur, x, y;
     if (gr_dfa_from_node(b, pos, &cur, DFA_MAX_STATES)) return -1;
     for (int i = 0; i <= nneg; i++) {
-        int node = i < nneg ? neg[i] : (lo || hi != GR_INF) ? gb_rep(b, gb_json_char_utf8(b), lo, hi) : -1;
-        if (node < 0) continue;
-        if (gr_dfa_from_node(b, node, &x, DFA_MAX_STATES)) { gr_dfa_free(&cur); return -1; }
+        if (i < nneg) {
+            if (gr_dfa_from_node(b, neg[i], &x, DFA_MAX_STATES)) { gr_dfa_free(&cur); return -1; }
+        } else if (lo || hi != GR_INF) { /* JSON string characters, counted */
+            gr_dfa one;
+            if (gr_dfa_from_node(b, gb_json_char_utf8(b), &one, DFA_MAX_STATES)) { gr_dfa_free(&cur); return -1; }
+            int bad = gr_dfa_counted(&one, lo, hi, &x);
+            gr_dfa_free(&one);
+            if (bad) { gr_dfa_free(&cur); return -1; }
+        } else continue;
         int bad = gr_dfa_product(&cur, &x, i < nneg, &y, DFA_MAX_STATES);
         gr_dfa_free(&cur);
         gr_dfa_free(&x);
