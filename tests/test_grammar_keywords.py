@@ -4,7 +4,7 @@ hand-written schemas and instances: key presence (not {required}, dependencies /
 dependentRequired / dependentSchemas of key lists, oneOf / anyOf of required sets), enum / const
 filtered by every other keyword (not, uniqueItems, maxLength, nested not / oneOf), not-enum beside
 a pattern, minLength / maxLength with a pattern (a DFA times a character count),
-patternProperties beside properties / additionalProperties (key languages as DFAs), and format date's days per month. Each instance
+patternProperties beside properties / additionalProperties (key languages as DFAs), and format date's days per month, and uniqueItems over items from a small finite set. Each instance
 carries its expected verdict, which Python `jsonschema` must confirm (when it is installed: the
 labels are then checked against an independent validator), and `ignis grammar-check --batch`
 with the Llama 3 tokenizer must accept exactly the valid ones (serialized as json.dumps writes
@@ -93,6 +93,19 @@ CASES = [
     ("format date: days within the month",  # February 29 of a common year is accepted (not in the labels)
      {"type": "string", "format": "date"},
      [("2024-02-29", OK), ("2024-02-30", BAD), ("1990-02-31", BAD), ("2023-04-31", BAD), ("2023-04-30", OK), ("2023-12-31", OK)]),
+]
+CASES += [
+    ("uniqueItems over an enum",
+     {"type": "array", "items": {"enum": ["a", "b", "c", 1, 1.0]}, "uniqueItems": True, "maxItems": 3},
+     [([], OK), (["a"], OK), (["a", "b", "c"], OK), (["a", "a"], BAD), (["b", "a", "b"], BAD), ([1, "a"], OK), ([1, 1.0], BAD),
+      (["a", "b", "c", 1], BAD), (["d"], BAD)]),
+    ("uniqueItems over booleans, minItems",
+     {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 2},
+     [([True, False], OK), ([False, True], OK), ([True, True], BAD), ([True], BAD), ([True, False, True], BAD)]),
+    ("uniqueItems over enum objects",
+     {"type": "array", "items": {"enum": [{"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": 2}]}, "uniqueItems": True},
+     [([{"a": 1, "b": 2}, {"a": 2}], OK), ([{"b": 2, "a": 1}], OK), ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], BAD),
+      ([{"a": 2}, {"a": 2}], BAD)]),
 ]
 REFUSED = [
     ("dependentSchemas", {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}),

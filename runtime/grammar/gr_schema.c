@@ -1178,17 +1178,73 @@ done:
 
 /* ---- arrays ----------------------------------------------------------------------------------------- */
 
+#define MAX_UNIQUE_VALUES 12
+
+/* uniqueItems over items from a small finite set (enum / const / boolean / null, each value
+ * checked against the items schema): the values used so far are tracked as a set, so no value
+ * comes twice. -2: the items are not such a set (the caller refuses). */
+static int unique_array(sc *c, const cJSON *items, int lo, int hi, const char *path) {
+    gr_builder *b = c->b;
+    const cJSON *is = items ? deref(c, items, 0) : NULL;
+    if (!cJSON_IsObject(is)) return -2;
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(is, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(is, "const");
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(is, "type");
+    cJSON *cand = own(c, cJSON_CreateArray());
+    if (!cand) { b->oom = 1; return -1; }
+    if (cJSON_IsArray(en)) { for (const cJSON *v = en->child; v; v = v->next) cJSON_AddItemToArray(cand, cJSON_Duplicate(v, 1)); }
+    else if (cn) cJSON_AddItemToArray(cand, cJSON_Duplicate(cn, 1));
+    else if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "boolean")) { cJSON_AddItemToArray(cand, cJSON_CreateTrue()); cJSON_AddItemToArray(cand, cJSON_CreateFalse()); }
+    else if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "null")) cJSON_AddItemToArray(cand, cJSON_CreateNull());
+    else return -2;
+    int vals[MAX_UNIQUE_VALUES], body_of[MAX_UNIQUE_VALUES], n = 0;
+    const cJSON *kept[MAX_UNIQUE_VALUES];
+    for (const cJSON *v = cand->child; v; v = v->next) {
+        int r = gr_schema_check(c->root, is, v, 0), dup = -1;
+        if (r < 0) return -2;
+        for (int i = 0; i < n && r && dup < 0; i++) /* 1 and 1.0, or one object's key orders: one value */
+            if (cJSON_Compare(kept[i], v, 1)) dup = i;
+        if (!r) continue;
+        if (dup >= 0) { body_of[dup] = gb_alt2(b, body_of[dup], literal(c, v)); continue; }
+        if (n == MAX_UNIQUE_VALUES)
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (over more than 12 distinct values)", "uniqueItems");
+        kept[n] = v;
+        vals[n] = gb_rule(b, NULL);
+        body_of[n++] = literal(c, v);
+    }
+    for (int i = 0; i < n; i++) gb_set_body(b, vals[i], body_of[i]);
+    int nsub = 1 << n, *rules = malloc(sizeof(int) * (size_t)nsub), alts[MAX_UNIQUE_VALUES + 1];
+    if (!rules) { b->oom = 1; return -1; }
+    for (int S = 0; S < nsub; S++) rules[S] = gb_rule(b, NULL);
+    for (int S = 0; S < nsub; S++) { /* after the values in S */
+        int m = 0, k = __builtin_popcount((unsigned)S);
+        for (int i = 0; i < n && (hi == GR_INF || k < hi); i++)
+            if (!(S >> i & 1)) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, vals[i]), gb_ref(b, rules[S | 1 << i]));
+        if (k >= lo) alts[m++] = gb_empty(b);
+        gb_set_body(b, rules[S], m ? gb_alt(b, alts, m) : gb_never(b));
+    }
+    int m = 0;
+    for (int i = 0; i < n && hi != 0; i++) alts[m++] = gb_seq2(b, gb_ref(b, vals[i]), gb_ref(b, rules[1 << i]));
+    int body = m ? gb_seq2(b, gb_alt(b, alts, m), ws(c)) : gb_never(b);
+    if (lo == 0) body = gb_opt(b, body);
+    free(rules);
+    return gb_seq3(b, gb_seq2(b, gb_str(b, "["), ws(c)), body, gb_str(b, "]"));
+}
+
 static int array_schema(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items"), *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
     const cJSON *addi = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
     const cJSON *uq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
-    if (cJSON_IsTrue(uq)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "uniqueItems");
     if (cJSON_GetObjectItemCaseSensitive(s, "contains")) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "contains");
     int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
     if (lo > 1000 || hi > 1000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1000)", "minItems/maxItems");
     if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
+    if (cJSON_IsTrue(uq)) {
+        int node = prefix || cJSON_IsArray(items) ? -2 : unique_array(c, items, lo, hi, path);
+        if (node == -2) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only over items from a small finite set)", "uniqueItems");
+        return node;
+    }
     const cJSON *tuple = cJSON_IsArray(prefix) ? prefix : cJSON_IsArray(items) ? items : NULL;
     const cJSON *rest = tuple == items ? addi : items;
     char p2[512];
