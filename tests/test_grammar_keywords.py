@@ -4,7 +4,7 @@ hand-written schemas and instances: key presence (not {required}, dependencies /
 dependentRequired / dependentSchemas of key lists, oneOf / anyOf of required sets), enum / const
 filtered by every other keyword (not, uniqueItems, maxLength, nested not / oneOf), not-enum beside
 a pattern, minLength / maxLength with a pattern (a DFA times a character count),
-patternProperties beside properties / additionalProperties (key languages as DFAs), and format date's days per month, and uniqueItems over items from a small finite set. Each instance
+patternProperties beside properties / additionalProperties (key languages as DFAs), and format date's days per month, uniqueItems over items from a small finite set, and a '$' inside a pattern's group. Each instance
 carries its expected verdict, which Python `jsonschema` must confirm (when it is installed: the
 labels are then checked against an independent validator), and `ignis grammar-check --batch`
 with the Llama 3 tokenizer must accept exactly the valid ones (serialized as json.dumps writes
@@ -106,6 +106,14 @@ CASES += [
      {"type": "array", "items": {"enum": [{"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": 2}]}, "uniqueItems": True},
      [([{"a": 1, "b": 2}, {"a": 2}], OK), ([{"b": 2, "a": 1}], OK), ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], BAD),
       ([{"a": 2}, {"a": 2}], BAD)]),
+]
+CASES += [
+    ("'$' inside a group",
+     {"type": "string", "pattern": "^(ab($|-))+"},
+     [("ab", OK), ("ab-ab", OK), ("ab-", OK), ("ab-abx", OK), ("abx", BAD), ("xab", BAD), ("", BAD)]),
+    ("'$' inside a group, a path",
+     {"type": "string", "pattern": "^(\\/?((\\.{2})|([a-z0-9\\-]*))($|\\/))*$"},
+     [("a/b", OK), ("a/b/", OK), ("../x-1", OK), ("", OK), ("A", BAD), ("a/B", BAD), ("a.b", BAD)]),
 ]
 REFUSED = [
     ("dependentSchemas", {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}),

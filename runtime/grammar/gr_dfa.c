@@ -455,3 +455,24 @@ int gr_dfa_counted(const gr_dfa *one, int lo, int hi, gr_dfa *d) {
     free(idx);
     return 0;
 }
+
+/* ---- end markers -------------------------------------------------------------------------------- */
+
+int gr_dfa_end_marker(gr_dfa *d, int byte) {
+    int k = d->cls[byte & 255];
+    for (int c = 0; c < 256; c++) /* the marker must have a class of its own */
+        if (c != (byte & 255) && d->cls[c] == k) {
+            for (int i = 0; i < d->n; i++)
+                if (d->next[(size_t)i * (size_t)d->nclass + (size_t)k] >= 0) return -1;
+            return 0; /* no state reads it: nothing to erase */
+        }
+    for (int changed = 1; changed;) { /* accepting: some run of markers reaches acceptance */
+        changed = 0;
+        for (int i = 0; i < d->n; i++) {
+            int t = d->next[(size_t)i * (size_t)d->nclass + (size_t)k];
+            if (!d->acc[i] && t >= 0 && d->acc[t]) { d->acc[i] = 1; changed = 1; }
+        }
+    }
+    for (int i = 0; i < d->n; i++) d->next[(size_t)i * (size_t)d->nclass + (size_t)k] = -1;
+    return 0;
+}

@@ -110,6 +110,9 @@ int gr_dfa_from_node(const gr_builder *b, int node, gr_dfa *out, int max_states)
 /* L(x) ∩ L(y), or L(x) \ L(y) with minus. 0 or -1. */
 int gr_dfa_product(const gr_dfa *x, const gr_dfa *y, int minus, gr_dfa *out, int max_states);
 int gr_dfa_empty(const gr_dfa *d);
+/* A zero-width end marker: a state becomes accepting where a run of the marker byte reaches an
+ * accepting state, then the marker's edges go. 0, or -1 where the marker shares its class. */
+int gr_dfa_end_marker(gr_dfa *d, int byte);
 /* one{lo,hi} (hi GR_INF: unbounded) of a unit that matches no empty string and ends where it
  * accepts (a character): levels x states, built directly. 0 or -1. */
 int gr_dfa_counted(const gr_dfa *one, int lo, int hi, gr_dfa *out);
@@ -122,6 +125,10 @@ void gr_dfa_free(gr_dfa *d);
 /* Regex: full match (anchored) when json == 0; inside a JSON string (JSON Schema `pattern`:
  * unanchored unless ^ / $) when json == 1. Returns the node or -1 with err set. */
 int gr_regex_build(gr_builder *b, const char *re, size_t len, int json, int search, ig_err *err, ig_status *st);
+/* A JSON Schema pattern inside a JSON string (unanchored unless ^) where a '$' anywhere (inside a
+ * group too) is the byte 0x01, which no string body holds: intersected with bodies followed by
+ * markers and the markers erased (gr_dfa_end_marker), it is the pattern's language. */
+int gr_regex_build_quoted(gr_builder *b, const char *re, size_t len, ig_err *err, ig_status *st);
 ig_status gr_gbnf_build(gr_builder *b, const char *text, size_t len, int *root, ig_err *err);
 /* gr_schema_check.c: a value against a schema (root: the document, for local $ref): 1 valid,
  * 0 invalid, -1 undecided; skip_enum: the top level's enum / const are not checked. */

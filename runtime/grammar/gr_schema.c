@@ -522,6 +522,28 @@ static int regular_diff(sc *c, int pos, const int *neg, int nneg, int lo, int hi
     return r;
 }
 
+/* A pattern with '$' inside a group (gr_regex_build_quoted) as a string body: its language with
+ * the end markers only at the end, then erased. -1 if refused. */
+static int quoted_pattern(sc *c, const char *re) {
+    gr_builder *b = c->b;
+    ig_err e2;
+    ig_status st;
+    int p = gr_regex_build_quoted(b, re, strlen(re), &e2, &st);
+    if (p < 0) return -1;
+    gr_dfa dp, du, d;
+    int u = gb_seq2(b, gb_rep(b, c->str_char, 0, GR_INF), gb_rep(b, gb_str(b, "\x01"), 0, GR_INF)), r = -1;
+    if (gr_dfa_from_node(b, p, &dp, DFA_MAX_STATES)) return -1;
+    if (!gr_dfa_from_node(b, u, &du, DFA_MAX_STATES)) {
+        if (!gr_dfa_product(&dp, &du, 0, &d, DFA_MAX_STATES)) {
+            if (!gr_dfa_end_marker(&d, 1)) r = gr_dfa_to_node(b, &d);
+            gr_dfa_free(&d);
+        }
+        gr_dfa_free(&du);
+    }
+    gr_dfa_free(&dp);
+    return r;
+}
+
 /* The bodies (no quotes) of strings keys[0..n) as dumped with their closing quote. */
 static int bodies_node(sc *c, char **keys, int n) {
     int *alts = malloc(sizeof(int) * (size_t)(n + 1));
@@ -552,6 +574,10 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
     if (re) {
         ig_status st;
         body = gr_regex_build(b, re, strlen(re), 1, search, c->err, &st);
+        if (body < 0 && search && st == IG_ERR_UNSUPPORTED && c->err && strstr(c->err->msg, "anchor inside")) {
+            int q = quoted_pattern(c, re); /* a '$' inside a group, through a DFA */
+            if (q >= 0) { body = q; search = 0; }
+        }
         if (body >= 0 && search && hi != GR_INF) { /* lengths that leave no room around the match */
             int core = gr_regex_build(b, re, strlen(re), 1, 0, c->err, &st);
             if (core >= 0 && char_min(b, core, 0) >= hi) body = core;
