@@ -2,15 +2,28 @@
  *
  * Output is JSON as json.dumps writes it and any flexible variant: whitespace (space, tab, CR,
  * LF) is allowed wherever JSON allows it. Handled: type (one or a list), enum, const, properties,
- * required, additionalProperties, items (schema or draft-4 tuple), prefixItems, additionalItems,
- * minItems, maxItems, minLength, maxLength, pattern (gr_regex.c), format (date-time, date, time,
- * email, uuid, uri, ipv4, hostname; other formats are annotations, as JSON Schema 2019+ says),
- * minimum / maximum / exclusive* on integers and on numbers with integral bounds, multipleOf 1,
- * anyOf, oneOf (as anyOf), allOf (merged), local $ref / $defs / definitions (recursion through
- * rules), nullable. Object members may come in any order; required members are tracked as a
- * subset state while 2^required stays small, otherwise members follow the schema's order.
- * Asserting keywords we cannot express (not, if/then/else, patternProperties, dependencies,
- * uniqueItems, ...) are IG_ERR_UNSUPPORTED naming the keyword and its JSON path; keywords
+ * required, additionalProperties, patternProperties, items (schema or draft-4 tuple), prefixItems,
+ * additionalItems, minItems, maxItems, uniqueItems over items from a small finite set, minLength,
+ * maxLength, pattern (gr_regex.c), format (date-time, date, time, email, uuid, uri, ipv4,
+ * hostname; other formats are annotations, as JSON Schema 2019+ says), minimum / maximum /
+ * exclusive* on integers and on numbers with integral bounds, multipleOf 1, anyOf, oneOf (as
+ * anyOf, exact where the branches are about key presence), allOf (merged), not in the forms below,
+ * dependencies / dependentRequired / dependentSchemas of key lists, local $ref / $defs /
+ * definitions (recursion through rules), nullable. Object members may come in any order;
+ * required members and the keys that presence constraints name are tracked as a subset state
+ * while 2^keys stays small (the object may close where the set satisfies required, dependencies,
+ * not {required}, oneOf / anyOf of required), otherwise required members follow the schema's order.
+ * A schema with enum / const is the alternation of its values that satisfy every other keyword,
+ * decided at compile time by gr_schema_check.c (so not, oneOf, uniqueItems ... beside an enum
+ * cost nothing). Regular languages the expression tree cannot say go through DFAs (gr_dfa.c): a
+ * pattern or format within minLength / maxLength (the pattern's DFA x a character count), a string
+ * pattern less a not-enum's strings, the keys of patternProperties beside other keys (for each set
+ * of patterns the keys matching exactly those, and keys matching none, in json.dumps spelling), a
+ * '$' inside a pattern's group. `not`: {type}, {enum / const of strings} (beside string
+ * constraints too), key presence ({required}, allOf / anyOf / oneOf / not of such), and anything
+ * beside an enum. Asserting keywords we cannot express (if/then/else, propertyNames, contains,
+ * uniqueItems over unbounded items, other not forms, ...) are IG_ERR_UNSUPPORTED naming the
+ * keyword and its JSON path, as are the DFA constructions past their state limits; keywords
  * unknown to JSON Schema are annotations and ignored.
  */
 #include <math.h>
