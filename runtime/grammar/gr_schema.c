@@ -497,7 +497,7 @@ static int length_within(sc *c, int x, int lo, int hi) {
 
 /* ---- regular string languages through DFAs (gr_dfa.c) ----------------------------------------------- */
 
-#define DFA_MAX_STATES 120000
+#define DFA_MAX_STATES 50000
 
 /* Every string body as json.dumps writes it (ensure_ascii=False): the one encoding of each string,
  * so a language intersected with it can be complemented without missing a spelling. */
