@@ -115,9 +115,18 @@ CASES += [
      {"type": "string", "pattern": "^(\\/?((\\.{2})|([a-z0-9\\-]*))($|\\/))*$"},
      [("a/b", OK), ("a/b/", OK), ("../x-1", OK), ("", OK), ("A", BAD), ("a/B", BAD), ("a.b", BAD)]),
 ]
+CASES += [
+    ("not of an enum of mixed scalars",
+     {"not": {"enum": ["a", None, True]}, "type": ["string", "null", "boolean"]},
+     [("a", BAD), ("b", OK), (None, BAD), (True, BAD), (False, OK), ("", OK)]),
+    ("not const on a string",
+     {"type": "string", "not": {"const": "x"}},
+     [("x", BAD), ("y", OK), ("xx", OK)]),
+]
 REFUSED = [
     ("dependentSchemas", {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}),
     ("uniqueItems", {"type": "array", "uniqueItems": True, "items": {"type": "string"}}),
+    ("not", {"type": "integer", "not": {"enum": [1, 2]}}),
 ]
 
 

@@ -1404,28 +1404,43 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
 
 /* `not` in the forms we can express: {"type": ...} (types taken away) and an enum / const of
  * strings (on a plain string: any other string). *drop_bits / *not_strings receive them. */
-static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings, const cJSON **not_pres) {
+/* `not` in the forms we can express: {"type": ...} (types taken away), an enum / const (strings:
+ * any other string; null, true, false: those literals taken away; numbers, arrays, objects: in
+ * *not_other, which the caller refuses where those types remain), and key presence. */
+static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings, const cJSON **not_pres,
+                    int *not_bool, int *not_other) {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "not");
     *drop_bits = 0;
     *not_strings = NULL;
     *not_pres = NULL;
+    *not_bool = *not_other = 0;
     if (!n) return 0;
     n = deref(c, n, 0);
     int nk = 0, ok = n && cJSON_IsObject(n);
     const cJSON *ts = ok ? cJSON_GetObjectItemCaseSensitive(n, "type") : NULL;
-    int str_enum = cJSON_IsString(ts) && !strcmp(ts->valuestring, "string") && cJSON_GetObjectItemCaseSensitive(n, "enum");
+    int str_enum = cJSON_IsString(ts) && !strcmp(ts->valuestring, "string") &&
+                   (cJSON_GetObjectItemCaseSensitive(n, "enum") || cJSON_GetObjectItemCaseSensitive(n, "const"));
     for (const cJSON *k = ok ? n->child : NULL; k; k = k->next)
         if (!is_annotation(k->string) && !(str_enum && !strcmp(k->string, "type"))) nk++;
     const cJSON *t = ok && !str_enum ? ts : NULL;
-    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(n, "enum") : NULL;
+    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(n, "enum") : NULL, *cn = ok ? cJSON_GetObjectItemCaseSensitive(n, "const") : NULL;
     if (ok && nk == 1 && t) {
         *drop_bits = type_bits(c, t, path);
         return *drop_bits < 0 ? -1 : 0;
     }
-    if (ok && nk == 1 && cJSON_IsArray(e)) {
-        for (const cJSON *x = e->child; x; x = x->next)
-            if (!cJSON_IsString(x)) ok = 0;
-        if (ok) { *not_strings = e; return 0; }
+    if (ok && nk == 1 && (cJSON_IsArray(e) || (cn && !e))) {
+        cJSON *strs = own(c, cJSON_CreateArray());
+        if (!strs) { c->b->oom = 1; return -1; }
+        for (const cJSON *x = e ? e->child : cn; x; x = e ? x->next : NULL) {
+            if (cJSON_IsString(x)) cJSON_AddItemToArray(strs, cJSON_CreateString(x->valuestring));
+            else if (str_enum) continue; /* {type: string, enum: [...]}: only its strings count */
+            else if (cJSON_IsNull(x)) *drop_bits |= T_NULL;
+            else if (cJSON_IsBool(x)) *not_bool |= cJSON_IsTrue(x) ? 1 : 2;
+            else *not_other |= cJSON_IsNumber(x) ? T_NUM | T_INT : cJSON_IsArray(x) ? T_ARR : T_OBJ;
+        }
+        if (*not_bool == 3) { *drop_bits |= T_BOOL; *not_bool = 0; }
+        if (cJSON_GetArraySize(strs)) *not_strings = strs;
+        return 0;
     }
     if (n && presence_only(c, n, 0)) { /* keys an object must not have together */
         cJSON *x = own(c, cJSON_CreateObject());
@@ -1436,7 +1451,7 @@ static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, con
         if (!presence_eval(c, x, &none, 0, 0)) *drop_bits = T_ALL & ~T_OBJ;
         return 0;
     }
-    return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type} or an enum of strings)", "not");
+    return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type}, an enum / const, key presence, or beside an enum)", "not");
 }
 
 /* extra: a presence-only schema the value must also satisfy (from oneOf / anyOf), or NULL. */
@@ -1444,7 +1459,8 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path), drop;
     const cJSON *not_strings, *not_pres;
-    if (bits < 0 || read_not(c, s, path, &drop, &not_strings, &not_pres)) return -1;
+    int not_bool, not_other;
+    if (bits < 0 || read_not(c, s, path, &drop, &not_strings, &not_pres, &not_bool, &not_other)) return -1;
     if (extra) {
         keyset none = {0};
         if (!presence_eval(c, extra, &none, 0, 0)) drop |= T_ALL & ~T_OBJ;
@@ -1463,7 +1479,7 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
         return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (numbers that are not integers)", "not");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "nullable"))) bits |= T_NULL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
-    if ((en || cn) && (drop || not_strings)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
+    if ((en || cn) && (drop || not_strings || not_bool || not_other)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
     if (en || cn) {
         if (en && !cJSON_IsArray(en)) return sfail(c, IG_ERR_FORMAT, path, "'%s' must be an array", "enum");
         int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
@@ -1477,7 +1493,9 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     }
     int alts[8], m = 0;
     if (bits & T_NULL) alts[m++] = gb_str(b, "null");
-    if (bits & T_BOOL) alts[m++] = gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
+    if (bits & not_other)
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (an enum of numbers, arrays or objects)", "not");
+    if (bits & T_BOOL) alts[m++] = not_bool == 1 ? gb_str(b, "false") : not_bool == 2 ? gb_str(b, "true") : gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
     if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path, extra)) < 0) return -1; }
     if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
     if ((bits & T_STR) && not_strings) {
