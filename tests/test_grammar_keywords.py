@@ -4,7 +4,7 @@ hand-written schemas and instances: key presence (not {required}, dependencies /
 dependentRequired / dependentSchemas of key lists, oneOf / anyOf of required sets), enum / const
 filtered by every other keyword (not, uniqueItems, maxLength, nested not / oneOf), not-enum beside
 a pattern, minLength / maxLength with a pattern (a DFA times a character count),
-patternProperties beside properties / additionalProperties (key languages as DFAs), and format date's days per month, uniqueItems over items from a small finite set, and a '$' inside a pattern's group. Each instance
+patternProperties beside properties / additionalProperties (key languages as DFAs), and format date's days per month, uniqueItems over items from a small finite set, a '$' inside a pattern's group, and not of a string-only schema (pattern / length / format). Each instance
 carries its expected verdict, which Python `jsonschema` must confirm (when it is installed: the
 labels are then checked against an independent validator), and `ignis grammar-check --batch`
 with the Llama 3 tokenizer must accept exactly the valid ones (serialized as json.dumps writes
@@ -122,6 +122,20 @@ CASES += [
     ("not const on a string",
      {"type": "string", "not": {"const": "x"}},
      [("x", BAD), ("y", OK), ("xx", OK)]),
+]
+CASES += [
+    ("not a pattern, strings only",
+     {"type": "string", "not": {"pattern": "^tmp"}},
+     [("tmpx", BAD), ("tmp", BAD), ("atmp", OK), ("", OK), ("tm", OK)]),
+    ("not a pattern, any type",
+     {"not": {"pattern": "[0-9]"}},
+     [("a1", BAD), ("ab", OK), (1, BAD), (None, BAD)]),
+    ("not a length beside a pattern",
+     {"type": "string", "pattern": "^[a-z]*$", "not": {"type": "string", "maxLength": 2}},
+     [("abc", OK), ("ab", BAD), ("", BAD), ("abC", BAD)]),
+    ("not a format",
+     {"type": "string", "not": {"format": "uuid"}, "maxLength": 40},
+     [("x", OK), ("123e4567-e89b-12d3-a456-426614174000", BAD)]),
 ]
 REFUSED = [
     ("dependentSchemas", {"dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}),

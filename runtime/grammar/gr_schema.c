@@ -1402,18 +1402,31 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
     return node;
 }
 
-/* `not` in the forms we can express: {"type": ...} (types taken away) and an enum / const of
- * strings (on a plain string: any other string). *drop_bits / *not_strings receive them. */
+/* A schema about strings only: type "string" (or none), pattern, format, minLength, maxLength. */
+static int string_only(const cJSON *n) {
+    int any = 0;
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (is_annotation(w)) continue;
+        if (!strcmp(w, "type")) { if (!cJSON_IsString(k) || strcmp(k->valuestring, "string")) return 0; }
+        else if (!strcmp(w, "pattern") || !strcmp(w, "format") || !strcmp(w, "minLength") || !strcmp(w, "maxLength")) any = 1;
+        else return 0;
+    }
+    return any;
+}
+
 /* `not` in the forms we can express: {"type": ...} (types taken away), an enum / const (strings:
  * any other string; null, true, false: those literals taken away; numbers, arrays, objects: in
- * *not_other, which the caller refuses where those types remain), and key presence. */
+ * *not_other, which the caller refuses where those types remain), strings outside a pattern /
+ * length / format (*not_str), and key presence. */
 static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings, const cJSON **not_pres,
-                    int *not_bool, int *not_other) {
+                    int *not_bool, int *not_other, const cJSON **not_str) {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "not");
     *drop_bits = 0;
     *not_strings = NULL;
     *not_pres = NULL;
     *not_bool = *not_other = 0;
+    *not_str = NULL;
     if (!n) return 0;
     n = deref(c, n, 0);
     int nk = 0, ok = n && cJSON_IsObject(n);
@@ -1442,6 +1455,11 @@ static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, con
         if (cJSON_GetArraySize(strs)) *not_strings = strs;
         return 0;
     }
+    if (ok && string_only(n)) { /* strings outside a pattern / length / format */
+        *not_str = n;
+        if (!ts) *drop_bits |= T_ALL & ~T_STR; /* other values satisfy n, so fail not n */
+        return 0;
+    }
     if (n && presence_only(c, n, 0)) { /* keys an object must not have together */
         cJSON *x = own(c, cJSON_CreateObject());
         if (!x) { c->b->oom = 1; return -1; }
@@ -1454,13 +1472,59 @@ static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, con
     return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type}, an enum / const, key presence, or beside an enum)", "not");
 }
 
+/* The bodies (no quotes) of the strings in array a, as json.dumps writes them. */
+static int listed_bodies(sc *c, const cJSON *a) {
+    int n = cJSON_GetArraySize(a), nn = 0, node = -1;
+    char **ks = calloc((size_t)n + 1, sizeof(char *));
+    if (!ks) { c->b->oom = 1; return -1; }
+    for (const cJSON *x = a->child; x; x = x->next, nn++) {
+        sbuf k = {0};
+        dump_string(&k, x->valuestring);
+        if (!(ks[nn] = k.p)) c->b->oom = 1;
+    }
+    if (!c->b->oom) {
+        for (int i = 0; i < nn; i++) ks[i]++;
+        node = bodies_node(c, ks, nn);
+        for (int i = 0; i < nn; i++) ks[i]--;
+    }
+    for (int i = 0; i < nn; i++) free(ks[i]);
+    free(ks);
+    return node;
+}
+
+/* The strings of s in their json.dumps spelling less those whose body neg matches, quoted;
+ * -1 (refused by name) past the state limit. */
+static int string_less(sc *c, const cJSON *s, int neg, const char *path) {
+    gr_builder *b = c->b;
+    int str = string_schema(c, s, path);
+    if (str < 0) return -1;
+    int body = b->kids[b->nodes[str].kid + 1], canon = canonical_body(c), r = -1;
+    gr_dfa dc, db, dn, dl, dd;
+    if (!gr_dfa_from_node(b, canon, &dc, DFA_MAX_STATES)) {
+        if (!gr_dfa_from_node(b, body, &db, DFA_MAX_STATES)) {
+            if (!gr_dfa_product(&db, &dc, 0, &dn, DFA_MAX_STATES)) { /* one spelling each */
+                if (!gr_dfa_from_node(b, neg, &dl, DFA_MAX_STATES)) {
+                    if (!gr_dfa_product(&dn, &dl, 1, &dd, DFA_MAX_STATES)) { r = gr_dfa_to_node(b, &dd); gr_dfa_free(&dd); }
+                    gr_dfa_free(&dl);
+                }
+                gr_dfa_free(&dn);
+            }
+            gr_dfa_free(&db);
+        }
+        gr_dfa_free(&dc);
+    }
+    if (r < 0) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints: too many states)", "not");
+    return gb_seq3(b, gb_str(b, "\""), r, gb_str(b, "\""));
+}
+
 /* extra: a presence-only schema the value must also satisfy (from oneOf / anyOf), or NULL. */
 static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path), drop;
     const cJSON *not_strings, *not_pres;
+    const cJSON *not_str;
     int not_bool, not_other;
-    if (bits < 0 || read_not(c, s, path, &drop, &not_strings, &not_pres, &not_bool, &not_other)) return -1;
+    if (bits < 0 || read_not(c, s, path, &drop, &not_strings, &not_pres, &not_bool, &not_other, &not_str)) return -1;
     if (extra) {
         keyset none = {0};
         if (!presence_eval(c, extra, &none, 0, 0)) drop |= T_ALL & ~T_OBJ;
@@ -1479,7 +1543,7 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
         return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (numbers that are not integers)", "not");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "nullable"))) bits |= T_NULL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
-    if ((en || cn) && (drop || not_strings || not_bool || not_other)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
+    if ((en || cn) && (drop || not_strings || not_bool || not_other || not_str)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
     if (en || cn) {
         if (en && !cJSON_IsArray(en)) return sfail(c, IG_ERR_FORMAT, path, "'%s' must be an array", "enum");
         int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
@@ -1498,50 +1562,16 @@ static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     if (bits & T_BOOL) alts[m++] = not_bool == 1 ? gb_str(b, "false") : not_bool == 2 ? gb_str(b, "true") : gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
     if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path, extra)) < 0) return -1; }
     if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
-    if ((bits & T_STR) && not_strings) {
+    if ((bits & T_STR) && (not_strings || not_str)) {
         int constrained = cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
                           cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength");
-        if (constrained) { /* the string's language (canonical spellings) less the listed strings */
-            int str = string_schema(c, s, path), nn = 0;
-            if (str < 0) return -1;
-            const gr_node *q = &b->nodes[str]; /* "\"" body "\"" */
-            int body = b->kids[q->kid + 1], neg[1] = {-1};
-            char **ks = calloc((size_t)cJSON_GetArraySize(not_strings) + 1, sizeof(char *));
-            if (!ks) { b->oom = 1; return -1; }
-            for (const cJSON *x = not_strings->child; x; x = x->next, nn++) {
-                sbuf k = {0};
-                dump_string(&k, x->valuestring);
-                ks[nn] = k.p;
-                if (!k.p) b->oom = 1;
-            }
-            if (!b->oom) {
-                for (int i = 0; i < nn; i++) ks[i]++;
-                neg[0] = bodies_node(c, ks, nn);
-                for (int i = 0; i < nn; i++) ks[i]--;
-            }
-            for (int i = 0; i < nn; i++) free(ks[i]);
-            free(ks);
-            if (b->oom) return -1;
-            int canon = canonical_body(c);
-            gr_dfa dc, dn;
-            int r = -1;
-            if (!gr_dfa_from_node(b, canon, &dc, DFA_MAX_STATES)) { /* body ∩ canonical: one spelling each */
-                gr_dfa db;
-                if (!gr_dfa_from_node(b, body, &db, DFA_MAX_STATES)) {
-                    if (!gr_dfa_product(&db, &dc, 0, &dn, DFA_MAX_STATES)) {
-                        gr_dfa dl, dd;
-                        if (!gr_dfa_from_node(b, neg[0], &dl, DFA_MAX_STATES)) {
-                            if (!gr_dfa_product(&dn, &dl, 1, &dd, DFA_MAX_STATES)) { r = gr_dfa_to_node(b, &dd); gr_dfa_free(&dd); }
-                            gr_dfa_free(&dl);
-                        }
-                        gr_dfa_free(&dn);
-                    }
-                    gr_dfa_free(&db);
-                }
-                gr_dfa_free(&dc);
-            }
-            if (r < 0) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints: too many states)", "not");
-            alts[m++] = gb_seq3(b, gb_str(b, "\""), r, gb_str(b, "\""));
+        if (constrained || not_str) { /* the string's language (canonical spellings) less the excluded ones */
+            int neg = -1;
+            if (not_str) {
+                int ns = string_schema(c, not_str, path);
+                if (ns >= 0) neg = b->kids[b->nodes[ns].kid + 1]; /* "\"" body "\"" */
+            } else neg = listed_bodies(c, not_strings);
+            if (neg < 0 || (alts[m++] = string_less(c, s, neg, path)) < 0) return -1;
             goto strings_done;
         }
         int n = cJSON_GetArraySize(not_strings), i = 0;
