@@ -499,13 +499,26 @@ static int length_within(sc *c, int x, int lo, int hi) {
 
 #define DFA_MAX_STATES 50000
 
-/* Every string body as json.dumps writes it (ensure_ascii=False): the one encoding of each string,
- * so a language intersected with it can be complemented without missing a spelling. */
+/* Every string body as json.dumps writes it (ensure_ascii=False): raw bytes but the quote, the
+ * backslash and the controls, which are \" \\ \n \r \t \b \f or \u00xx: the one spelling of each
+ * string, so a language intersected with it can be complemented without missing a spelling. Raw
+ * bytes one by one (as in a free string) rather than whole UTF-8 characters, so the matcher's
+ * plain fixed point holds in a key past its patterns' decision. */
 static int canonical_body(sc *c) {
-    gr_cpset all = {0};
-    int node = cps_add(&all, 0, 0xD7FF) || cps_add(&all, 0xE000, 0x10FFFF) ? (c->b->oom = 1, -1) : gb_cpset(c->b, &all, 1);
-    cps_free(&all);
-    return gb_rep(c->b, node, 0, GR_INF);
+    gr_builder *b = c->b;
+    gr_bset plain, lo16, hex;
+    bset_clear(&plain);
+    bset_add_range(&plain, 0x20, 0xFF);
+    plain.w['"' >> 6] &= ~(1ull << ('"' & 63));
+    plain.w['\\' >> 6] &= ~(1ull << ('\\' & 63));
+    bset_clear(&lo16); /* \u000X but 8, 9, a, c, d (\b \t \n \f \r) */
+    bset_add_range(&lo16, '0', '7'); bset_add_range(&lo16, 'b', 'b'); bset_add_range(&lo16, 'e', 'f');
+    bset_clear(&hex);
+    bset_add_range(&hex, '0', '9'); bset_add_range(&hex, 'a', 'f');
+    int k[9] = {gb_bytes(b, &plain), gb_str(b, "\\\""), gb_str(b, "\\\\"), gb_str(b, "\\n"), gb_str(b, "\\r"), gb_str(b, "\\t"),
+                gb_str(b, "\\b"), gb_str(b, "\\f"),
+                gb_seq2(b, gb_str(b, "\\u00"), gb_alt2(b, gb_seq2(b, gb_str(b, "0"), gb_bytes(b, &lo16)), gb_seq2(b, gb_str(b, "1"), gb_bytes(b, &hex))))};
+    return gb_rep(b, gb_alt(b, k, 9), 0, GR_INF);
 }
 
 /* The language of pos, less that of each neg[i] (NULL / -1: none), within lo..hi characters
