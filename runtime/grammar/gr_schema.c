@@ -1092,6 +1092,47 @@ static cJSON *presence_constraints(sc *c, const cJSON *s, const cJSON *extra, co
     return pc;
 }
 
+/* With additionalProperties false: keys matching a pattern, with its schema (a key that is also
+ * a named property is not told apart). The member rule, or -1. */
+static int pattern_only_members(sc *c, const cJSON *pp, const char *path) {
+    gr_builder *b = c->b;
+    int alts[64], m = 0;
+    char p2[512];
+    for (const cJSON *x = pp->child; x && m < 64; x = x->next) {
+        ig_status st;
+        int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
+        if (key < 0) return sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern");
+        subpath(p2, sizeof p2, path, "patternProperties", x->string);
+        int val = schema(c, x, p2);
+        if (val < 0) return -1;
+        alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
+    }
+    int rule = gb_rule(b, NULL);
+    gb_set_body(b, rule, gb_alt(b, alts, m));
+    return rule;
+}
+
+/* The members between the braces: tracked keys as a set (closing where the required keys are
+ * there and pc holds), or, past the set's size limit and without pc, required members in order. */
+static int members_body(sc *c, const cJSON *s, prop *P, int n, int nreq, unsigned need, const cJSON *pc, const keyset *tk,
+                        int add_member, int min1, const cJSON *extra, const char *path) {
+    if (nreq <= MAX_TRACKED && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) {
+        unsigned char *acc = malloc((size_t)1 << nreq);
+        if (!acc) { c->b->oom = 1; return -1; }
+        for (unsigned S = 0; S < 1u << nreq; S++)
+            acc[S] = (S & need) == need && (!pc || presence_eval(c, pc, tk, S, 1));
+        int body = object_members(c, P, n, nreq, acc, add_member, min1);
+        free(acc);
+        return body;
+    }
+    if (pc)
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (more than 12 keys to track, or too many members)",
+                     cJSON_GetObjectItemCaseSensitive(s, "dependencies") ? "dependencies"
+                     : cJSON_GetObjectItemCaseSensitive(s, "dependentRequired") ? "dependentRequired" : extra ? "not" : "dependentSchemas");
+    if (min1) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties");
+    return object_ordered(c, P, n, add_member);
+}
+
 static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
@@ -1127,7 +1168,6 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
     int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = names.n;
     prop *P = calloc((size_t)(np + nr + 1), sizeof(prop));
     char **keys = calloc((size_t)(np + nr + 1), sizeof(char *));
-    unsigned char *acc = NULL;
     if (!P || !keys || b->oom) { free(P); free(keys); free(names.name); b->oom = 1; return -1; }
     int n = 0, nreq = 0, node = -1;
     char p2[512];
@@ -1190,38 +1230,13 @@ static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *e
         add_member = gb_rule(b, NULL);
         int key = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
         gb_set_body(b, add_member, gb_seq3(b, key, colon(c), addv));
-    } else if (pp_keys) { /* keys matching a pattern, with its schema */
-        int alts[64], m = 0;
-        for (const cJSON *x = pp->child; x && m < 64; x = x->next) {
-            ig_status st;
-            int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
-            if (key < 0) { sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern"); goto done; }
-            subpath(p2, sizeof p2, path, "patternProperties", x->string);
-            int val = schema(c, x, p2);
-            if (val < 0) goto done;
-            alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
-        }
-        add_member = gb_rule(b, NULL);
-        gb_set_body(b, add_member, gb_alt(b, alts, m));
-    }
-    int body;
+    } else if (pp_keys && (add_member = pattern_only_members(c, pp, path)) < 0) goto done;
     if (pc && pp_keys) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with key-presence constraints)", "patternProperties"); goto done; }
-    if (nreq <= MAX_TRACKED && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) {
-        if (!(acc = malloc((size_t)1 << nreq))) { b->oom = 1; goto done; }
-        for (unsigned S = 0; S < 1u << nreq; S++)
-            acc[S] = (S & need) == need && (!pc || presence_eval(c, pc, &tk, S, 1));
-        body = object_members(c, P, n, nreq, acc, add_member, min1);
-    } else if (pc) {
-        sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (more than 12 keys to track, or too many members)",
-              cJSON_GetObjectItemCaseSensitive(s, "dependencies") ? "dependencies" : cJSON_GetObjectItemCaseSensitive(s, "dependentRequired") ? "dependentRequired" : extra ? "not" : "dependentSchemas");
-        goto done;
-    } else if (min1) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties"); goto done; }
-    else body = object_ordered(c, P, n, add_member);
-    node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
+    int body = members_body(c, s, P, n, nreq, need, pc, &tk, add_member, min1, extra, path);
+    if (body >= 0) node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
 done:
     for (int i = 0; i < n; i++) if (keys[i]) free(keys[i] - 1);
     free(keys);
-    free(acc);
     free(names.name);
     free(tk.name);
     free(P);
