@@ -121,6 +121,40 @@ static void test_schema(const gr_vocab *v) {
     CHECK(st == IG_ERR_UNSUPPORTED && strstr(err.msg, "$ref"), "remote $ref: %s", err.msg);
 }
 
+/* Keywords beyond an expression tree: key presence, enum filtering, DFAs (byte-level walks; the
+ * same keywords on a real tokenizer, labels cross-checked with Python jsonschema, are in
+ * tests/test_grammar_keywords.py). */
+static void test_schema_regular(const gr_vocab *v) {
+    const char *np = "{\"type\":\"object\",\"not\":{\"required\":[\"a\",\"b\"]}}";
+    CHECK(accepts(GR_JSON_SCHEMA, np, "{\"a\": 1, \"c\": 2}", v) == 1 && accepts(GR_JSON_SCHEMA, np, "{\"b\": 1, \"a\": 2}", v) == 0,
+          "not required");
+    const char *dep = "{\"dependentRequired\":{\"a\":[\"b\"]}}";
+    CHECK(accepts(GR_JSON_SCHEMA, dep, "{\"a\": 1}", v) == 0 && accepts(GR_JSON_SCHEMA, dep, "{\"a\": 1, \"b\": 1}", v) == 1 &&
+          accepts(GR_JSON_SCHEMA, dep, "7", v) == 1, "dependentRequired");
+    const char *one = "{\"type\":\"object\",\"oneOf\":[{\"required\":[\"u\"]},{\"required\":[\"v\"]}]}";
+    CHECK(accepts(GR_JSON_SCHEMA, one, "{\"u\": 1}", v) == 1 && accepts(GR_JSON_SCHEMA, one, "{\"u\": 1, \"v\": 2}", v) == 0 &&
+          accepts(GR_JSON_SCHEMA, one, "{}", v) == 0, "oneOf of required, exclusive");
+    const char *en = "{\"enum\":[\"ab\",\"abc\",3],\"maxLength\":2,\"not\":{\"const\":3}}";
+    CHECK(accepts(GR_JSON_SCHEMA, en, "\"ab\"", v) == 1 && accepts(GR_JSON_SCHEMA, en, "\"abc\"", v) == 0 &&
+          accepts(GR_JSON_SCHEMA, en, "3", v) == 0, "enum filtered by the other keywords");
+    const char *ne = "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"not\":{\"enum\":[\"int\"]}}";
+    CHECK(accepts(GR_JSON_SCHEMA, ne, "\"in\"", v) == 1 && accepts(GR_JSON_SCHEMA, ne, "\"int\"", v) == 0 &&
+          accepts(GR_JSON_SCHEMA, ne, "\"ints\"", v) == 1 && accepts(GR_JSON_SCHEMA, ne, "\"I\"", v) == 0, "not enum beside a pattern");
+    const char *lp = "{\"type\":\"string\",\"pattern\":\"^[a-z]+@[a-z]+$\",\"minLength\":5,\"maxLength\":6}";
+    CHECK(accepts(GR_JSON_SCHEMA, lp, "\"ab@cd\"", v) == 1 && accepts(GR_JSON_SCHEMA, lp, "\"a@cd\"", v) == 0 &&
+          accepts(GR_JSON_SCHEMA, lp, "\"abc@def\"", v) == 0 && accepts(GR_JSON_SCHEMA, lp, "\"abc@de\"", v) == 1, "lengths with a pattern");
+    const char *pp = "{\"properties\":{\"xa\":{\"type\":\"integer\"}},\"patternProperties\":{\"^x\":{\"minimum\":5}},"
+                     "\"additionalProperties\":{\"type\":\"boolean\"}}";
+    CHECK(accepts(GR_JSON_SCHEMA, pp, "{\"xa\": 7, \"xb\": 9.5, \"y\": true}", v) == 1, "patternProperties beside others");
+    CHECK(accepts(GR_JSON_SCHEMA, pp, "{\"xa\": 3}", v) == 0 && accepts(GR_JSON_SCHEMA, pp, "{\"xb\": 3}", v) == 0 &&
+          accepts(GR_JSON_SCHEMA, pp, "{\"y\": 3}", v) == 0 && accepts(GR_JSON_SCHEMA, pp, "{\"xa\": 7.5}", v) == 0, "patternProperties rejects");
+    const char *uq = "{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]},\"uniqueItems\":true}";
+    CHECK(accepts(GR_JSON_SCHEMA, uq, "[\"b\", \"a\"]", v) == 1 && accepts(GR_JSON_SCHEMA, uq, "[\"a\", \"a\"]", v) == 0, "uniqueItems over an enum");
+    const char *dl = "{\"type\":\"string\",\"pattern\":\"^(ab($|-))+\"}";
+    CHECK(accepts(GR_JSON_SCHEMA, dl, "\"ab-ab\"", v) == 1 && accepts(GR_JSON_SCHEMA, dl, "\"abx\"", v) == 0 &&
+          accepts(GR_JSON_SCHEMA, dl, "\"ab-abx\"", v) == 1, "'$' inside a group");
+}
+
 static void test_masks(const gr_vocab *v) {
     const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"],\"additionalProperties\":false}";
     gr_grammar *g;
@@ -212,6 +246,11 @@ static void test_masks_brute(void) {
                       "[\"abcdefghijklmnopqrstuvwxyz\xc3\xa9\\nab\", \"abcdefghijklmnopqrstuvwxyz\xe6\x97\xa5\xe6\x9c\xac\"]", v, n + 1);
     check_masks_brute(GR_REGEX, "(ab{2,40}c){2,30}x?", "abbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbcabbcx", v, n + 1);
     check_masks_brute(GR_JSON, "", "{\"a\xc3\xa9\": [1, \"x\\\"\", {\"name\": null}]}", v, n + 1);
+    /* key languages and counted patterns as DFAs turned into right-linear rules */
+    check_masks_brute(GR_JSON_SCHEMA, "{\"properties\":{\"nab\":{\"type\":\"integer\"}},\"patternProperties\":{\"^n\":{\"type\":\"integer\"}},"
+                      "\"additionalProperties\":{\"type\":\"string\"}}", "{\"nab\": 1, \"na\": 2, \"ab\": \"\xc3\xa9\", \"\": \"x\"}", v, n + 1);
+    check_masks_brute(GR_JSON_SCHEMA, "{\"type\":\"string\",\"pattern\":\"^[a-z\xc3\xa9]+@\",\"minLength\":3,\"maxLength\":6}",
+                      "\"ab@\xc3\xa9x\"", v, n + 1);
     gr_vocab_free(v);
 }
 
@@ -372,6 +411,7 @@ int main(void) {
     test_gbnf(v);
     test_regex(v);
     test_schema(v);
+    test_schema_regular(v);
     test_masks(v);
     gr_vocab_free(v);
     test_masks_brute();

@@ -98,11 +98,44 @@ int cps_negate(gr_cpset *s);                         /* complement in [0, 0x10FF
  * controls appear as the escapes json.dumps writes (\" \\ \n \t ... \u00XX). */
 int gb_cpset(gr_builder *b, const gr_cpset *s, int json);
 
+/* ---- DFAs over bytes (gr_dfa.c) --------------------------------------------------------------- */
+typedef struct gr_dfa {
+    int n, cap, nclass;
+    uint8_t cls[256];  /* byte -> class */
+    int32_t *next;     /* n x nclass: next state, -1 none */
+    uint8_t *acc;      /* per state: accepting */
+} gr_dfa;               /* state 0 is the start */
+/* node: no rule references. 0 or -1 (a reference, more than max_states states, OOM). */
+int gr_dfa_from_node(const gr_builder *b, int node, gr_dfa *out, int max_states);
+/* L(x) ∩ L(y), or L(x) \ L(y) with minus. 0 or -1. */
+int gr_dfa_product(const gr_dfa *x, const gr_dfa *y, int minus, gr_dfa *out, int max_states);
+int gr_dfa_empty(const gr_dfa *d);
+/* A zero-width end marker: a state becomes accepting where a run of the marker byte reaches an
+ * accepting state, then the marker's edges go. 0, or -1 where the marker shares its class. */
+int gr_dfa_end_marker(gr_dfa *d, int byte);
+/* one{lo,hi} (hi GR_INF: unbounded) of a unit that matches no empty string and ends where it
+ * accepts (a character): levels x states, built directly. 0 or -1. */
+int gr_dfa_counted(const gr_dfa *one, int lo, int hi, gr_dfa *out);
+int gr_dfa_minimize(gr_dfa *d); /* in place, dead states dropped; 0 or -1 (OOM) */
+/* Right-linear rules matching L(d); the node, gb_never if empty, -1 on OOM. */
+int gr_dfa_to_node(gr_builder *b, const gr_dfa *d);
+void gr_dfa_free(gr_dfa *d);
+
 /* ---- sources ---------------------------------------------------------------------------------- */
 /* Regex: full match (anchored) when json == 0; inside a JSON string (JSON Schema `pattern`:
  * unanchored unless ^ / $) when json == 1. Returns the node or -1 with err set. */
 int gr_regex_build(gr_builder *b, const char *re, size_t len, int json, int search, ig_err *err, ig_status *st);
+/* A JSON Schema pattern inside a JSON string (unanchored unless ^) where a '$' anywhere (inside a
+ * group too) is the byte 0x01, which no string body holds: intersected with bodies followed by
+ * markers and the markers erased (gr_dfa_end_marker), it is the pattern's language. */
+int gr_regex_build_quoted(gr_builder *b, const char *re, size_t len, ig_err *err, ig_status *st);
 ig_status gr_gbnf_build(gr_builder *b, const char *text, size_t len, int *root, ig_err *err);
+/* gr_schema_check.c: a value against a schema (root: the document, for local $ref): 1 valid,
+ * 0 invalid, -1 undecided; skip_enum: the top level's enum / const are not checked. */
+struct cJSON;
+int gr_schema_check(const struct cJSON *root, const struct cJSON *schema, const struct cJSON *value, int skip_enum);
+const struct cJSON *gr_json_pointer(const struct cJSON *root, const char *ref); /* NULL: does not resolve */
+int gr_regex_search(const char *re, const char *s, size_t n);     /* 1 match, 0 none, -1 refused */
 ig_status gr_schema_build(gr_builder *b, const char *text, size_t len, int json_mode, int *root, ig_err *err);
 
 #endif

@@ -22,6 +22,7 @@ typedef struct rx {
     gr_builder *b;
     const char *s; size_t n, i;
     int json, search, depth;
+    int quote_end; /* gr_regex_build_quoted: every '$' is the end marker 0x01 */
     ig_err *err; ig_status st;
 } rx;
 
@@ -219,6 +220,7 @@ static int parse_atom(rx *r) {
         cps_free(&s);
         return node;
     }
+    if (c == '$' && r->quote_end) { r->i++; return gb_str(r->b, "\x01"); } /* the end marker */
     if (c == '^' || c == '$') return rx_fail(r, IG_ERR_UNSUPPORTED, "anchor inside the pattern");
     if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (c == '{' && !(r->i + 1 < r->n && r->s[r->i + 1] >= '0' && r->s[r->i + 1] <= '9')) {
@@ -271,7 +273,7 @@ static int parse_seq(rx *r) {
     int top = r->depth == 0, anch_start = 0, anch_end = 0;
     if (top && r->i < r->n && r->s[r->i] == '^') { anch_start = 1; r->i++; }
     while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
-        if (top && r->s[r->i] == '$' && (r->i + 1 == r->n || r->s[r->i + 1] == '|')) { anch_end = 1; r->i++; break; }
+        if (top && !r->quote_end && r->s[r->i] == '$' && (r->i + 1 == r->n || r->s[r->i + 1] == '|')) { anch_end = 1; r->i++; break; }
         int a = parse_atom(r), min, max;
         if (a < 0) { free(k); return -1; }
         int q = parse_quant(r, &min, &max);
@@ -316,6 +318,15 @@ static int parse_alt(rx *r) {
     }
     int node = gb_alt(r->b, k, n);
     free(k);
+    return node;
+}
+
+int gr_regex_build_quoted(gr_builder *b, const char *re, size_t len, ig_err *err, ig_status *st) {
+    rx r = {.b = b, .s = re, .n = len, .json = 1, .search = 1, .quote_end = 1, .err = err};
+    int node = parse_alt(&r);
+    if (node >= 0 && r.i < r.n) node = rx_fail(&r, IG_ERR_FORMAT, "unmatched )");
+    if (node >= 0 && b->oom) node = rx_fail(&r, IG_ERR_UNSUPPORTED, "pattern too large");
+    *st = node < 0 ? (r.st ? r.st : IG_ERR_UNSUPPORTED) : IG_OK;
     return node;
 }
 

@@ -2,15 +2,28 @@
  *
  * Output is JSON as json.dumps writes it and any flexible variant: whitespace (space, tab, CR,
  * LF) is allowed wherever JSON allows it. Handled: type (one or a list), enum, const, properties,
- * required, additionalProperties, items (schema or draft-4 tuple), prefixItems, additionalItems,
- * minItems, maxItems, minLength, maxLength, pattern (gr_regex.c), format (date-time, date, time,
- * email, uuid, uri, ipv4, hostname; other formats are annotations, as JSON Schema 2019+ says),
- * minimum / maximum / exclusive* on integers and on numbers with integral bounds, multipleOf 1,
- * anyOf, oneOf (as anyOf), allOf (merged), local $ref / $defs / definitions (recursion through
- * rules), nullable. Object members may come in any order; required members are tracked as a
- * subset state while 2^required stays small, otherwise members follow the schema's order.
- * Asserting keywords we cannot express (not, if/then/else, patternProperties, dependencies,
- * uniqueItems, ...) are IG_ERR_UNSUPPORTED naming the keyword and its JSON path; keywords
+ * required, additionalProperties, patternProperties, items (schema or draft-4 tuple), prefixItems,
+ * additionalItems, minItems, maxItems, uniqueItems over items from a small finite set, minLength,
+ * maxLength, pattern (gr_regex.c), format (date-time, date, time, email, uuid, uri, ipv4,
+ * hostname; other formats are annotations, as JSON Schema 2019+ says), minimum / maximum /
+ * exclusive* on integers and on numbers with integral bounds, multipleOf 1, anyOf, oneOf (as
+ * anyOf, exact where the branches are about key presence), allOf (merged), not in the forms below,
+ * dependencies / dependentRequired / dependentSchemas of key lists, local $ref / $defs /
+ * definitions (recursion through rules), nullable. Object members may come in any order;
+ * required members and the keys that presence constraints name are tracked as a subset state
+ * while 2^keys stays small (the object may close where the set satisfies required, dependencies,
+ * not {required}, oneOf / anyOf of required), otherwise required members follow the schema's order.
+ * A schema with enum / const is the alternation of its values that satisfy every other keyword,
+ * decided at compile time by gr_schema_check.c (so not, oneOf, uniqueItems ... beside an enum
+ * cost nothing). Regular languages the expression tree cannot say go through DFAs (gr_dfa.c): a
+ * pattern or format within minLength / maxLength (the pattern's DFA x a character count), a string
+ * pattern less a not-enum's strings, the keys of patternProperties beside other keys (for each set
+ * of patterns the keys matching exactly those, and keys matching none, in json.dumps spelling), a
+ * '$' inside a pattern's group. `not`: {type}, {enum / const of strings} (beside string
+ * constraints too), key presence ({required}, allOf / anyOf / oneOf / not of such), and anything
+ * beside an enum. Asserting keywords we cannot express (if/then/else, propertyNames, contains,
+ * uniqueItems over unbounded items, other not forms, ...) are IG_ERR_UNSUPPORTED naming the
+ * keyword and its JSON path, as are the DFA constructions past their state limits; keywords
  * unknown to JSON Schema are annotations and ignored.
  */
 #include <math.h>
@@ -393,9 +406,10 @@ static int numeric_range(sc *c, const char *path, int integer, bound lo, bound h
 
 /* ---- strings ---------------------------------------------------------------------------------------- */
 
+/* Dates: days within their month (February up to 29, whatever the year). */
 static const struct { const char *name, *re; } formats[] = {
-    {"date-time", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])[Tt]([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
-    {"date", "\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])"},
+    {"date-time", "\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|02-(0[1-9]|1\\d|2\\d))[Tt]([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)"},
+    {"date", "\\d{4}-((0[13578]|1[02])-(0[1-9]|[12]\\d|3[01])|(0[469]|11)-(0[1-9]|[12]\\d|30)|02-(0[1-9]|1\\d|2\\d))"},
     {"time", "([01]\\d|2[0-3]):[0-5]\\d:([0-5]\\d|60)(\\.\\d+)?([Zz]|[+-]([01]\\d|2[0-3]):[0-5]\\d)?"},
     {"email", "[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"},
     {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
@@ -481,6 +495,91 @@ static int length_within(sc *c, int x, int lo, int hi) {
     return -1;
 }
 
+/* ---- regular string languages through DFAs (gr_dfa.c) ----------------------------------------------- */
+
+#define DFA_MAX_STATES 50000
+
+/* Every string body as json.dumps writes it (ensure_ascii=False): raw bytes but the quote, the
+ * backslash and the controls, which are \" \\ \n \r \t \b \f or \u00xx: the one spelling of each
+ * string, so a language intersected with it can be complemented without missing a spelling. Raw
+ * bytes one by one (as in a free string) rather than whole UTF-8 characters, so the matcher's
+ * plain fixed point holds in a key past its patterns' decision. */
+static int canonical_body(sc *c) {
+    gr_builder *b = c->b;
+    gr_bset plain, lo16, hex;
+    bset_clear(&plain);
+    bset_add_range(&plain, 0x20, 0xFF);
+    plain.w['"' >> 6] &= ~(1ull << ('"' & 63));
+    plain.w['\\' >> 6] &= ~(1ull << ('\\' & 63));
+    bset_clear(&lo16); /* \u000X but 8, 9, a, c, d (\b \t \n \f \r) */
+    bset_add_range(&lo16, '0', '7'); bset_add_range(&lo16, 'b', 'b'); bset_add_range(&lo16, 'e', 'f');
+    bset_clear(&hex);
+    bset_add_range(&hex, '0', '9'); bset_add_range(&hex, 'a', 'f');
+    int k[9] = {gb_bytes(b, &plain), gb_str(b, "\\\""), gb_str(b, "\\\\"), gb_str(b, "\\n"), gb_str(b, "\\r"), gb_str(b, "\\t"),
+                gb_str(b, "\\b"), gb_str(b, "\\f"),
+                gb_seq2(b, gb_str(b, "\\u00"), gb_alt2(b, gb_seq2(b, gb_str(b, "0"), gb_bytes(b, &lo16)), gb_seq2(b, gb_str(b, "1"), gb_bytes(b, &hex))))};
+    return gb_rep(b, gb_alt(b, k, 9), 0, GR_INF);
+}
+
+/* The language of pos, less that of each neg[i] (NULL / -1: none), within lo..hi characters
+ * (hi GR_INF, lo 0: any), as rules; -1 past the state limit. */
+static int regular_diff(sc *c, int pos, const int *neg, int nneg, int lo, int hi) {
+    gr_builder *b = c->b;
+    gr_dfa cur, x, y;
+    if (gr_dfa_from_node(b, pos, &cur, DFA_MAX_STATES)) return -1;
+    for (int i = 0; i <= nneg; i++) {
+        if (i < nneg) {
+            if (gr_dfa_from_node(b, neg[i], &x, DFA_MAX_STATES)) { gr_dfa_free(&cur); return -1; }
+        } else if (lo || hi != GR_INF) { /* JSON string characters, counted */
+            gr_dfa one;
+            if (gr_dfa_from_node(b, gb_json_char_utf8(b), &one, DFA_MAX_STATES)) { gr_dfa_free(&cur); return -1; }
+            int bad = gr_dfa_counted(&one, lo, hi, &x);
+            gr_dfa_free(&one);
+            if (bad) { gr_dfa_free(&cur); return -1; }
+        } else continue;
+        int bad = gr_dfa_product(&cur, &x, i < nneg, &y, DFA_MAX_STATES);
+        gr_dfa_free(&cur);
+        gr_dfa_free(&x);
+        if (bad) return -1;
+        cur = y;
+    }
+    int r = gr_dfa_to_node(b, &cur);
+    gr_dfa_free(&cur);
+    return r;
+}
+
+/* A pattern with '$' inside a group (gr_regex_build_quoted) as a string body: its language with
+ * the end markers only at the end, then erased. -1 if refused. */
+static int quoted_pattern(sc *c, const char *re) {
+    gr_builder *b = c->b;
+    ig_err e2;
+    ig_status st;
+    int p = gr_regex_build_quoted(b, re, strlen(re), &e2, &st);
+    if (p < 0) return -1;
+    gr_dfa dp, du, d;
+    int u = gb_seq2(b, gb_rep(b, c->str_char, 0, GR_INF), gb_rep(b, gb_str(b, "\x01"), 0, GR_INF)), r = -1;
+    if (gr_dfa_from_node(b, p, &dp, DFA_MAX_STATES)) return -1;
+    if (!gr_dfa_from_node(b, u, &du, DFA_MAX_STATES)) {
+        if (!gr_dfa_product(&dp, &du, 0, &d, DFA_MAX_STATES)) {
+            if (!gr_dfa_end_marker(&d, 1)) r = gr_dfa_to_node(b, &d);
+            gr_dfa_free(&d);
+        }
+        gr_dfa_free(&du);
+    }
+    gr_dfa_free(&dp);
+    return r;
+}
+
+/* The bodies (no quotes) of strings keys[0..n) as dumped with their closing quote. */
+static int bodies_node(sc *c, char **keys, int n) {
+    int *alts = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!alts) { c->b->oom = 1; return -1; }
+    for (int i = 0; i < n; i++) alts[i] = gb_lit(c->b, keys[i], strlen(keys[i]) - 1);
+    int node = n ? gb_alt(c->b, alts, n) : gb_never(c->b);
+    free(alts);
+    return node;
+}
+
 static int string_schema(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern"), *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
@@ -501,12 +600,17 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
     if (re) {
         ig_status st;
         body = gr_regex_build(b, re, strlen(re), 1, search, c->err, &st);
+        if (body < 0 && search && st == IG_ERR_UNSUPPORTED && c->err && strstr(c->err->msg, "anchor inside")) {
+            int q = quoted_pattern(c, re); /* a '$' inside a group, through a DFA */
+            if (q >= 0) { body = q; search = 0; }
+        }
         if (body >= 0 && search && hi != GR_INF) { /* lengths that leave no room around the match */
             int core = gr_regex_build(b, re, strlen(re), 1, 0, c->err, &st);
             if (core >= 0 && char_min(b, core, 0) >= hi) body = core;
         }
-        if (body >= 0 && (lo || hi != GR_INF) && length_within(c, body, lo, hi) < 0)
-            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with a pattern or format it does not imply)", "minLength/maxLength");
+        if (body >= 0 && (lo || hi != GR_INF) && length_within(c, body, lo, hi) < 0 &&
+            (body = regular_diff(c, body, NULL, 0, lo, hi)) < 0) /* the pattern's DFA x a character count */
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with a pattern or format: too many states)", "minLength/maxLength");
         if (body < 0) {
             if (!c->st) {
                 char m[1024];
@@ -523,34 +627,7 @@ static int string_schema(sc *c, const cJSON *s, const char *path) {
 
 /* ---- references and allOf ------------------------------------------------------------------------- */
 
-static const cJSON *resolve_ref(sc *c, const char *ref) {
-    if (ref[0] != '#') return NULL;
-    const cJSON *cur = c->root;
-    const char *p = ref + 1;
-    if (*p && *p != '/') return NULL;
-    while (*p == '/') {
-        p++;
-        char tok[256];
-        size_t n = 0;
-        while (*p && *p != '/' && n + 1 < sizeof tok) {
-            if (p[0] == '~' && p[1] == '0') { tok[n++] = '~'; p += 2; }
-            else if (p[0] == '~' && p[1] == '1') { tok[n++] = '/'; p += 2; }
-            else if (p[0] == '%' && p[1] && p[2]) {
-                char h[3] = {p[1], p[2], 0};
-                tok[n++] = (char)strtol(h, NULL, 16);
-                p += 3;
-            } else tok[n++] = *p++;
-        }
-        tok[n] = 0;
-        if (cJSON_IsArray(cur)) {
-            char *e;
-            long i = strtol(tok, &e, 10);
-            cur = *e ? NULL : cJSON_GetArrayItem(cur, (int)i);
-        } else cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
-        if (!cur) return NULL;
-    }
-    return cur;
-}
+static const cJSON *resolve_ref(sc *c, const char *ref) { return gr_json_pointer(c->root, ref); }
 
 static int schema(sc *c, const cJSON *s, const char *path);
 
@@ -614,6 +691,32 @@ static const cJSON *deref(sc *c, const cJSON *s, int depth) {
     return s;
 }
 
+static int type_names_ok(const cJSON *t) {
+    if (cJSON_IsString(t)) return 1;
+    if (!cJSON_IsArray(t)) return 0;
+    for (const cJSON *x = t->child; x; x = x->next) if (!cJSON_IsString(x)) return 0;
+    return 1;
+}
+
+static int type_has(const cJSON *t, const char *name) {
+    for (const cJSON *x = cJSON_IsArray(t) ? t->child : t; x; x = cJSON_IsArray(t) ? x->next : NULL)
+        if (!strcmp(x->valuestring, name)) return 1;
+    return 0;
+}
+
+/* The types both lists allow (integer where one says number and the other integer). */
+static cJSON *type_meet(const cJSON *a, const cJSON *b2) {
+    static const char *names[] = {"null", "boolean", "object", "array", "string", "number", "integer"};
+    cJSON *out = cJSON_CreateArray();
+    for (int i = 0; i < 7 && out; i++) {
+        int in_a = type_has(a, names[i]) || (i == 6 && type_has(a, "number"));
+        int in_b = type_has(b2, names[i]) || (i == 6 && type_has(b2, "number"));
+        if (in_a && in_b && !(i == 6 && type_has(a, "number") && type_has(b2, "number")))
+            cJSON_AddItemToArray(out, cJSON_CreateString(names[i]));
+    }
+    return out;
+}
+
 /* Merges schema b into a (a copy, owned by c): allOf. NULL with an error where they conflict. */
 static cJSON *merge(sc *c, const cJSON *a, const cJSON *b2, const char *path) {
     a = deref(c, a, 0);
@@ -640,10 +743,8 @@ static cJSON *merge(sc *c, const cJSON *a, const cJSON *b2, const char *path) {
             }
         } else if (!strcmp(k->string, "required") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
             for (const cJSON *p = k->child; p; p = p->next) cJSON_AddItemToArray(have, cJSON_Duplicate(p, 1));
-        } else if (!strcmp(k->string, "type") && cJSON_IsString(have) && cJSON_IsString(k) &&
-                   ((!strcmp(have->valuestring, "number") && !strcmp(k->valuestring, "integer")) ||
-                    (!strcmp(have->valuestring, "integer") && !strcmp(k->valuestring, "number")))) {
-            cJSON_ReplaceItemInObjectCaseSensitive(m, "type", cJSON_CreateString("integer"));
+        } else if (!strcmp(k->string, "type") && type_names_ok(have) && type_names_ok(k)) {
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "type", type_meet(have, k)); /* [] where none is left */
         } else if (!strcmp(k->string, "enum") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
             cJSON *both = cJSON_CreateArray();
             for (const cJSON *x = have->child; x; x = x->next)
@@ -699,33 +800,171 @@ static int key_not_in(sc *c, char **keys, int n, int depth) {
     return gb_alt(b, alts, m);
 }
 
-static int object_members(sc *c, prop *P, int np, int nreq, int add_member, int min1) {
+/* ---- key presence: required, dependencies, and not / oneOf / anyOf of such ----------------------- */
+
+/* Schemas that constrain only which keys an object has (never its values): required, type
+ * "object", dependentRequired / dependencies of key lists or of such schemas, not / allOf /
+ * anyOf / oneOf of such schemas, properties without assertions. An object's members are tracked
+ * as a set of these keys (object_members), and the set must satisfy them at the closing brace. */
+#define MAX_TRACKED 12
+
+static int only_annotations(const cJSON *s) {
+    if (cJSON_IsTrue(s)) return 1;
+    if (!cJSON_IsObject(s)) return 0;
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!is_annotation(k->string)) return 0;
+    return 1;
+}
+
+static int string_list(const cJSON *a) {
+    if (!cJSON_IsArray(a)) return 0;
+    for (const cJSON *x = a->child; x; x = x->next)
+        if (!cJSON_IsString(x)) return 0;
+    return 1;
+}
+
+static int presence_only(sc *c, const cJSON *n, int depth) {
+    if (depth > 16) return 0;
+    if (cJSON_IsBool(n)) return 1;
+    if (!(n = deref(c, n, 0)) || !cJSON_IsObject(n)) return 0;
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (is_annotation(w)) continue;
+        if (!strcmp(w, "required")) { if (!string_list(k)) return 0; }
+        else if (!strcmp(w, "type")) { if (!cJSON_IsString(k) || strcmp(k->valuestring, "object")) return 0; }
+        else if (!strcmp(w, "properties") && cJSON_IsObject(k)) {
+            for (const cJSON *p = k->child; p; p = p->next)
+                if (!only_annotations(p)) return 0;
+        } else if (!strcmp(w, "additionalProperties")) { if (!cJSON_IsTrue(k) && !only_annotations(k)) return 0; }
+        else if (!strcmp(w, "dependencies") || !strcmp(w, "dependentRequired") || !strcmp(w, "dependentSchemas")) {
+            if (!cJSON_IsObject(k)) return 0;
+            for (const cJSON *d = k->child; d; d = d->next)
+                if (!(w[9] != 'S' && string_list(d)) && !(w[9] != 'R' && presence_only(c, d, depth + 1))) return 0;
+        } else if (!strcmp(w, "not")) { if (!presence_only(c, k, depth + 1)) return 0; }
+        else if (!strcmp(w, "allOf") || !strcmp(w, "anyOf") || !strcmp(w, "oneOf")) {
+            if (!cJSON_IsArray(k) || !k->child) return 0;
+            for (const cJSON *x = k->child; x; x = x->next)
+                if (!presence_only(c, x, depth + 1)) return 0;
+        } else return 0;
+    }
+    return 1;
+}
+
+typedef struct keyset { const char **name; int n, cap; } keyset;
+
+static int ks_find(const keyset *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->name[i], name)) return i;
+    return -1;
+}
+static int ks_add(keyset *t, const char *name) {
+    if (ks_find(t, name) >= 0) return 0;
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 16;
+        const char **q = realloc(t->name, sizeof(char *) * (size_t)cap);
+        if (!q) return -1;
+        t->name = q; t->cap = cap;
+    }
+    t->name[t->n++] = name;
+    return 0;
+}
+
+/* Every key a presence-only schema names, into t. */
+static int presence_keys(sc *c, const cJSON *n, keyset *t) {
+    if (!(n = deref(c, n, 0)) || !cJSON_IsObject(n)) return 0;
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (!strcmp(w, "required"))
+            for (const cJSON *x = k->child; x; x = x->next) { if (ks_add(t, x->valuestring)) return -1; }
+        else if (!strcmp(w, "dependencies") || !strcmp(w, "dependentRequired") || !strcmp(w, "dependentSchemas"))
+            for (const cJSON *d = k->child; d; d = d->next) {
+                if (ks_add(t, d->string)) return -1;
+                if (cJSON_IsArray(d)) { for (const cJSON *x = d->child; x; x = x->next) if (ks_add(t, x->valuestring)) return -1; }
+                else if (presence_keys(c, d, t)) return -1;
+            }
+        else if (!strcmp(w, "not")) { if (presence_keys(c, k, t)) return -1; }
+        else if (cJSON_IsArray(k) && (!strcmp(w, "allOf") || !strcmp(w, "anyOf") || !strcmp(w, "oneOf")))
+            for (const cJSON *x = k->child; x; x = x->next) if (presence_keys(c, x, t)) return -1;
+    }
+    return 0;
+}
+
+static int has_key(const keyset *t, unsigned S, const char *name) {
+    int i = ks_find(t, name);
+    return i >= 0 && (S >> i & 1);
+}
+
+/* A presence-only schema's verdict on an object whose tracked keys present are S (obj = 1), or
+ * on any value that is not an object (obj = 0). */
+static int presence_eval(sc *c, const cJSON *n, const keyset *t, unsigned S, int obj) {
+    if (cJSON_IsBool(n)) return cJSON_IsTrue(n);
+    n = deref(c, n, 0);
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (!strcmp(w, "required") && obj) {
+            for (const cJSON *x = k->child; x; x = x->next) if (!has_key(t, S, x->valuestring)) return 0;
+        } else if (!strcmp(w, "type")) { if (!obj) return 0; }
+        else if ((!strcmp(w, "dependencies") || !strcmp(w, "dependentRequired") || !strcmp(w, "dependentSchemas")) && obj) {
+            for (const cJSON *d = k->child; d; d = d->next) {
+                if (!has_key(t, S, d->string)) continue;
+                if (cJSON_IsArray(d)) { for (const cJSON *x = d->child; x; x = x->next) if (!has_key(t, S, x->valuestring)) return 0; }
+                else if (!presence_eval(c, d, t, S, obj)) return 0;
+            }
+        } else if (!strcmp(w, "not")) { if (presence_eval(c, k, t, S, obj)) return 0; }
+        else if (cJSON_IsArray(k) && (!strcmp(w, "allOf") || !strcmp(w, "anyOf") || !strcmp(w, "oneOf"))) {
+            int yes = 0, all = 1;
+            for (const cJSON *x = k->child; x; x = x->next) {
+                int v = presence_eval(c, x, t, S, obj);
+                yes += v; all &= v;
+            }
+            if (w[0] == 'a' && w[1] == 'l' ? !all : w[0] == 'a' ? !yes : yes != 1) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Members in any order, each tracked key at most once: rule O_S after some members with the
+ * tracked set S seen; the object may close where acc[S], and no member leads to a set from which
+ * no accepting set can be reached (live). */
+static int object_members(sc *c, prop *P, int np, int ntr, const unsigned char *acc, int add_member, int min1) {
     gr_builder *b = c->b;
-    int full = (1 << nreq) - 1, nsub = 1 << nreq;
+    int nsub = 1 << ntr;
     int *rules = malloc(sizeof(int) * (size_t)nsub);
     int *alts = malloc(sizeof(int) * (size_t)(np + 2));
-    if (!rules || !alts) { free(rules); free(alts); b->oom = 1; return -1; }
+    unsigned char *live = malloc((size_t)nsub);
+    if (!rules || !alts || !live) { free(rules); free(alts); free(live); b->oom = 1; return -1; }
+    unsigned addable = 0;
+    for (int i = 0; i < np; i++) if (P[i].req >= 0) addable |= 1u << P[i].req;
+    for (int S = nsub - 1; S >= 0; S--) { /* a superset reachable by adding keys is accepting */
+        live[S] = acc[S];
+        for (int k = 0; k < ntr && !live[S]; k++)
+            if ((addable >> k & 1) && !(S >> k & 1)) live[S] = live[S | 1 << k];
+    }
     for (int S = 0; S < nsub; S++) rules[S] = gb_rule(b, NULL);
-    for (int S = 0; S < nsub; S++) { /* O_S: after some members, required set S seen */
+    for (int S = 0; S < nsub; S++) {
         int m = 0;
-        for (int i = 0; i < np; i++) {
+        for (int i = 0; i < np && live[S]; i++) {
             if (P[i].req >= 0 && (S >> P[i].req & 1)) continue;
             int T = P[i].req >= 0 ? S | 1 << P[i].req : S;
-            alts[m++] = gb_seq3(b, sep(c), gb_ref(b, P[i].member), gb_ref(b, rules[T]));
+            if (live[T]) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, P[i].member), gb_ref(b, rules[T]));
         }
-        if (add_member >= 0) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, add_member), gb_ref(b, rules[S]));
-        if (S == full) alts[m++] = gb_empty(b);
+        if (add_member >= 0 && live[S]) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, add_member), gb_ref(b, rules[S]));
+        if (acc[S]) alts[m++] = gb_empty(b);
         gb_set_body(b, rules[S], m ? gb_alt(b, alts, m) : gb_never(b));
     }
     int m = 0; /* the first member */
-    for (int i = 0; i < np; i++)
-        alts[m++] = gb_seq2(b, gb_ref(b, P[i].member), gb_ref(b, rules[P[i].req >= 0 ? 1 << P[i].req : 0]));
-    if (add_member >= 0) alts[m++] = gb_seq2(b, gb_ref(b, add_member), gb_ref(b, rules[0]));
+    for (int i = 0; i < np; i++) {
+        int T = P[i].req >= 0 ? 1 << P[i].req : 0;
+        if (live[T]) alts[m++] = gb_seq2(b, gb_ref(b, P[i].member), gb_ref(b, rules[T]));
+    }
+    if (add_member >= 0 && live[0]) alts[m++] = gb_seq2(b, gb_ref(b, add_member), gb_ref(b, rules[0]));
     int first = m ? gb_alt(b, alts, m) : gb_never(b);
+    int empty_ok = acc[0] && !min1;
     free(rules);
     free(alts);
+    free(live);
     int body = gb_seq2(b, first, ws(c));
-    return nreq || min1 ? body : gb_opt(b, body);
+    return empty_ok ? gb_opt(b, body) : body;
 }
 
 /* Members in the schema's order (too many required members to track as a set). */
@@ -745,7 +984,156 @@ static int object_ordered(sc *c, prop *P, int np, int add_member) {
     return gb_seq2(b, first, ws(c));
 }
 
-static int object_schema(sc *c, const cJSON *s, const char *path) {
+/* ---- patternProperties beside properties / additionalProperties (key languages as DFAs) ---------- */
+
+#define MAX_PATTERNS 4
+
+/* The schema a key's value must satisfy: base (a property's schema; NULL: the additional one,
+ * *use_addv set) and every pattern that matches the key. NULL with c->st on error. */
+static const cJSON *pattern_value(sc *c, const cJSON *pp, const char *name, const cJSON *base, int *use_addv, const char *path) {
+    cJSON *all = NULL;
+    *use_addv = 0;
+    for (const cJSON *x = pp->child; x; x = x->next) {
+        int r = gr_regex_search(x->string, name, strlen(name));
+        if (r < 0) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a pattern the regex engine refuses)", "patternProperties"); return NULL; }
+        if (!r) continue;
+        if (!all) {
+            if (!(all = own(c, cJSON_CreateObject()))) { c->b->oom = 1; return NULL; }
+            cJSON *l = cJSON_AddArrayToObject(all, "allOf");
+            if (base) cJSON_AddItemToArray(l, cJSON_Duplicate(base, 1));
+        }
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(all, "allOf"), cJSON_Duplicate(x, 1));
+    }
+    if (all) return all;
+    if (!base) *use_addv = 1;
+    return base;
+}
+
+/* Members whose keys are not named (keys[0..n): dumped, closing quote kept): for each set T of
+ * patterns, keys matching exactly those (the allOf of their schemas), and keys matching none
+ * (addv; -1: not allowed); every key in its json.dumps spelling. The member rule, or -1. */
+static int pattern_members(sc *c, const cJSON *pp, char **keys, int n, int addv, const char *path) {
+    gr_builder *b = c->b;
+    int k = cJSON_GetArraySize(pp), m = 0, rule = -1, alts[1 << MAX_PATTERNS];
+    gr_dfa D[MAX_PATTERNS], canon, names;
+    int nd = 0, ok = 0;
+    char p2[512];
+    memset(D, 0, sizeof D); memset(&canon, 0, sizeof canon); memset(&names, 0, sizeof names);
+    if (gr_dfa_from_node(b, canonical_body(c), &canon, DFA_MAX_STATES) || gr_dfa_from_node(b, bodies_node(c, keys, n), &names, DFA_MAX_STATES)) goto out;
+    for (const cJSON *x = pp->child; x; x = x->next, nd++) {
+        ig_status st;
+        gr_dfa raw;
+        int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
+        if (key < 0) { sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern"); goto out; }
+        if (gr_dfa_from_node(b, key, &raw, DFA_MAX_STATES)) goto out;
+        int bad = gr_dfa_product(&raw, &canon, 0, &D[nd], DFA_MAX_STATES);
+        gr_dfa_free(&raw);
+        if (bad) goto out;
+    }
+    for (int T = (1 << k) - 1; T >= 0; T--) {
+        gr_dfa cur, nx;
+        if (gr_dfa_product(&canon, &names, 1, &cur, DFA_MAX_STATES)) goto out;
+        for (int i = 0; i < k; i++) {
+            int bad = gr_dfa_product(&cur, &D[i], !(T >> i & 1), &nx, DFA_MAX_STATES);
+            gr_dfa_free(&cur);
+            if (bad) goto out;
+            cur = nx;
+        }
+        int val = -2;
+        if (!gr_dfa_empty(&cur)) {
+            if (!T) val = addv;
+            else {
+                cJSON *all = own(c, cJSON_CreateObject());
+                if (!all) { b->oom = 1; gr_dfa_free(&cur); goto out; }
+                cJSON *l = cJSON_AddArrayToObject(all, "allOf");
+                int i = 0;
+                for (const cJSON *x = pp->child; x; x = x->next, i++)
+                    if (T >> i & 1) cJSON_AddItemToArray(l, cJSON_Duplicate(x, 1));
+                subpath(p2, sizeof p2, path, "patternProperties", NULL);
+                val = schema(c, cJSON_GetArraySize(l) == 1 ? cJSON_GetArrayItem(l, 0) : all, p2);
+                if (val < 0) { gr_dfa_free(&cur); goto out; }
+            }
+        }
+        if (val >= 0) {
+            int key = gr_dfa_to_node(b, &cur);
+            alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
+        }
+        gr_dfa_free(&cur);
+    }
+    ok = 1;
+    if (m) { rule = gb_rule(b, NULL); gb_set_body(b, rule, gb_alt(b, alts, m)); }
+out:
+    for (int i = 0; i < nd; i++) gr_dfa_free(&D[i]);
+    gr_dfa_free(&canon); gr_dfa_free(&names);
+    if (!ok && !c->st) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (key languages past the state limit)", "patternProperties");
+    return ok ? (m ? rule : -2) : -1;
+}
+
+/* Key-presence constraints of s (dependencies, dependentRequired, dependentSchemas) and extra (a
+ * presence-only schema from not / oneOf / anyOf around s, or NULL), as one owned schema; NULL if
+ * none; -1 in *bad where one constrains values. */
+static cJSON *presence_constraints(sc *c, const cJSON *s, const cJSON *extra, const char *path, int *bad) {
+    static const char *kws[] = {"dependencies", "dependentRequired", "dependentSchemas"};
+    cJSON *pc = NULL;
+    *bad = 0;
+    for (int i = 0; i < 3 || (i == 3 && extra); i++) {
+        const cJSON *k = i < 3 ? cJSON_GetObjectItemCaseSensitive(s, kws[i]) : extra;
+        if (!k) continue;
+        if (!pc && !(pc = own(c, cJSON_CreateObject()))) { c->b->oom = 1; *bad = 1; return NULL; }
+        if (i < 3) cJSON_AddItemToObject(pc, kws[i], cJSON_Duplicate(k, 1));
+        else cJSON_AddItemToArray(cJSON_AddArrayToObject(pc, "allOf"), cJSON_Duplicate(k, 1));
+        if (!presence_only(c, pc, 0)) {
+            *bad = 1;
+            if (i < 3) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (a dependent schema that constrains values)", kws[i]);
+            else sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (key presence mixed with value constraints)", "not");
+            return NULL;
+        }
+    }
+    return pc;
+}
+
+/* With additionalProperties false: keys matching a pattern, with its schema (a key that is also
+ * a named property is not told apart). The member rule, or -1. */
+static int pattern_only_members(sc *c, const cJSON *pp, const char *path) {
+    gr_builder *b = c->b;
+    int alts[64], m = 0;
+    char p2[512];
+    for (const cJSON *x = pp->child; x && m < 64; x = x->next) {
+        ig_status st;
+        int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
+        if (key < 0) return sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern");
+        subpath(p2, sizeof p2, path, "patternProperties", x->string);
+        int val = schema(c, x, p2);
+        if (val < 0) return -1;
+        alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
+    }
+    int rule = gb_rule(b, NULL);
+    gb_set_body(b, rule, gb_alt(b, alts, m));
+    return rule;
+}
+
+/* The members between the braces: tracked keys as a set (closing where the required keys are
+ * there and pc holds), or, past the set's size limit and without pc, required members in order. */
+static int members_body(sc *c, const cJSON *s, prop *P, int n, int nreq, unsigned need, const cJSON *pc, const keyset *tk,
+                        int add_member, int min1, const cJSON *extra, const char *path) {
+    if (nreq <= MAX_TRACKED && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) {
+        unsigned char *acc = malloc((size_t)1 << nreq);
+        if (!acc) { c->b->oom = 1; return -1; }
+        for (unsigned S = 0; S < 1u << nreq; S++)
+            acc[S] = (S & need) == need && (!pc || presence_eval(c, pc, tk, S, 1));
+        int body = object_members(c, P, n, nreq, acc, add_member, min1);
+        free(acc);
+        return body;
+    }
+    if (pc)
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (more than 12 keys to track, or too many members)",
+                     cJSON_GetObjectItemCaseSensitive(s, "dependencies") ? "dependencies"
+                     : cJSON_GetObjectItemCaseSensitive(s, "dependentRequired") ? "dependentRequired" : extra ? "not" : "dependentSchemas");
+    if (min1) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties");
+    return object_ordered(c, P, n, add_member);
+}
+
+static int object_schema(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -753,6 +1141,7 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     const cJSON *mp = cJSON_GetObjectItemCaseSensitive(s, "minProperties");
     int pp_keys = 0; /* patternProperties as extra member kinds (only when no other key may come) */
+    int pp_general = 0; /* patternProperties beside other keys: key languages through DFAs */
     if (pp && cJSON_GetArraySize(pp) > 0) {
         int universal = 1, trivial = 1;
         for (const cJSON *x = pp->child; x; x = x->next) {
@@ -761,16 +1150,25 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
             trivial &= cJSON_IsTrue(x) || (cJSON_IsObject(x) && !x->child);
         }
         if (cJSON_IsFalse(addl)) pp_keys = 1;
-        else if (!trivial && !(universal && cJSON_GetArraySize(pp) == 1 && (!addl || cJSON_IsTrue(addl))))
-            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only with additionalProperties false, or one '.*' pattern)", "patternProperties");
-        else if (!trivial) addl = pp->child; /* every other key: the pattern's schema */
+        else if (!trivial && !(universal && cJSON_GetArraySize(pp) == 1 && (!addl || cJSON_IsTrue(addl)))) {
+            if (cJSON_GetArraySize(pp) > MAX_PATTERNS)
+                return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (more than 4 patterns beside additional properties)", "patternProperties");
+            pp_general = 1;
+        } else if (!trivial) addl = pp->child; /* every other key: the pattern's schema */
     }
     if (mp && !(cJSON_IsNumber(mp) && mp->valuedouble <= 1)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1)", "minProperties");
     int min1 = cJSON_IsNumber(mp) && mp->valuedouble == 1;
-    int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = cJSON_IsArray(req) ? cJSON_GetArraySize(req) : 0;
+    int bad;
+    cJSON *pc = presence_constraints(c, s, extra, path, &bad);
+    if (bad) return -1;
+    keyset names = {0}, tk = {0}; /* keys named by required and pc; the tracked ones */
+    for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+        if (cJSON_IsString(r) && ks_add(&names, r->valuestring)) b->oom = 1;
+    if (pc && presence_keys(c, pc, &names)) b->oom = 1;
+    int np = cJSON_IsObject(props) ? cJSON_GetArraySize(props) : 0, nr = names.n;
     prop *P = calloc((size_t)(np + nr + 1), sizeof(prop));
     char **keys = calloc((size_t)(np + nr + 1), sizeof(char *));
-    if (!P || !keys) { free(P); free(keys); b->oom = 1; return -1; }
+    if (!P || !keys || b->oom) { free(P); free(keys); free(names.name); b->oom = 1; return -1; }
     int n = 0, nreq = 0, node = -1;
     char p2[512];
     int addv = -1; /* additional value node, -1: none allowed */
@@ -783,21 +1181,37 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
         subpath(p2, sizeof p2, path, "properties", p->string);
         P[n].name = p->string;
         P[n].req = -1;
-        int v = schema(c, p, p2);
+        int use_addv;
+        const cJSON *ps = pp_general ? pattern_value(c, pp, p->string, p, &use_addv, p2) : p;
+        int v = ps ? schema(c, ps, p2) : -1;
         if (v < 0) goto done;
         P[n].member = v;
     }
-    for (const cJSON *r = nr ? req->child : NULL; r; r = r->next) {
-        if (!cJSON_IsString(r)) continue;
-        int i;
-        for (i = 0; i < n && strcmp(P[i].name, r->valuestring); i++) {}
-        if (i == n) { /* required but only allowed as an additional property */
-            P[n].name = r->valuestring;
+    unsigned need = 0; /* the required keys' bits */
+    for (int j = 0; j < names.n; j++) {
+        const char *name = names.name[j];
+        int i, required = 0;
+        for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+            required |= cJSON_IsString(r) && !strcmp(r->valuestring, name);
+        for (i = 0; i < n && strcmp(P[i].name, name); i++) {}
+        if (i == n) { /* named but only allowed as an additional property */
+            if (addv < 0 && !required) continue; /* never present: untracked */
+            P[n].name = name;
             P[n].req = -1;
             P[n].member = addv >= 0 ? addv : gb_never(b);
+            if (pp_general) {
+                int use_addv;
+                const cJSON *ps = pattern_value(c, pp, name, NULL, &use_addv, path);
+                if (!ps && !use_addv) goto done;
+                if (!use_addv && (P[n].member = schema(c, ps, path)) < 0) goto done;
+            }
             n++;
         }
-        if (P[i].req < 0) P[i].req = nreq++;
+        if (P[i].req < 0) {
+            P[i].req = nreq++;
+            if (ks_add(&tk, name)) { b->oom = 1; goto done; }
+            if (required) need |= 1u << P[i].req;
+        }
     }
     for (int i = 0; i < n; i++) { /* member rules: "key": value */
         sbuf k = {0};
@@ -809,37 +1223,79 @@ static int object_schema(sc *c, const cJSON *s, const char *path) {
         P[i].member = r;
     }
     int add_member = -1;
-    if (addv >= 0) {
+    if (pp_general) {
+        if ((add_member = pattern_members(c, pp, keys, n, addv, path)) == -1) goto done;
+        if (add_member == -2) add_member = -1;
+    } else if (addv >= 0) {
         add_member = gb_rule(b, NULL);
         int key = gb_seq2(b, gb_str(b, "\""), key_not_in(c, keys, n, 0));
         gb_set_body(b, add_member, gb_seq3(b, key, colon(c), addv));
-    } else if (pp_keys) { /* keys matching a pattern, with its schema */
-        int alts[64], m = 0;
-        for (const cJSON *x = pp->child; x && m < 64; x = x->next) {
-            ig_status st;
-            int key = gr_regex_build(b, x->string, strlen(x->string), 1, 1, c->err, &st);
-            if (key < 0) { sfail(c, st, path, "patternProperties: %s", c->err ? c->err->msg : "bad pattern"); goto done; }
-            subpath(p2, sizeof p2, path, "patternProperties", x->string);
-            int val = schema(c, x, p2);
-            if (val < 0) goto done;
-            alts[m++] = gb_seq3(b, gb_seq3(b, gb_str(b, "\""), key, gb_str(b, "\"")), colon(c), val);
-        }
-        add_member = gb_rule(b, NULL);
-        gb_set_body(b, add_member, gb_alt(b, alts, m));
-    }
-    int body;
-    if (nreq <= 12 && ((long)(n + 1) << nreq) <= MAX_SUBSET_RULES * 8) body = object_members(c, P, n, nreq, add_member, min1);
-    else if (min1) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with many required members)", "minProperties"); goto done; }
-    else body = object_ordered(c, P, n, add_member);
-    node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
+    } else if (pp_keys && (add_member = pattern_only_members(c, pp, path)) < 0) goto done;
+    if (pc && pp_keys) { sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with key-presence constraints)", "patternProperties"); goto done; }
+    int body = members_body(c, s, P, n, nreq, need, pc, &tk, add_member, min1, extra, path);
+    if (body >= 0) node = gb_seq3(b, gb_seq2(b, gb_str(b, "{"), ws(c)), body, gb_str(b, "}"));
 done:
     for (int i = 0; i < n; i++) if (keys[i]) free(keys[i] - 1);
     free(keys);
+    free(names.name);
+    free(tk.name);
     free(P);
     return node;
 }
 
 /* ---- arrays ----------------------------------------------------------------------------------------- */
+
+#define MAX_UNIQUE_VALUES 12
+
+/* uniqueItems over items from a small finite set (enum / const / boolean / null, each value
+ * checked against the items schema): the values used so far are tracked as a set, so no value
+ * comes twice. -2: the items are not such a set (the caller refuses). */
+static int unique_array(sc *c, const cJSON *items, int lo, int hi, const char *path) {
+    gr_builder *b = c->b;
+    const cJSON *is = items ? deref(c, items, 0) : NULL;
+    if (!cJSON_IsObject(is)) return -2;
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(is, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(is, "const");
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(is, "type");
+    cJSON *cand = own(c, cJSON_CreateArray());
+    if (!cand) { b->oom = 1; return -1; }
+    if (cJSON_IsArray(en)) { for (const cJSON *v = en->child; v; v = v->next) cJSON_AddItemToArray(cand, cJSON_Duplicate(v, 1)); }
+    else if (cn) cJSON_AddItemToArray(cand, cJSON_Duplicate(cn, 1));
+    else if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "boolean")) { cJSON_AddItemToArray(cand, cJSON_CreateTrue()); cJSON_AddItemToArray(cand, cJSON_CreateFalse()); }
+    else if (cJSON_IsString(ty) && !strcmp(ty->valuestring, "null")) cJSON_AddItemToArray(cand, cJSON_CreateNull());
+    else return -2;
+    int vals[MAX_UNIQUE_VALUES], body_of[MAX_UNIQUE_VALUES], n = 0;
+    const cJSON *kept[MAX_UNIQUE_VALUES];
+    for (const cJSON *v = cand->child; v; v = v->next) {
+        int r = gr_schema_check(c->root, is, v, 0), dup = -1;
+        if (r < 0) return -2;
+        for (int i = 0; i < n && r && dup < 0; i++) /* 1 and 1.0, or one object's key orders: one value */
+            if (cJSON_Compare(kept[i], v, 1)) dup = i;
+        if (!r) continue;
+        if (dup >= 0) { body_of[dup] = gb_alt2(b, body_of[dup], literal(c, v)); continue; }
+        if (n == MAX_UNIQUE_VALUES)
+            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (over more than 12 distinct values)", "uniqueItems");
+        kept[n] = v;
+        vals[n] = gb_rule(b, NULL);
+        body_of[n++] = literal(c, v);
+    }
+    for (int i = 0; i < n; i++) gb_set_body(b, vals[i], body_of[i]);
+    int nsub = 1 << n, *rules = malloc(sizeof(int) * (size_t)nsub), alts[MAX_UNIQUE_VALUES + 1];
+    if (!rules) { b->oom = 1; return -1; }
+    for (int S = 0; S < nsub; S++) rules[S] = gb_rule(b, NULL);
+    for (int S = 0; S < nsub; S++) { /* after the values in S */
+        int m = 0, k = __builtin_popcount((unsigned)S);
+        for (int i = 0; i < n && (hi == GR_INF || k < hi); i++)
+            if (!(S >> i & 1)) alts[m++] = gb_seq3(b, sep(c), gb_ref(b, vals[i]), gb_ref(b, rules[S | 1 << i]));
+        if (k >= lo) alts[m++] = gb_empty(b);
+        gb_set_body(b, rules[S], m ? gb_alt(b, alts, m) : gb_never(b));
+    }
+    int m = 0;
+    for (int i = 0; i < n && hi != 0; i++) alts[m++] = gb_seq2(b, gb_ref(b, vals[i]), gb_ref(b, rules[1 << i]));
+    int body = m ? gb_seq2(b, gb_alt(b, alts, m), ws(c)) : gb_never(b);
+    if (lo == 0) body = gb_opt(b, body);
+    free(rules);
+    return gb_seq3(b, gb_seq2(b, gb_str(b, "["), ws(c)), body, gb_str(b, "]"));
+}
 
 static int array_schema(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
@@ -847,11 +1303,15 @@ static int array_schema(sc *c, const cJSON *s, const char *path) {
     const cJSON *addi = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
     const cJSON *uq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
-    if (cJSON_IsTrue(uq)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "uniqueItems");
     if (cJSON_GetObjectItemCaseSensitive(s, "contains")) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "contains");
     int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
     if (lo > 1000 || hi > 1000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1000)", "minItems/maxItems");
     if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
+    if (cJSON_IsTrue(uq)) {
+        int node = prefix || cJSON_IsArray(items) ? -2 : unique_array(c, items, lo, hi, path);
+        if (node == -2) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only over items from a small finite set)", "uniqueItems");
+        return node;
+    }
     const cJSON *tuple = cJSON_IsArray(prefix) ? prefix : cJSON_IsArray(items) ? items : NULL;
     const cJSON *rest = tuple == items ? addi : items;
     char p2[512];
@@ -892,8 +1352,7 @@ static int array_schema(sc *c, const cJSON *s, const char *path) {
 
 /* ---- dispatch --------------------------------------------------------------------------------------- */
 
-static const char *unsupported_kw[] = {"if", "then", "else", "dependencies", "dependentRequired",
-                                       "dependentSchemas", "propertyNames", "unevaluatedProperties",
+static const char *unsupported_kw[] = {"if", "then", "else", "propertyNames", "unevaluatedProperties",
                                        "unevaluatedItems", "$dynamicRef", "$recursiveRef", "minContains",
                                        "maxContains", "maxProperties", NULL};
 
@@ -934,6 +1393,8 @@ static cJSON *siblings(sc *c, const cJSON *s, const char *except) {
     return o;
 }
 
+static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra);
+
 static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
     gr_builder *b = c->b;
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(s, kw);
@@ -945,6 +1406,14 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
         for (const cJSON *x = rest ? list->child : list->child->next; x; x = x->next)
             if (!(m = merge(c, m, x, path))) return -1;
         return schema(c, m, path);
+    }
+    int pres = 1; /* branches on key presence only: one object grammar tracking those keys (oneOf exact) */
+    for (const cJSON *x = list->child; x && pres; x = x->next) pres = presence_only(c, x, 0);
+    if (pres) {
+        cJSON *extra = own(c, cJSON_CreateObject()), *base = rest ? rest : own(c, cJSON_CreateObject());
+        if (!extra || !base) { b->oom = 1; return -1; }
+        cJSON_AddItemToObject(extra, kw, cJSON_Duplicate(list, 1));
+        return typed(c, base, path, extra);
     }
     int n = cJSON_GetArraySize(list), i = 0;
     int *alts = malloc(sizeof(int) * (size_t)n);
@@ -961,45 +1430,148 @@ static int combinator(sc *c, const cJSON *s, const char *path, const char *kw) {
     return node;
 }
 
-/* `not` in the forms we can express: {"type": ...} (types taken away) and an enum / const of
- * strings (on a plain string: any other string). *drop_bits / *not_strings receive them. */
-static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings) {
+/* A schema about strings only: type "string" (or none), pattern, format, minLength, maxLength. */
+static int string_only(const cJSON *n) {
+    int any = 0;
+    for (const cJSON *k = n->child; k; k = k->next) {
+        const char *w = k->string;
+        if (is_annotation(w)) continue;
+        if (!strcmp(w, "type")) { if (!cJSON_IsString(k) || strcmp(k->valuestring, "string")) return 0; }
+        else if (!strcmp(w, "pattern") || !strcmp(w, "format") || !strcmp(w, "minLength") || !strcmp(w, "maxLength")) any = 1;
+        else return 0;
+    }
+    return any;
+}
+
+/* `not` in the forms we can express: {"type": ...} (types taken away), an enum / const (strings:
+ * any other string; null, true, false: those literals taken away; numbers, arrays, objects: in
+ * *not_other, which the caller refuses where those types remain), strings outside a pattern /
+ * length / format (*not_str), and key presence. */
+static int read_not(sc *c, const cJSON *s, const char *path, int *drop_bits, const cJSON **not_strings, const cJSON **not_pres,
+                    int *not_bool, int *not_other, const cJSON **not_str) {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "not");
     *drop_bits = 0;
     *not_strings = NULL;
+    *not_pres = NULL;
+    *not_bool = *not_other = 0;
+    *not_str = NULL;
     if (!n) return 0;
     n = deref(c, n, 0);
     int nk = 0, ok = n && cJSON_IsObject(n);
     const cJSON *ts = ok ? cJSON_GetObjectItemCaseSensitive(n, "type") : NULL;
-    int str_enum = cJSON_IsString(ts) && !strcmp(ts->valuestring, "string") && cJSON_GetObjectItemCaseSensitive(n, "enum");
+    int str_enum = cJSON_IsString(ts) && !strcmp(ts->valuestring, "string") &&
+                   (cJSON_GetObjectItemCaseSensitive(n, "enum") || cJSON_GetObjectItemCaseSensitive(n, "const"));
     for (const cJSON *k = ok ? n->child : NULL; k; k = k->next)
         if (!is_annotation(k->string) && !(str_enum && !strcmp(k->string, "type"))) nk++;
     const cJSON *t = ok && !str_enum ? ts : NULL;
-    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(n, "enum") : NULL;
+    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(n, "enum") : NULL, *cn = ok ? cJSON_GetObjectItemCaseSensitive(n, "const") : NULL;
     if (ok && nk == 1 && t) {
         *drop_bits = type_bits(c, t, path);
         return *drop_bits < 0 ? -1 : 0;
     }
-    if (ok && nk == 1 && cJSON_IsArray(e)) {
-        for (const cJSON *x = e->child; x; x = x->next)
-            if (!cJSON_IsString(x)) ok = 0;
-        if (ok) { *not_strings = e; return 0; }
+    if (ok && nk == 1 && (cJSON_IsArray(e) || (cn && !e))) {
+        cJSON *strs = own(c, cJSON_CreateArray());
+        if (!strs) { c->b->oom = 1; return -1; }
+        for (const cJSON *x = e ? e->child : cn; x; x = e ? x->next : NULL) {
+            if (cJSON_IsString(x)) cJSON_AddItemToArray(strs, cJSON_CreateString(x->valuestring));
+            else if (str_enum) continue; /* {type: string, enum: [...]}: only its strings count */
+            else if (cJSON_IsNull(x)) *drop_bits |= T_NULL;
+            else if (cJSON_IsBool(x)) *not_bool |= cJSON_IsTrue(x) ? 1 : 2;
+            else *not_other |= cJSON_IsNumber(x) ? T_NUM | T_INT : cJSON_IsArray(x) ? T_ARR : T_OBJ;
+        }
+        if (*not_bool == 3) { *drop_bits |= T_BOOL; *not_bool = 0; }
+        if (cJSON_GetArraySize(strs)) *not_strings = strs;
+        return 0;
     }
-    return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type} or an enum of strings)", "not");
+    if (ok && string_only(n)) { /* strings outside a pattern / length / format */
+        *not_str = n;
+        if (!ts) *drop_bits |= T_ALL & ~T_STR; /* other values satisfy n, so fail not n */
+        return 0;
+    }
+    if (n && presence_only(c, n, 0)) { /* keys an object must not have together */
+        cJSON *x = own(c, cJSON_CreateObject());
+        if (!x) { c->b->oom = 1; return -1; }
+        cJSON_AddItemToObject(x, "not", cJSON_Duplicate(n, 1));
+        *not_pres = x;
+        keyset none = {0};
+        if (!presence_eval(c, x, &none, 0, 0)) *drop_bits = T_ALL & ~T_OBJ;
+        return 0;
+    }
+    return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (only {type}, an enum / const, key presence, or beside an enum)", "not");
 }
 
-static int typed(sc *c, const cJSON *s, const char *path) {
+/* The bodies (no quotes) of the strings in array a, as json.dumps writes them. */
+static int listed_bodies(sc *c, const cJSON *a) {
+    int n = cJSON_GetArraySize(a), nn = 0, node = -1;
+    char **ks = calloc((size_t)n + 1, sizeof(char *));
+    if (!ks) { c->b->oom = 1; return -1; }
+    for (const cJSON *x = a->child; x; x = x->next, nn++) {
+        sbuf k = {0};
+        dump_string(&k, x->valuestring);
+        if (!(ks[nn] = k.p)) c->b->oom = 1;
+    }
+    if (!c->b->oom) {
+        for (int i = 0; i < nn; i++) ks[i]++;
+        node = bodies_node(c, ks, nn);
+        for (int i = 0; i < nn; i++) ks[i]--;
+    }
+    for (int i = 0; i < nn; i++) free(ks[i]);
+    free(ks);
+    return node;
+}
+
+/* The strings of s in their json.dumps spelling less those whose body neg matches, quoted;
+ * -1 (refused by name) past the state limit. */
+static int string_less(sc *c, const cJSON *s, int neg, const char *path) {
+    gr_builder *b = c->b;
+    int str = string_schema(c, s, path);
+    if (str < 0) return -1;
+    int body = b->kids[b->nodes[str].kid + 1], canon = canonical_body(c), r = -1;
+    gr_dfa dc, db, dn, dl, dd;
+    if (!gr_dfa_from_node(b, canon, &dc, DFA_MAX_STATES)) {
+        if (!gr_dfa_from_node(b, body, &db, DFA_MAX_STATES)) {
+            if (!gr_dfa_product(&db, &dc, 0, &dn, DFA_MAX_STATES)) { /* one spelling each */
+                if (!gr_dfa_from_node(b, neg, &dl, DFA_MAX_STATES)) {
+                    if (!gr_dfa_product(&dn, &dl, 1, &dd, DFA_MAX_STATES)) { r = gr_dfa_to_node(b, &dd); gr_dfa_free(&dd); }
+                    gr_dfa_free(&dl);
+                }
+                gr_dfa_free(&dn);
+            }
+            gr_dfa_free(&db);
+        }
+        gr_dfa_free(&dc);
+    }
+    if (r < 0) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints: too many states)", "not");
+    return gb_seq3(b, gb_str(b, "\""), r, gb_str(b, "\""));
+}
+
+/* extra: a presence-only schema the value must also satisfy (from oneOf / anyOf), or NULL. */
+static int typed(sc *c, const cJSON *s, const char *path, const cJSON *extra) {
     gr_builder *b = c->b;
     int bits = type_bits(c, cJSON_GetObjectItemCaseSensitive(s, "type"), path), drop;
-    const cJSON *not_strings;
-    if (bits < 0 || read_not(c, s, path, &drop, &not_strings)) return -1;
+    const cJSON *not_strings, *not_pres;
+    const cJSON *not_str;
+    int not_bool, not_other;
+    if (bits < 0 || read_not(c, s, path, &drop, &not_strings, &not_pres, &not_bool, &not_other, &not_str)) return -1;
+    if (extra) {
+        keyset none = {0};
+        if (!presence_eval(c, extra, &none, 0, 0)) drop |= T_ALL & ~T_OBJ;
+    }
+    if (extra && not_pres) {
+        cJSON *both = own(c, cJSON_CreateObject());
+        if (!both) { b->oom = 1; return -1; }
+        cJSON *l = cJSON_AddArrayToObject(both, "allOf");
+        cJSON_AddItemToArray(l, cJSON_Duplicate(extra, 1));
+        cJSON_AddItemToArray(l, cJSON_Duplicate(not_pres, 1));
+        extra = both;
+    } else if (not_pres) extra = not_pres;
     if (drop & T_NUM) drop |= T_INT;
     bits &= ~drop;
     if ((drop & T_INT) && !(drop & T_NUM) && (bits & T_NUM))
         return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (numbers that are not integers)", "not");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "nullable"))) bits |= T_NULL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
-    if ((en || cn) && (drop || not_strings)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
+    if ((en || cn) && (drop || not_strings || not_bool || not_other || not_str)) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with enum)", "not");
     if (en || cn) {
         if (en && !cJSON_IsArray(en)) return sfail(c, IG_ERR_FORMAT, path, "'%s' must be an array", "enum");
         int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
@@ -1013,13 +1585,23 @@ static int typed(sc *c, const cJSON *s, const char *path) {
     }
     int alts[8], m = 0;
     if (bits & T_NULL) alts[m++] = gb_str(b, "null");
-    if (bits & T_BOOL) alts[m++] = gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
-    if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path)) < 0) return -1; }
+    if (bits & not_other)
+        return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (an enum of numbers, arrays or objects)", "not");
+    if (bits & T_BOOL) alts[m++] = not_bool == 1 ? gb_str(b, "false") : not_bool == 2 ? gb_str(b, "true") : gb_alt2(b, gb_str(b, "true"), gb_str(b, "false"));
+    if (bits & T_OBJ) { if ((alts[m++] = object_schema(c, s, path, extra)) < 0) return -1; }
     if (bits & T_ARR) { if ((alts[m++] = array_schema(c, s, path)) < 0) return -1; }
-    if ((bits & T_STR) && not_strings) {
-        if (cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
-            cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength"))
-            return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (with string constraints)", "not");
+    if ((bits & T_STR) && (not_strings || not_str)) {
+        int constrained = cJSON_GetObjectItemCaseSensitive(s, "pattern") || cJSON_GetObjectItemCaseSensitive(s, "format") ||
+                          cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength");
+        if (constrained || not_str) { /* the string's language (canonical spellings) less the excluded ones */
+            int neg = -1;
+            if (not_str) {
+                int ns = string_schema(c, not_str, path);
+                if (ns >= 0) neg = b->kids[b->nodes[ns].kid + 1]; /* "\"" body "\"" */
+            } else neg = listed_bodies(c, not_strings);
+            if (neg < 0 || (alts[m++] = string_less(c, s, neg, path)) < 0) return -1;
+            goto strings_done;
+        }
         int n = cJSON_GetArraySize(not_strings), i = 0;
         char **keys = calloc((size_t)n + 1, sizeof(char *));
         if (!keys) { b->oom = 1; return -1; }
@@ -1036,10 +1618,29 @@ static int typed(sc *c, const cJSON *s, const char *path) {
         }
         for (i = 0; i < n; i++) free(keys[i]);
         free(keys);
+    strings_done:;
     } else if (bits & T_STR) { if ((alts[m++] = string_schema(c, s, path)) < 0) return -1; }
     if (bits & T_NUM) { if ((alts[m++] = numeric(c, s, path, 0)) < 0) return -1; }
     else if (bits & T_INT) { if ((alts[m++] = numeric(c, s, path, 1)) < 0) return -1; }
     return m ? gb_alt(b, alts, m) : gb_never(b);
+}
+
+/* A schema with enum / const: the alternation of its values that satisfy all its other keywords
+ * (gr_schema_check), or -2 where a verdict is undecided (the caller compiles it as usual). */
+static int listed_values(sc *c, const cJSON *s) {
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
+    if (!(cJSON_IsArray(en) || cn) || (en && cn)) return -2;
+    int n = en ? cJSON_GetArraySize(en) : 1, m = 0;
+    int *alts = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!alts) { c->b->oom = 1; return -1; }
+    for (const cJSON *v = en ? en->child : cn; v; v = en ? v->next : NULL) {
+        int r = gr_schema_check(c->root, s, v, 1);
+        if (r < 0) { free(alts); return -2; }
+        if (r) alts[m++] = literal(c, v);
+    }
+    int node = m ? gb_alt(c->b, alts, m) : gb_never(c->b);
+    free(alts);
+    return node;
 }
 
 static int schema(sc *c, const cJSON *s, const char *path) {
@@ -1067,12 +1668,13 @@ static int schema(sc *c, const cJSON *s, const char *path) {
         }
         goto out;
     }
+    if ((node = listed_values(c, s)) != -2) goto out;
     int has_any = cJSON_GetObjectItemCaseSensitive(s, "anyOf") != NULL, has_one = cJSON_GetObjectItemCaseSensitive(s, "oneOf") != NULL;
     if (cJSON_GetObjectItemCaseSensitive(s, "allOf")) node = combinator(c, s, path, "allOf");
     else if (has_any && has_one) sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (together with anyOf)", "oneOf");
     else if (has_any) node = combinator(c, s, path, "anyOf");
     else if (has_one) node = combinator(c, s, path, "oneOf");
-    else node = typed(c, s, path);
+    else node = typed(c, s, path, NULL);
 out:
     c->depth--;
     return c->st ? -1 : node;

@@ -3,7 +3,9 @@
  *
  * Pipeline: every source (gr_schema.c, gr_regex.c, gr_gbnf.c) builds one expression tree over
  * bytes (gr_build.c), which is lowered to context-free rules whose terminals are byte sets
- * (UTF-8 is spelled out as byte sequences). A matcher (gr_match.c) runs those rules as a set of
+ * (UTF-8 is spelled out as byte sequences); regular parts that need a complement, an
+ * intersection or a character count (patternProperties' keys, a pattern within minLength /
+ * maxLength) are built as DFAs and put back as right-linear rules (gr_dfa.c). A matcher (gr_match.c) runs those rules as a set of
  * parse stacks over bytes; stacks are hash-consed into a graph (a stack is one id), sets of stacks
  * are interned too, and each (set, byte) transition is computed once and cached, so the matcher is
  * a lazily built DFA over the grammar's pushdown automaton. A token mask walks a byte trie of the
