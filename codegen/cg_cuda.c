@@ -62,6 +62,7 @@ typedef struct gen {
     int64_t moe_e;            /* ... and the expert-grouped path's: experts (offsets), 0 when no layer takes it */
     int moe_tc;               /* some MoE block takes the tensor-core grouped products (moe_xb: x in 16 bits) */
     int64_t moe_lg;           /* the routed blocks' experts: router logits per token (moe_lg) */
+    int moe_dec;              /* some MoE block takes moe.cu's two-launch decode (moe_sync: its counters) */
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
     int kvq;              /* quantized KV: code bits (8, 4; the templates' RK_KVQ / AT_KVQ / AP_KVQ), 0 for floats */
@@ -631,6 +632,27 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
     snprintf(fd, sizeof fd, "%s_down", mo ? mo : "");
     const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
     fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
+    /* decode-sized steps: two launches over all SMs (_dgu: router, top-k, gate/up; _ddown: down
+     * into the residual) where the token rows fit _dgu's shared memory */
+    const int aes = c->bf ? 2 : 4;
+    const int dec = c->tune->moe_dec && (int64_t)8 * HID * aes <= 96 * 1024;
+    char ind_in[64];
+    if (dec) {
+        char fdg[96], fdd[96];
+        snprintf(fdg, sizeof fdg, "%s_dgu", mo ? mo : "");
+        snprintf(fdd, sizeof fdd, "%s_ddown", mo ? mo : "");
+        if (E > c->moe_lg) c->moe_lg = E;
+        c->moe_dec = 1;
+        fprintf(c->fw, "%sif (T <= IG_MO_DTMAX) { /* decode-sized: two launches over all SMs */\n"
+                       "%s    { void *args[] = {&T, &%s, &w1, &moe_lg, &moe_sel, &moe_wt, &w2, &moe_h, &moe_sync};\n"
+                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, IG_MO_DSMEM(T, %d, %d), args); }\n"
+                       "%s    { void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, 0, args); }\n"
+                       "%s} else {\n",
+                ind, ind, in, ind, fn_index(c, fdg), HID, aes, ind, res, ind, fn_index(c, fdd), ind);
+        snprintf(ind_in, sizeof ind_in, "%s    ", ind);
+        ind = ind_in;
+    }
     if (shared) {
         fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
                        "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
@@ -709,6 +731,7 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
                    "%s%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
             ind, ind2, res, ind, ind2, fn_index(c, fd), HID);
     if (grouped) fprintf(c->fw, "%s}\n", ind);
+    if (dec) fprintf(c->fw, "%s}\n", x->ind);
     return IG_OK;
 }
 
@@ -1060,6 +1083,8 @@ static void emit_workspace(gen *c, FILE *out) {
                 (long long)c->moe_e, (long long)c->moe_k, (long long)c->moe_k * c->g->hp.hidden);
     if (c->moe_lg) /* the router's logits */
         fprintf(out, " \\\n    X(float, moe_lg, (uint64_t)(T) * %lld)", (long long)c->moe_lg);
+    if (c->moe_dec) /* _dgu's arrival counter and release count (zero when the workspace is cleared) */
+        fprintf(out, " \\\n    X(unsigned, moe_sync, 2)");
     if (c->moe_tc) /* the tensor-core gate/up's rows: x in the 16-bit type */
         fprintf(out, " \\\n    X(%s, moe_xb, (uint64_t)(T) * %d)", t16, c->g->hp.hidden);
     for (int i = 0; i < c->bufs.n; i++)

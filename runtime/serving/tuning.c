@@ -23,6 +23,9 @@ const tune_key tune_keys[] = {
     {"dl_quant", C(dl_quant), -1, 1, -1, 0, NULL,
      "persistent kernel for quantized rows: 1 q8r and q4r, 0 neither, -1 q4r only (H200 1B, ms/token persistent / "
      "per-op: a16w8 0.892 / 0.866, a16w4 g32 0.690 / 0.932, g128 0.821 / 0.929)"},
+    {"moe_dec", C(moe_dec), 0, 1, 1, 0, NULL,
+     "CUDA MoE steps of up to 8 tokens: 1 two launches over all SMs (router, top-k and gate/up; down into the "
+     "residual), 0 the per-op router, gate/up and down kernels"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},

@@ -33,6 +33,7 @@ typedef struct cg_tuning {
     int32_t st_l2hint;     /* weight copies carry an L2 evict-first policy: 0 or 1 (default 1) */
     int32_t at_split_keys; /* a decode attention split takes at least this many keys (default 64) */
     int32_t dl_quant;      /* the persistent decode kernel for quantized weight rows: 1 q8r and q4r, 0 none, -1 (default) q4r only */
+    int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
 } cg_tuning;
 
 typedef struct tune_key {

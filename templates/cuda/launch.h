@@ -157,5 +157,14 @@
 #define IG_MO_TC_GU_GRID_X(I) IG_CDIV(2 * (I), IG_MO_TC_BN)
 #define IG_MO_TC_DN_GRID_X(D) IG_CDIV((D), IG_MO_TC_BN)
 #define IG_MO_TC_GRID_Y(T, K, E) (IG_CDIV((T) * (K), IG_MO_TC_BM) + (E))
+/* decode-sized steps (T <= IG_MO_DTMAX) in two launches over the whole GPU: _dgu (router, top-k,
+ * the selected experts' gate/up with SwiGLU) and _ddown (their down rows, weighted, summed into the
+ * residual): grid = any count of CTAs that are all resident at once (the host: its SM count), block
+ * IG_MO_DBLOCK, _dgu's dynamic smem IG_MO_DSMEM(T, D, AES) (the token rows, AES bytes an element),
+ * _ddown's 0. sync: 2 unsigned, zero before the first launch, shared by every _dgu launch on the
+ * stream (each launch leaves the first at zero again and bumps the second). */
+#define IG_MO_DBLOCK 512
+#define IG_MO_DTMAX 8
+#define IG_MO_DSMEM(T, D, AES) ((T) * (D) * (AES))
 
 #endif /* IG_CUDA_LAUNCH_H */

@@ -256,6 +256,229 @@ extern "C" __global__ void __launch_bounds__(32) IG_CAT(MO_NAME, _select)(int T,
 }
 #endif
 
+/* ---- decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs ----
+ * _dgu: every CTA stages the token rows (rounded as the experts read them); the router's logits
+ * (routed form) are a warp per expert, spread one a CTA first; the last CTA to arrive (a counter in
+ * sync[0]) takes the softmax and top-k of each token (a warp per token, the experts over its lanes)
+ * and bumps sync[1], which the others wait on; then a warp per (pair, output) streams that expert's
+ * gate and up rows, up to 16 16-byte loads a lane in flight, and writes the SwiGLU. The shared form
+ * needs no wait: its gate/up reads no selection, and the sigmoid weight is for _ddown.
+ * _ddown: a warp per (token, output row) streams the k selected experts' down rows together (up to
+ * 16 16-byte loads a lane), sums each expert's product alone and adds their weighted sum to the
+ * residual in the selection's order. The same arithmetic as _gu / _down (the chunks of a row in the
+ * same lane order), and, for the weights, as _select up to the order of the softmax's sum. */
+#if !MO_SHARED
+/* token t's top-k from lg (written by other CTAs of this launch: read through L2), by one warp */
+IG_DEV void IG_CAT(MO_NAME, _dselect)(int t, const float *lg, int *sel, float *wt) {
+    constexpr int EJ = (MO_E + 31) / 32;
+    const int lane = threadIdx.x & 31;
+    float v[EJ], mx = IG_NEG_INF, sum = 0.0f, ksum = 0.0f, w[MO_TOPK];
+    int be_k[MO_TOPK];
+#pragma unroll
+    for (int j = 0; j < EJ; j++) {
+        const int e = lane + 32 * j;
+        v[j] = e < MO_E ? __ldcg(lg + (size_t)t * MO_E + e) : IG_NEG_INF;
+        mx = fmaxf(mx, v[j]);
+    }
+    mx = ig_warp_max(mx);
+#pragma unroll
+    for (int j = 0; j < EJ; j++) {
+        const int e = lane + 32 * j;
+        v[j] = e < MO_E ? expf(v[j] - mx) : -1.0f;
+        sum += e < MO_E ? v[j] : 0.0f;
+    }
+    sum = ig_warp_sum(sum);
+    const float v0 = __shfl_sync(IG_FULL_MASK, v[0], 0); /* expert 0's, for NaN rows */
+#pragma unroll
+    for (int k = 0; k < MO_TOPK; k++) {
+        float bv = -1.0f;
+        int be = -1;
+#pragma unroll
+        for (int j = 0; j < EJ; j++) /* this lane's best untaken expert (v >= 0; the lowest index on ties) */
+            if (v[j] >= 0.0f && (be < 0 || v[j] > bv)) bv = v[j], be = lane + 32 * j;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
+            const int oe = __shfl_xor_sync(IG_FULL_MASK, be, o);
+            if (oe >= 0 && (be < 0 || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
+        }
+        if (be < 0) be = 0, bv = v0; /* NaN logits: a valid expert, the output NaN */
+#pragma unroll
+        for (int j = 0; j < EJ; j++)
+            if (lane + 32 * j == be) v[j] = -1.0f; /* taken */
+        be_k[k] = be, w[k] = bv / sum, ksum += w[k];
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++)
+            sel[t * MO_TOPK + k] = be_k[k], wt[t * MO_TOPK + k] = MO_NORM ? w[k] / ksum : w[k];
+}
+#endif
+
+/* row . x over MO_D (x: an f32 row in global memory), by one warp: the sum of _logits */
+IG_DEV float IG_CAT(MO_NAME, _ddot)(const float *row, const float *xr) {
+    const float4 *xv = (const float4 *)xr, *rv = (const float4 *)row;
+    float s = 0.0f;
+#pragma unroll 4
+    for (int i = (threadIdx.x & 31); i < MO_D / 4; i += 32) {
+        const float4 a = __ldg(xv + i), b = __ldg(rv + i);
+        s = fmaf(a.x, b.x, s), s = fmaf(a.y, b.y, s), s = fmaf(a.z, b.z, s), s = fmaf(a.w, b.w, s);
+    }
+    return ig_warp_sum(s);
+}
+
+/* VE (16 / WES) activations of element type AES bytes at p (shared or global memory) as f32 */
+template <int VE, int AES>
+IG_DEV void IG_CAT(MO_NAME, _dact)(const unsigned char *p, float *f) {
+    if (VE * AES == 16) {
+        ig_unpack16(*(const uint4 *)p, AES, f);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VE; j++)
+            f[j] = AES == 2 ? ig_h_to_f32(((const unsigned short *)p)[j]) : ((const float *)p)[j];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(IG_MO_DBLOCK, 1)
+IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *router, float *lg, int *sel, float *wt, const MO_WT_ *w_gu,
+                      MO_AT_ *h, unsigned *sync) {
+    static_assert(MO_D % 8 == 0 && MO_I % 16 == 0, "MO_D % 8, MO_I % 16 (16-row panels)");
+    constexpr int WES = MO_WBF16 ? 2 : 4, AES = MO_XBF16 ? 2 : 4, VE = 16 / WES, NW = IG_MO_DBLOCK / 32;
+    constexpr int NC = MO_D / VE, PER = (NC + 31) / 32, CB = PER < 8 ? PER : 8;
+    IG_DYN_SMEM(uint4, mo_dyn); /* [T][MO_D] rounded as AT */
+    unsigned char *mo_xs = (unsigned char *)mo_dyn;
+    __shared__ int ssel[IG_MO_DTMAX * MO_TOPK];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
+    if (T > IG_MO_DTMAX) return;
+    for (int i = threadIdx.x; i < T * MO_D; i += IG_MO_DBLOCK) {
+        if (MO_XBF16) ((unsigned short *)mo_xs)[i] = ig_f32_to_h(x[i]);
+        else ((float *)mo_xs)[i] = x[i];
+    }
+#if MO_SHARED
+    (void)lg, (void)sync;
+    for (int t = blockIdx.x + G * warp; t < T; t += G * NW) { /* the gate's sigmoid, a warp per token */
+        const float s = IG_CAT(MO_NAME, _ddot)(router, x + (size_t)t * MO_D);
+        if (lane == 0) sel[t] = 0, wt[t] = 1.0f / (1.0f + expf(-s));
+    }
+    if ((int)threadIdx.x < T) ssel[threadIdx.x] = 0;
+    __syncthreads();
+#else
+    __shared__ unsigned s_f0;
+    __shared__ int s_last;
+    for (int e = blockIdx.x + G * warp; e < MO_E; e += G * NW) /* expert e: CTA e % G, warp e / G */
+        for (int t = 0; t < T; t++) {
+            const float s = IG_CAT(MO_NAME, _ddot)(router + (size_t)e * MO_D, x + (size_t)t * MO_D);
+            if (lane == 0) lg[(size_t)t * MO_E + e] = s;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) { /* arrive; the last CTA resets the counter for the next launch */
+        const unsigned f0 = *(volatile unsigned *)(sync + 1);
+        __threadfence();
+        const unsigned old = atomicAdd(sync, 1u);
+        s_f0 = f0, s_last = old == (unsigned)G - 1;
+        if (s_last) atomicExch(sync, 0u);
+    }
+    __syncthreads();
+    if (s_last) {
+        __threadfence();
+        for (int t = warp; t < T; t += NW) IG_CAT(MO_NAME, _dselect)(t, lg, sel, wt);
+        __syncthreads();
+        if (threadIdx.x == 0) __threadfence(), atomicAdd(sync + 1, 1u);
+    }
+    if (threadIdx.x == 0) {
+        while (*(volatile unsigned *)(sync + 1) == s_f0) __nanosleep(32);
+        __threadfence();
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < T * MO_TOPK) ssel[threadIdx.x] = __ldcg(sel + threadIdx.x);
+    __syncthreads();
+#endif
+    /* gate/up: a warp per (pair, output), the gate and up rows' loads in flight together */
+    for (int it = blockIdx.x * NW + warp; it < T * MO_TOPK * MO_I; it += G * NW) {
+        const int tk = it / MO_I, i = it % MO_I, t = tk / MO_TOPK, e = ssel[tk];
+        const int g = 32 * (i / 16) + i % 16; /* packed row of gate i; its up row is 16 further */
+        const unsigned char *wg = (const unsigned char *)w_gu + ((size_t)e * 2 * MO_I + g) * MO_D * WES;
+        const unsigned char *wu = wg + (size_t)16 * MO_D * WES, *xr = mo_xs + (size_t)t * MO_D * AES;
+        float gs = 0.0f, us = 0.0f;
+        for (int c0 = 0; c0 < PER; c0 += CB) {
+            uint4 rg[CB], ru[CB];
+#pragma unroll
+            for (int j = 0; j < CB; j++) {
+                const int c = (c0 + j) * 32 + lane;
+                if (c < NC) rg[j] = ig_ldg16(wg + (size_t)c * 16), ru[j] = ig_ldg16(wu + (size_t)c * 16);
+            }
+#pragma unroll
+            for (int j = 0; j < CB; j++) {
+                const int c = (c0 + j) * 32 + lane;
+                if (c >= NC) continue;
+                float fg[8], fu[8], xv[8];
+                ig_unpack16(rg[j], WES, fg), ig_unpack16(ru[j], WES, fu);
+                IG_CAT(MO_NAME, _dact)<VE, AES>(xr + (size_t)c * VE * AES, xv);
+#pragma unroll
+                for (int q = 0; q < VE; q++) gs = fmaf(fg[q], xv[q], gs), us = fmaf(fu[q], xv[q], us);
+            }
+        }
+        gs = ig_warp_sum(gs), us = ig_warp_sum(us);
+        if (lane == 0) {
+            const float o = ig_glu(gs, us, false);
+            if (MO_XBF16) ((unsigned short *)h)[(size_t)tk * MO_I + i] = ig_f32_to_h(o);
+            else ((float *)h)[(size_t)tk * MO_I + i] = o;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(IG_MO_DBLOCK, 1)
+IG_CAT(MO_NAME, _ddown)(int T, const MO_AT_ *h, const int *sel, const float *wt, const MO_WT_ *w_down, float *resid) {
+    static_assert(MO_I % 8 == 0, "MO_I must be a multiple of 8");
+    constexpr int WES = MO_WBF16 ? 2 : 4, AES = MO_XBF16 ? 2 : 4, VE = 16 / WES, NW = IG_MO_DBLOCK / 32;
+    constexpr int NC = MO_I / VE, PER = (NC + 31) / 32, CB = PER < 8 ? PER : 8;
+    constexpr int KB = 16 / CB < 1 ? 1 : 16 / CB < MO_TOPK ? 16 / CB : MO_TOPK; /* experts a batch */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (T > IG_MO_DTMAX) return;
+    for (int it = blockIdx.x * NW + warp; it < T * MO_D; it += gridDim.x * NW) {
+        const int t = it / MO_D, d = it % MO_D;
+        float ps[MO_TOPK];
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++) ps[k] = 0.0f;
+#pragma unroll
+        for (int k0 = 0; k0 < MO_TOPK; k0 += KB) {
+            const unsigned char *wr[KB], *hr[KB];
+#pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                const int k = k0 + kk < MO_TOPK ? k0 + kk : MO_TOPK - 1;
+                wr[kk] = (const unsigned char *)w_down + ((size_t)__ldg(sel + t * MO_TOPK + k) * MO_D + d) * MO_I * WES;
+                hr[kk] = (const unsigned char *)h + ((size_t)t * MO_TOPK + k) * MO_I * AES;
+            }
+            for (int c0 = 0; c0 < PER; c0 += CB) {
+                uint4 r[KB][CB];
+#pragma unroll
+                for (int kk = 0; kk < KB; kk++)
+#pragma unroll
+                    for (int j = 0; j < CB; j++) {
+                        const int c = (c0 + j) * 32 + lane;
+                        if (k0 + kk < MO_TOPK && c < NC) r[kk][j] = ig_ldg16(wr[kk] + (size_t)c * 16);
+                    }
+#pragma unroll
+                for (int kk = 0; kk < KB; kk++)
+#pragma unroll
+                    for (int j = 0; j < CB; j++) {
+                        const int c = (c0 + j) * 32 + lane;
+                        if (k0 + kk >= MO_TOPK || c >= NC) continue;
+                        float f[8], hv[8];
+                        ig_unpack16(r[kk][j], WES, f);
+                        IG_CAT(MO_NAME, _dact)<VE, AES>(hr[kk] + (size_t)c * VE * AES, hv);
+#pragma unroll
+                        for (int q = 0; q < VE; q++) ps[k0 + kk] = fmaf(f[q], hv[q], ps[k0 + kk]);
+                    }
+            }
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++) acc = fmaf(__ldg(wt + t * MO_TOPK + k), ig_warp_sum(ps[k]), acc);
+        if (lane == 0) resid[(size_t)t * MO_D + d] += acc;
+    }
+}
+
 #if !MO_SHARED
 extern "C" __global__ void __launch_bounds__(1024) IG_CAT(MO_NAME, _group)(int T, const int *sel, int *off, int *list) {
     __shared__ int cnt[MO_E + 1], cur[MO_E], tl[MO_E + 1];
@@ -293,7 +516,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _stage)(const unsigned ch
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
 IG_CAT(MO_NAME, _gu_grouped)(int T, const float *x, const int *off, const int *list, const MO_WT_ *w_gu, MO_AT_ *h) {
     constexpr int WES = MO_WBF16 ? 2 : 4;
-    extern __shared__ float mo_ws[]; /* [8][MO_D]: gate rows of outputs i0..i0+3, then their up rows */
+    IG_DYN_SMEM(float, mo_ws); /* [8][MO_D]: gate rows of outputs i0..i0+3, then their up rows */
     const int e = blockIdx.y, i0 = blockIdx.x * 4, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int p0 = MO_SHARED ? 0 : off[e], np = MO_SHARED ? T : off[e + 1] - off[e];
     if (np == 0) return;
@@ -329,7 +552,7 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
 IG_CAT(MO_NAME, _down_grouped)(int T, const MO_AT_ *h, const int *off, const int *list, const float *wt,
                                const MO_WT_ *w_down, float *y) {
     constexpr int WES = MO_WBF16 ? 2 : 4;
-    extern __shared__ float mo_ws[]; /* [8][MO_I]: down rows d0..d0+7 of the expert */
+    IG_DYN_SMEM(float, mo_ws); /* [8][MO_I]: down rows d0..d0+7 of the expert */
     const int e = blockIdx.y, d0 = blockIdx.x * 8, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int p0 = MO_SHARED ? 0 : off[e], np = MO_SHARED ? T : off[e + 1] - off[e];
     if (np == 0) return;
