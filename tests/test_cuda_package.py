@@ -276,6 +276,11 @@ def main():
                 if ("if (T <= IG_MO_DTMAX) {" not in mc or '_dgu"' not in mc or '_ddown"' not in mc
                         or "X(unsigned, moe_sync, 2)" not in mc):
                     fails.append(f"{model} for {arch}: no two-launch MoE decode (moe.cu _dgu / _ddown) in model.c")
+                # the lone rms_norm folded into _dgu where the routed block is its only reader (not
+                # Qwen2-MoE's: its shared expert reads the norm after the routed block's add)
+                folded = "the layer's rms_norm in _dgu" in mc and "if (T > IG_MO_DTMAX) { void *args[]" in mc
+                if folded != (model != "qwen2-moe-shared"):
+                    fails.append(f"{model} for {arch}: rms_norm folded into _dgu: {folded}")
                 if has_tc != bool(tc) or has_cg != bool(cg):
                     fails.append(f"{model} for {arch}: tensor-core grouped products {has_tc} (expected {bool(tc)}), "
                                  f"CUDA-core grouped {has_cg} (expected {bool(cg)})")

@@ -27,6 +27,7 @@ namespace cpukv {
 
 /* what moe.cu uses beyond cuda_emul.h */
 struct float4 { float x, y, z, w; };
+static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 static int g_islot[32][32];
 static int __shfl_xor_sync(unsigned, int v, int o) {
     int *s = g_islot[threadIdx.x >> 5];
@@ -115,10 +116,21 @@ static int fails = 0;
  * then _ddown, against the double reference. bf: 16-bit weights and rows. */
 template <typename WT, typename AT, typename DGU, typename DDN>
 static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, int I, int norm, int bf, int shared, int T,
-                     int gdn) {
+                     int gdn, int fold = 0) {
     const size_t wes = bf ? 2 : 4, ngu = (size_t)E * 2 * I * D, ndn = (size_t)E * D * I;
     std::vector<float> x((size_t)T * D), rt((size_t)E * D), gu(ngu), dn(ndn), r0((size_t)T * D);
     for (auto &v : x) v = 2.0f * frand();
+    /* fold: x is the residual and _dgu applies the RMSNorm (gamma, eps) itself */
+    std::vector<float> gm(D);
+    for (auto &v : gm) v = 1.0f + 0.5f * frand();
+    const float eps = 1e-6f, *dgm = fold ? gm.data() : nullptr;
+    std::vector<double> xn((size_t)T * D);
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)x[(size_t)t * D + i] * x[(size_t)t * D + i];
+        const double r = 1 / sqrt(ss / D + eps);
+        for (int i = 0; i < D; i++) xn[(size_t)t * D + i] = fold ? x[(size_t)t * D + i] * r * gm[i] : x[(size_t)t * D + i];
+    }
     for (auto &v : rt) v = 0.5f * frand();
     for (auto &v : gu) v = bf ? bround(0.3f * frand()) : 0.3f * frand();
     for (auto &v : dn) v = bf ? bround(0.3f * frand()) : 0.3f * frand();
@@ -138,7 +150,7 @@ static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, in
     unsigned sync[2] = {0, 0};
     for (int rep = 0; rep < 2; rep++)
         CHECK(emul_launch({shared ? 3u : 1u, 1, 1}, {IG_MO_DBLOCK, 1, 1},
-                          [&] { dgu(T, x.data(), rt.data(), lg.data(), sel.data(), wt.data(), (const WT *)wgu.data(),
+                          [&] { dgu(T, x.data(), dgm, eps, rt.data(), lg.data(), sel.data(), wt.data(), (const WT *)wgu.data(),
                                     (AT *)h.data(), sync); }),
               "%s: _dgu deadlocked", name);
     if (!shared) CHECK(sync[0] == 0 && sync[1] == 2, "%s: counters %u %u after two launches (want 0 2)", name, sync[0], sync[1]);
@@ -152,7 +164,7 @@ static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, in
         double mx = -1e300, z = 0;
         for (int e = 0; e < E; e++) {
             double s = 0;
-            for (int i = 0; i < D; i++) s += (double)x[(size_t)t * D + i] * rt[(size_t)e * D + i];
+            for (int i = 0; i < D; i++) s += xn[(size_t)t * D + i] * rt[(size_t)e * D + i];
             l[e] = s, mx = std::max(mx, s);
         }
         for (int e = 0; e < E; e++) z += (p[e] = exp(l[e] - mx));
@@ -176,7 +188,7 @@ static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, in
                 const int g = 32 * (i / 16) + i % 16;
                 double sg = 0, su = 0;
                 for (int j = 0; j < D; j++) {
-                    const double xv = bf ? bround(x[(size_t)t * D + j]) : x[(size_t)t * D + j];
+                    const double xv = bf ? bround((float)xn[(size_t)t * D + j]) : xn[(size_t)t * D + j];
                     sg += xv * gu[((size_t)e * 2 * I + g) * D + j], su += xv * gu[((size_t)e * 2 * I + g + 16) * D + j];
                 }
                 hv[i] = sg / (1 + exp(-sg)) * su;
@@ -205,6 +217,13 @@ int main() {
         run_case<unsigned short, unsigned short>("E40 top-6 D64 I32 bf16 (unnormalized)", md_a_dgu, md_a_ddown, 64, 40, 6, 32, 0, 1, 0, T, 3);
         run_case<float, float>("E8 top-2 D320 I48 f32 (renormalized)", md_b_dgu, md_b_ddown, 320, 8, 2, 48, 1, 0, 0, T, 1);
         run_case<unsigned short, unsigned short>("shared expert D128 I80 bf16", md_s_dgu, md_s_ddown, 128, 1, 1, 80, 0, 1, 1, T, 3);
+    }
+    for (int T : {1, 8}) { /* the RMSNorm folded in */
+        run_case<unsigned short, unsigned short>("E40 top-6 D64 I32 bf16 + rms_norm", md_a_dgu, md_a_ddown, 64, 40, 6, 32, 0, 1,
+                                                 0, T, 3, 1);
+        run_case<float, float>("E8 top-2 D320 I48 f32 + rms_norm", md_b_dgu, md_b_ddown, 320, 8, 2, 48, 1, 0, 0, T, 1, 1);
+        run_case<unsigned short, unsigned short>("shared expert D128 I80 bf16 + rms_norm", md_s_dgu, md_s_ddown, 128, 1, 1, 80,
+                                                 0, 1, 1, T, 3, 1);
     }
     for (int T : {2})
         run_case<unsigned short, unsigned short>("E10 top-8 D2304 I528 bf16 (renormalized)", md_c_dgu, md_c_ddown, 2304, 10, 8,

@@ -1485,16 +1485,28 @@ struct moe_fns {
  * 3: the two-launch decode (_dgu, _ddown) over a grid of dgrid CTAs (0: the SM count), _dgu run
  * twice (the second finds the counters the first left) */
 static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, int K, int I, int norm, int wb, int xb,
-                     int shared, int T, int grouped, int dgrid = 0) {
-    char what[200], gbuf[48];
-    snprintf(gbuf, sizeof gbuf, " decode2 G=%d", dgrid > 0 ? dgrid : g_sms);
+                     int shared, int T, int grouped, int dgrid = 0, int fold = 0) {
+    char what[200], gbuf[64];
+    snprintf(gbuf, sizeof gbuf, " decode2 G=%d%s", dgrid > 0 ? dgrid : g_sms, fold ? " + rms_norm" : "");
     const char *gname = grouped == 3 ? gbuf : grouped == 2 ? " grouped tc" : grouped ? " grouped" : "";
     snprintf(what, sizeof what, "moe %s%s T=%d", name, gname, T);
     if (!sel(what)) return;
     std::vector<float> x, rt, wgu, wdn, r0;
     fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
     fill(c, wgu, (size_t)E * 2 * I * D, wb, 0.3f), fill(c, wdn, (size_t)E * D * I, wb, 0.3f), fill(c, r0, (size_t)T * D, false);
+    /* fold (decode2): the kernel gets the residual and gamma and applies the RMSNorm itself; the
+     * reference below reads x := the normalized rows (double, then f32) */
+    std::vector<float> gm;
+    if (fold) fill(c, gm, D, false, 0.5f);
+    for (auto &v : gm) v += 1.0f;
     float *dx = (float *)upload(x, false), *drt = (float *)upload(rt, false), *dr = (float *)upload(r0, false), *dwt;
+    float *dgm = fold ? (float *)upload(gm, false) : nullptr, eps = 1e-6f;
+    for (int t = 0; fold && t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)x[(size_t)t * D + i] * x[(size_t)t * D + i];
+        const double r = 1 / sqrt(ss / D + eps);
+        for (int i = 0; i < D; i++) x[(size_t)t * D + i] = (float)(x[(size_t)t * D + i] * r * gm[i]);
+    }
     void *dgu = upload(wgu, wb), *ddn = upload(wdn, wb), *dh;
     int *dsel;
     CK(cudaMalloc(&dsel, (size_t)T * K * 4)); CK(cudaMalloc(&dwt, (size_t)T * K * 4));
@@ -1506,7 +1518,7 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
         const int G = dgrid > 0 ? dgrid : g_sms;
         CK(cudaMalloc(&dlg, (size_t)T * E * 4)); CK(cudaMalloc(&dsync, 8)); CK(cudaMemset(dsync, 0, 8));
         CK(cudaMemset(dh, 0xff, (size_t)T * K * I * 4)); /* NaN: every pair's SwiGLU row must be written */
-        void *a1[] = {&Tv, &dx, &drt, &dlg, &dsel, &dwt, &dgu, &dh, &dsync};
+        void *a1[] = {&Tv, &dx, &dgm, &eps, &drt, &dlg, &dsel, &dwt, &dgu, &dh, &dsync};
         for (int rep = 0; rep < 2; rep++)
             launch(f.dgu, dim3(G), dim3(IG_MO_DBLOCK), IG_MO_DSMEM(T, D, xb ? 2 : 4), a1);
         void *a2[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
@@ -1635,6 +1647,7 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
     if (ties) printf("     (%d of %d tokens with a near tie at the k-th expert: choice not compared)\n", ties, T);
     CK(cudaFree(dx)); CK(cudaFree(drt)); CK(cudaFree(dr)); CK(cudaFree(dwt)); CK(cudaFree(dgu)); CK(cudaFree(ddn));
     CK(cudaFree(dh)); CK(cudaFree(dsel));
+    if (dgm) CK(cudaFree(dgm));
 }
 
 /* ------------------------------------------------------------------ rope_kv + attention */
@@ -1933,9 +1946,10 @@ static void bench_moe_dec(ctx *c, const moe_fns &f, int T, double copy_gbs) {
     CK(cudaMalloc(&dlg, (size_t)T * E * 4)); CK(cudaMalloc(&dh, (size_t)T * K * I * 2));
     CK(cudaMalloc(&dsync, 8)); CK(cudaMemset(dsync, 0, 8));
     int Tv = T;
-    const float *xi;
+    const float *xi, *gnull = nullptr;
+    float eps = 1e-6f;
     int *si;
-    void *a1[] = {&Tv, &xi, &drt, &dlg, &si, &dwt, &dgu, &dh, &dsync}, *a2[] = {&Tv, &dh, &si, &dwt, &ddn, &dr};
+    void *a1[] = {&Tv, &xi, &gnull, &eps, &drt, &dlg, &si, &dwt, &dgu, &dh, &dsync}, *a2[] = {&Tv, &dh, &si, &dwt, &ddn, &dr};
     void *al[] = {&Tv, &xi, &drt, &dlg}, *as[] = {&Tv, &dlg, &si, &dwt}, *ag[] = {&Tv, &xi, &si, &dgu, &dh};
     auto at = [&](int i) { xi = dx + (size_t)(i % NS) * T * D, si = dsel + (size_t)(i % NS) * T * K; };
     const double us2 = time_us([&](int i) {
@@ -2426,6 +2440,12 @@ int main(int argc, char **argv) {
             test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, 3, G);
             test_moe(&c, "E40 top-6 D256 I64 f32 (unnormalized)", mo_e40f, 256, 40, 6, 64, 0, 0, 0, 0, T, 3, G);
         }
+    for (int T : {1, 8}) { /* the layer's RMSNorm folded into _dgu */
+        test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", mo_r8n, 96, 8, 3, 32, 1, 0, 0, 0, T, 3, 0, 1);
+        test_moe(&c, "E40 top-6 D256 I64 f32 (unnormalized)", mo_e40f, 256, 40, 6, 64, 0, 0, 0, 0, T, 3, 0, 1);
+        test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, 3, 0, 1);
+        test_moe(&c, "Qwen3-30B-A3B E128 top-8 D2048 I768 bf16", mo_q3f, 2048, 128, 8, 768, 1, 1, 1, 0, T, 3, 0, 1);
+    }
     for (int T : {1, 2, 8}) {
         test_moe(&c, "E40 top-6 D256 I64 f32 (unnormalized)", mo_e40f, 256, 40, 6, 64, 0, 0, 0, 0, T, 0);
         test_moe(&c, "Qwen3-30B-A3B E128 top-8 D2048 I768 bf16", mo_q3f, 2048, 128, 8, 768, 1, 1, 1, 0, T, 3);
