@@ -63,9 +63,9 @@ typedef struct gen {
     int moe_tc;               /* some MoE block takes the tensor-core grouped products (moe_xb: x in 16 bits) */
     int64_t moe_lg;           /* the routed blocks' experts: router logits per token (moe_lg) */
     int moe_dec;              /* some MoE block takes moe.cu's two-launch decode (moe_sync: its counters) */
-    /* the layer's lone rms_norm whose only readers are MoE blocks taking the two-launch decode: on
-     * decode-sized steps _dgu applies it (rn_src the residual buffer, rn_gamma its weight's
-     * reference, rn_eps); rn_out its output tensor, -1 when none */
+    /* the layer's lone rms_norm whose only reader is the next node, a MoE block taking the
+     * two-launch decode: on decode-sized steps its _dgu applies it (rn_src the residual buffer,
+     * rn_gamma its weight's reference, rn_eps); rn_out its output tensor, -1 when none */
     int32_t rn_out;
     char rn_src[64], rn_gamma[96];
     float rn_eps;
