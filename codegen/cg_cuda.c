@@ -63,6 +63,13 @@ typedef struct gen {
     int64_t moe_e;            /* ... and the expert-grouped path's: experts (offsets), 0 when no layer takes it */
     int moe_tc;               /* some MoE block takes the tensor-core grouped products (moe_xb: x in 16 bits) */
     int64_t moe_lg;           /* the routed blocks' experts: router logits per token (moe_lg) */
+    int moe_dec;              /* some MoE block takes moe.cu's two-launch decode (moe_sync: its counters) */
+    /* the layer's lone rms_norm whose only reader is the next node, a MoE block taking the
+     * two-launch decode: on decode-sized steps its _dgu applies it (rn_src the residual buffer,
+     * rn_gamma its weight's reference, rn_eps); rn_out its output tensor, -1 when none */
+    int32_t rn_out;
+    char rn_src[64], rn_gamma[96];
+    float rn_eps;
     char at_params[1024]; /* the layers' attention instance parameters (the persistent kernel adds AT_DEVFN) */
     uint64_t kv_layer_page;
     int kvq;              /* quantized KV: code bits (8, 4; the templates' RK_KVQ / AT_KVQ / AP_KVQ), 0 for floats */
@@ -611,7 +618,28 @@ static ig_status emit_all_gather(gen *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
-/* A layer's RMSNorm whose output several ops read (the MoE router and experts): f32 rows. */
+/* moe.cu's two-launch decode for the model's MoE blocks: --tune moe_dec, and 8 token rows of the
+ * hidden size in the package's type fit _dgu's 96 KB of shared memory. */
+static int moe_dec_ok(const gen *c) {
+    return c->tune->moe_dec && (int64_t)8 /* launch.h's IG_MO_DTMAX */ * c->g->hp.hidden * (c->bf ? 2 : 4) <= 96 * 1024;
+}
+
+/* Whether node i + 1 is a MoE block (routed or shared) reading tensor t and no other node reads
+ * t: nothing between them changes the residual, so the block can normalize it itself. (Qwen2-MoE's
+ * shared expert reads the norm after the routed block has added into the residual: not folded.) */
+static int next_is_lone_moe_reader(const gen *c, int32_t i, int32_t t) {
+    if (i + 1 >= c->g->n_nodes) return 0;
+    const ir_node *nx = &c->g->nodes[i + 1];
+    if ((nx->op != IR_OP_MOE && nx->op != IR_OP_MOE_SHARED) || nx->in[0] != t) return 0;
+    int readers = 0;
+    for (int32_t j = 0; j < c->g->n_nodes; j++)
+        for (int s = 0; s < IR_MAX_IN; s++) readers += c->g->nodes[j].in[s] == t;
+    return readers == 1;
+}
+
+/* A layer's RMSNorm whose output several ops read (the MoE router and experts): f32 rows. When
+ * only the next node, a MoE block on the two-launch decode, reads it, decode-sized steps skip it
+ * (the block's _dgu applies it) and the block finds what it needs in c->rn_*. */
 static ig_status emit_rmsnorm(gen *c, node_ctx *x, ig_err *err) {
     const ir_node *n = x->n;
     const int64_t K = c->g->tensors[n->in[1]].shape[0];
@@ -624,10 +652,20 @@ static ig_status emit_rmsnorm(gen *c, node_ctx *x, ig_err *err) {
     snprintf(comment, sizeof comment, "rms_norm rows of %lld, eps %g -> f32", (long long)K, n->eps);
     snprintf(nm, sizeof nm, "rms_norm_%lld_f32", (long long)K);
     const char *rn = instance(c, "rmsnorm.cu", nm, "RN_NAME", params, comment);
-    fprintf(c->fw, "%s/* %s: rms_norm */\n%svoid *args[] = {&%s, &%s, &%s, &%s};\n"
-                   "%sLAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);\n",
-            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), x->ind, x->rows, c->bufs.v[src].ident, x->wexpr[1],
-            buf_name(c, n->out), x->ind, fn_index(c, rn), x->rows, (long long)K);
+    const int fold = moe_dec_ok(c) && K == c->g->hp.hidden && next_is_lone_moe_reader(c, x->i, n->out) &&
+                     strlen(c->bufs.v[src].ident) < sizeof c->rn_src;
+    c->rn_out = -1;
+    if (fold) {
+        int32_t ti = n->in[1];
+        c->rn_out = n->out, c->rn_eps = n->eps;
+        snprintf(c->rn_src, sizeof c->rn_src, "%s", c->bufs.v[src].ident);
+        cg_weight_ref(c->plan, &c->lay, 1, x->i, 1, ti, c->rn_gamma, sizeof c->rn_gamma);
+    }
+    fprintf(c->fw, "%s/* %s: rms_norm%s */\n%s%svoid *args[] = {&%s, &%s, &%s, &%s};\n"
+                   "%sLAUNCH(%d, IG_RN_GRID_X(%s), 1, 1, IG_RN_BLOCK(%lld), 0, args);%s\n",
+            x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), fold ? " (decode-sized steps: in the MoE blocks' _dgu)" : "",
+            x->ind, fold ? "if (T > IG_MO_DTMAX) { " : "", x->rows, c->bufs.v[src].ident, x->wexpr[1], buf_name(c, n->out),
+            x->ind, fn_index(c, rn), x->rows, (long long)K, fold ? " }" : "");
     return IG_OK;
 }
 
@@ -678,6 +716,31 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
     snprintf(fd, sizeof fd, "%s_down", mo ? mo : "");
     const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
     fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
+    /* decode-sized steps: two launches over all SMs (_dgu: router, top-k, gate/up; _ddown: down
+     * into the residual) where the token rows fit _dgu's shared memory */
+    const int aes = c->bf ? 2 : 4, dec = moe_dec_ok(c), fold = dec && n->in[0] == c->rn_out;
+    char ind_in[64];
+    if (dec) {
+        char fdg[96], fdd[96];
+        snprintf(fdg, sizeof fdg, "%s_dgu", mo ? mo : "");
+        snprintf(fdd, sizeof fdd, "%s_ddown", mo ? mo : "");
+        if (E > c->moe_lg) c->moe_lg = E;
+        c->moe_dec = 1;
+        fprintf(c->fw, "%sif (T <= IG_MO_DTMAX) { /* decode-sized: two launches over all SMs%s */\n", ind,
+                fold ? ", the layer's rms_norm in _dgu" : "");
+        if (fold)
+            fprintf(c->fw, "%s    CUdeviceptr rn_g = %s;\n%s    float rn_eps = %.9gf;\n", ind, c->rn_gamma, ind, c->rn_eps);
+        else
+            fprintf(c->fw, "%s    CUdeviceptr rn_g = 0;\n%s    float rn_eps = 0.0f;\n", ind, ind);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &rn_g, &rn_eps, &w1, &moe_lg, &moe_sel, &moe_wt, &w2, &moe_h, &moe_sync};\n"
+                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, IG_MO_DSMEM(T, %d, %d), args); }\n"
+                       "%s    { void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, 0, args); }\n"
+                       "%s} else {\n",
+                ind, fold ? c->rn_src : in, ind, fn_index(c, fdg), HID, aes, ind, res, ind, fn_index(c, fdd), ind);
+        snprintf(ind_in, sizeof ind_in, "%s    ", ind);
+        ind = ind_in;
+    }
     if (shared) {
         fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
                        "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
@@ -756,6 +819,7 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
                    "%s%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
             ind, ind2, res, ind, ind2, fn_index(c, fd), HID);
     if (grouped) fprintf(c->fw, "%s}\n", ind);
+    if (dec) fprintf(c->fw, "%s}\n", x->ind);
     return IG_OK;
 }
 
@@ -1114,6 +1178,8 @@ static void emit_workspace(gen *c, FILE *out) {
                 (long long)c->moe_e, (long long)c->moe_k, (long long)c->moe_k * c->g->hp.hidden);
     if (c->moe_lg) /* the router's logits */
         fprintf(out, " \\\n    X(float, moe_lg, (uint64_t)(T) * %lld)", (long long)c->moe_lg);
+    if (c->moe_dec) /* _dgu's arrival counter and release count (zero when the workspace is cleared) */
+        fprintf(out, " \\\n    X(unsigned, moe_sync, 2)");
     if (c->moe_tc) /* the tensor-core gate/up's rows: x in the 16-bit type */
         fprintf(out, " \\\n    X(%s, moe_xb, (uint64_t)(T) * %d)", t16, c->g->hp.hidden);
     for (int i = 0; i < c->bufs.n; i++)
@@ -1188,7 +1254,7 @@ static ig_status check_rows(const gen *c, ig_err *err) {
 ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_target *t, const cg_options *o,
                        FILE *cu, FILE *out, ig_err *err) {
     const ir_hparams *hp = &g->hp;
-    gen c = {.g = g, .plan = plan, .o = o, .tune = o->tuning, .fmt = cg_format_of(o->dtype), .cu = cu, .resid = -1,
+    gen c = {.g = g, .plan = plan, .o = o, .tune = o->tuning, .fmt = cg_format_of(o->dtype), .cu = cu, .resid = -1, .rn_out = -1,
              .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1};
     if (!c.fmt || !c.fmt->cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): no CUDA kernels for this dtype");
     if (!c.tune) return ig_fail(err, IG_ERR_INTERNAL, "codegen (cuda): no tuning given");

@@ -114,9 +114,10 @@ def main():
             if p.returncode != 0:
                 fails.append(f"{name}: " + p.stderr.strip())
         # the quantized-KV device code on the host: kv_quant.cuh's warp functions on 32 threads, and the
-        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers), and the
-        # decode attention kernels over every KV format and page geometry (test_attn_decode)
-        for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_attn_decode"):
+        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers), the
+        # decode attention kernels over every KV format and page geometry (test_attn_decode) and moe.cu's
+        # two-launch decode kernels (test_moe_decode)
+        for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_attn_decode", "test_moe_decode"):
             exe = os.path.join(tmp, name)
             subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
                             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
@@ -292,9 +293,26 @@ def main():
                     fails.append(f"{model} on CUDA: model.cu lacks {miss} or the MoE scratch / persistent kernel is wrong")
                 has_tc = '_gu_tc"' in mc and '_down_tc"' in mc and "moe_xb," in mc
                 has_cg = '_gu_grouped"' in mc and '_down_grouped"' in mc
+                # steps of up to 8 tokens: the two-launch decode (_dgu, _ddown) with its counters
+                if ("if (T <= IG_MO_DTMAX) {" not in mc or '_dgu"' not in mc or '_ddown"' not in mc
+                        or "X(unsigned, moe_sync, 2)" not in mc):
+                    fails.append(f"{model} for {arch}: no two-launch MoE decode (moe.cu _dgu / _ddown) in model.c")
+                # the lone rms_norm folded into _dgu where the routed block is its only reader (not
+                # Qwen2-MoE's: its shared expert reads the norm after the routed block's add)
+                folded = "the layer's rms_norm in _dgu" in mc and "if (T > IG_MO_DTMAX) { void *args[]" in mc
+                if folded != (model != "qwen2-moe-shared"):
+                    fails.append(f"{model} for {arch}: rms_norm folded into _dgu: {folded}")
                 if has_tc != bool(tc) or has_cg != bool(cg):
                     fails.append(f"{model} for {arch}: tensor-core grouped products {has_tc} (expected {bool(tc)}), "
                                  f"CUDA-core grouped {has_cg} (expected {bool(cg)})")
+            # --tune moe_dec=0: the per-op router, gate/up and down kernels only
+            out = os.path.join(tmp, "moe-nodec")
+            p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", out, "--target", "cuda:sm_90",
+                            "--dtype", "bf16", "--tune", "moe_dec=0"], check=False)
+            mc = open(os.path.join(out, "src", "model.c")).read() if p.returncode == 0 else ""
+            if p.returncode != 0 or '_dgu"' in mc or "moe_sync" in mc or '_gu"' not in mc:
+                fails.append(f"qwen3-moe --tune moe_dec=0: the two-launch decode still emitted, or the compile failed: "
+                             f"{p.stderr.strip()[-200:]!r}")
             p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "qwen3-moe"), "-o", os.path.join(tmp, "moetp"),
                             "--target", "cuda:sm_90", "--tp", "2"], check=False)
             if p.returncode == 0 or "moe" not in p.stderr or "tensor parallelism" not in p.stderr:

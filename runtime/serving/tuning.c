@@ -31,6 +31,9 @@ const tune_key tune_keys[] = {
     {"dl_kvq", C(dl_kvq), 0, 1, 0, 0, NULL,
      "persistent kernel for quantized KV (int8 / uint4, attn_decode.cuh's loop; 0: such packages decode on the per-op "
      "kernels; not yet measured on a GPU)"},
+    {"moe_dec", C(moe_dec), 0, 1, 1, 0, NULL,
+     "CUDA MoE steps of up to 8 tokens: 1 two launches over all SMs (router, top-k and gate/up; down into the "
+     "residual), 0 the per-op router, gate/up and down kernels"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},

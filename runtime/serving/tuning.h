@@ -36,6 +36,7 @@ typedef struct cg_tuning {
     int32_t qg_tmax;       /* matmuls on quantized rows of qg_tmin..qg_tmax tokens on qgemm.cu, larger dequantized for cuBLAS (0: off) */
     int32_t qg_tmin;       /* ... from this many tokens (2..9; smaller steps take the GEMVs) */
     int32_t dl_kvq;        /* the persistent decode kernel for quantized KV (int8 / uint4): 1, or 0 (default: per-op kernels) */
+    int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
 } cg_tuning;
 
 typedef struct tune_key {

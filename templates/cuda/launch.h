@@ -171,14 +171,24 @@
 #define IG_MO_SUM_GRID_X(D) IG_CDIV((D), 256)
 /* the tensor-core grouped products (_gu_tc, _down_tc; 16-bit types, MO_D and MO_I multiples of
  * IG_MO_TC_BK, sm_80+): a CTA is a tile of IG_MO_TC_BM pairs of one expert x IG_MO_TC_BN weight rows;
- * grid y bounds the tiles over all experts (each expert's last tile partial), static smem 31.5 KB.
+ * grid y bounds the tiles over all experts (each expert's last tile partial), static smem 45.8 KB.
  * _group writes the tiles' scan after the pairs' offsets: off holds 2 (MO_E + 1) ints. */
 #define IG_MO_TC_BM 64
 #define IG_MO_TC_BN 128
 #define IG_MO_TC_BK 32
 #define IG_MO_TC_LD 40 /* smem row stride in elements: 80 bytes, conflict-free ldmatrix */
+#define IG_MO_TC_NST 3 /* cp.async stages: static smem 3 x (64 + 128) x 80 bytes = 45 KB, under 48 */
 #define IG_MO_TC_GU_GRID_X(I) IG_CDIV(2 * (I), IG_MO_TC_BN)
 #define IG_MO_TC_DN_GRID_X(D) IG_CDIV((D), IG_MO_TC_BN)
 #define IG_MO_TC_GRID_Y(T, K, E) (IG_CDIV((T) * (K), IG_MO_TC_BM) + (E))
+/* decode-sized steps (T <= IG_MO_DTMAX) in two launches over the whole GPU: _dgu (router, top-k,
+ * the selected experts' gate/up with SwiGLU) and _ddown (their down rows, weighted, summed into the
+ * residual): grid = any count of CTAs that are all resident at once (the host: its SM count), block
+ * IG_MO_DBLOCK, _dgu's dynamic smem IG_MO_DSMEM(T, D, AES) (the token rows, AES bytes an element),
+ * _ddown's 0. sync: 2 unsigned, zero before the first launch, shared by every _dgu launch on the
+ * stream (each launch leaves the first at zero again and bumps the second). */
+#define IG_MO_DBLOCK 512
+#define IG_MO_DTMAX 8
+#define IG_MO_DSMEM(T, D, AES) ((T) * (D) * (AES))
 
 #endif /* IG_CUDA_LAUNCH_H */

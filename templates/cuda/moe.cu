@@ -61,9 +61,21 @@
  *       grid (IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E))
  * block 256, static smem; then MO_NAME_sum as above. A CTA is a tile of IG_MO_TC_BM pairs of one
  * expert (the tiles of all experts numbered back to back; CTAs past the last return) times
- * IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate, operands through a two-stage
+ * IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate, operands through a three-stage
  * cp.async pipeline and ldmatrix, the pairs' rows gathered by index; gate/up's epilogue pairs each
  * warp's 16 gate rows with their 16 up rows (the packing's interleave) for the SwiGLU.
+ * Decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs (the section below _select):
+ *   extern "C" __global__ void MO_NAME_dgu(int T, const float *x, const float *gamma, float eps,
+ *                                          const float *router, float *lg, int *sel, float *wt,
+ *                                          const WT *w_gu, AT *h, unsigned *sync);
+ *       gamma null: x holds the normalized rows; else x is the residual and the layer's RMSNorm
+ *       (x / sqrt(mean(x^2) + eps) * gamma, rmsnorm.cu's arithmetic) is folded in, every CTA
+ *       taking the rows' scales itself;
+ *   extern "C" __global__ void MO_NAME_ddown(int T, const AT *h, const int *sel, const float *wt,
+ *                                            const WT *w_down, float *resid);
+ * launch (launch.h): grid = CTAs all resident at once (the SM count), block IG_MO_DBLOCK; _dgu's
+ * dynamic smem IG_MO_DSMEM(T, MO_D, AT bytes); lg f32 [T][MO_E]; sync 2 unsigned, zero before the
+ * first launch (_dgu's arrival counter and release count).
  * Not yet: the persistent decode kernel for MoE.
  */
 #include "common.cuh"
@@ -256,6 +268,283 @@ extern "C" __global__ void __launch_bounds__(32) IG_CAT(MO_NAME, _select)(int T,
 }
 #endif
 
+/* ---- decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs ----
+ * _dgu: every CTA stages the token rows (rounded as the experts read them); the router's logits
+ * (routed form) are an expert a CTA (its warps split the row: one trip to memory); the last CTA to
+ * arrive (a counter in sync[0]) takes the softmax and top-k of each token (a warp per token, the
+ * experts over its lanes) and bumps sync[1], which the others wait on; then a warp per (pair,
+ * output) streams that expert's gate and up rows, up to 16 16-byte loads a lane in flight, and
+ * writes the SwiGLU. The shared form needs no wait: its gate/up reads no selection, and the
+ * sigmoid weight (CTA 0's) is for _ddown. The wait needs every CTA resident at once (the host's
+ * grid: one a SM).
+ * _ddown: a warp per (token, output row) streams the k selected experts' down rows together (up to
+ * 16 16-byte loads a lane), sums each expert's product alone and adds their weighted sum to the
+ * residual in the selection's order. Gate/up and down are the same arithmetic as _gu / _down (a
+ * row's chunks in the same lane order); the logits and the softmax's sum add in another order than
+ * _logits / _select (f32 rounding: a near tie may pick the other expert). */
+#if !MO_SHARED
+/* token t's top-k from lg (written by other CTAs of this launch: read through L2), by one warp */
+IG_DEV void IG_CAT(MO_NAME, _dselect)(int t, const float *lg, int *sel, float *wt) {
+    constexpr int EJ = (MO_E + 31) / 32;
+    const int lane = threadIdx.x & 31;
+    float v[EJ], mx = IG_NEG_INF, sum = 0.0f, ksum = 0.0f, w[MO_TOPK];
+    int be_k[MO_TOPK];
+#pragma unroll
+    for (int j = 0; j < EJ; j++) {
+        const int e = lane + 32 * j;
+        v[j] = e < MO_E ? __ldcg(lg + (size_t)t * MO_E + e) : IG_NEG_INF;
+        mx = fmaxf(mx, v[j]);
+    }
+    mx = ig_warp_max(mx);
+#pragma unroll
+    for (int j = 0; j < EJ; j++) {
+        const int e = lane + 32 * j;
+        v[j] = e < MO_E ? expf(v[j] - mx) : -1.0f;
+        sum += e < MO_E ? v[j] : 0.0f;
+    }
+    sum = ig_warp_sum(sum);
+    const float v0 = __shfl_sync(IG_FULL_MASK, v[0], 0); /* expert 0's, for NaN rows */
+#pragma unroll
+    for (int k = 0; k < MO_TOPK; k++) {
+        float bv = -1.0f;
+        int be = -1;
+#pragma unroll
+        for (int j = 0; j < EJ; j++) /* this lane's best untaken expert (v >= 0; the lowest index on ties) */
+            if (v[j] >= 0.0f && (be < 0 || v[j] > bv)) bv = v[j], be = lane + 32 * j;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
+            const int oe = __shfl_xor_sync(IG_FULL_MASK, be, o);
+            if (oe >= 0 && (be < 0 || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
+        }
+        if (be < 0) be = 0, bv = v0; /* NaN logits: a valid expert, the output NaN */
+#pragma unroll
+        for (int j = 0; j < EJ; j++)
+            if (lane + 32 * j == be) v[j] = -1.0f; /* taken */
+        be_k[k] = be, w[k] = bv / sum, ksum += w[k];
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++)
+            sel[t * MO_TOPK + k] = be_k[k], wt[t * MO_TOPK + k] = MO_NORM ? w[k] / ksum : w[k];
+}
+#endif
+
+/* row . x_t over MO_D for the T token rows x (f32, global memory; with gamma, x_t * rs[t] * gamma,
+ * the RMSNorm folded in), by the whole CTA (every thread calls it): the warps split the row's
+ * 16-byte chunks (one load a lane for MO_D = 2048: a single trip to memory), their sums are
+ * reduced in warp order; thread t < T returns token t's. */
+IG_DEV float IG_CAT(MO_NAME, _dlogit)(const float *row, const float *x, const float *gamma, const float *rs, int T,
+                                      float (*red)[IG_MO_DTMAX]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float s[IG_MO_DTMAX];
+#pragma unroll
+    for (int t = 0; t < IG_MO_DTMAX; t++) s[t] = 0.0f;
+    for (int i = warp * 32 + lane; i < MO_D / 4; i += IG_MO_DBLOCK) {
+        const float4 b = __ldg((const float4 *)row + i);
+        float4 g = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        if (gamma) g = __ldg((const float4 *)gamma + i);
+#pragma unroll
+        for (int t = 0; t < IG_MO_DTMAX; t++)
+            if (t < T) {
+                float4 a = __ldg((const float4 *)(x + (size_t)t * MO_D) + i);
+                if (gamma) /* as rmsnorm.cu: x * s * gamma */
+                    a.x = a.x * rs[t] * g.x, a.y = a.y * rs[t] * g.y, a.z = a.z * rs[t] * g.z, a.w = a.w * rs[t] * g.w;
+                s[t] = fmaf(a.x, b.x, s[t]), s[t] = fmaf(a.y, b.y, s[t]), s[t] = fmaf(a.z, b.z, s[t]), s[t] = fmaf(a.w, b.w, s[t]);
+            }
+    }
+    __syncthreads(); /* red is free (a previous call's sums are read) */
+#pragma unroll
+    for (int t = 0; t < IG_MO_DTMAX; t++)
+        if (t < T) {
+            const float v = ig_warp_sum(s[t]);
+            if (lane == 0) red[warp][t] = v;
+        }
+    __syncthreads();
+    float a = 0.0f;
+    if ((int)threadIdx.x < T)
+        for (int w = 0; w < IG_MO_DBLOCK / 32; w++) a += red[w][threadIdx.x];
+    return a;
+}
+
+/* VE (16 / WES) activations of element type AES bytes at p (shared or global memory) as f32 */
+template <int VE, int AES>
+IG_DEV void IG_CAT(MO_NAME, _dact)(const unsigned char *p, float *f) {
+    if (VE * AES == 16) {
+        ig_unpack16(*(const uint4 *)p, AES, f);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VE; j++)
+            f[j] = AES == 2 ? ig_h_to_f32(((const unsigned short *)p)[j]) : ((const float *)p)[j];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(IG_MO_DBLOCK, 1)
+IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *gamma, float eps, const float *router, float *lg, int *sel,
+                      float *wt, const MO_WT_ *w_gu, MO_AT_ *h, unsigned *sync) {
+    static_assert(MO_D % 8 == 0 && MO_I % 16 == 0, "MO_D % 8, MO_I % 16 (16-row panels)");
+    constexpr int WES = MO_WBF16 ? 2 : 4, AES = MO_XBF16 ? 2 : 4, VE = 16 / WES, NW = IG_MO_DBLOCK / 32;
+    constexpr int NC = MO_D / VE, PER = (NC + 31) / 32, CB = PER < 8 ? PER : 8;
+    IG_DYN_SMEM(uint4, mo_dyn); /* [T][MO_D] rounded as AT */
+    unsigned char *mo_xs = (unsigned char *)mo_dyn;
+    __shared__ int ssel[IG_MO_DTMAX * MO_TOPK];
+    __shared__ float red[IG_MO_DBLOCK / 32][IG_MO_DTMAX];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
+    __shared__ float rs[IG_MO_DTMAX];
+    if (T > IG_MO_DTMAX) return;
+    if (gamma) { /* the layer's RMSNorm folded in: every CTA takes the rows' scales */
+        float ss[IG_MO_DTMAX];
+#pragma unroll
+        for (int t = 0; t < IG_MO_DTMAX; t++) {
+            ss[t] = 0.0f;
+            if (t < T)
+                for (int i = threadIdx.x; i < MO_D; i += IG_MO_DBLOCK) ss[t] = fmaf(x[(size_t)t * MO_D + i], x[(size_t)t * MO_D + i], ss[t]);
+        }
+#pragma unroll
+        for (int t = 0; t < IG_MO_DTMAX; t++)
+            if (t < T) {
+                const float v = ig_warp_sum(ss[t]);
+                if (lane == 0) red[warp][t] = v;
+            }
+        __syncthreads();
+        if ((int)threadIdx.x < T) {
+            float a = 0.0f;
+            for (int w = 0; w < NW; w++) a += red[w][threadIdx.x];
+            rs[threadIdx.x] = 1.0f / sqrtf(a / (float)MO_D + eps);
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < T * MO_D; i += IG_MO_DBLOCK) {
+        const float v = gamma ? x[i] * rs[i / MO_D] * gamma[i % MO_D] : x[i];
+        if (MO_XBF16) ((unsigned short *)mo_xs)[i] = ig_f32_to_h(v);
+        else ((float *)mo_xs)[i] = v;
+    }
+#if MO_SHARED
+    (void)lg, (void)sync;
+    if (blockIdx.x == 0) { /* the gate's sigmoid */
+        const float s = IG_CAT(MO_NAME, _dlogit)(router, x, gamma, rs, T, red);
+        if ((int)threadIdx.x < T) sel[threadIdx.x] = 0, wt[threadIdx.x] = 1.0f / (1.0f + expf(-s));
+    }
+    if ((int)threadIdx.x < T) ssel[threadIdx.x] = 0;
+    __syncthreads();
+#else
+    __shared__ unsigned s_f0;
+    __shared__ int s_last;
+    for (int e = blockIdx.x; e < MO_E; e += G) { /* expert e's logits: CTA e % G */
+        const float s = IG_CAT(MO_NAME, _dlogit)(router + (size_t)e * MO_D, x, gamma, rs, T, red);
+        if ((int)threadIdx.x < T) lg[(size_t)threadIdx.x * MO_E + e] = s;
+    }
+    __threadfence(); /* each writer's logits visible device-wide before its CTA arrives */
+    __syncthreads();
+    if (threadIdx.x == 0) { /* arrive; the last CTA resets the counter for the next launch */
+        const unsigned f0 = *(volatile unsigned *)(sync + 1);
+        __threadfence();
+        const unsigned old = atomicAdd(sync, 1u);
+        s_f0 = f0, s_last = old == (unsigned)G - 1;
+        if (s_last) atomicExch(sync, 0u);
+    }
+    __syncthreads();
+    if (s_last) {
+        __threadfence();
+        for (int t = warp; t < T; t += NW) IG_CAT(MO_NAME, _dselect)(t, lg, sel, wt);
+        __threadfence(); /* the choices visible before the release */
+        __syncthreads();
+        if (threadIdx.x == 0) __threadfence(), atomicAdd(sync + 1, 1u);
+    }
+    if (threadIdx.x == 0) {
+        while (*(volatile unsigned *)(sync + 1) == s_f0) __nanosleep(32);
+        __threadfence();
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < T * MO_TOPK) ssel[threadIdx.x] = __ldcg(sel + threadIdx.x);
+    __syncthreads();
+#endif
+    /* gate/up: a warp per (pair, output), the gate and up rows' loads in flight together */
+    for (int it = blockIdx.x * NW + warp; it < T * MO_TOPK * MO_I; it += G * NW) {
+        const int tk = it / MO_I, i = it % MO_I, t = tk / MO_TOPK, e = ssel[tk];
+        const int g = 32 * (i / 16) + i % 16; /* packed row of gate i; its up row is 16 further */
+        const unsigned char *wg = (const unsigned char *)w_gu + ((size_t)e * 2 * MO_I + g) * MO_D * WES;
+        const unsigned char *wu = wg + (size_t)16 * MO_D * WES, *xr = mo_xs + (size_t)t * MO_D * AES;
+        float gs = 0.0f, us = 0.0f;
+        for (int c0 = 0; c0 < PER; c0 += CB) {
+            uint4 rg[CB], ru[CB];
+#pragma unroll
+            for (int j = 0; j < CB; j++) {
+                const int c = (c0 + j) * 32 + lane;
+                if (c < NC) rg[j] = ig_ldg16(wg + (size_t)c * 16), ru[j] = ig_ldg16(wu + (size_t)c * 16);
+            }
+#pragma unroll
+            for (int j = 0; j < CB; j++) {
+                const int c = (c0 + j) * 32 + lane;
+                if (c >= NC) continue;
+                float fg[8], fu[8], xv[8];
+                ig_unpack16(rg[j], WES, fg), ig_unpack16(ru[j], WES, fu);
+                IG_CAT(MO_NAME, _dact)<VE, AES>(xr + (size_t)c * VE * AES, xv);
+#pragma unroll
+                for (int q = 0; q < VE; q++) gs = fmaf(fg[q], xv[q], gs), us = fmaf(fu[q], xv[q], us);
+            }
+        }
+        gs = ig_warp_sum(gs), us = ig_warp_sum(us);
+        if (lane == 0) {
+            const float o = ig_glu(gs, us, false);
+            if (MO_XBF16) ((unsigned short *)h)[(size_t)tk * MO_I + i] = ig_f32_to_h(o);
+            else ((float *)h)[(size_t)tk * MO_I + i] = o;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(IG_MO_DBLOCK, 1)
+IG_CAT(MO_NAME, _ddown)(int T, const MO_AT_ *h, const int *sel, const float *wt, const MO_WT_ *w_down, float *resid) {
+    static_assert(MO_I % 8 == 0, "MO_I must be a multiple of 8");
+    constexpr int WES = MO_WBF16 ? 2 : 4, AES = MO_XBF16 ? 2 : 4, VE = 16 / WES, NW = IG_MO_DBLOCK / 32;
+    constexpr int NC = MO_I / VE, PER = (NC + 31) / 32, CB = PER < 8 ? PER : 8;
+    constexpr int KB = 16 / CB < 1 ? 1 : 16 / CB < MO_TOPK ? 16 / CB : MO_TOPK; /* experts a batch */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (T > IG_MO_DTMAX) return;
+    for (int it = blockIdx.x * NW + warp; it < T * MO_D; it += gridDim.x * NW) {
+        const int t = it / MO_D, d = it % MO_D;
+        float ps[MO_TOPK];
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++) ps[k] = 0.0f;
+#pragma unroll
+        for (int k0 = 0; k0 < MO_TOPK; k0 += KB) {
+            const unsigned char *wr[KB], *hr[KB];
+#pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                const int k = k0 + kk < MO_TOPK ? k0 + kk : MO_TOPK - 1;
+                wr[kk] = (const unsigned char *)w_down + ((size_t)__ldg(sel + t * MO_TOPK + k) * MO_D + d) * MO_I * WES;
+                hr[kk] = (const unsigned char *)h + ((size_t)t * MO_TOPK + k) * MO_I * AES;
+            }
+            for (int c0 = 0; c0 < PER; c0 += CB) {
+                uint4 r[KB][CB];
+#pragma unroll
+                for (int kk = 0; kk < KB; kk++)
+#pragma unroll
+                    for (int j = 0; j < CB; j++) {
+                        const int c = (c0 + j) * 32 + lane;
+                        if (k0 + kk < MO_TOPK && c < NC) r[kk][j] = ig_ldg16(wr[kk] + (size_t)c * 16);
+                    }
+#pragma unroll
+                for (int kk = 0; kk < KB; kk++)
+#pragma unroll
+                    for (int j = 0; j < CB; j++) {
+                        const int c = (c0 + j) * 32 + lane;
+                        if (k0 + kk >= MO_TOPK || c >= NC) continue;
+                        float f[8], hv[8];
+                        ig_unpack16(r[kk][j], WES, f);
+                        IG_CAT(MO_NAME, _dact)<VE, AES>(hr[kk] + (size_t)c * VE * AES, hv);
+#pragma unroll
+                        for (int q = 0; q < VE; q++) ps[k0 + kk] = fmaf(f[q], hv[q], ps[k0 + kk]);
+                    }
+            }
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < MO_TOPK; k++) acc = fmaf(__ldg(wt + t * MO_TOPK + k), ig_warp_sum(ps[k]), acc);
+        if (lane == 0) resid[(size_t)t * MO_D + d] += acc;
+    }
+}
+
 #if !MO_SHARED
 extern "C" __global__ void __launch_bounds__(1024) IG_CAT(MO_NAME, _group)(int T, const int *sel, int *off, int *list) {
     __shared__ int cnt[MO_E + 1], cur[MO_E], tl[MO_E + 1];
@@ -293,7 +582,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _stage)(const unsigned ch
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
 IG_CAT(MO_NAME, _gu_grouped)(int T, const float *x, const int *off, const int *list, const MO_WT_ *w_gu, MO_AT_ *h) {
     constexpr int WES = MO_WBF16 ? 2 : 4;
-    extern __shared__ float mo_ws[]; /* [8][MO_D]: gate rows of outputs i0..i0+3, then their up rows */
+    IG_DYN_SMEM(float, mo_ws); /* [8][MO_D]: gate rows of outputs i0..i0+3, then their up rows */
     const int e = blockIdx.y, i0 = blockIdx.x * 4, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int p0 = MO_SHARED ? 0 : off[e], np = MO_SHARED ? T : off[e + 1] - off[e];
     if (np == 0) return;
@@ -329,7 +618,7 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
 IG_CAT(MO_NAME, _down_grouped)(int T, const MO_AT_ *h, const int *off, const int *list, const float *wt,
                                const MO_WT_ *w_down, float *y) {
     constexpr int WES = MO_WBF16 ? 2 : 4;
-    extern __shared__ float mo_ws[]; /* [8][MO_I]: down rows d0..d0+7 of the expert */
+    IG_DYN_SMEM(float, mo_ws); /* [8][MO_I]: down rows d0..d0+7 of the expert */
     const int e = blockIdx.y, d0 = blockIdx.x * 8, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int p0 = MO_SHARED ? 0 : off[e], np = MO_SHARED ? T : off[e + 1] - off[e];
     if (np == 0) return;
@@ -369,7 +658,7 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _sum)(
 /* ---- the expert-grouped products on tensor cores (16-bit weights and rows, sm_80+) ----
  * A CTA multiplies one row tile (IG_MO_TC_BM pairs of one expert) by IG_MO_TC_BN weight rows of
  * that expert: 8 warps in 2 x 4, each 32 x 32 of mma.sync m16n8k16 (f32 accumulate), K in steps of
- * IG_MO_TC_BK through a two-stage cp.async pipeline; the pairs' rows are gathered by index.
+ * IG_MO_TC_BK through a three-stage cp.async pipeline; the pairs' rows are gathered by index.
  * Tiles of the routed form are numbered across experts (off[MO_E + 1 + e]: expert e's first tile,
  * written by _group); a CTA finds its expert by binary search. */
 #if MO_WBF16 && MO_XBF16 && MO_D % IG_MO_TC_BK == 0 && MO_I % IG_MO_TC_BK == 0
@@ -435,15 +724,18 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _tc_loop)(const unsigned 
         ig_cp16(ig_smem_addr(Bs + (st * BN + lr + 64) * LD + lc), br1 + k0, b1b);
         ig_cp_commit();
     };
+    /* IG_MO_TC_NST (3) stages: a group committed every step (empty past the last k tile), so
+     * waiting for all but the NST - 1 newest leaves tile kt landed */
+    constexpr int NST = IG_MO_TC_NST;
+    static_assert(NST == 3, "the prologue below fills two stages");
     load(0, 0);
+    if (KT > 1) load(1, 1);
+    else ig_cp_commit();
     for (int kt = 0; kt < KT; kt++) {
-        const int st = kt & 1;
-        if (kt + 1 < KT) {
-            load(kt + 1, st ^ 1);
-            ig_cp_wait<1>();
-        } else {
-            ig_cp_wait<0>();
-        }
+        const int st = kt % NST;
+        if (kt + 2 < KT) load(kt + 2, (kt + 2) % NST); /* the stage computed at step kt - 1 */
+        else ig_cp_commit();
+        ig_cp_wait<NST - 1>();
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
@@ -472,8 +764,8 @@ IG_CAT(MO_NAME, _gu_tc)(int T, const unsigned short *xb, const int *off, const i
                         unsigned short *h) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BM = IG_MO_TC_BM, LD = IG_MO_TC_LD;
-    __shared__ __align__(16) unsigned short As[2 * BM * LD];
-    __shared__ __align__(16) unsigned short Bs[2 * IG_MO_TC_BN * LD];
+    __shared__ __align__(16) unsigned short As[IG_MO_TC_NST * BM * LD];
+    __shared__ __align__(16) unsigned short Bs[IG_MO_TC_NST * IG_MO_TC_BN * LD];
     __shared__ const unsigned short *rows[BM];
     __shared__ int tks[BM];
     int e, p0, np;
@@ -508,8 +800,8 @@ IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const 
                           const unsigned short *w_down, float *y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BM = IG_MO_TC_BM, LD = IG_MO_TC_LD;
-    __shared__ __align__(16) unsigned short As[2 * BM * LD];
-    __shared__ __align__(16) unsigned short Bs[2 * IG_MO_TC_BN * LD];
+    __shared__ __align__(16) unsigned short As[IG_MO_TC_NST * BM * LD];
+    __shared__ __align__(16) unsigned short Bs[IG_MO_TC_NST * IG_MO_TC_BN * LD];
     __shared__ const unsigned short *rows[BM];
     __shared__ int tks[BM];
     int e, p0, np;

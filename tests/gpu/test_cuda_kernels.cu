@@ -451,6 +451,24 @@
 #define MO_I 96
 #define MO_NORM 1
 #include "moe.cu"
+/* the two-launch decode (_dgu/_ddown): more experts than a warp's lanes (the top-k's two values a
+ * lane), a large top-k; and Qwen3-30B-A3B's shape (the bench line) */
+#define MO_NAME mo_e40
+#define MO_D 256
+#define MO_E 40
+#define MO_TOPK 6
+#define MO_I 64
+#define MO_NORM 0
+#define MO_WBF16 0
+#define MO_XBF16 0
+#include "moe.cu"
+#define MO_NAME mo_q3
+#define MO_D 2048
+#define MO_E 128
+#define MO_TOPK 8
+#define MO_I 768
+#define MO_NORM 1
+#include "moe.cu"
 
 #define SM_NAME sm_1000
 #define SM_V 1000
@@ -1451,32 +1469,69 @@ struct moe_fns {
     const void *group, *ggu, *gdn, *gsum;  /* expert-grouped (group: null for the shared expert) */
     const void *xr, *tgu, *tdn;            /* expert-grouped on tensor cores (null: not instantiated) */
     const void *lg, *slc;                  /* the router as _logits + _select (null: _route) */
+    const void *dgu, *ddn;                 /* decode-sized steps in two launches */
 };
 #define MOF(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, NULL, \
-                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL }
+                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, \
+                 (const void *)P##_dgu, (const void *)P##_ddown }
 #define MOFG(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, (const void *)P##_group, \
-                  (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL }
+                  (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, \
+                 (const void *)P##_dgu, (const void *)P##_ddown }
 #define MOFT(P, G, L, S) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, G, \
                      (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, \
-                     (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, L, S }
+                     (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, L, S, \
+                     (const void *)P##_dgu, (const void *)P##_ddown }
 
-/* grouped: the expert-grouped kernels (prefill) after the same router; 2: those on tensor cores */
+/* grouped: the expert-grouped kernels (prefill) after the same router; 2: those on tensor cores;
+ * 3: the two-launch decode (_dgu, _ddown) over a grid of dgrid CTAs (0: the SM count), _dgu run
+ * twice (the second finds the counters the first left) */
 static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, int K, int I, int norm, int wb, int xb,
-                     int shared, int T, int grouped) {
-    char what[200];
-    const char *gname = grouped == 2 ? " grouped tc" : grouped ? " grouped" : "";
+                     int shared, int T, int grouped, int dgrid = 0, int fold = 0) {
+    char what[200], gbuf[64];
+    snprintf(gbuf, sizeof gbuf, " decode2 G=%d%s", dgrid > 0 ? dgrid : g_sms, fold ? " + rms_norm" : "");
+    const char *gname = grouped == 3 ? gbuf : grouped == 2 ? " grouped tc" : grouped ? " grouped" : "";
     snprintf(what, sizeof what, "moe %s%s T=%d", name, gname, T);
     if (!sel(what)) return;
     std::vector<float> x, rt, wgu, wdn, r0;
     fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
     fill(c, wgu, (size_t)E * 2 * I * D, wb, 0.3f), fill(c, wdn, (size_t)E * D * I, wb, 0.3f), fill(c, r0, (size_t)T * D, false);
+    /* fold (decode2): the kernel gets the residual and gamma and applies the RMSNorm itself; the
+     * reference below reads x := the normalized rows (double, then f32) */
+    std::vector<float> gm;
+    if (fold) fill(c, gm, D, false, 0.5f);
+    for (auto &v : gm) v += 1.0f;
     float *dx = (float *)upload(x, false), *drt = (float *)upload(rt, false), *dr = (float *)upload(r0, false), *dwt;
+    float *dgm = fold ? (float *)upload(gm, false) : nullptr, eps = 1e-6f;
+    for (int t = 0; fold && t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)x[(size_t)t * D + i] * x[(size_t)t * D + i];
+        const double r = 1 / sqrt(ss / D + eps);
+        for (int i = 0; i < D; i++) x[(size_t)t * D + i] = (float)(x[(size_t)t * D + i] * r * gm[i]);
+    }
     void *dgu = upload(wgu, wb), *ddn = upload(wdn, wb), *dh;
     int *dsel;
     CK(cudaMalloc(&dsel, (size_t)T * K * 4)); CK(cudaMalloc(&dwt, (size_t)T * K * 4));
     CK(cudaMalloc(&dh, (size_t)T * K * I * 4));
     int Tv = T;
-    if (f.lg) { /* the router over many SMs, then the top-k */
+    if (grouped == 3) {
+        float *dlg;
+        unsigned *dsync, hs[2];
+        const int G = dgrid > 0 ? dgrid : g_sms;
+        CK(cudaMalloc(&dlg, (size_t)T * E * 4)); CK(cudaMalloc(&dsync, 8)); CK(cudaMemset(dsync, 0, 8));
+        CK(cudaMemset(dh, 0xff, (size_t)T * K * I * 4)); /* NaN: every pair's SwiGLU row must be written */
+        void *a1[] = {&Tv, &dx, &dgm, &eps, &drt, &dlg, &dsel, &dwt, &dgu, &dh, &dsync};
+        for (int rep = 0; rep < 2; rep++)
+            launch(f.dgu, dim3(G), dim3(IG_MO_DBLOCK), IG_MO_DSMEM(T, D, xb ? 2 : 4), a1);
+        void *a2[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
+        launch(f.ddn, dim3(G), dim3(IG_MO_DBLOCK), 0, a2);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(hs, dsync, 8, cudaMemcpyDeviceToHost));
+        if (!shared && (hs[0] != 0 || hs[1] != 2)) {
+            printf("FAIL %s: counters after two launches %u %u (want 0 2)\n", what, hs[0], hs[1]);
+            c->fails++;
+        }
+        CK(cudaFree(dlg)); CK(cudaFree(dsync));
+    } else if (f.lg) { /* the router over many SMs, then the top-k */
         float *dlg;
         CK(cudaMalloc(&dlg, (size_t)T * E * 4));
         void *al[] = {&Tv, &dx, &drt, &dlg};
@@ -1489,7 +1544,8 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
         void *a1[] = {&Tv, &dx, &drt, &dsel, &dwt};
         launch(f.route, dim3(IG_MO_ROUTE_GRID_X(T)), dim3(IG_MO_BLOCK), 0, a1);
     }
-    if (!grouped) {
+    if (grouped == 3) {
+    } else if (!grouped) {
         void *a2[] = {&Tv, &dx, &dsel, &dgu, &dh};
         launch(f.gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, a2);
         void *a3[] = {&Tv, &dh, &dsel, &dwt, &ddn, &dr};
@@ -1592,6 +1648,7 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
     if (ties) printf("     (%d of %d tokens with a near tie at the k-th expert: choice not compared)\n", ties, T);
     CK(cudaFree(dx)); CK(cudaFree(drt)); CK(cudaFree(dr)); CK(cudaFree(dwt)); CK(cudaFree(dgu)); CK(cudaFree(ddn));
     CK(cudaFree(dh)); CK(cudaFree(dsel));
+    if (dgm) CK(cudaFree(dgm));
 }
 
 /* ------------------------------------------------------------------ rope_kv + attention */
@@ -1867,6 +1924,66 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
     }
     for (auto p : ws) CK(cudaFree(p));
     CK(cudaFree(dx)); CK(cudaFree(dy)); CK(cudaFree(dg));
+}
+
+/* One MoE block's decode step at Qwen3-30B-A3B's shape (hidden 2048, 128 experts of 768, top-8,
+ * bf16), T tokens: the two-launch path (_dgu, _ddown) against the per-op one (_logits, _select,
+ * _gu, _down). Each launch takes the next of 64 token sets, so the selected experts change (the
+ * 1.2 GB of experts do not fit L2); bytes = the router plus the distinct selected experts of the
+ * sets (counted from the last run's choices), against the measured copy bandwidth. */
+static void bench_moe_dec(ctx *c, const moe_fns &f, int T, double copy_gbs) {
+    const int D = 2048, E = 128, K = 8, I = 768, NS = 64;
+    std::vector<float> x, rt;
+    fill(c, x, (size_t)NS * T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
+    float *dx = (float *)upload(x, false), *drt = (float *)upload(rt, false), *dr, *dwt, *dlg;
+    void *dgu, *ddn, *dh;
+    int *dsel;
+    unsigned *dsync;
+    const size_t ngu = (size_t)E * 2 * I * D * 2, ndn = (size_t)E * D * I * 2;
+    CK(cudaMalloc(&dgu, ngu)); CK(cudaMalloc(&ddn, ndn));
+    CK(cudaMemset(dgu, 0x3c, ngu)); CK(cudaMemset(ddn, 0x3c, ndn)); /* bf16 ~0.0117 */
+    CK(cudaMalloc(&dr, (size_t)T * D * 4)); CK(cudaMemset(dr, 0, (size_t)T * D * 4));
+    CK(cudaMalloc(&dsel, (size_t)NS * T * K * 4)); CK(cudaMalloc(&dwt, (size_t)T * K * 4));
+    CK(cudaMalloc(&dlg, (size_t)T * E * 4)); CK(cudaMalloc(&dh, (size_t)T * K * I * 2));
+    CK(cudaMalloc(&dsync, 8)); CK(cudaMemset(dsync, 0, 8));
+    int Tv = T;
+    const float *xi, *gnull = nullptr;
+    float eps = 1e-6f;
+    int *si;
+    void *a1[] = {&Tv, &xi, &gnull, &eps, &drt, &dlg, &si, &dwt, &dgu, &dh, &dsync}, *a2[] = {&Tv, &dh, &si, &dwt, &ddn, &dr};
+    void *al[] = {&Tv, &xi, &drt, &dlg}, *as[] = {&Tv, &dlg, &si, &dwt}, *ag[] = {&Tv, &xi, &si, &dgu, &dh};
+    auto at = [&](int i) { xi = dx + (size_t)(i % NS) * T * D, si = dsel + (size_t)(i % NS) * T * K; };
+    const double us2 = time_us([&](int i) {
+        at(i);
+        CK(cudaLaunchKernel(f.dgu, dim3(g_sms), dim3(IG_MO_DBLOCK), a1, IG_MO_DSMEM(T, D, 2), 0));
+        CK(cudaLaunchKernel(f.ddn, dim3(g_sms), dim3(IG_MO_DBLOCK), a2, 0, 0));
+    }, 200);
+    const double us4 = time_us([&](int i) {
+        at(i);
+        CK(cudaLaunchKernel(f.lg, dim3(IG_MO_LG_GRID_X(E), T), dim3(IG_MO_BLOCK), al, 0, 0));
+        CK(cudaLaunchKernel(f.slc, dim3(T), dim3(32), as, 0, 0));
+        CK(cudaLaunchKernel(f.gu, dim3(IG_MO_GU_GRID_X(I), IG_MO_GU_GRID_Y(T, K)), dim3(IG_MO_BLOCK), ag, 0, 0));
+        CK(cudaLaunchKernel(f.dn, dim3(IG_MO_DN_GRID_X(D), IG_MO_DN_GRID_Y(T)), dim3(IG_MO_BLOCK), a2, 0, 0));
+    }, 200);
+    CK(cudaGetLastError());
+    std::vector<int> hs((size_t)NS * T * K);
+    CK(cudaMemcpy(hs.data(), dsel, hs.size() * 4, cudaMemcpyDeviceToHost));
+    double experts = 0;
+    for (int s = 0; s < NS; s++) {
+        std::vector<char> seen(E, 0);
+        for (int j = 0; j < T * K; j++) {
+            const int e = hs[(size_t)s * T * K + j];
+            if (e >= 0 && e < E && !seen[e]) seen[e] = 1, experts++;
+        }
+    }
+    experts /= NS;
+    const double bytes = (double)E * D * 4 + experts * 3.0 * I * D * 2;
+    const double gb2 = bytes / (us2 * 1e-6) / 1e9, gb4 = bytes / (us4 * 1e-6) / 1e9;
+    printf("bench moe decode Qwen3-30B-A3B block T=%d (%.1f experts, %.1f MB): two launches %7.2f us %5.0f GB/s "
+           "(%4.1f%% of copy BW) | per-op four %7.2f us %5.0f GB/s (%4.1f%%)\n",
+           T, experts, bytes / 1e6, us2, gb2, 100.0 * gb2 / copy_gbs, us4, gb4, 100.0 * gb4 / copy_gbs);
+    CK(cudaFree(dx)); CK(cudaFree(drt)); CK(cudaFree(dr)); CK(cudaFree(dwt)); CK(cudaFree(dlg)); CK(cudaFree(dgu));
+    CK(cudaFree(ddn)); CK(cudaFree(dh)); CK(cudaFree(dsel)); CK(cudaFree(dsync));
 }
 
 /* Decode attention, Llama-3-8B shapes (H 32, KV 8, D 128, bf16 KV, page 16): T sequences of
@@ -2312,6 +2429,28 @@ int main(int argc, char **argv) {
             test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, grouped);
             test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, grouped);
         }
+    /* the two-launch decode: T = 1, 2, 7, 8 over all SMs, and over 3 CTAs (items and experts
+     * strided over the grid several times) */
+    const moe_fns mo_e40f = MOFG(mo_e40);
+    const moe_fns mo_q3f = MOFT(mo_q3, (const void *)mo_q3_group, (const void *)mo_q3_logits, (const void *)mo_q3_select);
+    for (int T : {1, 2, 7, 8})
+        for (int G : {0, 3}) {
+            test_moe(&c, "E6 top-2 D128 I48 bf16 (unnormalized)", mo_r6, 128, 6, 2, 48, 0, 1, 1, 0, T, 3, G);
+            test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", mo_r8n, 96, 8, 3, 32, 1, 0, 0, 0, T, 3, G);
+            test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, 3, G);
+            test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, 3, G);
+            test_moe(&c, "E40 top-6 D256 I64 f32 (unnormalized)", mo_e40f, 256, 40, 6, 64, 0, 0, 0, 0, T, 3, G);
+        }
+    for (int T : {1, 8}) { /* the layer's RMSNorm folded into _dgu */
+        test_moe(&c, "E8 top-3 D96 I32 f32 (renormalized)", mo_r8n, 96, 8, 3, 32, 1, 0, 0, 0, T, 3, 0, 1);
+        test_moe(&c, "E40 top-6 D256 I64 f32 (unnormalized)", mo_e40f, 256, 40, 6, 64, 0, 0, 0, 0, T, 3, 0, 1);
+        test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, 3, 0, 1);
+        test_moe(&c, "Qwen3-30B-A3B E128 top-8 D2048 I768 bf16", mo_q3f, 2048, 128, 8, 768, 1, 1, 1, 0, T, 3, 0, 1);
+    }
+    for (int T : {1, 2, 8}) {
+        test_moe(&c, "E40 top-6 D256 I64 f32 (unnormalized)", mo_e40f, 256, 40, 6, 64, 0, 0, 0, 0, T, 0);
+        test_moe(&c, "Qwen3-30B-A3B E128 top-8 D2048 I768 bf16", mo_q3f, 2048, 128, 8, 768, 1, 1, 1, 0, T, 3);
+    }
     /* many pairs per expert: several row tiles of one expert, tiles of experts back to back */
     for (int T : {300, 1000})
         for (int grouped = 1; grouped < 3; grouped++)
@@ -2390,6 +2529,10 @@ int main(int argc, char **argv) {
             }
         if (sel("bench attention-kv"))
             bench_attn_kv(&c, copy);
+        if (sel("bench moe")) {
+            const moe_fns q3 = MOFT(mo_q3, (const void *)mo_q3_group, (const void *)mo_q3_logits, (const void *)mo_q3_select);
+            for (int T : {1, 8}) bench_moe_dec(&c, q3, T, copy);
+        }
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
         bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 8192);

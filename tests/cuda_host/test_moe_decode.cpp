@@ -1,0 +1,237 @@
+/* test_moe_decode.cpp — moe.cu's two-launch decode kernels (_dgu: router, top-k, gate/up with
+ * SwiGLU; _ddown: the selected experts' down rows, weighted, into the residual) run on the host
+ * through cuda_emul.h, without a GPU, against a reference in double computed here from the
+ * documented math (templates/cuda/moe.cu's header; softmax over all experts, top-k with ties to the
+ * lower index, renormalized or not, SwiGLU, gate/up rows interleaved by 16). The emulation runs one
+ * CTA at a time, so _dgu runs on a grid of one CTA (it is the last to arrive and releases itself;
+ * the counters must come back as 0 and 1 per launch) and _ddown and the shared form's _dgu also on
+ * grids of 3 (items strided over CTAs). The GPU harness (tests/gpu/test_cuda_kernels.cu, "decode2")
+ * runs the same kernels over all SMs.
+ * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
+ *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_decode.cpp
+ * Exit 0 when every check passes. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+
+namespace cpukv {
+#include "kv_quant.h"
+}
+#undef IG_INLINE
+#undef IG_RESTRICT
+#include "cuda_emul.h"
+
+/* what moe.cu uses beyond cuda_emul.h */
+struct float4 { float x, y, z, w; };
+static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+static int g_islot[32][32];
+static int __shfl_xor_sync(unsigned, int v, int o) {
+    int *s = g_islot[threadIdx.x >> 5];
+    s[threadIdx.x & 31] = v;
+    __syncwarp();
+    const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
+    __syncwarp();
+    return r;
+}
+static float __shfl_sync(unsigned, float v, int src) {
+    float *s = g_slot[threadIdx.x >> 5];
+    s[threadIdx.x & 31] = v;
+    __syncwarp();
+    const float r = s[src];
+    __syncwarp();
+    return r;
+}
+static int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static void __nanosleep(unsigned) {}
+IG_DEV float ig_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
+    return v;
+}
+IG_DEV float ig_glu(float g, float u, bool) { return g / (1.0f + expf(-g)) * u; }
+#undef IG_DYN_SMEM
+#define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+
+/* routed, bf16, unnormalized, more experts than lanes (two a lane), top-6 */
+#define MO_NAME md_a
+#define MO_D 64
+#define MO_E 40
+#define MO_TOPK 6
+#define MO_I 32
+#define MO_NORM 0
+#include "moe.cu"
+/* routed, f32, renormalized, top-2 of 8, D over several chunks a lane */
+#define MO_NAME md_b
+#define MO_D 320
+#define MO_E 8
+#define MO_TOPK 2
+#define MO_I 48
+#define MO_NORM 1
+#define MO_WBF16 0
+#define MO_XBF16 0
+#include "moe.cu"
+/* the gated shared expert, bf16 */
+#define MO_NAME md_s
+#define MO_D 128
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 80
+#define MO_SHARED 1
+#include "moe.cu"
+
+/* long rows: gate/up in two batches of chunks a lane (the second partial), down's experts in two
+ * batches (5 + 3) */
+#define MO_NAME md_c
+#define MO_D 2304
+#define MO_E 10
+#define MO_TOPK 8
+#define MO_I 528
+#define MO_NORM 1
+#include "moe.cu"
+
+static uint32_t g_rng = 12345;
+static float frand() { /* uniform in [-1, 1) */
+    g_rng = g_rng * 1664525u + 1013904223u;
+    return (float)(g_rng >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
+static float bround(float v) { return ig_bf16_to_f32(ig_f32_to_bf16(v)); }
+
+
+static int fails = 0;
+#define CHECK(cond, ...)                                      \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
+            printf(__VA_ARGS__);                              \
+            printf("\n");                                     \
+            fails++;                                          \
+        }                                                     \
+    } while (0)
+
+/* One case: T tokens of random rows through _dgu (twice: the second finds the first's counters)
+ * then _ddown, against the double reference. bf: 16-bit weights and rows. */
+template <typename WT, typename AT, typename DGU, typename DDN>
+static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, int I, int norm, int bf, int shared, int T,
+                     int gdn, int fold = 0) {
+    const size_t wes = bf ? 2 : 4, ngu = (size_t)E * 2 * I * D, ndn = (size_t)E * D * I;
+    std::vector<float> x((size_t)T * D), rt((size_t)E * D), gu(ngu), dn(ndn), r0((size_t)T * D);
+    for (auto &v : x) v = 2.0f * frand();
+    /* fold: x is the residual and _dgu applies the RMSNorm (gamma, eps) itself */
+    std::vector<float> gm(D);
+    for (auto &v : gm) v = 1.0f + 0.5f * frand();
+    const float eps = 1e-6f, *dgm = fold ? gm.data() : nullptr;
+    std::vector<double> xn((size_t)T * D);
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)x[(size_t)t * D + i] * x[(size_t)t * D + i];
+        const double r = 1 / sqrt(ss / D + eps);
+        for (int i = 0; i < D; i++) xn[(size_t)t * D + i] = fold ? x[(size_t)t * D + i] * r * gm[i] : x[(size_t)t * D + i];
+    }
+    for (auto &v : rt) v = 0.5f * frand();
+    for (auto &v : gu) v = bf ? bround(0.3f * frand()) : 0.3f * frand();
+    for (auto &v : dn) v = bf ? bround(0.3f * frand()) : 0.3f * frand();
+    for (auto &v : r0) v = frand();
+    std::vector<unsigned char> wgu(ngu * wes), wdn(ndn * wes);
+    for (size_t i = 0; i < ngu; i++) {
+        if (bf) { const unsigned short h = ig_f32_to_bf16(gu[i]); memcpy(&wgu[i * 2], &h, 2); }
+        else memcpy(&wgu[i * 4], &gu[i], 4);
+    }
+    for (size_t i = 0; i < ndn; i++) {
+        if (bf) { const unsigned short h = ig_f32_to_bf16(dn[i]); memcpy(&wdn[i * 2], &h, 2); }
+        else memcpy(&wdn[i * 4], &dn[i], 4);
+    }
+    std::vector<float> lg((size_t)T * E), wt((size_t)T * K), out = r0;
+    std::vector<int> sel((size_t)T * K, -7);
+    std::vector<uint4> h(((size_t)T * K * I * wes + 15) / 16);
+    unsigned sync[2] = {0, 0};
+    for (int rep = 0; rep < 2; rep++)
+        CHECK(emul_launch({shared ? 3u : 1u, 1, 1}, {IG_MO_DBLOCK, 1, 1},
+                          [&] { dgu(T, x.data(), dgm, eps, rt.data(), lg.data(), sel.data(), wt.data(), (const WT *)wgu.data(),
+                                    (AT *)h.data(), sync); }),
+              "%s: _dgu deadlocked", name);
+    if (!shared) CHECK(sync[0] == 0 && sync[1] == 2, "%s: counters %u %u after two launches (want 0 2)", name, sync[0], sync[1]);
+    CHECK(emul_launch({(unsigned)gdn, 1, 1}, {IG_MO_DBLOCK, 1, 1},
+                      [&] { ddn(T, (const AT *)h.data(), sel.data(), wt.data(), (const WT *)wdn.data(), out.data()); }),
+          "%s: _ddown deadlocked", name);
+    double maxd = 0, maxerr = 0;
+    int ties = 0;
+    for (int t = 0; t < T; t++) {
+        std::vector<double> l(E), p(E);
+        double mx = -1e300, z = 0;
+        for (int e = 0; e < E; e++) {
+            double s = 0;
+            for (int i = 0; i < D; i++) s += xn[(size_t)t * D + i] * rt[(size_t)e * D + i];
+            l[e] = s, mx = std::max(mx, s);
+        }
+        for (int e = 0; e < E; e++) z += (p[e] = exp(l[e] - mx));
+        std::vector<int> ord(E);
+        for (int e = 0; e < E; e++) ord[e] = e;
+        std::stable_sort(ord.begin(), ord.end(), [&](int a, int b) { return l[a] > l[b]; });
+        const bool tie = !shared && K < E && l[ord[K - 1]] - l[ord[K]] < 1e-4;
+        ties += tie;
+        double ksum = 0;
+        for (int k = 0; k < K; k++) ksum += p[ord[k]] / z;
+        std::vector<double> acc(D, 0.0);
+        for (int k = 0; k < K; k++) {
+            const int e = shared ? 0 : ord[k], ge = sel[(size_t)t * K + k];
+            if (!tie) CHECK(ge == e, "%s T=%d: token %d choice %d is expert %d, want %d", name, T, t, k, ge, e);
+            if (ge != e) continue;
+            const double w = shared ? 1 / (1 + exp(-l[0])) : norm ? p[e] / z / ksum : p[e] / z;
+            CHECK(fabs(wt[(size_t)t * K + k] - w) <= 1e-5 * fabs(w) + 1e-7, "%s T=%d: token %d weight %d is %g, want %g", name,
+                  T, t, k, wt[(size_t)t * K + k], w);
+            std::vector<double> hv(I);
+            for (int i = 0; i < I; i++) {
+                const int g = 32 * (i / 16) + i % 16;
+                double sg = 0, su = 0;
+                for (int j = 0; j < D; j++) {
+                    const double xv = bf ? bround((float)xn[(size_t)t * D + j]) : xn[(size_t)t * D + j];
+                    sg += xv * gu[((size_t)e * 2 * I + g) * D + j], su += xv * gu[((size_t)e * 2 * I + g + 16) * D + j];
+                }
+                hv[i] = sg / (1 + exp(-sg)) * su;
+                if (bf) hv[i] = bround((float)hv[i]);
+            }
+            for (int d = 0; d < D; d++) {
+                double s = 0;
+                for (int i = 0; i < I; i++) s += dn[((size_t)e * D + d) * I + i] * hv[i];
+                acc[d] += w * s;
+            }
+        }
+        for (int d = 0; d < D; d++) {
+            maxd = std::max(maxd, fabs(acc[d]));
+            maxerr = std::max(maxerr, fabs(out[(size_t)t * D + d] - r0[(size_t)t * D + d] - acc[d]));
+        }
+    }
+    /* bf16: h's rounding on both sides may round differently near a half step (1/256 of |h|) */
+    const double tol = (bf ? 1e-2 : 1e-5) * maxd + 1e-6;
+    CHECK(maxerr <= tol, "%s T=%d: max |out - ref| %g > %g (max |ref| %g)", name, T, maxerr, tol, maxd);
+    printf("%s %s T=%d: max err %.3g of max |delta| %.3g%s\n", maxerr <= tol ? "ok  " : "FAIL", name, T, maxerr, maxd,
+           ties ? " (near ties: choice not compared)" : "");
+}
+
+int main() {
+    for (int T : {1, 8}) {
+        run_case<unsigned short, unsigned short>("E40 top-6 D64 I32 bf16 (unnormalized)", md_a_dgu, md_a_ddown, 64, 40, 6, 32, 0, 1, 0, T, 3);
+        run_case<float, float>("E8 top-2 D320 I48 f32 (renormalized)", md_b_dgu, md_b_ddown, 320, 8, 2, 48, 1, 0, 0, T, 1);
+        run_case<unsigned short, unsigned short>("shared expert D128 I80 bf16", md_s_dgu, md_s_ddown, 128, 1, 1, 80, 0, 1, 1, T, 3);
+    }
+    for (int T : {1, 8}) { /* the RMSNorm folded in */
+        run_case<unsigned short, unsigned short>("E40 top-6 D64 I32 bf16 + rms_norm", md_a_dgu, md_a_ddown, 64, 40, 6, 32, 0, 1,
+                                                 0, T, 3, 1);
+        run_case<float, float>("E8 top-2 D320 I48 f32 + rms_norm", md_b_dgu, md_b_ddown, 320, 8, 2, 48, 1, 0, 0, T, 1, 1);
+        run_case<unsigned short, unsigned short>("shared expert D128 I80 bf16 + rms_norm", md_s_dgu, md_s_ddown, 128, 1, 1, 80,
+                                                 0, 1, 1, T, 3, 1);
+    }
+    for (int T : {2})
+        run_case<unsigned short, unsigned short>("E10 top-8 D2304 I528 bf16 (renormalized)", md_c_dgu, md_c_ddown, 2304, 10, 8,
+                                                 528, 1, 1, 0, T, 3);
+    if (fails) {
+        printf("test_moe_decode: %d failures\n", fails);
+        return 1;
+    }
+    printf("test_moe_decode: all passed\n");
+    return 0;
+}
