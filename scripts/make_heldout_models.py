@@ -73,6 +73,8 @@ def variants():
                                num_experts=8, num_experts_per_tok=3), F32, 46)
     v["qwen2-moe-bf16-tied"] = (Qwen2MoeForCausalLM, q2moe(num_experts=5, num_experts_per_tok=1,
                                 tie_word_embeddings=True), BF, 47)
+    v["qwen2-moe-sparse2"] = (Qwen2MoeForCausalLM, q2moe(decoder_sparse_step=2, num_hidden_layers=3,
+                              moe_intermediate_size=24), F32, 64)  # layer 1 MoE; its shared expert (48) padded to the dense 96
     # ---- Mixtral
     v["mixtral-e3-top1-win"] = (MixtralForCausalLM, MixtralConfig(hidden_size=64, intermediate_size=96,
                                 num_local_experts=3, num_experts_per_tok=1, num_hidden_layers=2, num_attention_heads=4,
@@ -120,7 +122,15 @@ def variants():
                               num_attention_heads=2, num_key_value_heads=2, vocab_size=320, max_position_embeddings=256,
                               original_max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0,
                               partial_rotary_factor=0.5, tie_word_embeddings=True, **SP), F16, 58)
+    v["mixtral-hd32-gqa4"] = (MixtralForCausalLM, MixtralConfig(hidden_size=64, intermediate_size=64, head_dim=32,
+                              num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=8,
+                              num_key_value_heads=2, vocab_size=256, max_position_embeddings=256, rms_norm_eps=1e-5,
+                              rope_theta=1000000.0, sliding_window=None, **SP), BF, 62)
     # ---- dense families: tied / untied and other dtypes
+    v["qwen2-swa-bf16"] = (Qwen2ForCausalLM, Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                           num_attention_heads=4, num_key_value_heads=2, vocab_size=300, max_position_embeddings=256,
+                           rms_norm_eps=1e-6, rope_theta=10000.0, use_sliding_window=True, sliding_window=5,
+                           max_window_layers=1, tie_word_embeddings=False, **SP), BF, 63)
     v["llama-tied-f16"] = (LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                            num_attention_heads=4, num_key_value_heads=2, vocab_size=300, max_position_embeddings=256,
                            rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True, **SP), F16, 59)
