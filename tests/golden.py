@@ -24,8 +24,10 @@ HELDOUT_MODELS = ["qwen3-moe-e10-top1", "qwen3-moe-e6-top4-nonorm", "qwen3-moe-s
                   "qwen2-tied-f32", "qwen3-tied-bf16", "qwen2-moe-sparse2", "mixtral-hd32-gqa4", "qwen2-swa-bf16"]
 # variants whose 16-bit packages miss the bf16 limit through their stored weights alone (an f32
 # checkpoint rounded to bf16 flips near-tied experts or moves Gemma's small logits; mixtral-hd32-gqa4:
-# a router tie, 0.27813 vs 0.27804, at its last position): their golden runs are f32 only
-HELDOUT_F32_ONLY = {"qwen3-moe-i40", "gemma3-w4-p2", "mixtral-hd32-gqa4"}
+# a router tie, 0.27813 vs 0.27804, at its last position; qwen2-moe-norm-s80: 3rd and 4th experts
+# 0.11242 vs 0.11204 in layer 1 at position 26, the one position off, 1.1e-1, the others <= 6e-3):
+# their golden runs are f32 only
+HELDOUT_F32_ONLY = {"qwen3-moe-i40", "gemma3-w4-p2", "mixtral-hd32-gqa4", "qwen2-moe-norm-s80"}
 # tolerance on max |logit error| relative to max |reference logit| (issue 2)
 TOL = {"f32": 1e-3, "bf16": 3e-2, "f16": 1.5e-2}  # f16 (CUDA only): half the bf16 limit (8x finer rounding)
 
