@@ -112,7 +112,10 @@ ig_status cg_emit_rope_table(FILE *out, const ir_hparams *hp, ig_err *err) {
     if (D / 2 > 1024) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen: head_dim %d too large", D);
     cg_rope_inv_freq(hp, inv);
     fprintf(out, "\n/* RoPE inverse frequencies (theta %g, scaling %s", hp->rope_theta,
-            hp->rope_type == IR_ROPE_LLAMA3 ? "llama3" : hp->rope_type == IR_ROPE_LINEAR ? "linear" : "none");
+            hp->rope_type == IR_ROPE_LLAMA3     ? "llama3"
+            : hp->rope_type == IR_ROPE_LINEAR   ? "linear"
+            : hp->rope_type == IR_ROPE_LONGROPE ? "longrope (short factors)"
+                                                : "none");
     if (R != D) fprintf(out, "; rotary on the first %d of %d dims, the rest 0", R, D);
     fprintf(out, ") */\n");
     emit_freqs(out, "rope_inv_freq", inv, D / 2);
@@ -134,6 +137,8 @@ void cg_rope_inv_freq(const ir_hparams *hp, double *inv) {
         double f = 1.0 / pow(hp->rope_theta, (2.0 * i) / D);
         if (hp->rope_type == IR_ROPE_LINEAR) {
             f /= hp->rope_factor;
+        } else if (hp->rope_type == IR_ROPE_LONGROPE) {
+            f /= i < hp->rope_n_ext ? hp->rope_ext[i] : 1.0; /* Phi-3's short_factor */
         } else if (hp->rope_type == IR_ROPE_LLAMA3) {
             /* Llama 3.1 scaling: keep high frequencies, divide low ones by factor, blend between */
             double old = hp->rope_orig_max, lo = hp->rope_low_freq_factor, hi = hp->rope_high_freq_factor,

@@ -331,6 +331,8 @@ ig_status ir_verify(const ir_graph *g, ig_err *err) {
                     /* pad16 + interleave16: each part is padded to a multiple of 16 rows */
                     rows += t->pad16 && t->interleave16 ? (pt->shape[0] + 15) / 16 * 16 : pt->shape[0];
                 }
+                if (t->interleave16 && t->pad16 && t->shape[0] % 2 == 0 && t->shape[0] >= rows)
+                    rows = t->shape[0]; /* parts padded to shape[0] / 2 rows each */
                 if (t->interleave16 && t->n_parts != 2)
                     return ig_fail(err, IG_ERR_INTERNAL,
                                    "ir_verify: interleaved weight %s needs 2 parts, has %d", nm,
@@ -430,15 +432,16 @@ static void dump_tensor_ref(const ir_graph *g, int32_t id, FILE *f) {
 
 void ir_dump(const ir_graph *g, FILE *f) {
     const ir_hparams *h = &g->hp;
-    static const char *const rope_names[] = {"default", "linear", "llama3"};
+    static const char *const rope_names[] = {"default", "linear", "llama3", "longrope"};
     fprintf(f, "graph %s\n", h->arch);
     fprintf(f, "  layers %d  hidden %d  heads %d  kv_heads %d  head_dim %d  intermediate %d  "
                "vocab %d  max_context %d\n",
             h->n_layers, h->hidden, h->n_heads, h->n_kv_heads, h->head_dim, h->intermediate,
             h->vocab, h->max_context);
     fprintf(f, "  rms_eps %g  rope %s theta %g", h->rms_eps,
-            (unsigned)h->rope_type < 3 ? rope_names[h->rope_type] : "?", h->rope_theta);
+            (unsigned)h->rope_type < 4 ? rope_names[h->rope_type] : "?", h->rope_theta);
     if (h->rope_type != IR_ROPE_DEFAULT) fprintf(f, " factor %g", h->rope_factor);
+    if (h->rope_type == IR_ROPE_LONGROPE) fprintf(f, " orig_max %d factors %d", h->rope_orig_max, h->rope_n_ext);
     if (h->rope_type == IR_ROPE_LLAMA3)
         fprintf(f, " low_freq %g high_freq %g orig_max %d", h->rope_low_freq_factor,
                 h->rope_high_freq_factor, h->rope_orig_max);

@@ -48,6 +48,10 @@ typedef struct hf_ctx {
         ir_stype method;
         int32_t bits, group, zero_add;
     } q;
+    /* mixture of experts: the checkpoint's expert and shared-expert sizes (hp holds them padded
+     * to 16-row panels) and, where dense and MoE layers mix, which layers are dense */
+    int32_t moe_rows, shared_rows;
+    uint8_t *dense_mlp;        /* [n_layers] or NULL (every layer MoE) */
     ig_err *err;
 } hf_ctx;
 
@@ -214,6 +218,46 @@ static const struct {
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, " \
     "Glm4ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM"
 
+/* Phi-3's "longrope" ("su"): inverse frequency i divided by short_factor[i], cos and sin multiplied
+ * by attention_factor (default sqrt(1 + ln(s) / ln(orig)), s = factor or else max_position_embeddings / orig, 1
+ * when s <= 1), which on full rotary is the softmax scale times attention_factor^2 (set after the
+ * architecture's rotary fraction is known, import_hparams). transformers switches to long_factor
+ * for a sequence longer than original_max_position_embeddings (orig), re-rotating every key: the
+ * package's context is capped at orig instead, so every position it runs is exact. */
+static ig_status parse_longrope(hf_ctx *c, const cJSON *rp, const char *where) {
+    ir_hparams *h = &c->g->hp;
+    const cJSON *sf = item(rp, "short_factor"), *lf = item(rp, "long_factor");
+    int n = cJSON_IsArray(sf) ? cJSON_GetArraySize(sf) : -1;
+    if (n < 1 || n > IR_MAX_ROPE_EXT || !cJSON_IsArray(lf) || cJSON_GetArraySize(lf) != n)
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: \"%s\" (longrope) needs short_factor and long_factor lists of one "
+                       "length (at most %d)", c->cfg_path, where, IR_MAX_ROPE_EXT);
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(sf, i);
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0))
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: \"%s.short_factor[%d]\" must be a positive number", c->cfg_path,
+                           where, i);
+        h->rope_ext[i] = e->valuedouble;
+    }
+    h->rope_n_ext = n;
+    h->rope_type = IR_ROPE_LONGROPE;
+    double orig = h->max_context, af = 0;
+    ig_status st;
+    if (item(rp, "original_max_position_embeddings"))
+        st = obj_num(c, rp, where, "original_max_position_embeddings", -1, &orig);
+    else
+        st = obj_num(c, c->cfg, "", "original_max_position_embeddings", h->max_context, &orig);
+    if (st) return st;
+    if (orig != floor(orig) || orig < 2 || orig > INT32_MAX)
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: original_max_position_embeddings must be an integer >= 2", c->cfg_path);
+    if (item(rp, "attention_factor") && (st = obj_num(c, rp, where, "attention_factor", -1, &af))) return st;
+    double s = (double)h->max_context / orig; /* transformers: rope_parameters.factor, else this ratio */
+    if (item(rp, "factor") && (st = obj_num(c, rp, where, "factor", -1, &s))) return st;
+    h->rope_factor = item(rp, "attention_factor") ? af : s <= 1.0 ? 1.0 : sqrt(1.0 + log(s) / log(orig));
+    h->rope_orig_max = (int32_t)orig;
+    if (h->max_context > h->rope_orig_max) h->max_context = h->rope_orig_max;
+    return IG_OK;
+}
+
 /* The rope of rope-parameter object rp (named `where`; NULL: none) into h's rope_type/factor and
  * theta (its rope_theta, else the top-level one, else theta_def). */
 static ig_status parse_rope_obj(hf_ctx *c, const cJSON *rp, const char *where, double theta_def) {
@@ -265,8 +309,9 @@ static ig_status parse_rope_obj(hf_ctx *c, const cJSON *rp, const char *where, d
         h->rope_orig_max = (int32_t)orig;
         return IG_OK;
     }
+    if (!strcmp(ty, "longrope") || !strcmp(ty, "su")) return parse_longrope(c, rp, where);
     return ig_fail(c->err, IG_ERR_UNSUPPORTED,
-                   "%s: key \"%s.%s\" = \"%s\" is not supported (supported: default, linear, llama3)",
+                   "%s: key \"%s.%s\" = \"%s\" is not supported (supported: default, linear, llama3, longrope, su)",
                    c->cfg_path, where, tkey, ty);
 }
 
@@ -381,10 +426,51 @@ static ig_status parse_window(hf_ctx *c, hf_arch arch, int64_t def) {
     return IG_OK;
 }
 
+static int32_t pad16(int64_t n) { return (int32_t)((n + 15) / 16 * 16); }
+
+/* Qwen2/3-MoE's dense layers: layer L's MLP is an MoE block unless L is in mlp_only_layers or
+ * (L + 1) is not a multiple of decoder_sparse_step (transformers' rule). Sets c->dense_mlp when
+ * some layers are dense, and h->n_experts = 0 when all are (a dense model then). */
+static ig_status parse_dense_layers(hf_ctx *c) {
+    ir_hparams *h = &c->g->hp;
+    int32_t step = 1;
+    ig_status st;
+    if ((st = cfg_int(c, "decoder_sparse_step", 1, &step))) return st;
+    const cJSON *mo = item(c->cfg, "mlp_only_layers");
+    if (step < 1 || (mo && !cJSON_IsArray(mo)))
+        return ig_fail(c->err, IG_ERR_FORMAT, "%s: decoder_sparse_step must be >= 1 and mlp_only_layers a list",
+                       c->cfg_path);
+    int n_dense = 0;
+    for (int32_t L = 0; L < h->n_layers; L++) {
+        int dense = (L + 1) % step != 0;
+        for (int i = 0; mo && i < cJSON_GetArraySize(mo); i++) {
+            int64_t v;
+            if (!json_int(cJSON_GetArrayItem(mo, i), &v))
+                return ig_fail(c->err, IG_ERR_FORMAT, "%s: mlp_only_layers must list integers", c->cfg_path);
+            dense |= v == L;
+        }
+        if (dense && !c->dense_mlp && !(c->dense_mlp = calloc((size_t)h->n_layers, 1)))
+            return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+        if (dense) c->dense_mlp[L] = 1;
+        n_dense += dense;
+    }
+    if (n_dense == h->n_layers) { /* no MoE layer at all: a dense model */
+        free(c->dense_mlp);
+        c->dense_mlp = NULL;
+        h->n_experts = h->top_k = h->moe_intermediate = h->norm_topk = h->shared_intermediate = 0;
+    }
+    return IG_OK;
+}
+
 /* Mixture of experts: expert count and top-k (Mixtral: num_local_experts, Qwen: num_experts; the
  * other name accepted too), expert size (Mixtral: intermediate_size), top-k renormalization
- * (Mixtral always; Qwen: norm_topk_prob), Qwen2-MoE's shared expert. Every layer must be an MoE
- * layer (decoder_sparse_step 1, no mlp_only_layers): mixed dense and MoE layers are refused. */
+ * (Mixtral always; Qwen: norm_topk_prob), Qwen2-MoE's shared expert, Qwen's dense layers. Expert
+ * sizes are padded with zero rows to 16-row panels (exact: a zero row adds silu(0) * 0 = 0).
+ * Every layer of the graph has one shape (codegen's template layer), so where dense and MoE
+ * layers mix, each layer gets both a routed block and a shared expert: a dense layer's MLP runs as
+ * the shared expert (its down projection doubled, its gate zero: sigmoid(0) = 1/2) beside zero
+ * experts, and an MoE layer without a shared expert gets a zero one; the zero halves cost their
+ * weights' memory and time, which only such mixed models pay. */
 static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
     ir_hparams *h = &c->g->hp;
     if (arch != HF_MIXTRAL && arch != HF_QWEN2MOE && arch != HF_QWEN3MOE) return IG_OK;
@@ -394,9 +480,9 @@ static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
     int64_t kdef = arch == HF_MIXTRAL ? 2 : arch == HF_QWEN2MOE ? 4 : 8;
     if ((st = cfg_int(c, ekey, edef, &h->n_experts)) || (st = cfg_int(c, "num_experts_per_tok", kdef, &h->top_k)))
         return st;
-    if (h->top_k > h->n_experts || h->n_experts > IR_MAX_PARTS || h->top_k > 64)
+    if (h->top_k < 1 || h->n_experts < 1 || h->top_k > h->n_experts || h->n_experts > IR_MAX_PARTS || h->top_k > 64)
         return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: num_experts_per_tok %d of %d experts is not supported "
-                       "(top-k at most 64 and the expert count, experts at most %d)",
+                       "(top-k from 1 to 64 and the expert count, experts at most %d)",
                        c->cfg_path, h->top_k, h->n_experts, IR_MAX_PARTS);
     if (arch == HF_MIXTRAL) {
         h->moe_intermediate = h->intermediate;
@@ -405,12 +491,6 @@ static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
         if ((st = cfg_int(c, "moe_intermediate_size", arch == HF_QWEN2MOE ? 1408 : 768, &h->moe_intermediate)) ||
             (st = cfg_bool(c, "norm_topk_prob", 0, &h->norm_topk)))
             return st;
-        int32_t step = 1;
-        if ((st = cfg_int(c, "decoder_sparse_step", 1, &step))) return st;
-        const cJSON *mo = item(c->cfg, "mlp_only_layers");
-        if (step != 1 || (mo && (!cJSON_IsArray(mo) || cJSON_GetArraySize(mo) > 0)))
-            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: decoder_sparse_step %d / mlp_only_layers make some layers "
-                           "dense: mixing dense and MoE layers is not supported", c->cfg_path, step);
     }
     if (arch == HF_QWEN2MOE) {
         const cJSON *si = item(c->cfg, "shared_expert_intermediate_size");
@@ -420,11 +500,16 @@ static ig_status parse_moe(hf_ctx *c, hf_arch arch) {
                            "non-negative integer", c->cfg_path);
         h->shared_intermediate = (int32_t)v;
     }
-    /* experts are stacked in 16-row panels: each expert must start on a panel */
-    if (h->moe_intermediate % 16 || h->hidden % 16 || h->shared_intermediate % 16)
-        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: MoE needs hidden_size (%d) and the expert sizes (%d, shared "
-                       "%d) to be multiples of 16", c->cfg_path, h->hidden, h->moe_intermediate,
-                       h->shared_intermediate);
+    if (h->moe_intermediate < 1 || h->hidden % 16)
+        return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: MoE needs hidden_size (%d) to be a multiple of 16 and an expert "
+                       "size (%d) >= 1", c->cfg_path, h->hidden, h->moe_intermediate);
+    c->moe_rows = h->moe_intermediate;
+    c->shared_rows = h->shared_intermediate;
+    if (arch != HF_MIXTRAL && (st = parse_dense_layers(c))) return st;
+    if (!h->n_experts) return IG_OK;
+    h->moe_intermediate = pad16(c->moe_rows);
+    int32_t s = c->dense_mlp && h->intermediate > c->shared_rows ? h->intermediate : c->shared_rows;
+    h->shared_intermediate = s ? pad16(s) : 0;
     return IG_OK;
 }
 
@@ -623,6 +708,15 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
                            "attention is supported", c->cfg_path);
         break;
     }
+    }
+    if (h->rope_type == IR_ROPE_LONGROPE) { /* longrope's attention factor: on q and k, so squared on the scores */
+        int32_t rd = h->rope_dim ? h->rope_dim : h->head_dim;
+        if (h->rope_dim || rd / 2 != h->rope_n_ext)
+            return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: longrope with %d factors over %d of head_dim %d rotary "
+                           "dimensions: supported with full rotary (partial_rotary_factor 1) and head_dim / 2 factors",
+                           c->cfg_path, h->rope_n_ext, rd, h->head_dim);
+        double base = h->attn_scale > 0 ? h->attn_scale : 1.0 / sqrt((double)h->head_dim);
+        h->attn_scale = base * h->rope_factor * h->rope_factor;
     }
     if ((st = parse_moe(c, arch))) return st;
     /* tie_word_embeddings: false by default in these config classes but Gemma 3's */
@@ -949,16 +1043,102 @@ static int has_tensor(hf_ctx *c, const char *name) {
     return find_tensor(c, name, &t, &s) == IG_OK && t;
 }
 
+/* A weight of no stored data that reads as zeros (IR_XFORM_ZERO), of the dtype of weight `like`. */
+static ig_status add_zero(hf_ctx *c, const char *name, int32_t layer, int64_t rows, int64_t cols, int32_t like,
+                          int32_t *id) {
+    const ir_tensor *l = &c->g->tensors[like];
+    ir_tensor t = {0};
+    t.name = (char *)name;
+    t.kind = IR_TENSOR_WEIGHT;
+    t.dtype = l->dtype;
+    t.rank = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.layer = layer;
+    t.src_file = 0;
+    t.src_type = l->src_type == IR_STYPE_GPTQ || l->src_type == IR_STYPE_AWQ ? IR_STYPE_F32 : l->src_type;
+    t.xform = IR_XFORM_ZERO;
+    if ((*id = ir_add_tensor(c->g, &t)) < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    return IG_OK;
+}
+
+/* A gate/up pair (each [n, D]) interleaved by 16 rows, each padded with zero rows to `rows`. */
+static ig_status pair16(hf_ctx *c, const char *name, const int32_t pr[2], int64_t n, int64_t rows, int32_t *id) {
+    if ((*id = ir_add_merged_weight(c->g, name, pr, 2, 1)) < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    if (rows != n) {
+        c->g->tensors[*id].pad16 = 1;
+        c->g->tensors[*id].shape[0] = 2 * rows;
+    }
+    return IG_OK;
+}
+
+/* A down projection [D, n] with zero columns up to `cols`. */
+static ig_status pad_cols(hf_ctx *c, const char *name, int32_t *id, int64_t n, int64_t cols) {
+    if (cols == n) return IG_OK;
+    int32_t nid = ir_add_merged_weight(c->g, name, id, 1, 0);
+    if (nid < 0) return ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    c->g->tensors[nid].pad16 = 1;
+    c->g->tensors[nid].shape[1] = cols;
+    *id = nid;
+    return IG_OK;
+}
+
+/* The shared-expert slot of layer L (hp.shared_intermediate rows, padded): Qwen2-MoE's shared
+ * expert under `prefix` (`shared` 1), a dense layer's MLP `prefix.{gate,up,down}_proj` of
+ * intermediate_size (`shared` 0: down doubled, gate zero), or zeros (prefix NULL). */
+static ig_status add_shared(hf_ctx *c, int32_t L, const char *prefix, int shared, ir_layer_weights *w) {
+    const ir_hparams *h = &c->g->hp;
+    int64_t D = h->hidden, Isp = h->shared_intermediate, n = shared ? c->shared_rows : h->intermediate;
+    char nm[256], part[300];
+    ig_status st;
+    int32_t pr[2];
+    snprintf(part, sizeof part, "model.layers.%d.shared_slot.gate_up", L);
+    if (!prefix) {
+        if ((st = add_zero(c, part, L, 2 * Isp, D, w->q, &w->shared_gate_up))) return st;
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_slot.down", L);
+        if ((st = add_zero(c, nm, L, D, Isp, w->q, &w->shared_down))) return st;
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_slot.gate", L);
+        return add_zero(c, nm, L, 1, D, w->q, &w->shared_gate);
+    }
+    const char *ex = shared ? "shared_expert." : "";
+    snprintf(nm, sizeof nm, "%s.%sgate_proj.weight", prefix, ex);
+    if ((st = add_weight(c, nm, L, n, D, 0, &pr[0]))) return st;
+    snprintf(nm, sizeof nm, "%s.%sup_proj.weight", prefix, ex);
+    if ((st = add_weight(c, nm, L, n, D, 0, &pr[1]))) return st;
+    snprintf(nm, sizeof nm, "%s.%sdown_proj.weight", prefix, ex);
+    if ((st = add_weight(c, nm, L, D, n, 0, &w->shared_down))) return st;
+    if (!shared) c->g->tensors[w->shared_down].xform = IR_XFORM_TIMES_TWO; /* a plain leaf: add_weight's */
+    if ((st = pad_cols(c, nm, &w->shared_down, n, Isp)) || (st = pair16(c, part, pr, n, Isp, &w->shared_gate_up)))
+        return st;
+    if (!shared) {
+        snprintf(nm, sizeof nm, "model.layers.%d.shared_slot.gate", L);
+        return add_zero(c, nm, L, 1, D, w->q, &w->shared_gate);
+    }
+    snprintf(nm, sizeof nm, "%s.shared_expert_gate.weight", prefix);
+    return add_weight(c, nm, L, 1, D, 0, &w->shared_gate);
+}
+
 /* The routed experts of layer L under `prefix` ("model.layers.L.mlp"): router `prefix.gate`, and
  * the experts either as published checkpoints store them, one tensor per expert
  * (experts.N.{gate,up,down}_proj, or Mixtral's experts.N.{w1,w3,w2}), or as transformers' fused
  * 3-D tensors experts.gate_up_proj [E, 2I, D] (gate rows, then up) and experts.down_proj [E, D, I].
- * Each expert's gate/up pair is interleaved by 16 rows and the experts stacked. */
+ * Each expert's gate/up pair is interleaved by 16 rows (padded to hp.moe_intermediate) and the
+ * experts stacked. A dense layer among MoE ones (c->dense_mlp) gets a zero router and zero experts. */
 static ig_status add_experts(hf_ctx *c, int32_t L, const char *prefix, ir_layer_weights *w) {
     const ir_hparams *h = &c->g->hp;
-    int64_t D = h->hidden, I = h->moe_intermediate, E = h->n_experts;
+    int64_t D = h->hidden, I = c->moe_rows, Ip = h->moe_intermediate, E = h->n_experts;
     char nm[256], part[300];
     ig_status st;
+    int dense = c->dense_mlp && c->dense_mlp[L];
+    if (dense) {
+        snprintf(nm, sizeof nm, "%s.gate.weight", prefix);
+        if ((st = add_zero(c, nm, L, E, D, w->q, &w->router))) return st;
+        snprintf(part, sizeof part, "%s.experts.gate_up", prefix);
+        if ((st = add_zero(c, part, L, E * 2 * Ip, D, w->q, &w->experts_gate_up))) return st;
+        snprintf(part, sizeof part, "%s.experts.down", prefix);
+        if ((st = add_zero(c, part, L, E * D, Ip, w->q, &w->experts_down))) return st;
+        return add_shared(c, L, prefix, 0, w);
+    }
     snprintf(nm, sizeof nm, "%s.gate.weight", prefix);
     if ((st = add_weight(c, nm, L, E, D, 0, &w->router))) return st;
     int32_t *gu = calloc((size_t)E, sizeof *gu), *dn = calloc((size_t)E, sizeof *dn);
@@ -990,10 +1170,9 @@ static ig_status add_experts(hf_ctx *c, int32_t L, const char *prefix, ir_layer_
             if ((st = add_weight(c, nm, L, D, I, 0, &dn[e]))) goto done;
         }
         snprintf(part, sizeof part, "%s.experts.%lld.gate_up", prefix, (long long)e);
-        if ((gu[e] = ir_add_merged_weight(c->g, part, pr, 2, 1)) < 0) {
-            st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
-            goto done;
-        }
+        if ((st = pair16(c, part, pr, I, Ip, &gu[e]))) goto done;
+        snprintf(part, sizeof part, "%s.experts.%lld.down", prefix, (long long)e);
+        if ((st = pad_cols(c, part, &dn[e], I, Ip))) goto done;
     }
     snprintf(part, sizeof part, "%s.experts.gate_up", prefix);
     w->experts_gate_up = ir_add_merged_weight(c->g, part, gu, (int)E, 0);
@@ -1002,19 +1181,7 @@ static ig_status add_experts(hf_ctx *c, int32_t L, const char *prefix, ir_layer_
     if (w->experts_gate_up < 0 || w->experts_down < 0) st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
     if (st || !h->shared_intermediate) goto done;
     /* Qwen2-MoE's shared expert: a gated MLP of its own, scaled by sigmoid(x . shared_expert_gate) */
-    int64_t Is = h->shared_intermediate;
-    int32_t pr[2];
-    snprintf(nm, sizeof nm, "%s.shared_expert.gate_proj.weight", prefix);
-    if ((st = add_weight(c, nm, L, Is, D, 0, &pr[0]))) goto done;
-    snprintf(nm, sizeof nm, "%s.shared_expert.up_proj.weight", prefix);
-    if ((st = add_weight(c, nm, L, Is, D, 0, &pr[1]))) goto done;
-    snprintf(nm, sizeof nm, "%s.shared_expert.down_proj.weight", prefix);
-    if ((st = add_weight(c, nm, L, D, Is, 0, &w->shared_down))) goto done;
-    snprintf(nm, sizeof nm, "%s.shared_expert_gate.weight", prefix);
-    if ((st = add_weight(c, nm, L, 1, D, 0, &w->shared_gate))) goto done;
-    snprintf(part, sizeof part, "%s.shared_expert.gate_up", prefix);
-    if ((w->shared_gate_up = ir_add_merged_weight(c->g, part, pr, 2, 1)) < 0)
-        st = ig_fail(c->err, IG_ERR_NOMEM, "out of memory");
+    st = add_shared(c, L, c->shared_rows ? prefix : NULL, 1, w);
 done:
     free(gu);
     free(dn);
@@ -1176,6 +1343,7 @@ done:
     free(c.st);
     free(c.st_file_id);
     st_index_free(c.ix);
+    free(c.dense_mlp);
     cJSON_Delete(c.cfg);
     if (st) {
         ir_graph_free(c.g);

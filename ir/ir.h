@@ -71,7 +71,11 @@ const char *ir_stype_name(ir_stype t);
 typedef enum ir_xform {
     IR_XFORM_NONE = 0,
     IR_XFORM_UNPERMUTE_ROPE = 1, /* GGUF llama q/k: undo the interleaved-rope row permutation; attr xform_heads */
-    IR_XFORM_PLUS_ONE = 2        /* Gemma norm weights: the checkpoint stores w, the norm multiplies by 1 + w */
+    IR_XFORM_PLUS_ONE = 2,       /* Gemma norm weights: the checkpoint stores w, the norm multiplies by 1 + w */
+    IR_XFORM_ZERO = 3,           /* a leaf with no stored data (src_nbytes 0): reads as zeros (the empty MLP
+                                    halves of a model whose layers mix dense and MoE MLPs, import_hf.c) */
+    IR_XFORM_TIMES_TWO = 4       /* the stored values times 2 (exact): a dense MLP run as a shared expert
+                                    whose zero gate weighs it by sigmoid(0) = 1/2 */
 } ir_xform;
 
 typedef enum ir_tensor_kind { IR_TENSOR_ACT = 0, IR_TENSOR_WEIGHT = 1 } ir_tensor_kind;
@@ -97,8 +101,9 @@ typedef struct ir_tensor {
     int32_t *parts;       /* [n_parts] tensor ids (ir_add_tensor copies them into the arena) */
     int32_t interleave16; /* 1: parts[0]/parts[1] interleaved by 16-row panels (gate/up) */
     int32_t pad16;        /* 1: zero padding so kernels see multiples of 16: interleaved parts are
-                             padded to a multiple of 16 rows each; a single part is padded with
-                             zero columns up to this tensor's cols (made by passes, not stored) */
+                             padded with zero rows to shape[0] / 2 rows each (at least the part's
+                             rows rounded up to 16); a single part is padded with zero columns up
+                             to this tensor's cols (made by passes and importers, not stored) */
     /* a tensor-parallel shard (compiler/shard.c): one part, of which this tensor holds rows
      * (slice_axis 1) or columns (2) slice_start .. slice_start + its own rows / cols; what lies
      * past the part's end reads as zeros (vocabulary padding, a bias only rank 0 adds) */
@@ -127,8 +132,12 @@ typedef struct ir_node {
 typedef enum ir_rope_type {
     IR_ROPE_DEFAULT = 0,
     IR_ROPE_LINEAR = 1,
-    IR_ROPE_LLAMA3 = 2
+    IR_ROPE_LLAMA3 = 2,
+    IR_ROPE_LONGROPE = 3 /* Phi-3 "longrope" / "su": per-frequency divisors rope_ext (its short_factor) */
 } ir_rope_type;
+
+/* Per-frequency rope divisors (longrope): at most this many (head_dim / 2). */
+#define IR_MAX_ROPE_EXT 256
 
 /* Layers whose attention type can differ (sliding window vs. global): at most this many. */
 #define IR_MAX_LAYER_TYPES 512
@@ -143,9 +152,11 @@ typedef struct ir_hparams {
     double rms_eps;
     double rope_theta;
     ir_rope_type rope_type;
-    double rope_factor;     /* linear / llama3 */
+    double rope_factor;     /* linear / llama3; longrope: its attention_factor (on cos and sin) */
     double rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
-    int32_t rope_orig_max;  /* llama3 original_max_position_embeddings */
+    int32_t rope_orig_max;  /* llama3 / longrope original_max_position_embeddings */
+    int32_t rope_n_ext;     /* longrope: rope_ext[0 .. rope_n_ext) = rotary dims / 2 */
+    double rope_ext[IR_MAX_ROPE_EXT]; /* longrope: inverse frequency i is divided by rope_ext[i] */
     int32_t tie_embeddings;
     int32_t attn_bias;      /* q/k/v biases (Qwen2) */
     int32_t o_bias;         /* o_proj bias */

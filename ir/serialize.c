@@ -105,6 +105,8 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
     H.moe_intermediate = h->moe_intermediate;
     H.norm_topk = h->norm_topk;
     H.shared_intermediate = h->shared_intermediate;
+    H.n_rope_ext = (size_t)(h->rope_n_ext < 0 ? 0 : h->rope_n_ext > IR_MAX_ROPE_EXT ? IR_MAX_ROPE_EXT : h->rope_n_ext);
+    H.rope_ext = (double *)h->rope_ext;
     G.version = IR_SERIAL_VERSION;
     G.hp = &H;
     for (size_t i = 0; i < nf; i++)
@@ -133,6 +135,7 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
         if (m->n_parts) memcpy(m->parts, t->parts, sizeof *t->parts * m->n_parts);
         np_used += m->n_parts;
         m->interleave16 = t->interleave16;
+        m->pad16 = t->pad16;
         Tp[i] = m;
     }
     G.n_tensors = nt;
@@ -219,13 +222,20 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
     h->max_context = H->max_context;
     h->rms_eps = H->rms_eps;
     h->rope_theta = H->rope_theta;
-    if (H->rope_type < IR_ROPE_DEFAULT || H->rope_type > IR_ROPE_LLAMA3)
+    if (H->rope_type < IR_ROPE_DEFAULT || H->rope_type > IR_ROPE_LONGROPE)
         return ig_fail(err, IG_ERR_FORMAT, "%s: rope type %d", path, H->rope_type);
     h->rope_type = (ir_rope_type)H->rope_type;
     h->rope_factor = H->rope_factor;
     h->rope_low_freq_factor = H->rope_low_freq_factor;
     h->rope_high_freq_factor = H->rope_high_freq_factor;
     h->rope_orig_max = H->rope_orig_max;
+    if (H->n_rope_ext > IR_MAX_ROPE_EXT || (h->rope_type == IR_ROPE_LONGROPE && H->n_rope_ext < 1))
+        return ig_fail(err, IG_ERR_FORMAT, "%s: %zu rope factors", path, H->n_rope_ext);
+    h->rope_n_ext = (int32_t)H->n_rope_ext;
+    for (size_t i = 0; i < H->n_rope_ext; i++) {
+        if (!(H->rope_ext[i] > 0)) return ig_fail(err, IG_ERR_FORMAT, "%s: rope factor %zu is not positive", path, i);
+        h->rope_ext[i] = H->rope_ext[i];
+    }
     h->tie_embeddings = H->tie_embeddings;
     h->attn_bias = H->attn_bias;
     h->o_bias = H->o_bias;
@@ -285,7 +295,7 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has storage type %d", path, m->name,
                            m->src_type);
         t.src_type = (ir_stype)m->src_type;
-        if (m->xform != IR_XFORM_NONE && m->xform != IR_XFORM_UNPERMUTE_ROPE && m->xform != IR_XFORM_PLUS_ONE)
+        if (m->xform < IR_XFORM_NONE || m->xform > IR_XFORM_TIMES_TWO)
             return ig_fail(err, IG_ERR_FORMAT, "%s: tensor %s has transform %d", path, m->name, m->xform);
         t.xform = (ir_xform)m->xform;
         t.xform_heads = m->xform_heads;
@@ -294,6 +304,7 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
         t.n_parts = (int32_t)m->n_parts;
         t.parts = m->parts; /* copied by ir_add_tensor */
         t.interleave16 = m->interleave16;
+        t.pad16 = m->pad16 != 0;
         if (ir_add_tensor(g, &t) != (int32_t)i) return ig_fail(err, IG_ERR_NOMEM, "%s: out of memory", path);
     }
     for (size_t i = 0; i < G->n_nodes; i++) {

@@ -234,6 +234,11 @@ static ig_status read_tensor(ir_sources *s, const rd_mode *md, const ir_graph *g
     if (rows <= 0 || cols <= 0)
         return ig_fail(err, IG_ERR_INVALID, "tensor %s: bad shape", t->name);
     ig_status st;
+    if (t->xform == IR_XFORM_ZERO) { /* all-zero blocks are zero weights in every block type */
+        if (t->n_parts) return ig_fail(err, IG_ERR_INVALID, "tensor %s: a zero tensor has parts", t->name);
+        memset(out, 0, (size_t)rows * row_bytes(md, t));
+        return IG_OK;
+    }
     if (t->n_parts == 0) {
         st = read_plain(s, md, g, t, out, err);
     } else {
@@ -250,6 +255,12 @@ static ig_status read_tensor(ir_sources *s, const rd_mode *md, const ir_graph *g
         if (md->raw) return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: its +1 transform needs f32 values", t->name);
         float *o = (float *)out;
         for (int64_t i = 0, n = tensor_rows(t) * tensor_cols(t); i < n; i++) o[i] += 1.0f;
+        return IG_OK;
+    }
+    if (t->xform == IR_XFORM_TIMES_TWO) {
+        if (md->raw) return ig_fail(err, IG_ERR_UNSUPPORTED, "tensor %s: its x2 transform needs f32 values", t->name);
+        float *o = (float *)out;
+        for (int64_t i = 0, n = tensor_rows(t) * tensor_cols(t); i < n; i++) o[i] *= 2.0f;
         return IG_OK;
     }
     if (t->xform != IR_XFORM_NONE)
@@ -305,6 +316,7 @@ static ig_status read_parts(ir_sources *s, const rd_mode *md, const ir_graph *g,
             int64_t pr = tensor_rows(pt[p]);
             total += t->interleave16 && t->pad16 ? (pr + 15) / 16 * 16 : pr;
         }
+        if (t->interleave16 && t->pad16 && t->n_parts == 2 && rows % 2 == 0 && rows >= total) total = rows;
         if (total != rows)
             return ig_fail(err, IG_ERR_INVALID, "tensor %s: parts hold %lld rows, expected %lld",
                            t->name, (long long)total, (long long)rows);
@@ -333,7 +345,7 @@ static ig_status read_parts(ir_sources *s, const rd_mode *md, const ir_graph *g,
             if (t->n_parts != 2 || tensor_rows(pt[0]) != tensor_rows(pt[1]))
                 return ig_fail(err, IG_ERR_INVALID,
                                "tensor %s: interleave16 needs two parts of equal shape", t->name);
-            int64_t I = tensor_rows(pt[0]), Ip = t->pad16 ? (I + 15) / 16 * 16 : I;
+            int64_t I = tensor_rows(pt[0]), Ip = t->pad16 ? rows / 2 : I;
             /* padding rows stay zero (all-zero blocks are zero weights in every block type) */
             uint8_t *a = calloc((size_t)(2 * Ip), rb);
             if (!a) return ig_fail(err, IG_ERR_NOMEM, "tensor %s: out of memory", t->name);

@@ -30,6 +30,10 @@ def main():
     # + global layers, two RoPE bases, GeGLU, scaled embeddings, query_pre_attn_scalar); the
     # mixture-of-experts ones (moe.cu: f32 router, top-k, the selected experts; prefill grouped by expert)
     runs += [(m, dt, None) for m in ("phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-moe") for dt in dtypes]
+    # issue 21's family variants (scripts/make_heldout_models.py: expert counts, top-k, dense layers
+    # among MoE ones, padded expert sizes, windows, Gemma 3 patterns, rotary fractions, longrope, tied)
+    runs += [(m, dt, None) for m in golden.HELDOUT_MODELS for dt in dtypes
+             if dt == "f32" or m not in golden.HELDOUT_F32_ONLY]
     # Mistral with a window (8) shorter than the context on every layer, against the float64 numpy
     # reference of tests/numpy_llama.py (no transformers reference of it is stored)
     runs += [("mistral-window8", dt, None) for dt in dtypes]
@@ -48,7 +52,7 @@ def main():
             numpy_llama.make_window_model(os.path.join(golden.TESTDATA, "models", "mistral-sharded"),
                                           os.path.join(made, "mistral-window8"), 8)
         for model, dtype, tune in runs:
-            mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS else made if model == "mistral-window8" else None
+            mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS + golden.HELDOUT_MODELS else made if model == "mistral-window8" else None
             try:
                 fails += [f + (f" (--tune {tune})" if tune else "") for f in
                           golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir, tune=tune)]
