@@ -114,8 +114,9 @@ def main():
             if p.returncode != 0:
                 fails.append(f"{name}: " + p.stderr.strip())
         # the quantized-KV device code on the host: kv_quant.cuh's warp functions on 32 threads, and the
-        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers)
-        for name in ("test_kv_quant_warp", "test_kv_quant_kernels"):
+        # rope_kv / attention / prefill kernels through tests/cuda_host/cuda_emul.h (CTAs of fibers);
+        # sample.cu under token masks (guided decoding) the same way
+        for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_sample_masked"):
             exe = os.path.join(tmp, name)
             subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
                             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",
