@@ -922,7 +922,7 @@ static void emit_step_tail(gen *c) {
     fprintf(c->fw, "    if (do_sample%s) {\n"
                    "        /* %s%s */\n"
                    "        int n_part = %s;\n"
-                   "        void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part, &zero, &zero};\n"
+                   "        void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part, &zero, &zero, &zero, &zero};\n"
                    "        LAUNCH(%d, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);\n"
                    "    }\n",
             head ? " && !(dl_done && do_sample == 2)" : "", comment,

@@ -4,7 +4,8 @@
  * Instantiate with SM_NAME, SM_V (vocabulary), SM_LD (row stride, default SM_V); defines
  *   extern "C" __global__ void SM_NAME(int n, float *logits, const ig_sm_params *p, int *out,
  *                                      const unsigned long long *amax, int n_part,
- *                                      const unsigned *mask, const int *mask_row);
+ *                                      const unsigned *mask, const int *mask_row, int *next_ids,
+ *                                      int *next_pos);
  * logits f32 [n][SM_LD]; p [n] (the layout of ig_fwd_sample in ig_model_abi.h: on, temperature,
  * top_k, top_p, min_p, u); out [n]: for rows with p.on, the chosen id, or -1 when the row holds
  * NaN or +inf or only -inf; rows without p.on are left alone. amax (may be null when n_part is 0):
@@ -16,6 +17,9 @@
  * place (the row is the step's scratch) before anything else reads it, so greedy, temperature,
  * top-k, top-p and min-p all see only the allowed tokens (NaN or +inf at a disallowed id no longer
  * counts), and its first pass reads the row, never amax (those keys are of the unmasked row).
+ * next_ids / next_pos (null: unused): row 0's choice also goes to next_ids[0] (0 in place of -1)
+ * and next_pos[0] grows by one, so that a step queued behind this one runs on the chosen token
+ * without the host (host_runtime.c's chained steps of a masked row).
  * launch: grid = (IG_SM_GRID_X(n) = n), block = IG_SM_BLOCK = 1024, smem 0.
  *
  * Semantics (runtime/sampler.h steps 3-8, no bias or penalties): temperature 0 is the argmax
@@ -60,6 +64,12 @@ typedef struct ig_sm_params {
 } ig_sm_params;
 
 #define IG_SM_FIX 1099511627776.0f /* 2^40: fixed-point scale of masses */
+
+/* Row row's choice v (called by one thread), and the next step's input for row 0 when asked. */
+IG_DEV void ig_sm_put(int *out, int row, int v, int *next_ids, int *next_pos) {
+    out[row] = v;
+    if (next_ids && row == 0) next_ids[0] = v < 0 ? 0 : v, next_pos[0] += 1;
+}
 
 /* A masked row: logits l [V] := -inf wherever mask [IG_SM_MASK_WORDS(V)] has no bit; visible to
  * the whole CTA when it returns. Each thread takes ids tid, tid + 1024, ...: the writes coalesce
@@ -143,7 +153,7 @@ IG_DEV unsigned ig_sm_select(const float *l, float m, float invt, unsigned floor
 
 extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK)
 SM_NAME(int n, float *logits, const ig_sm_params *p, int *out, const unsigned long long *amax, int n_part,
-        const unsigned *mask, const int *mask_row) {
+        const unsigned *mask, const int *mask_row, int *next_ids, int *next_pos) {
     __shared__ unsigned long long hist[256];
     __shared__ unsigned long long sh[33];
     __shared__ float sv[32];
@@ -202,11 +212,11 @@ SM_NAME(int n, float *logits, const ig_sm_params *p, int *out, const unsigned lo
         }
     }
     if (bad || bv == IG_NEG_INF) {
-        if (tid == 0) out[row] = -1;
+        if (tid == 0) ig_sm_put(out, row, -1, next_ids, next_pos);
         return;
     }
     if (ps.temperature == 0.0f) {
-        if (tid == 0) out[row] = bi;
+        if (tid == 0) ig_sm_put(out, row, bi, next_ids, next_pos);
         return;
     }
     const float m = bv, invt = 1.0f / ps.temperature;
@@ -244,7 +254,7 @@ SM_NAME(int n, float *logits, const ig_sm_params *p, int *out, const unsigned lo
     }
     const unsigned long long base = ig_sm_scan(mine, sh, &total);
     if (total == 0ull) { /* every kept weight underflowed the fixed point: the mode */
-        if (tid == 0) out[row] = bi;
+        if (tid == 0) ig_sm_put(out, row, bi, next_ids, next_pos);
         return;
     }
     unsigned long long r = (unsigned long long)((double)ps.u * (double)total);
@@ -261,7 +271,7 @@ SM_NAME(int n, float *logits, const ig_sm_params *p, int *out, const unsigned lo
                 break;
             }
         }
-        out[row] = pick;
+        ig_sm_put(out, row, pick, next_ids, next_pos);
     }
 }
 

@@ -6,7 +6,8 @@
  *   - sampling (temperature, top-k, top-p) under a mask picks only allowed ids over many draws, and
  *     plain temperature sampling takes the id where the allowed mass, walked in id order, exceeds
  *     u x (allowed mass), against a host reference in double;
- *   - rows without a mask in the same launch give exactly what a launch without masks gives.
+ *   - rows without a mask in the same launch give exactly what a launch without masks gives;
+ *   - row 0's choice goes to the chained step's input (next_ids / next_pos), token 0 for -1.
  * Build (tests/test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_sample_masked.cpp
  * Exit 0 when every check passes. */
@@ -54,7 +55,7 @@ static float frand(void) { /* in [-4, 4) */
 /* One launch over rows of l (copied: masked rows are written in place), with the per-part keys of
  * the unmasked rows when parts, and masks when rows is not empty. */
 static std::vector<int> run(std::vector<float> l, const std::vector<ig_sm_params> &ps, const std::vector<unsigned> &mask,
-                            const std::vector<int> &rows, int parts) {
+                            const std::vector<int> &rows, int parts, int *next = NULL) {
     const int n = (int)ps.size();
     std::vector<unsigned long long> amax((size_t)n * PARTS, 0ull);
     for (int r = 0; r < n && parts; r++)
@@ -65,7 +66,7 @@ static std::vector<int> run(std::vector<float> l, const std::vector<ig_sm_params
     const int np = parts ? PARTS : 0;
     bool ok = emul_launch({(unsigned)IG_SM_GRID_X(n), 1, 1}, {IG_SM_BLOCK, 1, 1}, [&] {
         sm_1000(n, l.data(), ps.data(), out.data(), amax.data(), np, rows.empty() ? NULL : mask.data(),
-                rows.empty() ? NULL : rows.data());
+                rows.empty() ? NULL : rows.data(), next, next ? next + 1 : NULL);
     });
     EXPECT(ok, "the sampling CTA deadlocked");
     return out;
@@ -92,7 +93,9 @@ static void test_greedy(int parts) {
     for (int j = 0; j < V; j++) allow(mask, 4, j); /* row 5: everything allowed but the bits past V */
     mask[(size_t)4 * W + W - 1] = 0xffffffffu;
     l[5 * LD + 17] = 9.0f;
-    const std::vector<int> o = run(l, ps, mask, rows, parts);
+    int next[2] = {-5, 41}; /* the next step's token and position, for row 0 */
+    const std::vector<int> o = run(l, ps, mask, rows, parts, next);
+    EXPECT(next[0] == o[0] && next[1] == 42, "the next step's input: %d at %d, want %d at 42", next[0], next[1], o[0]);
     EXPECT(o[0] == 3, "greedy under a mask: %d, want 3 (the best allowed, lower id on a tie)", o[0]);
     EXPECT(o[1] == 17, "greedy without a mask beside masked rows: %d, want 17", o[1]);
     EXPECT(o[2] == -1, "a mask allowing nothing: %d, want -1", o[2]);
@@ -157,7 +160,17 @@ static void test_sampled(void) {
     EXPECT(ou[0] >= 0 && ou[0] < V, "an unmasked draw: %d", ou[0]);
 }
 
+/* a row whose mask allows nothing: -1, and token 0 (a valid id) for the chained step's input */
+static void test_next_invalid(void) {
+    std::vector<float> l(LD);
+    for (auto &x : l) x = frand();
+    int next[2] = {-5, 7};
+    const std::vector<int> o = run(l, {ig_sm_params{1, 0.0f, 0, 1.0f, 0.0f, 0.5f}}, std::vector<unsigned>(W, 0u), {0}, 0, next);
+    EXPECT(o[0] == -1 && next[0] == 0 && next[1] == 8, "nothing allowed: %d, next %d at %d", o[0], next[0], next[1]);
+}
+
 int main(void) {
+    test_next_invalid();
     test_greedy(0);
     test_greedy(1);
     test_sampled();

@@ -1350,7 +1350,8 @@ static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, 
         CK(cudaMalloc(&dr, n * 4));
         CK(cudaMemcpy(dr, mask_row->data(), n * 4, cudaMemcpyHostToDevice));
     }
-    void *args[] = {&nv, &dl, &dp, &dout, &dk, &parts, &dm, &dr};
+    int *dnone = NULL; /* no next step's input */
+    void *args[] = {&nv, &dl, &dp, &dout, &dk, &parts, &dm, &dr, &dnone, &dnone};
     launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
     std::vector<int> o(n);
     CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
