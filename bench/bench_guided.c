@@ -18,13 +18,15 @@
  * bitmask beside each step, templates/cuda/sample.cu); --tune chain=0 turns off the chained steps
  * of both.
  *
- * --check (a GPU check, scripts/gpu_check_guided.py): no timing; three requests at once (greedy
- * unconstrained, the constrained one, greedy unconstrained on another prompt), first on an engine
- * that samples on the device (the constrained row under its device mask), then on one that samples
- * every row on the host (device_sampling 0: the logits come back, the mask is applied by the host
- * sampler); every request's tokens must be the same in both (exit 1 otherwise). Then the
- * constrained request alone with temperature 1 on the device (any token the mask did not allow
- * would fail the request). Prints each constrained output as a JSON string ("check text ...").
+ * --check (a GPU check, scripts/gpu_check_guided.py): no timing; on an engine that samples on the
+ * device (the constrained row under its device mask) and on one that samples every row on the
+ * host (device_sampling 0: the logits come back, the mask is applied by the host sampler), greedy:
+ * the constrained request alone, an unconstrained one alone, then the three at once (unconstrained,
+ * constrained, unconstrained on another prompt); the lone requests' tokens must be the same on
+ * both engines, and no request may fail (exit 1 otherwise). Then the constrained request alone with
+ * temperature 1 on the device (a token its mask did not allow would fail the request: the engine
+ * checks each one against the matcher). Prints the constrained outputs as JSON strings ("check
+ * text ...").
  *
  * Usage: bench_guided PKG [--json | --schemas FILE --pick NAME | --regex RE] [--new-tokens 256]
  *        [--prompt-len 32] [--reps 3] [--temperature T] [--threads N] [--verify-hashes 0|1]
@@ -160,7 +162,9 @@ static int open_engine(const char *pkg, const ig_engine_config *base, int device
     return 0;
 }
 
-/* The check described at the top; g: the unconstrained and the constrained config. */
+/* The check described at the top; g: the unconstrained and the constrained config. Only requests
+ * run alone are compared token for token: the steps of a batch depend on when each request was
+ * admitted, and a GPU's kernels of another batch shape round differently. */
 static int check(const char *pkg, const ig_engine_config *base, int32_t P, int32_t N, const ig_gen_config g[2]) {
     int32_t ids[4096 + 3];
     uint64_t s = 42;
@@ -171,17 +175,18 @@ static int check(const char *pkg, const ig_engine_config *base, int32_t P, int32
     ig_gen_config b[3] = {g[0], g[1], g[0]};
     for (int i = 0; i < 3; i++) b[i].temperature = 0.0f;
     b[0].max_new_tokens = b[2].max_new_tokens = N / 2 > 8 ? N / 2 : 8;
-    static check_out dev[3], host[3];
+    static check_out alone[2][2], mix[2][3], smp; /* [pass][request] */
     const char *names[3] = {"unconstrained", "constrained", "unconstrained (another prompt)"};
     int bad = 0;
     for (int pass = 0; pass < 2; pass++) {
         ig_engine *e;
         if (open_engine(pkg, base, pass == 0, 4 * ((P + N) / 16 + 2), &e)) return 1;
-        int rc = run_batch(e, ids, P, b, 3, pass == 0 ? dev : host);
+        int rc = run_batch(e, ids + 1, P, &b[1], 1, &alone[pass][1]);      /* the constrained one alone */
+        if (!rc) rc = run_batch(e, ids, P, &b[0], 1, &alone[pass][0]);     /* an unconstrained one alone */
+        if (!rc) rc = run_batch(e, ids, P, b, 3, mix[pass]);               /* the three at once */
         if (!rc && pass == 0) { /* the constrained request alone, sampled, on the device */
             ig_gen_config t = g[1];
             t.temperature = 1.0f, t.seed = 11;
-            static check_out smp;
             rc = run_batch(e, ids, P, &t, 1, &smp);
             print_text("sampled", &smp);
             if (smp.failed || smp.n == 0) bad = 1, printf("check FAIL: the sampled constrained request failed\n");
@@ -189,13 +194,23 @@ static int check(const char *pkg, const ig_engine_config *base, int32_t P, int32
         ig_engine_close(e);
         if (rc) return 1;
     }
-    for (int i = 0; i < 3; i++) {
-        int same = dev[i].n == host[i].n && !memcmp(dev[i].toks, host[i].toks, sizeof(int32_t) * (size_t)dev[i].n);
-        printf("check %s: %d tokens (%s) on the device path, %d (%s) on the host path: %s\n", names[i], dev[i].n,
-               finish_name(dev[i].finish), host[i].n, finish_name(host[i].finish), same ? "the same tokens" : "DIFFERENT");
-        if (!same || dev[i].failed || host[i].failed || dev[i].n == 0) bad = 1;
+    for (int i = 0; i < 2; i++) {
+        const check_out *d = &alone[0][i], *h = &alone[1][i];
+        int same = d->n == h->n && !memcmp(d->toks, h->toks, sizeof(int32_t) * (size_t)d->n);
+        printf("check %s alone: %d tokens (%s) on the device path, %d (%s) on the host path: %s\n", names[i], d->n,
+               finish_name(d->finish), h->n, finish_name(h->finish), same ? "the same tokens" : "DIFFERENT");
+        if (!same || d->failed || h->failed || d->n == 0) bad = 1;
     }
-    print_text("greedy", &dev[1]);
+    for (int i = 0; i < 3; i++) {
+        const check_out *d = &mix[0][i], *h = &mix[1][i];
+        int same = d->n == h->n && !memcmp(d->toks, h->toks, sizeof(int32_t) * (size_t)d->n);
+        printf("check %s in a batch of three: %d tokens (%s) on the device path, %d (%s) on the host path (%s; not "
+               "asserted)\n", names[i], d->n, finish_name(d->finish), h->n, finish_name(h->finish),
+               same ? "the same tokens" : "other tokens");
+        if (d->failed || h->failed || d->n == 0) bad = 1;
+    }
+    print_text("greedy", &alone[0][1]);
+    print_text("batched", &mix[0][1]);
     printf("check: %s\n", bad ? "FAIL" : "ok");
     return bad;
 }

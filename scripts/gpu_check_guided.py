@@ -6,11 +6,13 @@ the tokens of the host-side masked path, and their output must parse and follow 
 A random-weight checkpoint of 2 layers with Llama 3's vocabulary and tokenizer
 (scripts/make_random_llama.py --small; ../shared/testdata/tokenizers/llama3) compiled for this GPU
 in bf16 (on sm_90 its one-token steps run the persistent decode kernel) and in f32 (the per-op
-kernels); for each constraint devbuild/bench_guided --check runs a greedy unconstrained request, the
-constrained one and another unconstrained one at once, on an engine that samples on the device and
-on one that samples on the host (device_sampling 0: logits back, the mask applied by the host
-sampler), and every request's tokens must be the same in both; then the constrained request alone
-with temperature 1 on the device (a token its mask did not allow would fail the request).
+kernels); for each constraint devbuild/bench_guided --check runs, greedy, the constrained request
+alone, an unconstrained one alone and the three at once (unconstrained, constrained, unconstrained)
+on an engine that samples on the device and on one that samples on the host (device_sampling 0:
+logits back, the mask applied by the host sampler): the lone requests' tokens must be the same on
+both (a batch's steps depend on when each request was admitted, so the batch is only printed), no
+request may fail (the engine checks every device pick against the matcher); then the constrained
+request alone with temperature 1 on the device.
 
 Constraints: a regular expression whose language is a finite set of JSON objects (so a random
 model's greedy output ends), whose texts must parse with json.loads and validate against the
