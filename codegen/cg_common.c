@@ -228,7 +228,7 @@ void cg_emit_desc(FILE *out, const ir_hparams *hp, const char *target, const cha
         fprintf(out, "    .device = IG_DEVICE_CUDA, .device_archs = \"%s\",\n"
                      "    .init = init, .fini = fini, .kv_page_copy = kv_page_copy,\n"
                      "    .workspace_bytes = workspace_bytes,\n    .forward = forward,\n"
-                     "    .caps = IG_MODEL_CAP_SAMPLE,\n};\n\n",
+                     "    .caps = IG_MODEL_CAP_SAMPLE | IG_MODEL_CAP_MASK,\n};\n\n",
                 device_archs);
     else
         fprintf(out, "    .device = IG_DEVICE_CPU, .device_archs = \"\",\n"

@@ -76,6 +76,7 @@ typedef struct gen {
     const char *kv_name;  /* the KV format's name, for comments */
     dl_plan dl;
     int dl_fn;            /* the persistent kernel's index in the launch table, or -1 */
+    int sample_fn;        /* sample.cu's index (host_runtime.c launches it for masked rows) */
     int wq_any;           /* some matrix is quantized (q8r / q4r rows, templates/cuda/wq.cuh) */
     int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
     int qg_any;           /* some matrix takes qgemm.cu (quantized rows on tensor cores) */
@@ -1033,12 +1034,12 @@ static void emit_step_tail(gen *c) {
     fprintf(c->fw, "    if (do_sample%s) {\n"
                    "        /* %s%s */\n"
                    "        int n_part = %s;\n"
-                   "        void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part};\n"
+                   "        void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part, &zero, &zero, &zero, &zero};\n"
                    "        LAUNCH(%d, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);\n"
                    "    }\n",
             head ? " && !(dl_done && do_sample == 2)" : "", comment,
             head ? " (after the persistent kernel: from its per-CTA greedy picks)" : "", head ? "dl_done ? st->n_sm : 0" : "0",
-            fn_index(c, k));
+            c->sample_fn = fn_index(c, k));
     fprintf(c->fw, "    /* the sampled ids back */\n"
                    "    if (do_sample) CU(st->api.cuMemcpyDtoHAsync(SAMPLED_IDS(st) + (chain ? st->max_tokens + chain - 1 : 0), d_sampled,\n"
                    "                                                sizeof(int32_t) * n_out, st->stream));\n"
@@ -1083,8 +1084,9 @@ static void emit_host_header(gen *c, FILE *out) {
     fprintf(out, "#define W_BF16 %d     /* 16-bit weights (and activations where the kernels round) */\n"
                  "#define W_F16 %d      /* ... of IEEE half rather than bf16 */\n"
                  "#define W_BYTES %lluull /* weights.bin, copied to the GPU */\n"
-                 "#define N_KERNELS %d  /* functions of model.cu launched (kernel_names) */\n",
-            c->bf, c->fmt->dtype == IG_DTYPE_F16, (unsigned long long)c->plan->total, c->in.n_fn);
+                 "#define N_KERNELS %d  /* functions of model.cu launched (kernel_names) */\n"
+                 "#define SAMPLE_FN %d  /* sample.cu's: host_runtime.c launches it for the rows of a masked step */\n",
+            c->bf, c->fmt->dtype == IG_DTYPE_F16, (unsigned long long)c->plan->total, c->in.n_fn, c->sample_fn);
     if (!c->dl.ok) {
         fprintf(out, "#define HAS_DECODE_LAYERS 0 /* no persistent decode kernel: its shape conditions are not met */\n");
         return;
@@ -1255,7 +1257,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                        FILE *cu, FILE *out, ig_err *err) {
     const ir_hparams *hp = &g->hp;
     gen c = {.g = g, .plan = plan, .o = o, .tune = o->tuning, .fmt = cg_format_of(o->dtype), .cu = cu, .resid = -1, .rn_out = -1,
-             .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1};
+             .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1, .sample_fn = -1};
     if (!c.fmt || !c.fmt->cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): no CUDA kernels for this dtype");
     if (!c.tune) return ig_fail(err, IG_ERR_INTERNAL, "codegen (cuda): no tuning given");
     const cg_kv_format *kvf = cg_kv_format_of(o->kv_dtype);

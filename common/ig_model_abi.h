@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 7u
+#define IG_MODEL_ABI_VERSION 8u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -109,7 +109,21 @@ typedef struct ig_fwd_batch {
      * logits held NaN or +inf, or were all -inf. */
     const ig_fwd_sample *sample;
     int32_t *sampled;          /* [n_out] */
+    /* Token masks of device-sampled rows (guided decoding; models with IG_MODEL_CAP_MASK; NULL
+     * elsewhere and in steps without one): masks[i] for out row i is NULL (no mask) or
+     * IG_MASK_WORDS(vocab) words, bit (id & 31) of word id >> 5 set where token id may be sampled
+     * (bits of ids >= vocab are ignored); only rows with sample[i].on take theirs, and such a row
+     * samples as if every other logit were -inf (a row with no allowed token gives -1). The masks
+     * may still be being computed when forward is called: forward reads them only after
+     * masks_wait(masks_user) returns (when masks_wait is set), which it calls once the step's
+     * kernels up to the logits are queued, so the host computes them while the device runs the
+     * step. logits, when wanted, are the unmasked ones. */
+    const uint32_t *const *masks;
+    void (*masks_wait)(void *user);
+    void *masks_user;
 } ig_fwd_batch;
+
+#define IG_MASK_WORDS(vocab) (((vocab) + 31) / 32) /* 32-bit words of one row's token mask */
 
 /* Run-time tuning of a device package's code (runtime/serving/tuning.c holds the table: names, ranges,
  * defaults and what each measured). The runtime fills it from ig_engine_config.tune. */
@@ -222,6 +236,7 @@ typedef struct ig_model_desc {
 } ig_model_desc;
 
 #define IG_MODEL_CAP_SAMPLE (1u << 0) /* forward honours ig_fwd_batch.sample (device sampling) */
+#define IG_MODEL_CAP_MASK (1u << 1)   /* ... and ig_fwd_batch.masks (token masks of sampled rows) */
 
 typedef const ig_model_desc *(*ig_model_entry_fn)(void);
 #define IG_MODEL_ENTRY_SYMBOL "ig_model_entry"

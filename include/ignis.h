@@ -86,7 +86,8 @@ typedef struct ig_engine_config {
     int prefix_cache;            /* reuse KV pages of shared prompt prefixes across requests (default 1) */
     int device_sampling;         /* on packages that can (CUDA): sample requests without logit bias,
                                     penalties or logprobs on the device, copying back one id per
-                                    sequence instead of a row of logits (default 1) */
+                                    sequence instead of a row of logits, constrained ones under
+                                    their token masks, uploaded as bitmasks (default 1) */
     const char *tune;            /* run-time tuning of the package's code, "key=value,key=value"
                                     (docs/TUNING.md; e.g. "persistent=0,graphs=0" on CUDA);
                                     NULL or "" = defaults. Borrowed for ig_engine_open only */

@@ -38,6 +38,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== engine on the GPU (batch references, preemption, prefix cache and its host tier, stress)"
   python3 tests/golden.py  # the fixtures stored as a weights recipe, which it compiles
   IGNIS_TEST_TARGET=cuda:$arch devbuild/test_engine 2>&1 | tee "$OUT/engine.txt" || rc=1
+  echo "== guided decoding on the GPU (device-masked tokens against the host-masked path, outputs validated)"
+  python3 scripts/gpu_check_guided.py "$arch" 2>&1 | tee "$OUT/guided.txt" || rc=1
 fi
 if [ "$what" = fat ] || [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== fat package (cpu + cuda:sm_80,sm_90) picks CUDA; CUDA bundle runs with env -i (issue 20)"

@@ -2,7 +2,9 @@
 """Writes a random-weight HuggingFace Llama checkpoint (config.json + model.safetensors, bf16) of
 a given shape, for benchmarks. Default: the shape of Llama-3.2-1B (hidden 2048, 16 layers, 32
 heads, 8 KV heads, intermediate 8192, vocab 128256, tied embeddings, llama3 rope scaling).
-Only numpy is needed.  Usage: make_random_llama.py OUT_DIR [--tiny]"""
+--tiny: 2 layers of hidden 256 and a 4096-token vocabulary; --small: the same layers with Llama 3's
+vocabulary and EOS ids (a package for the Llama 3 tokenizer that compiles and loads in seconds).
+Only numpy is needed.  Usage: make_random_llama.py OUT_DIR [--tiny | --small]"""
 import json, os, struct, sys
 import numpy as np
 
@@ -11,7 +13,7 @@ def main():
         print(__doc__)
         return 2
     out = sys.argv[1]
-    tiny = "--tiny" in sys.argv
+    tiny, small = "--tiny" in sys.argv, "--small" in sys.argv
     cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=2048,
                intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=131072,
@@ -22,6 +24,9 @@ def main():
     if tiny:
         cfg.update(hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, vocab_size=4096, max_position_embeddings=2048, bos_token_id=1, eos_token_id=2)
+    if small:
+        cfg.update(hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, max_position_embeddings=2048)
     H, I, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     nh, nkv, d, V = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"], cfg["vocab_size"]
     shapes = {"model.embed_tokens.weight": (V, H), "model.norm.weight": (H,)}

@@ -588,10 +588,14 @@ static ig_status alloc_step_buffers(ig_engine *e, ig_err *err) {
     e->b_sp = calloc((size_t)S, sizeof(ig_fwd_sample));
     e->b_dev_tok = calloc((size_t)S, sizeof(int32_t));
     e->device_sampling = e->cfg.device_sampling && (d->caps & IG_MODEL_CAP_SAMPLE);
+    /* constrained rows too, their masks uploaded beside the step (a --tp package's ranks would
+     * disagree on the step's launches: their rows go through the host) */
+    e->device_masks = e->device_sampling && (d->caps & IG_MODEL_CAP_MASK) && d->tp <= 1;
+    e->b_masks = calloc((size_t)S, sizeof *e->b_masks);
     e->b_sampled = malloc(sizeof(ig_status) * S);
     e->b_errs = malloc(sizeof(ig_err) * S);
     if (!e->b_ids || !e->b_pos || !e->b_seq || !e->b_rows || !e->b_pages || !e->b_logits || !e->b_reqs ||
-        !e->b_res || !e->b_sampled || !e->b_errs || !e->b_sp || !e->b_dev_tok)
+        !e->b_res || !e->b_sampled || !e->b_errs || !e->b_sp || !e->b_dev_tok || !e->b_masks)
         return ig_fail(err, IG_ERR_NOMEM, "out of memory for step buffers");
     return IG_OK;
 }
@@ -608,6 +612,7 @@ static void free_resources(ig_engine *e) {
     free(e->b_res);
     free(e->b_sp);
     free(e->b_dev_tok);
+    free(e->b_masks);
     free(e->b_sampled);
     free(e->b_errs);
     eng_scorer_free(e->scorer);

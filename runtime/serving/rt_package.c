@@ -748,6 +748,8 @@ ig_status rt_model_forward(rt_model *m, const ig_fwd_batch *b, ig_err *err) {
             return ig_fail(err, IG_ERR_INVALID, "logit row %d is not a token of the step", b->out_rows[i]);
     if (b->sample && !(d->caps & IG_MODEL_CAP_SAMPLE))
         return ig_fail(err, IG_ERR_INVALID, "device sampling asked of a package that cannot sample (target %s)", m->pkg->target);
+    if (b->masks && !(b->sample && (d->caps & IG_MODEL_CAP_MASK)))
+        return ig_fail(err, IG_ERR_INVALID, "token masks given to a package that cannot apply them (target %s)", m->pkg->target);
     for (int32_t i = 0; i < b->n_out; i++)
         if (!b->logits && !(b->sample && b->sample[i].on))
             return ig_fail(err, IG_ERR_INVALID, "logit row %d is neither copied back (logits is NULL) nor sampled on the device", i);

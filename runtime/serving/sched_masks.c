@@ -10,6 +10,13 @@
  * when the team leaves a CPU of the process's affinity free (else sample_one computes the masks
  * after the step, as before, in parallel over the step's sequences).
  *
+ * Where the model applies masks itself (CUDA: IG_MODEL_CAP_MASK), a constrained row is sampled on
+ * the device: the scheduler passes its mask buffer in the batch and sched_masks_ready as the
+ * batch's masks_wait, which forward calls once the step's kernels are queued; the model then
+ * uploads the masks as bitmasks and its sampling kernel applies them, so only the token comes
+ * back. Rows the device sampler cannot take (logit bias, penalties, logprobs) still copy their
+ * logits back and take their masks in sample_one (the host fallback).
+ *
  * The helper touches only the handed-over requests' matcher, mask buffer and mask status, and
  * their step slots' error strings, none of which the scheduler reads until sched_masks_end; the
  * requests cannot end meanwhile (only the scheduler thread ends them). It sleeps on a condition
@@ -132,4 +139,38 @@ void sched_masks_end(ig_engine *e) {
     pthread_mutex_lock(&w->mu);
     while (w->done != w->posted) pthread_cond_wait(&w->cv, &w->mu);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* r's mask as the device reads it: no bits at ids the constraint's vocabulary lacks (the model's
+ * may be larger), and before min_new_tokens none at EOS or the stop ids (as sample_one bans them). */
+static void device_mask(const ig_engine *e, const ig_request *r) {
+    uint32_t *bits = r->gmask;
+    const int32_t words = IG_MASK_WORDS(e->vocab), nv = gr_vocab_size(e->gvocab);
+    for (int32_t w = nv < 0 ? 0 : nv / 32; w < words; w++) {
+        const int32_t lo = w * 32;
+        bits[w] &= nv >= lo + 32 ? 0xFFFFFFFFu : nv > lo ? (1u << (nv - lo)) - 1u : 0u;
+    }
+    if (r->n_gen >= r->g.min_new_tokens) return;
+    for (int32_t i = 0; i < e->pkg->n_eos; i++) {
+        int32_t id = e->pkg->eos_ids[i];
+        if (id >= 0 && id < e->vocab) bits[id >> 5] &= ~(1u << (id & 31));
+    }
+    for (int32_t i = 0; i < r->g.n_stop_ids; i++) {
+        int32_t id = r->stop_ids[i];
+        if (id >= 0 && id < e->vocab) bits[id >> 5] &= ~(1u << (id & 31));
+    }
+}
+
+void sched_masks_ready(void *user) {
+    ig_engine *e = user;
+    sched_masks_end(e);
+    for (int32_t s = 0; s < e->b_n_seqs; s++) {
+        ig_request *r = e->b_reqs[s];
+        if (r->step_row < 0 || !e->b_masks[r->step_row]) continue;
+        if (!r->gmask_ready) { /* not handed to the helper (no overlap): now */
+            r->gmask_st = gr_matcher_mask(r->gm, r->gmask, &e->b_errs[s]);
+            r->gmask_ready = 1;
+        }
+        if (!r->gmask_st) device_mask(e, r);
+    }
 }

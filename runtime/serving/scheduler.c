@@ -338,16 +338,24 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
         e->b_reqs[s] = r;
         s++;
     }
-    /* rows whose request samples on the device: decided by the request's own params only */
-    int32_t n_dev = 0;
+    /* rows whose request samples on the device: decided by the request's own params only. A
+     * constrained row goes there with its mask where the model applies masks (its bans of EOS and
+     * stop ids before min_new_tokens go into the mask, sched_masks_ready); other rows with bans,
+     * and rows the device sampler cannot take (bias, penalties, logprobs), are sampled here */
+    int32_t n_dev = 0, n_masked = 0;
     for (int32_t i = 0; i < s && e->device_sampling; i++) {
         ig_request *r = e->b_reqs[i];
         if (r->step_row < 0) continue;
         ig_fwd_sample *sp = &e->b_sp[r->step_row];
         memset(sp, 0, sizeof *sp);
-        int bans = (r->n_gen < r->g.min_new_tokens && (e->pkg->n_eos > 0 || r->g.n_stop_ids > 0)) || r->gm;
-        if (!bans && smp_device_step(r->smp, sp)) n_dev++;
+        e->b_masks[r->step_row] = NULL;
+        int bans = r->gm ? !e->device_masks
+                         : r->n_gen < r->g.min_new_tokens && (e->pkg->n_eos > 0 || r->g.n_stop_ids > 0);
+        if (bans || !smp_device_step(r->smp, sp)) continue;
+        n_dev++;
+        if (r->gm) e->b_masks[r->step_row] = r->gmask, n_masked++;
     }
+    e->b_n_seqs = s;
     memset(b, 0, sizeof *b);
     b->n_tokens = t;
     b->token_ids = e->b_ids;
@@ -362,6 +370,11 @@ static void build_batch(ig_engine *e, ig_fwd_batch *b) {
     if (e->device_sampling) {
         b->sample = e->b_sp;
         b->sampled = e->b_dev_tok;
+    }
+    if (n_masked) {
+        b->masks = e->b_masks;
+        b->masks_wait = sched_masks_ready;
+        b->masks_user = e;
     }
 }
 
@@ -397,6 +410,21 @@ static ig_status sample_one(ig_engine *e, ig_request *r, float *logits, smp_resu
     if (!st && r->gm && gr_matcher_accept(r->gm, res->token, err) != 1)
         st = ig_fail(err, IG_ERR_INTERNAL, "the constraint refused token %d that its mask allowed", res->token);
     return st;
+}
+
+/* Takes the token the device sampled for r (under r's mask when masked). */
+static ig_status device_token(ig_engine *e, ig_request *r, int masked, int32_t tok, smp_result *res, ig_err *err) {
+    if (masked) {
+        r->gmask_ready = 0;
+        if (r->gmask_st) return r->gmask_st; /* the mask failed (its message is in err) */
+    }
+    if (tok < 0 || tok >= e->vocab)
+        return ig_fail(err, IG_ERR_INVALID, masked ? "the step's logits held NaN or +inf (or the constraint allowed no token)"
+                                                   : "the step's logits held NaN or +inf (or were all -inf)");
+    smp_device_accept(r->smp, tok, res);
+    if (masked && gr_matcher_accept(r->gm, tok, err) != 1)
+        return ig_fail(err, IG_ERR_INTERNAL, "the constraint refused token %d that its mask allowed", tok);
+    return IG_OK;
 }
 
 /* Routes newly decoded text through r's stop-string matcher into o. Returns 1 when a stop
@@ -505,11 +533,8 @@ static void sample_step(ig_engine *e, const ig_fwd_batch *b) {
         ig_request *r = e->b_reqs[s];
         if (r->step_row < 0) continue;
         if (b->sample && b->sample[r->step_row].on) {
-            int32_t tok = b->sampled[r->step_row];
-            e->b_sampled[s] = tok >= 0 && tok < V ? IG_OK
-                                                  : ig_fail(&e->b_errs[s], IG_ERR_INVALID,
-                                                            "the step's logits held NaN or +inf (or were all -inf)");
-            if (!e->b_sampled[s]) smp_device_accept(r->smp, tok, &e->b_res[s]);
+            e->b_sampled[s] = device_token(e, r, b->masks && b->masks[r->step_row], b->sampled[r->step_row],
+                                           &e->b_res[s], &e->b_errs[s]);
         } else {
             e->b_sampled[s] = sample_one(e, r, e->b_logits + (size_t)r->step_row * V, &e->b_res[s], &e->b_errs[s]);
         }

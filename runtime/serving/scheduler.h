@@ -145,6 +145,9 @@ struct ig_engine {
     ig_fwd_sample *b_sp;        /* [max_seqs] device sampling per logits row (device_sampling) */
     int32_t *b_dev_tok;         /* [max_seqs] tokens the device chose */
     int device_sampling;        /* the model samples eligible rows (config and IG_MODEL_CAP_SAMPLE) */
+    int device_masks;           /* ... constrained ones too, under their masks (IG_MODEL_CAP_MASK, no --tp) */
+    const uint32_t **b_masks;   /* [max_seqs] per logits row: the request's mask when the device applies it */
+    int32_t b_n_seqs;           /* sequences of the step in flight (sched_masks_ready reads b_reqs) */
     ig_status *b_sampled;       /* [max_seqs] */
     ig_err *b_errs;             /* [max_seqs] */
     int32_t max_pages_per_seq;
@@ -178,6 +181,10 @@ int sched_masks_overlap(const struct ig_engine *e);
 int32_t sched_masks_begin(struct ig_engine *e, const ig_fwd_batch *b);
 /* Waits until the masks handed over are written (returns at once when none were). */
 void sched_masks_end(struct ig_engine *e);
+/* ig_fwd_batch.masks_wait of a step with device-masked rows (user: the engine): waits for the
+ * helper, computes any mask it was not handed, and makes each row's words what the device reads
+ * (no bits past the constraint's vocabulary; EOS and stop ids banned before min_new_tokens). */
+void sched_masks_ready(void *user);
 /* Stops and joins the helper. Accepts NULL. */
 void sched_masks_free(sched_masks *m);
 

@@ -37,7 +37,7 @@ const tune_key tune_keys[] = {
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},
-    {"chain", R(chain), 0, 1, 1, 0, NULL, "queue a lone greedy sequence's next step behind the current one"},
+    {"chain", R(chain), 0, 1, 1, 0, NULL, "queue a lone greedy (or constrained) sequence's next step behind the current one"},
     {"graphs", R(graphs), 0, 1, 1, 0, NULL, "decode steps replay CUDA graphs"},
     {"graph_tmax", R(graph_tmax), -1, 1 << 20, -1, 0, NULL,
      "decode-only steps of up to this many tokens replay graphs (-1: any; 0: only one-token steps)"},

@@ -1,5 +1,6 @@
 /* host_runtime.c — the host side of every CUDA package: device state, init and fini, forward
- * (batch staging, multi-step greedy runs, chained steps), the CUDA graph cache and cuBLAS GEMMs.
+ * (batch staging, multi-step greedy runs, chained steps, token masks of guided decoding), the CUDA
+ * graph cache and cuBLAS GEMMs.
  *
  * The generated model.c defines what is specific to one model — its shape constants, kernel
  * images and names, weight and layer tables, RoPE frequencies, the model's workspace buffers
@@ -40,6 +41,7 @@
 #define W_BYTES 4096ull
 #define HAS_DECODE_LAYERS 0
 #define N_KERNELS 1
+#define SAMPLE_FN 0
 #define N_IMAGES 1
 #define PACKAGE_ARCHS "sm_90"
 #define PACKAGE_PTX 90
@@ -109,6 +111,12 @@ typedef struct dev_state {
     CUdeviceptr w, kv, ws, inv_freq;
     int32_t *pinned;           /* staging of one batch */
     unsigned char *pinned_smp; /* staging of device sampling: params [max_tokens], then ids [max_tokens] */
+    /* token masks of a masked step (forward, sample_masked), made on the first such step and grown
+     * as more rows come: pinned staging and its device copy, both laid out as MASK_ROWS_BYTES of a
+     * row -> mask index table [max_tokens], then mask_cap masks of MASK_WORDS words */
+    unsigned char *pinned_mask;
+    CUdeviceptr d_mask;
+    int32_t mask_cap;
     int32_t max_tokens, max_pages;
     int sync_each;  /* tuning sync: a debug aid */
     int use_graphs; /* decode steps replay CUDA graphs */
@@ -130,7 +138,8 @@ typedef struct dev_state {
     CUdeviceptr d_layers; /* its per-layer weight pointers */
     /* chained greedy steps (forward): one may be queued, with its sampled-id slot (1 or 2), the
      * position it runs at, the token it was given, the page-row width */
-    int chain_on, chain_q, chain_par;
+    int chain_on, chain_q, chain_par, chain_masked; /* chain_masked: the queued step computes logits only, its
+                                                      * row sampled under a mask by the call that takes it */
     int32_t chain_pos, chain_tok, chain_mp;
     CUevent chain_ev[3]; /* recorded after the step launched in a call (0) and after each chained one */
     /* multi-step greedy runs (forward): run_steps is what the next persistent launch runs; a run in
@@ -149,6 +158,8 @@ typedef struct dev_state {
     unsigned char **host_chunks; /* [n_host_chunks], NULL until used */
     int32_t n_host_chunks;
 } dev_state;
+#define MASK_WORDS IG_MASK_WORDS(VOCAB)
+#define MASK_ROWS_BYTES(st) WS_ALIGN(sizeof(int32_t) * (uint64_t)(st)->max_tokens)
 /* host-tier pages per pinned chunk: about 64 MB */
 #define HOST_CHUNK_PAGES ((int32_t)((64u << 20) / KV_PAGE_BYTES > 0 ? (64u << 20) / KV_PAGE_BYTES : 1))
 /* where a step's sampled ids land: the staging area after the sampling parameters (max_tokens ids,
@@ -318,11 +329,16 @@ static int run_take(dev_state *st, int j, const ig_fwd_batch *b) {
     return 0;
 }
 
-/* Is b exactly the step that continues the last one of a single greedy row: token tok at position
- * pos, with the page-table row (mp entries) the last launched step staged? (What a chained step or
- * a run's next step computed.) */
-static int next_of(const dev_state *st, const ig_fwd_batch *b, int do_sample, int32_t tok, int32_t pos, int32_t mp) {
-    return b->n_tokens == 1 && b->n_out == 1 && b->n_seqs == 1 && do_sample == 2 && b->out_rows[0] == 0 &&
+/* The kinds of step a chained step or a multi-step run continues: a single greedy row the step
+ * samples itself (the persistent kernel's pick), or a single row sampled under its mask after the
+ * step (sample_masked); 0 anything else. */
+#define STEP_GREEDY 2
+#define STEP_MASKED 3
+/* Is b exactly the step that continues the last one of a single row of kind `want` (b's is `kind`):
+ * token tok at position pos, with the page-table row (mp entries) the last launched step staged?
+ * (What a chained step or a run's next step computed.) */
+static int next_of(const dev_state *st, const ig_fwd_batch *b, int kind, int want, int32_t tok, int32_t pos, int32_t mp) {
+    return b->n_tokens == 1 && b->n_out == 1 && b->n_seqs == 1 && kind == want && b->out_rows[0] == 0 &&
            b->token_ids[0] == tok && b->positions[0] == pos && b->max_pages_per_seq == mp &&
            !memcmp(b->page_table, st->pinned + 4, sizeof(int32_t) * (size_t)mp);
 }
@@ -415,11 +431,80 @@ static int launch_new(dev_state *st, const ig_fwd_batch *b, int mpb, int do_samp
                  : launch_step(st, T, n_out, mpb, prefill_runs, do_sample, decode_only, 4 * T + b->n_seqs * mpb, 0);
 }
 
-/* Whether to queue the next step of a single greedy row behind this one: its next position stays
- * in this KV page, so the step's pick left everything it needs in the batch (decode_layers.cu). */
-static int chain_next(const dev_state *st, const ig_fwd_batch *b, int do_sample, int decode_only) {
-    return st->chain_on && st->dl_on && st->use_graphs && do_sample == 2 && b->n_tokens == 1 && decode_only &&
+/* Whether to queue the next step of a single row of kind STEP_GREEDY or STEP_MASKED behind this one:
+ * its next position stays in this KV page, so the step's pick left everything it needs in the batch
+ * (the persistent kernel's pick, decode_layers.cu, or sample.cu's next_ids / next_pos). */
+static int chain_next(const dev_state *st, const ig_fwd_batch *b, int kind, int decode_only) {
+    return st->chain_on && st->dl_on && st->use_graphs && (kind == STEP_GREEDY || kind == STEP_MASKED) &&
+           b->n_tokens == 1 && decode_only &&
            b->positions[0] + 1 < MAX_CONTEXT && (b->positions[0] + 1) / PAGE_SIZE == b->positions[0] / PAGE_SIZE;
+}
+
+/* ---- token masks (guided decoding): the rows' masks go up as a bitmask, sample.cu applies them */
+
+/* Rows of b sampled on the device under a mask. */
+static int count_masked(const ig_fwd_batch *b) {
+    int n = 0;
+    for (int i = 0; b->masks && i < b->n_out; i++) n += b->sample[i].on && b->masks[i] != NULL;
+    return n;
+}
+
+/* Room for n masks, in pinned staging and on the device: grown to twice what it was (at most
+ * max_tokens rows), the old buffers freed (no step in flight reads them: each call to forward
+ * waited for its own). Run before the step's launches, so that nothing here waits on them. */
+static int masks_reserve(dev_state *st, int n) {
+    if (n <= st->mask_cap) return 0;
+    int cap = st->mask_cap * 2 > n ? st->mask_cap * 2 : n < 4 ? 4 : n;
+    if (cap > st->max_tokens) cap = st->max_tokens;
+    const size_t bytes = MASK_ROWS_BYTES(st) + sizeof(uint32_t) * MASK_WORDS * (size_t)cap;
+    /* allocations take the current context, which the caller's thread may not have made current
+     * (stream-ordered calls name their stream) */
+    if (st->api.cuCtxSetCurrent && st->cctx) CU(st->api.cuCtxSetCurrent(st->cctx));
+    if (st->pinned_mask) CU(st->api.cuMemFreeHost(st->pinned_mask));
+    if (st->d_mask) CU(st->api.cuMemFree(st->d_mask));
+    st->pinned_mask = NULL, st->d_mask = 0, st->mask_cap = 0;
+    CU(st->api.cuMemAllocHost((void **)&st->pinned_mask, bytes));
+    CU(st->api.cuMemAlloc(&st->d_mask, bytes));
+    st->mask_cap = cap;
+    return 0;
+}
+
+/* Stages the step's row -> mask table and masks (b's, read now: the caller waited for them);
+ * returns the bytes to copy up. Plain C: tested without a GPU. */
+static size_t stage_masks(dev_state *st, const ig_fwd_batch *b) {
+    int32_t *rows = (int32_t *)st->pinned_mask;
+    uint32_t *words = (uint32_t *)(st->pinned_mask + MASK_ROWS_BYTES(st));
+    int k = 0;
+    for (int i = 0; i < b->n_out; i++) {
+        rows[i] = b->sample[i].on && b->masks[i] ? k : -1;
+        if (rows[i] < 0) continue;
+        memcpy(words + (size_t)k * MASK_WORDS, b->masks[i], sizeof(uint32_t) * MASK_WORDS);
+        k++;
+    }
+    return MASK_ROWS_BYTES(st) + sizeof(uint32_t) * MASK_WORDS * (size_t)k;
+}
+
+/* The sampling of a step with masked rows, queued after its kernels (which computed the logits
+ * only): waits for the runtime's masks (the host computes them while the device runs the step),
+ * then the parameters and masks up, sample.cu over every row (reading the rows, not the
+ * persistent kernel's per-CTA picks, which are of unmasked rows), the ids back to the staging slot
+ * of `cur` (0: a step launched by this call, 1 / 2: a chained one). With `chain`, the pick also
+ * becomes the input of the chained step queued next (the batch's token and position). */
+static int sample_masked(dev_state *st, const ig_fwd_batch *b, int cur, int chain) {
+    WORKSPACE_CARVE(st->ws, st->max_tokens);
+    int n_out = b->n_out, n_part = 0;
+    CUdeviceptr next_ids = chain ? batch : 0, next_pos = chain ? batch + 4 : 0; /* one token: ids, then positions */
+    if (b->masks_wait) b->masks_wait(b->masks_user);
+    const size_t up = stage_masks(st, b);
+    memcpy(st->pinned_smp, b->sample, sizeof(ig_fwd_sample) * n_out);
+    CU(st->api.cuMemcpyHtoDAsync(d_sp, st->pinned_smp, sizeof(ig_fwd_sample) * n_out, st->stream));
+    CU(st->api.cuMemcpyHtoDAsync(st->d_mask, st->pinned_mask, up, st->stream));
+    CUdeviceptr d_words = st->d_mask + MASK_ROWS_BYTES(st), d_rows = st->d_mask;
+    void *args[] = {&n_out, &d_logits, &d_sp, &d_sampled, &dl_amax, &n_part, &d_words, &d_rows, &next_ids, &next_pos};
+    LAUNCH(SAMPLE_FN, IG_SM_GRID_X(n_out), 1, 1, IG_SM_BLOCK, 0, args);
+    CU(st->api.cuMemcpyDtoHAsync(SAMPLED_IDS(st) + (cur ? st->max_tokens + cur - 1 : 0), d_sampled,
+                                 sizeof(int32_t) * n_out, st->stream));
+    return 0;
 }
 
 /* Runs one step: see ig_fwd_batch in ig_model_abi.h. */
@@ -434,14 +519,20 @@ static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {
     if (mpb > st->max_pages) mpb = st->max_pages;
     /* device sampling: the rows' parameters go up with the batch, one id per row comes back;
      * 2: a single greedy row, which the persistent kernel picks itself when it runs the step */
-    const int do_sample = b->sample != NULL && n_out > 0
+    const int masked = b->sample != NULL && n_out > 0 ? count_masked(b) : 0;
+    /* a step with masked rows computes only the logits, its sampling queued after them
+     * (sample_masked): never a multi-step run (its picks are unmasked); a single masked row may
+     * chain (STEP_MASKED), its next step queued behind the sampling, which hands it the pick */
+    const int do_sample = b->sample != NULL && n_out > 0 && !masked
                               ? (n_out == 1 && b->sample[0].on && b->sample[0].temperature == 0.0f ? 2 : 1) : 0;
+    const int kind = masked ? (n_out == 1 ? STEP_MASKED : 0) : do_sample == 2 ? STEP_GREEDY : 0;
+    if (masked) CU(masks_reserve(st, masked));
     /* one token per sequence (pure decode): rope_kv runs inside the attention kernel */
     const int decode_only = b->n_seqs == T;
     /* a multi-step run in flight: this step is its next one when the engine asks for exactly that
      * (the token the run returned last, the next position, the same page-table row) */
     if (st->run_k) {
-        if (!b->logits && next_of(st, b, do_sample, st->run_tok, st->run_pos0 + st->run_j, st->run_mp))
+        if (!b->logits && next_of(st, b, kind, STEP_GREEDY, st->run_tok, st->run_pos0 + st->run_j, st->run_mp))
             return run_take(st, st->run_j, b);
         /* otherwise the run stops after its next step (it reads the flag during each step's lm_head);
          * like a chained step, its extra steps leave only K/V in the page its sequence wrote last. It
@@ -451,14 +542,15 @@ static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {
         CU(st->api.cuStreamSynchronize(st->stream));
     }
     /* the chained step the previous call queued is this step when the engine asks for exactly what it
-     * computes: the same single greedy row, with the token the previous step returned, at the next
+     * computes: the same single row of the same kind, with the token the previous step returned, at the next
      * position, with the same page-table row; otherwise it ran for nothing, before this step in
      * stream order: all it leaves is the K/V of position chain_pos in the page its sequence wrote
      * last, which no other sequence reads */
     int cur = 0; /* whose results this call returns: 0 a step launched here, 1 / 2 the chained one */
     if (st->chain_q) {
         st->chain_q = 0;
-        if (next_of(st, b, do_sample, st->chain_tok, st->chain_pos, st->chain_mp)) cur = st->chain_par;
+        if (next_of(st, b, kind, st->chain_masked ? STEP_MASKED : STEP_GREEDY, st->chain_tok, st->chain_pos, st->chain_mp))
+            cur = st->chain_par;
     }
     if (!cur) {
         int rc = launch_new(st, b, mpb, do_sample, decode_only);
@@ -466,18 +558,25 @@ static int forward(const ig_model_ctx *ctx, const ig_fwd_batch *b) {
     }
     if (n_out > 0 && b->logits)
         CU(st->api.cuMemcpyDtoHAsync(b->logits, st->d_logits, sizeof(float) * n_out * VOCAB, st->stream));
+    const int chain = chain_next(st, b, kind, decode_only);
+    if (masked) { /* after the logits' copy: the masks are applied in place */
+        int rs = sample_masked(st, b, cur, chain);
+        if (rs) return rs;
+    }
     CU(st->api.cuEventRecord(st->chain_ev[cur], st->stream));
-    if (chain_next(st, b, do_sample, decode_only)) {
+    if (chain) {
         const int nxt = cur == 1 ? 2 : 1; /* its sampled id lands apart from this step's */
-        if (launch_graph(st, 1, 1, mpb, 2, 1, nxt) == 0 &&
+        /* a greedy row's step picks its own token; a masked row's computes the logits only */
+        if (launch_graph(st, 1, 1, mpb, kind == STEP_MASKED ? 0 : 2, 1, nxt) == 0 &&
             st->api.cuEventRecord(st->chain_ev[nxt], st->stream) == CUDA_SUCCESS)
-            st->chain_q = 1, st->chain_par = nxt, st->chain_pos = b->positions[0] + 1, st->chain_mp = mp;
+            st->chain_q = 1, st->chain_par = nxt, st->chain_pos = b->positions[0] + 1, st->chain_mp = mp,
+            st->chain_masked = kind == STEP_MASKED;
         else
             st->chain_on = 0; /* a failing device shows in the wait below */
     }
     CU(st->api.cuEventSynchronize(st->chain_ev[cur]));
     const int32_t *tok = SAMPLED_IDS(st) + (cur ? st->max_tokens + cur - 1 : 0);
-    if (do_sample)
+    if (do_sample || masked)
         for (int i = 0; i < n_out; i++)
             if (b->sample[i].on) b->sampled[i] = tok[i];
     if (st->chain_q) st->chain_tok = tok[0];
@@ -534,12 +633,13 @@ static void fini(ig_model_ctx *ctx) {
     if (st->blas) st->api.cublasDestroy(st->blas);
     if (st->pinned) st->api.cuMemFreeHost(st->pinned);
     if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);
+    if (st->pinned_mask) st->api.cuMemFreeHost(st->pinned_mask);
     if (st->run_host) st->api.cuMemFreeHost(st->run_host);
     for (int32_t i = 0; i < st->n_host_chunks; i++)
         if (st->host_chunks[i]) st->api.cuMemFreeHost(st->host_chunks[i]);
     free(st->host_chunks);
-    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers, st->blas_ws};
-    for (int i = 0; i < 6; i++)
+    CUdeviceptr bufs[] = {st->w, st->kv, st->ws, st->inv_freq, st->d_layers, st->blas_ws, st->d_mask};
+    for (int i = 0; i < 7; i++)
         if (bufs[i]) st->api.cuMemFree(bufs[i]);
     if (st->mod) st->api.cuModuleUnload(st->mod);
     if (st->stream) st->api.cuStreamDestroy(st->stream);

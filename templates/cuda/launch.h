@@ -153,6 +153,7 @@
 #define IG_SM_BLOCK 1024
 #define IG_SM_GRID_X(n) (n)
 #define IG_SM_SMEM(n) 0
+#define IG_SM_MASK_WORDS(v) (((v) + 31) / 32) /* 32-bit words of one row's token mask */
 
 /* ---- moe.cu: MO_NAME_route (a CTA per token), _gu (a warp per output of a (token, expert) pair),
  * _down (a warp per output row of a token) ---- */

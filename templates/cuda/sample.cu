@@ -2,13 +2,24 @@
  * top-p, min-p), so a decode step copies back one int per sequence instead of a row of logits.
  *
  * Instantiate with SM_NAME, SM_V (vocabulary), SM_LD (row stride, default SM_V); defines
- *   extern "C" __global__ void SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out,
- *                                      const unsigned long long *amax, int n_part);
+ *   extern "C" __global__ void SM_NAME(int n, float *logits, const ig_sm_params *p, int *out,
+ *                                      const unsigned long long *amax, int n_part,
+ *                                      const unsigned *mask, const int *mask_row, int *next_ids,
+ *                                      int *next_pos);
  * logits f32 [n][SM_LD]; p [n] (the layout of ig_fwd_sample in ig_model_abi.h: on, temperature,
  * top_k, top_p, min_p, u); out [n]: for rows with p.on, the chosen id, or -1 when the row holds
  * NaN or +inf or only -inf; rows without p.on are left alone. amax (may be null when n_part is 0):
  * [n][n_part] best keys (ig_amax_key) over parts of each row, left by the kernel that wrote the
  * logits; with them the first pass (max, argmax, validity) reads n_part keys instead of the row.
+ * Token masks (guided decoding): mask_row null, or [n]: -1 for a row without a mask, else k, whose
+ * mask is the IG_SM_MASK_WORDS(SM_V) words at mask + k * IG_SM_MASK_WORDS(SM_V), bit (id & 31) of
+ * word id >> 5 set where token id is allowed. A masked row's disallowed logits become -inf in
+ * place (the row is the step's scratch) before anything else reads it, so greedy, temperature,
+ * top-k, top-p and min-p all see only the allowed tokens (NaN or +inf at a disallowed id no longer
+ * counts), and its first pass reads the row, never amax (those keys are of the unmasked row).
+ * next_ids / next_pos (null: unused): row 0's choice also goes to next_ids[0] (0 in place of -1)
+ * and next_pos[0] grows by one, so that a step queued behind this one runs on the chosen token
+ * without the host (host_runtime.c's chained steps of a masked row).
  * launch: grid = (IG_SM_GRID_X(n) = n), block = IG_SM_BLOCK = 1024, smem 0.
  *
  * Semantics (runtime/sampler.h steps 3-8, no bias or penalties): temperature 0 is the argmax
@@ -53,6 +64,23 @@ typedef struct ig_sm_params {
 } ig_sm_params;
 
 #define IG_SM_FIX 1099511627776.0f /* 2^40: fixed-point scale of masses */
+
+/* Row row's choice v (called by one thread), and the next step's input for row 0 when asked. */
+IG_DEV void ig_sm_put(int *out, int row, int v, int *next_ids, int *next_pos) {
+    out[row] = v;
+    if (next_ids && row == 0) next_ids[0] = v < 0 ? 0 : v, next_pos[0] += 1;
+}
+
+/* A masked row: logits l [V] := -inf wherever mask [IG_SM_MASK_WORDS(V)] has no bit; visible to
+ * the whole CTA when it returns. Each thread takes ids tid, tid + 1024, ...: the writes coalesce
+ * and a warp's 32 ids share one mask word. */
+template <int V>
+IG_DEV void ig_sm_apply_mask(float *l, const unsigned *mask) {
+#pragma unroll 8
+    for (int j = threadIdx.x; j < V; j += IG_SM_BLOCK)
+        if (!((mask[j >> 5] >> (j & 31)) & 1u)) l[j] = IG_NEG_INF;
+    __syncthreads();
+}
 
 /* (v, i) beats (bv, bi): larger value, or equal value and smaller index. */
 IG_DEV bool ig_sm_better(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
@@ -124,7 +152,8 @@ IG_DEV unsigned ig_sm_select(const float *l, float m, float invt, unsigned floor
 #endif /* IG_SAMPLE_HELPERS */
 
 extern "C" __global__ void __launch_bounds__(IG_SM_BLOCK)
-SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsigned long long *amax, int n_part) {
+SM_NAME(int n, float *logits, const ig_sm_params *p, int *out, const unsigned long long *amax, int n_part,
+        const unsigned *mask, const int *mask_row, int *next_ids, int *next_pos) {
     __shared__ unsigned long long hist[256];
     __shared__ unsigned long long sh[33];
     __shared__ float sv[32];
@@ -135,12 +164,14 @@ SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsig
     if (row >= n) return;
     const ig_sm_params ps = p[row];
     if (!ps.on) return;
+    const int mr = mask_row ? mask_row[row] : -1;
+    if (mr >= 0) ig_sm_apply_mask<SM_V>(logits + (size_t)row * SM_LD, mask + (size_t)mr * IG_SM_MASK_WORDS(SM_V));
     const float *l = logits + (size_t)row * SM_LD;
 
     /* pass 1: max and argmax (lowest id on ties); NaN and +inf make the row invalid */
     float bv = IG_NEG_INF;
     int bi = 0x7fffffff, bad = 0;
-    if (n_part > 0) {
+    if (n_part > 0 && mr < 0) {
         /* from the writer's per-part best keys */
         __shared__ unsigned long long sk[32];
         unsigned long long key = 0ull;
@@ -181,11 +212,11 @@ SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsig
         }
     }
     if (bad || bv == IG_NEG_INF) {
-        if (tid == 0) out[row] = -1;
+        if (tid == 0) ig_sm_put(out, row, -1, next_ids, next_pos);
         return;
     }
     if (ps.temperature == 0.0f) {
-        if (tid == 0) out[row] = bi;
+        if (tid == 0) ig_sm_put(out, row, bi, next_ids, next_pos);
         return;
     }
     const float m = bv, invt = 1.0f / ps.temperature;
@@ -223,7 +254,7 @@ SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsig
     }
     const unsigned long long base = ig_sm_scan(mine, sh, &total);
     if (total == 0ull) { /* every kept weight underflowed the fixed point: the mode */
-        if (tid == 0) out[row] = bi;
+        if (tid == 0) ig_sm_put(out, row, bi, next_ids, next_pos);
         return;
     }
     unsigned long long r = (unsigned long long)((double)ps.u * (double)total);
@@ -240,7 +271,7 @@ SM_NAME(int n, const float *logits, const ig_sm_params *p, int *out, const unsig
                 break;
             }
         }
-        out[row] = pick;
+        ig_sm_put(out, row, pick, next_ids, next_pos);
     }
 }
 

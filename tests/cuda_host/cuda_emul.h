@@ -1,4 +1,4 @@
-/* cuda_emul.h — just enough of CUDA to run the quantized-KV kernel templates on the host, for tests
+/* cuda_emul.h — just enough of CUDA to run the quantized-KV and sampling kernel templates on the host, for tests
  * without a GPU (tests/cuda_host): a CTA is blockDim fibers (ucontext; __syncthreads a barrier of them,
  * __syncwarp a barrier per warp, __shfl_xor_sync / __shfl_up_sync / __shfl_sync through a slot per
  * lane between two warp barriers), __shared__ variables are static storage (one CTA runs at a time), the __f*_rn
@@ -94,8 +94,41 @@ static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
     return r;
 }
 #define __align__(n) __attribute__((aligned(n)))
+/* the same for 32- and 64-bit integers (sample.cu's keys, indices and masses) */
+static unsigned long long g_slot64[32][32];
+template <class T> static T emul_shfl_from(T v, unsigned src) {
+    static_assert(sizeof(T) <= 8, "64 bits at most");
+    unsigned long long x = 0, *s = g_slot64[threadIdx.x >> 5];
+    memcpy(&x, &v, sizeof v);
+    s[threadIdx.x & 31] = x;
+    __syncwarp();
+    x = s[src & 31];
+    __syncwarp();
+    T r;
+    memcpy(&r, &x, sizeof r);
+    return r;
+}
+template <class T> static T __shfl_xor_sync(unsigned, T v, int o) { return emul_shfl_from(v, (threadIdx.x & 31) ^ (unsigned)o); }
+template <class T> static T __shfl_up_sync(unsigned, T v, int o) {
+    const unsigned lane = threadIdx.x & 31;
+    return emul_shfl_from(v, lane >= (unsigned)o ? lane - (unsigned)o : lane);
+}
+/* __syncthreads_or: every thread ORs in, a barrier, every thread reads, a barrier; thread 0 (the
+ * first fiber to run after a barrier) clears the slot for the next call before any thread adds */
+static int g_sync_or;
+static int __syncthreads_or(int p) {
+    if (p) g_sync_or = 1;
+    __syncthreads();
+    const int r = g_sync_or;
+    __syncthreads();
+    if (threadIdx.x == 0) g_sync_or = 0;
+    return r;
+}
 static int min(int a, int b) { return a < b ? a : b; }
 static int max(int a, int b) { return a > b ? a : b; }
+static unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+static unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+#define __expf(x) expf(x) /* (glibc declares a __expf of its own) */
 static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
@@ -153,6 +186,19 @@ IG_DEV float ig_glu(float g, float u, bool gelu) {
     const float th = z > 20.0f ? 1.0f : z < -20.0f ? -1.0f : 1.0f - 2.0f / (expf(2.0f * z) + 1.0f);
     return 0.5f * g * (1.0f + th) * u;
 }
+/* greedy keys (common.cuh's, as they are: plain C) */
+#define IG_AMAX_BAD 0xff800000u
+IG_DEV unsigned long long ig_amax_key(float v, int i) {
+    unsigned u = __float_as_uint(v);
+    if (u == 0x80000000u) u = 0u;
+    const unsigned k = v != v ? 0xffffffffu : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)k << 32) | (0xffffffffu - (unsigned)i);
+}
+IG_DEV float ig_amax_value(unsigned long long key) {
+    const unsigned k = (unsigned)(key >> 32);
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+IG_DEV int ig_amax_index(unsigned long long key) { return (int)(0xffffffffu - (unsigned)key); }
 
 /* dynamic shared memory of the emulated CTA */
 static float ig_emul_dyn[64 * 1024];

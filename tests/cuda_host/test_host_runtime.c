@@ -165,6 +165,122 @@ static void test_chain(void) {
     EXPECT(n_graph_launches == 0);
 }
 
+/* ---- a step with masked rows: logits first, the runtime's masks waited for after the step's
+ * launches, staged as a row table and bitmasks, sample.cu launched over every row with them; never
+ * a multi-step run (its picks would be unmasked); a single masked row's next step chained behind
+ * the sampling, which hands it the pick, and taken only by exactly that step */
+
+static CUresult fake_alloc_host(void **p, size_t n);
+static CUresult fake_free_host(void *p);
+static int steps_at_wait = -1, n_waits, n_sample_launches, sample_grid;
+static CUdeviceptr sample_rows_arg, sample_words_arg, sample_next_ids, sample_next_pos;
+static size_t mask_up_bytes;
+static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned smem, CUstream s, void **args, void **extra) {
+    n_sample_launches++, sample_grid = (int)gx; /* the default model's launch_step launches nothing */
+    sample_words_arg = *(CUdeviceptr *)args[6], sample_rows_arg = *(CUdeviceptr *)args[7];
+    sample_next_ids = *(CUdeviceptr *)args[8], sample_next_pos = *(CUdeviceptr *)args[9];
+    return CUDA_SUCCESS;
+}
+static CUdeviceptr next_dev = 0x200000000ull;
+static CUresult fake_dev_alloc(CUdeviceptr *p, size_t n) { return *p = next_dev, next_dev += (n + 255) & ~(size_t)255, CUDA_SUCCESS; }
+static const dev_state *masked_st;
+static CUresult fake_mask_h2d(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    if (dst == masked_st->d_mask && src == masked_st->pinned_mask) mask_up_bytes = n;
+    return CUDA_SUCCESS;
+}
+static void on_masks_wait(void *user) {
+    steps_at_wait = n_steps, n_waits++;
+    uint32_t *m = user; /* written only now: the model must read it after this call */
+    m[0] = 0x5u, m[MASK_WORDS - 1] = 0x80000000u;
+}
+
+static void test_masked(void) {
+    static dev_state st;
+    memset(&st, 0, sizeof st);
+    masked_st = &st;
+    void **api = (void **)&st.api;
+    for (size_t i = 0; i < sizeof st.api / sizeof(void *); i++) api[i] = (void *)ok0;
+    st.api.cuStreamBeginCapture = fake_capture;
+    st.api.cuMemAllocHost = fake_alloc_host, st.api.cuMemFreeHost = fake_free_host;
+    st.api.cuMemAlloc = fake_dev_alloc, st.api.cuMemcpyHtoDAsync = fake_mask_h2d;
+    st.api.cuLaunchKernel = fake_launch;
+    apply_tuning(&st, &defaults, 9, 132, 8);
+    st.dl_on = 1;
+    static int32_t pinned[8 * (4 + MAX_PAGES_PER_SEQ)];
+    static unsigned char smp[(sizeof(ig_fwd_sample) + 4) * 8 + 8];
+    st.pinned = pinned, st.pinned_smp = smp;
+    ig_model_ctx ctx = {.n_pages = 4, .device_state = &st, .max_tokens = 8};
+    /* one greedy row under a mask: the step that would otherwise be a multi-step run */
+    static uint32_t mask[MASK_WORDS];
+    const uint32_t *masks[2] = {mask, NULL};
+    one o;
+    one_init(&o, 5, 3, 1);
+    o.b.masks = masks, o.b.masks_wait = on_masks_wait, o.b.masks_user = mask;
+    n_steps = 0;
+    SAMPLED_IDS(&st)[0] = 2;
+    EXPECT(forward(&ctx, &o.b) == 0);
+    /* the step, the wait (after its launch), then the chained step, queued behind the sampling */
+    EXPECT(n_steps == 2 && steps_at_wait == 1 && n_waits == 1);
+    EXPECT(n_sample_launches == 1 && sample_grid == 1 && !st.run_k && o.sampled == 2);
+    EXPECT(st.chain_q && st.chain_masked && st.chain_pos == 4 && st.chain_tok == 2);
+    EXPECT(sample_next_ids == st.ws && sample_next_pos == st.ws + 4); /* the batch's token and position */
+    EXPECT(st.mask_cap == 4 && st.pinned_mask && sample_rows_arg == st.d_mask);
+    EXPECT(sample_words_arg == st.d_mask + MASK_ROWS_BYTES(&st));
+    const int32_t *rows = (const int32_t *)st.pinned_mask;
+    const uint32_t *words = (const uint32_t *)(st.pinned_mask + MASK_ROWS_BYTES(&st));
+    EXPECT(rows[0] == 0 && words[0] == 0x5u && words[MASK_WORDS - 1] == 0x80000000u); /* read after the wait */
+    EXPECT(mask_up_bytes == MASK_ROWS_BYTES(&st) + 4 * MASK_WORDS);
+    /* the next step with the token picked: the chained step's results, sampled under the new mask;
+     * only the step after it is launched */
+    one n;
+    one_init(&n, 2, 4, 1);
+    n.b.masks = masks, n.b.masks_wait = on_masks_wait, n.b.masks_user = mask;
+    SAMPLED_IDS(&st)[st.max_tokens + st.chain_par - 1] = 66;
+    const int par = st.chain_par;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n_steps == 3 && steps_at_wait == 2 && n_waits == 2 && n_sample_launches == 2 && n.sampled == 66);
+    EXPECT(st.chain_q && st.chain_par != par && st.chain_pos == 5 && st.chain_tok == 66);
+    /* not that step (another token): launched anew; the chained one ran for nothing (new page-row
+     * widths keep the graph keys new: a second sighting's capture fails in the stand-in driver,
+     * turning graphs, and with them chained steps, off) */
+    one_init(&n, 65, 5, 2);
+    n.b.masks = masks, n.b.masks_wait = on_masks_wait, n.b.masks_user = mask;
+    SAMPLED_IDS(&st)[0] = 4;
+    EXPECT(forward(&ctx, &n.b) == 0);
+    EXPECT(n_steps == 5 && n_waits == 3 && n.sampled == 4);
+    /* an unmasked greedy row does not take a masked row's chained step, nor the reverse */
+    one_init(&n, 4, 6, 4);
+    SAMPLED_IDS(&st)[0] = 9;
+    n.b.logits = (float[VOCAB]){0};
+    EXPECT(forward(&ctx, &n.b) == 0 && n_steps == 7 && n_waits == 3 && n.sampled == 9 && st.chain_q && !st.chain_masked);
+    one_init(&n, 9, 7, 4);
+    n.b.masks = masks, n.b.masks_wait = on_masks_wait, n.b.masks_user = mask;
+    SAMPLED_IDS(&st)[0] = 5;
+    EXPECT(forward(&ctx, &n.b) == 0 && n_steps == 9 && n_waits == 4 && n.sampled == 5 && st.chain_masked);
+    /* three rows: masked, plain, masked; the middle one without a mask; then five masked rows grow
+     * the staging (to the step's max_tokens at most) */
+    int32_t ids[3] = {1, 2, 3}, pos[3] = {3, 3, 3}, seq[3] = {0, 1, 2}, out_rows[3] = {0, 1, 2}, pages[3] = {0, 1, 2}, got[3];
+    ig_fwd_sample sp[3] = {{.on = 1}, {.on = 1}, {.on = 1, .temperature = 1.0f, .u = 0.5f}};
+    const uint32_t *m3[3] = {mask, NULL, mask};
+    ig_fwd_batch b = {.n_tokens = 3, .token_ids = ids, .positions = pos, .token_seq = seq, .n_seqs = 3,
+                      .page_table = pages, .max_pages_per_seq = 1, .n_out = 3, .out_rows = out_rows, .sample = sp,
+                      .sampled = got, .masks = m3, .masks_wait = on_masks_wait, .masks_user = mask};
+    SAMPLED_IDS(&st)[0] = 7, SAMPLED_IDS(&st)[1] = 8, SAMPLED_IDS(&st)[2] = 9;
+    EXPECT(forward(&ctx, &b) == 0);
+    EXPECT(n_waits == 5 && n_sample_launches == 5 && sample_grid == 3 && got[0] == 7 && got[1] == 8 && got[2] == 9);
+    EXPECT(!st.chain_q && sample_next_ids == 0); /* several rows: nothing chained */
+    EXPECT(rows[0] == 0 && rows[1] == -1 && rows[2] == 1 && st.mask_cap == 4);
+    EXPECT(mask_up_bytes == MASK_ROWS_BYTES(&st) + 2 * 4 * MASK_WORDS);
+    /* a row sampled here (on = 0) takes no mask, and a step with no masked row waits for nothing */
+    sp[0].on = sp[2].on = 0;
+    float logits[3 * VOCAB];
+    b.logits = logits;
+    EXPECT(forward(&ctx, &b) == 0 && n_waits == 5 && n_sample_launches == 5);
+    EXPECT(masks_reserve(&st, 6) == 0 && st.mask_cap == 8 && masks_reserve(&st, 3) == 0 && st.mask_cap == 8);
+    fake_free_host(st.pinned_mask);
+}
+
 static void test_workspace(void) {
     WORKSPACE_CARVE(0, 8);
     EXPECT(ws_ == workspace_bytes(8, 1)); /* the carve ends where the size says */
@@ -228,6 +344,7 @@ int main(void) {
     test_batch_guard();
     test_run_length();
     test_chain();
+    test_masked();
     test_workspace();
     if (!fails) printf("host runtime: ok\n");
     return fails ? 1 : 0;

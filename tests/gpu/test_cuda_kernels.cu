@@ -1344,7 +1344,8 @@ __global__ void amax_parts(const float *l, int V, int ld, unsigned long long *ou
 /* Runs the sampler over the rows of l (f32) with params ps; returns one id per row. With parts > 0
  * its first pass reads per-part greedy keys (amax_parts over V columns of rows ld apart). */
 static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, const std::vector<ig_sm_params> &ps,
-                                   int parts = 0, int V = 0, int ld = 0) {
+                                   int parts = 0, int V = 0, int ld = 0, const std::vector<unsigned> *mask = NULL,
+                                   const std::vector<int> *mask_row = NULL) {
     const int n = (int)ps.size();
     float *dl = (float *)upload(l, false);
     unsigned long long *dk = NULL;
@@ -1360,11 +1361,22 @@ static std::vector<int> run_sample(const void *fn, const std::vector<float> &l, 
     CK(cudaMalloc(&dout, n * 4));
     CK(cudaMemset(dout, 0x7f, n * 4));
     int nv = n;
-    void *args[] = {&nv, &dl, &dp, &dout, &dk, &parts};
+    unsigned *dm = NULL;
+    int *dr = NULL;
+    if (mask && mask_row) {
+        CK(cudaMalloc(&dm, mask->size() * 4 + 4));
+        CK(cudaMemcpy(dm, mask->data(), mask->size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&dr, n * 4));
+        CK(cudaMemcpy(dr, mask_row->data(), n * 4, cudaMemcpyHostToDevice));
+    }
+    int *dnone = NULL; /* no next step's input */
+    void *args[] = {&nv, &dl, &dp, &dout, &dk, &parts, &dm, &dr, &dnone, &dnone};
     launch(fn, dim3(IG_SM_GRID_X(n)), dim3(IG_SM_BLOCK), 0, args);
     std::vector<int> o(n);
     CK(cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost));
     CK(cudaFree(dl)); CK(cudaFree(dp)); CK(cudaFree(dout));
+    if (dm) CK(cudaFree(dm));
+    if (dr) CK(cudaFree(dr));
     if (dk) CK(cudaFree(dk));
     return o;
 }
@@ -1455,6 +1467,55 @@ static void test_sm_sample(ctx *c, const char *name, const void *fn, int V, int 
             chk(&k, r, (before <= target + slack && before + w[t] >= target - slack) ? 1 : 0, 1, 0); /* the walk */
         }
     }
+    chk_done(c, &k);
+}
+
+/* Token masks (guided decoding): rows of one random row of V logits whose argmax is disallowed;
+ * greedy under a mask of a few ids must pick the best allowed one (and ignore the per-part keys,
+ * which are of the unmasked row), a mask allowing nothing gives -1; sampled rows (temperature,
+ * top-k, top-p, min-p, u over (0, 1)) under the mask never pick a disallowed id over many draws;
+ * rows without a mask in the same launch give exactly what a launch without masks gives. */
+static void test_sm_masked(ctx *c, const char *name, const void *fn, int V, int ld, int parts = 0) {
+    const int W = IG_SM_MASK_WORDS(V), allowed[] = {3, 77, 78, V / 2, V - 1};
+    const int na = sizeof allowed / sizeof allowed[0], draws = 256, n = 2 + draws + 8;
+    std::vector<float> row;
+    fill(c, row, (size_t)ld, false, 4.0f);
+    row[11] = 50.0f; /* the argmax: disallowed */
+    std::vector<float> l((size_t)n * ld);
+    for (int i = 0; i < n; i++) memcpy(&l[(size_t)i * ld], row.data(), sizeof(float) * ld);
+    std::vector<unsigned> mask((size_t)2 * W, 0u);
+    for (int a = 0; a < na; a++) mask[allowed[a] / 32] |= 1u << (allowed[a] % 32);
+    std::vector<int> mrow(n, 0);
+    std::vector<ig_sm_params> ps(n);
+    ps[0] = {1, 0.0f, 0, 1.0f, 0.0f, 0.5f};
+    ps[1] = ps[0], mrow[1] = 1; /* mask 1 allows nothing */
+    const float temps[] = {1.0f, 0.7f, 1.5f, 3.0f};
+    for (int i = 0; i < draws; i++)
+        ps[2 + i] = {1, temps[i % 4], i % 3 == 1 ? 2 : 0, i % 5 == 2 ? 0.8f : 1.0f, i % 7 == 3 ? 0.05f : 0.0f,
+                     (float)((i + 0.5) / draws)};
+    for (int i = 0; i < 8; i++) { /* no mask: greedy and sampled */
+        const int r = 2 + draws + i;
+        mrow[r] = -1;
+        ps[r] = {1, i < 2 ? 0.0f : 1.0f, i == 3 ? 5 : 0, i == 4 ? 0.9f : 1.0f, 0.0f, 0.1f * (float)i + 0.05f};
+    }
+    const std::vector<int> o = run_sample(fn, l, ps, parts, V, ld, &mask, &mrow);
+    std::vector<float> lu(l.begin() + (size_t)(2 + draws) * ld, l.end());
+    std::vector<ig_sm_params> pu(ps.begin() + 2 + draws, ps.end());
+    const std::vector<int> ou = run_sample(fn, lu, pu, parts, V, ld);
+    checker k;
+    chk_init(&k, name);
+    int best = allowed[0];
+    for (int a = 1; a < na; a++)
+        if (row[allowed[a]] > row[best]) best = allowed[a];
+    chk(&k, 0, o[0], best, 0);
+    chk(&k, 1, o[1], -1, 0);
+    for (int i = 0; i < draws; i++) {
+        bool in = false;
+        for (int a = 0; a < na; a++) in |= o[2 + i] == allowed[a];
+        chk(&k, 2 + i, in ? 1 : 0, 1, 0);
+    }
+    for (int i = 0; i < 8; i++) chk(&k, 2 + draws + i, o[2 + draws + i], ou[i], 0);
+    chk(&k, n, ou[0], 11, 0); /* the unmasked greedy row: the argmax */
     chk_done(c, &k);
 }
 
@@ -2415,6 +2476,11 @@ int main(int argc, char **argv) {
     if (sel("sample greedy V128256 from 132 parts"))
         test_sm_greedy(&c, "sample greedy V128256 from 132 parts", (const void *)sm_128256, 128256, 128256, 132);
     if (sel("sample top-k/top-p V128256")) test_sm_sample(&c, "sample top-k/top-p V128256", (const void *)sm_128256, 128256);
+    if (sel("sample masked V1000 LD1024")) test_sm_masked(&c, "sample masked V1000 LD1024", (const void *)sm_1000, 1000, 1024);
+    if (sel("sample masked V1000 LD1024 from 7 parts"))
+        test_sm_masked(&c, "sample masked V1000 LD1024 from 7 parts", (const void *)sm_1000, 1000, 1024, 7);
+    if (sel("sample masked V128256 from 132 parts"))
+        test_sm_masked(&c, "sample masked V128256 from 132 parts", (const void *)sm_128256, 128256, 128256, 132);
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     if (sel("sample top-k/top-p V5000 from 40 parts"))
         test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
