@@ -86,13 +86,6 @@ static float __shfl_sync(unsigned, float v, int src) {
     __syncwarp();
     return r;
 }
-/* PTX prmt's default mode: byte i of the result is byte (s >> 4i) & 7 of the 8 bytes {b, a} */
-static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
-    const unsigned long long x = ((unsigned long long)b << 32) | a;
-    unsigned r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned)((x >> (8 * ((s >> (4 * i)) & 7))) & 255u) << (8 * i);
-    return r;
-}
 #define __align__(n) __attribute__((aligned(n)))
 /* the same for 32- and 64-bit integers (sample.cu's keys, indices and masses) */
 static unsigned long long g_slot64[32][32];

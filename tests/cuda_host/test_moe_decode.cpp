@@ -26,22 +26,12 @@ namespace cpukv {
 #include "cuda_emul.h"
 
 /* what moe.cu uses beyond cuda_emul.h */
-struct float4 { float x, y, z, w; };
-static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 static int g_islot[32][32];
 static int __shfl_xor_sync(unsigned, int v, int o) {
     int *s = g_islot[threadIdx.x >> 5];
     s[threadIdx.x & 31] = v;
     __syncwarp();
     const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
-    __syncwarp();
-    return r;
-}
-static float __shfl_sync(unsigned, float v, int src) {
-    float *s = g_slot[threadIdx.x >> 5];
-    s[threadIdx.x & 31] = v;
-    __syncwarp();
-    const float r = s[src];
     __syncwarp();
     return r;
 }
@@ -52,7 +42,6 @@ IG_DEV float ig_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
     return v;
 }
-IG_DEV float ig_glu(float g, float u, bool) { return g / (1.0f + expf(-g)) * u; }
 #undef IG_DYN_SMEM
 #define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
 
