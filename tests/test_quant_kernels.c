@@ -390,10 +390,6 @@ static void put_f16(uint8_t *p, float v) {
     memcpy(p, &h, 2);
 }
 
-/* q4i: when set, make_w stores each weight's min term -dmin mn here ([N][K]): the kernel meets it
- * with the unquantized activations' group sums, the rest with the quantized codes */
-static float *g_wmin;
-
 /* Logical W [N][K] on the grid of format wq (group G) and its panels, per quant.h's layout. */
 static void *make_w(int wq, int N, int K, int G, float *W) {
     int NP = (N + 15) / 16, ng = G ? (K + G - 1) / G : 1;
@@ -453,7 +449,6 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
                 if (wq == 6 || wq == 13) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
                 W[(size_t)n * K + k] = (float)(d * sc * q - dm * mn);
-                if (g_wmin) g_wmin[(size_t)n * K + k] = (float)(-dm * mn);
             }
         }
         for (int g = 0; g < ng && (wq == 11 || wq == 12); g++) {
@@ -498,10 +493,7 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
     snprintf(what, sizeof what, "%s T=%d", name, T);
     int I = N / 2, NO = epi == 2 ? I : N, ldy = NO;
     float *W = xalloc((size_t)N * K * 4), *X = xalloc((size_t)T * K * 4), *B = xalloc((size_t)(N + 16) * 4);
-    float *Wm = xalloc((size_t)N * K * 4); /* q4i: the min terms (zero for the other formats) */
-    g_wmin = wq == 14 ? Wm : NULL;
     void *wp = make_w(wq, N, K, G, W); /* packed rows: for SwiGLU, row 32q+j is gate 16q+j, 32q+16+j is up */
-    g_wmin = NULL;
     for (int n = 0; n < N; n++) B[n] = 0.5f * frand();
     for (size_t i = 0; i < (size_t)T * K; i++) X[i] = xb ? ig_bf16_to_f32(ig_f32_to_bf16(frand())) : frand();
     void *xp = xalloc((size_t)T * K * 4);
@@ -540,10 +532,9 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
             double s[2] = {0, 0}, a[2] = {0, 0}, s0[2] = {0, 0}, e[2] = {0, 0};
             for (int h = 0; h < (epi == 2 ? 2 : 1); h++) {
                 for (int k = 0; k < K; k++) {
-                    double w = W[(size_t)rows[h] * K + k], wm = Wm[(size_t)rows[h] * K + k];
-                    double v = (double)X[(size_t)t * K + k] * (w - wm) + (double)X0[(size_t)t * K + k] * wm;
+                    double w = W[(size_t)rows[h] * K + k], v = (double)X[(size_t)t * K + k] * w;
                     s[h] += v, a[h] += fabs(v);
-                    s0[h] += (double)X0[(size_t)t * K + k] * w, e[h] += fabs(w - wm) * H[(size_t)t * K + k];
+                    s0[h] += (double)X0[(size_t)t * K + k] * w, e[h] += fabs(w) * H[(size_t)t * K + k];
                 }
                 if (bias) s[h] += B[rows[h]], s0[h] += B[rows[h]];
             }
@@ -566,7 +557,7 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
             if (check(what, t * NO + o, got, ref, tol)) goto done;
         }
 done:
-    free(W), free(Wm), free(X), free(X0), free(H), free(B), free(wp), free(xp), free(Y0), free(y);
+    free(W), free(X), free(X0), free(H), free(B), free(wp), free(xp), free(Y0), free(y);
 }
 
 static void test_em(const char *name, void (*fn)(int, const int32_t *, const void *, float *, int), int wq, int G) {
