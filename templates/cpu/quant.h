@@ -38,6 +38,11 @@
  *   IG_WQ_Q4Z (11): uint4 with an integer zero point (GPTQ / AWQ checkpoints, imported as stored):
  *       Q4G's layout with the min slot holding the zero point z (an integer, exact in f16):
  *                                                          w[n][k] = scale[j] (q[k][j] - z[j])
+ *   IG_WQ_Q4I (14): Q4K's superblocks, codes and formula, each group's levels in k-octets: after
+ *       sc[16], mn[16], ceil(n/8) blocks of 64 bytes, byte 4j + i of octet o = lane j's level at
+ *       column 8o + i (low nibble) and 8o + 4 + i (high); columns past n are 0. a16w4 on x86-64
+ *       with bf16 activations: integer activations (below, "integer activations").
+ *   IG_WQ_Q8I (15): Q8A's bytes (a16w8 on x86-64 with bf16 activations), int16 activations.
  *   IG_WQ_Q8Z (12): 8-bit codes with an integer zero point (GPTQ 8-bit); a panel is ceil(K/G)
  *       group blocks of 64 + 16G bytes: f16 scale[16], f16 zero[16], then int8 q[G][16] holding
  *       the code minus 128 (the zero likewise: z = zero - 128);  w[n][k] = scale[j] (q[k][j] - z[j])
