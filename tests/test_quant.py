@@ -275,12 +275,11 @@ def cuda_checks(arch, tmp, fails, gpu):
                 vocab = "embed" in t["name"] or "lm_head" in t["name"]
                 if t["dtype"] != ("q8r" if vocab else want):  # a16w4 keeps the vocabulary in int8 on CUDA
                     fails.append(f"{model} {scheme} cuda: {t['name']} is {t['dtype']}")
-            # steps of 9..qg_tmax tokens: the quantized tensor-core GEMM (qgemm.cu) for every matrix whose K
-            # is a multiple of 64, guarded by the device check (sm_80+) and the tuning keys' token range
-            mcu, mmc = (open(os.path.join(pkg, "src", f)).read() for f in ("model.cu", "model.c"))
-            if '#include "qgemm.cu"' not in mcu or "} else if (st->qg_on && T <= 256) {" not in mmc \
-                    or "if (T <= MV_TMAX && !(st->qg_on && T >= 9)) {" not in mmc:
-                fails.append(f"{model} {scheme} cuda: no qgemm.cu for steps of 9..256 tokens")
+            # qgemm.cu (the quantized tensor-core GEMM) is opt-in (--tune qg_tmax, default 0: on the H200
+            # it lost to dequant + cuBLAS on most 1B matrices); by default a package carries none of it
+            mcu = open(os.path.join(pkg, "src", "model.cu")).read()
+            if '#include "qgemm.cu"' in mcu:
+                fails.append(f"{model} {scheme} cuda: qgemm.cu emitted though qg_tmax defaults to 0")
             tw = twin(model, pkg, tmp, fails, mdir)
             if not gpu:
                 print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")
@@ -292,7 +291,7 @@ def cuda_checks(arch, tmp, fails, gpu):
             # a step of 6 tokens: the GEMV kernels for 2..8 tokens (gemv_tc.cu for q8r, gemv.cu for q4r);
             # its one-token steps are the first six of the run above
             compare_twin(f"{model:18s} {scheme:10s} cuda, a 6-token step", pkg, pt, ids[:6], 3e-2, fails, steps=(0,))
-            # steps of 16 and 33 tokens (the 40-token prefill above too): qgemm.cu, token tiles partly filled
+            # steps of 16 and 33 tokens (the 40-token prefill above too): dequantized rows for cuBLAS
             compare_twin(f"{model:18s} {scheme:10s} cuda, a 16-token step", pkg, pt, ids[:16], 3e-2, fails, steps=(0,))
             compare_twin(f"{model:18s} {scheme:10s} cuda, a 33-token step", pkg, pt, ids[:33], 3e-2, fails, steps=(0,))
             # greedy generation (on the stream models the persistent kernel's one-token steps and runs)

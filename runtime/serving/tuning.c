@@ -20,12 +20,13 @@ const tune_key tune_keys[] = {
      "persistent kernel: weight copies evict-first in L2 (0.720 against 0.730 ms/token at context 64-192)"},
     {"at_split_keys", C(at_split_keys), 1, 65536, 64, 0, NULL,
      "decode attention: a context split takes at least this many keys (1: always every split)"},
-    {"dl_quant", C(dl_quant), -1, 1, -1, 0, NULL,
+    {"dl_quant", C(dl_quant), -1, 1, 1, 0, NULL,
      "persistent kernel for quantized rows: 1 q8r and q4r, 0 neither, -1 q4r only (H200 1B, ms/token persistent / "
-     "per-op: a16w8 0.892 / 0.866, a16w4 g32 0.690 / 0.932, g128 0.821 / 0.929)"},
-    {"qg_tmax", C(qg_tmax), 0, 4096, 256, 0, NULL,
+     "per-op: a16w8 0.611 / 0.867, a16w4 g32 0.598 / 0.946)"},
+    {"qg_tmax", C(qg_tmax), 0, 4096, 0, 0, NULL,
      "matmuls on quantized rows (a16w8 / a16w4) of qg_tmin..n tokens on the quantized tensor-core GEMM (qgemm.cu), "
-     "larger steps dequantize each matrix for cuBLAS (0: always)"},
+     "larger steps dequantize each matrix for cuBLAS (0, the default: always; H200 1B shapes: qgemm.cu wins only on "
+     "gate/up, 1.2-1.3x q8r and 1.75-1.95x q4r at 4..32 tokens, and loses 0.3-0.8x on qkv / o / down)"},
     {"qg_tmin", C(qg_tmin), 2, 9, 9, 0, NULL,
      "the quantized tensor-core GEMM from this many tokens (smaller steps: the GEMVs; 2..9)"},
     {"dl_kvq", C(dl_kvq), 0, 1, 0, 0, NULL,
