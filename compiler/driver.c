@@ -290,19 +290,6 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
                                              "of K after each row: w = scale q + min");
         cJSON_AddNumberToObject(j, "group", q->group);
         cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
-    } else if (q->wdtype == IG_DTYPE_Q8I) {
-        cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel, k in quads; the bf16 activations "
-                                             "quantized per token to int16 per 256 columns (max |x| / 32767) in the matmul, "
-                                             "int32 sums (vpdpwssd / vpmaddwd)");
-    } else if (q->wdtype == IG_DTYPE_Q4I) {
-        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte in k-octets (lane j's columns 8o + i at byte 4j + i, "
-                                             "4..7 in the high nibbles); per output channel and group of K an 8-bit scale and "
-                                             "min code under an f16 pair (d, dmin) per 8 groups: w = d sc q - dmin mn; the bf16 "
-                                             "activations quantized per token to int8 per 32 columns (max |x| / 127), int32 "
-                                             "sums (vpdpbusd / vpmaddubsw), the min term on the unquantized group sums");
-        cJSON_AddNumberToObject(j, "group", q->group);
-        cJSON_AddNumberToObject(j, "superblock", 8 * q->group);
-        cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     } else if (q->wdtype == IG_DTYPE_Q8A) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel, times int8 activations "
                                              "quantized per token (max |x| / 127) in the matmul, int32 sums");
@@ -416,12 +403,6 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (qst) return qst;
     cg_cuda_target ct;
     const cg_target *t = cuda ? NULL : cg_target_find(o->target);
-    /* a16 on x86-64 with AVX2 or better and bf16 activations: the integer-activation layouts
-     * (int8 / int16 dot products, templates/cpu/quant.h); --dtype f32 keeps f32 activations and
-     * the float kernels of q8c / q4k, and AArch64 keeps them too */
-    if (quant_on && !quant.keep && t && dt == IG_DTYPE_BF16 && !strcmp(t->arch, "x86_64") &&
-        (t->cpu_features & (IG_CPU_AVX2 | IG_CPU_AVX512F)))
-        quant.wdtype = quant.wdtype == IG_DTYPE_Q8C ? IG_DTYPE_Q8I : quant.wdtype == IG_DTYPE_Q4K ? IG_DTYPE_Q4I : quant.wdtype;
     if (cuda) {
         ig_status st0 = cg_cuda_target_parse(o->target, &ct, err);
         if (st0) return st0;
