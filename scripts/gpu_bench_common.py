@@ -1,6 +1,7 @@
 """Helpers shared by the GPU benchmarks (scripts/gpu_bench*.py): running a command, the
-device-to-device copy bandwidth that the rooflines divide by, and torch's bf16 matmul rate."""
-import subprocess, time
+device-to-device copy bandwidth that the rooflines divide by, torch's bf16 matmul rate, and where
+the guided-decoding scripts find the Llama 3 tokenizer and the JSON-schema dev set."""
+import os, subprocess, time
 
 
 def sh(args, **kw):
@@ -34,3 +35,15 @@ def matmul_rate(torch, dev):
     del a, b
     torch.cuda.empty_cache()
     return rate
+
+
+def guided_data(root):
+    """(Llama 3 tokenizer dir, jsonschema/dev.jsonl) under $IGNIS_TESTDATA, else the checkout's
+    shared/testdata or ../shared/testdata; exits naming the folder when either is missing."""
+    data = os.environ.get("IGNIS_TESTDATA") or next(
+        (d for d in (os.path.join(root, "shared", "testdata"), os.path.join(root, "..", "shared", "testdata"))
+         if os.path.isdir(d)), "")
+    tok, dev = os.path.join(data, "tokenizers", "llama3"), os.path.join(data, "jsonschema", "dev.jsonl")
+    if not os.path.exists(os.path.join(tok, "tokenizer.json")) or not os.path.exists(dev):
+        raise SystemExit(f"no Llama 3 tokenizer or jsonschema/dev.jsonl under {data!r} (set IGNIS_TESTDATA)")
+    return tok, dev

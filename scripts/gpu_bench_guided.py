@@ -18,17 +18,12 @@ import os, re, shutil, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from gpu_bench_common import sh
+from gpu_bench_common import guided_data, sh
 
 IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "devbuild", "ignis"))
 BENCH = os.path.join(os.path.dirname(IGNIS), "bench_guided")
 arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
-data = os.environ.get("IGNIS_TESTDATA") or next(
-    (d for d in (os.path.join(ROOT, "shared", "testdata"), os.path.join(ROOT, "..", "shared", "testdata")) if os.path.isdir(d)), "")
-tok = os.path.join(data, "tokenizers", "llama3")
-dev = os.path.join(data, "jsonschema", "dev.jsonl")
-if not os.path.exists(os.path.join(tok, "tokenizer.json")) or not os.path.exists(dev):
-    raise SystemExit(f"no Llama 3 tokenizer or jsonschema/dev.jsonl under {data!r} (set IGNIS_TESTDATA)")
+tok, dev = guided_data(ROOT)
 work = "/tmp/ignis-bench"
 ckpt, pkg = os.path.join(work, "llama1b"), os.path.join(work, "pkg1b-guided")
 os.makedirs(work, exist_ok=True)

@@ -31,12 +31,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IGNIS = os.environ.get("IGNIS", os.path.join(ROOT, "devbuild", "ignis"))
 BENCH = os.path.join(os.path.dirname(IGNIS), "bench_guided")
 arch = sys.argv[1] if len(sys.argv) > 1 else "sm_90"
-data = os.environ.get("IGNIS_TESTDATA") or next(
-    (d for d in (os.path.join(ROOT, "shared", "testdata"), os.path.join(ROOT, "..", "shared", "testdata")) if os.path.isdir(d)), "")
-tok = os.path.join(data, "tokenizers", "llama3")
-dev = os.path.join(data, "jsonschema", "dev.jsonl")
-if not os.path.exists(os.path.join(tok, "tokenizer.json")) or not os.path.exists(dev):
-    raise SystemExit(f"no Llama 3 tokenizer or jsonschema/dev.jsonl under {data!r} (set IGNIS_TESTDATA)")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from gpu_bench_common import guided_data
+
+tok, dev = guided_data(ROOT)
 
 REGEX = r'\{"name": "[a-z]{1,8}", "count": [1-9][0-9]{0,2}, "ok": (true|false), "tags": \["[a-z]{1,4}"(, "[a-z]{1,4}"){0,2}\]\}'
 REGEX_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "count", "ok", "tags"],
