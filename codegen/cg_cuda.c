@@ -1007,7 +1007,7 @@ static void emit_pass_open(gen *c, int pass) {
                     "     * if the GPU refuses the cooperative launch (e.g. an MPS share of the SMs), the per-op\n"
                     "     * kernels run from then on */\n"
                     "    int dl_done = 0;\n"
-                    "    if (T == 1 && decode_only && st->dl_on) {\n"
+                    "    if (T == 1 && decode_only && dl_fits(st, mpv)) {\n"
                     "        int rd = decode_layers(st, T, n_out, mpv, do_sample, &dl_done);\n"
                     "        if (rd) return rd;\n"
                     "    }\n",

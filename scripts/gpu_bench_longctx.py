@@ -9,9 +9,11 @@ that context against the roofline of the bytes a token reads there (weights + th
 context) at the measured copy bandwidth. Targets (issue 17): prefill >= 50% (32k) / >= 45% (128k) of
 peak, decode >= 70% of the roofline. Then decode after an 8k-token prompt with bf16, int8 and uint4 KV
 (`--kv-cache`, packages compiled beside the first): ms/token each, and the issue's target int8 <= bf16.
-Each long-context decode also runs with `--tune persistent=0` (the per-op kernels: attention.cu's split
-kernel), so the two attention paths compare at 32k and 128k.
-Usage: gpu_bench_longctx.py [sm_90] [--no-long] [--no-8k]"""
+Each long-context decode also runs on the two attention paths forced: `--tune persistent=0` (the per-op
+kernels: attention.cu's split kernel) and `--tune dl_ctx_max=1073741824` (the persistent kernel at any
+context), so the default's choice (dl_ctx_max, 16384 tokens) is checked at 32k and 128k; `--sweep` also
+times both at 4k..32k prompts, where the two cross.
+Usage: gpu_bench_longctx.py [sm_90] [--no-long] [--no-8k] [--sweep]"""
 import json, os, re, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,7 +24,7 @@ DEV = os.path.join(ROOT, "devbuild")
 IGNIS = os.environ.get("IGNIS", os.path.join(DEV, "ignis"))
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 arch = args[0] if args else "sm_90"
-run_long, run_8k = "--no-long" not in sys.argv, "--no-8k" not in sys.argv
+run_long, run_8k, sweep = "--no-long" not in sys.argv, "--no-8k" not in sys.argv, "--sweep" in sys.argv
 PEAK = 989e12  # H200 bf16 dense tensor FLOP/s
 work = "/tmp/ignis-bench"
 os.makedirs(work, exist_ok=True)
@@ -47,6 +49,15 @@ nh, nkv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_d
 mat = L * (H * (nh * d + 2 * nkv * d) + nh * d * H + 3 * H * I)  # matmul parameters a token multiplies
 print(f"copy bandwidth {bw / 1e12:.2f} TB/s (read + write); bf16 peak {PEAK / 1e12:.0f} TFLOP/s; weights {wbytes / 1e9:.2f} GB")
 
+FORCED = (("per-op", "persistent=0"), ("persistent", "dl_ctx_max=1073741824"))
+
+
+def decode_ms(P, N, tune):
+    """Decode ms/token of `ignis bench` after a P-token prompt, with run-time tuning `tune`."""
+    out = sh([IGNIS, "bench", pkg, "--prompt-len", str(P), "--decode-tokens", str(N), "--tune", tune], env=env)
+    return float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
+
+
 fails = []
 for P, N, want_pre in ((32768, 128, 50.0), (130944, 128, 45.0)) if run_long else ():
     out = sh([IGNIS, "bench", pkg, "--prompt-len", str(P), "--decode-tokens", str(N)], env=env)
@@ -64,12 +75,15 @@ for P, N, want_pre in ((32768, 128, 50.0), (130944, 128, 45.0)) if run_long else
           f"(weights {wbytes / 1e9:.2f} GB + KV {kv_tok * ctx / 1e9:.2f} GB) = {dec:.1f}% (target >= 70%)")
     if pre < want_pre: fails.append(f"prefill {P}: {pre:.1f}% of peak")
     if dec < 70: fails.append(f"decode at {P + N}: {dec:.1f}% of the roofline")
-    # the same decode on the per-op kernels (attention.cu's split kernel over 2 CTAs an SM) instead
-    # of the persistent kernel's attention phase: whether long contexts should leave the latter
-    out = sh([IGNIS, "bench", pkg, "--prompt-len", str(P), "--decode-tokens", str(N), "--tune", "persistent=0"], env=env)
-    ms0 = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", out).group(1))
-    print(f"context {P + N}: decode on the per-op kernels (--tune persistent=0) {ms0:.3f} ms/token = "
-          f"{100 * roof_ms / ms0:.1f}% of the roofline (persistent kernel: {ms:.3f})")
+    # the same decode with each attention path forced: the per-op kernels (attention.cu's split kernel)
+    # and the persistent kernel's attention phase; the default picks by dl_ctx_max
+    forced = {name: decode_ms(P, N, tune) for name, tune in FORCED}
+    print(f"context {P + N}: decode forced " + ", ".join(f"{n} {v:.3f} ms/token = {100 * roof_ms / v:.1f}%" for n, v in forced.items())
+          + f" (default {ms:.3f})")
+
+# where the two attention paths cross: decode ms/token by prompt length, each path forced
+for P in (4096, 8192, 16384, 24576, 32768) if sweep else ():
+    print(f"sweep: prompt {P}: " + ", ".join(f"{n} {decode_ms(P, 64, tune):.3f}" for n, tune in FORCED) + " ms/token")
 
 # decode after an 8k-token prompt, by KV format (the issue's "int8 KV <= bf16 KV" target)
 # ("int8-dl": int8 KV on the persistent kernel, compiled with --tune dl_kvq=1)

@@ -134,6 +134,7 @@ typedef struct dev_state {
     int n_sm;             /* SMs: the persistent kernel's grid */
     int dl_on;            /* one-token steps run the persistent decode kernel (decode_layers.cu) */
     int dl_keys;          /* its attention: keys per context split */
+    int dl_ctx_max;       /* ... and only while a page-table row spans at most this many tokens */
     int dl_heads;         /* 1: one attention item per query head where they fit */
     CUdeviceptr d_layers; /* its per-layer weight pointers */
     /* chained greedy steps (forward): one may be queued, with its sampled-id slot (1 or 2), the
@@ -215,7 +216,16 @@ static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_run
  * DL_FN (its kernel index), DL_THREADS, DL_SMEM, DL_RESID_ROWS, the activations it reads and
  * writes (DL_X, DL_QKV, DL_ATTN, DL_MLP: workspace buffer names), the embedding table and the
  * lm_head with its norm (DL_EMB, DL_HEAD_W, DL_HEAD_G: 0 when the kernel leaves them to the per-op
- * kernels) and dl_layer_table */
+ * kernels) and dl_layer_table. */
+
+/* Whether a one-token step whose page-table rows hold mpb pages runs on the persistent kernel: past
+ * dl_ctx_max tokens the per-op kernels' split attention reads the context faster than the
+ * persistent kernel's attention items (H200, 1B bf16: 128k 2.42 against 3.79 ms/token). mpb is a
+ * power of two and part of every graph's key, so a graph never replays the other choice. */
+static int dl_fits(const dev_state *st, int mpb) {
+    return st->dl_on && (long long)mpb * PAGE_SIZE <= st->dl_ctx_max;
+}
+
 #if HAS_DECODE_LAYERS
 /* Fills tab[l] with layer l's 12 weight pointers, in ig_dl_layer's order (generated). */
 static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][12]);
@@ -411,7 +421,7 @@ static int launch_new(dev_state *st, const ig_fwd_batch *b, int mpb, int do_samp
     const int prefill_runs = stage_batch(st, b, mpb, do_sample);
     /* a single greedy row with no logits wanted runs the rest of its KV page (up to run_max steps) in
      * one persistent launch, each step's token the previous one's pick, published as soon as picked */
-    int run = DL_RUNS && st->run_max > 1 && st->dl_on && do_sample == 2 && T == 1 && decode_only && !b->logits
+    int run = DL_RUNS && st->run_max > 1 && dl_fits(st, mpb) && do_sample == 2 && T == 1 && decode_only && !b->logits
                   ? run_length(st, b->positions[0]) : 0;
     if (run > 1) {
         for (int j = 0; j < run; j++) st->run_host[j] = RUN_PENDING;
@@ -688,6 +698,7 @@ static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int
     st->graph_tmax = t->graph_tmax < 0 ? max_tokens : t->graph_tmax;
     st->dl_keys = t->dl_keys;
     st->dl_heads = t->dl_heads;
+    st->dl_ctx_max = t->dl_ctx_max;
 }
 
 /* The driver, the GPU, its kernel image and the functions of model.cu; major: the GPU's compute
