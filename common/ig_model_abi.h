@@ -141,7 +141,7 @@ typedef struct ig_model_tuning {
     int32_t sync;           /* synchronize after every launch: a faulting kernel is the one named (0) */
     int32_t profile;        /* time every kernel, print the table at fini (0; turns graphs off) */
     int32_t at_ctas_per_sm; /* decode attention's split CTAs aimed at per SM (0: the template's IG_AT_CTAS_PER_SM) */
-    int32_t dl_ctx_max;     /* one-token steps whose page-table row spans more tokens run the per-op kernels (16384) */
+    int32_t dl_ctx_max;     /* one-token steps whose page-table row spans more tokens run the per-op kernels (32768) */
 } ig_model_tuning;
 
 /* Collectives of a tensor-parallel step, provided by the runtime (runtime/serving/rt_tp.c). Every

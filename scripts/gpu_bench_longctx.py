@@ -11,7 +11,7 @@ peak, decode >= 70% of the roofline. Then decode after an 8k-token prompt with b
 (`--kv-cache`, packages compiled beside the first): ms/token each, and the issue's target int8 <= bf16.
 Each long-context decode also runs on the two attention paths forced: `--tune persistent=0` (the per-op
 kernels: attention.cu's split kernel) and `--tune dl_ctx_max=1073741824` (the persistent kernel at any
-context), so the default's choice (dl_ctx_max, 16384 tokens) is checked at 32k and 128k; `--sweep` also
+context), so the default's choice (dl_ctx_max, 32768 tokens) is checked at 32k and 128k; `--sweep` also
 times both at 4k..32k prompts, where the two cross.
 Usage: gpu_bench_longctx.py [sm_90] [--no-long] [--no-8k] [--sweep]"""
 import json, os, re, sys

@@ -51,10 +51,11 @@ const tune_key tune_keys[] = {
      "decode attention: context splits per (token, KV head) = this many CTAs per SM over KV heads x tokens, "
      "at most ATTN_SPLIT (0: the template's default, 2)"},
     {"dl_keys", R(dl_keys), 1, 1 << 20, 256, 0, NULL, "persistent kernel attention: keys per context split"},
-    {"dl_ctx_max", R(dl_ctx_max), 0, 1 << 30, 16384, 0, NULL,
+    {"dl_ctx_max", R(dl_ctx_max), 0, 1 << 30, 32768, 0, NULL,
      "one-token steps whose page-table row (the batch's longest sequence, in pages rounded up to a power of two) "
      "spans more tokens leave the persistent kernel for the per-op kernels, whose split attention reads long "
-     "contexts faster (H200 1B bf16, ms/token persistent / per-op: 32k 1.514 / 1.447, 128k 3.794 / 2.416)"},
+     "contexts faster (H200 1B bf16, ms/token persistent / per-op after a prompt of 16k 1.163 / 1.285, "
+     "24k 1.331 / 1.376, 32k 1.509 / 1.453, 128k 3.793 / 2.414)"},
     {"dl_heads", R(dl_heads), 0, 1, 1, 0, NULL,
      "persistent kernel attention: one item per query head where they fit (0: per KV head)"},
     {"sync", R(sync), 0, 1, 0, 0, NULL, "synchronize after every launch, so a faulting kernel is the one named (debug)"},
