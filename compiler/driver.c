@@ -384,6 +384,18 @@ static void rank_hashes_json(cJSON *e, const uint64_t *hash, int32_t ranks, int3
     }
 }
 
+/* --max-context: the package's context in place of the model's. Past the model's own, positions it
+ * was not trained on are computed as transformers computes them (RoPE and its scaling have no end):
+ * the log says so. A sliding window the importer dropped for covering the whole trained context
+ * stays dropped. */
+static void set_max_context(const cc_options *o, ir_hparams *hp) {
+    if (o->max_context > hp->max_context)
+        LOG(o, "warning: --max-context %d is past the model's %d tokens (max_position_embeddings%s): positions "
+               "beyond it were not trained\n",
+            o->max_context, hp->max_context, hp->rope_orig_max > 0 && hp->max_context == hp->rope_orig_max ? ", as capped for its rope" : "");
+    hp->max_context = o->max_context;
+}
+
 ig_status cc_compile(const cc_options *o, ig_err *err) {
     const char *pkg = o->out_dir;
     ig_dtype dt = IG_DTYPE_F32;
@@ -448,6 +460,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     }
     if (g->hp.head_dim % 2)
         st = ig_fail(err, IG_ERR_UNSUPPORTED, "%s: head_dim %d is odd (RoPE needs pairs)", o->input, g->hp.head_dim);
+    if (!st && o->max_context > 0) set_max_context(o, &g->hp);
     int32_t tp = o->tp > 1 ? o->tp : 1;
     cp_tp_plan *split = calloc((size_t)tp, sizeof *split);
     uint64_t *rank_hash = NULL;

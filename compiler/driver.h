@@ -17,6 +17,9 @@ typedef struct cc_options {
     const char *target;     /* "cpu", "cpu:avx2", ... (NULL = native) */
     const char *dtype;      /* "f32", "bf16" or "f16" (CUDA only) (NULL = f32) */
     int32_t page_size;      /* KV page size in tokens (0 = 16) */
+    int32_t max_context;    /* the package's context in tokens (0 = the model's max_position_embeddings); more
+                               than the model's serves positions it was not trained on, as transformers
+                               computes them (a warning says so) */
     const char *kv_cache;   /* KV cache format: "f32", "bf16", "f16" (CUDA), "int8", "uint4" (CPU);
                                NULL = the package's dtype */
     const char *quant;      /* weight quantization: "a16w8", "a16w4" (CPU targets) or NULL/"none" */

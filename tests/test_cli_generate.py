@@ -3,8 +3,9 @@
 and prints one line per prompt in input order, each equal to transformers' greedy tokens for that
 prompt (reference.json `batch`); a bad line fails only its own prompt; sampling flags with a seed
 repeat exactly, and without --seed two runs differ (a random seed, which --verbose prints); a
-request cut short by the model's context or the KV cache says which on stderr; invalid flag
-values are refused with the flag named."""
+request cut short by the model's context or the KV cache says which on stderr; `compile
+--max-context` moves that context (past the model's own with a warning, logits unchanged where both
+serve); invalid flag values are refused with the flag named."""
 import json, os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -46,6 +47,27 @@ def main():
         p = golden.run(["generate", pkg, "--tokens", long, "--max-new-tokens", "50", "--ignore-eos"], check=False)
         if p.returncode or len(p.stdout.split()) != 5 or f"context of {ctx} tokens is full" not in p.stderr:
             fails.append(f"reply cut by the context: rc {p.returncode}, {len(p.stdout.split())} tokens, {p.stderr!r}")
+        # --max-context: past the model's own the same prompt's reply runs to the end (with a warning at
+        # compile time), the logits where both packages serve are the same, and a smaller context refuses
+        # a longer prompt by its length
+        big = os.path.join(tmp, "maxctx-big")
+        p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama3-rope-tied"), "-o", big, "--dtype", "f32",
+                        "--max-context", str(ctx + 64)])
+        if f"past the model's {ctx} tokens" not in p.stderr:
+            fails.append(f"--max-context {ctx + 64}: no warning about the model's {ctx}: {p.stderr!r}")
+        p = golden.run(["generate", big, "--tokens", long, "--max-new-tokens", "50", "--ignore-eos"], check=False)
+        if p.returncode or len(p.stdout.split()) != 50:
+            fails.append(f"--max-context {ctx + 64}: rc {p.returncode}, {len(p.stdout.split())} of 50 tokens, {p.stderr!r}")
+        ids = [int(x) for x in lines[0].split(",")]
+        a, b = golden.step_logits(pkg, ids, True), golden.step_logits(big, ids, True)
+        if not (a == b).all():
+            fails.append(f"--max-context changed the logits: max diff {abs(a - b).max():.3g}")
+        small = os.path.join(tmp, "maxctx-small")
+        golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama3-rope-tied"), "-o", small, "--dtype", "f32",
+                    "--max-context", "16"])
+        p = golden.run(["generate", small, "--tokens", ",".join(["5"] * 20), "--max-new-tokens", "2"], check=False)
+        if p.returncode == 0 or "16" not in p.stderr:
+            fails.append(f"--max-context 16 with a 20-token prompt: rc {p.returncode}, {p.stderr!r}")
         p = golden.run(["generate", pkg, "--tokens", "1,2,3", "--max-new-tokens", "50", "--ignore-eos", "--kv-pages", "2"],
                        check=False)
         n = len(p.stdout.split())

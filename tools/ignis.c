@@ -344,7 +344,7 @@ static int cmd_inspect(const cli_cmd *c, int argc, char **argv) {
 typedef struct compile_opts {
     const char *pos[1];
     const char *out, *target, *dtype, *cc, *dump, *quant, *quant_skip, *kv_cache;
-    int32_t page_size, quant_group, tp;
+    int32_t page_size, max_context, quant_group, tp;
     cli_strs tune;
 } compile_opts;
 
@@ -356,6 +356,9 @@ static const cli_flag compile_flags[] = {
     CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
              "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
     CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
+    CLI_I32("--max-context", NULL, compile_opts, max_context, 1, 1 << 24, 0, "N",
+            "the package's context in tokens (past the model's own: positions it was not trained on, with a warning)",
+            "the model's max_position_embeddings"),
     CLI_STRD("--kv-cache", NULL, compile_opts, kv_cache, 0, "f32|bf16|f16|int8|uint4",
              "KV cache format: int8 / uint4 quantize each token's key and value per KV head (CPU; f16: CUDA only)",
              "the --dtype"),
@@ -377,7 +380,7 @@ static const cli_flag compile_flags[] = {
 static int run_compile(const compile_opts *a, const char *name) {
     ig_err err = {{0}};
     cc_options o = {.input = a->pos[0], .out_dir = a->out, .target = a->target, .dtype = a->dtype, .cc = a->cc,
-                    .page_size = a->page_size, .quant = a->quant, .quant_group = a->quant_group,
+                    .page_size = a->page_size, .max_context = a->max_context, .quant = a->quant, .quant_group = a->quant_group,
                     .quant_skip = a->quant_skip, .tp = a->tp, .kv_cache = a->kv_cache, .log = stderr};
     char *tune = NULL;
     if (cli_join(&a->tune, ',', &tune, &err)) return fail(name, &err);
