@@ -586,6 +586,12 @@ static ig_status lower_graph(cg *c, ig_err *err) {
         for (int32_t i = lo; i < hi && !st; i++) st = lower_node(c, i, pass, err);
         if (pass == 1) fprintf(c->fw, "    }\n");
     }
+    if (!st && c->g->hp.final_softcap > 0)
+        fprintf(c->fw, "\n    /* final logit soft-capping: cap * tanh(logits / cap) */\n"
+                       "#pragma omp parallel for num_threads(nth) schedule(static)\n"
+                       "    for (int64_t i = 0; i < (int64_t)b->n_out * VOCAB; i++)\n"
+                       "        b->logits[i] = %#.9gf * tanhf(b->logits[i] / %#.9gf);\n",
+                c->g->hp.final_softcap, c->g->hp.final_softcap);
     if (!st) fprintf(c->fw, "    return 0;\n}\n");
     return st;
 }

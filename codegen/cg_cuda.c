@@ -879,7 +879,7 @@ static void plan_decode_layers(gen *c) {
     /* the kernel's attention, RoPE and embedding are Llama's: a model with a sliding window,
      * partial / interleaved rotary, a second RoPE base or other scales runs on the per-op kernels */
     if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
-        hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts)
+        hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts || hp->final_softcap > 0)
         return;
     /* quantized KV: the attention items read its rows through attn_decode.cuh, but only with
      * --tune dl_kvq=1 until measured on a GPU (else such packages run the per-op kernels) */
@@ -1046,6 +1046,24 @@ static void emit_step_tail(gen *c) {
                    "    return 0;\n}\n");
 }
 
+/* The logits block's end: Gemma's final soft-capping of d_logits in place, before sampling or the
+ * copy back (the persistent kernel never runs such a model: plan_decode_layers). */
+static void emit_softcap(gen *c) {
+    const ir_hparams *hp = &c->g->hp;
+    if (!(hp->final_softcap > 0)) return;
+    char params[128], comment[128];
+    snprintf(params, sizeof params, "#define EP_N %d\n#define EP_CAP %#.9gf\n", hp->vocab, hp->final_softcap);
+    snprintf(comment, sizeof comment, "final logit soft-capping: %g * tanh(logits / %g) over [n_out][%d]",
+             hp->final_softcap, hp->final_softcap, hp->vocab);
+    const char *k = instance(c, "epilogue.cu", "softcap_logits", "EP_SOFTCAP_NAME", params, comment);
+    fprintf(c->fw, "        /* %s */\n"
+                   "        {\n"
+                   "            void *args[] = {&n_out, &d_logits};\n"
+                   "            LAUNCH(%d, IG_EP_BIAS_GRID_X(n_out, VOCAB), IG_EP_BIAS_GRID_Y(n_out), 1, IG_EP_BLOCK, 0, args);\n"
+                   "        }\n",
+            comment, fn_index(c, k));
+}
+
 /* launch_step: the nodes before the layers, the layer loop, the logits block. */
 static ig_status emit_launch_step(gen *c, ig_err *err) {
     ig_status st = IG_OK;
@@ -1055,6 +1073,7 @@ static ig_status emit_launch_step(gen *c, ig_err *err) {
         int32_t hi = pass == 0 ? c->lay.first_layer : pass == 1 ? c->lay.first_layer + c->lay.per_layer : c->g->n_nodes;
         emit_pass_open(c, pass);
         for (int32_t i = lo; i < hi && !st; i++) st = emit_node(c, i, pass, err);
+        if (pass == 2 && !st) emit_softcap(c);
         if (pass == 1 || pass == 2) fprintf(c->fw, "    }\n");
     }
     if (st) return st;

@@ -458,6 +458,7 @@ void ir_dump(const ir_graph *g, FILE *f) {
         for (int i = 0; i < h->n_layers && i < IR_MAX_LAYER_TYPES; i++) fputc(h->layer_sliding[i] ? 'S' : 'G', f);
         fprintf(f, "]\n");
     }
+    if (h->final_softcap > 0) fprintf(f, "  final_softcap %g\n", h->final_softcap);
     if (h->n_experts)
         fprintf(f, "  experts %d  top_k %d  expert_intermediate %d  norm_topk %d  shared_expert %d\n", h->n_experts,
                 h->top_k, h->moe_intermediate, h->norm_topk, h->shared_intermediate);

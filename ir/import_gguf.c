@@ -197,14 +197,15 @@ static ig_status parse_family(gg_ctx *c) {
         if (gguf_find_kv(c->f, K(c, "attention.scale")) && (st = key_num(c, K(c, "attention.scale"), -1, &sc))) return st;
         h->attn_scale = sc > 0 ? sc : 1.0 / sqrt((double)h->head_dim);
         if ((st = key_num(c, K(c, "rope.freq_base_swa"), 10000.0, &h->rope_theta_local))) return st;
-        static const char *const caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
-        for (int i = 0; i < 2; i++) {
-            double v = 0;
-            if (gguf_find_kv(c->f, K(c, caps[i])) && (st = gguf_get_float(c->f, K(c, caps[i]), &v, c->err))) return st;
-            if (v != 0)
-                return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: %s.%s is set: logit soft-capping is not supported", c->path,
-                               c->arch, caps[i]);
-        }
+        /* as the HF importer: the final cap applies, Gemma 3 leaves the attention cap unapplied */
+        double v = 0;
+        if (gguf_find_kv(c->f, K(c, "final_logit_softcapping")) &&
+            (st = gguf_get_float(c->f, K(c, "final_logit_softcapping"), &v, c->err)))
+            return st;
+        if (!(v >= 0) || v > 1e30)
+            return ig_fail(c->err, IG_ERR_FORMAT, "%s: %s.final_logit_softcapping = %g (need a value >= 0)", c->path,
+                           c->arch, v);
+        h->final_softcap = v;
     }
     if ((st = parse_window(c))) return st;
     if ((st = key_int0(c, K(c, "expert_count"), 0, &h->n_experts))) return st;

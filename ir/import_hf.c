@@ -696,11 +696,12 @@ static ig_status parse_config(hf_ctx *c, hf_arch *arch_out) {
         double qs;
         if ((st = obj_num(c, c->cfg, "", "query_pre_attn_scalar", 256, &qs))) return st;
         h->attn_scale = 1.0 / sqrt(qs);
-        static const char *const unsupported[] = {"attn_logit_softcapping", "final_logit_softcapping"};
-        for (int i = 0; i < 2; i++)
-            if (item(c->cfg, unsupported[i]))
-                return ig_fail(c->err, IG_ERR_UNSUPPORTED, "%s: key \"%s\" is set: logit soft-capping is not supported",
-                               c->cfg_path, unsupported[i]);
+        /* final_logit_softcapping caps the logits; attn_logit_softcapping is read by Gemma3Attention
+         * but never applied to its scores (transformers 5.x), so it is only checked (a positive number or null) */
+        double cap = 0;
+        if ((st = obj_num(c, c->cfg, "", "final_logit_softcapping", 0, &cap))) return st;
+        h->final_softcap = cap;
+        if ((st = obj_num(c, c->cfg, "", "attn_logit_softcapping", 0, &cap))) return st;
         int32_t bidi = 0;
         if ((st = cfg_bool(c, "use_bidirectional_attention", 0, &bidi))) return st;
         if (bidi)

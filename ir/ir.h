@@ -170,6 +170,7 @@ typedef struct ir_hparams {
     uint8_t layer_sliding[IR_MAX_LAYER_TYPES]; /* 1: layer L uses sliding_window and rope_theta_local */
     double embed_scale;     /* embedding rows multiplied by this (Gemma: sqrt(hidden)), 0 = 1 */
     double attn_scale;      /* softmax scale, 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2) */
+    double final_softcap;   /* > 0: logits = cap * tanh(logits / cap) (Gemma's final_logit_softcapping), 0 = none */
     ir_act mlp_act;
     int32_t post_norms;     /* RMSNorm on the attention and MLP outputs before the residual adds */
     /* mixture of experts (n_experts > 0): every layer's MLP is a routed MoE block */

@@ -98,6 +98,7 @@ ig_status ir_save(const ir_graph *g, const char *path, ig_err *err) {
     H.layer_sliding.data = (uint8_t *)h->layer_sliding;
     H.embed_scale = h->embed_scale;
     H.attn_scale = h->attn_scale;
+    H.final_softcap = h->final_softcap;
     H.mlp_act = (int32_t)h->mlp_act;
     H.post_norms = h->post_norms;
     H.n_experts = h->n_experts;
@@ -258,6 +259,9 @@ static ig_status load_msg(const char *path, const Ignis__Ir__Graph *G, ir_graph 
     for (size_t i = 0; i < H->layer_sliding.len; i++) h->layer_sliding[i] = H->layer_sliding.data[i] != 0;
     h->embed_scale = H->embed_scale;
     h->attn_scale = H->attn_scale;
+    if (!(H->final_softcap >= 0) || H->final_softcap > 1e30)
+        return ig_fail(err, IG_ERR_FORMAT, "%s: final logit soft-cap %g (need a finite value >= 0)", path, H->final_softcap);
+    h->final_softcap = H->final_softcap;
     h->mlp_act = (ir_act)H->mlp_act;
     h->post_norms = H->post_norms;
     if (H->n_experts < 0 || H->top_k < 0 || H->top_k > H->n_experts || H->top_k > 64 || H->moe_intermediate < 0 ||

@@ -115,6 +115,8 @@ def write_twin(model_dir, out_path, blocks=None):
         w.add_sliding_window(cfg["sliding_window"])
         w.add_array(f"{arch}.attention.sliding_window_pattern", [lt == "sliding_attention" for lt in cfg["layer_types"]])
         w.add_float32(f"{arch}.attention.scale", cfg["query_pre_attn_scalar"] ** -0.5)
+        if cfg.get("final_logit_softcapping"):
+            w.add_float32(f"{arch}.final_logit_softcapping", cfg["final_logit_softcapping"])
     else:
         w.add_rope_freq_base(rp.get("rope_theta", cfg.get("rope_theta", 10000.0)))
     prf = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))

@@ -16,12 +16,13 @@ EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "q
                 "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit"]
 # issue 21's family variants (other expert counts and top-k, dense layers among MoE ones, expert sizes
 # off 16, windows, Gemma 3 patterns, rotary fractions, longrope, tied embeddings, bf16 / f16
-# checkpoints), made the same way by scripts/make_heldout_models.py; gemma3-softcap is the refused one
+# checkpoints, Gemma 3's final logit soft-capping), made the same way by scripts/make_heldout_models.py
 HELDOUT_MODELS = ["qwen3-moe-e10-top1", "qwen3-moe-e6-top4-nonorm", "qwen3-moe-sparse2-tied", "qwen3-moe-mlponly",
                   "qwen3-moe-i40", "qwen2-moe-norm-s80", "qwen2-moe-bf16-tied", "mixtral-e3-top1-win",
                   "mixtral-e5-top3-f16", "gemma3-w4-p2", "gemma3-w5-p3-untied", "gemma3-hd32-f16", "glm4-r25-hd48",
                   "glm4-nobias-full-tied", "phi3-window", "phi3-longrope", "phi3-partial-tied", "llama-tied-f16",
-                  "qwen2-tied-f32", "qwen3-tied-bf16", "qwen2-moe-sparse2", "mixtral-hd32-gqa4", "qwen2-swa-bf16"]
+                  "qwen2-tied-f32", "qwen3-tied-bf16", "qwen2-moe-sparse2", "mixtral-hd32-gqa4", "qwen2-swa-bf16",
+                  "gemma3-softcap"]
 # variants whose 16-bit packages miss the bf16 limit through their stored weights alone (an f32
 # checkpoint rounded to bf16 flips near-tied experts or moves Gemma's small logits; mixtral-hd32-gqa4:
 # a router tie, 0.27813 vs 0.27804, at its last position; qwen2-moe-norm-s80: 3rd and 4th experts

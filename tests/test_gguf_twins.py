@@ -17,13 +17,15 @@ def main():
         return 77
     fails = []
     with tempfile.TemporaryDirectory(prefix="ignis-gguf-twins-") as tmp:
-        for model in golden.ARCH2_MODELS:
+        # the shared families, and Gemma 3's final soft-cap (a GGUF key of its own)
+        cases = [(model, None) for model in golden.ARCH2_MODELS] + [("gemma3-softcap", golden.EXTRA_DIR)]
+        for model, mdir in cases:
             try:
                 path = os.path.join(tmp, f"{model}.gguf")
-                gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", model), path)
+                gguf_twin.write_twin(os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), path)
                 twin = golden.compile_model(model, "f32", tmp, target="cpu", source=path)
-                hf = golden.compile_model(model, "f32", os.path.join(tmp, "hf"))
-                ids, ref, _ = golden.reference(model)
+                hf = golden.compile_model(model, "f32", os.path.join(tmp, "hf"), models_dir=mdir)
+                ids, ref, _ = golden.reference(model, mdir)
                 got = {}
                 for name, pkg in (("gguf", twin), ("hf", hf)):
                     npy = os.path.join(tmp, f"{name}.npy")

@@ -637,7 +637,10 @@ static void qwen_sw(cJSON *c) {
     cJSON_ReplaceItemInObject(c, "max_window_layers", cJSON_CreateNumber(0));
     cJSON_DeleteItemFromObject(c, "layer_types");
 }
-static void softcap(cJSON *c) { cJSON_ReplaceItemInObject(c, "final_logit_softcapping", cJSON_CreateNumber(30)); }
+static void softcap_neg(cJSON *c) { cJSON_ReplaceItemInObject(c, "final_logit_softcapping", cJSON_CreateNumber(-30)); }
+static void attn_softcap_str(cJSON *c) {
+    cJSON_ReplaceItemInObject(c, "attn_logit_softcapping", cJSON_CreateString("50"));
+}
 static void topk_over(cJSON *c) { cJSON_ReplaceItemInObject(c, "num_experts_per_tok", cJSON_CreateNumber(5)); }
 static void mlp_only(cJSON *c) {
     int l[1] = {1};
@@ -737,7 +740,8 @@ static void test_bad_inputs(void) {
     CFG_CASE(LG, rope_dynamic_new, "dynamic", "rope_parameters.rope_type");
     CFG_CASE("llama3-rope-tied", llama3_no_low, "rope_scaling.low_freq_factor");
     CFG_CASE("llama3-rope-tied", untie, "lm_head.weight");
-    CFG_CASE("gemma3", softcap, "final_logit_softcapping");
+    CFG_CASE("gemma3", softcap_neg, "final_logit_softcapping", "positive");
+    CFG_CASE("gemma3", attn_softcap_str, "attn_logit_softcapping");
     CFG_CASE("gemma3", bad_layer_type, "layer_types[1]", "chunked_attention");
     CFG_CASE("mixtral", topk_over, "num_experts_per_tok");
     /* a dense layer 1 (mlp_only_layers) reads a dense MLP there, which this checkpoint lacks */

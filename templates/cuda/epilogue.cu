@@ -22,13 +22,18 @@
  *   extern "C" __global__ void EP_UNSHARD_NAME(int T, const float *g, float *y);
  *       g [ranks][T][EP_NL] (every rank's logits columns, as gathered) -> y [T][EP_N], column
  *       r * EP_NL + j from g[r][t][j], the padding past EP_N dropped
+ * Logits (Gemma's final_logit_softcapping):
+ *   extern "C" __global__ void EP_SOFTCAP_NAME(int T, float *y);
+ *       y[t][n] = EP_CAP * tanh(y[t][n] / EP_CAP) for n < EP_N, in place
+ *   launch: grid (IG_EP_BIAS_GRID_X(T, EP_N), T), block IG_EP_BLOCK, smem 0
  *   launch: grid (IG_EP_BIAS_GRID_X(T, EP_N), T), block IG_EP_BLOCK, smem 0
  * A name left undefined skips that kernel, so one instantiation can define only what it needs
  * (by default both are defined with ig_ep_* names).
  */
 #include "common.cuh"
 
-#if !defined(EP_BIAS_NAME) && !defined(EP_SWIGLU_NAME) && !defined(EP_ADD_NAME) && !defined(EP_UNSHARD_NAME)
+#if !defined(EP_BIAS_NAME) && !defined(EP_SWIGLU_NAME) && !defined(EP_ADD_NAME) && !defined(EP_UNSHARD_NAME) && \
+    !defined(EP_SOFTCAP_NAME)
 #define EP_BIAS_NAME ig_ep_bias
 #define EP_SWIGLU_NAME ig_ep_swiglu
 #endif
@@ -81,6 +86,19 @@ extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_ADD_NAME(int T, flo
 extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_UNSHARD_NAME(int T, const float *g, float *y) {
     const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
     if (n < EP_N && t < T) y[(size_t)t * EP_N + n] = g[((size_t)(n / EP_NL) * T + t) * EP_NL + n % EP_NL];
+}
+#endif
+
+#ifdef EP_SOFTCAP_NAME
+#ifndef EP_CAP
+#error "EP_SOFTCAP_NAME needs EP_CAP, the soft-cap"
+#endif
+extern "C" __global__ void __launch_bounds__(IG_EP_BLOCK) EP_SOFTCAP_NAME(int T, float *y) {
+    const int n = blockIdx.x * IG_EP_BLOCK + threadIdx.x, t = blockIdx.y;
+    if (n < EP_N && t < T) {
+        float *p = y + (size_t)t * EP_N + n;
+        *p = EP_CAP * tanhf(*p / EP_CAP);
+    }
 }
 #endif
 
