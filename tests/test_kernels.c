@@ -82,6 +82,18 @@
 #define MM_TB 24
 #include "matmul.c"
 
+/* an odd number of k-pairs (51) in odd chunks (25, 25, 1): BFMMLA's tail of one k-pair, and its
+ * chunks after the first adding into the tile */
+#define MM_NAME mm_bb_oddk
+#define MM_K 102
+#define MM_N 40
+#define MM_WBF16 1
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_ACC
+#define MM_KC 25
+#include "matmul.c"
+
 #define MM_NAME mm_ff_chunk
 #define MM_K 520
 #define MM_N 33
@@ -675,6 +687,7 @@ int main(void) {
             test_mm("mm bf16 swiglu->bf16 +bias K128 I48", mm_bb_swiglu_b, 128, 96, 1, 1, 1, 2, 1, 48, T, nth);
             test_mm("mm f32 swiglu K48 I32", mm_ff_swiglu, 48, 64, 0, 0, 0, 2, 0, 32, T, nth);
             test_mm("mm bf16 K640 chunked TB24", mm_bb_chunk, 640, 72, 1, 1, 1, 0, 0, 72, T, nth);
+            test_mm("mm bf16 K102 KC25 acc+bias", mm_bb_oddk, 102, 40, 1, 1, 1, 1, 0, 40, T, nth);
             test_mm("mm f32 K520 N33 KC16 acc", mm_ff_chunk, 520, 33, 0, 0, 0, 1, 0, 33, T, nth);
             test_mm("mm bf16 LDY80", mm_bb_ldy, 64, 48, 1, 1, 0, 0, 0, 80, T, nth);
         }

@@ -315,12 +315,71 @@ IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, 
 
 #elif defined(IG_NEON)
 
+#if defined(IG_NEON_BF16)
+/* BFMMLA (ARMv8.6 +bf16), bf16 x bf16 for 2..4 rows: one instruction multiplies a 2 x 4 block of
+ * x (two rows, four k) by a 4 x 2 block of W (four k, two outputs) into a 2 x 2 f32 tile, twice a
+ * BFDOT's work. The panel's k-pairs l and l + 1 zip (ZIP1 / ZIP2 of 32-bit lanes) into the
+ * (output, four k) halves BFMMLA takes, a row pair's x is two 64-bit loads; an odd last k-pair
+ * runs with zeros for the pair after it. Accumulators c[p][q] = rows 2p, 2p+1 x outputs 2q, 2q+1
+ * (2 x 8 of them + 8 weight vectors + 2 x = 26 v registers); a third row pairs with a copy of
+ * itself whose results are dropped. */
+IG_INLINE bfloat16x8_t ig_mm_xpair(const uint16_t *r0, const uint16_t *r1, int l, int tail) {
+    if (!tail) return vreinterpretq_bf16_u16(vcombine_u16(vld1_u16(r0 + 2 * l), vld1_u16(r1 + 2 * l)));
+    uint32_t a, b;
+    memcpy(&a, r0 + 2 * l, 4);
+    memcpy(&b, r1 + 2 * l, 4);
+    return vreinterpretq_bf16_u32(vcombine_u32(vcreate_u32(a), vcreate_u32(b)));
+}
+
+IG_INLINE void ig_mm_mk1_mmla(int nr, const uint16_t *x, int ldx, const char *w, int l0, int l1, float *tile,
+                              int init) {
+    float32x4_t c[2][8];
+    const int np = (nr + 1) / 2;
+    const uint16_t *xr[4];
+    for (int r = 0; r < 4; r++) xr[r] = x + (size_t)(r < nr ? r : nr - 1) * ldx;
+    for (int p = 0; p < 2; p++)
+        for (int q = 0; q < 8; q++) c[p][q] = vdupq_n_f32(0.0f);
+    for (int l = l0; l < l1; l += 2) {
+        const int tail = l + 1 == l1;
+        const char *wl = w + (size_t)l * 64;
+        __builtin_prefetch(wl + IG_MM_PF);
+        __builtin_prefetch(wl + IG_MM_PF + 64);
+        bfloat16x8_t b[8];
+        for (int g = 0; g < 4; g++) {
+            uint32x4_t v0 = vld1q_u32((const uint32_t *)(wl + 16 * g));
+            uint32x4_t v1 = tail ? vdupq_n_u32(0) : vld1q_u32((const uint32_t *)(wl + 64 + 16 * g));
+            b[2 * g] = vreinterpretq_bf16_u32(vzip1q_u32(v0, v1));
+            b[2 * g + 1] = vreinterpretq_bf16_u32(vzip2q_u32(v0, v1));
+        }
+#pragma GCC unroll 2
+        for (int p = 0; p < np; p++) {
+            bfloat16x8_t a = ig_mm_xpair(xr[2 * p], xr[2 * p + 1], l, tail);
+            for (int q = 0; q < 8; q++) c[p][q] = vbfmmlaq_f32(c[p][q], a, b[q]);
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int g = 0; g < 4; g++) {
+            const float32x4_t lo = c[r / 2][2 * g], hi = c[r / 2][2 * g + 1];
+            float32x4_t v = r & 1 ? vcombine_f32(vget_high_f32(lo), vget_high_f32(hi))
+                                  : vcombine_f32(vget_low_f32(lo), vget_low_f32(hi));
+            float *t = tile + r * 32 + 4 * g;
+            vst1q_f32(t, init ? v : vaddq_f32(vld1q_f32(t), v));
+        }
+}
+#endif
+
 /* NEON: a panel is four q registers (outputs 0-3 ... 12-15); one panel per call, nr <= 4 rows:
  * 16 accumulators + 8 unpacked weight vectors + 2 broadcasts = 26 of the 32 v registers. A bf16
  * panel's k-pair holds (even, odd) per output: the even weight is the low half of each 32-bit
  * lane shifted up, the odd one the high half masked. */
 IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const char *w, int l0,
                          int l1, float *tile, int init) {
+#if defined(IG_NEON_BF16)
+    if (wb && xb && nr >= 2) {
+        ig_mm_mk1_mmla(nr, (const uint16_t *)x, ldx, w, l0, l1, tile, init);
+        return;
+    }
+#endif
     float32x4_t acc[4][4];
     const int lb = IG_MM_LB(wb);
     const uint32x4_t hi = vdupq_n_u32(0xffff0000u);
@@ -328,8 +387,8 @@ IG_INLINE void ig_mm_mk1(int nr, int wb, int xb, const void *x, int ldx, const c
     for (int r = 0; r < nr; r++)
         for (int g = 0; g < 4; g++) acc[r][g] = init ? vdupq_n_f32(0.0f) : vld1q_f32(tile + r * 32 + 4 * g);
 #if defined(IG_NEON_BF16)
-    /* bf16 x bf16: BFDOT takes a k-pair per 32-bit lane as the panel stores it, the row's pair
-     * broadcast (ld1r): 4 BFDOT per row and k-pair, no unpacking */
+    /* bf16 x bf16, one row (two or more: BFMMLA above): BFDOT takes a k-pair per 32-bit lane as the
+     * panel stores it, the row's pair broadcast (ld1r): 4 BFDOT per k-pair, no unpacking */
     if (wb && xb) {
         for (int l = l0; l < l1; l++) {
             const char *wl = w + (size_t)l * 64;
