@@ -77,6 +77,7 @@ typedef struct gen {
     dl_plan dl;
     int dl_fn;            /* the persistent kernel's index in the launch table, or -1 */
     int sample_fn;        /* sample.cu's index (host_runtime.c launches it for masked rows) */
+    int gemm_fn;          /* gemm.cu's index (host_runtime.c's gemm() without cuBLAS) */
     int wq_any;           /* some matrix is quantized (q8r / q4r rows, templates/cuda/wq.cuh) */
     int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
     int qg_any;           /* some matrix takes qgemm.cu (quantized rows on tensor cores) */
@@ -1040,6 +1041,9 @@ static void emit_step_tail(gen *c) {
             head ? " && !(dl_done && do_sample == 2)" : "", comment,
             head ? " (after the persistent kernel: from its per-CTA greedy picks)" : "", head ? "dl_done ? st->n_sm : 0" : "0",
             c->sample_fn = fn_index(c, k));
+    snprintf(params, sizeof params, "#define GM_ES %d\n", c->bf ? 2 : 4);
+    snprintf(comment, sizeof comment, "the prefill GEMM without cuBLAS (host_runtime.c's gemm())");
+    c->gemm_fn = fn_index(c, instance(c, "gemm.cu", "gemm", "GM_NAME", params, comment));
     fprintf(c->fw, "    /* the sampled ids back */\n"
                    "    if (do_sample) CU(st->api.cuMemcpyDtoHAsync(SAMPLED_IDS(st) + (chain ? st->max_tokens + chain - 1 : 0), d_sampled,\n"
                    "                                                sizeof(int32_t) * n_out, st->stream));\n"
@@ -1104,8 +1108,10 @@ static void emit_host_header(gen *c, FILE *out) {
                  "#define W_F16 %d      /* ... of IEEE half rather than bf16 */\n"
                  "#define W_BYTES %lluull /* weights.bin, copied to the GPU */\n"
                  "#define N_KERNELS %d  /* functions of model.cu launched (kernel_names) */\n"
-                 "#define SAMPLE_FN %d  /* sample.cu's: host_runtime.c launches it for the rows of a masked step */\n",
-            c->bf, c->fmt->dtype == IG_DTYPE_F16, (unsigned long long)c->plan->total, c->in.n_fn, c->sample_fn);
+                 "#define SAMPLE_FN %d  /* sample.cu's: host_runtime.c launches it for the rows of a masked step */\n"
+                 "#define GEMM_FN %d    /* gemm.cu's: host_runtime.c's gemm() where there is no cuBLAS */\n",
+            c->bf, c->fmt->dtype == IG_DTYPE_F16, (unsigned long long)c->plan->total, c->in.n_fn, c->sample_fn,
+            c->gemm_fn);
     if (!c->dl.ok) {
         fprintf(out, "#define HAS_DECODE_LAYERS 0 /* no persistent decode kernel: its shape conditions are not met */\n");
         return;
@@ -1276,7 +1282,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                        FILE *cu, FILE *out, ig_err *err) {
     const ir_hparams *hp = &g->hp;
     gen c = {.g = g, .plan = plan, .o = o, .tune = o->tuning, .fmt = cg_format_of(o->dtype), .cu = cu, .resid = -1, .rn_out = -1,
-             .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1, .sample_fn = -1};
+             .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1, .sample_fn = -1, .gemm_fn = -1};
     if (!c.fmt || !c.fmt->cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): no CUDA kernels for this dtype");
     if (!c.tune) return ig_fail(err, IG_ERR_INTERNAL, "codegen (cuda): no tuning given");
     const cg_kv_format *kvf = cg_kv_format_of(o->kv_dtype);

@@ -43,6 +43,10 @@ def main():
     stream = ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")
     runs += [(m, "bf16", "dl_keys=4") for m in stream]
     runs += [(m, "bf16", f"dl_keys={k},dl_heads=0") for m in stream for k in ("4", "256")]
+    # without cuBLAS (--tune cublas=0: what a bundle on a machine with only the driver runs): the
+    # prefill GEMMs on gemm.cu, f32 and 16-bit, dense and with MoE and Gemma's layers around them
+    runs += [(m, dt, "cublas=0") for m in ("llama-gqa", "qwen2-bias-tied") for dt in dtypes]
+    runs += [(m, "bf16", "cublas=0") for m in ("gemma3", "qwen3-moe")]
     only = os.environ.get("IGNIS_GPU_GOLDEN_MODELS")  # a comma list: a quicker subset while iterating
     if only:
         runs = [r for r in runs if r[0] in only.split(",")]

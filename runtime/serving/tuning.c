@@ -56,6 +56,9 @@ const tune_key tune_keys[] = {
      "spans more tokens leave the persistent kernel for the per-op kernels, whose split attention reads long "
      "contexts faster (H200 1B bf16, ms/token persistent / per-op after a prompt of 16k 1.163 / 1.285, "
      "24k 1.331 / 1.376, 32k 1.509 / 1.453, 128k 3.793 / 2.414)"},
+    {"cublas", R(cublas), 0, 1, 1, 0, NULL,
+     "CUDA prefill GEMMs on cuBLAS where libcublas loads (0: on the package's own CUDA-core GEMM, gemm.cu, which is "
+     "also what runs when no cuBLAS is installed: a bundle on a machine with only the driver)"},
     {"dl_heads", R(dl_heads), 0, 1, 1, 0, NULL,
      "persistent kernel attention: one item per query head where they fit (0: per KV head)"},
     {"sync", R(sync), 0, 1, 0, 0, NULL, "synchronize after every launch, so a faulting kernel is the one named (debug)"},

@@ -22,7 +22,8 @@
 #include <unistd.h>
 
 typedef struct cu_api {
-    void *lib_cuda, *lib_blas;
+    void *lib_cuda, *lib_blas; /* lib_blas NULL: no cuBLAS (blas_why says why), prefill on gemm.cu */
+    char blas_why[1024];
     CUresult (*cuInit)(unsigned);
     CUresult (*cuDeviceGetCount)(int *);
     CUresult (*cuDeviceGet)(CUdevice *, int);
@@ -124,8 +125,10 @@ static void *cu_open_blas(char *where, size_t cap) {
     return h ? h : cu_dlopen_any(toolkit);
 }
 
-/* Opens libcuda and libcublas and resolves every entry point. 0 on success. */
-static int cu_api_load(cu_api *a, char *err, size_t cap) {
+/* Opens libcuda and resolves its entry points, then libcublas's when want_blas and it is found:
+ * without it a->lib_blas stays NULL and a->blas_why says why (the package then runs its own GEMM,
+ * gemm.cu). 0 on success. */
+static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     static const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
     memset(a, 0, sizeof *a);
     a->lib_cuda = cu_dlopen_any(cuda_names);
@@ -184,12 +187,16 @@ static int cu_api_load(cu_api *a, char *err, size_t cap) {
     SYM(cuda, cuGraphExecDestroy, "cuGraphExecDestroy");
     SYM(cuda, cuGraphDestroy, "cuGraphDestroy");
     char beside[1024];
+    if (!want_blas) {
+        snprintf(a->blas_why, sizeof a->blas_why, "--tune cublas=0");
+        return 0;
+    }
     a->lib_blas = cu_open_blas(beside, sizeof beside);
     if (!a->lib_blas) {
-        cu_errf(err, cap, "cuBLAS (libcublas.so.13 or .12, with its libcublasLt) is not installed; this CUDA package needs it "
-                "for prefill: install the CUDA toolkit's cuBLAS, or copy libcublas.so.N and libcublasLt.so.N into %s (%s)",
-                beside, dlerror());
-        return -1;
+        const char *e = dlerror();
+        snprintf(a->blas_why, sizeof a->blas_why, "no libcublas.so.13 / .12 on the loader's path, in %.600s or the toolkit's "
+                 "lib64 (%.300s)", beside, e ? e : "?");
+        return 0;
     }
     SYM(blas, cublasCreate, "cublasCreate_v2");
     SYM(blas, cublasDestroy, "cublasDestroy_v2");

@@ -42,6 +42,7 @@
 #define HAS_DECODE_LAYERS 0
 #define N_KERNELS 1
 #define SAMPLE_FN 0
+#define GEMM_FN 0
 #define N_IMAGES 1
 #define PACKAGE_ARCHS "sm_90"
 #define PACKAGE_PTX 90
@@ -198,6 +199,10 @@ typedef struct dev_state {
 
 static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy,
                      float beta, int ybf16) {
+    if (!st->blas) { /* no cuBLAS: the package's own GEMM (gemm.cu), same contract */
+        void *args[] = {&N, &T, &K, &w, &x, &y, &ldy, &beta, &ybf16};
+        return cu_launch(&st->api, st->fn[GEMM_FN], st->stream, IG_GM_GRID_X(N), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);
+    }
     const float alpha = 1.0f;
     const cudaDataType h = W_F16 ? CUDA_R_16F : CUDA_R_16BF, dt = W_BF16 ? h : CUDA_R_32F;
     cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, dt,
@@ -706,7 +711,7 @@ static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int
  * capability major, name: its name. */
 static int open_device(ig_model_ctx *ctx, dev_state *st, int *major, char *name, size_t name_cap, char *err,
                        size_t cap) {
-    if (cu_api_load(&st->api, err, cap)) {
+    if (cu_api_load(&st->api, ctx->tuning ? ctx->tuning->cublas : 1, err, cap)) {
         fini(ctx);
         return -1;
     }
@@ -797,8 +802,15 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
     return 0;
 }
 
-/* cuBLAS on our stream, with our own workspace (so that a graph capture never allocates). */
+/* cuBLAS on our stream, with our own workspace (so that a graph capture never allocates); where
+ * host.h found none (or --tune cublas=0), st->blas stays NULL and gemm() runs gemm.cu. */
 static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
+    if (!st->api.lib_blas) {
+        if (strcmp(st->api.blas_why, "--tune cublas=0"))
+            fprintf(stderr, "ignis (CUDA): cuBLAS not found: %s; prefill runs on the package's own GEMM (gemm.cu, "
+                            "CUDA cores: slower)\n", st->api.blas_why);
+        return 0;
+    }
     if (st->api.cublasCreate(&st->blas) != CUBLAS_STATUS_SUCCESS) FAIL("cublasCreate failed");
     st->api.cublasSetStream(st->blas, st->stream); /* (this resets the workspace: set it after) */
     TRY(st->api.cuMemAlloc(&st->blas_ws, BLAS_WS_BYTES), "allocating the cuBLAS workspace");
