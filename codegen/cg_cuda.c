@@ -747,16 +747,25 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
         fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
                        "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
                 ind, in, ind, fn_index(c, fr));
-    } else { /* the router's logits over many SMs (a warp per expert), then the top-k per token */
+    } else { /* the router's logits (a warp per expert; prefill-sized steps: gemm.cu's f32 tiles, which
+              * read the router once per 64 tokens), then the top-k per token */
         char fl[96], fsel[96];
         snprintf(fl, sizeof fl, "%s_logits", mo ? mo : "");
         snprintf(fsel, sizeof fsel, "%s_select", mo ? mo : "");
         if (E > c->moe_lg) c->moe_lg = E;
-        fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_lg};\n"
-                       "%s  LAUNCH(%d, IG_MO_LG_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
+        const char *fg = instance(c, "gemm.cu", "gemm_f32", "GM_NAME", "#define GM_ES 4\n",
+                                  "f32 GEMM: the MoE router's logits of prefill-sized steps");
+        fprintf(c->fw, "%sif (T > IG_MO_DTMAX) { /* lg [T][E] = x . router^T */\n"
+                       "%s    int ne = %d, nd = %d;\n%s    float b0 = 0.0f;\n%s    int yb = 0;\n"
+                       "%s    void *args[] = {&ne, &T, &nd, &w1, &%s, &moe_lg, &ne, &b0, &yb};\n"
+                       "%s    LAUNCH(%d, IG_GM_GRID_X(%d), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);\n"
+                       "%s} else {\n"
+                       "%s    void *args[] = {&T, &%s, &w1, &moe_lg};\n"
+                       "%s    LAUNCH(%d, IG_MO_LG_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args);\n%s}\n"
                        "%s{ void *args[] = {&T, &moe_lg, &moe_sel, &moe_wt};\n"
                        "%s  LAUNCH(%d, T, 1, 1, 32, 0, args); }\n",
-                ind, in, ind, fn_index(c, fl), E, ind, ind, fn_index(c, fsel));
+                ind, ind, E, HID, ind, ind, ind, in, ind, fn_index(c, fg), E, ind, ind, in, ind, fn_index(c, fl), E,
+                ind, ind, ind, fn_index(c, fsel));
     }
     /* prefill-sized steps: expert-grouped, on tensor cores (16-bit types, K a multiple of the
      * tile's 32, every architecture sm_80+) or by 8 staged weight rows of an expert a CTA (in at

@@ -231,8 +231,9 @@ IG_CAT(MO_NAME, _down)(int T, const MO_AT_ *h, const int *sel, const float *wt, 
 
 #if !MO_SHARED
 /* The router for decode-sized steps over many SMs: _logits (a warp per expert, 16-byte loads,
- * grid (IG_MO_LG_GRID_X(E), T)) writes lg f32 [T][MO_E]; _select (grid T, block 32) takes the
- * softmax, top-k and weights from them as _route does. */
+ * grid (IG_MO_LG_GRID_X(E), T)) writes lg f32 [T][MO_E] (prefill-sized steps get them from
+ * gemm.cu's f32 instance instead: a warp a (token, expert) would read the router T times);
+ * _select (grid T, block 32, defined below with _dselect) takes the softmax, top-k and weights. */
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
 IG_CAT(MO_NAME, _logits)(int T, const float *x, const float *router, float *lg) {
     static_assert(MO_D % 4 == 0, "MO_D must be a multiple of 4");
@@ -249,23 +250,6 @@ IG_CAT(MO_NAME, _logits)(int T, const float *x, const float *router, float *lg) 
     if (lane == 0) lg[(size_t)t * MO_E + e] = s;
 }
 
-extern "C" __global__ void __launch_bounds__(32) IG_CAT(MO_NAME, _select)(int T, const float *lgs, int *sel, float *wt) {
-    const int t = blockIdx.x;
-    if (t >= T || threadIdx.x != 0) return;
-    float lg[MO_E], mx = IG_NEG_INF, sum = 0.0f, ksum = 0.0f, w[MO_TOPK];
-    for (int e = 0; e < MO_E; e++) lg[e] = lgs[(size_t)t * MO_E + e], mx = fmaxf(mx, lg[e]);
-    for (int e = 0; e < MO_E; e++) sum += (lg[e] = expf(lg[e] - mx));
-    for (int k = 0; k < MO_TOPK; k++) {
-        int best = -1;
-        for (int e = 0; e < MO_E; e++)
-            if (lg[e] >= 0.0f && (best < 0 || lg[e] > lg[best])) best = e;
-        if (best < 0) best = 0; /* NaN logits: a valid expert, the output NaN */
-        sel[t * MO_TOPK + k] = best;
-        w[k] = lg[best] / sum, ksum += w[k];
-        lg[best] = -1.0f;
-    }
-    for (int k = 0; k < MO_TOPK; k++) wt[t * MO_TOPK + k] = MO_NORM ? w[k] / ksum : w[k];
-}
 #endif
 
 /* ---- decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs ----
@@ -281,7 +265,7 @@ extern "C" __global__ void __launch_bounds__(32) IG_CAT(MO_NAME, _select)(int T,
  * 16 16-byte loads a lane), sums each expert's product alone and adds their weighted sum to the
  * residual in the selection's order. Gate/up and down are the same arithmetic as _gu / _down (a
  * row's chunks in the same lane order); the logits and the softmax's sum add in another order than
- * _logits / _select (f32 rounding: a near tie may pick the other expert). */
+ * _logits or gemm.cu (f32 rounding: a near tie may pick the other expert). */
 #if !MO_SHARED
 /* token t's top-k from lg (written by other CTAs of this launch: read through L2), by one warp */
 IG_DEV void IG_CAT(MO_NAME, _dselect)(int t, const float *lg, int *sel, float *wt) {
@@ -327,6 +311,12 @@ IG_DEV void IG_CAT(MO_NAME, _dselect)(int t, const float *lg, int *sel, float *w
 #pragma unroll
         for (int k = 0; k < MO_TOPK; k++)
             sel[t * MO_TOPK + k] = be_k[k], wt[t * MO_TOPK + k] = MO_NORM ? w[k] / ksum : w[k];
+}
+
+/* _select: token t = blockIdx.x's softmax, top-k and weights from lgs by one warp (the experts
+ * over its lanes, as the decode launch's _dselect: both paths pick by the same arithmetic) */
+extern "C" __global__ void __launch_bounds__(32) IG_CAT(MO_NAME, _select)(int T, const float *lgs, int *sel, float *wt) {
+    if ((int)blockIdx.x < T) IG_CAT(MO_NAME, _dselect)(blockIdx.x, lgs, sel, wt);
 }
 #endif
 
