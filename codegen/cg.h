@@ -73,10 +73,11 @@ const cg_format *cg_format_of(ig_dtype dt);
 /* How the KV cache is stored (--kv-cache): floats, or codes quantized per token and KV head
  * (templates/cpu/kv_quant.h). */
 typedef struct cg_kv_format {
-    ig_dtype dtype;   /* F32, BF16, F16, KV8, KV4 */
-    const char *name; /* "f32", "bf16", "f16", "int8", "uint4": the flag, manifests, messages */
+    ig_dtype dtype;   /* F32, BF16, F16, KV8, KV4, KVF8 */
+    const char *name; /* "f32", "bf16", "f16", "int8", "uint4", "fp8": the flag, manifests, messages */
     int bytes;        /* per element for float formats, 0 for quantized ones */
-    int bits;         /* quantized: code bits (the templates' RK_KVQ / AT_KVQ), 0 for floats */
+    int bits;         /* quantized: code bits (row sizes), 0 for floats */
+    int kvq;          /* quantized: the templates' RK_KVQ / AT_KVQ (8, 4, IG_KVQ_E4M3 = 0xe4), 0 for floats */
     int cpu, cuda;    /* targets whose kernels take it */
     const char *scheme; /* quantized: how rows are coded (the manifest's kv_scheme), NULL for floats */
 } cg_kv_format;

@@ -369,7 +369,7 @@ static ig_status lower_rope_kv(cg *c, node_ctx *x, ig_err *err) {
              "#define RK_H %d\n#define RK_KV %d\n#define RK_D %d\n#define RK_PS %d\n"
              "#define RK_PAGE_BYTES KV_PAGE_BYTES\n#define RK_KVBF16 %d\n#define RK_KVQ %d\n#define RK_QKNORM %d\n"
              "#define RK_EPS %.9gf\n#define RK_ROT %d\n#define RK_INTERLEAVE %d\n",
-             H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->bits, qk, qk ? n->eps : 1e-6, hp->rope_dim ? hp->rope_dim : D,
+             H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->kvq, qk, qk ? n->eps : 1e-6, hp->rope_dim ? hp->rope_dim : D,
              hp->rope_interleaved);
     snprintf(comment, sizeof comment, "layers.*: %srope on q[T,%d] and k[T,%d] (head_dim %d), k/v written to the %s KV pages",
              qk ? "q/k rms_norm, " : "", H * D, KV * D, D, c->kvf->name);
@@ -403,7 +403,7 @@ static ig_status lower_attention(cg *c, node_ctx *x, ig_err *err) {
                  "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
                  "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_KVQ %d\n#define AT_OBF16 %d\n"
                  "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n#define AT_WINDOW %d\n",
-                 H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->bits, af->is16, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D),
+                 H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->kvq, af->is16, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D),
                  win);
         snprintf(comment, sizeof comment, "layers.*: causal attention%s, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
                  win ? " over a sliding window" : "", H, KV, D, c->kvf->name, H * D, af->name);

@@ -203,6 +203,7 @@ static const char *dtype_macro(ig_dtype d) {
     case IG_DTYPE_F16: return "IG_DTYPE_F16";
     case IG_DTYPE_KV8: return "IG_DTYPE_KV8";
     case IG_DTYPE_KV4: return "IG_DTYPE_KV4";
+    case IG_DTYPE_KVF8: return "IG_DTYPE_KVF8";
     default: return "IG_DTYPE_F32";
     }
 }
@@ -262,18 +263,23 @@ const cg_format *cg_format_of(ig_dtype dt) {
 }
 
 /* The KV formats. Quantized rows (templates/cpu/kv_quant.h) are rotated, then coded with an f16
- * scale and an 8-bit zero point per token and KV head: D * bits / 8 + 3 bytes a row. */
+ * scale and an 8-bit zero point per token and KV head (fp8: the zero point unused): D * bits / 8
+ * + 3 bytes a row. */
 static const cg_kv_format kv_formats[] = {
-    {IG_DTYPE_F32, "f32", 4, 0, 1, 1, NULL},
-    {IG_DTYPE_BF16, "bf16", 2, 0, 1, 1, NULL},
-    {IG_DTYPE_F16, "f16", 2, 0, 0, 1, NULL},
-    {IG_DTYPE_KV8, "int8", 0, 8, 1, 1,
+    {IG_DTYPE_F32, "f32", 4, 0, 0, 1, 1, NULL},
+    {IG_DTYPE_BF16, "bf16", 2, 0, 0, 1, 1, NULL},
+    {IG_DTYPE_F16, "f16", 2, 0, 0, 0, 1, NULL},
+    {IG_DTYPE_KV8, "int8", 0, 8, 8, 1, 1,
      "rotated rows (random signs + Hadamard), asymmetric 8-bit codes per token and KV head, f16 scale, 8-bit zero point "
      "(templates/cpu/kv_quant.h)"},
-    {IG_DTYPE_KV4, "uint4", 0, 4, 1, 1,
+    {IG_DTYPE_KV4, "uint4", 0, 4, 4, 1, 1,
      "rotated rows (random signs + Hadamard), asymmetric 4-bit codes per token and KV head, f16 scale, 8-bit zero point; "
      "keys delta-coded within a page (slot j > 0 holds K_j minus the reconstructed K_j-1), values absolute "
      "(templates/cpu/kv_quant.h)"},
+    /* CPU only for now: the CUDA readers' integer dot products (attn_decode.cuh) have no e4m3 path */
+    {IG_DTYPE_KVF8, "fp8", 0, 8, 0xe4, 1, 0,
+     "rotated rows (random signs + Hadamard), e4m3fn codes (round to nearest even, saturating at 448) per token and "
+     "KV head, f16 scale amax / 448, symmetric (the int8 layout, zero point byte 0) (templates/cpu/kv_quant.h)"},
 };
 
 const cg_kv_format *cg_kv_format_of(ig_dtype dt) {
@@ -288,7 +294,7 @@ const cg_kv_format *cg_kv_format_find(const char *name) {
     return NULL;
 }
 
-const char *cg_kv_format_names(void) { return "f32, bf16, f16 (CUDA), int8, uint4"; }
+const char *cg_kv_format_names(void) { return "f32, bf16, f16 (CUDA), int8, uint4, fp8 (CPU)"; }
 
 uint64_t cg_kv_layer_page_bytes(const ir_hparams *hp, int32_t page_size, const cg_kv_format *f) {
     /* quantized: codes + f16 scale + 8-bit zero per row (templates/cpu/kv_quant.h) */

@@ -1304,7 +1304,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                        "--kv-cache %s on CUDA needs a page size and a head_dim that are multiples of 8 (aligned code rows); "
                        "got --page-size %d, head_dim %d", kvf->name, o->page_size, hp->head_dim);
     c.bf = c.fmt->is16;
-    c.kvq = kvf->bits;
+    c.kvq = kvf->kvq;
     c.kv_name = kvf->bits ? kvf->name : dtn(&c, c.bf);
     ig_status st = check_rows(&c, err);
     if (!st) st = cg_analyze(g, plan, &c.lay, err);

@@ -17,7 +17,7 @@
  *   pool + page * kv_page_bytes + layer * kv_layer_page_bytes
  *     → K [n_kv_heads][page_size][head_dim] then V [n_kv_heads][page_size][head_dim],
  *   elements of kv_dtype (IG_DTYPE_F32, IG_DTYPE_BF16, or IG_DTYPE_F16 on CUDA); the quantized
- *   kv_dtypes IG_DTYPE_KV8 / KV4 lay a layer's page out as codes, then scales, then zero points
+ *   kv_dtypes IG_DTYPE_KV8 / KV4 / KVF8 lay a layer's page out as codes, then scales, then zero points
  *   (templates/cpu/kv_quant.h). Either way the runtime sizes the pool by kv_page_bytes alone.
  *
  * Tensor parallelism (desc.tp > 1, `ignis compile --tp N`): the package is one model sharded over
@@ -56,7 +56,8 @@ typedef enum ig_dtype {
     IG_DTYPE_Q4R = 15, /* uint4 rows, an f16 scale and min per group of K after each row (a16w4) */
     /* quantized KV cache formats (kv_dtype only; layout in templates/cpu/kv_quant.h) */
     IG_DTYPE_KV8 = 16, /* 8-bit codes, f16 scale and 8-bit zero point per token and KV head */
-    IG_DTYPE_KV4 = 17  /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */
+    IG_DTYPE_KV4 = 17, /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */
+    IG_DTYPE_KVF8 = 18 /* e4m3 codes (fp8), f16 scale per token and KV head, the KV8 layout (zero unused) */
 } ig_dtype;
 
 /* CPU features a package may require (bit set in ig_model_desc.cpu_features). */

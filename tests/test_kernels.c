@@ -305,6 +305,28 @@ ATTN_INST(H, 20, 1, 36, 8, 0, 0)
 #define AT_OBF16 0
 #define AT_SCALE 0.16666666666666666f
 #include "attention.c"
+/* fp8 (e4m3) codes with qknorm, GQA and a bf16 output */
+ATTN_INST(I, 8, 2, 64, IG_KVQ_E4M3, 1, 1)
+#define RK_NAME rk_I
+#define RK_H 8
+#define RK_KV 2
+#define RK_D 64
+#define RK_PS TPS
+#define RK_KVQ IG_KVQ_E4M3
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, IG_KVQ_E4M3))
+#define RK_QKNORM 1
+#define RK_EPS 1e-6f
+#include "rope_kv.c"
+#define AT_NAME at_I
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, IG_KVQ_E4M3))
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#include "attention.c"
 
 /* ---------------- helpers ---------------- */
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
@@ -347,19 +369,28 @@ static double half(uint16_t h) {
     double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
     return h & 0x8000 ? -v : v;
 }
+/* e4m3fn code -> double, written out here (not the template's): 1 sign, 4 exponent bits (bias 7),
+ * 3 mantissa bits; 0x7f / 0xff NaN */
+static double e4m3(uint8_t c) {
+    int e = (c >> 3) & 15, m = c & 7;
+    double v = (c & 0x7f) == 0x7f ? NAN : e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+    return c & 0x80 ? -v : v;
+}
 /* Element i of the K (kv01 0) or V (1) row of kv head h, page slot `slot`, in one layer's part of
- * a page: floats (kvf 0 f32, 1 bf16) or codes (kvf 8, 4) by the layout kv_quant.h documents. */
+ * a page: floats (kvf 0 f32, 1 bf16) or codes (kvf 8, 4, IG_KVQ_E4M3) by the layout kv_quant.h
+ * documents. */
 static double kv_elem(const uint8_t *base, int KV, int D, int kvf, int kv01, int h, int slot, int i) {
     size_t n = (size_t)KV * TPS, r = (size_t)h * TPS + slot;
     if (kvf < 2) return get(base, (kv01 * n + r) * D + i, kvf);
     if (kvf == 4 && kv01 == 0 && slot > 0) /* 4-bit keys: slot j holds K_j - K^_{j-1} */
         return kv_elem(base, KV, D, kvf, 0, h, slot - 1, i) + kv_elem(base, KV, D, kvf, 2, h, slot, i);
     if (kv01 == 2) kv01 = 0; /* the stored difference itself */
-    size_t rb = (size_t)D * kvf / 8;
+    size_t rb = (size_t)D * IG_KVQ_BITS(kvf) / 8;
     const uint8_t *c = base + (kv01 * n + r) * rb;
     int q = kvf == 8 ? c[i] : (c[i / 2] >> (4 * (i % 2))) & 15;
     uint16_t sh;
     memcpy(&sh, base + 2 * n * rb + 2 * (kv01 * n + r), 2);
+    if (kvf == IG_KVQ_E4M3) return base[2 * n * rb + 4 * n + kv01 * n + r] ? NAN : half(sh) * e4m3(c[i]); /* zero byte 0 */
     return half(sh) * (q - (int)base[2 * n * rb + 4 * n + kv01 * n + r]);
 }
 /* Packs logical W [N][K] into panels (SPEC.md), rows >= N zero. */
@@ -566,14 +597,18 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                 if (kvb == 4 && h >= H && h < H + KV && pos[t] % TPS)
                     for (int i = 0; i < D; i++) prev[i] = kv_elem(base, KV, D, 4, 0, h - H, pos[t] % TPS - 1, i);
                 for (int i = 0; i < D; i++) lo = fmin(lo, r[i] - prev[i]), hi = fmax(hi, r[i] - prev[i]);
-                double qstep = kvb >= 2 ? (hi - lo) / (kvb == 8 ? 255 : 15) : 0;
+                /* fp8: half an e4m3 step at the element (2^-4 relative, 2^-10 s in the subnormals,
+                 * s = amax / 448) */
+                const double amax = fmax(hi, -lo), fp8 = kvb == IG_KVQ_E4M3;
+                double qstep = kvb >= 2 && !fp8 ? (hi - lo) / (kvb == 8 ? 255 : 15) : 0;
                 for (int i = 0; i < D; i++) {
                     double got;
                     int slot = pos[t] % TPS;
                     if (h < H) got = qo[(size_t)t * H * D + h * D + i];
                     else got = kv_elem(base, KV, D, kvb, h >= H + KV, h < H + KV ? h - H : h - H - KV, slot, i);
                     double tol = 1e-5 * (1 + fabs(r[i])) + (h >= H && kvb == 1 ? fabs(r[i]) / 256 : 0) +
-                                 (h >= H ? 0.5 * qstep * 1.002 : 0);
+                                 (h >= H ? 0.5 * qstep * 1.002 : 0) +
+                                 (h >= H && fp8 ? (fabs(r[i]) / 16 + amax / 448 / 1024) * 1.002 : 0);
                     if (check(what, (t * (H + 2 * KV) + h) * D + i, got, r[i], tol)) goto next;
                 }
             }
@@ -706,6 +741,8 @@ int main(void) {
     test_attn("attn H8 KV2 D64 int8kv qknorm", rk_F, at_F, F_H, F_KV, F_D, F_KVB, F_QKN, F_OB, 0.125f);
     test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f);
     test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f);
+    test_attn("attn H8 KV2 D64 fp8kv qknorm bf16out", rk_I, at_I, I_H, I_KV, I_D, I_KVB, I_QKN, I_OB, 0.125f);
+    test_kv_steps("fp8kv", rk_I, I_H, I_KV, I_D, IG_KVQ_LAYER_BYTES(I_KV, TPS, I_D, IG_KVQ_E4M3));
     test_kv_steps("uint4kv", rk_G, G_H, G_KV, G_D, IG_KVQ_LAYER_BYTES(G_KV, TPS, G_D, 4));
     test_kv_steps("int8kv", rk_H, H_H, H_KV, H_D, IG_KVQ_LAYER_BYTES(H_KV, TPS, H_D, 8));
     const char *isa = IG_ISA_NAME;

@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
-"""Quantized KV cache formats (issue 17): `ignis compile --kv-cache int8|uint4` on CPU.
+"""Quantized KV cache formats (issue 17): `ignis compile --kv-cache int8|uint4|fp8` on CPU.
 
 1. Tiny models against the transformers float64 references (f32 activations, so the KV format
    is the main error): teacher-forced logits, prefill and one-token steps, within
    max |logit error| / max |reference logit| of BOUND (measured: int8 0.007-0.030, about 3x the
    bf16 KV error of the same packages; uint4 0.14-0.58: these random models have a deliberately
    large spread, 16 levels per row cost a lot, so the bound only catches gross breakage; the exact
-   layout, rounding and rotation are checked by test_kernels), and greedy ids equal to the
+   layout, rounding and rotation are checked by test_kernels; fp8 (e4m3, amax / 448 per row):
+   0.036-0.27, about 5x int8 and half uint4, since 3 mantissa bits give ~3% relative error per element), and greedy ids equal to the
    reference up to the first step whose top-2 margin is within twice the measured error (the
    project's margin rule, tests/golden.py).
 2. The manifest records the format and its bytes per token, which must equal the layout's
    (templates/cpu/kv_quant.h: per layer, token and KV head, K and V rows of head_dim codes of
-   8 or 4 bits + an f16 scale + an 8-bit zero point), computed here from config.json; `ignis
+   8 or 4 bits + an f16 scale + an 8-bit zero point; fp8 the int8 layout), computed here from config.json; `ignis
    bench` prints the same figure.
-3. Bad --kv-cache values are errors naming the value (f16 on the CPU). CUDA packages take int8 / uint4
+3. Bad --kv-cache values are errors naming the value (f16 on the CPU, fp8 on CUDA). CUDA packages take int8 / uint4
    too: tests/test_cuda_package.py (compile) and tests/test_gpu_kv_cache.py (on a GPU).
 The real model's perplexity is tests/test_kv_cache_smollm2.py."""
 import json, os, re, sys, tempfile
@@ -21,8 +22,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
 
-BOUND = {"int8": 0.05, "uint4": 1.0}
-BITS = {"int8": 8, "uint4": 4}
+BOUND = {"int8": 0.05, "fp8": 0.4, "uint4": 1.0}
+BITS = {"int8": 8, "fp8": 8, "uint4": 4}
 MODELS = [("llama-gqa", None), ("qwen3-qknorm", None), ("gemma3", None), ("qwen3-bias-hd64", golden.EXTRA_DIR)]
 
 
@@ -40,7 +41,7 @@ def check_tiny(tmp, fails):
         cfg = json.load(open(os.path.join(src, "config.json")))
         cfg = cfg.get("text_config", cfg)
         scale = np.abs(ref).max()
-        for kv in ("int8", "uint4"):
+        for kv in ("int8", "fp8", "uint4"):
             pkg = os.path.join(tmp, f"{model}-{kv}")
             try:
                 golden.run(["compile", src, "-o", pkg, "--dtype", "f32", "--kv-cache", kv])
@@ -64,7 +65,7 @@ def check_tiny(tmp, fails):
                 if m.get("kv_dtype") != kv or m.get("kv_bytes_per_token") != want:
                     fails.append(f"{model} {kv}: manifest kv_dtype {m.get('kv_dtype')}, kv_bytes_per_token "
                                  f"{m.get('kv_bytes_per_token')} (want {kv}, {want})")
-                if model == "qwen3-bias-hd64" and kv == "int8":
+                if model == "qwen3-bias-hd64" and kv in ("int8", "fp8"):
                     b = golden.run(["bench", pkg, "--prompt-len", "16", "--decode-tokens", "2"]).stdout
                     line = re.search(r"^kv cache: (\d+) bytes per token", b, re.M)
                     if not line or int(line.group(1)) != want:
@@ -76,7 +77,8 @@ def check_tiny(tmp, fails):
 def check_bad(tmp, fails):
     src = os.path.join(golden.TESTDATA, "models", "llama-gqa")
     # (int8 / uint4 on CUDA targets: tests/test_cuda_package.py compiles them, test_gpu_kv_cache.py runs them)
-    for args, word in ((["--kv-cache", "int3"], "int3"), (["--kv-cache", "f16"], "f16")):
+    for args, word in ((["--kv-cache", "int3"], "int3"), (["--kv-cache", "f16"], "f16"),
+                       (["--kv-cache", "fp8", "--target", "cuda:sm_90"], "fp8")):
         p = golden.run(["compile", src, "-o", os.path.join(tmp, "bad"), "--dtype", "f32"] + args, check=False)
         if p.returncode == 0 or word not in p.stderr or "--kv-cache" not in p.stderr:
             fails.append(f"compile {' '.join(args)}: exit {p.returncode}, stderr {p.stderr.strip()!r} (wanted '{word}')")

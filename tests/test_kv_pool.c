@@ -4,7 +4,7 @@
  * fraction is an error naming it, and a request of the model's whole context runs in a default
  * engine (it did not: the old default of 512 MiB worth held less than some models' context).
  * KV formats (issue 17): at the same byte budget and at the same RAM fraction, a head_dim-64
- * model with int8 KV holds >= 1.9x and with uint4 KV >= 3.5x the tokens of bf16 KV, and a whole
+ * model with int8 or fp8 KV holds >= 1.9x and with uint4 KV >= 3.5x the tokens of bf16 KV, and a whole
  * context runs in a default engine of each. */
 #include <math.h>
 #include <stdio.h>
@@ -89,11 +89,12 @@ static int compile_kv(const char *kv, char *pkg, size_t cap) {
 /* Tokens the pools of the quantized formats hold against bf16's, at one byte budget and at one
  * RAM fraction (page counts x the page size, which is the same in every package). */
 static void kv_capacity(void) {
-    static const char *fmt[3] = {"bf16", "int8", "uint4"};
-    static const double need[3] = {1.0, 1.9, 3.5};
-    char pkg[3][256];
-    int32_t by_bytes[3] = {0}, by_frac[3] = {0};
-    for (int i = 0; i < 3; i++) {
+    enum { NF = 4 };
+    static const char *fmt[NF] = {"bf16", "int8", "fp8", "uint4"};
+    static const double need[NF] = {1.0, 1.9, 1.9, 3.5};
+    char pkg[NF][256];
+    int32_t by_bytes[NF] = {0}, by_frac[NF] = {0};
+    for (int i = 0; i < NF; i++) {
         if (compile_kv(fmt[i], pkg[i], sizeof pkg[i])) return;
         ig_err err = {{0}};
         ig_engine_config cfg;
@@ -107,7 +108,7 @@ static void kv_capacity(void) {
         by_frac[i] = pool_pages(pkg[i], &cfg, &err);
         CHECK(by_bytes[i] > 0 && by_frac[i] > 0, "%s: pools of %d / %d pages (%s)", fmt[i], by_bytes[i], by_frac[i], err.msg);
     }
-    for (int i = 1; i < 3; i++) {
+    for (int i = 1; i < NF; i++) {
         double rb = (double)by_bytes[i] / by_bytes[0], rf = (double)by_frac[i] / by_frac[0];
         printf("kv pool %-5s: %.3fx the tokens of bf16 KV in 64 MiB, %.3fx at kv_fraction 0.002 (want >= %.1fx)\n", fmt[i],
                rb, rf, need[i]);
@@ -117,7 +118,7 @@ static void kv_capacity(void) {
               need[i]);
         whole_context(pkg[i], 256 - 8, 8);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NF; i++) {
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", pkg[i]);
         if (system(cmd)) failures++;

@@ -27,13 +27,20 @@
  * Layout of one layer's part of a KV page (PS tokens, KV heads, RB = D * bits / 8 code bytes):
  *   K codes [KV][PS][RB] | V codes [KV][PS][RB] | K scales f16 [KV][PS] | V scales f16 [KV][PS]
  *   | K zeros u8 [KV][PS] | V zeros u8 [KV][PS]
- * = 2 * KV * PS * (RB + 3) bytes (IG_KVQ_LAYER_BYTES). */
+ * = 2 * KV * PS * (RB + 3) bytes (IG_KVQ_LAYER_BYTES).
+ *
+ * fp8 (IG_KVQ_E4M3) rows use the int8 layout: one e4m3fn code a byte, scale = amax / 448 (rounded
+ * up to f16), no zero point (its byte is written 0): x ~ s * e4m3(q). Rotated like the others. */
 #ifndef IG_KV_QUANT_H
 #define IG_KV_QUANT_H
 
 #include "common.h"
 
-#define IG_KVQ_LAYER_BYTES(kv, ps, d, bits) ((uint64_t)2 * (kv) * (ps) * ((uint64_t)(d) * (bits) / 8 + 3))
+/* A format's code: 8 (int8), 4 (uint4) or IG_KVQ_E4M3 (fp8: one e4m3 byte an element, the int8
+ * layout; symmetric, scale = amax / 448, the zero point byte stays 0); IG_KVQ_BITS its code bits. */
+#define IG_KVQ_E4M3 0xe4
+#define IG_KVQ_BITS(q) ((q) == IG_KVQ_E4M3 ? 8 : (q))
+#define IG_KVQ_LAYER_BYTES(kv, ps, d, q) ((uint64_t)2 * (kv) * (ps) * ((uint64_t)(d) * IG_KVQ_BITS(q) / 8 + 3))
 /* Are keys of this code width delta-coded within a page (above)? */
 #define IG_KVQ_KDELTA(bits) ((bits) == 4)
 
@@ -79,6 +86,32 @@ IG_INLINE float ig_f16_to_f32(uint16_t h) {
 #endif
 }
 
+/* e4m3fn (1 sign, 4 exponent bits of bias 7, 3 mantissa bits; no infinities, 0x7f / 0xff NaN,
+ * largest 448): f32 -> code rounds to nearest even and saturates to +-448 (NaN -> 0x7f). */
+IG_INLINE uint8_t ig_f32_to_e4m3(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    const uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+    float a = fabsf(f);
+    if (a != a) return 0x7f;
+    if (a >= 448.0f) return (uint8_t)(sign | 0x7e);
+    if (a < 0.015625f) return (uint8_t)(sign | (uint8_t)rintf(a * 512.0f)); /* subnormal: m 2^-9; 8 is 2^-6 */
+    uint32_t u;
+    memcpy(&u, &a, 4);
+    u += 0x7ffffu + ((u >> 20) & 1u); /* round the 20 dropped mantissa bits to nearest even */
+    return (uint8_t)(sign | ((u >> 20) - (120u << 3)));
+}
+
+IG_INLINE float ig_e4m3_to_f32(uint8_t c) {
+    const uint32_t e = (c >> 3) & 15u, m = c & 7u;
+    uint32_t x = e ? ((e + 120u) << 23) | (m << 20) : 0u;
+    float v;
+    memcpy(&v, &x, 4);
+    if (!e) v = (float)m * (1.0f / 512.0f);
+    if ((c & 0x7f) == 0x7f) v = NAN;
+    return c & 0x80 ? -v : v;
+}
+
 /* The rotation R = H S: S flips the sign of element i where bit (7 i + i / 32) mod 32 of
  * 0x6a09e667 (the first fraction bits of sqrt 2) is set, so that a row's mean does not all land
  * on one coefficient; H is the Walsh-Hadamard transform on each block of B = the largest power of
@@ -117,9 +150,28 @@ IG_INLINE void ig_kvq_unrotate(float *x, int d) {
     ig_kvq_flip(x, d);
 }
 
-/* Quantizes row x[d] into codes (d * bits / 8 bytes), *scale and *zero. */
+/* e4m3 row: symmetric, s = amax / 448 rounded up to f16, codes x / s, zero 0. */
+IG_INLINE void ig_kvq_row_e4m3(const float *IG_RESTRICT x, int d, uint8_t *IG_RESTRICT codes, uint16_t *scale,
+                               uint8_t *zero) {
+    float mx = 0.0f;
+    for (int i = 0; i < d; i++) mx = IG_MAX(mx, fabsf(x[i]));
+    const float s = mx / 448.0f;
+    uint16_t hs = ig_f32_to_f16(s);
+    if (ig_f16_to_f32(hs) < s && hs < 0x7bffu) hs++; /* round the scale up: codes within +-448 */
+    const float sf = ig_f16_to_f32(hs);
+    *scale = hs, *zero = 0;
+    const float inv = sf > 0.0f ? 1.0f / sf : 0.0f; /* an all-zero row (or NaN): codes 0 */
+    for (int i = 0; i < d; i++) codes[i] = ig_f32_to_e4m3(x[i] * inv);
+}
+
+/* Quantizes row x[d] into codes (d * IG_KVQ_BITS(bits) / 8 bytes), *scale and *zero; bits is the
+ * format's code (8, 4, IG_KVQ_E4M3). */
 IG_INLINE void ig_kvq_row(const float *IG_RESTRICT x, int d, int bits, uint8_t *IG_RESTRICT codes,
                           uint16_t *scale, uint8_t *zero) {
+    if (bits == IG_KVQ_E4M3) {
+        ig_kvq_row_e4m3(x, d, codes, scale, zero);
+        return;
+    }
     const int qmax = bits == 8 ? 255 : 15;
     float mn = 0.0f, mx = 0.0f;
     for (int i = 0; i < d; i++) mn = IG_MIN(mn, x[i]), mx = IG_MAX(mx, x[i]);
@@ -151,7 +203,7 @@ IG_INLINE void ig_kvq_row(const float *IG_RESTRICT x, int d, int bits, uint8_t *
  * part of a page at base (layout above). */
 IG_INLINE void ig_kvq_store(uint8_t *base, int kv, int ps, int d, int bits, int kv01, int h, int slot,
                             const float *x) {
-    const size_t rb = (size_t)d * bits / 8, n = (size_t)kv * ps, r = (size_t)h * ps + slot;
+    const size_t rb = (size_t)d * IG_KVQ_BITS(bits) / 8, n = (size_t)kv * ps, r = (size_t)h * ps + slot;
     uint8_t *codes = base + (kv01 * n + r) * rb;
     uint16_t *scales = (uint16_t *)(base + 2 * n * rb) + kv01 * n + r;
     uint8_t *zeros = base + 2 * n * rb + 4 * n + kv01 * n + r;
@@ -161,7 +213,7 @@ IG_INLINE void ig_kvq_store(uint8_t *base, int kv, int ps, int d, int bits, int 
 /* The codes, scales and zero points of row j0 of KV head h, tensor kv01 (layout above). */
 IG_INLINE void ig_kvq_rows(const uint8_t *base, int kv, int ps, int d, int bits, int kv01, int h, int j0,
                            const uint8_t **codes, const uint16_t **scales, const uint8_t **zeros) {
-    const size_t rb = (size_t)d * bits / 8, n = (size_t)kv * ps, r0 = (size_t)h * ps + j0;
+    const size_t rb = (size_t)d * IG_KVQ_BITS(bits) / 8, n = (size_t)kv * ps, r0 = (size_t)h * ps + j0;
     *codes = base + (kv01 * n + r0) * rb;
     *scales = (const uint16_t *)(base + 2 * n * rb) + kv01 * n + r0;
     *zeros = base + 2 * n * rb + 4 * n + kv01 * n + r0;
@@ -173,7 +225,7 @@ IG_INLINE void ig_kvq_rows(const uint8_t *base, int kv, int ps, int d, int bits,
  * used for absolute rows. */
 IG_INLINE void ig_kvq_load(const uint8_t *base, int kv, int ps, int d, int bits, int kv01, int h, int j0, int cnt,
                            float *IG_RESTRICT out, float *IG_RESTRICT kprev) {
-    const size_t rb = (size_t)d * bits / 8;
+    const size_t rb = (size_t)d * IG_KVQ_BITS(bits) / 8;
     const uint8_t *codes, *zeros;
     const uint16_t *scales;
     ig_kvq_rows(base, kv, ps, d, bits, kv01, h, j0, &codes, &scales, &zeros);
@@ -182,7 +234,9 @@ IG_INLINE void ig_kvq_load(const uint8_t *base, int kv, int ps, int d, int bits,
         const float s = ig_f16_to_f32(scales[j]), b = -s * (float)zeros[j];
         const uint8_t *c = codes + (size_t)j * rb;
         float *o = out + (size_t)j * d;
-        if (bits == 8) {
+        if (bits == IG_KVQ_E4M3) {
+            for (int i = 0; i < d; i++) o[i] = ig_e4m3_to_f32(c[i]) * s;
+        } else if (bits == 8) {
             for (int i = 0; i < d; i++) o[i] = (float)c[i] * s + b;
         } else {
             for (int i = 0; i < d / 2; i++) {
