@@ -126,8 +126,8 @@ static void *cu_open_blas(char *where, size_t cap) {
 }
 
 /* Opens libcuda and resolves its entry points, then libcublas's when want_blas and it is found:
- * without it a->lib_blas stays NULL and a->blas_why says why (the package then runs its own GEMM,
- * gemm.cu). 0 on success. */
+ * not found, a->lib_blas stays NULL and a->blas_why says where it looked (the package then runs its
+ * own GEMM, gemm.cu). 0 on success. */
 static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     static const char *const cuda_names[] = {"libcuda.so.1", "libcuda.so", NULL};
     memset(a, 0, sizeof *a);
@@ -187,10 +187,7 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYM(cuda, cuGraphExecDestroy, "cuGraphExecDestroy");
     SYM(cuda, cuGraphDestroy, "cuGraphDestroy");
     char beside[1024];
-    if (!want_blas) {
-        snprintf(a->blas_why, sizeof a->blas_why, "--tune cublas=0");
-        return 0;
-    }
+    if (!want_blas) return 0;
     a->lib_blas = cu_open_blas(beside, sizeof beside);
     if (!a->lib_blas) {
         const char *e = dlerror();

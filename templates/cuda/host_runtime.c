@@ -806,7 +806,7 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
  * host.h found none (or --tune cublas=0), st->blas stays NULL and gemm() runs gemm.cu. */
 static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
     if (!st->api.lib_blas) {
-        if (strcmp(st->api.blas_why, "--tune cublas=0"))
+        if (ctx->tuning->cublas) /* (not when --tune cublas=0 asked for it) */
             fprintf(stderr, "ignis (CUDA): cuBLAS not found: %s; prefill runs on the package's own GEMM (gemm.cu, "
                             "CUDA cores: slower)\n", st->api.blas_why);
         return 0;
