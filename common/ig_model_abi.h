@@ -51,13 +51,15 @@ typedef enum ig_dtype {
     IG_DTYPE_Q4Z = 10, /* uint4, f16 scale and integer zero point per row and group of K (GPTQ / AWQ) */
     IG_DTYPE_Q8Z = 11, /* 8-bit codes, f16 scale and integer zero point per row and group of K (GPTQ) */
     IG_DTYPE_Q6S = 12, /* uint6, Q6K's superblocks with signed scale codes (GGUF Q6_K kept) */
+    IG_DTYPE_Q4I = 13, /* Q4K's codes with the nibbles in k-octets (a16w4 on x86-64: int8 activations) */
     /* quantized weight rows of CUDA packages (layouts in templates/cuda/wq.cuh) */
     IG_DTYPE_Q8R = 14, /* int8 rows, symmetric, an f32 scale after each row (a16w8) */
     IG_DTYPE_Q4R = 15, /* uint4 rows, an f16 scale and min per group of K after each row (a16w4) */
     /* quantized KV cache formats (kv_dtype only; layout in templates/cpu/kv_quant.h) */
     IG_DTYPE_KV8 = 16, /* 8-bit codes, f16 scale and 8-bit zero point per token and KV head */
     IG_DTYPE_KV4 = 17, /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */
-    IG_DTYPE_KVF8 = 18 /* e4m3 codes (fp8), f16 scale per token and KV head, the KV8 layout (zero unused) */
+    IG_DTYPE_KVF8 = 18, /* e4m3 codes (fp8), f16 scale per token and KV head, the KV8 layout (zero unused) */
+    IG_DTYPE_Q8I = 19   /* Q8A's panels (a16w8 on x86-64: int16 activations); a weight format like 4..13 */
 } ig_dtype;
 
 /* CPU features a package may require (bit set in ig_model_desc.cpu_features). */

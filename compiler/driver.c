@@ -143,14 +143,16 @@ static ig_status copy_file(const char *from, const char *to, ig_err *err) {
     return st;
 }
 
-/* The compile-time tuning: defaults, then --tune. The keys tune the CUDA templates: on a CPU target
- * a --tune value is an error naming it. */
+/* The compile-time tuning: defaults, then --tune. Keys named cpu_* tune the CPU templates, the
+ * others the CUDA ones: a key set away from its default on the other kind of target is an error
+ * naming it. */
 static ig_status compile_tuning(const cc_options *o, int cuda, cg_tuning *t, ig_err *err) {
     tune_compile_defaults(t);
     ig_status st = tune_apply(TUNE_COMPILE, o->tune, "--tune", t, err);
-    if (!st && !cuda && o->tune && *o->tune)
-        st = ig_fail(err, IG_ERR_INVALID, "--tune %s: the compile-time tuning keys tune CUDA targets, not %s", o->tune,
-                     o->target ? o->target : "cpu");
+    for (const tune_key *k = tune_keys; !st && k->name; k++)
+        if (k->phase == TUNE_COMPILE && tune_get(k, t) != k->def && !strncmp(k->name, "cpu_", 4) == !!cuda)
+            st = ig_fail(err, IG_ERR_INVALID, "--tune %s: %s tunes %s targets, not %s", o->tune, k->name,
+                         cuda ? "CPU" : "CUDA", o->target ? o->target : "cpu");
     return st;
 }
 
@@ -289,6 +291,19 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte; an f16 scale and min per output channel and group "
                                              "of K after each row: w = scale q + min");
         cJSON_AddNumberToObject(j, "group", q->group);
+        cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
+    } else if (q->wdtype == IG_DTYPE_Q8I) {
+        cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel, k in quads; the bf16 activations "
+                                             "quantized per token to int16 per 256 columns (max |x| / 32767) in the matmul, "
+                                             "int32 sums (vpdpwssd / vpmaddwd)");
+    } else if (q->wdtype == IG_DTYPE_Q4I) {
+        cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte in k-octets (lane j's columns 8o + i at byte 4j + i, "
+                                             "4..7 in the high nibbles); per output channel and group of K an 8-bit scale and "
+                                             "min code under an f16 pair (d, dmin) per 8 groups: w = d sc q - dmin mn; the bf16 "
+                                             "activations quantized per token to int8 per 32 columns (max |x| / 127), int32 "
+                                             "sums (vpdpbusd / vpmaddubsw), the min term on the unquantized group sums");
+        cJSON_AddNumberToObject(j, "group", q->group);
+        cJSON_AddNumberToObject(j, "superblock", 8 * q->group);
         cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     } else if (q->wdtype == IG_DTYPE_Q8A) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel, times int8 activations "
@@ -433,6 +448,12 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     cg_tuning tuning;
     ig_status tst = compile_tuning(o, cuda, &tuning, err);
     if (tst) return tst;
+    /* --tune cpu_iact=1, a16 on x86-64 with AVX2 or better and bf16 activations: the integer-activation
+     * layouts (int8 / int16 dot products, templates/cpu/quant.h); f32 activations and AArch64 keep
+     * the float kernels of q8c / q4k */
+    if (tuning.cpu_iact && quant_on && !quant.keep && t && dt == IG_DTYPE_BF16 && !strcmp(t->arch, "x86_64") &&
+        (t->cpu_features & (IG_CPU_AVX2 | IG_CPU_AVX512F)))
+        quant.wdtype = quant.wdtype == IG_DTYPE_Q8C ? IG_DTYPE_Q8I : quant.wdtype == IG_DTYPE_Q4K ? IG_DTYPE_Q4I : quant.wdtype;
     int32_t ps = o->page_size > 0 ? o->page_size : 16;
     if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
     const cg_kv_format *kv_req = o->kv_cache ? cg_kv_format_find(o->kv_cache) : NULL;
@@ -549,8 +570,8 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         cJSON_AddNumberToObject(m, "page_size", ps);
         if (quant_on) cJSON_AddItemToObject(m, "quant", quant_json(o->quant ? o->quant : "keep", &quant, &plan));
         cJSON_AddItemToObject(m, "hparams", hparams_json(&model_hp));
+        cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
         if (cuda) {
-            cJSON_AddItemToObject(m, "tuning", tuning_json(&tuning));
             /* what a fat package's loader needs to know of the code: its cubins, its PTX, its host side */
             int newest = 0;
             for (int i = 0; i < ct.n_archs; i++)

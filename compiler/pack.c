@@ -84,15 +84,17 @@ void pk_pack_rows(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) 
 uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
     uint64_t np = (uint64_t)(N + 15) / 16, per;
     if (dt == IG_DTYPE_Q8C) per = 64u + 16u * (uint64_t)K;
-    else if (dt == IG_DTYPE_Q8A) per = 64u + 64u * (uint64_t)((K + 3) / 4);
+    else if (dt == IG_DTYPE_Q8A || dt == IG_DTYPE_Q8I) per = 64u + 64u * (uint64_t)((K + 3) / 4);
     else if (dt == IG_DTYPE_Q8G)
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
     else if (dt == IG_DTYPE_Q8Z)
         per = (uint64_t)(K / group) * (64u + 16u * (uint64_t)group) + (K % group ? 64u + 16u * (uint64_t)(K % group) : 0);
-    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6S) { /* an f16 pair per 8 groups, 8-bit codes per group */
-        const uint64_t cb = dt == IG_DTYPE_Q4K ? 8u : 12u;
+    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6S || dt == IG_DTYPE_Q4I) {
+        /* an f16 pair per 8 groups, 8-bit codes per group; q4i: a short last group in whole k-octets */
+        const uint64_t cb = dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q4I ? 8u : 12u;
+        const uint64_t tail = dt == IG_DTYPE_Q4I ? (uint64_t)(K % group + 7) / 8 * 8 : (uint64_t)(K % group);
         per = 64u * (uint64_t)((K + 8 * group - 1) / (8 * group)) + (uint64_t)(K / group) * (32u + cb * (uint64_t)group) +
-              (K % group ? 32u + cb * (uint64_t)(K % group) : 0);
+              (K % group ? 32u + cb * tail : 0);
     }
     else per = (uint64_t)(K / group) * (64u + 8u * (uint64_t)group) + (K % group ? 64u + 8u * (uint64_t)(K % group) : 0);
     return np * per;
@@ -112,8 +114,8 @@ void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
         int8_t *q = (int8_t *)(panel + 64);
         for (int64_t k = 0; k < K; k++) {
             long v = lrintf(row[k] * inv);
-            /* q8c: q[k][j]; q8a: k-quads, q[k / 4][j][k % 4] (the tail of the last quad stays 0) */
-            q[dt == IG_DTYPE_Q8A ? (k / 4) * 64 + j * 4 + k % 4 : k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            /* q8c: q[k][j]; q8a, q8i: k-quads, q[k / 4][j][k % 4] (the tail of the last quad stays 0) */
+            q[dt != IG_DTYPE_Q8C ? (k / 4) * 64 + j * 4 + k % 4 : k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
     }
 }
@@ -215,8 +217,14 @@ void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
 }
 
 /* Level q of lane j at column i of a Q4K / Q6K group block whose columns start at c (cb bytes
- * each: 8 bytes of nibbles, then for Q6K the word of high bit pairs). */
+ * each: 8 bytes of nibbles, then for Q6K the word of high bit pairs; cb = 0: Q4I, k-octets of 64
+ * bytes, lane j's columns 8o + i at byte 4j + i of octet o, low nibble for i < 4, else high). */
 static void put_level(uint8_t *c, int cb, int i, int j, int q) {
+    if (cb == 0) {
+        uint8_t *o = c + (size_t)(i / 8) * 64 + 4 * j + i % 4;
+        *o = (uint8_t)(i % 8 < 4 ? (*o & 0xf0) | (q & 15) : (*o & 0x0f) | ((q & 15) << 4));
+        return;
+    }
     uint8_t *o = c + (size_t)i * cb + (j & 7);
     *o = (uint8_t)(j < 8 ? (*o & 0xf0) | (q & 15) : (*o & 0x0f) | ((q & 15) << 4));
     if (cb == 12) c[(size_t)i * cb + 8 + j / 4] |= (uint8_t)(((q >> 4) & 3) << (2 * (j % 4)));
@@ -244,9 +252,9 @@ static void q4k_codes(const float *x, int n, float L, float s, float m, float d,
 /* Row `row` [K] as lane j of one q4k / q6k (levels 0..L) panel: each group's (scale, min) by
  * q4_range, then per superblock d = max scale / 255 and dmin = max(-min) / 255 (f16, rounded as
  * stored), the codes by q4k_codes, and the levels rounded on the grid of the codes. */
-static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int j, uint8_t *panel) {
+static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int q4i, int j, uint8_t *panel) {
     const int64_t ng = (K + G - 1) / G;
-    const int cb = L > 15.0f ? 12 : 8; /* bytes per column */
+    const int cb = L > 15.0f ? 12 : 8; /* bytes per column (q4i: 8 too, in k-octets; G is a multiple of 8) */
     for (int64_t g0 = 0; g0 < ng; g0 += 8) {
         float s[8], m[8], smax = 0.0f, mmax = 0.0f;
         int n8 = (int)(ng - g0 < 8 ? ng - g0 : 8);
@@ -269,7 +277,7 @@ static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int j
             gb[j] = (uint8_t)sc, gb[16 + j] = (uint8_t)mn;
             float qs = d * (float)sc, qm = -(dm * (float)mn);
             for (int k = 0; k < len; k++)
-                put_level(gb + 32, cb, k, j, qs > 0.0f ? (int)fminf(L, fmaxf(0.0f, rintf((x[k] - qm) / qs))) : 0);
+                put_level(gb + 32, q4i ? 0 : cb, k, j, qs > 0.0f ? (int)fminf(L, fmaxf(0.0f, rintf((x[k] - qm) / qs))) : 0);
         }
     }
 }
@@ -279,7 +287,8 @@ void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t G, ig_dtype dt, v
     const float L = dt == IG_DTYPE_Q6K ? 63.0f : 15.0f;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
-        for (int j = 0; j < 16 && p * 16 + j < N; j++) q4k_pack_lane(w + (p * 16 + j) * K, K, G, L, j, (uint8_t *)dst + (uint64_t)p * per);
+        for (int j = 0; j < 16 && p * 16 + j < N; j++)
+            q4k_pack_lane(w + (p * 16 + j) * K, K, G, L, dt == IG_DTYPE_Q4I, j, (uint8_t *)dst + (uint64_t)p * per);
 }
 
 /* ---- quantized rows of CUDA packages (templates/cuda/wq.cuh): q8r = K int8 codes, then the
@@ -606,7 +615,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
         } else if (q && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
             /* the vocabulary matrices (embedding table, lm_head) in q->head */
             e.dtype = vocab && q->head ? q->head : q->wdtype;
-            e.group = e.dtype == IG_DTYPE_Q4G || e.dtype == IG_DTYPE_Q4K ? q->group : e.dtype == IG_DTYPE_Q6K ? 32 : 0;
+            e.group = e.dtype == IG_DTYPE_Q4G || e.dtype == IG_DTYPE_Q4K || e.dtype == IG_DTYPE_Q4I ? q->group : e.dtype == IG_DTYPE_Q6K ? 32 : 0;
             e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
         }
     } else {
@@ -661,14 +670,14 @@ static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
 
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
-    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4R);
+    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4I || q->wdtype == IG_DTYPE_Q4R);
     int rows = q && (q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R);
     if (q && !q->keep &&
         (mf != (rows ? PK_ROWMAJOR : PK_PANEL) ||
-         (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && q->wdtype != IG_DTYPE_Q8R && !q4) ||
+         (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && q->wdtype != IG_DTYPE_Q8I && q->wdtype != IG_DTYPE_Q8R && !q4) ||
          (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
-                                                "in CPU panels (q8c, q8a, q4g, q4k) or GPU rows (q8r, q4r)");
+                                                "in CPU panels (q8c, q8a, q8i, q4g, q4k, q4i) or GPU rows (q8r, q4r)");
     if (q && q->keep && mf != PK_PANEL)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: GGUF blocks are kept in CPU packages only");
     ig_status st = IG_OK;
@@ -761,11 +770,11 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 if (pk_repack_blocks(w, e->stype, rows, cols, out))
                     st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d (or a Q6_K d whose 32d) is past f16's range",
                                  t->name);
-            } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A))
+            } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A || e->dtype == IG_DTYPE_Q8I))
                 pk_pack_q8c(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q4G)
                 pk_pack_q4g(w, rows, cols, e->group, out);
-            else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K))
+            else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K || e->dtype == IG_DTYPE_Q4I))
                 pk_pack_q4k(w, rows, cols, e->group, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q8R)
                 pk_pack_q8r(w, rows, cols, out);

@@ -262,6 +262,8 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q4Z: return "q4z";
     case IG_DTYPE_Q8Z: return "q8z";
     case IG_DTYPE_Q6S: return "q6s";
+    case IG_DTYPE_Q4I: return "q4i";
+    case IG_DTYPE_Q8I: return "q8i";
     case IG_DTYPE_Q8R: return "q8r";
     case IG_DTYPE_Q4R: return "q4r";
     case IG_DTYPE_KV8: return "kv8";

@@ -8,7 +8,8 @@ and greedy continuations against transformers' float64 references with the usual
 1e-3, bf16 3e-2 x max|ref|), f32 and bf16. Also: the x86-64 runtime refuses an aarch64 package,
 and the aarch64 runtime refuses an SVE package on a CPU without SVE, each naming what is wrong;
 a fat package (x86-64 + NEON + SVE variants) loads its NEON or SVE variant as the CPU has SVE.
-Quantized packages (a8w8: SDOT / svdot; a16w8, a16w4) against their x86-64 twins.
+Quantized packages (a8w8: SDOT / svdot; a16w8, a16w4) against their x86-64 twins (a8w8 within 3e-2:
+its int8 activation codes may flip where the ISAs round their inputs an ulp apart).
 Skipped (77) without the cross compiler, qemu-user or the arm64 libraries (scripts/install-deps.sh)."""
 import os, shutil, subprocess, sys, tempfile
 import numpy as np
@@ -65,7 +66,12 @@ CASES = [("llama-gqa", "f32", "cpu:aarch64", "cortex-a72"),
 
 
 # quantized packages (issue 20: SMULL / SDOT / svdot for a8w8, NEON and SVE for a16w8 / a16w4) against their x86-64
-# twins (the same codes, f32 activations: only the order of sums differs, so the f32 limit):
+# twins (the same codes, f32 activations: only the order of sums differs, so the f32 limit; a8w8 rounds its
+# activations to int8 codes, and a code moves by one where its input moves by an ulp: the ISAs' sums and GCC's
+# contraction of a * b + c into FMAs differ, so a flip or two of the ~10^4 codes of a prefill is expected, each
+# moving a logit by a code step; measured 1.5e-2, limit 3e-2 of the 0.1 quality bound of tests/test_quant.py.
+# The kernels themselves are checked exactly per ISA by tests/test_kernels_aarch64.sh):
+TWIN_LIMIT = {"a8w8": 3e-2}
 # (scheme, --target, qemu -cpu)
 QUANT = [("a8w8", "cpu:aarch64", "cortex-a72"),
          ("a8w8", "cpu:aarch64+bf16", "max,sve=off"),
@@ -96,8 +102,9 @@ def check_quant(arm, tmp):
                 run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", out] + (["--step"] if st else []))
                 got, want = np.load(out).astype(np.float64), twins[scheme][st]
                 rel = np.abs(got - want).max() / np.abs(want).max()
-                check(rel <= 1e-3, f"{scheme} {target} on qemu -cpu {cpu}{' (steps)' if st else ''}: "
-                      f"{rel:.2e} x max|logit| of the x86-64 twin (limit 1e-3)")
+                lim = TWIN_LIMIT.get(scheme, 1e-3)
+                check(rel <= lim, f"{scheme} {target} on qemu -cpu {cpu}{' (steps)' if st else ''}: "
+                      f"{rel:.2e} x max|logit| of the x86-64 twin (limit {lim:g})")
         except Exception as e:
             check(False, f"{scheme} {target} on {cpu}: {e}")
 

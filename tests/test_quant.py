@@ -31,6 +31,13 @@ BOUND = {"a16w8": 0.1, "a16w4-g128": 1.2, "a8w8": 0.1}
 # this; the 8-bit codes of scale and min under one f16 pair per 8 groups cost a little
 KSLACK, KWORST = 1.3, []
 TARGET = golden.cpu_test_target()
+# x86-64 with AVX2 or better and --tune cpu_iact=1: a16 packages with bf16 activations take the
+# integer-activation layouts (q8i: int16 activations; q4i: int8 activations per 32 columns)
+XINT = TARGET != "cpu:generic" and not TARGET.startswith("cpu:aarch64")
+W8, W4 = "q8c", "q4k"
+# logits of a q8i / q4i package (bf16 activations, quantized in the matmuls) against its decoded
+# f32 twin, x max |logit|: bf16 activations alone cost up to ~1e-2 on these models
+XLIMIT = {"q8i": 3e-2, "q4i": 5e-2}
 
 
 def compile_q(model, scheme, tmp, extra=()):
@@ -68,8 +75,15 @@ def panels(buf, N, K, dtype, G):
         s = p[:, :64].copy().view(np.float32)                               # [NP, 16]
         q = p[:, 64:].copy().view(np.int8).reshape(NP, K, 16).astype(np.float32)
         return (q * s[:, None, :]).transpose(0, 2, 1).reshape(NP * 16, K)[:N], None
+    if dtype in ("q8a", "q8i"):  # k in quads: q[k / 4][j][k % 4]
+        KQ = (K + 3) // 4
+        per = 64 + 64 * KQ
+        p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
+        s = p[:, :64].copy().view(np.float32)
+        q = p[:, 64:].copy().view(np.int8).reshape(NP, KQ, 16, 4).transpose(0, 2, 1, 3).reshape(NP, 16, 4 * KQ)[:, :, :K]
+        return (q.astype(np.float32) * s[:, :, None]).reshape(NP * 16, K)[:N], None
     gl = [(g0, min(G, K - g0)) for g0 in range(0, K, G)]
-    if dtype in ("q4k", "q6k"):
+    if dtype in ("q4k", "q6k", "q4i"):
         return kpanels(buf, N, K, dtype, G, gl)
     per = sum(64 + 8 * n for _, n in gl)
     p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
@@ -109,9 +123,11 @@ def rows(buf, N, K, dtype, G):
 def kpanels(buf, N, K, dtype, G, gl):
     """q4k / q6k: per superblock of 8 groups f16 d[16], f16 dmin[16], then per group u8 sc[16],
     u8 mn[16] and per column 8 bytes of nibbles (+ for q6k a 32-bit word, lane j's high bit pair
-    at bits 2j); w = d sc q - dmin mn."""
+    at bits 2j); w = d sc q - dmin mn. q4i: the same with the nibbles in k-octets of 64 bytes, lane
+    j's column 8o + i at byte 4j + i % 4 of octet o (i % 8 < 4 low nibble, else high)."""
     NP, cb = (N + 15) // 16, 12 if dtype == "q6k" else 8
-    per = 64 * ((len(gl) + 7) // 8) + sum(32 + cb * n for _, n in gl)
+    cols = lambda n: (n + 7) // 8 * 8 if dtype == "q4i" else n  # q4i: whole octets
+    per = 64 * ((len(gl) + 7) // 8) + sum(32 + cb * cols(n) for _, n in gl)
     p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
     W, grids, off = np.empty((NP * 16, K), np.float32), [], 0
     for gi, (g0, n) in enumerate(gl):
@@ -119,16 +135,20 @@ def kpanels(buf, N, K, dtype, G, gl):
             d = p[:, off:off + 32].copy().view(np.float16).astype(np.float64)
             dm = p[:, off + 32:off + 64].copy().view(np.float16).astype(np.float64)
             off += 64
-        blk = p[:, off:off + 32 + cb * n]
+        blk = p[:, off:off + 32 + cb * cols(n)]
         s, m = d * blk[:, :16], -dm * blk[:, 16:32]
-        c = blk[:, 32:].reshape(NP, n, cb)
-        q = np.concatenate([c[:, :, :8] & 15, c[:, :, :8] >> 4], axis=2).astype(np.int64)
+        if dtype == "q4i":
+            o = blk[:, 32:].reshape(NP, cols(n) // 8, 16, 4)  # [panel, octet, lane, i]
+            q = np.concatenate([o & 15, o >> 4], axis=3).transpose(0, 1, 3, 2).reshape(NP, cols(n), 16)[:, :n].astype(np.int64)
+        else:
+            c = blk[:, 32:].reshape(NP, n, cb)
+            q = np.concatenate([c[:, :, :8] & 15, c[:, :, :8] >> 4], axis=2).astype(np.int64)
         if cb == 12:
             hw = c[:, :, 8:12].copy().view("<u4").astype(np.int64)  # [NP, n, 1]
             q |= ((hw >> (2 * np.arange(16))) & 3) << 4
         W[:, g0:g0 + n] = (m[:, None, :] + s[:, None, :] * q).transpose(0, 2, 1).reshape(NP * 16, n)
         grids.append((g0, n, s.reshape(-1)[:N], m.reshape(-1)[:N]))
-        off += 32 + cb * n
+        off += 32 + cb * cols(n)
     return W[:N], grids
 
 
@@ -186,10 +206,10 @@ def twin(model, pkg, tmp, fails, models_dir=None):
             parts, W = [name], t[name]
         buf = wb[e["offset"]:e["offset"] + e["bytes"]]
         D, grids = (rows if e["layout"] == "rows16" else panels)(buf, W.shape[0], W.shape[1], e["dtype"], e.get("group"))
-        if e["dtype"] in ("q8c", "q8r"):
+        if e["dtype"] in ("q8c", "q8r", "q8i"):
             if np.abs(D - q8c(W)).max() > 1e-6 * np.abs(W).max():
                 fails.append(f"{name}: q8c values differ from the int8 per-row rule")
-        elif e["dtype"] in ("q4k", "q6k"):
+        elif e["dtype"] in ("q4k", "q6k", "q4i"):
             check_q4g(name, W, D, grids, fails, 63 if e["dtype"] == "q6k" else 15, KSLACK, KWORST)
         else:
             check_q4g(name, W, D, grids, fails)
@@ -330,6 +350,26 @@ def main():
                 compare_twin(f"{model:18s} {scheme:10s} f32 activations", pq, pt, ids, 1e-3, fails)
             except Exception as e:
                 fails.append(f"{model} {scheme} twin: {e}")
+        # 1b. the integer-activation formats (--tune cpu_iact=1 on x86-64): bf16 activations quantized in
+        # the matmuls (q4i int8 per 32 columns, q8i int16 per 256) against the f32 twin of the
+        # weights decoded from weights.bin by the documented layout: the activation rounding's
+        # bound, while a wrong nibble, octet or scale is O(1) off
+        for model, scheme, fmt in (("llama-gqa", "a16w4-g32", "q4i"), ("qwen2-bias-tied", "a16w8", "q8i"),
+                                   ("qwen3-qknorm", "a16w4-g128", "q4i")):
+            if not XINT:
+                break
+            try:
+                ids = golden.reference(model)[0]
+                pq = compile_q(model, scheme, tmp, ("--tune", "cpu_iact=1"))
+                got = {t["dtype"] for t in json.load(open(os.path.join(pq, "manifest.json")))["weights"]["tensors"]
+                       if t["layout"] == "panel16"}
+                if fmt not in got:
+                    fails.append(f"{model} {scheme}: no {fmt} matrix in the manifest ({got})")
+                pt = os.path.join(tmp, f"{model}-{scheme}-xint-twin-pkg")
+                golden.run(["compile", twin(model, pq, tmp, fails), "-o", pt, "--target", TARGET, "--dtype", "f32"])
+                compare_twin(f"{model:18s} {scheme:10s} {fmt} bf16 / integer activations", pq, pt, ids, XLIMIT[fmt], fails)
+            except Exception as e:
+                fails.append(f"{model} {scheme} {fmt} twin: {e}")
         if KWORST:
             print(f"q4k / q6k groups: weighted error at most {max(KWORST):.3f}x min-max rounding's (limit {KSLACK})")
         # 2. against the transformers float64 references, bf16 activations
@@ -344,7 +384,7 @@ def main():
                         fails.append(f"{model} {scheme}: error {rel:.3e} > {bound}")
                     m = json.load(open(os.path.join(pkg, "manifest.json")))
                     q = m.get("quant", {})
-                    want = {"a16w8": "q8c", "a8w8": "q8a"}.get(scheme, "q4k")
+                    want = {"a16w8": W8, "a8w8": "q8a"}.get(scheme, W4)
                     if q.get("weights") != want or q.get("quantized_matrices", 0) < 1 or q.get("kept_matrices") != 0:
                         fails.append(f"{model} {scheme}: manifest quant {q}")
                     vocab = [t["name"] for t in m["weights"]["tensors"] if "embed" in t["name"] or "lm_head" in t["name"]]
@@ -352,7 +392,7 @@ def main():
                     if any(t["dtype"] != want for t in mats):
                         fails.append(f"{model} {scheme}: a matrix is not {want} in the manifest")
                     # a16w4 stores the vocabulary matrices (embedding, lm_head) in 6 bits
-                    wv = {"a16w8": "q8c", "a8w8": "q8a"}.get(scheme, "q6k")
+                    wv = {"a16w8": W8, "a8w8": "q8a"}.get(scheme, "q6k")
                     if any(t["dtype"] != wv for t in m["weights"]["tensors"] if t["name"] in vocab):
                         fails.append(f"{model} {scheme}: a vocabulary matrix is not {wv}")
                     if scheme.startswith("a16w4") and any(t.get("group") != int(scheme.split("-g")[1]) for t in mats):

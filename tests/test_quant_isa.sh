@@ -18,6 +18,8 @@ build() { # name, cflags...
 build scalar && "$tmp/scalar"
 build avx2 -mavx2 -mfma -mf16c
 if has avx2 && has fma; then "$tmp/avx2"; else echo "skip running avx2 (host lacks it)"; fi
+build avx2vnni -mavx2 -mfma -mf16c -mavxvnni # AVX-VNNI: the 256-bit vpdpbusd / vpdpwssd of the integer-activation paths
+if has avx2 && has fma && has avx_vnni; then "$tmp/avx2vnni"; else echo "skip running avx2+avx-vnni (host lacks it; compiled)"; fi
 build avx512 -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl
 build avx512vnni -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni
 if has avx512f && has avx512bw && has avx512vl; then "$tmp/avx512"; else echo "skip running avx512 (host lacks it; compiled)"; fi

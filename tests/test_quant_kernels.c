@@ -282,6 +282,77 @@
 #define EM_WG 64
 #include "embed.c"
 
+/* the integer-activation a16 formats: q4i (a16w4: q4k's codes in k-octets, int8 activations per
+ * 32 columns) and q8i (a16w8: q8a's codes, int16 activations per 256 columns) */
+#define MM_NAME q4i_32_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 14
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q4i_64_acc_f
+#define MM_K 100
+#define MM_N 200
+#define MM_WQ 14
+#define MM_WG 64
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q4i_128_swiglu
+#define MM_K 1100
+#define MM_N 96
+#define MM_WQ 14
+#define MM_WG 128
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+
+#define MM_NAME q8i_store
+#define MM_K 600
+#define MM_N 200
+#define MM_WQ 15
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q8i_acc_f
+#define MM_K 1030
+#define MM_N 40
+#define MM_WQ 15
+#define MM_XBF16 0
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q8i_swiglu_f
+#define MM_K 98
+#define MM_N 64
+#define MM_WQ 15
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#include "matmul.c"
+
+#define EM_NAME em_q4i
+#define EM_D 96
+#define EM_WQ 14
+#define EM_WG 64
+#include "embed.c"
+
+#define EM_NAME em_q8i
+#define EM_D 96
+#define EM_WQ 15
+#include "embed.c"
+
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
 
 static int g_fail;
@@ -327,13 +398,14 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
     if (wq == 12) gb1 = 64 + 16 * (size_t)G, gbl = 64 + 16 * (size_t)KG;
     const int cb = wq == 6 || wq == 13 ? 12 : 8; /* q4k / q6k / q6s: bytes per column of a group block */
     if (wq == 5 || wq == 6 || wq == 13) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
-    size_t per = wq == 8 ? 64 + (size_t)16 * K : wq == 10 ? 64 + (size_t)64 * ((K + 3) / 4) : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
-    if (wq == 5 || wq == 6 || wq == 13) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
+    if (wq == 14) gb1 = 32 + 8 * (size_t)G, gbl = 32 + 64 * (size_t)((KG + 7) / 8); /* q4i: whole octets of 64 bytes */
+    size_t per = wq == 8 ? 64 + (size_t)16 * K : wq == 10 || wq == 15 ? 64 + (size_t)64 * ((K + 3) / 4) : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
+    if (wq == 5 || wq == 6 || wq == 13 || wq == 14) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
         uint8_t *panel = p + (size_t)(n / 16) * per;
         int j = n % 16;
-        if (wq == 8 || wq == 10) { /* q8a: q[k/4][j][k%4] */
+        if (wq == 8 || wq == 10 || wq == 15) { /* q8a, q8i: q[k/4][j][k%4] */
             float s = 0.01f + 0.02f * (frand() + 1.0f);
             memcpy(panel + 4 * j, &s, 4);
             for (int k = 0; k < K; k++) {
@@ -353,7 +425,7 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
                 W[(size_t)n * K + k] = s * (float)q;
             }
         }
-        for (int g = 0; g < ng && (wq == 5 || wq == 6 || wq == 13); g++) { /* q4k / q6k / q6s: superblock header, then sc[16], mn[16], columns */
+        for (int g = 0; g < ng && (wq == 5 || wq == 6 || wq == 13 || wq == 14); g++) { /* q4k / q6k / q6s: superblock header, then sc[16], mn[16], columns */
             uint8_t *hb = panel + (size_t)(g / 8) * (64 + 8 * gb1), *gb = hb + 64 + (size_t)(g % 8) * gb1;
             if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits (q6s: dmin = 32 d) */
                 float dd = (float)(1024 + irand(1024)) / 16777216.0f;
@@ -369,6 +441,11 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
             for (int k = g * G; k < K && k < g * G + G; k++) {
                 int q = irand(wq == 6 || wq == 13 ? 64 : 16);
                 uint8_t *c = gb + 32 + (size_t)(k - g * G) * cb, *b = c + (j & 7);
+                if (wq == 14) { /* q4i: octet i / 8 of 64 bytes, byte 4j + i % 4, columns 4..7 high */
+                    int i = k - g * G;
+                    b = gb + 32 + (size_t)(i / 8) * 64 + 4 * j + i % 4;
+                    *b = (uint8_t)(i % 8 < 4 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
+                } else
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
                 if (wq == 6 || wq == 13) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
                 W[(size_t)n * K + k] = (float)(d * sc * q - dm * mn);
@@ -424,12 +501,23 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
         if (xb) ((uint16_t *)xp)[i] = ig_f32_to_bf16(X[i]);
         else ((float *)xp)[i] = X[i];
     }
-    for (int t = 0; t < T && wq == 10; t++) /* a8w8: the reference sees each group of 32 of a row as its int8 codes times max|x| / 127 */
-        for (int k0 = 0; k0 < K; k0 += 32) {
+    /* integer activations (a8w8 q8a, a16w4 q4i: int8 per 32 columns; a16w8 q8i: int16 per 256): the
+     * tight reference sees each block of a row as its codes round(x L / max|x|) times max|x| / L
+     * (L = 127, 32767), as quant.h documents; the unquantized row X0 is kept for a second check
+     * whose bound is the rounding's: sum_k |w_k| (max|x| / L) / 2 */
+    const int AG = wq == 15 ? 256 : 32, xint = wq == 10 || wq == 14 || wq == 15;
+    const float L = wq == 15 ? 32767.0f : 127.0f;
+    float *X0 = xalloc((size_t)T * K * 4), *H = xalloc((size_t)T * K * 4); /* H: half a quantization step */
+    memcpy(X0, X, (size_t)T * K * 4);
+    for (int t = 0; t < T && xint; t++)
+        for (int k0 = 0; k0 < K; k0 += AG) {
             float amax = 0.0f, *xr = X + (size_t)t * K;
-            for (int k = k0; k < K && k < k0 + 32; k++) amax = fmaxf(amax, fabsf(xr[k]));
-            float inv = 127.0f / amax;
-            for (int k = k0; k < K && k < k0 + 32; k++) xr[k] = (float)((double)lrintf(xr[k] * inv) * (amax / 127.0f));
+            for (int k = k0; k < K && k < k0 + AG; k++) amax = fmaxf(amax, fabsf(xr[k]));
+            float inv = L / amax;
+            for (int k = k0; k < K && k < k0 + AG; k++) {
+                xr[k] = (float)((double)lrintf(xr[k] * inv) * (amax / L));
+                H[(size_t)t * K + k] = 0.5f * amax / L;
+            }
         }
     size_t ysz = (size_t)T * ldy;
     float *Y0 = xalloc(ysz * 4);
@@ -441,13 +529,18 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
         for (int o = 0; o < NO; o++) {
             int rows[2] = {o, o};
             if (epi == 2) rows[0] = (o / 16) * 32 + o % 16, rows[1] = rows[0] + 16;
-            double s[2] = {0, 0}, a[2] = {0, 0};
+            double s[2] = {0, 0}, a[2] = {0, 0}, s0[2] = {0, 0}, e[2] = {0, 0};
             for (int h = 0; h < (epi == 2 ? 2 : 1); h++) {
                 for (int k = 0; k < K; k++) {
-                    double v = (double)X[(size_t)t * K + k] * W[(size_t)rows[h] * K + k];
+                    double w = W[(size_t)rows[h] * K + k], v = (double)X[(size_t)t * K + k] * w;
                     s[h] += v, a[h] += fabs(v);
+                    s0[h] += (double)X0[(size_t)t * K + k] * w, e[h] += fabs(w) * H[(size_t)t * K + k];
                 }
-                if (bias) s[h] += B[rows[h]];
+                if (bias) s[h] += B[rows[h]], s0[h] += B[rows[h]];
+            }
+            if (xint && epi != 2) { /* against the unquantized activations, within the rounding's bound */
+                double got0 = ((float *)y)[(size_t)t * ldy + o] - (epi == 1 ? Y0[(size_t)t * ldy + o] : 0);
+                if (check(what, t * NO + o, got0, s0[0], e[0] * 1.001 + 2e-5 * a[0] + 1e-6)) goto done;
             }
             double ref, tol, got;
             if (epi == 2) {
@@ -464,7 +557,7 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
             if (check(what, t * NO + o, got, ref, tol)) goto done;
         }
 done:
-    free(W), free(X), free(B), free(wp), free(xp), free(Y0), free(y);
+    free(W), free(X), free(X0), free(H), free(B), free(wp), free(xp), free(Y0), free(y);
 }
 
 static void test_em(const char *name, void (*fn)(int, const int32_t *, const void *, float *, int), int wq, int G) {
@@ -512,6 +605,12 @@ int main(int argc, char **argv) {
         test_mm("q4z g128 swiglu f32-x (short last group)", q4z_128_swiglu_f, 11, 128, 352, 96, 0, 0, 2, 0, T);
         test_mm("q8z g64 acc bf16-x bias (short last group)", q8z_64_acc, 12, 64, 600, 200, 1, 1, 1, 0, T);
         test_mm("q8z per row (G = K) store f32-x", q8z_352_store_f, 12, 352, 352, 40, 0, 0, 0, 0, T);
+        test_mm("q4i g32 store bf16-x bias (3 superblocks, short last group)", q4i_32_store, 14, 32, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q4i g64 acc f32-x (short last group of 36: a partial octet)", q4i_64_acc_f, 14, 64, 100, 200, 0, 0, 1, 0, T);
+        test_mm("q4i g128 swiglu bf16 (2 superblocks, short last group)", q4i_128_swiglu, 14, 128, 1100, 96, 1, 0, 2, 1, T);
+        test_mm("q8i store bf16-x bias", q8i_store, 15, 0, 600, 200, 1, 1, 0, 0, T);
+        test_mm("q8i acc f32-x bias (K % 4 = 2, 5 activation blocks)", q8i_acc_f, 15, 0, 1030, 40, 0, 1, 1, 0, T);
+        test_mm("q8i swiglu f32-x (K % 4 = 2)", q8i_swiglu_f, 15, 0, 98, 64, 0, 0, 2, 0, T);
     }
     test_em("embed q8", em_q8, 8, 0);
     test_em("embed q4 g64", em_q4, 4, 64);
@@ -522,6 +621,8 @@ int main(int argc, char **argv) {
     test_em("embed q6s g16", em_q6s, 13, 16);
     test_em("embed q4z g32", em_q4z, 11, 32);
     test_em("embed q8z g64 (short last group)", em_q8z, 12, 64);
+    test_em("embed q4i g64 (short last group)", em_q4i, 14, 64);
+    test_em("embed q8i", em_q8i, 15, 0);
     if (g_fail) {
         fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
         return 1;

@@ -23,8 +23,10 @@
  * 9: int8 per group; layouts in quant.h): decode streams them through ig_wq_gemv; prefill
  * dequantizes each K chunk of a panel pair once per row block into the f32 panel layout and runs
  * the f32 micro-kernel on it. MM_WBF16 is then unused. MM_WQ = 10 (a8w8: int8 per-row weights with
- * k in quads) has its own path for every T: the rows are quantized to int8 per token and group of
- * 32 and multiplied in int32 (ig_wq_igemv).
+ * k in quads), 14 (Q4I: a16w4's uint4 in k-octets) and 15 (Q8I: a16w8's int8 in k-quads) have their
+ * own path for every T: the rows are quantized per token (int8 per 32 columns; Q8I int16 per 256)
+ * and multiplied in int32 (quant.h's ig_wq_xquant / ig_wq_xgemv: vpdpbusd / vpdpwssd where
+ * AVX-512 VNNI or AVX-VNNI is compiled in, vpmaddubsw / vpmaddwd on AVX2).
  */
 #include "common.h"
 #include "quant.h"
@@ -41,7 +43,7 @@
 #ifndef MM_WBF16
 #define MM_WBF16 1
 #endif
-#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q6K, Q8G, Q8A, Q4Z, Q8Z */
+#ifndef MM_WQ /* 0: float weights (MM_WBF16), or a quant.h format: IG_WQ_Q8C, Q4G, Q4K, Q6K, Q8G, Q8A, Q4Z, Q8Z, Q4I, Q8I */
 #define MM_WQ 0
 #endif
 #ifndef MM_WG /* Q4G / Q4K / Q6K / Q8G group size along K */
@@ -642,27 +644,28 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
     const size_t xes = MM_XBF16 ? 2 : 4; /* bytes per x element */
     if (T <= 0) return;
 
-#if MM_WQ == IG_WQ_Q8A
-    /* a8w8: rows quantized to int8 per token, a block of MM_QRB at a time, then int32 dot products
-     * against each panel of the thread's range (the pair's codes stay in L1/L2 across the block) */
+#if IG_WQ_XQ(MM_WQ)
+    /* a8w8 and the a16 formats with integer activations (Q4I, Q8I): rows quantized per token, a
+     * block of MM_QRB at a time, then int32 dot products against each panel of the thread's range
+     * (the pair's codes stay in L1/L2 across the block); decode (T = 1) is the same code, each
+     * thread quantizing the row once for its panels */
 #pragma omp parallel num_threads(nth)
     {
         int q0, q1, t0, t1;
         if (ig_grid_share(NPP_, T, &q0, &q1, &t0, &t1)) {
             IG_ALIGN64 float xf[MM_K];
-            IG_ALIGN64 int8_t xq[MM_QRB][(MM_K + 3) / 4 * 4];
-            float xs[MM_QRB][(MM_K + IG_WQ_AG - 1) / IG_WQ_AG];
+            IG_ALIGN64 char xq[MM_QRB][IG_WQ_XQ_BYTES(MM_WQ, MM_K, MM_WG)];
             for (int tb = t0; tb < t1; tb += MM_QRB) {
                 int tn = IG_MIN(MM_QRB, t1 - tb);
                 for (int r = 0; r < tn; r++) {
                     ig_wq_x_f32(MM_XBF16, (const char *)x + (size_t)(tb + r) * K_ * xes, K_, xf);
-                    ig_wq_quant_row(xf, K_, xq[r], xs[r]);
+                    ig_wq_xquant(MM_WQ, K_, MM_WG, xf, xq[r]);
                 }
                 for (int q = q0; q < q1; q++) {
                     int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
                     for (int r = 0; r < tn; r++) {
                         IG_ALIGN64 float acc[32];
-                        for (int p = 0; p < P; p++) ig_wq_igemv(K_, xq[r], xs[r], wc + (2 * q + p) * wps, acc + 16 * p);
+                        for (int p = 0; p < P; p++) ig_wq_xgemv(MM_WQ, K_, MM_WG, xq[r], wc + (2 * q + p) * wps, acc + 16 * p);
                         ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, acc, q, P, y, tb + r);
                     }
                 }
@@ -744,7 +747,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
             }
         }
     }
-#endif /* MM_WQ == IG_WQ_Q8A */
+#endif /* IG_WQ_XQ(MM_WQ) */
 }
 
 #undef MM_NAME

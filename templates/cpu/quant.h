@@ -38,6 +38,11 @@
  *   IG_WQ_Q4Z (11): uint4 with an integer zero point (GPTQ / AWQ checkpoints, imported as stored):
  *       Q4G's layout with the min slot holding the zero point z (an integer, exact in f16):
  *                                                          w[n][k] = scale[j] (q[k][j] - z[j])
+ *   IG_WQ_Q4I (14): Q4K's superblocks, codes and formula, each group's levels in k-octets: after
+ *       sc[16], mn[16], ceil(n/8) blocks of 64 bytes, byte 4j + i of octet o = lane j's level at
+ *       column 8o + i (low nibble) and 8o + 4 + i (high); columns past n are 0. a16w4 on x86-64
+ *       with bf16 activations: integer activations (below, "integer activations").
+ *   IG_WQ_Q8I (15): Q8A's bytes (a16w8 on x86-64 with bf16 activations), int16 activations.
  *   IG_WQ_Q8Z (12): 8-bit codes with an integer zero point (GPTQ 8-bit); a panel is ceil(K/G)
  *       group blocks of 64 + 16G bytes: f16 scale[16], f16 zero[16], then int8 q[G][16] holding
  *       the code minus 128 (the zero likewise: z = zero - 128);  w[n][k] = scale[j] (q[k][j] - z[j])
@@ -62,17 +67,23 @@
 #define IG_WQ_Q6K 6
 #define IG_WQ_KSB 8 /* Q4K / Q6K groups per superblock */
 #define IG_WQ_Q6S 13
-#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S)
+#define IG_WQ_Q4I 14 /* Q4K's codes, nibbles in k-octets for integer dot products (a16w4, bf16 activations) */
+#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S || (wq) == IG_WQ_Q4I)
 #define IG_WQ_K6(wq) ((wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S) /* 6-bit levels */
 #define IG_WQ_Q4Z 11
 #define IG_WQ_Q8Z 12
 #define IG_WQ_ISZ(wq) ((wq) == IG_WQ_Q4Z || (wq) == IG_WQ_Q8Z) /* integer zero points */
+#define IG_WQ_Q8I 15 /* Q8A's layout with 16-bit integer activations (a16w8, bf16 activations) */
+#define IG_WQ_AG16 256 /* Q8I: activation columns per int16 scale */
+/* formats whose matmul quantizes the activations (ig_wq_xquant) and sums in int32 (ig_wq_xgemv) */
+#define IG_WQ_XQ(wq) ((wq) == IG_WQ_Q8A || (wq) == IG_WQ_Q4I || (wq) == IG_WQ_Q8I)
 /* formats whose decode needs the group sums of x (a min or zero-point term) */
 #define IG_WQ_GSUMS(wq) ((wq) == IG_WQ_Q4G || IG_WQ_ISK(wq) || IG_WQ_ISZ(wq))
 
 /* Bytes of one Q8G / Q4G / Q4K group block of n columns. */
 #define IG_WQ_GBYTES(wq, n)                                                                                   \
     ((wq) == IG_WQ_Q4K   ? 32 + (size_t)8 * (n)                                                                \
+     : (wq) == IG_WQ_Q4I ? 32 + (size_t)64 * (((n) + 7) / 8) /* Q4I: whole k-octets */                      \
      : IG_WQ_K6(wq)      ? 32 + (size_t)12 * (n)                                                               \
      : (wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n)                                                               \
      : (wq) == IG_WQ_Q8Z ? 64 + (size_t)16 * (n)                                                               \
@@ -87,6 +98,10 @@
 /* Q4K / Q6K / Q6S: group block gb's scale and min code of lane j (Q6S: signed) */
 #define IG_WQ_KSC(wq, gb, j) ((wq) == IG_WQ_Q6S ? (float)((const int8_t *)(gb))[j] : (float)((const uint8_t *)(gb))[j])
 IG_INLINE int ig_wq_klevel(int wq, const char *gb, int i, int j) {
+    if (wq == IG_WQ_Q4I) { /* octet i / 8, byte 4j + i % 4; columns 4..7 of an octet in the high nibbles */
+        const uint8_t b = ((const uint8_t *)gb)[32 + (size_t)(i / 8) * 64 + 4 * j + i % 4];
+        return i % 8 < 4 ? b & 15 : b >> 4;
+    }
     const uint8_t *c = (const uint8_t *)gb + 32 + (size_t)i * IG_WQ_KCOL(wq);
     int q = j < 8 ? c[j] & 15 : c[j - 8] >> 4;
     if (IG_WQ_K6(wq)) {
@@ -123,7 +138,7 @@ IG_INLINE void ig_wq_f16x16(const void *p, float *out) {
 /* Bytes of one panel of K columns. */
 IG_INLINE size_t ig_wq_panel_bytes(int wq, int K, int G) {
     if (wq == IG_WQ_Q8C) return 64 + (size_t)16 * K;
-    if (wq == IG_WQ_Q8A) return 64 + (size_t)64 * ((K + 3) / 4);
+    if (wq == IG_WQ_Q8A || wq == IG_WQ_Q8I) return 64 + (size_t)64 * ((K + 3) / 4);
     if (IG_WQ_ISK(wq))
         return (size_t)64 * ((K + G * IG_WQ_KSB - 1) / (G * IG_WQ_KSB)) + (size_t)(K / G) * IG_WQ_GBYTES(wq, G) +
                (K % G ? IG_WQ_GBYTES(wq, K % G) : 0);
@@ -139,7 +154,7 @@ IG_INLINE void ig_wq_row(int wq, int K, int G, const char *panel, int j, int k0,
         for (int k = k0; k < k1; k++) out[k - k0] = s * (float)q[(size_t)k * 16 + j];
         return;
     }
-    if (wq == IG_WQ_Q8A) {
+    if (wq == IG_WQ_Q8A || wq == IG_WQ_Q8I) {
         float s;
         memcpy(&s, panel + 4 * j, 4);
         const int8_t *q = (const int8_t *)(panel + 64);
@@ -234,7 +249,7 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
                 for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)q[j];
                 continue;
             }
-            if (IG_WQ_K6(wq)) {
+            if (IG_WQ_K6(wq) || wq == IG_WQ_Q4I) {
                 for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)ig_wq_klevel(wq, gb, k % G, j);
                 continue;
             }
@@ -396,6 +411,324 @@ IG_INLINE void ig_wq_igemv(int K, const int8_t *xq, const float *xs, const char 
         memcpy(&s, panel + 4 * j, 4);
         out[j] = f[j] * s;
     }
+}
+
+/* ---- integer activations for the a16 formats (Q4I, Q8I) and a8w8 (Q8A)
+ *
+ * A row of activations is quantized once per matmul call (ig_wq_xquant; a matmul reads one input,
+ * and the inputs several matrices share are fused: q|k|v, gate|up) into a buffer of
+ * IG_WQ_XQ_BYTES: the codes at 0, the f32 scales at IG_WQ_XS_OFF, for Q4I the f32 sums of the
+ * quantized x per weight group at IG_WQ_GS_OFF (the min term: sum_b xs_b sum xq).
+ *   Q8A, Q4I: int8, symmetric per IG_WQ_AG = 32 columns, xs = max|x| / 127 (codes -127..127);
+ *   Q8I: int16, symmetric per IG_WQ_AG16 = 256 columns, xs = max|x| / 32767 (int8 activations
+ *        per 32 cost a8w8 1.008x the f32 perplexity on SmolLM2, over a16w8's 1.005 budget;
+ *        16 bits cost nothing measurable and run at the same memory-bound speed).
+ * ig_wq_xgemv sums codes times weight codes in int32 per activation block (exact: Q4I 32 x 15 x
+ * 127, Q8I 256 x 127 x 32767 < 2^31), then in f32: y = sum_b xs_b isum_b (x the weight scales). */
+#define IG_WQ_R64(n) (((size_t)(n) + 63) / 64 * 64)
+#define IG_WQ_XAG(wq) ((wq) == IG_WQ_Q8I ? IG_WQ_AG16 : IG_WQ_AG)
+#define IG_WQ_XC(wq, K) ((wq) == IG_WQ_Q8I ? 2 * (((K) + 3) / 4 * 4) : (wq) == IG_WQ_Q4I ? ((K) + 31) / 32 * 32 : ((K) + 3) / 4 * 4)
+#define IG_WQ_XS_OFF(wq, K) IG_WQ_R64(IG_WQ_XC(wq, K))
+#define IG_WQ_GS_OFF(wq, K) (IG_WQ_XS_OFF(wq, K) + IG_WQ_R64(4 * (((K) + IG_WQ_XAG(wq) - 1) / IG_WQ_XAG(wq))))
+#define IG_WQ_XQ_BYTES(wq, K, G) \
+    (IG_WQ_GS_OFF(wq, K) + ((wq) == IG_WQ_Q4I ? IG_WQ_R64(4 * (((K) + (G) - 1) / ((G) > 0 ? (G) : 1))) : 0))
+
+/* Q8I: row xf [K] as int16 codes xw [4 ceil(K/4)] (zero padded), one scale per IG_WQ_AG16 columns. */
+IG_INLINE void ig_wq_quant_row16(const float *xf, int K, int16_t *xw, float *xs) {
+    for (int g = 0; g * IG_WQ_AG16 < K; g++) {
+        const int k0 = g * IG_WQ_AG16, k1 = IG_MIN(K, k0 + IG_WQ_AG16);
+        float amax = 0.0f;
+        for (int k = k0; k < k1; k++) amax = fmaxf(amax, fabsf(xf[k]));
+        const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        for (int k = k0; k < k1; k++) {
+            long v = lrintf(xf[k] * inv);
+            xw[k] = (int16_t)(v > 32767 ? 32767 : v < -32767 ? -32767 : v);
+        }
+        xs[g] = amax / 32767.0f;
+    }
+    for (int k = K; k % 4; k++) xw[k] = 0;
+}
+
+/* Row xf [K] quantized for format wq (group G) into xb [IG_WQ_XQ_BYTES(wq, K, G)], 64-aligned. */
+IG_INLINE void ig_wq_xquant(int wq, int K, int G, const float *xf, char *xb) {
+    float *xs = (float *)(xb + IG_WQ_XS_OFF(wq, K));
+    if (wq == IG_WQ_Q8I) {
+        ig_wq_quant_row16(xf, K, (int16_t *)xb, xs);
+        return;
+    }
+    ig_wq_quant_row(xf, K, (int8_t *)xb, xs);
+    if (wq != IG_WQ_Q4I) return;
+    for (int k = K; k % 32; k++) xb[k] = 0; /* Q4I reads whole octets; the padding's codes meet 0 */
+    /* the min term's group sums of the quantized row, xs_b sum xq (exact integer sums per block):
+     * then sum_k (d sc q_k - dmin mn) x_k is computed as if x were its codes, and the rounding
+     * error of x meets only the weights w_k, not their offset codes q_k (with the exact sums of x
+     * the error grows by the mean code, 7.5: 7.9e-2 of max |logit| on tests/test_quant.py's
+     * llama-gqa, against 1.1e-2 for bf16 activations alone) */
+    float *gs = (float *)(xb + IG_WQ_GS_OFF(wq, K));
+    for (int g = 0; g * G < K; g++) {
+        float s = 0.0f;
+        for (int k0 = g * G; k0 < IG_MIN(K, g * G + G); k0 += IG_WQ_AG) {
+            int32_t is = 0;
+            for (int k = k0; k < IG_MIN(K, k0 + IG_WQ_AG); k++) is += ((const int8_t *)xb)[k];
+            s += (float)is * xs[k0 / IG_WQ_AG];
+        }
+        gs[g] = s;
+    }
+}
+
+/* Q4I: acc[0..16) = sum over no k-octets (at most 4: one activation block) of the octets' codes c
+ * (64 bytes each) times the int8 activations x [8 no] (int32; the int16 sums of the AVX2 path stay
+ * below 8 x 15 x 127 < 2^15). */
+#if defined(IG_AVX512)
+IG_INLINE __m512i ig_wq_q4i_idot(const uint8_t *c, const int8_t *x, int no) {
+    const __m512i m15 = _mm512_set1_epi8(15);
+#if defined(__AVX512VNNI__)
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+#else
+    __m512i s = _mm512_setzero_si512();
+#endif
+    for (int o = 0; o < no; o++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(c + (size_t)o * 64));
+        _mm_prefetch((const char *)c + (size_t)o * 64 + 2048, _MM_HINT_T0);
+        int32_t xa, xb;
+        memcpy(&xa, x + 8 * o, 4), memcpy(&xb, x + 8 * o + 4, 4);
+        const __m512i lo = _mm512_and_si512(v, m15), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m15);
+#if defined(__AVX512VNNI__)
+        a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(xa));
+        a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(xb));
+#else
+        s = _mm512_add_epi16(s, _mm512_add_epi16(_mm512_maddubs_epi16(lo, _mm512_set1_epi32(xa)),
+                                                 _mm512_maddubs_epi16(hi, _mm512_set1_epi32(xb))));
+#endif
+    }
+#if defined(__AVX512VNNI__)
+    return _mm512_add_epi32(a0, a1);
+#else
+    return _mm512_madd_epi16(s, _mm512_set1_epi16(1));
+#endif
+}
+#elif defined(IG_AVX2)
+IG_INLINE void ig_wq_q4i_idot(const uint8_t *c, const int8_t *x, int no, __m256i *r0, __m256i *r1) {
+    const __m256i m15 = _mm256_set1_epi8(15);
+#if defined(__AVXVNNI__)
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+#else
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+#endif
+    for (int o = 0; o < no; o++) {
+        const __m256i *p = (const __m256i *)(c + (size_t)o * 64);
+        _mm_prefetch((const char *)p + 2048, _MM_HINT_T0);
+        int32_t xa, xb;
+        memcpy(&xa, x + 8 * o, 4), memcpy(&xb, x + 8 * o + 4, 4);
+        const __m256i va = _mm256_set1_epi32(xa), vb = _mm256_set1_epi32(xb);
+        const __m256i v0 = _mm256_loadu_si256(p), v1 = _mm256_loadu_si256(p + 1); /* lanes 0..7, 8..15 */
+        const __m256i l0 = _mm256_and_si256(v0, m15), h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m15);
+        const __m256i l1 = _mm256_and_si256(v1, m15), h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m15);
+#if defined(__AVXVNNI__)
+        a0 = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(a0, l0, va), h0, vb);
+        a1 = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(a1, l1, va), h1, vb);
+#else
+        s0 = _mm256_add_epi16(s0, _mm256_add_epi16(_mm256_maddubs_epi16(l0, va), _mm256_maddubs_epi16(h0, vb)));
+        s1 = _mm256_add_epi16(s1, _mm256_add_epi16(_mm256_maddubs_epi16(l1, va), _mm256_maddubs_epi16(h1, vb)));
+#endif
+    }
+#if defined(__AVXVNNI__)
+    *r0 = a0, *r1 = a1;
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    *r0 = _mm256_madd_epi16(s0, ones), *r1 = _mm256_madd_epi16(s1, ones);
+#endif
+}
+#else
+IG_INLINE void ig_wq_q4i_idot(const uint8_t *c, const int8_t *x, int no, int32_t *acc) {
+    for (int j = 0; j < 16; j++) acc[j] = 0;
+    for (int o = 0; o < no; o++)
+        for (int j = 0; j < 16; j++)
+            for (int i = 0; i < 4; i++) {
+                const uint8_t b = c[(size_t)o * 64 + 4 * j + i];
+                acc[j] += (b & 15) * (int32_t)x[8 * o + i] + (b >> 4) * (int32_t)x[8 * o + 4 + i];
+            }
+}
+#endif
+
+/* Q4I: out[0..16) = x . W[panel] from the quantized row xb (ig_wq_xquant):
+ * per superblock d sum_g sc_g sum_b xs_b isum_b - dmin sum_g mn_g gs_g. */
+IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, float *out) {
+    const int8_t *xq = (const int8_t *)xb;
+    const float *xs = (const float *)(xb + IG_WQ_XS_OFF(IG_WQ_Q4I, K)), *gs = (const float *)(xb + IG_WQ_GS_OFF(IG_WQ_Q4I, K));
+#if defined(IG_AVX512)
+    __m512 acc = _mm512_setzero_ps();
+#elif defined(IG_AVX2)
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+#else
+    float a[16] = {0};
+#endif
+    for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
+        const char *hb = panel + IG_WQ_KHDR(IG_WQ_Q4I, G, g0);
+#if defined(IG_AVX512)
+        __m512 sd = _mm512_setzero_ps(), sm = sd;
+#elif defined(IG_AVX2)
+        __m256 d0 = _mm256_setzero_ps(), d1 = d0, m0 = d0, m1 = d0;
+#else
+        float sd[16] = {0}, sm[16] = {0};
+#endif
+        for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
+            const uint8_t *gb = (const uint8_t *)panel + IG_WQ_KGRP(IG_WQ_Q4I, G, g);
+            const int k1 = IG_MIN(K, g * G + G);
+#if defined(IG_AVX512)
+            __m512 d = _mm512_setzero_ps();
+            for (int k = g * G; k < k1; k += IG_WQ_AG) {
+                __m512i s = ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * 8, xq + k, (IG_MIN(k1, k + IG_WQ_AG) - k + 7) / 8);
+                d = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(xs[k / IG_WQ_AG]), d);
+            }
+            sd = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb))), sd);
+            sm = _mm512_fmadd_ps(_mm512_set1_ps(gs[g]), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(gb + 16)))), sm);
+#elif defined(IG_AVX2)
+            __m256 e0 = _mm256_setzero_ps(), e1 = e0;
+            for (int k = g * G; k < k1; k += IG_WQ_AG) {
+                __m256i s0, s1;
+                ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * 8, xq + k, (IG_MIN(k1, k + IG_WQ_AG) - k + 7) / 8, &s0, &s1);
+                const __m256 xv = _mm256_set1_ps(xs[k / IG_WQ_AG]);
+                e0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), xv, e0);
+                e1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), xv, e1);
+            }
+            const __m256 gv = _mm256_set1_ps(gs[g]);
+#define IG_WQ_U8F(o) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(gb + (o)))))
+            d0 = _mm256_fmadd_ps(e0, IG_WQ_U8F(0), d0);
+            d1 = _mm256_fmadd_ps(e1, IG_WQ_U8F(8), d1);
+            m0 = _mm256_fmadd_ps(gv, IG_WQ_U8F(16), m0);
+            m1 = _mm256_fmadd_ps(gv, IG_WQ_U8F(24), m1);
+#undef IG_WQ_U8F
+#else
+            float d[16] = {0};
+            for (int k = g * G; k < k1; k += IG_WQ_AG) {
+                int32_t s[16];
+                ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * 8, xq + k, (IG_MIN(k1, k + IG_WQ_AG) - k + 7) / 8, s);
+                for (int j = 0; j < 16; j++) d[j] += (float)s[j] * xs[k / IG_WQ_AG];
+            }
+            for (int j = 0; j < 16; j++) sd[j] += d[j] * (float)gb[j], sm[j] += gs[g] * (float)gb[16 + j];
+#endif
+        }
+#if defined(IG_AVX512)
+        acc = _mm512_fmadd_ps(sd, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hb)), acc);
+        acc = _mm512_fnmadd_ps(sm, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hb + 32))), acc);
+#elif defined(IG_AVX2)
+        const __m128i *h = (const __m128i *)hb; /* f16 d[0..8), d[8..16), dmin[0..8), dmin[8..16) */
+        c0 = _mm256_fnmadd_ps(m0, _mm256_cvtph_ps(_mm_loadu_si128(h + 2)), _mm256_fmadd_ps(d0, _mm256_cvtph_ps(_mm_loadu_si128(h)), c0));
+        c1 = _mm256_fnmadd_ps(m1, _mm256_cvtph_ps(_mm_loadu_si128(h + 3)), _mm256_fmadd_ps(d1, _mm256_cvtph_ps(_mm_loadu_si128(h + 1)), c1));
+#else
+        IG_ALIGN64 float d[16], dm[16];
+        ig_wq_f16x16(hb, d);
+        ig_wq_f16x16(hb + 32, dm);
+        for (int j = 0; j < 16; j++) a[j] += sd[j] * d[j] - sm[j] * dm[j];
+#endif
+    }
+#if defined(IG_AVX512)
+    _mm512_storeu_ps(out, acc);
+#elif defined(IG_AVX2)
+    _mm256_storeu_ps(out, c0);
+    _mm256_storeu_ps(out + 8, c1);
+#else
+    memcpy(out, a, sizeof a);
+#endif
+}
+
+/* Q8I: out[0..16) = x . W[panel] from the int16 row xb: per quad l of codes q[l][16][4], lane j's
+ * 4 codes times x[4l..4l+3] as two pairs (vpdpwssd / vpmaddwd: lane j's sums land in two int32
+ * slots, folded once per panel), int32 per block of IG_WQ_AG16 columns, scaled in f32. */
+IG_INLINE void ig_wq_q8i_gemv(int K, const char *xb, const char *panel, float *out) {
+    const int16_t *xw = (const int16_t *)xb;
+    const float *xs = (const float *)(xb + IG_WQ_XS_OFF(IG_WQ_Q8I, K));
+    const int8_t *q = (const int8_t *)(panel + 64);
+    const int KQ = (K + 3) / 4, QG = IG_WQ_AG16 / 4;
+#if defined(IG_AVX512)
+    __m512 f0 = _mm512_setzero_ps(), f1 = f0; /* slots 2j, 2j + 1: lane j (f0) and lane 8 + j (f1) */
+    for (int u0 = 0; u0 < KQ; u0 += QG) {
+        const int u1 = IG_MIN(KQ, u0 + QG);
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        int l = u0;
+#if defined(__AVX512VNNI__)
+#define IG_WQ_D16(a, w, x) a = _mm512_dpwssd_epi32(a, w, x)
+#else
+#define IG_WQ_D16(a, w, x) a = _mm512_add_epi32(a, _mm512_madd_epi16(w, x))
+#endif
+#define IG_WQ_Q8I_STEP(l, a, b)                                                                          \
+        do {                                                                                         \
+            const int8_t *p = q + (size_t)(l) * 64;                                                  \
+            long long xv;                                                                            \
+            memcpy(&xv, xw + 4 * (size_t)(l), 8);                                                    \
+            _mm_prefetch((const char *)p + 2048, _MM_HINT_T0);                                       \
+            const __m512i xx = _mm512_set1_epi64(xv);                                                \
+            IG_WQ_D16(a, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)), xx);          \
+            IG_WQ_D16(b, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(p + 32))), xx);   \
+        } while (0)
+        for (; l + 2 <= u1; l += 2) {
+            IG_WQ_Q8I_STEP(l, a0, a1);
+            IG_WQ_Q8I_STEP(l + 1, a2, a3);
+        }
+        if (l < u1) IG_WQ_Q8I_STEP(l, a0, a1);
+#undef IG_WQ_Q8I_STEP
+#undef IG_WQ_D16
+        const __m512 s = _mm512_set1_ps(xs[u0 / QG]);
+        f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a2)), s, f0);
+        f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a1, a3)), s, f1);
+    }
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const __m512 r = _mm512_add_ps(_mm512_permutex2var_ps(f0, ev, f1), _mm512_permutex2var_ps(f0, od, f1));
+    _mm512_storeu_ps(out, _mm512_mul_ps(r, _mm512_loadu_ps((const float *)panel)));
+#elif defined(IG_AVX2)
+    __m256 f[4]; /* lanes 4r..4r+3, two slots each */
+    for (int r = 0; r < 4; r++) f[r] = _mm256_setzero_ps();
+    for (int u0 = 0; u0 < KQ; u0 += QG) {
+        const int u1 = IG_MIN(KQ, u0 + QG);
+        __m256i a[4];
+        for (int r = 0; r < 4; r++) a[r] = _mm256_setzero_si256();
+        for (int l = u0; l < u1; l++) {
+            const int8_t *p = q + (size_t)l * 64;
+            long long xv;
+            memcpy(&xv, xw + 4 * (size_t)l, 8);
+            _mm_prefetch((const char *)p + 2048, _MM_HINT_T0);
+            const __m256i xx = _mm256_set1_epi64x(xv);
+            for (int r = 0; r < 4; r++) {
+                const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 16 * r)));
+#if defined(__AVXVNNI__)
+                a[r] = _mm256_dpwssd_avx_epi32(a[r], w, xx);
+#else
+                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(w, xx));
+#endif
+            }
+        }
+        const __m256 s = _mm256_set1_ps(xs[u0 / QG]);
+        for (int r = 0; r < 4; r++) f[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[r]), s, f[r]);
+    }
+    /* hadd(f0, f1) = lanes 0, 1, 4, 5 | 2, 3, 6, 7: the 64-bit permute puts them in order */
+    const __m256 lo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(f[0], f[1])), 0xD8));
+    const __m256 hi = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(f[2], f[3])), 0xD8));
+    _mm256_storeu_ps(out, _mm256_mul_ps(lo, _mm256_loadu_ps((const float *)panel)));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(hi, _mm256_loadu_ps((const float *)panel + 8)));
+#else
+    float f[16] = {0};
+    for (int u0 = 0; u0 < KQ; u0 += QG) {
+        int32_t a[16] = {0};
+        for (int l = u0; l < IG_MIN(KQ, u0 + QG); l++)
+            for (int j = 0; j < 16; j++)
+                for (int i = 0; i < 4; i++) a[j] += (int32_t)xw[4 * l + i] * q[(size_t)l * 64 + 4 * j + i];
+        for (int j = 0; j < 16; j++) f[j] += (float)a[j] * xs[u0 / QG];
+    }
+    for (int j = 0; j < 16; j++) {
+        float s;
+        memcpy(&s, panel + 4 * j, 4);
+        out[j] = f[j] * s;
+    }
+#endif
+}
+
+/* out[0..16) = x . W[panel] for a row quantized by ig_wq_xquant (Q8A, Q4I, Q8I). */
+IG_INLINE void ig_wq_xgemv(int wq, int K, int G, const char *xb, const char *panel, float *out) {
+    if (wq == IG_WQ_Q4I) ig_wq_q4i_gemv(K, G, xb, panel, out);
+    else if (wq == IG_WQ_Q8I) ig_wq_q8i_gemv(K, xb, panel, out);
+    else ig_wq_igemv(K, (const int8_t *)xb, (const float *)(xb + IG_WQ_XS_OFF(wq, K)), panel, out);
 }
 
 /* Sums of xf over each group of G (the min term of Q4G / Q4K / Q6K, the zero-point term of Q4Z / Q8Z). */
