@@ -278,8 +278,7 @@ static const cg_kv_format kv_formats[] = {
      "rotated rows (random signs + Hadamard), asymmetric 4-bit codes per token and KV head, f16 scale, 8-bit zero point; "
      "keys delta-coded within a page (slot j > 0 holds K_j minus the reconstructed K_j-1), values absolute "
      "(templates/cpu/kv_quant.h)"},
-    /* CPU only for now: the CUDA readers' integer dot products (attn_decode.cuh) have no e4m3 path */
-    {IG_DTYPE_KVF8, "fp8", 0, 8, 0xe4, 1, 0,
+    {IG_DTYPE_KVF8, "fp8", 0, 8, 0xe4, 1, 1,
      "rotated rows (random signs + Hadamard), e4m3fn codes (round to nearest even, saturating at 448) per token and "
      "KV head, f16 scale amax / 448, symmetric (the int8 layout, zero point byte 0) (templates/cpu/kv_quant.h)"},
 };
@@ -296,7 +295,7 @@ const cg_kv_format *cg_kv_format_find(const char *name) {
     return NULL;
 }
 
-const char *cg_kv_format_names(void) { return "f32, bf16, f16 (CUDA), int8, uint4, fp8 (CPU)"; }
+const char *cg_kv_format_names(void) { return "f32, bf16, f16 (CUDA), int8, uint4, fp8"; }
 
 uint64_t cg_kv_layer_page_bytes(const ir_hparams *hp, int32_t page_size, const cg_kv_format *f) {
     /* quantized: codes + f16 scale + 8-bit zero per row (templates/cpu/kv_quant.h) */

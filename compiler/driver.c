@@ -460,7 +460,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (o->kv_cache && !kv_req)
         return ig_fail(err, IG_ERR_INVALID, "unknown --kv-cache '%s' (expected %s)", o->kv_cache, cg_kv_format_names());
     if (kv_req && !(cuda ? kv_req->cuda : kv_req->cpu))
-        return ig_fail(err, IG_ERR_UNSUPPORTED, cuda ? "--kv-cache %s is for CPU targets for now (CUDA packages take their dtype, int8 or uint4)"
+        return ig_fail(err, IG_ERR_UNSUPPORTED, cuda ? "--kv-cache %s is for CPU targets (CUDA packages take their dtype, int8, uint4 or fp8)"
                                                      : "--kv-cache %s is for CUDA targets; CPU packages take f32, bf16, int8, uint4 or fp8",
                        kv_req->name);
 

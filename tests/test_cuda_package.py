@@ -176,10 +176,11 @@ def main():
                         "--target", "cuda:sm_90", "--dtype", "f32"])
         if '#include "decode_layers.cu"' in open(os.path.join(tmp, "s32", "src", "model.cu")).read():
             fails.append("the persistent decode kernel was emitted for an f32 package (it is bf16 only)")
-        # quantized KV (issue 17, templates/cuda/kv_quant.cuh): NVRTC compiles the int8 / uint4 kernels
+        # quantized KV (issue 17, templates/cuda/kv_quant.cuh): NVRTC compiles the int8 / uint4 / fp8 kernels
         # for every architecture; the instances carry the format, pages are sized by it, the
         # persistent decode kernel (float KV only) is left out; pages not a multiple of 8 are refused
-        for kv, bits, dt, model in (("int8", 8, "bf16", "llama-stream-h256"), ("uint4", 4, "f32", "qwen3-bias-hd64")):
+        for kv, bits, dt, model in (("int8", 8, "bf16", "llama-stream-h256"), ("uint4", 4, "f32", "qwen3-bias-hd64"),
+                                    ("fp8", 0xe4, "bf16", "qwen3-bias-hd64")):
             qdir = os.path.join(tmp, "kv" + kv)
             golden.ensure_weights(os.path.join(golden.EXTRA_DIR, model))
             golden.run(["compile", os.path.join(golden.EXTRA_DIR, model), "-o", qdir, "--target", "cuda:sm_75,sm_80,sm_90",
@@ -189,7 +190,7 @@ def main():
             cfg = json.load(open(os.path.join(golden.EXTRA_DIR, model, "config.json")))
             d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
             kvh = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
-            layer_page = 2 * kvh * 16 * (d * bits // 8 + 3)
+            layer_page = 2 * kvh * 16 * (d * (8 if bits == 0xe4 else bits) // 8 + 3)
             if (f"#define AT_KVQ {bits}\n" not in qcu or f"#define RK_KVQ {bits}\n" not in qcu or f"#define AP_KVQ {bits}\n" not in qcu
                     or f"#define KV_LAYER_PAGE_BYTES {layer_page}ull" not in qmc or '#include "decode_layers.cu"' in qcu
                     or qm.get("kv_dtype") != kv or qm.get("kv_bytes_per_token") != cfg["num_hidden_layers"] * layer_page // 16):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Quantized KV cache on CUDA (issue 17): `ignis compile --target cuda:<this GPU> --kv-cache int8|uint4`
+"""Quantized KV cache on CUDA (issue 17): `ignis compile --target cuda:<this GPU> --kv-cache int8|uint4|fp8`
 of the tiny test models against the transformers float64 references, with the CPU test's bounds
 (tests/test_kv_cache.py's BOUND on max |logit error| / max |reference logit|, plus the golden
 tolerance of the package's dtype for bf16 activations), over the prefill path and the one-token
@@ -18,7 +18,7 @@ from test_kv_cache import BOUND, BITS, bytes_per_token
 # (model, models dir, activations dtypes): head_dim 16 (GQA 4), 48 (q/k norm), 64, 80 (MHA)
 MODELS = [("llama-gqa", None, ("f32", "bf16")), ("qwen3-qknorm", None, ("f32",)),
           ("qwen3-bias-hd64", golden.EXTRA_DIR, ("f32", "bf16")), ("llama-mha-hd80", golden.EXTRA_DIR, ("bf16",))]
-AGREE = {"int8": 0.02, "uint4": 0.4}
+AGREE = {"int8": 0.02, "uint4": 0.4, "fp8": 0.4}
 
 
 def logits(pkg, ids, step):
@@ -84,7 +84,7 @@ def main():
         for model, mdir, dtypes in MODELS:
             if only and model not in only.split(","):
                 continue
-            for kv in ("int8", "uint4"):
+            for kv in ("int8", "uint4", "fp8"):
                 try:
                     check(tmp, arch, model, mdir, dtypes, kv, fails)
                 except Exception as e:

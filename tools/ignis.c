@@ -360,7 +360,7 @@ static const cli_flag compile_flags[] = {
             "the package's context in tokens (past the model's own: positions it was not trained on, with a warning)",
             "the model's max_position_embeddings"),
     CLI_STRD("--kv-cache", NULL, compile_opts, kv_cache, 0, "f32|bf16|f16|int8|uint4|fp8",
-             "KV cache format: int8 / uint4 / fp8 (e4m3, CPU only) quantize each token's key and value per KV head (f16: CUDA only)",
+             "KV cache format: int8 / uint4 / fp8 (e4m3) quantize each token's key and value per KV head (f16: CUDA only)",
              "the --dtype"),
     CLI_STRD("--quant", NULL, compile_opts, quant, 0, "none|a16w8|a16w4|a8w8|keep",
              "weight quantization (CPU): a16w8 int8 per output channel, a16w4 uint4 per group of K (q4k: 8-bit "

@@ -1,6 +1,6 @@
 /* attn_decode.cuh — the inner loop of decode attention (attention.cu's _core: the direct, split and
  * fused split kernels and the persistent decode kernel's attention items) for every KV format:
- * f32, the 16-bit type, and kv_quant.cuh's int8 / uint4 rows.
+ * f32, the 16-bit type, and kv_quant.cuh's int8 / uint4 / fp8 rows.
  *
  * One warp walks tiles of KT keys of one kv head for the G query heads of its GQA group, so each
  * K/V byte is loaded once for the whole group. A tile has two phases:
@@ -18,7 +18,9 @@
  * key and c - z formed exactly in float (codes as the mantissa of 2^23 + c: a byte permute / mask
  * and a subtraction, no int-to-float conversions). 4-bit keys, delta-coded within a page (slot j
  * holds K_j - K^_{j-1}), are scored by prefix sums of the per-slot dots over the page (a segmented
- * shuffle scan inside a tile, a carry between the tiles of a page), never rebuilt as vectors.
+ * shuffle scan inside a tile, a carry between the tiles of a page), never rebuilt as vectors. fp8
+ * codes unpack to halves of e4m3(c) / 2^8 (kv_quant.cuh's ig_kvq_e4m3_h2: shifts and masks, no
+ * fp8 hardware needed), the 2^8 folded into the scale; their zero point is 0.
  *
  * Include-guarded, templates only. */
 #ifndef IG_CUDA_ATTN_DECODE_CUH
@@ -28,19 +30,20 @@
 
 IG_DEV constexpr int ig_ad_p2(int x) { return x <= 1 ? 1 : 2 * ig_ad_p2((x + 1) / 2); }
 
-/* Geometry for rows of D elements of BITS bits (32 f32, 16 the 16-bit type, 8 / 4 codes):
+/* Geometry for rows of D elements of BITS (32 f32, 16 the 16-bit type, 8 / 4 / IG_KVQ_E4M3 codes):
  * RB bytes a row; key chunks of KCB bytes (KCE elements), NKC a row, LPK lanes a key, NCL (at most
  * 4, so two tiles' loads fit the registers of two CTAs an SM) chunks a lane, KT keys a tile; value chunks of VE elements (CB bytes), DV a row, TPK lanes a row, NV chunks
  * a lane, E elements a lane, KG keys a step, VS steps a tile. */
 template <int D, int BITS>
 struct ig_ad_geom {
-    static constexpr bool Q = BITS <= 8;
-    static constexpr int RB = D * BITS / 8;
-    static constexpr int KCB = RB % 16 == 0 && BITS != 8 ? 16 : RB % 8 == 0 ? 8 : 4; /* int8: 8 codes a chunk (registers) */
-    static constexpr int NKC = RB / KCB, KCE = KCB * 8 / BITS;
+    static constexpr bool Q = BITS != 16 && BITS != 32;
+    static constexpr int NB = IG_KVQ_BITS(BITS); /* bits an element */
+    static constexpr int RB = D * NB / 8;
+    static constexpr int KCB = RB % 16 == 0 && NB != 8 ? 16 : RB % 8 == 0 ? 8 : 4; /* int8, fp8: 8 codes a chunk (registers) */
+    static constexpr int NKC = RB / KCB, KCE = KCB * 8 / NB;
     static constexpr int LPK = ig_ad_p2((NKC + 3) / 4) < 32 ? ig_ad_p2((NKC + 3) / 4) : 32;
     static constexpr int KT = 32 / LPK, NCL = (NKC + LPK - 1) / LPK;
-    static constexpr int VE = Q ? 8 : 128 / BITS, CB = VE * BITS / 8, DV = D / VE;
+    static constexpr int VE = Q ? 8 : 128 / BITS, CB = VE * NB / 8, DV = D / VE;
     static constexpr int TPK = ig_ad_p2(DV) < 32 ? ig_ad_p2(DV) : 32;
     static constexpr int NV = (DV + TPK - 1) / TPK, KG = 32 / TPK, E = NV * VE, VS = KT / KG;
 };
@@ -49,13 +52,23 @@ struct ig_ad_geom {
 template <int D, int BITS, int G>
 IG_DEV constexpr int ig_ad_pw() { return ig_ad_geom<D, BITS>::KT * (G + 1); }
 
-/* The N = CB * 8 / BITS elements of a chunk w as floats: the 16-bit type or f32, or codes minus
- * bias (bias = 2^23 + zero point for values, 2^23 for keys). */
+/* The elements of a chunk w (CB bytes) as floats: the 16-bit type or f32, or codes minus bias
+ * (bias = 2^23 + zero point for values, 2^23 for keys), or e4m3(code) / 2^8 (bias unused). */
 template <int CB, int BITS>
 IG_DEV void ig_ad_unpack(uint4 w, float bias, float *o) {
     if (BITS == 16) ig_unpack16(w, 2, o);
     else if (BITS == 32) ig_unpack16(w, 4, o);
-    else {
+    else if (BITS == IG_KVQ_E4M3) {
+        const unsigned ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int k = 0; k < CB / 4; k++)
+#pragma unroll
+            for (int e = 0; e < 4; e += 2) {
+                const unsigned h2 = ig_kvq_e4m3_h2(__byte_perm(ws[k], 0u, 0x4140u + 0x202u * (unsigned)(e / 2)));
+                o[4 * k + e] = ig_kvq_h2f((unsigned short)(h2 & 0xffffu));
+                o[4 * k + e + 1] = ig_kvq_h2f((unsigned short)(h2 >> 16));
+            }
+    } else {
         const unsigned ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (int k = 0; k < CB / 4; k++)
@@ -106,11 +119,13 @@ IG_DEV void ig_ad_load(ig_ad_tile<D, BITS> &t, int kh, int tb, int ue, int k0, i
         const unsigned short *pk = (const unsigned short *)(kb + ig_kvq_scale_off<KV, PS, D, BITS>(0, rs));
         const unsigned char *qk = kb + ig_kvq_zero_off<KV, PS, D, BITS>(0, rs);
         t.ksc = ig_kvq_h2f(COH ? __ldcg(pk) : __ldg(pk)), t.kz = (float)(COH ? __ldcg(qk) : __ldg(qk));
+        if (BITS == IG_KVQ_E4M3) t.ksc *= IG_KVQ_E4M3_UNIT;
     }
     if (QT && valid && h == 0) {
         const unsigned short *pv = (const unsigned short *)(kb + ig_kvq_scale_off<KV, PS, D, BITS>(1, rs));
         const unsigned char *qv = kb + ig_kvq_zero_off<KV, PS, D, BITS>(1, rs);
         t.vsc = ig_kvq_h2f(COH ? __ldcg(pv) : __ldg(pv)), t.vz = (float)(COH ? __ldcg(qv) : __ldg(qv));
+        if (BITS == IG_KVQ_E4M3) t.vsc *= IG_KVQ_E4M3_UNIT;
     }
 #pragma unroll
     for (int i = 0; i < A::VS; i++) {

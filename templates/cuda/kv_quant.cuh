@@ -1,4 +1,4 @@
-/* kv_quant.cuh — device side of the quantized KV cache rows (--kv-cache int8 | uint4): the same
+/* kv_quant.cuh — device side of the quantized KV cache rows (--kv-cache int8 | uint4 | fp8): the same
  * format as templates/cpu/kv_quant.h, so a page means the same on both targets. Written by
  * rope_kv.cu (and attention.cu's fused decode kernel), read with fused dequantization by
  * attention.cu and attention_prefill.cu.
@@ -8,7 +8,9 @@
  * power of two dividing D, scaled by 1/sqrt(B)), then coded asymmetrically: codes q in 0..QMAX
  * (255 / 15; 4-bit codes two a byte, element 2i in the low nibble), an f16 scale s (rounded up, so
  * the codes stay in range) and an 8-bit zero point z, x ~ s (q - z). 4-bit keys are delta-coded
- * within a page: slot j > 0 holds K_j - K^_{j-1}, K^ the reconstruction. Queries are rotated the
+ * within a page: slot j > 0 holds K_j - K^_{j-1}, K^ the reconstruction. fp8 rows (BITS =
+ * IG_KVQ_E4M3) take the int8 layout with e4m3fn codes, a symmetric scale amax / 448 (rounded up
+ * to f16) and the zero point byte 0: x ~ s e4m3(q). Queries are rotated the
  * same way and the attention output is rotated back with R^T. Layout of one layer's part of a page
  * (PS slots, KV heads, RB = D * bits / 8):
  *   K codes [KV][PS][RB] | V codes [KV][PS][RB] | K scales f16 [KV][PS] | V scales f16 [KV][PS]
@@ -24,11 +26,15 @@
 
 #include "common.cuh"
 
-#define IG_KVQ_LAYER_BYTES(kv, ps, d, bits) ((unsigned long long)2 * (kv) * (ps) * ((unsigned long long)(d) * (bits) / 8 + 3))
+/* A format's code, the templates' BITS: 8 (int8), 4 (uint4) or IG_KVQ_E4M3 (fp8), as in
+ * kv_quant.h; IG_KVQ_BITS its bits a code. */
+#define IG_KVQ_E4M3 0xe4
+#define IG_KVQ_BITS(q) ((q) == IG_KVQ_E4M3 ? 8 : (q))
+#define IG_KVQ_LAYER_BYTES(kv, ps, d, bits) ((unsigned long long)2 * (kv) * (ps) * ((unsigned long long)(d) * IG_KVQ_BITS(bits) / 8 + 3))
 #define IG_KVQ_KDELTA(bits) ((bits) == 4)
 #define IG_KVQ_FLIP(i) ((0x6a09e667u >> ((7 * (i) + (i) / 32) & 31)) & 1u)
 /* code bytes of a row */
-#define IG_KVQ_RB(d, bits) ((d) * (bits) / 8)
+#define IG_KVQ_RB(d, bits) ((d) * IG_KVQ_BITS(bits) / 8)
 
 /* Byte offsets, from the layer's part of a page, of row r = h * PS + slot of tensor kv01 (0 = K,
  * 1 = V): its codes, its f16 scale, its zero point. */
@@ -76,6 +82,49 @@ IG_DEV void ig_kvq_unrotate_w(float *x) { ig_kvq_hadamard_w<D>(x), ig_kvq_flip_w
 IG_DEV unsigned short ig_kvq_f2h(float f) { return ig_f32_to_f16(f); }
 IG_DEV float ig_kvq_h2f(unsigned short h) { return ig_f16_to_f32(h); }
 
+/* e4m3fn code of f (kv_quant.h's ig_f32_to_e4m3, the same integer steps): nearest even,
+ * saturating to +-448, NaN -> 0x7f. */
+IG_DEV unsigned char ig_kvq_f2e4m3(float f) {
+    const unsigned x = __float_as_uint(f), sign = (x >> 24) & 0x80u;
+    const float a = fabsf(f);
+    if (a != a) return 0x7f;
+    if (a >= 448.0f) return (unsigned char)(sign | 0x7eu);
+    if (a < 0.015625f) return (unsigned char)(sign | (unsigned)rintf(__fmul_rn(a, 512.0f))); /* subnormal: m 2^-9 */
+    unsigned u = __float_as_uint(a);
+    u += 0x7ffffu + ((u >> 20) & 1u); /* the 20 dropped mantissa bits to nearest even */
+    return (unsigned char)(sign | ((u >> 20) - (120u << 3)));
+}
+
+/* The IEEE half whose bits are e4m3 byte c's sign, exponent and mantissa moved into place: its
+ * value is e4m3(c) / 2^8 exactly (e4m3's bias 7 read with half's 15; e4m3 subnormals land on half
+ * subnormals), so readers fold the 2^8 into the row's scale. c 0x7f / 0xff (NaN, never written for
+ * finite rows) reads as +-480. Two codes at once: the bytes at bits 0 and 16 of x (the rest 0). */
+IG_DEV unsigned ig_kvq_e4m3_h2(unsigned x) { return ((x << 8) & 0x80008000u) | ((x << 7) & 0x3f803f80u); }
+#define IG_KVQ_E4M3_UNIT 256.0f /* e4m3(c) = ig_kvq_e4m3_h2's half times this */
+
+/* fp8 rows (kv_quant.h's ig_kvq_row_e4m3): s = amax / 448 rounded up to f16, codes x / s, zero 0.
+ * One warp, as ig_kvq_store_w. */
+template <int KV, int PS, int D>
+IG_DEV void ig_kvq_store_e4m3_w(unsigned char *base, int kv01, int r, const float *x) {
+    constexpr int BITS = IG_KVQ_E4M3;
+    const int lane = threadIdx.x & 31;
+    float mx = 0.0f;
+    for (int i = lane; i < D; i += 32) mx = fmaxf(mx, fabsf(x[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(IG_FULL_MASK, mx, o));
+    const float s = __fdiv_rn(mx, 448.0f);
+    unsigned short hs = ig_kvq_f2h(s);
+    if (ig_kvq_h2f(hs) < s && hs < 0x7bffu) hs++; /* round the scale up: codes within +-448 */
+    const float sf = ig_kvq_h2f(hs), inv = sf > 0.0f ? __fdiv_rn(1.0f, sf) : 0.0f; /* all-zero or NaN row: codes 0 */
+    unsigned char *codes = base + ig_kvq_codes_off<KV, PS, D, BITS>(kv01, r);
+    if (lane == 0) {
+        *(unsigned short *)(base + ig_kvq_scale_off<KV, PS, D, BITS>(kv01, r)) = hs;
+        base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = 0;
+    }
+    for (int i = lane; i < D; i += 32) codes[i] = ig_kvq_f2e4m3(__fmul_rn(x[i], inv));
+    __syncwarp();
+}
+
 /* Quantizes x[D] (shared memory, already rotated; for delta keys the difference) into row r of
  * tensor kv01 of the layer's page part at base, by one warp: kv_quant.h's ig_kvq_row. rec: null,
  * or kp[D] (shared memory) for a delta-coded key: it becomes this row's reconstruction
@@ -84,9 +133,13 @@ IG_DEV float ig_kvq_h2f(unsigned short h) { return ig_f16_to_f32(h); }
 template <int KV, int PS, int D, int BITS>
 IG_DEV void ig_kvq_store_w(unsigned char *base, int kv01, int r, const float *x, float *rec = nullptr,
                            bool first = true) {
-    constexpr int QMAX = BITS == 8 ? 255 : 15;
+    constexpr int QMAX = BITS == 4 ? 15 : 255;
     const int lane = threadIdx.x & 31;
     __syncwarp();
+    if (BITS == IG_KVQ_E4M3) {
+        ig_kvq_store_e4m3_w<KV, PS, D>(base, kv01, r, x);
+        return;
+    }
     float mn = 0.0f, mx = 0.0f;
     for (int i = lane; i < D; i += 32) mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
 #pragma unroll
@@ -166,14 +219,23 @@ IG_DEV uint4 ig_kvq_ld(const unsigned char *p) {
     return make_uint4(COH ? __ldcg((const unsigned *)p) : __ldg((const unsigned *)p), 0u, 0u, 0u);
 }
 
-/* The VE = CB * 8 / BITS codes of a chunk dequantized: o[e] = code * s + b (b = -s z). */
+/* The VE = CB * 8 / IG_KVQ_BITS(BITS) codes of a chunk dequantized: o[e] = code * s + b (b = -s z);
+ * fp8: e4m3(code) * s (b is 0). */
 template <int CB, int BITS>
 IG_DEV void ig_kvq_unpack(uint4 w, float s, float b, float *o) {
     const unsigned ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int k = 0; k < CB / 4; k++) {
         const unsigned u = ws[k];
-        if (BITS == 8) {
+        if (BITS == IG_KVQ_E4M3) {
+            const float su = s * IG_KVQ_E4M3_UNIT;
+#pragma unroll
+            for (int e = 0; e < 4; e += 2) {
+                const unsigned h2 = ig_kvq_e4m3_h2(__byte_perm(u, 0u, 0x4140u + 0x202u * (unsigned)(e / 2)));
+                o[4 * k + e] = ig_kvq_h2f((unsigned short)(h2 & 0xffffu)) * su;
+                o[4 * k + e + 1] = ig_kvq_h2f((unsigned short)(h2 >> 16)) * su;
+            }
+        } else if (BITS == 8) {
 #pragma unroll
             for (int e = 0; e < 4; e++) o[4 * k + e] = fmaf((float)((u >> (8 * e)) & 255u), s, b);
         } else {
@@ -192,7 +254,7 @@ IG_DEV void ig_kvq_unpack(uint4 w, float s, float b, float *o) {
 IG_DEV constexpr int ig_kvq_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_kvq_pow2ceil((x + 1) / 2); }
 template <int D, int BITS, int VE_>
 struct ig_kvq_geom {
-    static constexpr int VE = VE_, CB = VE * BITS / 8, DV = D / VE;
+    static constexpr int VE = VE_, CB = VE * IG_KVQ_BITS(BITS) / 8, DV = D / VE;
     static constexpr int TPK = ig_kvq_pow2ceil(DV) < 32 ? ig_kvq_pow2ceil(DV) : 32;
     static constexpr int NV = (DV + TPK - 1) / TPK, KPW = 32 / TPK, E = NV * VE;
 };

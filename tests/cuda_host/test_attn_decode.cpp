@@ -1,7 +1,7 @@
 /* test_attn_decode.cpp — attention.cu's decode kernels (direct and split, whose inner loop is
  * attn_decode.cuh) run on the host through cuda_emul.h, for the geometries the quantized-KV test
  * (test_kv_quant_kernels.cpp, pages of 16 slots) does not reach: f32 and bf16 rows (one and four
- * lanes a key), int8 / uint4 pages of 64 slots (delta keys: a page in two tiles with a carry) and of
+ * lanes a key), int8 / uint4 / fp8 pages of 64 slots (delta keys: a page in two tiles with a carry) and of
  * 24 slots (tiles not a multiple of the page), sliding windows starting inside a page, contexts 1, 17
  * and 300, the split kernel with its full grid and with a grid of 1 and 2 splits (the host's choice,
  * gridDim.z). Pages in a scattered order, every unwritten byte 0xff (NaN rows and scales: a kernel
@@ -27,7 +27,7 @@ namespace cpukv {
 #undef IG_RESTRICT
 #include "cuda_emul.h"
 
-/* one layer a page; (name, H, KV, D, PS, format: 32 f32 / 16 bf16 / 8 / 4, window, split) */
+/* one layer a page; (name, H, KV, D, PS, format: 32 f32 / 16 bf16 / 8 / 4 / IG_KVQ_E4M3, window, split) */
 #define AT_NAME ad_f32
 #define AT_H 8
 #define AT_KV 2
@@ -75,6 +75,25 @@ namespace cpukv {
 #define AT_SPLIT 4
 #define AT_WINDOW 33
 #include "attention.cu"
+#define AT_NAME ad_f8p24
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 128
+#define AT_PS 24
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT 3
+#define AT_WINDOW 50
+#include "attention.cu"
+#define AT_NAME ad_f8p64
+#define AT_H 4
+#define AT_KV 4
+#define AT_D 64
+#define AT_PS 64
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_SCALE 0.125f
+#define AT_SPLIT 4
+#include "attention.cu"
 
 typedef void (*at_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
                       int, float *);
@@ -87,6 +106,7 @@ struct dcase {
     int H, KV, D, PS, fmt, win, nsplit;
     double scale;
 };
+static bool quantized(const dcase &c) { return c.fmt != 32 && c.fmt != 16; }
 
 static int g_fails;
 static uint64_t g_rng = 0x13198a2e03707344ull;
@@ -107,7 +127,7 @@ static float bf2f(uint16_t h) {
     return f;
 }
 static size_t layer_bytes(const dcase &c) {
-    return c.fmt <= 8 ? (size_t)IG_KVQ_LAYER_BYTES(c.KV, c.PS, c.D, c.fmt) : 2ull * c.KV * c.PS * c.D * (c.fmt / 8);
+    return quantized(c) ? (size_t)IG_KVQ_LAYER_BYTES(c.KV, c.PS, c.D, c.fmt) : 2ull * c.KV * c.PS * c.D * (c.fmt / 8);
 }
 
 /* The pool's rows of sequence s (keys 0 .. n-1, random; quantized: the CPU encoder, delta keys
@@ -124,7 +144,7 @@ static void fill_seq(const dcase &c, std::vector<uint8_t> &pool, const int *pt, 
             for (int kv01 = 0; kv01 < 2; kv01++) {
                 float *dst = &(kv01 ? V : K)[((size_t)j * KV + kh) * D];
                 for (int i = 0; i < D; i++) x[i] = frand() * (kv01 ? 1.0f : 1.5f) + (kv01 ? 0.0f : 0.1f * (j % 7));
-                if (c.fmt > 8) {
+                if (!quantized(c)) {
                     const size_t off = (((size_t)kv01 * KV + kh) * PS + j % PS) * D;
                     for (int i = 0; i < D; i++) {
                         if (c.fmt == 16) {
@@ -168,7 +188,7 @@ static double token_err(const dcase &c, const std::vector<float> &K, const std::
             for (int i = 0; i < D; i++) o[i] += e * V[((size_t)j * KV + kh) * D + i];
         }
         for (int i = 0; i < D; i++) o[i] /= l;
-        if (c.fmt <= 8) { /* R^T = S H */
+        if (quantized(c)) { /* R^T = S H */
             for (int b0 = 0; b0 < D; b0 += B)
                 for (int len = 1; len < B; len <<= 1)
                     for (int i = 0; i < B; i += 2 * len)
@@ -232,6 +252,9 @@ int main() {
         {"uint4 H4 KV2 D64 PS64 window 100", (at_fn)ad_q4p64, (ats_fn)ad_q4p64_split, 4, 2, 64, 64, 4, 100, 4, 0.125},
         {"uint4 H2 KV1 D32 PS24", (at_fn)ad_q4p24, (ats_fn)ad_q4p24_split, 2, 1, 32, 24, 4, 0, 5, 0.17677669529663687},
         {"int8 H6 KV2 D64 PS24 window 33", (at_fn)ad_q8p24, (ats_fn)ad_q8p24_split, 6, 2, 64, 24, 8, 33, 4, 0.125},
+        {"fp8 H8 KV2 D128 PS24 window 50", (at_fn)ad_f8p24, (ats_fn)ad_f8p24_split, 8, 2, 128, 24, IG_KVQ_E4M3, 50, 3,
+         0.08838834764831845},
+        {"fp8 H4 KV4 D64 PS64 (MHA)", (at_fn)ad_f8p64, (ats_fn)ad_f8p64_split, 4, 4, 64, 64, IG_KVQ_E4M3, 0, 4, 0.125},
     };
     for (const auto &c : cases) run_case(c);
     printf("test_attn_decode: %s\n", g_fails ? "FAILED" : "ok");

@@ -1,7 +1,7 @@
 /* test_kv_quant_kernels.cpp — the quantized-KV kernels of templates/cuda (rope_kv.cu, attention.cu's
  * direct / split / split_rope kernels, attention_prefill.cu's CUDA-core path) run on the host
  * through cuda_emul.h, without a GPU: two sequences over three steps (prefill chunks, a mixed step,
- * a decode step through the fused kernel), pages crossed, GQA, int8 and delta-coded uint4. With the
+ * a decode step through the fused kernel), pages crossed, GQA, int8, delta-coded uint4 and fp8 (e4m3). With the
  * RoPE frequencies zero (RoPE the identity on both sides), the pages rope_kv writes must equal
  * templates/cpu/kv_quant.h's encoder byte for byte, the fused decode kernel must write the same
  * bytes, and every attention output must match a double softmax over kv_quant.h's dequantized
@@ -89,6 +89,36 @@ namespace cpukv {
 #define AP_SCALE 0.14433756729740643f
 #include "attention_prefill.cu"
 
+/* case C: fp8 (e4m3), H 4 over KV 2, D 32, 2 splits */
+#define RK_NAME rk_c
+#define RK_H 4
+#define RK_KV 2
+#define RK_D 32
+#define RK_PS PS_
+#define RK_KVQ IG_KVQ_E4M3
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, PS_, 32, IG_KVQ_E4M3))
+#include "rope_kv.cu"
+#define AT_NAME at_c
+#define AT_H 4
+#define AT_KV 2
+#define AT_D 32
+#define AT_PS PS_
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, PS_, 32, IG_KVQ_E4M3))
+#define AT_SCALE 0.17677669529663687f
+#define AT_SPLIT 2
+#include "attention.cu"
+#define AP_NAME ap_c
+#define AP_H 4
+#define AP_KV 2
+#define AP_D 32
+#define AP_PS PS_
+#define AP_KVQ IG_KVQ_E4M3
+#define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, PS_, 32, IG_KVQ_E4M3))
+#define AP_OBF16 0
+#define AP_SCALE 0.17677669529663687f
+#include "attention_prefill.cu"
+
 /* the GPU harness's f32-output prefill instances (tests/gpu/test_kvq.cuh), AP_KVBF16 left at its
  * default as there: quantized KV with f32 out must take the CUDA-core path on every arch */
 #define AP_NAME apq_8_g2_d64_f32
@@ -110,6 +140,16 @@ namespace cpukv {
 #define AP_OBF16 0
 #define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, 8, 16, 4))
 #define AP_SCALE 0.25f
+#include "attention_prefill.cu"
+#define AP_NAME apq_f8_g4_d64_f32
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVQ IG_KVQ_E4M3
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, 16, 64, IG_KVQ_E4M3))
+#define AP_SCALE 0.125f
 #include "attention_prefill.cu"
 #define AP_NAME apq_8_bf16_tiles /* bf16 out: the tensor-core path is compiled in */
 #define AP_H 4
@@ -368,10 +408,13 @@ int main() {
            "prefill instances: tensor-core path only for a 16-bit output over quantized KV", 0);
     run_prefill_mixed("apq_8_g2_d64_f32", apq_8_g2_d64_f32, 4, 2, 64, 16, 8, 0.125);
     run_prefill_mixed("apq_4_g8_d16_f32", apq_4_g8_d16_f32, 8, 1, 16, 8, 4, 0.25);
+    run_prefill_mixed("apq_f8_g4_d64_f32", apq_f8_g4_d64_f32, 8, 2, 64, 16, IG_KVQ_E4M3, 0.125);
     const kcase cases[] = {
         {"int8 H8 KV2 D64", (rk_fn)rk_a, (at_fn)at_a, (at_fn)ap_a, (ats_fn)at_a_split, (atr_fn)at_a_split_rope, 8, 2, 64, 8, 3, 0.125},
         {"uint4 H6 KV2 D48", (rk_fn)rk_b, (at_fn)at_b, (at_fn)ap_b, (ats_fn)at_b_split, (atr_fn)at_b_split_rope, 6, 2, 48, 4, 4,
          0.14433756729740643},
+        {"fp8 H4 KV2 D32", (rk_fn)rk_c, (at_fn)at_c, (at_fn)ap_c, (ats_fn)at_c_split, (atr_fn)at_c_split_rope, 4, 2, 32, IG_KVQ_E4M3, 2,
+         0.17677669529663687},
     };
     for (const auto &c : cases) run_case(c);
     printf("test_kv_quant_kernels: %s\n", g_fails ? "FAILED" : "ok");

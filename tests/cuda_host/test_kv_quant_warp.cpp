@@ -5,7 +5,10 @@
  *   - ig_kvq_rotate_w / ig_kvq_store_w / the delta-key chain (rec) / ig_kvq_key_before_w give the
  *     bytes of templates/cpu/kv_quant.h's encoder for a page of 8-bit and of delta-coded 4-bit rows;
  *   - ig_kvq_attend (one warp, NW = 1; both chunk widths; ranges not starting at a page boundary,
- *     as split contexts have) matches a double softmax over kv_quant.h's dequantized rows.
+ *     as split contexts have) matches a double softmax over kv_quant.h's dequantized rows;
+ *   - fp8: the e4m3 codec (ig_kvq_f2e4m3 against kv_quant.h's ig_f32_to_e4m3 on every f32 bit
+ *     pattern of a sweep, ig_kvq_e4m3_h2's halves against ig_e4m3_to_f32 on all 256 codes), the
+ *     encoder's bytes and ig_kvq_attend over fp8 rows.
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu tests/cuda_host/test_kv_quant_warp.cpp
  * Exit 0 when every check passes. */
@@ -53,6 +56,15 @@ static float __fsub_rn(float a, float b) { return a - b; }
 static float __fmul_rn(float a, float b) { return a * b; }
 static float __fdiv_rn(float a, float b) { return a / b; }
 static float __fsqrt_rn(float a) { return sqrtf(a); }
+static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+/* PTX prmt's default mode: byte i of the result is byte (s >> 4i) & 7 of {b, a} */
+static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
+    const unsigned long long v = (unsigned long long)b << 32 | a;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
+    return r;
+}
 template <class T> static T __ldg(const T *p) { return *p; }
 template <class T> static T __ldcg(const T *p) { return *p; }
 static unsigned short ig_f32_to_f16(float f) { return cpukv::ig_f32_to_f16(f); }
@@ -99,7 +111,7 @@ static void check_encoder(std::vector<uint8_t> *page, const char *name) {
             for (int kv01 = 0; kv01 < 2; kv01++) {
                 std::vector<float> x(&rows[((size_t)kv01 * KV * PS + h * PS + s) * D], &rows[((size_t)kv01 * KV * PS + h * PS + s) * D] + D);
                 cpukv::ig_kvq_rotate(x.data(), D);
-                if (kv01 == 0 && BITS == 4 && s > 0) {
+                if (kv01 == 0 && BITS == 4 && s > 0) { /* (fp8: BITS 0xe4, absolute keys) */
                     std::vector<float> kp(D), tmp(D);
                     cpukv::ig_kvq_key_before(cpu.data(), KV, PS, D, BITS, h, s, tmp.data(), kp.data());
                     for (int i = 0; i < D; i++) x[i] -= kp[i];
@@ -219,8 +231,43 @@ static void check_attend(int n_pages, int k0, int k1, const char *name) {
     expect(err < 1e-4, what);
 }
 
+/* The e4m3 codec: the device encoder against kv_quant.h's on a sweep of f32 bit patterns (every
+ * 4099th, both signs: normals, subnormals, the rounding ties, past 448, infinities, NaNs) and on
+ * the exact midpoints between neighbouring codes; the reader's halves times 2^8 against
+ * ig_e4m3_to_f32 on every code but the NaNs. */
+static void check_e4m3() {
+    size_t bad = 0, n = 0;
+    for (unsigned long long u = 0; u <= 0xffffffffull; u += 4099, n++) {
+        float f;
+        const unsigned w = (unsigned)u;
+        memcpy(&f, &w, 4);
+        bad += ig_kvq_f2e4m3(f) != cpukv::ig_f32_to_e4m3(f);
+    }
+    for (int c = 0; c < 126; c++) { /* midpoints (ties to even) and a hair either side */
+        const float a = cpukv::ig_e4m3_to_f32((uint8_t)c), b = cpukv::ig_e4m3_to_f32((uint8_t)(c + 1)), m = 0.5f * (a + b);
+        for (float f : {m, nextafterf(m, 0.0f), nextafterf(m, 1e9f), -m}) bad += ig_kvq_f2e4m3(f) != cpukv::ig_f32_to_e4m3(f), n++;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "e4m3 encoder = kv_quant.h's on %zu values (%zu differ)", n, bad);
+    expect(bad == 0, what);
+    bad = 0;
+    for (unsigned c = 0; c < 256; c++) {
+        if ((c & 0x7f) == 0x7f) continue;
+        const unsigned h2 = ig_kvq_e4m3_h2(c | ((c ^ 0x80u) << 16)); /* the code and its negation */
+        const float lo = ig_kvq_h2f((unsigned short)(h2 & 0xffff)) * IG_KVQ_E4M3_UNIT, hi = ig_kvq_h2f((unsigned short)(h2 >> 16)) * IG_KVQ_E4M3_UNIT;
+        bad += lo != cpukv::ig_e4m3_to_f32((uint8_t)c) || hi != cpukv::ig_e4m3_to_f32((uint8_t)(c ^ 0x80u));
+    }
+    snprintf(what, sizeof what, "e4m3 reader halves x 2^8 = ig_e4m3_to_f32 on the 254 finite codes (%zu differ)", bad);
+    expect(bad == 0, what);
+}
+
 int main() {
     std::vector<uint8_t> page;
+    check_e4m3();
+    check_encoder<2, 16, 64, IG_KVQ_E4M3>(&page, "fp8 KV2 PS16 D64");
+    check_encoder<1, 8, 128, IG_KVQ_E4M3>(&page, "fp8 KV1 PS8 D128");
+    check_attend<2, 16, 64, IG_KVQ_E4M3, 16>(5, 0, 80, "fp8 D64 VE16");
+    check_attend<2, 16, 64, IG_KVQ_E4M3, 8>(5, 21, 77, "fp8 D64 VE8 (mid-page start)");
     check_encoder<2, 16, 64, 8>(&page, "int8 KV2 PS16 D64");
     check_encoder<2, 16, 48, 4>(&page, "uint4 KV2 PS16 D48");
     check_encoder<1, 8, 128, 4>(&page, "uint4 KV1 PS8 D128");

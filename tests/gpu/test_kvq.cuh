@@ -23,6 +23,48 @@ KVQ_CASE(Q4a, 8, 2, 64, 4, 1, 0, 3)
 KVQ_CASE(Q4b, 6, 2, 48, 4, 0, 1, 4)
 KVQ_CASE(Q4c, 8, 1, 128, 4, 0, 1, 8)
 KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
+KVQ_CASE(F8a, 8, 2, 128, IG_KVQ_E4M3, 0, 1, 4)
+KVQ_CASE(F8b, 4, 4, 64, IG_KVQ_E4M3, 1, 0, 3)
+
+#define RK_NAME rkq_F8a
+#define RK_H 8
+#define RK_KV 2
+#define RK_D 128
+#define RK_PS TPS
+#define RK_KVQ IG_KVQ_E4M3
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 128, IG_KVQ_E4M3))
+#include "rope_kv.cu"
+#define AT_NAME atq_F8a
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 128
+#define AT_PS TPS
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_OBF16 1
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 128, IG_KVQ_E4M3))
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT 4
+#include "attention.cu"
+#define RK_NAME rkq_F8b
+#define RK_H 4
+#define RK_KV 4
+#define RK_D 64
+#define RK_PS TPS
+#define RK_KVQ IG_KVQ_E4M3
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(4, TPS, 64, IG_KVQ_E4M3))
+#define RK_QKNORM 1
+#include "rope_kv.cu"
+#define AT_NAME atq_F8b
+#define AT_H 4
+#define AT_KV 4
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(4, TPS, 64, IG_KVQ_E4M3))
+#define AT_QKNORM 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT 3
+#include "attention.cu"
 
 #define RK_NAME rkq_Q8a
 #define RK_H 8
@@ -178,6 +220,16 @@ KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
 #define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(4, 16, 128, 8))
 #define AP_SCALE 0.08838834764831845f
 #include "attention_prefill.cu"
+#define AP_NAME apq_f8_g4_d128
+#define AP_H 16
+#define AP_KV 4
+#define AP_D 128
+#define AP_PS 16
+#define AP_KVQ IG_KVQ_E4M3
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(4, 16, 128, IG_KVQ_E4M3))
+#define AP_SCALE 0.08838834764831845f
+#include "attention_prefill.cu"
 #define AP_NAME apq_8_g2_d64_f32
 #define AP_H 4
 #define AP_KV 2
@@ -263,6 +315,17 @@ KVQ_CASE(Q4d, 8, 2, 16, 4, 0, 0, 4)
 #define AT_SCALE 0.08838834764831845f
 #define AT_SPLIT PERF_SPLIT
 #include "attention.cu"
+#define AT_NAME at_perf_f8 /* fp8 (e4m3) KV: timed only (random bytes hold NaN codes) */
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 128
+#define AT_PS 16
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 16, 128, IG_KVQ_E4M3) * PERF_LAYERS)
+#define AT_OBF16 1
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT PERF_SPLIT
+#include "attention.cu"
 #define AT_NAME at_perf_nopf /* bf16 without the next tile's L2 prefetches (attn_decode.cuh), for the bench */
 #define AT_H 32
 #define AT_KV 8
@@ -344,7 +407,7 @@ static void hq_put(uint8_t *layer, int KV, int PS, int D, int bits, int kv01, in
 }
 /* The bytes of row (kv01, r) of a layer part: codes, scale, zero point, into out (RB + 3 bytes). */
 static void hq_row_bytes(const uint8_t *layer, int KV, int PS, int D, int bits, int kv01, int r, uint8_t *out) {
-    const size_t rb = (size_t)D * bits / 8, n = (size_t)KV * PS;
+    const size_t rb = (size_t)D * IG_KVQ_BITS(bits) / 8, n = (size_t)KV * PS;
     memcpy(out, layer + (kv01 * n + r) * rb, rb);
     memcpy(out + rb, layer + 2 * n * rb + 2 * (kv01 * n + r), 2);
     out[rb + 2] = layer[2 * n * rb + 4 * n + kv01 * n + r];
@@ -413,7 +476,7 @@ struct kvq_case {
  * written by the CPU encoder in the CPU's order (slot passes) from the host's rope. */
 static void test_attn_q(ctx *c, const kvq_case &a, bool zero_freq) {
     const int H = a.H, KV = a.KV, D = a.D, B = a.bits, MAXP = 4, NPAGES = 9, W = (H + 2 * KV) * D;
-    const size_t layer_bytes = cpukv_layer_bytes(KV, TPS, D, B), page_bytes = 2 * layer_bytes, rb = (size_t)D * B / 8;
+    const size_t layer_bytes = cpukv_layer_bytes(KV, TPS, D, B), page_bytes = 2 * layer_bytes, rb = (size_t)D * IG_KVQ_BITS(B) / 8;
     const int ptab[2 * 4] = {7, 2, 5, 0, 3, 8, 1, 6};
     const char *fq = zero_freq ? " freq 0" : "";
     uint8_t *dpool;
@@ -547,7 +610,10 @@ static void test_attn_q(ctx *c, const kvq_case &a, bool zero_freq) {
                     uint16_t hs;
                     memcpy(&hs, &pool[lo + 2 * (size_t)KV * TPS * rb + 2 * ((size_t)h * TPS + slot)], 2);
                     const double s = cpukv::ig_f16_to_f32(hs);
-                    for (int i = 0; i < D; i++) chk(&kk, ((long)t * KV + h) * D + i, got[i], r[i], 1.01 * s + 1e-5 * (1 + fabs(r[i])));
+                    /* int8 / uint4: within a scale step; fp8: half an e4m3 step, 2^-4 relative (2^-9 s below 2^-6 s) */
+                    for (int i = 0; i < D; i++)
+                        chk(&kk, ((long)t * KV + h) * D + i, got[i], r[i],
+                            (B == IG_KVQ_E4M3 ? fabs(r[i]) / 16 + 1.01 * s / 512 : 1.01 * s) + 1e-5 * (1 + fabs(r[i])));
                 }
             }
         }
@@ -711,6 +777,8 @@ static void run_kvq_tests(ctx *c, const ap_scn *scns, int nscn) {
         KQC(Q4b, "uint4 H6 KV2 D48 bf16out", 0.14433756729740643f),
         KQC(Q4c, "uint4 H8 KV1 D128 bf16out", 0.08838834764831845f),
         KQC(Q4d, "uint4 H8 KV2 D16", 0.25f),
+        KQC(F8a, "fp8 H8 KV2 D128 bf16out", 0.08838834764831845f),
+        KQC(F8b, "fp8 H4 KV4 D64 qknorm", 0.125f),
     };
     for (const auto &a : kcs) {
         char lab[200];
@@ -721,6 +789,7 @@ static void run_kvq_tests(ctx *c, const ap_scn *scns, int nscn) {
     }
     const apq_case aps[] = {
         APQ(apq_8_g4_d128, 16, 4, 128, 8, 1, 16, 0.08838834764831845f),
+        APQ(apq_f8_g4_d128, 16, 4, 128, IG_KVQ_E4M3, 1, 16, 0.08838834764831845f),
         APQ(apq_8_g2_d64_f32, 4, 2, 64, 8, 0, 16, 0.125f),
         APQ(apq_8_g8_d16, 8, 1, 16, 8, 1, 16, 0.25f),
         APQ(apq_4_g4_d64, 8, 2, 64, 4, 1, 16, 0.125f),
@@ -746,21 +815,22 @@ __global__ void fill_kvq_meta(unsigned char *pool, size_t npages, size_t page_by
 
 /* Decode attention over long contexts, Llama-3-8B shapes (H 32, KV 8, D 128, pages of 16 slots, 32
  * layers a page), split kernel with the host's split count (IG_AT_SPLITS: 2 CTAs an SM), for bf16
- * (f = 0, at_perf), int8 (1) and uint4 (2) KV (3: bf16 without L2 prefetches), with a 4096-key window or not: T tokens of distinct
+ * (f = 0, at_perf), int8 (1) and uint4 (2) KV (3: bf16 without L2 prefetches; 4: fp8, no window, timed only), with a 4096-key window or not: T tokens of distinct
  * sequences, token t at context ctxs[t] (its pages scattered over the pool, random rows; quantized
  * rows: random codes, f16 scale 2^-7, zero points r % 7). Timed over rotating layers (us per launch
  * into *us); with check, tokens 0 and T - 1, heads 0 and 31, of the last launch's layer against a
  * double softmax over the rows as the host reads them (quantized: kv_quant.h's dequantization, the
  * output rotated back). Returns the bytes of K/V a launch reads. */
 static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool check, double *us) {
-    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, G = H / KV, bits = f == 1 ? 8 : f == 2 ? 4 : 0;
-    const void *fns[2][4] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split,
-                              (const void *)at_perf_nopf_split},
+    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, G = H / KV;
+    const int bits = f == 1 ? 8 : f == 2 ? 4 : f == 4 ? IG_KVQ_E4M3 : 0, nb = bits ? IG_KVQ_BITS(bits) : 0;
+    const void *fns[2][5] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split,
+                              (const void *)at_perf_nopf_split, (const void *)at_perf_f8_split},
                              {(const void *)at_perf_w_split, (const void *)at_perf_q8w_split, (const void *)at_perf_q4w_split,
-                              (const void *)at_perf_nopf_split}};
-    const char *names[4] = {"bf16", "int8", "uint4", "bf16 (no L2 prefetch)"};
+                              (const void *)at_perf_nopf_split, (const void *)at_perf_f8_split}};
+    const char *names[5] = {"bf16", "int8", "uint4", "bf16 (no L2 prefetch)", "fp8"};
     const size_t layer_bytes = bits ? cpukv_layer_bytes(KV, PS, D, bits) : 2ull * KV * PS * D * 2, page_bytes = layer_bytes * L;
-    const size_t key_bytes = bits ? 2ull * KV * (D * bits / 8 + 3) : 2ull * KV * D * 2; /* K + V of a key, all kv heads */
+    const size_t key_bytes = bits ? 2ull * KV * (D * nb / 8 + 3) : 2ull * KV * D * 2; /* K + V of a key, all kv heads */
     int maxp = 1, npages = 0;
     for (int t = 0; t < T; t++) maxp = std::max(maxp, (ctxs[t] + PS - 1) / PS), npages += (ctxs[t] + PS - 1) / PS;
     std::vector<int> ptab((size_t)T * maxp, 0), pos(T), seq(T);
@@ -772,7 +842,7 @@ static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool ch
     CK(cudaMalloc(&dpool, (size_t)npages * page_bytes));
     fill_bf16<<<4096, 256>>>((unsigned short *)dpool, (size_t)npages * page_bytes / 2, 12345u + f);
     if (bits)
-        fill_kvq_meta<<<4096, 256>>>(dpool, npages, page_bytes, layer_bytes, L, 2ull * KV * PS * D * bits / 8, 2ull * KV * PS);
+        fill_kvq_meta<<<4096, 256>>>(dpool, npages, page_bytes, layer_bytes, L, 2ull * KV * PS * D * nb / 8, 2ull * KV * PS);
     CK(cudaGetLastError());
     std::vector<float> q;
     fill(c, q, (size_t)T * H * D, false);
@@ -873,21 +943,22 @@ static void test_attn_long(ctx *c) {
         }
 }
 
-/* The issue's attention figures: us per token and GB/s of K/V for bf16 / int8 / uint4 at 8k (1 and
- * 8 tokens) and at 128k (1 token), and each quantized format's speed-up over bf16 KV. */
+/* The issue's attention figures: us per token and GB/s of K/V for bf16 / int8 / uint4 / fp8 at 8k
+ * (1 and 8 tokens) and at 128k (1 token), and each quantized format's speed-up over bf16 KV. */
 static void bench_attn_kv(ctx *c, double copy_gbs) {
     const struct { int T, n; } runs[3] = {{1, 8192}, {8, 8192}, {1, 131072}};
     for (const auto &r : runs) {
         std::vector<int> ctxs(r.T);
         for (int t = 0; t < r.T; t++) ctxs[t] = r.n - t;
-        double us[4], gbs[4];
-        for (int f = 0; f < 4; f++) {
+        double us[5], gbs[5];
+        for (int f = 0; f < 5; f++) {
             const double bytes = attn_long(c, f, r.T, ctxs.data(), false, false, &us[f]);
             gbs[f] = bytes / (us[f] * 1e-6) / 1e9;
         }
         printf("bench attention-kv H32 KV8 D128 T=%d ctx=%d split %d, per token: bf16 %.2f us %.0f GB/s | int8 %.2f us %.0f "
-               "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx) | bf16 without L2 prefetch %.2f us  [copy %.0f GB/s]\n",
+               "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx) | fp8 %.2f us %.0f GB/s (%.2fx) | bf16 without L2 prefetch %.2f us  "
+               "[copy %.0f GB/s]\n",
                r.T, r.n, IG_AT_SPLITS(r.T, 8, PERF_SPLIT, IG_AT_CTAS_PER_SM * g_sms), us[0] / r.T, gbs[0], us[1] / r.T,
-               gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], us[3] / r.T, copy_gbs);
+               gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], us[4] / r.T, gbs[4], us[0] / us[4], us[3] / r.T, copy_gbs);
     }
 }
