@@ -7,7 +7,7 @@ prompt + 128 decode steps = 131072 positions). For each: prefill tokens/s and th
 tensor peak (989 TFLOP/s dense, H200) counting matmul and causal attention FLOPs; decode ms/token at
 that context against the roofline of the bytes a token reads there (weights + the K/V of the
 context) at the measured copy bandwidth. Targets (issue 17): prefill >= 50% (32k) / >= 45% (128k) of
-peak, decode >= 70% of the roofline. Then decode after an 8k-token prompt with bf16, int8 and uint4 KV
+peak, decode >= 70% of the roofline. Then decode after an 8k-token prompt with bf16, int8, uint4 and fp8 KV
 (`--kv-cache`, packages compiled beside the first): ms/token each, and the issue's target int8 <= bf16.
 Each long-context decode also runs on the two attention paths forced: `--tune persistent=0` (the per-op
 kernels: attention.cu's split kernel) and `--tune dl_ctx_max=1073741824` (the persistent kernel at any
@@ -88,7 +88,7 @@ for P in (4096, 8192, 16384, 24576, 32768) if sweep else ():
 # decode after an 8k-token prompt, by KV format (the issue's "int8 KV <= bf16 KV" target)
 # ("int8-dl": int8 KV on the persistent kernel, compiled with --tune dl_kvq=1)
 dec8k = {}
-for kvf in ("bf16", "int8", "uint4", "int8-dl") if run_8k else ():
+for kvf in ("bf16", "int8", "uint4", "fp8", "int8-dl") if run_8k else ():
     pk = pkg if kvf == "bf16" else os.path.join(work, f"pkg1b_{kvf}")
     if not os.path.exists(os.path.join(pk, "model.so")):
         extra = ["--tune", "dl_kvq=1"] if kvf == "int8-dl" else []
@@ -99,8 +99,8 @@ for kvf in ("bf16", "int8", "uint4", "int8-dl") if run_8k else ():
     kv_tok = int(re.search(r"kv cache: (\d+) bytes per token", out).group(1))
     print(f"decode after an 8k prompt, {kvf} KV ({kv_tok} bytes per token): {dec8k[kvf]:.3f} ms/token")
 if dec8k:
-    r8, r4, r8d = (dec8k[k] / dec8k["bf16"] for k in ("int8", "uint4", "int8-dl"))
-    print(f"decode at 8k: int8 / bf16 KV = {r8:.3f} (target <= 1), uint4 / bf16 KV = {r4:.3f}, "
+    r8, r4, rf8, r8d = (dec8k[k] / dec8k["bf16"] for k in ("int8", "uint4", "fp8", "int8-dl"))
+    print(f"decode at 8k: int8 / bf16 KV = {r8:.3f} (target <= 1), uint4 / bf16 KV = {r4:.3f}, fp8 / bf16 KV = {rf8:.3f}, "
           f"int8 on the persistent kernel (dl_kvq=1) / bf16 KV = {r8d:.3f}")
     if min(r8, r8d) > 1: fails.append(f"decode at 8k: int8 KV {min(r8, r8d):.3f}x the bf16-KV time")
     # the persistent kernel's int8 attention against the per-op kernels': greedy tokens of one prompt
