@@ -227,8 +227,11 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
     q->group = o->quant_group ? o->quant_group : 32;
     if (q->keep && o->quant_group)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (keep keeps the GGUF's blocks of 32)");
-    if ((q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8A || q->wdtype == IG_DTYPE_Q8R) && o->quant_group)
-        return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (%s scales each output channel)", o->quant);
+    if (q->wdtype == IG_DTYPE_Q8C && o->quant_group) /* CPU a16w8 per group of K: q8g (f16 scales) */
+        q->wdtype = IG_DTYPE_Q8G;
+    if ((q->wdtype == IG_DTYPE_Q8A || q->wdtype == IG_DTYPE_Q8R) && o->quant_group)
+        return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4%s (%s scales each output channel%s)", cuda ? "" : " and CPU a16w8",
+                       o->quant, cuda ? " on CUDA" : "");
     if (q->group != 32 && q->group != 64 && q->group != 128)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group %d: expected 32, 64 or 128", q->group);
     q->skip = o->quant_skip;
@@ -287,6 +290,10 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         /* GPTQ / AWQ only: described above */
     } else if (q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8R) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
+    } else if (q->wdtype == IG_DTYPE_Q8G) {
+        cJSON_AddStringToObject(j, "scheme", "int8 symmetric, an f16 scale per output channel and group of K (max |w| / 127, "
+                                             "rounded up): w = scale q");
+        cJSON_AddNumberToObject(j, "group", q->group);
     } else if (q->wdtype == IG_DTYPE_Q4R) {
         cJSON_AddStringToObject(j, "scheme", "uint4 asymmetric, two per byte; an f16 scale and min per output channel and group "
                                              "of K after each row: w = scale q + min");

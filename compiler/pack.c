@@ -120,6 +120,36 @@ void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst) {
     }
 }
 
+static float f16_to_f32(const uint8_t *p);
+
+/* a16w8 with --quant-group G: int8 per row and group of G along K, symmetric, the f16 scale
+ * max |w| / 127 of the group (rounded up as stored, so the codes stay within +-127) and the codes
+ * rounded on the stored scale: q8g panels (quant.h), GGUF Q8_0's grid at G = 32. */
+void pk_pack_q8g(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
+    const uint64_t per = pk_quant_bytes(16, K, IG_DTYPE_Q8G, G);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        uint8_t *gb = (uint8_t *)dst + (uint64_t)(n / 16) * per;
+        const int j = (int)(n % 16);
+        const float *row = w + n * K;
+        for (int64_t k0 = 0; k0 < K; k0 += G) {
+            const int len = (int)(K - k0 < G ? K - k0 : G);
+            float amax = 0.0f;
+            for (int k = 0; k < len; k++) amax = fmaxf(amax, fabsf(row[k0 + k]));
+            uint16_t hs = pk_f32_to_f16(amax / 127.0f);
+            if (f16_to_f32((const uint8_t *)&hs) * 127.0f < amax && hs < 0x7bffu) hs++;
+            const float s = f16_to_f32((const uint8_t *)&hs), inv = s > 0.0f ? 1.0f / s : 0.0f;
+            memcpy(gb + 2 * j, &hs, 2);
+            int8_t *q = (int8_t *)(gb + 32);
+            for (int k = 0; k < len; k++) {
+                long v = lrintf(row[k0 + k] * inv);
+                q[k * 16 + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            }
+            gb += 32 + 16 * (uint64_t)len;
+        }
+    }
+}
+
 /* The squared rounding error of group x[n], weighted by w[n], on the grid (scale s, min m),
  * rounded as the packer rounds (to nearest, clamped to 0..L; L = 15 for 4 bits, 63 for 6). */
 static float q4_err(const float *x, const float *w, int n, float s, float m, float L) {
@@ -615,7 +645,8 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
         } else if (q && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
             /* the vocabulary matrices (embedding table, lm_head) in q->head */
             e.dtype = vocab && q->head ? q->head : q->wdtype;
-            e.group = e.dtype == IG_DTYPE_Q4G || e.dtype == IG_DTYPE_Q4K || e.dtype == IG_DTYPE_Q4I ? q->group : e.dtype == IG_DTYPE_Q6K ? 32 : 0;
+            e.group = e.dtype == IG_DTYPE_Q4G || e.dtype == IG_DTYPE_Q4K || e.dtype == IG_DTYPE_Q4I || e.dtype == IG_DTYPE_Q8G ? q->group
+                      : e.dtype == IG_DTYPE_Q6K ? 32 : 0;
             e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
         }
     } else {
@@ -670,14 +701,15 @@ static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
 
 ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const pk_quant *q, pk_plan *plan, ig_err *err) {
     memset(plan, 0, sizeof *plan);
-    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4I || q->wdtype == IG_DTYPE_Q4R);
+    int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4I || q->wdtype == IG_DTYPE_Q4R ||
+                   q->wdtype == IG_DTYPE_Q8G); /* grouped formats */
     int rows = q && (q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R);
     if (q && !q->keep &&
         (mf != (rows ? PK_ROWMAJOR : PK_PANEL) ||
          (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && q->wdtype != IG_DTYPE_Q8I && q->wdtype != IG_DTYPE_Q8R && !q4) ||
          (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
-                                                "in CPU panels (q8c, q8a, q8i, q4g, q4k, q4i) or GPU rows (q8r, q4r)");
+                                                "in CPU panels (q8c, q8g, q8a, q8i, q4g, q4k, q4i) or GPU rows (q8r, q4r)");
     if (q && q->keep && mf != PK_PANEL)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: GGUF blocks are kept in CPU packages only");
     ig_status st = IG_OK;
@@ -774,6 +806,8 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 pk_pack_q8c(w, rows, cols, e->dtype, out);
             else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q4G)
                 pk_pack_q4g(w, rows, cols, e->group, out);
+            else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8G)
+                pk_pack_q8g(w, rows, cols, e->group, out);
             else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K || e->dtype == IG_DTYPE_Q4I))
                 pk_pack_q4k(w, rows, cols, e->group, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q8R)

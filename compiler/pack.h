@@ -36,8 +36,8 @@ typedef struct pk_plan {
 
 /* Weight quantization of a CPU package (InstantQuant: from the weights alone, no calibration). */
 typedef struct pk_quant {
-    ig_dtype wdtype;  /* CPU: IG_DTYPE_Q8C / Q8I (a16w8), Q4K / Q4I (a16w4), Q8A (a8w8) or Q4G; CUDA: Q8R, Q4R; unused with keep */
-    int32_t group;    /* Q4G / Q4K: 32, 64 or 128 */
+    ig_dtype wdtype;  /* CPU: IG_DTYPE_Q8C / Q8I / Q8G (a16w8; Q8G with --quant-group), Q4K / Q4I (a16w4), Q8A (a8w8) or Q4G; CUDA: Q8R, Q4R; unused with keep */
+    int32_t group;    /* Q4G / Q4K / Q4I / Q8G: 32, 64 or 128 */
     ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head), or 0 for wdtype */
     int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q5_K / Q6_K matrices repacked losslessly
                          (q4g / q8g / q4k / q6k, group 32; q6s, group 16) and
@@ -72,6 +72,8 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group);
 /* int8 per row by the a16w8 rule, as q8c or as q8a / q8i (dt: k in quads) panels */
 void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
+/* int8 per row and group of K (a16w8 --quant-group), f16 scales rounded up: q8g panels */
+void pk_pack_q8g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 /* q4k, q6k or q4i (dt; q4i: q4k's codes with the levels in k-octets) panels with groups of `group` */
 void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype dt, void *dst);
 /* GGUF blocks (rows of blocks of type st, as ir_weight_read_blocks gives them) into q4g (Q4_0,

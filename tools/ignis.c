@@ -368,7 +368,9 @@ static const cli_flag compile_flags[] = {
              "whose matmuls quantize the activations to int16 / int8 for integer dot products), a8w8 int8 weights x int8 "
              "activations per token, keep: a GGUF's Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K blocks as stored, or a GPTQ / AWQ checkpoint's "
              "integers (q4z / q8z)", "none, or keep for a GPTQ / AWQ checkpoint"),
-    CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N", "a16w4 group size along K: 32, 64 or 128", "32"),
+    CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N",
+            "a16w4 group size along K: 32, 64 or 128; a16w8 (CPU): int8 with an f16 scale per group of K (q8g) in place "
+            "of one per output channel", "a16w4 32, a16w8 per channel"),
     CLI_STRV("--quant-skip", NULL, compile_opts, quant_skip, 0, "NAME,...",
              "matrices kept unquantized (e.g. lm_head, mlp.down_proj; tied models: embed_tokens)"),
     CLI_I32("--tp", NULL, compile_opts, tp, 1, 64, 0, "N",
