@@ -34,13 +34,7 @@ struct float2 { float x, y; };
 static float2 make_float2(float a, float b) { return {a, b}; }
 static float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 static uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
-/* PTX prmt's default mode: byte i of the result is byte (s >> 4i) & 7 of {b, a} (sign mode unused) */
-static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
-    const unsigned long long v = (unsigned long long)b << 32 | a;
-    unsigned r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
-    return r;
-}
+#include "emul_bits.h" /* __byte_perm, __uint_as_float, __float_as_uint */
 struct dim3e { unsigned x, y, z; };
 static uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 static dim3e threadIdx, blockIdx, gridDim, blockDim;
@@ -130,8 +124,6 @@ static float __fsub_rn(float a, float b) { return a - b; }
 static float __fmul_rn(float a, float b) { return a * b; }
 static float __fdiv_rn(float a, float b) { return a / b; }
 static float __fsqrt_rn(float a) { return sqrtf(a); }
-static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 template <class T> static T __ldg(const T *p) { return *p; }
 template <class T> static T __ldcg(const T *p) { return *p; }

@@ -56,15 +56,7 @@ static float __fsub_rn(float a, float b) { return a - b; }
 static float __fmul_rn(float a, float b) { return a * b; }
 static float __fdiv_rn(float a, float b) { return a / b; }
 static float __fsqrt_rn(float a) { return sqrtf(a); }
-static float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-/* PTX prmt's default mode: byte i of the result is byte (s >> 4i) & 7 of {b, a} */
-static unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
-    const unsigned long long v = (unsigned long long)b << 32 | a;
-    unsigned r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
-    return r;
-}
+#include "emul_bits.h"
 template <class T> static T __ldg(const T *p) { return *p; }
 template <class T> static T __ldcg(const T *p) { return *p; }
 static unsigned short ig_f32_to_f16(float f) { return cpukv::ig_f32_to_f16(f); }
