@@ -254,6 +254,7 @@ static const cg_format formats[] = {
     {IG_DTYPE_Q6S, "q6s", 0, 0, "uint8_t", NULL, 1, 0, 13},
     {IG_DTYPE_Q4I, "q4i", 0, 0, "uint8_t", NULL, 1, 0, 14},
     {IG_DTYPE_Q8I, "q8i", 0, 0, "int8_t", NULL, 1, 0, 15},
+    {IG_DTYPE_Q6I, "q6i", 0, 0, "uint8_t", NULL, 1, 0, 16},
     {IG_DTYPE_Q8R, "q8r", 0, 0, "int8_t", NULL, 0, 1, 8},
     {IG_DTYPE_Q4R, "q4r", 0, 0, "uint8_t", NULL, 0, 1, 4},
 };

@@ -308,7 +308,9 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
                                              "4..7 in the high nibbles); per output channel and group of K an 8-bit scale and "
                                              "min code under an f16 pair (d, dmin) per 8 groups: w = d sc q - dmin mn; the bf16 "
                                              "activations quantized per token to int8 per 32 columns (max |x| / 127), int32 "
-                                             "sums (vpdpbusd / vpmaddubsw), the min term on the unquantized group sums");
+                                             "sums (vpdpbusd / vpmaddubsw), the min term on the group sums of the quantized "
+                                             "activations; the vocabulary matrices the same in 6 bits (q6i: codes in k-sixteens, "
+                                             "the high bit pairs after each two octets of nibbles, group 32)");
         cJSON_AddNumberToObject(j, "group", q->group);
         cJSON_AddNumberToObject(j, "superblock", 8 * q->group);
         cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
@@ -459,8 +461,10 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
      * layouts (int8 / int16 dot products, templates/cpu/quant.h); f32 activations and AArch64 keep
      * the float kernels of q8c / q4k */
     if (tuning.cpu_iact && quant_on && !quant.keep && t && dt == IG_DTYPE_BF16 && !strcmp(t->arch, "x86_64") &&
-        (t->cpu_features & (IG_CPU_AVX2 | IG_CPU_AVX512F)))
+        (t->cpu_features & (IG_CPU_AVX2 | IG_CPU_AVX512F))) {
         quant.wdtype = quant.wdtype == IG_DTYPE_Q8C ? IG_DTYPE_Q8I : quant.wdtype == IG_DTYPE_Q4K ? IG_DTYPE_Q4I : quant.wdtype;
+        if (quant.head == IG_DTYPE_Q6K) quant.head = IG_DTYPE_Q6I; /* a16w4's vocabulary: the same 6-bit codes, int8 activations */
+    }
     int32_t ps = o->page_size > 0 ? o->page_size : 16;
     if (ps > 4096) return ig_fail(err, IG_ERR_INVALID, "--page-size %d is too large", ps);
     const cg_kv_format *kv_req = o->kv_cache ? cg_kv_format_find(o->kv_cache) : NULL;

@@ -89,10 +89,13 @@ uint64_t pk_quant_bytes(int64_t N, int64_t K, ig_dtype dt, int32_t group) {
         per = (uint64_t)(K / group) * (32u + 16u * (uint64_t)group) + (K % group ? 32u + 16u * (uint64_t)(K % group) : 0);
     else if (dt == IG_DTYPE_Q8Z)
         per = (uint64_t)(K / group) * (64u + 16u * (uint64_t)group) + (K % group ? 64u + 16u * (uint64_t)(K % group) : 0);
-    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6S || dt == IG_DTYPE_Q4I) {
-        /* an f16 pair per 8 groups, 8-bit codes per group; q4i: a short last group in whole k-octets */
+    else if (dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6S || dt == IG_DTYPE_Q4I || dt == IG_DTYPE_Q6I) {
+        /* an f16 pair per 8 groups, 8-bit codes per group; q4i / q6i: a short last group in whole
+         * k-octets / k-sixteens */
         const uint64_t cb = dt == IG_DTYPE_Q4K || dt == IG_DTYPE_Q4I ? 8u : 12u;
-        const uint64_t tail = dt == IG_DTYPE_Q4I ? (uint64_t)(K % group + 7) / 8 * 8 : (uint64_t)(K % group);
+        const uint64_t tail = dt == IG_DTYPE_Q4I   ? (uint64_t)(K % group + 7) / 8 * 8
+                              : dt == IG_DTYPE_Q6I ? (uint64_t)(K % group + 15) / 16 * 16
+                                                   : (uint64_t)(K % group);
         per = 64u * (uint64_t)((K + 8 * group - 1) / (8 * group)) + (uint64_t)(K / group) * (32u + cb * (uint64_t)group) +
               (K % group ? 32u + cb * tail : 0);
     }
@@ -247,12 +250,15 @@ void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
 }
 
 /* Level q of lane j at column i of a Q4K / Q6K group block whose columns start at c (cb bytes
- * each: 8 bytes of nibbles, then for Q6K the word of high bit pairs; cb = 0: Q4I, k-octets of 64
- * bytes, lane j's columns 8o + i at byte 4j + i of octet o, low nibble for i < 4, else high). */
-static void put_level(uint8_t *c, int cb, int i, int j, int q) {
-    if (cb == 0) {
-        uint8_t *o = c + (size_t)(i / 8) * 64 + 4 * j + i % 4;
+ * each: 8 bytes of nibbles, then for Q6K the word of high bit pairs). ki: Q4I (cb 8), k-octets of
+ * 64 bytes, lane j's columns 8o + i at byte 4j + i of octet o, low nibble for i % 8 < 4, else
+ * high; Q6I (cb 12), k-sixteens of 192 bytes: two such octets, then byte 4j + i % 4 holds the
+ * high bit pair of column 16s + 4b + i % 4 at bits 2b. The block starts zeroed. */
+static void put_level(uint8_t *c, int cb, int ki, int i, int j, int q) {
+    if (ki) {
+        uint8_t *s = c + (cb == 12 ? (size_t)(i / 16) * 192 : 0), *o = s + (size_t)((cb == 12 ? i % 16 : i) / 8) * 64 + 4 * j + i % 4;
         *o = (uint8_t)(i % 8 < 4 ? (*o & 0xf0) | (q & 15) : (*o & 0x0f) | ((q & 15) << 4));
+        if (cb == 12) s[128 + 4 * j + i % 4] |= (uint8_t)(((q >> 4) & 3) << (2 * ((i % 16) / 4)));
         return;
     }
     uint8_t *o = c + (size_t)i * cb + (j & 7);
@@ -282,9 +288,9 @@ static void q4k_codes(const float *x, int n, float L, float s, float m, float d,
 /* Row `row` [K] as lane j of one q4k / q6k (levels 0..L) panel: each group's (scale, min) by
  * q4_range, then per superblock d = max scale / 255 and dmin = max(-min) / 255 (f16, rounded as
  * stored), the codes by q4k_codes, and the levels rounded on the grid of the codes. */
-static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int q4i, int j, uint8_t *panel) {
+static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int ki, int j, uint8_t *panel) {
     const int64_t ng = (K + G - 1) / G;
-    const int cb = L > 15.0f ? 12 : 8; /* bytes per column (q4i: 8 too, in k-octets; G is a multiple of 8) */
+    const int cb = L > 15.0f ? 12 : 8; /* bytes per column (q4i / q6i: 8 / 12 too, in k-octets / sixteens; G % 16 == 0) */
     for (int64_t g0 = 0; g0 < ng; g0 += 8) {
         float s[8], m[8], smax = 0.0f, mmax = 0.0f;
         int n8 = (int)(ng - g0 < 8 ? ng - g0 : 8);
@@ -307,18 +313,18 @@ static void q4k_pack_lane(const float *row, int64_t K, int32_t G, float L, int q
             gb[j] = (uint8_t)sc, gb[16 + j] = (uint8_t)mn;
             float qs = d * (float)sc, qm = -(dm * (float)mn);
             for (int k = 0; k < len; k++)
-                put_level(gb + 32, q4i ? 0 : cb, k, j, qs > 0.0f ? (int)fminf(L, fmaxf(0.0f, rintf((x[k] - qm) / qs))) : 0);
+                put_level(gb + 32, cb, ki, k, j, qs > 0.0f ? (int)fminf(L, fmaxf(0.0f, rintf((x[k] - qm) / qs))) : 0);
         }
     }
 }
 
 void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t G, ig_dtype dt, void *dst) {
     const uint64_t per = pk_quant_bytes(16, K, dt, G);
-    const float L = dt == IG_DTYPE_Q6K ? 63.0f : 15.0f;
+    const float L = dt == IG_DTYPE_Q6K || dt == IG_DTYPE_Q6I ? 63.0f : 15.0f;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < (N + 15) / 16; p++)
         for (int j = 0; j < 16 && p * 16 + j < N; j++)
-            q4k_pack_lane(w + (p * 16 + j) * K, K, G, L, dt == IG_DTYPE_Q4I, j, (uint8_t *)dst + (uint64_t)p * per);
+            q4k_pack_lane(w + (p * 16 + j) * K, K, G, L, dt == IG_DTYPE_Q4I || dt == IG_DTYPE_Q6I, j, (uint8_t *)dst + (uint64_t)p * per);
 }
 
 /* ---- quantized rows of CUDA packages (templates/cuda/wq.cuh): q8r = K int8 codes, then the
@@ -402,7 +408,7 @@ static void repack_k_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8
                 const int c = g / 2, hi = g & 1, l = i;
                 int q = hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
                 if (q5 && (qh[l] >> (2 * c + hi)) & 1) q |= 16;
-                put_level(gb + 32, cb, i, j, q);
+                put_level(gb + 32, cb, 0, i, j, q);
             }
         }
     }
@@ -430,7 +436,7 @@ static int repack_q6k_lane(const uint8_t *b, int64_t K, int j, uint8_t *panel) {
             for (int i = 0; i < 4; i++)
                 for (int l = 0; l < 32; l++) {
                     int e = 32 * i + l, q = ((ql[l + 32 * (i & 1)] >> (4 * (i >> 1))) & 15) | ((qh[l] >> (2 * i)) & 3) << 4;
-                    put_level(hb + 64 + (e / 16) * gbytes + 32, 12, e % 16, j, q);
+                    put_level(hb + 64 + (e / 16) * gbytes + 32, 12, 0, e % 16, j, q);
                 }
         }
     }
@@ -646,7 +652,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
             /* the vocabulary matrices (embedding table, lm_head) in q->head */
             e.dtype = vocab && q->head ? q->head : q->wdtype;
             e.group = e.dtype == IG_DTYPE_Q4G || e.dtype == IG_DTYPE_Q4K || e.dtype == IG_DTYPE_Q4I || e.dtype == IG_DTYPE_Q8G ? q->group
-                      : e.dtype == IG_DTYPE_Q6K ? 32 : 0;
+                      : e.dtype == IG_DTYPE_Q6K || e.dtype == IG_DTYPE_Q6I ? 32 : 0;
             e.nbytes = pk_quant_bytes(x->shape[0], x->shape[1], e.dtype, e.group);
         }
     } else {
@@ -808,7 +814,8 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 pk_pack_q4g(w, rows, cols, e->group, out);
             else if (e->fmt == PK_PANEL && e->dtype == IG_DTYPE_Q8G)
                 pk_pack_q8g(w, rows, cols, e->group, out);
-            else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K || e->dtype == IG_DTYPE_Q4I))
+            else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q4K || e->dtype == IG_DTYPE_Q6K || e->dtype == IG_DTYPE_Q4I ||
+                                            e->dtype == IG_DTYPE_Q6I))
                 pk_pack_q4k(w, rows, cols, e->group, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q8R)
                 pk_pack_q8r(w, rows, cols, out);

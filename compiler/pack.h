@@ -74,7 +74,8 @@ void pk_pack_q8c(const float *w, int64_t N, int64_t K, ig_dtype dt, void *dst);
 void pk_pack_q4g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 /* int8 per row and group of K (a16w8 --quant-group), f16 scales rounded up: q8g panels */
 void pk_pack_q8g(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
-/* q4k, q6k or q4i (dt; q4i: q4k's codes with the levels in k-octets) panels with groups of `group` */
+/* q4k, q6k, q4i or q6i (dt; q4i / q6i: q4k's / q6k's codes with the levels in k-octets / k-sixteens)
+ * panels with groups of `group` */
 void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype dt, void *dst);
 /* GGUF blocks (rows of blocks of type st, as ir_weight_read_blocks gives them) into q4g (Q4_0,
  * Q4_1), q8g (Q8_0, Q5_0), q4k (Q4_K) or q6k (Q5_K) panels with group 32, or q6s (Q6_K) with group

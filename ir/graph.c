@@ -264,6 +264,7 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q6S: return "q6s";
     case IG_DTYPE_Q4I: return "q4i";
     case IG_DTYPE_Q8I: return "q8i";
+    case IG_DTYPE_Q6I: return "q6i";
     case IG_DTYPE_Q8R: return "q8r";
     case IG_DTYPE_Q4R: return "q4r";
     case IG_DTYPE_KV8: return "kv8";

@@ -84,7 +84,7 @@ def panels(buf, N, K, dtype, G):
         q = p[:, 64:].copy().view(np.int8).reshape(NP, KQ, 16, 4).transpose(0, 2, 1, 3).reshape(NP, 16, 4 * KQ)[:, :, :K]
         return (q.astype(np.float32) * s[:, :, None]).reshape(NP * 16, K)[:N], None
     gl = [(g0, min(G, K - g0)) for g0 in range(0, K, G)]
-    if dtype in ("q4k", "q6k", "q4i"):
+    if dtype in ("q4k", "q6k", "q4i", "q6i"):
         return kpanels(buf, N, K, dtype, G, gl)
     if dtype == "q8g":  # per group: f16 scale[16], int8 q[n][16]
         per = sum(32 + 16 * n for _, n in gl)
@@ -136,9 +136,11 @@ def kpanels(buf, N, K, dtype, G, gl):
     """q4k / q6k: per superblock of 8 groups f16 d[16], f16 dmin[16], then per group u8 sc[16],
     u8 mn[16] and per column 8 bytes of nibbles (+ for q6k a 32-bit word, lane j's high bit pair
     at bits 2j); w = d sc q - dmin mn. q4i: the same with the nibbles in k-octets of 64 bytes, lane
-    j's column 8o + i at byte 4j + i % 4 of octet o (i % 8 < 4 low nibble, else high)."""
-    NP, cb = (N + 15) // 16, 12 if dtype == "q6k" else 8
-    cols = lambda n: (n + 7) // 8 * 8 if dtype == "q4i" else n  # q4i: whole octets
+    j's column 8o + i at byte 4j + i % 4 of octet o (i % 8 < 4 low nibble, else high). q6i: q6k's
+    codes in k-sixteens of 192 bytes, two such octets of nibbles, then 64 bytes whose byte 4j + i
+    holds lane j's high bit pair of column 16s + 4b + i at bits 2b."""
+    NP, cb = (N + 15) // 16, 12 if dtype in ("q6k", "q6i") else 8
+    cols = lambda n: (n + 7) // 8 * 8 if dtype == "q4i" else (n + 15) // 16 * 16 if dtype == "q6i" else n
     per = 64 * ((len(gl) + 7) // 8) + sum(32 + cb * cols(n) for _, n in gl)
     p = np.frombuffer(buf, np.uint8)[:NP * per].reshape(NP, per)
     W, grids, off = np.empty((NP * 16, K), np.float32), [], 0
@@ -152,10 +154,17 @@ def kpanels(buf, N, K, dtype, G, gl):
         if dtype == "q4i":
             o = blk[:, 32:].reshape(NP, cols(n) // 8, 16, 4)  # [panel, octet, lane, i]
             q = np.concatenate([o & 15, o >> 4], axis=3).transpose(0, 1, 3, 2).reshape(NP, cols(n), 16)[:, :n].astype(np.int64)
+        elif dtype == "q6i":
+            sx = blk[:, 32:].reshape(NP, cols(n) // 16, 192)
+            o = sx[:, :, :128].reshape(NP, cols(n) // 16, 2, 16, 4)  # [panel, sixteen, octet, lane, i]
+            q = np.concatenate([o & 15, o >> 4], axis=4).transpose(0, 1, 2, 4, 3).reshape(NP, cols(n), 16).astype(np.int64)
+            h = sx[:, :, 128:].reshape(NP, cols(n) // 16, 16, 4).astype(np.int64)  # [panel, sixteen, lane, i]
+            hb = np.stack([(h >> (2 * b)) & 3 for b in range(4)], axis=2)  # [panel, sixteen, b, lane, i]
+            q = (q | hb.transpose(0, 1, 2, 4, 3).reshape(NP, cols(n), 16) << 4)[:, :n]
         else:
             c = blk[:, 32:].reshape(NP, n, cb)
             q = np.concatenate([c[:, :, :8] & 15, c[:, :, :8] >> 4], axis=2).astype(np.int64)
-        if cb == 12:
+        if cb == 12 and dtype == "q6k":
             hw = c[:, :, 8:12].copy().view("<u4").astype(np.int64)  # [NP, n, 1]
             q |= ((hw >> (2 * np.arange(16))) & 3) << 4
         W[:, g0:g0 + n] = (m[:, None, :] + s[:, None, :] * q).transpose(0, 2, 1).reshape(NP * 16, n)
@@ -232,8 +241,8 @@ def twin(model, pkg, tmp, fails, models_dir=None):
                 if np.abs(D[:, g0:g0 + n] - want).max() > 1e-6 * max(np.abs(x).max(), 1e-30):
                     fails.append(f"{name}: q8g group at {g0}: codes not rounded on the stored scale")
                     break
-        elif e["dtype"] in ("q4k", "q6k", "q4i"):
-            check_q4g(name, W, D, grids, fails, 63 if e["dtype"] == "q6k" else 15, KSLACK, KWORST)
+        elif e["dtype"] in ("q4k", "q6k", "q4i", "q6i"):
+            check_q4g(name, W, D, grids, fails, 63 if e["dtype"] in ("q6k", "q6i") else 15, KSLACK, KWORST)
         else:
             check_q4g(name, W, D, grids, fails)
         if name.endswith("mlp.gate_up.weight"):
@@ -386,8 +395,8 @@ def main():
                 pq = compile_q(model, scheme, tmp, ("--tune", "cpu_iact=1"))
                 got = {t["dtype"] for t in json.load(open(os.path.join(pq, "manifest.json")))["weights"]["tensors"]
                        if t["layout"] == "panel16"}
-                if fmt not in got:
-                    fails.append(f"{model} {scheme}: no {fmt} matrix in the manifest ({got})")
+                if fmt not in got or (fmt == "q4i") != ("q6i" in got):
+                    fails.append(f"{model} {scheme}: no {fmt} matrix (a16w4: and q6i vocabulary) in the manifest ({got})")
                 pt = os.path.join(tmp, f"{model}-{scheme}-xint-twin-pkg")
                 golden.run(["compile", twin(model, pq, tmp, fails), "-o", pt, "--target", TARGET, "--dtype", "f32"])
                 compare_twin(f"{model:18s} {scheme:10s} {fmt} bf16 / integer activations", pq, pt, ids, XLIMIT[fmt], fails)

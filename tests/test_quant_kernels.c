@@ -348,6 +348,43 @@
 #define EM_WG 64
 #include "embed.c"
 
+#define MM_NAME q6i_32_store
+#define MM_K 600
+#define MM_N 72
+#define MM_WQ 16
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q6i_32_acc_f
+#define MM_K 100
+#define MM_N 200
+#define MM_WQ 16
+#define MM_WG 32
+#define MM_XBF16 0
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
+#define MM_NAME q6i_64_swiglu
+#define MM_K 1100
+#define MM_N 96
+#define MM_WQ 16
+#define MM_WG 64
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+
+#define EM_NAME em_q6i
+#define EM_D 96
+#define EM_WQ 16
+#define EM_WG 32
+#include "embed.c"
+
 #define EM_NAME em_q8i
 #define EM_D 96
 #define EM_WQ 15
@@ -396,11 +433,12 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
     int KG = G ? K % G : 0; /* the short last group's columns */
     size_t gb1 = wq == 9 ? 32 + 16 * (size_t)G : 64 + 8 * (size_t)G, gbl = wq == 9 ? 32 + 16 * (size_t)KG : 64 + 8 * (size_t)KG;
     if (wq == 12) gb1 = 64 + 16 * (size_t)G, gbl = 64 + 16 * (size_t)KG;
-    const int cb = wq == 6 || wq == 13 ? 12 : 8; /* q4k / q6k / q6s: bytes per column of a group block */
+    const int cb = wq == 6 || wq == 13 || wq == 16 ? 12 : 8; /* q4k / q6k / q6s / q6i: bytes per column of a group block */
     if (wq == 5 || wq == 6 || wq == 13) gb1 = 32 + cb * (size_t)G, gbl = 32 + cb * (size_t)KG;
     if (wq == 14) gb1 = 32 + 8 * (size_t)G, gbl = 32 + 64 * (size_t)((KG + 7) / 8); /* q4i: whole octets of 64 bytes */
+    if (wq == 16) gb1 = 32 + 12 * (size_t)G, gbl = 32 + 192 * (size_t)((KG + 15) / 16); /* q6i: whole sixteens of 192 bytes */
     size_t per = wq == 8 ? 64 + (size_t)16 * K : wq == 10 || wq == 15 ? 64 + (size_t)64 * ((K + 3) / 4) : (size_t)(K / G) * gb1 + (KG ? gbl : 0);
-    if (wq == 5 || wq == 6 || wq == 13 || wq == 14) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
+    if (wq == 5 || wq == 6 || wq == 13 || wq == 14 || wq == 16) per += 64 * (size_t)((ng + 7) / 8); /* one f16 pair (d, dmin) per row and 8 groups */
     uint8_t *p = xalloc(NP * per);
     for (int n = 0; n < N; n++) {
         uint8_t *panel = p + (size_t)(n / 16) * per;
@@ -425,7 +463,7 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
                 W[(size_t)n * K + k] = s * (float)q;
             }
         }
-        for (int g = 0; g < ng && (wq == 5 || wq == 6 || wq == 13 || wq == 14); g++) { /* q4k / q6k / q6s: superblock header, then sc[16], mn[16], columns */
+        for (int g = 0; g < ng && (wq == 5 || wq == 6 || wq == 13 || wq == 14 || wq == 16); g++) { /* q4k / q6k / q6s: superblock header, then sc[16], mn[16], columns */
             uint8_t *hb = panel + (size_t)(g / 8) * (64 + 8 * gb1), *gb = hb + 64 + (size_t)(g % 8) * gb1;
             if (g % 8 == 0) { /* d, dmin in [2^-14, 2^-13): normal halves with 11 significant bits (q6s: dmin = 32 d) */
                 float dd = (float)(1024 + irand(1024)) / 16777216.0f;
@@ -435,16 +473,22 @@ static void *make_w(int wq, int N, int K, int G, float *W) {
             uint16_t hd, hm;
             memcpy(&hd, hb + 2 * j, 2), memcpy(&hm, hb + 32 + 2 * j, 2);
             double d = ldexp(1024 + (hd & 1023), (hd >> 10) - 25), dm = ldexp(1024 + (hm & 1023), (hm >> 10) - 25);
-            int sc = 40 + irand(wq == 6 ? 88 : 216), mn = irand(256); /* d sc q stays exact in f32 (24 bits) */
+            int sc = 40 + irand(wq == 6 || wq == 16 ? 88 : 216), mn = irand(256); /* d sc q stays exact in f32 (24 bits) */
             if (wq == 13) sc = mn = irand(256) - 128; /* q6s: signed, sc = mn (Q6_K's d sc (q - 32)) */
             gb[j] = (uint8_t)(int8_t)sc, gb[16 + j] = (uint8_t)(int8_t)mn;
             for (int k = g * G; k < K && k < g * G + G; k++) {
-                int q = irand(wq == 6 || wq == 13 ? 64 : 16);
+                int q = irand(wq == 6 || wq == 13 || wq == 16 ? 64 : 16);
                 uint8_t *c = gb + 32 + (size_t)(k - g * G) * cb, *b = c + (j & 7);
                 if (wq == 14) { /* q4i: octet i / 8 of 64 bytes, byte 4j + i % 4, columns 4..7 high */
                     int i = k - g * G;
                     b = gb + 32 + (size_t)(i / 8) * 64 + 4 * j + i % 4;
                     *b = (uint8_t)(i % 8 < 4 ? (*b & 0xf0) | q : (*b & 0x0f) | (q << 4));
+                } else if (wq == 16) { /* q6i: sixteen i / 16 of 192 bytes: octets of nibbles as q4i's, then the pairs */
+                    int i = k - g * G;
+                    uint8_t *sx = gb + 32 + (size_t)(i / 16) * 192;
+                    b = sx + (size_t)(i % 16 / 8) * 64 + 4 * j + i % 4;
+                    *b = (uint8_t)(i % 8 < 4 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
+                    sx[128 + 4 * j + i % 4] |= (uint8_t)((q >> 4) << (2 * (i % 16 / 4))); /* column 4b + i % 4 at bits 2b */
                 } else
                 *b = (uint8_t)(j < 8 ? (*b & 0xf0) | (q & 15) : (*b & 0x0f) | ((q & 15) << 4));
                 if (wq == 6 || wq == 13) c[8 + j / 4] |= (uint8_t)((q >> 4) << (2 * (j % 4))); /* bits 2j of the word */
@@ -505,7 +549,7 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
      * tight reference sees each block of a row as its codes round(x L / max|x|) times max|x| / L
      * (L = 127, 32767), as quant.h documents; the unquantized row X0 is kept for a second check
      * whose bound is the rounding's: sum_k |w_k| (max|x| / L) / 2 */
-    const int AG = wq == 15 ? 256 : 32, xint = wq == 10 || wq == 14 || wq == 15;
+    const int AG = wq == 15 ? 256 : 32, xint = wq == 10 || wq == 14 || wq == 15 || wq == 16;
     const float L = wq == 15 ? 32767.0f : 127.0f;
     float *X0 = xalloc((size_t)T * K * 4), *H = xalloc((size_t)T * K * 4); /* H: half a quantization step */
     memcpy(X0, X, (size_t)T * K * 4);
@@ -608,6 +652,9 @@ int main(int argc, char **argv) {
         test_mm("q4i g32 store bf16-x bias (3 superblocks, short last group)", q4i_32_store, 14, 32, 600, 72, 1, 1, 0, 0, T);
         test_mm("q4i g64 acc f32-x (short last group of 36: a partial octet)", q4i_64_acc_f, 14, 64, 100, 200, 0, 0, 1, 0, T);
         test_mm("q4i g128 swiglu bf16 (2 superblocks, short last group)", q4i_128_swiglu, 14, 128, 1100, 96, 1, 0, 2, 1, T);
+        test_mm("q6i g32 store bf16-x bias (3 superblocks, short last group of 24)", q6i_32_store, 16, 32, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q6i g32 acc f32-x (short last group of 4: a partial sixteen)", q6i_32_acc_f, 16, 32, 100, 200, 0, 0, 1, 0, T);
+        test_mm("q6i g64 swiglu bf16 (3 superblocks, short last group of 12)", q6i_64_swiglu, 16, 64, 1100, 96, 1, 0, 2, 1, T);
         test_mm("q8i store bf16-x bias", q8i_store, 15, 0, 600, 200, 1, 1, 0, 0, T);
         test_mm("q8i acc f32-x bias (K % 4 = 2, 5 activation blocks)", q8i_acc_f, 15, 0, 1030, 40, 0, 1, 1, 0, T);
         test_mm("q8i swiglu f32-x (K % 4 = 2)", q8i_swiglu_f, 15, 0, 98, 64, 0, 0, 2, 0, T);
@@ -623,6 +670,7 @@ int main(int argc, char **argv) {
     test_em("embed q8z g64 (short last group)", em_q8z, 12, 64);
     test_em("embed q4i g64 (short last group)", em_q4i, 14, 64);
     test_em("embed q8i", em_q8i, 15, 0);
+    test_em("embed q6i g32", em_q6i, 16, 32);
     if (g_fail) {
         fprintf(stderr, "%d quantized-kernel checks failed\n", g_fail);
         return 1;

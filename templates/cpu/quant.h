@@ -43,6 +43,11 @@
  *       column 8o + i (low nibble) and 8o + 4 + i (high); columns past n are 0. a16w4 on x86-64
  *       with bf16 activations: integer activations (below, "integer activations").
  *   IG_WQ_Q8I (15): Q8A's bytes (a16w8 on x86-64 with bf16 activations), int16 activations.
+ *   IG_WQ_Q6I (16): Q6K's superblocks, codes and formula, each group's levels in k-sixteens for
+ *       integer dot products (a16w4's vocabulary matrices next to Q4I): after sc[16], mn[16],
+ *       ceil(n/16) blocks of 192 bytes, two k-octets of nibbles as Q4I's (columns 16s + 8o + i,
+ *       o = 0, 1) then 64 bytes of high bit pairs: byte 4j + i holds lane j's pairs of columns
+ *       16s + 4b + i at bits 2b, 2b + 1 (b = 0..3); q = nibble | pair << 4, columns past n are 0.
  *   IG_WQ_Q8Z (12): 8-bit codes with an integer zero point (GPTQ 8-bit); a panel is ceil(K/G)
  *       group blocks of 64 + 16G bytes: f16 scale[16], f16 zero[16], then int8 q[G][16] holding
  *       the code minus 128 (the zero likewise: z = zero - 128);  w[n][k] = scale[j] (q[k][j] - z[j])
@@ -68,7 +73,9 @@
 #define IG_WQ_KSB 8 /* Q4K / Q6K groups per superblock */
 #define IG_WQ_Q6S 13
 #define IG_WQ_Q4I 14 /* Q4K's codes, nibbles in k-octets for integer dot products (a16w4, bf16 activations) */
-#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S || (wq) == IG_WQ_Q4I)
+#define IG_WQ_Q6I 16 /* Q6K's codes in k-sixteens for integer dot products (a16w4's vocabulary, bf16 activations) */
+#define IG_WQ_ISK(wq) ((wq) == IG_WQ_Q4K || (wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S || (wq) == IG_WQ_Q4I || (wq) == IG_WQ_Q6I)
+#define IG_WQ_KI(wq) ((wq) == IG_WQ_Q4I || (wq) == IG_WQ_Q6I) /* K-quant codes for int8 activations */
 #define IG_WQ_K6(wq) ((wq) == IG_WQ_Q6K || (wq) == IG_WQ_Q6S) /* 6-bit levels */
 #define IG_WQ_Q4Z 11
 #define IG_WQ_Q8Z 12
@@ -76,7 +83,7 @@
 #define IG_WQ_Q8I 15 /* Q8A's layout with 16-bit integer activations (a16w8, bf16 activations) */
 #define IG_WQ_AG16 256 /* Q8I: activation columns per int16 scale */
 /* formats whose matmul quantizes the activations (ig_wq_xquant) and sums in int32 (ig_wq_xgemv) */
-#define IG_WQ_XQ(wq) ((wq) == IG_WQ_Q8A || (wq) == IG_WQ_Q4I || (wq) == IG_WQ_Q8I)
+#define IG_WQ_XQ(wq) ((wq) == IG_WQ_Q8A || IG_WQ_KI(wq) || (wq) == IG_WQ_Q8I)
 /* formats whose decode needs the group sums of x (a min or zero-point term) */
 #define IG_WQ_GSUMS(wq) ((wq) == IG_WQ_Q4G || IG_WQ_ISK(wq) || IG_WQ_ISZ(wq))
 
@@ -84,6 +91,7 @@
 #define IG_WQ_GBYTES(wq, n)                                                                                   \
     ((wq) == IG_WQ_Q4K   ? 32 + (size_t)8 * (n)                                                                \
      : (wq) == IG_WQ_Q4I ? 32 + (size_t)64 * (((n) + 7) / 8) /* Q4I: whole k-octets */                      \
+     : (wq) == IG_WQ_Q6I ? 32 + (size_t)192 * (((n) + 15) / 16) /* Q6I: whole k-sixteens */                 \
      : IG_WQ_K6(wq)      ? 32 + (size_t)12 * (n)                                                               \
      : (wq) == IG_WQ_Q8G ? 32 + (size_t)16 * (n)                                                               \
      : (wq) == IG_WQ_Q8Z ? 64 + (size_t)16 * (n)                                                               \
@@ -101,6 +109,11 @@ IG_INLINE int ig_wq_klevel(int wq, const char *gb, int i, int j) {
     if (wq == IG_WQ_Q4I) { /* octet i / 8, byte 4j + i % 4; columns 4..7 of an octet in the high nibbles */
         const uint8_t b = ((const uint8_t *)gb)[32 + (size_t)(i / 8) * 64 + 4 * j + i % 4];
         return i % 8 < 4 ? b & 15 : b >> 4;
+    }
+    if (wq == IG_WQ_Q6I) { /* sixteen i / 16: nibbles as Q4I's two octets, then the pairs at byte 4j + i % 4 */
+        const uint8_t *s = (const uint8_t *)gb + 32 + (size_t)(i / 16) * 192;
+        const uint8_t b = s[(i % 16) / 8 * 64 + 4 * j + i % 4], h = s[128 + 4 * j + i % 4];
+        return (i % 8 < 4 ? b & 15 : b >> 4) | ((h >> (2 * ((i % 16) / 4))) & 3) << 4;
     }
     const uint8_t *c = (const uint8_t *)gb + 32 + (size_t)i * IG_WQ_KCOL(wq);
     int q = j < 8 ? c[j] & 15 : c[j - 8] >> 4;
@@ -249,7 +262,7 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
                 for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)q[j];
                 continue;
             }
-            if (IG_WQ_K6(wq) || wq == IG_WQ_Q4I) {
+            if (IG_WQ_K6(wq) || IG_WQ_KI(wq)) {
                 for (int j = 0; j < 16; j++) d[16 * h + j] = m[j] + s[j] * (float)ig_wq_klevel(wq, gb, k % G, j);
                 continue;
             }
@@ -427,11 +440,11 @@ IG_INLINE void ig_wq_igemv(int K, const int8_t *xq, const float *xs, const char 
  * 127, Q8I 256 x 127 x 32767 < 2^31), then in f32: y = sum_b xs_b isum_b (x the weight scales). */
 #define IG_WQ_R64(n) (((size_t)(n) + 63) / 64 * 64)
 #define IG_WQ_XAG(wq) ((wq) == IG_WQ_Q8I ? IG_WQ_AG16 : IG_WQ_AG)
-#define IG_WQ_XC(wq, K) ((wq) == IG_WQ_Q8I ? 2 * (((K) + 3) / 4 * 4) : (wq) == IG_WQ_Q4I ? ((K) + 31) / 32 * 32 : ((K) + 3) / 4 * 4)
+#define IG_WQ_XC(wq, K) ((wq) == IG_WQ_Q8I ? 2 * (((K) + 3) / 4 * 4) : IG_WQ_KI(wq) ? ((K) + 31) / 32 * 32 : ((K) + 3) / 4 * 4)
 #define IG_WQ_XS_OFF(wq, K) IG_WQ_R64(IG_WQ_XC(wq, K))
 #define IG_WQ_GS_OFF(wq, K) (IG_WQ_XS_OFF(wq, K) + IG_WQ_R64(4 * (((K) + IG_WQ_XAG(wq) - 1) / IG_WQ_XAG(wq))))
 #define IG_WQ_XQ_BYTES(wq, K, G) \
-    (IG_WQ_GS_OFF(wq, K) + ((wq) == IG_WQ_Q4I ? IG_WQ_R64(4 * (((K) + (G) - 1) / ((G) > 0 ? (G) : 1))) : 0))
+    (IG_WQ_GS_OFF(wq, K) + (IG_WQ_KI(wq) ? IG_WQ_R64(4 * (((K) + (G) - 1) / ((G) > 0 ? (G) : 1))) : 0))
 
 /* Q8I: row xf [K] as int16 codes xw [4 ceil(K/4)] (zero padded), one scale per IG_WQ_AG16 columns. */
 IG_INLINE void ig_wq_quant_row16(const float *xf, int K, int16_t *xw, float *xs) {
@@ -457,8 +470,8 @@ IG_INLINE void ig_wq_xquant(int wq, int K, int G, const float *xf, char *xb) {
         return;
     }
     ig_wq_quant_row(xf, K, (int8_t *)xb, xs);
-    if (wq != IG_WQ_Q4I) return;
-    for (int k = K; k % 32; k++) xb[k] = 0; /* Q4I reads whole octets; the padding's codes meet 0 */
+    if (!IG_WQ_KI(wq)) return;
+    for (int k = K; k % 32; k++) xb[k] = 0; /* Q4I / Q6I read whole octets / sixteens; the padding's codes meet 0 */
     /* the min term's group sums of the quantized row, xs_b sum xq (exact integer sums per block):
      * then sum_k (d sc q_k - dmin mn) x_k is computed as if x were its codes, and the rounding
      * error of x meets only the weights w_k, not their offset codes q_k (with the exact sums of x
@@ -489,7 +502,7 @@ IG_INLINE __m512i ig_wq_q4i_idot(const uint8_t *c, const int8_t *x, int no) {
 #endif
     for (int o = 0; o < no; o++) {
         const __m512i v = _mm512_loadu_si512((const void *)(c + (size_t)o * 64));
-        _mm_prefetch((const char *)c + (size_t)o * 64 + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)c + (size_t)o * 64 + 8192, _MM_HINT_T0);
         int32_t xa, xb;
         memcpy(&xa, x + 8 * o, 4), memcpy(&xb, x + 8 * o + 4, 4);
         const __m512i lo = _mm512_and_si512(v, m15), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m15);
@@ -517,7 +530,7 @@ IG_INLINE void ig_wq_q4i_idot(const uint8_t *c, const int8_t *x, int no, __m256i
 #endif
     for (int o = 0; o < no; o++) {
         const __m256i *p = (const __m256i *)(c + (size_t)o * 64);
-        _mm_prefetch((const char *)p + 2048, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + 8192, _MM_HINT_T0);
         int32_t xa, xb;
         memcpy(&xa, x + 8 * o, 4), memcpy(&xb, x + 8 * o + 4, 4);
         const __m256i va = _mm256_set1_epi32(xa), vb = _mm256_set1_epi32(xb);
@@ -551,11 +564,105 @@ IG_INLINE void ig_wq_q4i_idot(const uint8_t *c, const int8_t *x, int no, int32_t
 }
 #endif
 
-/* Q4I: out[0..16) = x . W[panel] from the quantized row xb (ig_wq_xquant):
+/* Q6I: acc[0..16) = sum over ns k-sixteens (at most 2: one activation block) of the codes c (192
+ * bytes each: two octets of nibbles, then the high bit pairs) times the int8 activations x [16 ns].
+ * A 6-bit code is assembled in its byte, nibble | (pair << 4): the pairs of columns 4b + i sit at
+ * bits 2b of byte 4j + i, so shifting the 16-bit words by 4, 2, 0 or -2 brings pair b to bits 4..5
+ * (bits that cross from the other byte of a word are masked off). int32 sums (AVX2 without VNNI:
+ * vpmaddubsw pairs, 2 x 63 x 127, two of them per int16 before vpmaddwd). */
+#if defined(IG_AVX512)
+IG_INLINE __m512i ig_wq_q6i_idot(const uint8_t *c, const int8_t *x, int ns) {
+    const __m512i m15 = _mm512_set1_epi8(15), m48 = _mm512_set1_epi8(48);
+#if !defined(__AVX512VNNI__)
+    const __m512i ones = _mm512_set1_epi16(1);
+#endif
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+    for (int s = 0; s < ns; s++) {
+        const uint8_t *p = c + (size_t)s * 192;
+        _mm_prefetch((const char *)p + 8192, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + 8192 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + 8192 + 128, _MM_HINT_T0);
+        const __m512i v0 = _mm512_loadu_si512((const void *)p), v1 = _mm512_loadu_si512((const void *)(p + 64));
+        const __m512i h = _mm512_loadu_si512((const void *)(p + 128));
+        int32_t xv[4];
+        memcpy(xv, x + 16 * s, 16);
+        /* (v & 15) | (hs & 48) as one ternary-logic op per code vector (0xb8: B ? C : A with B = 15) */
+        const __m512i h0 = _mm512_and_si512(_mm512_slli_epi16(h, 4), m48), h1 = _mm512_and_si512(_mm512_slli_epi16(h, 2), m48);
+        const __m512i h2 = _mm512_and_si512(h, m48), h3 = _mm512_and_si512(_mm512_srli_epi16(h, 2), m48);
+        const __m512i q0 = _mm512_ternarylogic_epi32(h0, m15, v0, 0xb8), q1 = _mm512_ternarylogic_epi32(h1, m15, _mm512_srli_epi16(v0, 4), 0xb8);
+        const __m512i q2 = _mm512_ternarylogic_epi32(h2, m15, v1, 0xb8), q3 = _mm512_ternarylogic_epi32(h3, m15, _mm512_srli_epi16(v1, 4), 0xb8);
+#if defined(__AVX512VNNI__)
+        a0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a0, q0, _mm512_set1_epi32(xv[0])), q1, _mm512_set1_epi32(xv[1]));
+        a1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a1, q2, _mm512_set1_epi32(xv[2])), q3, _mm512_set1_epi32(xv[3]));
+#else
+        a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(q0, _mm512_set1_epi32(xv[0])),
+                                                                     _mm512_maddubs_epi16(q1, _mm512_set1_epi32(xv[1]))), ones));
+        a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(q2, _mm512_set1_epi32(xv[2])),
+                                                                     _mm512_maddubs_epi16(q3, _mm512_set1_epi32(xv[3]))), ones));
+#endif
+    }
+    return _mm512_add_epi32(a0, a1);
+}
+#elif defined(IG_AVX2)
+/* one half (lanes 0..7 or 8..15: the low or high 32 bytes of each 64) of a k-sixteen */
+IG_INLINE __m256i ig_wq_q6i_half(const uint8_t *p, const int32_t *xv, __m256i a) {
+    const __m256i m15 = _mm256_set1_epi8(15), m48 = _mm256_set1_epi8(48);
+    const __m256i v0 = _mm256_loadu_si256((const __m256i *)p), v1 = _mm256_loadu_si256((const __m256i *)(p + 64));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(p + 128));
+    const __m256i q0 = _mm256_or_si256(_mm256_and_si256(v0, m15), _mm256_and_si256(_mm256_slli_epi16(h, 4), m48));
+    const __m256i q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m15), _mm256_and_si256(_mm256_slli_epi16(h, 2), m48));
+    const __m256i q2 = _mm256_or_si256(_mm256_and_si256(v1, m15), _mm256_and_si256(h, m48));
+    const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m15), _mm256_and_si256(_mm256_srli_epi16(h, 2), m48));
+#if defined(__AVXVNNI__)
+    a = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(a, q0, _mm256_set1_epi32(xv[0])), q1, _mm256_set1_epi32(xv[1]));
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(a, q2, _mm256_set1_epi32(xv[2])), q3, _mm256_set1_epi32(xv[3]));
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
+    a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(q0, _mm256_set1_epi32(xv[0])),
+                                                               _mm256_maddubs_epi16(q1, _mm256_set1_epi32(xv[1]))), ones));
+    return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(q2, _mm256_set1_epi32(xv[2])),
+                                                                  _mm256_maddubs_epi16(q3, _mm256_set1_epi32(xv[3]))), ones));
+#endif
+}
+IG_INLINE void ig_wq_q6i_idot(const uint8_t *c, const int8_t *x, int ns, __m256i *r0, __m256i *r1) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    for (int s = 0; s < ns; s++) {
+        const uint8_t *p = c + (size_t)s * 192;
+        _mm_prefetch((const char *)p + 8192, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + 8192 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + 8192 + 128, _MM_HINT_T0);
+        int32_t xv[4];
+        memcpy(xv, x + 16 * s, 16);
+        a0 = ig_wq_q6i_half(p, xv, a0);
+        a1 = ig_wq_q6i_half(p + 32, xv, a1);
+    }
+    *r0 = a0, *r1 = a1;
+}
+#else
+IG_INLINE void ig_wq_q6i_idot(const uint8_t *c, const int8_t *x, int ns, int32_t *acc) {
+    for (int j = 0; j < 16; j++) acc[j] = 0;
+    for (int s = 0; s < ns; s++)
+        for (int j = 0; j < 16; j++)
+            for (int i = 0; i < 4; i++) {
+                const uint8_t *p = c + (size_t)s * 192;
+                const uint8_t b0 = p[4 * j + i], b1 = p[64 + 4 * j + i], h = p[128 + 4 * j + i];
+                const int q[4] = {(b0 & 15) | (h & 3) << 4, (b0 >> 4) | (h >> 2 & 3) << 4, (b1 & 15) | (h >> 4 & 3) << 4,
+                                  (b1 >> 4) | (h >> 6) << 4};
+                for (int b = 0; b < 4; b++) acc[j] += q[b] * (int32_t)x[16 * s + 4 * b + i];
+            }
+}
+#endif
+
+/* Q4I / Q6I: out[0..16) = x . W[panel] from the quantized row xb (ig_wq_xquant):
  * per superblock d sum_g sc_g sum_b xs_b isum_b - dmin sum_g mn_g gs_g. */
-IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, float *out) {
+IG_INLINE void ig_wq_ki_gemv(int wq, int K, int G, const char *xb, const char *panel, float *out) {
     const int8_t *xq = (const int8_t *)xb;
-    const float *xs = (const float *)(xb + IG_WQ_XS_OFF(IG_WQ_Q4I, K)), *gs = (const float *)(xb + IG_WQ_GS_OFF(IG_WQ_Q4I, K));
+    const float *xs = (const float *)(xb + IG_WQ_XS_OFF(wq, K)), *gs = (const float *)(xb + IG_WQ_GS_OFF(wq, K));
+    const int six = wq == IG_WQ_Q6I, cb = six ? 12 : 8; /* code bytes per column */
+/* codes of columns [k, k + n) of group block gb (n <= one activation block) times xq + k */
+#define IG_WQ_KI_IDOT(gb, k, n, ...)                                                                         \
+    (six ? ig_wq_q6i_idot((gb) + 32 + (size_t)((k) - g * G) * cb, xq + (k), ((n) + 15) / 16, __VA_ARGS__)      \
+         : ig_wq_q4i_idot((gb) + 32 + (size_t)((k) - g * G) * cb, xq + (k), ((n) + 7) / 8, __VA_ARGS__))
 #if defined(IG_AVX512)
     __m512 acc = _mm512_setzero_ps();
 #elif defined(IG_AVX2)
@@ -564,7 +671,7 @@ IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, f
     float a[16] = {0};
 #endif
     for (int g0 = 0; g0 * G < K; g0 += IG_WQ_KSB) {
-        const char *hb = panel + IG_WQ_KHDR(IG_WQ_Q4I, G, g0);
+        const char *hb = panel + IG_WQ_KHDR(wq, G, g0);
 #if defined(IG_AVX512)
         __m512 sd = _mm512_setzero_ps(), sm = sd;
 #elif defined(IG_AVX2)
@@ -573,12 +680,14 @@ IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, f
         float sd[16] = {0}, sm[16] = {0};
 #endif
         for (int g = g0; g < g0 + IG_WQ_KSB && g * G < K; g++) {
-            const uint8_t *gb = (const uint8_t *)panel + IG_WQ_KGRP(IG_WQ_Q4I, G, g);
+            const uint8_t *gb = (const uint8_t *)panel + IG_WQ_KGRP(wq, G, g);
             const int k1 = IG_MIN(K, g * G + G);
 #if defined(IG_AVX512)
             __m512 d = _mm512_setzero_ps();
             for (int k = g * G; k < k1; k += IG_WQ_AG) {
-                __m512i s = ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * 8, xq + k, (IG_MIN(k1, k + IG_WQ_AG) - k + 7) / 8);
+                const int n = IG_MIN(k1, k + IG_WQ_AG) - k;
+                __m512i s = six ? ig_wq_q6i_idot(gb + 32 + (size_t)(k - g * G) * cb, xq + k, (n + 15) / 16)
+                                : ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * cb, xq + k, (n + 7) / 8);
                 d = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(xs[k / IG_WQ_AG]), d);
             }
             sd = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)gb))), sd);
@@ -587,7 +696,7 @@ IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, f
             __m256 e0 = _mm256_setzero_ps(), e1 = e0;
             for (int k = g * G; k < k1; k += IG_WQ_AG) {
                 __m256i s0, s1;
-                ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * 8, xq + k, (IG_MIN(k1, k + IG_WQ_AG) - k + 7) / 8, &s0, &s1);
+                IG_WQ_KI_IDOT(gb, k, IG_MIN(k1, k + IG_WQ_AG) - k, &s0, &s1);
                 const __m256 xv = _mm256_set1_ps(xs[k / IG_WQ_AG]);
                 e0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), xv, e0);
                 e1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), xv, e1);
@@ -603,7 +712,7 @@ IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, f
             float d[16] = {0};
             for (int k = g * G; k < k1; k += IG_WQ_AG) {
                 int32_t s[16];
-                ig_wq_q4i_idot(gb + 32 + (size_t)(k - g * G) * 8, xq + k, (IG_MIN(k1, k + IG_WQ_AG) - k + 7) / 8, s);
+                IG_WQ_KI_IDOT(gb, k, IG_MIN(k1, k + IG_WQ_AG) - k, s);
                 for (int j = 0; j < 16; j++) d[j] += (float)s[j] * xs[k / IG_WQ_AG];
             }
             for (int j = 0; j < 16; j++) sd[j] += d[j] * (float)gb[j], sm[j] += gs[g] * (float)gb[16 + j];
@@ -631,6 +740,7 @@ IG_INLINE void ig_wq_q4i_gemv(int K, int G, const char *xb, const char *panel, f
 #else
     memcpy(out, a, sizeof a);
 #endif
+#undef IG_WQ_KI_IDOT
 }
 
 /* Q8I: out[0..16) = x . W[panel] from the int16 row xb: per quad l of codes q[l][16][4], lane j's
@@ -724,9 +834,9 @@ IG_INLINE void ig_wq_q8i_gemv(int K, const char *xb, const char *panel, float *o
 #endif
 }
 
-/* out[0..16) = x . W[panel] for a row quantized by ig_wq_xquant (Q8A, Q4I, Q8I). */
+/* out[0..16) = x . W[panel] for a row quantized by ig_wq_xquant (Q8A, Q4I, Q6I, Q8I). */
 IG_INLINE void ig_wq_xgemv(int wq, int K, int G, const char *xb, const char *panel, float *out) {
-    if (wq == IG_WQ_Q4I) ig_wq_q4i_gemv(K, G, xb, panel, out);
+    if (IG_WQ_KI(wq)) ig_wq_ki_gemv(wq, K, G, xb, panel, out);
     else if (wq == IG_WQ_Q8I) ig_wq_q8i_gemv(K, xb, panel, out);
     else ig_wq_igemv(K, (const int8_t *)xb, (const float *)(xb + IG_WQ_XS_OFF(wq, K)), panel, out);
 }
