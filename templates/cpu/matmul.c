@@ -25,7 +25,7 @@
  * the f32 micro-kernel on it. MM_WBF16 is then unused. MM_WQ = 10 (a8w8: int8 per-row weights with
  * k in quads), 14 (Q4I: a16w4's uint4 in k-octets) and 15 (Q8I: a16w8's int8 in k-quads) have their
  * own path for every T: the rows are quantized per token (int8 per 32 columns; Q8I int16 per 256)
- * and multiplied in int32 (quant.h's ig_wq_xquant / ig_wq_xgemv: vpdpbusd / vpdpwssd where
+ * and multiplied in int32 (quant.h's ig_wq_xquant / ig_wq_xgemm: vpdpbusd / vpdpwssd where
  * AVX-512 VNNI or AVX-VNNI is compiled in, vpmaddubsw / vpmaddwd on AVX2).
  */
 #include "common.h"
@@ -73,8 +73,9 @@
 #ifndef MM_TB /* rows per row block: the tile is MM_TB x 32 floats on the stack */
 #define MM_TB 192
 #endif
-#ifndef MM_QRB /* a8w8: rows quantized per block */
-#define MM_QRB 8
+#ifndef MM_QRB /* integer activations: rows quantized per block, their codes <= 128 KB of stack (4..64 rows) */
+#define MM_QRB \
+    IG_MAX(IG_WQ_XR, IG_MIN(64, 131072 / (int)IG_WQ_XQ_BYTES(MM_WQ, MM_K, MM_WG)) / IG_WQ_XR * IG_WQ_XR)
 #endif
 #ifndef MM_KC /* k-pairs per K chunk */
 #define MM_KC 128
@@ -645,10 +646,11 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
     if (T <= 0) return;
 
 #if IG_WQ_XQ(MM_WQ)
-    /* a8w8 and the a16 formats with integer activations (Q4I, Q8I): rows quantized per token, a
-     * block of MM_QRB at a time, then int32 dot products against each panel of the thread's range
-     * (the pair's codes stay in L1/L2 across the block); decode (T = 1) is the same code, each
-     * thread quantizing the row once for its panels */
+    /* a8w8 and the a16 formats with integer activations (Q4I, Q6I, Q8I): rows quantized per token,
+     * a block of MM_QRB at a time, then int32 dot products against each panel of the thread's range
+     * (the pair's codes stay in L1/L2 across the block), IG_WQ_XR rows per weight load (the
+     * register blocking of ig_wq_xgemm; its R is a constant in each call below, so the row loops
+     * unroll); decode (T = 1) is the same code, each thread quantizing the row once for its panels */
 #pragma omp parallel num_threads(nth)
     {
         int q0, q1, t0, t1;
@@ -663,10 +665,21 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
                 }
                 for (int q = q0; q < q1; q++) {
                     int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
-                    for (int r = 0; r < tn; r++) {
-                        IG_ALIGN64 float acc[32];
-                        for (int p = 0; p < P; p++) ig_wq_xgemv(MM_WQ, K_, MM_WG, xq[r], wc + (2 * q + p) * wps, acc + 16 * p);
-                        ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, acc, q, P, y, tb + r);
+                    for (int r = 0; r < tn; r += IG_WQ_XR) {
+                        const int R = IG_MIN(IG_WQ_XR, tn - r);
+                        IG_ALIGN64 float acc[2][16 * IG_WQ_XR];
+                        for (int p = 0; p < P; p++) {
+                            const char *pw = wc + (2 * q + p) * wps;
+                            if (R == IG_WQ_XR) ig_wq_xgemm(MM_WQ, K_, MM_WG, IG_WQ_XR, xq[r], sizeof xq[0], pw, acc[p]);
+                            else if (R == 1) ig_wq_xgemm(MM_WQ, K_, MM_WG, 1, xq[r], sizeof xq[0], pw, acc[p]);
+                            else ig_wq_xgemm(MM_WQ, K_, MM_WG, R, xq[r], sizeof xq[0], pw, acc[p]);
+                        }
+                        for (int i = 0; i < R; i++) {
+                            IG_ALIGN64 float a[32];
+                            memcpy(a, acc[0] + 16 * i, 64);
+                            if (P > 1) memcpy(a + 16, acc[1] + 16 * i, 64);
+                            ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, a, q, P, y, tb + r + i);
+                        }
                     }
                 }
             }
