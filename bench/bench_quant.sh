@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench_quant.sh — decode and prefill speed of quantized CPU packages against bf16 (issue 16).
 #
-# Compiles one checkpoint as bf16, a16w8, a16w4 (default group), a8w8, on x86-64 a16w8i / a16w4i
-# (the same with --tune cpu_iact=1: q8i / q4i, integer activations) and, for a GGUF of Q4_0 / Q4_1 /
+# Compiles one checkpoint as bf16, a16w8, a16w4 (default group), a8w8 (on x86-64 with AVX2 and up
+# a16w8 / a16w4 are q8i / q4i with integer activations, the default --tune cpu_iact=1), on x86-64
+# a16w8f / a16w4f (--tune cpu_iact=0: q8c / q4k, f32 kernels) and, for a GGUF of Q4_0 / Q4_1 /
 # Q8_0 blocks, `--quant keep`; runs `ignis bench` on each ROUNDS times (interleaved, so a change
 # in machine load hits every package alike) and prints, per package, weights.bin's size, the best
 # decode ms/token and prefill tokens/s over the rounds, and the decode speed-up over bf16.
@@ -22,8 +23,8 @@ ignis=${IGNIS:-build/ignis}
 target=${TARGET:-cpu}
 mkdir -p "$out"
 set -- "bf16:--dtype bf16" "a16w8:--quant a16w8" "a16w4:--quant a16w4" "a8w8:--quant a8w8"
-case "$target" in cpu | cpu:avx*) # x86-64: the integer-activation layouts q8i / q4i too (--tune cpu_iact=1)
-    set -- "$@" "a16w8i:--quant a16w8 --tune cpu_iact=1" "a16w4i:--quant a16w4 --tune cpu_iact=1" ;;
+case "$target" in cpu | cpu:avx*) # x86-64: the float-activation layouts q8c / q4k too (--tune cpu_iact=0)
+    set -- "$@" "a16w8f:--quant a16w8 --tune cpu_iact=0" "a16w4f:--quant a16w4 --tune cpu_iact=0" ;;
 esac
 ifs0=$IFS IFS=';'
 for e in ${EXTRA:-}; do set -- "$@" "$e"; done

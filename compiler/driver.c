@@ -457,7 +457,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     cg_tuning tuning;
     ig_status tst = compile_tuning(o, cuda, &tuning, err);
     if (tst) return tst;
-    /* --tune cpu_iact=1, a16 on x86-64 with AVX2 or better and bf16 activations: the integer-activation
+    /* --tune cpu_iact=1 (the default), a16 on x86-64 with AVX2 or better and bf16 activations: the integer-activation
      * layouts (int8 / int16 dot products, templates/cpu/quant.h); f32 activations and AArch64 keep
      * the float kernels of q8c / q4k */
     if (tuning.cpu_iact && quant_on && !quant.keep && t && dt == IG_DTYPE_BF16 && !strcmp(t->arch, "x86_64") &&

@@ -32,10 +32,11 @@ BOUND = {"a16w8": 0.1, "a16w8-g128": 0.1, "a16w4-g128": 1.2, "a8w8": 0.1}
 # this; the 8-bit codes of scale and min under one f16 pair per 8 groups cost a little
 KSLACK, KWORST = 1.3, []
 TARGET = golden.cpu_test_target()
-# x86-64 with AVX2 or better and --tune cpu_iact=1: a16 packages with bf16 activations take the
-# integer-activation layouts (q8i: int16 activations; q4i: int8 activations per 32 columns)
+# x86-64 with AVX2 or better (--tune cpu_iact=1, the default): a16 packages with bf16 activations take
+# the integer-activation layouts (q8i: int16 activations; q4i, q6i vocabulary: int8 activations per
+# 32 columns); elsewhere, and with f32 activations, q8c / q4k / q6k
 XINT = TARGET != "cpu:generic" and not TARGET.startswith("cpu:aarch64")
-W8, W4 = "q8c", "q4k"
+W8, W4, WV = ("q8i", "q4i", "q6i") if XINT else ("q8c", "q4k", "q6k")
 # logits of a q8i / q4i package (bf16 activations, quantized in the matmuls) against its decoded
 # f32 twin, x max |logit|: bf16 activations alone cost up to ~1e-2 on these models
 XLIMIT = {"q8i": 3e-2, "q4i": 5e-2}
@@ -402,6 +403,14 @@ def main():
                 compare_twin(f"{model:18s} {scheme:10s} {fmt} bf16 / integer activations", pq, pt, ids, XLIMIT[fmt], fails)
             except Exception as e:
                 fails.append(f"{model} {scheme} {fmt} twin: {e}")
+        # --tune cpu_iact=0 keeps the float-activation layouts with bf16 activations
+        try:
+            pq = compile_q("llama-gqa", "a16w4", tmp, ("--tune", "cpu_iact=0"))
+            got = {t["dtype"] for t in json.load(open(os.path.join(pq, "manifest.json")))["weights"]["tensors"]}
+            if got != {"f32", "q4k", "q6k"}:
+                fails.append(f"a16w4 with cpu_iact=0: formats {got}, want f32, q4k, q6k")
+        except Exception as e:
+            fails.append(f"a16w4 cpu_iact=0: {e}")
         if KWORST:
             print(f"q4k / q6k groups: weighted error at most {max(KWORST):.3f}x min-max rounding's (limit {KSLACK})")
         # 2. against the transformers float64 references, bf16 activations
@@ -424,7 +433,7 @@ def main():
                     if any(t["dtype"] != want for t in mats):
                         fails.append(f"{model} {scheme}: a matrix is not {want} in the manifest")
                     # a16w4 stores the vocabulary matrices (embedding, lm_head) in 6 bits
-                    wv = {"a16w8": W8, "a16w8-g128": "q8g", "a8w8": "q8a"}.get(scheme, "q6k")
+                    wv = {"a16w8": W8, "a16w8-g128": "q8g", "a8w8": "q8a"}.get(scheme, WV)
                     if any(t["dtype"] != wv for t in m["weights"]["tensors"] if t["name"] in vocab):
                         fails.append(f"{model} {scheme}: a vocabulary matrix is not {wv}")
                     if "-g" in scheme and any(t.get("group") != int(scheme.split("-g")[1]) for t in mats):

@@ -41,7 +41,8 @@ def quantized(gguf, tmp, ref, fails):
     golden.run(["compile", gguf, "-o", w4, "--quant", "a16w4"])
     r, rs = ppl(w4) / p0, size(w4) / size(os.path.join(tmp, "bf16"))
     ok = r <= 1.05 and rs <= 0.32
-    print(f"smollm2 a16w4 (defaults: q4k g32, q6k vocabulary): perplexity {r:.4f}x the f32 package's (limit 1.05), "
+    fm = {t["dtype"] for t in json.load(open(os.path.join(w4, "manifest.json")))["weights"]["tensors"]} - {"f32"}
+    print(f"smollm2 a16w4 (defaults: g32, {' / '.join(sorted(fm))}): perplexity {r:.4f}x the f32 package's (limit 1.05), "
           f"weights {rs:.3f}x bf16 (limit 0.32) {'ok' if ok else 'FAIL'}")
     if not ok:
         fails.append(f"a16w4: perplexity ratio {r:.4f} (limit 1.05), weights {rs:.3f}x bf16 (limit 0.32)")

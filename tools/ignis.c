@@ -364,8 +364,8 @@ static const cli_flag compile_flags[] = {
              "the --dtype"),
     CLI_STRD("--quant", NULL, compile_opts, quant, 0, "none|a16w8|a16w4|a8w8|keep",
              "weight quantization (CPU): a16w8 int8 per output channel, a16w4 uint4 per group of K (q4k: 8-bit "
-             "group scales under an f16 pair per 8 groups; vocabulary in 6 bits; with --tune cpu_iact=1 on x86-64 with bf16 activations as q8i / q4i, "
-             "whose matmuls quantize the activations to int16 / int8 for integer dot products), a8w8 int8 weights x int8 "
+             "group scales under an f16 pair per 8 groups; vocabulary in 6 bits; on x86-64 with bf16 activations as q8i / q4i / q6i, "
+             "whose matmuls quantize the activations to int16 / int8 for integer dot products, unless --tune cpu_iact=0), a8w8 int8 weights x int8 "
              "activations per token, keep: a GGUF's Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K blocks as stored, or a GPTQ / AWQ checkpoint's "
              "integers (q4z / q8z)", "none, or keep for a GPTQ / AWQ checkpoint"),
     CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N",

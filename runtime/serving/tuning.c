@@ -35,10 +35,10 @@ const tune_key tune_keys[] = {
     {"moe_dec", C(moe_dec), 0, 1, 1, 0, NULL,
      "CUDA MoE steps of up to 8 tokens: 1 two launches over all SMs (router, top-k and gate/up; down into the "
      "residual), 0 the per-op router, gate/up and down kernels"},
-    {"cpu_iact", C(cpu_iact), 0, 1, 0, 0, NULL,
-     "CPU targets on x86-64 (AVX2 and up) with bf16 activations: a16w8 / a16w4 pack as q8i / q4i (a16w4's vocabulary q6i), whose matmuls "
-     "quantize each activation row to int16 per 256 columns / int8 per 32 and sum in int32 (VNNI, or "
-     "vpmaddwd / vpmaddubsw on AVX2); 0 keeps q8c / q4k and their f32 kernels (templates/cpu/quant.h)"},
+    {"cpu_iact", C(cpu_iact), 0, 1, 1, 0, NULL,
+     "CPU targets on x86-64 (AVX2 and up) with bf16 activations: 1 (default) packs a16w8 / a16w4 as q8i / q4i (a16w4's vocabulary "
+     "q6i), whose matmuls quantize each activation row to int16 per 256 columns / int8 per 32 and sum in int32 (VNNI, or "
+     "vpmaddwd / vpmaddubsw on AVX2); 0 keeps q8c / q4k / q6k and their f32 kernels (templates/cpu/quant.h)"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},
