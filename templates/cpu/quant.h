@@ -125,6 +125,13 @@ IG_INLINE int ig_wq_klevel(int wq, const char *gb, int i, int j) {
     return q;
 }
 
+/* 8 bytes at p (any alignment) as one 64-bit word. */
+IG_INLINE long long ig_wq_ld64(const void *p) {
+    long long v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
 /* IEEE half at p (unaligned) -> f32, exact (subnormals, inf and NaN included). */
 IG_INLINE float ig_wq_f16(const void *p) {
     uint16_t h;
@@ -885,6 +892,43 @@ IG_INLINE void ig_wq_q8i_gemm(int K, int R, const char *xb, size_t xst, const ch
 #endif
 }
 
+#if defined(IG_AVX512) && defined(__AVX512VNNI__)
+/* Q8A with AVX-512 VNNI: ig_wq_igemv for R <= IG_WQ_XR rows at once (decode too, so a row's
+ * result is the same alone or in a batch). vpdpbusd takes unsigned bytes, so each activation code
+ * goes in as x + 128 (its sign bit flipped), which the weights need not know: per activation
+ * block the panel's column sums sum_k q (one vpdpbusd against bytes of 1, shared by the rows) times
+ * 128 come off every row's int32 sums (exact). The float steps are ig_wq_igemv's. */
+IG_INLINE void ig_wq_q8a_gemm(int K, int R, const char *xb, size_t xst, const char *panel, float *out) {
+    const size_t xso = IG_WQ_XS_OFF(IG_WQ_Q8A, K);
+    const int8_t *q = (const int8_t *)(panel + 64);
+    const int KQ = (K + 3) / 4, QG = IG_WQ_AG / 4;
+    const __m512i ones = _mm512_set1_epi8(1), flip = _mm512_set1_epi8((char)0x80);
+    __m512 f[IG_WQ_XR];
+    for (int r = 0; r < R; r++) f[r] = _mm512_setzero_ps();
+    for (int g = 0; g * QG < KQ; g++) {
+        const int u1 = IG_MIN(KQ, g * QG + QG);
+        __m512i a[IG_WQ_XR], cs = _mm512_setzero_si512();
+        for (int r = 0; r < R; r++) a[r] = _mm512_setzero_si512();
+        for (int l = g * QG; l < u1; l++) {
+            const __m512i w = _mm512_loadu_si512((const void *)(q + (size_t)l * 64));
+            _mm_prefetch((const char *)q + (size_t)l * 64 + 8192, _MM_HINT_T0);
+            cs = _mm512_dpbusd_epi32(cs, ones, w);
+            for (int r = 0; r < R; r++) {
+                int32_t xw;
+                memcpy(&xw, xb + r * xst + 4 * (size_t)l, 4);
+                a[r] = _mm512_dpbusd_epi32(a[r], _mm512_xor_si512(_mm512_set1_epi32(xw), flip), w);
+            }
+        }
+        const __m512i c = _mm512_slli_epi32(cs, 7);
+        for (int r = 0; r < R; r++)
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a[r], c)),
+                                   _mm512_set1_ps(((const float *)(xb + r * xst + xso))[g]), f[r]);
+    }
+    const __m512 sc = _mm512_loadu_ps((const float *)panel);
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, _mm512_mul_ps(f[r], sc));
+}
+#endif
+
 /* out[16 r + j] = row r . W[panel] lane j for R <= IG_WQ_XR rows quantized by ig_wq_xquant
  * (Q8A, Q4I, Q6I, Q8I) at xb + r xst. */
 IG_INLINE void ig_wq_xgemm(int wq, int K, int G, int R, const char *xb, size_t xst, const char *panel, float *out) {
@@ -896,6 +940,12 @@ IG_INLINE void ig_wq_xgemm(int wq, int K, int G, int R, const char *xb, size_t x
         ig_wq_q8i_gemm(K, R, xb, xst, panel, out);
         return;
     }
+#if defined(IG_AVX512) && defined(__AVX512VNNI__)
+    if (wq == IG_WQ_Q8A) {
+        ig_wq_q8a_gemm(K, R, xb, xst, panel, out);
+        return;
+    }
+#endif
     for (int r = 0; r < R; r++) {
         const char *x = xb + r * xst;
         if (wq == IG_WQ_Q8I) ig_wq_q8i_gemv(K, x, panel, out + 16 * r);
@@ -939,15 +989,15 @@ IG_INLINE __m512 ig_wq_dot4(const float *xf, const uint8_t *b, int n) {
     int k = 0;
     for (; k + 2 <= n; k += 2) {
         /* 8 bytes -> lanes 0..7 and again 8..15; lanes 8..15 take the high nibble */
-        __m128i v0 = _mm_set1_epi64x(*(const long long *)(b + (size_t)k * 8));
-        __m128i v1 = _mm_set1_epi64x(*(const long long *)(b + (size_t)k * 8 + 8));
+        __m128i v0 = _mm_set1_epi64x(ig_wq_ld64(b + (size_t)k * 8));
+        __m128i v1 = _mm_set1_epi64x(ig_wq_ld64(b + (size_t)k * 8 + 8));
         __m512i q0 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(v0), shift), lo);
         __m512i q1 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(v1), shift), lo);
         a0 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q0), a0);
         a1 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k + 1]), _mm512_cvtepi32_ps(q1), a1);
     }
     for (; k < n; k++) {
-        __m128i v0 = _mm_set1_epi64x(*(const long long *)(b + (size_t)k * 8));
+        __m128i v0 = _mm_set1_epi64x(ig_wq_ld64(b + (size_t)k * 8));
         __m512i q0 = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(v0), shift), lo);
         a0 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q0), a0);
     }
@@ -964,7 +1014,7 @@ IG_INLINE __m512 ig_wq_dot6(const float *xf, const uint8_t *c, int n) {
         const uint8_t *p = c + (size_t)k * 12;
         uint32_t hw;
         memcpy(&hw, p + 8, 4);
-        __m512i q = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_set1_epi64x(*(const long long *)p)), shift), lo);
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_set1_epi64x(ig_wq_ld64(p))), shift), lo);
         __m512i h = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32((int)hw), hsh), three);
         q = _mm512_or_si512(q, _mm512_slli_epi32(h, 4));
         if (k & 1) a1 = _mm512_fmadd_ps(_mm512_set1_ps(xf[k]), _mm512_cvtepi32_ps(q), a1);
