@@ -283,6 +283,41 @@ ATTN_INST(G, 6, 1, 48, 4, 0, 1)
 #define AT_OBF16 1
 #define AT_SCALE 0.14433756729740643f
 #include "attention.c"
+/* sliding windows (AT_WINDOW) over the KV that rk_B / rk_C / rk_G write: windows that start
+ * inside a page, for prefill tiles and decode tokens, 4-bit delta keys among them */
+#define AT_NAME at_Bw
+#define AT_H 6
+#define AT_KV 2
+#define AT_D 48
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 48 * 2)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.14433756729740643f
+#define AT_WINDOW 20
+#include "attention.c"
+#define AT_NAME at_Cw
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_PAGE_BYTES (2ull * 2 * 2 * TPS * 64 * 4)
+#define AT_KVBF16 0
+#define AT_OBF16 0
+#define AT_SCALE 0.125f
+#define AT_WINDOW 9
+#include "attention.c"
+#define AT_NAME at_Gw
+#define AT_H 6
+#define AT_KV 1
+#define AT_D 48
+#define AT_PS TPS
+#define AT_KVQ 4
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(1, TPS, 48, 4))
+#define AT_OBF16 1
+#define AT_SCALE 0.14433756729740643f
+#define AT_WINDOW 13
+#include "attention.c"
 /* 8-bit codes with a head_dim that is no multiple of 8 (the fused dots' tails) and a group of
  * 20 heads (more than the 16 / 8 the SIMD paths keep in registers) */
 ATTN_INST(H, 20, 1, 36, 8, 0, 0)
@@ -544,7 +579,7 @@ static void rot_ref(double *x, int d, int tr) {
 
 /* kvb: the KV format: 0 f32, 1 bf16, 8 / 4 quantized codes, rows rotated (kv_quant.h) */
 static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D, int kvb, int qkn,
-                      int ob, float scale) {
+                      int ob, float scale, int win) {
     const int MAXP = 4, NPAGES = 9, W = (H + 2 * KV) * D, es = kvb == 1 ? 2 : 4;
     const uint64_t layer_bytes = kvb >= 2 ? IG_KVQ_LAYER_BYTES(KV, TPS, D, kvb) : 2ull * KV * TPS * D * es,
                    page_bytes = 2 * layer_bytes;
@@ -621,26 +656,40 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
         int G = H / KV;
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
-                int kh = h / G, n = pos[t] + 1;
-                double sc[64], mx = -1e300, l = 0, o[512] = {0};
-                for (int j = 0; j < n; j++) {
+                int kh = h / G, n = pos[t] + 1, j0 = win > 0 && n > win ? n - win : 0; /* keys j0 .. n-1 */
+                double sc[64], mx = -1e300, l = 0, o[512] = {0}, sa = 0, vmax = 0;
+                for (int j = j0; j < n; j++) {
                     uint8_t *base = pool + ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
-                    double s = 0;
-                    for (int i = 0; i < D; i++)
-                        s += (double)qo[(size_t)t * H * D + h * D + i] * kv_elem(base, KV, D, kvb, 0, kh, j % TPS, i);
-                    sc[j] = s * scale;
+                    double s = 0, a = 0;
+                    for (int i = 0; i < D; i++) {
+                        const double x = (double)qo[(size_t)t * H * D + h * D + i] * kv_elem(base, KV, D, kvb, 0, kh, j % TPS, i);
+                        s += x, a += fabs(x);
+                    }
+                    sc[j] = s * scale, sa = fmax(sa, a * scale);
                     if (sc[j] > mx) mx = sc[j];
                 }
-                for (int j = 0; j < n; j++) {
+                for (int j = j0; j < n; j++) {
                     uint8_t *base = pool + ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
                     double p = exp(sc[j] - mx);
                     l += p;
-                    for (int i = 0; i < D; i++) o[i] += p * kv_elem(base, KV, D, kvb, 1, kh, j % TPS, i);
+                    for (int i = 0; i < D; i++) {
+                        const double v = kv_elem(base, KV, D, kvb, 1, kh, j % TPS, i);
+                        o[i] += p * v, vmax = fmax(vmax, fabs(v));
+                    }
                 }
                 for (int i = 0; i < D; i++) o[i] /= l;
                 if (kvb >= 2) rot_ref(o, D, 1); /* the output rotated back */
+                /* prefill tiles on bf16 dot products (bf16 KV, AVX-512 BF16, head_dim % 8 == 0): the
+                 * queries and probabilities rounded to bf16 move each score by at most 2^-9 sa and
+                 * each weight by a factor within e^(2 2^-9 sa) (1 + 2^-9) */
+                double tile = 0;
+#if defined(IG_AVX512BF16)
+                const int in_run = (t > 0 && seq[t - 1] == seq[t] && pos[t - 1] + 1 == pos[t]) ||
+                                   (t + 1 < T && seq[t + 1] == seq[t] && pos[t + 1] == pos[t] + 1);
+                if (kvb == 1 && D % 8 == 0 && in_run) tile = (4 * sa / 512 + 1.0 / 256) * vmax * 1.01;
+#endif
                 for (int i = 0; i < D; i++) {
-                    double ref = o[i], tol = 2e-5 + (ob ? fabs(ref) / 256 : 0);
+                    double ref = o[i], tol = 2e-5 + (ob ? fabs(ref) / 256 : 0) + tile;
                     if (check(what, (t * H + h) * D + i, get(out, (size_t)t * H * D + h * D + i, ob), ref, tol)) goto next2;
                 }
             }
@@ -733,15 +782,18 @@ int main(void) {
     test_mm("mm f32 swiglu K48 I32", mm_ff_swiglu, 48, 64, 0, 0, 0, 2, 0, 32, 200, 2);
     test_em("embed bf16 D96", em_b, 96, 1);
     test_em("embed f32 D48", em_f, 48, 0);
-    test_attn("attn H4 KV4 D16 f32", rk_A, at_A, A_H, A_KV, A_D, A_KVB, A_QKN, A_OB, 0.25f);
-    test_attn("attn H6 KV2 D48 bf16kv qknorm bf16out", rk_B, at_B, B_H, B_KV, B_D, B_KVB, B_QKN, B_OB, 0.14433756729740643f);
-    test_attn("attn H8 KV2 D64 f32 qknorm", rk_C, at_C, C_H, C_KV, C_D, C_KVB, C_QKN, C_OB, 0.125f);
-    test_attn("attn H8 KV1 D64 bf16kv", rk_D, at_D, D_H, D_KV, D_D, D_KVB, D_QKN, D_OB, 0.125f);
-    test_attn("attn H32 KV1 D16 f32 (group 32)", rk_E, at_E, E_H, E_KV, E_D, E_KVB, E_QKN, E_OB, 0.25f);
-    test_attn("attn H8 KV2 D64 int8kv qknorm", rk_F, at_F, F_H, F_KV, F_D, F_KVB, F_QKN, F_OB, 0.125f);
-    test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f);
-    test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f);
-    test_attn("attn H8 KV2 D64 fp8kv qknorm bf16out", rk_I, at_I, I_H, I_KV, I_D, I_KVB, I_QKN, I_OB, 0.125f);
+    test_attn("attn H6 KV2 D48 bf16kv window 20", rk_B, at_Bw, B_H, B_KV, B_D, B_KVB, B_QKN, B_OB, 0.14433756729740643f, 20);
+    test_attn("attn H8 KV2 D64 f32 window 9", rk_C, at_Cw, C_H, C_KV, C_D, C_KVB, C_QKN, C_OB, 0.125f, 9);
+    test_attn("attn H6 KV1 D48 uint4kv window 13", rk_G, at_Gw, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f, 13);
+    test_attn("attn H4 KV4 D16 f32", rk_A, at_A, A_H, A_KV, A_D, A_KVB, A_QKN, A_OB, 0.25f, 0);
+    test_attn("attn H6 KV2 D48 bf16kv qknorm bf16out", rk_B, at_B, B_H, B_KV, B_D, B_KVB, B_QKN, B_OB, 0.14433756729740643f, 0);
+    test_attn("attn H8 KV2 D64 f32 qknorm", rk_C, at_C, C_H, C_KV, C_D, C_KVB, C_QKN, C_OB, 0.125f, 0);
+    test_attn("attn H8 KV1 D64 bf16kv", rk_D, at_D, D_H, D_KV, D_D, D_KVB, D_QKN, D_OB, 0.125f, 0);
+    test_attn("attn H32 KV1 D16 f32 (group 32)", rk_E, at_E, E_H, E_KV, E_D, E_KVB, E_QKN, E_OB, 0.25f, 0);
+    test_attn("attn H8 KV2 D64 int8kv qknorm", rk_F, at_F, F_H, F_KV, F_D, F_KVB, F_QKN, F_OB, 0.125f, 0);
+    test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f, 0);
+    test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f, 0);
+    test_attn("attn H8 KV2 D64 fp8kv qknorm bf16out", rk_I, at_I, I_H, I_KV, I_D, I_KVB, I_QKN, I_OB, 0.125f, 0);
     test_kv_steps("fp8kv", rk_I, I_H, I_KV, I_D, IG_KVQ_LAYER_BYTES(I_KV, TPS, I_D, IG_KVQ_E4M3));
     test_kv_steps("uint4kv", rk_G, G_H, G_KV, G_D, IG_KVQ_LAYER_BYTES(G_KV, TPS, G_D, 4));
     test_kv_steps("int8kv", rk_H, H_H, H_KV, H_D, IG_KVQ_LAYER_BYTES(H_KV, TPS, H_D, 8));

@@ -24,6 +24,7 @@
  */
 #include "common.h"
 #include "kv_quant.h"
+#include <stdlib.h> /* malloc: the prefill tiles' table */
 
 #ifndef AT_NAME
 #define AT_NAME ig_attention
@@ -349,90 +350,441 @@ IG_INLINE void ig_attn_pv_q8(int ng, int dim, int ps, const float *p, const uint
 #endif
     }
 }
+
+/* ---- prefill tiles: a run of consecutive tokens of one sequence against each K/V row once ----
+ * Rows r of a tile are (token i, head g) pairs, r = i * ng + g, padded to a multiple of the vector
+ * width; the arrays indexed [.][r] have a row stride rs. The vector runs over rows, so a key's
+ * element is one broadcast and the softmax needs no horizontal sums: scores S[j][r] = sum_d
+ * QT[d][r] K[j][d], p = exp(S - m) with m the running max per row, the accumulator transposed
+ * AT[d][r] += sum_j p[j][r] V[j][d]. K and V come as f32 chunks of IG_AT_KC rows (converted or
+ * dequantized once per tile, zero rows past the chunk's end). */
+enum { IG_AT_KC = 16 }; /* keys of a chunk */
+#if defined(IG_AVX512)
+typedef __m512 ig_atv;
+enum { IG_ATV_W = 16, IG_ATV_JB = 16 };
+#define IG_ATV_LD(p) _mm512_loadu_ps(p)
+#define IG_ATV_ST(p, v) _mm512_storeu_ps(p, v)
+#define IG_ATV_SET1(x) _mm512_set1_ps(x)
+#define IG_ATV_ZERO() _mm512_setzero_ps()
+#define IG_ATV_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define IG_ATV_MUL(a, b) _mm512_mul_ps(a, b)
+#define IG_ATV_ADD(a, b) _mm512_add_ps(a, b)
+#define IG_ATV_SUB(a, b) _mm512_sub_ps(a, b)
+#define IG_ATV_MAX(a, b) _mm512_max_ps(a, b)
+#define IG_ATV_EXP(a) ig_exp512(a)
+#elif defined(IG_AVX2)
+typedef __m256 ig_atv;
+enum { IG_ATV_W = 8, IG_ATV_JB = 8 };
+#define IG_ATV_LD(p) _mm256_loadu_ps(p)
+#define IG_ATV_ST(p, v) _mm256_storeu_ps(p, v)
+#define IG_ATV_SET1(x) _mm256_set1_ps(x)
+#define IG_ATV_ZERO() _mm256_setzero_ps()
+#define IG_ATV_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define IG_ATV_MUL(a, b) _mm256_mul_ps(a, b)
+#define IG_ATV_ADD(a, b) _mm256_add_ps(a, b)
+#define IG_ATV_SUB(a, b) _mm256_sub_ps(a, b)
+#define IG_ATV_MAX(a, b) _mm256_max_ps(a, b)
+#define IG_ATV_EXP(a) ig_exp256(a)
+#elif defined(IG_NEON)
+typedef float32x4_t ig_atv;
+enum { IG_ATV_W = 4, IG_ATV_JB = 16 };
+IG_INLINE float32x4_t ig_atv_exp_neon(float32x4_t x) {
+    float v[4];
+    vst1q_f32(v, x);
+    for (int i = 0; i < 4; i++) v[i] = expf(v[i]);
+    return vld1q_f32(v);
+}
+#define IG_ATV_LD(p) vld1q_f32(p)
+#define IG_ATV_ST(p, v) vst1q_f32(p, v)
+#define IG_ATV_SET1(x) vdupq_n_f32(x)
+#define IG_ATV_ZERO() vdupq_n_f32(0.0f)
+#define IG_ATV_FMA(a, b, c) vfmaq_f32(c, a, b)
+#define IG_ATV_MUL(a, b) vmulq_f32(a, b)
+#define IG_ATV_ADD(a, b) vaddq_f32(a, b)
+#define IG_ATV_SUB(a, b) vsubq_f32(a, b)
+#define IG_ATV_MAX(a, b) vmaxq_f32(a, b)
+#define IG_ATV_EXP(a) ig_atv_exp_neon(a)
+#else
+typedef float ig_atv;
+enum { IG_ATV_W = 1, IG_ATV_JB = 4 };
+#define IG_ATV_LD(p) (*(p))
+#define IG_ATV_ST(p, v) (*(p) = (v))
+#define IG_ATV_SET1(x) (x)
+#define IG_ATV_ZERO() 0.0f
+#define IG_ATV_FMA(a, b, c) fmaf(a, b, c)
+#define IG_ATV_MUL(a, b) ((a) * (b))
+#define IG_ATV_ADD(a, b) ((a) + (b))
+#define IG_ATV_SUB(a, b) ((a) - (b))
+#define IG_ATV_MAX(a, b) fmaxf(a, b)
+#define IG_ATV_EXP(a) expf(a)
+#endif
+
+/* s[j][r] = sum_i qt[i][r] kf[j][i] for the chunk's IG_AT_KC keys (kf zero past its end), r < rp. */
+IG_INLINE void ig_attn_tile_scores(int dim, int rp, int rs, const float *IG_RESTRICT qt, const float *IG_RESTRICT kf,
+                                   float *IG_RESTRICT s) {
+    for (int rb = 0; rb < rp; rb += IG_ATV_W)
+        for (int j0 = 0; j0 < IG_AT_KC; j0 += IG_ATV_JB) {
+            ig_atv a[IG_ATV_JB];
+            const float *kr = kf + (size_t)j0 * dim;
+#pragma GCC unroll 16
+            for (int jj = 0; jj < IG_ATV_JB; jj++) a[jj] = IG_ATV_ZERO();
+            for (int i = 0; i < dim; i++) {
+                const ig_atv q = IG_ATV_LD(qt + (size_t)i * rs + rb);
+#pragma GCC unroll 16
+                for (int jj = 0; jj < IG_ATV_JB; jj++) a[jj] = IG_ATV_FMA(IG_ATV_SET1(kr[(size_t)jj * dim + i]), q, a[jj]);
+            }
+#pragma GCC unroll 16
+            for (int jj = 0; jj < IG_ATV_JB; jj++) IG_ATV_ST(s + (size_t)(j0 + jj) * rs + rb, a[jj]);
+        }
+}
+
+/* The chunk's softmax step for rows < rp over keys < nk: m (running max, finite start), l (running
+ * sum) updated, s[j][r] replaced by exp(s - m_new), cr[r] = exp(m_old - m_new). Masked scores are
+ * -inf and give 0. */
+IG_INLINE void ig_attn_tile_softmax(int rp, int rs, int nk, float *IG_RESTRICT s, float *IG_RESTRICT m,
+                                    float *IG_RESTRICT l, float *IG_RESTRICT cr) {
+    for (int rb = 0; rb < rp; rb += IG_ATV_W) {
+        ig_atv mx = IG_ATV_LD(s + rb);
+        for (int j = 1; j < nk; j++) mx = IG_ATV_MAX(mx, IG_ATV_LD(s + (size_t)j * rs + rb));
+        const ig_atv mo = IG_ATV_LD(m + rb), mn = IG_ATV_MAX(mo, mx);
+        ig_atv sum = IG_ATV_ZERO();
+        for (int j = 0; j < nk; j++) {
+            const ig_atv p = IG_ATV_EXP(IG_ATV_SUB(IG_ATV_LD(s + (size_t)j * rs + rb), mn));
+            IG_ATV_ST(s + (size_t)j * rs + rb, p);
+            sum = IG_ATV_ADD(sum, p);
+        }
+        const ig_atv c = IG_ATV_EXP(IG_ATV_SUB(mo, mn));
+        IG_ATV_ST(l + rb, IG_ATV_FMA(IG_ATV_LD(l + rb), c, sum));
+        IG_ATV_ST(m + rb, mn);
+        IG_ATV_ST(cr + rb, c);
+    }
+}
+
+/* at[i][r] = at[i][r] cr[r] + sum_{j < nk} p[j][r] vf[j][i] for r < rp. */
+IG_INLINE void ig_attn_tile_pv(int dim, int rp, int rs, int nk, const float *IG_RESTRICT p,
+                               const float *IG_RESTRICT vf, const float *IG_RESTRICT cr, float *IG_RESTRICT at) {
+    enum { DB = 8 };
+    for (int rb = 0; rb < rp; rb += IG_ATV_W) {
+        const ig_atv c = IG_ATV_LD(cr + rb);
+        int i0 = 0;
+        for (; i0 + DB <= dim; i0 += DB) {
+            ig_atv a[DB];
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) a[e] = IG_ATV_MUL(IG_ATV_LD(at + (size_t)(i0 + e) * rs + rb), c);
+            for (int j = 0; j < nk; j++) {
+                const ig_atv pv = IG_ATV_LD(p + (size_t)j * rs + rb);
+                const float *vr = vf + (size_t)j * dim + i0;
+#pragma GCC unroll 8
+                for (int e = 0; e < DB; e++) a[e] = IG_ATV_FMA(IG_ATV_SET1(vr[e]), pv, a[e]);
+            }
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) IG_ATV_ST(at + (size_t)(i0 + e) * rs + rb, a[e]);
+        }
+        for (; i0 < dim; i0++) {
+            ig_atv a = IG_ATV_MUL(IG_ATV_LD(at + (size_t)i0 * rs + rb), c);
+            for (int j = 0; j < nk; j++) a = IG_ATV_FMA(IG_ATV_SET1(vf[(size_t)j * dim + i0]), IG_ATV_LD(p + (size_t)j * rs + rb), a);
+            IG_ATV_ST(at + (size_t)i0 * rs + rb, a);
+        }
+    }
+}
+
+/* Float K or V rows (f32 or bf16, dim elements apart) into dst [IG_AT_KC][dim] as f32, rows past n zero. */
+IG_INLINE void ig_attn_tile_rows(float *IG_RESTRICT dst, const void *src, int kvbf16, int dim, int n) {
+    for (int j = 0; j < n; j++) {
+        float *o = dst + (size_t)j * dim;
+        if (kvbf16) {
+            const uint16_t *h = (const uint16_t *)src + (size_t)j * dim;
+            for (int i = 0; i < dim; i++) o[i] = ig_bf16_to_f32(h[i]);
+        } else memcpy(o, (const float *)src + (size_t)j * dim, sizeof(float) * (size_t)dim);
+    }
+    memset(dst + (size_t)n * dim, 0, sizeof(float) * (size_t)(IG_AT_KC - n) * dim);
+}
+
+/* Scores of keys past a row's position (or before its window, w > 0) to -inf: key kb + j against
+ * row r's position pr[r]. */
+IG_INLINE void ig_attn_tile_mask(int rp, int rs, int nk, int kb, int w, const int *pr, float *s) {
+    for (int j = 0; j < nk; j++)
+        for (int r = 0; r < rp; r++)
+            if (kb + j > pr[r] || (w > 0 && kb + j <= pr[r] - w)) s[(size_t)j * rs + r] = -INFINITY;
+}
+
+#if defined(IG_AVX512BF16)
+/* bf16 tiles (bf16 KV on AVX-512 BF16): the same steps with vdpbf16ps, two products a lane per
+ * instruction. Queries and probabilities are rounded to bf16 pairs, as the K / V they meet
+ * (sums stay f32): qp[i/2][r] = (q[r][i], q[r][i+1]), pp[j/2][r] = (p[j][r], p[j+1][r]),
+ * vp[j/2][i] = (V[j][i], V[j+1][i]), low half first. */
+IG_INLINE __m512bh ig_attn_bcast_pair(const uint16_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return (__m512bh)_mm512_set1_epi32((int)v);
+}
+
+/* two f32 vectors as one vector of bf16 pairs (lo, hi) */
+IG_INLINE __m512i ig_attn_pair16(__m512 lo, __m512 hi) {
+    const __m512i a = _mm512_cvtepu16_epi32(ig_cvt16_bf16(lo)), b = _mm512_cvtepu16_epi32(ig_cvt16_bf16(hi));
+    return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+}
+
+/* s[j][r] = sum_i q[r][i] k[j][i] for the IG_AT_KC bf16 K rows at k (dim apart), r < rp. */
+IG_INLINE void ig_attn_tile_scores_bf16(int dim, int rp, int rs, const uint32_t *IG_RESTRICT qp,
+                                        const uint16_t *IG_RESTRICT k, float *IG_RESTRICT s) {
+    for (int rb = 0; rb < rp; rb += 16) {
+        __m512 a[IG_AT_KC];
+#pragma GCC unroll 16
+        for (int j = 0; j < IG_AT_KC; j++) a[j] = _mm512_setzero_ps();
+        for (int i2 = 0; i2 < dim / 2; i2++) {
+            const __m512bh q = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb));
+#pragma GCC unroll 16
+            for (int j = 0; j < IG_AT_KC; j++) a[j] = _mm512_dpbf16_ps(a[j], q, ig_attn_bcast_pair(k + (size_t)j * dim + 2 * i2));
+        }
+#pragma GCC unroll 16
+        for (int j = 0; j < IG_AT_KC; j++) _mm512_storeu_ps(s + (size_t)j * rs + rb, a[j]);
+    }
+}
+
+/* pp[j/2][r] from the probabilities p[j][r] (j < nk; an odd nk pairs its last with 0), r < rp. */
+IG_INLINE void ig_attn_tile_ppairs(int rp, int rs, int nk, const float *IG_RESTRICT p, uint32_t *IG_RESTRICT pp) {
+    for (int j = 0; j < nk; j += 2)
+        for (int rb = 0; rb < rp; rb += 16) {
+            const __m512 hi = j + 1 < nk ? _mm512_loadu_ps(p + (size_t)(j + 1) * rs + rb) : _mm512_setzero_ps();
+            _mm512_storeu_si512((void *)(pp + (size_t)(j / 2) * rs + rb), ig_attn_pair16(_mm512_loadu_ps(p + (size_t)j * rs + rb), hi));
+        }
+}
+
+/* vp[j/2][i] from nk bf16 V rows at v (dim apart); an odd nk pairs its last row with 0. */
+IG_INLINE void ig_attn_tile_vpairs(int dim, int nk, const uint16_t *IG_RESTRICT v, uint32_t *IG_RESTRICT vp) {
+    for (int j = 0; j < nk; j += 2) {
+        const uint16_t *a = v + (size_t)j * dim, *b = j + 1 < nk ? a + dim : NULL;
+        uint32_t *o = vp + (size_t)(j / 2) * dim;
+        int i = 0;
+        for (; i + 16 <= dim; i += 16) {
+            const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(a + i)));
+            const __m512i hi = b ? _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(b + i))) : _mm512_setzero_si512();
+            _mm512_storeu_si512((void *)(o + i), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+        for (; i < dim; i++) o[i] = (uint32_t)a[i] | (b ? (uint32_t)b[i] << 16 : 0u);
+    }
+}
+
+/* at[i][r] = at[i][r] cr[r] + sum_j p[j][r] v[j][i] over np pairs of keys, r < rp. */
+IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint32_t *IG_RESTRICT pp,
+                                    const uint32_t *IG_RESTRICT vp, const float *IG_RESTRICT cr, float *IG_RESTRICT at) {
+    enum { DB = 8 };
+    for (int rb = 0; rb < rp; rb += 16) {
+        const __m512 c = _mm512_loadu_ps(cr + rb);
+        for (int i0 = 0; i0 < dim; i0 += DB) { /* dim is a multiple of 8 */
+            __m512 a[DB];
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) a[e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb), c);
+            for (int j2 = 0; j2 < np; j2++) {
+                const __m512bh p = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb));
+                const uint32_t *vr = vp + (size_t)j2 * dim + i0;
+#pragma GCC unroll 8
+                for (int e = 0; e < DB; e++) a[e] = _mm512_dpbf16_ps(a[e], p, (__m512bh)_mm512_set1_epi32((int)vr[e]));
+            }
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb, a[e]);
+        }
+    }
+}
+#endif
 #endif /* IG_ATTN_HELPERS */
 
+#define AT_CAT2_(a, b) a##b
+#define AT_CAT_(a, b) AT_CAT2_(a, b)
+#define AT_FN_(suffix) AT_CAT_(AT_NAME, suffix)
+/* prefill tiles on bf16 dot products: bf16 KV on AVX-512 BF16 */
+#if defined(IG_AVX512BF16) && AT_KVBF16 && !AT_KVQ && AT_D % 8 == 0
+#define AT_TBF_ 1
+#else
+#define AT_TBF_ 0
+#endif
+/* rows of a prefill tile (tokens x the group's heads), the stride of its [.][row] arrays */
+#define AT_TR_ (AT_D <= 128 ? 64 : 32)
+/* tokens of a prefill tile: 1 (no tiles) when a group has more heads than half a tile's rows */
+#define AT_QB_ (2 * (AT_H / AT_KV) <= AT_TR_ ? IG_MIN(32, AT_TR_ / (AT_H / AT_KV)) : 1)
+
+/* Token t, kv head kh: the decode path (one token's G heads against its context, page by page). */
+static void AT_FN_(_token)(int t, int kh, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
+                           const int32_t *positions, const int32_t *pt, void *out) {
+    enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
+    int pos = positions[t];
+    IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS], kt[AT_KVQ ? 16 * AT_D : 1];
+    float m[G_], l[G_], qsum[G_];
+    for (int g = 0; g < G_; g++) {
+        const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
+        qsum[g] = 0.0f;
+        for (int i = 0; i < AT_D; i++) qs[g * AT_D + i] = qh[i] * AT_SCALE, qsum[g] += qs[g * AT_D + i];
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+    }
+    memset(acc, 0, sizeof acc);
+    const int lo = AT_WINDOW > 0 && pos >= AT_WINDOW ? pos - AT_WINDOW + 1 : 0; /* first key */
+    for (int pi = lo / AT_PS; pi <= pos / AT_PS; pi++) {
+        int j0 = pi == lo / AT_PS ? lo % AT_PS : 0; /* keys before the window in its first page */
+        int n = IG_MIN(AT_PS, pos + 1 - pi * AT_PS) - j0;
+        const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
+        const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
+        const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
+        if (AT_KVQ == 8) { /* codes read in registers (ig_attn_scores_q8) */
+            const uint8_t *kc, *kz;
+            const uint16_t *ks;
+            ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 0, kh, j0, &kc, &ks, &kz);
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_scores_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, qs + g0 * AT_D, qsum + g0, kc, ks, kz, n, sc + g0 * AT_PS);
+        } else if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
+            IG_ALIGN64 float kp[AT_KVQ ? AT_D : 1]; /* delta-coded keys: the previous row */
+            if (j0 > 0) ig_kvq_key_before(base, AT_KV, AT_PS, AT_D, AT_KVQ, kh, j0, kt, kp);
+            for (int jc = 0; jc < n; jc += 16) {
+                int nc = IG_MIN(16, n - jc);
+                ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt, kp);
+                for (int g0 = 0; g0 < G_; g0 += 16)
+                    ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, qs + g0 * AT_D, kt, nc, sc + g0 * AT_PS + jc);
+            }
+        } else {
+            /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
+        }
+        for (int g = 0; g < G_; g++) {
+            float mb = sc[g * AT_PS];
+            for (int j = 1; j < n; j++) mb = IG_MAX(mb, sc[g * AT_PS + j]);
+            float mn = IG_MAX(m[g], mb);
+            float corr = (m[g] == -INFINITY) ? 0.0f : expf(m[g] - mn);
+            l[g] = l[g] * corr + ig_exp_row(sc + g * AT_PS, mn, n);
+            if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
+            m[g] = mn;
+        }
+        if (AT_KVQ == 8) {
+            const uint8_t *vc, *vz;
+            const uint16_t *vs;
+            ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 1, kh, j0, &vc, &vs, &vz);
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_pv_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, sc + g0 * AT_PS, vc, vs, vz, n, acc + g0 * AT_D);
+        } else if (AT_KVQ) {
+            for (int jc = 0; jc < n; jc += 16) {
+                int nc = IG_MIN(16, n - jc);
+                ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt, NULL);
+                for (int g0 = 0; g0 < G_; g0 += 16)
+                    ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, sc + g0 * AT_PS + jc, kt, nc, acc + g0 * AT_D);
+            }
+        } else {
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, sc + g0 * AT_PS, V, n, acc + g0 * AT_D);
+        }
+    }
+    for (int g = 0; g < G_; g++) {
+        ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
+        if (AT_KVQ) ig_kvq_unrotate(acc + g * AT_D, AT_D); /* values are stored rotated (kv_quant.h) */
+        size_t o = (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
+        ig_store_row((char *)out + o * (AT_OBF16 ? 2 : 4), acc + g * AT_D, AT_OBF16, AT_D);
+    }
+}
+
+/* K (kv01 0) or V rows jc .. jc+nk-1 of page `base`, kv head kh, as f32 into dst [IG_AT_KC][AT_D]
+ * (zero rows past nk); kp: delta-coded keys' previous row (kv_quant.h). */
+static inline void AT_FN_(_chunk)(float *dst, const uint8_t *base, int kv01, int kh, int jc, int nk, float *kp) {
+    if (AT_KVQ) {
+        ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, kv01, kh, jc, nk, dst, kp);
+        memset(dst + (size_t)nk * AT_D, 0, sizeof(float) * (size_t)(IG_AT_KC - nk) * AT_D);
+    } else {
+        const size_t es = AT_KVBF16 ? 2 : 4, row = ((size_t)kv01 * AT_KV * AT_PS + (size_t)kh * AT_PS + jc) * AT_D;
+        ig_attn_tile_rows(dst, base + row * es, AT_KVBF16, AT_D, nk);
+    }
+}
+
+/* Tokens t0 .. t0+n-1 (2 <= n <= AT_QB_; one sequence, consecutive positions), kv head kh: the
+ * prefill tile. Each K/V chunk is made f32 once for the n tokens' G heads (ig_attn_tile_*). */
+static void AT_FN_(_tile)(int t0, int n, int kh, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
+                          const int32_t *positions, const int32_t *pt, void *out) {
+    enum { G_ = AT_H / AT_KV, RS_ = AT_TR_ };
+    IG_ALIGN64 float qt[AT_D * RS_], at[AT_D * RS_], s[IG_AT_KC * RS_], kf[AT_TBF_ ? 1 : IG_AT_KC * AT_D];
+#if !AT_TBF_
+    IG_ALIGN64 float vf[IG_AT_KC * AT_D];
+#endif
+    IG_ALIGN64 float m[RS_], l[RS_], cr[RS_], row[AT_D], kp[AT_D];
+    int pr[RS_];
+#if AT_TBF_
+    IG_ALIGN64 uint32_t qp[AT_D / 2 * RS_], pp[IG_AT_KC / 2 * RS_], vp[IG_AT_KC / 2 * AT_D];
+    IG_ALIGN64 uint16_t kb16[IG_AT_KC * AT_D];
+#endif
+    const int R = n * G_, rp = (R + IG_ATV_W - 1) / IG_ATV_W * IG_ATV_W, p0 = positions[t0], pl = p0 + n - 1;
+    for (int r = 0; r < rp; r++) { /* rows past R: zero queries, ignored */
+        const int i = r < R ? r / G_ : n - 1;
+        const float *qh = q + ((size_t)(t0 + i) * AT_H + (size_t)kh * G_ + r % G_) * AT_D;
+        for (int d = 0; d < AT_D; d++) qt[d * RS_ + r] = r < R ? qh[d] * AT_SCALE : 0.0f;
+        pr[r] = p0 + i, m[r] = -1e30f, l[r] = 0.0f;
+    }
+#if AT_TBF_
+    for (int d = 0; d < AT_D; d += 2)
+        for (int r = 0; r < rp; r++)
+            qp[d / 2 * RS_ + r] = (uint32_t)ig_f32_to_bf16(qt[d * RS_ + r]) | (uint32_t)ig_f32_to_bf16(qt[(d + 1) * RS_ + r]) << 16;
+#endif
+    memset(at, 0, sizeof at);
+    const int lo = AT_WINDOW > 0 && p0 >= AT_WINDOW ? p0 - AT_WINDOW + 1 : 0; /* the first row's first key */
+    for (int pi = lo / AT_PS; pi <= pl / AT_PS; pi++) {
+        const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
+        const int js0 = pi == lo / AT_PS ? lo % AT_PS : 0, js1 = IG_MIN(AT_PS, pl + 1 - pi * AT_PS);
+        if (AT_KVQ && IG_KVQ_KDELTA(AT_KVQ) && js0 > 0) ig_kvq_key_before(base, AT_KV, AT_PS, AT_D, AT_KVQ, kh, js0, kf, kp);
+        for (int jc = js0; jc < js1; jc += IG_AT_KC) {
+            const int nk = IG_MIN(IG_AT_KC, js1 - jc), kb = pi * AT_PS + jc;
+#if AT_TBF_
+            const uint16_t *K = (const uint16_t *)base + ((size_t)kh * AT_PS + jc) * AT_D, *V = K + (size_t)AT_KV * AT_PS * AT_D;
+            if (jc + IG_AT_KC > AT_PS) { /* the rows past the chunk would leave the head's rows: a zeroed copy */
+                memset(kb16, 0, sizeof kb16);
+                memcpy(kb16, K, sizeof(uint16_t) * (size_t)nk * AT_D);
+                K = kb16;
+            }
+            ig_attn_tile_scores_bf16(AT_D, rp, RS_, qp, K, s);
+#else
+            AT_FN_(_chunk)(kf, base, 0, kh, jc, nk, kp);
+            ig_attn_tile_scores(AT_D, rp, RS_, qt, kf, s);
+#endif
+            if (kb + nk - 1 > p0 || (AT_WINDOW > 0 && kb <= pl - AT_WINDOW)) ig_attn_tile_mask(rp, RS_, nk, kb, AT_WINDOW, pr, s);
+            ig_attn_tile_softmax(rp, RS_, nk, s, m, l, cr);
+#if AT_TBF_
+            ig_attn_tile_ppairs(rp, RS_, nk, s, pp);
+            ig_attn_tile_vpairs(AT_D, nk, V, vp);
+            ig_attn_tile_pv_bf16(AT_D, rp, RS_, (nk + 1) / 2, pp, vp, cr, at);
+#else
+            AT_FN_(_chunk)(vf, base, 1, kh, jc, nk, NULL);
+            ig_attn_tile_pv(AT_D, rp, RS_, nk, s, vf, cr, at);
+#endif
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const float inv = 1.0f / l[r];
+        for (int d = 0; d < AT_D; d++) row[d] = at[d * RS_ + r] * inv;
+        if (AT_KVQ) ig_kvq_unrotate(row, AT_D); /* values are stored rotated (kv_quant.h) */
+        const size_t o = (size_t)(t0 + r / G_) * AT_H * AT_D + (size_t)(kh * G_ + r % G_) * AT_D;
+        ig_store_row((char *)out + o * (AT_OBF16 ? 2 : 4), row, AT_OBF16, AT_D);
+    }
+}
+
+/* Work items: (tile, kv head), a tile being a run of up to AT_QB_ consecutive tokens of one
+ * sequence (prefill chunks) or a lone token (decode); heaviest (latest) tiles first. */
 static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
                     const int32_t *positions, const int32_t *token_seq,
                     const int32_t *page_table, int max_pages, void *out, float *scratch, int nth) {
-    enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
     _Static_assert(AT_H % AT_KV == 0, "AT_H must be a multiple of AT_KV");
-    const int n_items = T * AT_KV;
+    (void)scratch;
+    int *ts = AT_QB_ > 1 && T > 1 ? (int *)malloc(sizeof(int) * ((size_t)T + 1)) : NULL, nt = 0;
+    for (int t = 0; t < T; t++)
+        if (!ts || t == 0 || token_seq[t] != token_seq[t - 1] || positions[t] != positions[t - 1] + 1 ||
+            t - ts[nt - 1] == AT_QB_) {
+            if (ts) ts[nt] = t;
+            nt++;
+        }
+    if (ts) ts[nt] = T;
+    const int n_items = nt * AT_KV;
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1) if (n_items > 1)
     for (int it = 0; it < n_items; it++) {
-        int t = it / AT_KV, kh = it % AT_KV;
-        int pos = positions[t];
-        const int32_t *pt = page_table + (size_t)token_seq[t] * max_pages;
-        IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS], kt[AT_KVQ ? 16 * AT_D : 1];
-        float m[G_], l[G_], qsum[G_];
-        for (int g = 0; g < G_; g++) {
-            const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
-            qsum[g] = 0.0f;
-            for (int i = 0; i < AT_D; i++) qs[g * AT_D + i] = qh[i] * AT_SCALE, qsum[g] += qs[g * AT_D + i];
-            m[g] = -INFINITY;
-            l[g] = 0.0f;
-        }
-        memset(acc, 0, sizeof acc);
-        const int lo = AT_WINDOW > 0 && pos >= AT_WINDOW ? pos - AT_WINDOW + 1 : 0; /* first key */
-        for (int pi = lo / AT_PS; pi <= pos / AT_PS; pi++) {
-            int j0 = pi == lo / AT_PS ? lo % AT_PS : 0; /* keys before the window in its first page */
-            int n = IG_MIN(AT_PS, pos + 1 - pi * AT_PS) - j0;
-            const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
-            const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
-            const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
-            if (AT_KVQ == 8) { /* codes read in registers (ig_attn_scores_q8) */
-                const uint8_t *kc, *kz;
-                const uint16_t *ks;
-                ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 0, kh, j0, &kc, &ks, &kz);
-                for (int g0 = 0; g0 < G_; g0 += 16)
-                    ig_attn_scores_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, qs + g0 * AT_D, qsum + g0, kc, ks, kz, n, sc + g0 * AT_PS);
-            } else if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
-                IG_ALIGN64 float kp[AT_KVQ ? AT_D : 1]; /* delta-coded keys: the previous row */
-                if (j0 > 0) ig_kvq_key_before(base, AT_KV, AT_PS, AT_D, AT_KVQ, kh, j0, kt, kp);
-                for (int jc = 0; jc < n; jc += 16) {
-                    int nc = IG_MIN(16, n - jc);
-                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt, kp);
-                    for (int g0 = 0; g0 < G_; g0 += 16)
-                        ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, qs + g0 * AT_D, kt, nc, sc + g0 * AT_PS + jc);
-                }
-            } else {
-                /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
-                for (int g0 = 0; g0 < G_; g0 += 16)
-                    ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
-            }
-            for (int g = 0; g < G_; g++) {
-                float mb = sc[g * AT_PS];
-                for (int j = 1; j < n; j++) mb = IG_MAX(mb, sc[g * AT_PS + j]);
-                float mn = IG_MAX(m[g], mb);
-                float corr = (m[g] == -INFINITY) ? 0.0f : expf(m[g] - mn);
-                l[g] = l[g] * corr + ig_exp_row(sc + g * AT_PS, mn, n);
-                if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
-                m[g] = mn;
-            }
-            if (AT_KVQ == 8) {
-                const uint8_t *vc, *vz;
-                const uint16_t *vs;
-                ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 1, kh, j0, &vc, &vs, &vz);
-                for (int g0 = 0; g0 < G_; g0 += 16)
-                    ig_attn_pv_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, sc + g0 * AT_PS, vc, vs, vz, n, acc + g0 * AT_D);
-            } else if (AT_KVQ) {
-                for (int jc = 0; jc < n; jc += 16) {
-                    int nc = IG_MIN(16, n - jc);
-                    ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt, NULL);
-                    for (int g0 = 0; g0 < G_; g0 += 16)
-                        ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, sc + g0 * AT_PS + jc, kt, nc, acc + g0 * AT_D);
-                }
-            } else {
-                for (int g0 = 0; g0 < G_; g0 += 16)
-                    ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, sc + g0 * AT_PS, V, n, acc + g0 * AT_D);
-            }
-        }
-        for (int g = 0; g < G_; g++) {
-            ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
-            if (AT_KVQ) ig_kvq_unrotate(acc + g * AT_D, AT_D); /* values are stored rotated (kv_quant.h) */
-            size_t o = (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
-            ig_store_row((char *)out + o * (AT_OBF16 ? 2 : 4), acc + g * AT_D, AT_OBF16, AT_D);
-        }
+        const int ti = nt - 1 - it / AT_KV, kh = it % AT_KV, t0 = ts ? ts[ti] : ti, n = ts ? ts[ti + 1] - t0 : 1;
+        const int32_t *pt = page_table + (size_t)token_seq[t0] * max_pages;
+        if (n == 1) AT_FN_(_token)(t0, kh, q, kv_pool, layer_off, positions, pt, out);
+        else AT_FN_(_tile)(t0, n, kh, q, kv_pool, layer_off, positions, pt, out);
     }
+    free(ts);
 }
 
 #undef AT_NAME
@@ -447,3 +799,9 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
 #undef AT_SCALE
 #undef AT_MAXCTX
 #undef AT_WINDOW
+#undef AT_CAT2_
+#undef AT_CAT_
+#undef AT_FN_
+#undef AT_TR_
+#undef AT_QB_
+#undef AT_TBF_
