@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "rt_util.h"
+#include "tuning.h"
 
 const cg_target *cg_target_find(const char *name) {
     size_t n;
@@ -402,9 +403,9 @@ static ig_status lower_attention(cg *c, node_ctx *x, ig_err *err) {
         snprintf(params, sizeof params,
                  "#define AT_H %d\n#define AT_KV %d\n#define AT_D %d\n#define AT_PS %d\n"
                  "#define AT_PAGE_BYTES KV_PAGE_BYTES\n#define AT_KVBF16 %d\n#define AT_KVQ %d\n#define AT_OBF16 %d\n"
-                 "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n#define AT_WINDOW %d\n",
+                 "#define AT_SCALE %.9gf\n#define AT_MAXCTX MAX_CONTEXT\n#define AT_WINDOW %d\n#define AT_TILES %d\n",
                  H, KV, D, c->o->page_size, c->kvf->dtype == IG_DTYPE_BF16, c->kvf->kvq, af->is16, hp->attn_scale > 0 ? hp->attn_scale : 1.0 / sqrt((double)D),
-                 win);
+                 win, !c->o->tuning || c->o->tuning->cpu_attn_tiles);
         snprintf(comment, sizeof comment, "layers.*: causal attention%s, %d heads over %d KV heads x %d, paged KV %s -> [T,%d] %s",
                  win ? " over a sliding window" : "", H, KV, D, c->kvf->name, H * D, af->name);
         snprintf(nm, sizeof nm, "attention_h%d_kv%d_d%d%s", H, KV, D, win ? "_window" : "");

@@ -39,6 +39,10 @@ const tune_key tune_keys[] = {
      "CPU targets on x86-64 (AVX2 and up) with bf16 activations: 1 (default) packs a16w8 / a16w4 as q8i / q4i (a16w4's vocabulary "
      "q6i), whose matmuls quantize each activation row to int16 per 256 columns / int8 per 32 and sum in int32 (VNNI, or "
      "vpmaddwd / vpmaddubsw on AVX2); 0 keeps q8c / q4k / q6k and their f32 kernels (templates/cpu/quant.h)"},
+    {"cpu_attn_tiles", C(cpu_attn_tiles), 0, 1, 1, 0, NULL,
+     "CPU prefill attention: 1 (default) runs of consecutive tokens of a sequence in tiles (attention.c: each K / V "
+     "chunk made f32 or bf16 once for the tile's rows; SmolLM2 bf16, one Zen 4 thread, 4096-token prefill 12.2 -> 5.5 s), "
+     "0 every token on the decode path"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},

@@ -38,6 +38,7 @@ typedef struct cg_tuning {
     int32_t dl_kvq;        /* the persistent decode kernel for quantized KV (int8 / uint4): 1, or 0 (default: per-op kernels) */
     int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
     int32_t cpu_iact;      /* CPU (x86-64): a16w8 / a16w4 pack as q8i / q4i (+ q6i), integer activations: 1 (default), or 0 (q8c / q4k) */
+    int32_t cpu_attn_tiles; /* CPU prefill attention in tiles of consecutive tokens (attention.c AT_TILES): 1 (default), or 0 (per token) */
 } cg_tuning;
 
 typedef struct tune_key {

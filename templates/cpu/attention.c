@@ -62,6 +62,9 @@
 #ifndef AT_WINDOW
 #define AT_WINDOW 0
 #endif
+#ifndef AT_TILES /* 0: prefill tokens on the decode path too (--tune cpu_attn_tiles=0) */
+#define AT_TILES 1
+#endif
 
 #ifndef IG_ATTN_HELPERS
 #define IG_ATTN_HELPERS
@@ -602,7 +605,7 @@ IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint3
 /* rows of a prefill tile (tokens x the group's heads), the stride of its [.][row] arrays */
 #define AT_TR_ (AT_D <= 128 ? 64 : 32)
 /* tokens of a prefill tile: 1 (no tiles) when a group has more heads than half a tile's rows */
-#define AT_QB_ (2 * (AT_H / AT_KV) <= AT_TR_ ? IG_MIN(32, AT_TR_ / (AT_H / AT_KV)) : 1)
+#define AT_QB_ (AT_TILES && 2 * (AT_H / AT_KV) <= AT_TR_ ? IG_MIN(32, AT_TR_ / (AT_H / AT_KV)) : 1)
 
 /* Token t, kv head kh: the decode path (one token's G heads against its context, page by page). */
 static void AT_FN_(_token)(int t, int kh, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
@@ -799,6 +802,7 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
 #undef AT_SCALE
 #undef AT_MAXCTX
 #undef AT_WINDOW
+#undef AT_TILES
 #undef AT_CAT2_
 #undef AT_CAT_
 #undef AT_FN_
