@@ -106,6 +106,9 @@
 #ifndef AT_L2PF /* 1: each decode tile's loads followed by L2 prefetches of the warp's next tile */
 #define AT_L2PF 0 /* H200, H32 KV8 D128 bf16 per token: 8k 30.64 us with, 28.54 without; 128k 215.6 / 200.1 */
 #endif
+#ifndef AT_FASTMERGE /* 1: the split merge's loads of all splits at once */
+#define AT_FASTMERGE 1
+#endif
 /* CTAs an SM the kernels are built for: two (at most 128 registers a thread), but one for groups of
  * more than 4 heads (their accumulators) and with AT_PIPE */
 #define AT_MINB_ ((AT_PIPE || AT_H / AT_KV > 4) ? 1 : 2)
@@ -316,6 +319,37 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
     AT_SYNC_();
     if (!s_last) return;
     __threadfence();
+#if AT_FASTMERGE
+    /* each split's (M, L) once, into shared memory; then every output element's ns loads at once */
+    __shared__ float mf_[G][AT_SPLIT], lf_[G][AT_SPLIT];
+    for (int i = threadIdx.x; i < G * ns; i += IG_AT_BLOCK) {
+        const int g = i / ns, s = i % ns;
+        const float *p = ws + (((size_t)t * AT_H + hb + g) * AT_SPLIT + s) * (D + 2) + D;
+        mf_[g][s] = __ldcg(p), lf_[g][s] = __ldcg(p + 1);
+    }
+    AT_SYNC_();
+    if ((int)threadIdx.x < G) { /* the factors exp2(M_s - max) and the merged sum, one thread a head */
+        const int g = threadIdx.x;
+        float mx = IG_NEG_INF, l = 0.0f;
+        for (int s = 0; s < ns; s++) mx = fmaxf(mx, mf_[g][s]);
+        for (int s = 0; s < ns; s++) {
+            const float f = ig_sm_factor(mf_[g][s], mx);
+            mf_[g][s] = f, l += lf_[g][s] * f;
+        }
+        lf_[g][0] = l;
+    }
+    AT_SYNC_();
+#pragma unroll 1
+    for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
+        const int g = i / D, d = i % D;
+        const float *w = ws + ((size_t)t * AT_H + hb + g) * AT_SPLIT * (D + 2) + d;
+        float o = 0.0f;
+        for (int s0 = 0; s0 < ns; s0 += 16)
+#pragma unroll
+            for (int s = s0; s < s0 + 16; s++)
+                if (s < ns) o += __ldcg(w + (size_t)s * (D + 2)) * mf_[g][s];
+        const float l = lf_[g][0];
+#else
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
         const float *w = ws + ((size_t)t * AT_H + hb + g) * AT_SPLIT * (D + 2);
@@ -328,6 +362,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
             const float f = ig_sm_factor(__ldcg(p + D), mx);
             o += __ldcg(p + d) * f, l += __ldcg(p + D + 1) * f;
         }
+#endif
 #if AT_KVQ
         uo[i] = o / l;
 #else
@@ -507,5 +542,6 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_INTERLEAVE
 #undef AT_PIPE
 #undef AT_L2PF
+#undef AT_FASTMERGE
 #undef AT_MINB_
 #undef AT_SYNC_
