@@ -277,10 +277,12 @@ AT_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 /* End of a split CTA (one of ns <= AT_SPLIT splits) of _core<G>, query heads hb .. hb + G - 1 of
  * token t: its partial results to ws; the last split of (t, hb) to finish merges all of them into
  * out. Partials are published with a fence before the count (counter t * AT_H / G + hb / G), and
- * the last CTA reads them from L2 (__ldcg) after it, then re-zeroes the counter for the next
- * launch. A single split (ns == 1) writes out directly. */
+ * the last CTA reads them from L2 (__ldcg) after it: every split's (M, L) at once, the factors in
+ * sm, then each output element's ns partials at once (two round trips; a loop over the splits took
+ * ~16, 4.5 us of a T=1 launch on the H200), and re-zeroes the counter for the next launch. A single
+ * split (ns == 1) writes out directly. */
 template <int G = AT_H / AT_KV>
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int hb, int sp, int ns, const float *sm,
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int hb, int sp, int ns, float *sm,
                                                                      float *ws, unsigned *counters, AT_OT_ *out) {
     constexpr int D = AT_D;
     __shared__ int s_last;
@@ -316,18 +318,37 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
     AT_SYNC_();
     if (!s_last) return;
     __threadfence();
+    /* each split's (M, L) once, into shared memory (sm's warp states are read: its first 2 G AT_SPLIT
+     * floats); then every output element's ns loads at once */
+    static_assert(IG_AT_WARPS * (D + 2) >= 2 * AT_SPLIT, "the merge's factors fit sm");
+    float(*mf_)[AT_SPLIT] = (float(*)[AT_SPLIT])sm, (*lf_)[AT_SPLIT] = (float(*)[AT_SPLIT])(sm + G * AT_SPLIT);
+    for (int i = threadIdx.x; i < G * ns; i += IG_AT_BLOCK) {
+        const int g = i / ns, s = i % ns;
+        const float *p = ws + (((size_t)t * AT_H + hb + g) * AT_SPLIT + s) * (D + 2) + D;
+        mf_[g][s] = __ldcg(p), lf_[g][s] = __ldcg(p + 1);
+    }
+    AT_SYNC_();
+    if ((int)threadIdx.x < G) { /* the factors exp2(M_s - max) and the merged sum, one thread a head */
+        const int g = threadIdx.x;
+        float mx = IG_NEG_INF, l = 0.0f;
+        for (int s = 0; s < ns; s++) mx = fmaxf(mx, mf_[g][s]);
+        for (int s = 0; s < ns; s++) {
+            const float f = ig_sm_factor(mf_[g][s], mx);
+            mf_[g][s] = f, l += lf_[g][s] * f;
+        }
+        lf_[g][0] = l;
+    }
+    AT_SYNC_();
+#pragma unroll 1
     for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) {
         const int g = i / D, d = i % D;
-        const float *w = ws + ((size_t)t * AT_H + hb + g) * AT_SPLIT * (D + 2);
-        float mx = IG_NEG_INF;
-        for (int s = 0; s < ns; s++) mx = fmaxf(mx, __ldcg(w + (size_t)s * (D + 2) + D));
-        float o = 0.0f, l = 0.0f;
-#pragma unroll 4
-        for (int s = 0; s < ns; s++) {
-            const float *p = w + (size_t)s * (D + 2);
-            const float f = ig_sm_factor(__ldcg(p + D), mx);
-            o += __ldcg(p + d) * f, l += __ldcg(p + D + 1) * f;
-        }
+        const float *w = ws + ((size_t)t * AT_H + hb + g) * AT_SPLIT * (D + 2) + d;
+        float o = 0.0f;
+        for (int s0 = 0; s0 < ns; s0 += 16)
+#pragma unroll
+            for (int s = s0; s < s0 + 16; s++)
+                if (s < ns) o += __ldcg(w + (size_t)s * (D + 2)) * mf_[g][s];
+        const float l = lf_[g][0];
 #if AT_KVQ
         uo[i] = o / l;
 #else

@@ -13,10 +13,10 @@
  * Both phases' loads (K and V of the whole tile) are issued at the top of the tile, so a warp keeps
  * a tile's K and V bytes in flight at once (8 KB for bf16 rows of 128).
  *
- * Quantized rows are dotted on their codes: q . (s (c - z)) = s (q . c - z sum(q)), the scale and
- * zero point applied once per key after the dot; values accumulate p s (c - z) with p s stored per
- * key and c - z formed exactly in float (codes as the mantissa of 2^23 + c: a byte permute / mask
- * and a subtraction, no int-to-float conversions). 4-bit keys, delta-coded within a page (slot j
+ * Quantized rows are dotted on their codes: q . (s (c - z)) = s (q . (c - z)), c - z formed exactly
+ * in float (codes as the mantissa of 2^23 + c: a byte permute / mask, then one subtraction of the
+ * key's 2^23 + z; no int-to-float conversions), the scale applied once per key after the dot; values
+ * accumulate p s (c - z) with p s stored per key. 4-bit keys, delta-coded within a page (slot j
  * holds K_j - K^_{j-1}), are scored by prefix sums of the per-slot dots over the page (a segmented
  * shuffle scan inside a tile, a carry between the tiles of a page), never rebuilt as vectors. fp8
  * codes unpack to halves of e4m3(c) / 2^8 (kv_quant.cuh's ig_kvq_e4m3_h2: shifts and masks, no
@@ -28,18 +28,25 @@
 
 #include "kv_quant.cuh"
 
+#ifndef IG_AD_KC8 /* key chunk bytes of 8-bit codes (int8, fp8): 16 (2 lanes a key at D 128, 16 keys a tile) or 8
+                     (4 lanes, 8 keys: the earlier geometry, H200 numbers in SPEC.md) */
+#define IG_AD_KC8 16
+#endif
+
 IG_DEV constexpr int ig_ad_p2(int x) { return x <= 1 ? 1 : 2 * ig_ad_p2((x + 1) / 2); }
 
 /* Geometry for rows of D elements of BITS (32 f32, 16 the 16-bit type, 8 / 4 / IG_KVQ_E4M3 codes):
- * RB bytes a row; key chunks of KCB bytes (KCE elements), NKC a row, LPK lanes a key, NCL (at most
- * 4, so two tiles' loads fit the registers of two CTAs an SM) chunks a lane, KT keys a tile; value chunks of VE elements (CB bytes), DV a row, TPK lanes a row, NV chunks
- * a lane, E elements a lane, KG keys a step, VS steps a tile. */
+ * RB bytes a row; key chunks of KCB bytes (KCE elements; 16 bytes where the row allows, for 8-bit
+ * codes IG_AD_KC8), NKC a row, LPK lanes a key, NCL (at most 4, so a tile's loads fit the registers
+ * of two CTAs an SM) chunks a lane, KT keys a tile (D 128: bf16 8, int8 / fp8 16, uint4 32); value
+ * chunks of VE elements (CB bytes), DV a row, TPK lanes a row, NV chunks a lane, E elements a lane,
+ * KG keys a step, VS steps a tile. */
 template <int D, int BITS>
 struct ig_ad_geom {
     static constexpr bool Q = BITS != 16 && BITS != 32;
     static constexpr int NB = IG_KVQ_BITS(BITS); /* bits an element */
     static constexpr int RB = D * NB / 8;
-    static constexpr int KCB = RB % 16 == 0 && NB != 8 ? 16 : RB % 8 == 0 ? 8 : 4; /* int8, fp8: 8 codes a chunk (registers) */
+    static constexpr int KCB = RB % 16 == 0 && (NB != 8 || IG_AD_KC8 == 16) ? 16 : RB % 8 == 0 ? 8 : 4;
     static constexpr int NKC = RB / KCB, KCE = KCB * 8 / NB;
     static constexpr int LPK = ig_ad_p2((NKC + 3) / 4) < 32 ? ig_ad_p2((NKC + 3) / 4) : 32;
     static constexpr int KT = 32 / LPK, NCL = (NKC + LPK - 1) / LPK;
@@ -106,7 +113,11 @@ IG_DEV void ig_ad_load(ig_ad_tile<D, BITS> &t, int kh, int tb, int ue, int k0, i
     const int lane = threadIdx.x & 31, js = tb + lane / LPK, h = lane % LPK, kg = lane / TPK, vl = lane % TPK;
     const bool kok = js >= klo && js < ue, valid = js >= k0 && js < ue;
     const uint4 z4 = make_uint4(0u, 0u, 0u, 0u);
-    const unsigned char *kb = kv_pool + (unsigned long long)(kok ? __ldg(pt + js / PS) : 0) * PAGE_BYTES + layer_off;
+    /* tiles start at multiples of KT: with PS % KT == 0 a tile lies in one page (holding a key of the
+     * range), looked up once for its keys and values */
+    constexpr bool ONEPAGE = PS % A::KT == 0;
+    const unsigned char *pb = ONEPAGE ? kv_pool + (unsigned long long)__ldg(pt + tb / PS) * PAGE_BYTES + layer_off : nullptr;
+    const unsigned char *kb = ONEPAGE ? pb : kv_pool + (unsigned long long)(kok ? __ldg(pt + js / PS) : 0) * PAGE_BYTES + layer_off;
     const int rs = kh * PS + (kok ? js % PS : 0);
     const unsigned char *krow = QT ? kb + ig_kvq_codes_off<KV, PS, D, BITS>(0, rs) : kb + (size_t)rs * A::RB;
 #pragma unroll
@@ -131,7 +142,7 @@ IG_DEV void ig_ad_load(ig_ad_tile<D, BITS> &t, int kh, int tb, int ue, int k0, i
     for (int i = 0; i < A::VS; i++) {
         const int j = tb + i * A::KG + kg;
         const bool ok = j >= k0 && j < ue;
-        const unsigned char *vb = kv_pool + (unsigned long long)(ok ? __ldg(pt + j / PS) : 0) * PAGE_BYTES + layer_off;
+        const unsigned char *vb = ONEPAGE ? pb : kv_pool + (unsigned long long)(ok ? __ldg(pt + j / PS) : 0) * PAGE_BYTES + layer_off;
         const int r = kh * PS + (ok ? j % PS : 0);
         const unsigned char *vrow = QT ? vb + ig_kvq_codes_off<KV, PS, D, BITS>(1, r) : vb + ((size_t)KV * PS + r) * A::RB;
 #pragma unroll
@@ -180,7 +191,7 @@ IG_DEV void ig_ad_prefetch(int kh, int tb, int ue, int k0, int klo, const unsign
  * the tile's softmax, values. carry: delta keys' running prefix over the unit's earlier tiles. */
 template <int PS, int D, int BITS, int G>
 IG_DEV void ig_ad_step(const ig_ad_tile<D, BITS> &t, int tb, int st, int ue, int k0, const float *qs, float qscale,
-                       const float (&qsum)[G], float (&carry)[G], float *pw, float (&acc)[G][ig_ad_geom<D, BITS>::E],
+                       float (&carry)[G], float *pw, float (&acc)[G][ig_ad_geom<D, BITS>::E],
                        float (&m)[G], float (&l)[G]) {
     typedef ig_ad_geom<D, BITS> A;
     constexpr bool QT = A::Q, KD = QT && IG_KVQ_KDELTA(BITS);
@@ -190,12 +201,27 @@ IG_DEV void ig_ad_step(const ig_ad_tile<D, BITS> &t, int tb, int st, int ue, int
     float d[G];
 #pragma unroll
     for (int g = 0; g < G; g++) d[g] = 0.0f;
+    const float kbias = 8388608.0f + t.kz; /* codes minus the key's zero point, exact */
 #pragma unroll
     for (int i = 0; i < A::NCL; i++) {
         const int c = h + LPK * i;
-        if (A::NKC % LPK == 0 || c < A::NKC) {
+        if (QT && A::NB == 8 && (A::NKC % LPK == 0 || c < A::NKC)) { /* 8-bit codes a word at a time (registers) */
+            const unsigned ws[4] = {t.kr[i].x, t.kr[i].y, t.kr[i].z, t.kr[i].w};
+            constexpr int WE = 32 / A::NB; /* codes a word */
+#pragma unroll
+            for (int k = 0; k < A::KCB / 4; k++) {
+                float kf[WE];
+                ig_ad_unpack<4, BITS>(make_uint4(ws[k], 0u, 0u, 0u), kbias, kf);
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const float *qq = qs + g * D + c * KCE + k * WE;
+#pragma unroll
+                    for (int e = 0; e < WE; e++) d[g] = fmaf(qq[e], kf[e], d[g]);
+                }
+            }
+        } else if (A::NKC % LPK == 0 || c < A::NKC) {
             float kf[KCE];
-            ig_ad_unpack<A::KCB, BITS>(t.kr[i], 8388608.0f, kf);
+            ig_ad_unpack<A::KCB, BITS>(t.kr[i], kbias, kf);
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 const float *qq = qs + g * D + c * KCE;
@@ -208,7 +234,7 @@ IG_DEV void ig_ad_step(const ig_ad_tile<D, BITS> &t, int tb, int st, int ue, int
     for (int g = 0; g < G; g++) {
 #pragma unroll
         for (int o = 1; o < LPK; o <<= 1) d[g] += __shfl_xor_sync(IG_FULL_MASK, d[g], o);
-        if (QT) d[g] = t.ksc * fmaf(-t.kz, qsum[g], d[g]);
+        if (QT) d[g] *= t.ksc;
     }
     if (KD) { /* prefix sums over the page's slots: the delta-coded keys' scores */
         const int sit = js - max(tb, js - js % PS);
@@ -284,15 +310,9 @@ IG_DEV void ig_ad_attend(int kh, int k0, int k1, int warp, const float *qs, floa
     static_assert(A::VS >= 1 && KT % A::KG == 0, "a tile is whole value steps");
     static_assert(QT || A::KCB == 16, "float rows are whole 16-byte chunks");
     if (k1 <= k0) return;
-    const int lane = threadIdx.x & 31;
-    float qsum[G], carry[G]; /* quantized rows: sum(q) per head, for the zero points */
+    float carry[G]; /* delta keys: the page's running score */
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        float s = 0.0f;
-        if (QT)
-            for (int i = lane; i < D; i += 32) s += qs[g * D + i];
-        qsum[g] = QT ? ig_warp_sum(s) : 0.0f, carry[g] = 0.0f;
-    }
+    for (int g = 0; g < G; g++) carry[g] = 0.0f;
     const int klo = KD ? k0 - k0 % PS : k0; /* the first key whose codes are read */
     const int nu = (k1 - 1) / UNIT - k0 / UNIT + 1;           /* units of the range */
     const int n = nu > warp ? ((nu - warp + NW - 1) / NW) * NST : 0; /* this warp's tiles */
@@ -303,7 +323,7 @@ IG_DEV void ig_ad_attend(int kh, int k0, int k1, int warp, const float *qs, floa
         const int ue_ = min(k1, (b_ / UNIT + 1) * UNIT);                                                          \
         if (op == 2) ig_ad_prefetch<KV, PS, D, BITS, PAGE_BYTES>(kh, b_, ue_, k0, klo, kv_pool, layer_off, pt);  \
         else if (op) ig_ad_load<KV, PS, D, BITS, COH, PAGE_BYTES>(tl, kh, b_, ue_, k0, klo, kv_pool, layer_off, pt); \
-        else ig_ad_step<PS, D, BITS, G>(tl, b_, (i) % NST, ue_, k0, qs, qscale, qsum, carry, pw, acc, m, l);      \
+        else ig_ad_step<PS, D, BITS, G>(tl, b_, (i) % NST, ue_, k0, qs, qscale, carry, pw, acc, m, l);      \
     } while (0)
     if (!PIPE) { /* one tile of registers: load, the next tile into L2, compute */
         for (int i = 0; i < n; i++) {
