@@ -528,10 +528,33 @@ IG_INLINE __m512i ig_attn_pair16(__m512 lo, __m512 hi) {
     return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
 }
 
-/* s[j][r] = sum_i q[r][i] k[j][i] for the IG_AT_KC bf16 K rows at k (dim apart), r < rp. */
+/* s[j][r] = sum_i q[r][i] k[j][i] for the IG_AT_KC bf16 K rows at k (dim apart), r < rp. Two row
+ * blocks a pass where there are two (8 keys: 16 accumulators, a K pair's broadcast used twice), else
+ * one (all 16 keys). */
 IG_INLINE void ig_attn_tile_scores_bf16(int dim, int rp, int rs, const uint32_t *IG_RESTRICT qp,
                                         const uint16_t *IG_RESTRICT k, float *IG_RESTRICT s) {
-    for (int rb = 0; rb < rp; rb += 16) {
+    int rb = 0;
+    for (; rb + 32 <= rp; rb += 32)
+        for (int j0 = 0; j0 < IG_AT_KC; j0 += 8) {
+            __m512 a[2][8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) a[0][j] = a[1][j] = _mm512_setzero_ps();
+            for (int i2 = 0; i2 < dim / 2; i2++) {
+                const __m512bh q0 = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb));
+                const __m512bh q1 = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb + 16));
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {
+                    const __m512bh kb = ig_attn_bcast_pair(k + (size_t)(j0 + j) * dim + 2 * i2);
+                    a[0][j] = _mm512_dpbf16_ps(a[0][j], q0, kb), a[1][j] = _mm512_dpbf16_ps(a[1][j], q1, kb);
+                }
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                _mm512_storeu_ps(s + (size_t)(j0 + j) * rs + rb, a[0][j]);
+                _mm512_storeu_ps(s + (size_t)(j0 + j) * rs + rb + 16, a[1][j]);
+            }
+        }
+    for (; rb < rp; rb += 16) {
         __m512 a[IG_AT_KC];
 #pragma GCC unroll 16
         for (int j = 0; j < IG_AT_KC; j++) a[j] = _mm512_setzero_ps();
@@ -569,13 +592,41 @@ IG_INLINE void ig_attn_tile_vpairs(int dim, int nk, const uint16_t *IG_RESTRICT 
     }
 }
 
-/* at[i][r] = at[i][r] cr[r] + sum_j p[j][r] v[j][i] over np pairs of keys, r < rp. */
+/* at[i][r] = at[i][r] cr[r] + sum_j p[j][r] v[j][i] over np pairs of keys, r < rp (dim a multiple
+ * of 8). Two row blocks a pass where there are two (a V pair's broadcast used twice), else one. */
 IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint32_t *IG_RESTRICT pp,
                                     const uint32_t *IG_RESTRICT vp, const float *IG_RESTRICT cr, float *IG_RESTRICT at) {
     enum { DB = 8 };
-    for (int rb = 0; rb < rp; rb += 16) {
+    int rb = 0;
+    for (; rb + 32 <= rp; rb += 32) {
+        const __m512 c0 = _mm512_loadu_ps(cr + rb), c1 = _mm512_loadu_ps(cr + rb + 16);
+        for (int i0 = 0; i0 < dim; i0 += DB) {
+            __m512 a[2][DB];
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) {
+                a[0][e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb), c0);
+                a[1][e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb + 16), c1);
+            }
+            for (int j2 = 0; j2 < np; j2++) {
+                const __m512bh p0 = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb));
+                const __m512bh p1 = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb + 16));
+                const uint32_t *vr = vp + (size_t)j2 * dim + i0;
+#pragma GCC unroll 8
+                for (int e = 0; e < DB; e++) {
+                    const __m512bh v = (__m512bh)_mm512_set1_epi32((int)vr[e]);
+                    a[0][e] = _mm512_dpbf16_ps(a[0][e], p0, v), a[1][e] = _mm512_dpbf16_ps(a[1][e], p1, v);
+                }
+            }
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) {
+                _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb, a[0][e]);
+                _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb + 16, a[1][e]);
+            }
+        }
+    }
+    for (; rb < rp; rb += 16) {
         const __m512 c = _mm512_loadu_ps(cr + rb);
-        for (int i0 = 0; i0 < dim; i0 += DB) { /* dim is a multiple of 8 */
+        for (int i0 = 0; i0 < dim; i0 += DB) {
             __m512 a[DB];
 #pragma GCC unroll 8
             for (int e = 0; e < DB; e++) a[e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb), c);
