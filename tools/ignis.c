@@ -801,7 +801,7 @@ static ig_status run_bench(const bench_opts *o, ig_err *err) {
     double t_load = rt_now() - t0;
     const ig_model_desc *d = st ? NULL : r.pkg->desc;
     if (!st && P + N > d->max_context)
-        st = ig_fail(err, IG_ERR_INVALID, "prompt %d + decode %d exceeds the context of %d", P, N, d->max_context);
+        st = ig_fail(err, IG_ERR_INVALID, "prompt %d + decode %d exceeds the package's context of %d (ignis compile --max-context N sets it)", P, N, d->max_context);
     if (!st) st = bench_time(&r, P, N, &tp, &td, err);
     if (!st) {
         printf("package        %s (%s, %s)\n", o->pos[0], r.pkg->target, r.pkg->dtype);
