@@ -11,16 +11,22 @@
  * layer, bf16 KV 299 us, both bound by the f32 FMAs; at 8k int8 1597 us, bf16 2642); 4-bit rows are dequantized 16 keys at a time into a stack
  * tile (delta-coded keys reconstructed in order) that the f32 paths then read), AT_OBF16,
  * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
- * attends keys p-w+1 .. p only, and reads only the pages holding them); defines
+ * attends keys p-w+1 .. p only, and reads only the pages holding them), AT_TILES (1: prefill
+ * runs in tiles, below; 0: every token on the decode path, --tune cpu_attn_tiles=0); defines
  *   static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
  *                       const int32_t *positions, const int32_t *token_seq,
  *                       const int32_t *page_table, int max_pages, void *out, float *scratch,
  *                       int nth);
- * One work item is (token, kv head): the G = AT_H / AT_KV query heads of a GQA group are done
- * together so each K and V row is loaded once for all of them. Keys are visited one page at a
- * time with a block-wise online softmax (running max m, running sum l, rescaled accumulator),
- * which is numerically stable and needs no context-sized buffer: `scratch` is not used (codegen
- * may still pass it), and AT_MAXCTX is accepted but unused.
+ * One work item is (tile, kv head): the G = AT_H / AT_KV query heads of a GQA group are done
+ * together so each K and V row is loaded once for all of them. A tile is a lone token (decode, or
+ * a token that does not continue its predecessor: the per-token path above) or a run of up to
+ * AT_QB_ consecutive tokens of one sequence (prefill chunks), whose tokens x heads rows meet each
+ * 16-key chunk of K / V once, made f32 (or bf16 pairs for vdpbf16ps: bf16 KV on AVX-512 BF16),
+ * with the vector over the rows (ig_attn_tile_*: no horizontal sums; SmolLM2 bf16, one Zen 4
+ * thread, 4096-token prefill 2.2x the per-token path). Keys are visited one page at a time with a
+ * block-wise online softmax (running max m, running sum l, rescaled accumulator), which is
+ * numerically stable and needs no context-sized buffer: `scratch` is not used (codegen may still
+ * pass it), and AT_MAXCTX is accepted but unused.
  */
 #include "common.h"
 #include "kv_quant.h"
