@@ -528,10 +528,13 @@ IG_INLINE __m512bh ig_attn_bcast_pair(const uint16_t *p) {
     return (__m512bh)_mm512_set1_epi32((int)v);
 }
 
-/* two f32 vectors as one vector of bf16 pairs (lo, hi) */
+/* two vectors of probabilities as one vector of bf16 pairs (lo, hi): vcvtne2ps2bf16 (round to
+ * nearest even; it flushes denormals, which for probabilities only drops weights below 1.2e-38)
+ * and one word permute that interleaves the halves */
 IG_INLINE __m512i ig_attn_pair16(__m512 lo, __m512 hi) {
-    const __m512i a = _mm512_cvtepu16_epi32(ig_cvt16_bf16(lo)), b = _mm512_cvtepu16_epi32(ig_cvt16_bf16(hi));
-    return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
+                                         20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
 /* s[j][r] = sum_i q[r][i] k[j][i] for the IG_AT_KC bf16 K rows at k (dim apart), r < rp. Two row
