@@ -537,44 +537,36 @@ IG_INLINE __m512i ig_attn_pair16(__m512 lo, __m512 hi) {
     return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-/* s[j][r] = sum_i q[r][i] k[j][i] for the IG_AT_KC bf16 K rows at k (dim apart), r < rp. Two row
- * blocks a pass where there are two (8 keys: 16 accumulators, a K pair's broadcast used twice), else
- * one (all 16 keys). */
+/* s[j][r] for nb (1 or 2, a constant where inlined) row blocks of 16 from rb: 8 keys a pass, so a
+ * K pair's broadcast serves every block (2 x 8 accumulators). */
+IG_INLINE void ig_attn_tile_scores_bf16_nb(int nb, int dim, int rb, int rs, const uint32_t *IG_RESTRICT qp,
+                                           const uint16_t *IG_RESTRICT k, float *IG_RESTRICT s) {
+    for (int j0 = 0; j0 < IG_AT_KC; j0 += 8) {
+        __m512 a[2][8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) a[0][j] = a[1][j] = _mm512_setzero_ps();
+        for (int i2 = 0; i2 < dim / 2; i2++) {
+            __m512bh q[2];
+            for (int b = 0; b < nb; b++) q[b] = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb + 16 * b));
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                const __m512bh kb = ig_attn_bcast_pair(k + (size_t)(j0 + j) * dim + 2 * i2);
+                for (int b = 0; b < nb; b++) a[b][j] = _mm512_dpbf16_ps(a[b][j], q[b], kb);
+            }
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            for (int b = 0; b < nb; b++) _mm512_storeu_ps(s + (size_t)(j0 + j) * rs + rb + 16 * b, a[b][j]);
+    }
+}
+
+/* s[j][r] = sum_i q[r][i] k[j][i] for the IG_AT_KC bf16 K rows at k (dim apart), r < rp: two row
+ * blocks a pass, a last odd one alone. */
 IG_INLINE void ig_attn_tile_scores_bf16(int dim, int rp, int rs, const uint32_t *IG_RESTRICT qp,
                                         const uint16_t *IG_RESTRICT k, float *IG_RESTRICT s) {
     int rb = 0;
-    for (; rb + 32 <= rp; rb += 32)
-        for (int j0 = 0; j0 < IG_AT_KC; j0 += 8) {
-            __m512 a[2][8];
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) a[0][j] = a[1][j] = _mm512_setzero_ps();
-            for (int i2 = 0; i2 < dim / 2; i2++) {
-                const __m512bh q0 = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb));
-                const __m512bh q1 = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb + 16));
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    const __m512bh kb = ig_attn_bcast_pair(k + (size_t)(j0 + j) * dim + 2 * i2);
-                    a[0][j] = _mm512_dpbf16_ps(a[0][j], q0, kb), a[1][j] = _mm512_dpbf16_ps(a[1][j], q1, kb);
-                }
-            }
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
-                _mm512_storeu_ps(s + (size_t)(j0 + j) * rs + rb, a[0][j]);
-                _mm512_storeu_ps(s + (size_t)(j0 + j) * rs + rb + 16, a[1][j]);
-            }
-        }
-    for (; rb < rp; rb += 16) {
-        __m512 a[IG_AT_KC];
-#pragma GCC unroll 16
-        for (int j = 0; j < IG_AT_KC; j++) a[j] = _mm512_setzero_ps();
-        for (int i2 = 0; i2 < dim / 2; i2++) {
-            const __m512bh q = (__m512bh)_mm512_loadu_si512((const void *)(qp + (size_t)i2 * rs + rb));
-#pragma GCC unroll 16
-            for (int j = 0; j < IG_AT_KC; j++) a[j] = _mm512_dpbf16_ps(a[j], q, ig_attn_bcast_pair(k + (size_t)j * dim + 2 * i2));
-        }
-#pragma GCC unroll 16
-        for (int j = 0; j < IG_AT_KC; j++) _mm512_storeu_ps(s + (size_t)j * rs + rb, a[j]);
-    }
+    for (; rb + 32 <= rp; rb += 32) ig_attn_tile_scores_bf16_nb(2, dim, rb, rs, qp, k, s);
+    if (rb < rp) ig_attn_tile_scores_bf16_nb(1, dim, rb, rs, qp, k, s);
 }
 
 /* pp[j/2][r] from the probabilities p[j][r] (j < nk; an odd nk pairs its last with 0), r < rp. */
@@ -601,54 +593,42 @@ IG_INLINE void ig_attn_tile_vpairs(int dim, int nk, const uint16_t *IG_RESTRICT 
     }
 }
 
-/* at[i][r] = at[i][r] cr[r] + sum_j p[j][r] v[j][i] over np pairs of keys, r < rp (dim a multiple
- * of 8). Two row blocks a pass where there are two (a V pair's broadcast used twice), else one. */
+/* at[i][r] = at[i][r] cr[r] + sum_j p[j][r] v[j][i] over np pairs of keys for nb (1 or 2, a
+ * constant where inlined) row blocks of 16 from rb (dim a multiple of 8): a V pair's broadcast
+ * serves every block. */
+IG_INLINE void ig_attn_tile_pv_bf16_nb(int nb, int dim, int rb, int rs, int np, const uint32_t *IG_RESTRICT pp,
+                                       const uint32_t *IG_RESTRICT vp, const float *IG_RESTRICT cr, float *IG_RESTRICT at) {
+    enum { DB = 8 };
+    __m512 c[2];
+    for (int b = 0; b < nb; b++) c[b] = _mm512_loadu_ps(cr + rb + 16 * b);
+    for (int i0 = 0; i0 < dim; i0 += DB) {
+        __m512 a[2][DB];
+#pragma GCC unroll 8
+        for (int e = 0; e < DB; e++)
+            for (int b = 0; b < nb; b++) a[b][e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb + 16 * b), c[b]);
+        for (int j2 = 0; j2 < np; j2++) {
+            __m512bh p[2];
+            for (int b = 0; b < nb; b++) p[b] = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb + 16 * b));
+            const uint32_t *vr = vp + (size_t)j2 * dim + i0;
+#pragma GCC unroll 8
+            for (int e = 0; e < DB; e++) {
+                const __m512bh v = (__m512bh)_mm512_set1_epi32((int)vr[e]);
+                for (int b = 0; b < nb; b++) a[b][e] = _mm512_dpbf16_ps(a[b][e], p[b], v);
+            }
+        }
+#pragma GCC unroll 8
+        for (int e = 0; e < DB; e++)
+            for (int b = 0; b < nb; b++) _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb + 16 * b, a[b][e]);
+    }
+}
+
+/* at[i][r] = at[i][r] cr[r] + sum_j p[j][r] v[j][i] over np pairs of keys, r < rp: two row blocks
+ * a pass, a last odd one alone. */
 IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint32_t *IG_RESTRICT pp,
                                     const uint32_t *IG_RESTRICT vp, const float *IG_RESTRICT cr, float *IG_RESTRICT at) {
-    enum { DB = 8 };
     int rb = 0;
-    for (; rb + 32 <= rp; rb += 32) {
-        const __m512 c0 = _mm512_loadu_ps(cr + rb), c1 = _mm512_loadu_ps(cr + rb + 16);
-        for (int i0 = 0; i0 < dim; i0 += DB) {
-            __m512 a[2][DB];
-#pragma GCC unroll 8
-            for (int e = 0; e < DB; e++) {
-                a[0][e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb), c0);
-                a[1][e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb + 16), c1);
-            }
-            for (int j2 = 0; j2 < np; j2++) {
-                const __m512bh p0 = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb));
-                const __m512bh p1 = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb + 16));
-                const uint32_t *vr = vp + (size_t)j2 * dim + i0;
-#pragma GCC unroll 8
-                for (int e = 0; e < DB; e++) {
-                    const __m512bh v = (__m512bh)_mm512_set1_epi32((int)vr[e]);
-                    a[0][e] = _mm512_dpbf16_ps(a[0][e], p0, v), a[1][e] = _mm512_dpbf16_ps(a[1][e], p1, v);
-                }
-            }
-#pragma GCC unroll 8
-            for (int e = 0; e < DB; e++) {
-                _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb, a[0][e]);
-                _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb + 16, a[1][e]);
-            }
-        }
-    }
-    for (; rb < rp; rb += 16) {
-        const __m512 c = _mm512_loadu_ps(cr + rb);
-        for (int i0 = 0; i0 < dim; i0 += DB) {
-            __m512 a[DB];
-#pragma GCC unroll 8
-            for (int e = 0; e < DB; e++) a[e] = _mm512_mul_ps(_mm512_loadu_ps(at + (size_t)(i0 + e) * rs + rb), c);
-            for (int j2 = 0; j2 < np; j2++) {
-                const __m512bh p = (__m512bh)_mm512_loadu_si512((const void *)(pp + (size_t)j2 * rs + rb));
-                const uint32_t *vr = vp + (size_t)j2 * dim + i0;
-#pragma GCC unroll 8
-                for (int e = 0; e < DB; e++) a[e] = _mm512_dpbf16_ps(a[e], p, (__m512bh)_mm512_set1_epi32((int)vr[e]));
-            }
-#pragma GCC unroll 8
-            for (int e = 0; e < DB; e++) _mm512_storeu_ps(at + (size_t)(i0 + e) * rs + rb, a[e]);
-        }
-    }
+    for (; rb + 32 <= rp; rb += 32) ig_attn_tile_pv_bf16_nb(2, dim, rb, rs, np, pp, vp, cr, at);
+    if (rb < rp) ig_attn_tile_pv_bf16_nb(1, dim, rb, rs, np, pp, vp, cr, at);
 }
 #endif
 #endif /* IG_ATTN_HELPERS */
