@@ -695,6 +695,12 @@ ig_status rt_model_new(const rt_package *pkg, const rt_model_opts *o, rt_model *
     /* an anonymous mapping: zeroed, page-aligned, and committed only as sequences fill it */
     void *kv = mmap(NULL, kv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (kv != MAP_FAILED) m->ctx.kv_pool = kv, m->kv_map_bytes = kv_bytes;
+#if defined(MADV_HUGEPAGE)
+    /* huge pages where the kernel offers them (THP "madvise" mode): a context's KV pages lie
+     * apart in the pool (a page holds every layer), so with 4 KB pages each page of each layer
+     * is a TLB miss the attention kernels' prefetches cannot hide; failure changes nothing */
+    if (kv != MAP_FAILED) (void)madvise(kv, kv_bytes, MADV_HUGEPAGE);
+#endif
     m->ctx.workspace = aligned_alloc(64, (ws_bytes + 63) & ~63ull);
     if (m->n_host_pages > 0) {
         m->n_host_chunks = (int32_t)(((int64_t)m->n_host_pages + RT_HOST_CHUNK_PAGES - 1) / RT_HOST_CHUNK_PAGES);
