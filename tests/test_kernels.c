@@ -657,15 +657,15 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
                 int kh = h / G, n = pos[t] + 1, j0 = win > 0 && n > win ? n - win : 0; /* keys j0 .. n-1 */
-                double sc[64], mx = -1e300, l = 0, o[512] = {0}, sa = 0, vmax = 0;
+                double sc[64], mx = -1e300, l = 0, o[512] = {0}, sa = 0, vmax = 0, ka = 0;
                 for (int j = j0; j < n; j++) {
                     uint8_t *base = pool + ptab[seq[t] * MAXP + j / TPS] * page_bytes + layer_bytes;
-                    double s = 0, a = 0;
+                    double s = 0, a = 0, k1 = 0;
                     for (int i = 0; i < D; i++) {
-                        const double x = (double)qo[(size_t)t * H * D + h * D + i] * kv_elem(base, KV, D, kvb, 0, kh, j % TPS, i);
-                        s += x, a += x * x;
+                        const double k = kv_elem(base, KV, D, kvb, 0, kh, j % TPS, i), x = (double)qo[(size_t)t * H * D + h * D + i] * k;
+                        s += x, a += x * x, k1 += fabs(k);
                     }
-                    sc[j] = s * scale, sa = fmax(sa, sqrt(a) * scale);
+                    sc[j] = s * scale, sa = fmax(sa, sqrt(a) * scale), ka = fmax(ka, k1);
                     if (sc[j] > mx) mx = sc[j];
                 }
                 for (int j = j0; j < n; j++) {
@@ -684,10 +684,24 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                  * sign) move a score by about 2^-9 |q o k|_2 scale (sa: the largest over the keys;
                  * 4x that as the bound), a weight by e^(2 that) (1 + 2^-9); observed within 0.2 of it */
                 double tile = 0;
-#if defined(IG_AVX512BF16)
+#if defined(IG_AVX512)
                 const int in_run = (t > 0 && seq[t - 1] == seq[t] && pos[t - 1] + 1 == pos[t]) ||
                                    (t + 1 < T && seq[t + 1] == seq[t] && pos[t + 1] == pos[t] + 1);
+#if defined(IG_AVX512BF16)
                 if (kvb == 1 && D % 8 == 0 && in_run) tile = (4 * sa / 512 + 1.0 / 256) * vmax * 1.01;
+#endif
+                /* int8 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16): the scaled
+                 * query rounded to steps of qx = max |q scale| / qmax moves score j by at most
+                 * qx / 2 sum_i |k_ji| (ka: the largest over the keys), the weights by e^(2 that);
+                 * with D % 32 == 0 each weight p_j s_j is rounded to 1/65534 of its page's largest,
+                 * s_j |c - z| <= 2 vmax, so at most 16 x 2 vmax / 65534 over all pages (sum of the
+                 * pages' largest p <= l) */
+                if (kvb == 8 && D % 4 == 0 && !in_run) {
+                    double qa = 0;
+                    for (int i = 0; i < D; i++) qa = fmax(qa, fabs((double)qo[(size_t)t * H * D + h * D + i] * scale));
+                    const double qmax = fmin(32767, floor(2147483647.0 / (255.0 * D)));
+                    tile = (exp(2 * qa / qmax / 2 * ka) - 1) * vmax * 1.01 + (D % 32 == 0 ? 32 * vmax / 65534 : 0);
+                }
 #endif
                 for (int i = 0; i < D; i++) {
                     double ref = o[i], tol = 2e-5 + (ob ? fabs(ref) / 256 : 0) + tile;

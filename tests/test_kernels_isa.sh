@@ -18,8 +18,9 @@ run() { # name, cflags...
 }
 run scalar
 if has avx2 && has fma && has f16c; then run avx2 -mavx2 -mfma -mf16c; else echo "skip avx2 (host lacks it)"; fi
-if has avx512f && has avx512bw && has avx512vl && has avx512_bf16; then
-    run avx512bf16 -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mfma
+if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_bf16 && has avx512_vnni; then
+    # the flags of the cpu:avx512bf16 target (runtime/serving/rt_util.c), VNNI included
+    run avx512bf16 -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni
 else echo "skip avx512bf16 (host lacks it)"; fi
 if has avx512f && has avx512bw && has avx512vl; then run avx512 -mavx512f -mavx512bw -mavx512vl -mfma
 else echo "skip avx512 (host lacks it)"; fi
