@@ -362,6 +362,40 @@ ATTN_INST(I, 8, 2, 64, IG_KVQ_E4M3, 1, 1)
 #define AT_OBF16 1
 #define AT_SCALE 0.125f
 #include "attention.c"
+/* 4-bit codes with head_dim 64 (the values' integer path, D % 32 == 0), GQA and qknorm; and with
+ * a window of 21 starting inside pages (the delta-coded keys' running sum from slot 0) */
+ATTN_INST(J, 8, 2, 64, 4, 1, 0)
+#define RK_NAME rk_J
+#define RK_H 8
+#define RK_KV 2
+#define RK_D 64
+#define RK_PS TPS
+#define RK_KVQ 4
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, 4))
+#define RK_QKNORM 1
+#define RK_EPS 1e-6f
+#include "rope_kv.c"
+#define AT_NAME at_J
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ 4
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, 4))
+#define AT_OBF16 0
+#define AT_SCALE 0.125f
+#include "attention.c"
+#define AT_NAME at_Jw
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ 4
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 64, 4))
+#define AT_OBF16 0
+#define AT_SCALE 0.125f
+#define AT_WINDOW 21
+#include "attention.c"
 
 /* ---------------- helpers ---------------- */
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
@@ -690,13 +724,13 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
 #if defined(IG_AVX512BF16)
                 if (kvb == 1 && D % 8 == 0 && in_run) tile = (4 * sa / 512 + 1.0 / 256) * vmax * 1.01;
 #endif
-                /* int8 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16): the scaled
+                /* int8 / uint4 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16): the scaled
                  * query rounded to steps of qx = max |q scale| / qmax moves score j by at most
                  * qx / 2 sum_i |k_ji| (ka: the largest over the keys), the weights by e^(2 that);
                  * with D % 32 == 0 each weight p_j s_j is rounded to 1/65534 of its page's largest,
                  * s_j |c - z| <= 2 vmax, so at most 16 x 2 vmax / 65534 over all pages (sum of the
-                 * pages' largest p <= l) */
-                if (kvb == 8 && D % 4 == 0 && !in_run) {
+                 * pages' largest p <= l); uint4's delta-coded keys: k is the reconstructed key */
+                if ((kvb == 8 || kvb == 4) && D % 4 == 0 && !in_run) {
                     double qa = 0;
                     for (int i = 0; i < D; i++) qa = fmax(qa, fabs((double)qo[(size_t)t * H * D + h * D + i] * scale));
                     const double qmax = fmin(32767, floor(2147483647.0 / (255.0 * D)));
@@ -809,6 +843,8 @@ int main(void) {
     test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f, 0);
     test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f, 0);
     test_attn("attn H8 KV2 D64 fp8kv qknorm bf16out", rk_I, at_I, I_H, I_KV, I_D, I_KVB, I_QKN, I_OB, 0.125f, 0);
+    test_attn("attn H8 KV2 D64 uint4kv qknorm", rk_J, at_J, J_H, J_KV, J_D, J_KVB, J_QKN, J_OB, 0.125f, 0);
+    test_attn("attn H8 KV2 D64 uint4kv qknorm window 21", rk_J, at_Jw, J_H, J_KV, J_D, J_KVB, J_QKN, J_OB, 0.125f, 21);
     test_kv_steps("fp8kv", rk_I, I_H, I_KV, I_D, IG_KVQ_LAYER_BYTES(I_KV, TPS, I_D, IG_KVQ_E4M3));
     test_kv_steps("uint4kv", rk_G, G_H, G_KV, G_D, IG_KVQ_LAYER_BYTES(G_KV, TPS, G_D, 4));
     test_kv_steps("int8kv", rk_H, H_H, H_KV, H_D, IG_KVQ_LAYER_BYTES(H_KV, TPS, H_D, 8));

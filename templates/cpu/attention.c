@@ -13,7 +13,9 @@
  * query and each page's weights p s as int16 codes against the key / value codes by vpdpwssd,
  * exact int32 sums; their rounding, within 1/65534 of the largest, is far below the codes'
  * own; bench_kernels, one Zen 4 thread, H32 KV8 D64 at 2k in cache: 0.217 -> 0.148 ms, bf16 KV
- * 0.178); 4-bit rows are dequantized 16 keys at a time into a stack
+ * 0.178; 4-bit codes are widened to bytes 16 rows at a time and take the same kernels, the
+ * delta-coded keys' scores as running sums from the page's slot 0: 0.36 -> 0.166 ms); elsewhere
+ * 4-bit rows are dequantized 16 keys at a time into a stack
  * tile (delta-coded keys reconstructed in order) that the f32 paths then read), AT_OBF16,
  * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
  * attends keys p-w+1 .. p only, and reads only the pages holding them), AT_TILES (1: prefill
@@ -323,6 +325,20 @@ IG_INLINE void ig_attn_q16(int ng, int dim, const float *qs, int32_t *qp, float 
             }
         qn[g] = (float)sum;
     }
+}
+
+/* out[j][i] = code i of the 4-bit row j (dim / 2 bytes, element 2i in the low nibble), j < nr:
+ * rows widened to one byte a code for the integer kernels. */
+IG_INLINE void ig_attn_widen4(const uint8_t *c4, int nr, int dim, uint8_t *out) {
+    const __m512i m0 = _mm512_set1_epi16(0x000f), m1 = _mm512_set1_epi16(0x0f00);
+    for (int j = 0; j < nr; j++)
+        for (int i = 0; i < dim / 2; i += 32) {
+            const int nb = IG_MIN(32, dim / 2 - i);
+            const __m512i x = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8((__mmask32)(nb == 32 ? ~0u : (1u << nb) - 1),
+                                                                           c4 + (size_t)j * (dim / 2) + i));
+            const __m512i y = _mm512_or_si512(_mm512_and_si512(x, m0), _mm512_and_si512(_mm512_slli_epi16(x, 4), m1));
+            _mm512_mask_storeu_epi8(out + (size_t)j * dim + 2 * i, nb == 32 ? ~(__mmask64)0 : ((__mmask64)1 << (2 * nb)) - 1, y);
+        }
 }
 
 /* sc[g*ps + j] = s_j qx[g] (q16[g] · c_j - z_j qn[g]) for j < n (ng <= 16, dim % 4 == 0): the
@@ -803,8 +819,8 @@ IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint3
 #endif
 /* the decode path prefetches the page this many pages ahead */
 #define AT_PF_ 2
-/* int8 KV decode scores on int16 queries (ig_attn_scores_q16) */
-#if defined(IG_AVX512) && AT_KVQ == 8 && AT_D % 4 == 0
+/* int8 / uint4 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16 where AT_D % 32 == 0) */
+#if defined(IG_AVX512) && (AT_KVQ == 8 || AT_KVQ == 4) && AT_D % 4 == 0
 #define AT_Q16_ 1
 #else
 #define AT_Q16_ 0
@@ -830,25 +846,133 @@ IG_INLINE void AT_FN_(_prefetch)(const uint8_t *base, int kh) {
     }
 }
 
+/* One decode token's G queries, scaled, in the forms the score kernels take: f32 rows and their
+ * sums, and for the integer kernels int16 codes (ig_attn_q16). */
+typedef struct {
+    IG_ALIGN64 float qs[AT_H / AT_KV * AT_D];
+    float qsum[AT_H / AT_KV];
+#if AT_Q16_
+    int32_t qp[AT_H / AT_KV * AT_D / 2];
+    float qx[AT_H / AT_KV], qn[AT_H / AT_KV];
+#endif
+} AT_FN_(_q);
+
+/* sc[g][j] (rows AT_PS apart) = the scores of keys j0 .. j0+n-1 of page `base`, kv head kh; kt:
+ * scratch for 16 dequantized rows. */
+static inline void AT_FN_(_scores)(const AT_FN_(_q) *tq, const uint8_t *base, int kh, int j0, int n, float *sc,
+                                   float *kt) {
+    enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
+#if AT_Q16_
+    /* integer dot products; 4-bit codes widened to bytes 16 rows at a time, and as 4-bit keys are
+     * delta-coded from the page's slot 0 (kv_quant.h), q . K^_j = sum_{i <= j} q . delta_i: a
+     * running sum of the rows' scores from slot 0 */
+    const int d4 = AT_KVQ == 4, from = d4 ? 0 : j0;
+    const uint8_t *kc, *kz;
+    const uint16_t *ks;
+    ig_kvq_rows(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, from, &kc, &ks, &kz);
+    IG_ALIGN64 uint8_t cb[AT_KVQ == 4 ? 16 * AT_D : 1];
+    IG_ALIGN64 float st[AT_KVQ == 4 ? G_ * 16 : 1];
+    float run[G_] = {0};
+    for (int jc = 0; jc < j0 + n - from; jc += 16) {
+        const int nc = IG_MIN(16, j0 + n - from - jc);
+        const uint8_t *c = d4 ? cb : kc + (size_t)jc * AT_D;
+        if (d4) ig_attn_widen4(kc + (size_t)jc * AT_D / 2, nc, AT_D, cb);
+        for (int g0 = 0; g0 < G_; g0 += 16)
+            ig_attn_scores_q16(IG_MIN(16, G_ - g0), AT_D, d4 ? 16 : AT_PS, tq->qp + g0 * (AT_D / 2), tq->qx + g0,
+                               tq->qn + g0, c, ks + jc, kz + jc, nc, d4 ? st + g0 * 16 : sc + g0 * AT_PS + jc);
+        for (int g = 0; d4 && g < G_; g++) {
+            float r = run[g];
+            for (int j = 0; j < nc; j++) {
+                r += st[g * 16 + j];
+                if (jc + j >= j0) sc[g * AT_PS + jc + j - j0] = r;
+            }
+            run[g] = r;
+        }
+    }
+    (void)kt;
+#else
+    if (AT_KVQ == 8) { /* codes read in registers (ig_attn_scores_q8) */
+        const uint8_t *kc, *kz;
+        const uint16_t *ks;
+        ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 0, kh, j0, &kc, &ks, &kz);
+        for (int g0 = 0; g0 < G_; g0 += 16)
+            ig_attn_scores_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, tq->qs + g0 * AT_D, tq->qsum + g0, kc, ks, kz, n,
+                              sc + g0 * AT_PS);
+    } else if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
+        IG_ALIGN64 float kp[AT_KVQ ? AT_D : 1]; /* delta-coded keys: the previous row */
+        if (j0 > 0) ig_kvq_key_before(base, AT_KV, AT_PS, AT_D, AT_KVQ, kh, j0, kt, kp);
+        for (int jc = 0; jc < n; jc += 16) {
+            int nc = IG_MIN(16, n - jc);
+            ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt, kp);
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, tq->qs + g0 * AT_D, kt, nc, sc + g0 * AT_PS + jc);
+        }
+    } else {
+        /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
+        const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
+        for (int g0 = 0; g0 < G_; g0 += 16)
+            ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, tq->qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
+    }
+#endif
+}
+
+/* acc[g] += sum_j p[g][j] V_j over keys j0 .. j0+n-1 of page `base`, kv head kh (p rows AT_PS
+ * apart); kt: scratch for 16 dequantized rows. */
+static inline void AT_FN_(_values)(const uint8_t *base, int kh, int j0, int n, const float *p, float *acc, float *kt) {
+    enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
+#if AT_Q16_ && AT_D % 32 == 0
+    const uint8_t *vc, *vz;
+    const uint16_t *vs;
+    ig_kvq_rows(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0, &vc, &vs, &vz);
+    IG_ALIGN64 uint8_t cb[AT_KVQ == 4 ? 16 * AT_D : 1];
+    for (int jc = 0; jc < n; jc += 16) {
+        const int nc = IG_MIN(16, n - jc);
+        const uint8_t *c = AT_KVQ == 4 ? cb : vc + (size_t)jc * AT_D;
+        if (AT_KVQ == 4) ig_attn_widen4(vc + (size_t)jc * AT_D / 2, nc, AT_D, cb);
+        for (int g0 = 0; g0 < G_; g0 += 16)
+            ig_attn_pv_q16(IG_MIN(16, G_ - g0), AT_D, AT_PS, p + g0 * AT_PS + jc, c, vs + jc, vz + jc, nc, acc + g0 * AT_D);
+    }
+    (void)kt;
+#else
+    if (AT_KVQ == 8) {
+        const uint8_t *vc, *vz;
+        const uint16_t *vs;
+        ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 1, kh, j0, &vc, &vs, &vz);
+        for (int g0 = 0; g0 < G_; g0 += 16)
+            ig_attn_pv_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, p + g0 * AT_PS, vc, vs, vz, n, acc + g0 * AT_D);
+    } else if (AT_KVQ) {
+        for (int jc = 0; jc < n; jc += 16) {
+            int nc = IG_MIN(16, n - jc);
+            ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt, NULL);
+            for (int g0 = 0; g0 < G_; g0 += 16)
+                ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, p + g0 * AT_PS + jc, kt, nc, acc + g0 * AT_D);
+        }
+    } else {
+        const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
+        for (int g0 = 0; g0 < G_; g0 += 16)
+            ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, p + g0 * AT_PS, V, n, acc + g0 * AT_D);
+    }
+#endif
+}
+
 /* Token t, kv head kh: the decode path (one token's G heads against its context, page by page). */
 static void AT_FN_(_token)(int t, int kh, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
                            const int32_t *positions, const int32_t *pt, void *out) {
-    enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
+    enum { G_ = AT_H / AT_KV };
     int pos = positions[t];
-    IG_ALIGN64 float qs[G_ * AT_D], acc[G_ * AT_D], sc[G_ * AT_PS], kt[AT_KVQ ? 16 * AT_D : 1];
-    float m[G_], l[G_], qsum[G_];
+    IG_ALIGN64 float acc[G_ * AT_D], sc[G_ * AT_PS], kt[AT_KVQ ? 16 * AT_D : 1];
+    float m[G_], l[G_];
+    AT_FN_(_q) tq;
     for (int g = 0; g < G_; g++) {
         const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
-        qsum[g] = 0.0f;
-        for (int i = 0; i < AT_D; i++) qs[g * AT_D + i] = qh[i] * AT_SCALE, qsum[g] += qs[g * AT_D + i];
+        tq.qsum[g] = 0.0f;
+        for (int i = 0; i < AT_D; i++) tq.qs[g * AT_D + i] = qh[i] * AT_SCALE, tq.qsum[g] += tq.qs[g * AT_D + i];
         m[g] = -INFINITY;
         l[g] = 0.0f;
     }
     memset(acc, 0, sizeof acc);
 #if AT_Q16_
-    int32_t qp[G_ * AT_D / 2];
-    float qx[G_], qn[G_];
-    ig_attn_q16(G_, AT_D, qs, qp, qx, qn);
+    ig_attn_q16(G_, AT_D, tq.qs, tq.qp, tq.qx, tq.qn);
 #endif
     const int lo = AT_WINDOW > 0 && pos >= AT_WINDOW ? pos - AT_WINDOW + 1 : 0; /* first key */
     for (int pi = lo / AT_PS; pi <= pos / AT_PS; pi++) {
@@ -856,33 +980,7 @@ static void AT_FN_(_token)(int t, int kh, const float *q, const uint8_t *kv_pool
         int n = IG_MIN(AT_PS, pos + 1 - pi * AT_PS) - j0;
         const uint8_t *base = kv_pool + (uint64_t)pt[pi] * AT_PAGE_BYTES + layer_off;
         if (pi + AT_PF_ <= pos / AT_PS) AT_FN_(_prefetch)(kv_pool + (uint64_t)pt[pi + AT_PF_] * AT_PAGE_BYTES + layer_off, kh);
-        const uint8_t *K = base + ((size_t)kh * AT_PS + j0) * AT_D * ES_;
-        const uint8_t *V = base + ((size_t)AT_KV * AT_PS * AT_D + ((size_t)kh * AT_PS + j0) * AT_D) * ES_;
-        if (AT_KVQ == 8) { /* codes read in registers (ig_attn_scores_q8 / _q16) */
-            const uint8_t *kc, *kz;
-            const uint16_t *ks;
-            ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 0, kh, j0, &kc, &ks, &kz);
-            for (int g0 = 0; g0 < G_; g0 += 16)
-#if AT_Q16_
-                ig_attn_scores_q16(IG_MIN(16, G_ - g0), AT_D, AT_PS, qp + g0 * (AT_D / 2), qx + g0, qn + g0, kc, ks, kz, n,
-                                   sc + g0 * AT_PS);
-#else
-                ig_attn_scores_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, qs + g0 * AT_D, qsum + g0, kc, ks, kz, n, sc + g0 * AT_PS);
-#endif
-        } else if (AT_KVQ) { /* 16 keys at a time: dequantized into kt, then the f32 path */
-            IG_ALIGN64 float kp[AT_KVQ ? AT_D : 1]; /* delta-coded keys: the previous row */
-            if (j0 > 0) ig_kvq_key_before(base, AT_KV, AT_PS, AT_D, AT_KVQ, kh, j0, kt, kp);
-            for (int jc = 0; jc < n; jc += 16) {
-                int nc = IG_MIN(16, n - jc);
-                ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 0, kh, j0 + jc, nc, kt, kp);
-                for (int g0 = 0; g0 < G_; g0 += 16)
-                    ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, qs + g0 * AT_D, kt, nc, sc + g0 * AT_PS + jc);
-            }
-        } else {
-            /* the SIMD helpers keep up to 16 heads in registers: larger groups go in chunks */
-            for (int g0 = 0; g0 < G_; g0 += 16)
-                ig_attn_scores(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, qs + g0 * AT_D, K, n, sc + g0 * AT_PS);
-        }
+        AT_FN_(_scores)(&tq, base, kh, j0, n, sc, kt);
         for (int g = 0; g < G_; g++) {
             const float mn = IG_MAX(m[g], ig_max_row(sc + g * AT_PS, n));
             const float corr = mn == m[g] ? 1.0f : m[g] == -INFINITY ? 0.0f : expf(m[g] - mn);
@@ -890,27 +988,7 @@ static void AT_FN_(_token)(int t, int kh, const float *q, const uint8_t *kv_pool
             if (corr != 1.0f) ig_scale(acc + g * AT_D, corr, AT_D);
             m[g] = mn;
         }
-        if (AT_KVQ == 8) {
-            const uint8_t *vc, *vz;
-            const uint16_t *vs;
-            ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 1, kh, j0, &vc, &vs, &vz);
-            for (int g0 = 0; g0 < G_; g0 += 16)
-#if AT_Q16_ && AT_D % 32 == 0 && AT_PS <= 16
-                ig_attn_pv_q16(IG_MIN(16, G_ - g0), AT_D, AT_PS, sc + g0 * AT_PS, vc, vs, vz, n, acc + g0 * AT_D);
-#else
-                ig_attn_pv_q8(IG_MIN(16, G_ - g0), AT_D, AT_PS, sc + g0 * AT_PS, vc, vs, vz, n, acc + g0 * AT_D);
-#endif
-        } else if (AT_KVQ) {
-            for (int jc = 0; jc < n; jc += 16) {
-                int nc = IG_MIN(16, n - jc);
-                ig_kvq_load(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0 + jc, nc, kt, NULL);
-                for (int g0 = 0; g0 < G_; g0 += 16)
-                    ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, 0, sc + g0 * AT_PS + jc, kt, nc, acc + g0 * AT_D);
-            }
-        } else {
-            for (int g0 = 0; g0 < G_; g0 += 16)
-                ig_attn_pv(IG_MIN(16, G_ - g0), AT_D, AT_PS, AT_KVBF16, sc + g0 * AT_PS, V, n, acc + g0 * AT_D);
-        }
+        AT_FN_(_values)(base, kh, j0, n, sc, acc, kt);
     }
     for (int g = 0; g < G_; g++) {
         ig_scale(acc + g * AT_D, 1.0f / l[g], AT_D);
