@@ -718,7 +718,7 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                  * sign) move a score by about 2^-9 |q o k|_2 scale (sa: the largest over the keys;
                  * 4x that as the bound), a weight by e^(2 that) (1 + 2^-9); observed within 0.2 of it */
                 double tile = 0;
-#if defined(IG_AVX512)
+#if defined(IG_AVX512) || defined(IG_AVX2)
                 const int in_run = (t > 0 && seq[t - 1] == seq[t] && pos[t - 1] + 1 == pos[t]) ||
                                    (t + 1 < T && seq[t + 1] == seq[t] && pos[t + 1] == pos[t] + 1);
 #if defined(IG_AVX512BF16)
@@ -727,14 +727,19 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                 /* int8 / uint4 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16): the scaled
                  * query rounded to steps of qx = max |q scale| / qmax moves score j by at most
                  * qx / 2 sum_i |k_ji| (ka: the largest over the keys), the weights by e^(2 that);
-                 * with D % 32 == 0 each weight p_j s_j is rounded to 1/65534 of its page's largest,
+                 * with D % 32 == 0 (AVX2: 16) each weight p_j s_j is rounded to 1/65534 of its page's largest,
                  * s_j |c - z| <= 2 vmax, so at most 16 x 2 vmax / 65534 over all pages (sum of the
                  * pages' largest p <= l); uint4's delta-coded keys: k is the reconstructed key */
                 if ((kvb == 8 || kvb == 4) && D % 4 == 0 && !in_run) {
                     double qa = 0;
                     for (int i = 0; i < D; i++) qa = fmax(qa, fabs((double)qo[(size_t)t * H * D + h * D + i] * scale));
                     const double qmax = fmin(32767, floor(2147483647.0 / (255.0 * D)));
-                    tile = (exp(2 * qa / qmax / 2 * ka) - 1) * vmax * 1.01 + (D % 32 == 0 ? 32 * vmax / 65534 : 0);
+#if defined(IG_AVX512)
+                    const int pv16 = D % 32 == 0;
+#else
+                    const int pv16 = D % 16 == 0;
+#endif
+                    tile = (exp(2 * qa / qmax / 2 * ka) - 1) * vmax * 1.01 + (pv16 ? 32 * vmax / 65534 : 0);
                 }
 #endif
                 for (int i = 0; i < D; i++) {

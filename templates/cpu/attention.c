@@ -14,7 +14,8 @@
  * exact int32 sums; their rounding, within 1/65534 of the largest, is far below the codes'
  * own; bench_kernels, one Zen 4 thread, H32 KV8 D64 at 2k in cache: 0.217 -> 0.148 ms, bf16 KV
  * 0.178; 4-bit codes are widened to bytes 16 rows at a time and take the same kernels, the
- * delta-coded keys' scores as running sums from the page's slot 0: 0.36 -> 0.166 ms); elsewhere
+ * delta-coded keys' scores as running sums from the page's slot 0: 0.36 -> 0.166 ms; AVX2 has
+ * the same kernels on 8 lanes: int8 0.317 -> 0.247, uint4 0.507 -> 0.274, bf16 0.283); elsewhere
  * 4-bit rows are dequantized 16 keys at a time into a stack
  * tile (delta-coded keys reconstructed in order) that the f32 paths then read), AT_OBF16,
  * AT_SCALE, AT_MAXCTX, AT_WINDOW (0: causal over the whole context; w > 0: a token at position p
@@ -303,7 +304,7 @@ IG_INLINE void ig_attn_scores_q8(int ng, int dim, int ps, const float *qs, const
     }
 }
 
-#if defined(IG_AVX512)
+#if defined(IG_AVX512) || defined(IG_AVX2)
 /* The queries of ig_attn_scores_q16: head g's f32 row qs[g] as int16 codes, qs ~ qx[g] code, with
  * |code| <= qmax, qmax 255 dim < 2^31 (so no int32 sum of codes times key codes overflows);
  * qp[g][2t + h] holds the codes of dimensions 4t + h (low half) and 4t + h + 2 (high half), the
@@ -327,6 +328,9 @@ IG_INLINE void ig_attn_q16(int ng, int dim, const float *qs, int32_t *qp, float 
     }
 }
 
+#endif
+
+#if defined(IG_AVX512)
 /* out[j][i] = code i of the 4-bit row j (dim / 2 bytes, element 2i in the low nibble), j < nr:
  * rows widened to one byte a code for the integer kernels. */
 IG_INLINE void ig_attn_widen4(const uint8_t *c4, int nr, int dim, uint8_t *out) {
@@ -449,6 +453,148 @@ IG_INLINE void ig_attn_pv_q16(int ng, int dim, int ps, const float *p, const uin
                 const __m512i d1 = _mm512_sub_epi32(_mm512_permutex2var_epi32(al[g], ix1, ah[g]), z);
                 _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), x, _mm512_loadu_ps(o)));
                 _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), x, _mm512_loadu_ps(o + 16)));
+            }
+        }
+}
+#endif
+
+#if defined(IG_AVX2)
+/* AVX2 versions of ig_attn_widen4, ig_attn_scores_q16 and ig_attn_pv_q16 (same arguments and
+ * results): 8 keys a vector in the scores (an 8 x 8 dword transpose per 32 code bytes), heads
+ * in blocks of 4 (16 registers), vpmaddwd + vpaddd; the values need dim % 16 == 0 and put the
+ * two 128-bit lanes' interleaved sums back in order with vperm2i128. */
+IG_INLINE void ig_attn_widen4(const uint8_t *c4, int nr, int dim, uint8_t *out) {
+    const __m256i m0 = _mm256_set1_epi16(0x000f), m1 = _mm256_set1_epi16(0x0f00);
+    for (int j = 0; j < nr; j++) {
+        const uint8_t *c = c4 + (size_t)j * (dim / 2);
+        uint8_t *o = out + (size_t)j * dim;
+        int i = 0;
+        for (; i + 16 <= dim / 2; i += 16) {
+            const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c + i)));
+            _mm256_storeu_si256((__m256i *)(o + 2 * i),
+                                _mm256_or_si256(_mm256_and_si256(x, m0), _mm256_and_si256(_mm256_slli_epi16(x, 4), m1)));
+        }
+        for (; i < dim / 2; i++) o[2 * i] = c[i] & 15, o[2 * i + 1] = c[i] >> 4;
+    }
+}
+
+/* The 8 x 8 dwords r[j] element t -> r[t] element j. */
+IG_INLINE void ig_tr8_epi32(__m256i *r) {
+    __m256i a[8], b[8];
+    for (int k = 0; k < 4; k++) {
+        a[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        a[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        b[4 * k] = _mm256_unpacklo_epi64(a[4 * k], a[4 * k + 2]);
+        b[4 * k + 1] = _mm256_unpackhi_epi64(a[4 * k], a[4 * k + 2]);
+        b[4 * k + 2] = _mm256_unpacklo_epi64(a[4 * k + 1], a[4 * k + 3]);
+        b[4 * k + 3] = _mm256_unpackhi_epi64(a[4 * k + 1], a[4 * k + 3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        r[e] = _mm256_permute2x128_si256(b[e], b[4 + e], 0x20);
+        r[4 + e] = _mm256_permute2x128_si256(b[e], b[4 + e], 0x31);
+    }
+}
+
+IG_INLINE void ig_attn_scores_q16(int ng, int dim, int ps, const int32_t *qp, const float *qx, const float *qn,
+                                  const uint8_t *codes, const uint16_t *scales, const uint8_t *zeros, int n, float *sc) {
+    const __m256i lo = _mm256_set1_epi32(0x00ff00ff);
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        const int nj = IG_MIN(8, n - j0);
+        uint16_t sb[8] = {0};
+        uint8_t zb[8] = {0};
+        memcpy(sb, scales + j0, 2 * (size_t)nj), memcpy(zb, zeros + j0, (size_t)nj);
+        const __m256 sv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        const __m256 zv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)zb)));
+        const __m256i mj = _mm256_cmpgt_epi32(_mm256_set1_epi32(nj), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int g0 = 0; g0 < ng; g0 += 4) {
+            const int gn = IG_MIN(4, ng - g0);
+            __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int i0 = 0; i0 < dim; i0 += 32) {
+                const int nb = IG_MIN(32, dim - i0); /* code bytes of this chunk */
+                __m256i r[8];
+                for (int j = 0; j < 8; j++) {
+                    const uint8_t *c = codes + (size_t)(j0 + j) * dim + i0;
+                    if (j >= nj) r[j] = _mm256_setzero_si256();
+                    else if (nb == 32) r[j] = _mm256_loadu_si256((const __m256i *)c);
+                    else {
+                        uint8_t t[32] = {0};
+                        memcpy(t, c, (size_t)nb);
+                        r[j] = _mm256_loadu_si256((const __m256i *)t);
+                    }
+                }
+                ig_tr8_epi32(r); /* r[t] lane j: codes 4t .. 4t + 3 of key j's chunk */
+                for (int t = 0; t < nb / 4; t++) {
+                    const __m256i ce = _mm256_and_si256(r[t], lo), co = _mm256_and_si256(_mm256_srli_epi32(r[t], 8), lo);
+                    const int32_t *qt = qp + (size_t)g0 * (dim / 2) + i0 / 2 + 2 * t;
+                    for (int g = 0; g < gn; g++) {
+                        a[g] = _mm256_add_epi32(a[g], _mm256_madd_epi16(ce, _mm256_set1_epi32(qt[g * (dim / 2)])));
+                        a[g] = _mm256_add_epi32(a[g], _mm256_madd_epi16(co, _mm256_set1_epi32(qt[g * (dim / 2) + 1])));
+                    }
+                }
+            }
+            for (int g = 0; g < gn; g++) {
+                const __m256 d = _mm256_fnmadd_ps(zv, _mm256_set1_ps(qn[g0 + g]), _mm256_cvtepi32_ps(a[g]));
+                _mm256_maskstore_ps(sc + (size_t)(g0 + g) * ps + j0, mj, _mm256_mul_ps(_mm256_mul_ps(sv, _mm256_set1_ps(qx[g0 + g])), d));
+            }
+        }
+    }
+}
+
+IG_INLINE void ig_attn_pv_q16(int ng, int dim, int ps, const float *p, const uint8_t *codes, const uint16_t *scales,
+                              const uint8_t *zeros, int n, float *acc) {
+    int32_t wp[16][8]; /* head g: the int16 codes of keys 2u, 2u + 1 in dword u */
+    float wx[16];
+    int32_t wz[16];
+    uint16_t sb[16] = {0};
+    uint8_t zb[16] = {0};
+    memcpy(sb, scales, 2 * (size_t)n), memcpy(zb, zeros, (size_t)n);
+    const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb)), s1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 8)));
+    const __m256i z0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)zb)), z1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zb + 8)));
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota), m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), iota);
+    for (int g = 0; g < ng; g++) {
+        const __m256 w0 = _mm256_mul_ps(_mm256_maskload_ps(p + g * ps, m0), s0);
+        const __m256 w1 = _mm256_mul_ps(_mm256_maskload_ps(p + g * ps + 8, m1), s1);
+        __m256 mx = _mm256_max_ps(w0, w1);
+        mx = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 1));
+        mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, 0x4e));
+        mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, 0xb1));
+        const float wmax = _mm256_cvtss_f32(mx);
+        const __m256 inv = _mm256_set1_ps(wmax > 0.0f ? 32767.0f / wmax : 0.0f);
+        const __m256i c0 = _mm256_cvtps_epi32(_mm256_mul_ps(w0, inv)), c1 = _mm256_cvtps_epi32(_mm256_mul_ps(w1, inv));
+        _mm256_storeu_si256((__m256i *)wp[g], _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xd8));
+        const __m256i zs = _mm256_add_epi32(_mm256_mullo_epi32(c0, z0), _mm256_mullo_epi32(c1, z1));
+        const __m128i z4 = _mm_add_epi32(_mm256_castsi256_si128(zs), _mm256_extracti128_si256(zs, 1));
+        const __m128i z2 = _mm_add_epi32(z4, _mm_shuffle_epi32(z4, 0x4e));
+        wz[g] = _mm_cvtsi128_si32(_mm_add_epi32(z2, _mm_shuffle_epi32(z2, 0xb1)));
+        wx[g] = wmax / 32767.0f;
+    }
+    for (int i0 = 0; i0 < dim; i0 += 16)
+        for (int g0 = 0; g0 < ng; g0 += 4) {
+            const int gn = IG_MIN(4, ng - g0);
+            __m256i al[4], ah[4];
+            for (int g = 0; g < 4; g++) al[g] = ah[g] = _mm256_setzero_si256();
+            for (int j = 0; j < n; j += 2) {
+                const __m256i c0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(codes + (size_t)j * dim + i0)));
+                const __m256i c1 = j + 1 < n ? _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(codes + (size_t)(j + 1) * dim + i0)))
+                                             : _mm256_setzero_si256();
+                const __m256i l = _mm256_unpacklo_epi16(c0, c1), h = _mm256_unpackhi_epi16(c0, c1);
+                for (int g = 0; g < gn; g++) {
+                    const __m256i wv = _mm256_set1_epi32(wp[g0 + g][j / 2]);
+                    al[g] = _mm256_add_epi32(al[g], _mm256_madd_epi16(l, wv));
+                    ah[g] = _mm256_add_epi32(ah[g], _mm256_madd_epi16(h, wv));
+                }
+            }
+            for (int g = 0; g < gn; g++) {
+                float *o = acc + (size_t)(g0 + g) * dim + i0;
+                const __m256i z = _mm256_set1_epi32(wz[g0 + g]);
+                const __m256 x = _mm256_set1_ps(wx[g0 + g]);
+                const __m256i d0 = _mm256_sub_epi32(_mm256_permute2x128_si256(al[g], ah[g], 0x20), z);
+                const __m256i d1 = _mm256_sub_epi32(_mm256_permute2x128_si256(al[g], ah[g], 0x31), z);
+                _mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), x, _mm256_loadu_ps(o)));
+                _mm256_storeu_ps(o + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), x, _mm256_loadu_ps(o + 8)));
             }
         }
 }
@@ -820,10 +966,16 @@ IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint3
 /* the decode path prefetches the page this many pages ahead */
 #define AT_PF_ 2
 /* int8 / uint4 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16 where AT_D % 32 == 0) */
-#if defined(IG_AVX512) && (AT_KVQ == 8 || AT_KVQ == 4) && AT_D % 4 == 0
+#if (defined(IG_AVX512) || defined(IG_AVX2)) && (AT_KVQ == 8 || AT_KVQ == 4) && AT_D % 4 == 0
 #define AT_Q16_ 1
 #else
 #define AT_Q16_ 0
+#endif
+/* ... and ig_attn_pv_q16 for the values (whole vectors of dimensions) */
+#if AT_Q16_ && AT_D % (defined(IG_AVX512) ? 32 : 16) == 0
+#define AT_Q16V_ 1
+#else
+#define AT_Q16V_ 0
 #endif
 /* rows of a prefill tile (tokens x the group's heads), the stride of its [.][row] arrays */
 #define AT_TR_ (AT_D <= 128 ? 64 : 32)
@@ -920,7 +1072,7 @@ static inline void AT_FN_(_scores)(const AT_FN_(_q) *tq, const uint8_t *base, in
  * apart); kt: scratch for 16 dequantized rows. */
 static inline void AT_FN_(_values)(const uint8_t *base, int kh, int j0, int n, const float *p, float *acc, float *kt) {
     enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
-#if AT_Q16_ && AT_D % 32 == 0
+#if AT_Q16V_
     const uint8_t *vc, *vz;
     const uint16_t *vs;
     ig_kvq_rows(base, AT_KV, AT_PS, AT_D, AT_KVQ, 1, kh, j0, &vc, &vs, &vz);
@@ -1124,4 +1276,5 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
 #undef AT_QB_
 #undef AT_TBF_
 #undef AT_Q16_
+#undef AT_Q16V_
 #undef AT_PF_
