@@ -396,6 +396,27 @@ ATTN_INST(J, 8, 2, 64, 4, 1, 0)
 #define AT_SCALE 0.125f
 #define AT_WINDOW 21
 #include "attention.c"
+/* 8-bit codes with head_dim % 4 != 0 (the f32 fused dots, not the int16 kernels) */
+ATTN_INST(K, 6, 2, 30, 8, 0, 0)
+#define RK_NAME rk_K
+#define RK_H 6
+#define RK_KV 2
+#define RK_D 30
+#define RK_PS TPS
+#define RK_KVQ 8
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 30, 8))
+#define RK_QKNORM 0
+#include "rope_kv.c"
+#define AT_NAME at_K
+#define AT_H 6
+#define AT_KV 2
+#define AT_D 30
+#define AT_PS TPS
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(2, TPS, 30, 8))
+#define AT_OBF16 0
+#define AT_SCALE 0.18257418583505536f
+#include "attention.c"
 
 /* ---------------- helpers ---------------- */
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
@@ -848,6 +869,7 @@ int main(void) {
     test_attn("attn H6 KV1 D48 uint4kv bf16out", rk_G, at_G, G_H, G_KV, G_D, G_KVB, G_QKN, G_OB, 0.14433756729740643f, 0);
     test_attn("attn H20 KV1 D36 int8kv", rk_H, at_H, H_H, H_KV, H_D, H_KVB, H_QKN, H_OB, 0.16666666666666666f, 0);
     test_attn("attn H8 KV2 D64 fp8kv qknorm bf16out", rk_I, at_I, I_H, I_KV, I_D, I_KVB, I_QKN, I_OB, 0.125f, 0);
+    test_attn("attn H6 KV2 D30 int8kv", rk_K, at_K, K_H, K_KV, K_D, K_KVB, K_QKN, K_OB, 0.18257418583505536f, 0);
     test_attn("attn H8 KV2 D64 uint4kv qknorm", rk_J, at_J, J_H, J_KV, J_D, J_KVB, J_QKN, J_OB, 0.125f, 0);
     test_attn("attn H8 KV2 D64 uint4kv qknorm window 21", rk_J, at_Jw, J_H, J_KV, J_D, J_KVB, J_QKN, J_OB, 0.125f, 21);
     test_kv_steps("fp8kv", rk_I, I_H, I_KV, I_D, IG_KVQ_LAYER_BYTES(I_KV, TPS, I_D, IG_KVQ_E4M3));
