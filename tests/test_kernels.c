@@ -129,7 +129,9 @@
 #define EM_WBF16 0
 #include "embed.c"
 
+#ifndef TPS /* tokens per KV page (test_kernels_isa.sh also builds 32: kernels that walk a page in blocks of 16) */
 #define TPS 16
+#endif
 /* pages hold 2 layers; the tests use layer 1 (layer_off = one layer's bytes) */
 #define ATTN_INST(sfx, h, kv, d, kvb, qkn, ob)                                              \
     enum { sfx##_H = h, sfx##_KV = kv, sfx##_D = d, sfx##_KVB = kvb, sfx##_QKN = qkn, sfx##_OB = ob };

@@ -24,3 +24,5 @@ if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_bf1
 else echo "skip avx512bf16 (host lacks it)"; fi
 if has avx512f && has avx512bw && has avx512vl; then run avx512 -mavx512f -mavx512bw -mavx512vl -mfma
 else echo "skip avx512 (host lacks it)"; fi
+# pages of 32 tokens (the harness's default is 16): the decode kernels walk a page in blocks of 16
+if has avx2 && has fma && has f16c; then run avx2-tps32 -DTPS=32 -mavx2 -mfma -mf16c; fi
