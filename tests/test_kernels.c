@@ -835,8 +835,29 @@ static void test_bf16(void) {
     }
 }
 
+/* ig_kvq_e4m3_row (vectors on AVX-512 / AVX2) against the scalar ig_e4m3_to_f32 for every code,
+ * at offsets that put codes in the vector body and in the scalar tail. */
+static void test_e4m3_row(void) {
+    uint8_t c[256 + 5];
+    float o[256 + 5];
+    for (int i = 0; i < 261; i++) c[i] = (uint8_t)(i * 151 + 7);
+    for (int off = 0; off < 5; off++) {
+        const float s = off ? 0.37f * off : 1.0f;
+        ig_kvq_e4m3_row(c + off, 256, s, o);
+        for (int i = 0; i < 256; i++) {
+            const float want = ig_e4m3_to_f32(c[off + i]) * s;
+            if (!(o[i] == want || (o[i] != o[i] && want != want)) || signbit(o[i]) != signbit(want)) {
+                fprintf(stderr, "FAIL e4m3 row code 0x%02x scale %g: got %g want %g\n", c[off + i], s, o[i], want);
+                g_fail++;
+                return;
+            }
+        }
+    }
+}
+
 int main(void) {
     test_bf16();
+    test_e4m3_row();
     const int Ts[] = {1, 7, 37};
     for (int i = 0; i < 3; i++) {
         int T = Ts[i];
