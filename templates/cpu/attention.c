@@ -1085,8 +1085,9 @@ static void AT_FN_(_token)(int t, int kh, const float *q, const uint8_t *kv_pool
     AT_FN_(_q) tq;
     for (int g = 0; g < G_; g++) {
         const float *qh = q + (size_t)t * AT_H * AT_D + (size_t)(kh * G_ + g) * AT_D;
-        tq.qsum[g] = 0.0f;
-        for (int i = 0; i < AT_D; i++) tq.qs[g * AT_D + i] = qh[i] * AT_SCALE, tq.qsum[g] += tq.qs[g * AT_D + i];
+        tq.qsum[g] = 0.0f; /* read by the f32 int8 dots only (ig_attn_scores_q8) */
+        for (int i = 0; i < AT_D; i++) tq.qs[g * AT_D + i] = qh[i] * AT_SCALE;
+        for (int i = 0; AT_KVQ == 8 && !AT_Q16_ && i < AT_D; i++) tq.qsum[g] += tq.qs[g * AT_D + i];
         m[g] = -INFINITY;
         l[g] = 0.0f;
     }
