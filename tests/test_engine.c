@@ -687,15 +687,19 @@ static void test_stress(const char *pkg) {
  * copies back for a greedy row. */
 /* prefix_cache_pages bounds the pages the cache keeps (the CPU pool is committed page by page, so
  * an unbounded cache grows the process's memory with every distinct prompt); -1: the whole pool. */
+/* The pool's bound holds with a host tier beside it (the tier adds entries, not pool pages: on
+ * CUDA, where the tier is on by default, the cache once kept every page up to bound + tier). */
 static void test_prefix_cache_bound(const char *pkg) {
     ig_engine_config cfg;
     ig_engine_config_default(&cfg);
     cfg.max_seqs = 2;
     cfg.max_tokens_per_step = 64;
     cfg.kv_pages = 24;
-    int32_t cached[2];
-    for (int k = 0; k < 2; k++) {
-        cfg.prefix_cache_pages = k == 0 ? 3 : -1;
+    int32_t cached[3];
+    static const char *what[3] = {"bound 3", "bound 3 with a host tier", "no bound"};
+    for (int k = 0; k < 3; k++) {
+        cfg.prefix_cache_pages = k < 2 ? 3 : -1;
+        cfg.kv_host_bytes = k == 1 ? 64 << 20 : 0;
         ig_engine *e;
         ig_err err;
         if (ig_engine_open(pkg, &cfg, &e, &err)) {
@@ -712,15 +716,26 @@ static void test_prefix_cache_bound(const char *pkg) {
         run_greedy(e, p, 48, 4, out, &n); /* the latest prompt is still cached */
         ig_engine_get_stats(e, &s1);
         cached[k] = s0.kv_pages_cached;
-        CHECK(s1.prefix_hit_tokens - s0.prefix_hit_tokens >= 16, "bound %d: the latest prompt reused %lld tokens",
-              cfg.prefix_cache_pages, (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens));
+        CHECK(s1.prefix_hit_tokens - s0.prefix_hit_tokens >= 16, "%s: the latest prompt reused %lld tokens", what[k],
+              (long long)(s1.prefix_hit_tokens - s0.prefix_hit_tokens));
         CHECK(s1.kv_pages_free + s1.kv_pages_cached == s1.kv_pages_total && s1.running == 0,
-              "bound %d: %d free + %d cached of %d", cfg.prefix_cache_pages, s1.kv_pages_free, s1.kv_pages_cached, s1.kv_pages_total);
+              "%s: %d free + %d cached of %d", what[k], s1.kv_pages_free, s1.kv_pages_cached, s1.kv_pages_total);
+        if (k == 1) { /* the first prompt went to the host tier and comes back from it */
+            for (int i = 0; i < 48; i++) p[i] = (int32_t)((i * 97 + 11) % ig_engine_vocab(e));
+            run_greedy(e, p, 48, 4, out, &n);
+            ig_engine_stats s2;
+            ig_engine_get_stats(e, &s2);
+            CHECK(s2.prefix_host_hit_tokens > s1.prefix_host_hit_tokens && s2.kv_pages_cached <= 3,
+                  "%s: %lld tokens of the first prompt from the host tier, %d pages cached", what[k],
+                  (long long)(s2.prefix_host_hit_tokens - s1.prefix_host_hit_tokens), s2.kv_pages_cached);
+        }
         ig_engine_close(e);
     }
-    CHECK(cached[0] <= 3, "prefix_cache_pages 3: the cache holds %d pages", cached[0]);
-    CHECK(cached[1] > 3, "prefix_cache_pages -1: the cache holds only %d pages after five 3-page prompts", cached[1]);
-    printf("prefix cache bound: %d pages cached with a bound of 3, %d without\n", cached[0], cached[1]);
+    CHECK(cached[0] <= 3 && cached[1] <= 3, "prefix_cache_pages 3: the cache holds %d pages (%d with a host tier)",
+          cached[0], cached[1]);
+    CHECK(cached[2] > 3, "prefix_cache_pages -1: the cache holds only %d pages after five 3-page prompts", cached[2]);
+    printf("prefix cache bound: %d pages cached with a bound of 3 (%d with a host tier), %d without\n", cached[0],
+           cached[1], cached[2]);
 }
 
 /* ig_fwd_batch.masks: refused by a package without IG_MODEL_CAP_MASK; on one with it (CUDA), a

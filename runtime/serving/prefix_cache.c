@@ -17,6 +17,7 @@ typedef struct pc_entry {
 
 struct prefix_cache {
     int32_t page_size, cap, n;
+    int32_t pool_cap, n_pool; /* entries holding a pool page: at most pool_cap (max_entries) */
     pc_entry *e;        /* [cap] */
     int32_t *tokens;    /* [cap][page_size] */
     int32_t *slots;     /* [nslots] entry index or -1 */
@@ -38,6 +39,7 @@ ig_status pc_new(int32_t page_size, int32_t max_entries, const pc_host_tier *tie
     if (!pc) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
     pc->page_size = page_size;
     pc->cap = max_entries + nh;
+    pc->pool_cap = max_entries;
     pc->nslots = 16;
     while (pc->nslots < 2 * pc->cap) pc->nslots *= 2;
     pc->e = calloc((size_t)pc->cap, sizeof *pc->e);
@@ -138,7 +140,7 @@ static void table_remove(prefix_cache *pc, int32_t i) {
 static void drop_unlinked(prefix_cache *pc, kv_pager *pager, int32_t i) {
     pc_entry *x = &pc->e[i];
     table_remove(pc, i);
-    if (x->page >= 0) kv_unref(pager, x->page);
+    if (x->page >= 0) kv_unref(pager, x->page), pc->n_pool--;
     if (x->hpage >= 0) kv_unref(pc->host, x->hpage), pc->st.host_pages_used--;
     pc->free_list[pc->n_free++] = i;
     pc->n--;
@@ -169,6 +171,7 @@ int pc_evict_one(prefix_cache *pc, kv_pager *pager) {
         if (hp >= 0 && pc->tier.copy(pc->tier.user, 1, x->page, hp) == IG_OK) {
             kv_unref(pager, x->page); /* the copy is ordered before any later write of the page */
             x->page = -1, x->hpage = hp;
+            pc->n_pool--;
             pc->st.bytes_to_host += (int64_t)pc->tier.page_bytes;
             lru_push_front(pc, i);
             return 1;
@@ -184,7 +187,11 @@ int pc_evict_one(prefix_cache *pc, kv_pager *pager) {
  * kept in the host tier when no pool page could be had). */
 static int32_t bring_back(prefix_cache *pc, kv_pager *pager, int32_t i) {
     lru_unlink(pc, i); /* out of the host tier's order: evictions below must not take it */
-    if (pager->n_free == 0) pc_evict_one(pc, pager);
+    if (pager->n_free == 0 || pc->n_pool >= pc->pool_cap) pc_evict_one(pc, pager);
+    if (pc->n_pool >= pc->pool_cap) { /* every cached pool page is still read: stay in the host tier */
+        lru_push_front(pc, i);
+        return -1;
+    }
     int32_t page;
     ig_err err;
     if (kv_alloc(pager, &page, &err) != IG_OK) {
@@ -199,6 +206,7 @@ static int32_t bring_back(prefix_cache *pc, kv_pager *pager, int32_t i) {
     }
     kv_unref(pc->host, x->hpage), pc->st.host_pages_used--;
     x->hpage = -1, x->page = page; /* the cache's reference: kv_alloc's */
+    pc->n_pool++;
     pc->st.bytes_to_device += (int64_t)pc->tier.page_bytes;
     pc->st.hits_host++;
     lru_push_front(pc, i);
@@ -218,6 +226,9 @@ int32_t pc_lookup(prefix_cache *pc, kv_pager *pager, uint64_t key, const int32_t
 void pc_insert(prefix_cache *pc, kv_pager *pager, uint64_t key, const int32_t *tokens, int32_t page) {
     int32_t slot;
     if (find(pc, key, tokens, &slot) >= 0) return;
+    /* the pool's bound: its oldest unread entry goes to the host tier (or is dropped); none: the
+     * page stays uncached */
+    if (pc->n_pool >= pc->pool_cap && !pc_evict_one(pc, pager)) return;
     if (pc->n_free == 0) { /* every entry in use: the oldest host entry goes, else a pool entry */
         int32_t j = pc->tail[1];
         if (j >= 0) {
@@ -240,6 +251,7 @@ void pc_insert(prefix_cache *pc, kv_pager *pager, uint64_t key, const int32_t *t
     lru_push_front(pc, i);
     kv_ref(pager, page);
     pc->n++;
+    pc->n_pool++;
 }
 
 int32_t pc_count(const prefix_cache *pc) { return pc->n; }
