@@ -93,6 +93,20 @@
 
 /* ---- bf16 (stored as uint16_t: the upper half of an IEEE f32) ---- */
 
+#if defined(__AVX512VNNI__)
+/* a + the int16 pair products of w and x (vpdpwssd). Inline assembly ties the accumulator to one
+ * register: with the intrinsic, GCC 12 copies each accumulator of an unrolled row loop into a
+ * scratch register and back around every vpdpwssd (two extra moves per dot product). */
+IG_INLINE __m512i ig_dpwssd512(__m512i a, __m512i w, __m512i x) {
+#if defined(__GNUC__) && !defined(__clang__)
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(a) : "v"(w), "v"(x));
+    return a;
+#else
+    return _mm512_dpwssd_epi32(a, w, x);
+#endif
+}
+#endif
+
 IG_INLINE float ig_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;

@@ -73,9 +73,12 @@
 #ifndef MM_TB /* rows per row block: the tile is MM_TB x 32 floats on the stack */
 #define MM_TB 192
 #endif
-#ifndef MM_QRB /* integer activations: rows quantized per block, their codes <= 128 KB of stack (4..64 rows) */
-#define MM_QRB \
-    IG_MAX(IG_WQ_XR, IG_MIN(64, 131072 / (int)IG_WQ_XQ_BYTES(MM_WQ, MM_K, MM_WG)) / IG_WQ_XR * IG_WQ_XR)
+#ifndef MM_QRB /* integer activations: rows quantized per block, their codes <= MM_QRB_BYTES of stack
+                  (IG_WQ_XRB(wq)..64 rows, a multiple of it); each block streams the weights once */
+#define MM_QRB_BYTES 131072
+#define MM_QRB                                                                                                   \
+    IG_MAX(IG_WQ_XRB(MM_WQ), IG_MIN(64, MM_QRB_BYTES / (int)IG_WQ_XQ_BYTES(MM_WQ, MM_K, MM_WG)) / IG_WQ_XRB(MM_WQ) * \
+                                 IG_WQ_XRB(MM_WQ))
 #endif
 #ifndef MM_KC /* k-pairs per K chunk */
 #define MM_KC 128
@@ -665,21 +668,14 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
                 }
                 for (int q = q0; q < q1; q++) {
                     int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
-                    for (int r = 0; r < tn; r += IG_WQ_XR) {
-                        const int R = IG_MIN(IG_WQ_XR, tn - r);
-                        IG_ALIGN64 float acc[2][16 * IG_WQ_XR];
-                        for (int p = 0; p < P; p++) {
-                            const char *pw = wc + (2 * q + p) * wps;
-                            if (R == IG_WQ_XR) ig_wq_xgemm(MM_WQ, K_, MM_WG, IG_WQ_XR, xq[r], sizeof xq[0], pw, acc[p]);
-                            else if (R == 1) ig_wq_xgemm(MM_WQ, K_, MM_WG, 1, xq[r], sizeof xq[0], pw, acc[p]);
-                            else ig_wq_xgemm(MM_WQ, K_, MM_WG, R, xq[r], sizeof xq[0], pw, acc[p]);
-                        }
-                        for (int i = 0; i < R; i++) {
-                            IG_ALIGN64 float a[32];
-                            memcpy(a, acc[0] + 16 * i, 64);
-                            if (P > 1) memcpy(a + 16, acc[1] + 16 * i, 64);
-                            ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, a, q, P, y, tb + r + i);
-                        }
+                    IG_ALIGN64 float acc[2][16 * MM_QRB];
+                    for (int p = 0; p < P; p++)
+                        ig_wq_xgemm_rows(MM_WQ, K_, MM_WG, tn, xq[0], sizeof xq[0], wc + (2 * q + p) * wps, acc[p]);
+                    for (int i = 0; i < tn; i++) {
+                        IG_ALIGN64 float a[32];
+                        memcpy(a, acc[0] + 16 * i, 64);
+                        if (P > 1) memcpy(a + 16, acc[1] + 16 * i, 64);
+                        ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, a, q, P, y, tb + i);
                     }
                 }
             }

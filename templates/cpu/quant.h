@@ -507,6 +507,13 @@ IG_INLINE void ig_wq_xquant(int wq, int K, int G, const float *xf, char *xb) {
 #else
 #define IG_WQ_XR 1
 #endif
+/* rows a prefill block of wq is a multiple of (matmul.c's MM_QRB): Q8I on AVX-512 runs 8 at a time
+ * (ig_wq_q8i_gemm: its per-row state is three vectors) */
+#if defined(IG_AVX512)
+#define IG_WQ_XRB(wq) ((wq) == IG_WQ_Q8I ? 8 : IG_WQ_XR)
+#else
+#define IG_WQ_XRB(wq) IG_WQ_XR
+#endif
 
 /* Q4I: a[r] = sum over no k-octets (at most 4: one activation block) of the octets' codes c (64
  * bytes each) times row r's int8 activations x + r xst [8 no] (int32; the int16 sums of the paths
@@ -749,20 +756,33 @@ IG_INLINE void ig_wq_ki_gemm(int wq, int K, int G, int R, const char *xb, size_t
 
 /* Q8I: out[0..16) = x . W[panel] from the int16 row xb: per quad l of codes q[l][16][4], lane j's
  * 4 codes times x[4l..4l+3] as two pairs (vpdpwssd / vpmaddwd: lane j's sums land in two int32
- * slots, folded once per panel), int32 per block of IG_WQ_AG16 columns, scaled in f32. */
+ * slots), per block of IG_WQ_AG16 columns the slots folded into lane j's int32 total (exact: at
+ * most 256 x 32767 x 128 < 2^31), then f_j += total_j x the block's scale in f32 (AVX-512: the
+ * same steps as ig_wq_q8i_gemm, so a row's result does not depend on the
+ * kernel its batch takes). */
+#if defined(IG_AVX512)
+/* Lane j's int32 total from the slot pairs of the widened quads: a holds lanes 0..7 (slots 2j,
+ * 2j + 1), b lanes 8..15. */
+IG_INLINE __m512i ig_wq_q8i_fold(__m512i a, __m512i b) {
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
+}
+#endif
+
 IG_INLINE void ig_wq_q8i_gemv(int K, const char *xb, const char *panel, float *out) {
     const int16_t *xw = (const int16_t *)xb;
     const float *xs = (const float *)(xb + IG_WQ_XS_OFF(IG_WQ_Q8I, K));
     const int8_t *q = (const int8_t *)(panel + 64);
     const int KQ = (K + 3) / 4, QG = IG_WQ_AG16 / 4;
 #if defined(IG_AVX512)
-    __m512 f0 = _mm512_setzero_ps(), f1 = f0; /* slots 2j, 2j + 1: lane j (f0) and lane 8 + j (f1) */
+    __m512 f = _mm512_setzero_ps();
     for (int u0 = 0; u0 < KQ; u0 += QG) {
         const int u1 = IG_MIN(KQ, u0 + QG);
-        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0; /* slots 2j, 2j + 1 of lane j (a0, a2), 8 + j (a1, a3) */
         int l = u0;
 #if defined(__AVX512VNNI__)
-#define IG_WQ_D16(a, w, x) a = _mm512_dpwssd_epi32(a, w, x)
+#define IG_WQ_D16(a, w, x) a = ig_dpwssd512(a, w, x)
 #else
 #define IG_WQ_D16(a, w, x) a = _mm512_add_epi32(a, _mm512_madd_epi16(w, x))
 #endif
@@ -783,14 +803,10 @@ IG_INLINE void ig_wq_q8i_gemv(int K, const char *xb, const char *panel, float *o
         if (l < u1) IG_WQ_Q8I_STEP(l, a0, a1);
 #undef IG_WQ_Q8I_STEP
 #undef IG_WQ_D16
-        const __m512 s = _mm512_set1_ps(xs[u0 / QG]);
-        f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a2)), s, f0);
-        f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a1, a3)), s, f1);
+        f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ig_wq_q8i_fold(_mm512_add_epi32(a0, a2), _mm512_add_epi32(a1, a3))),
+                            _mm512_set1_ps(xs[u0 / QG]), f);
     }
-    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-    const __m512 r = _mm512_add_ps(_mm512_permutex2var_ps(f0, ev, f1), _mm512_permutex2var_ps(f0, od, f1));
-    _mm512_storeu_ps(out, _mm512_mul_ps(r, _mm512_loadu_ps((const float *)panel)));
+    _mm512_storeu_ps(out, _mm512_mul_ps(f, _mm512_loadu_ps((const float *)panel)));
 #elif defined(IG_AVX2)
     __m256 f[4]; /* lanes 4r..4r+3, two slots each */
     for (int r = 0; r < 4; r++) f[r] = _mm256_setzero_ps();
@@ -838,7 +854,7 @@ IG_INLINE void ig_wq_q8i_gemv(int K, const char *xb, const char *panel, float *o
 #endif
 }
 
-/* Q8I: ig_wq_q8i_gemv for R rows at once (2 <= R <= IG_WQ_XR; the decode's R = 1 keeps the
+/* Q8I: ig_wq_q8i_gemv for R rows at once (2 <= R <= 8 on AVX-512; the decode's R = 1 keeps the
  * single-row kernel and its two interleaved chains): each quad's codes are widened once for all
  * R rows, and each row's int32 sums and f32 steps are the single-row kernel's. AVX-512 only: on
  * AVX2 two rows' accumulators (8 + 8 ymm) spill, and the gate|up matmul of the bench shape at
@@ -849,15 +865,15 @@ IG_INLINE void ig_wq_q8i_gemm(int K, int R, const char *xb, size_t xst, const ch
     const int KQ = (K + 3) / 4, QG = IG_WQ_AG16 / 4;
 #if defined(IG_AVX512)
 #if defined(__AVX512VNNI__)
-#define IG_WQ_D16(a, w, x) _mm512_dpwssd_epi32(a, w, x)
+#define IG_WQ_D16(a, w, x) ig_dpwssd512(a, w, x)
 #else
 #define IG_WQ_D16(a, w, x) _mm512_add_epi32(a, _mm512_madd_epi16(w, x))
 #endif
-    __m512 f0[IG_WQ_XR], f1[IG_WQ_XR]; /* as the single-row kernel's, per row */
-    for (int r = 0; r < R; r++) f0[r] = f1[r] = _mm512_setzero_ps();
+    __m512 f[8]; /* as the single-row kernel's, per row */
+    for (int r = 0; r < R; r++) f[r] = _mm512_setzero_ps();
     for (int u0 = 0; u0 < KQ; u0 += QG) {
         const int u1 = IG_MIN(KQ, u0 + QG);
-        __m512i a0[IG_WQ_XR], a1[IG_WQ_XR];
+        __m512i a0[8], a1[8];
         for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm512_setzero_si512();
         for (int l = u0; l < u1; l++) {
             const int8_t *p = q + (size_t)l * 64;
@@ -874,18 +890,12 @@ IG_INLINE void ig_wq_q8i_gemm(int K, int R, const char *xb, size_t xst, const ch
         }
         for (int r = 0; r < R; r++) {
             const __m512 s = _mm512_set1_ps(((const float *)(xb + r * xst + xso))[u0 / QG]);
-            f0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[r]), s, f0[r]);
-            f1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[r]), s, f1[r]);
+            f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ig_wq_q8i_fold(a0[r], a1[r])), s, f[r]);
         }
     }
 #undef IG_WQ_D16
-    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     const __m512 sc = _mm512_loadu_ps((const float *)panel);
-    for (int r = 0; r < R; r++) {
-        const __m512 v = _mm512_add_ps(_mm512_permutex2var_ps(f0[r], ev, f1[r]), _mm512_permutex2var_ps(f0[r], od, f1[r]));
-        _mm512_storeu_ps(out + 16 * r, _mm512_mul_ps(v, sc));
-    }
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, _mm512_mul_ps(f[r], sc));
 #else
     for (int r = 0; r < R; r++) ig_wq_q8i_gemv(K, xb + r * xst, panel, out + 16 * r);
     (void)xso, (void)q, (void)KQ, (void)QG;
@@ -951,6 +961,19 @@ IG_INLINE void ig_wq_xgemm(int wq, int K, int G, int R, const char *xb, size_t x
         if (wq == IG_WQ_Q8I) ig_wq_q8i_gemv(K, x, panel, out + 16 * r);
         else ig_wq_igemv(K, (const int8_t *)x, (const float *)(x + IG_WQ_XS_OFF(wq, K)), panel, out + 16 * r);
     }
+}
+
+/* out[16 r + j] = row r . W[panel] lane j for the n rows of a block (any n) at xb + r xst, by
+ * ig_wq_xgemm on IG_WQ_XRB(wq) rows at a time (R a constant at each call, so its row loops
+ * unroll), then IG_WQ_XR, then one. */
+IG_INLINE void ig_wq_xgemm_rows(int wq, int K, int G, int n, const char *xb, size_t xst, const char *panel, float *out) {
+    int r = 0;
+#if defined(IG_AVX512)
+    if (wq == IG_WQ_Q8I)
+        for (; r + 8 <= n; r += 8) ig_wq_xgemm(wq, K, G, 8, xb + r * xst, xst, panel, out + 16 * r);
+#endif
+    for (; r + IG_WQ_XR <= n; r += IG_WQ_XR) ig_wq_xgemm(wq, K, G, IG_WQ_XR, xb + r * xst, xst, panel, out + 16 * r);
+    for (; r < n; r++) ig_wq_xgemm(wq, K, G, 1, xb + r * xst, xst, panel, out + 16 * r);
 }
 
 /* Sums of xf over each group of G (the min term of Q4G / Q4K / Q6K, the zero-point term of Q4Z / Q8Z). */
