@@ -322,7 +322,7 @@ IG_INLINE void ig_wq_idot(const int8_t *xq, const int8_t *q, int l0, int l1, int
         _mm_prefetch((const char *)q + (size_t)l * 64 + 8192, _MM_HINT_T0);
         w = _mm512_mask_sub_epi8(w, _mm512_movepi8_mask(xv), _mm512_setzero_si512(), w); /* x's sign onto w */
 #if defined(__AVX512VNNI__)
-        a = _mm512_dpbusd_epi32(a, ax, w);
+        a = ig_dpbusd512(a, ax, w);
 #else
         a = _mm512_add_epi32(a, _mm512_madd_epi16(_mm512_maddubs_epi16(ax, w), ones));
 #endif
@@ -530,7 +530,7 @@ IG_INLINE void ig_wq_q4i_idotr(const uint8_t *c, const int8_t *x, size_t xst, in
             int32_t xa, xb;
             memcpy(&xa, x + r * xst + 8 * o, 4), memcpy(&xb, x + r * xst + 8 * o + 4, 4);
 #if defined(__AVX512VNNI__)
-            a[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a[r], lo, _mm512_set1_epi32(xa)), hi, _mm512_set1_epi32(xb));
+            a[r] = ig_dpbusd512(ig_dpbusd512(a[r], lo, _mm512_set1_epi32(xa)), hi, _mm512_set1_epi32(xb));
 #else
             a[r] = _mm512_add_epi16(a[r], _mm512_add_epi16(_mm512_maddubs_epi16(lo, _mm512_set1_epi32(xa)),
                                                            _mm512_maddubs_epi16(hi, _mm512_set1_epi32(xb))));
@@ -596,8 +596,8 @@ IG_INLINE void ig_wq_q6i_idotr(const uint8_t *c, const int8_t *x, size_t xst, in
             int32_t xv[4];
             memcpy(xv, x + r * xst + 16 * s, 16);
 #if defined(__AVX512VNNI__)
-            a[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a[r], q0, _mm512_set1_epi32(xv[0])), q1, _mm512_set1_epi32(xv[1]));
-            a[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a[r], q2, _mm512_set1_epi32(xv[2])), q3, _mm512_set1_epi32(xv[3]));
+            a[r] = ig_dpbusd512(ig_dpbusd512(a[r], q0, _mm512_set1_epi32(xv[0])), q1, _mm512_set1_epi32(xv[1]));
+            a[r] = ig_dpbusd512(ig_dpbusd512(a[r], q2, _mm512_set1_epi32(xv[2])), q3, _mm512_set1_epi32(xv[3]));
 #else
             const __m512i ones = _mm512_set1_epi16(1);
             a[r] = _mm512_add_epi32(a[r], _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(q0, _mm512_set1_epi32(xv[0])),
@@ -922,11 +922,11 @@ IG_INLINE void ig_wq_q8a_gemm(int K, int R, const char *xb, size_t xst, const ch
         for (int l = g * QG; l < u1; l++) {
             const __m512i w = _mm512_loadu_si512((const void *)(q + (size_t)l * 64));
             _mm_prefetch((const char *)q + (size_t)l * 64 + 8192, _MM_HINT_T0);
-            cs = _mm512_dpbusd_epi32(cs, ones, w);
+            cs = ig_dpbusd512(cs, ones, w);
             for (int r = 0; r < R; r++) {
                 int32_t xw;
                 memcpy(&xw, xb + r * xst + 4 * (size_t)l, 4);
-                a[r] = _mm512_dpbusd_epi32(a[r], _mm512_xor_si512(_mm512_set1_epi32(xw), flip), w);
+                a[r] = ig_dpbusd512(a[r], _mm512_xor_si512(_mm512_set1_epi32(xw), flip), w);
             }
         }
         const __m512i c = _mm512_slli_epi32(cs, 7);
