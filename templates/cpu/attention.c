@@ -342,8 +342,8 @@ IG_INLINE void ig_attn_scores_q16(int ng, int dim, int ps, const int32_t *qp, co
 #pragma GCC unroll 16
                 for (int g = 0; g < ng; g++) {
 #if defined(__AVX512VNNI__)
-                    a[g] = _mm512_dpwssd_epi32(a[g], ce, _mm512_set1_epi32(qt[g * (dim / 2)]));
-                    a[g] = _mm512_dpwssd_epi32(a[g], co, _mm512_set1_epi32(qt[g * (dim / 2) + 1]));
+                    a[g] = ig_dpwssd512(a[g], ce, _mm512_set1_epi32(qt[g * (dim / 2)]));
+                    a[g] = ig_dpwssd512(a[g], co, _mm512_set1_epi32(qt[g * (dim / 2) + 1]));
 #else
                     a[g] = _mm512_add_epi32(a[g], _mm512_madd_epi16(ce, _mm512_set1_epi32(qt[g * (dim / 2)])));
                     a[g] = _mm512_add_epi32(a[g], _mm512_madd_epi16(co, _mm512_set1_epi32(qt[g * (dim / 2) + 1])));
@@ -404,8 +404,8 @@ IG_INLINE void ig_attn_pv_q16(int ng, int dim, int ps, const float *p, const uin
                 for (int g = 0; g < gn; g++) {
                     const __m512i wv = _mm512_set1_epi32(wp[g0 + g][j / 2]);
 #if defined(__AVX512VNNI__)
-                    al[g] = _mm512_dpwssd_epi32(al[g], lo, wv);
-                    ah[g] = _mm512_dpwssd_epi32(ah[g], hi, wv);
+                    al[g] = ig_dpwssd512(al[g], lo, wv);
+                    ah[g] = ig_dpwssd512(ah[g], hi, wv);
 #else
                     al[g] = _mm512_add_epi32(al[g], _mm512_madd_epi16(lo, wv));
                     ah[g] = _mm512_add_epi32(ah[g], _mm512_madd_epi16(hi, wv));
