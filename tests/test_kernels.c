@@ -419,6 +419,39 @@ ATTN_INST(K, 6, 2, 30, 8, 0, 0)
 #define AT_OBF16 0
 #define AT_SCALE 0.18257418583505536f
 #include "attention.c"
+/* int8 codes with a bf16 output, SmolLM2's group of 3 at head_dim 64: on AVX-512 BF16 the prefill
+ * tiles take the codes as bf16 (attention.c's AT_TQ8_); with a window of 21 too */
+ATTN_INST(L, 9, 3, 64, 8, 0, 1)
+#define RK_NAME rk_L
+#define RK_H 9
+#define RK_KV 3
+#define RK_D 64
+#define RK_PS TPS
+#define RK_KVQ 8
+#define RK_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(3, TPS, 64, 8))
+#define RK_QKNORM 0
+#include "rope_kv.c"
+#define AT_NAME at_L
+#define AT_H 9
+#define AT_KV 3
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(3, TPS, 64, 8))
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#include "attention.c"
+#define AT_NAME at_Lw
+#define AT_H 9
+#define AT_KV 3
+#define AT_D 64
+#define AT_PS TPS
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (2 * IG_KVQ_LAYER_BYTES(3, TPS, 64, 8))
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#define AT_WINDOW 21
+#include "attention.c"
 
 /* ---------------- helpers ---------------- */
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
@@ -746,6 +779,9 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                                    (t + 1 < T && seq[t + 1] == seq[t] && pos[t + 1] == pos[t] + 1);
 #if defined(IG_AVX512BF16)
                 if (kvb == 1 && D % 8 == 0 && in_run) tile = (4 * sa / 512 + 1.0 / 256) * vmax * 1.01;
+                /* int8 KV with a bf16 output: the same, the weights p s_j rounded against codes c
+                 * with s_j c <= s_j 255 <= 2 vmax (the row's range), so twice the value term */
+                if (kvb == 8 && ob && D % 8 == 0 && in_run) tile = (4 * sa / 512 + 2.0 / 256) * vmax * 1.01;
 #endif
                 /* int8 / uint4 KV decode on int16 codes (ig_attn_scores_q16, ig_attn_pv_q16): the scaled
                  * query rounded to steps of qx = max |q scale| / qmax moves score j by at most
@@ -895,6 +931,8 @@ int main(void) {
     test_attn("attn H6 KV2 D30 int8kv", rk_K, at_K, K_H, K_KV, K_D, K_KVB, K_QKN, K_OB, 0.18257418583505536f, 0);
     test_attn("attn H8 KV2 D64 uint4kv qknorm", rk_J, at_J, J_H, J_KV, J_D, J_KVB, J_QKN, J_OB, 0.125f, 0);
     test_attn("attn H8 KV2 D64 uint4kv qknorm window 21", rk_J, at_Jw, J_H, J_KV, J_D, J_KVB, J_QKN, J_OB, 0.125f, 21);
+    test_attn("attn H9 KV3 D64 int8kv bf16out", rk_L, at_L, L_H, L_KV, L_D, L_KVB, L_QKN, L_OB, 0.125f, 0);
+    test_attn("attn H9 KV3 D64 int8kv bf16out window 21", rk_L, at_Lw, L_H, L_KV, L_D, L_KVB, L_QKN, L_OB, 0.125f, 21);
     test_kv_steps("fp8kv", rk_I, I_H, I_KV, I_D, IG_KVQ_LAYER_BYTES(I_KV, TPS, I_D, IG_KVQ_E4M3));
     test_kv_steps("uint4kv", rk_G, G_H, G_KV, G_D, IG_KVQ_LAYER_BYTES(G_KV, TPS, G_D, 4));
     test_kv_steps("int8kv", rk_H, H_H, H_KV, H_D, IG_KVQ_LAYER_BYTES(H_KV, TPS, H_D, 8));

@@ -919,6 +919,26 @@ IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint3
     for (; rb + 32 <= rp; rb += 32) ig_attn_tile_pv_bf16_nb(2, dim, rb, rs, np, pp, vp, cr, at);
     if (rb < rp) ig_attn_tile_pv_bf16_nb(1, dim, rb, rs, np, pp, vp, cr, at);
 }
+
+/* int8 KV rows (kv_quant.h: row j is sc_j c_j + zb_j, zb_j = -sc_j z_j) for the bf16 tiles: the
+ * codes c (0..255, exact in bf16) of nk rows at `codes` (dim apart) into o [IG_AT_KC][dim] (zero
+ * rows past nk), the rows' scales and biases into sc, zb (0 past nk). */
+IG_INLINE void ig_attn_tile_codes16(int dim, int nk, const uint8_t *IG_RESTRICT codes, const uint16_t *IG_RESTRICT scales,
+                                    const uint8_t *IG_RESTRICT zeros, uint16_t *IG_RESTRICT o, float *IG_RESTRICT sc,
+                                    float *IG_RESTRICT zb) {
+    for (int j = 0; j < IG_AT_KC; j++) {
+        sc[j] = j < nk ? ig_f16_to_f32(scales[j]) : 0.0f;
+        zb[j] = j < nk ? -sc[j] * (float)zeros[j] : 0.0f;
+        uint16_t *r = o + (size_t)j * dim;
+        int i = 0;
+        if (j < nk)
+            for (; i + 16 <= dim; i += 16) /* bf16(c) = the high half of float(c) */
+                _mm256_storeu_si256((__m256i *)(r + i),
+                                    _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(
+                                        _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(codes + (size_t)j * dim + i))))), 16)));
+        for (; i < dim; i++) r[i] = j < nk ? ig_f32_to_bf16((float)codes[(size_t)j * dim + i]) : 0;
+    }
+}
 #endif
 #endif /* IG_ATTN_HELPERS */
 
@@ -930,6 +950,13 @@ IG_INLINE void ig_attn_tile_pv_bf16(int dim, int rp, int rs, int np, const uint3
 #define AT_TBF_ 1
 #else
 #define AT_TBF_ 0
+#endif
+/* ... and int8 KV in bf16-activation packages on AVX-512 BF16: the codes as bf16 (exact), each
+ * key's scale and zero point applied to its scores, each value row's to the probabilities */
+#if defined(IG_AVX512BF16) && AT_KVQ == 8 && AT_OBF16 && AT_D % 8 == 0
+#define AT_TQ8_ 1
+#else
+#define AT_TQ8_ 0
 #endif
 /* the decode path prefetches the page this many pages ahead */
 #define AT_PF_ 2
@@ -1131,20 +1158,62 @@ static inline void AT_FN_(_chunk)(float *dst, const uint8_t *base, int kv01, int
     }
 }
 
+#if AT_TQ8_
+/* int8 keys jc .. jc+nk-1 of page `base`, kv head kh, against the tile's bf16 queries qp:
+ * s[j][r] = sc_j (q~_r . c_j) + zb_j sum(q~_r), q~ the bf16-rounded query (qs its sums), which
+ * is q~ . K_j as the f32 tiles would make it from the same rounded query. */
+static inline void AT_FN_(_tq8_scores)(const uint8_t *base, int kh, int jc, int nk, int rp, const uint32_t *qp,
+                                       const float *qs, uint16_t *kb16, float *sc, float *zb, float *s) {
+    const uint8_t *codes, *zeros;
+    const uint16_t *scales;
+    ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 0, kh, jc, &codes, &scales, &zeros);
+    ig_attn_tile_codes16(AT_D, nk, codes, scales, zeros, kb16, sc, zb);
+    ig_attn_tile_scores_bf16(AT_D, rp, AT_TR_, qp, kb16, s);
+    for (int j = 0; j < nk; j++)
+        for (int r = 0; r < rp; r++) s[j * AT_TR_ + r] = s[j * AT_TR_ + r] * sc[j] + zb[j] * qs[r];
+}
+
+/* at[d][r] = at[d][r] cr[r] + sum_j p[j][r] V[j][d] for int8 values V_j = sc_j c_j + zb_j: the
+ * probabilities times sc_j against the codes in bf16, then sum_j p[j][r] zb_j added to the row
+ * (s holds p and is scaled in place). */
+static inline void AT_FN_(_tq8_values)(const uint8_t *base, int kh, int jc, int nk, int rp, float *s, uint32_t *pp,
+                                       uint32_t *vp, uint16_t *kb16, float *sc, float *zb, float *bt, const float *cr,
+                                       float *at) {
+    const uint8_t *codes, *zeros;
+    const uint16_t *scales;
+    ig_kvq_rows(base, AT_KV, AT_PS, AT_D, 8, 1, kh, jc, &codes, &scales, &zeros);
+    ig_attn_tile_codes16(AT_D, nk, codes, scales, zeros, kb16, sc, zb);
+    for (int r = 0; r < rp; r++) bt[r] = 0.0f;
+    for (int j = 0; j < nk; j++)
+        for (int r = 0; r < rp; r++) {
+            bt[r] += s[j * AT_TR_ + r] * zb[j];
+            s[j * AT_TR_ + r] *= sc[j];
+        }
+    ig_attn_tile_ppairs(rp, AT_TR_, nk, s, pp);
+    ig_attn_tile_vpairs(AT_D, nk, kb16, vp);
+    ig_attn_tile_pv_bf16(AT_D, rp, AT_TR_, (nk + 1) / 2, pp, vp, cr, at);
+    for (int d = 0; d < AT_D; d++)
+        for (int r = 0; r < rp; r++) at[d * AT_TR_ + r] += bt[r];
+}
+#endif
+
 /* Tokens t0 .. t0+n-1 (2 <= n <= AT_QB_; one sequence, consecutive positions), kv head kh: the
  * prefill tile. Each K/V chunk is made f32 once for the n tokens' G heads (ig_attn_tile_*). */
 static void AT_FN_(_tile)(int t0, int n, int kh, const float *q, const uint8_t *kv_pool, uint64_t layer_off,
                           const int32_t *positions, const int32_t *pt, void *out) {
     enum { G_ = AT_H / AT_KV, RS_ = AT_TR_ };
-    IG_ALIGN64 float qt[AT_D * RS_], at[AT_D * RS_], s[IG_AT_KC * RS_], kf[AT_TBF_ ? 1 : IG_AT_KC * AT_D];
-#if !AT_TBF_
+    IG_ALIGN64 float qt[AT_D * RS_], at[AT_D * RS_], s[IG_AT_KC * RS_], kf[AT_TBF_ || AT_TQ8_ ? 1 : IG_AT_KC * AT_D];
+#if !AT_TBF_ && !AT_TQ8_
     IG_ALIGN64 float vf[IG_AT_KC * AT_D];
 #endif
     IG_ALIGN64 float m[RS_], l[RS_], cr[RS_], row[AT_D], kp[AT_D];
     int pr[RS_];
-#if AT_TBF_
+#if AT_TBF_ || AT_TQ8_
     IG_ALIGN64 uint32_t qp[AT_D / 2 * RS_], pp[IG_AT_KC / 2 * RS_], vp[IG_AT_KC / 2 * AT_D];
     IG_ALIGN64 uint16_t kb16[IG_AT_KC * AT_D];
+#endif
+#if AT_TQ8_
+    IG_ALIGN64 float qs[RS_], bt[RS_], sc[IG_AT_KC], zb[IG_AT_KC]; /* sums of the rounded queries, value biases */
 #endif
     const int R = n * G_, rp = (R + IG_ATV_W - 1) / IG_ATV_W * IG_ATV_W, p0 = positions[t0], pl = p0 + n - 1;
     for (int r = 0; r < rp; r++) { /* rows past R: zero queries, ignored */
@@ -1153,10 +1222,15 @@ static void AT_FN_(_tile)(int t0, int n, int kh, const float *q, const uint8_t *
         for (int d = 0; d < AT_D; d++) qt[d * RS_ + r] = r < R ? qh[d] * AT_SCALE : 0.0f;
         pr[r] = p0 + i, m[r] = -1e30f, l[r] = 0.0f;
     }
-#if AT_TBF_
+#if AT_TBF_ || AT_TQ8_
     for (int d = 0; d < AT_D; d += 2)
         for (int r = 0; r < rp; r++)
             qp[d / 2 * RS_ + r] = (uint32_t)ig_f32_to_bf16(qt[d * RS_ + r]) | (uint32_t)ig_f32_to_bf16(qt[(d + 1) * RS_ + r]) << 16;
+#endif
+#if AT_TQ8_
+    for (int r = 0; r < rp; r++) qs[r] = 0.0f;
+    for (int d = 0; d < AT_D; d++)
+        for (int r = 0; r < rp; r++) qs[r] += ig_bf16_to_f32(ig_f32_to_bf16(qt[d * RS_ + r]));
 #endif
     memset(at, 0, sizeof at);
     const int lo = AT_WINDOW > 0 && p0 >= AT_WINDOW ? p0 - AT_WINDOW + 1 : 0; /* the first row's first key */
@@ -1174,6 +1248,8 @@ static void AT_FN_(_tile)(int t0, int n, int kh, const float *q, const uint8_t *
                 K = kb16;
             }
             ig_attn_tile_scores_bf16(AT_D, rp, RS_, qp, K, s);
+#elif AT_TQ8_
+            AT_FN_(_tq8_scores)(base, kh, jc, nk, rp, qp, qs, kb16, sc, zb, s);
 #else
             AT_FN_(_chunk)(kf, base, 0, kh, jc, nk, kp);
             ig_attn_tile_scores(AT_D, rp, RS_, qt, kf, s);
@@ -1184,6 +1260,8 @@ static void AT_FN_(_tile)(int t0, int n, int kh, const float *q, const uint8_t *
             ig_attn_tile_ppairs(rp, RS_, nk, s, pp);
             ig_attn_tile_vpairs(AT_D, nk, V, vp);
             ig_attn_tile_pv_bf16(AT_D, rp, RS_, (nk + 1) / 2, pp, vp, cr, at);
+#elif AT_TQ8_
+            AT_FN_(_tq8_values)(base, kh, jc, nk, rp, s, pp, vp, kb16, sc, zb, bt, cr, at);
 #else
             AT_FN_(_chunk)(vf, base, 1, kh, jc, nk, NULL);
             ig_attn_tile_pv(AT_D, rp, RS_, nk, s, vf, cr, at);
@@ -1244,6 +1322,7 @@ static void AT_NAME(int T, const float *q, const uint8_t *kv_pool, uint64_t laye
 #undef AT_TR_
 #undef AT_QB_
 #undef AT_TBF_
+#undef AT_TQ8_
 #undef AT_Q16_
 #undef AT_Q16V_
 #undef AT_PF_
