@@ -94,7 +94,7 @@ static void *read_blocking(void *p) {
  * Returns 0 when the trial says nothing (the requests ahead had all ended by the time of the
  * release, so the queued one may have run: a fast or a loaded machine; the tiny model makes its
  * 252 tokens in a few ms), 1 after checking the readers' results. */
-#define AHEAD 8
+enum { AHEAD = 8 }; /* context-long requests ahead of the queued one */
 static int release_while_blocked(ig_engine *e, const int32_t *ids, ig_gen_config *g) {
     ig_err err = {{0}};
     g->max_new_tokens = INT_MAX; /* to the context length */

@@ -228,7 +228,10 @@ void pc_insert(prefix_cache *pc, kv_pager *pager, uint64_t key, const int32_t *t
     if (find(pc, key, tokens, &slot) >= 0) return;
     /* the pool's bound: its oldest unread entry goes to the host tier (or is dropped); none: the
      * page stays uncached */
-    if (pc->n_pool >= pc->pool_cap && !pc_evict_one(pc, pager)) return;
+    if (pc->n_pool >= pc->pool_cap) {
+        if (!pc_evict_one(pc, pager)) return;
+        find(pc, key, tokens, &slot); /* an entry dropped on the way changed the table */
+    }
     if (pc->n_free == 0) { /* every entry in use: the oldest host entry goes, else a pool entry */
         int32_t j = pc->tail[1];
         if (j >= 0) {

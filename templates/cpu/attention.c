@@ -1222,15 +1222,18 @@ static void AT_FN_(_tile)(int t0, int n, int kh, const float *q, const uint8_t *
         for (int d = 0; d < AT_D; d++) qt[d * RS_ + r] = r < R ? qh[d] * AT_SCALE : 0.0f;
         pr[r] = p0 + i, m[r] = -1e30f, l[r] = 0.0f;
     }
-#if AT_TBF_ || AT_TQ8_
-    for (int d = 0; d < AT_D; d += 2)
-        for (int r = 0; r < rp; r++)
-            qp[d / 2 * RS_ + r] = (uint32_t)ig_f32_to_bf16(qt[d * RS_ + r]) | (uint32_t)ig_f32_to_bf16(qt[(d + 1) * RS_ + r]) << 16;
-#endif
 #if AT_TQ8_
     for (int r = 0; r < rp; r++) qs[r] = 0.0f;
-    for (int d = 0; d < AT_D; d++)
-        for (int r = 0; r < rp; r++) qs[r] += ig_bf16_to_f32(ig_f32_to_bf16(qt[d * RS_ + r]));
+#endif
+#if AT_TBF_ || AT_TQ8_
+    for (int d = 0; d < AT_D; d += 2)
+        for (int r = 0; r < rp; r++) {
+            const uint16_t lo = ig_f32_to_bf16(qt[d * RS_ + r]), hi = ig_f32_to_bf16(qt[(d + 1) * RS_ + r]);
+            qp[d / 2 * RS_ + r] = (uint32_t)lo | (uint32_t)hi << 16;
+#if AT_TQ8_
+            qs[r] += ig_bf16_to_f32(lo) + ig_bf16_to_f32(hi); /* the rounded query's sum */
+#endif
+        }
 #endif
     memset(at, 0, sizeof at);
     const int lo = AT_WINDOW > 0 && p0 >= AT_WINDOW ? p0 - AT_WINDOW + 1 : 0; /* the first row's first key */

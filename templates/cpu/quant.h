@@ -761,8 +761,8 @@ IG_INLINE void ig_wq_ki_gemm(int wq, int K, int G, int R, const char *xb, size_t
  * same steps as ig_wq_q8i_gemm, so a row's result does not depend on the
  * kernel its batch takes). */
 #if defined(IG_AVX512)
-/* Lane j's int32 total from the slot pairs of the widened quads: a holds lanes 0..7 (slots 2j,
- * 2j + 1), b lanes 8..15. */
+/* Lane j's int32 total from the two slots of a Q8I quad's sums: a holds lanes 0..7 (slots 2j,
+ * 2j + 1: code pairs (0, 1) and (2, 3)), b lanes 8..15. */
 IG_INLINE __m512i ig_wq_q8i_fold(__m512i a, __m512i b) {
     const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
@@ -939,7 +939,7 @@ IG_INLINE void ig_wq_q8a_gemm(int K, int R, const char *xb, size_t xst, const ch
 }
 #endif
 
-/* out[16 r + j] = row r . W[panel] lane j for R <= IG_WQ_XR rows quantized by ig_wq_xquant
+/* out[16 r + j] = row r . W[panel] lane j for R <= IG_WQ_XRB(wq) rows quantized by ig_wq_xquant
  * (Q8A, Q4I, Q6I, Q8I) at xb + r xst. */
 IG_INLINE void ig_wq_xgemm(int wq, int K, int G, int R, const char *xb, size_t xst, const char *panel, float *out) {
     if (IG_WQ_KI(wq)) {
