@@ -891,8 +891,8 @@ static void plan_decode_layers(gen *c) {
     if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
         hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts || hp->final_softcap > 0)
         return;
-    /* quantized KV: the attention items read its rows through attn_decode.cuh, but only with
-     * --tune dl_kvq=1 until measured on a GPU (else such packages run the per-op kernels) */
+    /* quantized KV: the attention items read its rows through attn_decode.cuh (--tune dl_kvq=0
+     * sends such packages to the per-op kernels instead) */
     if (c->kvq && !c->tune->dl_kvq) return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};

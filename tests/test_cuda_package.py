@@ -178,13 +178,14 @@ def main():
             fails.append("the persistent decode kernel was emitted for an f32 package (it is bf16 only)")
         # quantized KV (issue 17, templates/cuda/kv_quant.cuh): NVRTC compiles the int8 / uint4 / fp8 kernels
         # for every architecture; the instances carry the format, pages are sized by it, the
-        # persistent decode kernel (float KV only) is left out; pages not a multiple of 8 are refused
+        # persistent decode kernel is left out (--tune dl_kvq=0 for a model it would take, an f32
+        # package, a Qwen3 with its q/k norms); pages not a multiple of 8 are refused
         for kv, bits, dt, model in (("int8", 8, "bf16", "llama-stream-h256"), ("uint4", 4, "f32", "qwen3-bias-hd64"),
                                     ("fp8", 0xe4, "bf16", "qwen3-bias-hd64")):
             qdir = os.path.join(tmp, "kv" + kv)
             golden.ensure_weights(os.path.join(golden.EXTRA_DIR, model))
             golden.run(["compile", os.path.join(golden.EXTRA_DIR, model), "-o", qdir, "--target", "cuda:sm_75,sm_80,sm_90",
-                        "--dtype", dt, "--kv-cache", kv])
+                        "--dtype", dt, "--kv-cache", kv] + (["--tune", "dl_kvq=0"] if "stream" in model else []))
             qcu, qmc = (open(os.path.join(qdir, "src", f)).read() for f in ("model.cu", "model.c"))
             qm = json.load(open(os.path.join(qdir, "manifest.json")))
             cfg = json.load(open(os.path.join(golden.EXTRA_DIR, model, "config.json")))
@@ -195,13 +196,13 @@ def main():
                     or f"#define KV_LAYER_PAGE_BYTES {layer_page}ull" not in qmc or '#include "decode_layers.cu"' in qcu
                     or qm.get("kv_dtype") != kv or qm.get("kv_bytes_per_token") != cfg["num_hidden_layers"] * layer_page // 16):
                 fails.append(f"--kv-cache {kv} on CUDA: instances, page bytes ({layer_page} a layer), persistent kernel or manifest wrong")
-        # --tune dl_kvq=1: the persistent decode kernel over int8 KV (attn_decode.cuh in its items), through NVRTC
+        # by default (dl_kvq=1) the persistent decode kernel over int8 KV (attn_decode.cuh in its items), through NVRTC
         qdir = os.path.join(tmp, "kvint8dl")
         golden.run(["compile", os.path.join(golden.EXTRA_DIR, "llama-stream-h256"), "-o", qdir, "--target", "cuda:sm_90",
-                    "--dtype", "bf16", "--kv-cache", "int8", "--tune", "dl_kvq=1"])
+                    "--dtype", "bf16", "--kv-cache", "int8"])
         qcu = open(os.path.join(qdir, "src", "model.cu")).read()
         if '#include "decode_layers.cu"' not in qcu or "#define AT_DEVFN 1" not in qcu or "#define AT_KVQ 8" not in qcu:
-            fails.append("--kv-cache int8 --tune dl_kvq=1: no persistent decode kernel over int8 KV")
+            fails.append("--kv-cache int8 (dl_kvq=1 by default): no persistent decode kernel over int8 KV")
         p = golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", os.path.join(tmp, "kvps"),
                         "--target", "cuda:sm_90", "--kv-cache", "int8", "--page-size", "12"], check=False)
         if p.returncode == 0 or "--kv-cache int8" not in p.stderr or "multiples of 8" not in p.stderr:

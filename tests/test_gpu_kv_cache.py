@@ -6,7 +6,10 @@ tolerance of the package's dtype for bf16 activations), over the prefill path an
 step path (`ignis logits` with and without --step: the fused rope + split decode attention), greedy
 ids up to the margin rule, the manifest's format and bytes per token; and a CPU package with the
 same KV format must agree with the CUDA one (f32 activations both: the same page format, so the two
-differ only by the rare code that an ulp of RoPE moves; bound AGREE). Skipped (77) without a GPU;
+differ only by the rare code that an ulp of RoPE moves; bound AGREE). The persistent decode kernel's
+quantized-KV attention (the default, dl_kvq=1; run with a context split every 4 keys so the short
+reference contexts exercise the split merge) is checked on the stream models against the references
+and against the per-op package of the same format (`--tune dl_kvq=0`; check_persistent). Skipped (77) without a GPU;
 scripts/gpu_check.sh runs it on the device machine. IGNIS_GPU_KV_MODELS narrows the models."""
 import json, os, sys, tempfile
 import numpy as np
@@ -72,6 +75,49 @@ def check(tmp, arch, model, mdir, dtypes, kv, fails):
             fails.append(f"{model} {kv}: CPU and CUDA packages differ by {d:.3e} > {AGREE[kv]}")
 
 
+# the persistent kernel's models (tests/golden.py EXTRA_DIR: shapes its phases take) and the bound of
+# its step logits against the per-op package's (both bf16, the same pages: they differ by bf16
+# rounding of the same operands in another order, as test_gpu_golden's persistent runs do)
+STREAM_MODELS = ("llama-stream-h256", "llama-stream-ksplit")
+PERSIST_AGREE = 0.03
+
+
+def check_persistent(tmp, arch, model, kv, fails):
+    src = os.path.join(golden.EXTRA_DIR, model)
+    golden.ensure_weights(src)
+    ids, ref, meta = golden.reference(model, golden.EXTRA_DIR)
+    scale = np.abs(ref).max()
+    pkgs = {}
+    for name, extra in (("per-op", ["--tune", "dl_kvq=0"]), ("persistent", [])):
+        pkgs[name] = os.path.join(tmp, f"{model}-bf16-{kv}-{name}")
+        golden.run(["compile", src, "-o", pkgs[name], "--target", f"cuda:{arch}", "--dtype", "bf16", "--kv-cache", kv] + extra)
+    split = ["--tune", "dl_keys=4"]
+
+    def step(pkg, tune):
+        npy = pkg + ".step.npy"
+        golden.run(["logits", pkg, "--tokens", ",".join(map(str, ids)), "--out", npy, "--step"] + tune)
+        return golden.read_npy(npy).astype(np.float64)
+    dl, op = step(pkgs["persistent"], split), step(pkgs["per-op"], [])
+    err = np.abs(dl - ref).max()
+    bound = BOUND[kv] + golden.TOL["bf16"]
+    agree = np.abs(dl - op).max() / scale
+    ok = err / scale <= bound and agree <= PERSIST_AGREE
+    print(f"{model:18s} bf16 {kv:5s} KV cuda, persistent kernel (dl_keys=4): steps max|d| = {err / scale:.2e} x "
+          f"max|ref| (bound {bound:.3g}), against the per-op kernels {agree:.2e} (bound {PERSIST_AGREE}) {'ok' if ok else 'FAIL'}")
+    if not ok:
+        fails.append(f"{model} bf16 {kv} persistent kernel: error {err / scale:.3e} (bound {bound:.3g}), "
+                     f"per-op difference {agree:.3e} (bound {PERSIST_AGREE})")
+    prompt, greedy, margins = meta["prompt"], meta["greedy"], meta["greedy_top2_margin"]
+    out = [int(x) for x in golden.run(["generate", pkgs["persistent"], "--tokens", ",".join(map(str, prompt)),
+                                       "--max-new-tokens", str(len(greedy)), "--ignore-eos"] + split).stdout.split()]
+    n_cmp = next((i for i, m in enumerate(margins) if m <= 2 * err), len(greedy))
+    same = out[:n_cmp] == greedy[:n_cmp]
+    if not same:
+        fails.append(f"{model} bf16 {kv} persistent kernel: greedy {out[:n_cmp]} != reference {greedy[:n_cmp]}")
+    print(f"{model:18s} bf16 {kv:5s} KV cuda, persistent kernel: greedy {n_cmp}/{len(greedy)} steps compared "
+          f"{'ok' if same else 'FAIL'}")
+
+
 def main():
     golden.require_testdata()
     arch = gpu_arch()
@@ -89,6 +135,14 @@ def main():
                     check(tmp, arch, model, mdir, dtypes, kv, fails)
                 except Exception as e:
                     fails.append(f"{model} {kv}: {e}")
+        for model in STREAM_MODELS:
+            if only and model not in only.split(","):
+                continue
+            for kv in ("int8", "uint4", "fp8"):
+                try:
+                    check_persistent(tmp, arch, model, kv, fails)
+                except Exception as e:
+                    fails.append(f"{model} {kv} persistent: {e}")
     for f in fails:
         print("FAIL:", f)
     return 1 if fails else 0

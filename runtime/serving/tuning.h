@@ -35,7 +35,7 @@ typedef struct cg_tuning {
     int32_t dl_quant;      /* the persistent decode kernel for quantized weight rows: 1 (default) q8r and q4r, 0 none, -1 q4r only */
     int32_t qg_tmax;       /* matmuls on quantized rows of qg_tmin..qg_tmax tokens on qgemm.cu, larger dequantized for cuBLAS (0, the default: off) */
     int32_t qg_tmin;       /* ... from this many tokens (2..9; smaller steps take the GEMVs) */
-    int32_t dl_kvq;        /* the persistent decode kernel for quantized KV (int8 / uint4): 1, or 0 (default: per-op kernels) */
+    int32_t dl_kvq;        /* quantized-KV packages on the persistent decode kernel: 1 (default), or 0 (per-op kernels) */
     int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
     int32_t cpu_iact;      /* CPU (x86-64): a16w8 / a16w4 pack as q8i / q4i (+ q6i), integer activations: 1 (default), or 0 (q8c / q4k) */
     int32_t cpu_attn_tiles; /* CPU prefill attention in tiles of consecutive tokens (attention.c AT_TILES): 1 (default), or 0 (per token) */
