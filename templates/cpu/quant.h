@@ -328,23 +328,6 @@ IG_INLINE void ig_wq_idot(const int8_t *xq, const int8_t *q, int l0, int l1, int
 #endif
     }
     _mm512_storeu_si512((void *)acc, a);
-#elif defined(IG_AVX2)
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int l = l0; l < l1; l++) {
-        int32_t xw;
-        memcpy(&xw, xq + 4 * l, 4);
-        __m256i xv = _mm256_set1_epi32(xw), ax = _mm256_sign_epi8(xv, xv); /* |x| as u8 */
-        const __m256i *p = (const __m256i *)(q + (size_t)l * 64);
-        _mm_prefetch((const char *)p + 8192, _MM_HINT_T0);
-        /* u8 |x| times s8 sign(x) w: pairs sum to at most 2 127 127 < 2^15, no saturation */
-        __m256i s0 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(_mm256_loadu_si256(p), xv));
-        __m256i s1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(_mm256_loadu_si256(p + 1), xv));
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(s0, ones));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(s1, ones));
-    }
-    _mm256_storeu_si256((__m256i *)acc, a0);
-    _mm256_storeu_si256((__m256i *)(acc + 8), a1);
 #elif defined(IG_SVE)
     /* SVE SDOT at any vector length: a quad of 16 lanes is one stream unit (common.h) */
     ig_sve_stream_s8((const uint32_t *)(q + (size_t)l0 * 64), (const uint32_t *)(xq + 4 * l0), l1 - l0, acc);
@@ -854,11 +837,14 @@ IG_INLINE void ig_wq_q8i_gemv(int K, const char *xb, const char *panel, float *o
 #endif
 }
 
-/* Q8I: ig_wq_q8i_gemv for R rows at once (2 <= R <= 8 on AVX-512; the decode's R = 1 keeps the
- * single-row kernel and its two interleaved chains): each quad's codes are widened once for all
- * R rows, and each row's int32 sums and f32 steps are the single-row kernel's. AVX-512 only: on
- * AVX2 two rows' accumulators (8 + 8 ymm) spill, and the gate|up matmul of the bench shape at
- * T = 128 ran 80.6 GFLOP/s against 90.7 row by row, so AVX2 and scalar C go row by row. */
+/* Q8I: ig_wq_q8i_gemv for R rows at once (2 <= R <= 8 on AVX-512, 2 on AVX2; the decode's R = 1
+ * keeps the single-row kernel and its two interleaved chains): each quad's codes are widened once
+ * for all R rows, and each row's int32 sums and f32 steps are the single-row kernel's. On AVX2 two
+ * rows' int32 and f32 vectors (8 + 8 ymm) do not fit beside the codes, so the f32 ones live in
+ * memory (one pass per activation block of 64 quads) and each widened vector of codes goes to both
+ * rows before the next is loaded (8 + 2 + 2 ymm); bench shape gate|up at T = 128, one Zen 2 core:
+ * 94 GFLOP/s against 78 row by row (bf16 70; registers for all, which spilled, 80.6 against 90.7
+ * on a Zen 4 core's AVX2 build). Scalar C goes row by row. */
 IG_INLINE void ig_wq_q8i_gemm(int K, int R, const char *xb, size_t xst, const char *panel, float *out) {
     const size_t xso = IG_WQ_XS_OFF(IG_WQ_Q8I, K);
     const int8_t *q = (const int8_t *)(panel + 64);
@@ -896,6 +882,48 @@ IG_INLINE void ig_wq_q8i_gemm(int K, int R, const char *xb, size_t xst, const ch
 #undef IG_WQ_D16
     const __m512 sc = _mm512_loadu_ps((const float *)panel);
     for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, _mm512_mul_ps(f[r], sc));
+#elif defined(IG_AVX2)
+    IG_ALIGN64 float f[IG_WQ_XR][32]; /* the single-row kernel's f[4] per row, in memory: one pass per block */
+    memset(f, 0, sizeof f);
+    for (int u0 = 0; u0 < KQ; u0 += QG) {
+        const int u1 = IG_MIN(KQ, u0 + QG);
+        __m256i a[IG_WQ_XR][4];
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < 4; i++) a[r][i] = _mm256_setzero_si256();
+        for (int l = u0; l < u1; l++) {
+            const int8_t *p = q + (size_t)l * 64;
+            _mm_prefetch((const char *)p + 8192, _MM_HINT_T0);
+            __m256i xx[IG_WQ_XR];
+            for (int r = 0; r < R; r++) {
+                long long xv;
+                memcpy(&xv, (const int16_t *)(xb + r * xst) + 4 * (size_t)l, 8);
+                xx[r] = _mm256_set1_epi64x(xv);
+            }
+            for (int i = 0; i < 4; i++) {
+                const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 16 * i)));
+                for (int r = 0; r < R; r++) {
+#if defined(__AVXVNNI__)
+                    a[r][i] = _mm256_dpwssd_avx_epi32(a[r][i], w, xx[r]);
+#else
+                    a[r][i] = ig_maddwd_acc256(a[r][i], w, xx[r]);
+#endif
+                }
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const __m256 s = _mm256_set1_ps(((const float *)(xb + r * xst + xso))[u0 / QG]);
+            for (int i = 0; i < 4; i++)
+                _mm256_store_ps(f[r] + 8 * i, _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[r][i]), s, _mm256_load_ps(f[r] + 8 * i)));
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        const __m256 f0 = _mm256_load_ps(f[r]), f1 = _mm256_load_ps(f[r] + 8), f2 = _mm256_load_ps(f[r] + 16),
+                     f3 = _mm256_load_ps(f[r] + 24);
+        const __m256 lo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(f0, f1)), 0xD8));
+        const __m256 hi = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(f2, f3)), 0xD8));
+        _mm256_storeu_ps(out + 16 * r, _mm256_mul_ps(lo, _mm256_loadu_ps((const float *)panel)));
+        _mm256_storeu_ps(out + 16 * r + 8, _mm256_mul_ps(hi, _mm256_loadu_ps((const float *)panel + 8)));
+    }
 #else
     for (int r = 0; r < R; r++) ig_wq_q8i_gemv(K, xb + r * xst, panel, out + 16 * r);
     (void)xso, (void)q, (void)KQ, (void)QG;
@@ -937,6 +965,50 @@ IG_INLINE void ig_wq_q8a_gemm(int K, int R, const char *xb, size_t xst, const ch
     const __m512 sc = _mm512_loadu_ps((const float *)panel);
     for (int r = 0; r < R; r++) _mm512_storeu_ps(out + 16 * r, _mm512_mul_ps(f[r], sc));
 }
+#elif defined(IG_AVX2)
+/* Q8A on AVX2: ig_wq_igemv for R <= IG_WQ_XR rows at once (decode too), each quad's 64 weight
+ * bytes loaded once for the R rows. vpmaddubsw's int16 pairs would saturate with x + 128, so each
+ * row keeps the sign trick: |x| as u8 times w with x's sign (pairs at most 2 127 127 < 2^15),
+ * summed into int32 against ones; lanes 0..7 and 8..15 of a row are two vectors, and each
+ * activation group's sums go on in f32 by one vector FMA a half (ig_wq_igemv's steps: GCC -O3
+ * made its per-group loop scalar extracts and inserts; bench shape gate|up 2048 x 16384 at T =
+ * 128, one Zen 2 core: 54 GFLOP/s row by row that way, bf16 71). */
+IG_INLINE void ig_wq_q8a_gemm(int K, int R, const char *xb, size_t xst, const char *panel, float *out) {
+    const size_t xso = IG_WQ_XS_OFF(IG_WQ_Q8A, K);
+    const int8_t *q = (const int8_t *)(panel + 64);
+    const int KQ = (K + 3) / 4, QG = IG_WQ_AG / 4;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 f[2 * IG_WQ_XR];
+    for (int r = 0; r < 2 * R; r++) f[r] = _mm256_setzero_ps();
+    for (int g = 0; g * QG < KQ; g++) {
+        const int u1 = IG_MIN(KQ, g * QG + QG);
+        __m256i a[2 * IG_WQ_XR];
+        for (int r = 0; r < 2 * R; r++) a[r] = _mm256_setzero_si256();
+        for (int l = g * QG; l < u1; l++) {
+            const __m256i *p = (const __m256i *)(q + (size_t)l * 64);
+            _mm_prefetch((const char *)p + 8192, _MM_HINT_T0);
+            const __m256i w0 = _mm256_loadu_si256(p), w1 = _mm256_loadu_si256(p + 1);
+            for (int r = 0; r < R; r++) {
+                int32_t xw;
+                memcpy(&xw, xb + r * xst + 4 * (size_t)l, 4);
+                const __m256i xv = _mm256_set1_epi32(xw), ax = _mm256_sign_epi8(xv, xv);
+                a[2 * r] = _mm256_add_epi32(a[2 * r], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, xv)), ones));
+                a[2 * r + 1] =
+                    _mm256_add_epi32(a[2 * r + 1], _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, xv)), ones));
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const __m256 s = _mm256_set1_ps(((const float *)(xb + r * xst + xso))[g]);
+            f[2 * r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[2 * r]), s, f[2 * r]);
+            f[2 * r + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[2 * r + 1]), s, f[2 * r + 1]);
+        }
+    }
+    const __m256 s0 = _mm256_loadu_ps((const float *)panel), s1 = _mm256_loadu_ps((const float *)panel + 8);
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(out + 16 * r, _mm256_mul_ps(f[2 * r], s0));
+        _mm256_storeu_ps(out + 16 * r + 8, _mm256_mul_ps(f[2 * r + 1], s1));
+    }
+}
 #endif
 
 /* out[16 r + j] = row r . W[panel] lane j for R <= IG_WQ_XRB(wq) rows quantized by ig_wq_xquant
@@ -950,7 +1022,7 @@ IG_INLINE void ig_wq_xgemm(int wq, int K, int G, int R, const char *xb, size_t x
         ig_wq_q8i_gemm(K, R, xb, xst, panel, out);
         return;
     }
-#if defined(IG_AVX512) && defined(__AVX512VNNI__)
+#if (defined(IG_AVX512) && defined(__AVX512VNNI__)) || defined(IG_AVX2)
     if (wq == IG_WQ_Q8A) {
         ig_wq_q8a_gemm(K, R, xb, xst, panel, out);
         return;
