@@ -239,8 +239,9 @@ IG_INLINE void ig_wq_dequant_chunk(int wq, int G, const char *panel, int l0, int
         }
         return;
     }
-    /* a k pair never straddles groups (G and K % G are even): scales converted once per group */
-    IG_ALIGN64 float s[16], m[16];
+    /* a k pair never straddles groups (G and K % G are even): scales converted once per group
+     * (zeroed first only for the compiler, which cannot see that the first k pair sets them) */
+    IG_ALIGN64 float s[16] = {0}, m[16] = {0};
     int cur = -1;
     for (int l = l0; l < l1; l++) {
         float *d = dst + (size_t)(l - l0) * 32;
