@@ -14,11 +14,13 @@ with libgomp's default wait policy (threads spin at barriers for a while) and wi
 OMP_WAIT_POLICY=passive (they sleep at once): on a machine shared with other busy processes a
 spinning thread takes the core its partner needs to reach the barrier, which the passive runs show.
 
-The experts are not quantized by --quant (compiler/pack.c keeps them in the float format), so only
-bf16 is measured. A benchmark, not a test: it checks nothing but that the runs complete.
+Each weight scheme in --quant (bf16, or a --quant mode: the experts take it too) is its own package;
+the summary gives each scheme's decode speed-up over bf16's at the same thread count and policy.
+A benchmark, not a test: it checks nothing but that the runs complete.
 
     bench/bench_moe.py [--layers 2] [--vocab 4096] [--rounds 3] [--prompt 128] [--decode 32]
-                       [--threads 1,0] [--policies default,passive] [--work /tmp/ignis-bench-moe] [--target cpu]
+                       [--threads 1,0] [--policies default,passive] [--quant bf16,a16w8,a16w4,a8w8]
+                       [--work /tmp/ignis-bench-moe] [--target cpu]
 Environment: IGNIS (default build/ignis).
 """
 import argparse, json, os, re, subprocess, sys
@@ -64,19 +66,25 @@ def main():
     ap.add_argument("--policies", default="default,passive", help="OpenMP wait policies to run (default: libgomp's)")
     ap.add_argument("--work", default="/tmp/ignis-bench-moe")
     ap.add_argument("--target", default="cpu")
+    ap.add_argument("--quant", default="bf16,a16w8,a16w4,a8w8", help="weight schemes: bf16 or --quant modes")
     a = ap.parse_args()
-    ckpt, pkg = os.path.join(a.work, f"ckpt-l{a.layers}-v{a.vocab}"), os.path.join(a.work, f"bf16-l{a.layers}-v{a.vocab}")
+    ckpt = os.path.join(a.work, f"ckpt-l{a.layers}-v{a.vocab}")
     os.makedirs(a.work, exist_ok=True)
     if not os.path.exists(os.path.join(ckpt, "config.json")):
         print(sh([sys.executable, os.path.join(ROOT, "scripts", "make_random_moe.py"), ckpt, "--layers", str(a.layers),
                   "--vocab", str(a.vocab)]).strip())
-    sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", a.target, "--dtype", "bf16"])
-    act, total, E, K = active_bytes(pkg)
-    print(f"package {pkg}: weights {total / 1e6:.1f} MB, {E} experts, {K} per token; "
-          f"a decoded token reads {act / 1e6:.1f} MB")
+    pkgs = {}
+    for q in a.quant.split(","):
+        pkg = os.path.join(a.work, f"{q}-l{a.layers}-v{a.vocab}")
+        sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", a.target, "--dtype", "bf16"] + ([] if q == "bf16" else ["--quant", q]))
+        act, total, E, K = active_bytes(pkg)
+        pkgs[q] = (pkg, act)
+        print(f"{q} package {pkg}: weights {total / 1e6:.1f} MB, {E} experts, {K} per token; "
+              f"a decoded token reads {act / 1e6:.1f} MB")
     best = {}
     for r in range(a.rounds):
-        for th, pol in [(t, p) for t in a.threads.split(",") for p in a.policies.split(",")]:
+        for q, th, pol in [(q, t, p) for t in a.threads.split(",") for p in a.policies.split(",") for q in pkgs]:
+            pkg, act = pkgs[q]
             env = dict(os.environ)
             env.pop("OMP_WAIT_POLICY", None)
             if pol != "default":
@@ -87,14 +95,16 @@ def main():
             pre = float(re.search(r"prefill\s+\d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", out).group(1))
             nth = re.search(r"threads\s+(\d+)", out).group(1) + f" thread(s), wait policy {pol}"
             frac = act / (ms / 1e3) / bw
-            print(f"round {r + 1}, {nth}: decode {ms:.2f} ms/token ({act / (ms / 1e3) / 1e9:.2f} GB/s); "
+            print(f"round {r + 1}, {q}, {nth}: decode {ms:.2f} ms/token ({act / (ms / 1e3) / 1e9:.2f} GB/s); "
                   f"read bandwidth {bw / 1e9:.2f} GB/s, bound {act / bw * 1e3:.2f} ms -> {100 * frac:.1f}% of the bound; "
                   f"prefill {a.prompt} tokens {pre:.1f} tokens/s")
-            if nth not in best or frac > best[nth][0]:
-                best[nth] = (frac, ms, bw, pre)
-    for nth, (frac, ms, bw, pre) in sorted(best.items()):
-        print(f"best, {nth}: decode {ms:.2f} ms/token = {100 * frac:.1f}% of the bandwidth bound "
-              f"({act / 1e6:.1f} MB at {bw / 1e9:.2f} GB/s); prefill {pre:.1f} tokens/s")
+            if (nth, q) not in best or frac > best[nth, q][0]:
+                best[nth, q] = (frac, ms, bw, pre)
+    for (nth, q), (frac, ms, bw, pre) in sorted(best.items()):
+        base = best.get((nth, "bf16"))
+        vs = f"; decode {base[1] / ms:.2f}x, prefill {pre / base[3]:.2f}x bf16's" if base and q != "bf16" else ""
+        print(f"best, {q}, {nth}: decode {ms:.2f} ms/token = {100 * frac:.1f}% of the bandwidth bound "
+              f"({pkgs[q][1] / 1e6:.1f} MB at {bw / 1e9:.2f} GB/s); prefill {pre:.1f} tokens/s{vs}")
     return 0
 
 

@@ -269,6 +269,8 @@ static ig_status lower_norm_add(cg *c, node_ctx *x, ig_err *err) {
 /* Steps of at most this many tokens run moe.c's pair path (one OpenMP region, a GEMV per
  * (token, expert) pair); longer ones its expert-grouped GEMMs. */
 #define CG_MOE_PAIR_TMAX 8
+/* moe.c's MO_QROW_MAX: bytes of one row of K columns prepared for a quantized expert's kernels */
+static uint64_t cg_moe_qrow_max(int64_t K) { return 4u * (uint64_t)K + 8u * (((uint64_t)K + 15u) / 16u) + 256u; }
 
 static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     const ir_hparams *hp = &c->g->hp;
@@ -287,40 +289,51 @@ static ig_status lower_moe(cg *c, node_ctx *x, ig_err *err) {
     } else if (!new_buf(c, n->out, HID, 0, res)) {
         return no_buf(c, x, err);
     }
-    /* moe.c's MO_WS_BYTES per token and fixed, plus its pair path's MO_PAIR_WS and an alignment */
+    /* the experts' formats (quantized panels or the float weight type), for the matmul instances
+     * (MM_WQ, MM_WG) and for moe.c (MO_WQ, MO_WG: gate/up; MO_DN_WQ, MO_DN_WG: down) */
+    char gq[96], gsx[32], gnm[32], dq[96], dsx[32], dnm[32], mq[192], scratch[96];
+    const cg_format *gf = weight_fmt(c, n->in[2], "MM", gq, sizeof gq, gsx, gnm);
+    const cg_format *df = weight_fmt(c, n->in[3], "MM", dq, sizeof dq, dsx, dnm);
+    weight_fmt(c, n->in[2], "MO", mq, sizeof mq, scratch, scratch + 32);
+    weight_fmt(c, n->in[3], "MO_DN", mq + strlen(mq), sizeof mq - strlen(mq), scratch, scratch + 32);
+    const int quant = gf->wq || df->wq;
+    /* moe.c's MO_WS_BYTES per token and fixed, plus its pair path's MO_PAIR_WS (and MO_PAIR_QWS
+     * with quantized experts: MO_QROW_MAX bytes per prepared row) and an alignment */
     uint64_t tok = 4u * (2u * (uint64_t)HID + (uint64_t)I + (uint64_t)E) + 12u * (uint64_t)K, fix = 8u * (uint64_t)E + 256u;
     fix += (uint64_t)CG_MOE_PAIR_TMAX * (4u * (uint64_t)K * (uint64_t)I + 4u * (uint64_t)E) + 2u * 64u + 64u;
+    if (quant) fix += (uint64_t)CG_MOE_PAIR_TMAX * (cg_moe_qrow_max(HID) + (uint64_t)K * cg_moe_qrow_max(I));
     if (tok > c->moe_tok) c->moe_tok = tok;
     if (fix > c->moe_fix) c->moe_fix = fix;
     const char *what = shared ? "shared expert" : "expert";
     snprintf(params, sizeof params,
-             "#define MM_K %d\n#define MM_N %lld\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
-             "#define MM_BIAS 0\n#define MM_EPI MM_EPI_SWIGLU\n#define MM_YBF16 %d\n", HID, (long long)(2 * I), w16, a16, a16);
+             "#define MM_K %d\n#define MM_N %lld\n#define MM_WBF16 %d\n%s#define MM_XBF16 %d\n"
+             "#define MM_BIAS 0\n#define MM_EPI MM_EPI_SWIGLU\n#define MM_YBF16 %d\n", HID, (long long)(2 * I), w16, gq, a16, a16);
     snprintf(comment, sizeof comment, "layers.*: one %s's gate/up matmul x[n,%d] . w[%lld,%d]^T %s, SwiGLU -> [n,%lld]", what,
-             HID, (long long)(2 * I), HID, c->wf->name, (long long)I);
-    snprintf(nm, sizeof nm, "matmul_k%d_n%lld_swiglu", HID, (long long)(2 * I));
+             HID, (long long)(2 * I), HID, gnm, (long long)I);
+    snprintf(nm, sizeof nm, "matmul_k%d_n%lld_swiglu%s", HID, (long long)(2 * I), gsx);
     const char *gu = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
     snprintf(params, sizeof params,
-             "#define MM_K %lld\n#define MM_N %d\n#define MM_WBF16 %d\n#define MM_XBF16 %d\n"
-             "#define MM_BIAS 0\n#define MM_EPI MM_EPI_STORE\n", (long long)I, HID, w16, a16);
+             "#define MM_K %lld\n#define MM_N %d\n#define MM_WBF16 %d\n%s#define MM_XBF16 %d\n"
+             "#define MM_BIAS 0\n#define MM_EPI MM_EPI_STORE\n", (long long)I, HID, w16, dq, a16);
     snprintf(comment, sizeof comment, "layers.*: one %s's down matmul [n,%lld] . w[%d,%lld]^T %s -> [n,%d] f32", what,
-             (long long)I, HID, (long long)I, c->wf->name, HID);
-    snprintf(nm, sizeof nm, "matmul_k%lld_n%d", (long long)I, HID);
+             (long long)I, HID, (long long)I, dnm, HID);
+    snprintf(nm, sizeof nm, "matmul_k%lld_n%d%s", (long long)I, HID, dsx);
     const char *dn = instance(c, "matmul.c", nm, "MM_NAME", params, comment);
     if (!gu || !dn) return no_buf(c, x, err);
     snprintf(params, sizeof params,
              "#define MO_SHARED %d\n#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n"
-             "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n#define MO_GU %s\n#define MO_DN %s\n"
+             "#define MO_NORM %d\n#define MO_XBF16 %d\n#define MO_WBF16 %d\n%s#define MO_GU %s\n#define MO_DN %s\n"
              "#define MO_PAIR_TMAX %d\n",
-             shared, HID, E, K, (long long)I, hp->norm_topk, a16, w16, gu, dn, CG_MOE_PAIR_TMAX);
+             shared, HID, E, K, (long long)I, hp->norm_topk, a16, w16, mq, gu, dn, CG_MOE_PAIR_TMAX);
     const char *into = acc ? "added to the residual stream" : "summed into a zeroed buffer (this rank's partial sum)";
     if (shared)
-        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), %s", (long long)I, into);
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld, %s / %s), scaled by sigmoid(x . gate), %s", (long long)I,
+                 gnm, dnm, into);
     else
-        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, "
-                 "tokens grouped by expert, %s", E, (long long)I, K, hp->norm_topk ? " renormalized" : "", into);
-    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
-    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
+        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld, %s / %s), top-%d of the f32 router softmax%s, "
+                 "tokens grouped by expert, %s", E, (long long)I, gnm, dnm, K, hp->norm_topk ? " renormalized" : "", into);
+    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld%s", (long long)I, gsx);
+    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld%s", E, K, (long long)I, gsx);
     const char *mo = instance(c, "moe.c", nm, "MO_NAME", params, comment);
     if (!mo) return no_buf(c, x, err);
     fprintf(c->fw, "\n%s/* %s: %s%s */\n", x->ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op),

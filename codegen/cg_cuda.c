@@ -679,6 +679,25 @@ static int min_sm(const gen *c) {
     return m == 1 << 30 ? 0 : m;
 }
 
+static const char *wq_name(mm_wfmt f) { return f.wq == 8 ? "q8r" : f.wq == 4 ? "q4r" : "16-bit"; }
+
+/* Quantized experts (format f, K columns, NP rows stacked): the launch that dequantizes weight
+ * variable w into the 16-bit scratch a_wdq, as one line into out (empty for 16-bit experts). */
+static void moe_dequant(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *w, const char *what, char *out, size_t cap) {
+    char params[192], comment[192], nm[96];
+    out[0] = 0;
+    if (!f.wq) return;
+    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K,
+             (long long)NP, f.wq, f.wq == 4 ? f.wg : 32);
+    snprintf(comment, sizeof comment, "layers.*: the experts' stacked %s rows [%lld,%lld] %s -> %s for the prefill kernels", what,
+             (long long)NP, (long long)K, wq_name(f), dtn(c, c->bf));
+    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_q%d", (long long)K, (long long)NP, f.wq);
+    const int fdq = fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
+    if (NP * K > c->wdq_elems) c->wdq_elems = NP * K;
+    snprintf(out, cap, "{ void *argsq[] = {&%s, &a_wdq}; LAUNCH(%d, IG_DQ_GRID_X(%lld, %lld, %d), 1, 1, IG_DQ_BLOCK, 0, argsq); }\n",
+             w, fdq, (long long)NP, (long long)K, f.wq);
+}
+
 /* The experts' block (MOE: router, top-k, the selected experts' gate/up and down) or the shared
  * expert (MOE_SHARED), added to the residual stream: moe.cu's three kernels. Each (token, selected
  * expert) reads only that expert's rows. */
@@ -697,21 +716,38 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
     if (HID % 8 || I % 16)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): experts of %lld rows over hidden %d (moe.cu: multiples of "
                        "16 and 8)", (long long)I, HID);
+    /* quantized experts (q8r / q4r rows): _dgu / _ddown read the codes; longer steps dequantize
+     * the layer's stack into a_wdq for the 16-bit kernels */
+    const mm_wfmt gwf = weight_format(c, n->in[2]), dwf = weight_format(c, n->in[3]);
+    const int quant = gwf.wq || dwf.wq;
+    if (quant && !moe_dec_ok(c))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): quantized experts decode through moe.cu's two-launch kernels, "
+                       "which need --tune moe_dec=1 and 8 token rows of hidden %d in 96 KB of shared memory; keep the experts "
+                       "in 16 bits with --quant-skip experts.gate_up,experts.down", HID);
     c->bufs.buf_of[n->out] = c->resid;
     if (K > c->moe_k) c->moe_k = K;
     if (K * I > c->moe_ki) c->moe_ki = K * I;
     snprintf(params, sizeof params,
              "#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n#define MO_NORM %d\n"
-             "#define MO_WBF16 %d\n#define MO_XBF16 %d\n#define MO_SHARED %d\n",
-             HID, E, K, (long long)I, shared ? 0 : hp->norm_topk, c->bf, c->bf, shared);
+             "#define MO_WBF16 %d\n#define MO_XBF16 %d\n#define MO_SHARED %d\n"
+             "#define MO_WQ %d\n#define MO_WG %d\n#define MO_DN_WQ %d\n#define MO_DN_WG %d\n",
+             HID, E, K, (long long)I, shared ? 0 : hp->norm_topk, c->bf, c->bf, shared, gwf.wq, gwf.wq == 4 ? gwf.wg : 32,
+             dwf.wq, dwf.wq == 4 ? dwf.wg : 32);
+    char fmts[48] = "";
+    if (quant) snprintf(fmts, sizeof fmts, ", rows %s / %s", wq_name(gwf), wq_name(dwf));
     if (shared)
-        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld), scaled by sigmoid(x . gate), added to the residual",
-                 (long long)I);
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld%s), scaled by sigmoid(x . gate), added to the residual",
+                 (long long)I, fmts);
     else
-        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld), top-%d of the f32 router softmax%s, added "
-                 "to the residual", E, (long long)I, K, hp->norm_topk ? " renormalized" : "");
-    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld", (long long)I);
-    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld", E, K, (long long)I);
+        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld%s), top-%d of the f32 router softmax%s, added "
+                 "to the residual", E, (long long)I, fmts, K, hp->norm_topk ? " renormalized" : "");
+    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld%s", (long long)I, quant ? "_q" : "");
+    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld%s", E, K, (long long)I, quant ? "_q" : "");
+    /* steps past the decode kernels: the 16-bit kernels read w2 / w3 or, quantized, a_wdq after dq_gu / dq_dn */
+    char dq_gu[512] = "", dq_dn[512] = "";
+    const char *w2 = gwf.wq ? "a_wdq" : "w2", *w3 = dwf.wq ? "a_wdq" : "w3";
+    moe_dequant(c, gwf, HID, (int64_t)E * 2 * I, "w2", "gate/up", dq_gu, sizeof dq_gu);
+    moe_dequant(c, dwf, I, (int64_t)E * HID, "w3", "down", dq_dn, sizeof dq_dn);
     const char *mo = instance(c, "moe.cu", nm, "MO_NAME", params, comment);
     snprintf(fr, sizeof fr, "%s_route", mo ? mo : "");
     snprintf(fg, sizeof fg, "%s_gu", mo ? mo : "");
@@ -789,12 +825,14 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
         fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_xb};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
                 ind, in, ind, fn_index(c, fx), HID);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &w2, &moe_h};\n"
+        if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &%s, &moe_h};\n"
                        "%s      LAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_BLOCK, 0, args); }\n",
-                ind, ind, fn_index(c, fgg), (long long)I, K, E);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &w3, &moe_y};\n"
+                ind, w2, ind, fn_index(c, fgg), (long long)I, K, E);
+        if (*dq_dn) fprintf(c->fw, "%s    %s", ind, dq_dn);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n"
                        "%s      LAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_BLOCK, 0, args); }\n",
-                ind, ind, fn_index(c, fgd), HID, K, E);
+                ind, w3, ind, fn_index(c, fgd), HID, K, E);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
                        "%s} else {\n",
@@ -811,24 +849,28 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
             fprintf(c->fw, "%s    { void *args[] = {&T, &moe_sel, &moe_off, &moe_list};\n"
                            "%s      LAUNCH(%d, 1, 1, 1, 1024, 0, args); }\n",
                     ind, ind, fn_index(c, fgr));
-        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_off, &moe_list, &w2, &moe_h};\n"
+        if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_off, &moe_list, &%s, &moe_h};\n"
                        "%s      LAUNCH(%d, IG_MO_GGU_GRID_X(%lld), %d, 1, IG_MO_BLOCK, IG_MO_GSMEM(%d, %d), args); }\n",
-                ind, in, ind, fn_index(c, fgg), (long long)I, E, HID, c->bf ? 2 : 4);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &w3, &moe_y};\n"
+                ind, in, w2, ind, fn_index(c, fgg), (long long)I, E, HID, c->bf ? 2 : 4);
+        if (*dq_dn) fprintf(c->fw, "%s    %s", ind, dq_dn);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n"
                        "%s      LAUNCH(%d, IG_MO_GDN_GRID_X(%d), %d, 1, IG_MO_BLOCK, IG_MO_GSMEM(%lld, %d), args); }\n",
-                ind, ind, fn_index(c, fgd), HID, E, (long long)I, c->bf ? 2 : 4);
+                ind, w3, ind, fn_index(c, fgd), HID, E, (long long)I, c->bf ? 2 : 4);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
                        "%s} else {\n",
                 ind, res, ind, fn_index(c, fs), HID, ind);
     }
     const char *ind2 = grouped ? "    " : "";
-    fprintf(c->fw, "%s%s{ void *args[] = {&T, &%s, &moe_sel, &w2, &moe_h};\n"
+    if (*dq_gu) fprintf(c->fw, "%s%s%s", ind, ind2, dq_gu);
+    fprintf(c->fw, "%s%s{ void *args[] = {&T, &%s, &moe_sel, &%s, &moe_h};\n"
                    "%s%s  LAUNCH(%d, IG_MO_GU_GRID_X(%lld), IG_MO_GU_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
-            ind, ind2, in, ind, ind2, fn_index(c, fg), (long long)I, K);
-    fprintf(c->fw, "%s%s{ void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+            ind, ind2, in, w2, ind, ind2, fn_index(c, fg), (long long)I, K);
+    if (*dq_dn) fprintf(c->fw, "%s%s%s", ind, ind2, dq_dn);
+    fprintf(c->fw, "%s%s{ void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &%s, &%s};\n"
                    "%s%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
-            ind, ind2, res, ind, ind2, fn_index(c, fd), HID);
+            ind, ind2, w3, res, ind, ind2, fn_index(c, fd), HID);
     if (grouped) fprintf(c->fw, "%s}\n", ind);
     if (dec) fprintf(c->fw, "%s}\n", x->ind);
     return IG_OK;

@@ -1020,6 +1020,25 @@ static int families_only(void) {
      * and pattern 2 (the 23-token prompt runs past the window on every other layer) */
     static const char *vars[] = {"qwen3-moe-mlponly", "gemma3-w4-p2"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) test_batch_reference_in("tests/data/models", vars[i]);
+    /* quantized experts (moe.c's pair path for the batched decode steps, the expert-grouped GEMMs for
+     * chunked prefill and for recompute after preemption): three requests together, preempted,
+     * generate what each generates alone */
+    static const struct { const char *model, *quant; int group; } qm[] = {{"qwen3-moe", "a16w4", 32}, {"qwen2-moe-shared", "a8w8", 0}};
+    for (size_t i = 0; i < sizeof qm / sizeof qm[0]; i++) {
+        char src[1024], pkg[512];
+        snprintf(src, sizeof src, "%s/models/%s", testdata(), qm[i].model);
+        snprintf(pkg, sizeof pkg, "/tmp/ignis-test-engine-%d-%s-%s", (int)getpid(), qm[i].model, qm[i].quant);
+        cc_options o = {.input = src, .out_dir = pkg, .dtype = "bf16", .quant = qm[i].quant, .quant_group = qm[i].group,
+                        .target = getenv("IGNIS_TEST_TARGET")};
+        ig_err err = {{0}};
+        if (cc_compile(&o, &err)) {
+            CHECK(0, "compile %s --quant %s: %s", qm[i].model, qm[i].quant, err.msg);
+            continue;
+        }
+        printf("%s --quant %s:\n", qm[i].model, qm[i].quant);
+        test_preemption(pkg);
+        remove_pkg(pkg);
+    }
     printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

@@ -27,8 +27,18 @@
  * weights (matmul.c's ig_mm_gemv / ig_mm_epi, the T == 1 kernels), so a token's result does not
  * depend on the other tokens of the step, and for T == 1 it is bit-identical to the grouped path.
  * It needs MO_PAIR_WS bytes of scratch beyond MO_WS_BYTES(T).
+ *
+ * Quantized experts (MO_WQ, MO_WG for gate/up, MO_DN_WQ, MO_DN_WG for down: a quant.h format and its
+ * group, as matmul.c's MM_WQ / MM_WG; MO_GU / MO_DN are instances of those formats): the stacked
+ * tensors are ordinary quantized panels (an expert's rows are a multiple of 16, so no panel
+ * straddles two experts) and expert e starts at e x its panels x ig_wq_panel_bytes. The grouped path is unchanged; the pair path
+ * prepares each token's row once (the integer-activation formats: ig_wq_xquant's codes; the others:
+ * f32 and group sums) and each pair's SwiGLU row likewise after one more barrier, then runs the
+ * kernels matmul.c's T == 1 path runs (ig_wq_xgemm_rows over one row, or ig_wq_gemv), so a token's
+ * result still does not depend on the other tokens of its step. It needs MO_PAIR_QWS more bytes.
  */
 #include "common.h"
+#include "quant.h"
 
 #ifndef MO_NAME
 #define MO_NAME ig_moe
@@ -46,6 +56,19 @@
 #define MO_NORM 1
 #endif
 
+#ifndef MO_WQ /* gate/up: 0, float experts (MO_WBF16), or a quant.h format */
+#define MO_WQ 0
+#endif
+#ifndef MO_WG
+#define MO_WG 128
+#endif
+#ifndef MO_DN_WQ /* down: the same, on its own (--quant-skip may keep one of the two in 16 bits) */
+#define MO_DN_WQ 0
+#endif
+#ifndef MO_DN_WG
+#define MO_DN_WG 128
+#endif
+
 #ifndef MO_PAIR_TMAX /* steps of at most this many tokens take the pair path */
 #define MO_PAIR_TMAX 8
 #endif
@@ -56,6 +79,21 @@
     ((uint64_t)(T) * (4u * (D) + 4u * (I) + 4u * (D) + 4u * (E) + 12u * (K)) + 8u * (E) + 4u * 64u)
 /* ... and the pair path's: its pairs' SwiGLU rows and the router logits, after the above */
 #define MO_PAIR_WS(I, E, K) ((uint64_t)MO_PAIR_TMAX * (4u * (K) * (I) + 4u * (E)) + 2u * 64u)
+/* ... and with quantized experts, every token's prepared row of D and every pair's of I, at most
+ * MO_QROW_MAX bytes each (the code generator sizes the scratch by it) */
+#define MO_QROW_MAX(K) (4u * (uint64_t)(K) + 8u * (((uint64_t)(K) + 15u) / 16u) + 256u)
+#define MO_PAIR_QWS(D, I, K) ((uint64_t)MO_PAIR_TMAX * (MO_QROW_MAX(D) + (K) * MO_QROW_MAX(I)))
+#endif
+#ifndef IG_MO_QROW
+#define IG_MO_QROW
+/* bytes of one row of n columns prepared for format wq, group g: the integer formats' codes,
+ * scales and group sums, the others' f32 row then its group sums; 0 for float experts (the row
+ * as stored); and of one panel of n columns */
+#define IG_MO_QROW(wq, g, n)                                                                   \
+    (!(wq)           ? 0                                                                       \
+     : IG_WQ_XQ(wq) ? IG_WQ_XQ_BYTES(wq, n, g)                                                \
+                    : IG_WQ_R64(4 * (n)) + IG_WQ_R64(4 * (((n) + (g) - 1) / (g))))
+#define IG_MO_PANEL(wq, g, wb, n) ((wq) ? ig_wq_panel_bytes(wq, n, g) : (size_t)((n) / 2) * IG_MM_LB(wb))
 #endif
 
 #ifndef IG_MO_HELPERS
@@ -85,24 +123,63 @@ static void ig_mo_topk(float *lg, int E, int K, int norm, int32_t *sel, float *w
 #define MO_CAT_(a, b) MO_CAT2_(a, b)
 #define MO_PAIRS_ MO_CAT_(MO_NAME, _pairs)
 
-/* The pair path (T <= MO_PAIR_TMAX): xg [T][MO_D] and pw (MO_PAIR_WS bytes) are scratch. */
+/* One panel of n columns (format wq, group g) against a prepared row xr (float experts: the row
+ * as stored; quantized: MO_PREP_'s bytes) into acc[16], as matmul.c's T == 1 path computes it. */
+#define MO_GEMV_ MO_CAT_(MO_NAME, _gemv)
+IG_INLINE void MO_GEMV_(int wq, int g, int n, const uint8_t *xr, const char *panel, float *acc) {
+    if (!wq)
+        ig_mm_gemv(MO_WBF16, MO_XBF16, xr, panel, n / 2, acc);
+    else if (IG_WQ_XQ(wq))
+        ig_wq_xgemm_rows(wq, n, g, 1, (const char *)xr, 0, panel, acc);
+    else
+        ig_wq_gemv(wq, n, g, (const float *)xr, (const float *)(xr + IG_WQ_R64(4 * n)), panel, acc);
+}
+
+/* Prepares row src [n] (MO_XBF16's type) for MO_GEMV_ of format wq (not 0), group g, into dst. */
+#define MO_PREP_ MO_CAT_(MO_NAME, _prep)
+IG_INLINE void MO_PREP_(int wq, int g, int n, const uint8_t *src, uint8_t *dst) {
+    IG_ALIGN64 float xf[MO_D > MO_I ? MO_D : MO_I];
+    ig_wq_x_f32(MO_XBF16, src, n, xf);
+    if (IG_WQ_XQ(wq)) {
+        ig_wq_xquant(wq, n, g, xf, (char *)dst);
+        return;
+    }
+    memcpy(dst, xf, sizeof(float) * (size_t)n);
+    if (IG_WQ_GSUMS(wq)) ig_wq_group_sums(xf, n, g, (float *)(dst + IG_WQ_R64(4 * n)));
+}
+
+/* The pair path (T <= MO_PAIR_TMAX): xg [T][MO_D] and pw (MO_PAIR_WS bytes, and MO_PAIR_QWS more
+ * with quantized experts) are scratch. */
 static void MO_PAIRS_(int T, const float *x, const float *router, const void *w_gu, const void *w_down, float *resid,
                       uint8_t *xg, uint8_t *pw, int nth) {
     enum {
         D_ = MO_D, I_ = MO_I, E_ = MO_SHARED ? 1 : MO_E, K_ = MO_SHARED ? 1 : MO_TOPK, XS_ = MO_XBF16 ? 2 : 4,
-        LB_ = IG_MM_LB(MO_WBF16), GQ_ = MO_I / 16, DP_ = MO_D / 16, DQ_ = (DP_ + 1) / 2 /* panel pairs of gate/up, of down */
+        GQ_ = MO_I / 16, DP_ = MO_D / 16, DQ_ = (DP_ + 1) / 2 /* panel pairs of gate/up, of down */
     };
-    const size_t gu_panel = (size_t)(D_ / 2) * LB_, dn_panel = (size_t)(I_ / 2) * LB_;
+    const size_t gu_panel = IG_MO_PANEL(MO_WQ, MO_WG, MO_WBF16, D_), dn_panel = IG_MO_PANEL(MO_DN_WQ, MO_DN_WG, MO_WBF16, I_);
     const size_t gu_bytes = (size_t)2 * GQ_ * gu_panel, dn_bytes = (size_t)DP_ * dn_panel;
     uint8_t *hg = pw;                                                /* [T * K][I] SwiGLU rows */
     float *lg = (float *)(pw + (((size_t)MO_PAIR_TMAX * K_ * I_ * XS_ + 63) & ~(size_t)63)); /* [T][E] */
+    /* the rows the kernels read: as stored (float experts), or prepared per token and per pair
+     * after the logits (MO_PAIR_QWS) */
+    const size_t xrs = MO_WQ ? IG_MO_QROW(MO_WQ, MO_WG, D_) : (size_t)D_ * XS_;
+    const size_t hrs = MO_DN_WQ ? IG_MO_QROW(MO_DN_WQ, MO_DN_WG, I_) : (size_t)I_ * XS_;
+    uint8_t *xr = (uint8_t *)lg + (((size_t)MO_PAIR_TMAX * E_ * 4 + 63) & ~(size_t)63), *hr = xr + (size_t)MO_PAIR_TMAX * xrs;
+    if (!MO_WQ) xr = xg;
+    if (!MO_DN_WQ) hr = hg;
+    _Static_assert(IG_MO_QROW(MO_WQ, MO_WG, MO_D) <= MO_QROW_MAX(MO_D) && IG_MO_QROW(MO_DN_WQ, MO_DN_WG, MO_I) <= MO_QROW_MAX(MO_I),
+                   "scratch is sized by MO_QROW_MAX");
 #pragma omp parallel num_threads(nth)
     {
         const int nt = ig_omp_nth(), tid = ig_omp_tid();
         int lo, hi;
-        /* rows in the matmul input type; router logits, the threads splitting the experts */
+        /* rows in the matmul input type (then prepared, for quantized experts); router logits, the
+         * threads splitting the experts */
         ig_split(T, nt, tid, &lo, &hi);
-        for (int t = lo; t < hi; t++) ig_store_row(xg + (size_t)t * D_ * XS_, x + (size_t)t * D_, MO_XBF16, D_);
+        for (int t = lo; t < hi; t++) {
+            ig_store_row(xg + (size_t)t * D_ * XS_, x + (size_t)t * D_, MO_XBF16, D_);
+            if (MO_WQ) MO_PREP_(MO_WQ, MO_WG, D_, xg + (size_t)t * D_ * XS_, xr + (size_t)t * xrs);
+        }
         ig_split(T * E_, nt, tid, &lo, &hi);
         for (int u = lo; u < hi; u++)
             lg[u] = ig_dot(x + (size_t)(u / E_) * D_, router + (size_t)(MO_SHARED ? 0 : u % E_) * D_, 0, D_);
@@ -125,11 +202,17 @@ static void MO_PAIRS_(int T, const float *x, const float *router, const void *w_
             const int pr = u / GQ_, q = u % GQ_;
             const char *w = (const char *)w_gu + (size_t)sel[pr] * gu_bytes + (size_t)2 * q * gu_panel;
             IG_ALIGN64 float acc[32];
-            ig_mm_gemv(MO_WBF16, MO_XBF16, xg + (size_t)(pr / K_) * D_ * XS_, w, D_ / 2, acc);
-            ig_mm_gemv(MO_WBF16, MO_XBF16, xg + (size_t)(pr / K_) * D_ * XS_, w + gu_panel, D_ / 2, acc + 16);
+            MO_GEMV_(MO_WQ, MO_WG, D_, xr + (size_t)(pr / K_) * xrs, w, acc);
+            MO_GEMV_(MO_WQ, MO_WG, D_, xr + (size_t)(pr / K_) * xrs, w + gu_panel, acc + 16);
             ig_mm_epi(MM_EPI_SWIGLU, MO_XBF16, 2 * I_, I_, NULL, acc, q, 2, hg, pr);
         }
 #pragma omp barrier
+#if MO_DN_WQ
+        /* each pair's SwiGLU row, prepared once for the down projection's kernels */
+        ig_split(T * K_, nt, tid, &lo, &hi);
+        for (int pr = lo; pr < hi; pr++) MO_PREP_(MO_DN_WQ, MO_DN_WG, I_, hg + (size_t)pr * I_ * XS_, hr + (size_t)pr * hrs);
+#pragma omp barrier
+#endif
         /* down: the threads split the outputs; each adds its outputs' experts in expert order */
         ig_split(DQ_, nt, tid, &lo, &hi);
         for (int t = 0; t < T; t++) {
@@ -146,8 +229,8 @@ static void MO_PAIRS_(int T, const float *x, const float *router, const void *w_
                     const char *w = (const char *)w_down + (size_t)sel[pr] * dn_bytes + (size_t)2 * q * dn_panel;
                     const int np = 2 * q + 1 < DP_ ? 2 : 1;
                     IG_ALIGN64 float acc[32];
-                    ig_mm_gemv(MO_WBF16, MO_XBF16, hg + (size_t)pr * I_ * XS_, w, I_ / 2, acc);
-                    if (np > 1) ig_mm_gemv(MO_WBF16, MO_XBF16, hg + (size_t)pr * I_ * XS_, w + dn_panel, I_ / 2, acc + 16);
+                    MO_GEMV_(MO_DN_WQ, MO_DN_WG, I_, hr + (size_t)pr * hrs, w, acc);
+                    if (np > 1) MO_GEMV_(MO_DN_WQ, MO_DN_WG, I_, hr + (size_t)pr * hrs, w + dn_panel, acc + 16);
                     for (int i = 0; i < 16 * np; i++) r[32 * q + i] += wt[pr] * acc[i];
                 }
         }
@@ -156,7 +239,7 @@ static void MO_PAIRS_(int T, const float *x, const float *router, const void *w_
 
 static void MO_NAME(int T, const float *x, const float *router, const void *w_gu, const void *w_down, float *resid,
                     uint8_t *ws, int nth) {
-    enum { D_ = MO_D, I_ = MO_I, E_ = MO_E, K_ = MO_TOPK, XS_ = MO_XBF16 ? 2 : 4, WS_ = MO_WBF16 ? 2 : 4 };
+    enum { D_ = MO_D, I_ = MO_I, E_ = MO_E, K_ = MO_TOPK, XS_ = MO_XBF16 ? 2 : 4 };
     _Static_assert(D_ % 16 == 0 && I_ % 16 == 0, "experts are stacked in 16-row panels");
     if (T <= MO_PAIR_TMAX) { /* after the grouped path's scratch for T tokens, aligned */
         uint64_t off = (MO_WS_BYTES((uint64_t)T, D_, I_, E_, K_) + 63) & ~(uint64_t)63;
@@ -171,7 +254,7 @@ static void MO_NAME(int T, const float *x, const float *router, const void *w_gu
     MO_CARVE(uint8_t, hg, (size_t)T * I_ * XS_)
     MO_CARVE(float, yg, (size_t)T * D_)
 #if MO_SHARED
-    (void)E_, (void)K_, (void)WS_;
+    (void)E_, (void)K_;
     for (int t = 0; t < T; t++) ig_store_row(xg + (size_t)t * D_ * XS_, x + (size_t)t * D_, MO_XBF16, D_);
     MO_GU(T, xg, w_gu, NULL, hg, nth);
     MO_DN(T, hg, w_down, NULL, yg, nth);
@@ -204,7 +287,8 @@ static void MO_NAME(int T, const float *x, const float *router, const void *w_gu
     for (int e = 0; e <= E_; e++) cnt[e] = 0;
     for (int i = 0; i < T * K_; i++) list[off[sel[i]] + cnt[sel[i]]++] = i;
     /* one GEMM pair per expert over its tokens; expert e's panels start at e * (its bytes) */
-    const size_t gu_bytes = (size_t)2 * I_ * D_ * WS_, dn_bytes = (size_t)D_ * I_ * WS_;
+    const size_t gu_bytes = (size_t)(2 * I_ / 16) * IG_MO_PANEL(MO_WQ, MO_WG, MO_WBF16, D_),
+                 dn_bytes = (size_t)(D_ / 16) * IG_MO_PANEL(MO_DN_WQ, MO_DN_WG, MO_WBF16, I_);
     for (int e = 0; e < E_; e++) {
         int n = off[e + 1] - off[e];
         if (n == 0) continue;
@@ -236,4 +320,10 @@ static void MO_NAME(int T, const float *x, const float *router, const void *w_gu
 #undef MO_GU
 #undef MO_DN
 #undef MO_PAIRS_
+#undef MO_GEMV_
+#undef MO_PREP_
+#undef MO_WQ
+#undef MO_WG
+#undef MO_DN_WQ
+#undef MO_DN_WG
 #undef MO_PAIR_TMAX

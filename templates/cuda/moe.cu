@@ -76,10 +76,18 @@
  * launch (launch.h): grid = CTAs all resident at once (the SM count), block IG_MO_DBLOCK; _dgu's
  * dynamic smem IG_MO_DSMEM(T, MO_D, AT bytes); lg f32 [T][MO_E]; sync 2 unsigned, zero before the
  * first launch (_dgu's arrival counter and release count).
+ *
+ * Quantized experts (`--quant a16w8|a16w4`: MO_WQ / MO_WG for gate/up, MO_DN_WQ / MO_DN_WG for
+ * down, 8: q8r, 4: q4r with groups of G, 0: floats; wq.cuh's rows, expert e's gate/up at row
+ * e * 2 MO_I, its down at row e * MO_D): _dgu and _ddown read the codes (a lane per 16-byte vector
+ * of codes, the scales applied per row (q8r) or per vector's group (q4r)); every other kernel here
+ * keeps reading 16-bit rows, which the code generator makes for steps past IG_MO_DTMAX by
+ * dequantizing the layer's stack (dequant.cu) into its scratch first.
  * Not yet: the persistent decode kernel for MoE.
  */
 #include "common.cuh"
 #include "mma.cuh"
+#include "wq.cuh"
 
 #ifndef MO_NAME
 #define MO_NAME ig_moe
@@ -108,6 +116,18 @@
 #ifndef MO_SHARED
 #define MO_SHARED 0
 #endif
+#ifndef MO_WQ /* gate/up rows: 0 floats, 8 q8r, 4 q4r (wq.cuh) */
+#define MO_WQ 0
+#endif
+#ifndef MO_WG
+#define MO_WG 32
+#endif
+#ifndef MO_DN_WQ /* down rows, the same */
+#define MO_DN_WQ 0
+#endif
+#ifndef MO_DN_WG
+#define MO_DN_WG 32
+#endif
 
 #if MO_WBF16
 #define MO_WT_ unsigned short
@@ -118,6 +138,16 @@
 #define MO_AT_ unsigned short
 #else
 #define MO_AT_ float
+#endif
+#if MO_WQ /* the decode kernels' weight types (quantized: bytes of rows) */
+#define MO_GWT_ unsigned char
+#else
+#define MO_GWT_ MO_WT_
+#endif
+#if MO_DN_WQ
+#define MO_DWT_ unsigned char
+#else
+#define MO_DWT_ MO_WT_
 #endif
 
 #ifndef IG_MO_HELPERS
@@ -369,9 +399,77 @@ IG_DEV void IG_CAT(MO_NAME, _dact)(const unsigned char *p, float *f) {
     }
 }
 
+/* Lane partials p[r] of NR quantized rows (WQ 8: q8r, 4: q4r with groups of G; K columns; row r at
+ * w[r]) dotted with activation rows x[r] (AES bytes an element, shared or global memory; SX: one
+ * row x[0] for all, loaded once): the lanes of a warp stride over the rows' 16-byte code vectors,
+ * CBL of them in flight per row; q4r applies each vector's group scale and min
+ * (scale sum(q x) + min sum(x)), q8r the row's scale at the end. The warp's sum of p[r] is
+ * row r . x[r]. */
+template <int WQ, int G, int K, int AES, int NR, int CBL, bool SX>
+IG_DEV void IG_CAT(MO_NAME, _qrows)(const unsigned char *const *w, const unsigned char *const *x, int lane, float *p) {
+    constexpr int CB = IG_WQ_CODEB(K, WQ), RB = IG_WQ_ROWB(K, WQ, G), VE = WQ == 8 ? 16 : 32, KV = CB / 16;
+    constexpr int PER = (KV + 31) / 32;
+    static_assert((WQ == 8 && K % 16 == 0) || (WQ == 4 && K % 32 == 0 && K % G == 0 && G % 32 == 0),
+                  "q8r rows need K % 16 == 0, q4r rows K % 32 == 0 and whole groups of a multiple of 32");
+#pragma unroll
+    for (int r = 0; r < NR; r++) p[r] = 0.0f;
+    for (int c0 = 0; c0 < PER; c0 += CBL) {
+        uint4 v[NR][CBL];
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int j = 0; j < CBL; j++) {
+                const int c = (c0 + j) * 32 + lane;
+                if (c < KV) v[r][j] = ig_ldg16(w[r] + (size_t)c * 16);
+            }
+#pragma unroll
+        for (int j = 0; j < CBL; j++) {
+            const int c = (c0 + j) * 32 + lane;
+            if (c >= KV) continue;
+            float d[NR], sx[NR];
+#pragma unroll
+            for (int r = 0; r < NR; r++) d[r] = sx[r] = 0.0f;
+#pragma unroll
+            for (int pc = 0; pc < VE / 8; pc++) { /* 8 codes of each row against 8 activations (16-byte loads) */
+                float xf[SX ? 1 : NR][8];
+#pragma unroll
+                for (int r = 0; r < (SX ? 1 : NR); r++) {
+                    const unsigned char *xp = x[r] + (size_t)(c * VE + 8 * pc) * AES;
+                    ig_unpack16(*(const uint4 *)xp, AES, xf[r]);
+                    if (AES == 4) ig_unpack16(*(const uint4 *)(xp + 16), AES, xf[r] + 4);
+                }
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    float f[8];
+                    if (WQ == 8) ig_wq8_word(ig_wq_w(v[r][j], 2 * pc), f), ig_wq8_word(ig_wq_w(v[r][j], 2 * pc + 1), f + 4);
+                    else ig_wq4_word(ig_wq_w(v[r][j], pc), f);
+                    const float *xr = xf[SX ? 0 : r];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        d[r] = fmaf(f[e], xr[e], d[r]);
+                        if (WQ == 4 && (!SX || r == 0)) sx[r] += xr[e];
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                if (WQ == 4) {
+                    const float2 sm = ig_wq4_sm<K, RB, G>(w[r], 0, c * VE);
+                    p[r] += fmaf(sm.x, d[r], sm.y * sx[SX ? 0 : r]);
+                } else {
+                    p[r] += d[r];
+                }
+            }
+        }
+    }
+    if (WQ == 8)
+#pragma unroll
+        for (int r = 0; r < NR; r++) p[r] *= ig_wq8_scale<K>(w[r], 0);
+}
+
 extern "C" __global__ void __launch_bounds__(IG_MO_DBLOCK, 1)
 IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *gamma, float eps, const float *router, float *lg, int *sel,
-                      float *wt, const MO_WT_ *w_gu, MO_AT_ *h, unsigned *sync) {
+                      float *wt, const MO_GWT_ *w_gu, MO_AT_ *h, unsigned *sync) {
     static_assert(MO_D % 8 == 0 && MO_I % 16 == 0, "MO_D % 8, MO_I % 16 (16-row panels)");
     constexpr int WES = MO_WBF16 ? 2 : 4, AES = MO_XBF16 ? 2 : 4, VE = 16 / WES, NW = IG_MO_DBLOCK / 32;
     constexpr int NC = MO_D / VE, PER = (NC + 31) / 32, CB = PER < 8 ? PER : 8;
@@ -449,6 +547,36 @@ IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *gamma, float eps, cons
     if ((int)threadIdx.x < T * MO_TOPK) ssel[threadIdx.x] = __ldcg(sel + threadIdx.x);
     __syncthreads();
 #endif
+#if MO_WQ
+    /* quantized gate/up: a warp per (pair, NO consecutive outputs), the 2 NO rows' codes in flight
+     * together against the token's row, loaded once per vector. H200, Qwen3-30B-A3B shapes, _dgu
+     * us per call q8r / q4r g32 (16-bit rows: 28.4, router and top-k included): NO = 1 with the
+     * activations read 4 at a time 24.4 / 24.1; NO = 4 with 16-byte activation loads 27.8 / 29.6 (a
+     * quarter of the items, fewer than the warps); NO = 1 with 16-byte loads (this) not timed yet */
+    (void)PER, (void)CB, (void)VE;
+    constexpr int QRB = IG_WQ_ROWB(MO_D, MO_WQ, MO_WG), NO = 1;
+    static_assert(MO_I % NO == 0, "outputs of a warp item");
+    for (int it = blockIdx.x * NW + warp; it < T * MO_TOPK * (MO_I / NO); it += G * NW) {
+        const int tk = it / (MO_I / NO), i0 = it % (MO_I / NO) * NO, t = tk / MO_TOPK, e = ssel[tk];
+        const unsigned char *wr[2 * NO], *xq[1] = {mo_xs + (size_t)t * MO_D * AES};
+#pragma unroll
+        for (int o = 0; o < NO; o++) { /* packed row of gate i0 + o; its up row is 16 further */
+            const int g = 32 * ((i0 + o) / 16) + (i0 + o) % 16;
+            wr[o] = (const unsigned char *)w_gu + ((size_t)e * 2 * MO_I + g) * QRB, wr[NO + o] = wr[o] + (size_t)16 * QRB;
+        }
+        float pq[2 * NO];
+        IG_CAT(MO_NAME, _qrows)<MO_WQ, MO_WG, MO_D, AES, 2 * NO, 4, true>(wr, xq, lane, pq);
+#pragma unroll
+        for (int o = 0; o < NO; o++) {
+            const float gs = ig_warp_sum(pq[o]), us = ig_warp_sum(pq[NO + o]);
+            if (lane == 0) {
+                const float v = ig_glu(gs, us, false);
+                if (MO_XBF16) ((unsigned short *)h)[(size_t)tk * MO_I + i0 + o] = ig_f32_to_h(v);
+                else ((float *)h)[(size_t)tk * MO_I + i0 + o] = v;
+            }
+        }
+    }
+#else
     /* gate/up: a warp per (pair, output), the gate and up rows' loads in flight together */
     for (int it = blockIdx.x * NW + warp; it < T * MO_TOPK * MO_I; it += G * NW) {
         const int tk = it / MO_I, i = it % MO_I, t = tk / MO_TOPK, e = ssel[tk];
@@ -481,16 +609,40 @@ IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *gamma, float eps, cons
             else ((float *)h)[(size_t)tk * MO_I + i] = o;
         }
     }
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(IG_MO_DBLOCK, 1)
-IG_CAT(MO_NAME, _ddown)(int T, const MO_AT_ *h, const int *sel, const float *wt, const MO_WT_ *w_down, float *resid) {
+IG_CAT(MO_NAME, _ddown)(int T, const MO_AT_ *h, const int *sel, const float *wt, const MO_DWT_ *w_down, float *resid) {
     static_assert(MO_I % 8 == 0, "MO_I must be a multiple of 8");
     constexpr int WES = MO_WBF16 ? 2 : 4, AES = MO_XBF16 ? 2 : 4, VE = 16 / WES, NW = IG_MO_DBLOCK / 32;
     constexpr int NC = MO_I / VE, PER = (NC + 31) / 32, CB = PER < 8 ? PER : 8;
     constexpr int KB = 16 / CB < 1 ? 1 : 16 / CB < MO_TOPK ? 16 / CB : MO_TOPK; /* experts a batch */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (T > IG_MO_DTMAX) return;
+#if MO_DN_WQ
+    (void)KB;
+    constexpr int QRB = IG_WQ_ROWB(MO_I, MO_DN_WQ, MO_DN_WG), QB = MO_TOPK < 8 ? MO_TOPK : 8; /* experts a batch */
+    for (int it = blockIdx.x * NW + warp; it < T * MO_D; it += gridDim.x * NW) {
+        const int t = it / MO_D, d = it % MO_D;
+        float acc = 0.0f;
+        for (int k0 = 0; k0 < MO_TOPK; k0 += QB) {
+            const unsigned char *wr[QB], *hr[QB];
+            float pq[QB];
+#pragma unroll
+            for (int kk = 0; kk < QB; kk++) { /* past the last expert: the last one again, unused */
+                const int k = k0 + kk < MO_TOPK ? k0 + kk : MO_TOPK - 1;
+                wr[kk] = (const unsigned char *)w_down + ((size_t)__ldg(sel + t * MO_TOPK + k) * MO_D + d) * QRB;
+                hr[kk] = (const unsigned char *)h + ((size_t)t * MO_TOPK + k) * MO_I * AES;
+            }
+            IG_CAT(MO_NAME, _qrows)<MO_DN_WQ, MO_DN_WG, MO_I, AES, QB, 2, false>(wr, hr, lane, pq);
+#pragma unroll
+            for (int kk = 0; kk < QB; kk++)
+                if (k0 + kk < MO_TOPK) acc = fmaf(__ldg(wt + t * MO_TOPK + k0 + kk), ig_warp_sum(pq[kk]), acc);
+        }
+        if (lane == 0) resid[(size_t)t * MO_D + d] += acc;
+    }
+#else
     for (int it = blockIdx.x * NW + warp; it < T * MO_D; it += gridDim.x * NW) {
         const int t = it / MO_D, d = it % MO_D;
         float ps[MO_TOPK];
@@ -533,6 +685,7 @@ IG_CAT(MO_NAME, _ddown)(int T, const MO_AT_ *h, const int *sel, const float *wt,
         for (int k = 0; k < MO_TOPK; k++) acc = fmaf(__ldg(wt + t * MO_TOPK + k), ig_warp_sum(ps[k]), acc);
         if (lane == 0) resid[(size_t)t * MO_D + d] += acc;
     }
+#endif
 }
 
 #if !MO_SHARED
@@ -825,6 +978,12 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xroun
 
 #undef MO_WT_
 #undef MO_AT_
+#undef MO_GWT_
+#undef MO_DWT_
+#undef MO_WQ
+#undef MO_WG
+#undef MO_DN_WQ
+#undef MO_DN_WG
 #undef MO_NAME
 #undef MO_D
 #undef MO_E

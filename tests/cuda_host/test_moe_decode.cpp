@@ -82,6 +82,53 @@ IG_DEV float ig_warp_max(float v) {
 #define MO_NORM 1
 #include "moe.cu"
 
+/* quantized experts (wq.cuh's q8r / q4r rows): routed, bf16, q8r gate/up and down, top-10 of 12
+ * (down's experts in two batches, 8 + 2) */
+#define MO_NAME md_q8
+#define MO_D 128
+#define MO_E 12
+#define MO_TOPK 10
+#define MO_I 64
+#define MO_NORM 1
+#define MO_WQ 8
+#define MO_DN_WQ 8
+#include "moe.cu"
+/* q4r gate/up in groups of 32 and down in groups of 64, top-5 of 6 */
+#define MO_NAME md_q4
+#define MO_D 256
+#define MO_E 6
+#define MO_TOPK 5
+#define MO_I 128
+#define MO_NORM 0
+#define MO_WQ 4
+#define MO_WG 32
+#define MO_DN_WQ 4
+#define MO_DN_WG 64
+#include "moe.cu"
+/* the shared expert: q4r gate/up (groups of 64), bf16 down (--quant-skip experts.down) */
+#define MO_NAME md_qs
+#define MO_D 128
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 96
+#define MO_SHARED 1
+#define MO_WQ 4
+#define MO_WG 64
+#include "moe.cu"
+/* f32 rows and activations: bf16-free q8r gate/up, q4r down (groups of 32) */
+#define MO_NAME md_qf
+#define MO_D 320
+#define MO_E 8
+#define MO_TOPK 2
+#define MO_I 64
+#define MO_NORM 1
+#define MO_WBF16 0
+#define MO_XBF16 0
+#define MO_WQ 8
+#define MO_DN_WQ 4
+#define MO_DN_WG 32
+#include "moe.cu"
+
 static uint32_t g_rng = 12345;
 static float frand() { /* uniform in [-1, 1) */
     g_rng = g_rng * 1664525u + 1013904223u;
@@ -89,6 +136,43 @@ static float frand() { /* uniform in [-1, 1) */
 }
 static float bround(float v) { return ig_bf16_to_f32(ig_f32_to_bf16(v)); }
 
+
+/* W [N][K] as wq.cuh's rows (8: q8r, K codes then the f32 scale max |w| / 127 in a 16-byte tail;
+ * 4: q4r, K / 2 bytes of nibbles, element 2i low, then an (f16 scale, f16 min) pair per group of
+ * G, padded to 16), packed here from that documentation; W becomes the values the rows hold. */
+static std::vector<unsigned char> pack_rows(std::vector<float> &w, size_t N, int K, int wq, int G) {
+    const size_t rb = wq == 8 ? (size_t)K + 16 : (size_t)K / 2 + (4 * (K / G) + 15) / 16 * 16;
+    std::vector<unsigned char> out(N * rb, 0);
+    for (size_t n = 0; n < N; n++) {
+        float *r = &w[n * K];
+        unsigned char *o = &out[n * rb];
+        if (wq == 8) {
+            float amax = 0.0f;
+            for (int k = 0; k < K; k++) amax = std::max(amax, fabsf(r[k]));
+            const float s = amax / 127.0f;
+            for (int k = 0; k < K; k++) {
+                const long q = amax > 0.0f ? std::min(127L, std::max(-127L, lrintf(r[k] / s))) : 0;
+                o[k] = (unsigned char)(signed char)q, r[k] = s * (float)q;
+            }
+            memcpy(o + K, &s, 4);
+            continue;
+        }
+        for (int g = 0; g < K / G; g++) {
+            float lo = r[g * G], hi = r[g * G];
+            for (int k = g * G; k < (g + 1) * G; k++) lo = std::min(lo, r[k]), hi = std::max(hi, r[k]);
+            const unsigned short sh = cpukv::ig_f32_to_f16(hi > lo ? (hi - lo) / 15.0f : 1.0f), mh = cpukv::ig_f32_to_f16(lo);
+            const float sf = cpukv::ig_f16_to_f32(sh), mf = cpukv::ig_f16_to_f32(mh);
+            for (int k = g * G; k < (g + 1) * G; k++) {
+                const long q = std::min(15L, std::max(0L, lrintf((r[k] - mf) / sf)));
+                o[k / 2] |= (unsigned char)(q << (4 * (k % 2)));
+                r[k] = (float)((double)sf * q + mf);
+            }
+            const uint32_t sm = sh | (uint32_t)mh << 16;
+            memcpy(o + K / 2 + 4 * g, &sm, 4);
+        }
+    }
+    return out;
+}
 
 static int fails = 0;
 #define CHECK(cond, ...)                                      \
@@ -105,7 +189,7 @@ static int fails = 0;
  * then _ddown, against the double reference. bf: 16-bit weights and rows. */
 template <typename WT, typename AT, typename DGU, typename DDN>
 static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, int I, int norm, int bf, int shared, int T,
-                     int gdn, int fold = 0) {
+                     int gdn, int fold = 0, int wqg = 0, int gg = 32, int wqd = 0, int gd = 32) {
     const size_t wes = bf ? 2 : 4, ngu = (size_t)E * 2 * I * D, ndn = (size_t)E * D * I;
     std::vector<float> x((size_t)T * D), rt((size_t)E * D), gu(ngu), dn(ndn), r0((size_t)T * D);
     for (auto &v : x) v = 2.0f * frand();
@@ -133,6 +217,8 @@ static void run_case(const char *name, DGU dgu, DDN ddn, int D, int E, int K, in
         if (bf) { const unsigned short h = ig_f32_to_bf16(dn[i]); memcpy(&wdn[i * 2], &h, 2); }
         else memcpy(&wdn[i * 4], &dn[i], 4);
     }
+    if (wqg) wgu = pack_rows(gu, (size_t)E * 2 * I, D, wqg, gg); /* the reference takes the rows' values */
+    if (wqd) wdn = pack_rows(dn, (size_t)E * D, I, wqd, gd);
     std::vector<float> lg((size_t)T * E), wt((size_t)T * K), out = r0;
     std::vector<int> sel((size_t)T * K, -7);
     std::vector<uint4> h(((size_t)T * K * I * wes + 15) / 16);
@@ -217,6 +303,19 @@ int main() {
     for (int T : {2})
         run_case<unsigned short, unsigned short>("E10 top-8 D2304 I528 bf16 (renormalized)", md_c_dgu, md_c_ddown, 2304, 10, 8,
                                                  528, 1, 1, 0, T, 3);
+    for (int T : {1, 3, 8}) { /* quantized experts */
+        run_case<unsigned char, unsigned short>("E12 top-10 D128 I64 q8r / q8r", md_q8_dgu, md_q8_ddown, 128, 12, 10, 64, 1, 1, 0, T, 3,
+                                                T == 3, 8, 32, 8, 32);
+        run_case<unsigned char, unsigned short>("E6 top-5 D256 I128 q4r g32 / q4r g64", md_q4_dgu, md_q4_ddown, 256, 6, 5, 128, 0,
+                                                1, 0, T, 2, T == 8, 4, 32, 4, 64);
+        run_case<unsigned char, float>("E8 top-2 D320 I64 f32 q8r / q4r g32", md_qf_dgu, md_qf_ddown, 320, 8, 2, 64, 1, 0, 0, T,
+                                       3, 0, 8, 32, 4, 32);
+    }
+    for (int T : {1, 8}) /* the shared expert, q4r gate/up and 16-bit down (its _ddown takes 16-bit rows) */
+        run_case<unsigned char, unsigned short>("shared expert D128 I96 q4r g64 / bf16", md_qs_dgu,
+                                                (void (*)(int, const unsigned short *, const int *, const float *,
+                                                          const unsigned char *, float *))md_qs_ddown,
+                                                128, 1, 1, 96, 0, 1, 1, T, 3, 0, 4, 64, 0, 32);
     if (fails) {
         printf("test_moe_decode: %d failures\n", fails);
         return 1;
