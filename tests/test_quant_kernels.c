@@ -392,6 +392,96 @@
 
 typedef void (*mm_fn)(int, const void *, const void *, const float *, void *, int);
 
+/* moe.c with quantized experts: hidden 128, 6 experts of 64 (top-2), each over two matmul instances
+ * of its format (gate/up with SwiGLU, down), as codegen/cg_c.c instantiates them */
+#define MM_NAME moe_gu_q4i
+#define MM_K 128
+#define MM_N 128
+#define MM_WQ 14
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+#define MM_NAME moe_dn_q8i
+#define MM_K 64
+#define MM_N 128
+#define MM_WQ 15
+#define MM_XBF16 1
+#include "matmul.c"
+#define MO_NAME moe_q4i_q8i
+#define MO_D 128
+#define MO_E 6
+#define MO_TOPK 2
+#define MO_I 64
+#define MO_NORM 1
+#define MO_XBF16 1
+#define MO_WBF16 1
+#define MO_WQ 14
+#define MO_WG 32
+#define MO_DN_WQ 15
+#define MO_GU moe_gu_q4i
+#define MO_DN moe_dn_q8i
+#include "moe.c"
+/* q4k gate/up in groups of 64 with f32 rows (the group sums' GEMV), q8c down */
+#define MM_NAME moe_gu_q4k
+#define MM_K 128
+#define MM_N 128
+#define MM_WQ 5
+#define MM_WG 64
+#define MM_XBF16 0
+#define MM_EPI MM_EPI_SWIGLU
+#include "matmul.c"
+#define MM_NAME moe_dn_q8c
+#define MM_K 64
+#define MM_N 128
+#define MM_WQ 8
+#define MM_XBF16 0
+#include "matmul.c"
+#define MO_NAME moe_q4k_q8c
+#define MO_D 128
+#define MO_E 6
+#define MO_TOPK 2
+#define MO_I 64
+#define MO_NORM 0
+#define MO_XBF16 0
+#define MO_WBF16 0
+#define MO_WQ 5
+#define MO_WG 64
+#define MO_DN_WQ 8
+#define MO_GU moe_gu_q4k
+#define MO_DN moe_dn_q8c
+#include "moe.c"
+/* a8w8 (q8a) gate/up and down, the shared-expert form */
+#define MM_NAME moe_gu_q8a
+#define MM_K 128
+#define MM_N 128
+#define MM_WQ 10
+#define MM_XBF16 1
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+#define MM_NAME moe_dn_q8a
+#define MM_K 64
+#define MM_N 128
+#define MM_WQ 10
+#define MM_XBF16 1
+#include "matmul.c"
+#define MO_NAME moe_shared_q8a
+#define MO_SHARED 1
+#define MO_D 128
+#define MO_E 1
+#define MO_TOPK 1
+#define MO_I 64
+#define MO_XBF16 1
+#define MO_WBF16 1
+#define MO_WQ 10
+#define MO_DN_WQ 10
+#define MO_GU moe_gu_q8a
+#define MO_DN moe_dn_q8a
+#include "moe.c"
+typedef void (*moe_fn)(int, const float *, const float *, const void *, const void *, float *, uint8_t *, int);
+
 static int g_fail;
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -619,6 +709,88 @@ done:
     free(W), free(X), free(X0), free(H), free(B), free(wp), free(xp), free(Y0), free(y);
 }
 
+/* The MoE block `fn` (hidden D = 128, E experts of I = 64, top-K; shared: the gated shared expert)
+ * with quantized experts (gate/up format wq group G, down dwq group DG, made by make_w: the stacked
+ * experts are ordinary panels) against a composition made here: the router's softmax and top-k in
+ * double (tokens whose k-th and next logits are within 1e-4 are skipped: f32 may order them either
+ * way), then for each selected expert its own gate/up and down matmul instances (gu, dn: checked by
+ * test_mm) on that expert's panels at the offset the layout gives, weighted and summed. Steps of
+ * T <= 8 take moe.c's pair path, longer ones the expert-grouped GEMMs; the scratch is exactly the
+ * documented size (ASan builds catch an overrun). */
+static void test_moe(const char *name, moe_fn fn, mm_fn gu, mm_fn dn, int wq, int G, int dwq, int DG, int xb, int E, int K,
+                     int shared, int T) {
+    enum { D = 128, I = 64 };
+    char what[160];
+    snprintf(what, sizeof what, "moe %s T=%d", name, T);
+    float *Wg = xalloc((size_t)E * 2 * I * D * 4), *Wd = xalloc((size_t)E * D * I * 4);
+    uint8_t *wg = make_w(wq, E * 2 * I, D, G, Wg), *wd = make_w(dwq, E * D, I, DG, Wd);
+    const size_t gpb = ig_wq_panel_bytes(wq, D, G), dpb = ig_wq_panel_bytes(dwq, I, DG); /* quant.h's panel bytes */
+    float *x = xalloc((size_t)T * D * 4), *rt = xalloc((size_t)E * D * 4), *r0 = xalloc((size_t)T * D * 4), *r = xalloc((size_t)T * D * 4);
+    for (int i = 0; i < T * D; i++) x[i] = frand(), r0[i] = frand();
+    for (int i = 0; i < E * D; i++) rt[i] = 0.3f * frand();
+    memcpy(r, r0, (size_t)T * D * 4);
+#define MO_PAIR_TMAX 8 /* moe.c's default, which codegen passes too */
+    const uint64_t ws_bytes = ((MO_WS_BYTES((uint64_t)T, D, I, E, K) + 63) & ~(uint64_t)63) + MO_PAIR_WS(I, E, K) + MO_PAIR_QWS(D, I, K);
+#undef MO_PAIR_TMAX
+    uint8_t *ws = malloc(ws_bytes); /* exactly the documented size */
+    fn(T, x, rt, wg, wd, r, ws, 2);
+    const size_t xes = xb ? 2 : 4;
+    uint8_t *xr = xalloc(D * 4), *h = xalloc(I * 4);
+    float *y = xalloc(D * 4);
+    int skipped = 0;
+    for (int t = 0; t < T; t++) {
+        double lg[16], p[16], z = 0, mx = -1e300;
+        int sel[8];
+        for (int e = 0; e < E; e++) {
+            lg[e] = 0;
+            for (int i = 0; i < D; i++) lg[e] += (double)x[(size_t)t * D + i] * rt[(size_t)(shared ? 0 : e) * D + i];
+            mx = fmax(mx, lg[e]);
+        }
+        for (int e = 0; e < E; e++) z += (p[e] = exp(lg[e] - mx));
+        int tie = 0;
+        for (int k = 0; k < K; k++) {
+            int b = -1;
+            for (int e = 0; e < E; e++) {
+                int used = 0;
+                for (int j = 0; j < k; j++) used |= sel[j] == e;
+                if (!used && (b < 0 || lg[e] > lg[b])) b = e;
+            }
+            sel[k] = b;
+        }
+        for (int e = 0; e < E && K < E; e++) {
+            int used = 0;
+            for (int j = 0; j < K; j++) used |= sel[j] == e;
+            tie |= !used && lg[sel[K - 1]] - lg[e] < 1e-4;
+        }
+        if (tie) {
+            skipped++;
+            continue;
+        }
+        double ksum = 0, ref[128] = {0}, mag[128] = {0};
+        for (int k = 0; k < K; k++) ksum += p[sel[k]] / z;
+        for (int k = 0; k < K; k++) {
+            const int e = sel[k];
+            const double w = shared ? 1 / (1 + exp(-lg[0])) : K == 2 && name[0] && strstr(name, "renorm") ? p[e] / z / ksum : p[e] / z;
+            for (int i = 0; i < D; i++) {
+                if (xb) ((uint16_t *)xr)[i] = ig_f32_to_bf16(x[(size_t)t * D + i]);
+                else ((float *)xr)[i] = x[(size_t)t * D + i];
+            }
+            gu(1, xr, wg + (size_t)e * (2 * I / 16) * gpb, NULL, h, 1);
+            dn(1, h, wd + (size_t)e * (D / 16) * dpb, NULL, y, 1);
+            for (int i = 0; i < D; i++) ref[i] += w * y[i], mag[i] += fabs(w * y[i]);
+        }
+        for (int i = 0; i < D; i++)
+            if (check(what, t * D + i, (double)r[(size_t)t * D + i] - r0[(size_t)t * D + i], ref[i], 1e-5 * mag[i] + 1e-5)) goto done;
+    }
+    if (skipped * 2 > T) {
+        fprintf(stderr, "FAIL %s: %d of %d tokens near a router tie\n", what, skipped, T);
+        g_fail++;
+    }
+done:
+    (void)xes;
+    free(Wg), free(Wd), free(wg), free(wd), free(x), free(rt), free(r0), free(r), free(ws), free(xr), free(h), free(y);
+}
+
 static void test_em(const char *name, void (*fn)(int, const int32_t *, const void *, float *, int), int wq, int G) {
     const int V = 1000, D = 96, T = 37;
     float *E = xalloc((size_t)V * D * 4), *x = xalloc((size_t)T * D * 4);
@@ -673,6 +845,11 @@ int main(int argc, char **argv) {
         test_mm("q8i store bf16-x bias", q8i_store, 15, 0, 600, 200, 1, 1, 0, 0, T);
         test_mm("q8i acc f32-x bias (K % 4 = 2, 5 activation blocks)", q8i_acc_f, 15, 0, 1030, 40, 0, 1, 1, 0, T);
         test_mm("q8i swiglu f32-x (K % 4 = 2)", q8i_swiglu_f, 15, 0, 98, 64, 0, 0, 2, 0, T);
+    }
+    for (int T = 1; T <= 20; T += T < 3 ? 2 : 17) { /* 1, 3: the pair path; 20: expert-grouped GEMMs */
+        test_moe("q4i g32 / q8i, bf16, renorm", moe_q4i_q8i, moe_gu_q4i, moe_dn_q8i, 14, 32, 15, 0, 1, 6, 2, 0, T);
+        test_moe("q4k g64 / q8c, f32", moe_q4k_q8c, moe_gu_q4k, moe_dn_q8c, 5, 64, 8, 0, 0, 6, 2, 0, T);
+        test_moe("q8a / q8a shared expert, bf16", moe_shared_q8a, moe_gu_q8a, moe_dn_q8a, 10, 0, 10, 0, 1, 1, 1, 1, T);
     }
     test_em("embed q8", em_q8, 8, 0);
     test_em("embed q4 g64", em_q4, 4, 64);

@@ -84,8 +84,8 @@
 #define MO_QROW_MAX(K) (4u * (uint64_t)(K) + 8u * (((uint64_t)(K) + 15u) / 16u) + 256u)
 #define MO_PAIR_QWS(D, I, K) ((uint64_t)MO_PAIR_TMAX * (MO_QROW_MAX(D) + (K) * MO_QROW_MAX(I)))
 #endif
-#ifndef IG_MO_QROW
-#define IG_MO_QROW
+#ifndef IG_MO_QROW_DEFINED
+#define IG_MO_QROW_DEFINED
 /* bytes of one row of n columns prepared for format wq, group g: the integer formats' codes,
  * scales and group sums, the others' f32 row then its group sums; 0 for float experts (the row
  * as stored); and of one panel of n columns */
