@@ -140,7 +140,9 @@ def write_twin(model_dir, out_path, blocks=None):
 
     def put(name, x):
         x = np.ascontiguousarray(x, dtype=np.float32)
-        bt = blocks(name) if blocks and x.ndim == 2 else None
+        bt = blocks(name) if blocks and x.ndim in (2, 3) else None
+        if bt and x.shape[-1] % (256 if bt.endswith("_K") else 32):
+            bt = None  # rows of partial blocks (an expert's 48 columns): F32
         if bt:
             qt = getattr(gguf.GGMLQuantizationType, bt)
             data = (kquant_blocks(x, bt) if bt in ("Q4_K", "Q5_K") else q6k_blocks(x) if bt == "Q6_K"

@@ -385,9 +385,10 @@ def cuda_checks(arch, tmp, fails, gpu):
 
 
 def expert_dtypes(pkg):
-    """{name: dtype} of the package's expert matrices (routed and shared; CPU panels or CUDA rows)."""
+    """{name: dtype} of the package's expert matrices (routed and shared; CPU panels or CUDA rows; HF
+    and GGUF names)."""
     return {t["name"]: t["dtype"] for t in json.load(open(os.path.join(pkg, "manifest.json")))["weights"]["tensors"]
-            if t["layout"] in ("panel16", "rows16") and ("expert" in t["name"] or "shared_slot" in t["name"])}
+            if t["layout"] in ("panel16", "rows16") and any(w in t["name"] for w in ("expert", "shared_slot", "exps", "shexp"))}
 
 
 def check_positions(label, err, limit, fails, share=0.9):
@@ -559,6 +560,22 @@ def main():
                             "--quant-group", "64"], check=False)
             if p.returncode == 0 or "--quant-group" not in p.stderr:
                 fails.append(f"keep with --quant-group: exit {p.returncode}, {p.stderr.strip()!r}")
+            # mixture of experts: a GGUF's 3-D ffn_*_exps blocks kept (expert e's slice is whole rows of
+            # blocks); qwen2-moe-shared's routed down (48 columns: partial blocks) stays F32 in the file
+            for model, bt in (("qwen3-moe", "Q4_1"), ("qwen2-moe-shared", "Q8_0")):
+                gm = os.path.join(tmp, f"{model}-{bt}.gguf")
+                gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", model), gm,
+                                     lambda n: bt if "_exps" in n or "_shexp" in n or ".attn_" in n else None)
+                pk, pf = os.path.join(tmp, f"{model}-keep"), os.path.join(tmp, f"{model}-keep-f32")
+                golden.run(["compile", gm, "-o", pk, "--target", TARGET, "--quant", "keep", "--dtype", "f32"])
+                golden.run(["compile", gm, "-o", pf, "--target", TARGET, "--dtype", "f32"])
+                ex = expert_dtypes(pk)
+                want = "q4g" if bt == "Q4_1" else "q8g"
+                if sorted(set(ex.values())) != sorted({want} | ({"f32"} if model == "qwen2-moe-shared" else set())) or \
+                        any(v != want for k, v in ex.items() if not k.endswith("exps.down")):
+                    fails.append(f"keep {model} {bt}: experts stored as {ex}")
+                compare_twin(f"keep {model} {bt} experts (twin: f32 of the same blocks)", pk, pf, golden.reference(model)[0],
+                             1e-5, fails)
             # a block type with no CPU format is an error naming the tensor and the type
             g5 = os.path.join(tmp, "llama-gqa-q5.gguf")
             gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", "llama-gqa"), g5,
