@@ -42,10 +42,10 @@ W8, W4, WV = ("q8i", "q4i", "q6i") if XINT else ("q8c", "q4k", "q6k")
 XLIMIT = {"q8i": 3e-2, "q4i": 5e-2}
 
 
-def compile_q(model, scheme, tmp, extra=()):
+def compile_q(model, scheme, tmp, extra=(), models_dir=None):
     mode, _, g = scheme.partition("-g")
     pkg = os.path.join(tmp, f"{model}-{scheme}{'-'.join(extra).replace(',', '_')}")
-    mdir = os.path.join(golden.TESTDATA, "models", model)
+    mdir = os.path.join(models_dir or os.path.join(golden.TESTDATA, "models"), model)
     args = ["compile", mdir, "-o", pkg, "--target", TARGET, "--quant", mode] + (["--quant-group", g] if g else []) + list(extra)
     golden.run(args)
     return pkg
@@ -237,10 +237,16 @@ def twin(model, pkg, tmp, fails, models_dir=None):
                 parts = [f"{pre}.{x}.{d_}.weight" for x in range(E)]
         else:
             parts = [name]
+        # rows of a gate/up pair and columns of a down matrix are zero-padded to 16 (moe.c's panels:
+        # an expert of 40 rows is stored as 48)
+        p16 = lambda n: (n + 15) // 16 * 16
+        prow = lambda a: np.concatenate([a, np.zeros((p16(a.shape[0]) - a.shape[0], a.shape[1]), a.dtype)])
         if pairs:
             parts = [p for pr in pairs for p in pr]
-            W = np.concatenate([np.stack([t[g].reshape(-1, 16, t[g].shape[1]), t[u].reshape(-1, 16, t[u].shape[1])],
+            W = np.concatenate([np.stack([prow(t[g]).reshape(-1, 16, t[g].shape[1]), prow(t[u]).reshape(-1, 16, t[u].shape[1])],
                                          axis=1).reshape(-1, t[g].shape[1]) for g, u in pairs])
+        elif name.endswith("experts.down"):
+            W = np.concatenate([prow(t[p].T).T for p in parts])
         else:
             W = np.concatenate([t[p] for p in parts])
         buf = wb[e["offset"]:e["offset"] + e["bytes"]]
@@ -266,14 +272,14 @@ def twin(model, pkg, tmp, fails, models_dir=None):
         if pairs:
             r = 0
             for g, u in pairs:
-                n = 2 * t[g].shape[0]
+                n, rows_ = 2 * p16(t[g].shape[0]), t[g].shape[0]
                 P = D[r:r + n].reshape(-1, 2, 16, D.shape[1])
-                t[g], t[u] = P[:, 0].reshape(-1, D.shape[1]), P[:, 1].reshape(-1, D.shape[1])
+                t[g], t[u] = P[:, 0].reshape(-1, D.shape[1])[:rows_], P[:, 1].reshape(-1, D.shape[1])[:rows_]
                 r += n
         else:
             r = 0
             for p in parts:
-                t[p] = D[r:r + t[p].shape[0]]
+                t[p] = D[r:r + t[p].shape[0], :t[p].shape[1]]
                 r += t[p].shape[0]
     hdr, blobs, off = {}, [], 0
     for k, v in t.items():
@@ -470,15 +476,19 @@ def main():
         # where rounding can flip a near-tied expert at a position (O(0.1) there): at least 90% of the
         # positions within XLIMIT, while a wrong expert offset or scale puts most of them O(1) off
         for model, scheme, extra in (("qwen3-moe", "a16w8", ()), ("qwen2-moe-shared", "a16w4-g32", ()),
-                                     ("mixtral", "a16w8-g64", ()), ("qwen3-moe", "a16w4-g32", ("--quant-skip", "experts.down"))):
+                                     ("mixtral", "a16w8-g64", ()), ("qwen3-moe", "a16w4-g32", ("--quant-skip", "experts.down")),
+                                     ("qwen3-moe-i40", "a16w4-g32", ())):  # experts of 40 rows, padded to 48
             try:
-                ids = golden.reference(model)[0]
-                pq = compile_q(model, scheme, tmp, ("--dtype", "f32") + extra)
+                mdir = golden.EXTRA_DIR if model in golden.HELDOUT_MODELS else None
+                if mdir:
+                    golden.ensure_weights(os.path.join(mdir, model))
+                ids = golden.reference(model, mdir)[0]
+                pq = compile_q(model, scheme, tmp, ("--dtype", "f32") + extra, mdir)
                 ex = expert_dtypes(pq)  # float (f32) only where --quant-skip names them
                 if any((v == "f32") != (bool(extra) and k.endswith("experts.down")) for k, v in ex.items()):
                     fails.append(f"{model} {scheme} {extra}: experts stored as {ex}")
                 pt = os.path.join(tmp, f"{model}-{scheme}-moe-twin-pkg")
-                golden.run(["compile", twin(model, pq, tmp, fails), "-o", pt, "--target", TARGET, "--dtype", "f32"])
+                golden.run(["compile", twin(model, pq, tmp, fails, mdir), "-o", pt, "--target", TARGET, "--dtype", "f32"])
                 compare_twin(f"{model:18s} {scheme:10s} experts {sorted(set(ex.values()))} f32 activations", pq, pt, ids, 1e-3, fails)
             except Exception as e:
                 fails.append(f"{model} {scheme} experts twin: {e}")
@@ -496,6 +506,20 @@ def main():
                                     np.abs(a - b).max(axis=1) / np.abs(b).max(), XLIMIT.get(fmt, 5e-2), fails)
             except Exception as e:
                 fails.append(f"{model} {scheme} experts xint twin: {e}")
+        # held-out variants: experts padded to 16 rows (I = 40), dense layers among MoE ones (the MLP as a
+        # shared expert beside zero experts), against their references per position
+        for model in ("qwen3-moe-i40", "qwen3-moe-mlponly"):
+            try:
+                golden.ensure_weights(os.path.join(golden.EXTRA_DIR, model))
+                ids, ref, _ = golden.reference(model, golden.EXTRA_DIR)
+                pkg = os.path.join(tmp, f"{model}-a16w8")
+                golden.run(["compile", os.path.join(golden.EXTRA_DIR, model), "-o", pkg, "--target", TARGET, "--quant", "a16w8"])
+                if set(expert_dtypes(pkg).values()) != {W8}:
+                    fails.append(f"{model} a16w8: experts stored as {expert_dtypes(pkg)}")
+                err = np.abs(golden.step_logits(pkg, ids, 1) - ref).max(axis=1) / np.abs(ref).max()
+                check_positions(f"{model:18s} a16w8      logits (steps)", err, BOUND["a16w8"], fails)
+            except Exception as e:
+                fails.append(f"{model} a16w8: {e}")
         # --tune cpu_iact=0 keeps the float-activation layouts with bf16 activations
         try:
             pq = compile_q("llama-gqa", "a16w4", tmp, ("--tune", "cpu_iact=0"))
