@@ -701,111 +701,26 @@ static void moe_dequant(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *w,
 /* The experts' block (MOE: router, top-k, the selected experts' gate/up and down) or the shared
  * expert (MOE_SHARED), added to the residual stream: moe.cu's three kernels. Each (token, selected
  * expert) reads only that expert's rows. */
-static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
-    const ir_hparams *hp = &c->g->hp;
-    const ir_node *n = x->n;
-    const int shared = n->op == IR_OP_MOE_SHARED, HID = hp->hidden;
-    const int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
-    const int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
-    char params[512], comment[256], nm[64], lbl[96], fr[80], fg[80], fd[80];
-    if (x->pass != 1 || n->epi != IR_EPI_ACC)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s under tensor parallelism is not on CUDA yet; compile "
-                       "it for the CPU", ir_op_name(n->op));
-    if (c->bufs.buf_of[n->in[0]] < 0 || c->resid < 0)
-        return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): %s reads a tensor no earlier node wrote", ir_op_name(n->op));
-    if (HID % 8 || I % 16)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): experts of %lld rows over hidden %d (moe.cu: multiples of "
-                       "16 and 8)", (long long)I, HID);
-    /* quantized experts (q8r / q4r rows): _dgu / _ddown read the codes; longer steps dequantize
-     * the layer's stack into a_wdq for the 16-bit kernels */
-    const mm_wfmt gwf = weight_format(c, n->in[2]), dwf = weight_format(c, n->in[3]);
-    const int quant = gwf.wq || dwf.wq;
-    if (quant && !moe_dec_ok(c))
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): quantized experts decode through moe.cu's two-launch kernels, "
-                       "which need --tune moe_dec=1 and 8 token rows of hidden %d in 96 KB of shared memory; keep the experts "
-                       "in 16 bits with --quant-skip experts.gate_up,experts.down", HID);
-    c->bufs.buf_of[n->out] = c->resid;
-    if (K > c->moe_k) c->moe_k = K;
-    if (K * I > c->moe_ki) c->moe_ki = K * I;
-    snprintf(params, sizeof params,
-             "#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n#define MO_NORM %d\n"
-             "#define MO_WBF16 %d\n#define MO_XBF16 %d\n#define MO_SHARED %d\n"
-             "#define MO_WQ %d\n#define MO_WG %d\n#define MO_DN_WQ %d\n#define MO_DN_WG %d\n",
-             HID, E, K, (long long)I, shared ? 0 : hp->norm_topk, c->bf, c->bf, shared, gwf.wq, gwf.wq == 4 ? gwf.wg : 32,
-             dwf.wq, dwf.wq == 4 ? dwf.wg : 32);
-    char fmts[48] = "";
-    if (quant) snprintf(fmts, sizeof fmts, ", rows %s / %s", wq_name(gwf), wq_name(dwf));
-    if (shared)
-        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld%s), scaled by sigmoid(x . gate), added to the residual",
-                 (long long)I, fmts);
-    else
-        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld%s), top-%d of the f32 router softmax%s, added "
-                 "to the residual", E, (long long)I, fmts, K, hp->norm_topk ? " renormalized" : "");
-    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld%s", (long long)I, quant ? "_q" : "");
-    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld%s", E, K, (long long)I, quant ? "_q" : "");
-    /* steps past the decode kernels: the 16-bit kernels read w2 / w3 or, quantized, a_wdq after dq_gu / dq_dn */
-    char dq_gu[512] = "", dq_dn[512] = "";
-    const char *w2 = gwf.wq ? "a_wdq" : "w2", *w3 = dwf.wq ? "a_wdq" : "w3";
-    moe_dequant(c, gwf, HID, (int64_t)E * 2 * I, "w2", "gate/up", dq_gu, sizeof dq_gu);
-    moe_dequant(c, dwf, I, (int64_t)E * HID, "w3", "down", dq_dn, sizeof dq_dn);
-    const char *mo = instance(c, "moe.cu", nm, "MO_NAME", params, comment);
-    snprintf(fr, sizeof fr, "%s_route", mo ? mo : "");
+/* What an MoE block's launches name: its moe.cu instance, its input rows and the residual, the
+ * weight variables (or a_wdq) its 16-bit kernels read, the dequantizing launches before them (""
+ * for 16-bit experts), and its shape. */
+typedef struct moe_em {
+    const char *mo, *in, *res, *w2, *w3, *dq_gu, *dq_dn;
+    int HID, E, K, shared;
+    int64_t I;
+} moe_em;
+
+/* The launches of steps past the decode kernels at indent ind: expert-grouped on tensor cores
+ * (16-bit types, K a multiple of the tile's 32, every architecture sm_80+) or by 8 staged weight
+ * rows of an expert a CTA (in at most 96 KB) for prefill-sized steps, the per-pair kernels for the
+ * rest. */
+static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
+    const char *mo = m->mo, *in = m->in, *res = m->res, *w2 = m->w2, *w3 = m->w3, *dq_gu = m->dq_gu, *dq_dn = m->dq_dn;
+    const int HID = m->HID, E = m->E, K = m->K, shared = m->shared;
+    const int64_t I = m->I;
+    char fg[80], fd[80];
     snprintf(fg, sizeof fg, "%s_gu", mo ? mo : "");
     snprintf(fd, sizeof fd, "%s_down", mo ? mo : "");
-    const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
-    fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
-    /* decode-sized steps: two launches over all SMs (_dgu: router, top-k, gate/up; _ddown: down
-     * into the residual) where the token rows fit _dgu's shared memory */
-    const int aes = c->bf ? 2 : 4, dec = moe_dec_ok(c), fold = dec && n->in[0] == c->rn_out;
-    char ind_in[64];
-    if (dec) {
-        char fdg[96], fdd[96];
-        snprintf(fdg, sizeof fdg, "%s_dgu", mo ? mo : "");
-        snprintf(fdd, sizeof fdd, "%s_ddown", mo ? mo : "");
-        if (E > c->moe_lg) c->moe_lg = E;
-        c->moe_dec = 1;
-        fprintf(c->fw, "%sif (T <= IG_MO_DTMAX) { /* decode-sized: two launches over all SMs%s */\n", ind,
-                fold ? ", the layer's rms_norm in _dgu" : "");
-        if (fold)
-            fprintf(c->fw, "%s    CUdeviceptr rn_g = %s;\n%s    float rn_eps = %.9gf;\n", ind, c->rn_gamma, ind, c->rn_eps);
-        else
-            fprintf(c->fw, "%s    CUdeviceptr rn_g = 0;\n%s    float rn_eps = 0.0f;\n", ind, ind);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &rn_g, &rn_eps, &w1, &moe_lg, &moe_sel, &moe_wt, &w2, &moe_h, &moe_sync};\n"
-                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, IG_MO_DSMEM(T, %d, %d), args); }\n"
-                       "%s    { void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
-                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, 0, args); }\n"
-                       "%s} else {\n",
-                ind, fold ? c->rn_src : in, ind, fn_index(c, fdg), HID, aes, ind, res, ind, fn_index(c, fdd), ind);
-        snprintf(ind_in, sizeof ind_in, "%s    ", ind);
-        ind = ind_in;
-    }
-    if (shared) {
-        fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
-                       "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
-                ind, in, ind, fn_index(c, fr));
-    } else { /* the router's logits (a warp per expert; prefill-sized steps: gemm.cu's f32 tiles, which
-              * read the router once per 64 tokens), then the top-k per token */
-        char fl[96], fsel[96];
-        snprintf(fl, sizeof fl, "%s_logits", mo ? mo : "");
-        snprintf(fsel, sizeof fsel, "%s_select", mo ? mo : "");
-        if (E > c->moe_lg) c->moe_lg = E;
-        const char *fg = instance(c, "gemm.cu", "gemm_f32", "GM_NAME", "#define GM_ES 4\n",
-                                  "f32 GEMM: the MoE router's logits of prefill-sized steps");
-        fprintf(c->fw, "%sif (T > IG_MO_DTMAX) { /* lg [T][E] = x . router^T */\n"
-                       "%s    int ne = %d, nd = %d;\n%s    float b0 = 0.0f;\n%s    int yb = 0;\n"
-                       "%s    void *args[] = {&ne, &T, &nd, &w1, &%s, &moe_lg, &ne, &b0, &yb};\n"
-                       "%s    LAUNCH(%d, IG_GM_GRID_X(%d), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);\n"
-                       "%s} else {\n"
-                       "%s    void *args[] = {&T, &%s, &w1, &moe_lg};\n"
-                       "%s    LAUNCH(%d, IG_MO_LG_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args);\n%s}\n"
-                       "%s{ void *args[] = {&T, &moe_lg, &moe_sel, &moe_wt};\n"
-                       "%s  LAUNCH(%d, T, 1, 1, 32, 0, args); }\n",
-                ind, ind, E, HID, ind, ind, ind, in, ind, fn_index(c, fg), E, ind, ind, in, ind, fn_index(c, fl), E,
-                ind, ind, ind, fn_index(c, fsel));
-    }
-    /* prefill-sized steps: expert-grouped, on tensor cores (16-bit types, K a multiple of the
-     * tile's 32, every architecture sm_80+) or by 8 staged weight rows of an expert a CTA (in at
-     * most 96 KB) */
     const int tc = c->bf && HID % 32 == 0 && I % 32 == 0 && min_sm(c) >= 80;
     const int grouped = tc || ((int64_t)HID * 32 <= 96 * 1024 && I * 32 <= 96 * 1024);
     if (tc) {
@@ -872,6 +787,110 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
                    "%s%s  LAUNCH(%d, IG_MO_DN_GRID_X(%d), IG_MO_DN_GRID_Y(T), 1, IG_MO_BLOCK, 0, args); }\n",
             ind, ind2, w3, res, ind, ind2, fn_index(c, fd), HID);
     if (grouped) fprintf(c->fw, "%s}\n", ind);
+}
+
+static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
+    const ir_hparams *hp = &c->g->hp;
+    const ir_node *n = x->n;
+    const int shared = n->op == IR_OP_MOE_SHARED, HID = hp->hidden;
+    const int64_t I = shared ? hp->shared_intermediate : hp->moe_intermediate;
+    const int E = shared ? 1 : hp->n_experts, K = shared ? 1 : hp->top_k;
+    char params[512], comment[256], nm[64], lbl[96], fr[80];
+    if (x->pass != 1 || n->epi != IR_EPI_ACC)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): %s under tensor parallelism is not on CUDA yet; compile "
+                       "it for the CPU", ir_op_name(n->op));
+    if (c->bufs.buf_of[n->in[0]] < 0 || c->resid < 0)
+        return ig_fail(err, IG_ERR_INVALID, "codegen (cuda): %s reads a tensor no earlier node wrote", ir_op_name(n->op));
+    if (HID % 8 || I % 16)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): experts of %lld rows over hidden %d (moe.cu: multiples of "
+                       "16 and 8)", (long long)I, HID);
+    /* quantized experts (q8r / q4r rows): _dgu / _ddown read the codes; longer steps dequantize
+     * the layer's stack into a_wdq for the 16-bit kernels */
+    const mm_wfmt gwf = weight_format(c, n->in[2]), dwf = weight_format(c, n->in[3]);
+    const int quant = gwf.wq || dwf.wq;
+    if (quant && !moe_dec_ok(c))
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): quantized experts decode through moe.cu's two-launch kernels, "
+                       "which need --tune moe_dec=1 and 8 token rows of hidden %d in 96 KB of shared memory; keep the experts "
+                       "in 16 bits with --quant-skip experts.gate_up,experts.down", HID);
+    c->bufs.buf_of[n->out] = c->resid;
+    if (K > c->moe_k) c->moe_k = K;
+    if (K * I > c->moe_ki) c->moe_ki = K * I;
+    snprintf(params, sizeof params,
+             "#define MO_D %d\n#define MO_E %d\n#define MO_TOPK %d\n#define MO_I %lld\n#define MO_NORM %d\n"
+             "#define MO_WBF16 %d\n#define MO_XBF16 %d\n#define MO_SHARED %d\n"
+             "#define MO_WQ %d\n#define MO_WG %d\n#define MO_DN_WQ %d\n#define MO_DN_WG %d\n",
+             HID, E, K, (long long)I, shared ? 0 : hp->norm_topk, c->bf, c->bf, shared, gwf.wq, gwf.wq == 4 ? gwf.wg : 32,
+             dwf.wq, dwf.wq == 4 ? dwf.wg : 32);
+    char fmts[48] = "";
+    if (quant) snprintf(fmts, sizeof fmts, ", rows %s / %s", wq_name(gwf), wq_name(dwf));
+    if (shared)
+        snprintf(comment, sizeof comment, "layers.*: shared expert (%lld%s), scaled by sigmoid(x . gate), added to the residual",
+                 (long long)I, fmts);
+    else
+        snprintf(comment, sizeof comment, "layers.*: mixture of %d experts (%lld%s), top-%d of the f32 router softmax%s, added "
+                 "to the residual", E, (long long)I, fmts, K, hp->norm_topk ? " renormalized" : "");
+    if (shared) snprintf(nm, sizeof nm, "shared_expert_i%lld%s", (long long)I, quant ? "_q" : "");
+    else snprintf(nm, sizeof nm, "moe_e%d_k%d_i%lld%s", E, K, (long long)I, quant ? "_q" : "");
+    /* steps past the decode kernels: the 16-bit kernels read w2 / w3 or, quantized, a_wdq after dq_gu / dq_dn */
+    char dq_gu[512] = "", dq_dn[512] = "";
+    const char *w2 = gwf.wq ? "a_wdq" : "w2", *w3 = dwf.wq ? "a_wdq" : "w3";
+    moe_dequant(c, gwf, HID, (int64_t)E * 2 * I, "w2", "gate/up", dq_gu, sizeof dq_gu);
+    moe_dequant(c, dwf, I, (int64_t)E * HID, "w3", "down", dq_dn, sizeof dq_dn);
+    const char *mo = instance(c, "moe.cu", nm, "MO_NAME", params, comment);
+    snprintf(fr, sizeof fr, "%s_route", mo ? mo : "");
+    const char *in = buf_name(c, n->in[0]), *res = c->bufs.v[c->resid].ident, *ind = x->ind;
+    fprintf(c->fw, "%s/* %s: %s */\n", ind, cg_node_label(c->g, n->out, lbl, sizeof lbl), ir_op_name(n->op));
+    /* decode-sized steps: two launches over all SMs (_dgu: router, top-k, gate/up; _ddown: down
+     * into the residual) where the token rows fit _dgu's shared memory */
+    const int aes = c->bf ? 2 : 4, dec = moe_dec_ok(c), fold = dec && n->in[0] == c->rn_out;
+    char ind_in[64];
+    if (dec) {
+        char fdg[96], fdd[96];
+        snprintf(fdg, sizeof fdg, "%s_dgu", mo ? mo : "");
+        snprintf(fdd, sizeof fdd, "%s_ddown", mo ? mo : "");
+        if (E > c->moe_lg) c->moe_lg = E;
+        c->moe_dec = 1;
+        fprintf(c->fw, "%sif (T <= IG_MO_DTMAX) { /* decode-sized: two launches over all SMs%s */\n", ind,
+                fold ? ", the layer's rms_norm in _dgu" : "");
+        if (fold)
+            fprintf(c->fw, "%s    CUdeviceptr rn_g = %s;\n%s    float rn_eps = %.9gf;\n", ind, c->rn_gamma, ind, c->rn_eps);
+        else
+            fprintf(c->fw, "%s    CUdeviceptr rn_g = 0;\n%s    float rn_eps = 0.0f;\n", ind, ind);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &rn_g, &rn_eps, &w1, &moe_lg, &moe_sel, &moe_wt, &w2, &moe_h, &moe_sync};\n"
+                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, IG_MO_DSMEM(T, %d, %d), args); }\n"
+                       "%s    { void *args[] = {&T, &moe_h, &moe_sel, &moe_wt, &w3, &%s};\n"
+                       "%s      LAUNCH(%d, st->n_sm, 1, 1, IG_MO_DBLOCK, 0, args); }\n"
+                       "%s} else {\n",
+                ind, fold ? c->rn_src : in, ind, fn_index(c, fdg), HID, aes, ind, res, ind, fn_index(c, fdd), ind);
+        snprintf(ind_in, sizeof ind_in, "%s    ", ind);
+        ind = ind_in;
+    }
+    if (shared) {
+        fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
+                       "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, in, ind, fn_index(c, fr));
+    } else { /* the router's logits (a warp per expert; prefill-sized steps: gemm.cu's f32 tiles, which
+              * read the router once per 64 tokens), then the top-k per token */
+        char fl[96], fsel[96];
+        snprintf(fl, sizeof fl, "%s_logits", mo ? mo : "");
+        snprintf(fsel, sizeof fsel, "%s_select", mo ? mo : "");
+        if (E > c->moe_lg) c->moe_lg = E;
+        const char *fg = instance(c, "gemm.cu", "gemm_f32", "GM_NAME", "#define GM_ES 4\n",
+                                  "f32 GEMM: the MoE router's logits of prefill-sized steps");
+        fprintf(c->fw, "%sif (T > IG_MO_DTMAX) { /* lg [T][E] = x . router^T */\n"
+                       "%s    int ne = %d, nd = %d;\n%s    float b0 = 0.0f;\n%s    int yb = 0;\n"
+                       "%s    void *args[] = {&ne, &T, &nd, &w1, &%s, &moe_lg, &ne, &b0, &yb};\n"
+                       "%s    LAUNCH(%d, IG_GM_GRID_X(%d), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);\n"
+                       "%s} else {\n"
+                       "%s    void *args[] = {&T, &%s, &w1, &moe_lg};\n"
+                       "%s    LAUNCH(%d, IG_MO_LG_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args);\n%s}\n"
+                       "%s{ void *args[] = {&T, &moe_lg, &moe_sel, &moe_wt};\n"
+                       "%s  LAUNCH(%d, T, 1, 1, 32, 0, args); }\n",
+                ind, ind, E, HID, ind, ind, ind, in, ind, fn_index(c, fg), E, ind, ind, in, ind, fn_index(c, fl), E,
+                ind, ind, ind, fn_index(c, fsel));
+    }
+    const moe_em m = {mo, in, res, w2, w3, dq_gu, dq_dn, HID, E, K, shared, I};
+    emit_moe_prefill(c, &m, ind);
     if (dec) fprintf(c->fw, "%s}\n", x->ind);
     return IG_OK;
 }
