@@ -280,6 +280,17 @@ static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, cons
             (long long)N, rows, split);
 }
 
+/* dequant.cu's instance for NP quantized rows of K columns in format f (comment above it): its
+ * kernel index; the 16-bit scratch a_wdq grows to hold them. */
+static int dequant_fn(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *comment) {
+    char params[192], nm[96];
+    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K,
+             (long long)NP, f.wq, f.wq == 4 ? f.wg : 32);
+    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_q%d", (long long)K, (long long)NP, f.wq);
+    if (NP * K > c->wdq_elems) c->wdq_elems = NP * K;
+    return fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
+}
+
 /* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (q8r; -1: none),
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
  * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens qgemm.cu (the codes on
@@ -292,7 +303,7 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
     const long long np = (N + 15) / 16 * 16;
     const int swiglu = epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU;
     const int qg = bf && K % 64 == 0 && (wf.wq != 4 || K % wf.wg == 0) && c->tune->qg_tmax > 0 && (!swiglu || np % 32 == 0);
-    char params[512], comment[512], nm[96];
+    char comment[512];
     if (ftc >= 0) {
         fprintf(fw, "%sif (%s >= 2 && %s <= st->mvt_tmax) {\n", ind, rows, rows);
         fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
@@ -311,13 +322,9 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
             ind, fmv, (long long)N, (long long)K, wf.wq, (long long)K, bf ? 2 : 4);
     if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf);
     fprintf(fw, "%s} else {\n", ind);
-    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K, np,
-             wf.wq, wf.wq == 4 ? wf.wg : 32);
     snprintf(comment, sizeof comment, "%s: w[%lld,%lld] %s -> %s for cuBLAS", what, np, (long long)K,
              wf.wq == 8 ? "q8r" : "q4r", dtn(c, bf));
-    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_q%d", (long long)K, np, wf.wq);
-    const int fdq = fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
-    if ((int64_t)np * K > c->wdq_elems) c->wdq_elems = (int64_t)np * K;
+    const int fdq = dequant_fn(c, wf, K, np, comment);
     fprintf(fw, "%s    { void *argsq[] = {&%s, &a_wdq};\n%s      LAUNCH(%d, IG_DQ_GRID_X(%lld, %lld, %d), 1, 1, IG_DQ_BLOCK, 0, argsq); }\n",
             ind, w, ind, fdq, np, (long long)K, wf.wq);
     emit_gemm(c, fw, ind, rows, x, "a_wdq", bias, y, K, N, epi, ldy, bf, what, norm);
@@ -684,16 +691,12 @@ static const char *wq_name(mm_wfmt f) { return f.wq == 8 ? "q8r" : f.wq == 4 ? "
 /* Quantized experts (format f, K columns, NP rows stacked): the launch that dequantizes weight
  * variable w into the 16-bit scratch a_wdq, as one line into out (empty for 16-bit experts). */
 static void moe_dequant(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *w, const char *what, char *out, size_t cap) {
-    char params[192], comment[192], nm[96];
+    char comment[192];
     out[0] = 0;
     if (!f.wq) return;
-    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K,
-             (long long)NP, f.wq, f.wq == 4 ? f.wg : 32);
     snprintf(comment, sizeof comment, "layers.*: the experts' stacked %s rows [%lld,%lld] %s -> %s for the prefill kernels", what,
              (long long)NP, (long long)K, wq_name(f), dtn(c, c->bf));
-    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_q%d", (long long)K, (long long)NP, f.wq);
-    const int fdq = fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
-    if (NP * K > c->wdq_elems) c->wdq_elems = NP * K;
+    const int fdq = dequant_fn(c, f, K, NP, comment);
     snprintf(out, cap, "{ void *argsq[] = {&%s, &a_wdq}; LAUNCH(%d, IG_DQ_GRID_X(%lld, %lld, %d), 1, 1, IG_DQ_BLOCK, 0, argsq); }\n",
              w, fdq, (long long)NP, (long long)K, f.wq);
 }

@@ -719,7 +719,6 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
     if (q && q->keep && mf != PK_PANEL)
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: GGUF blocks are kept in CPU packages only");
     ig_status st = IG_OK;
-    const pk_quant *mq; /* the experts' quantization */
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
         switch (n->op) {
@@ -745,10 +744,9 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
              * 16, so no panel straddles two experts: moe.c finds expert e at e x its panels' bytes)
              * or GPU rows (moe.cu: expert e at row e x its rows); --quant keep repacks a GGUF's 3-D
              * expert blocks (each expert's slice is whole rows of blocks) like any matrix */
-            mq = q;
             st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
-            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, mq, 0, err);
-            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, mq, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, q, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, q, 0, err);
             break;
         default: break;
         }

@@ -28,14 +28,15 @@
  * depend on the other tokens of the step, and for T == 1 it is bit-identical to the grouped path.
  * It needs MO_PAIR_WS bytes of scratch beyond MO_WS_BYTES(T).
  *
- * Quantized experts (MO_WQ, MO_WG for gate/up, MO_DN_WQ, MO_DN_WG for down: a quant.h format and its
- * group, as matmul.c's MM_WQ / MM_WG; MO_GU / MO_DN are instances of those formats): the stacked
- * tensors are ordinary quantized panels (an expert's rows are a multiple of 16, so no panel
- * straddles two experts) and expert e starts at e x its panels x ig_wq_panel_bytes. The grouped path is unchanged; the pair path
- * prepares each token's row once (the integer-activation formats: ig_wq_xquant's codes; the others:
- * f32 and group sums) and each pair's SwiGLU row likewise after one more barrier, then runs the
- * kernels matmul.c's T == 1 path runs (ig_wq_xgemm_rows over one row, or ig_wq_gemv), so a token's
- * result still does not depend on the other tokens of its step. It needs MO_PAIR_QWS more bytes.
+ * Quantized experts (MO_WQ, MO_WG for gate/up, MO_DN_WQ, MO_DN_WG for down: a quant.h format and
+ * its group, as matmul.c's MM_WQ / MM_WG; MO_GU / MO_DN are instances of those formats): the
+ * stacked tensors are ordinary quantized panels (an expert's rows are a multiple of 16, so no
+ * panel straddles two experts) and expert e starts at e x its panels x ig_wq_panel_bytes. The
+ * grouped path is unchanged; the pair path prepares each token's row once (the integer-activation
+ * formats: ig_wq_xquant's codes; the others: f32 and group sums) and each pair's SwiGLU row
+ * likewise after one more barrier, then runs the kernels matmul.c's T == 1 path runs
+ * (ig_wq_xgemm_rows over one row, or ig_wq_gemv), so a token's result still does not depend on
+ * the other tokens of its step. It needs MO_PAIR_QWS more bytes.
  */
 #include "common.h"
 #include "quant.h"

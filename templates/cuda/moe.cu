@@ -548,33 +548,25 @@ IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *gamma, float eps, cons
     __syncthreads();
 #endif
 #if MO_WQ
-    /* quantized gate/up: a warp per (pair, NO consecutive outputs), the 2 NO rows' codes in flight
-     * together against the token's row, loaded once per vector. H200, Qwen3-30B-A3B shapes, _dgu
-     * us per call q8r / q4r g32 (16-bit rows: 28.4, router and top-k included): NO = 1 with the
-     * activations read 4 at a time 24.4 / 24.1; NO = 4 with 16-byte activation loads 27.8 / 29.6 (a
-     * quarter of the items, fewer than the warps); NO = 1 with 16-byte loads (this), on an H100:
-     * 27.2-27.9 / 25.4-26.1 (16-bit rows 33.2-34.5) */
+    /* quantized gate/up: a warp per (pair, output), the gate and up rows' codes in flight together
+     * against the token's row, loaded once per vector. _dgu us per call, Qwen3-30B-A3B shapes, q8r /
+     * q4r g32: H100 27.2-27.9 / 25.4-26.1 (16-bit rows 33.2-34.5); on the H200 (16-bit rows 28.4)
+     * the first version, activations read 4 at a time, 24.4 / 24.1, and 4 outputs a warp (a quarter
+     * of the items, fewer than the warps; dropped) 27.8 / 29.6 */
     (void)PER, (void)CB, (void)VE;
-    constexpr int QRB = IG_WQ_ROWB(MO_D, MO_WQ, MO_WG), NO = 1;
-    static_assert(MO_I % NO == 0, "outputs of a warp item");
-    for (int it = blockIdx.x * NW + warp; it < T * MO_TOPK * (MO_I / NO); it += G * NW) {
-        const int tk = it / (MO_I / NO), i0 = it % (MO_I / NO) * NO, t = tk / MO_TOPK, e = ssel[tk];
-        const unsigned char *wr[2 * NO], *xq[1] = {mo_xs + (size_t)t * MO_D * AES};
-#pragma unroll
-        for (int o = 0; o < NO; o++) { /* packed row of gate i0 + o; its up row is 16 further */
-            const int g = 32 * ((i0 + o) / 16) + (i0 + o) % 16;
-            wr[o] = (const unsigned char *)w_gu + ((size_t)e * 2 * MO_I + g) * QRB, wr[NO + o] = wr[o] + (size_t)16 * QRB;
-        }
-        float pq[2 * NO];
-        IG_CAT(MO_NAME, _qrows)<MO_WQ, MO_WG, MO_D, AES, 2 * NO, 4, true>(wr, xq, lane, pq);
-#pragma unroll
-        for (int o = 0; o < NO; o++) {
-            const float gs = ig_warp_sum(pq[o]), us = ig_warp_sum(pq[NO + o]);
-            if (lane == 0) {
-                const float v = ig_glu(gs, us, false);
-                if (MO_XBF16) ((unsigned short *)h)[(size_t)tk * MO_I + i0 + o] = ig_f32_to_h(v);
-                else ((float *)h)[(size_t)tk * MO_I + i0 + o] = v;
-            }
+    constexpr int QRB = IG_WQ_ROWB(MO_D, MO_WQ, MO_WG);
+    for (int it = blockIdx.x * NW + warp; it < T * MO_TOPK * MO_I; it += G * NW) {
+        const int tk = it / MO_I, i = it % MO_I, t = tk / MO_TOPK, e = ssel[tk];
+        const int g = 32 * (i / 16) + i % 16; /* packed row of gate i; its up row is 16 further */
+        const unsigned char *wr[2], *xq[1] = {mo_xs + (size_t)t * MO_D * AES};
+        wr[0] = (const unsigned char *)w_gu + ((size_t)e * 2 * MO_I + g) * QRB, wr[1] = wr[0] + (size_t)16 * QRB;
+        float pq[2];
+        IG_CAT(MO_NAME, _qrows)<MO_WQ, MO_WG, MO_D, AES, 2, 4, true>(wr, xq, lane, pq);
+        const float gs = ig_warp_sum(pq[0]), us = ig_warp_sum(pq[1]);
+        if (lane == 0) {
+            const float v = ig_glu(gs, us, false);
+            if (MO_XBF16) ((unsigned short *)h)[(size_t)tk * MO_I + i] = ig_f32_to_h(v);
+            else ((float *)h)[(size_t)tk * MO_I + i] = v;
         }
     }
 #else
