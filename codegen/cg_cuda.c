@@ -745,11 +745,11 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
                 ind, in, ind, fn_index(c, fx), HID);
         if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &%s, &moe_h};\n"
-                       "%s      LAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+                       "%s      LAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
                 ind, w2, ind, fn_index(c, fgg), (long long)I, K, E);
         if (*dq_dn) fprintf(c->fw, "%s    %s", ind, dq_dn);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n"
-                       "%s      LAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+                       "%s      LAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
                 ind, w3, ind, fn_index(c, fgd), HID, K, E);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
@@ -872,24 +872,22 @@ static ig_status emit_moe(gen *c, node_ctx *x, ig_err *err) {
         fprintf(c->fw, "%s{ void *args[] = {&T, &%s, &w1, &moe_sel, &moe_wt};\n"
                        "%s  LAUNCH(%d, IG_MO_ROUTE_GRID_X(T), 1, 1, IG_MO_BLOCK, 0, args); }\n",
                 ind, in, ind, fn_index(c, fr));
-    } else { /* the router's logits (a warp per expert; prefill-sized steps: gemm.cu's f32 tiles, which
-              * read the router once per 64 tokens), then the top-k per token */
+    } else { /* the router's logits (a warp per expert; prefill-sized steps: an f32 GEMM, cuBLAS's
+              * SGEMM or gemm.cu's f32 tiles, host_runtime.c's GEMM_F32), then the top-k per token */
         char fl[96], fsel[96];
         snprintf(fl, sizeof fl, "%s_logits", mo ? mo : "");
         snprintf(fsel, sizeof fsel, "%s_select", mo ? mo : "");
         if (E > c->moe_lg) c->moe_lg = E;
         const char *fg = instance(c, "gemm.cu", "gemm_f32", "GM_NAME", "#define GM_ES 4\n",
                                   "f32 GEMM: the MoE router's logits of prefill-sized steps");
-        fprintf(c->fw, "%sif (T > IG_MO_DTMAX) { /* lg [T][E] = x . router^T */\n"
-                       "%s    int ne = %d, nd = %d;\n%s    float b0 = 0.0f;\n%s    int yb = 0;\n"
-                       "%s    void *args[] = {&ne, &T, &nd, &w1, &%s, &moe_lg, &ne, &b0, &yb};\n"
-                       "%s    LAUNCH(%d, IG_GM_GRID_X(%d), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);\n"
+        fprintf(c->fw, "%sif (T > IG_MO_DTMAX) { /* lg [T][E] = x . router^T (f32) */\n"
+                       "%s    GEMM_F32(%d, %d, T, %d, w1, %s, moe_lg, %d);\n"
                        "%s} else {\n"
                        "%s    void *args[] = {&T, &%s, &w1, &moe_lg};\n"
                        "%s    LAUNCH(%d, IG_MO_LG_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args);\n%s}\n"
                        "%s{ void *args[] = {&T, &moe_lg, &moe_sel, &moe_wt};\n"
                        "%s  LAUNCH(%d, T, 1, 1, 32, 0, args); }\n",
-                ind, ind, E, HID, ind, ind, ind, in, ind, fn_index(c, fg), E, ind, ind, in, ind, fn_index(c, fl), E,
+                ind, ind, fn_index(c, fg), E, HID, in, E, ind, ind, in, ind, fn_index(c, fl), E,
                 ind, ind, ind, fn_index(c, fsel));
     }
     const moe_em m = {mo, in, res, w2, w3, dq_gu, dq_dn, HID, E, K, shared, I};

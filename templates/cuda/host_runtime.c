@@ -211,6 +211,31 @@ static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdevice
     return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 
+/* y[T][ldy] = x[T][K] . w[N][K]^T, everything f32 and f32 arithmetic (the MoE router's logits of
+ * prefill-sized steps): cuBLAS's SGEMM (CUBLAS_COMPUTE_32F on a handle left in its default math
+ * mode: no TF32), else gemm.cu's f32 instance, kernel fk. The package's own kernel walks K in
+ * slices of 16 behind synchronous loads: on the H100 a 2048-token step's router (2048 x 128 x 2048)
+ * took it 247 us, a 16-token step's 254 us. */
+#define GEMM_F32(fk, N, T_, K, w_, x_, y_, ldy)                                                      \
+    do {                                                                                          \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                           \
+        CU(gemm_f32(st, (fk), (N), (T_), (K), (w_), (x_), (y_), (ldy)));                           \
+        cu_prof_end(&st->api, &st->prof, st->stream, st->blas ? CU_PROF_SLOTS - 1 : (fk));         \
+    } while (0)
+static CUresult gemm_f32(dev_state *st, int fk, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y,
+                         int ldy) {
+    float alpha = 1.0f, beta = 0.0f;
+    if (!st->blas) {
+        int yb = 0;
+        void *args[] = {&N, &T, &K, &w, &x, &y, &ldy, &beta, &yb};
+        return cu_launch(&st->api, st->fn[fk], st->stream, IG_GM_GRID_X(N), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);
+    }
+    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w,
+                                            CUDA_R_32F, K, (const void *)x, CUDA_R_32F, K, &beta, (void *)y, CUDA_R_32F,
+                                            ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
 /* The model's launch sequence (generated, after this file): one step's kernels on st->stream, the
  * batch already staged in st->pinned; run directly or while a CUDA graph captures it. Everything it
  * bakes in is in the graph key. */

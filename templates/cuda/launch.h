@@ -180,13 +180,18 @@
 #define IG_MO_SUM_GRID_X(D) IG_CDIV((D), 256)
 /* the tensor-core grouped products (_gu_tc, _down_tc; 16-bit types, MO_D and MO_I multiples of
  * IG_MO_TC_BK, sm_80+): a CTA is a tile of IG_MO_TC_BM pairs of one expert x IG_MO_TC_BN weight rows;
- * grid y bounds the tiles over all experts (each expert's last tile partial), static smem 45.8 KB.
+ * block IG_MO_TC_THREADS; grid y bounds the tiles over all experts (each expert's last tile
+ * partial), dynamic smem IG_MO_TC_SMEM (the host allows every kernel 96 KB), static 1.5 KB.
  * _group writes the tiles' scan after the pairs' offsets: off holds 2 (MO_E + 1) ints. */
-#define IG_MO_TC_BM 64
-#define IG_MO_TC_BN 128
+#define IG_MO_TC_WM 2 /* warps of 64 x 64 outputs: WM along the pairs, WN along the weight rows */
+#define IG_MO_TC_WN 2
+#define IG_MO_TC_THREADS (32 * IG_MO_TC_WM * IG_MO_TC_WN)
+#define IG_MO_TC_BM (64 * IG_MO_TC_WM)
+#define IG_MO_TC_BN (64 * IG_MO_TC_WN)
 #define IG_MO_TC_BK 32
 #define IG_MO_TC_LD 40 /* smem row stride in elements: 80 bytes, conflict-free ldmatrix */
-#define IG_MO_TC_NST 3 /* cp.async stages: static smem 3 x (64 + 128) x 80 bytes = 45 KB, under 48 */
+#define IG_MO_TC_NST 4 /* cp.async stages */
+#define IG_MO_TC_SMEM (IG_MO_TC_NST * (IG_MO_TC_BM + IG_MO_TC_BN) * IG_MO_TC_LD * 2) /* 81920 bytes */
 #define IG_MO_TC_GU_GRID_X(I) IG_CDIV(2 * (I), IG_MO_TC_BN)
 #define IG_MO_TC_DN_GRID_X(D) IG_CDIV((D), IG_MO_TC_BN)
 #define IG_MO_TC_GRID_Y(T, K, E) (IG_CDIV((T) * (K), IG_MO_TC_BM) + (E))

@@ -59,11 +59,12 @@
  *   extern "C" __global__ void MO_NAME_down_tc(int T, const AT *h, const int *off, const int *list,
  *                                             const float *wt, const WT *w_down, float *y);
  *       grid (IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E))
- * block 256, static smem; then MO_NAME_sum as above. A CTA is a tile of IG_MO_TC_BM pairs of one
- * expert (the tiles of all experts numbered back to back; CTAs past the last return) times
- * IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate, operands through a three-stage
- * cp.async pipeline and ldmatrix, the pairs' rows gathered by index; gate/up's epilogue pairs each
- * warp's 16 gate rows with their 16 up rows (the packing's interleave) for the SwiGLU.
+ * block IG_MO_TC_THREADS, dynamic smem IG_MO_TC_SMEM (80 KB); then MO_NAME_sum as above. A CTA is a tile of
+ * IG_MO_TC_BM pairs of one expert (the tiles of all experts numbered back to back; CTAs past the
+ * last return) times IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate, operands
+ * through a three-stage cp.async pipeline and ldmatrix, the pairs' rows gathered by index; gate/up's
+ * epilogue pairs each group of 16 gate rows with their 16 up rows (the packing's interleave) for
+ * the SwiGLU.
  * Decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs (the section below _select):
  *   extern "C" __global__ void MO_NAME_dgu(int T, const float *x, const float *gamma, float eps,
  *                                          const float *router, float *lg, int *sel, float *wt,
@@ -792,20 +793,23 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _sum)(
 }
 
 /* ---- the expert-grouped products on tensor cores (16-bit weights and rows, sm_80+) ----
- * A CTA multiplies one row tile (IG_MO_TC_BM pairs of one expert) by IG_MO_TC_BN weight rows of
- * that expert: 8 warps in 2 x 4, each 32 x 32 of mma.sync m16n8k16 (f32 accumulate), K in steps of
- * IG_MO_TC_BK through a three-stage cp.async pipeline; the pairs' rows are gathered by index.
+ * A CTA multiplies one row tile (IG_MO_TC_BM = 128 pairs of one expert) by IG_MO_TC_BN = 128
+ * weight rows of that expert: IG_MO_TC_WM x IG_MO_TC_WN (2 x 2) warps, each 64 x 64 of mma.sync
+ * m16n8k16 (f32 accumulate), K in steps of IG_MO_TC_BK through IG_MO_TC_NST (4) cp.async stages;
+ * the pairs' rows are gathered by index. At prefill sizes the products are bound by L2 -> SM
+ * traffic and latency (every CTA re-reads its pairs' rows and its expert's weight rows: the traffic
+ * per FLOP is (BM + BN) / (BM BN)); SPEC.md has the variants measured.
  * Tiles of the routed form are numbered across experts (off[MO_E + 1 + e]: expert e's first tile,
  * written by _group); a CTA finds its expert by binary search. */
 #if MO_WBF16 && MO_XBF16 && MO_D % IG_MO_TC_BK == 0 && MO_I % IG_MO_TC_BK == 0
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL)
 /* The row tile's pairs and the A rows they read: tks[r] the pair index (-1 past np), rows[r] row
  * tk / DIV of src (rows of STRIDE elements: x for gate/up, one row per token; h for down, one per pair). */
 template <int DIV, int STRIDE>
 static __device__ __forceinline__ void IG_CAT(MO_NAME, _gather)(const int *list, int p0, int np, const unsigned short *src,
                                                                 int *tks, const unsigned short **rows) {
-    for (int r = threadIdx.x; r < IG_MO_TC_BM; r += IG_MO_BLOCK) {
+    for (int r = threadIdx.x; r < IG_MO_TC_BM; r += IG_MO_TC_THREADS) {
         const int tk = r < np ? (MO_SHARED ? p0 + r : list[p0 + r]) : -1;
         tks[r] = tk, rows[r] = tk >= 0 ? src + (size_t)(tk / DIV) * STRIDE : nullptr;
     }
@@ -835,128 +839,162 @@ static __device__ __forceinline__ int IG_CAT(MO_NAME, _tile)(int T, const int *o
 }
 #endif
 
-/* acc[2][4][4] = rows (a[r] + k, r < BM: the tile's gathered rows; null: zeros) x weight rows
- * w + (n0 + n) * KD, n < BN (rows >= NR read as zeros), over k < KD. */
+/* acc[4][8][4] (this warp's 64 x 64 of the tile: 4 row tiles of 16 x 8 column tiles of 8) = rows
+ * (a[r] + k, r < BM: the tile's gathered rows; null: zeros) x weight rows w + (n0 + n) * KD, n < BN
+ * (rows >= NR read as zeros), over k < KD. Warps whose 64 rows are all past np (a partial tile)
+ * skip the fragments and mma but keep the loads and barriers. As / Bs: the dynamic shared memory's
+ * NST stages of BM and BN rows of LD elements. */
 template <int KD, int NR>
 static __device__ __forceinline__ void IG_CAT(MO_NAME, _tc_loop)(const unsigned short *const *a, const unsigned short *w,
-                                                                  int n0, float (*acc)[4][4], unsigned short *As,
+                                                                  int n0, int np, float (*acc)[8][4], unsigned short *As,
                                                                   unsigned short *Bs) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL)
     constexpr int BM = IG_MO_TC_BM, BN = IG_MO_TC_BN, BK = IG_MO_TC_BK, LD = IG_MO_TC_LD, KT = KD / BK;
-    static_assert(KD % BK == 0 && BM * BK / 8 == IG_MO_BLOCK && BN * BK / 8 == 2 * IG_MO_BLOCK, "tile loads");
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
-    const int lr = tid >> 2, lc = (tid & 3) * 8; /* this thread's 16-byte chunks: row lr (+64 for B), column lc */
-    const unsigned short *ar = a[lr];
-    const unsigned short *br0 = w + (size_t)min(n0 + lr, NR - 1) * KD, *br1 = w + (size_t)min(n0 + lr + 64, NR - 1) * KD;
-    const int ab = ar ? 16 : 0, b0b = n0 + lr < NR ? 16 : 0, b1b = n0 + lr + 64 < NR ? 16 : 0;
-    if (!ar) ar = w; /* a valid address; nothing is read */
-    for (int mi = 0; mi < 2; mi++)
-        for (int ni = 0; ni < 4; ni++)
+    constexpr int NST = IG_MO_TC_NST, NT = IG_MO_TC_THREADS, RS = NT / 4, AR = BM / RS, BR = BN / RS;
+    static_assert(KD % BK == 0 && BK == 32 && BM == 64 * IG_MO_TC_WM && BN == 64 * IG_MO_TC_WN && NT == 32 * IG_MO_TC_WM * IG_MO_TC_WN &&
+                      BM % RS == 0 && BN % RS == 0 && NST >= 2,
+                  "tile loads: warps of 64 x 64, 16-byte chunks, 4 a row of BK");
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / IG_MO_TC_WN, wn = warp % IG_MO_TC_WN;
+    const int lr = tid >> 2, lc = (tid & 3) * 8; /* this thread's chunks: rows lr + RS j, column lc */
+    const bool live = wm * 64 < np;
+    const unsigned short *ar[AR], *br[BR];
+    int ab[AR], bb[BR];
+#pragma unroll
+    for (int j = 0; j < AR; j++) {
+        ar[j] = a[lr + RS * j], ab[j] = ar[j] ? 16 : 0;
+        if (!ar[j]) ar[j] = w; /* a valid address; nothing is read */
+    }
+#pragma unroll
+    for (int j = 0; j < BR; j++) {
+        const int n = n0 + lr + RS * j;
+        br[j] = w + (size_t)min(n, NR - 1) * KD, bb[j] = n < NR ? 16 : 0;
+    }
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 8; ni++)
+#pragma unroll
             for (int j = 0; j < 4; j++) acc[mi][ni][j] = 0.0f;
     auto load = [&](int kt, int st) {
         const int k0 = kt * BK + lc;
-        ig_cp16(ig_smem_addr(As + (st * BM + lr) * LD + lc), ar + k0, ab);
-        ig_cp16(ig_smem_addr(Bs + (st * BN + lr) * LD + lc), br0 + k0, b0b);
-        ig_cp16(ig_smem_addr(Bs + (st * BN + lr + 64) * LD + lc), br1 + k0, b1b);
+#pragma unroll
+        for (int j = 0; j < AR; j++) ig_cp16(ig_smem_addr(As + (st * BM + lr + RS * j) * LD + lc), ar[j] + k0, ab[j]);
+#pragma unroll
+        for (int j = 0; j < BR; j++) ig_cp16(ig_smem_addr(Bs + (st * BN + lr + RS * j) * LD + lc), br[j] + k0, bb[j]);
         ig_cp_commit();
     };
-    /* IG_MO_TC_NST (3) stages: a group committed every step (empty past the last k tile), so
-     * waiting for all but the NST - 1 newest leaves tile kt landed */
-    constexpr int NST = IG_MO_TC_NST;
-    static_assert(NST == 3, "the prologue below fills two stages");
-    load(0, 0);
-    if (KT > 1) load(1, 1);
-    else ig_cp_commit();
+    /* NST stages: a group committed every step (empty past the last k tile), so waiting for all
+     * but the NST - 1 newest leaves tile kt landed */
+#pragma unroll
+    for (int s = 0; s < NST - 1; s++) {
+        if (s < KT) load(s, s);
+        else ig_cp_commit();
+    }
     for (int kt = 0; kt < KT; kt++) {
         const int st = kt % NST;
-        if (kt + 2 < KT) load(kt + 2, (kt + 2) % NST); /* the stage computed at step kt - 1 */
+        if (kt + NST - 1 < KT) load(kt + NST - 1, (kt + NST - 1) % NST); /* the stage computed at step kt - 1 */
         else ig_cp_commit();
         ig_cp_wait<NST - 1>();
         __syncthreads();
+        if (live) {
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            unsigned af[2][4], bf[2][4];
+            for (int kk = 0; kk < BK; kk += 16) {
+                unsigned af[4][4], bf[4][4];
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-                ig_ldsm4(ig_smem_addr(As + (st * BM + wm * 32 + mi * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8), af[mi]);
+                for (int mi = 0; mi < 4; mi++)
+                    ig_ldsm4(ig_smem_addr(As + (st * BM + wm * 64 + mi * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8), af[mi]);
 #pragma unroll
-            for (int nj = 0; nj < 2; nj++)
-                ig_ldsm4(ig_smem_addr(Bs + (st * BN + wn * 32 + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk +
-                                       ((lane >> 3) & 1) * 8),
-                            bf[nj]);
+                for (int nj = 0; nj < 4; nj++)
+                    ig_ldsm4(ig_smem_addr(Bs + (st * BN + wn * 64 + nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk +
+                                           ((lane >> 3) & 1) * 8),
+                                bf[nj]);
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++)
+                for (int mi = 0; mi < 4; mi++)
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) ig_mma16(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
+                    for (int ni = 0; ni < 8; ni++) ig_mma16(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
+            }
         }
         __syncthreads();
     }
 #endif
 }
 
-/* h[pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)) */
-extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
+/* h[pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)),
+ * dynamic smem IG_MO_TC_SMEM */
+extern "C" __global__ void __launch_bounds__(IG_MO_TC_THREADS)
 IG_CAT(MO_NAME, _gu_tc)(int T, const unsigned short *xb, const int *off, const int *list, const unsigned short *w_gu,
                         unsigned short *h) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BM = IG_MO_TC_BM, LD = IG_MO_TC_LD;
-    __shared__ __align__(16) unsigned short As[IG_MO_TC_NST * BM * LD];
-    __shared__ __align__(16) unsigned short Bs[IG_MO_TC_NST * IG_MO_TC_BN * LD];
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL)
+    constexpr int BM = IG_MO_TC_BM;
+    IG_DYN_SMEM(uint4, mo_tc_dyn);
+    unsigned short *As = (unsigned short *)mo_tc_dyn, *Bs = As + IG_MO_TC_NST * BM * IG_MO_TC_LD;
     __shared__ const unsigned short *rows[BM];
     __shared__ int tks[BM];
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
     IG_CAT(MO_NAME, _gather)<MO_TOPK, MO_D>(list, p0, np, xb, tks, rows);
     const int n0 = blockIdx.x * IG_MO_TC_BN;
-    float acc[2][4][4];
-    IG_CAT(MO_NAME, _tc_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, acc, As, Bs);
-    /* the warp's 32 packed rows are 16 gate rows (n-tiles 0, 1) and their up rows (2, 3) */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp >> 2, wn = warp & 3;
-    const int c0 = n0 + wn * 32;
-    if (c0 >= 2 * MO_I) return;
-    const int o0 = c0 / 2, g = lane >> 2, q = lane & 3;
-    for (int mi = 0; mi < 2; mi++)
-        for (int hf = 0; hf < 2; hf++) {
-            const int r = wm * 32 + mi * 16 + g + 8 * hf;
-            if (r >= np) continue;
-            const int tk = tks[r];
-            for (int ni = 0; ni < 2; ni++) {
-                const int o = o0 + ni * 8 + 2 * q;
-                const float v0 = ig_glu(acc[mi][ni][2 * hf], acc[mi][ni + 2][2 * hf], false);
-                const float v1 = ig_glu(acc[mi][ni][2 * hf + 1], acc[mi][ni + 2][2 * hf + 1], false);
-                *(unsigned *)(h + (size_t)tk * MO_I + o) = ig_pack2_h(v0, v1);
+    float acc[4][8][4];
+    IG_CAT(MO_NAME, _tc_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, np, acc, As, Bs);
+    /* the warp's 64 packed rows are two groups of 16 gate rows (n-tiles 4 gq + 0, 1) and their 16
+     * up rows (4 gq + 2, 3): the packing's interleave */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / IG_MO_TC_WN, wn = warp % IG_MO_TC_WN;
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int gq = 0; gq < 2; gq++) {
+        const int c0 = n0 + wn * 64 + 32 * gq; /* this group's first packed row */
+        if (c0 >= 2 * MO_I) break;
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int r = wm * 64 + mi * 16 + g + 8 * hf;
+                if (r >= np) continue;
+                const int tk = tks[r];
+#pragma unroll
+                for (int ni = 0; ni < 2; ni++) {
+                    const int o = c0 / 2 + ni * 8 + 2 * q;
+                    const float *gv = acc[mi][4 * gq + ni], *uv = acc[mi][4 * gq + ni + 2];
+                    const float v0 = ig_glu(gv[2 * hf], uv[2 * hf], false), v1 = ig_glu(gv[2 * hf + 1], uv[2 * hf + 1], false);
+                    *(unsigned *)(h + (size_t)tk * MO_I + o) = ig_pack2_h(v0, v1);
+                }
             }
-        }
+    }
 #endif
 }
 
-/* y[pair] = its weight x its expert's down projection of h[pair]: grid (IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)) */
-extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)
+/* y[pair] = its weight x its expert's down projection of h[pair]: grid (IG_MO_TC_DN_GRID_X(D),
+ * IG_MO_TC_GRID_Y(T, K, E)), dynamic smem IG_MO_TC_SMEM */
+extern "C" __global__ void __launch_bounds__(IG_MO_TC_THREADS)
 IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const int *list, const float *wt,
                           const unsigned short *w_down, float *y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int BM = IG_MO_TC_BM, LD = IG_MO_TC_LD;
-    __shared__ __align__(16) unsigned short As[IG_MO_TC_NST * BM * LD];
-    __shared__ __align__(16) unsigned short Bs[IG_MO_TC_NST * IG_MO_TC_BN * LD];
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL)
+    constexpr int BM = IG_MO_TC_BM;
+    IG_DYN_SMEM(uint4, mo_tc_dyn);
+    unsigned short *As = (unsigned short *)mo_tc_dyn, *Bs = As + IG_MO_TC_NST * BM * IG_MO_TC_LD;
     __shared__ const unsigned short *rows[BM];
     __shared__ int tks[BM];
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
     IG_CAT(MO_NAME, _gather)<1, MO_I>(list, p0, np, h, tks, rows);
     const int n0 = blockIdx.x * IG_MO_TC_BN;
-    float acc[2][4][4];
-    IG_CAT(MO_NAME, _tc_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, acc, As, Bs);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp >> 2, wn = warp & 3, g = lane >> 2, q = lane & 3;
-    for (int mi = 0; mi < 2; mi++)
+    float acc[4][8][4];
+    IG_CAT(MO_NAME, _tc_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, np, acc, As, Bs);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wm = warp / IG_MO_TC_WN, wn = warp % IG_MO_TC_WN;
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
         for (int hf = 0; hf < 2; hf++) {
-            const int r = wm * 32 + mi * 16 + g + 8 * hf;
+            const int r = wm * 64 + mi * 16 + g + 8 * hf;
             if (r >= np) continue;
             const int tk = tks[r];
-            const float w = wt[tk];
-            for (int ni = 0; ni < 4; ni++) {
-                const int d = n0 + wn * 32 + ni * 8 + 2 * q;
+            const float wk = wt[tk];
+#pragma unroll
+            for (int ni = 0; ni < 8; ni++) {
+                const int d = n0 + wn * 64 + ni * 8 + 2 * q;
                 if (d < MO_D)
-                    *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(w * acc[mi][ni][2 * hf], w * acc[mi][ni][2 * hf + 1]);
+                    *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[mi][ni][2 * hf], wk * acc[mi][ni][2 * hf + 1]);
             }
         }
 #endif

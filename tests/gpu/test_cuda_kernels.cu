@@ -1628,9 +1628,9 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
             void *ax[] = {&Tv, &dx, &xb};
             launch(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, ax);
             void *a2[] = {&Tv, &xb, &doff, &dlist, &dgu, &dh};
-            launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_BLOCK), 0, a2);
+            launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a2);
             void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
-            launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_BLOCK), 0, a3);
+            launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a3);
             CK(cudaDeviceSynchronize());
             CK(cudaFree(xb));
         } else {

@@ -1,0 +1,191 @@
+/* test_moe_grouped.cpp — moe.cu's expert-grouped products on tensor cores (the prefill path of
+ * 16-bit packages: _group, _xround, _gu_tc, _down_tc, _sum) run on the host through cuda_emul.h's
+ * ldmatrix / mma.sync / cp.async stand-ins, without a GPU, against a reference in double computed
+ * here from the documented math (moe.cu's header: gate/up rows interleaved by 16, SwiGLU, h rounded
+ * to the 16-bit type, the pair's weight times its expert's down rows, summed into the residual).
+ * The selections are given (not routed), so that the shapes reach every edge of the tiles: an
+ * expert chosen by every token (two row tiles, the second partial, warps whose rows are all past
+ * the tile's pairs), experts without pairs, gate/up and down outputs that end inside a column tile
+ * (whole warps past the end), K of one, two and many stages. The GPU harness
+ * (tests/gpu/test_cuda_kernels.cu, grouped 2) runs the same kernels after the router.
+ * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
+ *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_grouped.cpp
+ * Exit 0 when every check passes. */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+
+namespace cpukv {
+#include "kv_quant.h"
+}
+#undef IG_INLINE
+#undef IG_RESTRICT
+#include "cuda_emul.h"
+
+/* what moe.cu uses beyond cuda_emul.h */
+static int g_islot[32][32];
+static int __shfl_xor_sync(unsigned, int v, int o) {
+    int *s = g_islot[threadIdx.x >> 5];
+    s[threadIdx.x & 31] = v;
+    __syncwarp();
+    const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
+    __syncwarp();
+    return r;
+}
+static int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static void __nanosleep(unsigned) {}
+IG_DEV float ig_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
+    return v;
+}
+#undef IG_DYN_SMEM
+#define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+
+/* gate/up 2 I = 192 rows (the second column tile of 128 half past the end), down 256 rows (two
+ * whole tiles); K 256 (8 k steps) and 96 (3) */
+#define MO_NAME mg_a
+#define MO_D 256
+#define MO_E 5
+#define MO_TOPK 2
+#define MO_I 96
+#define MO_NORM 1
+#include "moe.cu"
+/* gate/up 64 rows (one warp column past the end), down 320 rows (a third, partial column tile);
+ * K 320 (10 k steps) and 32 (one: fewer than the stages) */
+#define MO_NAME mg_b
+#define MO_D 320
+#define MO_E 6
+#define MO_TOPK 3
+#define MO_I 32
+#define MO_NORM 0
+#include "moe.cu"
+/* gate/up 2 I = 512 rows (four column tiles), down K 256; K of gate/up 64 (two k steps) */
+#define MO_NAME mg_c
+#define MO_D 64
+#define MO_E 3
+#define MO_TOPK 1
+#define MO_I 256
+#define MO_NORM 1
+#include "moe.cu"
+
+static uint32_t g_rng = 4242;
+static float frand() { /* uniform in [-1, 1) */
+    g_rng = g_rng * 1664525u + 1013904223u;
+    return (float)(g_rng >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
+static float bround(float v) { return ig_bf16_to_f32(ig_f32_to_bf16(v)); }
+static std::vector<unsigned short> to_bf16(const std::vector<float> &v) {
+    std::vector<unsigned short> o(v.size());
+    for (size_t i = 0; i < v.size(); i++) o[i] = ig_f32_to_bf16(v[i]);
+    return o;
+}
+
+static int fails = 0;
+#define CHECK(cond, ...)                                      \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
+            printf(__VA_ARGS__);                              \
+            printf("\n");                                     \
+            fails++;                                          \
+        }                                                     \
+    } while (0)
+
+struct grouped_fns {
+    void (*group)(int, const int *, int *, int *);
+    void (*xround)(int, const float *, unsigned short *);
+    void (*gu)(int, const unsigned short *, const int *, const int *, const unsigned short *, unsigned short *);
+    void (*down)(int, const unsigned short *, const int *, const int *, const float *, const unsigned short *, float *);
+    void (*sum)(int, const float *, float *);
+};
+#define GROUPED(P) grouped_fns{P##_group, P##_xround, P##_gu_tc, P##_down_tc, P##_sum}
+
+/* T tokens; token t's k-th expert: `hot` (when >= 0) for k = 0 on every token, else random among the
+ * first `used` experts without repeats (so experts past `used` have no pairs). */
+static void run_case(const char *name, const grouped_fns &f, int D, int E, int K, int I, int T, int hot, int used) {
+    std::vector<float> x((size_t)T * D), gu((size_t)E * 2 * I * D), dn((size_t)E * D * I), r0((size_t)T * D), wt((size_t)T * K);
+    for (auto &v : x) v = 2.0f * frand();
+    for (auto &v : gu) v = bround(0.3f * frand());
+    for (auto &v : dn) v = bround(0.3f * frand());
+    for (auto &v : r0) v = frand();
+    for (auto &v : wt) v = 0.5f + 0.5f * frand();
+    std::vector<int> sel((size_t)T * K);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            int e;
+            do {
+                e = k == 0 && hot >= 0 ? hot : (int)((frand() + 1.0f) * 0.5f * (float)used) % used;
+            } while (std::find(&sel[(size_t)t * K], &sel[(size_t)t * K + k], e) != &sel[(size_t)t * K + k]);
+            sel[(size_t)t * K + k] = e;
+        }
+    const std::vector<unsigned short> wgu = to_bf16(gu), wdn = to_bf16(dn);
+    std::vector<int> off(2 * (E + 1), -1), list((size_t)T * K, -1);
+    std::vector<unsigned short> xb((size_t)T * D), h((size_t)T * K * I, 0xffff);
+    std::vector<float> y((size_t)T * K * D, NAN), out = r0;
+    const unsigned tiles = (unsigned)IG_MO_TC_GRID_Y(T, K, E);
+    CHECK(emul_launch({1, 1, 1}, {1024, 1, 1}, [&] { f.group(T, sel.data(), off.data(), list.data()); }), "%s: _group", name);
+    CHECK(emul_launch({(unsigned)IG_MO_SUM_GRID_X(D), (unsigned)T, 1}, {IG_MO_BLOCK, 1, 1},
+                      [&] { f.xround(T, x.data(), xb.data()); }), "%s: _xround", name);
+    CHECK(emul_launch({(unsigned)IG_MO_TC_GU_GRID_X(I), tiles, 1}, {IG_MO_TC_THREADS, 1, 1},
+                      [&] { f.gu(T, xb.data(), off.data(), list.data(), wgu.data(), h.data()); }), "%s: _gu_tc", name);
+    CHECK(emul_launch({(unsigned)IG_MO_TC_DN_GRID_X(D), tiles, 1}, {IG_MO_TC_THREADS, 1, 1},
+                      [&] { f.down(T, h.data(), off.data(), list.data(), wt.data(), wdn.data(), y.data()); }), "%s: _down_tc", name);
+    CHECK(emul_launch({(unsigned)IG_MO_SUM_GRID_X(D), (unsigned)T, 1}, {IG_MO_BLOCK, 1, 1},
+                      [&] { f.sum(T, y.data(), out.data()); }), "%s: _sum", name);
+    double maxd = 0, maxerr = 0, maxh = 0, herr = 0;
+    for (int t = 0; t < T; t++) {
+        std::vector<double> acc(D, 0.0);
+        for (int k = 0; k < K; k++) {
+            const int e = sel[(size_t)t * K + k], tk = t * K + k;
+            std::vector<double> hv(I);
+            for (int i = 0; i < I; i++) {
+                const int g = 32 * (i / 16) + i % 16; /* packed row of gate i; its up row is 16 further */
+                double sg = 0, su = 0;
+                for (int j = 0; j < D; j++) {
+                    const double xv = bround(x[(size_t)t * D + j]);
+                    sg += xv * gu[((size_t)e * 2 * I + g) * D + j], su += xv * gu[((size_t)e * 2 * I + g + 16) * D + j];
+                }
+                const double hd = sg / (1 + exp(-sg)) * su, hk = ig_bf16_to_f32(h[(size_t)tk * I + i]);
+                maxh = std::max(maxh, fabs(hd)), herr = std::max(herr, fabs(hk - hd));
+                hv[i] = bround((float)hd);
+            }
+            for (int d = 0; d < D; d++) {
+                double s = 0;
+                for (int i = 0; i < I; i++) s += dn[((size_t)e * D + d) * I + i] * hv[i];
+                acc[d] += wt[(size_t)tk] * s;
+            }
+        }
+        for (int d = 0; d < D; d++) {
+            maxd = std::max(maxd, fabs(acc[d]));
+            const double err = fabs(out[(size_t)t * D + d] - r0[(size_t)t * D + d] - acc[d]);
+            maxerr = std::max(maxerr, std::isnan(err) ? INFINITY : err);
+        }
+    }
+    /* h: f32 sums of 16-bit products, rounded once (half a bf16 step: 2^-8 relative); the output:
+     * h's rounding on both sides may differ near a half step */
+    const double htol = 6e-3 * maxh, tol = 1e-2 * maxd + 1e-6;
+    CHECK(herr <= htol, "%s T=%d: max |h - ref| %g > %g", name, T, herr, htol);
+    CHECK(maxerr <= tol, "%s T=%d: max |out - ref| %g > %g (max |ref| %g)", name, T, maxerr, tol, maxd);
+    printf("%s %s T=%d: h max err %.3g of %.3g; out max err %.3g of max |delta| %.3g\n",
+           herr <= htol && maxerr <= tol ? "ok  " : "FAIL", name, T, herr, maxh, maxerr, maxd);
+}
+
+int main() {
+    /* expert 1 takes every token's first choice: 150 pairs, two row tiles (128 + 22) */
+    run_case("E5 top-2 D256 I96, a hot expert", GROUPED(mg_a), 256, 5, 2, 96, 150, 1, 4);
+    run_case("E5 top-2 D256 I96, few tokens", GROUPED(mg_a), 256, 5, 2, 96, 9, -1, 5);
+    /* experts 4 and 5 without pairs */
+    run_case("E6 top-3 D320 I32, two idle experts", GROUPED(mg_b), 320, 6, 3, 32, 70, -1, 4);
+    run_case("E3 top-1 D64 I256", GROUPED(mg_c), 64, 3, 1, 256, 40, -1, 3);
+    if (fails) {
+        printf("test_moe_grouped: %d failures\n", fails);
+        return 1;
+    }
+    printf("test_moe_grouped: all passed\n");
+    return 0;
+}
