@@ -12,10 +12,11 @@
  *   extern "C" __global__ void GM_NAME(int N, int T, int K, const void *w, const void *x, void *y,
  *                                      int ldy, float beta, int ybf16);
  * launch (launch.h): grid (IG_GM_GRID_X(N), IG_GM_GRID_Y(T)), block IG_GM_BLOCK = 256, static smem
- * 2 x 16 x 68 floats (8.5 KB).
+ * 2 x 32 x 68 floats (17 KB).
  *
- * A CTA computes a 64-token x 64-output tile over K in slices of 16: each slice of x and w is
- * staged in shared memory as f32 (k-major, rows padded by 4 floats), then each thread accumulates
+ * A CTA computes a 64-token x 64-output tile over K in slices of 32: each slice of x and w is
+ * staged in shared memory as f32 (k-major, rows padded by 4 floats), the next slice's elements
+ * already on their way into registers while this one is multiplied, then each thread accumulates
  * a 4 x 4 block of outputs strided by 16 (tokens ty + 16i, outputs tx + 16j), so a warp's reads of
  * the w slice are 16 consecutive floats and those of x a broadcast. CUDA cores only: it exists so
  * that a package runs without cuBLAS, at a fraction of cuBLAS's tensor-core rate (SPEC.md).
@@ -44,15 +45,28 @@ GM_NAME(int N, int T, int K, const void *w, const void *x, void *y, int ldy, flo
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += IG_GM_BK) {
+    /* this thread's elements of a slice: loaded into registers one slice ahead, so the next
+     * slice's global loads are in flight while this one is multiplied */
+    constexpr int PER = IG_GM_TILE * IG_GM_BK / IG_GM_BLOCK;
+    float rx[PER], rw[PER];
+    auto fetch = [&](int k0) {
 #pragma unroll
-        for (int i = 0; i < IG_GM_TILE * IG_GM_BK / IG_GM_BLOCK; i++) {
+        for (int i = 0; i < PER; i++) {
             const int e = tid + IG_GM_BLOCK * i, r = e / IG_GM_BK, c = e % IG_GM_BK, k = k0 + c;
             const int t = t0 + r, n = n0 + r;
-            xs[c][r] = t < T && k < K ? IG_CAT(GM_NAME, _ld)(x, (size_t)t * K + k) : 0.0f;
-            ws[c][r] = n < N && k < K ? IG_CAT(GM_NAME, _ld)(w, (size_t)n * K + k) : 0.0f;
+            rx[i] = t < T && k < K ? IG_CAT(GM_NAME, _ld)(x, (size_t)t * K + k) : 0.0f;
+            rw[i] = n < N && k < K ? IG_CAT(GM_NAME, _ld)(w, (size_t)n * K + k) : 0.0f;
+        }
+    };
+    fetch(0);
+    for (int k0 = 0; k0 < K; k0 += IG_GM_BK) {
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const int e = tid + IG_GM_BLOCK * i, r = e / IG_GM_BK, c = e % IG_GM_BK;
+            xs[c][r] = rx[i], ws[c][r] = rw[i];
         }
         __syncthreads();
+        if (k0 + IG_GM_BK < K) fetch(k0 + IG_GM_BK);
 #pragma unroll 4
         for (int kk = 0; kk < IG_GM_BK; kk++) {
             float a[4], b[4];

@@ -99,9 +99,9 @@
 #define IG_EP_SMEM(T) 0
 
 /* ---- gemm.cu: GM_NAME(N, T, K, w, x, y, ldy, beta, ybf16), the GEMM without cuBLAS: a CTA per
- * 64 x 64 tile of (outputs, tokens), K in slices of 16 ---- */
+ * 64 x 64 tile of (outputs, tokens), K in slices of 32 ---- */
 #define IG_GM_TILE 64
-#define IG_GM_BK 16
+#define IG_GM_BK 32
 #define IG_GM_BLOCK 256
 #define IG_GM_GRID_X(N) (((N) + IG_GM_TILE - 1) / IG_GM_TILE)
 #define IG_GM_GRID_Y(T) (((T) + IG_GM_TILE - 1) / IG_GM_TILE)

@@ -1,8 +1,9 @@
 /* test_gemm.cpp — gemm.cu (the GEMM of prefill steps when cuBLAS is absent or `--tune cublas=0`)
  * run on the host through cuda_emul.h, without a GPU, against a reference in double over the same
  * rounded inputs: y = beta * y + x . w^T for shapes that are and are not multiples of the 64 x 64
- * tile and the 16-wide K slice, 16-bit (bf16) and f32 elements, f32 and 16-bit outputs, beta 0
- * (y holding NaN must be ignored, as cuBLAS ignores it) and beta 1 (accumulate), a row stride
+ * tile and the 32-wide K slice (one slice, several, the last partial), 16-bit (bf16) and f32
+ * elements, f32 and 16-bit outputs, beta 0 (y holding NaN must be ignored, as cuBLAS ignores it)
+ * and beta 1 (accumulate), a row stride
  * wider than N. Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_gemm.cpp
  * Exit 0 when every check passes. */
@@ -81,7 +82,7 @@ static int run_case(int N, int T, int K, int ldy, int es, int ybf, float beta) {
 
 int main() {
     int bad = 0;
-    const int shapes[][4] = {{64, 64, 32, 64}, {70, 37, 50, 72}, {5, 130, 17, 5}, {130, 3, 1, 131}};
+    const int shapes[][4] = {{64, 64, 32, 64}, {70, 37, 50, 72}, {5, 130, 17, 5}, {130, 3, 1, 131}, {40, 70, 100, 40}};
     for (const auto &s : shapes)
         for (int es = 2; es <= 4; es += 2)
             for (int ybf = 0; ybf <= (es == 2); ybf++)
