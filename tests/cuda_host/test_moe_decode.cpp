@@ -10,40 +10,7 @@
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_decode.cpp
  * Exit 0 when every check passes. */
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <algorithm>
-#include <vector>
-
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_INLINE
-#undef IG_RESTRICT
-#include "cuda_emul.h"
-
-/* what moe.cu uses beyond cuda_emul.h */
-static int g_islot[32][32];
-static int __shfl_xor_sync(unsigned, int v, int o) {
-    int *s = g_islot[threadIdx.x >> 5];
-    s[threadIdx.x & 31] = v;
-    __syncwarp();
-    const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
-    __syncwarp();
-    return r;
-}
-static int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-static unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static void __nanosleep(unsigned) {}
-IG_DEV float ig_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
-    return v;
-}
-#undef IG_DYN_SMEM
-#define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+#include "moe_emul.h"
 
 /* routed, bf16, unnormalized, more experts than lanes (two a lane), top-6 */
 #define MO_NAME md_a
@@ -129,12 +96,6 @@ IG_DEV float ig_warp_max(float v) {
 #define MO_DN_WG 32
 #include "moe.cu"
 
-static uint32_t g_rng = 12345;
-static float frand() { /* uniform in [-1, 1) */
-    g_rng = g_rng * 1664525u + 1013904223u;
-    return (float)(g_rng >> 8) * (1.0f / 8388608.0f) - 1.0f;
-}
-static float bround(float v) { return ig_bf16_to_f32(ig_f32_to_bf16(v)); }
 
 
 /* W [N][K] as wq.cuh's rows (8: q8r, K codes then the f32 scale max |w| / 127 in a 16-byte tail;
@@ -174,16 +135,6 @@ static std::vector<unsigned char> pack_rows(std::vector<float> &w, size_t N, int
     return out;
 }
 
-static int fails = 0;
-#define CHECK(cond, ...)                                      \
-    do {                                                      \
-        if (!(cond)) {                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
-            printf(__VA_ARGS__);                              \
-            printf("\n");                                     \
-            fails++;                                          \
-        }                                                     \
-    } while (0)
 
 /* One case: T tokens of random rows through _dgu (twice: the second finds the first's counters)
  * then _ddown, against the double reference. bf: 16-bit weights and rows. */

@@ -11,40 +11,7 @@
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_grouped.cpp
  * Exit 0 when every check passes. */
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <algorithm>
-#include <vector>
-
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_INLINE
-#undef IG_RESTRICT
-#include "cuda_emul.h"
-
-/* what moe.cu uses beyond cuda_emul.h */
-static int g_islot[32][32];
-static int __shfl_xor_sync(unsigned, int v, int o) {
-    int *s = g_islot[threadIdx.x >> 5];
-    s[threadIdx.x & 31] = v;
-    __syncwarp();
-    const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
-    __syncwarp();
-    return r;
-}
-static int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-static unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static void __nanosleep(unsigned) {}
-IG_DEV float ig_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
-    return v;
-}
-#undef IG_DYN_SMEM
-#define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+#include "moe_emul.h"
 
 /* gate/up 2 I = 192 rows (the second column tile of 128 half past the end), down 256 rows (two
  * whole tiles); K 256 (8 k steps) and 96 (3) */
@@ -73,28 +40,12 @@ IG_DEV float ig_warp_max(float v) {
 #define MO_NORM 1
 #include "moe.cu"
 
-static uint32_t g_rng = 4242;
-static float frand() { /* uniform in [-1, 1) */
-    g_rng = g_rng * 1664525u + 1013904223u;
-    return (float)(g_rng >> 8) * (1.0f / 8388608.0f) - 1.0f;
-}
-static float bround(float v) { return ig_bf16_to_f32(ig_f32_to_bf16(v)); }
 static std::vector<unsigned short> to_bf16(const std::vector<float> &v) {
     std::vector<unsigned short> o(v.size());
     for (size_t i = 0; i < v.size(); i++) o[i] = ig_f32_to_bf16(v[i]);
     return o;
 }
 
-static int fails = 0;
-#define CHECK(cond, ...)                                      \
-    do {                                                      \
-        if (!(cond)) {                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
-            printf(__VA_ARGS__);                              \
-            printf("\n");                                     \
-            fails++;                                          \
-        }                                                     \
-    } while (0)
 
 struct grouped_fns {
     void (*group)(int, const int *, int *, int *);

@@ -1,0 +1,60 @@
+/* moe_emul.h — what moe.cu needs beyond cuda_emul.h to run on the host (tests/cuda_host): an int
+ * __shfl_xor_sync, the atomics of _group and _dgu's arrival counter, __nanosleep, ig_warp_max,
+ * dynamic shared memory in cuda_emul.h's buffer; and the helpers the MoE host tests share (random
+ * values, bf16 rounding, CHECK counting failures). Include before the moe.cu instances. Test code only. */
+#ifndef IG_MOE_EMUL_H
+#define IG_MOE_EMUL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+
+namespace cpukv {
+#include "kv_quant.h"
+}
+#undef IG_INLINE
+#undef IG_RESTRICT
+#include "cuda_emul.h"
+
+static int g_islot[32][32];
+static int __shfl_xor_sync(unsigned, int v, int o) {
+    int *s = g_islot[threadIdx.x >> 5];
+    s[threadIdx.x & 31] = v;
+    __syncwarp();
+    const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
+    __syncwarp();
+    return r;
+}
+static int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static void __nanosleep(unsigned) {}
+IG_DEV float ig_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(IG_FULL_MASK, v, o));
+    return v;
+}
+#undef IG_DYN_SMEM
+#define IG_DYN_SMEM(T, name) T *name = (T *)ig_emul_dyn
+
+static uint32_t g_rng = 12345;
+static float frand() { /* uniform in [-1, 1) */
+    g_rng = g_rng * 1664525u + 1013904223u;
+    return (float)(g_rng >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
+static float bround(float v) { return ig_bf16_to_f32(ig_f32_to_bf16(v)); }
+
+static int fails = 0;
+#define CHECK(cond, ...)                                      \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);       \
+            printf(__VA_ARGS__);                              \
+            printf("\n");                                     \
+            fails++;                                          \
+        }                                                     \
+    } while (0)
+
+#endif /* IG_MOE_EMUL_H */
