@@ -96,13 +96,16 @@ IG_DEV void ig_ap_store(void *out, size_t i, float v, bool bf) {
     if (bf) ((unsigned short *)out)[i] = ig_f32_to_h(v);
     else ((float *)out)[i] = v;
 }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL)
 IG_DEV void ig_ap_store2(void *out, size_t i, float a, float b, bool bf) {
     if (bf) *(unsigned *)((unsigned short *)out + i) = ig_pack2_h(a, b);
     else *(float2 *)((float *)out + i) = make_float2(a, b);
 }
 /* (lo, hi) -> a 16-bit pair with lo in the low half, round to nearest even */
 IG_DEV unsigned ig_ap_pack_h(float lo, float hi) {
+#ifdef IG_CUDA_EMUL
+    return ig_pack2_h(lo, hi);
+#else
     unsigned r;
 #if IG_F16
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
@@ -110,6 +113,7 @@ IG_DEV unsigned ig_ap_pack_h(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
 #endif
     return r;
+#endif
 }
 #endif
 #endif /* IG_AP_HELPERS */
@@ -250,7 +254,7 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
 
 #endif /* AP_KVQ */
 
-#if AP_MMA_ && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if AP_MMA_ && ((defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL))
 /* Rows r0..r1-1 of the tile starting at token t0 (one sequence, positions p0.., page table pt) for
  * head h, by the whole CTA on tensor cores. sm: 2 * BN * (D + 8) bf16 (K tile, V tile). Starts and
  * ends with every warp past a barrier (the caller may reuse sm). */
@@ -519,9 +523,9 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     for (int i = threadIdx.x; i < IG_AP_BM; i += IG_AP_BLOCK)
         s_pos[i] = i < n ? positions[t0 + i] : -1, s_seq[i] = i < n ? token_seq[t0 + i] : -1;
     __syncthreads();
-#if AP_MMA_ && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if AP_MMA_ && ((defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL))
     constexpr int MINRUN = AP_MINRUN < 1 ? 1 : AP_MINRUN;
-    extern __shared__ uint4 ig_ap_dyn_smem[];
+    IG_DYN_SMEM(uint4, ig_ap_dyn_smem);
     /* long runs: the whole CTA, one after the other (uniform: every thread sees the same runs) */
     for (int r = 0, e; r < n; r = e) {
         for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {

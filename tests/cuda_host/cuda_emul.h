@@ -4,9 +4,10 @@
  * lane between two warp barriers), __shared__ variables are static storage (one CTA runs at a time), the __f*_rn
  * intrinsics are plain IEEE operations (build with -ffp-contract=off), and common.cuh's helpers are
  * re-stated without PTX. No __CUDA_ARCH__: architecture-specific paths (cp.async, mma) are not
- * compiled, so attention_prefill runs its CUDA-core path; kernels that test IG_CUDA_EMUL (qgemm.cu)
- * run theirs on the warp-collective stand-ins at the end (ldmatrix, mma.sync through a slot per
- * lane between two warp barriers, cp.async as a plain copy). IG_F16 1 before the include: the
+ * compiled; kernels that test IG_CUDA_EMUL (qgemm.cu, moe.cu's grouped products, attention_prefill.cu's
+ * tensor-core path) run theirs on the warp-collective stand-ins at the end (ldmatrix and its
+ * transposed form, mma.sync through a slot per lane between two warp barriers, cp.async as a plain
+ * copy into the dynamic shared memory, where every such kernel keeps its tiles). IG_F16 1 before the include: the
  * 16-bit type is IEEE half. Test code only. */
 #ifndef IG_CUDA_EMUL_H
 #define IG_CUDA_EMUL_H
@@ -214,6 +215,21 @@ IG_DEV void ig_ldsm4(unsigned a, unsigned *r) {
     s[l] = a;
     __syncwarp();
     for (int i = 0; i < 4; i++) memcpy(&r[i], (const char *)ig_emul_dyn + s[8 * i + (l >> 2)] + 4 * (l & 3), 4);
+    __syncwarp();
+}
+/* ldmatrix.x4.trans (b16): the same addresses, each 8 x 8 matrix transposed: lane (g, q) gets, of
+ * each matrix i, the elements (2q, g) and (2q + 1, g), the first in the low half */
+IG_DEV void ig_ldsm4t(unsigned a, unsigned *r) {
+    unsigned *s = g_lsm[threadIdx.x >> 5];
+    const unsigned l = threadIdx.x & 31;
+    s[l] = a;
+    __syncwarp();
+    for (int i = 0; i < 4; i++) {
+        unsigned short lo, hi;
+        memcpy(&lo, (const char *)ig_emul_dyn + s[8 * i + 2 * (l & 3)] + 2 * (l >> 2), 2);
+        memcpy(&hi, (const char *)ig_emul_dyn + s[8 * i + 2 * (l & 3) + 1] + 2 * (l >> 2), 2);
+        r[i] = (unsigned)lo | (unsigned)hi << 16;
+    }
     __syncwarp();
 }
 /* mma.sync m16n8k16 row.col, f32 accumulate: A row r, k: lane (r % 8) 4 + (k % 8) / 2, register

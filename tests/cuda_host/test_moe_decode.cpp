@@ -10,7 +10,7 @@
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_decode.cpp
  * Exit 0 when every check passes. */
-#include "moe_emul.h"
+#include "emul_extra.h"
 
 /* routed, bf16, unnormalized, more experts than lanes (two a lane), top-6 */
 #define MO_NAME md_a

@@ -11,7 +11,7 @@
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_grouped.cpp
  * Exit 0 when every check passes. */
-#include "moe_emul.h"
+#include "emul_extra.h"
 
 /* gate/up 2 I = 192 rows (the second column tile of 128 half past the end), down 256 rows (two
  * whole tiles); K 256 (8 k steps) and 96 (3) */

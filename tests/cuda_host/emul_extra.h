@@ -1,9 +1,10 @@
-/* moe_emul.h — what moe.cu needs beyond cuda_emul.h to run on the host (tests/cuda_host): an int
- * __shfl_xor_sync, the atomics of _group and _dgu's arrival counter, __nanosleep, ig_warp_max,
- * dynamic shared memory in cuda_emul.h's buffer; and the helpers the MoE host tests share (random
- * values, bf16 rounding, CHECK counting failures). Include before the moe.cu instances. Test code only. */
-#ifndef IG_MOE_EMUL_H
-#define IG_MOE_EMUL_H
+/* emul_extra.h — cuda_emul.h (after kv_quant.h in namespace cpukv, its macros that kv_quant.cuh
+ * defines again undone) and what moe.cu needs beyond it to run on the host (tests/cuda_host): an
+ * int __shfl_xor_sync, the atomics of _group and _dgu's arrival counter, __nanosleep, ig_warp_max,
+ * dynamic shared memory in cuda_emul.h's buffer; and the helpers these host tests share (random
+ * values, bf16 rounding, CHECK counting failures). Include before the kernel instances. Test code only. */
+#ifndef IG_EMUL_EXTRA_H
+#define IG_EMUL_EXTRA_H
 
 #include <math.h>
 #include <stddef.h>
@@ -16,6 +17,9 @@
 namespace cpukv {
 #include "kv_quant.h"
 }
+#undef IG_KVQ_LAYER_BYTES
+#undef IG_KVQ_KDELTA
+#undef IG_KVQ_FLIP
 #undef IG_INLINE
 #undef IG_RESTRICT
 #include "cuda_emul.h"
@@ -57,4 +61,4 @@ static int fails = 0;
         }                                                     \
     } while (0)
 
-#endif /* IG_MOE_EMUL_H */
+#endif /* IG_EMUL_EXTRA_H */

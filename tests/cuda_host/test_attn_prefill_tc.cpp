@@ -1,0 +1,104 @@
+/* test_attn_prefill_tc.cpp — attention_prefill.cu's tensor-core path (FlashAttention-2 on mma.sync:
+ * runs of at least AP_MINRUN consecutive tokens of one sequence, 16-bit K/V tiles through cp.async,
+ * ldmatrix and its transposed form for V, online softmax) run on the host through cuda_emul.h's
+ * stand-ins, without a GPU, beside the per-token CUDA-core path the same tiles give the short runs,
+ * against attention in double over the K/V rows as the pool stores them (bf16) and the f32 queries.
+ * One mixed step of three sequences over a paged pool whose pages are scattered: a 90-token run
+ * that crosses a 64-token tile (its context starting before the run), a 2-token run (the CUDA-core
+ * path) and a 20-token run sharing the second tile with both; head dims 128 (GQA groups of 4) and
+ * 64 (no grouping) with a 24-key sliding window. The bound: q and P are rounded to bf16 by the
+ * tensor-core path (2^-9 relative) and the output to bf16.
+ * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
+ *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_attn_prefill_tc.cpp
+ * Exit 0 when every check passes. */
+#include "emul_extra.h"
+
+#define PS_ 16
+#define AP_NAME apt_a
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 128
+#define AP_PS PS_
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#include "attention_prefill.cu"
+#define AP_NAME apt_b
+#define AP_H 4
+#define AP_KV 4
+#define AP_D 64
+#define AP_PS PS_
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
+#define AP_WINDOW 24
+#include "attention_prefill.cu"
+
+typedef void (*ap_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
+                      int, unsigned short *);
+
+/* Sequences s with ctx[s] keys in the pool, the last run[s] of them this step's tokens (in s order). */
+static void run_case(const char *name, ap_fn fn, int H, int KV, int D, float scale, int window) {
+    const int NS = 3, ctx[NS] = {150, 41, 60}, run[NS] = {90, 2, 20}, MP = 16; /* pages a sequence, at most */
+    const size_t page_el = (size_t)2 * KV * PS_ * D;                       /* bf16 elements of a page */
+    const int npages = NS * MP;
+    std::vector<unsigned short> pool(page_el * npages);
+    std::vector<int> pt(NS * MP);
+    for (int i = 0; i < NS * MP; i++) pt[i] = (i * 7 + 3) % npages; /* scattered, each page once */
+    for (auto &v : pool) v = ig_f32_to_bf16(frand());
+    int T = 0;
+    for (int s = 0; s < NS; s++) T += run[s];
+    std::vector<int> pos(T), seq(T);
+    for (int s = 0, t = 0; s < NS; s++)
+        for (int i = 0; i < run[s]; i++, t++) seq[t] = s, pos[t] = ctx[s] - run[s] + i;
+    std::vector<float> q((size_t)T * H * D);
+    for (auto &v : q) v = 2.0f * frand();
+    std::vector<unsigned short> out((size_t)T * H * D, 0xffff);
+    const dim3e grid = {(unsigned)IG_AP_GRID_X(T, H), (unsigned)IG_AP_GRID_Y(T), 1};
+    CHECK(emul_launch(grid, {IG_AP_BLOCK, 1, 1},
+                      [&] { fn(T, q.data(), (const unsigned char *)pool.data(), 0, pos.data(), seq.data(), pt.data(), MP, out.data()); }),
+          "%s: deadlocked", name);
+    /* key / value row j of sequence s, kv head kh */
+    auto row = [&](int s, int kv01, int kh, int j) {
+        return &pool[(size_t)pt[s * MP + j / PS_] * page_el + (size_t)kv01 * KV * PS_ * D + ((size_t)kh * PS_ + j % PS_) * D];
+    };
+    double maxerr = 0, maxv = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const int s = seq[t], kh = h / (H / KV), lo = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
+            std::vector<double> l(pos[t] + 1, 0.0), o(D, 0.0);
+            double mx = -1e300, z = 0;
+            for (int j = lo; j <= pos[t]; j++) {
+                const unsigned short *k = row(s, 0, kh, j);
+                double d = 0;
+                for (int i = 0; i < D; i++) d += (double)q[((size_t)t * H + h) * D + i] * ig_bf16_to_f32(k[i]);
+                l[j] = d * scale, mx = std::max(mx, l[j]);
+            }
+            for (int j = lo; j <= pos[t]; j++) {
+                const double p = exp(l[j] - mx);
+                const unsigned short *v = row(s, 1, kh, j);
+                z += p;
+                for (int i = 0; i < D; i++) o[i] += p * ig_bf16_to_f32(v[i]);
+            }
+            for (int i = 0; i < D; i++) {
+                const double ref = o[i] / z, got = ig_bf16_to_f32(out[((size_t)t * H + h) * D + i]);
+                maxv = std::max(maxv, fabs(ref));
+                maxerr = std::max(maxerr, std::isnan(got) ? INFINITY : fabs(got - ref));
+            }
+        }
+    /* values in [-1, 1): q and P in bf16 move an output by a few 2^-9 of max |V|, its bf16 rounding by 2^-9 */
+    const double tol = 5e-3;
+    CHECK(maxerr <= tol, "%s: max |out - ref| %g > %g", name, maxerr, tol);
+    printf("%s %s T=%d: max err %.3g (max |ref| %.3g)\n", maxerr <= tol ? "ok  " : "FAIL", name, T, maxerr, maxv);
+}
+
+int main() {
+    run_case("H8 KV2 D128 bf16 KV", apt_a, 8, 2, 128, 0.08838834764831845f, 0);
+    run_case("H4 KV4 D64 bf16 KV, window 24", apt_b, 4, 4, 64, 0.125f, 24);
+    if (fails) {
+        printf("test_attn_prefill_tc: %d failures\n", fails);
+        return 1;
+    }
+    printf("test_attn_prefill_tc: all passed\n");
+    return 0;
+}
