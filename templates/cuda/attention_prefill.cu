@@ -509,7 +509,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 /* whether this instance has the tensor-core path (before the arch check): tests read it */
 static constexpr bool IG_CAT(AP_NAME, _has_tiles16) = AP_MMA_;
 
-extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 2)
+extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 3)
 AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AP_OT_ *out) {
     static_assert(AP_H % AP_KV == 0, "AP_H must be a multiple of AP_KV");
