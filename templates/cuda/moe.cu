@@ -59,12 +59,12 @@
  *   extern "C" __global__ void MO_NAME_down_tc(int T, const AT *h, const int *off, const int *list,
  *                                             const float *wt, const WT *w_down, float *y);
  *       grid (IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E))
- * block IG_MO_TC_THREADS, dynamic smem IG_MO_TC_SMEM (80 KB); then MO_NAME_sum as above. A CTA is a tile of
- * IG_MO_TC_BM pairs of one expert (the tiles of all experts numbered back to back; CTAs past the
- * last return) times IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate, operands
- * through a three-stage cp.async pipeline and ldmatrix, the pairs' rows gathered by index; gate/up's
- * epilogue pairs each group of 16 gate rows with their 16 up rows (the packing's interleave) for
- * the SwiGLU.
+ * block IG_MO_TC_THREADS, dynamic smem IG_MO_TC_SMEM (80 KB); then MO_NAME_sum as above. A CTA is
+ * a tile of IG_MO_TC_BM pairs of one expert (the tiles of all experts numbered back to back; CTAs
+ * past the last return) times IG_MO_TC_BN weight rows: mma.sync m16n8k16 with f32 accumulate,
+ * operands through IG_MO_TC_NST cp.async stages and ldmatrix, the pairs' rows gathered by index;
+ * gate/up's epilogue pairs each group of 16 gate rows with their 16 up rows (the packing's
+ * interleave) for the SwiGLU.
  * Decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs (the section below _select):
  *   extern "C" __global__ void MO_NAME_dgu(int T, const float *x, const float *gamma, float eps,
  *                                          const float *router, float *lg, int *sel, float *wt,
