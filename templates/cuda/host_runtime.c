@@ -190,49 +190,37 @@ typedef struct dev_state {
 /* y[T][ldy] (f32) = beta * y + x[T][K] . w[N][K]^T on cuBLAS (column-major view: y^T = w . x^T) */
 #define GEMM(N, T_, K, w_, x_, y_, ldy, beta_) GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, 0)
 /* ... with y in the 16-bit type when ybf16 */
-#define GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, ybf16)                               \
-    do {                                                                                \
-        cu_prof_begin(&st->api, &st->prof, st->stream);                                 \
-        CU(gemm(st, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_), (ybf16)));        \
-        cu_prof_end(&st->api, &st->prof, st->stream, CU_PROF_SLOTS - 1);                \
+#define GEMM_OUT(N, T_, K, w_, x_, y_, ldy, beta_, ybf16)                                          \
+    do {                                                                                           \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                            \
+        CU(gemm(st, GEMM_FN, 0, (N), (T_), (K), (w_), (x_), (y_), (ldy), (beta_), (ybf16)));       \
+        cu_prof_end(&st->api, &st->prof, st->stream, CU_PROF_SLOTS - 1);                           \
+    } while (0)
+/* y[T][ldy] = x[T][K] . w[N][K]^T with f32 operands and f32 arithmetic whatever the package's
+ * type (the MoE router's logits of prefill-sized steps): cuBLAS's SGEMM (CUBLAS_COMPUTE_32F on a
+ * handle left in its default math mode: no TF32), else gemm.cu's f32 instance, kernel fk (on the
+ * H100 it took 247-254 us for a 2048- or 16-token step's router, 2048 x 128 x 2048, before it
+ * prefetched its K slices; 121-125 us after: SPEC.md) */
+#define GEMM_F32(fk, N, T_, K, w_, x_, y_, ldy)                                                    \
+    do {                                                                                           \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                            \
+        CU(gemm(st, (fk), 1, (N), (T_), (K), (w_), (x_), (y_), (ldy), 0.0f, 0));                   \
+        cu_prof_end(&st->api, &st->prof, st->stream, st->blas ? CU_PROF_SLOTS - 1 : (fk));          \
     } while (0)
 
-static CUresult gemm(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int ldy,
-                     float beta, int ybf16) {
-    if (!st->blas) { /* no cuBLAS: the package's own GEMM (gemm.cu), same contract */
+/* The GEMM of the two macros above: w and x in the package's element type, or f32 when f32 is set;
+ * without cuBLAS, gemm.cu's instance fk (GEMM_FN: the package's type), same contract. */
+static CUresult gemm(dev_state *st, int fk, int f32, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y,
+                     int ldy, float beta, int ybf16) {
+    if (!st->blas) {
         void *args[] = {&N, &T, &K, &w, &x, &y, &ldy, &beta, &ybf16};
-        return cu_launch(&st->api, st->fn[GEMM_FN], st->stream, IG_GM_GRID_X(N), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);
+        return cu_launch(&st->api, st->fn[fk], st->stream, IG_GM_GRID_X(N), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);
     }
     const float alpha = 1.0f;
-    const cudaDataType h = W_F16 ? CUDA_R_16F : CUDA_R_16BF, dt = W_BF16 ? h : CUDA_R_32F;
+    const cudaDataType h = W_F16 ? CUDA_R_16F : CUDA_R_16BF, dt = W_BF16 && !f32 ? h : CUDA_R_32F;
     cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, dt,
                                             K, (const void *)x, dt, K, &beta, (void *)y, ybf16 ? h : CUDA_R_32F, ldy,
                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
-}
-
-/* y[T][ldy] = x[T][K] . w[N][K]^T, everything f32 and f32 arithmetic (the MoE router's logits of
- * prefill-sized steps): cuBLAS's SGEMM (CUBLAS_COMPUTE_32F on a handle left in its default math
- * mode: no TF32), else gemm.cu's f32 instance, kernel fk. The package's own kernel walks K in
- * slices of 16 behind synchronous loads: on the H100 a 2048-token step's router (2048 x 128 x 2048)
- * took it 247 us, a 16-token step's 254 us. */
-#define GEMM_F32(fk, N, T_, K, w_, x_, y_, ldy)                                                      \
-    do {                                                                                          \
-        cu_prof_begin(&st->api, &st->prof, st->stream);                                           \
-        CU(gemm_f32(st, (fk), (N), (T_), (K), (w_), (x_), (y_), (ldy)));                           \
-        cu_prof_end(&st->api, &st->prof, st->stream, st->blas ? CU_PROF_SLOTS - 1 : (fk));         \
-    } while (0)
-static CUresult gemm_f32(dev_state *st, int fk, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y,
-                         int ldy) {
-    float alpha = 1.0f, beta = 0.0f;
-    if (!st->blas) {
-        int yb = 0;
-        void *args[] = {&N, &T, &K, &w, &x, &y, &ldy, &beta, &yb};
-        return cu_launch(&st->api, st->fn[fk], st->stream, IG_GM_GRID_X(N), IG_GM_GRID_Y(T), 1, IG_GM_BLOCK, 0, args);
-    }
-    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w,
-                                            CUDA_R_32F, K, (const void *)x, CUDA_R_32F, K, &beta, (void *)y, CUDA_R_32F,
-                                            ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 
