@@ -89,12 +89,16 @@ struct ig_st {
     unsigned long long full[IG_ST_NSLOT], empty[IG_ST_NSLOT];
     float nred[IG_ST_CWARPS];
     unsigned long long gen; /* grid barriers this CTA has passed, in all launches */
-    float psum[IG_ST_PSUM]; /* a phase's warp sums: [slot of the phase][warp] */
+    __align__(16) float psum[IG_ST_PSUM]; /* a phase's warp sums: [slot of the phase][warp]; x's staging before them */
 #ifdef IG_ST_STATS
     unsigned long long stat[IG_ST_STATS]; /* timing harness counters (tests/gpu/exp_stream.cu) */
 #endif
 };
 
+/* The PTX primitives below (mbarriers, bulk copies, barrier 1, the grid barrier's arrival and poll,
+ * mma) have host stand-ins in tests/cuda_host/emul_stream.h, which the host emulation includes
+ * first: tests/cuda_host/test_stream_gemv.cpp runs the GEMV phases on the host. */
+#ifndef IG_CUDA_EMUL
 IG_DEV unsigned ig_st_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 IG_DEV void ig_st_mbar_init(unsigned long long *b, unsigned n) {
@@ -142,6 +146,20 @@ IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long
 #endif
 }
 IG_DEV void ig_st_cbar() { asm volatile("bar.sync 1, %0;" ::"n"(IG_ST_CTHREADS) : "memory"); }
+IG_DEV void ig_st_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+IG_DEV void ig_st_red_release(unsigned long long *bar) {
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(bar) : "memory");
+}
+IG_DEV unsigned long long ig_st_ld_acquire(const unsigned long long *bar) {
+    unsigned long long c;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(c) : "l"(bar) : "memory");
+    return c;
+}
+/* a phase's small operand into L2 */
+IG_DEV void ig_st_prefetch(const void *p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+#endif /* !IG_CUDA_EMUL */
 
 /* Called by all threads of the CTA before the roles split. */
 IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
@@ -150,7 +168,7 @@ IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
          * complete before this CTA arrives: the count is gen * n plus fewer than n arrivals */
         st->gen = bar ? *(volatile const unsigned long long *)bar / n : 0;
         for (int i = 0; i < IG_ST_NSLOT; i++) ig_st_mbar_init(&st->full[i], 1), ig_st_mbar_init(&st->empty[i], IG_ST_CWARPS);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        ig_st_fence_init();
     }
     __syncthreads();
 }
@@ -165,11 +183,9 @@ IG_DEV void ig_st_grid_sync(ig_st *st, unsigned long long *bar, unsigned n) {
     ig_st_cbar();
     if (threadIdx.x == 0) {
         const unsigned long long target = ++st->gen * n;
-        asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(bar) : "memory");
-        unsigned long long c;
-        do {
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(c) : "l"(bar) : "memory");
-        } while (c < target);
+        ig_st_red_release(bar);
+        while (ig_st_ld_acquire(bar) < target) {
+        }
     }
     ig_st_cbar();
 }
@@ -221,7 +237,7 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
     /* the phase's small operand (RMSNorm gamma) into L2, a ring ahead of the consumers */
-    if (pf) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf), "r"(pf_bytes) : "memory");
+    if (pf) ig_st_prefetch(pf, pf_bytes);
     for (int r = r0; r < r1; r += S::R)
         for (int h = 0; h < S::SPLIT; h++) { /* the row's pieces, one slot each */
             const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
@@ -245,12 +261,13 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
  * rows r of a slot and a window of 8 segments, A row 8r + g holds the weights of segment g of the
  * window and B column j the activations of segment j, so D[8r + g][g] is row r's partial dot
  * over segment g. Within a segment the k order is permuted, the same for A and B, so that A
- * fragments are conflict-free shared loads and x sits in registers for the whole phase: bf16 and
- * q8r windows are 128 columns (segments of 16, thread q of a group holding columns 4q..4q+3, one
- * mma); q4r windows are 8 segments of TS::SEG columns, one group's scale and min each (thread q
- * holding SEG / 4 consecutive columns, two mma per 8 of them; see ig_st_q4frag). Warp w owns row
- * pair w / WP of each slot and the windows (w % WP) + WP m of it: its B fragments are loaded once
- * per phase.
+ * fragments are conflict-free shared loads and x sits in registers for the whole phase: bf16
+ * windows are 128 columns (segments of 16, thread q of a group holding columns 4q..4q+3, one
+ * mma); q8r windows 256 columns on int8 tensor cores (m16n8k32: segments of 32, thread q holding
+ * columns 8q..8q+7, two mma for x's two bytes; see ig_st_slot_q8i); q4r windows are 8 segments of
+ * TS::SEG columns, one group's scale and min each (thread q holding SEG / 4 consecutive columns,
+ * two mma per 8 of them; see ig_st_q4frag). Warp w owns row pair w / WP of each slot and the
+ * windows (w % WP) + WP m of it: its B fragments are loaded once per phase.
  *
  * ig_st_gemv_tc runs one phase: y = x . W^T (+ bias) over this CTA's rows, n_rows packed rows of
  * which the first n_out are real. NORM: x is the f32 residual (EMB: a bf16 embedding row, which
@@ -269,7 +286,8 @@ struct ig_st_tshape {
     typedef ig_st_shape<K, WQ, G> S;
     static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
     static constexpr int SPLIT = S::SPLIT, KS = S::KS, RB = S::RB; /* slots per row, row elements and bytes per slot */
-    static constexpr int SEG = WQ == 4 ? ig_st_q4seg(K, G) : 16; /* columns of a segment */
+    static constexpr bool Q8I = WQ == 8;                          /* q8r: int8 tensor cores */
+    static constexpr int SEG = WQ == 4 ? ig_st_q4seg(K, G) : Q8I ? 32 : 16; /* columns of a segment */
     static constexpr int NWD = WQ == 4 ? SEG / 32 : 1;           /* q4r: words of 8 codes per thread and segment */
     static constexpr int NW = (KS + 8 * SEG - 1) / (8 * SEG), WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
     static_assert(KS % 128 == 0, "tensor-core phases need K % 128 == 0 (K % 256 for rows over two slots)");
@@ -277,19 +295,11 @@ struct ig_st_tshape {
     static_assert(WQ == 0 || SPLIT == 1, "a quantized row fits one slot");
 };
 
-/* A fragments from quantized rows, built with logic operations only (the cvt instructions of a
- * direct conversion run at a quarter of the rate and could not keep up with the stream). q8r: the
- * int8 codes as bf16 (wq.cuh's ig_wq8_frag: pairs (c, c+2), (c+1, c+3) of a word's columns c..c+3;
- * ig_st_xperm pairs x the same way). */
-IG_DEV uint2 ig_st_q8frag(unsigned u) { return ig_wq8_frag(u); }
-/* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3) */
-IG_DEV void ig_st_xperm(unsigned *b) {
-    const uint2 v = ig_wq_xpairs(b[0], b[1]);
-    b[0] = v.x, b[1] = v.y;
-}
-/* q4r: 128 + each code of a word of 8 nibbles (element j at bits 4j; bf16 0x4300 | c is exact) as
- * the pairs (0, 4), (1, 5) (one mma's two k pairs) and (2, 6), (3, 7) (the next mma's), so a
- * segment's dot is scale (D - 128 sum x) + min sum x = scale D + (min - 128 scale) sum x. */
+/* A fragments from q4r rows, built with logic operations only (the cvt instructions of a direct
+ * conversion run at a quarter of the rate and could not keep up with the stream): 128 + each code
+ * of a word of 8 nibbles (element j at bits 4j; bf16 0x4300 | c is exact) as the pairs (0, 4),
+ * (1, 5) (one mma's two k pairs) and (2, 6), (3, 7) (the next mma's), so a segment's dot is
+ * scale (D - 128 sum x) + min sum x = scale D + (min - 128 scale) sum x. */
 IG_DEV void ig_st_q4frag(unsigned x, unsigned *o) {
     o[0] = ig_andor(x, 0x000f000fu, 0x43004300u), o[1] = ig_andor(x >> 4, 0x000f000fu, 0x43004300u);
     o[2] = ig_andor(x >> 8, 0x000f000fu, 0x43004300u), o[3] = ig_andor(x >> 12, 0x000f000fu, 0x43004300u);
@@ -317,11 +327,79 @@ IG_DEV float2 ig_st_q4sm(const unsigned char *row, int k) {
 /* Two bf16 of a word as floats. */
 IG_DEV void ig_unpack2_bf16_(unsigned w, float *o) { o[0] = __uint_as_float(w << 16), o[1] = __uint_as_float(w & 0xffff0000u); }
 
+#ifndef IG_CUDA_EMUL
 IG_DEV void ig_st_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* int8 tensor cores, m16n8k32, s32 accumulate: s8 weights times s8 (the high bytes of x) or u8
+ * (its low bytes) */
+IG_DEV void ig_st_imma_s8(int *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+IG_DEV void ig_st_imma_u8(int *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+#endif /* !IG_CUDA_EMUL */
+
+/* q8r on int8 tensor cores: the D fragments of rows ra, rb (pa, pb) over this warp's windows of
+ * 256 columns, dh with the high bytes of x, dl with the low ones (exact integer sums). A row
+ * 8r + g of a window is segment g (32 columns) of row r; the k order within a segment is
+ * permuted so that thread q holds its 8 consecutive columns 8q..8q+7 (mma k 4q..4q+3 and
+ * 16+4q..16+4q+3): one 8-byte load per row, conflict-free, and the codes go to the mma as they
+ * are stored. Rows past the slot's and lanes past the row's end read as ig_st_slot_dots says.
+ * (Replaced bf16 fragments made from the codes by logic operations and one fma per pair, wq.cuh's
+ * ig_wq8_frag: H100, tests/gpu/exp_stream.cu, 16 layers of the 1B GEMVs: gate/up slots 7.7 -> 6.1
+ * us a layer, the layers 32.6 -> 32.1 us with x still loaded per warp.) */
+template <int K, class CCOL>
+IG_DEV void ig_st_slot_q8i(int *dh, int *dl, const unsigned char *pa, const unsigned char *pb, CCOL ccol,
+                           const unsigned (*xr)[4]) {
+    typedef ig_st_tshape<K, 8, 32> TS;
+#pragma unroll
+    for (int m = 0; m < TS::MW; m++) {
+        const int c0 = ccol(m);
+        if (c0 == -2) continue; /* warp-uniform: the window lies past the row */
+        const int cl = c0 < 0 ? 0 : c0;
+        const uint2 wa = *(const uint2 *)(pa + cl);
+        const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cl) : make_uint2(0u, 0u);
+        ig_st_imma_s8(dh, wa.x, wb.x, wa.y, wb.y, xr[m][0], xr[m][1]);
+        ig_st_imma_u8(dl, wa.x, wb.x, wa.y, wb.y, xr[m][2], xr[m][3]);
+    }
+}
+
+/* q8r's x as 16-bit fixed point for ig_st_slot_q8i: v (the bf16-rounded values of this thread's
+ * chunks) = xs (256 h + l), h signed and l unsigned bytes, xs = 2^(E - 15) for the warp's largest
+ * |v| < 2^E, so every v within 2^8 of it is exact (bf16 has 8 significant bits) and the others are
+ * off by at most 2^(E - 16). v 2^(15 - E) + 1.5 2^23 is 1.5 2^23 + round(v 2^(15 - E)) (|v 2^(15 - E)| <
+ * 2^15), whose bytes 0 and 1 are l and h: no conversion instruction. Returns xs. */
+template <int NC>
+IG_DEV float ig_st_x16(const float (*v)[8], unsigned (*xr)[4]) {
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[i][e]));
+    const int eb = max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 14); /* biased exponent of the max */
+    const float qs = __int_as_float((268 - eb) << 23);                        /* 2^(15 - E), E = eb - 126 */
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+#pragma unroll
+        for (int w = 0; w < 2; w++) { /* columns 4w..4w+3 of the chunk */
+            unsigned t[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) t[e] = __float_as_uint(fmaf(v[i][4 * w + e], qs, 12582912.0f));
+            const unsigned p01 = __byte_perm(t[0], t[1], 0x5140), p23 = __byte_perm(t[2], t[3], 0x5140); /* l l h h */
+            xr[i][w] = __byte_perm(p01, p23, 0x7632), xr[i][2 + w] = __byte_perm(p01, p23, 0x5410);
+        }
+    return __int_as_float((eb - 14) << 23); /* 2^(E - 15) */
 }
 
 /* The D fragment of rows ra, rb (pa, pb; row rb only when R >= 2) of a slot over this warp's
@@ -368,14 +446,8 @@ IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsign
         } else {
             const int cs = ccol(m); /* the column within the slot's row piece */
             if (cs < 0) continue;   /* warp-uniform: the window lies past the row */
-            uint2 wa, wb = make_uint2(0u, 0u);
-            if (WQ == 8) {
-                wa = ig_st_q8frag(*(const unsigned *)(pa + cs));
-                if (TS::R >= 2) wb = ig_st_q8frag(*(const unsigned *)(pb + cs));
-            } else {
-                wa = *(const uint2 *)(pa + cs * 2);
-                if (TS::R >= 2) wb = *(const uint2 *)(pb + cs * 2);
-            }
+            const uint2 wa = *(const uint2 *)(pa + cs * 2);
+            const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cs * 2) : make_uint2(0u, 0u);
             /* the piece's x (a select, not a dynamic index: xr stays in registers) */
             const unsigned b0 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][0] : xr[m][0];
             const unsigned b1 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][1] : xr[m][1];
@@ -384,66 +456,112 @@ IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsign
     }
 }
 
-/* This thread's x of a phase as mma B pairs: chunk i of CW columns (4 for bf16 / q8r, 8 for q4r)
- * at ccol(i) (< 0: past the row, zeros). NORM: the f32 residual (EMB: a bf16 row, stored by CTA 0
- * to x_out) times the RMSNorm scale and gm, rounded to bf16; else bf16 x. q4r also gets the sum of
- * each window's segment (the rounded values, over the 4 threads of the segment). */
-template <int K, int WQ, int QG, bool NORM, bool EMB, int NC, int CW, class CCOL>
-IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float (*gm)[CW], float eps, float *x_out, bool first_pair,
-                        CCOL ccol, unsigned (*xr)[4], float *xsum) {
-    typedef ig_st_tshape<K, WQ, QG> TS;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float xf[NC][CW];
+/* The x of a NORM phase is staged once per CTA: each consumer thread loads the columns
+ * 4 (t + 256 j) .. +3 (coalesced, every column once) and sums their squares, scales them and rounds
+ * them to bf16 as rmsnorm.cu does, and they go to shared memory (psum's space, free between
+ * phases), IG_ST_XS columns at a time, for the warps to load their chunks from. (Each warp loading
+ * its own chunks of the f32 residual from L2 read it RP times over, from half-used sectors where a
+ * chunk is 8 f32: 1.8-2.8 us a normed phase on the H100 with q8r rows, 0.9 with bf16 rows; staged,
+ * 0.95.) Phases of bf16 x load their chunks directly (staging them too cost 1.6 us more in the down
+ * phase of K 8192: the loads' latency no longer overlapped the first slot's wait). */
+#define IG_ST_XS (IG_ST_PSUM * 2)
+template <int K>
+struct ig_st_xstage {
+    static constexpr int J = (K + 4 * IG_ST_CTHREADS - 1) / (4 * IG_ST_CTHREADS); /* 4-column blocks per thread */
+    static constexpr int NP = (K + IG_ST_XS - 1) / IG_ST_XS;                       /* pieces of IG_ST_XS columns */
+    static_assert(IG_ST_XS % (4 * IG_ST_CTHREADS) == 0, "a thread's block lies in one piece");
+};
+
+/* The chunks of a NORM phase's x, staged as described above (EMB: x is a bf16 row, which CTA 0
+ * also stores to x_out as the f32 residual; gm: gamma at this thread's staged columns). */
+template <int K, bool EMB, int NC, int CW, class CCOL>
+IG_DEV void ig_st_xnorm(ig_st *st, const void *x, const float4 *gm, float eps, float *x_out, CCOL ccol, float (*xf)[CW]) {
+    typedef ig_st_xstage<K> XS;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    float4 xv[XS::J];
     float ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < NC; i++) {
-        const int c = ccol(i);
-#pragma unroll
-        for (int e = 0; e < CW; e++) xf[i][e] = 0.0f;
-        if (c < 0) continue;
-        if (!NORM || EMB) { /* bf16 */
-            unsigned v[CW / 2];
-            if (CW == 8) {
-                const uint4 u = NORM ? __ldg((const uint4 *)((const ig_bf16 *)x + c)) : __ldcg((const uint4 *)((const ig_bf16 *)x + c));
-                v[0] = u.x, v[1] = u.y, v[CW > 4 ? 2 : 0] = u.z, v[CW > 4 ? 3 : 0] = u.w;
-            } else {
-                const uint2 u = NORM ? __ldg((const uint2 *)((const ig_bf16 *)x + c)) : __ldcg((const uint2 *)((const ig_bf16 *)x + c));
-                v[0] = u.x, v[1] = u.y;
-            }
-#pragma unroll
-            for (int e = 0; e < CW / 2; e++) ig_unpack2_bf16_(v[e], &xf[i][2 * e]);
-            if (EMB && blockIdx.x == 0 && first_pair)
-#pragma unroll
-                for (int e = 0; e < CW; e += 4) *(float4 *)(x_out + c + e) = make_float4(xf[i][e], xf[i][e + 1], xf[i][e + 2], xf[i][e + 3]);
+    for (int j = 0; j < XS::J; j++) {
+        const int c = 4 * (t + IG_ST_CTHREADS * j);
+        xv[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (c >= K) continue;
+        if (EMB) { /* a bf16 row */
+            const uint2 u = __ldg((const uint2 *)((const ig_bf16 *)x + c));
+            xv[j] = make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                                __uint_as_float(u.y & 0xffff0000u));
+            if (blockIdx.x == 0) *(float4 *)(x_out + c) = xv[j];
         } else {
+            xv[j] = __ldcg((const float4 *)((const float *)x + c));
+        }
+        ss = fmaf(xv[j].x, xv[j].x, fmaf(xv[j].y, xv[j].y, fmaf(xv[j].z, xv[j].z, fmaf(xv[j].w, xv[j].w, ss))));
+    }
+    ss = ig_warp_sum(ss);
+    if (lane == 0) st->nred[warp] = ss;
+    ig_st_cbar();
+    const float scale = ig_st_nscale(st, K, eps);
+    unsigned short *xs = (unsigned short *)st->psum;
 #pragma unroll
-            for (int e = 0; e < CW; e += 4) {
-                const float4 v = __ldcg((const float4 *)((const float *)x + c + e));
-                xf[i][e] = v.x, xf[i][e + 1] = v.y, xf[i][e + 2] = v.z, xf[i][e + 3] = v.w;
+    for (int p = 0; p < XS::NP; p++) {
+#pragma unroll
+        for (int j = 0; j < XS::J; j++) {
+            const int c = 4 * (t + IG_ST_CTHREADS * j);
+            if (c / IG_ST_XS == p && c < K)
+                *(uint2 *)(xs + c - p * IG_ST_XS) = make_uint2(ig_pack2_bf16(xv[j].x * scale * gm[j].x, xv[j].y * scale * gm[j].y),
+                                                               ig_pack2_bf16(xv[j].z * scale * gm[j].z, xv[j].w * scale * gm[j].w));
+        }
+        ig_st_cbar(); /* the piece is staged */
+#pragma unroll
+        for (int i = 0; i < NC; i++) {
+            const int c = ccol(i);
+            if (p == 0)
+#pragma unroll
+                for (int e = 0; e < CW; e++) xf[i][e] = 0.0f;
+            if (c < 0 || c / IG_ST_XS != p) continue;
+            if (CW == 8) ig_unpack8_bf16(*(const uint4 *)(xs + c - p * IG_ST_XS), xf[i]);
+            else {
+                const uint2 u = *(const uint2 *)(xs + c - p * IG_ST_XS);
+                ig_unpack2_bf16_(u.x, xf[i]), ig_unpack2_bf16_(u.y, xf[i] + 2);
             }
         }
-        if (NORM && first_pair) /* the warps of row pair 0 hold every column once */
-#pragma unroll
-            for (int e = 0; e < CW; e++) ss = fmaf(xf[i][e], xf[i][e], ss);
+        ig_st_cbar(); /* psum is free again (for the next piece, or the phase's sums) */
     }
-    float scale = 1.0f;
-    if (NORM) {
-        ss = ig_warp_sum(ss);
-        if (lane == 0) st->nred[warp] = ss;
-        ig_st_cbar();
-        scale = ig_st_nscale(st, K, eps);
-    }
+}
+
+/* This thread's x of a phase as mma B pairs: chunk i of CW columns (4 for bf16 / q8r, 8 for q4r and
+ * q8r on int8 tensor cores) at ccol(i) (< 0: past the row, zeros). NORM: the f32 residual (EMB: a
+ * bf16 row, stored by CTA 0 to x_out) times the RMSNorm scale and gm (gamma at this thread's staged
+ * columns), rounded to bf16; else bf16 x. q4r also gets the sum of each window's segment (the
+ * rounded values, over the 4 threads of the segment); q8r on int8 tensor cores x's scale in xsum[0]. */
+template <int K, int WQ, int QG, bool NORM, bool EMB, int NC, int CW, class CCOL>
+IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float4 *gm, float eps, float *x_out, CCOL ccol, unsigned (*xr)[4],
+                        float *xsum) {
+    typedef ig_st_tshape<K, WQ, QG> TS;
+    float xf[NC][CW];
+    if (NORM) ig_st_xnorm<K, EMB, NC, CW>(st, x, gm, eps, x_out, ccol, xf);
+    else /* bf16 x, loaded as chunks: their L2 latency overlaps the first slot's wait */
 #pragma unroll
-    for (int i = 0; i < NC; i++) {
-        float v[CW];
+        for (int i = 0; i < NC; i++) {
+            const int c = ccol(i);
 #pragma unroll
-        for (int e = 0; e < CW; e++) v[e] = NORM ? xf[i][e] * scale * gm[i][e] : xf[i][e];
-        if (CW == 8) { /* q4r pairs (c, c+4), (c+1, c+5), (c+2, c+6), (c+3, c+7) */
+            for (int e = 0; e < CW; e++) xf[i][e] = 0.0f;
+            if (c < 0) continue;
+            if (CW == 8) ig_unpack8_bf16(__ldcg((const uint4 *)((const ig_bf16 *)x + c)), xf[i]);
+            else {
+                const uint2 u = __ldcg((const uint2 *)((const ig_bf16 *)x + c));
+                ig_unpack2_bf16_(u.x, xf[i]), ig_unpack2_bf16_(u.y, xf[i] + 2);
+            }
+        }
+    if (TS::Q8I) { /* 16-bit fixed point */
+        xsum[0] = ig_st_x16<NC>((const float (*)[8])xf, xr);
+    } else {
 #pragma unroll
-            for (int e = 0; e < 4; e++) xr[i][e] = ig_pack2_bf16(v[e], v[CW > 4 ? e + 4 : 0]);
-        } else {
-            xr[i][0] = ig_pack2_bf16(v[0], v[1]), xr[i][1] = ig_pack2_bf16(v[2], v[3]);
-            if (WQ == 8) ig_st_xperm(xr[i]);
+        for (int i = 0; i < NC; i++) {
+            const float *v = xf[i];
+            if (CW == 8) /* q4r pairs (c, c+4), (c+1, c+5), (c+2, c+6), (c+3, c+7) */
+#pragma unroll
+                for (int e = 0; e < 4; e++) xr[i][e] = ig_pack2_bf16(v[e], v[CW > 4 ? e + 4 : 0]);
+            else
+                xr[i][0] = ig_pack2_bf16(v[0], v[1]), xr[i][1] = ig_pack2_bf16(v[2], v[3]);
         }
     }
     if (WQ == 4) { /* the segment sums of the rounded x, per window */
@@ -470,7 +588,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     typedef ig_st_tshape<K, WQ, QG> TS;
     constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS, G = IG_ST_GROUP;
     constexpr int SEG = TS::SEG, NWD = TS::NWD;
-    constexpr int CW = WQ == 4 ? 8 : 4, NC = WQ == 4 ? MW * NWD : SP * MW; /* x chunks: columns, chunks per thread */
+    constexpr int CW = WQ == 4 || TS::Q8I ? 8 : 4, NC = WQ == 4 ? MW * NWD : SP * MW; /* x chunks: columns, chunks per thread */
     static_assert(G == 1 || G == 2 || G == 4, "IG_ST_GROUP is 1, 2 or 4");
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, q = lane & 3, rp = warp / WP, wq = warp % WP;
@@ -486,31 +604,31 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
             const int j = wq + WP * (i / NWD), k0 = j * 8 * SEG + g * SEG;
             return j >= TS::NW ? -2 : k0 >= K ? -1 : k0 + q * (SEG / 4) + 8 * (i % NWD);
         }
+        if (TS::Q8I) {
+            const int j = wq + WP * i, k0 = j * 256 + g * 32;
+            return j >= TS::NW ? -2 : k0 >= K ? -1 : k0 + 8 * q;
+        }
         const int h = i / MW, j = wq + WP * (i % MW);
         return j >= TS::NW ? -2 : h * KS + j * 128 + g * 16 + 4 * q;
     };
 
     IG_ST_MARK(0);
-    float gm[NORM ? NC : 1][CW] = {};
-    if (NORM) {
+    constexpr int XJ = ig_st_xstage<K>::J;
+    float4 gm[NORM ? XJ : 1]; /* gamma at the columns this thread stages */
+    if (NORM)
 #pragma unroll
-        for (int i = 0; i < NC; i++) {
-            const int c = ccol(i);
-            if (c >= 0)
-#pragma unroll
-                for (int e = 0; e < CW; e += 4) {
-                    const float4 v = __ldg((const float4 *)(gamma + c + e));
-                    gm[i][e] = v.x, gm[i][e + 1] = v.y, gm[i][e + 2] = v.z, gm[i][e + 3] = v.w;
-                }
+        for (int j = 0; j < XJ; j++) {
+            const int c = 4 * (t + IG_ST_CTHREADS * j);
+            gm[j] = c < K ? __ldg((const float4 *)(gamma + c)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-    }
     if (bar) ig_st_grid_sync(st, bar, gridDim.x); /* x and y are the previous phase's results */
+    else ig_st_cbar();                              /* psum (x's staging) is free */
     IG_ST_MARK(1);
     float yold = 0.0f;
     if (EPI == 1 && t < r1 - r0 && r0 + t < n_out) yold = ig_st_ldf((const float *)y + r0 + t);
     unsigned xr[NC][4];
     float xsum[WQ == 4 ? MW : 1];
-    ig_st_xregs<K, WQ, QG, NORM, EMB, NC, CW>(st, x, gm, eps, x_out, rp == 0, ccol, xr, xsum);
+    ig_st_xregs<K, WQ, QG, NORM, EMB, NC, CW>(st, x, gm, eps, x_out, ccol, xr, xsum);
     IG_ST_MARK(2);
 
     const int nch = (r1 - r0 + R - 1) / R * SP, nr = r1 - r0; /* slots, rows */
@@ -530,18 +648,26 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
                 const unsigned char *pa = sb + (size_t)ra * TS::RB, *pb = sb + (size_t)rb * TS::RB;
-                ig_st_slot_dots<K, WQ, QG>(d, pa, pb, h, ccol, xr, xsum);
+                if (TS::Q8I) {
+                    int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
+                    ig_st_slot_q8i<K>(dh, dl, pa, pb, ccol, xr);
 #pragma unroll
-                for (int a = 1; a < IG_ST_ACC; a++)
+                    for (int e = 0; e < 4; e++) d[0][e] = 256.0f * (float)dh[e] + (float)dl[e];
+                } else {
+                    ig_st_slot_dots<K, WQ, QG>(d, pa, pb, h, ccol, xr, xsum);
 #pragma unroll
-                    for (int e = 0; e < 4; e++) d[0][e] += d[a][e];
+                    for (int a = 1; a < IG_ST_ACC; a++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) d[0][e] += d[a][e];
+                }
                 /* lanes q == g / 2 hold the diagonal: D[g][g] (row ra) and D[8 + g][g] (row rb) */
                 const bool diag = q == (g >> 1);
                 u[j][0] = diag ? ((g & 1) ? d[0][1] : d[0][0]) : 0.0f;
                 u[j][1] = diag ? ((g & 1) ? d[0][3] : d[0][2]) : 0.0f;
-                if (WQ == 8) { /* q8r: the rows' scales, read before the slot goes back */
-                    if (ra < n) u[j][0] *= *(const float *)(pa + K);
-                    if (R >= 2 && rb < n) u[j][1] *= *(const float *)(pb + K);
+                if (WQ == 8) { /* q8r: the rows' scales (and x's), read before the slot goes back */
+                    const float xs = xsum[0];
+                    if (ra < n) u[j][0] *= *(const float *)(pa + K) * xs;
+                    if (R >= 2 && rb < n) u[j][1] *= *(const float *)(pb + K) * xs;
                 }
                 __syncwarp(); /* every lane's loads of the slot are done: it goes back to the producer */
                 if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);

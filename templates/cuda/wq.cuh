@@ -39,9 +39,13 @@ IG_DEV void ig_wq4_word(unsigned u, float *o) {
 }
 /* (a & m) | c in one lop3 (the compiler makes two of it, its constants being immediates). */
 IG_DEV unsigned ig_andor(unsigned a, unsigned m, unsigned c) {
+#if defined(IG_CUDA_EMUL)
+    return (a & m) | c;
+#else
     unsigned d;
     asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(m), "r"(c));
     return d;
+#endif
 }
 /* mma A fragments from 4 int8 codes (word u, columns c..c+3), in the package's 16-bit type, exact
  * and without cvt: the pairs (c, c+2) in .x and (c+1, c+3) in .y (the B operand must pair x the

@@ -43,7 +43,7 @@ static dim3e threadIdx, blockIdx, gridDim, blockDim;
  * machine of few cores */
 struct emul_fiber {
     ucontext_t ctx;
-    int wait; /* 0 running, 1 at __syncthreads, 2 at __syncwarp, 3 done */
+    int wait; /* 0 running, 1 at __syncthreads, 2 at __syncwarp, 3 done, 4 yielding, 5 at the named barrier */
 };
 static std::vector<emul_fiber> g_fib;
 static std::vector<std::vector<char>> g_stacks;
@@ -54,6 +54,12 @@ static void emul_wait(int kind) {
     swapcontext(&g_fib[g_cur].ctx, &g_sched);
 }
 static void __syncthreads() { emul_wait(1); }
+/* bar.sync 1, count (one named barrier: opens when count threads wait at it) and a yield (a fiber
+ * polling for another's progress, e.g. an mbarrier's phase: it runs again after every other fiber
+ * has had its turn) */
+static unsigned g_named_count;
+static void emul_bar_named(unsigned count) { g_named_count = count, emul_wait(5); }
+static void emul_yield() { emul_wait(4); }
 static void __syncwarp(unsigned = 0xffffffffu) { emul_wait(2); }
 static float g_slot[32][32];
 static float __shfl_xor_sync(unsigned, float v, int o) {
@@ -232,6 +238,28 @@ IG_DEV void ig_ldsm4t(unsigned a, unsigned *r) {
     }
     __syncwarp();
 }
+/* mma.sync m16n8k32 row.col, s8 A, s8 or u8 B (bs), s32 accumulate: A row r, k: lane (r % 8) 4 +
+ * (k % 16) / 4, register (r >= 8) + 2 (k >= 16), byte k % 4; B k, column n: lane 4 n + (k % 16) / 4,
+ * register k >= 16; C as m16n8k16's */
+IG_DEV void ig_imma32(int *c, const unsigned *a, unsigned b0, unsigned b1, bool bs) {
+    unsigned(*s)[6] = g_mma[threadIdx.x >> 5];
+    const unsigned l = threadIdx.x & 31;
+    for (int i = 0; i < 4; i++) s[l][i] = a[i];
+    s[l][4] = b0, s[l][5] = b1;
+    __syncwarp();
+    for (int e = 0; e < 4; e++) {
+        const int row = (int)(l >> 2) + 8 * (e >> 1), col = 2 * (int)(l & 3) + (e & 1);
+        long long acc = 0;
+        for (int k = 0; k < 32; k++) {
+            const unsigned aw = s[(row % 8) * 4 + (k % 16) / 4][(row >= 8) + 2 * (k >= 16)];
+            const unsigned bw = s[4 * col + (k % 16) / 4][4 + (k >= 16)];
+            const int av = (signed char)(aw >> (8 * (k % 4))), bv = bs ? (int)(signed char)(bw >> (8 * (k % 4))) : (int)((bw >> (8 * (k % 4))) & 255u);
+            acc += (long long)av * bv;
+        }
+        c[e] += (int)acc;
+    }
+    __syncwarp();
+}
 /* mma.sync m16n8k16 row.col, f32 accumulate: A row r, k: lane (r % 8) 4 + (k % 8) / 2, register
  * (r >= 8) + 2 (k >= 8), half k % 2; B k, column n: lane 4 n + (k % 8) / 2, register k >= 8; C row
  * g / g + 8, columns 2q, 2q + 1 */
@@ -283,6 +311,7 @@ static bool emul_launch(dim3e g, dim3e b, const std::function<void()> &f) {
                     makecontext(&g_fib[i].ctx, emul_entry, 0);
                     g_fib[i].wait = 0;
                 }
+                unsigned long long spins = 0; /* rounds in which only yielding fibers ran */
                 for (;;) {
                     bool ran = false;
                     for (unsigned i = 0; i < n; i++)
@@ -292,12 +321,13 @@ static bool emul_launch(dim3e g, dim3e b, const std::function<void()> &f) {
                             ran = true;
                         }
                     if (ran) continue;
-                    unsigned live = 0, at_cta = 0;
+                    unsigned live = 0, at_cta = 0, at_named = 0, yielding = 0;
                     bool opened = false;
                     for (unsigned w = 0; w < nw; w++) {
                         unsigned wl = 0, ww = 0;
                         for (unsigned i = 32 * w; i < 32 * w + 32 && i < n; i++)
-                            wl += g_fib[i].wait != 3, ww += g_fib[i].wait == 2, at_cta += g_fib[i].wait == 1;
+                            wl += g_fib[i].wait != 3, ww += g_fib[i].wait == 2, at_cta += g_fib[i].wait == 1,
+                            at_named += g_fib[i].wait == 5, yielding += g_fib[i].wait == 4;
                         live += wl;
                         if (ww && ww == wl) {
                             for (unsigned i = 32 * w; i < 32 * w + 32 && i < n; i++) g_fib[i].wait = 0;
@@ -309,6 +339,17 @@ static bool emul_launch(dim3e g, dim3e b, const std::function<void()> &f) {
                     if (at_cta == live) {
                         for (unsigned i = 0; i < n; i++)
                             if (g_fib[i].wait == 1) g_fib[i].wait = 0;
+                        continue;
+                    }
+                    if (at_named && at_named == g_named_count) {
+                        for (unsigned i = 0; i < n; i++)
+                            if (g_fib[i].wait == 5) g_fib[i].wait = 0;
+                        spins = 0;
+                        continue;
+                    }
+                    if (yielding && ++spins < 100000000ull) {
+                        for (unsigned i = 0; i < n; i++)
+                            if (g_fib[i].wait == 4) g_fib[i].wait = 0;
                         continue;
                     }
                     fprintf(stderr, "emul_launch: deadlock in CTA (%u, %u, %u)\n", x, y, z);
