@@ -193,10 +193,12 @@ def main():
             cfg = json.load(open(os.path.join(golden.EXTRA_DIR, model, "config.json")))
             d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
             kvh = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
-            layer_page = 2 * kvh * 16 * (d * (8 if bits == 0xe4 else bits) // 8 + 3)
+            ps = 64 if kv == "uint4" else 16  # the default page size (uint4: its delta-coded keys, kv_quant.h)
+            layer_page = 2 * kvh * ps * (d * (8 if bits == 0xe4 else bits) // 8 + 3)
             if (f"#define AT_KVQ {bits}\n" not in qcu or f"#define RK_KVQ {bits}\n" not in qcu or f"#define AP_KVQ {bits}\n" not in qcu
                     or f"#define KV_LAYER_PAGE_BYTES {layer_page}ull" not in qmc or '#include "decode_layers.cu"' in qcu
-                    or qm.get("kv_dtype") != kv or qm.get("kv_bytes_per_token") != cfg["num_hidden_layers"] * layer_page // 16):
+                    or qm.get("kv_dtype") != kv or qm.get("page_size") != ps
+                    or qm.get("kv_bytes_per_token") != cfg["num_hidden_layers"] * layer_page // ps):
                 fails.append(f"--kv-cache {kv} on CUDA: instances, page bytes ({layer_page} a layer), persistent kernel or manifest wrong")
         # by default (dl_kvq=1) the persistent decode kernel over int8 KV (attn_decode.cuh in its items), through NVRTC
         qdir = os.path.join(tmp, "kvint8dl")

@@ -86,8 +86,22 @@ static int compile_kv(const char *kv, char *pkg, size_t cap) {
     return 0;
 }
 
+/* The package's KV page size in tokens (manifest.json's "page_size"; uint4 packages default to
+ * 64, the others to 16), or -1. */
+static int32_t page_size_of(const char *pkg) {
+    char path[512], buf[1 << 16];
+    snprintf(path, sizeof path, "%s/manifest.json", pkg);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *k = strstr(buf, "\"page_size\"");
+    return k && (k = strchr(k, ':')) ? (int32_t)atoi(k + 1) : -1;
+}
+
 /* Tokens the pools of the quantized formats hold against bf16's, at one byte budget and at one
- * RAM fraction (page counts x the page size, which is the same in every package). */
+ * RAM fraction (page counts x each package's page size). */
 static void kv_capacity(void) {
     enum { NF = 4 };
     static const char *fmt[NF] = {"bf16", "int8", "fp8", "uint4"};
@@ -107,6 +121,9 @@ static void kv_capacity(void) {
         cfg.kv_fraction = 0.002f;
         by_frac[i] = pool_pages(pkg[i], &cfg, &err);
         CHECK(by_bytes[i] > 0 && by_frac[i] > 0, "%s: pools of %d / %d pages (%s)", fmt[i], by_bytes[i], by_frac[i], err.msg);
+        const int32_t ps = page_size_of(pkg[i]);
+        CHECK(ps == (i == NF - 1 ? 64 : 16), "%s: page size %d (want 16, 64 for uint4)", fmt[i], ps);
+        by_bytes[i] *= ps, by_frac[i] *= ps;
     }
     for (int i = 1; i < NF; i++) {
         double rb = (double)by_bytes[i] / by_bytes[0], rf = (double)by_frac[i] / by_frac[0];

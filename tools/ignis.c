@@ -355,7 +355,7 @@ static const cli_flag compile_flags[] = {
              "cpu: the best this machine runs"),
     CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
              "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
-    CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16"),
+    CLI_I32("--page-size", NULL, compile_opts, page_size, 1, 4096, 0, "N", "KV page size in tokens", "16; 64 with --kv-cache uint4"),
     CLI_I32("--max-context", NULL, compile_opts, max_context, 1, 1 << 24, 0, "N",
             "the package's context in tokens (past the model's own: positions it was not trained on, with a warning)",
             "the model's max_position_embeddings"),

@@ -25,7 +25,12 @@
  * fake-quantized (no delta coding), mean KL against bf16 KV 0.075 for 4-bit keys alone, 0.008 for
  * 4-bit values alone. A per-row clip search for the range (6 candidates 1 .. 0.75 x, least squared
  * error) took the real package's KL from 0.035 to 0.030 (noise +-0.003) but not its perplexity:
- * 1.0380 -> 1.0394 over the test's three windows (2026-12-05, AVX2); dropped. A row depends only on its own token and the page's earlier
+ * 1.0380 -> 1.0394 over the test's three windows (2026-12-05, AVX2); dropped. A page's slot 0 is
+ * the one key stored absolute in 4 bits, so longer pages have fewer of them: uint4 packages default
+ * to pages of 64 tokens (compiler/driver.c; `--page-size` still sets any). SmolLM2, bf16 weights,
+ * 3072 tokens in 1024-token windows, ratio against bf16 KV, pages of 16 / 64 / 256: GPL-3 1.0380 /
+ * 1.0268 / 1.0297, GPL-2 1.0246 / 1.0258, Apache-2.0 (2212 tokens) 1.0422 / 1.0355; mean of the
+ * three 1.0349 / 1.0294 (2026-12-05, Zen 2). A row depends only on its own token and the page's earlier
  * rows, so a page's bytes do not depend on how its tokens were split into steps (chunked
  * prefill, decode, recompute after preemption) and shared prefix pages stay valid. 8-bit keys
  * and all values are stored absolute.
