@@ -472,6 +472,18 @@ struct ig_st_xstage {
     static_assert(IG_ST_XS % (4 * IG_ST_CTHREADS) == 0, "a thread's block lies in one piece");
 };
 
+/* The CW (4 or 8) bf16 at p as floats; CG: global memory written in this kernel, loaded through L2
+ * only; else shared memory. */
+template <int CW, bool CG>
+IG_DEV void ig_st_chunk(const ig_bf16 *p, float *o) {
+    if (CW == 8) {
+        ig_unpack8_bf16(CG ? __ldcg((const uint4 *)p) : *(const uint4 *)p, o);
+    } else {
+        const uint2 u = CG ? __ldcg((const uint2 *)p) : *(const uint2 *)p;
+        ig_unpack2_bf16_(u.x, o), ig_unpack2_bf16_(u.y, o + 2);
+    }
+}
+
 /* The chunks of a NORM phase's x, staged as described above (EMB: x is a bf16 row, which CTA 0
  * also stores to x_out as the f32 residual; gm: gamma at this thread's staged columns). */
 template <int K, bool EMB, int NC, int CW, class CCOL>
@@ -499,7 +511,7 @@ IG_DEV void ig_st_xnorm(ig_st *st, const void *x, const float4 *gm, float eps, f
     if (lane == 0) st->nred[warp] = ss;
     ig_st_cbar();
     const float scale = ig_st_nscale(st, K, eps);
-    unsigned short *xs = (unsigned short *)st->psum;
+    ig_bf16 *xs = (ig_bf16 *)st->psum;
 #pragma unroll
     for (int p = 0; p < XS::NP; p++) {
 #pragma unroll
@@ -517,11 +529,7 @@ IG_DEV void ig_st_xnorm(ig_st *st, const void *x, const float4 *gm, float eps, f
 #pragma unroll
                 for (int e = 0; e < CW; e++) xf[i][e] = 0.0f;
             if (c < 0 || c / IG_ST_XS != p) continue;
-            if (CW == 8) ig_unpack8_bf16(*(const uint4 *)(xs + c - p * IG_ST_XS), xf[i]);
-            else {
-                const uint2 u = *(const uint2 *)(xs + c - p * IG_ST_XS);
-                ig_unpack2_bf16_(u.x, xf[i]), ig_unpack2_bf16_(u.y, xf[i] + 2);
-            }
+            ig_st_chunk<CW, false>(xs + c - p * IG_ST_XS, xf[i]);
         }
         ig_st_cbar(); /* psum is free again (for the next piece, or the phase's sums) */
     }
@@ -545,11 +553,7 @@ IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float4 *gm, float eps, f
 #pragma unroll
             for (int e = 0; e < CW; e++) xf[i][e] = 0.0f;
             if (c < 0) continue;
-            if (CW == 8) ig_unpack8_bf16(__ldcg((const uint4 *)((const ig_bf16 *)x + c)), xf[i]);
-            else {
-                const uint2 u = __ldcg((const uint2 *)((const ig_bf16 *)x + c));
-                ig_unpack2_bf16_(u.x, xf[i]), ig_unpack2_bf16_(u.y, xf[i] + 2);
-            }
+            ig_st_chunk<CW, true>((const ig_bf16 *)x + c, xf[i]);
         }
     if (TS::Q8I) { /* 16-bit fixed point */
         xsum[0] = ig_st_x16<NC>((const float (*)[8])xf, xr);

@@ -132,6 +132,7 @@ static float __fmul_rn(float a, float b) { return a * b; }
 static float __fdiv_rn(float a, float b) { return a / b; }
 static float __fsqrt_rn(float a) { return sqrtf(a); }
 static float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
+static int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
 template <class T> static T __ldg(const T *p) { return *p; }
 template <class T> static T __ldcg(const T *p) { return *p; }
 
@@ -159,6 +160,11 @@ IG_DEV unsigned short ig_f32_to_f16(float f) { return cpukv::ig_f32_to_f16(f); }
 IG_DEV float ig_h_to_f32(unsigned short h) { return IG_F16 ? ig_f16_to_f32(h) : ig_bf16_to_f32(h); }
 IG_DEV unsigned short ig_f32_to_h(float f) { return IG_F16 ? ig_f32_to_f16(f) : ig_f32_to_bf16(f); }
 IG_DEV unsigned ig_pack2_h(float a, float b) { return (unsigned)ig_f32_to_h(a) | ((unsigned)ig_f32_to_h(b) << 16); }
+IG_DEV unsigned ig_pack2_bf16(float a, float b) { return (unsigned)ig_f32_to_bf16(a) | ((unsigned)ig_f32_to_bf16(b) << 16); }
+IG_DEV void ig_unpack8_bf16(uint4 v, float *o) {
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; i++) o[2 * i] = __uint_as_float(w[i] << 16), o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+}
 IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
     for (int i = 0; i < 4; i++) {

@@ -1,6 +1,5 @@
-/* emul_extra.h — cuda_emul.h (after kv_quant.h in namespace cpukv, its macros that kv_quant.cuh
- * defines again undone) and what moe.cu needs beyond it to run on the host (tests/cuda_host): an
- * int __shfl_xor_sync, the atomics of _group and _dgu's arrival counter, __nanosleep, ig_warp_max,
+/* emul_extra.h — cuda_emul.h (after cpukv.h) and what moe.cu needs beyond it to run on the host
+ * (tests/cuda_host): the atomics of _group and _dgu's arrival counter, __nanosleep, ig_warp_max,
  * dynamic shared memory in cuda_emul.h's buffer; and the helpers these host tests share (random
  * values, bf16 rounding, CHECK counting failures). Include before the kernel instances. Test code only. */
 #ifndef IG_EMUL_EXTRA_H
@@ -14,25 +13,9 @@
 #include <algorithm>
 #include <vector>
 
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_KVQ_LAYER_BYTES
-#undef IG_KVQ_KDELTA
-#undef IG_KVQ_FLIP
-#undef IG_INLINE
-#undef IG_RESTRICT
+#include "cpukv.h"
 #include "cuda_emul.h"
 
-static int g_islot[32][32];
-static int __shfl_xor_sync(unsigned, int v, int o) {
-    int *s = g_islot[threadIdx.x >> 5];
-    s[threadIdx.x & 31] = v;
-    __syncwarp();
-    const int r = s[(threadIdx.x & 31) ^ (unsigned)o];
-    __syncwarp();
-    return r;
-}
 static int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned atomicExch(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static void __nanosleep(unsigned) {}

@@ -4,8 +4,7 @@
  * bulk copy lands at once and arrives, a waiter yields its fiber until the phase it waits for has
  * completed, barrier 1 is cuda_emul.h's named barrier of the consumer threads, the grid barrier's
  * arrival and poll are plain memory operations (one CTA runs at a time: grids of one CTA), mma.sync
- * m16n8k16 (bf16) and m16n8k32 (s8 x s8 / u8) go through cuda_emul.h's per-lane slots; plus the
- * common.cuh helpers stream.cuh uses that cuda_emul.h does not restate. Include after
+ * m16n8k16 (bf16) and m16n8k32 (s8 x s8 / u8) go through cuda_emul.h's per-lane slots. Include after
  * emul_extra.h, before stream.cuh. Test code only. */
 #ifndef IG_EMUL_STREAM_H
 #define IG_EMUL_STREAM_H
@@ -14,12 +13,6 @@
 
 using std::max;
 using std::min;
-static int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
-IG_DEV unsigned ig_pack2_bf16(float a, float b) { return (unsigned)ig_f32_to_bf16(a) | ((unsigned)ig_f32_to_bf16(b) << 16); }
-IG_DEV void ig_unpack8_bf16(uint4 v, float *o) {
-    const unsigned w[4] = {v.x, v.y, v.z, v.w};
-    for (int i = 0; i < 4; i++) o[2 * i] = __uint_as_float(w[i] << 16), o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-}
 
 IG_DEV void ig_st_mbar_init(unsigned long long *b, unsigned n) { *b = (unsigned long long)n << 32 | n; }
 IG_DEV void ig_st_mbar_arrive(unsigned long long *b) {

@@ -17,14 +17,7 @@
 #include <string.h>
 #include <vector>
 
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_KVQ_LAYER_BYTES
-#undef IG_KVQ_KDELTA
-#undef IG_KVQ_FLIP
-#undef IG_INLINE
-#undef IG_RESTRICT
+#include "cpukv.h"
 #include "cuda_emul.h"
 
 /* one layer a page; (name, H, KV, D, PS, format: 32 f32 / 16 bf16 / 8 / 4 / IG_KVQ_E4M3, window, split) */

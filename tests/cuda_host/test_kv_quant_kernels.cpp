@@ -19,14 +19,7 @@
 #include <memory>
 #include <vector>
 
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_KVQ_LAYER_BYTES
-#undef IG_KVQ_KDELTA
-#undef IG_KVQ_FLIP
-#undef IG_INLINE
-#undef IG_RESTRICT
+#include "cpukv.h"
 #include "cuda_emul.h"
 
 #define PS_ 16

@@ -22,14 +22,7 @@
 #include <vector>
 
 /* ---- the CPU format, in a namespace (its system headers first) */
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_KVQ_LAYER_BYTES
-#undef IG_KVQ_KDELTA
-#undef IG_KVQ_FLIP
-#undef IG_INLINE
-#undef IG_RESTRICT
+#include "cpukv.h"
 
 /* ---- a one-warp CUDA shim: what kv_quant.cuh uses of common.cuh and the built-ins */
 #define IG_CUDA_COMMON_CUH 1

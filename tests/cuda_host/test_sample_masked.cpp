@@ -18,38 +18,19 @@
 #include <string.h>
 #include <vector>
 
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_KVQ_LAYER_BYTES
-#undef IG_KVQ_KDELTA
-#undef IG_KVQ_FLIP
-#undef IG_INLINE
-#undef IG_RESTRICT
-#include "cuda_emul.h"
+#include "emul_extra.h"
 
 #define SM_NAME sm_1000
 #define SM_V 1000
 #define SM_LD 1024
 #include "sample.cu"
 
-static int fails;
-#define EXPECT(c, ...)                                   \
-    do {                                                 \
-        if (!(c)) {                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
-            printf(__VA_ARGS__);                         \
-            printf("\n");                                \
-            fails++;                                     \
-        }                                                \
-    } while (0)
-
 enum { V = 1000, LD = 1024, W = IG_SM_MASK_WORDS(V), PARTS = 3 };
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) { /* in [-4, 4) */
-    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 11) * (1.0 / 9007199254740992.0)) * 8.0f - 4.0f;
+static uint64_t g_rng64 = 0x9e3779b97f4a7c15ull;
+static float frand4(void) { /* in [-4, 4) */
+    g_rng64 ^= g_rng64 << 13, g_rng64 ^= g_rng64 >> 7, g_rng64 ^= g_rng64 << 17;
+    return (float)((g_rng64 >> 11) * (1.0 / 9007199254740992.0)) * 8.0f - 4.0f;
 }
 
 /* One launch over rows of l (copied: masked rows are written in place), with the per-part keys of
@@ -68,7 +49,7 @@ static std::vector<int> run(std::vector<float> l, const std::vector<ig_sm_params
         sm_1000(n, l.data(), ps.data(), out.data(), amax.data(), np, rows.empty() ? NULL : mask.data(),
                 rows.empty() ? NULL : rows.data(), next, next ? next + 1 : NULL);
     });
-    EXPECT(ok, "the sampling CTA deadlocked");
+    CHECK(ok, "the sampling CTA deadlocked");
     return out;
 }
 
@@ -78,7 +59,7 @@ static void allow(std::vector<unsigned> &mask, int k, int id) { mask[(size_t)k *
 static void test_greedy(int parts) {
     const int n = 6;
     std::vector<float> l((size_t)n * LD);
-    for (auto &x : l) x = frand();
+    for (auto &x : l) x = frand4();
     std::vector<ig_sm_params> ps(n, ig_sm_params{1, 0.0f, 0, 1.0f, 0.0f, 0.5f});
     std::vector<unsigned> mask((size_t)5 * W, 0u);
     std::vector<int> rows = {0, -1, 1, 2, 3, 4};
@@ -95,14 +76,14 @@ static void test_greedy(int parts) {
     l[5 * LD + 17] = 9.0f;
     int next[2] = {-5, 41}; /* the next step's token and position, for row 0 */
     const std::vector<int> o = run(l, ps, mask, rows, parts, next);
-    EXPECT(next[0] == o[0] && next[1] == 42, "the next step's input: %d at %d, want %d at 42", next[0], next[1], o[0]);
-    EXPECT(o[0] == 3, "greedy under a mask: %d, want 3 (the best allowed, lower id on a tie)", o[0]);
-    EXPECT(o[1] == 17, "greedy without a mask beside masked rows: %d, want 17", o[1]);
-    EXPECT(o[2] == -1, "a mask allowing nothing: %d, want -1", o[2]);
+    CHECK(next[0] == o[0] && next[1] == 42, "the next step's input: %d at %d, want %d at 42", next[0], next[1], o[0]);
+    CHECK(o[0] == 3, "greedy under a mask: %d, want 3 (the best allowed, lower id on a tie)", o[0]);
+    CHECK(o[1] == 17, "greedy without a mask beside masked rows: %d, want 17", o[1]);
+    CHECK(o[2] == -1, "a mask allowing nothing: %d, want -1", o[2]);
     const int want3 = l[3 * LD + 10] >= l[3 * LD + 20] ? 10 : 20;
-    EXPECT(o[3] == want3, "NaN / +inf at disallowed ids: %d, want %d", o[3], want3);
-    EXPECT(o[4] == -1, "NaN at an allowed id: %d, want -1", o[4]);
-    EXPECT(o[5] == 17, "a mask allowing every id: %d, want 17", o[5]);
+    CHECK(o[3] == want3, "NaN / +inf at disallowed ids: %d, want %d", o[3], want3);
+    CHECK(o[4] == -1, "NaN at an allowed id: %d, want -1", o[4]);
+    CHECK(o[5] == 17, "a mask allowing every id: %d, want 17", o[5]);
 }
 
 /* sampled rows under one mask of 9 ids, many draws; unmasked rows beside them */
@@ -110,7 +91,7 @@ static void test_sampled(void) {
     const int allowed[] = {1, 40, 41, 333, 512, 700, 701, 880, 998};
     const int na = sizeof allowed / sizeof allowed[0];
     std::vector<float> row(LD);
-    for (auto &x : row) x = frand();
+    for (auto &x : row) x = frand4();
     row[600] = 12.0f; /* the mode of the unmasked row, disallowed */
     struct pc { float t; int k; float p; };
     const pc cases[] = {{1.0f, 0, 1.0f}, {0.7f, 3, 1.0f}, {1.3f, 0, 0.6f}, {2.0f, 2, 0.9f}};
@@ -133,7 +114,7 @@ static void test_sampled(void) {
         for (int a = 0; a < na; a++) in |= o[i] == allowed[a];
         masked_picks += !in;
     }
-    EXPECT(masked_picks == 0, "%d of %d draws under a mask picked a disallowed id", masked_picks, nc * per);
+    CHECK(masked_picks == 0, "%d of %d draws under a mask picked a disallowed id", masked_picks, nc * per);
     /* plain temperature 1: the walk over the allowed ids in id order */
     double m = -INFINITY, z = 0;
     for (int a = 0; a < na; a++) m = fmax(m, row[allowed[a]]);
@@ -150,23 +131,23 @@ static void test_sampled(void) {
         }
         walk_bad += o[i] != want;
     }
-    EXPECT(walk_bad == 0, "%d of %d temperature-1 draws under a mask are not the walk over the allowed ids", walk_bad, per);
+    CHECK(walk_bad == 0, "%d of %d temperature-1 draws under a mask are not the walk over the allowed ids", walk_bad, per);
     /* the unmasked rows: the same picks as a launch without masks */
     std::vector<float> lu(l.begin() + (size_t)nc * per * LD, l.end());
     std::vector<ig_sm_params> pu(ps.begin() + nc * per, ps.end());
     const std::vector<int> ou = run(lu, pu, {}, {}, 0);
     for (int i = 0; i < 4; i++)
-        EXPECT(o[nc * per + i] == ou[i], "unmasked row %d beside masked ones: %d, alone %d", i, o[nc * per + i], ou[i]);
-    EXPECT(ou[0] >= 0 && ou[0] < V, "an unmasked draw: %d", ou[0]);
+        CHECK(o[nc * per + i] == ou[i], "unmasked row %d beside masked ones: %d, alone %d", i, o[nc * per + i], ou[i]);
+    CHECK(ou[0] >= 0 && ou[0] < V, "an unmasked draw: %d", ou[0]);
 }
 
 /* a row whose mask allows nothing: -1, and token 0 (a valid id) for the chained step's input */
 static void test_next_invalid(void) {
     std::vector<float> l(LD);
-    for (auto &x : l) x = frand();
+    for (auto &x : l) x = frand4();
     int next[2] = {-5, 7};
     const std::vector<int> o = run(l, {ig_sm_params{1, 0.0f, 0, 1.0f, 0.0f, 0.5f}}, std::vector<unsigned>(W, 0u), {0}, 0, next);
-    EXPECT(o[0] == -1 && next[0] == 0 && next[1] == 8, "nothing allowed: %d, next %d at %d", o[0], next[0], next[1]);
+    CHECK(o[0] == -1 && next[0] == 0 && next[1] == 8, "nothing allowed: %d, next %d at %d", o[0], next[0], next[1]);
 }
 
 int main(void) {

@@ -30,14 +30,7 @@
 #include <vector>
 
 #ifdef QG_HOST_EMUL
-namespace cpukv {
-#include "kv_quant.h"
-}
-#undef IG_KVQ_LAYER_BYTES
-#undef IG_KVQ_KDELTA
-#undef IG_KVQ_FLIP
-#undef IG_INLINE
-#undef IG_RESTRICT
+#include "cpukv.h"
 #include "cuda_emul.h"
 #else
 #include <cublas_v2.h>
