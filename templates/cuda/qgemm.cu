@@ -30,12 +30,11 @@
  * a lane (g = lane / 4, q = lane % 4) the 32-bit word q of rows g, g + 8 of two chunks: q8r
  * columns 4q .. 4q + 3 (ig_wq8_frag: pairs (4q, 4q+2), (4q+1, 4q+3) as the mma's k (2q, 2q+1),
  * (2q+8, 2q+9)), q4r columns 8q .. 8q + 7 (pairs (j, j + 4) of the nibbles, two mma a word, each
- * weight scale q + min in the 16-bit type by two fma per pair: ig_wq4_pair). x is read in the same
+ * weight scale q + min rounded once to the 16-bit type: ig_wq4_pair). x is read in the same
  * permuted k order: a 64-bit (q8r) / 128-bit (q4r) shared load of token g's columns and byte permutes
  * (ig_wq_xpairs). Shared rows are padded so that ldmatrix and the x loads are free of bank conflicts.
  * q8r's row scales multiply in the epilogue (exact codes, f32 scale); q4r's group scales are in the
- * fragments (the 16-bit weight the dequantized copy held, rounded once; bf16 packages round the f16
- * scale and min to bf16 first).
+ * fragments (the 16-bit weight the dequantized copy held: f16 scale and min, one rounding).
  *
  * Split K (QG_SPLIT = S > 1, for matrices with few row tiles: the o / down projections): CTA z takes
  * stages [z nk / S, (z + 1) nk / S), writes its accumulators to ws and counts itself in; the last of

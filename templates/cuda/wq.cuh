@@ -73,44 +73,48 @@ IG_DEV uint2 ig_wq8_frag(unsigned u) { return make_uint2(ig_wq8_pair(u, 0), ig_w
 IG_DEV uint2 ig_wq_xpairs(unsigned a, unsigned b) { return make_uint2(__byte_perm(a, b, 0x5410), __byte_perm(a, b, 0x7632)); }
 
 /* mma A fragment pair j (0..3) of the 8 uint4 codes of word u (columns c..c+7): the weights of
- * columns (c + j, c + j + 4) in .lo / .hi, scale q + min in the package's 16-bit type, s2 / m2 the
- * group's scale and min in both halves (ig_wq4_sm2). The nibble masked into the mantissa of 128
- * (bf16) or 1024 (half) is exactly 128 + q / 1024 + q, one fma takes the offset off (exact), one more
- * applies scale and min (rounded once, as dequant.cu rounds each weight). sm_80+. */
+ * columns (c + j, c + j + 4) in .lo / .hi, scale q + min rounded once to the package's 16-bit type
+ * (as dequant.cu rounds each weight), s2 / m2 from ig_wq4_sm2. Half packages: the nibble masked into
+ * the mantissa of 1024 is exactly 1024 + q, one f16x2 fma takes the offset off (exact), one more
+ * applies scale and min (both exact in half). bf16 packages: scale and min stay f32 (rounding them
+ * to bf16 first moved every weight of a group the same way: the GPU golden a16w4 33-token steps were
+ * 3.0-3.4e-2 of max |logit| off their decoded twins; a bf16x2 fma cannot take f32 operands), so each
+ * weight is 2^23 + q (the nibble in the mantissa) minus 2^23, one f32 fma, and one cvt packs the
+ * pair. sm_80+. */
 IG_DEV unsigned ig_wq4_pair(unsigned u, int j, unsigned s2, unsigned m2) {
     unsigned d;
+#if IG_F16
 #if defined(IG_CUDA_EMUL)
     const float s = ig_h_to_f32((unsigned short)(s2 & 0xffffu)), m = ig_h_to_f32((unsigned short)(m2 & 0xffffu));
     d = (unsigned)ig_f32_to_h(fmaf((float)((u >> (4 * j)) & 15u), s, m)) |
         (unsigned)ig_f32_to_h(fmaf((float)((u >> (4 * j + 16)) & 15u), s, m)) << 16;
 #else
     const unsigned v = (u >> (4 * j)) & 0x000f000fu;
-#if IG_F16
     asm("{ .reg .b32 t;\n fma.rn.f16x2 t, %1, %2, %3;\n fma.rn.f16x2 %0, t, %4, %5; }"
         : "=r"(d) : "r"(v | 0x64006400u), "r"(0x3c003c00u), "r"(0xe400e400u), "r"(s2), "r"(m2));
+#endif
 #else
-    asm("{ .reg .b32 t;\n fma.rn.bf16x2 t, %1, %2, %3;\n fma.rn.bf16x2 %0, t, %4, %5; }"
-        : "=r"(d) : "r"(v | 0x43004300u), "r"(0x3f803f80u), "r"(0xc300c300u), "r"(s2), "r"(m2));
+    const float s = __uint_as_float(s2), m = __uint_as_float(m2);
+    const float lo = fmaf(__uint_as_float(((u >> (4 * j)) & 15u) | 0x4b000000u) - 8388608.0f, s, m);
+    const float hi = fmaf(__uint_as_float(((u >> (4 * j + 16)) & 15u) | 0x4b000000u) - 8388608.0f, s, m);
+#if defined(IG_CUDA_EMUL)
+    d = (unsigned)ig_f32_to_h(lo) | (unsigned)ig_f32_to_h(hi) << 16;
+#else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
 #endif
 #endif
     return d;
 }
-/* A q4r (scale, min) word (IEEE halves) as 16-bit pairs of the package's type: *s2 = (scale, scale),
- * *m2 = (min, min); bf16 packages round the halves to bf16. */
+/* A q4r (scale, min) word (IEEE halves) as ig_wq4_pair takes them: half packages *s2 = (scale,
+ * scale), *m2 = (min, min); bf16 packages the f32 bits of scale and min. */
 IG_DEV void ig_wq4_sm2(unsigned sm, unsigned *s2, unsigned *m2) {
-#if IG_F16 && !defined(IG_CUDA_EMUL)
+#if IG_F16
     *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
-#elif !defined(IG_CUDA_EMUL)
-    const float s = ig_f16_to_f32((unsigned short)(sm & 0xffffu)), m = ig_f16_to_f32((unsigned short)(sm >> 16));
-    asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(*s2) : "f"(s));
-    asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(*m2) : "f"(m));
 #else
-    const unsigned s = ig_f32_to_h(ig_f16_to_f32((unsigned short)(sm & 0xffffu)));
-    const unsigned m = ig_f32_to_h(ig_f16_to_f32((unsigned short)(sm >> 16)));
-    *s2 = s | s << 16, *m2 = m | m << 16;
+    *s2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm & 0xffffu)));
+    *m2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm >> 16)));
 #endif
 }
-
 /* Word i (0..3) of a 16-byte vector. */
 IG_DEV unsigned ig_wq_w(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
