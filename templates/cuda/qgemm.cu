@@ -203,11 +203,14 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
     ig_cp_wait<0>();
     __syncthreads(); /* the stages are free for the epilogue tile */
 
-    if (S > 1) { /* split K: partials to ws; the tile's last CTA sums them in z order */
+    if (S > 1) { /* split K: partials to ws ([z][token tile j][thread] float4s, only the tiles with a
+                  * token); the tile's last CTA sums them in z order, every split's loads of a token
+                  * tile issued together */
         const int tile = blockIdx.y * gridDim.x + blockIdx.x;
-        float4 *mine = (float4 *)(ws + (((size_t)tile * S + z) * IG_QG_BLOCK + tid) * 32);
+        float4 *part = (float4 *)ws + (size_t)tile * S * 8 * IG_QG_BLOCK + tid;
 #pragma unroll
-        for (int j = 0; j < 8; j++) mine[j] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+        for (int j = 0; j < 8; j++)
+            if (j < ntile) __stcg(part + ((size_t)z * 8 + j) * IG_QG_BLOCK, make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]));
         __threadfence();
         __syncthreads();
         if (tid == 0) last = atomicAdd(cnt + tile, 1u) == (unsigned)(S - 1);
@@ -215,15 +218,15 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
         if (!last) return;
         __threadfence();
 #pragma unroll
-        for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-        for (int s = 0; s < S; s++) {
-            const float4 *p = (const float4 *)(ws + (((size_t)tile * S + s) * IG_QG_BLOCK + tid) * 32);
+        for (int j = 0; j < 8; j++)
+            if (j < ntile) {
+                float4 v[S];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float4 v = __ldcg(p + j);
-                acc[j][0] += v.x, acc[j][1] += v.y, acc[j][2] += v.z, acc[j][3] += v.w;
+                for (int s = 0; s < S; s++) v[s] = __ldcg(part + ((size_t)s * 8 + j) * IG_QG_BLOCK);
+                acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+                for (int s = 0; s < S; s++) acc[j][0] += v[s].x, acc[j][1] += v[s].y, acc[j][2] += v[s].z, acc[j][3] += v[s].w;
             }
-        }
         if (tid == 0) cnt[tile] = 0u; /* for the next launch (stream order) */
     }
 

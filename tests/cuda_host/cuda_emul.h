@@ -135,6 +135,7 @@ static float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 static int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
 template <class T> static T __ldg(const T *p) { return *p; }
 template <class T> static T __ldcg(const T *p) { return *p; }
+template <class T> static void __stcg(T *p, T v) { *p = v; }
 
 /* common.cuh without PTX (bf16 16-bit type) */
 #define IG_CUDA_COMMON_CUH 1

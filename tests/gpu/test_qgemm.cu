@@ -12,8 +12,8 @@
  * The 16-bit type is bf16, or IEEE half with -DIG_F16=1 (build both).
  *
  * GPU: nvcc -O2 -arch=sm_90 -Itemplates/cuda tests/gpu/test_qgemm.cu -lcublas -o test_qgemm
- *      [-DIG_F16=1]; `test_qgemm [--no-bench]`. After the cases, the bench times the Llama-3.2-1B
- *      matrices (qkv, o, gate/up, down; q8r, q4r g32 / g128) at T = 4 .. 1024 against the path it
+ *      [-DIG_F16=1]; `test_qgemm [--no-bench] [--no-cases] [--bench-t 16,32,..]`. After the cases,
+ *      the bench times the Llama-3.2-1B matrices (qkv, o, gate/up, down; q8r, q4r g32 / g128) at T = 4 .. 1024 against the path it
  *      replaces (dequant.cu into a bf16 copy, then cublasGemmEx), against cuBLAS on bf16 weights and
  *      (T <= 8) against gemv.cu on the same rows: "bench qgemm <fmt> <matrix> T=..: <us> us <GB/s of
  *      quantized bytes> | dequant+cublas <us> (x<ratio>) | bf16 cublas <us> (x<ratio>) [| gemv <us>
@@ -655,7 +655,7 @@ static void bench_one(cublasHandle_t blas, const char *fmt, const char *mat, qg_
     CK(cudaEventDestroy(e1));
 }
 
-static void bench(void) {
+static void bench(const char *tlist) {
     cublasHandle_t blas;
     if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "cublasCreate failed\n");
@@ -676,9 +676,20 @@ static void bench(void) {
     };
     const char *mats[4] = {"qkv", "o", "gu", "down"};
     const int Ns[4] = {3072, 2048, 16384, 2048}, Ks[4] = {2048, 2048, 2048, 8192}, epis[4] = {0, 1, 2, 1};
-    const int Ts[] = {4, 8, 16, 32, 64, 128, 256, 512, 1024};
+    int Ts[16] = {4, 8, 16, 32, 64, 128, 256, 512, 1024}, nt = 9;
+    if (tlist) /* --bench-t 16,32,..: these step sizes only */
+        for (nt = 0; nt < 16 && *tlist; nt++) {
+            char *end;
+            Ts[nt] = (int)strtol(tlist, &end, 10);
+            if (end == tlist || Ts[nt] < 1 || Ts[nt] > 4096) {
+                fprintf(stderr, "--bench-t wants step sizes 1..4096 separated by commas\n");
+                exit(2);
+            }
+            tlist = *end == ',' ? end + 1 : end;
+        }
     for (const fm &f : fms)
-        for (int T : Ts) {
+        for (int ti = 0; ti < nt; ti++) {
+            const int T = Ts[ti];
             for (int m = 0; m < 4; m++)
                 bench_one(blas, f.name, mats[m], f.f[m], f.d[m == 3], f.v[m], Ks[m], Ns[m], f.wq, f.g ? f.g : 32, epis[m], T);
         }
@@ -687,8 +698,12 @@ static void bench(void) {
 #endif
 
 int main(int argc, char **argv) {
-    int no_bench = 0;
-    for (int i = 1; i < argc; i++) no_bench |= !strcmp(argv[i], "--no-bench");
+    int no_bench = 0, no_cases = 0;
+    const char *tlist = NULL;
+    for (int i = 1; i < argc; i++) {
+        no_bench |= !strcmp(argv[i], "--no-bench"), no_cases |= !strcmp(argv[i], "--no-cases");
+        if (!strcmp(argv[i], "--bench-t") && i + 1 < argc) tlist = argv[++i];
+    }
 #ifndef QG_HOST_EMUL
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -705,13 +720,13 @@ int main(int argc, char **argv) {
     const int Ts[] = {9, 16, 33, 64, 128, 200};
 #else
     const int Ts[] = {9, 70};
-    (void)no_bench;
+    (void)no_bench, (void)tlist;
 #endif
     int fails = 0;
     for (const qg_case &c : g_cases)
-        for (int T : Ts) fails += test_case(c, T);
+        for (int T : Ts) fails += no_cases ? 0 : test_case(c, T);
 #ifndef QG_HOST_EMUL
-    if (!fails && !no_bench) bench();
+    if (!fails && !no_bench) bench(tlist);
 #endif
     printf(fails ? "qgemm: %d case(s) FAILED\n" : "qgemm: all cases passed\n", fails);
     return fails != 0;
