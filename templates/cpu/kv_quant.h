@@ -30,7 +30,12 @@
  * to pages of 64 tokens (compiler/driver.c; `--page-size` still sets any). SmolLM2, bf16 weights,
  * 3072 tokens in 1024-token windows, ratio against bf16 KV, pages of 16 / 64 / 256: GPL-3 1.0380 /
  * 1.0268 / 1.0297, GPL-2 1.0246 / 1.0258, Apache-2.0 (2212 tokens) 1.0422 / 1.0355; mean of the
- * three 1.0349 / 1.0294 (2026-12-05, Zen 2). A row depends only on its own token and the page's earlier
+ * three 1.0349 / 1.0294 (2026-12-05, Zen 2). Where that 1.029 comes from (same texts, an int8
+ * package whose values or keys were written on the 4-bit grid, codes 17 q4: a measurement hack, not
+ * kept): GPL-3 / GPL-2 / Apache-2.0, int8 1.0003 / 0.9989 / 1.0012, 4-bit values with 8-bit keys
+ * 1.0044 / 1.0133 / 1.0031, 4-bit keys absolute (no delta) with 8-bit values 1.072 / 1.068 / 1.092,
+ * uint4 as stored 1.0268 / 1.0258 / 1.0355: the delta-coded keys still carry about two thirds
+ * (2026-12-05, Zen 2). A row depends only on its own token and the page's earlier
  * rows, so a page's bytes do not depend on how its tokens were split into steps (chunked
  * prefill, decode, recompute after preemption) and shared prefix pages stay valid. 8-bit keys
  * and all values are stored absolute.
