@@ -250,6 +250,30 @@ static int has_gq_layers(const ir_graph *g) {
     return 0;
 }
 
+/* No --quant and a GGUF of quantized blocks: a CPU package keeps them as stored (--quant keep, with
+ * 16-bit activations unless --dtype says otherwise), as the file's bytes are what its user chose;
+ * where a block type has no CPU format (Q5_1), or the target is CUDA or tensor-parallel (no kept
+ * formats there), the weights are dequantized, as with --quant none, and the log says why. */
+static ig_status default_keep(const cc_options *o, const ir_graph *g, int cuda, pk_quant *quant, int *quant_on,
+                              ig_dtype *dt) {
+    const ir_tensor *bad = NULL;
+    if (!pk_keep_default(g, &bad)) {
+        if (bad)
+            LOG(o, "%s is stored as %s, which CPU packages cannot keep: the GGUF's weights are dequantized "
+                   "(--quant a16w8 / a16w4 quantize them again)\n", bad->name, ir_stype_name(bad->src_type));
+        return IG_OK;
+    }
+    if (cuda || o->tp > 1) {
+        LOG(o, "%s packages dequantize a GGUF's blocks (--quant a16w8 / a16w4 quantize them again)\n",
+            cuda ? "CUDA" : "tensor-parallel");
+        return IG_OK;
+    }
+    quant->keep = 1, *quant_on = 1;
+    if (!o->dtype) *dt = IG_DTYPE_BF16;
+    LOG(o, "GGUF blocks kept as stored (--quant keep; --quant none dequantizes)\n");
+    return IG_OK;
+}
+
 /* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
 static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *plan) {
     cJSON *j = cJSON_CreateObject();
@@ -492,6 +516,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
         if (!o->dtype) dt = IG_DTYPE_BF16;
         LOG(o, "GPTQ / AWQ checkpoint: weights kept as their integers (--quant keep; --quant none dequantizes)\n");
     }
+    if (!st && !o->quant && !quant_on) st = default_keep(o, g, cuda, &quant, &quant_on, &dt);
     if (!o->dtype && !quant_on) { /* --quant without --dtype: 16-bit activations (parse_quant) */
         dt = default_dtype(&g->hp, t, cuda);
         LOG(o, "dtype %s (the checkpoint's is %s; --dtype chooses)\n", dtype_str(dt), dtype_str(g->hp.src_dtype));

@@ -504,6 +504,21 @@ static ig_dtype keep_dtype(ir_stype st) {
     }
 }
 
+int pk_keep_default(const ir_graph *g, const ir_tensor **bad) {
+    int blocks = 0;
+    *bad = NULL;
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        const ir_tensor *t = &g->tensors[i];
+        if (t->kind != IR_TENSOR_WEIGHT || t->src_type < IR_STYPE_Q8_0 || t->src_type > IR_STYPE_Q5_1) continue;
+        blocks = 1;
+        if (keep_dtype(t->src_type) == IG_DTYPE_F32) {
+            *bad = t;
+            return 0;
+        }
+    }
+    return blocks;
+}
+
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
     const ig_dtype dt = keep_dtype(st);
     const uint64_t per = pk_quant_bytes(16, K, dt, dt == IG_DTYPE_Q6S ? 16 : 32);
@@ -572,7 +587,7 @@ static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e,
     if (keep_dtype(st) == IG_DTYPE_F32)
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "--quant keep: %s is stored as %s, which CPU packages cannot keep (kept: Q4_0, Q4_1, Q5_0, Q8_0, "
-                       "Q4_K, Q5_K, Q6_K); compile without --quant to dequantize it, or requantize with --quant a16w8 or a16w4",
+                       "Q4_K, Q5_K, Q6_K); compile with --quant none to dequantize it, or requantize with --quant a16w8 or a16w4",
                        x->name, ir_stype_name(st));
     const int be = st == IR_STYPE_Q4_K || st == IR_STYPE_Q5_K || st == IR_STYPE_Q6_K ? 256 : 32;
     if (x->shape[1] % be)

@@ -82,6 +82,10 @@ void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype d
  * 16: every weight keeps its exact value. Returns 0, or -1 when a Q4_0 min (-8d) or a Q6_K dmin
  * (32d) does not fit f16 (dst is then incomplete). */
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
+/* Whether a CPU package keeps g's GGUF blocks by default (no --quant): 1 when g has weights stored
+ * in GGUF block types and every one of those types has a CPU format (all but Q5_1); else 0, with
+ * *bad the first weight whose type has none (NULL when g holds no blocks). Borrows g. */
+int pk_keep_default(const ir_graph *g, const ir_tensor **bad);
 /* Quantized rows of CUDA packages (layouts in templates/cuda/wq.cuh): bytes of one row of K, and
  * the packers of w[N][K] (dst zeroed, N rounded up to 16 rows). q8r takes the a16w8 rule of q8c
  * (the same codes and scales), q4r the (scale, min) search of q4g with groups of `group`. */

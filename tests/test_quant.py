@@ -575,7 +575,7 @@ def main():
                                  "Q4_0" if ".attn_" in n else "Q4_1")
             pk, pf = os.path.join(tmp, "keep"), os.path.join(tmp, "keep-f32")
             golden.run(["compile", gg, "-o", pk, "--target", TARGET, "--quant", "keep", "--dtype", "f32"])
-            golden.run(["compile", gg, "-o", pf, "--target", TARGET, "--dtype", "f32"])
+            golden.run(["compile", gg, "-o", pf, "--target", TARGET, "--dtype", "f32", "--quant", "none"])
             m = json.load(open(os.path.join(pk, "manifest.json")))
             kinds = {(t["dtype"], t.get("group")) for t in m["weights"]["tensors"] if t["layout"] == "panel16"}
             if kinds != {("q4g", 32), ("q8g", 32)} or m["quant"]["mode"] != "keep":
@@ -594,7 +594,7 @@ def main():
                                      lambda n: bt if "_exps" in n or "_shexp" in n or ".attn_" in n else None)
                 pk, pf = os.path.join(tmp, f"{model}-keep"), os.path.join(tmp, f"{model}-keep-f32")
                 golden.run(["compile", gm, "-o", pk, "--target", TARGET, "--quant", "keep", "--dtype", "f32"])
-                golden.run(["compile", gm, "-o", pf, "--target", TARGET, "--dtype", "f32"])
+                golden.run(["compile", gm, "-o", pf, "--target", TARGET, "--dtype", "f32", "--quant", "none"])
                 ex = expert_dtypes(pk)
                 want = "q4g" if bt == "Q4_1" else "q8g"
                 if sorted(set(ex.values())) != sorted({want} | ({"f32"} if model == "qwen2-moe-shared" else set())) or \
@@ -609,6 +609,20 @@ def main():
             p = golden.run(["compile", g5, "-o", os.path.join(tmp, "bad"), "--target", TARGET, "--quant", "keep"], check=False)
             if p.returncode == 0 or "blk.1.ffn_down.weight" not in p.stderr or "q5_1" not in p.stderr.lower():
                 fails.append(f"keep of a Q5_1 matrix: exit {p.returncode}, {p.stderr.strip()!r}")
+            # without --quant a quantized GGUF is kept (bf16 activations), unless a block type has no CPU
+            # format: then it is dequantized, the log naming the tensor and its type
+            dk, d5 = os.path.join(tmp, "default-keep"), os.path.join(tmp, "default-q5")
+            golden.run(["compile", gg, "-o", dk, "--target", TARGET])
+            p = golden.run(["compile", g5, "-o", d5, "--target", TARGET], check=False)
+            mk = json.load(open(os.path.join(dk, "manifest.json")))
+            m5 = json.load(open(os.path.join(d5, "manifest.json"))) if p.returncode == 0 else {}
+            ok = (mk.get("quant", {}).get("mode") == "keep" and mk.get("dtype") == "bf16" and p.returncode == 0 and
+                  "quant" not in m5 and "blk.1.ffn_down.weight" in p.stderr and "q5_1" in p.stderr.lower())
+            print(f"keep by default: Q4_0/Q4_1/Q8_0 file {mk.get('quant', {}).get('mode')} ({mk.get('dtype')}), "
+                  f"a file with a Q5_1 matrix dequantized ({'quant' not in m5}) {'ok' if ok else 'FAIL'}")
+            if not ok:
+                fails.append(f"keep by default: quant {mk.get('quant')} dtype {mk.get('dtype')}; Q5_1 file exit "
+                             f"{p.returncode}, quant {m5.get('quant')}, log {p.stderr.strip()!r}")
         except Exception as e:
             fails.append(f"keep: {e}")
         # bytes: int8 ~ half of bf16; uint4 g128 ~ 0.26 (8-bit codes per 128, an f16 pair per 1024)

@@ -77,7 +77,7 @@ def main():
         gguf_twin.write_twin(mdir, gg, block_type)
         pk, pf = os.path.join(tmp, "keep"), os.path.join(tmp, "f32")
         golden.run(["compile", gg, "-o", pk, "--target", TARGET, "--quant", "keep", "--dtype", "f32"])
-        golden.run(["compile", gg, "-o", pf, "--target", TARGET, "--dtype", "f32"])
+        golden.run(["compile", gg, "-o", pf, "--target", TARGET, "--dtype", "f32", "--quant", "none"])
         m = json.load(open(os.path.join(pk, "manifest.json")))
         mats = [t for t in m["weights"]["tensors"] if t["layout"] == "panel16"]
         kinds = {(t["dtype"], t.get("group")) for t in mats}
@@ -97,7 +97,7 @@ def main():
         gguf_twin.write_twin(mdir, gm, mixed_type)
         mk, mf = os.path.join(tmp, "mixed-keep"), os.path.join(tmp, "mixed-f32")
         golden.run(["compile", gm, "-o", mk, "--target", TARGET, "--quant", "keep", "--dtype", "f32"])
-        golden.run(["compile", gm, "-o", mf, "--target", TARGET, "--dtype", "f32"])
+        golden.run(["compile", gm, "-o", mf, "--target", TARGET, "--dtype", "f32", "--quant", "none"])
         fm = {t["name"]: t["dtype"] for t in json.load(open(os.path.join(mk, "manifest.json")))["weights"]["tensors"]
               if t["layout"] == "panel16"}
         want = {"qkv": "f32", "ffn_down": "f32", "attn_output": "q4k", "gate_up": "q6k", "token_embd": "q4k"}

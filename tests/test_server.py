@@ -447,7 +447,8 @@ def main():
     import bench_server
     with tempfile.TemporaryDirectory(prefix="ignis-server-") as tmp:
         pkg = os.path.join(tmp, "smol")
-        golden.run(["compile", gguf, "-o", pkg])
+        # f32 activations (the GGUF's blocks kept, as by default): the greedy text below is transformers'
+        golden.run(["compile", gguf, "-o", pkg, "--dtype", "f32"])
         s = Server(pkg, "--request-timeout", "3", "--max-body-bytes", str(1 << 20))
         try:
             client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY, max_retries=0, timeout=300)

