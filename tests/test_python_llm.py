@@ -106,6 +106,28 @@ def tiny_model(tmp):
         check(e.status == ignis.Status.CLOSED, f"closed LLM: {e.status.name}")
 
 
+def compile_options(tmp):
+    """ignis.compile's quantization and KV options reach the compiler: the manifest says so, and the
+    package runs; a bad value is an ignis.Error with the compiler's message."""
+    src = os.path.join(golden.TESTDATA, "models", "qwen3-qknorm")
+    pkg = ignis.compile(src, os.path.join(tmp, "q8"), quant="a16w8", quant_skip=["lm_head"], kv_cache="int8",
+                        max_context=64)
+    m = json.load(open(os.path.join(pkg, "manifest.json")))
+    dts = {t["name"]: t["dtype"] for t in m["weights"]["tensors"]}
+    check(m.get("quant", {}).get("mode") == "a16w8" and m.get("kv_dtype") == "int8",
+          f"compile(quant=a16w8, kv_cache=int8): manifest quant {m.get('quant', {}).get('mode')}, kv {m.get('kv_dtype')}")
+    check(any("lm_head" in n and d in ("bf16", "f32") for n, d in dts.items()), "compile(quant_skip=[lm_head]) keeps it in 16 bits")
+    check(m["hparams"].get("max_context") == 64, f"compile(max_context=64): {m['hparams'].get('max_context')}")
+    with ignis.LLM(pkg) as llm:
+        out = llm.generate([[1, 2, 3]], ignis.SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))[0]
+        check(len(out.token_ids) == 4, "the a16w8 / int8-KV package generates")
+    try:
+        ignis.compile(src, os.path.join(tmp, "bad"), quant="a16w3")
+        check(False, "compile(quant=a16w3) raises")
+    except ignis.Error as e:
+        check("a16w3" in str(e), f"compile(quant=a16w3) names it: {e}")
+
+
 def sampling_defaults():
     lib = ignis._L()
     g = ignis._defaults(ignis._GenConfig, lib.ig_gen_config_default)
@@ -158,6 +180,7 @@ def main():
         sampling_defaults()
         chat_templates()
         tiny_model(tmp)
+        compile_options(tmp)
         smollm2(tmp)
     print("ok" if not fails else f"{len(fails)} failures")
     return 1 if fails else 0

@@ -15,7 +15,7 @@ ignis.Error with the library's message, which names the bad value, and its .stat
 """
 import os
 import subprocess
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Sequence, Union
 
 from ._native import (ERROR, FINISHED, GENERATING, PREFILLING, QUEUED, STOPPED, Engine, Error, FinishReason, Output,
                       Request, RequestStatus, Result, Status, Tokenizer, cli_path, tp_follow, version)
@@ -30,11 +30,17 @@ __all__ = ["LLM", "SamplingParams", "RequestOutput", "StreamChunk", "Tokenizer",
 
 def compile(model: Union[str, os.PathLike], output: Union[str, os.PathLike], *, target: Optional[str] = None,
             dtype: Optional[str] = None, page_size: Optional[int] = None, tune: Union[None, str, Dict[str, object]] = None,
-            cc: Optional[str] = None, quiet: bool = True) -> str:
+            cc: Optional[str] = None, quant: Optional[str] = None, quant_group: Optional[int] = None,
+            quant_skip: Union[None, str, Sequence[str]] = None, kv_cache: Optional[str] = None,
+            max_context: Optional[int] = None, quiet: bool = True) -> str:
     """Compiles a HuggingFace folder, a GGUF file or an .igraph into a package directory (the
     `ignis compile` of this installation). target: "cpu" (the best this machine runs; the
     default), "cpu:avx512bf16", "cpu:avx512", "cpu:avx2", "cpu:generic" or "cuda:sm_80,sm_90";
-    dtype: "f32", "bf16" or "f16" (CUDA), default as the CLI's (follows the checkpoint).
+    dtype: "f32", "bf16" or "f16" (CUDA), default as the CLI's (follows the checkpoint);
+    quant: "none", "a16w8", "a16w4", "a8w8" or "keep" (default as the CLI's: keep for a quantized
+    GGUF or a GPTQ / AWQ checkpoint on CPU targets), with quant_group (32, 64, 128) and quant_skip
+    (matrix names, a list or a comma-separated string); kv_cache: "f32", "bf16", "f16", "int8",
+    "uint4" or "fp8"; max_context: the package's context in tokens.
     Returns the package path; raises Error with the compiler's message on failure."""
     args = [cli_path(), "compile", os.fspath(model), "-o", os.fspath(output)]
     if target:
@@ -43,6 +49,16 @@ def compile(model: Union[str, os.PathLike], output: Union[str, os.PathLike], *, 
         args += ["--dtype", dtype]
     if page_size:
         args += ["--page-size", str(page_size)]
+    if quant:
+        args += ["--quant", quant]
+    if quant_group:
+        args += ["--quant-group", str(quant_group)]
+    if quant_skip:
+        args += ["--quant-skip", quant_skip if isinstance(quant_skip, str) else ",".join(quant_skip)]
+    if kv_cache:
+        args += ["--kv-cache", kv_cache]
+    if max_context:
+        args += ["--max-context", str(max_context)]
     if isinstance(tune, dict):
         tune = ",".join(f"{k}={v}" for k, v in tune.items())
     if tune:
