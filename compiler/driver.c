@@ -250,28 +250,31 @@ static int has_gq_layers(const ir_graph *g) {
     return 0;
 }
 
-/* No --quant and a GGUF of quantized blocks: a CPU package keeps them as stored (--quant keep, with
- * 16-bit activations unless --dtype says otherwise), as the file's bytes are what its user chose;
- * where a block type has no CPU format (Q5_1), or the target is CUDA or tensor-parallel (no kept
- * formats there), the weights are dequantized, as with --quant none, and the log says why. */
-static ig_status default_keep(const cc_options *o, const ir_graph *g, int cuda, pk_quant *quant, int *quant_on,
-                              ig_dtype *dt) {
+/* The quantization without --quant: a GPTQ / AWQ checkpoint keeps its integers and a GGUF of
+ * quantized blocks keeps them as stored (--quant keep, 16-bit activations unless --dtype says
+ * otherwise), as the file's bytes are what its user chose, on CPU targets of one rank; elsewhere
+ * (CUDA, --tp) and where a GGUF block type has no CPU format (Q5_1) the weights are dequantized,
+ * as with --quant none, the log saying why for GGUF files. */
+static void default_quant(const cc_options *o, const ir_graph *g, int cuda, pk_quant *quant, int *quant_on,
+                          ig_dtype *dt) {
+    const int here = !cuda && o->tp <= 1, gq = has_gq_layers(g);
     const ir_tensor *bad = NULL;
-    if (!pk_keep_default(g, &bad)) {
+    if (!gq && !pk_keep_default(g, &bad)) {
         if (bad)
             LOG(o, "%s is stored as %s, which CPU packages cannot keep: the GGUF's weights are dequantized "
                    "(--quant a16w8 / a16w4 quantize them again)\n", bad->name, ir_stype_name(bad->src_type));
-        return IG_OK;
+        return;
     }
-    if (cuda || o->tp > 1) {
-        LOG(o, "%s packages dequantize a GGUF's blocks (--quant a16w8 / a16w4 quantize them again)\n",
-            cuda ? "CUDA" : "tensor-parallel");
-        return IG_OK;
+    if (!here) {
+        if (!gq)
+            LOG(o, "%s packages dequantize a GGUF's blocks (--quant a16w8 / a16w4 quantize them again)\n",
+                cuda ? "CUDA" : "tensor-parallel");
+        return;
     }
     quant->keep = 1, *quant_on = 1;
     if (!o->dtype) *dt = IG_DTYPE_BF16;
-    LOG(o, "GGUF blocks kept as stored (--quant keep; --quant none dequantizes)\n");
-    return IG_OK;
+    LOG(o, gq ? "GPTQ / AWQ checkpoint: weights kept as their integers (--quant keep; --quant none dequantizes)\n"
+              : "GGUF blocks kept as stored (--quant keep; --quant none dequantizes)\n");
 }
 
 /* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
@@ -511,12 +514,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     if (st) return st;
     LOG(o, "imported %s: %s, %d layers, hidden %d, vocab %d (%.2f s)\n", o->input, g->hp.arch,
         g->hp.n_layers, g->hp.hidden, g->hp.vocab, rt_now() - t0);
-    if (!st && !o->quant && !cuda && o->tp <= 1 && has_gq_layers(g)) { /* a GPTQ / AWQ checkpoint: its integers, unless --quant none */
-        quant.keep = 1, quant_on = 1;
-        if (!o->dtype) dt = IG_DTYPE_BF16;
-        LOG(o, "GPTQ / AWQ checkpoint: weights kept as their integers (--quant keep; --quant none dequantizes)\n");
-    }
-    if (!st && !o->quant && !quant_on) st = default_keep(o, g, cuda, &quant, &quant_on, &dt);
+    if (!st && !o->quant) default_quant(o, g, cuda, &quant, &quant_on, &dt);
     if (!o->dtype && !quant_on) { /* --quant without --dtype: 16-bit activations (parse_quant) */
         dt = default_dtype(&g->hp, t, cuda);
         LOG(o, "dtype %s (the checkpoint's is %s; --dtype chooses)\n", dtype_str(dt), dtype_str(g->hp.src_dtype));
