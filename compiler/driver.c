@@ -191,6 +191,7 @@ static cJSON *hparams_json(const ir_hparams *hp) {
     if (hp->n_experts > 0) {
         cJSON_AddNumberToObject(h, "n_experts", hp->n_experts);
         cJSON_AddNumberToObject(h, "experts_per_token", hp->top_k);
+        cJSON_AddNumberToObject(h, "moe_intermediate", hp->moe_intermediate);
     }
     return h;
 }
@@ -219,9 +220,9 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant fp8 (e4m3 weights) is not implemented yet, on any target; "
                        "use a16w8 (int8 weights, %s) instead", cuda ? "the same bytes" : "or a8w8 for int8 activations too");
     else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4, a8w8, keep; fp8 is not built yet)", o->quant);
-    if (cuda && (q->keep || q->wdtype == IG_DTYPE_Q8A))
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages take a16w8 and a16w4 for now", o->quant);
-    if (cuda) /* GPU rows; the vocabulary matrices of a16w4 in int8 (templates/cuda/wq.cuh) */
+    if (cuda && q->wdtype == IG_DTYPE_Q8A)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages take a16w8, a16w4 and keep for now", o->quant);
+    if (cuda && !q->keep) /* GPU rows; the vocabulary matrices of a16w4 in int8 (templates/cuda/wq.cuh) */
         q->head = q->wdtype == IG_DTYPE_Q8C ? 0 : IG_DTYPE_Q8R, q->wdtype = q->wdtype == IG_DTYPE_Q8C ? IG_DTYPE_Q8R : IG_DTYPE_Q4R;
     if (cuda && o->dtype && !strcmp(o->dtype, "f32"))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages with quantized weights compute in bf16 or f16, "
@@ -250,37 +251,67 @@ static int has_gq_layers(const ir_graph *g) {
     return 0;
 }
 
+/* Whether g holds weights stored as GGUF blocks. */
+static int has_blocks(const ir_graph *g) {
+    for (int32_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].kind == IR_TENSOR_WEIGHT && g->tensors[i].src_type >= IR_STYPE_Q8_0 &&
+            g->tensors[i].src_type <= IR_STYPE_Q5_1)
+            return 1;
+    return 0;
+}
+
 /* The quantization without --quant: a GPTQ / AWQ checkpoint keeps its integers and a GGUF of
  * quantized blocks keeps them as stored (--quant keep, 16-bit activations unless --dtype says
- * otherwise), as the file's bytes are what its user chose, on CPU targets of one rank; elsewhere
- * (CUDA, --tp) and where a GGUF block type has no CPU format (Q5_1) the weights are dequantized,
- * as with --quant none, the log saying why for GGUF files. */
+ * otherwise), as the file's bytes are what its user chose. CPU targets of one rank keep every GGUF
+ * block type but Q5_1 (a file holding Q5_1 is dequantized, the log naming the tensor); CUDA
+ * targets of one rank keep Q4_0 / Q4_1 as q4r rows and dequantize the other types to the 16-bit
+ * type (pk_plan_build; the log counts them), and dequantize GPTQ / AWQ; --tp dequantizes. */
 static void default_quant(const cc_options *o, const ir_graph *g, int cuda, pk_quant *quant, int *quant_on,
                           ig_dtype *dt) {
-    const int here = !cuda && o->tp <= 1, gq = has_gq_layers(g);
+    const int gq = has_gq_layers(g);
     const ir_tensor *bad = NULL;
-    if (!gq && !pk_keep_default(g, &bad)) {
+    if (o->tp > 1 || (cuda && (gq || !pk_keep_rows_default(g)))) {
+        if (!gq && has_blocks(g))
+            LOG(o, "%s (--quant a16w8 / a16w4 quantize them again)\n",
+                o->tp > 1 ? "tensor-parallel packages dequantize a GGUF's blocks"
+                          : "CUDA packages keep Q4_0 / Q4_1 blocks only (as q4r rows): this file's are dequantized");
+        return;
+    }
+    if (!cuda && !gq && !pk_keep_default(g, &bad)) {
         if (bad)
             LOG(o, "%s is stored as %s, which CPU packages cannot keep: the GGUF's weights are dequantized "
                    "(--quant a16w8 / a16w4 quantize them again)\n", bad->name, ir_stype_name(bad->src_type));
         return;
     }
-    if (!here) {
-        if (!gq)
-            LOG(o, "%s packages dequantize a GGUF's blocks (--quant a16w8 / a16w4 quantize them again)\n",
-                cuda ? "CUDA" : "tensor-parallel");
-        return;
-    }
     quant->keep = 1, *quant_on = 1;
     if (!o->dtype) *dt = IG_DTYPE_BF16;
     LOG(o, gq ? "GPTQ / AWQ checkpoint: weights kept as their integers (--quant keep; --quant none dequantizes)\n"
-              : "GGUF blocks kept as stored (--quant keep; --quant none dequantizes)\n");
+        : cuda ? "GGUF Q4_0 / Q4_1 blocks kept as q4r rows, other block types dequantized (--quant keep; --quant none "
+                 "dequantizes all)\n"
+               : "GGUF blocks kept as stored (--quant keep; --quant none dequantizes)\n");
+}
+
+/* --quant keep on CUDA: the log names the matrices stored as GGUF blocks that the plan dequantized
+ * (block types q4r cannot hold exactly, parts of different types, layers that differ). */
+static void log_unkept(const cc_options *o, const ir_graph *g, const pk_plan *plan, ig_dtype dt) {
+    for (int32_t i = 0; i < plan->n; i++) {
+        ir_stype st;
+        const ir_tensor *x = &g->tensors[plan->e[i].tensor];
+        if (plan->e[i].kept || plan->e[i].fmt != PK_ROWMAJOR || plan->e[i].dtype >= IG_DTYPE_Q8C) continue;
+        if (!ir_weight_stype(g, x, &st))
+            LOG(o, "%s: parts stored in different types, dequantized to %s\n", x->name, dtype_str(dt));
+        else if (st >= IR_STYPE_Q8_0 && st <= IR_STYPE_Q5_1)
+            LOG(o, "%s: %s blocks dequantized to %s (CUDA packages keep Q4_0 / Q4_1)\n", x->name, ir_stype_name(st),
+                dtype_str(dt));
+    }
 }
 
 /* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
 static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *plan) {
     cJSON *j = cJSON_CreateObject();
-    int nq = 0, nkept = 0, rows = q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R;
+    int nq = 0, nkept = 0, rows = q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R, kept_rows = 0;
+    for (int32_t i = 0; i < plan->n; i++) kept_rows |= plan->e[i].kept && plan->e[i].fmt == PK_ROWMAJOR;
+    rows |= kept_rows;
     for (int32_t i = 0; i < plan->n; i++) {
         if (plan->e[i].fmt == PK_VEC_F32) continue;
         if (plan->e[i].dtype >= IG_DTYPE_Q8C) nq++;
@@ -308,7 +339,12 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
                 break;
             }
     }
-    if (q->keep && (gguf || !gq)) {
+    if (q->keep && kept_rows) {
+        cJSON_AddStringToObject(j, "scheme", "GGUF blocks kept on CUDA: Q4_0 and Q4_1 as q4r rows with group 32 (scale d, "
+                                             "min m or -8d, the nibbles as stored); matrices of other block types "
+                                             "dequantized to the package's 16-bit type");
+        cJSON_AddNumberToObject(j, "group", 32);
+    } else if (q->keep && (gguf || !gq)) {
         cJSON_AddStringToObject(j, gq ? "gguf_scheme" : "scheme",
                                 "GGUF blocks kept: Q4_0 and Q4_1 as q4g with group 32 (scale d, min m or -8d), "
                                 "Q8_0 and Q5_0 as q8g with group 32 (scale d; Q5_0's levels minus 16), Q4_K as q4k and "
@@ -534,6 +570,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
     pk_plan plan = {0};
     char path[4096], src_dir[4096];
     if (!st) st = pk_plan_build(g, dt, cuda ? PK_ROWMAJOR : PK_PANEL, quant_on ? &quant : NULL, &plan, err);
+    if (!st && cuda && quant_on && quant.keep) log_unkept(o, g, &plan, dt);
     snprintf(src_dir, sizeof src_dir, "%s/src", pkg);
     if (!st) st = rt_mkdirs(src_dir, err);
     if (!st) {

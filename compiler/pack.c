@@ -533,6 +533,46 @@ int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void
     return bad ? -1 : 0;
 }
 
+/* Q4_0 / Q4_1 rows of blocks as q4r rows (pack.h): a block's byte i holds elements i (low nibble)
+ * and i + 16 (high); q4r's byte i of a row holds elements 2i (low) and 2i + 1 (high). */
+int pk_repack_blocks_q4r(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst) {
+    const uint64_t rb = pk_qrow_bytes(K, IG_DTYPE_Q4R, 32);
+    const size_t bb = st == IR_STYPE_Q4_1 ? 20 : 18;
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (int64_t n = 0; n < N; n++) {
+        const uint8_t *row = (const uint8_t *)blocks + (size_t)n * (size_t)(K / 32) * bb;
+        uint8_t *o = (uint8_t *)dst + (uint64_t)n * rb;
+        for (int64_t g = 0; g < K / 32; g++) {
+            const uint8_t *blk = row + g * bb, *qs = blk + (st == IR_STYPE_Q4_1 ? 4 : 2);
+            uint8_t *sm = o + K / 2 + 4 * g;
+            memcpy(sm, blk, 2);
+            if (st == IR_STYPE_Q4_1) {
+                memcpy(sm + 2, blk + 2, 2);
+            } else {
+                const float m = -8.0f * f16_to_f32(blk);
+                const uint16_t hm = pk_f32_to_f16(m);
+                bad |= isfinite(m) && !(fabsf(m) <= 65504.0f);
+                memcpy(sm + 2, &hm, 2);
+            }
+            for (int i = 0; i < 16; i++) { /* elements 2i, 2i + 1 of the group */
+                const int e0 = 2 * i, e1 = 2 * i + 1;
+                const int q0 = e0 < 16 ? qs[e0] & 15 : qs[e0 - 16] >> 4, q1 = e1 < 16 ? qs[e1] & 15 : qs[e1 - 16] >> 4;
+                o[g * 16 + i] = (uint8_t)(q0 | q1 << 4);
+            }
+        }
+    }
+    return bad ? -1 : 0;
+}
+
+int pk_keep_rows_default(const ir_graph *g) {
+    for (int32_t i = 0; i < g->n_tensors; i++) {
+        const ir_tensor *t = &g->tensors[i];
+        if (t->kind == IR_TENSOR_WEIGHT && (t->src_type == IR_STYPE_Q4_0 || t->src_type == IR_STYPE_Q4_1)) return 1;
+    }
+    return 0;
+}
+
 /* ---- GPTQ / AWQ layers kept: integer rows (ir_weight_read_blocks with IR_STYPE_GPTQ: per
  * group an f16 scale and an f16 integer zero, then a byte per code) into q4z / q8z panels */
 
@@ -598,6 +638,16 @@ static ig_status keep_format(const ir_graph *g, const ir_tensor *x, pk_entry *e,
     return IG_OK;
 }
 
+/* --quant keep on CUDA: matrix x keeps its blocks as q4r rows of group 32 when they are Q4_0 or
+ * Q4_1 (*e's dtype, group, size); any other type (or parts of different types) leaves *e as the
+ * 16-bit rows it was given: dequantized, one rounding. */
+static void keep_row_format(const ir_graph *g, const ir_tensor *x, pk_entry *e) {
+    ir_stype st;
+    if (!ir_weight_stype(g, x, &st) || (st != IR_STYPE_Q4_0 && st != IR_STYPE_Q4_1) || x->shape[1] % 32) return;
+    e->kept = 1, e->stype = st, e->group = 32, e->dtype = IG_DTYPE_Q4R;
+    e->nbytes = (uint64_t)((x->shape[0] + 15) / 16 * 16) * pk_qrow_bytes(x->shape[1], IG_DTYPE_Q4R, 32);
+}
+
 int pk_quant_skips(const char *skip, const char *name) {
     size_t nl = strlen(name);
     while (skip && *skip) {
@@ -656,7 +706,9 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
                            "pack: %s has an odd inner dimension %lld (16-bit types pack pairs)", x->name,
                            (long long)x->shape[1]);
         e.nbytes = pk_panel_bytes(x->shape[0], x->shape[1], dt); /* row-major: the same bytes, N padded to 16 */
-        if (q && fmt == PK_ROWMAJOR && !pk_quant_skips(q->skip, x->name)) {
+        if (q && q->keep && fmt == PK_ROWMAJOR && !pk_quant_skips(q->skip, x->name)) {
+            keep_row_format(g, x, &e);
+        } else if (q && fmt == PK_ROWMAJOR && !pk_quant_skips(q->skip, x->name)) {
             ig_status st = qrow_format(x, vocab && q->head ? q->head : q->wdtype, q->group, &e, err);
             if (st) return st;
         } else if (q && q->keep && fmt == PK_PANEL && !pk_quant_skips(q->skip, x->name)) {
@@ -685,7 +737,7 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
 }
 
 /* --quant keep: layers share kernels, so a matrix (the same node input in every layer) that some
- * layers keep in another format than others (GGUF files mixing block types across layers, as
+ * layers keep in another format than others (CPU panels or CUDA rows) (GGUF files mixing block types across layers, as
  * Q4_K_M's down projections do) is stored in the float dtype wdtype in every layer; then the
  * offsets are laid out again. */
 static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
@@ -700,7 +752,7 @@ static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
     for (int32_t j = 0; j < per; j++)
         for (int s = 0; s < IR_MAX_IN; s++) {
             int32_t t0 = g->nodes[first + j].in[s], e0 = t0 >= 0 ? pk_find(p, t0) : -1, differ = 0;
-            if (e0 < 0 || p->e[e0].fmt != PK_PANEL) continue;
+            if (e0 < 0 || (p->e[e0].fmt != PK_PANEL && p->e[e0].fmt != PK_ROWMAJOR)) continue;
             for (int32_t l = 1; l < L && !differ; l++) {
                 int32_t t = g->nodes[first + l * per + j].in[s], e = t >= 0 ? pk_find(p, t) : -1;
                 differ = e >= 0 && (p->e[e].dtype != p->e[e0].dtype || p->e[e].group != p->e[e0].group);
@@ -731,8 +783,6 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
          (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
                                                 "in CPU panels (q8c, q8g, q8a, q8i, q4g, q4k, q4i) or GPU rows (q8r, q4r)");
-    if (q && q->keep && mf != PK_PANEL)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: GGUF blocks are kept in CPU packages only");
     ig_status st = IG_OK;
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
@@ -766,14 +816,15 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
         default: break;
         }
     }
-    if (!st && q && q->keep && mf == PK_PANEL) unify_kept(g, plan, wdtype);
+    if (!st && q && q->keep) unify_kept(g, plan, wdtype);
     /* every --quant-skip entry names some matrix (a typo would silently quantize it) */
     for (const char *k = q ? q->skip : NULL; !st && k && *k;) {
         const char *e = strchr(k, ',');
         char one[256];
         snprintf(one, sizeof one, "%.*s", (int)(e ? e - k : (long)strlen(k)), k);
         int hit = 0;
-        for (int32_t i = 0; i < plan->n && !hit; i++) hit = plan->e[i].fmt == PK_PANEL && pk_quant_skips(one, plan->e[i].name);
+        for (int32_t i = 0; i < plan->n && !hit; i++)
+            hit = (plan->e[i].fmt == PK_PANEL || plan->e[i].fmt == PK_ROWMAJOR) && pk_quant_skips(one, plan->e[i].name);
         if (!hit) st = ig_fail(err, IG_ERR_INVALID, "--quant-skip: '%s' names no weight matrix of this model", one);
         k = e ? e + 1 : NULL;
     }
@@ -823,7 +874,8 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
             if (e->kept && e->stype == IR_STYPE_GPTQ) {
                 pk_repack_gq(w, rows, cols, e->group, e->bits, out);
             } else if (e->kept) {
-                if (pk_repack_blocks(w, e->stype, rows, cols, out))
+                if (e->fmt == PK_ROWMAJOR ? pk_repack_blocks_q4r(w, e->stype, rows, cols, out)
+                                          : pk_repack_blocks(w, e->stype, rows, cols, out))
                     st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant keep: %s has a Q4_0 scale d whose -8d (or a Q6_K d whose 32d) is past f16's range",
                                  t->name);
             } else if (e->fmt == PK_PANEL && (e->dtype == IG_DTYPE_Q8C || e->dtype == IG_DTYPE_Q8A || e->dtype == IG_DTYPE_Q8I))

@@ -82,6 +82,14 @@ void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t group, ig_dtype d
  * 16: every weight keeps its exact value. Returns 0, or -1 when a Q4_0 min (-8d) or a Q6_K dmin
  * (32d) does not fit f16 (dst is then incomplete). */
 int pk_repack_blocks(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
+/* Q4_0 / Q4_1 blocks (rows of blocks of type st, as ir_weight_read_blocks gives them) into q4r rows
+ * with group 32 (--quant keep on CUDA): each block's f16 d is the group's scale and its m (Q4_1) or
+ * -8d (Q4_0) its min, the nibbles as they are, so every weight keeps its exact value. Returns 0, or
+ * -1 when a Q4_0 min does not fit f16 (dst is then incomplete). */
+int pk_repack_blocks_q4r(const void *blocks, ir_stype st, int64_t N, int64_t K, void *dst);
+/* Whether a CUDA package keeps g's GGUF blocks by default (no --quant): 1 when some weight is stored
+ * as Q4_0 or Q4_1 (the block types q4r holds exactly; the others are dequantized). Borrows g. */
+int pk_keep_rows_default(const ir_graph *g);
 /* Whether a CPU package keeps g's GGUF blocks by default (no --quant): 1 when g has weights stored
  * in GGUF block types and every one of those types has a CPU format (all but Q5_1); else 0, with
  * *bad the first weight whose type has none (NULL when g holds no blocks). Borrows g. */

@@ -390,6 +390,101 @@ def cuda_checks(arch, tmp, fails, gpu):
                 fails.append(f"{model} {scheme} cuda: error {rel:.3e} > {bound}")
         except Exception as e:
             fails.append(f"{model} {scheme} cuda: {e}")
+    cuda_keep_checks(arch, tmp, fails, gpu)
+
+
+def f32_panels(pkg):
+    """{name: (offset, bytes)} of an f32 CPU package's matrices, and its weights.bin."""
+    man = json.load(open(os.path.join(pkg, "manifest.json")))
+    return ({e["name"]: (e["offset"], e["bytes"]) for e in man["weights"]["tensors"] if e["layout"] == "panel16"
+             and e["dtype"] == "f32"}, open(os.path.join(pkg, "weights.bin"), "rb").read())
+
+
+def q4r_vs_f32(q4r_bytes, f32_entry, wb, hp):
+    """The largest |difference| between a q4r matrix (group 32) decoded by wq.cuh's layout and the same
+    matrix of an f32 CPU package (panel16: per panel of 16 rows, k-major, the 16 rows' values side by
+    side), both [N rounded up to 16][K]. The manifest has no shapes: K is an inner dimension of the
+    model (hparams hp) for which both sizes agree; where two fit (the same bytes), the closer one
+    (a wrong K reads the wrong columns: far off)."""
+    off, b2 = f32_entry
+    rb = lambda K: K // 2 + (4 * (K // 32) + 15) // 16 * 16
+    dims = {hp["hidden"], hp["intermediate"], hp["n_heads"] * hp["head_dim"], hp.get("moe_intermediate", 0)}
+    ks = [K for K in dims if K and K % 32 == 0 and b2 % (64 * K) == 0 and b2 // (4 * K) * rb(K) == len(q4r_bytes)]
+    if not ks:
+        raise ValueError(f"no inner dimension of the model fits {len(q4r_bytes)} q4r / {b2} f32 bytes")
+    err = []
+    for K in ks:
+        NP = b2 // (64 * K)
+        R = np.frombuffer(wb, np.float32, NP * 16 * K, off).reshape(NP, K, 16).transpose(0, 2, 1).reshape(NP * 16, K)
+        with np.errstate(invalid="ignore", over="ignore"):  # a wrong K reads codes as f16 scales
+            d = float(np.abs(rows(q4r_bytes, NP * 16, K, "q4r", 32)[0] - R).max())
+        err.append(d if d == d else np.inf)
+    return min(err)
+
+
+def cuda_keep_checks(arch, tmp, fails, gpu):
+    """--quant keep on CUDA (and the default for a GGUF with Q4_0 / Q4_1 blocks): those blocks become
+    q4r rows of group 32 holding the same values (scale d, min m or -8d), other block types are
+    dequantized to bf16. Without a GPU: the manifest's formats, and every q4r matrix decoded from
+    weights.bin by wq.cuh's layout equal, exactly, to the f32 CPU package of the same GGUF (the
+    blocks dequantized; through the q/k/v concatenation, gate/up interleave and the experts' stack).
+    On a GPU also the logits against that f32 package (the bf16 bound of the twins above, 3e-2)."""
+    import gguf_twin
+    for model, types in (("llama-gqa", lambda n: "Q8_0" if n in ("token_embd.weight", "output.weight") else
+                          "Q4_0" if ".attn_" in n else "Q4_1"),
+                         ("qwen3-moe", lambda n: "Q4_1" if "_exps" in n or ".attn_" in n else None)):
+        try:
+            gg = os.path.join(tmp, f"{model}-cuda-keep.gguf")
+            gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", model), gg, types)
+            pk, pd, pf = (os.path.join(tmp, f"{model}-{x}") for x in ("cuda-keep", "cuda-default", "keep-f32-ref"))
+            golden.run(["compile", gg, "-o", pk, "--target", f"cuda:{arch}", "--quant", "keep"])
+            pdef = golden.run(["compile", gg, "-o", pd, "--target", f"cuda:{arch}"])
+            golden.run(["compile", gg, "-o", pf, "--target", "cpu", "--dtype", "f32", "--quant", "none"])
+            m, md = (json.load(open(os.path.join(p, "manifest.json"))) for p in (pk, pd))
+            mats = [t for t in m["weights"]["tensors"] if t["layout"] == "rows16"]
+            kinds = {(t["dtype"], t.get("group")) for t in mats}
+            if kinds != {("q4r", 32), ("bf16", None)} or m["quant"]["mode"] != "keep" or m["dtype"] != "bf16" or md.get("quant", {}).get("mode") != "keep":
+                fails.append(f"cuda keep {model}: matrices {kinds}, quant {m.get('quant')}, dtype {m.get('dtype')}, "
+                             f"default {md.get('quant')}")
+            if model == "llama-gqa" and not all(t["dtype"] == "bf16" for t in mats if "embed" in t["name"] or "lm_head" in t["name"]):
+                fails.append(f"cuda keep {model}: the Q8_0 vocabulary is not bf16: {[(t['name'], t['dtype']) for t in mats]}")
+            if model == "llama-gqa" and "dequantized to bf16" not in pdef.stderr:
+                fails.append(f"cuda keep {model}: the log does not name the dequantized Q8_0 matrices: {pdef.stderr!r}")
+            (ref, rwb), wb, n_q4 = f32_panels(pf), open(os.path.join(pk, "weights.bin"), "rb").read(), 0
+            for t in mats:
+                if t["dtype"] != "q4r":
+                    continue
+                d = q4r_vs_f32(wb[t["offset"]:t["offset"] + t["bytes"]], ref[t["name"]], rwb, m["hparams"])
+                n_q4 += 1
+                if d != 0.0:
+                    fails.append(f"cuda keep {model}: {t['name']} q4r values differ from the dequantized blocks by {d:.3e}")
+            print(f"cuda keep {model}: {n_q4} q4r matrices equal to the dequantized blocks, formats {sorted(kinds, key=str)}")
+            if not gpu:
+                continue
+            ids = golden.reference(model)[0]
+            moe = model != "llama-gqa"
+            compare_twin(f"cuda keep {model}", pk, pf, ids, 3e-2, fails, positions=moe)
+            for n in (6, 33):
+                compare_twin(f"cuda keep {model}, a {n}-token step", pk, pf, ids[:n], 3e-2, fails, steps=(0,), positions=moe)
+        except Exception as e:
+            fails.append(f"cuda keep {model}: {e}")
+    # --quant-skip on CUDA: the named matrix stays bf16 rows beside the q4r ones (the skip list was
+    # checked against CPU panels only, so any name was refused for CUDA packages)
+    try:
+        pkg = os.path.join(tmp, "llama-gqa-a16w4-skip-cuda")
+        golden.run(["compile", os.path.join(golden.TESTDATA, "models", "llama-gqa"), "-o", pkg, "--target", f"cuda:{arch}",
+                    "--quant", "a16w4", "--quant-skip", "lm_head"])
+        m = json.load(open(os.path.join(pkg, "manifest.json")))
+        kept = [t["name"] for t in m["weights"]["tensors"] if t["layout"] == "rows16" and t["dtype"] == "bf16"]
+        print(f"cuda --quant-skip lm_head: bf16 rows {kept}")
+        if kept != ["lm_head.weight"] or m["quant"]["kept_matrices"] != 1:
+            fails.append(f"cuda --quant-skip lm_head kept {kept}")
+        if gpu:
+            pt = os.path.join(tmp, "llama-gqa-a16w4-skip-twin-pkg")
+            golden.run(["compile", twin("llama-gqa", pkg, tmp, fails), "-o", pt, "--target", "cpu", "--dtype", "f32"])
+            compare_twin("cuda a16w4 --quant-skip lm_head", pkg, pt, golden.reference("llama-gqa")[0], 3e-2, fails)
+    except Exception as e:
+        fails.append(f"cuda --quant-skip: {e}")
 
 
 def expert_dtypes(pkg):
