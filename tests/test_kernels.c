@@ -504,19 +504,28 @@ static double e4m3(uint8_t c) {
 /* Element i of the K (kv01 0) or V (1) row of kv head h, page slot `slot`, in one layer's part of
  * a page: floats (kvf 0 f32, 1 bf16) or codes (kvf 8, 4, IG_KVQ_E4M3) by the layout kv_quant.h
  * documents. */
+static const double kv_pred_a[8] = {1, 15.0 / 16, 7.0 / 8, 3.0 / 4, 5.0 / 8, 1.0 / 2, 1.0 / 4, 0};
 static double kv_elem(const uint8_t *base, int KV, int D, int kvf, int kv01, int h, int slot, int i) {
     size_t n = (size_t)KV * TPS, r = (size_t)h * TPS + slot;
     if (kvf < 2) return get(base, (kv01 * n + r) * D + i, kvf);
-    if (kvf == 4 && kv01 == 0 && slot > 0) /* 4-bit keys: slot j holds K_j - K^_{j-1} */
-        return kv_elem(base, KV, D, kvf, 0, h, slot - 1, i) + kv_elem(base, KV, D, kvf, 2, h, slot, i);
-    if (kv01 == 2) kv01 = 0; /* the stored difference itself */
     size_t rb = (size_t)D * IG_KVQ_BITS(kvf) / 8;
+    /* 4-bit keys: slot j holds K_j - a K^_{j-1}, a = {1, 15/16, 7/8, 3/4, 5/8, 1/2, 1/4, 0}[p] for
+     * p in bits 4..6 of its zero byte, the zero point in bits 0..3 */
+    const int zq = kvf == 4 ? base[2 * n * rb + 4 * n + (kv01 & 1) * n + r] : 0;
+    if (kvf == 4 && kv01 == 0 && slot > 0)
+        return kv_pred_a[(zq >> 4) & 7] * kv_elem(base, KV, D, kvf, 0, h, slot - 1, i) + kv_elem(base, KV, D, kvf, 2, h, slot, i);
+    if (kv01 == 2) kv01 = 0; /* the stored difference itself */
     const uint8_t *c = base + (kv01 * n + r) * rb;
     int q = kvf == 8 ? c[i] : (c[i / 2] >> (4 * (i % 2))) & 15;
     uint16_t sh;
     memcpy(&sh, base + 2 * n * rb + 2 * (kv01 * n + r), 2);
     if (kvf == IG_KVQ_E4M3) return base[2 * n * rb + 4 * n + kv01 * n + r] ? NAN : half(sh) * e4m3(c[i]); /* zero byte 0 */
-    return half(sh) * (q - (int)base[2 * n * rb + 4 * n + kv01 * n + r]);
+    return half(sh) * (q - (kvf == 4 ? zq & 15 : (int)base[2 * n * rb + 4 * n + kv01 * n + r]));
+}
+/* The predictor a of 4-bit key row `slot` (kv_elem), 1 for slot 0. */
+static double kv_pred(const uint8_t *base, int KV, int D, int h, int slot) {
+    const size_t n = (size_t)KV * TPS, rb = (size_t)D / 2;
+    return slot ? kv_pred_a[(base[2 * n * rb + 4 * n + (size_t)h * TPS + slot] >> 4) & 7] : 1.0;
 }
 /* Packs logical W [N][K] into panels (SPEC.md), rows >= N zero. */
 static void *pack(const float *W, int N, int K, int bf) {
@@ -717,10 +726,13 @@ static void test_attn(const char *name, rk_fn rk, at_fn at, int H, int KV, int D
                 }
                 if (kvb >= 2 && h < H + 2 * KV) rot_ref(r, D, 0); /* q, k and v rotated */
                 /* quantized rows: within half a step of the row's range [min(r, 0), max(r, 0)];
-                 * 4-bit keys past slot 0: of the range of the difference to the previous key */
+                 * 4-bit keys past slot 0: of the range of the difference to the previous key times
+                 * the row's predictor */
                 double lo = 0, hi = 0, prev[512] = {0};
-                if (kvb == 4 && h >= H && h < H + KV && pos[t] % TPS)
-                    for (int i = 0; i < D; i++) prev[i] = kv_elem(base, KV, D, 4, 0, h - H, pos[t] % TPS - 1, i);
+                if (kvb == 4 && h >= H && h < H + KV && pos[t] % TPS) {
+                    const double a = kv_pred(base, KV, D, h - H, pos[t] % TPS);
+                    for (int i = 0; i < D; i++) prev[i] = a * kv_elem(base, KV, D, 4, 0, h - H, pos[t] % TPS - 1, i);
+                }
                 for (int i = 0; i < D; i++) lo = fmin(lo, r[i] - prev[i]), hi = fmax(hi, r[i] - prev[i]);
                 /* fp8: half an e4m3 step at the element (2^-4 relative, 2^-10 s in the subnormals,
                  * s = amax / 448) */

@@ -537,7 +537,7 @@ typedef struct ppl_opts {
     const char *pos[1];
     const char *file, *tokens, *reference;
     int32_t max_tokens, context;
-    float max_ppl_ratio, max_dlogit, min_top1;
+    float max_ppl_ratio, max_dlogit, min_top1, max_kl;
     thread_opts t;
 } ppl_opts;
 
@@ -555,12 +555,16 @@ static const cli_flag verify_flags[] = {
     CLI_F32("--max-dlogit", NULL, ppl_opts, max_dlogit, 0, CLI_NONE, CLI_LO_OPEN, "D",
             "fail when max |logit - reference| / max |reference logit| exceeds D (default: no limit)"),
     CLI_F32("--min-top1", NULL, ppl_opts, min_top1, 0, 1, 0, "F", "fail when the top-1 tokens agree on less than a fraction F (default 0)"),
+    CLI_F32("--max-kl", NULL, ppl_opts, max_kl, 0, CLI_NONE, CLI_LO_OPEN, "K",
+            "fail when the mean KL divergence of the package's next-token distribution from the reference's exceeds K "
+            "nats (default: no limit)"),
     CLI_END};
 
 /* Scores of one package (or a package against a reference) over the windows of a text. */
 typedef struct ppl_acc {
     double nll, ref_nll;       /* sums of -log p(next token) */
     double max_dlogit, max_ref; /* max |logit - reference logit|, max |reference logit| */
+    double kl;                  /* sum of KL(reference || package) over the scored positions, nats */
     int64_t n, top1;           /* tokens scored, top-1 agreements */
 } ppl_acc;
 
@@ -570,6 +574,21 @@ static double nll_of(const float *lg, int32_t V, int32_t id) {
     for (int32_t v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
     for (int32_t v = 0; v < V; v++) s += exp((double)lg[v] - mx);
     return log(s) + mx - (double)lg[id];
+}
+
+/* KL(softmax(q) || softmax(g)) in double: sum p (log p - log p'), the reference's distribution
+ * q first (how far the package's next-token distribution is from the reference's, a measure with
+ * less noise than the perplexity ratio: it does not depend on which token the text has next). */
+static double kl_of(const float *q, const float *g, int32_t V) {
+    double mq = q[0], mg = g[0], sq = 0.0, sg = 0.0, t = 0.0;
+    for (int32_t v = 1; v < V; v++) mq = q[v] > mq ? q[v] : mq, mg = g[v] > mg ? g[v] : mg;
+    for (int32_t v = 0; v < V; v++) {
+        const double e = exp((double)q[v] - mq);
+        sq += e, sg += exp((double)g[v] - mg);
+        t += e * (((double)q[v] - mq) - ((double)g[v] - mg));
+    }
+    const double kl = t / sq - log(sq) + log(sg);
+    return kl > 0.0 ? kl : 0.0; /* rounding can leave -1e-16 */
 }
 
 /* Scores one window ids[0..n) with r (and ref, when not NULL) from empty caches. */
@@ -597,6 +616,7 @@ static ig_status ppl_window(runner *r, runner *ref, const int32_t *ids, int32_t 
             a->max_ref = m > a->max_ref ? m : a->max_ref;
         }
         a->top1 += rt_argmax(g, V) == rt_argmax(q, V);
+        a->kl += kl_of(q, g, V);
     }
     return st;
 }
@@ -675,13 +695,16 @@ static int cmd_verify(const cli_cmd *c, int argc, char **argv) {
     double p = exp(a.nll / (double)a.n), pr = exp(a.ref_nll / (double)a.n), ratio = p / pr;
     double dl = a.max_ref > 0 ? a.max_dlogit / a.max_ref : a.max_dlogit, top1 = (double)a.top1 / (double)a.n;
     printf("perplexity: %.4f over %lld tokens\nreference perplexity: %.4f\nperplexity ratio: %.5f (limit %.6g)\n"
-           "max |dlogit| / max |logit|: %.4e (%.4g / %.4g)%s\ntop-1 agreement: %.4f (%lld of %lld)\n",
+           "max |dlogit| / max |logit|: %.4e (%.4g / %.4g)%s\ntop-1 agreement: %.4f (%lld of %lld)\n"
+           "mean KL divergence from the reference: %.5f nats per token\n",
            p, (long long)a.n, pr, ratio, o.max_ppl_ratio, dl, a.max_dlogit, a.max_ref, "", top1, (long long)a.top1,
-           (long long)a.n);
+           (long long)a.n, a.kl / (double)a.n);
     int bad = 0;
     if (ratio > o.max_ppl_ratio) bad = fprintf(stderr, "ignis verify: perplexity ratio %.5f exceeds %.5g\n", ratio, o.max_ppl_ratio);
     if (o.max_dlogit > 0 && dl > o.max_dlogit) bad = fprintf(stderr, "ignis verify: max |dlogit| %.4e exceeds %.4g\n", dl, o.max_dlogit);
     if (top1 < o.min_top1) bad = fprintf(stderr, "ignis verify: top-1 agreement %.4f below %.4g\n", top1, o.min_top1);
+    if (o.max_kl > 0 && a.kl / (double)a.n > o.max_kl)
+        bad = fprintf(stderr, "ignis verify: mean KL divergence %.5f exceeds %.5g\n", a.kl / (double)a.n, o.max_kl);
     return bad ? 1 : 0;
 }
 

@@ -1011,8 +1011,9 @@ static inline void AT_FN_(_scores)(const AT_FN_(_q) *tq, const uint8_t *base, in
     enum { G_ = AT_H / AT_KV, ES_ = AT_KVBF16 ? 2 : 4 };
 #if AT_Q16_
     /* integer dot products; 4-bit codes widened to bytes 16 rows at a time, and as 4-bit keys are
-     * delta-coded from the page's slot 0 (kv_quant.h), q . K^_j = sum_{i <= j} q . delta_i: a
-     * running sum of the rows' scores from slot 0 */
+     * delta-coded from the page's slot 0 (kv_quant.h: K^_j = a_j K^_{j-1} + delta_j),
+     * q . K^_j = a_j q . K^_{j-1} + q . delta_j: a running sum of the rows' scores from slot 0 (the
+     * zero bytes' predictor bits masked off for the dot products) */
     const int d4 = AT_KVQ == 4, from = d4 ? 0 : j0;
     const uint8_t *kc, *kz;
     const uint16_t *ks;
@@ -1023,14 +1024,19 @@ static inline void AT_FN_(_scores)(const AT_FN_(_q) *tq, const uint8_t *base, in
     for (int jc = 0; jc < j0 + n - from; jc += 16) {
         const int nc = IG_MIN(16, j0 + n - from - jc);
         const uint8_t *c = d4 ? cb : kc + (size_t)jc * AT_D;
-        if (d4) ig_attn_widen4(kc + (size_t)jc * AT_D / 2, nc, AT_D, cb);
+        uint8_t zq[16];
+        float pa[16];
+        if (d4) {
+            ig_attn_widen4(kc + (size_t)jc * AT_D / 2, nc, AT_D, cb);
+            for (int j = 0; j < nc; j++) zq[j] = kz[jc + j] & 15, pa[j] = IG_KVQ_PRED(kz[jc + j] >> 4);
+        }
         for (int g0 = 0; g0 < G_; g0 += 16)
             ig_attn_scores_q16(IG_MIN(16, G_ - g0), AT_D, d4 ? 16 : AT_PS, tq->qp + g0 * (AT_D / 2), tq->qx + g0,
-                               tq->qn + g0, c, ks + jc, kz + jc, nc, d4 ? st + g0 * 16 : sc + g0 * AT_PS + jc);
+                               tq->qn + g0, c, ks + jc, d4 ? zq : kz + jc, nc, d4 ? st + g0 * 16 : sc + g0 * AT_PS + jc);
         for (int g = 0; d4 && g < G_; g++) {
             float r = run[g];
             for (int j = 0; j < nc; j++) {
-                r += st[g * 16 + j];
+                r = fmaf(pa[j], r, st[g * 16 + j]);
                 if (jc + j >= j0) sc[g * AT_PS + jc + j - j0] = r;
             }
             run[g] = r;

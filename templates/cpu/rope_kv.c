@@ -109,16 +109,12 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
             ig_rope_head(kr, row + (RK_H + h) * RK_D, cs, kn, RK_EPS, RK_D, RK_ROT, RK_INTERLEAVE);
             if (RK_KVQ) { /* rotated, then quantized (kv_quant.h) */
                 IG_ALIGN64 float vr[RK_D];
-                memcpy(vr, row + (RK_H + RK_KV + h) * RK_D, sizeof vr);
                 ig_kvq_rotate(kr, RK_D);
-                if (IG_KVQ_KDELTA(RK_KVQ) && slot > 0) { /* the difference to the previous key */
-                    IG_ALIGN64 float kp[RK_D];
-                    ig_kvq_key_before(base, RK_KV, RK_PS, RK_D, RK_KVQ, h, slot, vr, kp);
-                    for (int i = 0; i < RK_D; i++) kr[i] -= kp[i];
-                    memcpy(vr, row + (RK_H + RK_KV + h) * RK_D, sizeof vr);
-                }
+                IG_ALIGN64 float kp[RK_D]; /* delta-coded keys: the previous slot's reconstruction */
+                if (IG_KVQ_KDELTA(RK_KVQ) && slot > 0) ig_kvq_key_before(base, RK_KV, RK_PS, RK_D, RK_KVQ, h, slot, vr, kp);
+                memcpy(vr, row + (RK_H + RK_KV + h) * RK_D, sizeof vr);
                 ig_kvq_rotate(vr, RK_D);
-                ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 0, h, slot, kr);
+                ig_kvq_store_key(base, RK_KV, RK_PS, RK_D, RK_KVQ, h, slot, kr, kp, IG_KVQ_NPRED);
                 ig_kvq_store(base, RK_KV, RK_PS, RK_D, RK_KVQ, 1, h, slot, vr);
                 continue;
             }
