@@ -445,11 +445,12 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _rope_item)(
         else
             for (int i = lane; i < D; i += 32) x[i] = src[(size_t)(AT_H + AT_KV + kh) * D + i];
         ig_kvq_rotate_w<D>(x);
-        if (w2 == 0 && IG_KVQ_KDELTA(AT_KVQ) && slot > 0) { /* the difference to the previous key */
-            ig_kvq_key_before_w<AT_KV, AT_PS, D, AT_KVQ, true>(base, kh, slot, kpr);
-            for (int i = lane; i < D; i += 32) x[i] = __fsub_rn(x[i], kpr[i]);
+        if (w2 == 0 && IG_KVQ_KDELTA(AT_KVQ)) { /* against the previous key, with the best predictor */
+            if (slot > 0) ig_kvq_key_before_w<AT_KV, AT_PS, D, AT_KVQ, true>(base, kh, slot, kpr);
+            ig_kvq_store_key_w<AT_KV, AT_PS, D, AT_KVQ>(base, r, x, kpr, slot == 0);
+        } else {
+            ig_kvq_store_w<AT_KV, AT_PS, D, AT_KVQ>(base, w2, r, x);
         }
-        ig_kvq_store_w<AT_KV, AT_PS, D, AT_KVQ>(base, w2, r, x);
         __threadfence_block();
     }
 #else

@@ -308,7 +308,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     /* quantized KV: tiles dequantized into shared memory by plain loads (the cp.async groups
      * below are then empty); rows past plast zero. V and 8-bit K: a thread per CB-byte chunk;
      * delta-coded 4-bit K: a thread per column walks the tile's rows in order, its running
-     * reconstruction kc carried from tile to tile (reset at each page's slot 0). */
+     * reconstruction kc (times each row's predictor) carried from tile to tile (reset at each
+     * page's slot 0). */
     typedef ig_kvq_geom<D, AP_KVQ, 8> QG; /* 8 codes: one 16-byte store of the 16-bit type */
     constexpr int QCB = QG::CB, QVE = QG::VE, QCH = QG::DV;
     float kc = 0.0f;
@@ -323,10 +324,11 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
                     const unsigned char *b = kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off;
                     const int rr = kh * AP_PS + j % AP_PS;
                     const float sc = ig_kvq_h2f(__ldg((const unsigned short *)(b + ig_kvq_scale_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr))));
-                    const float zb = -sc * (float)__ldg(b + ig_kvq_zero_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr));
+                    const unsigned zq = __ldg(b + ig_kvq_zero_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr));
+                    const float zb = -sc * (float)(zq & 15u); /* bits 4..6: the row's predictor */
                     const unsigned char byte = __ldg(b + ig_kvq_codes_off<AP_KV, AP_PS, D, AP_KVQ>(0, rr) + tid / 2);
                     const float o = fmaf((float)((tid & 1) ? byte >> 4 : byte & 15), sc, zb);
-                    x = j % AP_PS ? o + kc : o;
+                    x = j % AP_PS ? fmaf(IG_KVQ_PRED(zq >> 4), kc, o) : o;
                     kc = x;
                 }
                 dst[r * LD + tid] = ig_f32_to_h(x);

@@ -94,7 +94,7 @@ template <int D, int BITS>
 struct ig_ad_tile {
     typedef ig_ad_geom<D, BITS> A;
     uint4 kr[A::NCL], vr[A::VS][A::NV];
-    float ksc, kz, vsc, vz;
+    float ksc, kz, vsc, vz, ka; /* ka: a delta-coded key's predictor (kv_quant.cuh) */
 };
 
 /* The keys of tile i of a warp (its i-th, in the order ig_ad_attend walks them). */
@@ -125,11 +125,13 @@ IG_DEV void ig_ad_load(ig_ad_tile<D, BITS> &t, int kh, int tb, int ue, int k0, i
         const int c = h + LPK * i;
         t.kr[i] = kok && c < A::NKC ? ig_kvq_ld<KCB, COH>(krow + c * KCB) : z4;
     }
-    t.ksc = t.kz = t.vsc = t.vz = 0.0f;
+    t.ksc = t.kz = t.vsc = t.vz = 0.0f, t.ka = 1.0f;
     if (QT && kok) {
         const unsigned short *pk = (const unsigned short *)(kb + ig_kvq_scale_off<KV, PS, D, BITS>(0, rs));
         const unsigned char *qk = kb + ig_kvq_zero_off<KV, PS, D, BITS>(0, rs);
-        t.ksc = ig_kvq_h2f(COH ? __ldcg(pk) : __ldg(pk)), t.kz = (float)(COH ? __ldcg(qk) : __ldg(qk));
+        const unsigned zq = COH ? __ldcg(qk) : __ldg(qk);
+        t.ksc = ig_kvq_h2f(COH ? __ldcg(pk) : __ldg(pk)), t.kz = (float)(IG_KVQ_KDELTA(BITS) ? zq & 15u : zq);
+        if (IG_KVQ_KDELTA(BITS)) t.ka = IG_KVQ_PRED(zq >> 4);
         if (BITS == IG_KVQ_E4M3) t.ksc *= IG_KVQ_E4M3_UNIT;
     }
     if (QT && valid && h == 0) {
@@ -236,16 +238,23 @@ IG_DEV void ig_ad_step(const ig_ad_tile<D, BITS> &t, int tb, int st, int ue, int
         for (int o = 1; o < LPK; o <<= 1) d[g] += __shfl_xor_sync(IG_FULL_MASK, d[g], o);
         if (QT) d[g] *= t.ksc;
     }
-    if (KD) { /* prefix sums over the page's slots: the delta-coded keys' scores */
+    if (KD) { /* a scan over the page's slots: the delta-coded keys' scores s_j = a_j s_{j-1} + d_j,
+               * composing (a, d) pairs (a2 a1, a2 d1 + d2) */
         const int sit = js - max(tb, js - js % PS);
+        float a = t.ka;
+#pragma unroll
+        for (int o = 1; o < KT; o <<= 1) {
+            const float au = __shfl_up_sync(IG_FULL_MASK, a, o * LPK);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const float u = __shfl_up_sync(IG_FULL_MASK, d[g], o * LPK);
+                if (sit >= o) d[g] = fmaf(a, u, d[g]);
+            }
+            if (sit >= o) a *= au;
+        }
 #pragma unroll
         for (int g = 0; g < G; g++) {
-#pragma unroll
-            for (int o = 1; o < KT; o <<= 1) {
-                const float u = __shfl_up_sync(IG_FULL_MASK, d[g], o * LPK);
-                if (sit >= o) d[g] += u;
-            }
-            if (st > 0) d[g] += carry[g];
+            if (st > 0) d[g] = fmaf(a, carry[g], d[g]);
             carry[g] = __shfl_sync(IG_FULL_MASK, d[g], (KT - 1) * LPK);
         }
     }

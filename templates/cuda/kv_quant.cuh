@@ -8,7 +8,10 @@
  * power of two dividing D, scaled by 1/sqrt(B)), then coded asymmetrically: codes q in 0..QMAX
  * (255 / 15; 4-bit codes two a byte, element 2i in the low nibble), an f16 scale s (rounded up, so
  * the codes stay in range) and an 8-bit zero point z, x ~ s (q - z). 4-bit keys are delta-coded
- * within a page: slot j > 0 holds K_j - K^_{j-1}, K^ the reconstruction. fp8 rows (BITS =
+ * within a page: slot j > 0 holds K_j - a K^_{j-1}, K^ the reconstruction, the predictor a =
+ * IG_KVQ_PRED(i) for i in bits 4..6 of the row's zero byte (the zero point in bits 0..3), chosen by
+ * the writer as the one whose row quantizes with the least squared error (ig_kvq_store_key_w,
+ * kv_quant.h's ig_kvq_store_key). fp8 rows (BITS =
  * IG_KVQ_E4M3) take the int8 layout with e4m3fn codes, a symmetric scale amax / 448 (rounded up
  * to f16) and the zero point byte 0: x ~ s e4m3(q). Queries are rotated the
  * same way and the attention output is rotated back with R^T. Layout of one layer's part of a page
@@ -32,6 +35,10 @@
 #define IG_KVQ_BITS(q) ((q) == IG_KVQ_E4M3 ? 8 : (q))
 #define IG_KVQ_LAYER_BYTES(kv, ps, d, bits) ((unsigned long long)2 * (kv) * (ps) * ((unsigned long long)(d) * IG_KVQ_BITS(bits) / 8 + 3))
 #define IG_KVQ_KDELTA(bits) ((bits) == 4)
+#ifndef IG_KVQ_PRED /* (identical in kv_quant.h) 1, 15/16, 7/8, 3/4, 5/8, 1/2, 1/4, 0 */
+#define IG_KVQ_NPRED 8
+#define IG_KVQ_PRED(i) ((float)((0x0004080a0c0e0f10ULL >> (8 * ((i) & 7))) & 0xffu) * 0.0625f)
+#endif
 #define IG_KVQ_FLIP(i) ((0x6a09e667u >> ((7 * (i) + (i) / 32) & 31)) & 1u)
 /* code bytes of a row */
 #define IG_KVQ_RB(d, bits) ((d) * IG_KVQ_BITS(bits) / 8)
@@ -128,11 +135,12 @@ IG_DEV void ig_kvq_store_e4m3_w(unsigned char *base, int kv01, int r, const floa
 /* Quantizes x[D] (shared memory, already rotated; for delta keys the difference) into row r of
  * tensor kv01 of the layer's page part at base, by one warp: kv_quant.h's ig_kvq_row. rec: null,
  * or kp[D] (shared memory) for a delta-coded key: it becomes this row's reconstruction
- * s (q - z) + kp (kp ignored when first: slot 0), as kv_quant.h's ig_kvq_load computes it. Ends
- * with __syncwarp. */
+ * s (q - z) + pred kp (kp ignored when first: slot 0), as kv_quant.h's ig_kvq_load computes it;
+ * pi (the predictor's index) goes to the zero byte's bits 4..6. Ends with __syncwarp. */
 template <int KV, int PS, int D, int BITS>
 IG_DEV void ig_kvq_store_w(unsigned char *base, int kv01, int r, const float *x, float *rec = nullptr,
-                           bool first = true) {
+                           bool first = true, int pi = 0) {
+    const float pa = IG_KVQ_PRED(pi);
     constexpr int QMAX = BITS == 4 ? 15 : 255;
     const int lane = threadIdx.x & 31;
     __syncwarp();
@@ -155,14 +163,15 @@ IG_DEV void ig_kvq_store_w(unsigned char *base, int kv01, int r, const float *x,
         for (int i = lane; i < IG_KVQ_RB(D, BITS); i += 32) codes[i] = 0;
         if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = 0;
         const float o = __fadd_rn(__fmul_rn(0.0f, sf), -sf * 0.0f);
+        if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = (unsigned char)(pi << 4);
         if (rec)
-            for (int i = lane; i < D; i += 32) rec[i] = first ? o : __fadd_rn(o, rec[i]);
+            for (int i = lane; i < D; i += 32) rec[i] = first ? o : __fmaf_rn(pa, rec[i], o);
         __syncwarp();
         return;
     }
     const float inv = __fdiv_rn(1.0f, sf);
     const float z = fminf(fmaxf(rintf(__fmul_rn(-mn, inv)), 0.0f), (float)QMAX);
-    if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = (unsigned char)z;
+    if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = (unsigned char)((int)z | pi << 4);
     if (BITS == 8) {
         for (int i = lane; i < D; i += 32)
             codes[i] = (unsigned char)fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(x[i], inv)), z), 0.0f), 255.0f);
@@ -174,12 +183,55 @@ IG_DEV void ig_kvq_store_w(unsigned char *base, int kv01, int r, const float *x,
             if (rec) {
                 const float zb = -sf * z;
                 const float oa = __fadd_rn(__fmul_rn((float)a, sf), zb), ob = __fadd_rn(__fmul_rn((float)b, sf), zb);
-                rec[2 * i] = first ? oa : __fadd_rn(oa, rec[2 * i]);
-                rec[2 * i + 1] = first ? ob : __fadd_rn(ob, rec[2 * i + 1]);
+                rec[2 * i] = first ? oa : __fmaf_rn(pa, rec[2 * i], oa);
+                rec[2 * i + 1] = first ? ob : __fmaf_rn(pa, rec[2 * i + 1], ob);
             }
         }
     }
     __syncwarp();
+}
+
+/* Writes the rotated 4-bit key x[D] (shared memory) at row r = h PS + slot of a page whose keys are
+ * delta-coded, by one warp: kv_quant.h's ig_kvq_store_key. first (slot 0): x as it is; else the
+ * difference x - a kp for the predictor a (the first npred of IG_KVQ_PRED) whose row quantizes with
+ * the least squared error (summed in double: ties to the lower index as on the CPU, whose order of
+ * summation differs). x becomes the stored row, kp[D] (shared memory, the previous slot's
+ * reconstruction) this row's. Ends with __syncwarp. */
+template <int KV, int PS, int D, int BITS>
+IG_DEV void ig_kvq_store_key_w(unsigned char *base, int r, float *x, float *kp, bool first, int npred = IG_KVQ_NPRED) {
+    const int lane = threadIdx.x & 31;
+    __syncwarp();
+    int best = 0;
+    double best_e = 0.0;
+    for (int a = 0; !first && a < npred; a++) {
+        const float pa = IG_KVQ_PRED(a);
+        float rv[(D + 31) / 32];
+        float mn = 0.0f, mx = 0.0f;
+        for (int i = lane, k = 0; i < D; i += 32, k++) rv[k] = __fmaf_rn(-pa, kp[i], x[i]), mn = fminf(mn, rv[k]), mx = fmaxf(mx, rv[k]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            mn = fminf(mn, __shfl_xor_sync(IG_FULL_MASK, mn, o)), mx = fmaxf(mx, __shfl_xor_sync(IG_FULL_MASK, mx, o));
+        const float s = __fdiv_rn(__fsub_rn(mx, mn), 15.0f);
+        unsigned short hs = ig_kvq_f2h(s);
+        if (ig_kvq_h2f(hs) < s && hs < 0x7bffu) hs++;
+        const float sf = ig_kvq_h2f(hs);
+        const float inv = sf > 0.0f ? __fdiv_rn(1.0f, sf) : 0.0f;
+        const float z = sf > 0.0f ? fminf(fmaxf(rintf(__fmul_rn(-mn, inv)), 0.0f), 15.0f) : 0.0f, zb = -sf * z;
+        double e = 0.0;
+        for (int i = lane, k = 0; i < D; i += 32, k++) {
+            const float c = sf > 0.0f ? fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(rv[k], inv)), z), 0.0f), 15.0f) : 0.0f;
+            const double t = (double)rv[k] - (double)__fadd_rn(__fmul_rn(c, sf), zb);
+            e += t * t;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) e += __shfl_xor_sync(IG_FULL_MASK, e, o);
+        if (a == 0 || e < best_e) best_e = e, best = a;
+    }
+    if (!first) {
+        const float pa = IG_KVQ_PRED(best);
+        for (int i = lane; i < D; i += 32) x[i] = __fmaf_rn(-pa, kp[i], x[i]);
+    }
+    ig_kvq_store_w<KV, PS, D, BITS>(base, 0, r, x, kp, first, best);
 }
 
 /* kp[D] (shared memory) = the reconstructed key of slot `slot` - 1 (slot >= 1) of row block h of
@@ -197,12 +249,12 @@ IG_DEV void ig_kvq_key_before_w(const unsigned char *base, int h, int slot, floa
                                       : *(const unsigned short *)(base + ig_kvq_scale_off<KV, PS, D, BITS>(0, r));
         const unsigned char z = COH ? __ldcg(base + ig_kvq_zero_off<KV, PS, D, BITS>(0, r))
                                     : base[ig_kvq_zero_off<KV, PS, D, BITS>(0, r)];
-        const float s = ig_kvq_h2f(hs), b = -s * (float)z;
+        const float s = ig_kvq_h2f(hs), b = -s * (float)(z & 15), pa = IG_KVQ_PRED(z >> 4);
         const unsigned char *c = base + ig_kvq_codes_off<KV, PS, D, BITS>(0, r);
         for (int i = lane; i < D; i += 32) {
             const unsigned char byte = COH ? __ldcg(c + i / 2) : c[i / 2];
             const float o = __fadd_rn(__fmul_rn((float)((i & 1) ? byte >> 4 : byte & 15), s), b);
-            kp[i] = j > 0 ? __fadd_rn(o, kp[i]) : o;
+            kp[i] = j > 0 ? __fmaf_rn(pa, kp[i], o) : o;
         }
     }
     __syncwarp();
@@ -265,7 +317,8 @@ struct ig_kvq_geom {
  * acc / m / l its running state (updated). Each key's f16 scale and zero point are loaded beside
  * its codes and applied while unpacking. Delta-coded 4-bit keys are rebuilt page by page: a lane
  * group walks a page's slots in order from slot 0 (K^_j = K^_{j-1} + s_j (q_j - z_j), in
- * registers), scoring the slots inside [k0, k1); the groups take pages in turn. All lanes of the
+ * registers; K^_j = a_j K^_{j-1} + s_j (q_j - z_j) with the row's predictor a_j), scoring the slots
+ * inside [k0, k1); the groups take pages in turn. All lanes of the
  * warp run the same steps (shuffles inside the TPK-lane groups). COH: loads through L2 only. */
 template <int KV, int PS, int D, int BITS, int VE_, int G, int NW, int UK, bool COH, unsigned long long PAGE_BYTES>
 IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][ig_kvq_geom<D, BITS, VE_>::E],
@@ -287,7 +340,7 @@ IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][i
         int jb[UK];
         bool okk[UK], sc[UK];
         uint4 kr[UK][NV], vr[UK][NV];
-        float ks[UK], kb[UK], vs[UK], vb[UK];
+        float ks[UK], kb[UK], vs[UK], vb[UK], ka[UK];
 #pragma unroll
         for (int u = 0; u < UK; u++) {
             int j;
@@ -327,7 +380,8 @@ IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][i
                 zk = COH ? __ldcg(qk) : __ldg(qk), zv = COH ? __ldcg(qv) : __ldg(qv);
             }
             ks[u] = ig_kvq_h2f(hk), vs[u] = ig_kvq_h2f(hv);
-            kb[u] = -ks[u] * (float)zk, vb[u] = -vs[u] * (float)zv;
+            kb[u] = -ks[u] * (float)(KD ? zk & 15 : zk), vb[u] = -vs[u] * (float)zv;
+            ka[u] = KD ? IG_KVQ_PRED(zk >> 4) : 1.0f; /* the row's predictor */
         }
         (void)jb;
 #pragma unroll
@@ -342,7 +396,7 @@ IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][i
                 const bool first = jb[u] % PS == 0;
 #pragma unroll
                 for (int e = 0; e < E; e++) {
-                    kf[e] = first ? kf[e] : kf[e] + kp[e];
+                    kf[e] = first ? kf[e] : fmaf(ka[u], kp[e], kf[e]);
                     kp[e] = okk[u] ? kf[e] : kp[e];
                 }
             }

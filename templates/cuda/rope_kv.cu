@@ -133,9 +133,7 @@ RK_NAME(int T, const float *qkv, const double *inv_freq, const float *q_norm, co
             ig_rope_head<RK_D, false, RK_QKNORM, RK_ROT, RK_INTERLEAVE>(0, qkv + (size_t)u * W + (size_t)(RK_H + h) * RK_D, csw[warp], snw[warp],
                                                  k_norm, RK_EPS, x, NULL, 0);
             ig_kvq_rotate_w<RK_D>(x);
-            if (su > 0)
-                for (int i = lane; i < RK_D; i += 32) x[i] = __fsub_rn(x[i], kp[i]);
-            ig_kvq_store_w<RK_KV, RK_PS, RK_D, RK_KVQ>(base, 0, h * RK_PS + su, x, kp, su == 0);
+            ig_kvq_store_key_w<RK_KV, RK_PS, RK_D, RK_KVQ>(base, h * RK_PS + su, x, kp, su == 0);
         }
     }
 #endif

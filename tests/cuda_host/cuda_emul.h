@@ -129,6 +129,7 @@ static unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p
 static float __fadd_rn(float a, float b) { return a + b; }
 static float __fsub_rn(float a, float b) { return a - b; }
 static float __fmul_rn(float a, float b) { return a * b; }
+static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static float __fdiv_rn(float a, float b) { return a / b; }
 static float __fsqrt_rn(float a) { return sqrtf(a); }
 static float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }

@@ -148,11 +148,11 @@ static void fill_seq(const dcase &c, std::vector<uint8_t> &pool, const int *pt, 
                     }
                     continue;
                 }
-                if (kv01 == 0 && IG_KVQ_KDELTA(c.fmt) && j % PS > 0) {
-                    cpukv::ig_kvq_key_before(layer, KV, PS, D, c.fmt, kh, j % PS, tmp.data(), kp.data());
-                    for (int i = 0; i < D; i++) x[i] -= kp[i];
-                }
-                cpukv::ig_kvq_store(layer, KV, PS, D, c.fmt, kv01, kh, j % PS, x.data());
+                if (kv01 == 0 && IG_KVQ_KDELTA(c.fmt)) { /* against the previous key, the best predictor */
+                    if (j % PS > 0) cpukv::ig_kvq_key_before(layer, KV, PS, D, c.fmt, kh, j % PS, tmp.data(), kp.data());
+                    cpukv::ig_kvq_store_key(layer, KV, PS, D, c.fmt, kh, j % PS, x.data(), kp.data(), IG_KVQ_NPRED);
+                } else
+                    cpukv::ig_kvq_store(layer, KV, PS, D, c.fmt, kv01, kh, j % PS, x.data());
                 if (kv01 == 0 && IG_KVQ_KDELTA(c.fmt) && j % PS > 0)
                     cpukv::ig_kvq_load(layer, KV, PS, D, c.fmt, 0, kh, j % PS, 1, dst, kp.data());
                 else

@@ -281,12 +281,12 @@ static void run_case(const kcase &c) {
                     for (int kv01 = 0; kv01 < 2; kv01++) {
                         std::vector<float> x(&qkv[(size_t)t * W + (H + kv01 * KV + h) * D], &qkv[(size_t)t * W + (H + kv01 * KV + h) * D] + D);
                         cpukv::ig_kvq_rotate(x.data(), D);
-                        if (kv01 == 0 && c.bits == 4 && pass > 0) {
+                        if (kv01 == 0 && c.bits == 4) { /* as rope_kv.c: the best predictor */
                             std::vector<float> kp(D), tmp(D);
-                            cpukv::ig_kvq_key_before(layer, KV, PS_, D, c.bits, h, pass, tmp.data(), kp.data());
-                            for (int i = 0; i < D; i++) x[i] -= kp[i];
-                        }
-                        cpukv::ig_kvq_store(layer, KV, PS_, D, c.bits, kv01, h, pass, x.data());
+                            if (pass > 0) cpukv::ig_kvq_key_before(layer, KV, PS_, D, c.bits, h, pass, tmp.data(), kp.data());
+                            cpukv::ig_kvq_store_key(layer, KV, PS_, D, c.bits, h, pass, x.data(), kp.data(), IG_KVQ_NPRED);
+                        } else
+                            cpukv::ig_kvq_store(layer, KV, PS_, D, c.bits, kv01, h, pass, x.data());
                     }
                 for (int h = 0; h < H; h++) {
                     std::vector<float> x(&qkv[(size_t)t * W + h * D], &qkv[(size_t)t * W + h * D] + D);
@@ -343,11 +343,11 @@ static void run_prefill_mixed(const char *name, ap_fn fn, int H, int KV, int D, 
                 for (int kv01 = 0; kv01 < 2; kv01++) {
                     std::vector<float> x(D), kp(D), tmp(D);
                     for (int i = 0; i < D; i++) x[i] = frand() * (kv01 ? 1.0f : 1.5f) + (kv01 ? 0.0f : 0.1f * (j % 7));
-                    if (kv01 == 0 && IG_KVQ_KDELTA(bits) && j % PS > 0) {
-                        cpukv::ig_kvq_key_before(layer, KV, PS, D, bits, kh, j % PS, tmp.data(), kp.data());
-                        for (int i = 0; i < D; i++) x[i] -= kp[i];
-                    }
-                    cpukv::ig_kvq_store(layer, KV, PS, D, bits, kv01, kh, j % PS, x.data());
+                    if (kv01 == 0 && IG_KVQ_KDELTA(bits)) {
+                        if (j % PS > 0) cpukv::ig_kvq_key_before(layer, KV, PS, D, bits, kh, j % PS, tmp.data(), kp.data());
+                        cpukv::ig_kvq_store_key(layer, KV, PS, D, bits, kh, j % PS, x.data(), kp.data(), IG_KVQ_NPRED);
+                    } else
+                        cpukv::ig_kvq_store(layer, KV, PS, D, bits, kv01, kh, j % PS, x.data());
                 }
         }
     }

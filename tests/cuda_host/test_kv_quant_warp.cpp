@@ -44,6 +44,15 @@ static float __shfl_xor_sync(unsigned, float v, int o) {
     g_bar->arrive_and_wait();
     return r;
 }
+static double g_slotd[32];
+static double __shfl_xor_sync(unsigned, double v, int o) {
+    g_slotd[threadIdx.x] = v;
+    g_bar->arrive_and_wait();
+    const double r = g_slotd[threadIdx.x ^ (unsigned)o];
+    g_bar->arrive_and_wait();
+    return r;
+}
+static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static float __fadd_rn(float a, float b) { return a + b; }
 static float __fsub_rn(float a, float b) { return a - b; }
 static float __fmul_rn(float a, float b) { return a * b; }
@@ -96,12 +105,12 @@ static void check_encoder(std::vector<uint8_t> *page, const char *name) {
             for (int kv01 = 0; kv01 < 2; kv01++) {
                 std::vector<float> x(&rows[((size_t)kv01 * KV * PS + h * PS + s) * D], &rows[((size_t)kv01 * KV * PS + h * PS + s) * D] + D);
                 cpukv::ig_kvq_rotate(x.data(), D);
-                if (kv01 == 0 && BITS == 4 && s > 0) { /* (fp8: BITS 0xe4, absolute keys) */
+                if (kv01 == 0 && BITS == 4) { /* the best predictor (fp8: BITS 0xe4, absolute keys) */
                     std::vector<float> kp(D), tmp(D);
-                    cpukv::ig_kvq_key_before(cpu.data(), KV, PS, D, BITS, h, s, tmp.data(), kp.data());
-                    for (int i = 0; i < D; i++) x[i] -= kp[i];
-                }
-                cpukv::ig_kvq_store(cpu.data(), KV, PS, D, BITS, kv01, h, s, x.data());
+                    if (s > 0) cpukv::ig_kvq_key_before(cpu.data(), KV, PS, D, BITS, h, s, tmp.data(), kp.data());
+                    cpukv::ig_kvq_store_key(cpu.data(), KV, PS, D, BITS, h, s, x.data(), kp.data(), IG_KVQ_NPRED);
+                } else
+                    cpukv::ig_kvq_store(cpu.data(), KV, PS, D, BITS, kv01, h, s, x.data());
             }
     /* the device functions: keys of head h as rope_kv.cu's run leader (the chain in kp, slot 0 from
      * scratch); half of the heads restart mid-page from ig_kvq_key_before_w as a decode step does */
@@ -115,12 +124,19 @@ static void check_encoder(std::vector<uint8_t> *page, const char *name) {
                     ig_kvq_rotate_w<D>(x);
                     const bool delta = kv01 == 0 && BITS == 4;
                     if (delta && s == PS / 2 && h % 2) ig_kvq_key_before_w<KV, PS, D, BITS, true>(dev.data(), h, s, kp);
-                    if (delta && s > 0)
-                        for (int i = lane; i < D; i += 32) x[i] = __fsub_rn(x[i], kp[i]);
-                    ig_kvq_store_w<KV, PS, D, BITS>(dev.data(), kv01, h * PS + s, x, delta ? kp : nullptr, s == 0);
+                    if (delta)
+                        ig_kvq_store_key_w<KV, PS, D, BITS>(dev.data(), h * PS + s, x, kp, s == 0);
+                    else
+                        ig_kvq_store_w<KV, PS, D, BITS>(dev.data(), kv01, h * PS + s, x);
                 }
     });
     char what[160];
+    if (BITS == 4) { /* the keys' zero bytes: some rows must take a predictor other than 1 (bits 4..6) */
+        int other = 0;
+        for (int r = 0; r < KV * PS; r++) other += (cpu[2 * (size_t)KV * PS * IG_KVQ_RB(D, BITS) + 4 * (size_t)KV * PS + r] >> 4) != 0;
+        snprintf(what, sizeof what, "%s: %d of %d key rows take a predictor other than 1", name, other, KV * PS);
+        expect(other > 0, what);
+    }
     snprintf(what, sizeof what, "%s: device encoder bytes = kv_quant.h's (%zu bytes)", name, bytes);
     expect(dev == cpu, what);
     if (dev != cpu)
@@ -148,12 +164,12 @@ static void check_attend(int n_pages, int k0, int k1, const char *name) {
             for (int kv01 = 0; kv01 < 2; kv01++) {
                 std::vector<float> x(D);
                 for (int i = 0; i < D; i++) x[i] = frand() + (kv01 ? 0.0f : 0.2f * (float)(j % 5));
-                if (kv01 == 0 && BITS == 4 && j % PS > 0) {
+                if (kv01 == 0 && BITS == 4) { /* the best predictor */
                     std::vector<float> kq(D), tmp(D);
-                    cpukv::ig_kvq_key_before(layer, KV, PS, D, BITS, h, j % PS, tmp.data(), kq.data());
-                    for (int i = 0; i < D; i++) x[i] -= kq[i];
-                }
-                cpukv::ig_kvq_store(layer, KV, PS, D, BITS, kv01, h, j % PS, x.data());
+                    if (j % PS > 0) cpukv::ig_kvq_key_before(layer, KV, PS, D, BITS, h, j % PS, tmp.data(), kq.data());
+                    cpukv::ig_kvq_store_key(layer, KV, PS, D, BITS, h, j % PS, x.data(), kq.data(), IG_KVQ_NPRED);
+                } else
+                    cpukv::ig_kvq_store(layer, KV, PS, D, BITS, kv01, h, j % PS, x.data());
             }
         cpukv::ig_kvq_load(layer, KV, PS, D, BITS, 0, kh, j % PS, 1, &K[(size_t)j * D], kp.data());
         cpukv::ig_kvq_load(layer, KV, PS, D, BITS, 1, kh, j % PS, 1, &V[(size_t)j * D], kp.data());
