@@ -86,6 +86,7 @@ static void RK_NAME(int T, const float *qkv, const float *rope_cs, const float *
     _Static_assert(RK_D % 2 == 0, "RK_D must be even");
     _Static_assert(RK_ROT % 2 == 0 && RK_ROT <= RK_D, "RK_ROT must be even and at most RK_D");
     _Static_assert(RK_H % RK_KV == 0, "RK_H must be a multiple of RK_KV");
+    _Static_assert(!RK_KVQ || RK_D <= IG_KVQ_MAXD, "quantized KV rows of at most IG_KVQ_MAXD elements");
     enum { W_ = (RK_H + 2 * RK_KV) * RK_D, ES_ = RK_KVBF16 ? 2 : 4 };
     const float *qn = RK_QKNORM ? q_norm : NULL, *kn = RK_QKNORM ? k_norm : NULL;
     /* delta-coded keys (kv_quant.h) read the page's earlier slots: slot s is written in pass s */

@@ -35,20 +35,12 @@ struct uint2 { unsigned x, y; };
 static uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 static thread_local struct { unsigned x; } threadIdx;
 static std::barrier<> *g_bar;
-static float g_slot[32];
+static double g_slot[32]; /* a float or a double lane value (a float round-trips through a double exactly) */
 static void __syncwarp() { g_bar->arrive_and_wait(); }
-static float __shfl_xor_sync(unsigned, float v, int o) {
+template <class T> static T __shfl_xor_sync(unsigned, T v, int o) {
     g_slot[threadIdx.x] = v;
     g_bar->arrive_and_wait();
-    const float r = g_slot[threadIdx.x ^ (unsigned)o];
-    g_bar->arrive_and_wait();
-    return r;
-}
-static double g_slotd[32];
-static double __shfl_xor_sync(unsigned, double v, int o) {
-    g_slotd[threadIdx.x] = v;
-    g_bar->arrive_and_wait();
-    const double r = g_slotd[threadIdx.x ^ (unsigned)o];
+    const T r = (T)g_slot[threadIdx.x ^ (unsigned)o];
     g_bar->arrive_and_wait();
     return r;
 }
