@@ -430,12 +430,15 @@ def cuda_keep_checks(arch, tmp, fails, gpu):
     blocks dequantized; through the q/k/v concatenation, gate/up interleave and the experts' stack).
     On a GPU also the logits against that f32 package (the bf16 bound of the twins above, 3e-2)."""
     import gguf_twin
-    for model, types in (("llama-gqa", lambda n: "Q8_0" if n in ("token_embd.weight", "output.weight") else
-                          "Q4_0" if ".attn_" in n else "Q4_1"),
-                         ("qwen3-moe", lambda n: "Q4_1" if "_exps" in n or ".attn_" in n else None)):
+    mixed = lambda n: "Q8_0" if n in ("token_embd.weight", "output.weight") else "Q4_0" if ".attn_" in n else "Q4_1"
+    # llama-stream-h256: the persistent decode kernel with q4r layers beside a bf16 embedding and lm_head
+    for model, types, mdir in (("llama-gqa", mixed, None), ("llama-stream-h256", mixed, golden.EXTRA_DIR),
+                               ("qwen3-moe", lambda n: "Q4_1" if "_exps" in n or ".attn_" in n else None, None)):
         try:
             gg = os.path.join(tmp, f"{model}-cuda-keep.gguf")
-            gguf_twin.write_twin(os.path.join(golden.TESTDATA, "models", model), gg, types)
+            if mdir:
+                golden.ensure_weights(os.path.join(mdir, model))
+            gguf_twin.write_twin(os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), gg, types)
             pk, pd, pf = (os.path.join(tmp, f"{model}-{x}") for x in ("cuda-keep", "cuda-default", "keep-f32-ref"))
             golden.run(["compile", gg, "-o", pk, "--target", f"cuda:{arch}", "--quant", "keep"])
             pdef = golden.run(["compile", gg, "-o", pd, "--target", f"cuda:{arch}"])
@@ -446,9 +449,11 @@ def cuda_keep_checks(arch, tmp, fails, gpu):
             if kinds != {("q4r", 32), ("bf16", None)} or m["quant"]["mode"] != "keep" or m["dtype"] != "bf16" or md.get("quant", {}).get("mode") != "keep":
                 fails.append(f"cuda keep {model}: matrices {kinds}, quant {m.get('quant')}, dtype {m.get('dtype')}, "
                              f"default {md.get('quant')}")
-            if model == "llama-gqa" and not all(t["dtype"] == "bf16" for t in mats if "embed" in t["name"] or "lm_head" in t["name"]):
+            if mdir and "#define HAS_DECODE_LAYERS 1" not in open(os.path.join(pk, "src", "model.c")).read():
+                fails.append(f"cuda keep {model}: no persistent decode kernel")
+            if types is mixed and not all(t["dtype"] == "bf16" for t in mats if "embed" in t["name"] or "lm_head" in t["name"]):
                 fails.append(f"cuda keep {model}: the Q8_0 vocabulary is not bf16: {[(t['name'], t['dtype']) for t in mats]}")
-            if model == "llama-gqa" and "dequantized to bf16" not in pdef.stderr:
+            if types is mixed and "dequantized to bf16" not in pdef.stderr:
                 fails.append(f"cuda keep {model}: the log does not name the dequantized Q8_0 matrices: {pdef.stderr!r}")
             (ref, rwb), wb, n_q4 = f32_panels(pf), open(os.path.join(pk, "weights.bin"), "rb").read(), 0
             for t in mats:
@@ -461,8 +466,8 @@ def cuda_keep_checks(arch, tmp, fails, gpu):
             print(f"cuda keep {model}: {n_q4} q4r matrices equal to the dequantized blocks, formats {sorted(kinds, key=str)}")
             if not gpu:
                 continue
-            ids = golden.reference(model)[0]
-            moe = model != "llama-gqa"
+            ids = golden.reference(model, mdir)[0]
+            moe = "moe" in model
             compare_twin(f"cuda keep {model}", pk, pf, ids, 3e-2, fails, positions=moe)
             for n in (6, 33):
                 compare_twin(f"cuda keep {model}, a {n}-token step", pk, pf, ids[:n], 3e-2, fails, steps=(0,), positions=moe)
