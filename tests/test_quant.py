@@ -343,11 +343,11 @@ def cuda_checks(arch, tmp, fails, gpu):
                 vocab = "embed" in t["name"] or "lm_head" in t["name"]
                 if t["dtype"] != ("q8r" if vocab else want):  # a16w4 keeps the vocabulary in int8 on CUDA
                     fails.append(f"{model} {scheme} cuda: {t['name']} is {t['dtype']}")
-            # qgemm.cu (the quantized tensor-core GEMM) is opt-in (--tune qg_tmax, default 0: on the H200
-            # it lost to dequant + cuBLAS on most 1B matrices); by default a package carries none of it
+            # qgemm.cu (the quantized tensor-core GEMM) serves steps of 9..32 tokens by default (--tune
+            # qg_tmax=32) where K % 64 == 0: every matrix of these models
             mcu = open(os.path.join(pkg, "src", "model.cu")).read()
-            if '#include "qgemm.cu"' in mcu and "qg_tmax" not in extra:
-                fails.append(f"{model} {scheme} cuda: qgemm.cu emitted though qg_tmax defaults to 0")
+            if '#include "qgemm.cu"' not in mcu or ("qg_tmax" not in extra and "<= 32) {" not in open(os.path.join(pkg, "src", "model.c")).read()):
+                fails.append(f"{model} {scheme} cuda: no qgemm.cu steps up to 32 tokens by default")
             tw = twin(model, pkg, tmp, fails, mdir)
             if not gpu:
                 print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")
