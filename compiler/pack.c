@@ -443,6 +443,23 @@ static int repack_q6k_lane(const uint8_t *b, int64_t K, int j, uint8_t *panel) {
     return bad;
 }
 
+/* Level i (0..31) of a Q4_0 / Q4_1 block's nibbles qs: byte i's low nibble, or byte i - 16's high. */
+static int q4_level(const uint8_t *qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
+
+/* A Q4_0 / Q4_1 block's (f16 scale, f16 min) as q4g / q4r store them: d, and m (Q4_1) or -8d
+ * (Q4_0, exact in f16 unless it overflows: returns 1 then). */
+static int q4_scale_min(const uint8_t *blk, ir_stype st, uint8_t *d, uint8_t *m) {
+    memcpy(d, blk, 2);
+    if (st == IR_STYPE_Q4_1) {
+        memcpy(m, blk + 2, 2);
+        return 0;
+    }
+    const float mf = -8.0f * f16_to_f32(blk);
+    const uint16_t hm = pk_f32_to_f16(mf);
+    memcpy(m, &hm, 2);
+    return isfinite(mf) && !(fabsf(mf) <= 65504.0f);
+}
+
 /* Row n's blocks as lane j = n % 16 of its panel: the f16 scales (and Q4_1 mins) are copied as
  * they are; Q4_0's min -8d is exact in f16 unless it overflows (returns 1 then); Q5_0's levels
  * minus 16 are q8g's int8 codes under its d. */
@@ -474,17 +491,9 @@ static int repack_lane(const uint8_t *b, ir_stype st, int64_t K, int j, uint8_t 
         }
         const uint8_t *blk = b + g * (st == IR_STYPE_Q4_1 ? 20 : 18), *qs = blk + (st == IR_STYPE_Q4_1 ? 4 : 2);
         uint8_t *gb = panel + g * (64 + 8 * 32);
-        memcpy(gb + 2 * j, blk, 2);
-        if (st == IR_STYPE_Q4_1) {
-            memcpy(gb + 32 + 2 * j, blk + 2, 2);
-        } else {
-            float m = -8.0f * f16_to_f32(blk);
-            uint16_t hm = pk_f32_to_f16(m);
-            bad |= isfinite(m) && !(fabsf(m) <= 65504.0f);
-            memcpy(gb + 32 + 2 * j, &hm, 2);
-        }
+        bad |= q4_scale_min(blk, st, gb + 2 * j, gb + 32 + 2 * j);
         for (int i = 0; i < 32; i++) {
-            int q = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+            int q = q4_level(qs, i);
             uint8_t *o = gb + 64 + (size_t)i * 8 + (j & 7);
             *o = (uint8_t)(j < 8 ? (*o & 0xf0) | q : (*o & 0x0f) | (q << 4));
         }
@@ -546,20 +555,9 @@ int pk_repack_blocks_q4r(const void *blocks, ir_stype st, int64_t N, int64_t K, 
         for (int64_t g = 0; g < K / 32; g++) {
             const uint8_t *blk = row + g * bb, *qs = blk + (st == IR_STYPE_Q4_1 ? 4 : 2);
             uint8_t *sm = o + K / 2 + 4 * g;
-            memcpy(sm, blk, 2);
-            if (st == IR_STYPE_Q4_1) {
-                memcpy(sm + 2, blk + 2, 2);
-            } else {
-                const float m = -8.0f * f16_to_f32(blk);
-                const uint16_t hm = pk_f32_to_f16(m);
-                bad |= isfinite(m) && !(fabsf(m) <= 65504.0f);
-                memcpy(sm + 2, &hm, 2);
-            }
-            for (int i = 0; i < 16; i++) { /* elements 2i, 2i + 1 of the group */
-                const int e0 = 2 * i, e1 = 2 * i + 1;
-                const int q0 = e0 < 16 ? qs[e0] & 15 : qs[e0 - 16] >> 4, q1 = e1 < 16 ? qs[e1] & 15 : qs[e1 - 16] >> 4;
-                o[g * 16 + i] = (uint8_t)(q0 | q1 << 4);
-            }
+            bad |= q4_scale_min(blk, st, sm, sm + 2);
+            for (int i = 0; i < 16; i++) /* elements 2i, 2i + 1 of the group */
+                o[g * 16 + i] = (uint8_t)(q4_level(qs, 2 * i) | q4_level(qs, 2 * i + 1) << 4);
         }
     }
     return bad ? -1 : 0;
@@ -737,8 +735,8 @@ static ig_status add_entry(const ir_graph *g, pk_plan *p, int32_t t, pk_format f
 }
 
 /* --quant keep: layers share kernels, so a matrix (the same node input in every layer) that some
- * layers keep in another format than others (CPU panels or CUDA rows) (GGUF files mixing block types across layers, as
- * Q4_K_M's down projections do) is stored in the float dtype wdtype in every layer; then the
+ * layers keep in another format than others (GGUF files mixing block types across layers, as
+ * Q4_K_M's down projections do; CPU panels or CUDA rows) is stored in the float dtype wdtype in every layer; then the
  * offsets are laid out again. */
 static void unify_kept(const ir_graph *g, pk_plan *p, ig_dtype wdtype) {
     int32_t first = -1, per = 0;

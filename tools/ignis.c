@@ -568,27 +568,25 @@ typedef struct ppl_acc {
     int64_t n, top1;           /* tokens scored, top-1 agreements */
 } ppl_acc;
 
-/* -log softmax(lg)[id] in double. */
-static double nll_of(const float *lg, int32_t V, int32_t id) {
-    double mx = lg[0], s = 0.0;
-    for (int32_t v = 1; v < V; v++) mx = lg[v] > mx ? lg[v] : mx;
-    for (int32_t v = 0; v < V; v++) s += exp((double)lg[v] - mx);
-    return log(s) + mx - (double)lg[id];
+/* log sum exp(x) over the V logits, in double. */
+static double lse_of(const float *x, int32_t V) {
+    double mx = x[0], s = 0.0;
+    for (int32_t v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+    for (int32_t v = 0; v < V; v++) s += exp((double)x[v] - mx);
+    return log(s) + mx;
 }
 
-/* KL(softmax(q) || softmax(g)) in double: sum p (log p - log p'), the reference's distribution
- * q first (how far the package's next-token distribution is from the reference's, a measure with
- * less noise than the perplexity ratio: it does not depend on which token the text has next). */
-static double kl_of(const float *q, const float *g, int32_t V) {
-    double mq = q[0], mg = g[0], sq = 0.0, sg = 0.0, t = 0.0;
-    for (int32_t v = 1; v < V; v++) mq = q[v] > mq ? q[v] : mq, mg = g[v] > mg ? g[v] : mg;
+/* KL(softmax(q) || softmax(g)) from their log-sum-exps lq, lg: sum p (log p - log p'), the
+ * reference's distribution q first (how far the package's next-token distribution is from the
+ * reference's: less noise than the perplexity ratio, as it does not depend on which token the
+ * text has next). */
+static double kl_of(const float *q, double lq, const float *g, double lg, int32_t V) {
+    double t = 0.0;
     for (int32_t v = 0; v < V; v++) {
-        const double e = exp((double)q[v] - mq);
-        sq += e, sg += exp((double)g[v] - mg);
-        t += e * (((double)q[v] - mq) - ((double)g[v] - mg));
+        const double a = (double)q[v] - lq;
+        t += exp(a) * (a - ((double)g[v] - lg));
     }
-    const double kl = t / sq - log(sq) + log(sg);
-    return kl > 0.0 ? kl : 0.0; /* rounding can leave -1e-16 */
+    return t > 0.0 ? t : 0.0; /* rounding can leave -1e-16 */
 }
 
 /* Scores one window ids[0..n) with r (and ref, when not NULL) from empty caches. */
@@ -605,18 +603,20 @@ static ig_status ppl_window(runner *r, runner *ref, const int32_t *ids, int32_t 
     }
     for (int32_t i = 0; i + 1 < n && !st; i++) {
         const float *g = lg + (size_t)i * V;
-        a->nll += nll_of(g, V, ids[i + 1]);
+        const double lsg = lse_of(g, V);
+        a->nll += lsg - (double)g[ids[i + 1]];
         a->n++;
         if (!ref) continue;
         const float *q = lr + (size_t)i * V;
-        a->ref_nll += nll_of(q, V, ids[i + 1]);
+        const double lsq = lse_of(q, V);
+        a->ref_nll += lsq - (double)q[ids[i + 1]];
         for (int32_t v = 0; v < V; v++) {
             double d = fabs((double)g[v] - q[v]), m = fabs((double)q[v]);
             a->max_dlogit = d > a->max_dlogit ? d : a->max_dlogit;
             a->max_ref = m > a->max_ref ? m : a->max_ref;
         }
         a->top1 += rt_argmax(g, V) == rt_argmax(q, V);
-        a->kl += kl_of(q, g, V);
+        a->kl += kl_of(q, lsq, g, lsg, V);
     }
     return st;
 }

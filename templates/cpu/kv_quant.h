@@ -50,9 +50,10 @@
  * absolute rows stay possible) moved it only to 0.0338: dropped, values stay absolute. Non-uniform
  * 4-bit levels (NF4's, symmetric on absmax: ratio 1.040 / 1.022 / 1.050 on GPL-3 / GPL-2 / Apache
  * in 1024-token windows against 1.027 / 1.026 / 1.036; NF4's levels over the row's [min, max]:
- * 1.026 / 1.024 / 1.025) were tried before the predictors and dropped. kv_quant.cuh's writers choose the same way (the
- * error summed in another order: a near tie may pick differently) and its readers scan the
- * predictors too. A row depends only on its own token and the page's earlier rows, so a page's bytes do not depend on how its tokens were split into steps (chunked
+ * 1.026 / 1.024 / 1.025) were tried before the predictors and dropped. kv_quant.cuh's writers
+ * choose the same way (the error summed in another order: a near tie may pick differently) and
+ * its readers scan the predictors too. A row depends only on its own token and the page's
+ * earlier rows, so a page's bytes do not depend on how its tokens were split into steps (chunked
  * prefill, decode, recompute after preemption) and shared prefix pages stay valid. 8-bit keys
  * and all values are stored absolute.
  *
@@ -332,24 +333,18 @@ IG_INLINE void ig_kvq_key_before(const uint8_t *base, int kv, int ps, int d, int
 
 /* Writes rotated key x[d] of KV head h at page slot `slot`. Delta-coded keys (slot > 0) take the
  * predictor a (IG_KVQ_PRED, the first npred of them; 1: the plain difference) whose row
- * x - a kprev quantizes with the least squared error, kprev[d] being the reconstruction of slot
- * - 1 (ig_kvq_key_before); x and kprev are not changed. (SmolLM2, bf16 weights, uint4 KV, six
- * license texts of 1.3k-7.6k tokens in the default 512-token windows of `ignis verify`, against
- * bf16 KV: mean KL 0.0424 -> 0.0340 nats per token with 8 predictors, perplexity ratio 1.0313 ->
- * 1.0235; choosing by the row's range instead of its error: KL 0.0370 with 8, 0.0376 with 4 of
- * them; 2026-12-06, Zen 2.) */
+ * x - a kprev quantizes with the least squared error (the header has the measurements), kprev[d]
+ * being the reconstruction of slot - 1 (ig_kvq_key_before); x and kprev are not changed. */
 IG_INLINE void ig_kvq_store_key(uint8_t *base, int kv, int ps, int d, int bits, int h, int slot, const float *x,
                                 const float *kprev, int npred) {
-    if (!IG_KVQ_KDELTA(bits) || slot == 0 || npred <= 1) {
-        float r[IG_KVQ_MAXD];
-        for (int i = 0; i < d; i++) r[i] = IG_KVQ_KDELTA(bits) && slot > 0 ? x[i] - kprev[i] : x[i];
-        ig_kvq_store(base, kv, ps, d, bits, 0, h, slot, r);
+    if (!IG_KVQ_KDELTA(bits) || slot == 0) {
+        ig_kvq_store(base, kv, ps, d, bits, 0, h, slot, x);
         return;
     }
+    float r[IG_KVQ_MAXD];
     int best = 0;
     double best_e = INFINITY;
-    for (int a = 0; a < npred && a < IG_KVQ_NPRED; a++) {
-        float r[IG_KVQ_MAXD];
+    for (int a = 0; npred > 1 && a < npred && a < IG_KVQ_NPRED; a++) {
         uint8_t c[IG_KVQ_MAXD / 2], z;
         uint16_t hs;
         const float pa = IG_KVQ_PRED(a);
@@ -363,8 +358,7 @@ IG_INLINE void ig_kvq_store_key(uint8_t *base, int kv, int ps, int d, int bits, 
         }
         if (e < best_e) best_e = e, best = a;
     }
-    float r[IG_KVQ_MAXD];
-    const float pa = IG_KVQ_PRED(best);
+    const float pa = IG_KVQ_PRED(best); /* a = 1: fmaf(-1, k, x) is x - k exactly */
     for (int i = 0; i < d; i++) r[i] = fmaf(-pa, kprev[i], x[i]);
     ig_kvq_store(base, kv, ps, d, bits, 0, h, slot, r);
     const uint8_t *c, *z;

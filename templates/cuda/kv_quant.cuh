@@ -132,6 +132,24 @@ IG_DEV void ig_kvq_store_e4m3_w(unsigned char *base, int kv01, int r, const floa
     __syncwarp();
 }
 
+/* The steps of kv_quant.h's ig_kvq_row that the writers below share: the warp's range (mn, mx
+ * already each lane's min(., 0) / max(., 0); every lane gets the warp's), the scale (mx - mn) /
+ * qmax rounded up to f16 (*hs; returned as a float) and one code x / s + z rounded and clamped. */
+IG_DEV void ig_kvq_range_w(float &mn, float &mx) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        mn = fminf(mn, __shfl_xor_sync(IG_FULL_MASK, mn, o)), mx = fmaxf(mx, __shfl_xor_sync(IG_FULL_MASK, mx, o));
+}
+IG_DEV float ig_kvq_scale(float mn, float mx, float qmax, unsigned short *hs) {
+    const float s = __fdiv_rn(__fsub_rn(mx, mn), qmax);
+    *hs = ig_kvq_f2h(s);
+    if (ig_kvq_h2f(*hs) < s && *hs < 0x7bffu) (*hs)++; /* round the scale up: codes stay in range */
+    return ig_kvq_h2f(*hs);
+}
+IG_DEV float ig_kvq_code(float x, float inv, float z, float qmax) {
+    return fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(x, inv)), z), 0.0f), qmax);
+}
+
 /* Quantizes x[D] (shared memory, already rotated; for delta keys the difference) into row r of
  * tensor kv01 of the layer's page part at base, by one warp: kv_quant.h's ig_kvq_row. rec: null,
  * or kp[D] (shared memory) for a delta-coded key: it becomes this row's reconstruction
@@ -150,18 +168,13 @@ IG_DEV void ig_kvq_store_w(unsigned char *base, int kv01, int r, const float *x,
     }
     float mn = 0.0f, mx = 0.0f;
     for (int i = lane; i < D; i += 32) mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        mn = fminf(mn, __shfl_xor_sync(IG_FULL_MASK, mn, o)), mx = fmaxf(mx, __shfl_xor_sync(IG_FULL_MASK, mx, o));
-    const float s = __fdiv_rn(__fsub_rn(mx, mn), (float)QMAX);
-    unsigned short hs = ig_kvq_f2h(s);
-    if (ig_kvq_h2f(hs) < s && hs < 0x7bffu) hs++; /* round the scale up: codes stay in range */
-    const float sf = ig_kvq_h2f(hs);
+    ig_kvq_range_w(mn, mx);
+    unsigned short hs;
+    const float sf = ig_kvq_scale(mn, mx, (float)QMAX, &hs);
     unsigned char *codes = base + ig_kvq_codes_off<KV, PS, D, BITS>(kv01, r);
     if (lane == 0) *(unsigned short *)(base + ig_kvq_scale_off<KV, PS, D, BITS>(kv01, r)) = hs;
     if (!(sf > 0.0f)) { /* an all-zero row (or NaN): codes 0, zero 0 */
         for (int i = lane; i < IG_KVQ_RB(D, BITS); i += 32) codes[i] = 0;
-        if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = 0;
         const float o = __fadd_rn(__fmul_rn(0.0f, sf), -sf * 0.0f);
         if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = (unsigned char)(pi << 4);
         if (rec)
@@ -174,11 +187,10 @@ IG_DEV void ig_kvq_store_w(unsigned char *base, int kv01, int r, const float *x,
     if (lane == 0) base[ig_kvq_zero_off<KV, PS, D, BITS>(kv01, r)] = (unsigned char)((int)z | pi << 4);
     if (BITS == 8) {
         for (int i = lane; i < D; i += 32)
-            codes[i] = (unsigned char)fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(x[i], inv)), z), 0.0f), 255.0f);
+            codes[i] = (unsigned char)ig_kvq_code(x[i], inv, z, 255.0f);
     } else {
         for (int i = lane; i < D / 2; i += 32) {
-            const int a = (int)fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(x[2 * i], inv)), z), 0.0f), 15.0f);
-            const int b = (int)fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(x[2 * i + 1], inv)), z), 0.0f), 15.0f);
+            const int a = (int)ig_kvq_code(x[2 * i], inv, z, 15.0f), b = (int)ig_kvq_code(x[2 * i + 1], inv, z, 15.0f);
             codes[i] = (unsigned char)(a | (b << 4));
             if (rec) {
                 const float zb = -sf * z;
@@ -208,18 +220,14 @@ IG_DEV void ig_kvq_store_key_w(unsigned char *base, int r, float *x, float *kp, 
         float rv[(D + 31) / 32];
         float mn = 0.0f, mx = 0.0f;
         for (int i = lane, k = 0; i < D; i += 32, k++) rv[k] = __fmaf_rn(-pa, kp[i], x[i]), mn = fminf(mn, rv[k]), mx = fmaxf(mx, rv[k]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            mn = fminf(mn, __shfl_xor_sync(IG_FULL_MASK, mn, o)), mx = fmaxf(mx, __shfl_xor_sync(IG_FULL_MASK, mx, o));
-        const float s = __fdiv_rn(__fsub_rn(mx, mn), 15.0f);
-        unsigned short hs = ig_kvq_f2h(s);
-        if (ig_kvq_h2f(hs) < s && hs < 0x7bffu) hs++;
-        const float sf = ig_kvq_h2f(hs);
+        ig_kvq_range_w(mn, mx);
+        unsigned short hs;
+        const float sf = ig_kvq_scale(mn, mx, 15.0f, &hs);
         const float inv = sf > 0.0f ? __fdiv_rn(1.0f, sf) : 0.0f;
         const float z = sf > 0.0f ? fminf(fmaxf(rintf(__fmul_rn(-mn, inv)), 0.0f), 15.0f) : 0.0f, zb = -sf * z;
         double e = 0.0;
         for (int i = lane, k = 0; i < D; i += 32, k++) {
-            const float c = sf > 0.0f ? fminf(fmaxf(__fadd_rn(rintf(__fmul_rn(rv[k], inv)), z), 0.0f), 15.0f) : 0.0f;
+            const float c = sf > 0.0f ? ig_kvq_code(rv[k], inv, z, 15.0f) : 0.0f;
             const double t = (double)rv[k] - (double)__fadd_rn(__fmul_rn(c, sf), zb);
             e += t * t;
         }
