@@ -551,7 +551,8 @@ int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i) {
     int64_t v;
     double d;
     load_scalar(kv->arr_type, kv->arr_data + i * (uint64_t)sz, &u, &v, &d);
-    if (kv->arr_type == GGUF_VT_FLOAT32 || kv->arr_type == GGUF_VT_FLOAT64) return (int64_t)d;
+    if (kv->arr_type == GGUF_VT_FLOAT32 || kv->arr_type == GGUF_VT_FLOAT64) /* saturate: no overflowing cast */
+        return d != d ? 0 : d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : (int64_t)d;
     return v;
 }
 

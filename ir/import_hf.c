@@ -355,9 +355,9 @@ static ig_status parse_partial_rotary(hf_ctx *c, double def) {
     else
         st = obj_num(c, c->cfg, "", "partial_rotary_factor", def, &f);
     if (st) return st;
-    double d = f * h->head_dim;
-    int32_t rd = (int32_t)d; /* transformers: int(head_dim * factor) */
-    if (f > 1 || rd < 2 || rd % 2)
+    /* transformers: int(head_dim * factor); a factor outside (0, 1] is refused before the cast */
+    int32_t rd = f > 0 && f <= 1 ? (int32_t)(f * h->head_dim) : 0;
+    if (rd < 2 || rd % 2)
         return ig_fail(c->err, IG_ERR_UNSUPPORTED,
                        "%s: partial_rotary_factor %g gives %d rotary dimensions of head_dim %d (need an even "
                        "number >= 2)", c->cfg_path, f, rd, h->head_dim);

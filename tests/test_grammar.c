@@ -119,6 +119,14 @@ static void test_schema(const gr_vocab *v) {
     CHECK(st == IG_ERR_FORMAT, "malformed schema: %d", st);
     st = gr_compile(GR_JSON_SCHEMA, "{\"$ref\":\"http://x/y.json\"}", 26, &g, &err);
     CHECK(st == IG_ERR_UNSUPPORTED && strstr(err.msg, "$ref"), "remote $ref: %s", err.msg);
+    /* counts past int (were an undefined cast) are refused; a negative maximum admits nothing
+     * (-1 read as GR_INF, unbounded, before) */
+    const char *huge = "{\"type\":\"string\",\"minLength\":1e300}";
+    st = gr_compile(GR_JSON_SCHEMA, huge, strlen(huge), &g, &err);
+    CHECK(st == IG_ERR_UNSUPPORTED && strstr(err.msg, "minLength"), "minLength 1e300: %d %s", st, st ? err.msg : "");
+    if (!st) gr_grammar_free(g);
+    CHECK(accepts(GR_JSON_SCHEMA, "{\"type\":\"array\",\"maxItems\":-1}", "[]", v) == 0, "maxItems -1 admits nothing");
+    CHECK(accepts(GR_JSON_SCHEMA, "{\"type\":\"string\",\"maxLength\":-1}", "\"ab\"", v) == 0, "maxLength -1 admits nothing");
 }
 
 /* Keywords beyond an expression tree: key presence, enum filtering, DFAs (byte-level walks; the

@@ -651,6 +651,10 @@ static void bad_layer_type(cJSON *c) {
 }
 static void head_dim_null(cJSON *c) { cJSON_ReplaceItemInObject(c, "head_dim", cJSON_CreateNull()); }
 static void gelu(cJSON *c) { cJSON_ReplaceItemInObject(c, "hidden_act", cJSON_CreateString("gelu")); }
+/* a factor whose product with head_dim overflows int (the fuzzer's find: an undefined cast) */
+static void rotary_huge(cJSON *c) {
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(c, "rope_parameters"), "partial_rotary_factor", cJSON_CreateNumber(1e300));
+}
 static void huge_layers(cJSON *c) { cJSON_ReplaceItemInObject(c, "num_hidden_layers", cJSON_CreateNumber(2000000000)); }
 static void eos_past_vocab(cJSON *c) {
     cJSON_DeleteItemFromObject(c, "eos_token_id");
@@ -775,6 +779,7 @@ static void test_bad_inputs(void) {
      * (an eos id there made the engine write past its logits row) */
     CFG_CASE(LG, huge_layers, "num_hidden_layers", "2000000000", "tensors");
     CFG_CASE(LG, bos_past_vocab, "bos_token_id", "1000000", "vocabulary");
+    CFG_CASE("phi3", rotary_huge, "partial_rotary_factor", "rotary dimensions");
     CFG_CASE(LG, attn_bias_on, "model.layers.0.self_attn.q_proj.bias"); /* bias tensors absent */
 
     /* accepted variants: `type` alias of rope_type with legacy theta; head_dim null; eos lists */

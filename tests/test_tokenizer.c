@@ -244,6 +244,14 @@ static void test_bad_input(void) {
         free(ids);
         tok_free(t);
     }
+    /* post-processor ids that are no token ids (1e300 was an undefined cast to int32) */
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                      " \"post_processor\": {\"type\": \"BertProcessing\", \"cls\": [\"a\", 1e300], \"sep\": [\"a\", 0]}}",
+                      IG_ERR_FORMAT, "cls/sep");
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+                      " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\":"
+                      " {\"id\": \"A\"}}], \"special_tokens\": {\"A\": {\"ids\": [-3]}}}}",
+                      IG_ERR_FORMAT, "\"A\"");
     /* one listed token with id 99,999,999 sized five tables by it */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}, \"merges\": []}}", IG_ERR_FORMAT,
                       "99999999");

@@ -580,11 +580,21 @@ static int bodies_node(sc *c, char **keys, int n) {
     return node;
 }
 
+/* A length or item count keyword (minLength, maxItems, ...): `def` when absent, -2 when negative
+ * (no instance can satisfy it; -2 is neither a count nor GR_INF), else the count truncated and
+ * capped at 1e9 (far above every limit the callers accept, and inside int without an overflowing
+ * cast). */
+static int schema_count(const cJSON *v, int def) {
+    if (!cJSON_IsNumber(v)) return def;
+    double d = v->valuedouble;
+    return d < 0 ? -2 : d > 1e9 ? 1000000000 : (int)d;
+}
+
 static int string_schema(sc *c, const cJSON *s, const char *path) {
     gr_builder *b = c->b;
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern"), *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
-    int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
+    int lo = schema_count(mn, 0), hi = schema_count(mx, GR_INF);
     if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
     if (lo > 100000 || hi > 100000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 100000)", "minLength/maxLength");
     const char *re = NULL;
@@ -1304,7 +1314,7 @@ static int array_schema(sc *c, const cJSON *s, const char *path) {
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minItems"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maxItems");
     const cJSON *uq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
     if (cJSON_GetObjectItemCaseSensitive(s, "contains")) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s'", "contains");
-    int lo = cJSON_IsNumber(mn) ? (int)mn->valuedouble : 0, hi = cJSON_IsNumber(mx) ? (int)mx->valuedouble : GR_INF;
+    int lo = schema_count(mn, 0), hi = schema_count(mx, GR_INF);
     if (lo > 1000 || hi > 1000) return sfail(c, IG_ERR_UNSUPPORTED, path, "unsupported keyword '%s' (above 1000)", "minItems/maxItems");
     if (lo < 0 || (hi != GR_INF && hi < lo)) return gb_never(b);
     if (cJSON_IsTrue(uq)) {

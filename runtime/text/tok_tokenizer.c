@@ -8,6 +8,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* qsort_r */
 #endif
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1333,6 +1334,10 @@ static const char *jstr(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
+/* A token id in tokenizer.json: an integer in [0, 1e8] (the bound the vocabulary's ids keep too). */
+static int json_id(const cJSON *v) {
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1e8 && v->valuedouble == floor(v->valuedouble);
+}
 static int jbool(const cJSON *o, const char *key, int dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (cJSON_IsBool(v)) return cJSON_IsTrue(v);
@@ -1604,6 +1609,9 @@ static ig_status load_post(const tok_tokenizer *t, const cJSON *j, tpost *p, ig_
                                    name ? name : "?");
                 const cJSON *idv;
                 cJSON_ArrayForEach(idv, ids) {
+                    if (!json_id(idv))
+                        return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: TemplateProcessing special token \"%s\" "
+                                       "has an id that is not a token id", name ? name : "?");
                     int32_t **dst = cnt ? &p->post : &p->pre;
                     size_t *dn = cnt ? &p->npost : &p->npre;
                     int32_t *np = realloc(*dst, (*dn + 1) * sizeof *np);
@@ -1623,7 +1631,7 @@ static ig_status load_post(const tok_tokenizer *t, const cJSON *j, tpost *p, ig_
         p->kind = PP_ROBERTA;
         const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "cls"), *sep = cJSON_GetObjectItemCaseSensitive(j, "sep");
         const cJSON *ci = cJSON_GetArrayItem(cls, 1), *si = cJSON_GetArrayItem(sep, 1);
-        if (!cJSON_IsNumber(ci) || !cJSON_IsNumber(si)) return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: %s without cls/sep", type);
+        if (!json_id(ci) || !json_id(si)) return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: %s without cls/sep ids", type);
         p->pre = malloc(sizeof *p->pre);
         p->post = malloc(sizeof *p->post);
         if (!p->pre || !p->post) return ig_fail(err, IG_ERR_NOMEM, "out of memory");
