@@ -36,7 +36,7 @@ const cg_target *cg_target_find(const char *name) {
 }
 
 const char *cg_target_names(void) {
-    return "cpu (= native), cpu:avx512bf16, cpu:avx512 (= cpu:x86-64-v4), cpu:avx2 (= cpu:x86-64-v3), cpu:generic, cpu:aarch64, cpu:aarch64+dotprod, "
+    return "cpu (= native), cpu:amx, cpu:avx512bf16, cpu:avx512 (= cpu:x86-64-v4), cpu:avx2 (= cpu:x86-64-v3), cpu:generic, cpu:aarch64, cpu:aarch64+dotprod, "
            "cpu:aarch64+bf16, cpu:aarch64+sve, cpu:aarch64+sve+bf16";
 }
 

@@ -68,6 +68,7 @@ typedef enum ig_dtype {
 #define IG_CPU_AVX512F (1u << 1)    /* AVX-512 F/BW/DQ/VL */
 #define IG_CPU_AVX512BF16 (1u << 2) /* AVX512_BF16 (vdpbf16ps) */
 #define IG_CPU_AVX512VNNI (1u << 3)
+#define IG_CPU_AMX (1u << 4) /* AMX-TILE + AMX-BF16 + AMX-INT8, and Linux's permission for tile data */
 /* AArch64 options (the NEON baseline needs no bit; the package's target names its architecture) */
 #define IG_CPU_NEON_DOTPROD (1u << 8) /* SDOT/UDOT (FEAT_DotProd) */
 #define IG_CPU_NEON_BF16 (1u << 9)    /* BFDOT/BFMMLA (FEAT_BF16) */

@@ -123,7 +123,9 @@ def host_cpu_flags():
 
 
 # what each explicit CPU --target needs (the feature sets of codegen/cg_c.c's target table)
-CPU_TARGET_FLAGS = {"cpu:avx512bf16": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+CPU_TARGET_FLAGS = {"cpu:amx": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_bf16",
+                               "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"},
+                    "cpu:avx512bf16": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl",
                                        "avx512_bf16", "avx512_vnni"},
                     "cpu:avx512": {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512dq", "avx512vl"},
                     "cpu:avx2": {"avx2", "fma", "f16c"}, "cpu:generic": set()}

@@ -904,6 +904,12 @@ static void test_e4m3_row(void) {
 }
 
 int main(void) {
+#if defined(IG_AMX)
+    if (ig_amx_request()) {
+        printf("the kernel refused this process AMX tile data (arch_prctl); the AMX build cannot run\n");
+        return 1;
+    }
+#endif
     test_bf16();
     test_e4m3_row();
     const int Ts[] = {1, 7, 37};

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_kernels_isa.sh — builds tests/test_kernels.c once per ISA path of the CPU templates
-# (AVX-512+BF16, AVX2+FMA, portable scalar) and runs each build the host can execute. The CMake
+# (AVX-512+BF16, AMX, AVX2+FMA, portable scalar) and runs each build the host can execute. The CMake
 # target test_kernels is compiled without -m flags, so without this script only the portable
 # path would be exercised. Uses $CC (default cc); needs OpenMP.
 set -eu
@@ -22,6 +22,11 @@ if has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_bf1
     # the flags of the cpu:avx512bf16 target (runtime/serving/rt_util.c), VNNI included
     run avx512bf16 -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni
 else echo "skip avx512bf16 (host lacks it)"; fi
+if has avx512_bf16 && has avx512_vnni && has amx_tile && has amx_bf16; then
+    # cpu:amx's flags: the bf16 prefill on AMX tiles
+    run amx -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni \
+        -mamx-tile -mamx-bf16 -mamx-int8
+else echo "skip amx (host lacks it)"; fi
 if has avx512f && has avx512bw && has avx512vl; then run avx512 -mavx512f -mavx512bw -mavx512vl -mfma
 else echo "skip avx512 (host lacks it)"; fi
 # pages of 32 tokens (the harness's default is 16): the decode kernels walk a page in blocks of 16

@@ -25,3 +25,8 @@ build avx512vnni -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl 
 if has avx512f && has avx512bw && has avx512vl; then "$tmp/avx512"; else echo "skip running avx512 (host lacks it; compiled)"; fi
 if has avx512f && has avx512bw && has avx512vl && has avx512_bf16 && has avx512_vnni; then "$tmp/avx512vnni"
 else echo "skip running avx512bf16+vnni (host lacks it; compiled)"; fi
+# cpu:amx's flags: Q8I's prefill of 32+ rows on AMX tiles
+build amx -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni -mamx-tile \
+    -mamx-bf16 -mamx-int8
+if has avx512_bf16 && has avx512_vnni && has amx_tile && has amx_bf16; then "$tmp/amx"
+else echo "skip running amx (host lacks it; compiled)"; fi

@@ -324,6 +324,27 @@
 #define MM_EPI MM_EPI_STORE
 #include "matmul.c"
 
+/* K % 32 == 0 with bf16 activations: on AMX builds, steps of 32+ rows take the tile path (a K
+ * of two and a half chunks, an odd panel count; SwiGLU into bf16) */
+#define MM_NAME q8i_amx_store
+#define MM_K 640
+#define MM_N 200
+#define MM_WQ 15
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q8i_amx_swiglu
+#define MM_K 256
+#define MM_N 96
+#define MM_WQ 15
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
+#include "matmul.c"
+
 #define MM_NAME q8i_acc_f
 #define MM_K 1030
 #define MM_N 40
@@ -659,7 +680,12 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
     void *y = xalloc(ysz * 4);
     memcpy(y, Y0, ysz * 4);
     fn(T, xp, wp, bias ? B : NULL, y, 2);
-    if (xint && T > 1) { /* integer activations: a row's result is the same alone as among T (bit for bit) */
+#if defined(IG_AMX) /* AMX builds run q8i steps of 32+ rows of bf16 x (K % 32 == 0) on tiles: f32 sums, not int */
+    const int tiles = wq == 15 && xb && K % 32 == 0 && T >= 32;
+#else
+    const int tiles = 0;
+#endif
+    if (xint && T > 1 && !tiles) { /* integer activations: a row's result is the same alone as among T (bit for bit) */
         const size_t yes = ybf ? 2 : 4, xes = xb ? 2 : 4;
         void *y1 = xalloc((size_t)ldy * 4);
         for (int t = 0; t < T; t++) {
@@ -808,6 +834,12 @@ done:
 /* --short: T = 1 and 3 only (decode and a small prefill: the emulated SVE runs of
  * tests/test_kernels_aarch64.sh, where the longer prefills take minutes under qemu) */
 int main(int argc, char **argv) {
+#if defined(IG_AMX)
+    if (ig_amx_request()) {
+        printf("the kernel refused this process AMX tile data (arch_prctl); the AMX build cannot run\n");
+        return 1;
+    }
+#endif
     static const int Ts[] = {1, 3, 37, 200};
     const size_t nT = argc > 1 && !strcmp(argv[1], "--short") ? 2 : sizeof Ts / sizeof Ts[0];
     for (size_t i = 0; i < nT; i++) {
@@ -841,6 +873,8 @@ int main(int argc, char **argv) {
         test_mm("q6i g32 acc f32-x (short last group of 4: a partial sixteen)", q6i_32_acc_f, 16, 32, 100, 200, 0, 0, 1, 0, T);
         test_mm("q6i g64 swiglu bf16 (3 superblocks, short last group of 12)", q6i_64_swiglu, 16, 64, 1100, 96, 1, 0, 2, 1, T);
         test_mm("q8i store bf16-x bias", q8i_store, 15, 0, 600, 200, 1, 1, 0, 0, T);
+        test_mm("q8i store bf16-x bias K640 (AMX from 32 rows)", q8i_amx_store, 15, 0, 640, 200, 1, 1, 0, 0, T);
+        test_mm("q8i swiglu bf16-x -> bf16 K256 (AMX from 32 rows)", q8i_amx_swiglu, 15, 0, 256, 96, 1, 0, 2, 1, T);
         test_mm("q8i acc f32-x bias (K % 4 = 2, 5 activation blocks)", q8i_acc_f, 15, 0, 1030, 40, 0, 1, 1, 0, T);
         test_mm("q8i swiglu f32-x (K % 4 = 2)", q8i_swiglu_f, 15, 0, 98, 64, 0, 0, 2, 0, T);
     }

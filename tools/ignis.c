@@ -351,7 +351,7 @@ typedef struct compile_opts {
 static const cli_flag compile_flags[] = {
     CLI_STRV("--output", "-o", compile_opts, out, CLI_REQUIRED, "PKG", "the package directory to write"),
     CLI_STRD("--target", NULL, compile_opts, target, 0, "TARGET",
-             "cpu, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic, cpu:aarch64[+dotprod|+bf16|+sve|+sve+bf16] or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
+             "cpu, cpu:amx, cpu:avx512bf16, cpu:avx512, cpu:avx2, cpu:generic, cpu:aarch64[+dotprod|+bf16|+sve|+sve+bf16] or cuda:ARCH[,ARCH...] (e.g. cuda:sm_80,sm_90)",
              "cpu: the best this machine runs"),
     CLI_STRD("--dtype", NULL, compile_opts, dtype, 0, "f32|bf16|f16", "weight and activation type (f16: CUDA only)",
              "bf16 for a 16-bit checkpoint on CUDA or AVX-512 BF16 CPUs, else f32"),
@@ -786,7 +786,9 @@ static void bench_cpu_report(const runner *r, int P, int N, double tp, double td
     int bf = d->dtype == IG_DTYPE_BF16;
     uint32_t cpu = rt_cpu_features();
     double peak = 0;
-    if (bf && (cpu & IG_CPU_AVX512BF16)) peak = rt_peak_flops(RT_PEAK_BF16_DOT, 0.5);
+    int amx = bf && (d->cpu_features & IG_CPU_AMX); /* the package's prefill runs on AMX tiles */
+    if (amx) peak = rt_peak_flops(RT_PEAK_AMX_BF16, 0.5);
+    else if (bf && (cpu & IG_CPU_AVX512BF16)) peak = rt_peak_flops(RT_PEAK_BF16_DOT, 0.5);
     else if (cpu & IG_CPU_AVX512F) peak = rt_peak_flops(RT_PEAK_F32_FMA512, 0.5);
     else if (cpu & IG_CPU_AVX2) peak = rt_peak_flops(RT_PEAK_F32_FMA256, 0.5);
 
@@ -805,7 +807,7 @@ static void bench_cpu_report(const runner *r, int P, int N, double tp, double td
             bytes_tok -= (double)d->weights[i].nbytes * (1.0 - (double)pk->experts_per_token / pk->n_experts);
     printf("threads        %d\n", r->m->ctx.n_threads);
     printf("prefill        %d tokens in %.3f s: %.1f tokens/s, %.1f GFLOP/s", P, tp, P / tp, flops_prefill / tp / 1e9);
-    if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, bf && (cpu & IG_CPU_AVX512BF16) ? "bf16 dot-product" : (cpu & IG_CPU_AVX512F) ? "f32 FMA (AVX-512)" : "f32 FMA (AVX2)", peak / 1e9);
+    if (peak > 0) printf(" = %.1f%% of measured %s peak %.1f GFLOP/s", 100 * flops_prefill / tp / peak, amx ? "AMX bf16 tile" : bf && (cpu & IG_CPU_AVX512BF16) ? "bf16 dot-product" : (cpu & IG_CPU_AVX512F) ? "f32 FMA (AVX-512)" : "f32 FMA (AVX2)", peak / 1e9);
     printf("\n");
     printf("decode         %d tokens: %.2f ms/token, %.2f tokens/s\n", N, td / N * 1e3, N / td);
     printf("memory         measured read bandwidth %.1f GB/s; decode reads %.1f MB of weights per token%s\n", bw / 1e9,

@@ -136,8 +136,48 @@ __attribute__((target("avx2,fma"))) static double peak_f32_256(double secs) {
     return total / (rt_now() - t0);
 }
 
+/* Four independent tile accumulators (C 0..3 = A 4..5 x B 6..7), no loads: the tile unit's rate. */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static double peak_amx_bf16(double secs) {
+    double total = 0, t0 = rt_now();
+#pragma omp parallel reduction(+ : total)
+    {
+        _Alignas(64) struct {
+            uint8_t palette, start_row, reserved[14];
+            uint16_t colsb[16];
+            uint8_t rows[16];
+        } cfg = {.palette = 1};
+        for (int i = 0; i < 8; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+        _Alignas(64) static const uint16_t ones[16 * 32] = {0};
+        _Alignas(64) float out[16 * 16];
+        _tile_loadconfig(&cfg);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        _tile_loadd(4, ones, 64);
+        _tile_loadd(5, ones, 64);
+        _tile_loadd(6, ones, 64);
+        _tile_loadd(7, ones, 64);
+        long it = 0;
+        while (rt_now() - t0 < secs) {
+            for (int k = 0; k < 1000; k++) {
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            it += 1000;
+        }
+        _tile_stored(0, out, 64);
+        _tile_release();
+        total += (double)it * 4 * 16 * 16 * 32 * 2 + (out[0] == 1.0f);
+    }
+    return total / (rt_now() - t0);
+}
+
 double rt_peak_flops(rt_peak_kind kind, double secs) {
     switch (kind) {
+    case RT_PEAK_AMX_BF16: return peak_amx_bf16(secs);
     case RT_PEAK_BF16_DOT: return peak_bf16(secs);
     case RT_PEAK_F32_FMA512: return peak_f32_512(secs);
     case RT_PEAK_F32_FMA256: return peak_f32_256(secs);

@@ -14,7 +14,8 @@ double rt_read_bandwidth(const uint8_t *buf, size_t n, int reps);
 typedef enum rt_peak_kind {
     RT_PEAK_BF16_DOT = 0,  /* vdpbf16ps zmm: 32 bf16 MACs per instruction */
     RT_PEAK_F32_FMA512 = 1,
-    RT_PEAK_F32_FMA256 = 2
+    RT_PEAK_F32_FMA256 = 2,
+    RT_PEAK_AMX_BF16 = 3   /* tdpbf16ps: 16 x 16 x 32 bf16 MACs per instruction (needs IG_CPU_AMX) */
 } rt_peak_kind;
 
 /* Peak flop/s (2 per multiply-add) over all OpenMP threads, running for about `secs`. The caller

@@ -13,6 +13,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
 #endif
@@ -91,6 +93,10 @@ const char *rt_host_arch(void) {
  * AArch64: NEON (ARMv8.0) is the baseline; dotprod, bf16 + i8mm (ARMv8.6) and SVE are options the
  * runtime checks (common.h's kernels are NEON; SVE builds let the compiler vectorize for SVE). */
 static const rt_cpu_target cpu_targets[] = {
+    {"cpu:amx", "cpu-x86_64-amx",
+     "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni -mamx-tile -mamx-bf16 "
+     "-mamx-int8",
+     IG_CPU_AVX2 | IG_CPU_AVX512F | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI | IG_CPU_AMX, "x86_64", "x86_64-linux-gnu-gcc"},
     {"cpu:avx512bf16", "cpu-x86_64-avx512bf16",
      "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni",
      IG_CPU_AVX2 | IG_CPU_AVX512F | IG_CPU_AVX512BF16 | IG_CPU_AVX512VNNI, "x86_64", "x86_64-linux-gnu-gcc"},
@@ -137,6 +143,22 @@ static uint32_t cpu_features_probe(void) {
     return f;
 }
 #elif defined(__x86_64__) || defined(__i386__)
+/* AMX-TILE, AMX-BF16 and AMX-INT8 (CPUID 7.0 EDX bits 24, 22, 25), tile state enabled by the OS
+ * (XCR0 bits 17, 18), and this process granted tile data: Linux asks for it explicitly
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 18; once per process, for all its
+ * threads). The probe asks, so a process that found AMX may run AMX packages. */
+static int amx_usable(unsigned xcr0_lo) {
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (((d >> 22) & 1) == 0 || ((d >> 24) & 1) == 0 || ((d >> 25) & 1) == 0) return 0;
+    if ((xcr0_lo & 0x60000u) != 0x60000u) return 0;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
+#else
+    return 0;
+#endif
+}
+
 static uint32_t cpu_features_probe(void) {
     unsigned a, b, c, d;
     uint32_t f = 0;
@@ -157,6 +179,7 @@ static uint32_t cpu_features_probe(void) {
         __cpuid_count(7, 1, a, b, c, d);
         if ((a >> 5) & 1) f |= IG_CPU_AVX512BF16;
     }
+    if ((f & IG_CPU_AVX512BF16) && amx_usable(xlo)) f |= IG_CPU_AMX;
     return f;
 }
 #else
@@ -171,6 +194,7 @@ void rt_cpu_feature_names(uint32_t mask, char *buf, size_t cap) {
                  {IG_CPU_AVX512F, "avx512f/bw/dq/vl"},
                  {IG_CPU_AVX512BF16, "avx512_bf16"},
                  {IG_CPU_AVX512VNNI, "avx512_vnni"},
+                 {IG_CPU_AMX, "amx"},
                  {IG_CPU_NEON_DOTPROD, "dotprod"},
                  {IG_CPU_NEON_BF16, "bf16"},
                  {IG_CPU_NEON_I8MM, "i8mm"},

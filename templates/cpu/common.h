@@ -8,6 +8,9 @@
  * the -m flags of the target), never detected at run time:
  *   IG_AVX512      AVX-512 F+BW+VL (16 f32 lanes)
  *   IG_AVX512BF16  ... plus AVX512_BF16 (vdpbf16ps)
+ *   IG_AMX         ... plus AMX-TILE and AMX-BF16 (matmul.c's prefill of bf16 weights and
+ *                  activations runs on tiles; the process must hold the Linux permission for tile
+ *                  data: ig_amx_request, which the runtime's feature probe calls)
  *   IG_AVX2        AVX2+FMA (8 f32 lanes), when AVX-512 is absent
  *   IG_NEON        AArch64 Advanced SIMD (4 f32 lanes, FMA), with, as the target enables them:
  *   IG_NEON_BF16   ... BFDOT (vbfdotq_f32: bf16 x bf16 pairs into f32; ARMv8.6 +bf16)
@@ -33,6 +36,12 @@
 #define IG_AVX512 1
 #if defined(__AVX512BF16__)
 #define IG_AVX512BF16 1
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define IG_AMX 1
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 #elif defined(__AVX2__) && defined(__FMA__)
 #define IG_AVX2 1
@@ -53,7 +62,9 @@
 #endif
 
 /* the kernels' ISA in words (tests and benchmarks print it) */
-#if defined(IG_AVX512BF16)
+#if defined(IG_AMX)
+#define IG_ISA_NAME "avx512+bf16+amx"
+#elif defined(IG_AVX512BF16)
 #define IG_ISA_NAME "avx512+bf16"
 #elif defined(IG_AVX512)
 #define IG_ISA_NAME "avx512"
@@ -90,6 +101,17 @@
 #define IG_INLINE static inline __attribute__((always_inline))
 #define IG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define IG_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define IG_CAT2(a, b) a##b
+#define IG_CAT(a, b) IG_CAT2(a, b) /* pastes after expanding: IG_CAT(MM_NAME, _x) */
+
+#if defined(IG_AMX)
+/* Asks Linux for this process's permission to use AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM,
+ * feature 18 XTILEDATA; granted once for every thread of the process, asking again is harmless).
+ * 0 when granted. Without it the first tile instruction faults. */
+static inline int ig_amx_request(void) {
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 0 : -1;
+}
+#endif
 
 /* ---- bf16 (stored as uint16_t: the upper half of an IEEE f32) ---- */
 

@@ -84,6 +84,28 @@
 #define MM_KC 128
 #endif
 
+/* this instance's prefill runs on AMX tiles: bf16 weights and activations, at least one block of
+ * 32 k */
+#if defined(IG_AMX) && MM_WBF16 && MM_XBF16 && !MM_WQ && MM_K >= 32
+#define IG_MM_AMX 1
+#else
+#define IG_MM_AMX 0
+#endif
+/* ... or int8 weights (a16w8's Q8I) with bf16 activations, whole blocks of 32 k, for steps of
+ * MM_AMX_TMIN tokens and more (fewer: the integer-activation path, which reads the codes as they
+ * are); the codes are converted to bf16 a K chunk at a time */
+#if defined(IG_AMX) && MM_WQ == IG_WQ_Q8I && MM_XBF16 && MM_K % 32 == 0 && MM_KC % 16 == 0
+#define IG_MM_AMXQ 1
+#else
+#define IG_MM_AMXQ 0
+#endif
+#ifndef MM_AMX_TMIN
+#define MM_AMX_TMIN 32
+#endif
+#ifndef MM_AMX_TB /* AMX Q8I: rows per row block (each block converts the codes once; f32 sums on the stack) */
+#define MM_AMX_TB 512
+#endif
+
 #ifndef IG_MATMUL_HELPERS
 #define IG_MATMUL_HELPERS
 
@@ -188,6 +210,113 @@ IG_INLINE void ig_mm_mk(int nr, int npn, int wb, int xb, const void *x, int ldx,
         for (int p = 0; p < npn; p++) _mm512_storeu_ps(tile + r * 32 + 16 * p, acc[r][p]);
 }
 #define IG_MM_RB 12
+
+#if defined(IG_AMX)
+/* AMX prefill of bf16 weights and activations: a panel's k-pair lines (16 columns x 2 bf16, 64 B)
+ * are the B-tile layout as packed, so 16 k-pairs of a panel (1 KB, contiguous) load as one tile,
+ * and 16 rows x 32 bf16 of x as an A tile. Tiles 0..3 hold C (rows 0-15 / 16-31 x panel 0 / 1,
+ * f32), 4 and 5 the two A tiles, 6 and 7 the pair's B tiles: a 32 x 32 block of outputs per pass
+ * over K, four TDPBF16PS per 32 k. Configuration (palette 1): tiles of `r0` / `r1` rows for the
+ * two row halves (r1 = 0: unused), B tiles 16 rows, every used tile 64 bytes wide. */
+typedef struct ig_amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} ig_amx_cfg;
+
+IG_INLINE void ig_amx_config(int r0, int r1) {
+    IG_ALIGN64 ig_amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    const int rows[8] = {r0, r0, r1, r1, r0, r1, 16, 16};
+    for (int i = 0; i < 8; i++) {
+        c.rows[i] = (uint8_t)rows[i];
+        c.colsb[i] = rows[i] ? 64 : 0;
+    }
+    _tile_loadconfig(&c);
+}
+
+/* tile[r][16p + j] (+)= sum over k-pairs [0, 16 nkb) of x[r] · W[panel p] for r < 16 (two = 0) or
+ * r < 32 (two = 1, the second half's rows as configured) and npn panels; x rows ldx bf16 apart,
+ * tile rows 32 floats apart. */
+IG_INLINE void ig_amx_block(int two, int npn, const uint16_t *x, int ldx, const char *w, size_t wps, int nkb,
+                            float *tile, int init) {
+    const size_t xs = (size_t)ldx * 2;
+    if (init) {
+        _tile_zero(0);
+        if (npn > 1) _tile_zero(1);
+        if (two) {
+            _tile_zero(2);
+            if (npn > 1) _tile_zero(3);
+        }
+    } else {
+        _tile_loadd(0, tile, 128);
+        if (npn > 1) _tile_loadd(1, tile + 16, 128);
+        if (two) {
+            _tile_loadd(2, tile + 16 * 32, 128);
+            if (npn > 1) _tile_loadd(3, tile + 16 * 32 + 16, 128);
+        }
+    }
+    for (int kb = 0; kb < nkb; kb++) {
+        const char *wl = w + (size_t)kb * 1024;
+        _tile_loadd(6, wl, 64);
+        if (npn > 1) _tile_loadd(7, wl + wps, 64);
+        _tile_loadd(4, x + 32 * kb, xs);
+        _tile_dpbf16ps(0, 4, 6);
+        if (npn > 1) _tile_dpbf16ps(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, x + 16 * (size_t)ldx + 32 * kb, xs);
+            _tile_dpbf16ps(2, 5, 6);
+            if (npn > 1) _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, tile, 128);
+    if (npn > 1) _tile_stored(1, tile + 16, 128);
+    if (two) {
+        _tile_stored(2, tile + 16 * 32, 128);
+        if (npn > 1) _tile_stored(3, tile + 16 * 32 + 16, 128);
+    }
+}
+
+/* The rows [0, tn) of a row block against one panel pair over the k-pairs [0, 16 nkb), 32 rows a
+ * pass, into tile (init) or onto it; *cfg is the thread's current configuration (r0 * 32 + r1),
+ * reloaded only when it changes. */
+IG_INLINE void ig_amx_rows(int tn, int npn, const uint16_t *x, int ldx, const char *w, size_t wps, int nkb,
+                           float *tile, int init, int *cfg) {
+    for (int r = 0; r < tn; r += 32) {
+        int n = IG_MIN(32, tn - r), r0 = IG_MIN(16, n), r1 = n - r0;
+        if (*cfg != r0 * 32 + r1) {
+            ig_amx_config(r0, r1);
+            *cfg = r0 * 32 + r1;
+        }
+        const uint16_t *xr = x + (size_t)r * ldx;
+        if (r1 && npn > 1) ig_amx_block(1, 2, xr, ldx, w, wps, nkb, tile + r * 32, init);
+        else if (r1) ig_amx_block(1, 1, xr, ldx, w, wps, nkb, tile + r * 32, init);
+        else if (npn > 1) ig_amx_block(0, 2, xr, ldx, w, wps, nkb, tile + r * 32, init);
+        else ig_amx_block(0, 1, xr, ldx, w, wps, nkb, tile + r * 32, init);
+    }
+}
+
+/* Q8A / Q8I codes of k-pairs [l0, l1) of one panel (l0, l1 even: whole k-quads) as bf16 k-pair
+ * lines (the bf16 panel layout; int8 is exact in bf16, the row scales are applied to the sums).
+ * A quad line is lane j's 4 codes at bytes 4j..4j+3: converted in order, dword 2j holds lane j's
+ * codes 0, 1 (k-pair 2 lq) and dword 2j + 1 its codes 2, 3 (k-pair 2 lq + 1). */
+IG_INLINE void ig_amx_q8_pairs(const char *panel, int l0, int l1, uint16_t *dst) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    const char *q = panel + 64; /* past the f32 row scales */
+    for (int l = l0; l < l1; l += 2) {
+        const char *ql = q + (size_t)(l / 2) * 64;
+        __m512 f[4];
+        for (int c = 0; c < 4; c++)
+            f[c] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(ql + 16 * c))));
+        __m512i lo = (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0]), hi = (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2]);
+        uint16_t *d = dst + (size_t)(l - l0) * 32;
+        _mm512_storeu_si512((void *)d, _mm512_permutex2var_epi32(lo, ev, hi));
+        _mm512_storeu_si512((void *)(d + 32), _mm512_permutex2var_epi32(lo, od, hi));
+    }
+}
+#endif /* IG_AMX */
 
 /* Decode: out[0..16) = x · W[panel] over all nl k-pairs; four accumulators break the add chain. */
 IG_INLINE void ig_mm_gemv(int wb, int xb, const void *x, const char *w, int nl, float *out) {
@@ -660,6 +789,47 @@ IG_INLINE void ig_mm_epi(int epi, int ybf16, int nout, int ldy, const float *bia
 
 #endif /* IG_MATMUL_HELPERS */
 
+#if IG_MM_AMXQ
+#define MM_AMXQ_NAME IG_CAT(MM_NAME, _amxq)
+/* Q8I prefill on AMX: per row block and panel pair, each K chunk's codes become bf16 k-pair lines
+ * (ig_amx_q8_pairs, once per row block) that the tiles multiply against the rows; the sums take
+ * the rows' f32 scales before the epilogue. */
+static void MM_AMXQ_NAME(int T, const void *x, const char *wc, size_t wps, const float *bs, void *y, int nth) {
+    enum { NP_ = (MM_N + 15) / 16, NPP_ = (NP_ + 1) / 2, KP_ = MM_K / 2 };
+#pragma omp parallel num_threads(nth)
+    {
+        int q0, q1, t0, t1;
+        if (ig_grid_share(NPP_, T, &q0, &q1, &t0, &t1)) {
+            IG_ALIGN64 float tile[MM_AMX_TB * 32];
+            IG_ALIGN64 uint16_t wt[2][MM_KC * 32]; /* the pair's K chunk as bf16 panels */
+            int cfg = -1;
+            for (int tb = t0; tb < t1; tb += MM_AMX_TB) {
+                int tn = IG_MIN(MM_AMX_TB, t1 - tb);
+                const uint16_t *xb = (const uint16_t *)x + (size_t)tb * MM_K;
+                for (int q = q0; q < q1; q++) {
+                    int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
+                    const char *wq = wc + 2 * q * wps;
+                    for (int l0 = 0; l0 < KP_; l0 += MM_KC) {
+                        int l1 = IG_MIN(KP_, l0 + MM_KC);
+                        for (int p = 0; p < P; p++) ig_amx_q8_pairs(wq + p * wps, l0, l1, wt[p]);
+                        ig_amx_rows(tn, P, xb + 2 * l0, MM_K, (const char *)wt[0], sizeof wt[0], (l1 - l0) / 16, tile,
+                                    l0 == 0, &cfg);
+                    }
+                    IG_ALIGN64 float sc[32];
+                    memcpy(sc, wq, 64);
+                    if (P > 1) memcpy(sc + 16, wq + wps, 64);
+                    for (int r = 0; r < tn; r++) {
+                        for (int j = 0; j < 16 * P; j++) tile[r * 32 + j] *= sc[j];
+                        ig_mm_epi(MM_EPI, MM_YBF16, MM_N, MM_LDY, bs, tile + r * 32, q, P, y, tb + r);
+                    }
+                }
+            }
+            if (cfg >= 0) _tile_release();
+        }
+    }
+}
+#endif
+
 static void MM_NAME(int T, const void *x, const void *w, const float *bias, void *y, int nth) {
     enum {
         K_ = MM_K,
@@ -677,6 +847,12 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
     const size_t xes = MM_XBF16 ? 2 : 4; /* bytes per x element */
     if (T <= 0) return;
 
+#if IG_MM_AMXQ
+    if (T >= MM_AMX_TMIN) {
+        MM_AMXQ_NAME(T, x, wc, wps, bs, y, nth);
+        return;
+    }
+#endif
 #if IG_WQ_XQ(MM_WQ)
     /* a8w8 and the a16 formats with integer activations (Q4I, Q6I, Q8I): rows quantized per token,
      * a block of MM_QRB at a time, then int32 dot products against each panel of the thread's range
@@ -753,6 +929,9 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
         int q0, q1, t0, t1;
         if (ig_grid_share(NPP_, T, &q0, &q1, &t0, &t1)) {
             IG_ALIGN64 float tile[MM_TB * 32];
+#if IG_MM_AMX
+            int amx_cfg = -1; /* the tile configuration this thread loaded (none yet) */
+#endif
 #if MM_WQ
             IG_ALIGN64 float wt[2 * MM_KC * 32]; /* the pair's K chunk, dequantized to f32 panels */
 #endif
@@ -762,7 +941,13 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
                 for (int q = q0; q < q1; q++) {
                     int P = (NP_ % 2 && q == NPP_ - 1) ? 1 : 2;
                     const char *wq = wc + 2 * q * wps;
-                    for (int l0 = 0; l0 < KP_; l0 += MM_KC) {
+                    int lstart = 0; /* k-pairs done before the chunk loop */
+#if IG_MM_AMX
+                    /* whole blocks of 16 k-pairs on tiles in one pass; a K tail on the vector micro-kernel */
+                    ig_amx_rows(tn, P, (const uint16_t *)xb, K_, wq, wps, KP_ / 16, tile, 1, &amx_cfg);
+                    lstart = KP_ / 16 * 16;
+#endif
+                    for (int l0 = lstart; l0 < KP_; l0 += MM_KC) {
                         int l1 = IG_MIN(KP_, l0 + MM_KC);
 #if MM_WQ
                         for (int p = 0; p < P; p++) ig_wq_dequant_chunk(MM_WQ, MM_WG, wq + p * wps, l0, l1, wt + p * MM_KC * 32);
@@ -783,6 +968,9 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
                         ig_mm_epi(MM_EPI, MM_YBF16, N_, MM_LDY, bs, tile + r * 32, q, P, y, tb + r);
                 }
             }
+#if IG_MM_AMX
+            if (amx_cfg >= 0) _tile_release();
+#endif
         }
     }
 #endif /* IG_WQ_XQ(MM_WQ) */
@@ -802,3 +990,8 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
 #undef MM_TB
 #undef MM_KC
 #undef MM_QRB
+#undef IG_MM_AMX
+#undef IG_MM_AMXQ
+#undef MM_AMXQ_NAME
+#undef MM_AMX_TMIN
+#undef MM_AMX_TB
