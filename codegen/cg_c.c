@@ -542,6 +542,8 @@ static void emit_header(const cg *c, const cg_target *t, FILE *out) {
     fprintf(out,
             "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
             "#include \"ig_model_abi.h\"\n#include \"common.h\"\n\n");
+    if (c->o->tuning && !c->o->tuning->cpu_amx_q) /* --tune cpu_amx_q=0: quantized matmuls stay off the AMX tiles */
+        fprintf(out, "#define IG_AMX_QUANT 0\n\n");
     cg_emit_shape_defines(out, hp, c->o->page_size, cg_kv_layer_page_bytes(hp, c->o->page_size, c->kvf));
 }
 

@@ -149,6 +149,15 @@
 #define MM_EPI MM_EPI_ACC
 #include "matmul.c"
 
+#define MM_NAME q8a_amx_acc /* K % 32 == 0, bf16 x: AMX builds take tiles from 32 rows */
+#define MM_K 512
+#define MM_N 72
+#define MM_WQ 10
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_ACC
+#include "matmul.c"
+
 #define MM_NAME q8a_store
 #define MM_K 600
 #define MM_N 200
@@ -292,6 +301,29 @@
 #define MM_XBF16 1
 #define MM_BIAS 1
 #define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+/* K % 32 == 0 with bf16 activations: AMX builds take tiles for 32+ rows (2.5 superblocks of g32;
+ * g128 with a short last group of 32, two superblocks, SwiGLU into bf16) */
+#define MM_NAME q4i_amx_32_store
+#define MM_K 640
+#define MM_N 200
+#define MM_WQ 14
+#define MM_WG 32
+#define MM_XBF16 1
+#define MM_BIAS 1
+#define MM_EPI MM_EPI_STORE
+#include "matmul.c"
+
+#define MM_NAME q4i_amx_128_swiglu
+#define MM_K 1056
+#define MM_N 96
+#define MM_WQ 14
+#define MM_WG 128
+#define MM_XBF16 1
+#define MM_BIAS 0
+#define MM_EPI MM_EPI_SWIGLU
+#define MM_YBF16 1
 #include "matmul.c"
 
 #define MM_NAME q4i_64_acc_f
@@ -664,13 +696,22 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
     const float L = wq == 15 ? 32767.0f : 127.0f;
     float *X0 = xalloc((size_t)T * K * 4), *H = xalloc((size_t)T * K * 4); /* H: half a quantization step */
     memcpy(X0, X, (size_t)T * K * 4);
+#if defined(IG_AMX)
+    /* AMX builds run q8i / q8a / q4i steps of 32+ rows of bf16 x (K % 32 == 0) on tiles: the rows as they
+     * are (the tight reference takes X unquantized), q4i's weights m + s q rounded to bf16 (a
+     * relative 2^-9 each: the tolerance adds sum |w x| / 512), q8i's / q8a's codes exact, f32 sums */
+    const int tiles = (wq == 15 || wq == 14 || wq == 10) && xb && K % 32 == 0 && T >= 32;
+#else
+    const int tiles = 0;
+#endif
+    const double rel = tiles && wq == 14 ? 2e-5 + 1.0 / 512 : 2e-5; /* the tight check's bound per sum |w x| */
     for (int t = 0; t < T && xint; t++)
         for (int k0 = 0; k0 < K; k0 += AG) {
             float amax = 0.0f, *xr = X + (size_t)t * K;
             for (int k = k0; k < K && k < k0 + AG; k++) amax = fmaxf(amax, fabsf(xr[k]));
             float inv = L / amax;
             for (int k = k0; k < K && k < k0 + AG; k++) {
-                xr[k] = (float)((double)lrintf(xr[k] * inv) * (amax / L));
+                if (!tiles) xr[k] = (float)((double)lrintf(xr[k] * inv) * (amax / L));
                 H[(size_t)t * K + k] = 0.5f * amax / L;
             }
         }
@@ -680,11 +721,6 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
     void *y = xalloc(ysz * 4);
     memcpy(y, Y0, ysz * 4);
     fn(T, xp, wp, bias ? B : NULL, y, 2);
-#if defined(IG_AMX) /* AMX builds run q8i steps of 32+ rows of bf16 x (K % 32 == 0) on tiles: f32 sums, not int */
-    const int tiles = wq == 15 && xb && K % 32 == 0 && T >= 32;
-#else
-    const int tiles = 0;
-#endif
     if (xint && T > 1 && !tiles) { /* integer activations: a row's result is the same alone as among T (bit for bit) */
         const size_t yes = ybf ? 2 : 4, xes = xb ? 2 : 4;
         void *y1 = xalloc((size_t)ldy * 4);
@@ -721,12 +757,12 @@ static void test_mm(const char *name, mm_fn fn, int wq, int G, int K, int N, int
             if (epi == 2) {
                 double sg = s[0] / (1 + exp(-s[0]));
                 ref = sg * s[1];
-                tol = 2e-5 * (a[0] * fabs(s[1]) * 1.2 + a[1] * fabs(sg) + fabs(ref)) + 1e-6;
+                tol = rel * (a[0] * fabs(s[1]) * 1.2 + a[1] * fabs(sg) + fabs(ref)) + 1e-6;
                 if (ybf) tol += fabs(ref) * (1.0 / 256);
                 got = ybf ? ig_bf16_to_f32(((uint16_t *)y)[(size_t)t * ldy + o]) : ((float *)y)[(size_t)t * ldy + o];
             } else {
                 ref = s[0] + (epi == 1 ? Y0[(size_t)t * ldy + o] : 0);
-                tol = 2e-5 * a[0] + 1e-6;
+                tol = rel * a[0] + 1e-6;
                 got = ((float *)y)[(size_t)t * ldy + o];
             }
             if (check(what, t * NO + o, got, ref, tol)) goto done;
@@ -811,6 +847,26 @@ static void test_moe(const char *name, moe_fn fn, mm_fn gu, mm_fn dn, int wq, in
         fprintf(stderr, "FAIL %s: %d of %d tokens near a router tie\n", what, skipped, T);
         g_fail++;
     }
+    /* integer activations: a token's residual is the same bit for bit alone (the pair path) as
+     * among T (the grouped GEMMs past MO_PAIR_TMAX), so a sequence recomputed after preemption
+     * continues exactly */
+    if (T > 1 && (wq == 10 || wq == 14 || wq == 15) && (dwq == 10 || dwq == 14 || dwq == 15)) {
+        uint8_t *ws1 = malloc(ws_bytes);
+        float *r1 = xalloc(D * 4);
+        for (int t = 0; t < T; t++) {
+            memcpy(r1, r0 + (size_t)t * D, D * 4);
+            fn(1, x + (size_t)t * D, rt, wg, wd, r1, ws1, 1);
+            if (memcmp(r1, r + (size_t)t * D, D * 4)) {
+                int i = 0;
+                while (r1[i] == r[(size_t)t * D + i]) i++;
+                fprintf(stderr, "FAIL %s: token %d alone differs from the same token among %d ([%d] %.9g vs %.9g)\n", what,
+                        t, T, i, r1[i], r[(size_t)t * D + i]);
+                g_fail++;
+                break;
+            }
+        }
+        free(ws1), free(r1);
+    }
 done:
     free(Wg), free(Wd), free(wg), free(wd), free(x), free(rt), free(r0), free(r), free(ws), free(xr), free(h), free(y);
 }
@@ -857,6 +913,7 @@ int main(int argc, char **argv) {
         test_mm("q4k g128 swiglu bf16 (2 superblocks)", q4k_128_swiglu, 5, 128, 1100, 96, 1, 0, 2, 1, T);
         test_mm("q6k g32 store bf16-x bias (3 superblocks, short last group)", q6k_32_store, 6, 32, 600, 72, 1, 1, 0, 0, T);
         test_mm("q6k g64 acc f32-x (short last group)", q6k_64_acc_f, 6, 64, 96, 200, 0, 0, 1, 0, T);
+        test_mm("q8a acc bf16-x bias K512 (AMX from 32 rows)", q8a_amx_acc, 10, 0, 512, 72, 1, 1, 1, 0, T);
         test_mm("q8a store bf16-x bias", q8a_store, 10, 0, 600, 200, 1, 1, 0, 0, T);
         test_mm("q8a swiglu f32-x (K % 4 = 2)", q8a_swiglu_f, 10, 0, 98, 64, 0, 0, 2, 0, T);
         test_mm("q8a acc f32-x bias (K % 4 = 2)", q8a_acc_f, 10, 0, 1030, 40, 0, 1, 1, 0, T);
@@ -867,6 +924,8 @@ int main(int argc, char **argv) {
         test_mm("q8z g64 acc bf16-x bias (short last group)", q8z_64_acc, 12, 64, 600, 200, 1, 1, 1, 0, T);
         test_mm("q8z per row (G = K) store f32-x", q8z_352_store_f, 12, 352, 352, 40, 0, 0, 0, 0, T);
         test_mm("q4i g32 store bf16-x bias (3 superblocks, short last group)", q4i_32_store, 14, 32, 600, 72, 1, 1, 0, 0, T);
+        test_mm("q4i g32 store bf16-x bias K640 (AMX from 32 rows)", q4i_amx_32_store, 14, 32, 640, 200, 1, 1, 0, 0, T);
+        test_mm("q4i g128 swiglu bf16 K1056 (AMX from 32 rows, short last group)", q4i_amx_128_swiglu, 14, 128, 1056, 96, 1, 0, 2, 1, T);
         test_mm("q4i g64 acc f32-x (short last group of 36: a partial octet)", q4i_64_acc_f, 14, 64, 100, 200, 0, 0, 1, 0, T);
         test_mm("q4i g128 swiglu bf16 (2 superblocks, short last group)", q4i_128_swiglu, 14, 128, 1100, 96, 1, 0, 2, 1, T);
         test_mm("q6i g32 store bf16-x bias (3 superblocks, short last group of 24)", q6i_32_store, 16, 32, 600, 72, 1, 1, 0, 0, T);

@@ -45,6 +45,11 @@ const tune_key tune_keys[] = {
      "CPU prefill attention: 1 (default) runs of consecutive tokens of a sequence in tiles (attention.c: each K / V "
      "chunk made f32 or bf16 once for the tile's rows; SmolLM2 bf16, one Zen 4 thread, 4096-token prefill 12.2 -> 5.5 s), "
      "0 every token on the decode path"},
+    {"cpu_amx_q", C(cpu_amx_q), 0, 1, 1, 0, NULL,
+     "cpu:amx packages: 1 (default) runs the a16w8 / a8w8 / a16w4 (q8i / q8a / q4i) matmuls of 32+ rows with bf16 "
+     "activations on AMX tiles, the weights made bf16 a K chunk at a time (1B shape, prefill about bf16's, 3-4x the "
+     "integer path); 0 keeps them on the integer path, whose rows give the same bits alone or in a batch (a preempted "
+     "sequence recomputes exactly what it had)"},
     {"persistent", R(persistent), 0, 1, 1, 0, NULL, "one-token steps as one persistent kernel (sm_90, bf16)"},
     {"run_steps", R(run_steps), 0, 64, 0, 0, NULL,
      "a lone greedy sequence decodes up to this many steps per launch (0: the rest of its KV page; 1: off)"},

@@ -39,6 +39,7 @@ typedef struct cg_tuning {
     int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
     int32_t cpu_iact;      /* CPU (x86-64): a16w8 / a16w4 pack as q8i / q4i (+ q6i), integer activations: 1 (default), or 0 (q8c / q4k) */
     int32_t cpu_attn_tiles; /* CPU prefill attention in tiles of consecutive tokens (attention.c AT_TILES): 1 (default), or 0 (per token) */
+    int32_t cpu_amx_q;      /* cpu:amx: q8i / q8a / q4i prefill of 32+ rows on AMX tiles (matmul.c IG_AMX_QUANT): 1 (default), or 0 */
 } cg_tuning;
 
 typedef struct tune_key {

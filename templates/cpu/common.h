@@ -101,8 +101,8 @@
 #define IG_INLINE static inline __attribute__((always_inline))
 #define IG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define IG_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define IG_CAT2(a, b) a##b
-#define IG_CAT(a, b) IG_CAT2(a, b) /* pastes after expanding: IG_CAT(MM_NAME, _x) */
+#define IG_PASTE2(a, b) a##b
+#define IG_PASTE(a, b) IG_PASTE2(a, b) /* pastes after expanding: IG_PASTE(MM_NAME, _x) */
 
 #if defined(IG_AMX)
 /* Asks Linux for this process's permission to use AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM,

@@ -91,10 +91,15 @@
 #else
 #define IG_MM_AMX 0
 #endif
-/* ... or int8 weights (a16w8's Q8I) with bf16 activations, whole blocks of 32 k, for steps of
- * MM_AMX_TMIN tokens and more (fewer: the integer-activation path, which reads the codes as they
- * are); the codes are converted to bf16 a K chunk at a time */
-#if defined(IG_AMX) && MM_WQ == IG_WQ_Q8I && MM_XBF16 && MM_K % 32 == 0 && MM_KC % 16 == 0
+/* ... or a16w8's Q8I, a8w8's Q8A (the same bytes) or a16w4's Q4I weights with bf16 activations,
+ * whole blocks of 32 k, for steps of MM_AMX_TMIN tokens and more (fewer: the integer-activation
+ * path, which reads the codes as they are); the weights are converted to bf16 a K chunk at a time
+ * and the rows are taken as they are (a8w8's prefill then quantizes no activations) */
+#define IG_WQ_AMXQ(wq) ((wq) == IG_WQ_Q8I || (wq) == IG_WQ_Q8A || ((wq) == IG_WQ_Q4I && MM_WG % 8 == 0))
+#ifndef IG_AMX_QUANT /* 0 (--tune cpu_amx_q=0): every instance's quantized weights stay on the integer path */
+#define IG_AMX_QUANT 1
+#endif
+#if defined(IG_AMX) && IG_AMX_QUANT && IG_WQ_AMXQ(MM_WQ) && MM_XBF16 && MM_K % 32 == 0 && MM_KC % 16 == 0
 #define IG_MM_AMXQ 1
 #else
 #define IG_MM_AMXQ 0
@@ -297,23 +302,64 @@ IG_INLINE void ig_amx_rows(int tn, int npn, const uint16_t *x, int ldx, const ch
     }
 }
 
-/* Q8A / Q8I codes of k-pairs [l0, l1) of one panel (l0, l1 even: whole k-quads) as bf16 k-pair
- * lines (the bf16 panel layout; int8 is exact in bf16, the row scales are applied to the sums).
- * A quad line is lane j's 4 codes at bytes 4j..4j+3: converted in order, dword 2j holds lane j's
- * codes 0, 1 (k-pair 2 lq) and dword 2j + 1 its codes 2, 3 (k-pair 2 lq + 1). */
-IG_INLINE void ig_amx_q8_pairs(const char *panel, int l0, int l1, uint16_t *dst) {
+/* One k-quad line of weights as f32, f[c] = lanes 4c..4c+3 x the quad's 4 columns (lane j's
+ * columns at 4j..4j+3 in order), stored as two bf16 k-pair lines at d (k-pair 2m) and d + 32
+ * (2m + 1): after conversion dword 2j holds lane j's columns 0, 1 and dword 2j + 1 its 2, 3. */
+IG_INLINE void ig_amx_quad_store(const __m512 f[4], uint16_t *d) {
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    __m512i lo = (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0]), hi = (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2]);
+    _mm512_storeu_si512((void *)d, _mm512_permutex2var_epi32(lo, ev, hi));
+    _mm512_storeu_si512((void *)(d + 32), _mm512_permutex2var_epi32(lo, od, hi));
+}
+
+/* Q8A / Q8I codes of k-pairs [l0, l1) of one panel (l0, l1 even: whole k-quads) as bf16 k-pair
+ * lines (the bf16 panel layout; int8 is exact in bf16, the row scales are applied to the sums). */
+IG_INLINE void ig_amx_q8_pairs(const char *panel, int l0, int l1, uint16_t *dst) {
     const char *q = panel + 64; /* past the f32 row scales */
     for (int l = l0; l < l1; l += 2) {
         const char *ql = q + (size_t)(l / 2) * 64;
         __m512 f[4];
         for (int c = 0; c < 4; c++)
             f[c] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(ql + 16 * c))));
-        __m512i lo = (__m512i)_mm512_cvtne2ps_pbh(f[1], f[0]), hi = (__m512i)_mm512_cvtne2ps_pbh(f[3], f[2]);
-        uint16_t *d = dst + (size_t)(l - l0) * 32;
-        _mm512_storeu_si512((void *)d, _mm512_permutex2var_epi32(lo, ev, hi));
-        _mm512_storeu_si512((void *)(d + 32), _mm512_permutex2var_epi32(lo, od, hi));
+        ig_amx_quad_store(f, dst + (size_t)(l - l0) * 32);
+    }
+}
+
+/* Q4I weights of k-pairs [l0, l1) of one panel (l0 a multiple of 4: whole k-octets; groups of G,
+ * a multiple of 8) dequantized, m + s q in f32 rounded to bf16, as bf16 k-pair lines. An octet
+ * block's low nibbles are the quad of its columns 0..3 in the k-quad layout, the high ones 4..7. */
+IG_INLINE void ig_amx_q4i_pairs(const char *panel, int G, int l0, int l1, uint16_t *dst) {
+    __m512 s4[4], m4[4];
+    int cur = -1;
+    const char *gb = panel;
+    for (int l = l0; l < l1; l += 4) {
+        const int k = 2 * l, g = k / G;
+        if (g != cur) {
+            IG_ALIGN64 float sv[16], mv[16];
+            gb = panel + IG_WQ_KGRP(IG_WQ_Q4I, G, g);
+            ig_wq_k_scales(IG_WQ_Q4I, panel + IG_WQ_KHDR(IG_WQ_Q4I, G, g), (const uint8_t *)gb, sv, mv);
+            const __m512 s = _mm512_load_ps(sv), m = _mm512_load_ps(mv);
+            for (int c = 0; c < 4; c++) { /* lane 4c + e / 4 for element e */
+                const __m512i ix = _mm512_add_epi32(_mm512_set1_epi32(4 * c),
+                                                    _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+                s4[c] = _mm512_permutexvar_ps(ix, s);
+                m4[c] = _mm512_permutexvar_ps(ix, m);
+            }
+            cur = g;
+        }
+        const __m512i b = _mm512_loadu_si512((const void *)(gb + 32 + (size_t)((k % G) / 8) * 64));
+        const __m512i nib[2] = {_mm512_and_si512(b, _mm512_set1_epi8(15)),
+                                _mm512_and_si512(_mm512_srli_epi16(b, 4), _mm512_set1_epi8(15))};
+        for (int h = 0; h < 2; h++) {
+            __m512 f[4];
+            f[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(nib[h])));
+            f[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(nib[h], 1)));
+            f[2] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(nib[h], 2)));
+            f[3] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(nib[h], 3)));
+            for (int c = 0; c < 4; c++) f[c] = _mm512_fmadd_ps(f[c], s4[c], m4[c]);
+            ig_amx_quad_store(f, dst + (size_t)(l - l0 + 2 * h) * 32);
+        }
     }
 }
 #endif /* IG_AMX */
@@ -790,10 +836,10 @@ IG_INLINE void ig_mm_epi(int epi, int ybf16, int nout, int ldy, const float *bia
 #endif /* IG_MATMUL_HELPERS */
 
 #if IG_MM_AMXQ
-#define MM_AMXQ_NAME IG_CAT(MM_NAME, _amxq)
-/* Q8I prefill on AMX: per row block and panel pair, each K chunk's codes become bf16 k-pair lines
- * (ig_amx_q8_pairs, once per row block) that the tiles multiply against the rows; the sums take
- * the rows' f32 scales before the epilogue. */
+#define MM_AMXQ_NAME IG_PASTE(MM_NAME, _amxq)
+/* Q8I / Q8A / Q4I prefill on AMX: per row block and panel pair, each K chunk's weights become bf16
+ * k-pair lines (once per row block: int8 codes exactly, their rows' f32 scales multiplying the sums
+ * before the epilogue; Q4I's dequantized values) that the tiles multiply against the rows. */
 static void MM_AMXQ_NAME(int T, const void *x, const char *wc, size_t wps, const float *bs, void *y, int nth) {
     enum { NP_ = (MM_N + 15) / 16, NPP_ = (NP_ + 1) / 2, KP_ = MM_K / 2 };
 #pragma omp parallel num_threads(nth)
@@ -811,15 +857,22 @@ static void MM_AMXQ_NAME(int T, const void *x, const char *wc, size_t wps, const
                     const char *wq = wc + 2 * q * wps;
                     for (int l0 = 0; l0 < KP_; l0 += MM_KC) {
                         int l1 = IG_MIN(KP_, l0 + MM_KC);
-                        for (int p = 0; p < P; p++) ig_amx_q8_pairs(wq + p * wps, l0, l1, wt[p]);
+                        for (int p = 0; p < P; p++) {
+                            if (MM_WQ != IG_WQ_Q4I) ig_amx_q8_pairs(wq + p * wps, l0, l1, wt[p]);
+                            else ig_amx_q4i_pairs(wq + p * wps, MM_WG, l0, l1, wt[p]);
+                        }
                         ig_amx_rows(tn, P, xb + 2 * l0, MM_K, (const char *)wt[0], sizeof wt[0], (l1 - l0) / 16, tile,
                                     l0 == 0, &cfg);
                     }
                     IG_ALIGN64 float sc[32];
-                    memcpy(sc, wq, 64);
-                    if (P > 1) memcpy(sc + 16, wq + wps, 64);
+                    for (int j = 0; j < 32; j++) sc[j] = 1.0f;
+                    if (MM_WQ != IG_WQ_Q4I) {
+                        memcpy(sc, wq, 64);
+                        if (P > 1) memcpy(sc + 16, wq + wps, 64);
+                    }
                     for (int r = 0; r < tn; r++) {
-                        for (int j = 0; j < 16 * P; j++) tile[r * 32 + j] *= sc[j];
+                        if (MM_WQ != IG_WQ_Q4I)
+                            for (int j = 0; j < 16 * P; j++) tile[r * 32 + j] *= sc[j];
                         ig_mm_epi(MM_EPI, MM_YBF16, MM_N, MM_LDY, bs, tile + r * 32, q, P, y, tb + r);
                     }
                 }
@@ -992,6 +1045,7 @@ static void MM_NAME(int T, const void *x, const void *w, const float *bias, void
 #undef MM_QRB
 #undef IG_MM_AMX
 #undef IG_MM_AMXQ
+#undef IG_WQ_AMXQ
 #undef MM_AMXQ_NAME
 #undef MM_AMX_TMIN
 #undef MM_AMX_TB
