@@ -330,6 +330,7 @@ IG_INLINE void ig_amx_q8_pairs(const char *panel, int l0, int l1, uint16_t *dst)
  * a multiple of 8) dequantized, m + s q in f32 rounded to bf16, as bf16 k-pair lines. An octet
  * block's low nibbles are the quad of its columns 0..3 in the k-quad layout, the high ones 4..7. */
 IG_INLINE void ig_amx_q4i_pairs(const char *panel, int G, int l0, int l1, uint16_t *dst) {
+    const __m512i quarter = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3); /* element e: e / 4 */
     __m512 s4[4], m4[4];
     int cur = -1;
     const char *gb = panel;
@@ -341,8 +342,7 @@ IG_INLINE void ig_amx_q4i_pairs(const char *panel, int G, int l0, int l1, uint16
             ig_wq_k_scales(IG_WQ_Q4I, panel + IG_WQ_KHDR(IG_WQ_Q4I, G, g), (const uint8_t *)gb, sv, mv);
             const __m512 s = _mm512_load_ps(sv), m = _mm512_load_ps(mv);
             for (int c = 0; c < 4; c++) { /* lane 4c + e / 4 for element e */
-                const __m512i ix = _mm512_add_epi32(_mm512_set1_epi32(4 * c),
-                                                    _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2));
+                const __m512i ix = _mm512_add_epi32(_mm512_set1_epi32(4 * c), quarter);
                 s4[c] = _mm512_permutexvar_ps(ix, s);
                 m4[c] = _mm512_permutexvar_ps(ix, m);
             }
@@ -864,17 +864,15 @@ static void MM_AMXQ_NAME(int T, const void *x, const char *wc, size_t wps, const
                         ig_amx_rows(tn, P, xb + 2 * l0, MM_K, (const char *)wt[0], sizeof wt[0], (l1 - l0) / 16, tile,
                                     l0 == 0, &cfg);
                     }
-                    IG_ALIGN64 float sc[32];
-                    for (int j = 0; j < 32; j++) sc[j] = 1.0f;
-                    if (MM_WQ != IG_WQ_Q4I) {
+                    if (MM_WQ != IG_WQ_Q4I) { /* int8 codes: their rows' f32 scales */
+                        IG_ALIGN64 float sc[32];
                         memcpy(sc, wq, 64);
                         if (P > 1) memcpy(sc + 16, wq + wps, 64);
-                    }
-                    for (int r = 0; r < tn; r++) {
-                        if (MM_WQ != IG_WQ_Q4I)
+                        for (int r = 0; r < tn; r++)
                             for (int j = 0; j < 16 * P; j++) tile[r * 32 + j] *= sc[j];
-                        ig_mm_epi(MM_EPI, MM_YBF16, MM_N, MM_LDY, bs, tile + r * 32, q, P, y, tb + r);
                     }
+                    for (int r = 0; r < tn; r++)
+                        ig_mm_epi(MM_EPI, MM_YBF16, MM_N, MM_LDY, bs, tile + r * 32, q, P, y, tb + r);
                 }
             }
             if (cfg >= 0) _tile_release();
