@@ -398,12 +398,13 @@ static void hq_row(const uint8_t *layer, int KV, int PS, int D, int bits, int kv
 }
 /* Stores rotated row x as rope_kv.c does (delta keys against the page's stored earlier slots). */
 static void hq_put(uint8_t *layer, int KV, int PS, int D, int bits, int kv01, int kh, int slot, const float *x) {
-    std::vector<float> v(x, x + D), kp(D), row(D);
-    if (kv01 == 0 && IG_KVQ_KDELTA(bits) && slot > 0) {
+    std::vector<float> kp(D), row(D);
+    if (kv01 == 0 && IG_KVQ_KDELTA(bits) && slot > 0) { /* the predictor search, as the kernels */
         cpukv::ig_kvq_key_before(layer, KV, PS, D, bits, kh, slot, row.data(), kp.data());
-        for (int i = 0; i < D; i++) v[i] -= kp[i];
+        cpukv::ig_kvq_store_key(layer, KV, PS, D, bits, kh, slot, x, kp.data(), IG_KVQ_NPRED);
+        return;
     }
-    cpukv::ig_kvq_store(layer, KV, PS, D, bits, kv01, kh, slot, v.data());
+    cpukv::ig_kvq_store(layer, KV, PS, D, bits, kv01, kh, slot, x);
 }
 /* The bytes of row (kv01, r) of a layer part: codes, scale, zero point, into out (RB + 3 bytes). */
 static void hq_row_bytes(const uint8_t *layer, int KV, int PS, int D, int bits, int kv01, int r, uint8_t *out) {
