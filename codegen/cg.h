@@ -29,6 +29,7 @@ typedef struct cg_options {
     int32_t page_size;  /* KV tokens per page */
     const char *compiler_version;
     const struct cg_tuning *tuning; /* CUDA: never NULL (tune_compile_defaults) */
+    int act8;           /* CUDA a8w8: q8r matmuls of steps past the GEMV path on int8 activations (act8.cu) */
 } cg_options;
 
 /* Writes model.c for the lowered graph g to out (borrowed). */

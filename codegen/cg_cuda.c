@@ -82,6 +82,7 @@ typedef struct gen {
     int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
     int qg_any;           /* some matrix takes qgemm.cu (quantized rows on tensor cores) */
     int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
+    int64_t a8_k, a8_np;  /* a8w8 (o->act8): the widest int8 activation row (a8_xq) and int32 GEMM row (a8_acc) */
     char archs[128];      /* "sm_80,sm_90" */
 } gen;
 
@@ -291,6 +292,39 @@ static int dequant_fn(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *comm
     return fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
 }
 
+/* a8w8's branch of emit_matmul_q for steps past the GEMV path, where cuBLAS is (st->blas): the
+ * activation rows (after the RMSNorm when norm is set) to int8 per token, cuBLAS's int8 GEMM on the
+ * q8r codes into the int32 scratch, act8.cu's epilogue (scales, bias, the residual add or the
+ * SwiGLU / GeGLU of the packed gate/up rows) into y. Opens with "} else if (st->blas) {". */
+static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const char *w, const char *bias, const char *y,
+                      int64_t K, int64_t N, ir_epi epi, int64_t ldy, const char *what, const mm_norm *norm) {
+    const long long np = (N + 15) / 16 * 16;
+    const int glu = epi == IR_EPI_GEGLU ? 2 : epi == IR_EPI_SWIGLU ? 1 : 0, has_bias = strcmp(bias, "zero") != 0;
+    char params[512], comment[512], nm[96];
+    snprintf(params, sizeof params, "#define A8_K %lld\n", (long long)K);
+    snprintf(comment, sizeof comment, "a8w8: activation rows of %lld to int8 per token", (long long)K);
+    snprintf(nm, sizeof nm, "act8_quant_k%lld", (long long)K);
+    const int fq = fn_index(c, instance(c, "act8.cu", nm, "A8_QUANT_NAME", params, comment));
+    snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_N %lld\n#define A8_LDY %lld\n#define A8_BIAS %d\n"
+             "#define A8_ACC %d\n#define A8_GLU %d\n", (long long)K, (long long)N, (long long)ldy, has_bias,
+             epi == IR_EPI_ACC, glu);
+    snprintf(comment, sizeof comment, "%s: int32 sums of x[T,%lld] int8 . w[%lld,%lld]^T q8r scaled back%s, %s", what,
+             (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "",
+             glu == 2 ? "GeGLU" : glu ? "SwiGLU" : epi == IR_EPI_ACC ? "added to the residual" : "stored f32");
+    snprintf(nm, sizeof nm, "act8_dq_k%lld_n%lld%s%s", (long long)K, (long long)N,
+             glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
+    const int fd = fn_index(c, instance(c, "act8.cu", nm, "A8_DQ_NAME", params, comment));
+    if (K > c->a8_k) c->a8_k = K;
+    if (np > c->a8_np) c->a8_np = np;
+    fprintf(fw, "%s} else if (st->blas) { /* a8w8: int8 activations on cuBLAS's int8 GEMM */\n", ind);
+    if (norm) emit_norm_rows(c, fw, ind, "T", x, K, 1, norm);
+    fprintf(fw, "%s    { void *argsq[] = {&T, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_BLOCK, 0, argsq); }\n", ind, x,
+            ind, fq);
+    fprintf(fw, "%s    GEMM_I8(%lld, T, %lld, %s, a8_xq, a8_acc);\n", ind, np, (long long)K, w);
+    fprintf(fw, "%s    void *args[] = {&T, &a8_acc, &a8_xs, &%s, &%s, &%s};\n", ind, w, bias, y);
+    fprintf(fw, "%s    LAUNCH(%d, IG_A8_DQ_GRID_X(%lld, %d), IG_A8_DQ_GRID_Y(T), 1, IG_A8_BLOCK, 0, args);\n", ind, fd, (long long)N, glu);
+}
+
 /* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (q8r; -1: none),
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
  * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens qgemm.cu (the codes on
@@ -321,6 +355,10 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_XB(%lld, IG_WQ_CODEB(%lld, %d), st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n",
             ind, fmv, (long long)N, (long long)K, wf.wq, (long long)K, bf ? 2 : 4);
     if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf);
+    /* a8w8: the layers' matmuls (not the logits block's vocabulary rows: int32 sums of every
+     * position's logits would be 4 bytes x vocabulary a row) */
+    if (c->o->act8 && wf.wq == 8 && bf && K % 16 == 0 && rows[0] == 'T' && (!swiglu || np % 32 == 0))
+        emit_act8(c, fw, ind, x, w, bias, y, K, N, epi, ldy, what, norm);
     fprintf(fw, "%s} else {\n", ind);
     snprintf(comment, sizeof comment, "%s: w[%lld,%lld] %s -> %s for cuBLAS", what, np, (long long)K,
              wf.wq == 8 ? "q8r" : "q4r", dtn(c, bf));
@@ -1260,6 +1298,9 @@ static void emit_workspace(gen *c, FILE *out) {
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
     if (c->wdq_elems) /* whatever T: one matrix at a time */
         fprintf(out, " \\\n    X(uint16_t, a_wdq, %lldull) /* a quantized matrix in 16 bits, for cuBLAS */", (long long)c->wdq_elems);
+    if (c->a8_k) /* a8w8: a step's int8 activation rows, their scales, the int32 GEMM output */
+        fprintf(out, " \\\n    X(int8_t, a8_xq, (uint64_t)(T) * %lld) \\\n    X(float, a8_xs, (uint64_t)(T)) \\\n"
+                     "    X(int32_t, a8_acc, (uint64_t)(T) * %lld)", (long long)c->a8_k, (long long)c->a8_np);
     if (c->qg_any) { /* qgemm.cu's split-K partials and tile counters (zero at init; each kernel puts them back) */
         const int tm = c->tune->qg_tmax;
         fprintf(out, " \\\n    X(float, qg_ws, (uint64_t)%lld * IG_QG_GRID_Y((T) < %d ? (T) : %d) * IG_QG_BLOCK * 32 + 1)"

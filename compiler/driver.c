@@ -218,12 +218,15 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
     else if (!strcmp(o->quant, "keep")) q->keep = 1;
     else if (!strcmp(o->quant, "fp8")) /* the e4m3 weights: CUDA sm_89+ tensor cores, not built */
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant fp8 (e4m3 weights) is not implemented yet, on any target; "
-                       "use a16w8 (int8 weights, %s) instead", cuda ? "the same bytes" : "or a8w8 for int8 activations too");
+                       "use a16w8 (int8 weights, %s) instead", cuda ? "the same bytes; a8w8 also takes int8 activations in prefill"
+                                                                    : "or a8w8 for int8 activations too");
     else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4, a8w8, keep; fp8 is not built yet)", o->quant);
-    if (cuda && q->wdtype == IG_DTYPE_Q8A)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages take a16w8, a16w4 and keep for now", o->quant);
-    if (cuda && !q->keep) /* GPU rows; the vocabulary matrices of a16w4 in int8 (templates/cuda/wq.cuh) */
-        q->head = q->wdtype == IG_DTYPE_Q8C ? 0 : IG_DTYPE_Q8R, q->wdtype = q->wdtype == IG_DTYPE_Q8C ? IG_DTYPE_Q8R : IG_DTYPE_Q4R;
+    /* GPU rows (templates/cuda/wq.cuh): a16w8 and a8w8 q8r (a8w8's activations become int8 in the
+     * prefill matmuls, templates/cuda/act8.cu), a16w4 q4r with its vocabulary matrices in int8 */
+    if (cuda && !q->keep) {
+        const int w8 = q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8A;
+        q->head = w8 ? 0 : IG_DTYPE_Q8R, q->wdtype = w8 ? IG_DTYPE_Q8R : IG_DTYPE_Q4R;
+    }
     if (cuda && o->dtype && !strcmp(o->dtype, "f32"))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s: CUDA packages with quantized weights compute in bf16 or f16, "
                        "not --dtype f32", o->quant);
@@ -354,6 +357,11 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         if (!gq) cJSON_AddNumberToObject(j, "group", 32);
     } else if (q->keep) {
         /* GPTQ / AWQ only: described above */
+    } else if (q->wdtype == IG_DTYPE_Q8R && !strcmp(mode, "a8w8")) {
+        cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel; steps of more than 8 "
+                                             "tokens quantize the layers' activations per token to int8 (max |x| / 127) for "
+                                             "cuBLAS's int8 GEMM (int32 sums, scaled back after it); shorter steps and the "
+                                             "vocabulary matrices take 16-bit activations (the a16w8 kernels)");
     } else if (q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8R) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
     } else if (q->wdtype == IG_DTYPE_Q8G) {
@@ -590,7 +598,7 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             (unsigned long long)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
     if (!st) {
         cg_options co = {.dtype = dt, .kv_dtype = kvf->dtype, .page_size = ps, .compiler_version = IGNIS_VERSION,
-                         .tuning = &tuning};
+                         .tuning = &tuning, .act8 = cuda && quant_on && o->quant && !strcmp(o->quant, "a8w8")};
         snprintf(path, sizeof path, "%s/model.c", src_dir);
         FILE *f = fopen(path, "w");
         char cu_path[4096];

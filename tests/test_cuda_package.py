@@ -119,9 +119,10 @@ def main():
         # two-launch decode kernels (test_moe_decode) and tensor-core grouped prefill products
         # (test_moe_grouped), attention_prefill.cu's tensor-core path (test_attn_prefill_tc), sample.cu
         # under token masks (test_sample_masked), the GEMM that runs without cuBLAS (test_gemm) and the
-        # persistent decode kernel's GEMV phases in every streamed weight format (test_stream_gemv)
+        # persistent decode kernel's GEMV phases in every streamed weight format (test_stream_gemv), a8w8's
+        # int8 activations and the epilogue of its int8 GEMM (test_act8)
         for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_attn_decode", "test_moe_decode", "test_moe_grouped",
-                     "test_attn_prefill_tc", "test_sample_masked", "test_gemm", "test_stream_gemv"):
+                     "test_attn_prefill_tc", "test_sample_masked", "test_gemm", "test_stream_gemv", "test_act8"):
             exe = os.path.join(tmp, name)
             subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
                             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",

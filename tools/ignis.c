@@ -367,7 +367,8 @@ static const cli_flag compile_flags[] = {
              "group scales under an f16 pair per 8 groups; vocabulary in 6 bits; on x86-64 with bf16 activations as q8i / q4i / q6i, "
              "whose matmuls quantize the activations to int16 / int8 for integer dot products, unless --tune cpu_iact=0), a8w8 int8 weights x int8 "
              "activations per token, keep: a GGUF's Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K blocks as stored, or a GPTQ / AWQ checkpoint's "
-             "integers (q4z / q8z); CUDA: a16w8 / a16w4 as q8r / q4r rows, keep: Q4_0/Q4_1 blocks as q4r rows, other types dequantized",
+             "integers (q4z / q8z); CUDA: a16w8 / a16w4 as q8r / q4r rows, a8w8 the same q8r rows with int8 activations in "
+             "steps of 33+ tokens (cuBLAS's int8 GEMM), keep: Q4_0/Q4_1 blocks as q4r rows, other types dequantized",
              "keep for a quantized GGUF (CPU: dequantized where a block type has no CPU format; CUDA: where it holds no Q4_0 / Q4_1) "
              "or a GPTQ / AWQ checkpoint (CPU), else none"),
     CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N",

@@ -208,6 +208,24 @@ typedef struct dev_state {
         cu_prof_end(&st->api, &st->prof, st->stream, st->blas ? CU_PROF_SLOTS - 1 : (fk));          \
     } while (0)
 
+/* acc[T][N] (int32) = xq[T][K] . w[N][K]^T in int8 on cuBLAS (CUBLAS_COMPUTE_32I: int8 tensor
+ * cores), w the q8r rows read in place (row stride K + 16 bytes: wq.cuh), xq act8.cu's codes; the
+ * prefill matmuls of a8w8 packages, only where st->blas is set (the generated code falls back to
+ * the 16-bit path without cuBLAS) */
+#define GEMM_I8(N, T_, K, w_, x_, acc_)                                                            \
+    do {                                                                                           \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                            \
+        CU(gemm_i8(st, (N), (T_), (K), (w_), (x_), (acc_)));                                        \
+        cu_prof_end(&st->api, &st->prof, st->stream, CU_PROF_SLOTS - 1);                           \
+    } while (0)
+static __attribute__((unused)) CUresult gemm_i8(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr xq, CUdeviceptr acc) {
+    const int32_t alpha = 1, beta = 0;
+    cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, CUDA_R_8I,
+                                            K + 16, (const void *)xq, CUDA_R_8I, K, &beta, (void *)acc, CUDA_R_32I, N,
+                                            CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
 /* The GEMM of the two macros above: w and x in the package's element type, or f32 when f32 is set;
  * without cuBLAS, gemm.cu's instance fk (GEMM_FN: the package's type), same contract. */
 static CUresult gemm(dev_state *st, int fk, int f32, int N, int T, int K, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y,

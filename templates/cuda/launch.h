@@ -54,6 +54,12 @@
  * One thread per 16-byte vector of codes of the NP rows. */
 #define IG_DQ_BLOCK 256
 #define IG_DQ_GRID_X(NP, K, WQ) IG_CDIV((NP) * (IG_WQ_CODEB(K, WQ) / 16), IG_DQ_BLOCK)
+/* ---- act8.cu: a8w8's activation rows to int8 (A8_QUANT_NAME, a CTA per token) and the epilogue
+ * of cuBLAS's int8 GEMM (A8_DQ_NAME: a thread per output, or per SwiGLU / GeGLU output) */
+#define IG_A8_BLOCK 256
+#define IG_A8_TT 16 /* tokens a dq CTA scales */
+#define IG_A8_DQ_GRID_X(N, GLU) IG_CDIV((GLU) ? (N) / 2 : (N), IG_A8_BLOCK)
+#define IG_A8_DQ_GRID_Y(T) IG_CDIV((T), IG_A8_TT)
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 
 /* ---- qgemm.cu: QG_NAME(T, x, w, bias, y, ws, cnt), quantized rows on tensor cores for steps of

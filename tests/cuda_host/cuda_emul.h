@@ -167,6 +167,10 @@ IG_DEV void ig_unpack8_bf16(uint4 v, float *o) {
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
     for (int i = 0; i < 4; i++) o[2 * i] = __uint_as_float(w[i] << 16), o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
 }
+IG_DEV void ig_unpack8_h(uint4 v, float *o) {
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; i++) o[2 * i] = ig_h_to_f32((unsigned short)(w[i] & 0xffffu)), o[2 * i + 1] = ig_h_to_f32((unsigned short)(w[i] >> 16));
+}
 IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
     for (int i = 0; i < 4; i++) {

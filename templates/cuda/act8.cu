@@ -1,0 +1,120 @@
+/* act8.cu — template: the two kernels around cuBLAS's int8 GEMM for the prefill-sized matmuls of
+ * CUDA a8w8 packages (`--quant a8w8`: q8r weight rows, wq.cuh, whose codes the GEMM reads in place
+ * with a row stride of K + 16 bytes). Steps of up to MV_TMAX tokens keep the a16w8 kernels (GEMV
+ * and the persistent decode kernel on the same rows, 16-bit activations): decode is bound by the
+ * weight bytes, which int8 activations do not change.
+ *
+ * Instantiate with A8_QUANT_NAME and A8_K, and / or A8_DQ_NAME with A8_N, A8_K, A8_LDY, A8_BIAS,
+ * A8_ACC, A8_GLU; defines
+ *   extern "C" __global__ void A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs);
+ *       one token per CTA: xs[t] = max_k |x[t][k]| / 127 (0 for an all-zero row), xq[t][k] =
+ *       rint(x[t][k] * 127 / max |x|), codes in -127..127; x [T][A8_K] in the package's 16-bit type
+ *       launch: grid T, block IG_A8_BLOCK = 256, smem 0
+ *   extern "C" __global__ void A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w,
+ *                                         const float *bias, void *y);
+ *       acc [T][NP] (NP = A8_N padded to 16: the GEMM's int32 sums over the padded rows), v[t][n] =
+ *       acc[t][n] xs[t] s_n (s_n: row n's q8r scale) + bias[n] (A8_BIAS), then
+ *         A8_GLU 0: y f32 [T][A8_LDY]: y[t][n] = v (A8_ACC 0) or y[t][n] + v (A8_ACC 1: the residual)
+ *         A8_GLU 1 / 2: the packed gate / up rows (16-row blocks interleaved, SPEC.md) through SwiGLU /
+ *           GeGLU (common.cuh's ig_glu) into y [T][A8_N / 2] in the 16-bit type
+ *       launch: grid (IG_A8_DQ_GRID_X(A8_N, A8_GLU), IG_A8_DQ_GRID_Y(T)), block IG_A8_BLOCK, smem 0
+ * The CPU's a8w8 quantizes activations per 32 columns (templates/cpu/quant.h's Q8A); a GEMM can
+ * only scale whole rows, so these are per token: the issue's rule, coarser than the CPU's.
+ */
+#include "common.cuh"
+#include "wq.cuh"
+
+#ifndef A8_K
+#define A8_K 2048
+#endif
+#ifndef A8_N
+#define A8_N 2048
+#endif
+#ifndef A8_LDY
+#define A8_LDY A8_N
+#endif
+#ifndef A8_BIAS
+#define A8_BIAS 0
+#endif
+#ifndef A8_ACC
+#define A8_ACC 0
+#endif
+#ifndef A8_GLU
+#define A8_GLU 0
+#endif
+
+#ifdef A8_QUANT_NAME
+extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
+A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs) {
+    static_assert(A8_K % 8 == 0, "act8 quantizes rows of whole 16-byte vectors");
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    if (t >= T) return;
+    const unsigned short *row = x + (size_t)t * A8_K;
+    float amax = 0.0f;
+    for (int k = threadIdx.x * 8; k < A8_K; k += IG_A8_BLOCK * 8) {
+        float f[8];
+        ig_unpack8_h(*(const uint4 *)(row + k), f);
+#pragma unroll
+        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(f[e]));
+    }
+    amax = ig_warp_max(amax);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    amax = red[0];
+    for (int w = 1; w < IG_A8_BLOCK / 32; w++) amax = fmaxf(amax, red[w]);
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    if (threadIdx.x == 0) xs[t] = amax / 127.0f;
+    for (int k = threadIdx.x * 8; k < A8_K; k += IG_A8_BLOCK * 8) {
+        float f[8];
+        ig_unpack8_h(*(const uint4 *)(row + k), f);
+        unsigned lo = 0, hi = 0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int q = (int)fminf(fmaxf(rintf(f[e] * inv), -127.0f), 127.0f);
+            if (e < 4) lo |= ((unsigned)q & 0xffu) << (8 * e);
+            else hi |= ((unsigned)q & 0xffu) << (8 * (e - 4));
+        }
+        *(uint2 *)(xq + (size_t)t * A8_K + k) = make_uint2(lo, hi);
+    }
+}
+#endif
+
+#ifdef A8_DQ_NAME
+/* A thread per output column over IG_A8_TT tokens: its row scale(s) read once (rows are K + 16
+ * bytes apart, so a warp's scale loads are 32 sectors), the int32 sums and stores coalesced along
+ * the columns. (A thread per (token, column) re-read the scales for every token: ~0.72x of bf16's
+ * 2048-token prefill on an H100, the dq launches the largest part of the difference.) */
+extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
+A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w, const float *bias, void *y) {
+    constexpr int NP = IG_NPAD16(A8_N), OUTS = A8_GLU ? A8_N / 2 : A8_N;
+    static_assert(A8_GLU == 0 || A8_N % 32 == 0, "packed gate/up rows come in blocks of 32");
+    const int i = blockIdx.x * IG_A8_BLOCK + threadIdx.x, t0 = blockIdx.y * IG_A8_TT;
+    if (i >= OUTS) return;
+    /* GLU output i: gate at packed row 32 (i / 16) + i % 16, up 16 rows further */
+    const int c = A8_GLU ? 32 * (i >> 4) + (i & 15) : i;
+    const float sg = ig_wq8_scale<A8_K>(w, c), su = A8_GLU ? ig_wq8_scale<A8_K>(w, c + 16) : 0.0f;
+    const float bg = A8_BIAS ? bias[c] : 0.0f, bu = A8_BIAS && A8_GLU ? bias[c + 16] : 0.0f;
+    for (int t = t0; t < T && t < t0 + IG_A8_TT; t++) {
+        const int *a = acc + (size_t)t * NP;
+        const float sx = xs[t];
+        if (A8_GLU == 0) {
+            const float v = (float)a[c] * sx * sg + bg;
+            float *o = (float *)y + (size_t)t * A8_LDY + i;
+            *o = A8_ACC ? *o + v : v;
+        } else {
+            const float g = (float)a[c] * sx * sg + bg, u = (float)a[c + 16] * sx * su + bu;
+            ((unsigned short *)y)[(size_t)t * OUTS + i] = ig_f32_to_h(ig_glu(g, u, A8_GLU == 2));
+        }
+    }
+}
+#endif
+
+#undef A8_QUANT_NAME
+#undef A8_DQ_NAME
+#undef A8_K
+#undef A8_N
+#undef A8_LDY
+#undef A8_BIAS
+#undef A8_ACC
+#undef A8_GLU

@@ -1,0 +1,164 @@
+/* test_act8.cpp — act8.cu (CUDA a8w8's prefill matmuls: activation rows to int8 per token, and the
+ * epilogue of cuBLAS's int8 GEMM) run on the host through cuda_emul.h, without a GPU. The GEMM
+ * between them is the exact int32 sum cuBLAS computes (CUBLAS_COMPUTE_32I), done here in int64 on
+ * the q8r codes (rows of K codes, f32 scale, 12 bytes of padding: templates/cuda/wq.cuh). Checks:
+ *   - the quantizer: xs = max|x| / 127, every code the nearest integer to x / xs (within 0.5),
+ *     in -127..127, the row's largest |x| at +-127; an all-zero row gives scale 0 and codes 0;
+ *   - the whole chain against x . w^T in double from the bf16 x and the dequantized rows: within
+ *     the rounding of x to int8, sum_k |w_k| xs / 2 per output (a wrong scale, row, bias or glu
+ *     is far outside), for the plain store (with bias, a row stride wider than N), the residual
+ *     add, and SwiGLU / GeGLU of the packed gate/up rows (16-row blocks interleaved).
+ * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
+ *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_act8.cpp
+ * Exit 0 when every check passes. */
+#include "emul_extra.h"
+
+#define A8_QUANT_NAME a8q_80
+#define A8_K 80
+#include "act8.cu"
+#define A8_QUANT_NAME a8q_4096
+#define A8_K 4096
+#include "act8.cu"
+#define A8_DQ_NAME a8d_plain
+#define A8_K 80
+#define A8_N 40
+#define A8_LDY 56
+#define A8_BIAS 1
+#include "act8.cu"
+#define A8_DQ_NAME a8d_acc
+#define A8_K 4096
+#define A8_N 48
+#define A8_ACC 1
+#include "act8.cu"
+#define A8_DQ_NAME a8d_swiglu
+#define A8_K 80
+#define A8_N 64
+#define A8_GLU 1
+#define A8_BIAS 1
+#include "act8.cu"
+#define A8_DQ_NAME a8d_geglu
+#define A8_K 4096
+#define A8_N 32
+#define A8_GLU 2
+#include "act8.cu"
+
+typedef void (*quant_fn)(int, const unsigned short *, signed char *, float *);
+typedef void (*dq_fn)(int, const int *, const float *, const unsigned char *, const float *, void *);
+
+/* q8r rows of w[N][K] (N padded to 16 with zero rows): codes, f32 scale max|w| / 127, padding */
+static std::vector<unsigned char> q8r_rows(int N, int K, std::vector<double> &deq) {
+    const int NP = (N + 15) / 16 * 16, RB = K + 16;
+    std::vector<unsigned char> w((size_t)NP * RB, 0);
+    deq.assign((size_t)NP * K, 0.0);
+    for (int n = 0; n < N; n++) {
+        std::vector<float> r(K);
+        float mx = 0;
+        const float amp = 0.02f + 0.05f * (n % 7);
+        for (int k = 0; k < K; k++) r[k] = amp * frand(), mx = std::max(mx, fabsf(r[k]));
+        const float s = mx / 127.0f;
+        for (int k = 0; k < K; k++) {
+            const int q = (int)lrintf(r[k] / s);
+            w[(size_t)n * RB + k] = (unsigned char)(signed char)q;
+            deq[(size_t)n * K + k] = (double)s * q;
+        }
+        memcpy(&w[(size_t)n * RB + K], &s, 4);
+        memset(&w[(size_t)n * RB + K + 4], 0xee, 12); /* padding the kernels must not read as codes */
+    }
+    return w;
+}
+
+/* Quantizes T bf16 rows of K; checks the codes and scales; returns the codes and scales. */
+static void check_quant(const char *name, quant_fn q, int T, int K, const std::vector<unsigned short> &x,
+                        std::vector<signed char> &xq, std::vector<float> &xs) {
+    xq.assign((size_t)T * K, 99);
+    xs.assign(T, -1.0f);
+    CHECK(emul_launch({(unsigned)T, 1, 1}, {IG_A8_BLOCK, 1, 1}, [&] { q(T, x.data(), xq.data(), xs.data()); }),
+          "%s: deadlock", name);
+    for (int t = 0; t < T; t++) {
+        double amax = 0;
+        for (int k = 0; k < K; k++) amax = std::max(amax, fabs((double)ig_bf16_to_f32(x[(size_t)t * K + k])));
+        CHECK(fabs(xs[t] - amax / 127) <= 1e-7 * amax, "%s row %d: scale %g, want %g", name, t, xs[t], amax / 127);
+        int bad = 0, peak = 0;
+        for (int k = 0; k < K; k++) {
+            const int c = xq[(size_t)t * K + k];
+            const double v = ig_bf16_to_f32(x[(size_t)t * K + k]), want = amax > 0 ? v * 127 / amax : 0;
+            bad += c < -127 || c > 127 || fabs(c - want) > 0.5 + 1e-5;
+            peak = std::max(peak, abs(c));
+        }
+        CHECK(bad == 0, "%s row %d: %d codes not the nearest integer to x / scale", name, t, bad);
+        CHECK(peak == (amax > 0 ? 127 : 0), "%s row %d: largest code %d", name, t, peak);
+    }
+}
+
+/* One dq instance over T tokens: x (bf16 rows, one of them zero), quantized by q, the int32 sums
+ * taken here, dq's output against the double reference. glu: 0 plain (acc: residual add), 1 / 2. */
+static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, int N, int ldy, bool bias, bool acc, int glu) {
+    const int NP = (N + 15) / 16 * 16;
+    std::vector<double> wd;
+    const std::vector<unsigned char> w = q8r_rows(N, K, wd);
+    std::vector<unsigned short> x((size_t)T * K);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) x[(size_t)t * K + k] = t == 1 ? 0 : ig_f32_to_bf16((t + 1) * frand() * (k % 13 == 0 ? 8 : 1));
+    std::vector<signed char> xq;
+    std::vector<float> xs;
+    check_quant(name, q, T, K, x, xq, xs);
+    std::vector<int> sums((size_t)T * NP);
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < NP; n++) {
+            long long s = 0;
+            for (int k = 0; k < K; k++) s += (long long)xq[(size_t)t * K + k] * (signed char)w[(size_t)n * (K + 16) + k];
+            sums[(size_t)t * NP + n] = (int)s;
+        }
+    std::vector<float> b(N);
+    for (auto &v : b) v = bias ? frand() : 0.0f;
+    const int outs = glu ? N / 2 : N, ld = glu ? N / 2 : ldy;
+    std::vector<float> y((size_t)T * ld), y0;
+    std::vector<unsigned short> yh((size_t)T * ld);
+    for (auto &v : y) v = frand();
+    y0 = y;
+    CHECK(emul_launch({(unsigned)IG_A8_DQ_GRID_X(N, glu), (unsigned)IG_A8_DQ_GRID_Y(T), 1}, {IG_A8_BLOCK, 1, 1},
+                      [&] { dq(T, sums.data(), xs.data(), w.data(), bias ? b.data() : nullptr, glu ? (void *)yh.data() : (void *)y.data()); }),
+          "%s: deadlock", name);
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        std::vector<double> ref(N), tol(N);
+        for (int n = 0; n < N; n++) {
+            double s = 0, a = 0;
+            for (int k = 0; k < K; k++) {
+                s += ig_bf16_to_f32(x[(size_t)t * K + k]) * wd[(size_t)n * K + k];
+                a += fabs(wd[(size_t)n * K + k]);
+            }
+            ref[n] = s + (bias ? b[n] : 0.0), tol[n] = a * xs[t] * 0.5 + 1e-5 * (1 + fabs(ref[n]));
+        }
+        for (int i = 0; i < outs; i++) {
+            double want, lim, got;
+            if (glu) { /* output i: gate at packed row 32 (i / 16) + i % 16, up 16 rows on */
+                const int c = 32 * (i / 16) + i % 16;
+                const double g = ref[c], u = ref[c + 16];
+                want = ig_glu((float)g, (float)u, glu == 2);
+                const double dg = glu == 2 ? 1.2 : 1.1; /* |d glu / d g| / |u| bound of silu and gelu_tanh */
+                lim = dg * fabs(u) * tol[c] + (fabs(g) + 1) * tol[c + 16] + fabs(want) * 8e-3; /* + the bf16 store */
+                got = ig_bf16_to_f32(yh[(size_t)t * ld + i]);
+            } else {
+                want = ref[i] + (acc ? y0[(size_t)t * ld + i] : 0.0), lim = tol[i];
+                got = y[(size_t)t * ld + i];
+            }
+            worst = std::max(worst, fabs(got - want) / (lim > 0 ? lim : 1));
+            CHECK(fabs(got - want) <= lim, "%s token %d output %d: %g, want %g (+- %g)", name, t, i, got, want, lim);
+        }
+        if (!glu) /* a row stride wider than N: the columns past N keep their values */
+            for (int n = N; n < ld; n++) CHECK(y[(size_t)t * ld + n] == y0[(size_t)t * ld + n], "%s token %d column %d written", name, t, n);
+    }
+    printf("%s: T=%d K=%d N=%d: worst error %.2f of its bound\n", name, T, K, N, worst);
+}
+
+int main() {
+    check_chain("plain+bias", a8q_80, a8d_plain, 5, 80, 40, 56, true, false, 0);
+    check_chain("residual", a8q_4096, a8d_acc, 3, 4096, 48, 48, false, true, 0);
+    check_chain("plain, two token blocks", a8q_80, a8d_plain, IG_A8_TT + 3, 80, 40, 56, true, false, 0);
+    check_chain("swiglu+bias", a8q_80, a8d_swiglu, IG_A8_TT + 5, 80, 64, 64, true, false, 1);
+    check_chain("geglu", a8q_4096, a8d_geglu, 3, 4096, 32, 32, false, false, 2);
+    if (fails) printf("test_act8: %d failed checks\n", fails);
+    else printf("test_act8: all passed\n");
+    return fails ? 1 : 0;
+}
