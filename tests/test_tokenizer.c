@@ -252,6 +252,12 @@ static void test_bad_input(void) {
                       " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\":"
                       " {\"id\": \"A\"}}], \"special_tokens\": {\"A\": {\"ids\": [-3]}}}}",
                       IG_ERR_FORMAT, "\"A\"");
+    /* fractional ids were truncated (1.5 read as 1, a duplicate of "b" here, or as a silent id) */
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"c\": 1.5}, \"merges\": []}}",
+                      IG_ERR_FORMAT, "vocab entry \"c\"");
+    expect_load_error("{\"added_tokens\": [{\"id\": 0.25, \"content\": \"<s>\"}], \"model\": {\"type\": \"BPE\","
+                      " \"vocab\": {\"a\": 0}, \"merges\": []}}",
+                      IG_ERR_FORMAT, "added token");
     /* one listed token with id 99,999,999 sized five tables by it */
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}, \"merges\": []}}", IG_ERR_FORMAT,
                       "99999999");

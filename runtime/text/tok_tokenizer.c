@@ -1719,8 +1719,7 @@ static ig_status build(tok_tokenizer *t, const cJSON *root, const cJSON *cfg, ig
     const cJSON *it;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) {
         const cJSON *idv = cJSON_GetObjectItemCaseSensitive(it, "id");
-        if (!cJSON_IsNumber(idv) || idv->valuedouble < 0 || idv->valuedouble > 1e8)
-            return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: added token without a valid id");
+        if (!json_id(idv)) return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: added token without a valid id (an integer in [0, 1e8])");
         ig_status st = add_added(t, it, (int32_t)idv->valuedouble, &acap, err);
         if (st) return st;
     }
@@ -1736,8 +1735,9 @@ static ig_status build(tok_tokenizer *t, const cJSON *root, const cJSON *cfg, ig
     int32_t nids = 0;
     size_t total = 0, nv = 0;
     cJSON_ArrayForEach(it, vocab) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e8)
-            return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: vocab entry \"%.100s\" has no valid id", it->string);
+        if (!json_id(it))
+            return ig_fail(err, IG_ERR_FORMAT, "tokenizer.json: vocab entry \"%.100s\" has no valid id (an integer in [0, 1e8])",
+                           it->string);
         int32_t id = (int32_t)it->valuedouble;
         if (id + 1 > nids) nids = id + 1;
         total += strlen(it->string) + 1;
