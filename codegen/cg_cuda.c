@@ -160,9 +160,11 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
              epi == IR_EPI_ACC ? "_acc" : geglu ? "_geglu" : swiglu ? "_swiglu" : "", has_bias ? "_bias" : "", wf.wq ? "_" : "", wname);
     const char *mv = instance(c, "gemv.cu", nm, "MV_NAME", params, comment);
     int fmv = fn_index(c, mv);
-    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit x, 16-bit W with K % 32 == 0 or q8r rows
-     * with K % 64 == 0, a fused norm's x staged in at most 96 KB) when the GPU has it (sm_80+) */
-    const int tc = bf && (wf.wq == 8 ? K % 64 == 0 : !wf.wq && K % 32 == 0) && (!norm || (K + 32) * 16 <= 96 * 1024);
+    /* 2..8 tokens: the tensor-core GEMV (gemv_tc.cu; 16-bit x, 16-bit W with K % 32 == 0, q8r rows
+     * with K % 64 == 0 or q4r rows with K % 128 == 0, a fused norm's x staged in at most 96 KB) when
+     * the GPU has it (sm_80+) */
+    const int tc = bf && (wf.wq == 8 ? K % 64 == 0 : wf.wq == 4 ? K % 128 == 0 && K % wf.wg == 0 : K % 32 == 0) &&
+                   (!norm || (K + 32) * 16 <= 96 * 1024);
     if (wf.wq) {
         int ftc = -1;
         if (tc) {
@@ -325,7 +327,7 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     fprintf(fw, "%s    LAUNCH(%d, IG_A8_DQ_GRID_X(%lld, %d), IG_A8_DQ_GRID_Y(T), 1, IG_A8_BLOCK, 0, args);\n", ind, fd, (long long)N, glu);
 }
 
-/* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (q8r; -1: none),
+/* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (-1: none),
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
  * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens qgemm.cu (the codes on
  * tensor cores; 16-bit packages with K % 64 == 0, sm_80+: st->qg_on), else the matrix dequantized
@@ -339,7 +341,7 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
     const int qg = bf && K % 64 == 0 && (wf.wq != 4 || K % wf.wg == 0) && c->tune->qg_tmax > 0 && (!swiglu || np % 32 == 0);
     char comment[512];
     if (ftc >= 0) {
-        fprintf(fw, "%sif (%s >= 2 && %s <= st->mvt_tmax) {\n", ind, rows, rows);
+        fprintf(fw, "%sif (%s >= 2 && %s <= st->mvtq_tmax) {\n", ind, rows, rows);
         fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &%s};\n", ind, targ, norm ? norm->src : x,
                 norm ? norm->gamma : "zero", w, bias, y);
         fprintf(fw, "%s    LAUNCH(%d, IG_MVT_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MVT_BLOCK, IG_MVT_SMEM(%lld, %d), args);\n",

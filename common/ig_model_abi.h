@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 10u
+#define IG_MODEL_ABI_VERSION 11u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -148,6 +148,7 @@ typedef struct ig_model_tuning {
     int32_t at_ctas_per_sm; /* decode attention's split CTAs aimed at per SM (0: the template's IG_AT_CTAS_PER_SM) */
     int32_t dl_ctx_max;     /* one-token steps whose page-table row spans more tokens run the per-op kernels (32768) */
     int32_t cublas;         /* prefill GEMMs on cuBLAS where it loads (1); 0: on the package's own GEMM (gemm.cu) */
+    int32_t mvtq_tmax;      /* matmuls of quantized rows (q8r / q4r) with 2..mvtq_tmax tokens on the tensor-core GEMV (8) */
 } ig_model_tuning;
 
 /* Collectives of a tensor-parallel step, provided by the runtime (runtime/serving/rt_tp.c). Every

@@ -120,9 +120,10 @@ def main():
         # (test_moe_grouped), attention_prefill.cu's tensor-core path (test_attn_prefill_tc), sample.cu
         # under token masks (test_sample_masked), the GEMM that runs without cuBLAS (test_gemm) and the
         # persistent decode kernel's GEMV phases in every streamed weight format (test_stream_gemv), a8w8's
-        # int8 activations and the epilogue of its int8 GEMM (test_act8)
+        # int8 activations and the epilogue of its int8 GEMM (test_act8), the tensor-core GEMV for 2..8 tokens on
+        # 16-bit, q8r and q4r rows (test_gemv_tc)
         for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_attn_decode", "test_moe_decode", "test_moe_grouped",
-                     "test_attn_prefill_tc", "test_sample_masked", "test_gemm", "test_stream_gemv", "test_act8"):
+                     "test_attn_prefill_tc", "test_sample_masked", "test_gemm", "test_stream_gemv", "test_act8", "test_gemv_tc"):
             exe = os.path.join(tmp, name)
             subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
                             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",

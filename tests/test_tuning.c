@@ -49,6 +49,7 @@ int main(void) {
     EXPECT(run_ok(NULL, &r) && r.persistent == 1 && r.graph_tmax == -1 && r.gemv_tmax == 1 && r.dl_keys == 256);
     EXPECT(run_ok("graphs=0,dl_keys=4,,graph_tmax=-1,", &r) && r.graphs == 0 && r.dl_keys == 4 && r.persistent == 1);
     EXPECT(run_ok("mvt_tmax=8", &r) && r.mvt_tmax == 8);
+    EXPECT(run_ok("", &r) && r.mvtq_tmax == 8 && run_ok("mvtq_tmax=0", &r) && r.mvtq_tmax == 0);
     /* bad entries, each named */
     EXPECT(compile_err("st_group=3", "st_group"));       /* not in the set 1, 2, 4 */
     EXPECT(compile_err("st_group=4,st_acc=0", "st_acc")); /* the first good one does not hide the bad */

@@ -61,6 +61,10 @@ const tune_key tune_keys[] = {
      "steps of up to this many tokens on the GEMV kernels, larger on cuBLAS (8 tokens: cuBLAS 2.3 ms, GEMV 4.4)"},
     {"mvt_tmax", R(mvt_tmax), 0, 8, 2, 0, NULL,
      "matmuls of 2..n tokens on the tensor-core GEMV, sm_80+ (0 or 1: off; 2 beats cuBLAS by 8% at 2 requests)"},
+    {"mvtq_tmax", R(mvtq_tmax), 0, 8, 8, 0, NULL,
+     "matmuls of quantized rows (a16w8 / a8w8 q8r, a16w4 q4r) with 2..n tokens on the tensor-core GEMV, sm_80+ (0 or 1: "
+     "off: gemv.cu, whose FMAs bound it at 8 tokens: H100, 8 tokens of an 8192 x 2048 matrix, q8r 27.4 -> 10.0 us, q4r "
+     "30.6 us on gemv.cu)"},
     {"mv_ctas_per_sm", R(mv_ctas_per_sm), 0, 32, 0, 0, NULL, "GEMV grid cap per SM (0: the template's default, 4)"},
     {"at_ctas_per_sm", R(at_ctas_per_sm), 0, 16, 0, 0, NULL,
      "decode attention: context splits per (token, KV head) = this many CTAs per SM over KV heads x tokens, "

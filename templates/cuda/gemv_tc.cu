@@ -9,16 +9,25 @@
  * mma.sync m16n8k16: a warp multiplies 16 weight rows by 16 k of all (up to) 8 tokens in one
  * instruction, and the weights stream once, as at T = 1.
  *
- * Instantiate with MV_NAME, MV_K, MV_N, MV_BIAS, MV_EPI, MV_LDY, MV_YBF16, MV_NORM, MV_EPS (MV_WBF16
- * and MV_XBF16 are 1 by definition); defines
+ * Instantiate with MV_NAME, MV_K, MV_N, MV_BIAS, MV_EPI, MV_LDY, MV_YBF16, MV_NORM, MV_EPS, MV_WQ, MV_WG
+ * (MV_WBF16 and MV_XBF16 are 1 by definition); defines
  *   extern "C" __global__ void MV_NAME(int T, const void *x, const float *gamma, const unsigned short *w,
  *                                      const float *bias, void *y);
- * with T <= IG_MVT_TMAX (8) and MV_K % 32 == 0 (q8r: % 64 == 0).
+ * with T <= IG_MVT_TMAX (8) and MV_K % 32 == 0 (q8r: % 64 == 0, q4r: % 128 == 0).
  *
  * q8r rows (K codes, then the row's f32 scale): a lane's 16 bytes of a row are 16 codes, so a block
  * is 64 columns and four mma; the A fragments come from the codes by wq.cuh's ig_wq8_frag (logic
  * ops and one fma per pair, exact), x is paired the same way (ig_wq_xpairs), and the epilogue
  * multiplies by the rows' scales. Half the blocks are in flight (a block is as many bytes).
+ *
+ * q4r rows (MV_WQ 4: K / 2 bytes of nibbles, then an f16 (scale, min) per group of MV_WG): a lane's
+ * 16 bytes are 32 columns inside one group, so a block is 128 columns and eight mma; wq.cuh's
+ * ig_wq4_pair turns nibbles j and j + 4 of a word into the weights (scale q + min, rounded to the
+ * 16-bit type as dequant.cu rounds them) of the logical pair (c + j, c + j + 4), x is paired the
+ * same way by a byte permute; the scales are in the weights, so the epilogue takes none. x is read
+ * at the mma (L1), not staged with the weights, to keep the registers of a block's 64 bytes of x
+ * free for weights in flight. (Before this path, q4r at 2..8 tokens ran gemv.cu: 10-14% of the copy
+ * bandwidth at T = 8 on an H100, against 59-67% for q8r here.)
  *
  * launch: grid = IG_MVT_GRID_X(MV_N, MV_K, MV_EPI >= 2, max_ctas), block = IG_MVT_BLOCK = 256,
  *         dynamic smem = IG_MVT_SMEM(MV_K, MV_NORM) (the normalized x when MV_NORM, else 0; the
@@ -70,41 +79,50 @@
 #ifndef MV_WQ
 #define MV_WQ 0
 #endif
+#ifndef MV_WG
+#define MV_WG 32
+#endif
 #include "wq.cuh"
 
 #ifndef IG_MVT_HELPERS
 #define IG_MVT_HELPERS
 /* d += a (16 rows x 16 k) . b (16 k x 8 tokens) of the package's 16-bit type, f32 accumulate */
 IG_DEV void ig_mvt_mma(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-#if IG_F16
+#if defined(IG_CUDA_EMUL) /* tests/cuda_host/cuda_emul.h's warp-collective stand-in */
+    const unsigned a[4] = {a0, a1, a2, a3};
+    ig_mma16(d, a, b0, b1);
+#elif IG_F16
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-#else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-#endif
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
 }
 #endif /* IG_MVT_HELPERS */
 
 extern "C" __global__ void __launch_bounds__(IG_MVT_BLOCK, 2)
 MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bias, void *y) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 || defined(IG_CUDA_EMUL)
     constexpr bool SW = (MV_EPI) == 2 || (MV_EPI) == 3, GELU = (MV_EPI) == 3;
     constexpr int RT = SW ? 32 : 16;               /* packed rows per unit */
     constexpr int NU = IG_NPAD16(MV_N) / RT;       /* units */
-    constexpr bool Q8 = MV_WQ == 8;
-    constexpr int CB = Q8 ? 64 : 32;               /* columns of a block (64 bytes of a row) */
-    constexpr int RBY = Q8 ? MV_K + 16 : MV_K * 2; /* bytes of a packed row (q8r: codes, scale) */
+    constexpr bool Q8 = MV_WQ == 8, Q4 = MV_WQ == 4;
+    constexpr int CB = Q8 ? 64 : Q4 ? 128 : 32;    /* columns of a block (64 bytes of a row) */
+    /* bytes of a packed row (q8r: codes, scale; q4r: codes, (scale, min) pairs) */
+    constexpr int RBY = Q8 ? MV_K + 16 : Q4 ? IG_WQ_ROWB(MV_K, 4, MV_WG) : MV_K * 2;
     constexpr int NJ = MV_K / CB;                  /* blocks of a row */
     constexpr int KS = IG_MVT_KS(MV_K), UPC = 8 / KS; /* warps per unit, units per CTA step */
     constexpr int NA = SW ? 4 : 2;                 /* rows a lane loads per block: g, g + 8 (, up) */
-    constexpr int U = (SW ? 4 : 8) / (Q8 ? 2 : 1); /* blocks in flight per warp */
+    constexpr int U = (SW ? 4 : 8) / (Q8 || Q4 ? 2 : 1); /* blocks in flight per warp */
     constexpr int XS = IG_MVT_XS(MV_K);            /* staged x row stride (elements) */
-    static_assert(MV_K % CB == 0, "gemv_tc needs K % 32 == 0 (q8r: K % 64 == 0)");
-    static_assert(MV_WQ == 0 || MV_WQ == 8, "gemv_tc reads 16-bit or q8r rows");
+    static_assert(MV_K % CB == 0, "gemv_tc needs K % 32 == 0 (q8r: K % 64 == 0, q4r: K % 128 == 0)");
+    static_assert(MV_WQ == 0 || MV_WQ == 8 || (Q4 && MV_WG >= 32 && MV_K % MV_WG == 0), "gemv_tc reads 16-bit, q8r or q4r rows");
     static_assert(!SW || IG_NPAD16(MV_N) % 32 == 0, "SwiGLU units are 32 packed rows");
     static_assert(IG_MVT_BLOCK == 256, "8 warps per CTA");
-    extern __shared__ uint4 ig_mvt_smem[];
+    IG_DYN_SMEM(uint4, ig_mvt_smem);
     __shared__ float part[8][32][2 * NA];
     const int lane = threadIdx.x & 31, w8 = threadIdx.x >> 5, slot = w8 / KS, ks = w8 % KS;
     const int g = lane >> 2, q = lane & 3;
@@ -146,15 +164,21 @@ MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bi
         if (u < NU) {
             /* this lane's 16 bytes of row g of the unit in block 0; row g + 8r is 8r rows on */
             const char *wr = (const char *)w + ((size_t)u * RT + g) * RBY + 16 * q;
-            constexpr int XV = Q8 ? 2 : 1; /* 16-byte vectors of x per block and lane */
+            constexpr int XV = Q8 ? 2 : Q4 ? 0 : 1; /* 16-byte vectors of x per block and lane staged with W */
             for (int j0 = ks; j0 < NJ; j0 += KS * U) {
-                uint4 a[U][NA], b[U][XV];
+                uint4 a[U][NA], b[U][XV > 0 ? XV : 1];
+                unsigned sm[U][Q4 ? NA : 1]; /* q4r: each row's (scale, min) of the lane's group */
 #pragma unroll
                 for (int i = 0; i < U; i++) {
                     const int j = j0 + i * KS;
 #pragma unroll
-                    for (int r = 0; r < NA; r++)
+                    for (int r = 0; r < NA; r++) {
                         a[i][r] = j < NJ ? ig_ldg16(wr + (size_t)r * 8 * RBY + (size_t)j * 64) : make_uint4(0u, 0u, 0u, 0u);
+                        if (Q4)
+                            sm[i][Q4 ? r : 0] = j < NJ ? __ldg((const unsigned *)(wr - 16 * q + (size_t)r * 8 * RBY + MV_K / 2 +
+                                                                                  4 * ((j * CB + 32 * q) / MV_WG)))
+                                                       : 0u;
+                    }
 #pragma unroll
                     for (int v = 0; v < XV; v++) {
                         const unsigned short *xp = xt + j * CB + 8 * (XV * q + v);
@@ -169,7 +193,25 @@ MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bi
 #pragma unroll
                     for (int h = 0; h < (SW ? 2 : 1); h++) { /* the gate (or only) tile, the up tile */
                         const uint4 r0 = a[i][2 * h], r8 = a[i][2 * h + 1];
-                        if (Q8) { /* word p of the 16 codes: columns 4p..4p+3 of the lane's 16 */
+                        if (Q4) { /* word p of the 32 codes: columns 8p..8p+7 of the lane's 32; two mma */
+                            const int j = j0 + i * KS;
+                            unsigned s0, m0, s8, m8;
+                            ig_wq4_sm2(sm[i][Q4 ? 2 * h : 0], &s0, &m0), ig_wq4_sm2(sm[i][Q4 ? 2 * h + 1 : 0], &s8, &m8);
+#pragma unroll
+                            for (int p = 0; p < 4; p++) {
+                                const unsigned c0 = ig_wq_w(r0, p), c8 = ig_wq_w(r8, p);
+                                uint4 xv = make_uint4(0u, 0u, 0u, 0u);
+                                if (j < NJ && tok) {
+                                    const unsigned short *xp = xt + j * CB + 32 * q + 8 * p;
+                                    xv = MV_NORM ? *(const uint4 *)xp : ig_ldg16(xp);
+                                }
+                                /* pairs (c, c + 4), (c + 1, c + 5) then (c + 2, c + 6), (c + 3, c + 7) */
+                                ig_mvt_mma(d[h], ig_wq4_pair(c0, 0, s0, m0), ig_wq4_pair(c8, 0, s8, m8), ig_wq4_pair(c0, 1, s0, m0),
+                                           ig_wq4_pair(c8, 1, s8, m8), __byte_perm(xv.x, xv.z, 0x5410), __byte_perm(xv.x, xv.z, 0x7632));
+                                ig_mvt_mma(d[h], ig_wq4_pair(c0, 2, s0, m0), ig_wq4_pair(c8, 2, s8, m8), ig_wq4_pair(c0, 3, s0, m0),
+                                           ig_wq4_pair(c8, 3, s8, m8), __byte_perm(xv.y, xv.w, 0x5410), __byte_perm(xv.y, xv.w, 0x7632));
+                            }
+                        } else if (Q8) { /* word p of the 16 codes: columns 4p..4p+3 of the lane's 16 */
 #pragma unroll
                             for (int p = 0; p < 4; p++) {
                                 const uint2 f0 = ig_wq8_frag(ig_wq_w(r0, p)), f8 = ig_wq8_frag(ig_wq_w(r8, p));

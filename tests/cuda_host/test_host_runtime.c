@@ -22,18 +22,18 @@ static int fails;
 
 static const ig_model_tuning defaults = {.persistent = 1, .run_steps = 0, .chain = 1, .graphs = 1, .graph_tmax = -1,
                                          .gemv_tmax = 1, .mvt_tmax = 2, .mv_ctas_per_sm = 0, .dl_keys = 256,
-                                         .dl_heads = 1};
+                                         .dl_heads = 1, .mvtq_tmax = 8};
 
 static void test_tuning(void) {
     dev_state st;
     memset(&st, 0, sizeof st);
     apply_tuning(&st, &defaults, 9, 132, 256);
     EXPECT(st.use_graphs && st.chain_on && !st.sync_each && !st.prof.on);
-    EXPECT(st.gemv_tmax == 1 && st.mvt_tmax == 2 && st.mv_ctas == 132 * IG_MV_CTAS_PER_SM);
+    EXPECT(st.gemv_tmax == 1 && st.mvt_tmax == 2 && st.mvtq_tmax == 8 && st.mv_ctas == 132 * IG_MV_CTAS_PER_SM);
     EXPECT(st.run_max == PAGE_SIZE && st.run_steps == 1 && st.graph_tmax == 256 && st.dl_keys == 256 && st.dl_heads == 1);
     ig_model_tuning t = defaults;
     apply_tuning(&st, &t, 7, 80, 256); /* no tensor-core GEMV before sm_80 */
-    EXPECT(st.mvt_tmax == 0);
+    EXPECT(st.mvt_tmax == 0 && st.mvtq_tmax == 0);
     t.sync = 1;
     apply_tuning(&st, &t, 9, 132, 256); /* a synchronizing launch cannot be captured */
     EXPECT(!st.use_graphs && st.sync_each);

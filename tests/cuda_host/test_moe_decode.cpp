@@ -98,43 +98,6 @@
 
 
 
-/* W [N][K] as wq.cuh's rows (8: q8r, K codes then the f32 scale max |w| / 127 in a 16-byte tail;
- * 4: q4r, K / 2 bytes of nibbles, element 2i low, then an (f16 scale, f16 min) pair per group of
- * G, padded to 16), packed here from that documentation; W becomes the values the rows hold. */
-static std::vector<unsigned char> pack_rows(std::vector<float> &w, size_t N, int K, int wq, int G) {
-    const size_t rb = wq == 8 ? (size_t)K + 16 : (size_t)K / 2 + (4 * (K / G) + 15) / 16 * 16;
-    std::vector<unsigned char> out(N * rb, 0);
-    for (size_t n = 0; n < N; n++) {
-        float *r = &w[n * K];
-        unsigned char *o = &out[n * rb];
-        if (wq == 8) {
-            float amax = 0.0f;
-            for (int k = 0; k < K; k++) amax = std::max(amax, fabsf(r[k]));
-            const float s = amax / 127.0f;
-            for (int k = 0; k < K; k++) {
-                const long q = amax > 0.0f ? std::min(127L, std::max(-127L, lrintf(r[k] / s))) : 0;
-                o[k] = (unsigned char)(signed char)q, r[k] = s * (float)q;
-            }
-            memcpy(o + K, &s, 4);
-            continue;
-        }
-        for (int g = 0; g < K / G; g++) {
-            float lo = r[g * G], hi = r[g * G];
-            for (int k = g * G; k < (g + 1) * G; k++) lo = std::min(lo, r[k]), hi = std::max(hi, r[k]);
-            const unsigned short sh = cpukv::ig_f32_to_f16(hi > lo ? (hi - lo) / 15.0f : 1.0f), mh = cpukv::ig_f32_to_f16(lo);
-            const float sf = cpukv::ig_f16_to_f32(sh), mf = cpukv::ig_f16_to_f32(mh);
-            for (int k = g * G; k < (g + 1) * G; k++) {
-                const long q = std::min(15L, std::max(0L, lrintf((r[k] - mf) / sf)));
-                o[k / 2] |= (unsigned char)(q << (4 * (k % 2)));
-                r[k] = (float)((double)sf * q + mf);
-            }
-            const uint32_t sm = sh | (uint32_t)mh << 16;
-            memcpy(o + K / 2 + 4 * g, &sm, 4);
-        }
-    }
-    return out;
-}
-
 
 /* One case: T tokens of random rows through _dgu (twice: the second finds the first's counters)
  * then _ddown, against the double reference. bf: 16-bit weights and rows. */

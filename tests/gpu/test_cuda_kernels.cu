@@ -334,6 +334,44 @@
 #define MV_N 8192
 #define MV_WQ 8
 #include "gemv_tc.cu"
+/* gemv_tc.cu with q4r rows (K % 128 == 0): each epilogue and group size, a fused norm, a long row */
+#define MV_NAME mvtq4_store_bias_g32
+#define MV_K 512
+#define MV_N 1000
+#define MV_BIAS 1
+#define MV_WQ 4
+#define MV_WG 32
+#include "gemv_tc.cu"
+#define MV_NAME mvtq4_norm_swiglu_g128
+#define MV_K 2048
+#define MV_N 96
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-6f
+#define MV_WQ 4
+#define MV_WG 128
+#include "gemv_tc.cu"
+#define MV_NAME mvtq4_acc_longk_g64
+#define MV_K 8192
+#define MV_N 72
+#define MV_EPI 1
+#define MV_BIAS 1
+#define MV_WQ 4
+#define MV_WG 64
+#include "gemv_tc.cu"
+#define MV_NAME mvtq4_p_2048_8192
+#define MV_K 8192
+#define MV_N 2048
+#define MV_WQ 4
+#define MV_WG 32
+#include "gemv_tc.cu"
+#define MV_NAME mvtq4_p_8192_2048
+#define MV_K 2048
+#define MV_N 8192
+#define MV_WQ 4
+#define MV_WG 32
+#include "gemv_tc.cu"
 /* tensor-core timing shapes */
 #define MV_NAME mvt_p_2048_8192
 #define MV_K 8192
@@ -1031,6 +1069,8 @@ struct mv_case {
     { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1 }
 #define MVTQ(fn, K, N, bias, epi, yb, ldy, norm, eps) \
     { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1, 8, 0 }
+#define MVTQ4(fn, K, N, bias, epi, yb, ldy, norm, eps, wg) \
+    { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 1, 4, wg }
 #define MVQ(fn, K, N, bias, epi, yb, ldy, norm, eps, wq, wg) \
     { #fn, (const void *)fn, K, N, 1, 1, bias, epi, yb, ldy, norm, eps, 0, wq, wg }
 
@@ -1112,6 +1152,8 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
     std::vector<uint8_t> wqb;
     if (m.wq) {
         wqb = make_qrows(c, m.N, Np, m.K, m.wq, m.wg, w);
+        if (m.wq == 4 && m.tc) /* gemv_tc.cu rounds each q4r weight (one f32 fma) to bf16 for the mma */
+            for (auto &v : w) v = h_b2f(h_f2b(v));
     } else {
         fill(c, w, (size_t)Np * m.K, m.wb);
         for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
@@ -2439,6 +2481,9 @@ int main(int argc, char **argv) {
         MVTQ(mvtq8_store_bias, 576, 1000, 1, 0, 0, 1000, 0, 0.0f),
         MVTQ(mvtq8_norm_swiglu, 2048, 96, 0, 2, 1, 48, 1, 1e-6f),
         MVTQ(mvtq8_acc_longk, 8192, 72, 1, 1, 0, 72, 0, 0.0f),
+        MVTQ4(mvtq4_store_bias_g32, 512, 1000, 1, 0, 0, 1000, 0, 0.0f, 32),
+        MVTQ4(mvtq4_norm_swiglu_g128, 2048, 96, 0, 2, 1, 48, 1, 1e-6f, 128),
+        MVTQ4(mvtq4_acc_longk_g64, 8192, 72, 1, 1, 0, 72, 0, 0.0f, 64),
         MVQ(mvq8_store_bias, 576, 1000, 1, 0, 0, 1000, 0, 0.0f, 8, 0),
         MVQ(mvq8_norm_swiglu, 2048, 96, 0, 2, 1, 48, 1, 1e-6f, 8, 0),
         MVQ(mvq4_acc_g32, 576, 200, 0, 1, 0, 200, 0, 0.0f, 4, 32),
@@ -2582,6 +2627,8 @@ int main(int argc, char **argv) {
             bench_mv(&c, "bf16 norm gate/up", (const void *)mvt_p_gu_norm, 16384, 2048, copy, true, true);
             bench_mv(&c, "q8r (2048x8192)", (const void *)mvtq8_p_2048_8192, 2048, 8192, copy, true, false, 8);
             bench_mv(&c, "q8r (8192x2048)", (const void *)mvtq8_p_8192_2048, 8192, 2048, copy, true, false, 8);
+            bench_mv(&c, "q4r g32 (2048x8192)", (const void *)mvtq4_p_2048_8192, 2048, 8192, copy, true, false, 4);
+            bench_mv(&c, "q4r g32 (8192x2048)", (const void *)mvtq4_p_8192_2048, 8192, 2048, copy, true, false, 4);
             bench_mv(&c, "(2048x8192)", (const void *)mvq8_p_2048_8192, 2048, 8192, copy, false, false, 8);
             bench_mv(&c, "(8192x2048)", (const void *)mvq8_p_8192_2048, 8192, 2048, copy, false, false, 8);
             bench_mv(&c, "g32 (2048x8192)", (const void *)mvq4_p_2048_8192, 2048, 8192, copy, false, false, 4);
