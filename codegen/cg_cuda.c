@@ -294,7 +294,7 @@ static int dequant_fn(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *comm
     return fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
 }
 
-/* a8w8's branch of emit_matmul_q for steps past the GEMV path, where cuBLAS is (st->blas): the
+/* a8w8's branch of emit_matmul_q for steps past the GEMV and qgemm.cu paths, where cuBLAS is (st->blas): the
  * activation rows (after the RMSNorm when norm is set) to int8 per token, cuBLAS's int8 GEMM on the
  * q8r codes into the int32 scratch, act8.cu's epilogue (scales, bias, the residual add or the
  * SwiGLU / GeGLU of the packed gate/up rows) into y. Opens with "} else if (st->blas) {". */
@@ -330,7 +330,8 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
 /* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (-1: none),
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
  * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens qgemm.cu (the codes on
- * tensor cores; 16-bit packages with K % 64 == 0, sm_80+: st->qg_on), else the matrix dequantized
+ * tensor cores; 16-bit packages with K % 64 == 0, sm_80+: st->qg_on), else in a8w8 packages with cuBLAS
+ * the int8-activation GEMM (emit_act8), else the matrix dequantized
  * into the 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,

@@ -358,10 +358,11 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
     } else if (q->keep) {
         /* GPTQ / AWQ only: described above */
     } else if (q->wdtype == IG_DTYPE_Q8R && !strcmp(mode, "a8w8")) {
-        cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel; steps of more than 8 "
-                                             "tokens quantize the layers' activations per token to int8 (max |x| / 127) for "
-                                             "cuBLAS's int8 GEMM (int32 sums, scaled back after it); shorter steps and the "
-                                             "vocabulary matrices take 16-bit activations (the a16w8 kernels)");
+        cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel; steps past qgemm.cu's "
+                                             "(more than qg_tmax tokens, 32 by default) quantize the layers' activations per "
+                                             "token to int8 (max |x| / 127) for cuBLAS's int8 GEMM (int32 sums, scaled back "
+                                             "after it); shorter steps and the vocabulary matrices take 16-bit activations "
+                                             "(the a16w8 kernels)");
     } else if (q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8R) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
     } else if (q->wdtype == IG_DTYPE_Q8G) {

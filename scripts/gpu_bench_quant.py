@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """GPU benchmark of quantized weights (issue 16), run on the device by scripts/gpu_check.sh after
 gpu_bench.py (whose random Llama-3.2-1B-shaped checkpoint and bf16 package it reuses, or makes):
-for bf16, a16w8, a8w8 and a16w4 (groups of 32, 64 and 128; IGNIS_BENCH_QUANT_SCHEMES=a,b picks some) it prints the package's weight bytes, batch-1
-decode ms/token against the roofline of those bytes at the measured copy bandwidth, prefill
+for bf16, a16w8, a8w8 and a16w4 (groups of 32, 64 and 128; IGNIS_BENCH_QUANT_SCHEMES=a,b picks
+some; bf16 always runs) it prints the package's weight bytes, batch-1 decode ms/token against the roofline of those bytes at the measured copy bandwidth, prefill
 tokens/s on a 2048-token prompt, and engine decode throughput at 8 / 32 / 128 requests, with the
 ratios against bf16 in the same run. Also checks, on this real shape, that the persistent decode
 kernel and the per-op kernels give the same logits for the quantized packages. Steps of 9..256
