@@ -158,6 +158,8 @@ int main(int argc, char **argv) {
     cfg.verify_hashes = verify;
     cfg.tune = tune;
     cfg.kv_pages = max_c * ((P + N) / 16 + 2);
+    if (cfg.kv_pages < (cfg.max_tokens_per_step + 8) / 16 + 2) /* room for the warm-up's whole step */
+        cfg.kv_pages = (cfg.max_tokens_per_step + 8) / 16 + 2;
     ig_engine *e;
     ig_err err;
     if (ig_engine_open(argv[1], &cfg, &e, &err)) {
@@ -170,21 +172,31 @@ int main(int argc, char **argv) {
     printf("package %s: prompt %d tokens, %d new tokens per request (greedy, EOS ignored)\n", argv[1], P, N);
     printf("%-12s %12s %12s %14s %14s %14s %16s\n", "concurrency", "tokens/s", "x vs 1", "TTFT p50 ms", "ITL p50 ms",
            "ITL p90 ms", "decode tok/s");
-    /* warm-up, untimed: one request loads every kernel the prompt and decode steps use (GPU
-     * libraries load theirs lazily) and captures the decode step's CUDA graph */
+    /* warm-up, untimed: a request of the bench's prompt and one whose prompt fills a whole step
+     * load every kernel the levels' steps use (GPU libraries load theirs lazily; quantized packages
+     * take other kernels past a step size, e.g. cuBLAS past qg_tmax tokens) and capture the decode
+     * step's CUDA graph */
     {
+        enum { WARM_NEW = 4 };
+        int32_t nw = cfg.max_tokens_per_step > P ? cfg.max_tokens_per_step : P;
+        if (nw > ig_engine_max_context(e) - WARM_NEW) nw = ig_engine_max_context(e) - WARM_NEW;
+        const int32_t nb = nw > P ? nw : P;
+        int32_t *wids = malloc(sizeof(int32_t) * (size_t)nb);
         ig_gen_config g;
         ig_gen_config_default(&g);
-        g.max_new_tokens = 4;
+        g.max_new_tokens = WARM_NEW;
         g.ignore_eos = 1;
-        for (int i = 0; i < P; i++) ids[i] = i % V;
-        ig_request *r;
-        if (ig_request_start(e, ids, P, &g, &r, &err)) {
-            fprintf(stderr, "start: %s\n", err.msg);
-            return 1;
+        for (int i = 0; wids && i < nb; i++) wids[i] = i % V;
+        for (int k = 0; k < 2; k++) {
+            ig_request *r;
+            if (!wids || ig_request_start(e, wids, k ? nw : P, &g, &r, &err)) {
+                fprintf(stderr, "start: %s\n", wids ? err.msg : "out of memory");
+                return 1;
+            }
+            ig_request_sync(r);
+            ig_request_release(r); /* frees the outputs nobody read */
         }
-        ig_request_sync(r);
-        ig_request_release(r); /* frees the outputs nobody read */
+        free(wids);
     }
     double base = 0;
     for (int li = 0; li < n_levels; li++) {

@@ -849,6 +849,15 @@ static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
     TRY(st->api.cuMemAlloc(&st->blas_ws, BLAS_WS_BYTES), "allocating the cuBLAS workspace");
     if (st->api.cublasSetWorkspace(st->blas, (void *)(uintptr_t)st->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS)
         FAIL("cublasSetWorkspace failed");
+    /* cuBLAS sets itself up and loads its kernels on its first GEMM: 0.1-0.2 s on an H100, which
+     * the first request big enough for cuBLAS paid in its time to first token (a16w4 / a16w8
+     * packages run the steps up to qg_tmax tokens without cuBLAS: at 8 requests of 32 tokens the
+     * first 256-token step took ~150 ms more). One 16 x 16 x 16 GEMM of the zeroed workspace's
+     * first bytes into its next ones (zeros stay zeros) puts that in the load time. */
+    if (workspace_bytes(ctx->max_tokens, 1) >= 4096) {
+        TRY(gemm(st, 0, 0, 16, 16, 16, st->ws, st->ws, st->ws + 1024, 16, 0.0f, 0), "cuBLAS's first GEMM");
+        TRY(st->api.cuStreamSynchronize(st->stream), "cuBLAS's first GEMM");
+    }
     return 0;
 }
 
