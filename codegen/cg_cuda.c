@@ -251,10 +251,11 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
 }
 
 /* The qgemm.cu branch of emit_matmul_q (after its GEMV branch): the instance, the workspace it needs,
- * the launch for qg_tmin..qg_tmax rows (a norm in front runs as rmsnorm.cu into x). */
+ * the launch for qg_tmin..tmax rows (qg_tmax, or below a8w8's a8_tmin; a norm in front runs as
+ * rmsnorm.cu into x). */
 static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
                        const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
-                       const mm_norm *norm, mm_wfmt wf) {
+                       const mm_norm *norm, mm_wfmt wf, int tmax) {
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     const int swiglu = epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU, has_bias = strcmp(bias, "zero") != 0;
     char params[512], comment[512], nm[96];
@@ -267,7 +268,7 @@ static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, cons
              "#define QG_LDY %lld\n#define QG_YBF16 %d\n#define QG_SPLIT %d\n",
              (long long)K, (long long)N, wf.wq, wf.wq == 4 ? wf.wg : 32, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, split);
     snprintf(comment, sizeof comment, "%s: x[T,%lld] %s . w[%lld,%lld]^T %s on tensor cores (%d..%d tokens)%s, %s", what,
-             (long long)K, dtn(c, bf), (long long)N, (long long)K, wname, c->tune->qg_tmin, c->tune->qg_tmax,
+             (long long)K, dtn(c, bf), (long long)N, (long long)K, wname, c->tune->qg_tmin, tmax,
              split > 1 ? ", K split" : "",
              epi == IR_EPI_ACC ? "added to the residual" : epi == IR_EPI_GEGLU ? "GeGLU epilogue" : swiglu ? "SwiGLU epilogue" : "stored f32");
     snprintf(nm, sizeof nm, "qgemm_k%lld_n%lld%s%s_%s", (long long)K, (long long)N,
@@ -276,7 +277,7 @@ static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, cons
     c->qg_any = 1;
     if (split > 1 && (int64_t)IG_QG_GRID_X(N) * split > c->qg_gxs) c->qg_gxs = (int64_t)IG_QG_GRID_X(N) * split;
     if (split > 1 && IG_QG_GRID_X(N) > c->qg_gx) c->qg_gx = IG_QG_GRID_X(N);
-    fprintf(fw, "%s} else if (st->qg_on && %s <= %d) {\n", ind, rows, c->tune->qg_tmax);
+    fprintf(fw, "%s} else if (st->qg_on && %s <= %d) {\n", ind, rows, tmax);
     if (norm) emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
     fprintf(fw, "%s    void *args[] = {&%s, &%s, &%s, &%s, &%s, &qg_ws, &qg_cnt};\n", ind, targ, x, w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_QG_GRID_X(%lld), IG_QG_GRID_Y(%s), %d, IG_QG_BLOCK, IG_QG_SMEM, args);\n", ind, fqg,
@@ -329,17 +330,22 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
 
 /* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (-1: none),
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
- * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens qgemm.cu (the codes on
- * tensor cores; 16-bit packages with K % 64 == 0, sm_80+: st->qg_on), else in a8w8 packages with cuBLAS
- * the int8-activation GEMM (emit_act8), else the matrix dequantized
- * into the 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
+ * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens (a8w8's layer matmuls:
+ * below `a8_tmin`) qgemm.cu (the codes on tensor cores; 16-bit packages with K % 64 == 0, sm_80+:
+ * st->qg_on), else in a8w8 packages with cuBLAS the int8-activation GEMM (emit_act8), else the matrix
+ * dequantized into the 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
                           const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc) {
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     const long long np = (N + 15) / 16 * 16;
     const int swiglu = epi == IR_EPI_SWIGLU || epi == IR_EPI_GEGLU;
-    const int qg = bf && K % 64 == 0 && (wf.wq != 4 || K % wf.wg == 0) && c->tune->qg_tmax > 0 && (!swiglu || np % 32 == 0);
+    /* a8w8: the layers' matmuls (not the logits block's vocabulary rows: int32 sums of every
+     * position's logits would be 4 bytes x vocabulary a row) take int8 activations from a8_tmin
+     * tokens on, so qgemm.cu stops below that */
+    const int a8 = c->o->act8 && wf.wq == 8 && bf && K % 16 == 0 && rows[0] == 'T' && (!swiglu || np % 32 == 0);
+    const int qg_hi = a8 && c->tune->a8_tmin - 1 < c->tune->qg_tmax ? c->tune->a8_tmin - 1 : c->tune->qg_tmax;
+    const int qg = bf && K % 64 == 0 && (wf.wq != 4 || K % wf.wg == 0) && qg_hi >= c->tune->qg_tmin && (!swiglu || np % 32 == 0);
     char comment[512];
     if (ftc >= 0) {
         fprintf(fw, "%sif (%s >= 2 && %s <= st->mvtq_tmax) {\n", ind, rows, rows);
@@ -357,11 +363,8 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
             norm ? norm->gamma : "zero", w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_XB(%lld, IG_WQ_CODEB(%lld, %d), st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n",
             ind, fmv, (long long)N, (long long)K, wf.wq, (long long)K, bf ? 2 : 4);
-    if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf);
-    /* a8w8: the layers' matmuls (not the logits block's vocabulary rows: int32 sums of every
-     * position's logits would be 4 bytes x vocabulary a row) */
-    if (c->o->act8 && wf.wq == 8 && bf && K % 16 == 0 && rows[0] == 'T' && (!swiglu || np % 32 == 0))
-        emit_act8(c, fw, ind, x, w, bias, y, K, N, epi, ldy, what, norm);
+    if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, qg_hi);
+    if (a8) emit_act8(c, fw, ind, x, w, bias, y, K, N, epi, ldy, what, norm);
     fprintf(fw, "%s} else {\n", ind);
     snprintf(comment, sizeof comment, "%s: w[%lld,%lld] %s -> %s for cuBLAS", what, np, (long long)K,
              wf.wq == 8 ? "q8r" : "q4r", dtn(c, bf));

@@ -359,7 +359,7 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
         /* GPTQ / AWQ only: described above */
     } else if (q->wdtype == IG_DTYPE_Q8R && !strcmp(mode, "a8w8")) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric weights, one f32 scale per output channel; steps past qgemm.cu's "
-                                             "(more than qg_tmax tokens, 32 by default) quantize the layers' activations per "
+                                             "(a8_tmin tokens and more, 33 by default) quantize the layers' activations per "
                                              "token to int8 (max |x| / 127) for cuBLAS's int8 GEMM (int32 sums, scaled back "
                                              "after it); shorter steps and the vocabulary matrices take 16-bit activations "
                                              "(the a16w8 kernels)");

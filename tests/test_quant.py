@@ -315,14 +315,17 @@ def cuda_checks(arch, tmp, fails, gpu):
     # kernel streaming quantized rows (the stream models: dims multiples of 128; one-token steps)
     X = golden.EXTRA_DIR
     extra = os.environ.get("IGNIS_TEST_QUANT_TUNE", "")  # more compile-time keys, e.g. qg_tmax=256 for qgemm.cu
-    for model, scheme, mdir in (("llama-gqa", "a16w4-g32", None), ("qwen2-bias-tied", "a16w8", None),
-                                ("qwen3-qknorm", "a16w4-g64", None), ("llama-gqa", "a16w8", None),
-                                ("qwen2-bias-tied", "a16w4-g64", None), ("llama-stream-h256", "a16w8", X),
-                                ("llama-stream-h256", "a16w4-g32", X), ("qwen3-stream-bias", "a16w4-g128", X),
-                                ("qwen3-stream-bias", "a16w8", X), ("qwen3-moe", "a16w8", None),
-                                ("qwen3-moe", "a16w4-g32", None), ("qwen2-moe-shared", "a16w8", None),
-                                ("mixtral", "a16w4-g64", None), ("qwen2-bias-tied", "a8w8", None),
-                                ("llama-stream-h256", "a8w8", X)):
+    # a case's own compile-time keys: llama-gqa a16w8 sends every step past 8 tokens to dequant.cu +
+    # cuBLAS (qg_tmax=0); the others take qgemm.cu up to the default 128 tokens (a8w8: up to 32, its
+    # 33- and 40-token steps on int8 activations, act8.cu, from the default a8_tmin=33)
+    for model, scheme, mdir, ctune in (("llama-gqa", "a16w4-g32", None, ""), ("qwen2-bias-tied", "a16w8", None, ""),
+                                       ("qwen3-qknorm", "a16w4-g64", None, ""), ("llama-gqa", "a16w8", None, "qg_tmax=0"),
+                                       ("qwen2-bias-tied", "a16w4-g64", None, ""), ("llama-stream-h256", "a16w8", X, ""),
+                                       ("llama-stream-h256", "a16w4-g32", X, ""), ("qwen3-stream-bias", "a16w4-g128", X, ""),
+                                       ("qwen3-stream-bias", "a16w8", X, ""), ("qwen3-moe", "a16w8", None, ""),
+                                       ("qwen3-moe", "a16w4-g32", None, ""), ("qwen2-moe-shared", "a16w8", None, ""),
+                                       ("mixtral", "a16w4-g64", None, ""), ("qwen2-bias-tied", "a8w8", None, ""),
+                                       ("llama-stream-h256", "a8w8", X, "")):
         if not gpu and (model, scheme) not in CPU_SIDE:
             continue  # without a GPU: one case of each kind (NVRTC takes seconds per package)
         only = os.environ.get("IGNIS_TEST_QUANT_CASES")  # "model:scheme,...": a subset while iterating on the GPU
@@ -332,11 +335,11 @@ def cuda_checks(arch, tmp, fails, gpu):
         pkg = os.path.join(tmp, f"{model}-{scheme}-cuda")
         if mdir:
             golden.ensure_weights(os.path.join(mdir, model))  # fixtures stored as a recipe
+        tune = (["dl_quant=1"] if mdir else []) + ([ctune] if ctune and "qg_tmax" not in extra else []) + ([extra] if extra else [])
         try:
             golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", pkg,
                         "--target", f"cuda:{arch}", "--quant", mode] + (["--quant-group", g] if g else []) +
-                       (["--tune", ",".join((["dl_quant=1"] if mdir else []) + ([extra] if extra else []))]
-                        if mdir or extra else []))
+                       (["--tune", ",".join(tune)] if tune else []))
             if mdir and "#define HAS_DECODE_LAYERS 1" not in open(os.path.join(pkg, "src", "model.c")).read():
                 fails.append(f"{model} {scheme} cuda: no persistent decode kernel for quantized rows")
             m = json.load(open(os.path.join(pkg, "manifest.json")))
@@ -352,11 +355,13 @@ def cuda_checks(arch, tmp, fails, gpu):
                 vocab = "embed" in t["name"] or "lm_head" in t["name"]
                 if t["dtype"] != ("q8r" if vocab else want):  # a16w4 keeps the vocabulary in int8 on CUDA
                     fails.append(f"{model} {scheme} cuda: {t['name']} is {t['dtype']}")
-            # qgemm.cu (the quantized tensor-core GEMM) serves steps of 9..32 tokens by default (--tune
-            # qg_tmax=32) where K % 64 == 0: every matrix of these models
+            # qgemm.cu (the quantized tensor-core GEMM) serves steps of 9..128 tokens by default (--tune
+            # qg_tmax=128) where K % 64 == 0: every matrix of these models
             mcu = open(os.path.join(pkg, "src", "model.cu")).read()
-            if '#include "qgemm.cu"' not in mcu or ("qg_tmax" not in extra and "<= 32) {" not in open(os.path.join(pkg, "src", "model.c")).read()):
-                fails.append(f"{model} {scheme} cuda: no qgemm.cu steps up to 32 tokens by default")
+            keys = dict(k.split("=", 1) for k in ",".join(tune).split(",") if "=" in k)
+            tmax = min(int(keys.get("qg_tmax", 128)), int(keys.get("a8_tmin", 33)) - 1 if mode == "a8w8" else 4096)
+            if tmax and ('#include "qgemm.cu"' not in mcu or f"<= {tmax}) {{" not in open(os.path.join(pkg, "src", "model.c")).read()):
+                fails.append(f"{model} {scheme} cuda: no qgemm.cu steps up to {tmax} tokens")
             if (mode == "a8w8") != ('#include "act8.cu"' in mcu and "GEMM_I8(" in open(os.path.join(pkg, "src", "model.c")).read()):
                 fails.append(f"{model} {scheme} cuda: int8-activation matmuls (act8.cu, GEMM_I8) {'missing' if mode == 'a8w8' else 'present'}")
             tw = twin(model, pkg, tmp, fails, mdir)
@@ -371,8 +376,9 @@ def cuda_checks(arch, tmp, fails, gpu):
             # a step of 6 tokens: the GEMV kernels for 2..8 tokens (gemv_tc.cu for q8r, gemv.cu for q4r;
             # MoE: _dgu / _ddown on the codes); its one-token steps are the first six of the run above
             compare_twin(f"{model:18s} {scheme:10s} cuda, a 6-token step", pkg, pt, ids[:6], 3e-2, fails, steps=(0,), positions=moe)
-            # steps of 16 and 33 tokens (the 40-token prefill above too): dequantized rows for cuBLAS
-            # (MoE: the stacked experts dequantized for the grouped kernels)
+            # steps of 16 and 33 tokens (the 40-token prefill above too): qgemm.cu (up to qg_tmax tokens),
+            # dequantized rows for cuBLAS (qg_tmax=0) or a8w8's int8 activations from a8_tmin (MoE: the
+            # stacked experts dequantized for the grouped kernels)
             compare_twin(f"{model:18s} {scheme:10s} cuda, a 16-token step", pkg, pt, ids[:16], 3e-2, fails, steps=(0,), positions=moe)
             compare_twin(f"{model:18s} {scheme:10s} cuda, a 33-token step", pkg, pt, ids[:33], tol, fails, steps=(0,), positions=moe)
             # greedy generation (on the stream models the persistent kernel's one-token steps and runs)

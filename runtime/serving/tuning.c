@@ -23,13 +23,17 @@ const tune_key tune_keys[] = {
     {"dl_quant", C(dl_quant), -1, 1, 1, 0, NULL,
      "persistent kernel for quantized rows: 1 q8r and q4r, 0 neither, -1 q4r only (H200 1B, ms/token persistent / "
      "per-op: a16w8 0.611 / 0.867, a16w4 g32 0.598 / 0.946)"},
-    {"qg_tmax", C(qg_tmax), 0, 4096, 32, 0, NULL,
-     "matmuls on quantized rows (a16w8 / a16w4) of qg_tmin..n tokens on the quantized tensor-core GEMM (qgemm.cu), "
-     "larger steps dequantize each matrix for cuBLAS (0: always); H100, 1B layer (qkv + o + gate/up + down) against "
-     "dequant + cuBLAS: q4r g32 1.71x at 16 tokens, 1.43x at 32, 1.06x at 64, 0.74x at 128; q8r 1.38x / 1.28x at "
-     "16 / 32; engine at 32 requests 7903 -> 10419 tokens/s (bf16 14341)"},
+    {"qg_tmax", C(qg_tmax), 0, 4096, 128, 0, NULL,
+     "matmuls on quantized rows (a16w8 / a16w4; a8w8 below a8_tmin) of qg_tmin..n tokens on the quantized "
+     "tensor-core GEMM (qgemm.cu), larger steps dequantize each matrix for cuBLAS (0: always); H100, 1B layer "
+     "(qkv + o + gate/up + down), q4r g128, us qgemm / dequant + cuBLAS: 71 / 153 at 32 tokens, 124 / 163 at 128, "
+     "212 / 175 at 256; engine a16w4 at 128 requests 4.1 -> 3.3 ms a step with 128 instead of 32"},
     {"qg_tmin", C(qg_tmin), 2, 9, 9, 0, NULL,
      "the quantized tensor-core GEMM from this many tokens (smaller steps: the GEMVs; 2..9)"},
+    {"a8_tmin", C(a8_tmin), 9, 4096, 33, 0, NULL,
+     "a8w8: the layers' matmuls of this many tokens and more quantize activations to int8 for cuBLAS's int8 GEMM "
+     "(act8.cu), ahead of qgemm.cu; H100, 1B a8w8 at 128 requests: 2.8 ms a step with 33 against 3.3 with "
+     "qgemm.cu up to 128 tokens"},
     {"dl_kvq", C(dl_kvq), 0, 1, 1, 0, NULL,
      "quantized-KV packages (int8 / uint4 / fp8) decode on the persistent kernel (1, the default; attn_decode.cuh's "
      "loop) or on the per-op kernels (0); 1B bf16 after an 8k prompt, H100, against bf16 KV: int8 / uint4 / fp8 "

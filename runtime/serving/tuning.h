@@ -33,8 +33,9 @@ typedef struct cg_tuning {
     int32_t st_l2hint;     /* weight copies carry an L2 evict-first policy: 0 or 1 (default 1) */
     int32_t at_split_keys; /* a decode attention split takes at least this many keys (default 64) */
     int32_t dl_quant;      /* the persistent decode kernel for quantized weight rows: 1 (default) q8r and q4r, 0 none, -1 q4r only */
-    int32_t qg_tmax;       /* matmuls on quantized rows of qg_tmin..qg_tmax tokens on qgemm.cu, larger dequantized for cuBLAS (0, the default: off) */
+    int32_t qg_tmax;       /* matmuls on quantized rows of qg_tmin..qg_tmax tokens on qgemm.cu, larger dequantized for cuBLAS (default 128; 0: never qgemm.cu) */
     int32_t qg_tmin;       /* ... from this many tokens (2..9; smaller steps take the GEMVs) */
+    int32_t a8_tmin;       /* a8w8: layer matmuls of this many tokens and more on int8 activations (act8.cu + cuBLAS), before qgemm.cu (default 33) */
     int32_t dl_kvq;        /* quantized-KV packages on the persistent decode kernel: 1 (default), or 0 (per-op kernels) */
     int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
     int32_t cpu_iact;      /* CPU (x86-64): a16w8 / a16w4 pack as q8i / q4i (+ q6i), integer activations: 1 (default), or 0 (q8c / q4k) */

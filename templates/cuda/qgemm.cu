@@ -1,6 +1,6 @@
 /* qgemm.cu — template: y = x · Wᵀ (+ bias) on tensor cores for quantized rows (wq.cuh: q8r, q4r)
- * and steps of more tokens than the GEMVs take (9 .. the `qg_tmax` tuning key): the quantized
- * bytes are read once per step (per 64 tokens) and never written out as 16 bits.
+ * and steps of more tokens than the GEMVs take (9 .. the `qg_tmax` tuning key, 128 by default): the
+ * quantized bytes are read once per 64 tokens and never written out as 16 bits.
  *
  * Why: before, such a step dequantized every matrix into a 16-bit scratch (dequant.cu: reads the
  * codes, writes 2 bytes a weight) for cuBLAS, which reads it again: 4.5x (q8r) / 9x (q4r) the
@@ -22,19 +22,32 @@
  * before the first launch (the workspace is cleared at init; the last CTA of a tile puts its
  * counter back to zero). Requires QG_K % 64 == 0 (q4r: and whole groups), sm_80+.
  *
- * Tiling: a CTA computes 128 packed rows x 64 tokens; warp w owns rows 16w .. 16w + 15 and all 8
- * token tiles of 8 (tiles past T are skipped, warp-uniformly), f32 accumulators 8 x 4 a lane.
- * K goes in stages of 64 columns through IG_QG_STAGES cp.async buffers: the rows' code bytes
- * (q8r 64, q4r 32 a row; q4r also the stage's (scale, min) words) and the 64 tokens' x (tokens
- * past T zero-filled). Per 16-byte chunk of a row (16 q8r / 32 q4r columns) one ldmatrix.x4 gives
- * a lane (g = lane / 4, q = lane % 4) the 32-bit word q of rows g, g + 8 of two chunks: q8r
- * columns 4q .. 4q + 3 (ig_wq8_frag: pairs (4q, 4q+2), (4q+1, 4q+3) as the mma's k (2q, 2q+1),
- * (2q+8, 2q+9)), q4r columns 8q .. 8q + 7 (pairs (j, j + 4) of the nibbles, two mma a word, each
- * weight scale q + min rounded once to the 16-bit type: ig_wq4_pair). x is read in the same
- * permuted k order: a 64-bit (q8r) / 128-bit (q4r) shared load of token g's columns and byte permutes
- * (ig_wq_xpairs). Shared rows are padded so that ldmatrix and the x loads are free of bank conflicts.
- * q8r's row scales multiply in the epilogue (exact codes, f32 scale); q4r's group scales are in the
- * fragments (the 16-bit weight the dequantized copy held: f16 scale and min, one rounding).
+ * Tiling: a CTA computes 128 packed rows x 64 tokens; warp w owns rows 16w .. 16w + 15 and the
+ * token tiles of 8 that hold a token (ig_qg_stage is compiled for each count 1..8 and picked per
+ * stage by a CTA-uniform switch, so the x loads of all tiles issue unguarded, ahead of the mma chain),
+ * f32 accumulators 8 x 4 a lane. K goes in stages of 64 columns through IG_QG_STAGES cp.async buffers:
+ * the rows' code bytes (q8r 64, q4r 32 a row; q4r also the stage's (scale, min) words) and the
+ * tokens' x (rows past T never copied: their sums are neither stored nor mixed with other tokens');
+ * which chunks a thread copies is fixed for the K loop, their offsets set once before it. Per 16-byte
+ * chunk of a row (16 q8r / 32 q4r columns) one ldmatrix.x4 gives a lane (g = lane / 4, q = lane % 4)
+ * the 32-bit word q of rows g, g + 8 of two chunks: q8r columns 4q .. 4q + 3 (ig_wq8_frag_adj: pairs
+ * (4q, 4q+1), (4q+2, 4q+3) as the mma's k (2q, 2q+1), (2q+8, 2q+9)), q4r columns 8q .. 8q + 7
+ * (ig_wq4_adj: the two nibbles of byte i, columns (8q + 2i, 8q + 2i + 1), bytes 2p and 2p + 1 one
+ * mma; each weight scale q + min in f16 arithmetic, rounded to f16 then to bf16 in bf16 packages).
+ * Since columns pair as they lie, x is read as it lies: a 64-bit (q8r) / 128-bit (q4r) shared load
+ * of token g's columns is the B fragment, no byte permutes. Shared rows are padded so that ldmatrix
+ * and the x loads are free of bank conflicts. q8r's row scales multiply in the epilogue (exact codes,
+ * f32 scale); q4r's group scales are in the fragments.
+ *
+ * Measured (H100, tests/gpu/test_qgemm.cu's bench, 1B layer qkv + o + gate/up + down, q4r g128):
+ * 106.5 -> 71.2 us at 32 tokens, 220.7 -> 123.8 at 128 (q8r 97.3 -> 70.2 at 32) from the three
+ * changes above; ncu before them (gate/up, 32 tokens): 452 instructions a warp and stage (the copy
+ * loops ~200, the q4r dequantization ~10 a pair, two byte permutes an mma), 0.45 issued a cycle per
+ * scheduler with 2 warps each: the stage was bound by issue and latency, not by memory (a clock64
+ * trace: 15-70 cycles of each 900-2900 cycle stage waiting for the copies). After: ~210 a warp and
+ * stage. Tried and dropped: 6 or 8 stages (one CTA an SM: 0-13% slower at 64-128 tokens, no gain
+ * below), twice the CTAs through more K splits (gate/up 43.4 -> 41.1 us at 32 tokens, qkv 20.3 ->
+ * 15.7; before the rework), cp.async with an L2 prefetch of 256-byte blocks (within 3%).
  *
  * Split K (QG_SPLIT = S > 1, for matrices with few row tiles: the o / down projections): CTA z takes
  * stages [z nk / S, (z + 1) nk / S), writes its accumulators to ws and counts itself in; the last of
@@ -82,6 +95,7 @@
 
 #ifndef IG_QG_HELPERS
 #define IG_QG_HELPERS
+
 /* Stage geometry (bytes): W rows (codes, padded by 16 for ldmatrix), q4r's scale words (16 a row),
  * x rows of 64 elements padded so that 8 tokens' loads hit distinct banks. */
 #define IG_QG_WRS(WQ) ((WQ) == 8 ? 80 : 48)
@@ -89,6 +103,58 @@
 #define IG_QG_SOFF(WQ) (IG_QG_BM * IG_QG_WRS(WQ))
 #define IG_QG_XOFF(WQ) (IG_QG_SOFF(WQ) + ((WQ) == 4 ? IG_QG_BM * 16 : 0))
 #define IG_QG_STB(WQ) (IG_QG_XOFF(WQ) + IG_QG_BN * IG_QG_XRS(WQ))
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL)
+/* One stage's products of warp wp: its 16 rows x the stage's 64 columns into acc[0 .. NT), NT the
+ * tiles of 8 tokens that hold a token (a compile-time count, so that the x loads of all tiles are
+ * unguarded and issue together, ahead of the mma chain that consumes them). */
+template <int NT, int WQ, int WG>
+IG_DEV void ig_qg_stage(const unsigned char *st, float (&acc)[8][4], int lane, int wp) {
+    constexpr int WRS = IG_QG_WRS(WQ), XRS = IG_QG_XRS(WQ), SOFF = IG_QG_SOFF(WQ), XOFF = IG_QG_XOFF(WQ);
+    const int g = lane >> 2, q = lane & 3;
+    /* ldmatrix: lane L names row (L & 7) + 8 ((L >> 3) & 1) of the warp's 16, chunk + (L >> 4) */
+    const int lrow = 16 * wp + (lane & 7) + 8 * ((lane >> 3) & 1), lch = lane >> 4;
+    const unsigned char *xs = st + XOFF + g * XRS;
+    if (WQ == 8) {
+#pragma unroll
+        for (int c2 = 0; c2 < 4; c2 += 2) {
+            unsigned r[4]; /* row g / g + 8 of chunk c2, then of chunk c2 + 1 */
+            ig_ldsm4(ig_smem_addr(st + lrow * WRS + 16 * (c2 + lch)), r);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint2 v[NT];
+#pragma unroll
+                for (int j = 0; j < NT; j++) v[j] = *(const uint2 *)(xs + j * 8 * XRS + 32 * (c2 + h) + 8 * q);
+                const uint2 f0 = ig_wq8_frag_adj(r[2 * h]), f8 = ig_wq8_frag_adj(r[2 * h + 1]);
+                const unsigned a[4] = {f0.x, f8.x, f0.y, f8.y};
+#pragma unroll
+                for (int j = 0; j < NT; j++) ig_mma16(acc[j], a, v[j].x, v[j].y);
+            }
+        }
+    } else {
+        unsigned r[4]; /* row g / g + 8 of chunk 0, then of chunk 1 (32 columns each) */
+        ig_ldsm4(ig_smem_addr(st + lrow * WRS + 16 * lch), r);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint4 v[NT];
+#pragma unroll
+            for (int j = 0; j < NT; j++) v[j] = *(const uint4 *)(xs + j * 8 * XRS + 64 * h + 16 * q);
+            /* the chunk's group: (scale, min) of rows g and g + 8 as f16 pairs */
+            const int gi = WG == 32 ? h : 0;
+            unsigned s0, n0, s8, n8;
+            ig_wq4_sm2h(*(const unsigned *)(st + SOFF + 16 * (16 * wp + g) + 4 * gi), &s0, &n0);
+            ig_wq4_sm2h(*(const unsigned *)(st + SOFF + 16 * (16 * wp + g + 8) + 4 * gi), &s8, &n8);
+            const unsigned w0 = r[2 * h], w8 = r[2 * h + 1], w04 = w0 >> 4, w84 = w8 >> 4;
+#pragma unroll
+            for (int p = 0; p < 2; p++) { /* bytes 2p, 2p + 1 (columns 8q + 4p .. + 3): one mma */
+                const unsigned a[4] = {ig_wq4_adj(w0, w04, 2 * p, s0, n0), ig_wq4_adj(w8, w84, 2 * p, s8, n8),
+                                       ig_wq4_adj(w0, w04, 2 * p + 1, s0, n0), ig_wq4_adj(w8, w84, 2 * p + 1, s8, n8)};
+#pragma unroll
+                for (int j = 0; j < NT; j++) ig_mma16(acc[j], a, p == 0 ? v[j].x : v[j].z, p == 0 ? v[j].y : v[j].w);
+            }
+        }
+    }
+}
+#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__(IG_QG_BLOCK, 2)
@@ -115,35 +181,45 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
     const int z = S > 1 ? (int)blockIdx.z : 0;
     const int kb0 = z * NK / S, kb1 = (z + 1) * NK / S, nk = kb1 - kb0;
 
-    /* stage kb (of the row) into buffer b: every thread copies 2 16-byte code chunks (q8r; q4r: 1
-     * and a scale word for half the rows) and 2 (q8r) / 4 (q4r: 1024 chunks of 8 columns ...) of x */
+    /* stage kb (of the row) into buffer b: every thread copies NWC 16-byte code chunks (q8r 2, q4r
+     * 1), q4r's scale words of one row (the first BM threads) and NXC chunks of 8 x elements; which
+     * ones is fixed for the whole K loop, so their offsets are set once here (x rows past T are
+     * never copied: their tokens' sums are neither stored nor mixed with the others') */
+    constexpr int NWC = BM * CPR / IG_QG_BLOCK, NXC = BN * 8 / IG_QG_BLOCK;
+    static_assert(NWC * IG_QG_BLOCK == BM * CPR && NXC * IG_QG_BLOCK == BN * 8 && BM <= IG_QG_BLOCK, "stage copies");
+    size_t w_off[NWC], x_off[NXC];
+    unsigned w_dst[NWC], x_dst[NXC];
+    bool x_ok[NXC];
+#pragma unroll
+    for (int k = 0; k < NWC; k++) {
+        const int i = tid + k * IG_QG_BLOCK, r = i / CPR, c = i % CPR, n = m0 + r < NP ? m0 + r : NP - 1;
+        w_off[k] = (size_t)n * RB + 16 * c, w_dst[k] = r * WRS + 16 * c;
+    }
+    const size_t s_off = (size_t)(m0 + tid < NP ? m0 + tid : NP - 1) * RB + K / 2;
+#pragma unroll
+    for (int k = 0; k < NXC; k++) {
+        const int i = tid + k * IG_QG_BLOCK, t = i / 8, c = i % 8;
+        x_off[k] = (size_t)(t < tn ? t0 + t : 0) * K + 8 * c, x_dst[k] = XOFF + t * XRS + 16 * c, x_ok[k] = t < tn;
+    }
+    const unsigned sm0 = ig_smem_addr(sm);
     auto load = [&](int kb, int b) {
-        unsigned char *st = sm + b * STB;
-        for (int i = tid; i < BM * CPR; i += IG_QG_BLOCK) {
-            const int r = i / CPR, c = i % CPR, n = m0 + r;
-            const unsigned char *src = w + (size_t)(n < NP ? n : 0) * RB + (size_t)kb * (16 * CPR) + 16 * c;
-            ig_cp16(ig_smem_addr(st + r * WRS + 16 * c), src, n < NP ? 16 : 0);
+        const unsigned st = sm0 + b * STB;
+#pragma unroll
+        for (int k = 0; k < NWC; k++) ig_cp16(st + w_dst[k], w + w_off[k] + (size_t)kb * (16 * CPR), 16);
+        if (!Q8 && tid < BM) {
+            const unsigned char *src = w + s_off + (size_t)4 * (kb * 64 / QG_WG);
+            if (SB == 8) ig_cp8(st + SOFF + 16 * tid, src, 8);
+            else ig_cp4(st + SOFF + 16 * tid, src, 4);
         }
-        if (!Q8)
-            for (int r = tid; r < BM; r += IG_QG_BLOCK) {
-                const int n = m0 + r;
-                const unsigned char *src = w + (size_t)(n < NP ? n : 0) * RB + K / 2 + (size_t)4 * (kb * 64 / QG_WG);
-                if (SB == 8) ig_cp8(ig_smem_addr(st + SOFF + 16 * r), src, n < NP ? 8 : 0);
-                else ig_cp4(ig_smem_addr(st + SOFF + 16 * r), src, n < NP ? 4 : 0);
-            }
-        for (int i = tid; i < BN * 8; i += IG_QG_BLOCK) { /* 8 chunks of 8 elements a token */
-            const int t = i / 8, c = i % 8;
-            const unsigned short *src = x + (size_t)(t < tn ? t0 + t : 0) * K + (size_t)kb * 64 + 8 * c;
-            ig_cp16(ig_smem_addr(st + XOFF + t * XRS + 16 * c), src, t < tn ? 16 : 0);
-        }
+#pragma unroll
+        for (int k = 0; k < NXC; k++)
+            if (x_ok[k]) ig_cp16(st + x_dst[k], x + x_off[k] + (size_t)kb * 64, 16);
     };
 
     float acc[8][4];
 #pragma unroll
     for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     const int ntile = (tn + 7) / 8; /* token tiles with a token */
-    /* ldmatrix: lane L names row (L & 7) + 8 ((L >> 3) & 1) of the warp's 16, chunk + (L >> 4) */
-    const int lrow = 16 * wp + (lane & 7) + 8 * ((lane >> 3) & 1), lch = lane >> 4;
 
 #pragma unroll
     for (int i = 0; i < NST - 1; i++) {
@@ -156,48 +232,15 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
         if (kt + NST - 1 < nk) load(kb0 + kt + NST - 1, (kt + NST - 1) % NST);
         ig_cp_commit();
         const unsigned char *st = sm + (kt % NST) * STB;
-        const unsigned char *xs = st + XOFF + g * XRS;
-        if (Q8) {
-#pragma unroll
-            for (int c2 = 0; c2 < 4; c2 += 2) {
-                unsigned r[4]; /* row g / g + 8 of chunk c2, then of chunk c2 + 1 */
-                ig_ldsm4(ig_smem_addr(st + lrow * WRS + 16 * (c2 + lch)), r);
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const uint2 f0 = ig_wq8_frag(r[2 * h]), f8 = ig_wq8_frag(r[2 * h + 1]);
-                    const unsigned a[4] = {f0.x, f8.x, f0.y, f8.y};
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        if (j < ntile) {
-                            const uint2 v = *(const uint2 *)(xs + j * 8 * XRS + 32 * (c2 + h) + 8 * q);
-                            const uint2 b = ig_wq_xpairs(v.x, v.y);
-                            ig_mma16(acc[j], a, b.x, b.y);
-                        }
-                }
-            }
-        } else {
-            unsigned r[4]; /* row g / g + 8 of chunk 0, then of chunk 1 (32 columns each) */
-            ig_ldsm4(ig_smem_addr(st + lrow * WRS + 16 * lch), r);
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                /* the chunk's group: (scale, min) of rows g and g + 8 as 16-bit pairs */
-                const int gi = QG_WG == 32 ? h : 0;
-                unsigned s0, n0, s8, n8;
-                ig_wq4_sm2(*(const unsigned *)(st + SOFF + 16 * (16 * wp + g) + 4 * gi), &s0, &n0);
-                ig_wq4_sm2(*(const unsigned *)(st + SOFF + 16 * (16 * wp + g + 8) + 4 * gi), &s8, &n8);
-#pragma unroll
-                for (int p = 0; p < 4; p += 2) { /* nibble pairs (p, p + 4), (p + 1, p + 5): one mma */
-                    const unsigned a[4] = {ig_wq4_pair(r[2 * h], p, s0, n0), ig_wq4_pair(r[2 * h + 1], p, s8, n8),
-                                           ig_wq4_pair(r[2 * h], p + 1, s0, n0), ig_wq4_pair(r[2 * h + 1], p + 1, s8, n8)};
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        if (j < ntile) {
-                            const uint4 v = *(const uint4 *)(xs + j * 8 * XRS + 64 * h + 16 * q);
-                            const uint2 b = p == 0 ? ig_wq_xpairs(v.x, v.z) : ig_wq_xpairs(v.y, v.w);
-                            ig_mma16(acc[j], a, b.x, b.y);
-                        }
-                }
-            }
+        switch (ntile) { /* (uniform over the CTA) */
+        case 1: ig_qg_stage<1, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 2: ig_qg_stage<2, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 3: ig_qg_stage<3, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 4: ig_qg_stage<4, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 5: ig_qg_stage<5, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 6: ig_qg_stage<6, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 7: ig_qg_stage<7, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        default: ig_qg_stage<8, QG_WQ, QG_WG>(st, acc, lane, wp); break;
         }
     }
     ig_cp_wait<0>();

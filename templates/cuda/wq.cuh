@@ -69,6 +69,26 @@ IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
     return d;
 }
 IG_DEV uint2 ig_wq8_frag(unsigned u) { return make_uint2(ig_wq8_pair(u, 0), ig_wq8_pair(u, 1)); }
+/* The same codes paired as they lie, (c, c+1) in .x and (c+2, c+3) in .y, so that x pairs as it
+ * lies in memory (no byte permutes on the B side): one byte permute more a pair than
+ * ig_wq8_frag's (c, c+2) pairs, against two fewer per mma for x (qgemm.cu's stages, which reuse a
+ * fragment for up to 8 token tiles). */
+IG_DEV unsigned ig_wq8_adj(unsigned u, int i) {
+    unsigned d;
+#if defined(IG_CUDA_EMUL)
+    d = (unsigned)ig_f32_to_h((float)(signed char)(u >> (16 * i))) | (unsigned)ig_f32_to_h((float)(signed char)(u >> (16 * i + 8))) << 16;
+#elif IG_F16
+    const unsigned a = __byte_perm(u ^ 0x80808080u, 0x64646464u, i ? 0x4342u : 0x4140u);
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3c003c00u), "r"(0xe480e480u));
+#else
+    const unsigned v = __byte_perm(u, 0u, i ? 0x4342u : 0x4140u); /* bytes 2i, 2i + 1 at 0 and 2 */
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
+        : "=r"(d)
+        : "r"(ig_andor(v, 0x007f007fu, 0x43004300u)), "r"(0x3f803f80u), "r"(ig_andor(v, 0x00800080u, 0xc300c300u)));
+#endif
+    return d;
+}
+IG_DEV uint2 ig_wq8_frag_adj(unsigned u) { return make_uint2(ig_wq8_adj(u, 0), ig_wq8_adj(u, 1)); }
 /* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3), the order of ig_wq8_frag */
 IG_DEV uint2 ig_wq_xpairs(unsigned a, unsigned b) { return make_uint2(__byte_perm(a, b, 0x5410), __byte_perm(a, b, 0x7632)); }
 
@@ -114,6 +134,46 @@ IG_DEV void ig_wq4_sm2(unsigned sm, unsigned *s2, unsigned *m2) {
     *s2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm & 0xffffu)));
     *m2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm >> 16)));
 #endif
+}
+/* mma A fragment pair of adjacent columns (c + 2i, c + 2i + 1), the two nibbles of byte i (0..3) of
+ * word u (columns c..c+7; u4 = u >> 4, shared by the word's four pairs), so that x pairs as it lies
+ * in memory (no byte permutes on the B side). The weight scale q + min in f16 arithmetic: the
+ * nibbles in the mantissa of 1024 (one byte permute, one lop3), one f16x2 fma takes 1024 off
+ * (exact), one more applies scale and min (s2 = (scale, scale), m2 = (min, min) as ig_wq4_sm2h
+ * gives them: the f16 values stored, exact) with one rounding to f16; bf16 packages round that
+ * once more to bf16 (via f32: two cvt and one pack), which moves a weight by at most one bf16 ulp
+ * from dequant.cu's single rounding (a per-weight error, not one shared by a group). sm_80+. */
+IG_DEV unsigned ig_wq4_adj(unsigned u, unsigned u4, int i, unsigned s2, unsigned m2) {
+    unsigned d;
+#if defined(IG_CUDA_EMUL)
+    (void)u4;
+    const float s = ig_f16_to_f32((unsigned short)(s2 & 0xffffu)), m = ig_f16_to_f32((unsigned short)(m2 & 0xffffu));
+    const unsigned short lo = ig_f32_to_f16(fmaf((float)((u >> (8 * i)) & 15u), s, m));
+    const unsigned short hi = ig_f32_to_f16(fmaf((float)((u >> (8 * i + 4)) & 15u), s, m));
+    d = IG_F16 ? (unsigned)lo | (unsigned)hi << 16
+               : (unsigned)ig_f32_to_bf16(ig_f16_to_f32(lo)) | (unsigned)ig_f32_to_bf16(ig_f16_to_f32(hi)) << 16;
+#else
+    /* bytes 0, 1 <- byte i of u (low nibble: column c + 2i), bytes 2, 3 <- byte i of u4 (column c + 2i + 1) */
+    const unsigned sel = (unsigned)i * 0x11u + (4u + (unsigned)i) * 0x1100u;
+    const unsigned v = ig_andor(__byte_perm(u, u4, sel),
+                                0x000f000fu, 0x64006400u);
+    unsigned h;
+    asm("{ .reg .b32 t;\n fma.rn.f16x2 t, %1, %2, %3;\n fma.rn.f16x2 %0, t, %4, %5; }"
+        : "=r"(h) : "r"(v), "r"(0x3c003c00u), "r"(0xe400e400u), "r"(s2), "r"(m2));
+#if IG_F16
+    d = h;
+#else
+    asm("{ .reg .b16 l, u; .reg .f32 a, b;\n mov.b32 {l, u}, %1;\n cvt.f32.f16 a, l;\n cvt.f32.f16 b, u;\n"
+        " cvt.rn.bf16x2.f32 %0, b, a; }"
+        : "=r"(d) : "r"(h));
+#endif
+#endif
+    return d;
+}
+/* A q4r (scale, min) word as ig_wq4_adj takes it, in both package types: s2 = (scale, scale),
+ * m2 = (min, min), f16x2. */
+IG_DEV void ig_wq4_sm2h(unsigned sm, unsigned *s2, unsigned *m2) {
+    *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
 }
 /* Word i (0..3) of a 16-byte vector. */
 IG_DEV unsigned ig_wq_w(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }

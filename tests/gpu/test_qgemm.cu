@@ -259,7 +259,7 @@ static void run_qg(const qg_case &c, int T, const void *x, const void *w, const 
     emul_launch({gx, gy, gz}, {IG_QG_BLOCK, 1, 1},
                 [&] { c.fn(T, (const unsigned short *)x, (const unsigned char *)w, bias, y, ws, cnt); });
 #else
-    CK(cudaFuncSetAttribute((const void *)c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024)); /* as the host */
+    CK(cudaFuncSetAttribute((const void *)c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_QG_SMEM > 96 * 1024 ? IG_QG_SMEM : 96 * 1024)); /* as the host */
     void *args[] = {&T, &x, &w, &bias, &y, &ws, &cnt};
     CK(cudaLaunchKernel((const void *)c.fn, dim3(gx, gy, gz), dim3(IG_QG_BLOCK), args, IG_QG_SMEM, 0));
     CK(cudaGetLastError());
@@ -600,7 +600,7 @@ static void bench_one(cublasHandle_t blas, const char *fmt, const char *mat, qg_
     CK(cudaMemset(x, 0x3c, (size_t)T * K * 2));
     float *ws = (float *)dalloc(IG_QG_WS_FLOATS(N, T, S) * 4 + 4);
     unsigned *cnt = (unsigned *)dalloc(IG_QG_COUNTERS(N, T) * 4);
-    CK(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    CK(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_QG_SMEM > 96 * 1024 ? IG_QG_SMEM : 96 * 1024));
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -717,9 +717,10 @@ int main(int argc, char **argv) {
         printf("SKIP: qgemm needs sm_80 (device is sm_%d%d)\n", p.major, p.minor);
         return 0;
     }
-    const int Ts[] = {9, 16, 33, 64, 128, 200};
+    /* every count of token tiles a CTA can hold (1 .. 8: qgemm.cu's stage is compiled per count) */
+    const int Ts[] = {9, 16, 20, 30, 33, 47, 55, 64, 128, 200};
 #else
-    const int Ts[] = {9, 70};
+    const int Ts[] = {9, 27, 47, 70}; /* tiles 2, 4, 6, 8 + 1 */
     (void)no_bench, (void)tlist;
 #endif
     int fails = 0;
