@@ -52,6 +52,16 @@ IG_DEV unsigned ig_andor(unsigned a, unsigned m, unsigned c) {
  * same way: ig_wq_xpairs). bf16: a byte with low bits m and sign bit s gives 0x4300 | m = 128 + m
  * and 0xc300 | s << 7 = -(128 + 128 s), summed by one bf16x2 fma into m - 128 s, the code. half:
  * the byte with its sign bit flipped (q + 128) in the mantissa of 1024 (0x6400), minus 1152. sm_80+. */
+#if !defined(IG_CUDA_EMUL) && !IG_F16
+/* bf16 packages: the int8 codes in bytes 0 and 2 of v as a bf16 pair (the fma trick below) */
+IG_DEV unsigned ig_wq8_bf16_b02(unsigned v) {
+    unsigned d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
+        : "=r"(d)
+        : "r"(ig_andor(v, 0x007f007fu, 0x43004300u)), "r"(0x3f803f80u), "r"(ig_andor(v, 0x00800080u, 0xc300c300u)));
+    return d;
+}
+#endif
 IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
     unsigned d;
 #if defined(IG_CUDA_EMUL) /* the host emulation (tests/cuda_host/cuda_emul.h): the same values */
@@ -61,10 +71,7 @@ IG_DEV unsigned ig_wq8_pair(unsigned u, int hi) {
     const unsigned a = __byte_perm(u ^ 0x80808080u, 0x64646464u, hi ? 0x4341u : 0x4240u);
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3c003c00u), "r"(0xe480e480u));
 #else
-    const unsigned v = hi ? u >> 8 : u;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
-        : "=r"(d)
-        : "r"(ig_andor(v, 0x007f007fu, 0x43004300u)), "r"(0x3f803f80u), "r"(ig_andor(v, 0x00800080u, 0xc300c300u)));
+    d = ig_wq8_bf16_b02(hi ? u >> 8 : u);
 #endif
     return d;
 }
@@ -81,10 +88,7 @@ IG_DEV unsigned ig_wq8_adj(unsigned u, int i) {
     const unsigned a = __byte_perm(u ^ 0x80808080u, 0x64646464u, i ? 0x4342u : 0x4140u);
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3c003c00u), "r"(0xe480e480u));
 #else
-    const unsigned v = __byte_perm(u, 0u, i ? 0x4342u : 0x4140u); /* bytes 2i, 2i + 1 at 0 and 2 */
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;"
-        : "=r"(d)
-        : "r"(ig_andor(v, 0x007f007fu, 0x43004300u)), "r"(0x3f803f80u), "r"(ig_andor(v, 0x00800080u, 0xc300c300u)));
+    d = ig_wq8_bf16_b02(__byte_perm(u, 0u, i ? 0x4342u : 0x4140u)); /* bytes 2i, 2i + 1 at 0 and 2 */
 #endif
     return d;
 }
