@@ -180,17 +180,21 @@ int main(int argc, char **argv) {
         enum { WARM_NEW = 4 };
         int32_t nw = cfg.max_tokens_per_step > P ? cfg.max_tokens_per_step : P;
         if (nw > ig_engine_max_context(e) - WARM_NEW) nw = ig_engine_max_context(e) - WARM_NEW;
-        const int32_t nb = nw > P ? nw : P;
+        const int32_t lens[2] = {P, nw}, nb = nw > P ? nw : P;
         int32_t *wids = malloc(sizeof(int32_t) * (size_t)nb);
+        if (!wids) {
+            fprintf(stderr, "bench_engine: out of memory\n");
+            return 1;
+        }
+        for (int i = 0; i < nb; i++) wids[i] = i % V;
         ig_gen_config g;
         ig_gen_config_default(&g);
         g.max_new_tokens = WARM_NEW;
         g.ignore_eos = 1;
-        for (int i = 0; wids && i < nb; i++) wids[i] = i % V;
         for (int k = 0; k < 2; k++) {
             ig_request *r;
-            if (!wids || ig_request_start(e, wids, k ? nw : P, &g, &r, &err)) {
-                fprintf(stderr, "start: %s\n", wids ? err.msg : "out of memory");
+            if (ig_request_start(e, wids, lens[k], &g, &r, &err)) {
+                fprintf(stderr, "start: %s\n", err.msg);
                 return 1;
             }
             ig_request_sync(r);

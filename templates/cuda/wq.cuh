@@ -129,11 +129,16 @@ IG_DEV unsigned ig_wq4_pair(unsigned u, int j, unsigned s2, unsigned m2) {
 #endif
     return d;
 }
+/* A q4r (scale, min) word as ig_wq4_adj takes it, in both package types: s2 = (scale, scale),
+ * m2 = (min, min), f16x2. */
+IG_DEV void ig_wq4_sm2h(unsigned sm, unsigned *s2, unsigned *m2) {
+    *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
+}
 /* A q4r (scale, min) word (IEEE halves) as ig_wq4_pair takes them: half packages *s2 = (scale,
  * scale), *m2 = (min, min); bf16 packages the f32 bits of scale and min. */
 IG_DEV void ig_wq4_sm2(unsigned sm, unsigned *s2, unsigned *m2) {
 #if IG_F16
-    *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
+    ig_wq4_sm2h(sm, s2, m2);
 #else
     *s2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm & 0xffffu)));
     *m2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm >> 16)));
@@ -173,11 +178,6 @@ IG_DEV unsigned ig_wq4_adj(unsigned u, unsigned u4, int i, unsigned s2, unsigned
 #endif
 #endif
     return d;
-}
-/* A q4r (scale, min) word as ig_wq4_adj takes it, in both package types: s2 = (scale, scale),
- * m2 = (min, min), f16x2. */
-IG_DEV void ig_wq4_sm2h(unsigned sm, unsigned *s2, unsigned *m2) {
-    *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
 }
 /* Word i (0..3) of a 16-byte vector. */
 IG_DEV unsigned ig_wq_w(uint4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
