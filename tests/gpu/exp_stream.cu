@@ -17,7 +17,7 @@
  * -DEXP_WQ=8 (q8r) or -DEXP_WQ=4 -DEXP_WG=G (q4r, groups of G) runs the same ways on quantized rows
  * (wq.cuh; random codes, scales of the size a1B-shaped a16w8 / a16w4 package has), with slots of
  * 16 KB + 256 as codegen sizes them; bytes and GB/s are then the quantized rows'. -DEXP_NSLOT=n
- * sets the ring's slots (codegen gives the 1B package 12).
+ * sets the ring's slots (codegen gives the 1B package 12), -DEXP_SLOT=n the bytes of a slot.
  *
  *   nvcc -O3 -arch=sm_90 -Itemplates/cuda [-DNO_TRACE] [-DEXP_WQ=8] tests/gpu/exp_stream.cu -o exp_stream && ./exp_stream
  */
@@ -39,7 +39,9 @@
 #ifndef EXP_WG
 #define EXP_WG 32
 #endif
-#if EXP_WQ
+#ifdef EXP_SLOT
+#define IG_ST_SLOT EXP_SLOT
+#elif EXP_WQ
 #define IG_ST_SLOT (16384 + 256)
 #endif
 #ifdef EXP_NSLOT
