@@ -22,9 +22,10 @@
  *
  * q4r rows (MV_WQ 4: K / 2 bytes of nibbles, then an f16 (scale, min) per group of MV_WG): a lane's
  * 16 bytes are 32 columns inside one group, so a block is 128 columns and eight mma; wq.cuh's
- * ig_wq4_pair turns nibbles j and j + 4 of a word into the weights (scale q + min, rounded to the
- * 16-bit type as dequant.cu rounds them) of the logical pair (c + j, c + j + 4), x is paired the
- * same way by a byte permute; the scales are in the weights, so the epilogue takes none. x is read
+ * ig_wq4_adj turns the two nibbles of a byte into the weights of adjacent columns (scale q + min in
+ * f16 arithmetic, rounded to f16 then to the 16-bit type), so x pairs as it lies (no byte
+ * permutes; before: ig_wq4_pair's (c + j, c + j + 4) in f32 and a permute per x pair, as qgemm.cu
+ * had until its rework); the scales are in the weights, so the epilogue takes none. x is read
  * at the mma (L1), not staged with the weights, to keep the registers of a block's 64 bytes of x
  * free for weights in flight. (Before this path, q4r at 2..8 tokens ran gemv.cu: 10-14% of the copy
  * bandwidth at T = 8 on an H100, against 50-67% for q8r here; q4r here 32%, its fma + cvt per pair bound it.)
@@ -196,20 +197,20 @@ MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bi
                         if (Q4) { /* word p of the 32 codes: columns 8p..8p+7 of the lane's 32; two mma */
                             const int j = j0 + i * KS;
                             unsigned s0, m0, s8, m8;
-                            ig_wq4_sm2(sm[i][Q4 ? 2 * h : 0], &s0, &m0), ig_wq4_sm2(sm[i][Q4 ? 2 * h + 1 : 0], &s8, &m8);
+                            ig_wq4_sm2h(sm[i][Q4 ? 2 * h : 0], &s0, &m0), ig_wq4_sm2h(sm[i][Q4 ? 2 * h + 1 : 0], &s8, &m8);
 #pragma unroll
                             for (int p = 0; p < 4; p++) {
-                                const unsigned c0 = ig_wq_w(r0, p), c8 = ig_wq_w(r8, p);
+                                const unsigned c0 = ig_wq_w(r0, p), c8 = ig_wq_w(r8, p), c04 = c0 >> 4, c84 = c8 >> 4;
                                 uint4 xv = make_uint4(0u, 0u, 0u, 0u);
                                 if (j < NJ && tok) {
                                     const unsigned short *xp = xt + j * CB + 32 * q + 8 * p;
                                     xv = MV_NORM ? *(const uint4 *)xp : ig_ldg16(xp);
                                 }
-                                /* pairs (c, c + 4), (c + 1, c + 5) then (c + 2, c + 6), (c + 3, c + 7) */
-                                ig_mvt_mma(d[h], ig_wq4_pair(c0, 0, s0, m0), ig_wq4_pair(c8, 0, s8, m8), ig_wq4_pair(c0, 1, s0, m0),
-                                           ig_wq4_pair(c8, 1, s8, m8), __byte_perm(xv.x, xv.z, 0x5410), __byte_perm(xv.x, xv.z, 0x7632));
-                                ig_mvt_mma(d[h], ig_wq4_pair(c0, 2, s0, m0), ig_wq4_pair(c8, 2, s8, m8), ig_wq4_pair(c0, 3, s0, m0),
-                                           ig_wq4_pair(c8, 3, s8, m8), __byte_perm(xv.y, xv.w, 0x5410), __byte_perm(xv.y, xv.w, 0x7632));
+                                /* adjacent pairs (bytes 0, 1: columns c .. c + 3, then bytes 2, 3): x as it lies */
+                                ig_mvt_mma(d[h], ig_wq4_adj(c0, c04, 0, s0, m0), ig_wq4_adj(c8, c84, 0, s8, m8),
+                                           ig_wq4_adj(c0, c04, 1, s0, m0), ig_wq4_adj(c8, c84, 1, s8, m8), xv.x, xv.y);
+                                ig_mvt_mma(d[h], ig_wq4_adj(c0, c04, 2, s0, m0), ig_wq4_adj(c8, c84, 2, s8, m8),
+                                           ig_wq4_adj(c0, c04, 3, s0, m0), ig_wq4_adj(c8, c84, 3, s8, m8), xv.z, xv.w);
                             }
                         } else if (Q8) { /* word p of the 16 codes: columns 4p..4p+3 of the lane's 16 */
 #pragma unroll

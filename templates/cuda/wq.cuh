@@ -96,53 +96,10 @@ IG_DEV uint2 ig_wq8_frag_adj(unsigned u) { return make_uint2(ig_wq8_adj(u, 0), i
 /* x pairs (c, c+1), (c+2, c+3) as (c, c+2), (c+1, c+3), the order of ig_wq8_frag */
 IG_DEV uint2 ig_wq_xpairs(unsigned a, unsigned b) { return make_uint2(__byte_perm(a, b, 0x5410), __byte_perm(a, b, 0x7632)); }
 
-/* mma A fragment pair j (0..3) of the 8 uint4 codes of word u (columns c..c+7): the weights of
- * columns (c + j, c + j + 4) in .lo / .hi, scale q + min rounded once to the package's 16-bit type
- * (as dequant.cu rounds each weight), s2 / m2 from ig_wq4_sm2. Half packages: the nibble masked into
- * the mantissa of 1024 is exactly 1024 + q, one f16x2 fma takes the offset off (exact), one more
- * applies scale and min (both exact in half). bf16 packages: scale and min stay f32 (rounding them
- * to bf16 first moved every weight of a group the same way: the GPU golden a16w4 33-token steps were
- * 3.0-3.4e-2 of max |logit| off their decoded twins; a bf16x2 fma cannot take f32 operands), so each
- * weight is 2^23 + q (the nibble in the mantissa) minus 2^23, one f32 fma, and one cvt packs the
- * pair. sm_80+. */
-IG_DEV unsigned ig_wq4_pair(unsigned u, int j, unsigned s2, unsigned m2) {
-    unsigned d;
-#if IG_F16
-#if defined(IG_CUDA_EMUL)
-    const float s = ig_h_to_f32((unsigned short)(s2 & 0xffffu)), m = ig_h_to_f32((unsigned short)(m2 & 0xffffu));
-    d = (unsigned)ig_f32_to_h(fmaf((float)((u >> (4 * j)) & 15u), s, m)) |
-        (unsigned)ig_f32_to_h(fmaf((float)((u >> (4 * j + 16)) & 15u), s, m)) << 16;
-#else
-    const unsigned v = (u >> (4 * j)) & 0x000f000fu;
-    asm("{ .reg .b32 t;\n fma.rn.f16x2 t, %1, %2, %3;\n fma.rn.f16x2 %0, t, %4, %5; }"
-        : "=r"(d) : "r"(v | 0x64006400u), "r"(0x3c003c00u), "r"(0xe400e400u), "r"(s2), "r"(m2));
-#endif
-#else
-    const float s = __uint_as_float(s2), m = __uint_as_float(m2);
-    const float lo = fmaf(__uint_as_float(((u >> (4 * j)) & 15u) | 0x4b000000u) - 8388608.0f, s, m);
-    const float hi = fmaf(__uint_as_float(((u >> (4 * j + 16)) & 15u) | 0x4b000000u) - 8388608.0f, s, m);
-#if defined(IG_CUDA_EMUL)
-    d = (unsigned)ig_f32_to_h(lo) | (unsigned)ig_f32_to_h(hi) << 16;
-#else
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-#endif
-#endif
-    return d;
-}
 /* A q4r (scale, min) word as ig_wq4_adj takes it, in both package types: s2 = (scale, scale),
  * m2 = (min, min), f16x2. */
 IG_DEV void ig_wq4_sm2h(unsigned sm, unsigned *s2, unsigned *m2) {
     *s2 = __byte_perm(sm, 0u, 0x1010), *m2 = __byte_perm(sm, 0u, 0x3232);
-}
-/* A q4r (scale, min) word (IEEE halves) as ig_wq4_pair takes them: half packages *s2 = (scale,
- * scale), *m2 = (min, min); bf16 packages the f32 bits of scale and min. */
-IG_DEV void ig_wq4_sm2(unsigned sm, unsigned *s2, unsigned *m2) {
-#if IG_F16
-    ig_wq4_sm2h(sm, s2, m2);
-#else
-    *s2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm & 0xffffu)));
-    *m2 = __float_as_uint(ig_f16_to_f32((unsigned short)(sm >> 16)));
-#endif
 }
 /* mma A fragment pair of adjacent columns (c + 2i, c + 2i + 1), the two nibbles of byte i (0..3) of
  * word u (columns c..c+7; u4 = u >> 4, shared by the word's four pairs), so that x pairs as it lies
@@ -151,7 +108,11 @@ IG_DEV void ig_wq4_sm2(unsigned sm, unsigned *s2, unsigned *m2) {
  * (exact), one more applies scale and min (s2 = (scale, scale), m2 = (min, min) as ig_wq4_sm2h
  * gives them: the f16 values stored, exact) with one rounding to f16; bf16 packages round that
  * once more to bf16 (via f32: two cvt and one pack), which moves a weight by at most one bf16 ulp
- * from dequant.cu's single rounding (a per-weight error, not one shared by a group). sm_80+. */
+ * from dequant.cu's single rounding (a per-weight error, not one shared by a group: rounding scale
+ * and min to bf16 first, so that one bf16x2 fma would do, moved every weight of a group the same way,
+ * and the GPU golden a16w4 33-token steps were 3.0-3.4e-2 of max |logit| off their decoded twins).
+ * Replaced ig_wq4_pair (pairs (c + j, c + j + 4) in f32, one cvt a pair, a byte permute per x pair):
+ * gemv_tc.cu's q4r at T = 8 11.1 / 11.2 -> 9.8 / 10.2 us (H100). sm_80+. */
 IG_DEV unsigned ig_wq4_adj(unsigned u, unsigned u4, int i, unsigned s2, unsigned m2) {
     unsigned d;
 #if defined(IG_CUDA_EMUL)

@@ -2,8 +2,8 @@
  * through cuda_emul.h (its mma.sync stand-in), without a GPU, against a reference in double from
  * the documented math: y = x . W^T (+ bias) with the store / residual-add / SwiGLU / GeGLU
  * epilogues and the fused RMSNorm prologue, W as 16-bit rows or wq.cuh's q8r / q4r rows (packed
- * here from that documentation by emul_extra.h's pack_rows). The kernel rounds each q4r weight to
- * the 16-bit type (scale q + min) as dequant.cu does, and the normalized x to 16 bits: the reference
+ * here from that documentation by emul_extra.h's pack_rows). The kernel rounds each q4r weight
+ * (scale q + min) to f16, then to the 16-bit type, and the normalized x to 16 bits: the reference
  * does the same, so what remains is f32 accumulation order (bound 2e-4 of sum |w x|; a wrong
  * nibble, group scale, pair order, row or token is O(1) off). Cases: q4r with groups of 32 / 64 /
  * 128 (several blocks a row, several warps a unit: K up to 1024), each epilogue, the norm, T from
@@ -82,8 +82,8 @@ static void run(const mvt_case &c, int T) {
             memcpy(&wb[2 * i], &h, 2), wv[i] = ig_bf16_to_f32(h);
         }
     }
-    if (c.wq == 4) /* the kernel's weight: fmaf(q, scale, min) rounded once to the 16-bit type */
-        for (auto &v : wv) v = bround(v);
+    if (c.wq == 4) /* the kernel's weight (wq.cuh ig_wq4_adj): scale q + min rounded to f16, then to the 16-bit type */
+        for (auto &v : wv) v = bround(ig_f16_to_f32(ig_f32_to_f16(v)));
     /* x: f32 residual rows for the norm (normalized and rounded to 16 bits as the kernel stages them), else 16-bit rows */
     std::vector<float> xf((size_t)T * c.K), gamma(c.K), xr((size_t)T * c.K);
     std::vector<unsigned short> xh((size_t)T * c.K);

@@ -15,6 +15,7 @@
  * prints the case, the index of the first bad element, got/want, and the max error of the case.
  */
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1152,8 +1153,8 @@ static void test_mv(ctx *c, const mv_case &m, int T, int maxc) {
     std::vector<uint8_t> wqb;
     if (m.wq) {
         wqb = make_qrows(c, m.N, Np, m.K, m.wq, m.wg, w);
-        if (m.wq == 4 && m.tc) /* gemv_tc.cu rounds each q4r weight (one f32 fma) to bf16 for the mma */
-            for (auto &v : w) v = h_b2f(h_f2b(v));
+        if (m.wq == 4 && m.tc) /* gemv_tc.cu (wq.cuh ig_wq4_adj) rounds each q4r weight to f16, then to bf16, for the mma */
+            for (auto &v : w) v = h_b2f(h_f2b(__half2float(__float2half_rn(v))));
     } else {
         fill(c, w, (size_t)Np * m.K, m.wb);
         for (size_t i = (size_t)m.N * m.K; i < w.size(); i++) w[i] = 0; /* padded rows */
