@@ -138,6 +138,12 @@ IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
 #endif
 
+#if IG_ADT_ARCH && AT_TC
+/* The tensor-core loop's query fragments (attn_decode_tc.cuh), one array for every _core instance
+ * of a kernel (the persistent kernel's group and one-head items share it). */
+__shared__ uint4 IG_CAT(AT_NAME, _qf)[AT_D / 16 * 32];
+#endif
+
 /* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their queries
  * qg [GS][D], roped (and rotated for quantized KV), in global or shared memory; pt: the token's
  * page-table row): all G = AT_H / AT_KV of them, or fewer when the group's heads are spread over
@@ -161,7 +167,6 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     constexpr bool TC = AT_TC && IG_ADT_ARCH && ig_adt_geom<D, BITS>::OK && G <= 8;
     __shared__ __align__(16) float qst[QSH ? 4 : G * D];
     __shared__ float pwb[PW_IN_SM || TC ? 1 : NW * PWN];
-    __shared__ uint4 qfb[TC ? D / 16 * 32 : 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *qs = QSH ? qg : qst;
     if (!QSH) {
@@ -170,9 +175,10 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     }
 #if IG_ADT_ARCH
     if constexpr (TC) { /* attn_decode_tc.cuh: the warps' states straight into sm */
-        ig_adt_qfrag<D, BITS, G>(qs, qfb, threadIdx.x, IG_AT_BLOCK);
+        uint4 *qf = IG_CAT(AT_NAME, _qf);
+        ig_adt_qfrag<D, BITS, G>(qs, qf, threadIdx.x, IG_AT_BLOCK);
         AT_SYNC_();
-        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qfb, QS, sm + (size_t)warp * G * (D + 2),
+        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qf, QS, sm + (size_t)warp * G * (D + 2),
                                                                         kv_pool, layer_off, pt);
         AT_SYNC_();
         return;

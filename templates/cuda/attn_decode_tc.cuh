@@ -47,6 +47,10 @@
 #define IG_ADT_ARCH 0
 #endif
 
+#ifndef IG_ADT_LO /* 1: quantized rows' queries and probabilities as hi + lo halves too (16-bit rows always) */
+#define IG_ADT_LO 1
+#endif
+
 /* The values' probabilities p s are formed as p (s 2^8) and the accumulators scaled back by 2^-8
  * (s of small-range rows would put the low half of p s among f16 subnormals) */
 #define IG_ADT_VUNIT 256.0f
@@ -257,7 +261,7 @@ IG_DEV void ig_adt_scores(const ig_adt_tile<D, BITS> &t, int tb, const uint4 *qf
             unsigned b0, b1;
             ig_adt_kfrag<D, BITS>(t.k[nb], s, zz[nb], b0, b1);
             ig_adt_mma<BITS>(c[nb], ah, b0, b1);
-            ig_adt_mma<BITS>(c[nb], al, b0, b1);
+            if (IG_ADT_LO || !A::Q) ig_adt_mma<BITS>(c[nb], al, b0, b1);
         }
     }
     if (!A::Q) return;
@@ -338,7 +342,7 @@ IG_DEV void ig_adt_step(const ig_adt_tile<D, BITS> &t, int tb, int ue, int k0, c
             unsigned a[4];
             ig_adt_vfrag<BITS>(t.v[ks][0], t.v[ks][1], t.v[ks][2], t.v[ks][3], mb, zb[0], zb[1], a);
             ig_adt_mma<BITS>(acc[mb], a, bh[0], bh[1]);
-            ig_adt_mma<BITS>(acc[mb], a, bl[0], bl[1]);
+            if (IG_ADT_LO || !A::Q) ig_adt_mma<BITS>(acc[mb], a, bl[0], bl[1]);
         }
     }
 }
