@@ -47,17 +47,16 @@
 #define IG_ADT_ARCH 0
 #endif
 
-#ifndef IG_ADT_LO /* 1: quantized rows' queries and probabilities as hi + lo halves too (16-bit rows always) */
-#define IG_ADT_LO 1
-#endif
-
 /* The values' probabilities p s are formed as p (s 2^8) and the accumulators scaled back by 2^-8
  * (s of small-range rows would put the low half of p s among f16 subnormals) */
 #define IG_ADT_VUNIT 256.0f
 
 /* Geometry for rows of D elements of BITS (16, 8, 4, IG_KVQ_E4M3): KT keys a tile (NK n-blocks of
  * 8 for the scores, NS k-steps of 16 for the values), KB / VB bytes of a key / value row a lane
- * reads in loads of KC / VC bytes, KW / VW words. OK: the tensor-core loop serves the shape. */
+ * reads in loads of KC / VC bytes, KW / VW words. OK: the tensor-core loop serves the shape; uint4
+ * rows from D 128 only (H100, 1B shape, D 64, decode after an 8k prompt: 1.380 ms/token here
+ * against 1.175 for bf16 KV, where the CUDA-core loop was at 1.006x bf16; at D 128 the harness
+ * gains, templates/cuda/SPEC.md). */
 template <int D, int BITS>
 struct ig_adt_geom {
     static constexpr bool Q = BITS != 16 && BITS != 32;
@@ -65,7 +64,7 @@ struct ig_adt_geom {
     static constexpr int KT = NB == 4 ? 32 : 16, NK = KT / 8, NS = KT / 16;
     static constexpr int KB = D / 4 * NB / 8, VB = D / 8 * NB / 8, KW = KB / 4, VW = VB / 4;
     static constexpr int KC = KB % 16 == 0 ? 16 : KB % 8 == 0 ? 8 : 4, VC = VB % 16 == 0 ? 16 : VB % 8 == 0 ? 8 : 4;
-    static constexpr bool OK = BITS != 32 && D % 16 == 0 && KB % 4 == 0 && VB % 4 == 0;
+    static constexpr bool OK = BITS != 32 && D % 16 == 0 && KB % 4 == 0 && VB % 4 == 0 && (NB != 4 || D >= 128);
 };
 
 #if IG_ADT_ARCH /* the rest needs mma.cuh's sm_80 instructions (or their host emulation) */
@@ -261,7 +260,7 @@ IG_DEV void ig_adt_scores(const ig_adt_tile<D, BITS> &t, int tb, const uint4 *qf
             unsigned b0, b1;
             ig_adt_kfrag<D, BITS>(t.k[nb], s, zz[nb], b0, b1);
             ig_adt_mma<BITS>(c[nb], ah, b0, b1);
-            if (IG_ADT_LO || !A::Q) ig_adt_mma<BITS>(c[nb], al, b0, b1);
+            ig_adt_mma<BITS>(c[nb], al, b0, b1);
         }
     }
     if (!A::Q) return;
@@ -342,7 +341,7 @@ IG_DEV void ig_adt_step(const ig_adt_tile<D, BITS> &t, int tb, int ue, int k0, c
             unsigned a[4];
             ig_adt_vfrag<BITS>(t.v[ks][0], t.v[ks][1], t.v[ks][2], t.v[ks][3], mb, zb[0], zb[1], a);
             ig_adt_mma<BITS>(acc[mb], a, bh[0], bh[1]);
-            if (IG_ADT_LO || !A::Q) ig_adt_mma<BITS>(acc[mb], a, bl[0], bl[1]);
+            ig_adt_mma<BITS>(acc[mb], a, bl[0], bl[1]);
         }
     }
 }
