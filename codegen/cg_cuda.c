@@ -1034,11 +1034,13 @@ static void plan_decode_layers(gen *c) {
     if (ko > 8192 || kd > 8192) dl->resid_rows = 128;
     if (HID % 128) ok = 0;
     /* ring slots: 12 x 16 KB where they fit beside attention's scratch and the static state (~18 KB,
-     * and the rope table and the group's queries of the group's items and of the one-head items) */
+     * and the rope table, the group's queries of the group's items and of the one-head items, and the
+     * queries' mma fragments) */
     const int at_smem = 8 * (H / KV) * (D + 2) * 4; /* IG_AT_SMEM */
     dl->slot = f0.wq ? 16384 + 256 : 16384;
     const int kvq_smem = c->kvq ? (3 * D + (H / KV + 1) * D) * 4 : 0; /* the new row, its key before, outputs to rotate back */
-    dl->nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - at_smem - kvq_smem) / dl->slot;
+    const int qf_smem = 32 * D; /* attention.cu's query fragments for the tensor-core loop */
+    dl->nslot = (227 * 1024 - 18 * 1024 - (4 * D + (H / KV + 1) * D) * 4 - at_smem - kvq_smem - qf_smem) / dl->slot;
     if (dl->nslot > 12) dl->nslot = 12;
     if (dl->nslot < 4 || !ok) return;
     dl->ok = 1;

@@ -44,6 +44,7 @@
 #include "rope.cuh"
 #include "kv_quant.cuh"
 #include "attn_decode.cuh"
+#include "attn_decode_tc.cuh"
 
 #ifndef AT_NAME
 #define AT_NAME ig_attention
@@ -103,6 +104,10 @@
                   kernel's 168 would spill), 0: a tile loaded then computed */
 #define AT_PIPE 0
 #endif
+#ifndef AT_TC /* 1: decode attention on tensor cores (attn_decode_tc.cuh) where the shape allows and the arch has
+                mma.sync (sm_80+); 0: attn_decode.cuh's CUDA-core loop everywhere */
+#define AT_TC 1
+#endif
 #ifndef AT_L2PF /* 1: each decode tile's loads followed by L2 prefetches of the warp's next tile */
 #define AT_L2PF 0 /* H200, H32 KV8 D128 bf16 per token: 8k 30.64 us with, 28.54 without; 128k 215.6 / 200.1 */
 #endif
@@ -133,6 +138,12 @@ IG_DEV void ig_at_store(void *out, size_t i, float v, bool bf) {
 IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2ceil((x + 1) / 2); }
 #endif
 
+#if IG_ADT_ARCH && AT_TC
+/* The tensor-core loop's query fragments (attn_decode_tc.cuh), one array for every _core instance
+ * of a kernel (the persistent kernel's group and one-head items share it). */
+__shared__ uint4 IG_CAT(AT_NAME, _qf)[AT_D / 16 * 32];
+#endif
+
 /* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their queries
  * qg [GS][D], roped (and rotated for quantized KV), in global or shared memory; pt: the token's
  * page-table row): all G = AT_H / AT_KV of them, or fewer when the group's heads are spread over
@@ -153,14 +164,26 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     constexpr int PWN = ig_ad_pw<D, BITS, G>();
     constexpr bool PW_IN_SM = PWN <= G * (D + 2); /* else a scratch of its own */
     constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
+    constexpr bool TC = AT_TC && IG_ADT_ARCH && ig_adt_geom<D, BITS>::OK && G <= 8;
     __shared__ __align__(16) float qst[QSH ? 4 : G * D];
-    __shared__ float pwb[PW_IN_SM ? 1 : NW * PWN];
+    __shared__ float pwb[PW_IN_SM || TC ? 1 : NW * PWN];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *qs = QSH ? qg : qst;
     if (!QSH) {
         for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) qst[i] = qg[i];
         AT_SYNC_();
     }
+#if IG_ADT_ARCH
+    if constexpr (TC) { /* attn_decode_tc.cuh: the warps' states straight into sm */
+        uint4 *qf = IG_CAT(AT_NAME, _qf);
+        ig_adt_qfrag<D, BITS, G>(qs, qf, threadIdx.x, IG_AT_BLOCK);
+        AT_SYNC_();
+        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qf, QS, sm + (size_t)warp * G * (D + 2),
+                                                                        kv_pool, layer_off, pt);
+        AT_SYNC_();
+        return;
+    }
+#endif
     float acc[G][E], m[G], l[G];
 #pragma unroll
     for (int g = 0; g < G; g++) {

@@ -2,7 +2,8 @@
  * prefill attention, moe.cu's expert-grouped products, qgemm.cu): a shared-memory address for PTX, 16-byte
  * cp.async copies global -> shared (16 bytes bypassing L1, or 4 / 8; src_bytes 0 writes zeros and reads nothing) with
  * their commit / wait, ldmatrix x4 (plain and transposed), and mma.sync m16n8k16 on the package's
- * 16-bit type (bf16, or half when IG_F16) with f32 accumulate: c += a (16x16, row) . b (16x8, col).
+ * 16-bit type (bf16, or half when IG_F16) with f32 accumulate: c += a (16x16, row) . b (16x8, col),
+ * or on halves (ig_mma16f), with ig_hsub2 (f16x2 subtraction) for codes turned into halves.
  * Device code for sm_80 and newer only; elsewhere the file is empty (tests/cuda_host/cuda_emul.h states
  * the same functions for the host emulation). */
 #ifndef IG_CUDA_MMA_CUH
@@ -46,6 +47,19 @@ IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) {
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* The same product on IEEE halves whatever the package's type (quantized KV codes: exact in f16). */
+IG_DEV void ig_mma16f(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* a - b on two IEEE halves at once */
+IG_DEV unsigned ig_hsub2(unsigned a, unsigned b) {
+    unsigned r;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
 }
 #endif
 

@@ -102,6 +102,7 @@ template <class T> static T emul_shfl_from(T v, unsigned src) {
     memcpy(&r, &x, sizeof r);
     return r;
 }
+static unsigned __shfl_sync(unsigned, unsigned v, int src) { return emul_shfl_from(v, (unsigned)src & 31u); }
 template <class T> static T __shfl_xor_sync(unsigned, T v, int o) { return emul_shfl_from(v, (threadIdx.x & 31) ^ (unsigned)o); }
 template <class T> static T __shfl_up_sync(unsigned, T v, int o) {
     const unsigned lane = threadIdx.x & 31;
@@ -275,13 +276,16 @@ IG_DEV void ig_imma32(int *c, const unsigned *a, unsigned b0, unsigned b1, bool 
 /* mma.sync m16n8k16 row.col, f32 accumulate: A row r, k: lane (r % 8) 4 + (k % 8) / 2, register
  * (r >= 8) + 2 (k >= 8), half k % 2; B k, column n: lane 4 n + (k % 8) / 2, register k >= 8; C row
  * g / g + 8, columns 2q, 2q + 1 */
-IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+static void emul_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1, bool f16) {
     unsigned(*s)[6] = g_mma[threadIdx.x >> 5];
     const unsigned l = threadIdx.x & 31;
     for (int i = 0; i < 4; i++) s[l][i] = a[i];
     s[l][4] = b0, s[l][5] = b1;
     __syncwarp();
-    auto half = [](unsigned v, int h) { return ig_h_to_f32((unsigned short)(h ? v >> 16 : v & 0xffffu)); };
+    auto half = [f16](unsigned v, int h) {
+        const unsigned short x = (unsigned short)(h ? v >> 16 : v & 0xffffu);
+        return f16 ? ig_f16_to_f32(x) : ig_h_to_f32(x);
+    };
     for (int e = 0; e < 4; e++) {
         const int row = (int)(l >> 2) + 8 * (e >> 1), col = 2 * (int)(l & 3) + (e & 1);
         double acc = 0.0;
@@ -293,6 +297,14 @@ IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) {
         c[e] += (float)acc;
     }
     __syncwarp();
+}
+IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, false); }
+IG_DEV void ig_mma16f(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, true); }
+/* f16x2 a - b (each half rounded to nearest, as sub.f16x2) */
+IG_DEV unsigned ig_hsub2(unsigned a, unsigned b) {
+    const float lo = ig_f16_to_f32((unsigned short)(a & 0xffffu)) - ig_f16_to_f32((unsigned short)(b & 0xffffu));
+    const float hi = ig_f16_to_f32((unsigned short)(a >> 16)) - ig_f16_to_f32((unsigned short)(b >> 16));
+    return (unsigned)ig_f32_to_f16(lo) | (unsigned)ig_f32_to_f16(hi) << 16;
 }
 
 /* Runs kernel body f on grid g with block b, one CTA at a time (f reads threadIdx / blockIdx):

@@ -1,8 +1,11 @@
 /* test_attn_decode.cpp — attention.cu's decode kernels (direct and split, whose inner loop is
- * attn_decode.cuh) run on the host through cuda_emul.h, for the geometries the quantized-KV test
- * (test_kv_quant_kernels.cpp, pages of 16 slots) does not reach: f32 and bf16 rows (one and four
- * lanes a key), int8 / uint4 / fp8 pages of 64 slots (delta keys: a page in two tiles with a carry) and of
- * 24 slots (tiles not a multiple of the page), sliding windows starting inside a page, contexts 1, 17
+ * attn_decode_tc.cuh's tensor-core loop where the shape allows, else attn_decode.cuh's) run on the
+ * host through cuda_emul.h (mma.sync emulated), for the geometries the quantized-KV test
+ * (test_kv_quant_kernels.cpp, pages of 16 slots) does not reach: f32 rows and uint4 at D 32 / 64
+ * (the CUDA-core loop), bf16 rows (G 4 and 8), int8 / uint4 / fp8 pages of 64 slots (delta keys: a
+ * page in two tiles with a carry), of 24 slots (tiles not a multiple of the page) and uint4 D 128
+ * pages of 16 (the tensor-core loop's tile over two pages: the scan restarts inside it), sliding
+ * windows starting inside a page, contexts 1, 17
  * and 300, the split kernel with its full grid and with a grid of 1 and 2 splits (the host's choice,
  * gridDim.z). Pages in a scattered order, every unwritten byte 0xff (NaN rows and scales: a kernel
  * reading outside its keys fails). Reference: a double softmax over the rows as the host reads them
@@ -57,6 +60,34 @@
 #define AT_KVQ 4
 #define AT_SCALE 0.17677669529663687f
 #define AT_SPLIT 5
+#include "attention.cu"
+#define AT_NAME ad_q4p16
+#define AT_H 8
+#define AT_KV 2
+#define AT_D 128
+#define AT_PS 16
+#define AT_KVQ 4
+#define AT_SCALE 0.125f
+#define AT_SPLIT 4
+#include "attention.cu"
+#define AT_NAME ad_q4p24d128
+#define AT_H 8
+#define AT_KV 1
+#define AT_D 128
+#define AT_PS 24
+#define AT_KVQ 4
+#define AT_SCALE 0.08838834764831845f
+#define AT_SPLIT 3
+#define AT_WINDOW 70
+#include "attention.cu"
+#define AT_NAME ad_bf16g8
+#define AT_H 16
+#define AT_KV 2
+#define AT_D 64
+#define AT_PS 24
+#define AT_KVBF16 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT 4
 #include "attention.cu"
 #define AT_NAME ad_q8p24
 #define AT_H 6
@@ -244,6 +275,10 @@ int main() {
         {"bf16 H4 KV1 D128 PS16 window 40", (at_fn)ad_bf16, (ats_fn)ad_bf16_split, 4, 1, 128, 16, 16, 40, 3, 0.08838834764831845},
         {"uint4 H4 KV2 D64 PS64 window 100", (at_fn)ad_q4p64, (ats_fn)ad_q4p64_split, 4, 2, 64, 64, 4, 100, 4, 0.125},
         {"uint4 H2 KV1 D32 PS24", (at_fn)ad_q4p24, (ats_fn)ad_q4p24_split, 2, 1, 32, 24, 4, 0, 5, 0.17677669529663687},
+        {"uint4 H8 KV2 D128 PS16 (tiles over two pages)", (at_fn)ad_q4p16, (ats_fn)ad_q4p16_split, 8, 2, 128, 16, 4, 0, 4, 0.125},
+        {"uint4 H8 KV1 D128 PS24 window 70", (at_fn)ad_q4p24d128, (ats_fn)ad_q4p24d128_split, 8, 1, 128, 24, 4, 70, 3,
+         0.08838834764831845},
+        {"bf16 H16 KV2 D64 PS24 (G 8)", (at_fn)ad_bf16g8, (ats_fn)ad_bf16g8_split, 16, 2, 64, 24, 16, 0, 4, 0.125},
         {"int8 H6 KV2 D64 PS24 window 33", (at_fn)ad_q8p24, (ats_fn)ad_q8p24_split, 6, 2, 64, 24, 8, 33, 4, 0.125},
         {"fp8 H8 KV2 D128 PS24 window 50", (at_fn)ad_f8p24, (ats_fn)ad_f8p24_split, 8, 2, 128, 24, IG_KVQ_E4M3, 50, 3,
          0.08838834764831845},
