@@ -28,7 +28,8 @@
  * had until its rework); the scales are in the weights, so the epilogue takes none. x is read
  * at the mma (L1), not staged with the weights, to keep the registers of a block's 64 bytes of x
  * free for weights in flight. (Before this path, q4r at 2..8 tokens ran gemv.cu: 10-14% of the copy
- * bandwidth at T = 8 on an H100, against 50-67% for q8r here; q4r here 32%, its fma + cvt per pair bound it.)
+ * bandwidth at T = 8 on an H100, against 50-67% for q8r here; q4r here 32% with ig_wq4_pair, its fma + cvt
+ * per pair bound it, 35-36.5% with ig_wq4_adj: H100, 2048 x 8192 11.07 -> 9.72 us, 8192 x 2048 11.20 -> 10.22.)
  *
  * launch: grid = IG_MVT_GRID_X(MV_N, MV_K, MV_EPI >= 2, max_ctas), block = IG_MVT_BLOCK = 256,
  *         dynamic smem = IG_MVT_SMEM(MV_K, MV_NORM) (the normalized x when MV_NORM, else 0; the
