@@ -144,46 +144,20 @@ IG_DEV constexpr int ig_at_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_at_pow2c
 __shared__ uint4 IG_CAT(AT_NAME, _qf)[AT_D / 16 * 32];
 #endif
 
-/* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their queries
- * qg [GS][D], roped (and rotated for quantized KV), in global or shared memory; pt: the token's
- * page-table row): all G = AT_H / AT_KV of them, or fewer when the group's heads are spread over
- * several CTAs (the persistent decode kernel's one-head items). attn_decode.cuh's tiles over the
- * CTA's warps (warp w takes tiles w, w + NW, ...), every K/V byte loaded once for the GS heads.
- * Leaves one online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
- * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. The queries are
- * staged in shared memory first, unless QSH: qg is there already (16-byte aligned, visible to every
- * thread); the warps' probability scratch lies in sm where it fits. Ends with a barrier, so every
- * thread may read sm afterwards. */
-template <bool COH, int G = AT_H / AT_KV, bool QSH = false> /* COH: coherent (L2) loads, the kernel itself wrote some keys */
-static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
-    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
-    unsigned long long layer_off, const int *pt, float *sm) {
+/* The CUDA-core loop (attn_decode.cuh) of _core below for G heads whose queries qs [G][D] are in
+ * shared memory: each warp's state into sm, as _core says. */
+template <bool COH, int G>
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _core_cc)(int kh, int k0, int k1, const float *qs,
+                                                                  const unsigned char *kv_pool, unsigned long long layer_off,
+                                                                  const int *pt, float *sm) {
     constexpr int D = AT_D, BITS = AT_KVQ ? AT_KVQ : AT_KVBF16 ? 16 : 32, NW = IG_AT_WARPS;
     typedef ig_ad_geom<D, BITS> A;
     constexpr int E = A::E, VE = A::VE, TPK = A::TPK, NV = A::NV, DV = A::DV;
     constexpr int PWN = ig_ad_pw<D, BITS, G>();
     constexpr bool PW_IN_SM = PWN <= G * (D + 2); /* else a scratch of its own */
     constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
-    constexpr bool TC = AT_TC && IG_ADT_ARCH && ig_adt_geom<D, BITS>::OK && G <= 8;
-    __shared__ __align__(16) float qst[QSH ? 4 : G * D];
-    __shared__ float pwb[PW_IN_SM || TC ? 1 : NW * PWN];
+    __shared__ float pwb[PW_IN_SM ? 1 : NW * PWN];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float *qs = QSH ? qg : qst;
-    if (!QSH) {
-        for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) qst[i] = qg[i];
-        AT_SYNC_();
-    }
-#if IG_ADT_ARCH
-    if constexpr (TC) { /* attn_decode_tc.cuh: the warps' states straight into sm */
-        uint4 *qf = IG_CAT(AT_NAME, _qf);
-        ig_adt_qfrag<D, BITS, G>(qs, qf, threadIdx.x, IG_AT_BLOCK);
-        AT_SYNC_();
-        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES>(kh, k0, k1, warp, qf, QS, sm + (size_t)warp * G * (D + 2),
-                                                                        kv_pool, layer_off, pt);
-        AT_SYNC_();
-        return;
-    }
-#endif
     float acc[G][E], m[G], l[G];
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -218,6 +192,43 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
             if (lane == 0) w[D] = m[g], w[D + 1] = l[g];
         }
     }
+}
+
+/* Attention of kv head kh over keys [k0, k1) for GS query heads of its group (their queries
+ * qg [GS][D], roped (and rotated for quantized KV), in global or shared memory; pt: the token's
+ * page-table row): all G = AT_H / AT_KV of them, or fewer when the group's heads are spread over
+ * several CTAs (the persistent decode kernel's one-head items). The tiles of attn_decode_tc.cuh
+ * (tensor cores) or attn_decode.cuh (_core_cc) over the CTA's warps (warp w takes tiles w, w + NW,
+ * ...), every K/V byte loaded once for the GS heads.
+ * Leaves one online-softmax state per warp and head in shared memory, sm[warp][g][0..D+2) = acc
+ * (unnormalized, relative to m), m (log2 domain), l; AT_NAME_merge combines them. The queries are
+ * staged in shared memory first, unless QSH: qg is there already (16-byte aligned, visible to every
+ * thread); the CUDA-core loop's probability scratch lies in sm where it fits. Ends with a barrier,
+ * so every thread may read sm afterwards. */
+template <bool COH, int G = AT_H / AT_KV, bool QSH = false> /* COH: coherent (L2) loads, the kernel itself wrote some keys */
+static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
+    int kh, int k0, int k1, const float *qg, const unsigned char *kv_pool,
+    unsigned long long layer_off, const int *pt, float *sm) {
+    constexpr int D = AT_D, BITS = AT_KVQ ? AT_KVQ : AT_KVBF16 ? 16 : 32;
+    constexpr bool TC = AT_TC && IG_ADT_ARCH && ig_adt_geom<D, BITS>::OK && G <= 8;
+    __shared__ __align__(16) float qst[QSH ? 4 : G * D];
+    const float *qs = QSH ? qg : qst;
+    if (!QSH) {
+        for (int i = threadIdx.x; i < G * D; i += IG_AT_BLOCK) qst[i] = qg[i];
+        AT_SYNC_();
+    }
+#if IG_ADT_ARCH
+    if constexpr (TC) { /* attn_decode_tc.cuh: the warps' states straight into sm */
+        constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
+        uint4 *qf = IG_CAT(AT_NAME, _qf);
+        ig_adt_qfrag<D, BITS, G>(qs, qf, threadIdx.x, IG_AT_BLOCK);
+        AT_SYNC_();
+        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, IG_AT_WARPS, COH, AT_PAGE_BYTES>(kh, k0, k1, threadIdx.x >> 5, qf, QS,
+                                                                                 sm + (size_t)(threadIdx.x >> 5) * G * (D + 2),
+                                                                                 kv_pool, layer_off, pt);
+    } else
+#endif
+        IG_CAT(AT_NAME, _core_cc)<COH, G>(kh, k0, k1, qs, kv_pool, layer_off, pt, sm);
     AT_SYNC_();
 }
 

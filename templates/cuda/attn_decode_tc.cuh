@@ -77,7 +77,7 @@ IG_DEV constexpr int ig_adt_kd(int s, int r) {
                                     : 8 * (s / 2) + 2 * (s % 2) + (r == 1 ? 4 : r == 2 ? 1 : r == 3 ? 5 : 0);
 }
 
-/* f16x2 of 1024 + z in both halves (a code's bias, exact for z < 1024) */
+/* f16x2 of (1024 + z0, 1024 + z1): two codes' biases (exact for z < 1024) */
 IG_DEV unsigned ig_adt_bias2(unsigned z0, unsigned z1) { return (0x6400u + z0) | (0x6400u + z1) << 16; }
 
 /* Step s's B fragment (b0, b1) of a lane's key words w (zz: its key's bias pair). */
@@ -263,30 +263,31 @@ IG_DEV void ig_adt_scores(const ig_adt_tile<D, BITS> &t, int tb, const uint4 *qf
             ig_adt_mma<BITS>(c[nb], al, b0, b1);
         }
     }
-    if (!A::Q) return;
+    if constexpr (A::Q) { /* the key scales; delta keys scanned */
 #pragma unroll
-    for (int nb = 0; nb < A::NK; nb++) {
-        const int j0 = 8 * nb + 2 * q4; /* the lane's C keys j0, j0 + 1 */
-        float d[2] = {c[nb][0] * __shfl_sync(IG_FULL_MASK, t.ksc, j0), c[nb][1] * __shfl_sync(IG_FULL_MASK, t.ksc, j0 + 1)};
-        if (IG_KVQ_KDELTA(BITS)) { /* the quad's inclusive scan of the lanes' pairs (a, d), then each key */
-            float a[2];
+        for (int nb = 0; nb < A::NK; nb++) {
+            const int j0 = 8 * nb + 2 * q4; /* the lane's C keys j0, j0 + 1 */
+            float d[2] = {c[nb][0] * __shfl_sync(IG_FULL_MASK, t.ksc, j0), c[nb][1] * __shfl_sync(IG_FULL_MASK, t.ksc, j0 + 1)};
+            if (IG_KVQ_KDELTA(BITS)) { /* the quad's inclusive scan of the lanes' pairs (a, d), then each key */
+                float a[2];
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const unsigned kz = __shfl_sync(IG_FULL_MASK, t.kz, j0 + e);
-                a[e] = (tb + j0 + e) % PS == 0 ? 0.0f : IG_KVQ_PRED(kz >> 4); /* a page's slot 0 starts afresh */
+                for (int e = 0; e < 2; e++) {
+                    const unsigned kz = __shfl_sync(IG_FULL_MASK, t.kz, j0 + e);
+                    a[e] = (tb + j0 + e) % PS == 0 ? 0.0f : IG_KVQ_PRED(kz >> 4); /* a page's slot 0 starts afresh */
+                }
+                float sa = a[1] * a[0], sd = fmaf(a[1], d[0], d[1]);
+#pragma unroll
+                for (int o = 1; o < 4; o <<= 1) {
+                    const float ua = __shfl_sync(IG_FULL_MASK, sa, lane - o), ud = __shfl_sync(IG_FULL_MASK, sd, lane - o);
+                    if (q4 >= o) sd = fmaf(sa, ud, sd), sa *= ua;
+                }
+                const float ea = __shfl_sync(IG_FULL_MASK, sa, lane - 1), ed = __shfl_sync(IG_FULL_MASK, sd, lane - 1);
+                const float x = q4 > 0 ? fmaf(ea, carry, ed) : carry; /* the score of the key before the lane's first */
+                d[0] = fmaf(a[0], x, d[0]), d[1] = fmaf(a[1], d[0], d[1]);
+                carry = __shfl_sync(IG_FULL_MASK, d[1], 4 * g + 3);
             }
-            float sa = a[1] * a[0], sd = fmaf(a[1], d[0], d[1]);
-#pragma unroll
-            for (int o = 1; o < 4; o <<= 1) {
-                const float ua = __shfl_sync(IG_FULL_MASK, sa, lane - o), ud = __shfl_sync(IG_FULL_MASK, sd, lane - o);
-                if (q4 >= o) sd = fmaf(sa, ud, sd), sa *= ua;
-            }
-            const float ea = __shfl_sync(IG_FULL_MASK, sa, lane - 1), ed = __shfl_sync(IG_FULL_MASK, sd, lane - 1);
-            const float x = q4 > 0 ? fmaf(ea, carry, ed) : carry; /* the score of the key before the lane's first */
-            d[0] = fmaf(a[0], x, d[0]), d[1] = fmaf(a[1], d[0], d[1]);
-            carry = __shfl_sync(IG_FULL_MASK, d[1], 4 * g + 3);
+            c[nb][0] = d[0], c[nb][1] = d[1];
         }
-        c[nb][0] = d[0], c[nb][1] = d[1];
     }
 }
 

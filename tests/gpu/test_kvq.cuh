@@ -374,6 +374,52 @@ KVQ_CASE(F8b, 4, 4, 64, IG_KVQ_E4M3, 1, 0, 3)
 #define AT_SPLIT PERF_SPLIT
 #define AT_WINDOW 4096
 #include "attention.cu"
+/* the same at Llama-3.2-1B's shape (H 32, KV 8, D 64) with the engine's pages of 64 slots: bf16,
+ * int8, uint4, fp8 (no window) */
+#define AT_NAME at_p1b
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_PS 64
+#define AT_PAGE_BYTES (2ull * 8 * 64 * 64 * 2 * PERF_LAYERS)
+#define AT_KVBF16 1
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT PERF_SPLIT
+#include "attention.cu"
+#define AT_NAME at_p1b_q8
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_PS 64
+#define AT_KVQ 8
+#define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 64, 64, 8) * PERF_LAYERS)
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT PERF_SPLIT
+#include "attention.cu"
+#define AT_NAME at_p1b_q4
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_PS 64
+#define AT_KVQ 4
+#define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 64, 64, 4) * PERF_LAYERS)
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT PERF_SPLIT
+#include "attention.cu"
+#define AT_NAME at_p1b_f8
+#define AT_H 32
+#define AT_KV 8
+#define AT_D 64
+#define AT_PS 64
+#define AT_KVQ IG_KVQ_E4M3
+#define AT_PAGE_BYTES (IG_KVQ_LAYER_BYTES(8, 64, 64, IG_KVQ_E4M3) * PERF_LAYERS)
+#define AT_OBF16 1
+#define AT_SCALE 0.125f
+#define AT_SPLIT PERF_SPLIT
+#include "attention.cu"
 
 /* ---- the CPU format itself (host code, C compiled as C++ in a namespace; the system headers it
  * includes come first so their guards keep them out of the namespace) */
@@ -815,20 +861,27 @@ __global__ void fill_kvq_meta(unsigned char *pool, size_t npages, size_t page_by
 }
 
 /* Decode attention over long contexts, Llama-3-8B shapes (H 32, KV 8, D 128, pages of 16 slots, 32
- * layers a page), split kernel with the host's split count (IG_AT_SPLITS: 2 CTAs an SM), for bf16
+ * layers a page; s1b: Llama-3.2-1B's, D 64, pages of 64, no window instances), split kernel with the host's split count (IG_AT_SPLITS: 2 CTAs an SM), for bf16
  * (f = 0, at_perf), int8 (1) and uint4 (2) KV (3: bf16 without L2 prefetches; 4: fp8, no window, timed only), with a 4096-key window or not: T tokens of distinct
  * sequences, token t at context ctxs[t] (its pages scattered over the pool, random rows; quantized
  * rows: random codes, f16 scale 2^-7, zero points r % 7). Timed over rotating layers (us per launch
  * into *us); with check, tokens 0 and T - 1, heads 0 and 31, of the last launch's layer against a
  * double softmax over the rows as the host reads them (quantized: kv_quant.h's dequantization, the
  * output rotated back). Returns the bytes of K/V a launch reads. */
-static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool check, double *us) {
-    const int H = 32, KV = 8, D = 128, PS = 16, L = PERF_LAYERS, G = H / KV;
+static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool check, double *us, bool s1b = false) {
+    const int H = 32, KV = 8, D = s1b ? 64 : 128, PS = s1b ? 64 : 16, L = PERF_LAYERS, G = H / KV;
+    const double scale = 1.0 / sqrt((double)D);
     const int bits = f == 1 ? 8 : f == 2 ? 4 : f == 4 ? IG_KVQ_E4M3 : 0, nb = bits ? IG_KVQ_BITS(bits) : 0;
-    const void *fns[2][5] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split,
+    const void *fns[3][5] = {{(const void *)at_perf_split, (const void *)at_perf_q8_split, (const void *)at_perf_q4_split,
                               (const void *)at_perf_nopf_split, (const void *)at_perf_f8_split},
                              {(const void *)at_perf_w_split, (const void *)at_perf_q8w_split, (const void *)at_perf_q4w_split,
-                              (const void *)at_perf_nopf_split, (const void *)at_perf_f8_split}};
+                              (const void *)at_perf_nopf_split, (const void *)at_perf_f8_split},
+                             {(const void *)at_p1b_split, (const void *)at_p1b_q8_split, (const void *)at_p1b_q4_split,
+                              (const void *)at_p1b_split, (const void *)at_p1b_f8_split}};
+    if (s1b && win) {
+        fprintf(stderr, "attn_long: the 1B shape has no window instances\n");
+        exit(2);
+    }
     const char *names[5] = {"bf16", "int8", "uint4", "bf16 (no L2 prefetch)", "fp8"};
     const size_t layer_bytes = bits ? cpukv_layer_bytes(KV, PS, D, bits) : 2ull * KV * PS * D * 2, page_bytes = layer_bytes * L;
     const size_t key_bytes = bits ? 2ull * KV * (D * nb / 8 + 3) : 2ull * KV * D * 2; /* K + V of a key, all kv heads */
@@ -865,7 +918,7 @@ static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool ch
     *us = time_us(
         [&](int i) {
             loff = (unsigned long long)(i % L) * layer_bytes;
-            CK(cudaLaunchKernel(fns[win][f], dim3(KV, T, ns), dim3(IG_AT_BLOCK), args, IG_AT_SMEM(H, KV, D), 0));
+            CK(cudaLaunchKernel(fns[s1b ? 2 : win][f], dim3(KV, T, ns), dim3(IG_AT_BLOCK), args, IG_AT_SMEM(H, KV, D), 0));
         },
         check ? 4 : 32);
     CK(cudaDeviceSynchronize());
@@ -874,8 +927,8 @@ static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool ch
     if (check) {
         std::vector<float> o = download(dout, (size_t)T * H * D, true);
         char what[200];
-        snprintf(what, sizeof what, "attention long %s%s T=%d ctx %d..%d (split %d, tokens 0 and T-1)", names[f],
-                 win ? " window 4096" : "", T, ctxs[0], ctxs[T - 1], ns);
+        snprintf(what, sizeof what, "attention long %s%s%s T=%d ctx %d..%d (split %d, tokens 0 and T-1)", names[f],
+                 s1b ? " D64 PS64" : "", win ? " window 4096" : "", T, ctxs[0], ctxs[T - 1], ns);
         checker k;
         chk_init(&k, what);
         for (int t : {0, T - 1}) {
@@ -906,14 +959,14 @@ static double attn_long(ctx *c, int f, int T, const int *ctxs, bool win, bool ch
                 }
                 const float *qh = &q[((size_t)t * H + h) * D];
                 std::vector<double> ref(D), tol(D);
-                if (bits) hq_attn_ref(K.data(), V.data(), m, D, 0.08838834764831845, qh, false, true, ref.data(), tol.data());
+                if (bits) hq_attn_ref(K.data(), V.data(), m, D, scale, qh, false, true, ref.data(), tol.data());
                 else {
                     std::vector<double> sc(m), acc(D, 0.0);
                     double mx = -1e300, l = 0;
                     for (int j = 0; j < m; j++) {
                         double s = 0;
                         for (int i = 0; i < D; i++) s += (double)qh[i] * K[(size_t)j * D + i];
-                        sc[j] = s * 0.08838834764831845, mx = std::max(mx, sc[j]);
+                        sc[j] = s * scale, mx = std::max(mx, sc[j]);
                     }
                     for (int j = 0; j < m; j++) {
                         const double p = exp(sc[j] - mx);
@@ -942,24 +995,31 @@ static void test_attn_long(ctx *c) {
             for (int x : one) attn_long(c, f, 1, &x, win, true, &us);
             attn_long(c, f, 8, mixed, win, true, &us);
         }
+    for (int f = 0; f < 3; f++) { /* the 1B shape (D 64, pages of 64) */
+        for (int x : one) attn_long(c, f, 1, &x, false, true, &us, true);
+        attn_long(c, f, 8, mixed, false, true, &us, true);
+    }
 }
 
 /* The issue's attention figures: us per token and GB/s of K/V for bf16 / int8 / uint4 / fp8 at 8k
  * (1 and 8 tokens) and at 128k (1 token), and each quantized format's speed-up over bf16 KV. */
 static void bench_attn_kv(ctx *c, double copy_gbs) {
     const struct { int T, n; } runs[3] = {{1, 8192}, {8, 8192}, {1, 131072}};
-    for (const auto &r : runs) {
-        std::vector<int> ctxs(r.T);
-        for (int t = 0; t < r.T; t++) ctxs[t] = r.n - t;
-        double us[5], gbs[5];
-        for (int f = 0; f < 5; f++) {
-            const double bytes = attn_long(c, f, r.T, ctxs.data(), false, false, &us[f]);
-            gbs[f] = bytes / (us[f] * 1e-6) / 1e9;
+    for (int s1b = 0; s1b < 2; s1b++) /* Llama-3-8B's attention shape (D 128, pages of 16), then 1B's (D 64, pages of 64) */
+        for (const auto &r : runs) {
+            std::vector<int> ctxs(r.T);
+            for (int t = 0; t < r.T; t++) ctxs[t] = r.n - t;
+            double us[5], gbs[5];
+            for (int f = 0; f < 5; f++) {
+                const double bytes = attn_long(c, f, r.T, ctxs.data(), false, false, &us[f], s1b);
+                gbs[f] = bytes / (us[f] * 1e-6) / 1e9;
+            }
+            printf("bench attention-kv H32 KV8 %s T=%d ctx=%d split %d, per token: bf16 %.2f us %.0f GB/s | int8 %.2f us %.0f "
+                   "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx) | fp8 %.2f us %.0f GB/s (%.2fx)",
+                   s1b ? "D64 PS64" : "D128 PS16", r.T, r.n, IG_AT_SPLITS(r.T, 8, PERF_SPLIT, IG_AT_CTAS_PER_SM * g_sms),
+                   us[0] / r.T, gbs[0], us[1] / r.T, gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], us[4] / r.T,
+                   gbs[4], us[0] / us[4]);
+            if (!s1b) printf(" | bf16 without L2 prefetch %.2f us", us[3] / r.T);
+            printf("  [copy %.0f GB/s]\n", copy_gbs);
         }
-        printf("bench attention-kv H32 KV8 D128 T=%d ctx=%d split %d, per token: bf16 %.2f us %.0f GB/s | int8 %.2f us %.0f "
-               "GB/s (%.2fx) | uint4 %.2f us %.0f GB/s (%.2fx) | fp8 %.2f us %.0f GB/s (%.2fx) | bf16 without L2 prefetch %.2f us  "
-               "[copy %.0f GB/s]\n",
-               r.T, r.n, IG_AT_SPLITS(r.T, 8, PERF_SPLIT, IG_AT_CTAS_PER_SM * g_sms), us[0] / r.T, gbs[0], us[1] / r.T,
-               gbs[1], us[0] / us[1], us[2] / r.T, gbs[2], us[0] / us[2], us[4] / r.T, gbs[4], us[0] / us[4], us[3] / r.T, copy_gbs);
-    }
 }
