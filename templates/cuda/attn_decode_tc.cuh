@@ -47,6 +47,13 @@
 #define IG_ADT_ARCH 0
 #endif
 
+#ifndef IG_ADT_KT4 /* keys a tile for uint4 rows (16 or 32; 16 for 16- and 8-bit rows: 32 spilled) */
+#define IG_ADT_KT4 32
+#endif
+#ifndef IG_ADT_Q4_DMIN /* the smallest head size whose uint4 rows take this loop (below) */
+#define IG_ADT_Q4_DMIN 128
+#endif
+
 /* The values' probabilities p s are formed as p (s 2^8) and the accumulators scaled back by 2^-8
  * (s of small-range rows would put the low half of p s among f16 subnormals) */
 #define IG_ADT_VUNIT 256.0f
@@ -54,17 +61,17 @@
 /* Geometry for rows of D elements of BITS (16, 8, 4, IG_KVQ_E4M3): KT keys a tile (NK n-blocks of
  * 8 for the scores, NS k-steps of 16 for the values), KB / VB bytes of a key / value row a lane
  * reads in loads of KC / VC bytes, KW / VW words. OK: the tensor-core loop serves the shape; uint4
- * rows from D 128 only (H100, 1B shape, D 64, decode after an 8k prompt: 1.380 ms/token here
+ * rows from D IG_ADT_Q4_DMIN = 128 only (H100, 1B shape, D 64, decode after an 8k prompt: 1.380 ms/token here
  * against 1.175 for bf16 KV, where the CUDA-core loop was at 1.006x bf16; at D 128 the harness
  * gains, templates/cuda/SPEC.md). */
 template <int D, int BITS>
 struct ig_adt_geom {
     static constexpr bool Q = BITS != 16 && BITS != 32;
     static constexpr int NB = IG_KVQ_BITS(BITS), DS = D / 16;
-    static constexpr int KT = NB == 4 ? 32 : 16, NK = KT / 8, NS = KT / 16;
+    static constexpr int KT = NB == 4 ? IG_ADT_KT4 : 16, NK = KT / 8, NS = KT / 16;
     static constexpr int KB = D / 4 * NB / 8, VB = D / 8 * NB / 8, KW = KB / 4, VW = VB / 4;
     static constexpr int KC = KB % 16 == 0 ? 16 : KB % 8 == 0 ? 8 : 4, VC = VB % 16 == 0 ? 16 : VB % 8 == 0 ? 8 : 4;
-    static constexpr bool OK = BITS != 32 && D % 16 == 0 && KB % 4 == 0 && VB % 4 == 0 && (NB != 4 || D >= 128);
+    static constexpr bool OK = BITS != 32 && D % 16 == 0 && KB % 4 == 0 && VB % 4 == 0 && (NB != 4 || D >= IG_ADT_Q4_DMIN);
 };
 
 #if IG_ADT_ARCH /* the rest needs mma.cuh's sm_80 instructions (or their host emulation) */
