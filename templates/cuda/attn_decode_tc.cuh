@@ -54,9 +54,10 @@
 #define IG_ADT_Q4_DMIN 128
 #endif
 
-/* The values' probabilities p s are formed as p (s 2^8) and the accumulators scaled back by 2^-8
- * (s of small-range rows would put the low half of p s among f16 subnormals) */
-#define IG_ADT_VUNIT 256.0f
+/* The values' probabilities p s are formed as p (s U) and the accumulators scaled back by 1 / U:
+ * s of small-range rows would put the low half of p s among f16 subnormals, and s U must stay a
+ * finite half for every f16 scale (int8: s <= 65504 / 255, U 128; uint4: s <= 65504 / 15, U 8) */
+#define IG_ADT_VUNIT(nb) ((nb) == 8 ? 128.0f : 8.0f)
 
 /* Geometry for rows of D elements of BITS (16, 8, 4, IG_KVQ_E4M3): KT keys a tile (NK n-blocks of
  * 8 for the scores, NS k-steps of 16 for the values), KB / VB bytes of a key / value row a lane
@@ -238,7 +239,7 @@ IG_DEV void ig_adt_load(ig_adt_tile<D, BITS> &t, int kh, int tb, int ue, int k0,
             t.vsc = ig_kvq_h2f(COH ? __ldcg(sv) : __ldg(sv)), t.vz = COH ? __ldcg(zv) : __ldg(zv);
         }
         if (BITS == IG_KVQ_E4M3) t.ksc *= IG_KVQ_E4M3_UNIT;
-        t.vsc *= BITS == IG_KVQ_E4M3 ? IG_KVQ_E4M3_UNIT : IG_ADT_VUNIT;
+        t.vsc *= BITS == IG_KVQ_E4M3 ? IG_KVQ_E4M3_UNIT : IG_ADT_VUNIT(A::NB);
     }
 }
 
@@ -391,7 +392,7 @@ IG_DEV void ig_adt_attend(int kh, int k0, int k1, int warp, const uint4 *qf, flo
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int h = 2 * q4 + (e & 1), d = (D / 8) * g + 2 * mb + (e >> 1);
-            if (h < G) wst[h * (D + 2) + d] = A::Q && BITS != IG_KVQ_E4M3 ? acc[mb][e] * (1.0f / IG_ADT_VUNIT) : acc[mb][e];
+            if (h < G) wst[h * (D + 2) + d] = A::Q && BITS != IG_KVQ_E4M3 ? acc[mb][e] * (1.0f / IG_ADT_VUNIT(A::NB)) : acc[mb][e];
         }
 }
 

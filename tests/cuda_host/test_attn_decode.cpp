@@ -129,6 +129,7 @@ struct dcase {
     ats_fn split;
     int H, KV, D, PS, fmt, win, nsplit;
     double scale;
+    float vmul; /* the values' magnitude (0: 1) */
 };
 static bool quantized(const dcase &c) { return c.fmt != 32 && c.fmt != 16; }
 
@@ -167,7 +168,7 @@ static void fill_seq(const dcase &c, std::vector<uint8_t> &pool, const int *pt, 
         for (int kh = 0; kh < KV; kh++)
             for (int kv01 = 0; kv01 < 2; kv01++) {
                 float *dst = &(kv01 ? V : K)[((size_t)j * KV + kh) * D];
-                for (int i = 0; i < D; i++) x[i] = frand() * (kv01 ? 1.0f : 1.5f) + (kv01 ? 0.0f : 0.1f * (j % 7));
+                for (int i = 0; i < D; i++) x[i] = frand() * (kv01 ? (c.vmul ? c.vmul : 1.0f) : 1.5f) + (kv01 ? 0.0f : 0.1f * (j % 7));
                 if (!quantized(c)) {
                     const size_t off = (((size_t)kv01 * KV + kh) * PS + j % PS) * D;
                     for (int i = 0; i < D; i++) {
@@ -248,7 +249,7 @@ static void run_case(const dcase &c) {
     for (auto &v : q) v = 2.0f * frand();
     std::vector<float> ws((size_t)IG_AT_WS_FLOATS(T, H, D, c.nsplit));
     std::vector<unsigned> cnt((size_t)IG_AT_COUNTERS(T, c.KV), 0u);
-    const double tol = c.fmt == 16 ? 2e-5 : 2e-4;
+    const double tol = (c.fmt == 16 ? 2e-5 : 2e-4) * (c.vmul ? c.vmul : 1.0f);
     for (int run = 0; run < 4; run++) { /* direct; split with grids of nsplit, 1 and 2 */
         const unsigned gz = run == 1 ? (unsigned)c.nsplit : run == 2 ? 1u : 2u;
         std::fill(out.begin(), out.end(), NAN);
@@ -276,6 +277,8 @@ int main() {
         {"uint4 H4 KV2 D64 PS64 window 100", (at_fn)ad_q4p64, (ats_fn)ad_q4p64_split, 4, 2, 64, 64, 4, 100, 4, 0.125},
         {"uint4 H2 KV1 D32 PS24", (at_fn)ad_q4p24, (ats_fn)ad_q4p24_split, 2, 1, 32, 24, 4, 0, 5, 0.17677669529663687},
         {"uint4 H8 KV2 D128 PS16 (tiles over two pages)", (at_fn)ad_q4p16, (ats_fn)ad_q4p16_split, 8, 2, 128, 16, 4, 0, 4, 0.125},
+        {"uint4 H8 KV2 D128 PS16, values of +-4000 (their scale times the f16 unit stays finite)", (at_fn)ad_q4p16,
+         (ats_fn)ad_q4p16_split, 8, 2, 128, 16, 4, 0, 4, 0.125, 4000.0f},
         {"uint4 H8 KV1 D128 PS24 window 70", (at_fn)ad_q4p24d128, (ats_fn)ad_q4p24d128_split, 8, 1, 128, 24, 4, 70, 3,
          0.08838834764831845},
         {"bf16 H16 KV2 D64 PS24 (G 8)", (at_fn)ad_bf16g8, (ats_fn)ad_bf16g8_split, 16, 2, 64, 24, 16, 0, 4, 0.125},
