@@ -1002,9 +1002,11 @@ static void test_attn_long(ctx *c) {
 }
 
 /* The issue's attention figures: us per token and GB/s of K/V for bf16 / int8 / uint4 / fp8 at 8k
- * (1 and 8 tokens) and at 128k (1 token), and each quantized format's speed-up over bf16 KV. */
+ * (1 and 8 tokens) and at 128k (1 token), and each quantized format's speed-up over bf16 KV; first
+ * one token at 256 keys, the launch's fixed cost. */
 static void bench_attn_kv(ctx *c, double copy_gbs) {
-    const struct { int T, n; } runs[3] = {{1, 8192}, {8, 8192}, {1, 131072}};
+    /* 256 keys: a launch's fixed cost (one split), then the issue's contexts */
+    const struct { int T, n; } runs[4] = {{1, 256}, {1, 8192}, {8, 8192}, {1, 131072}};
     for (int s1b = 0; s1b < 2; s1b++) /* Llama-3-8B's attention shape (D 128, pages of 16), then 1B's (D 64, pages of 64) */
         for (const auto &r : runs) {
             std::vector<int> ctxs(r.T);
