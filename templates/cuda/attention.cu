@@ -123,6 +123,8 @@
 #define AT_SYNC_() __syncthreads()
 #endif
 
+#define AT_QS_ ((float)(AT_SCALE) * 1.4426950408889634f) /* the scores' factor: softmax scale x log2 e */
+
 #if AT_OBF16
 #define AT_OT_ unsigned short
 #else
@@ -155,7 +157,6 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core_cc)(int kh, int k0,
     constexpr int E = A::E, VE = A::VE, TPK = A::TPK, NV = A::NV, DV = A::DV;
     constexpr int PWN = ig_ad_pw<D, BITS, G>();
     constexpr bool PW_IN_SM = PWN <= G * (D + 2); /* else a scratch of its own */
-    constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
     __shared__ float pwb[PW_IN_SM ? 1 : NW * PWN];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float acc[G][E], m[G], l[G];
@@ -165,7 +166,7 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core_cc)(int kh, int k0,
         for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
         m[g] = IG_NEG_INF, l[g] = 0.0f;
     }
-    ig_ad_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES, AT_PIPE, AT_L2PF>(kh, k0, k1, warp, qs, QS,
+    ig_ad_attend<AT_KV, AT_PS, D, BITS, G, NW, COH, AT_PAGE_BYTES, AT_PIPE, AT_L2PF>(kh, k0, k1, warp, qs, AT_QS_,
                                                                   (PW_IN_SM ? sm : pwb) + warp * PWN, acc, m, l,
                                                                   kv_pool, layer_off, pt);
     /* the key groups' accumulators and the lanes' sums; m is the same in every lane */
@@ -219,11 +220,10 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _core)(
     }
 #if IG_ADT_ARCH
     if constexpr (TC) { /* attn_decode_tc.cuh: the warps' states straight into sm */
-        constexpr float QS = (float)(AT_SCALE) * 1.4426950408889634f;
         uint4 *qf = IG_CAT(AT_NAME, _qf);
         ig_adt_qfrag<D, BITS, G>(qs, qf, threadIdx.x, IG_AT_BLOCK);
         AT_SYNC_();
-        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, IG_AT_WARPS, COH, AT_PAGE_BYTES>(kh, k0, k1, threadIdx.x >> 5, qf, QS,
+        ig_adt_attend<AT_KV, AT_PS, D, BITS, G, IG_AT_WARPS, COH, AT_PAGE_BYTES>(kh, k0, k1, threadIdx.x >> 5, qf, AT_QS_,
                                                                                  sm + (size_t)(threadIdx.x >> 5) * G * (D + 2),
                                                                                  kv_pool, layer_off, pt);
     } else
@@ -563,5 +563,7 @@ IG_CAT(AT_NAME, _split_rope)(int T, const float *qkv, const double *inv_freq, co
 #undef AT_INTERLEAVE
 #undef AT_PIPE
 #undef AT_L2PF
+#undef AT_TC
+#undef AT_QS_
 #undef AT_MINB_
 #undef AT_SYNC_

@@ -88,18 +88,20 @@ IG_DEV constexpr int ig_adt_kd(int s, int r) {
 /* f16x2 of (1024 + z0, 1024 + z1): two codes' biases (exact for z < 1024) */
 IG_DEV unsigned ig_adt_bias2(unsigned z0, unsigned z1) { return (0x6400u + z0) | (0x6400u + z1) << 16; }
 
+/* The codes at the bits of mask in x's two halves (8 or 4 bits at the bottom of each) as exact
+ * halves, less the bias pair zz: (1024 + c) - (1024 + z). */
+IG_DEV unsigned ig_adt_codes2(unsigned x, unsigned mask, unsigned zz) { return ig_hsub2((x & mask) | 0x64006400u, zz); }
+
 /* Step s's B fragment (b0, b1) of a lane's key words w (zz: its key's bias pair). */
-template <int D, int BITS>
+template <int BITS>
 IG_DEV void ig_adt_kfrag(const unsigned *w, int s, unsigned zz, unsigned &b0, unsigned &b1) {
     if (BITS == 16) b0 = w[2 * s], b1 = w[2 * s + 1];
     else if (BITS == IG_KVQ_E4M3) b0 = ig_kvq_e4m3_h2(w[s]), b1 = ig_kvq_e4m3_h2(w[s] >> 8);
     else if (BITS == 8) {
-        b0 = ig_hsub2((w[s] & 0x00ff00ffu) | 0x64006400u, zz);
-        b1 = ig_hsub2(((w[s] >> 8) & 0x00ff00ffu) | 0x64006400u, zz);
+        b0 = ig_adt_codes2(w[s], 0x00ff00ffu, zz), b1 = ig_adt_codes2(w[s] >> 8, 0x00ff00ffu, zz);
     } else {
         const unsigned x = w[s / 2] >> (8 * (s % 2));
-        b0 = ig_hsub2((x & 0x000f000fu) | 0x64006400u, zz);
-        b1 = ig_hsub2(((x >> 4) & 0x000f000fu) | 0x64006400u, zz);
+        b0 = ig_adt_codes2(x, 0x000f000fu, zz), b1 = ig_adt_codes2(x >> 4, 0x000f000fu, zz);
     }
 }
 
@@ -122,15 +124,11 @@ IG_DEV void ig_adt_vfrag(const unsigned *v0, const unsigned *v1, const unsigned 
     if (BITS == IG_KVQ_E4M3) {
         a[0] = ig_kvq_e4m3_h2(x01), a[1] = ig_kvq_e4m3_h2(x01 >> 8);
         a[2] = ig_kvq_e4m3_h2(x23), a[3] = ig_kvq_e4m3_h2(x23 >> 8);
-    } else if (NB == 8) {
-        a[0] = ig_hsub2((x01 & 0x00ff00ffu) | 0x64006400u, z01), a[1] = ig_hsub2(((x01 >> 8) & 0x00ff00ffu) | 0x64006400u, z01);
-        a[2] = ig_hsub2((x23 & 0x00ff00ffu) | 0x64006400u, z23), a[3] = ig_hsub2(((x23 >> 8) & 0x00ff00ffu) | 0x64006400u, z23);
-    } else {
-        const int sh = 8 * (mb % 2);
-        a[0] = ig_hsub2(((x01 >> sh) & 0x000f000fu) | 0x64006400u, z01);
-        a[1] = ig_hsub2(((x01 >> (sh + 4)) & 0x000f000fu) | 0x64006400u, z01);
-        a[2] = ig_hsub2(((x23 >> sh) & 0x000f000fu) | 0x64006400u, z23);
-        a[3] = ig_hsub2(((x23 >> (sh + 4)) & 0x000f000fu) | 0x64006400u, z23);
+    } else { /* 8-bit: the words' bytes 0 / 1; 4-bit: the nibbles of byte mb % 2 */
+        const int sh = NB == 8 ? 0 : 8 * (mb % 2), st = NB == 8 ? 8 : 4;
+        const unsigned mask = NB == 8 ? 0x00ff00ffu : 0x000f000fu;
+        a[0] = ig_adt_codes2(x01 >> sh, mask, z01), a[1] = ig_adt_codes2(x01 >> (sh + st), mask, z01);
+        a[2] = ig_adt_codes2(x23 >> sh, mask, z23), a[3] = ig_adt_codes2(x23 >> (sh + st), mask, z23);
     }
 }
 
@@ -139,13 +137,13 @@ template <int BITS>
 IG_DEV unsigned ig_adt_pack(float a, float b) {
     return BITS == 16 ? ig_pack2_h(a, b) : (unsigned)ig_f32_to_f16(a) | (unsigned)ig_f32_to_f16(b) << 16;
 }
+/* (a, b) as hi + lo fragment registers: hi rounded, lo the rounded remainder */
 template <int BITS>
-IG_DEV float ig_adt_unpack_lo(unsigned w) {
-    return BITS == 16 ? ig_h_to_f32((unsigned short)(w & 0xffffu)) : ig_f16_to_f32((unsigned short)(w & 0xffffu));
-}
-template <int BITS>
-IG_DEV float ig_adt_unpack_hi(unsigned w) {
-    return BITS == 16 ? ig_h_to_f32((unsigned short)(w >> 16)) : ig_f16_to_f32((unsigned short)(w >> 16));
+IG_DEV void ig_adt_split2(float a, float b, unsigned &hi, unsigned &lo) {
+    hi = ig_adt_pack<BITS>(a, b);
+    const unsigned short h0 = (unsigned short)(hi & 0xffffu), h1 = (unsigned short)(hi >> 16);
+    lo = BITS == 16 ? ig_adt_pack<BITS>(a - ig_h_to_f32(h0), b - ig_h_to_f32(h1))
+                    : ig_adt_pack<BITS>(a - ig_f16_to_f32(h0), b - ig_f16_to_f32(h1));
 }
 template <int BITS>
 IG_DEV void ig_adt_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
@@ -166,8 +164,7 @@ IG_DEV void ig_adt_qfrag(const float *qs, uint4 *qf, int tid, int nthr) {
             for (int p = 0; p < 2; p++) {
                 const float x0 = qs[g * D + base + ig_adt_kd<BITS>(s, 2 * p)];
                 const float x1 = qs[g * D + base + ig_adt_kd<BITS>(s, 2 * p + 1)];
-                hl[p] = ig_adt_pack<BITS>(x0, x1);
-                hl[2 + p] = ig_adt_pack<BITS>(x0 - ig_adt_unpack_lo<BITS>(hl[p]), x1 - ig_adt_unpack_hi<BITS>(hl[p]));
+                ig_adt_split2<BITS>(x0, x1, hl[p], hl[2 + p]);
             }
         qf[i] = make_uint4(hl[0], hl[1], hl[2], hl[3]);
     }
@@ -266,7 +263,7 @@ IG_DEV void ig_adt_scores(const ig_adt_tile<D, BITS> &t, int tb, const uint4 *qf
 #pragma unroll
         for (int nb = 0; nb < A::NK; nb++) {
             unsigned b0, b1;
-            ig_adt_kfrag<D, BITS>(t.k[nb], s, zz[nb], b0, b1);
+            ig_adt_kfrag<BITS>(t.k[nb], s, zz[nb], b0, b1);
             ig_adt_mma<BITS>(c[nb], ah, b0, b1);
             ig_adt_mma<BITS>(c[nb], al, b0, b1);
         }
@@ -342,8 +339,7 @@ IG_DEV void ig_adt_step(const ig_adt_tile<D, BITS> &t, int tb, int ue, int k0, c
             if (A::Q && BITS != IG_KVQ_E4M3)
                 zb[h] = ig_adt_bias2(__shfl_sync(IG_FULL_MASK, t.vz, 16 * ks + 8 * h + 2 * q4),
                                      __shfl_sync(IG_FULL_MASK, t.vz, 16 * ks + 8 * h + 2 * q4 + 1));
-            bh[h] = ig_adt_pack<BITS>(p[0], p[1]);
-            bl[h] = ig_adt_pack<BITS>(p[0] - ig_adt_unpack_lo<BITS>(bh[h]), p[1] - ig_adt_unpack_hi<BITS>(bh[h]));
+            ig_adt_split2<BITS>(p[0], p[1], bh[h], bl[h]);
         }
 #pragma unroll
         for (int mb = 0; mb < A::DS; mb++) {
