@@ -30,6 +30,7 @@ typedef struct cg_options {
     const char *compiler_version;
     const struct cg_tuning *tuning; /* CUDA: never NULL (tune_compile_defaults) */
     int act8;           /* CUDA a8w8: q8r matmuls of steps past the GEMV path on int8 activations (act8.cu) */
+    int fp8;            /* CUDA fp8: f8r matmuls of steps past the GEMV path on e4m3 activations (cuBLASLt) */
 } cg_options;
 
 /* Writes model.c for the lowered graph g to out (borrowed). */

@@ -257,6 +257,7 @@ static const cg_format formats[] = {
     {IG_DTYPE_Q6I, "q6i", 0, 0, "uint8_t", NULL, 1, 0, 16},
     {IG_DTYPE_Q8R, "q8r", 0, 0, "int8_t", NULL, 0, 1, 8},
     {IG_DTYPE_Q4R, "q4r", 0, 0, "uint8_t", NULL, 0, 1, 4},
+    {IG_DTYPE_F8R, "f8r", 0, 0, "uint8_t", NULL, 0, 1, 8}, /* q8r's row bytes (wq 8), e4m3 codes */
 };
 
 const cg_format *cg_format_of(ig_dtype dt) {

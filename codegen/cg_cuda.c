@@ -81,6 +81,7 @@ typedef struct gen {
     int wq_any;           /* some matrix is quantized (q8r / q4r rows, templates/cuda/wq.cuh) */
     int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
     int qg_any;           /* some matrix takes qgemm.cu (quantized rows on tensor cores) */
+    int f8_any;           /* some matmul calls GEMM_F8 (fp8: f8r rows on cuBLASLt's e4m3 GEMM) */
     int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
     int64_t a8_k, a8_np;  /* a8w8 (o->act8): the widest int8 activation row (a8_xq) and int32 GEMM row (a8_acc) */
     char archs[128];      /* "sm_80,sm_90" */
@@ -106,16 +107,24 @@ static const char *buf_name(const gen *c, int32_t t) {
 /* The name of an element type: f32, or the package's 16-bit type. */
 static const char *dtn(const gen *c, int bf) { return bf ? c->fmt->name : "f32"; }
 
-/* How a matrix is stored: wq 0 (the package's float type), 8 (q8r) or 4 (q4r with groups of wg). */
+/* How a matrix is stored: wq 0 (the package's float type), 8 (q8r, or f8r with f8: e4m3 codes) or 4
+ * (q4r with groups of wg). */
 typedef struct mm_wfmt {
-    int wq, wg;
+    int wq, wg, f8;
 } mm_wfmt;
 
 static mm_wfmt weight_format(const gen *c, int32_t t) {
     int32_t k = pk_find(c->plan, t);
     const cg_format *f = k >= 0 ? cg_format_of(c->plan->e[k].dtype) : NULL;
-    mm_wfmt m = {f ? f->wq : 0, k >= 0 ? (int)c->plan->e[k].group : 0};
+    mm_wfmt m = {f ? f->wq : 0, k >= 0 ? (int)c->plan->e[k].group : 0, f && f->dtype == IG_DTYPE_F8R};
     return m;
+}
+
+/* A matrix's format in kernel names and comments: "q8r", "f8r", "q4r32" (the group) or "16-bit". */
+static const char *wq_label(mm_wfmt f, char *buf, size_t cap) {
+    if (f.wq == 4) snprintf(buf, cap, "q4r%d", f.wg);
+    else snprintf(buf, cap, "%s", f.f8 ? "f8r" : f.wq == 8 ? "q8r" : "16-bit");
+    return buf;
 }
 
 /* The RMSNorm in front of a matmul (norm_matmul): gamma and eps, and the f32 rows it reads. */
@@ -127,7 +136,7 @@ typedef struct mm_norm {
 
 static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
-                      const mm_norm *norm);
+                      const mm_norm *norm, int f8);
 static void emit_norm_rows(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, int64_t K, int bf,
                            const mm_norm *norm);
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
@@ -144,9 +153,8 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
     int geglu = epi == IR_EPI_GEGLU, swiglu = epi == IR_EPI_SWIGLU || geglu, has_bias = strcmp(bias, "zero") != 0;
     const char *targ = rows[0] == 'T' ? "T" : "n_out";
     if (wf.wq) {
-        snprintf(qp, sizeof qp, "#define MV_WQ %d\n#define MV_WG %d\n", wf.wq, wf.wq == 4 ? wf.wg : 32);
-        if (wf.wq == 8) snprintf(wname, sizeof wname, "q8r");
-        else snprintf(wname, sizeof wname, "q4r%d", wf.wg);
+        snprintf(qp, sizeof qp, "#define MV_WQ %d\n#define MV_WG %d\n#define MV_WF8 %d\n", wf.wq, wf.wq == 4 ? wf.wg : 32, wf.f8);
+        wq_label(wf, wname, sizeof wname);
     }
     snprintf(params, sizeof params,
              "#define MV_K %lld\n#define MV_N %lld\n#define MV_WBF16 %d\n#define MV_XBF16 %d\n#define MV_BIAS %d\n"
@@ -196,7 +204,7 @@ static void emit_matmul(gen *c, FILE *fw, const char *ind, const char *rows, con
     fprintf(fw, "%s    LAUNCH(%d, IG_MV_GRID_X(%lld, %lld, %d, st->mv_ctas), 1, 1, IG_MV_BLOCK, IG_MV_SMEM(%lld, %d), args);\n", ind,
             fmv, (long long)N, (long long)K, bf ? 2 : 4, (long long)K, bf ? 2 : 4);
     fprintf(fw, "%s} else {\n", ind);
-    emit_gemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm);
+    emit_gemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, 0);
     fprintf(fw, "%s}\n", ind);
 }
 
@@ -213,13 +221,25 @@ static void emit_norm_rows(gen *c, FILE *fw, const char *ind, const char *rows, 
 }
 
 /* The cuBLAS path of a matmul (inside the caller's else block): the RMSNorm into x when norm is
- * set, the GEMM with W (16-bit or f32, the package's type), the bias / SwiGLU epilogue kernels. */
+ * set, the GEMM with W (16-bit or f32, the package's type), the bias / SwiGLU epilogue kernels.
+ * With f8 (fp8 packages: W f8r rows, inside "if (st->f8_on)") x goes to e4m3 per token first
+ * (act8.cu's quantizer with A8_F8, into a8_xq / a8_xs) and the GEMM is cuBLASLt's (GEMM_F8). */
 static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
-                      const mm_norm *norm) {
+                      const mm_norm *norm, int f8) {
     char params[1024], comment[512], nm[96];
     int geglu = epi == IR_EPI_GEGLU, swiglu = epi == IR_EPI_SWIGLU || geglu, has_bias = strcmp(bias, "zero") != 0;
     if (norm) emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
+    if (f8) {
+        snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_F8 1\n", (long long)K);
+        snprintf(comment, sizeof comment, "fp8: activation rows of %lld to e4m3 per token", (long long)K);
+        snprintf(nm, sizeof nm, "act8_f8_quant_k%lld", (long long)K);
+        const int fq = fn_index(c, instance(c, "act8.cu", nm, "A8_QUANT_NAME", params, comment));
+        fprintf(fw, "%s    { void *argsq[] = {&%s, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, %s, 1, 1, IG_A8_BLOCK, 0, argsq); }\n", ind,
+                rows[0] == 'T' ? "T" : "n_out", x, ind, fq, rows);
+        if (K > c->a8_k) c->a8_k = K;
+        c->f8_any = 1;
+    }
     if (swiglu) {
         int64_t I = N / 2;
         snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n#define EP_GELU %d\n",
@@ -230,14 +250,22 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
         const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
         /* gate/up leave the GEMM in the activation type (as in the reference model), the
          * mlp_bias (packed gate/up order) is added inside the SwiGLU kernel */
-        fprintf(fw, "%s    GEMM_OUT(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f, W_BF16);\n", ind, (long long)N, rows, (long long)K, w, x,
-                (long long)N);
+        if (f8)
+            fprintf(fw, "%s    GEMM_F8(%lld, %s, %lld, %s, a8_xq, a8_xs, a_gu, %lld, 0.0f, 1);\n", ind, (long long)N, rows,
+                    (long long)K, w, (long long)N);
+        else
+            fprintf(fw, "%s    GEMM_OUT(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f, W_BF16);\n", ind, (long long)N, rows, (long long)K,
+                    w, x, (long long)N);
         fprintf(fw, "%s    void *args[] = {&%s, &a_gu, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", bias, y);
         fprintf(fw, "%s    LAUNCH(%d, IG_EP_SWIGLU_GRID_X(%s, %lld), IG_EP_SWIGLU_GRID_Y(%s), 1, IG_EP_BLOCK, 0, args);\n", ind,
                 fn_index(c, ep), rows, (long long)I, rows);
     } else {
-        fprintf(fw, "%s    GEMM(%lld, %s, %lld, %s, %s, %s, %lld, %s);\n", ind, (long long)N, rows, (long long)K, w, x, y,
-                (long long)ldy, epi == IR_EPI_ACC ? "1.0f" : "0.0f");
+        if (f8)
+            fprintf(fw, "%s    GEMM_F8(%lld, %s, %lld, %s, a8_xq, a8_xs, %s, %lld, %s, 0);\n", ind, (long long)N, rows, (long long)K,
+                    w, y, (long long)ldy, epi == IR_EPI_ACC ? "1.0f" : "0.0f");
+        else
+            fprintf(fw, "%s    GEMM(%lld, %s, %lld, %s, %s, %s, %lld, %s);\n", ind, (long long)N, rows, (long long)K, w, x, y,
+                    (long long)ldy, epi == IR_EPI_ACC ? "1.0f" : "0.0f");
         if (has_bias) {
             snprintf(params, sizeof params, "#define EP_N %lld\n#define EP_LDY %lld\n", (long long)N, (long long)ldy);
             snprintf(comment, sizeof comment, "%s: bias add after the GEMM, [T,%lld]", what, (long long)N);
@@ -261,12 +289,12 @@ static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, cons
     char params[512], comment[512], nm[96];
     const int split = IG_QG_SPLIT_AUTO(N, K);
     char wname[16];
-    if (wf.wq == 8) snprintf(wname, sizeof wname, "q8r");
-    else snprintf(wname, sizeof wname, "q4r%d", wf.wg);
+    wq_label(wf, wname, sizeof wname);
     snprintf(params, sizeof params,
              "#define QG_K %lld\n#define QG_N %lld\n#define QG_WQ %d\n#define QG_WG %d\n#define QG_BIAS %d\n#define QG_EPI %d\n"
-             "#define QG_LDY %lld\n#define QG_YBF16 %d\n#define QG_SPLIT %d\n",
-             (long long)K, (long long)N, wf.wq, wf.wq == 4 ? wf.wg : 32, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, split);
+             "#define QG_LDY %lld\n#define QG_YBF16 %d\n#define QG_SPLIT %d\n#define QG_WF8 %d\n",
+             (long long)K, (long long)N, wf.wq, wf.wq == 4 ? wf.wg : 32, has_bias, (int)epi, (long long)ldy, swiglu ? bf : 0, split,
+             wf.f8);
     snprintf(comment, sizeof comment, "%s: x[T,%lld] %s . w[%lld,%lld]^T %s on tensor cores (%d..%d tokens)%s, %s", what,
              (long long)K, dtn(c, bf), (long long)N, (long long)K, wname, c->tune->qg_tmin, tmax,
              split > 1 ? ", K split" : "",
@@ -288,9 +316,9 @@ static void emit_qgemm(gen *c, FILE *fw, const char *ind, const char *rows, cons
  * kernel index; the 16-bit scratch a_wdq grows to hold them. */
 static int dequant_fn(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *comment) {
     char params[192], nm[96];
-    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n", (long long)K,
-             (long long)NP, f.wq, f.wq == 4 ? f.wg : 32);
-    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_q%d", (long long)K, (long long)NP, f.wq);
+    snprintf(params, sizeof params, "#define DQ_K %lld\n#define DQ_NP %lld\n#define DQ_WQ %d\n#define DQ_WG %d\n#define DQ_WF8 %d\n",
+             (long long)K, (long long)NP, f.wq, f.wq == 4 ? f.wg : 32, f.f8);
+    snprintf(nm, sizeof nm, "dequant_k%lld_n%lld_%s%d", (long long)K, (long long)NP, f.f8 ? "f" : "q", f.wq);
     if (NP * K > c->wdq_elems) c->wdq_elems = NP * K;
     return fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
 }
@@ -343,8 +371,11 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
     /* a8w8: the layers' matmuls (not the logits block's vocabulary rows: int32 sums of every
      * position's logits would be 4 bytes x vocabulary a row) take int8 activations from a8_tmin
      * tokens on, so qgemm.cu stops below that */
-    const int a8 = c->o->act8 && wf.wq == 8 && bf && K % 16 == 0 && rows[0] == 'T' && (!swiglu || np % 32 == 0);
-    const int qg_hi = a8 && c->tune->a8_tmin - 1 < c->tune->qg_tmax ? c->tune->a8_tmin - 1 : c->tune->qg_tmax;
+    const int a8 = c->o->act8 && wf.wq == 8 && !wf.f8 && bf && K % 16 == 0 && rows[0] == 'T' && (!swiglu || np % 32 == 0);
+    /* fp8: the f8r matmuls of a8_tmin tokens and more on cuBLASLt's e4m3 GEMM where the GPU runs it
+     * (st->f8_on), so qgemm.cu stops below that too */
+    const int f8 = wf.f8 && bf && rows[0] == 'T';
+    const int qg_hi = (a8 || f8) && c->tune->a8_tmin - 1 < c->tune->qg_tmax ? c->tune->a8_tmin - 1 : c->tune->qg_tmax;
     const int qg = bf && K % 64 == 0 && (wf.wq != 4 || K % wf.wg == 0) && qg_hi >= c->tune->qg_tmin && (!swiglu || np % 32 == 0);
     char comment[512];
     if (ftc >= 0) {
@@ -365,13 +396,18 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
             ind, fmv, (long long)N, (long long)K, wf.wq, (long long)K, bf ? 2 : 4);
     if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, qg_hi);
     if (a8) emit_act8(c, fw, ind, x, w, bias, y, K, N, epi, ldy, what, norm);
+    if (f8) {
+        fprintf(fw, "%s} else if (st->f8_on) { /* fp8: e4m3 activations on cuBLASLt's e4m3 GEMM */\n", ind);
+        emit_gemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, 1);
+    }
     fprintf(fw, "%s} else {\n", ind);
+    char wname[16];
     snprintf(comment, sizeof comment, "%s: w[%lld,%lld] %s -> %s for cuBLAS", what, np, (long long)K,
-             wf.wq == 8 ? "q8r" : "q4r", dtn(c, bf));
+             wq_label(wf, wname, sizeof wname), dtn(c, bf));
     const int fdq = dequant_fn(c, wf, K, np, comment);
     fprintf(fw, "%s    { void *argsq[] = {&%s, &a_wdq};\n%s      LAUNCH(%d, IG_DQ_GRID_X(%lld, %lld, %d), 1, 1, IG_DQ_BLOCK, 0, argsq); }\n",
             ind, w, ind, fdq, np, (long long)K, wf.wq);
-    emit_gemm(c, fw, ind, rows, x, "a_wdq", bias, y, K, N, epi, ldy, bf, what, norm);
+    emit_gemm(c, fw, ind, rows, x, "a_wdq", bias, y, K, N, epi, ldy, bf, what, norm, 0);
     fprintf(fw, "%s}\n", ind);
 }
 
@@ -1027,6 +1063,7 @@ static void plan_decode_layers(gen *c) {
     for (int k = 0; k < 4 && ok; k++) {
         const mm_wfmt f = weight_format(c, wt[k]);
         if (f.wq != f0.wq || (f.wq == 4 && f.wg != f0.wg)) ok = 0;
+        if (f.f8) ok = 0; /* f8r: its stream of e4m3 rows is not built (stream.cuh reads q8r on int8 tensor cores) */
         if (f.wq == 8 && ks[k] + 16 > 16384) ok = 0;
         if (f.wq == 4 && ks[k] / 2 + (4 * (ks[k] / f.wg) + 15) / 16 * 16 > 16384) ok = 0;
     }
@@ -1229,6 +1266,7 @@ static void emit_host_header(gen *c, FILE *out) {
                  "#define GEMM_FN %d    /* gemm.cu's: host_runtime.c's gemm() where there is no cuBLAS */\n",
             c->bf, c->fmt->dtype == IG_DTYPE_F16, (unsigned long long)c->plan->total, c->in.n_fn, c->sample_fn,
             c->gemm_fn);
+    if (c->f8_any) fprintf(out, "#define F8_GEMM 1     /* fp8: f8r matmuls on cuBLASLt's e4m3 GEMM (host_runtime.c's GEMM_F8) */\n");
     if (!c->dl.ok) {
         fprintf(out, "#define HAS_DECODE_LAYERS 0 /* no persistent decode kernel: its shape conditions are not met */\n");
         return;
@@ -1306,9 +1344,10 @@ static void emit_workspace(gen *c, FILE *out) {
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
     if (c->wdq_elems) /* whatever T: one matrix at a time */
         fprintf(out, " \\\n    X(uint16_t, a_wdq, %lldull) /* a quantized matrix in 16 bits, for cuBLAS */", (long long)c->wdq_elems);
-    if (c->a8_k) /* a8w8: a step's int8 activation rows, their scales, the int32 GEMM output */
-        fprintf(out, " \\\n    X(int8_t, a8_xq, (uint64_t)(T) * %lld) \\\n    X(float, a8_xs, (uint64_t)(T)) \\\n"
-                     "    X(int32_t, a8_acc, (uint64_t)(T) * %lld)", (long long)c->a8_k, (long long)c->a8_np);
+    if (c->a8_k) /* a8w8 / fp8: a step's int8 / e4m3 activation rows and their scales */
+        fprintf(out, " \\\n    X(int8_t, a8_xq, (uint64_t)(T) * %lld) \\\n    X(float, a8_xs, (uint64_t)(T))", (long long)c->a8_k);
+    if (c->a8_np) /* a8w8: the int32 GEMM output */
+        fprintf(out, " \\\n    X(int32_t, a8_acc, (uint64_t)(T) * %lld)", (long long)c->a8_np);
     if (c->qg_any) { /* qgemm.cu's split-K partials and tile counters (zero at init; each kernel puts them back) */
         const int tm = c->tune->qg_tmax;
         fprintf(out, " \\\n    X(float, qg_ws, (uint64_t)%lld * IG_QG_GRID_Y((T) < %d ? (T) : %d) * IG_QG_BLOCK * 32 + 1)"

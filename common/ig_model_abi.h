@@ -60,7 +60,9 @@ typedef enum ig_dtype {
     IG_DTYPE_KV4 = 17, /* 4-bit codes two per byte, f16 scale and zero point per token and KV head */
     IG_DTYPE_KVF8 = 18, /* e4m3 codes (fp8), f16 scale per token and KV head, the KV8 layout (zero unused) */
     IG_DTYPE_Q8I = 19, /* Q8A's panels (a16w8 on x86-64: int16 activations); a weight format like 4..13 */
-    IG_DTYPE_Q6I = 20  /* Q6K's codes in k-sixteens (a16w4's vocabulary on x86-64: int8 activations) */
+    IG_DTYPE_Q6I = 20, /* Q6K's codes in k-sixteens (a16w4's vocabulary on x86-64: int8 activations) */
+    IG_DTYPE_F8R = 21  /* e4m3 rows of CUDA packages (fp8): q8r's layout with e4m3fn codes, then the row scales
+                          again as one f32 vector (templates/cuda/wq.cuh) */
 } ig_dtype;
 
 /* CPU features a package may require (bit set in ig_model_desc.cpu_features). */

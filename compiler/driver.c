@@ -209,21 +209,27 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
     memset(q, 0, sizeof *q);
     if (!o->quant || !strcmp(o->quant, "none")) {
         if (o->quant_group || o->quant_skip)
-            return ig_fail(err, IG_ERR_INVALID, "--quant-group and --quant-skip need --quant a16w8, a16w4, a8w8 or keep");
+            return ig_fail(err, IG_ERR_INVALID, "--quant-group and --quant-skip need --quant a16w8, a16w4, a8w8, fp8 or keep");
         return IG_OK;
     }
     if (!strcmp(o->quant, "a16w8")) q->wdtype = IG_DTYPE_Q8C;
     else if (!strcmp(o->quant, "a8w8")) q->wdtype = IG_DTYPE_Q8A; /* activations quantized per token in the kernels */
     else if (!strcmp(o->quant, "a16w4")) q->wdtype = IG_DTYPE_Q4K, q->head = IG_DTYPE_Q6K; /* vocabulary: 6 bits, group 32 */
     else if (!strcmp(o->quant, "keep")) q->keep = 1;
-    else if (!strcmp(o->quant, "fp8")) /* the e4m3 weights: CUDA sm_89+ tensor cores, not built */
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant fp8 (e4m3 weights) is not implemented yet, on any target; "
-                       "use a16w8 (int8 weights, %s) instead", cuda ? "the same bytes; a8w8 also takes int8 activations in prefill"
-                                                                    : "or a8w8 for int8 activations too");
-    else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4, a8w8, keep; fp8 is not built yet)", o->quant);
+    else if (!strcmp(o->quant, "fp8")) { /* e4m3 weights per channel: CUDA only */
+        if (!cuda)
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant fp8 (e4m3 weights) is for CUDA targets; CPU packages take "
+                           "a16w8 (int8 weights, the same bytes) or a8w8 (int8 activations too)");
+        if (o->tp > 1)
+            return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant fp8 is not built for tensor-parallel packages (--tp %d): use a16w8",
+                           o->tp);
+        q->wdtype = IG_DTYPE_F8R, q->head = IG_DTYPE_Q8R; /* the vocabulary matrices in int8 rows */
+    } else return ig_fail(err, IG_ERR_INVALID, "unknown --quant '%s' (expected none, a16w8, a16w4, a8w8, fp8, keep)", o->quant);
     /* GPU rows (templates/cuda/wq.cuh): a16w8 and a8w8 q8r (a8w8's activations become int8 in the
-     * prefill matmuls, templates/cuda/act8.cu), a16w4 q4r with its vocabulary matrices in int8 */
-    if (cuda && !q->keep) {
+     * prefill matmuls, templates/cuda/act8.cu), a16w4 q4r with its vocabulary matrices in int8, fp8
+     * f8r (e4m3 codes in q8r's layout; activations to e4m3 per token in the prefill matmuls, the
+     * vocabulary matrices and MoE experts in q8r) */
+    if (cuda && !q->keep && q->wdtype != IG_DTYPE_F8R) {
         const int w8 = q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8A;
         q->head = w8 ? 0 : IG_DTYPE_Q8R, q->wdtype = w8 ? IG_DTYPE_Q8R : IG_DTYPE_Q4R;
     }
@@ -236,7 +242,7 @@ static ig_status parse_quant(const cc_options *o, int cuda, ig_dtype *dt, pk_qua
         return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4 (keep keeps the GGUF's blocks of 32)");
     if (q->wdtype == IG_DTYPE_Q8C && o->quant_group) /* CPU a16w8 per group of K: q8g (f16 scales) */
         q->wdtype = IG_DTYPE_Q8G;
-    if ((q->wdtype == IG_DTYPE_Q8A || q->wdtype == IG_DTYPE_Q8R) && o->quant_group)
+    if ((q->wdtype == IG_DTYPE_Q8A || q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_F8R) && o->quant_group)
         return ig_fail(err, IG_ERR_INVALID, "--quant-group is for a16w4%s (%s scales each output channel%s)", cuda ? "" : " and CPU a16w8",
                        o->quant, cuda ? " on CUDA" : "");
     if (q->group != 32 && q->group != 64 && q->group != 128)
@@ -312,7 +318,7 @@ static void log_unkept(const cc_options *o, const ir_graph *g, const pk_plan *pl
 /* The manifest's "quant": the scheme, its layout and how many matrices it took and kept. */
 static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *plan) {
     cJSON *j = cJSON_CreateObject();
-    int nq = 0, nkept = 0, rows = q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R, kept_rows = 0;
+    int nq = 0, nkept = 0, rows = q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R || q->wdtype == IG_DTYPE_F8R, kept_rows = 0;
     for (int32_t i = 0; i < plan->n; i++) kept_rows |= plan->e[i].kept && plan->e[i].fmt == PK_ROWMAJOR;
     rows |= kept_rows;
     for (int32_t i = 0; i < plan->n; i++) {
@@ -363,6 +369,13 @@ static cJSON *quant_json(const char *mode, const pk_quant *q, const pk_plan *pla
                                              "token to int8 (max |x| / 127) for cuBLAS's int8 GEMM (int32 sums, scaled back "
                                              "after it); shorter steps and the vocabulary matrices take 16-bit activations "
                                              "(the a16w8 kernels)");
+    } else if (q->wdtype == IG_DTYPE_F8R) {
+        cJSON_AddStringToObject(j, "scheme", "fp8 e4m3fn weights (round to nearest even), one f32 scale per output channel "
+                                             "(max |w| / 448); steps of a8_tmin tokens and more (33 by default) quantize the "
+                                             "layers' activations per token to e4m3 (max |x| / 448) for cuBLASLt's fp8 GEMM "
+                                             "(sm_89+; the two scale vectors applied in it), shorter steps decode the codes to "
+                                             "16 bits in the kernels; the vocabulary matrices and MoE experts in int8 rows (q8r)");
+        cJSON_AddStringToObject(j, "vocabulary_matrices", dtype_str(q->head));
     } else if (q->wdtype == IG_DTYPE_Q8C || q->wdtype == IG_DTYPE_Q8R) {
         cJSON_AddStringToObject(j, "scheme", "int8 symmetric, one f32 scale per output channel");
     } else if (q->wdtype == IG_DTYPE_Q8G) {
@@ -599,7 +612,8 @@ ig_status cc_compile(const cc_options *o, ig_err *err) {
             (unsigned long long)(cg_kv_layer_page_bytes(&g->hp, ps, kvf) * g->hp.n_layers / ps));
     if (!st) {
         cg_options co = {.dtype = dt, .kv_dtype = kvf->dtype, .page_size = ps, .compiler_version = IGNIS_VERSION,
-                         .tuning = &tuning, .act8 = cuda && quant_on && o->quant && !strcmp(o->quant, "a8w8")};
+                         .tuning = &tuning, .act8 = cuda && quant_on && o->quant && !strcmp(o->quant, "a8w8"),
+                         .fp8 = cuda && quant_on && o->quant && !strcmp(o->quant, "fp8")};
         snprintf(path, sizeof path, "%s/model.c", src_dir);
         FILE *f = fopen(path, "w");
         char cu_path[4096];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rt_util.h"
+#include "../templates/cpu/kv_quant.h" /* ig_f32_to_e4m3: the fp8 KV rows' e4m3 rule, for f8r */
 
 #define ALIGN 64u
 
@@ -333,7 +334,7 @@ void pk_pack_q4k(const float *w, int64_t N, int64_t K, int32_t G, ig_dtype dt, v
  * is scale * q (q8r) or scale * q + min (q4r). Rows past N stay zero (dst is zeroed). */
 
 uint64_t pk_qrow_bytes(int64_t K, ig_dtype dt, int32_t group) {
-    if (dt == IG_DTYPE_Q8R) return (uint64_t)K + 16u;
+    if (dt == IG_DTYPE_Q8R || dt == IG_DTYPE_F8R) return (uint64_t)K + 16u;
     return (uint64_t)K / 2u + ((uint64_t)(4 * (K / group)) + 15u) / 16u * 16u;
 }
 
@@ -353,6 +354,26 @@ void pk_pack_q8r(const float *w, int64_t N, int64_t K, void *dst) {
         }
         memcpy(o + K, &s, 4);
     }
+}
+
+int pk_pack_f8r(const float *w, int64_t N, int64_t K, void *dst) {
+    const uint64_t rb = pk_qrow_bytes(K, IG_DTYPE_F8R, 0);
+    float *vec = (float *)((uint8_t *)dst + (uint64_t)((N + 15) / 16 * 16) * rb); /* the scales again, [NP] */
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad)
+    for (int64_t n = 0; n < N; n++) {
+        const float *row = w + n * K;
+        uint8_t *o = (uint8_t *)dst + (uint64_t)n * rb;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(row[k]));
+        /* per output channel, symmetric: the largest weight at e4m3's largest finite value */
+        const float s = amax / 448.0f, inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+        bad |= !(amax < PK_F8R_WMAX);
+        for (int64_t k = 0; k < K; k++) o[k] = ig_f32_to_e4m3(row[k] * inv); /* kv_quant.h's: nearest even, saturating */
+        memcpy(o + K, &s, 4);
+        vec[n] = s;
+    }
+    return bad;
 }
 
 void pk_pack_q4r(const float *w, int64_t N, int64_t K, int32_t G, void *dst) {
@@ -668,16 +689,17 @@ int pk_quant_skips(const char *skip, const char *name) {
  * and size, or an error naming a shape the kernels cannot take. */
 static ig_status qrow_format(const ir_tensor *x, ig_dtype dt, int32_t G, pk_entry *e, ig_err *err) {
     const int64_t K = x->shape[1];
-    if (dt == IG_DTYPE_Q8R && K % 16)
-        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant a16w8 (cuda): %s has %lld columns, not a multiple of 16", x->name,
-                       (long long)K);
+    if ((dt == IG_DTYPE_Q8R || dt == IG_DTYPE_F8R) && K % 16)
+        return ig_fail(err, IG_ERR_UNSUPPORTED, "--quant %s (cuda): %s has %lld columns, not a multiple of 16",
+                       dt == IG_DTYPE_F8R ? "fp8" : "a16w8", x->name, (long long)K);
     if (dt == IG_DTYPE_Q4R && (K % 32 || K % G))
         return ig_fail(err, IG_ERR_UNSUPPORTED,
                        "--quant a16w4 (cuda): %s has %lld columns, not a multiple of 32 and of the group %d (--quant-group)",
                        x->name, (long long)K, (int)G);
     e->dtype = dt;
     e->group = dt == IG_DTYPE_Q4R ? G : 0;
-    e->nbytes = (uint64_t)((x->shape[0] + 15) / 16 * 16) * pk_qrow_bytes(K, dt, G);
+    const uint64_t np = (uint64_t)((x->shape[0] + 15) / 16 * 16);
+    e->nbytes = np * pk_qrow_bytes(K, dt, G) + (dt == IG_DTYPE_F8R ? 4u * np : 0u); /* f8r: + the scale vector */
     return IG_OK;
 }
 
@@ -774,13 +796,18 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
     memset(plan, 0, sizeof *plan);
     int q4 = q && (q->wdtype == IG_DTYPE_Q4G || q->wdtype == IG_DTYPE_Q4K || q->wdtype == IG_DTYPE_Q4I || q->wdtype == IG_DTYPE_Q4R ||
                    q->wdtype == IG_DTYPE_Q8G); /* grouped formats */
-    int rows = q && (q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R);
+    int rows = q && (q->wdtype == IG_DTYPE_Q8R || q->wdtype == IG_DTYPE_Q4R || q->wdtype == IG_DTYPE_F8R);
     if (q && !q->keep &&
         (mf != (rows ? PK_ROWMAJOR : PK_PANEL) ||
-         (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && q->wdtype != IG_DTYPE_Q8I && q->wdtype != IG_DTYPE_Q8R && !q4) ||
+         (q->wdtype != IG_DTYPE_Q8C && q->wdtype != IG_DTYPE_Q8A && q->wdtype != IG_DTYPE_Q8I && q->wdtype != IG_DTYPE_Q8R &&
+          q->wdtype != IG_DTYPE_F8R && !q4) ||
          (q4 && q->group != 32 && q->group != 64 && q->group != 128)))
         return ig_fail(err, IG_ERR_UNSUPPORTED, "pack: quantized weights are int8 or uint4 with a group of 32, 64 or 128, "
-                                                "in CPU panels (q8c, q8g, q8a, q8i, q4g, q4k, q4i) or GPU rows (q8r, q4r)");
+                                                "in CPU panels (q8c, q8g, q8a, q8i, q4g, q4k, q4i) or GPU rows (q8r, q4r, f8r)");
+    /* fp8 packages keep their experts in q8r (moe.cu reads int8 rows; the same bytes as e4m3) */
+    pk_quant qf8 = q ? *q : (pk_quant){0};
+    if (q && q->wdtype == IG_DTYPE_F8R) qf8.wdtype = IG_DTYPE_Q8R;
+    const pk_quant *qe = q ? &qf8 : NULL;
     ig_status st = IG_OK;
     for (int32_t i = 0; i < g->n_nodes && !st; i++) {
         const ir_node *n = &g->nodes[i];
@@ -808,8 +835,8 @@ ig_status pk_plan_build(const ir_graph *g, ig_dtype wdtype, pk_format mf, const 
              * or GPU rows (moe.cu: expert e at row e x its rows); --quant keep repacks a GGUF's 3-D
              * expert blocks (each expert's slice is whole rows of blocks) like any matrix */
             st = add_entry(g, plan, n->in[1], PK_VEC_F32, IG_DTYPE_F32, NULL, 0, err);
-            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, q, 0, err);
-            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, q, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[2], mf, wdtype, qe, 0, err);
+            if (!st) st = add_entry(g, plan, n->in[3], mf, wdtype, qe, 0, err);
             break;
         default: break;
         }
@@ -887,6 +914,12 @@ ig_status pk_write(const ir_graph *g, pk_plan *plan, const char *path, ig_err *e
                 pk_pack_q4k(w, rows, cols, e->group, e->dtype, out);
             else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q8R)
                 pk_pack_q8r(w, rows, cols, out);
+            else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_F8R) {
+                if (pk_pack_f8r(w, rows, cols, out))
+                    st = ig_fail(err, IG_ERR_UNSUPPORTED, "--quant fp8: %s has a weight of magnitude %g or more (or not finite): "
+                                 "f8r rows hold up to %g (keep it in 16 bits with --quant-skip, or use a16w8)",
+                                 t->name, (double)PK_F8R_WMAX, (double)PK_F8R_WMAX);
+            }
             else if (e->fmt == PK_ROWMAJOR && e->dtype == IG_DTYPE_Q4R)
                 pk_pack_q4r(w, rows, cols, e->group, out);
             else if (e->fmt == PK_PANEL)

@@ -36,7 +36,7 @@ typedef struct pk_plan {
 
 /* Weight quantization of a CPU package (InstantQuant: from the weights alone, no calibration). */
 typedef struct pk_quant {
-    ig_dtype wdtype;  /* CPU: IG_DTYPE_Q8C / Q8I / Q8G (a16w8; Q8G with --quant-group), Q4K / Q4I (a16w4), Q8A (a8w8) or Q4G; CUDA: Q8R, Q4R; unused with keep */
+    ig_dtype wdtype;  /* CPU: IG_DTYPE_Q8C / Q8I / Q8G (a16w8; Q8G with --quant-group), Q4K / Q4I (a16w4), Q8A (a8w8) or Q4G; CUDA: Q8R, Q4R, F8R (fp8); unused with keep */
     int32_t group;    /* Q4G / Q4K / Q4I / Q8G: 32, 64 or 128 */
     ig_dtype head;    /* format of the vocabulary matrices (embedding, lm_head), or 0 for wdtype */
     int32_t keep;     /* 1: GGUF Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K / Q5_K / Q6_K matrices repacked losslessly
@@ -99,6 +99,15 @@ int pk_keep_default(const ir_graph *g, const ir_tensor **bad);
  * (the same codes and scales), q4r the (scale, min) search of q4g with groups of `group`. */
 uint64_t pk_qrow_bytes(int64_t K, ig_dtype dt, int32_t group);
 void pk_pack_q8r(const float *w, int64_t N, int64_t K, void *dst);
+/* f8r (fp8): q8r's rows with e4m3fn codes (scale = max |w| / 448 per row, round to nearest even),
+ * then the NP = N rounded up to 16 row scales again as one f32 vector (cuBLASLt's outer-vector
+ * scale of the weights); dst holds pk_qrow_bytes(K, F8R) x NP + 4 NP bytes. The packers of q8r and q4r
+ * take any finite weights; f8r's: */
+int pk_pack_f8r(const float *w, int64_t N, int64_t K, void *dst);
+/* f8r rows hold weights of magnitude below this (the kernels multiply a row's scale by 2^120,
+ * templates/cuda/wq.cuh's IG_WF8_UNIT_F32, which must stay a finite f32): pk_pack_f8r returns 1 when
+ * some row has a weight past it (or one that is not finite), else 0. */
+#define PK_F8R_WMAX 65536.0f
 void pk_pack_q4r(const float *w, int64_t N, int64_t K, int32_t group, void *dst);
 /* GPTQ / AWQ integer rows (ir_weight_read_blocks, IR_STYPE_GPTQ, group G) into q4z (bits 4) or
  * q8z (bits 8) panels: scales, zero points and codes exactly as stored. */

@@ -267,6 +267,7 @@ static const char *dtype_name(ig_dtype d) {
     case IG_DTYPE_Q6I: return "q6i";
     case IG_DTYPE_Q8R: return "q8r";
     case IG_DTYPE_Q4R: return "q4r";
+    case IG_DTYPE_F8R: return "f8r";
     case IG_DTYPE_KV8: return "kv8";
     case IG_DTYPE_KV4: return "kv4";
     case IG_DTYPE_KVF8: return "kvf8";

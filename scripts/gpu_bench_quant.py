@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU benchmark of quantized weights (issue 16), run on the device by scripts/gpu_check.sh after
 gpu_bench.py (whose random Llama-3.2-1B-shaped checkpoint and bf16 package it reuses, or makes):
-for bf16, a16w8, a8w8 and a16w4 (groups of 32, 64 and 128; IGNIS_BENCH_QUANT_SCHEMES=a,b picks
+for bf16, a16w8, a8w8, a16w4 (groups of 32, 64 and 128) and fp8 (IGNIS_BENCH_QUANT_SCHEMES=a,b picks
 some; bf16 always runs) it prints the package's weight bytes, batch-1 decode ms/token against the roofline of those bytes at the measured copy bandwidth, prefill
 tokens/s on a 2048-token prompt, and engine decode throughput at 8 / 32 / 128 requests, with the
 ratios against bf16 in the same run. Also checks, on this real shape, that the persistent decode
@@ -41,7 +41,7 @@ ids = ",".join(str((i * 7919) % 128256) for i in range(40))
 res = {}
 SCHEMES = (("bf16", []), ("a16w8", ["--quant", "a16w8"]), ("a8w8", ["--quant", "a8w8"]), ("a16w4-g32", ["--quant", "a16w4"]),
            ("a16w4-g64", ["--quant", "a16w4", "--quant-group", "64"]),
-           ("a16w4-g128", ["--quant", "a16w4", "--quant-group", "128"]))
+           ("a16w4-g128", ["--quant", "a16w4", "--quant-group", "128"]), ("fp8", ["--quant", "fp8"]))
 only = os.environ.get("IGNIS_BENCH_QUANT_SCHEMES")  # a comma list (bf16 always runs: the ratios' base)
 for name, q in SCHEMES:
     if only and name != "bf16" and name not in only.split(","):

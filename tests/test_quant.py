@@ -28,6 +28,9 @@ import golden
 
 # max |logit - reference| / max |reference| per scheme (random tiny models, bf16 activations)
 BOUND = {"a16w8": 0.1, "a16w8-g128": 0.1, "a16w4-g128": 1.2, "a8w8": 0.1}
+# CUDA fp8 (no CPU scheme): e4m3 weights have 3 mantissa bits (relative error up to 2^-4) rather than
+# int8's steps of max |w| / 127 per channel, and the activations of 33+ token steps are e4m3 too
+FP8_BOUND = 0.15
 # q4k / q6k groups: weighted error at most min-max rounding's (at exact f32 scale and min) times
 # this; the 8-bit codes of scale and min under one f16 pair per 8 groups cost a little
 KSLACK, KWORST = 1.3, []
@@ -113,11 +116,30 @@ def panels(buf, N, K, dtype, G):
     return W[:N], grids
 
 
+def e4m3(c):
+    """The values of e4m3fn codes c (uint8): 1 sign bit, 4 exponent bits of bias 7, 3 mantissa bits;
+    exponent 0 is subnormal (m 2^-9); 0x7f / 0xff NaN."""
+    c = c.astype(np.int32)
+    e, m = (c >> 3) & 15, (c & 7).astype(np.float64)
+    v = np.where(e > 0, np.ldexp(8.0 + m, e - 10), np.ldexp(m, -9))
+    v = np.where((c & 0x7f) == 0x7f, np.nan, v)
+    return np.where(c & 0x80, -v, v)
+
+
 def rows(buf, N, K, dtype, G):
     """The logical [N][K] matrix of one CUDA package's quantized rows (templates/cuda/wq.cuh), decoded
-    from its bytes by that layout: q8r = K int8 codes then an f32 scale (16-byte tail); q4r = K / 2
-    bytes of nibbles (element 2i low) then an (f16 scale, f16 min) pair per group, padded to 16."""
+    from its bytes by that layout: q8r = K int8 codes then an f32 scale (16-byte tail); f8r = q8r's
+    rows with e4m3fn codes, then the NP scales again as one f32 vector; q4r = K / 2 bytes of nibbles
+    (element 2i low) then an (f16 scale, f16 min) pair per group, padded to 16."""
     NP = (N + 15) // 16 * 16
+    if dtype == "f8r":
+        a = np.frombuffer(buf, np.uint8)
+        p = a[:NP * (K + 16)].reshape(NP, K + 16)
+        s = p[:, K:K + 4].copy().view(np.float32)
+        vec = a[NP * (K + 16):NP * (K + 20)].copy().view(np.float32).reshape(NP, 1)
+        if not np.array_equal(vec, s):
+            raise ValueError("f8r: the scale vector after the rows differs from the rows' own scales")
+        return (e4m3(p[:, :K]) * s).astype(np.float32)[:N], None
     if dtype == "q8r":
         p = np.frombuffer(buf, np.uint8)[:NP * (K + 16)].reshape(NP, K + 16)
         q = p[:, :K].copy().view(np.int8).astype(np.float32)
@@ -214,7 +236,7 @@ def twin(model, pkg, tmp, fails, models_dir=None):
     man = json.load(open(os.path.join(pkg, "manifest.json")))
     wb = open(os.path.join(pkg, "weights.bin"), "rb").read()
     for e in man["weights"]["tensors"]:
-        if e["layout"] != "panel16" and not (e["layout"] == "rows16" and e["dtype"] in ("q8r", "q4r")):
+        if e["layout"] != "panel16" and not (e["layout"] == "rows16" and e["dtype"] in ("q8r", "q4r", "f8r")):
             continue
         if e["dtype"] in ("f32", "bf16", "f16"):  # kept in a float format (--quant-skip): the source's values
             continue
@@ -254,6 +276,12 @@ def twin(model, pkg, tmp, fails, models_dir=None):
         if e["dtype"] in ("q8c", "q8r", "q8i", "q8a"):
             if np.abs(D - q8c(W)).max() > 1e-6 * np.abs(W).max():
                 fails.append(f"{name}: q8c values differ from the int8 per-row rule")
+        elif e["dtype"] == "f8r":  # w / s rounded to e4m3 (s = max |w| / 448 a row): within half a step
+            s = np.abs(W).max(1, keepdims=True) / 448
+            half = np.maximum(np.abs(W) * 2.0 ** -4, s * 2.0 ** -10) * 1.001 + 1e-30
+            if not (np.abs(D - W) <= half).all() or np.abs(D).max() > np.abs(W).max() * 1.0001:
+                fails.append(f"{name}: f8r values off the e4m3 rounding of w / (max |w| / 448) by "
+                             f"{(np.abs(D - W) / half).max():.2f} half steps")
         elif e["dtype"] == "q8g":  # per group: the f16 scale max|w| / 127 rounded up, codes rounded on it
             for g0, n, sc in grids:
                 x = W[:, g0:g0 + n]
@@ -295,7 +323,7 @@ def twin(model, pkg, tmp, fails, models_dir=None):
 
 
 CPU_SIDE = {("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8"), ("qwen3-stream-bias", "a16w4-g128"),
-            ("qwen3-moe", "a16w4-g32"), ("qwen2-bias-tied", "a8w8")}
+            ("qwen3-moe", "a16w4-g32"), ("qwen2-bias-tied", "a8w8"), ("qwen2-bias-tied", "fp8")}
 # CUDA a8w8's steps past qgemm.cu's (33+ tokens) quantize activations per token to int8 (act8.cu):
 # against the decoded twin's f32 activations each matmul input is off by up to half a step of
 # max|x| / 127, not bf16's 2^-9 of each value; the bound for those steps (a wrong weight or token
@@ -325,7 +353,8 @@ def cuda_checks(arch, tmp, fails, gpu):
                                        ("qwen3-stream-bias", "a16w8", X, ""), ("qwen3-moe", "a16w8", None, ""),
                                        ("qwen3-moe", "a16w4-g32", None, ""), ("qwen2-moe-shared", "a16w8", None, ""),
                                        ("mixtral", "a16w4-g64", None, ""), ("qwen2-bias-tied", "a8w8", None, ""),
-                                       ("llama-stream-h256", "a8w8", X, "")):
+                                       ("llama-stream-h256", "a8w8", X, ""), ("qwen2-bias-tied", "fp8", None, ""),
+                                       ("llama-gqa", "fp8", None, ""), ("qwen3-moe", "fp8", None, "")):
         if not gpu and (model, scheme) not in CPU_SIDE:
             continue  # without a GPU: one case of each kind (NVRTC takes seconds per package)
         only = os.environ.get("IGNIS_TEST_QUANT_CASES")  # "model:scheme,...": a subset while iterating on the GPU
@@ -340,30 +369,34 @@ def cuda_checks(arch, tmp, fails, gpu):
             golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", pkg,
                         "--target", f"cuda:{arch}", "--quant", mode] + (["--quant-group", g] if g else []) +
                        (["--tune", ",".join(tune)] if tune else []))
-            if mdir and "#define HAS_DECODE_LAYERS 1" not in open(os.path.join(pkg, "src", "model.c")).read():
+            if mdir and mode != "fp8" and "#define HAS_DECODE_LAYERS 1" not in open(os.path.join(pkg, "src", "model.c")).read():
                 fails.append(f"{model} {scheme} cuda: no persistent decode kernel for quantized rows")
             m = json.load(open(os.path.join(pkg, "manifest.json")))
-            want = "q8r" if mode in ("a16w8", "a8w8") else "q4r"
+            want = "q8r" if mode in ("a16w8", "a8w8") else "f8r" if mode == "fp8" else "q4r"
             moe = "moe" in model or model == "mixtral"  # the experts quantized too (moe.cu's _dgu / _ddown read the codes)
-            if moe and set(expert_dtypes(pkg).values()) != {want}:
+            if moe and set(expert_dtypes(pkg).values()) != {"q8r" if mode == "fp8" else want}:  # fp8: experts in int8
                 fails.append(f"{model} {scheme} cuda: experts stored as {expert_dtypes(pkg)}")
             if m.get("quant", {}).get("weights") != want:
                 fails.append(f"{model} {scheme} cuda: manifest quant {m.get('quant')}")
             for t in m["weights"]["tensors"]:
-                if t["dtype"] not in ("q8r", "q4r"):
+                if t["dtype"] not in ("q8r", "q4r", "f8r"):
                     continue
                 vocab = "embed" in t["name"] or "lm_head" in t["name"]
-                if t["dtype"] != ("q8r" if vocab else want):  # a16w4 keeps the vocabulary in int8 on CUDA
+                if mode == "fp8" and t["name"] in expert_dtypes(pkg):
+                    continue  # checked above
+                if t["dtype"] != ("q8r" if vocab else want):  # a16w4 / fp8 keep the vocabulary in int8 on CUDA
                     fails.append(f"{model} {scheme} cuda: {t['name']} is {t['dtype']}")
             # qgemm.cu (the quantized tensor-core GEMM) serves steps of 9..128 tokens by default (--tune
             # qg_tmax=128) where K % 64 == 0: every matrix of these models
             mcu = open(os.path.join(pkg, "src", "model.cu")).read()
             keys = dict(k.split("=", 1) for k in ",".join(tune).split(",") if "=" in k)
-            tmax = min(int(keys.get("qg_tmax", 128)), int(keys.get("a8_tmin", 33)) - 1 if mode == "a8w8" else 4096)
+            tmax = min(int(keys.get("qg_tmax", 128)), int(keys.get("a8_tmin", 33)) - 1 if mode in ("a8w8", "fp8") else 4096)
             if tmax and ('#include "qgemm.cu"' not in mcu or f"<= {tmax}) {{" not in open(os.path.join(pkg, "src", "model.c")).read()):
                 fails.append(f"{model} {scheme} cuda: no qgemm.cu steps up to {tmax} tokens")
             if (mode == "a8w8") != ('#include "act8.cu"' in mcu and "GEMM_I8(" in open(os.path.join(pkg, "src", "model.c")).read()):
                 fails.append(f"{model} {scheme} cuda: int8-activation matmuls (act8.cu, GEMM_I8) {'missing' if mode == 'a8w8' else 'present'}")
+            if (mode == "fp8") != ("GEMM_F8(" in open(os.path.join(pkg, "src", "model.c")).read()):
+                fails.append(f"{model} {scheme} cuda: e4m3 GEMMs (GEMM_F8) {'missing' if mode == 'fp8' else 'present'}")
             tw = twin(model, pkg, tmp, fails, mdir)
             if not gpu:
                 print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")
@@ -371,7 +404,7 @@ def cuda_checks(arch, tmp, fails, gpu):
             pt = os.path.join(tmp, f"{model}-{scheme}-cuda-twin-pkg")
             golden.run(["compile", tw, "-o", pt, "--target", "cpu", "--dtype", "f32"])
             ids = golden.reference(model, mdir)[0]
-            tol = A8_TWIN if mode == "a8w8" else 3e-2  # the 40- and 33-token steps
+            tol = A8_TWIN if mode in ("a8w8", "fp8") else 3e-2  # the 40- and 33-token steps
             err = compare_twin(f"{model:18s} {scheme:10s} cuda (twin on the CPU)", pkg, pt, ids, tol, fails, positions=moe)
             # a step of 6 tokens: the GEMV kernels for 2..8 tokens (gemv_tc.cu for q8r, gemv.cu for q4r;
             # MoE: _dgu / _ddown on the codes); its one-token steps are the first six of the run above
@@ -395,7 +428,7 @@ def cuda_checks(arch, tmp, fails, gpu):
                   f"{'ok' if ok else 'FAIL'}")
             if not ok:
                 fails.append(f"{model} {scheme} cuda: greedy {gq[:n_cmp]} ({len(gq)} tokens) != twin {gt[:n_cmp]}")
-            bound = BOUND[mode if mode in ("a16w8", "a8w8") else "a16w4-g128"]
+            bound = FP8_BOUND if mode == "fp8" else BOUND[mode if mode in ("a16w8", "a8w8") else "a16w4-g128"]
             if moe:
                 ref = golden.reference(model, mdir)[1]
                 for step in (0, 1):
@@ -783,7 +816,7 @@ def main():
                            (["--quant", "a16w8", "--quant-skip", "no_such_proj"], "no_such_proj"),
                            (["--quant", "a8w8", "--quant-group", "64"], "a8w8 scales each output channel"),
                            (["--quant", "a16w8", "--quant-skip", "model.layers.0.mlp.down_proj"], "layers share kernels"),
-                           (["--quant", "fp8"], "fp8 (e4m3 weights) is not implemented"),
+                           (["--quant", "fp8"], "fp8 (e4m3 weights) is for CUDA targets"),
                            (["--quant-group", "64"], "--quant")):
             p = golden.run(["compile", mdir, "-o", os.path.join(tmp, "bad"), "--target", TARGET] + args, check=False)
             if p.returncode == 0 or word not in p.stderr:

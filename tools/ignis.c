@@ -362,13 +362,14 @@ static const cli_flag compile_flags[] = {
     CLI_STRD("--kv-cache", NULL, compile_opts, kv_cache, 0, "f32|bf16|f16|int8|uint4|fp8",
              "KV cache format: int8 / uint4 / fp8 (e4m3) quantize each token's key and value per KV head (f16: CUDA only)",
              "the --dtype"),
-    CLI_STRD("--quant", NULL, compile_opts, quant, 0, "none|a16w8|a16w4|a8w8|keep",
+    CLI_STRD("--quant", NULL, compile_opts, quant, 0, "none|a16w8|a16w4|a8w8|fp8|keep",
              "weight quantization (CPU): a16w8 int8 per output channel, a16w4 uint4 per group of K (q4k: 8-bit "
              "group scales under an f16 pair per 8 groups; vocabulary in 6 bits; on x86-64 with bf16 activations as q8i / q4i / q6i, "
              "whose matmuls quantize the activations to int16 / int8 for integer dot products, unless --tune cpu_iact=0), a8w8 int8 weights x int8 "
              "activations per token, keep: a GGUF's Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K blocks as stored, or a GPTQ / AWQ checkpoint's "
              "integers (q4z / q8z); CUDA: a16w8 / a16w4 as q8r / q4r rows, a8w8 the same q8r rows with int8 activations in "
-             "steps of 33+ tokens (cuBLAS's int8 GEMM), keep: Q4_0/Q4_1 blocks as q4r rows, other types dequantized",
+             "steps of 33+ tokens (cuBLAS's int8 GEMM), fp8 e4m3 rows (f8r) with e4m3 activations in steps of 33+ tokens "
+             "(cuBLASLt's fp8 GEMM, sm_89+; CUDA only), keep: Q4_0/Q4_1 blocks as q4r rows, other types dequantized",
              "keep for a quantized GGUF (CPU: dequantized where a block type has no CPU format; CUDA: where it holds no Q4_0 / Q4_1) "
              "or a GPTQ / AWQ checkpoint (CPU), else none"),
     CLI_I32("--quant-group", NULL, compile_opts, quant_group, 32, 128, 0, "N",

@@ -24,7 +24,7 @@ const tune_key tune_keys[] = {
      "persistent kernel for quantized rows: 1 q8r and q4r, 0 neither, -1 q4r only (H200 1B, ms/token persistent / "
      "per-op: a16w8 0.611 / 0.867, a16w4 g32 0.598 / 0.946)"},
     {"qg_tmax", C(qg_tmax), 0, 4096, 128, 0, NULL,
-     "matmuls on quantized rows (a16w8 / a16w4; a8w8 below a8_tmin) of qg_tmin..n tokens on the quantized "
+     "matmuls on quantized rows (a16w8 / a16w4; a8w8 and fp8 below a8_tmin) of qg_tmin..n tokens on the quantized "
      "tensor-core GEMM (qgemm.cu), larger steps dequantize each matrix for cuBLAS (0: always); H100, 1B layer "
      "(qkv + o + gate/up + down), q4r g128, us qgemm / dequant + cuBLAS: 71 / 153 at 32 tokens, 124 / 163 at 128, "
      "212 / 175 at 256; engine a16w4 at 128 requests 4.1 -> 3.3 ms a step with 128 instead of 32"},

@@ -8,7 +8,9 @@
  * A8_ACC, A8_GLU; defines
  *   extern "C" __global__ void A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs);
  *       one token per CTA: xs[t] = max_k |x[t][k]| / 127 (0 for an all-zero row), xq[t][k] =
- *       rint(x[t][k] * 127 / max |x|), codes in -127..127; x [T][A8_K] in the package's 16-bit type
+ *       rint(x[t][k] * 127 / max |x|), codes in -127..127; x [T][A8_K] in the package's 16-bit type;
+ *       with A8_F8 1 (fp8 packages, cuBLASLt's e4m3 GEMM) xs[t] = max |x| / 448 and xq[t][k] the
+ *       e4m3fn code of x[t][k] * 448 / max |x| (kv_quant.cuh's rounding: nearest even, saturating)
  *       launch: grid T, block IG_A8_BLOCK = 256, smem 0
  *   extern "C" __global__ void A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w,
  *                                         const float *bias, void *y);
@@ -23,6 +25,7 @@
  */
 #include "common.cuh"
 #include "wq.cuh"
+#include "kv_quant.cuh"
 
 #ifndef A8_K
 #define A8_K 2048
@@ -41,6 +44,9 @@
 #endif
 #ifndef A8_GLU
 #define A8_GLU 0
+#endif
+#ifndef A8_F8
+#define A8_F8 0
 #endif
 
 #ifdef A8_QUANT_NAME
@@ -63,15 +69,16 @@ A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs) {
     __syncthreads();
     amax = red[0];
     for (int w = 1; w < IG_A8_BLOCK / 32; w++) amax = fmaxf(amax, red[w]);
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    if (threadIdx.x == 0) xs[t] = amax / 127.0f;
+    constexpr float QMAX = A8_F8 ? 448.0f : 127.0f; /* the codes' largest magnitude */
+    const float inv = amax > 0.0f ? QMAX / amax : 0.0f;
+    if (threadIdx.x == 0) xs[t] = amax / QMAX;
     for (int k = threadIdx.x * 8; k < A8_K; k += IG_A8_BLOCK * 8) {
         float f[8];
         ig_unpack8_h(*(const uint4 *)(row + k), f);
         unsigned lo = 0, hi = 0;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            const int q = (int)fminf(fmaxf(rintf(f[e] * inv), -127.0f), 127.0f);
+            const int q = A8_F8 ? (int)ig_kvq_f2e4m3(f[e] * inv) : (int)fminf(fmaxf(rintf(f[e] * inv), -127.0f), 127.0f);
             if (e < 4) lo |= ((unsigned)q & 0xffu) << (8 * e);
             else hi |= ((unsigned)q & 0xffu) << (8 * (e - 4));
         }
@@ -118,3 +125,4 @@ A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w, const
 #undef A8_BIAS
 #undef A8_ACC
 #undef A8_GLU
+#undef A8_F8

@@ -2,7 +2,7 @@
  * [NP][DQ_K], for the cuBLAS GEMMs of steps larger than the GEMV path takes (prefill, big batches).
  *
  * Instantiate with DQ_NAME, DQ_K, DQ_NP (rows, padded to 16), DQ_WQ (8: q8r, 4: q4r), DQ_WG (q4r's
- * group); defines
+ * group), DQ_WF8 (1: the 8-bit rows are f8r, e4m3 codes); defines
  *   extern "C" __global__ void DQ_NAME(const unsigned char *w, unsigned short *out);
  * launch: grid = IG_DQ_GRID_X(DQ_NP, DQ_K, DQ_WQ), block = IG_DQ_BLOCK = 256, smem 0.
  * One thread per 16-byte vector of codes (16 or 32 weights), written as 16-bit values with 16-byte
@@ -28,6 +28,9 @@
 #ifndef DQ_WG
 #define DQ_WG 32
 #endif
+#ifndef DQ_WF8
+#define DQ_WF8 0
+#endif
 
 extern "C" __global__ void __launch_bounds__(IG_DQ_BLOCK) DQ_NAME(const unsigned char *w, unsigned short *out) {
     constexpr int CB = IG_WQ_CODEB(DQ_K, DQ_WQ), RB = IG_WQ_ROWB(DQ_K, DQ_WQ, DQ_WG), KV = CB / 16;
@@ -44,8 +47,13 @@ extern "C" __global__ void __launch_bounds__(IG_DQ_BLOCK) DQ_NAME(const unsigned
     float f[QE];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        if (DQ_WQ == 8) ig_wq8_word(ig_wq_w(c, k), f + 4 * k);
+        if (DQ_WQ == 8 && DQ_WF8) ig_wf8_word(ig_wq_w(c, k), f + 4 * k);
+        else if (DQ_WQ == 8) ig_wq8_word(ig_wq_w(c, k), f + 4 * k);
         else ig_wq4_word(ig_wq_w(c, k), f + 8 * k);
+    }
+    if (DQ_WF8) { /* e4m3 2^-120 -> e4m3, exact */
+#pragma unroll
+        for (int e = 0; e < QE; e++) f[e] *= IG_WF8_UNIT_F32;
     }
     uint4 *o = (uint4 *)(out + (size_t)n * DQ_K + (size_t)v * QE);
 #pragma unroll
@@ -61,3 +69,4 @@ extern "C" __global__ void __launch_bounds__(IG_DQ_BLOCK) DQ_NAME(const unsigned
 #undef DQ_NP
 #undef DQ_WQ
 #undef DQ_WG
+#undef DQ_WF8

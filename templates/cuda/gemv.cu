@@ -3,8 +3,8 @@
  * from HBM once per pass of up to IG_MV_TG(K, XES) tokens (one pass for the usual T = 1..4).
  *
  * Instantiate with MV_NAME, MV_K, MV_N, MV_WBF16, MV_XBF16, MV_BIAS, MV_EPI, MV_LDY, MV_YBF16,
- * MV_NORM, MV_EPS, and for quantized weights MV_WQ (8: q8r, 4: q4r, wq.cuh; 0 = floats) and MV_WG
- * (q4r's group); defines
+ * MV_NORM, MV_EPS, and for quantized weights MV_WQ (8: q8r, 4: q4r, wq.cuh; 0 = floats), MV_WG
+ * (q4r's group) and MV_WF8 (1: the 8-bit rows are f8r, e4m3 codes); defines
  *   extern "C" __global__ void MV_NAME(int T, const void *x, const float *gamma, const WT *w,
  *                                      const float *bias, void *y);
  * W row-major [Np][MV_K] (WT by MV_WBF16, Np = MV_N rounded up to 16, padded rows zero, SwiGLU
@@ -81,6 +81,9 @@
 #ifndef MV_WG
 #define MV_WG 32
 #endif
+#ifndef MV_WF8
+#define MV_WF8 0
+#endif
 
 #ifndef IG_GEMV_HELPERS
 #define IG_GEMV_HELPERS
@@ -156,10 +159,11 @@ IG_DEV void ig_mv_fma(const unsigned char *xs, int tn, int c, int lane, uint4 (*
     }
 }
 
-/* The same for quantized rows (wq.cuh; WQ 8: q8r, 4: q4r with groups of G; x AT): 16 or 32 codes
- * per vector, read 8 at a time against 8 staged activations. q8r sums q x (the epilogue applies the
- * row's scale); q4r adds scale * sum(q x) + min * sum(x) per vector (one group). */
-template <int K, int WQ, int G, bool XB, int TG, bool SW>
+/* The same for quantized rows (wq.cuh; WQ 8: q8r, or f8r with F8, 4: q4r with groups of G; x AT): 16
+ * or 32 codes per vector, read 8 at a time against 8 staged activations. q8r sums q x (the epilogue
+ * applies the row's scale), f8r e4m3(q) 2^-120 x (the epilogue applies 2^120 and the scale); q4r
+ * adds scale * sum(q x) + min * sum(x) per vector (one group). */
+template <int K, int WQ, int G, bool XB, int TG, bool SW, bool F8 = false>
 IG_DEV void ig_mv_fmaq(const unsigned char *xs, int tn, int c, int lane, uint4 (*raw)[IG_MV_VPL], float (*acc)[2],
                        const unsigned char *w, int p) {
     constexpr int CB = IG_WQ_CODEB(K, WQ), RB = IG_WQ_ROWB(K, WQ, G), VE = WQ == 8 ? 16 : 32, KV = CB / 16;
@@ -175,7 +179,10 @@ IG_DEV void ig_mv_fmaq(const unsigned char *xs, int tn, int c, int lane, uint4 (
 #pragma unroll
         for (int pc = 0; pc < VE / 8; pc++) { /* 8 codes of each row */
             float w0[8], w1[8];
-            if (WQ == 8) {
+            if (WQ == 8 && F8) {
+                ig_wf8_word(ig_wq_w(raw[0][u], 2 * pc), w0), ig_wf8_word(ig_wq_w(raw[0][u], 2 * pc + 1), w0 + 4);
+                ig_wf8_word(ig_wq_w(raw[1][u], 2 * pc), w1), ig_wf8_word(ig_wq_w(raw[1][u], 2 * pc + 1), w1 + 4);
+            } else if (WQ == 8) {
                 ig_wq8_word(ig_wq_w(raw[0][u], 2 * pc), w0), ig_wq8_word(ig_wq_w(raw[0][u], 2 * pc + 1), w0 + 4);
                 ig_wq8_word(ig_wq_w(raw[1][u], 2 * pc), w1), ig_wq8_word(ig_wq_w(raw[1][u], 2 * pc + 1), w1 + 4);
             } else {
@@ -243,7 +250,8 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
     /* y[t] for pair p from the full sums s0, s1 of its two rows */
     auto epilogue = [&](int p, int t, float s0, float s1) {
         const size_t yo = (size_t)t * MV_LDY;
-        if (MV_WQ == 8) { /* q8r: the rows' scales */
+        if (MV_WQ == 8) { /* q8r / f8r: the rows' scales (f8r: after its codes' unit) */
+            if (MV_WF8) s0 *= IG_WF8_UNIT_F32, s1 *= IG_WF8_UNIT_F32;
             s0 *= ig_wq8_scale<MV_K>((const unsigned char *)w, ig_mv_row<SW>(p, 0));
             s1 *= ig_wq8_scale<MV_K>((const unsigned char *)w, ig_mv_row<SW>(p, 1));
         }
@@ -272,7 +280,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
 #define FMA_(c_)                                                                                                   \
     do {                                                                                                           \
         if (MV_WQ)                                                                                                 \
-            ig_mv_fmaq<MV_K, MV_WQ ? MV_WQ : 8, MV_WG, MV_XBF16, TG, SW>(xs, tn, (c_), lane, raw, acc,             \
+            ig_mv_fmaq<MV_K, MV_WQ ? MV_WQ : 8, MV_WG, MV_XBF16, TG, SW, MV_WF8>(xs, tn, (c_), lane, raw, acc,    \
                                                                        (const unsigned char *)w, p);            \
         else                                                                                                       \
             ig_mv_fma<MV_K, WES, MV_XBF16, TG>(xs, tn, (c_), lane, raw, acc);                                      \
@@ -369,6 +377,7 @@ MV_NAME(int T, const void *x, const float *gamma, const MV_WT_ *w, const float *
 #undef MV_WT_
 #undef MV_WQ
 #undef MV_WG
+#undef MV_WF8
 #undef MV_NAME
 #undef MV_K
 #undef MV_N

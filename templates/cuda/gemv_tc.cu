@@ -18,7 +18,9 @@
  * q8r rows (K codes, then the row's f32 scale): a lane's 16 bytes of a row are 16 codes, so a block
  * is 64 columns and four mma; the A fragments come from the codes by wq.cuh's ig_wq8_frag (logic
  * ops and one fma per pair, exact), x is paired the same way (ig_wq_xpairs), and the epilogue
- * multiplies by the rows' scales. Half the blocks are in flight (a block is as many bytes).
+ * multiplies by the rows' scales. Half the blocks are in flight (a block is as many bytes). f8r
+ * rows (MV_WF8 1, e4m3 codes in q8r's layout): ig_wf8_frag (e4m3's bits moved into the 16-bit type,
+ * three logic ops a pair), the sums times IG_WF8_UNIT_H before the scales.
  *
  * q4r rows (MV_WQ 4: K / 2 bytes of nibbles, then an f16 (scale, min) per group of MV_WG): a lane's
  * 16 bytes are 32 columns inside one group, so a block is 128 columns and eight mma; wq.cuh's
@@ -80,6 +82,9 @@
 #endif
 #ifndef MV_WQ
 #define MV_WQ 0
+#endif
+#ifndef MV_WF8 /* 1: the 8-bit rows are f8r (e4m3 codes, wq.cuh) */
+#define MV_WF8 0
 #endif
 #ifndef MV_WG
 #define MV_WG 32
@@ -216,7 +221,8 @@ MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bi
                         } else if (Q8) { /* word p of the 16 codes: columns 4p..4p+3 of the lane's 16 */
 #pragma unroll
                             for (int p = 0; p < 4; p++) {
-                                const uint2 f0 = ig_wq8_frag(ig_wq_w(r0, p)), f8 = ig_wq8_frag(ig_wq_w(r8, p));
+                                const uint2 f0 = MV_WF8 ? ig_wf8_frag(ig_wq_w(r0, p)) : ig_wq8_frag(ig_wq_w(r0, p));
+                                const uint2 f8 = MV_WF8 ? ig_wf8_frag(ig_wq_w(r8, p)) : ig_wq8_frag(ig_wq_w(r8, p));
                                 const uint4 xv = b[i][p >> 1];
                                 const uint2 xp = (p & 1) ? ig_wq_xpairs(xv.z, xv.w) : ig_wq_xpairs(xv.x, xv.y);
                                 ig_mvt_mma(d[h], f0.x, f8.x, f0.y, f8.y, xp.x, xp.y);
@@ -248,18 +254,20 @@ MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bi
             for (int e = 0; e < 4; e++) {
                 const int t = 2 * q + (e & 1), r = g + 8 * (e >> 1);
                 if (t >= T) continue;
-                /* q8r: the rows' scales (after each row's codes) */
+                /* q8r / f8r: the rows' scales (after each row's codes; f8r's sums first times their
+                 * codes' unit: the product of unit and scale may be past f32's range) */
+                constexpr float QU = MV_WF8 ? IG_WF8_UNIT_H : 1.0f;
                 auto rs = [&](int row) { return Q8 ? __ldg((const float *)((const char *)w + (size_t)row * RBY + MV_K)) : 1.0f; };
                 if (!SW) {
                     const int n = u * 16 + r;
                     if (n >= MV_N) continue; /* padded rows are computed (zero weights) but never stored */
-                    const float s = d[0][e] * rs(n) + (MV_BIAS ? bias[n] : 0.0f);
+                    const float s = d[0][e] * QU * rs(n) + (MV_BIAS ? bias[n] : 0.0f);
                     float *yr = (float *)y + (size_t)t * MV_LDY;
                     if ((MV_EPI) == 1) yr[n] += s;
                     else yr[n] = s;
                 } else {
-                    const float ga = d[0][e] * rs(u * 32 + r) + (MV_BIAS ? bias[u * 32 + r] : 0.0f);
-                    const float up = d[1][e] * rs(u * 32 + 16 + r) + (MV_BIAS ? bias[u * 32 + 16 + r] : 0.0f);
+                    const float ga = d[0][e] * QU * rs(u * 32 + r) + (MV_BIAS ? bias[u * 32 + r] : 0.0f);
+                    const float up = d[1][e] * QU * rs(u * 32 + 16 + r) + (MV_BIAS ? bias[u * 32 + 16 + r] : 0.0f);
                     const float o = ig_glu(ga, up, GELU);
                     const size_t yo = (size_t)t * MV_LDY + u * 16 + r;
                     if (MV_YBF16) ((unsigned short *)y)[yo] = ig_f32_to_h(o);
@@ -274,6 +282,7 @@ MV_NAME(int T, const void *x, const float *gamma, const void *w, const float *bi
 
 #undef MV_WQ
 #undef MV_WG
+#undef MV_WF8
 #undef MV_NAME
 #undef MV_K
 #undef MV_N

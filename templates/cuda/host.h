@@ -13,6 +13,7 @@
 #ifndef IG_CUDA_HOST_H
 #define IG_CUDA_HOST_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -23,6 +24,7 @@
 
 typedef struct cu_api {
     void *lib_cuda, *lib_blas; /* lib_blas NULL: no cuBLAS (blas_why says why), prefill on gemm.cu */
+    void *lib_blaslt;          /* cuBLASLt (fp8 packages' e4m3 GEMMs): NULL without it (their prefill dequantizes) */
     char blas_why[1024];
     CUresult (*cuInit)(unsigned);
     CUresult (*cuDeviceGetCount)(int *);
@@ -77,6 +79,19 @@ typedef struct cu_api {
                                    const void *, const void *, cudaDataType, int, const void *,
                                    cudaDataType, int, const void *, void *, cudaDataType, int,
                                    cublasComputeType_t, cublasGemmAlgo_t);
+    /* cuBLASLt, for the e4m3 GEMM with per-row and per-token scale vectors (host_runtime.c's gemm_f8) */
+    cublasStatus_t (*cublasLtCreate)(cublasLtHandle_t *);
+    cublasStatus_t (*cublasLtDestroy)(cublasLtHandle_t);
+    cublasStatus_t (*cublasLtMatmulDescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
+    cublasStatus_t (*cublasLtMatmulDescDestroy)(cublasLtMatmulDesc_t);
+    cublasStatus_t (*cublasLtMatmulDescSetAttribute)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void *,
+                                                     size_t);
+    cublasStatus_t (*cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t, int64_t);
+    cublasStatus_t (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
+                                     cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *,
+                                     const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t,
+                                     const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t);
 } cu_api;
 
 static void cu_errf(char *err, size_t cap, const char *fmt, ...) {
@@ -200,11 +215,32 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYM(blas, cublasSetStream, "cublasSetStream_v2");
     SYM(blas, cublasSetWorkspace, "cublasSetWorkspace_v2");
     SYM(blas, cublasGemmEx, "cublasGemmEx");
+    /* cuBLASLt: cuBLAS loaded it (its DT_NEEDED, found through cuBLAS's RUNPATH), so its soname
+     * names the copy in the process; optional (a missing symbol leaves lib_blaslt NULL) */
+    static const char *const lt_names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", NULL};
+    a->lib_blaslt = cu_dlopen_any(lt_names);
+#define SYMLT(field)                                                                             \
+    do {                                                                                         \
+        if (a->lib_blaslt && !(*(void **)&a->field = dlsym(a->lib_blaslt, #field))) {            \
+            dlclose(a->lib_blaslt);                                                              \
+            a->lib_blaslt = NULL;                                                                \
+        }                                                                                        \
+    } while (0)
+    SYMLT(cublasLtCreate);
+    SYMLT(cublasLtDestroy);
+    SYMLT(cublasLtMatmulDescCreate);
+    SYMLT(cublasLtMatmulDescDestroy);
+    SYMLT(cublasLtMatmulDescSetAttribute);
+    SYMLT(cublasLtMatrixLayoutCreate);
+    SYMLT(cublasLtMatrixLayoutDestroy);
+    SYMLT(cublasLtMatmul);
+#undef SYMLT
 #undef SYM
     return 0;
 }
 
 static void cu_api_close(cu_api *a) {
+    if (a->lib_blaslt) dlclose(a->lib_blaslt);
     if (a->lib_blas) dlclose(a->lib_blas);
     if (a->lib_cuda) dlclose(a->lib_cuda);
     memset(a, 0, sizeof *a);

@@ -54,6 +54,10 @@ static const double rope_inv_freq[HEAD_DIM / 2];
 #define MODEL_WORKSPACE(X, T) X(float, a_x, (uint64_t)(T) * HIDDEN)
 #endif
 
+#ifndef F8_GEMM /* 1: the model's matmuls call GEMM_F8 (fp8 packages: f8r rows, cuBLASLt) */
+#define F8_GEMM 0
+#endif
+
 #ifndef ROPE_LOCAL /* the model has a second RoPE table, rope_inv_freq_local (model.c) */
 #define ROPE_LOCAL 0
 #endif
@@ -108,6 +112,8 @@ typedef struct dev_state {
     CUmodule mod;
     CUstream stream;
     cublasHandle_t blas;
+    cublasLtHandle_t blaslt; /* fp8 packages (F8_GEMM): cuBLASLt's e4m3 GEMM, where f8_on */
+    int f8_on;               /* the e4m3 GEMM runs here (sm_89+, cuBLASLt, its probe passed): GEMM_F8 may be called */
     CUfunction fn[N_KERNELS];
     CUdeviceptr w, kv, ws, inv_freq;
     int32_t *pinned;           /* staging of one batch */
@@ -224,6 +230,53 @@ static __attribute__((unused)) CUresult gemm_i8(dev_state *st, int N, int T, int
     cublasStatus_t s = st->api.cublasGemmEx(st->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &alpha, (const void *)w, CUDA_R_8I,
                                             K + 16, (const void *)xq, CUDA_R_8I, K, &beta, (void *)acc, CUDA_R_32I, N,
                                             CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+}
+
+/* y[T][ldy] = beta y + the e4m3 GEMM of fp8 packages (F8_GEMM) on cuBLASLt: w the f8r rows read in
+ * place (row stride K + 16 bytes; their scales again as one f32 vector after the NP = N rounded up
+ * to 16 rows: wq.cuh), xq [T][K] act8.cu's e4m3 codes (A8_F8) with their scales xs [T]; each sum
+ * times s_n xs[t] inside the GEMM (outer-vector scale modes), f32 accumulation; y f32 (beta 0, or 1:
+ * the residual add) or with ybf16 the package's 16-bit type (beta 0). Only where st->f8_on. */
+#define GEMM_F8(N, T_, K, w_, xq_, xs_, y_, ldy, beta_, ybf16)                                     \
+    do {                                                                                           \
+        cu_prof_begin(&st->api, &st->prof, st->stream);                                            \
+        CU(gemm_f8(st, (N), (T_), (K), (w_), (xq_), (xs_), (y_), (ldy), (beta_), (ybf16)));        \
+        cu_prof_end(&st->api, &st->prof, st->stream, CU_PROF_SLOTS - 1);                           \
+    } while (0)
+static cublasStatus_t lt_set(const cu_api *a, cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t k, const void *v,
+                             size_t n) {
+    return a->cublasLtMatmulDescSetAttribute(d, k, v, n);
+}
+static __attribute__((unused)) CUresult gemm_f8(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr xq,
+                                                CUdeviceptr xs, CUdeviceptr y, int ldy, float beta, int ybf16) {
+    const cu_api *a = &st->api;
+    const CUdeviceptr wsc = w + (CUdeviceptr)((N + 15) / 16 * 16) * (CUdeviceptr)(K + 16);
+    const void *pa = (const void *)(uintptr_t)wsc, *pb = (const void *)(uintptr_t)xs;
+    const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const cudaDataType yt = ybf16 ? (W_F16 ? CUDA_R_16F : CUDA_R_16BF) : CUDA_R_32F;
+    const float alpha = 1.0f;
+    cublasLtMatmulDesc_t d = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasStatus_t s = a->cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
+    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
+    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
+    /* column-major views: A = the rows (K x N, ld K + 16) transposed, B = xq (K x T), C = D = y (N x T) */
+    if (!s) s = a->cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K + 16);
+    if (!s) s = a->cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)T, K);
+    if (!s) s = a->cublasLtMatrixLayoutCreate(&lc, yt, (uint64_t)N, (uint64_t)T, ldy);
+    if (!s)
+        s = a->cublasLtMatmul(st->blaslt, d, &alpha, (const void *)(uintptr_t)w, la, (const void *)(uintptr_t)xq, lb, &beta,
+                              (const void *)(uintptr_t)y, lc, (void *)(uintptr_t)y, lc, NULL, (void *)(uintptr_t)st->blas_ws,
+                              BLAS_WS_BYTES, (cudaStream_t)st->stream);
+    if (lc) a->cublasLtMatrixLayoutDestroy(lc);
+    if (lb) a->cublasLtMatrixLayoutDestroy(lb);
+    if (la) a->cublasLtMatrixLayoutDestroy(la);
+    if (d) a->cublasLtMatmulDescDestroy(d);
     return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 
@@ -678,6 +731,7 @@ static void fini(ig_model_ctx *ctx) {
     cu_graphs_clear(&st->api, &st->graphs);
     for (int i = 0; i < 3; i++)
         if (st->chain_ev[i]) st->api.cuEventDestroy(st->chain_ev[i]);
+    if (st->blaslt) st->api.cublasLtDestroy(st->blaslt);
     if (st->blas) st->api.cublasDestroy(st->blas);
     if (st->pinned) st->api.cuMemFreeHost(st->pinned);
     if (st->pinned_smp) st->api.cuMemFreeHost(st->pinned_smp);
@@ -835,6 +889,32 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
     return 0;
 }
 
+/* fp8 packages: cuBLASLt's e4m3 GEMM where the GPU has fp8 tensor cores (sm_89+) and cuBLASLt
+ * takes the two outer-vector scales: a 16 x 16 x 16 probe on the zeroed workspace (zeros stay zeros)
+ * into f32 with beta 1 and into the 16-bit type, as the generated code calls it. Otherwise st->f8_on
+ * stays 0 and those steps dequantize the rows for cuBLAS's 16-bit GEMM (dequant.cu), said once. */
+static int open_blaslt(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
+    int major = 0, minor = 0;
+    st->api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, st->dev);
+    st->api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, st->dev);
+    const char *why = major * 10 + minor < 89 ? "the GPU has no fp8 tensor cores (sm_89+)"
+                      : !st->api.lib_blaslt  ? "cuBLASLt was not found beside cuBLAS"
+                      : workspace_bytes(ctx->max_tokens, 1) < 4096 ? "the workspace is too small for its probe" : NULL;
+    if (!why && st->api.cublasLtCreate(&st->blaslt) != CUBLAS_STATUS_SUCCESS) why = "cublasLtCreate failed";
+    if (!why) {
+        const CUdeviceptr z = st->ws; /* rows 16 x 32 bytes, their scales, then xq, xs, y */
+        CUresult r = gemm_f8(st, 16, 16, 16, z, z + 1024, z + 1536, z + 2048, 16, 1.0f, 0);
+        if (r == CUDA_SUCCESS) r = gemm_f8(st, 16, 16, 16, z, z + 1024, z + 1536, z + 3072, 16, 0.0f, 1);
+        if (r == CUDA_SUCCESS) TRY(st->api.cuStreamSynchronize(st->stream), "cuBLASLt's first fp8 GEMM");
+        else why = "cuBLASLt refused the e4m3 GEMM with per-row and per-token scales";
+    }
+    st->f8_on = !why;
+    if (why)
+        fprintf(stderr, "ignis (CUDA): fp8 package: %s; steps past the GEMV kernels dequantize the e4m3 rows to 16 bits "
+                        "for cuBLAS instead (slower prefill, the same weights)\n", why);
+    return 0;
+}
+
 /* cuBLAS on our stream, with our own workspace (so that a graph capture never allocates); where
  * host.h found none (or --tune cublas=0), st->blas stays NULL and gemm() runs gemm.cu. */
 static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
@@ -858,7 +938,7 @@ static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
         TRY(gemm(st, 0, 0, 16, 16, 16, st->ws, st->ws, st->ws + 1024, 16, 0.0f, 0), "cuBLAS's first GEMM");
         TRY(st->api.cuStreamSynchronize(st->stream), "cuBLAS's first GEMM");
     }
-    return 0;
+    return F8_GEMM ? open_blaslt(ctx, st, err, cap) : 0;
 }
 
 #if HAS_DECODE_LAYERS

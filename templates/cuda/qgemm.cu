@@ -37,7 +37,8 @@
  * Since columns pair as they lie, x is read as it lies: a 64-bit (q8r) / 128-bit (q4r) shared load
  * of token g's columns is the B fragment, no byte permutes. Shared rows are padded so that ldmatrix
  * and the x loads are free of bank conflicts. q8r's row scales multiply in the epilogue (exact codes,
- * f32 scale); q4r's group scales are in the fragments.
+ * f32 scale); q4r's group scales are in the fragments. f8r rows (QG_WF8 1, e4m3 codes in q8r's
+ * layout) take q8r's path with ig_wf8_frag_adj, their scales times IG_WF8_UNIT_H.
  *
  * Measured (H100, tests/gpu/test_qgemm.cu's bench, 1B layer qkv + o + gate/up + down, q4r g128):
  * 106.5 -> 71.2 us at 32 tokens, 220.7 -> 123.8 at 128 (q8r 97.3 -> 70.2 at 32) from the three
@@ -74,6 +75,9 @@
 #ifndef QG_WQ
 #define QG_WQ 8
 #endif
+#ifndef QG_WF8 /* 1: the 8-bit rows are f8r (e4m3 codes, wq.cuh) */
+#define QG_WF8 0
+#endif
 #ifndef QG_WG
 #define QG_WG 128
 #endif
@@ -107,7 +111,7 @@
 /* One stage's products of warp wp: its 16 rows x the stage's 64 columns into acc[0 .. NT), NT the
  * tiles of 8 tokens that hold a token (a compile-time count, so that the x loads of all tiles are
  * unguarded and issue together, ahead of the mma chain that consumes them). */
-template <int NT, int WQ, int WG>
+template <int NT, int WQ, int WG, bool F8 = false>
 IG_DEV void ig_qg_stage(const unsigned char *st, float (&acc)[8][4], int lane, int wp) {
     constexpr int WRS = IG_QG_WRS(WQ), XRS = IG_QG_XRS(WQ), SOFF = IG_QG_SOFF(WQ), XOFF = IG_QG_XOFF(WQ);
     const int g = lane >> 2, q = lane & 3;
@@ -124,7 +128,8 @@ IG_DEV void ig_qg_stage(const unsigned char *st, float (&acc)[8][4], int lane, i
                 uint2 v[NT];
 #pragma unroll
                 for (int j = 0; j < NT; j++) v[j] = *(const uint2 *)(xs + j * 8 * XRS + 32 * (c2 + h) + 8 * q);
-                const uint2 f0 = ig_wq8_frag_adj(r[2 * h]), f8 = ig_wq8_frag_adj(r[2 * h + 1]);
+                const uint2 f0 = F8 ? ig_wf8_frag_adj(r[2 * h]) : ig_wq8_frag_adj(r[2 * h]);
+                const uint2 f8 = F8 ? ig_wf8_frag_adj(r[2 * h + 1]) : ig_wq8_frag_adj(r[2 * h + 1]);
                 const unsigned a[4] = {f0.x, f8.x, f0.y, f8.y};
 #pragma unroll
                 for (int j = 0; j < NT; j++) ig_mma16(acc[j], a, v[j].x, v[j].y);
@@ -233,14 +238,14 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
         ig_cp_commit();
         const unsigned char *st = sm + (kt % NST) * STB;
         switch (ntile) { /* (uniform over the CTA) */
-        case 1: ig_qg_stage<1, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        case 2: ig_qg_stage<2, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        case 3: ig_qg_stage<3, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        case 4: ig_qg_stage<4, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        case 5: ig_qg_stage<5, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        case 6: ig_qg_stage<6, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        case 7: ig_qg_stage<7, QG_WQ, QG_WG>(st, acc, lane, wp); break;
-        default: ig_qg_stage<8, QG_WQ, QG_WG>(st, acc, lane, wp); break;
+        case 1: ig_qg_stage<1, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        case 2: ig_qg_stage<2, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        case 3: ig_qg_stage<3, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        case 4: ig_qg_stage<4, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        case 5: ig_qg_stage<5, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        case 6: ig_qg_stage<6, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        case 7: ig_qg_stage<7, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
+        default: ig_qg_stage<8, QG_WQ, QG_WG, QG_WF8>(st, acc, lane, wp); break;
         }
     }
     ig_cp_wait<0>();
@@ -278,8 +283,9 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
     constexpr int CLD = BM + 4;
     {
         const int r0 = 16 * wp + g, r8 = r0 + 8;
-        const float sc0 = Q8 && m0 + r0 < NP ? __ldg((const float *)(w + (size_t)(m0 + r0) * RB + K)) : 1.0f;
-        const float sc8 = Q8 && m0 + r8 < NP ? __ldg((const float *)(w + (size_t)(m0 + r8) * RB + K)) : 1.0f;
+        constexpr float QU = QG_WF8 ? IG_WF8_UNIT_H : 1.0f; /* f8r: its codes' unit (finite times any f8r scale) */
+        const float sc0 = Q8 && m0 + r0 < NP ? __ldg((const float *)(w + (size_t)(m0 + r0) * RB + K)) * QU : 1.0f;
+        const float sc8 = Q8 && m0 + r8 < NP ? __ldg((const float *)(w + (size_t)(m0 + r8) * RB + K)) * QU : 1.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int t = 8 * j + 2 * q;
@@ -318,6 +324,7 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
 #undef QG_N
 #undef QG_WQ
 #undef QG_WG
+#undef QG_WF8
 #undef QG_BIAS
 #undef QG_EPI
 #undef QG_LDY

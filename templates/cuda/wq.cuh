@@ -10,6 +10,13 @@
  *               a 32-bit word is its nibble j), then K / G (f16 scale, f16 min) pairs, padded to
  *               16 bytes; w[k] = scale[k / G] * q[k] + min[k / G] (asymmetric, groups of G = 32, 64
  *               or 128 along K).
+ *   f8r (WQ 8, the kernels' WF8 1; `--quant fp8`): q8r's rows with e4m3fn codes (w[k] = scale *
+ *               e4m3(q[k]), scale = max |w| / 448), then, after the NP rows, the NP scales again as
+ *               one f32 vector (cuBLASLt's outer-vector scale, host_runtime.c's GEMM_F8). The kernels
+ *               here read it as q8r with another code-to-float step (ig_wf8_word / ig_wf8_pair):
+ *               e4m3's bits moved into a float's (f32, bf16) or a half's, the value times 2^-120 or
+ *               2^-8 exactly (subnormal codes land on subnormals), undone with the row scale
+ *               (IG_WF8_UNIT).
  * Row bytes: IG_WQ_ROWB(K, WQ, G) (launch.h). The packers are compiler/pack.c's pk_pack_q8r /
  * pk_pack_q4r.
  *
@@ -37,6 +44,35 @@ IG_DEV void ig_wq4_word(unsigned u, float *o) {
 #pragma unroll
     for (int b = 0; b < 8; b++) o[b] = __uint_as_float(((u >> (4 * b)) & 15u) | 0x4b000000u) - 8388608.0f;
 }
+/* f8r: the 4 e4m3 codes of word u as floats of value e4m3(q) 2^-120 (sign to bit 31, exponent and
+ * mantissa to bits 20..26: e4m3's bias 7 read with f32's 127), exact, subnormal codes included. */
+IG_DEV void ig_wf8_word(unsigned u, float *o) {
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+        const unsigned c = u >> (8 * b);
+        o[b] = __uint_as_float(((c & 0x80u) << 24) | ((c & 0x7fu) << 20));
+    }
+}
+/* What multiplies an f8r row's sum (before its scale): 2^120 for the f32 / bf16 codes, 2^8 for the
+ * half ones (ig_wf8_pair in f16 packages). */
+#define IG_WF8_UNIT_F32 1.329227995784916e36f /* 2^120 */
+#define IG_WF8_UNIT_H (IG_F16 ? 256.0f : IG_WF8_UNIT_F32)
+/* f8r: bytes 0 and 2 of x as an mma register of the package's 16-bit type: bf16 e4m3 2^-120 (the
+ * float's top half), half e4m3 2^-8 (kv_quant.cuh's ig_kvq_e4m3_h2), exact. */
+IG_DEV unsigned ig_wf8_b02(unsigned x) {
+#if IG_F16
+    return ((x << 8) & 0x80008000u) | ((x << 7) & 0x3f803f80u);
+#else
+    return ((x << 8) & 0x80008000u) | ((x << 4) & 0x07f007f0u);
+#endif
+}
+/* ig_wq8_frag's pairs (c, c+2) in .x and (c+1, c+3) in .y of f8r codes */
+IG_DEV uint2 ig_wf8_frag(unsigned u) { return make_uint2(ig_wf8_b02(u), ig_wf8_b02(u >> 8)); }
+/* ig_wq8_frag_adj's adjacent pairs (c, c+1) in .x and (c+2, c+3) in .y of f8r codes */
+IG_DEV uint2 ig_wf8_frag_adj(unsigned u) {
+    return make_uint2(ig_wf8_b02(__byte_perm(u, 0u, 0x4140u)), ig_wf8_b02(__byte_perm(u, 0u, 0x4342u)));
+}
+
 /* (a & m) | c in one lop3 (the compiler makes two of it, its constants being immediates). */
 IG_DEV unsigned ig_andor(unsigned a, unsigned m, unsigned c) {
 #if defined(IG_CUDA_EMUL)

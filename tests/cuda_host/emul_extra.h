@@ -81,4 +81,25 @@ static std::vector<unsigned char> pack_rows(std::vector<float> &w, size_t N, int
     return out;
 }
 
+/* f8r rows (wq.cuh): q8r's layout with e4m3fn codes of w / s, s = max |w| / 448 per row (nearest
+ * even, saturating: kv_quant.h's coder), then the NP scales again as one f32 vector; w becomes
+ * the decoded s e4m3(q). */
+static std::vector<unsigned char> pack_rows_f8(std::vector<float> &w, size_t N, int K) {
+    const size_t rb = (size_t)K + 16;
+    std::vector<unsigned char> out(N * rb + 4 * N, 0);
+    for (size_t n = 0; n < N; n++) {
+        float *r = &w[n * K];
+        unsigned char *o = &out[n * rb];
+        float amax = 0.0f;
+        for (int k = 0; k < K; k++) amax = std::max(amax, fabsf(r[k]));
+        const float s = amax / 448.0f;
+        for (int k = 0; k < K; k++) {
+            o[k] = amax > 0.0f ? cpukv::ig_f32_to_e4m3(r[k] / s) : 0;
+            r[k] = s * cpukv::ig_e4m3_to_f32(o[k]);
+        }
+        memcpy(o + K, &s, 4), memcpy(&out[N * rb + 4 * n], &s, 4);
+    }
+    return out;
+}
+
 #endif /* IG_EMUL_EXTRA_H */

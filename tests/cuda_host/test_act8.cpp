@@ -7,7 +7,10 @@
  *   - the whole chain against x . w^T in double from the bf16 x and the dequantized rows: within
  *     the rounding of x to int8, sum_k |w_k| xs / 2 per output (a wrong scale, row, bias or glu
  *     is far outside), for the plain store (with bias, a row stride wider than N), the residual
- *     add, and SwiGLU / GeGLU of the packed gate/up rows (16-row blocks interleaved).
+ *     add, and SwiGLU / GeGLU of the packed gate/up rows (16-row blocks interleaved);
+ *   - the fp8 packages' quantizer (A8_F8): xs = max|x| / 448, every code an e4m3fn value (decoded
+ *     here from the format, not by the kernels' helpers) nearest to x / xs (no other value closer),
+ *     never NaN, the row's largest |x| at +-448, subnormal codes for tiny x; a zero row all zero.
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_act8.cpp
  * Exit 0 when every check passes. */
@@ -18,6 +21,10 @@
 #include "act8.cu"
 #define A8_QUANT_NAME a8q_4096
 #define A8_K 4096
+#include "act8.cu"
+#define A8_QUANT_NAME a8q_f8_200 /* fp8 packages: e4m3 codes */
+#define A8_K 200
+#define A8_F8 1
 #include "act8.cu"
 #define A8_DQ_NAME a8d_plain
 #define A8_K 80
@@ -152,7 +159,52 @@ static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, in
     printf("%s: T=%d K=%d N=%d: worst error %.2f of its bound\n", name, T, K, N, worst);
 }
 
+/* The value of e4m3fn code c, from the format: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits;
+ * exponent 0 subnormal (m 2^-9); 0x7f / 0xff NaN. */
+static double e4m3_value(unsigned char c) {
+    const int e = (c >> 3) & 15, m = c & 7;
+    if ((c & 0x7f) == 0x7f) return NAN;
+    const double v = e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+    return c & 0x80 ? -v : v;
+}
+
+/* A8_F8's quantizer on T rows of K: scale, nearest e4m3 code (ties either way: within half a step
+ * exactly is fine), the peak at 448, subnormals hit. */
+static void check_quant_f8(const char *name, quant_fn q, int T, int K) {
+    std::vector<unsigned short> x((size_t)T * K);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++)
+            x[(size_t)t * K + k] = t == 1 ? 0 : ig_f32_to_bf16((t + 1) * frand() * (k % 17 == 0 ? 20 : k % 5 == 0 ? 1e-3f : 1));
+    std::vector<signed char> xq((size_t)T * K, 99);
+    std::vector<float> xs(T, -1.0f);
+    CHECK(emul_launch({(unsigned)T, 1, 1}, {IG_A8_BLOCK, 1, 1}, [&] { q(T, x.data(), xq.data(), xs.data()); }), "%s: deadlock", name);
+    std::vector<double> vals;
+    for (int c = 0; c < 256; c++)
+        if (!std::isnan(e4m3_value((unsigned char)c))) vals.push_back(e4m3_value((unsigned char)c));
+    int subn = 0;
+    for (int t = 0; t < T; t++) {
+        double amax = 0;
+        for (int k = 0; k < K; k++) amax = std::max(amax, fabs((double)ig_bf16_to_f32(x[(size_t)t * K + k])));
+        CHECK(fabs(xs[t] - amax / 448) <= 1e-7 * amax, "%s row %d: scale %g, want %g", name, t, xs[t], amax / 448);
+        int bad = 0;
+        double peak = 0;
+        for (int k = 0; k < K; k++) {
+            const unsigned char c = (unsigned char)xq[(size_t)t * K + k];
+            const double v = e4m3_value(c), want = amax > 0 ? ig_bf16_to_f32(x[(size_t)t * K + k]) * 448 / amax : 0;
+            double best = 1e30;
+            for (double u : vals) best = std::min(best, fabs(u - want));
+            bad += std::isnan(v) || fabs(v - want) > best * (1 + 1e-6) + 1e-12;
+            peak = std::max(peak, fabs(v)), subn += c != 0 && c != 0x80 && (c & 0x78) == 0;
+        }
+        CHECK(bad == 0, "%s row %d: %d codes not the nearest e4m3 value to x / scale", name, t, bad);
+        CHECK(peak == (amax > 0 ? 448.0 : 0.0), "%s row %d: largest value %g", name, t, peak);
+    }
+    CHECK(subn > 0, "%s: no subnormal code produced", name);
+    printf("%s: T=%d K=%d: codes checked (%d subnormal)\n", name, T, K, subn);
+}
+
 int main() {
+    check_quant_f8("fp8 quantizer", a8q_f8_200, 4, 200);
     check_chain("plain+bias", a8q_80, a8d_plain, 5, 80, 40, 56, true, false, 0);
     check_chain("residual", a8q_4096, a8d_acc, 3, 4096, 48, 48, false, true, 0);
     check_chain("plain, two token blocks", a8q_80, a8d_plain, IG_A8_TT + 3, 80, 40, 56, true, false, 0);

@@ -7,7 +7,9 @@
  * does the same, so what remains is f32 accumulation order (bound 2e-4 of sum |w x|; a wrong
  * nibble, group scale, pair order, row or token is O(1) off). Cases: q4r with groups of 32 / 64 /
  * 128 (several blocks a row, several warps a unit: K up to 1024), each epilogue, the norm, T from
- * 2 to 8, a row stride wider than N, padded rows; a q8r case and 16-bit rows for the older paths.
+ * 2 to 8, a row stride wider than N, padded rows; a q8r case and 16-bit rows for the older paths;
+ * f8r rows (e4m3 codes, subnormal ones among them), packed by emul_extra.h's pack_rows_f8 from
+ * wq.cuh's documentation.
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_gemv_tc.cpp
  * Exit 0 when every check passes. */
@@ -52,6 +54,24 @@
 #define MV_EPI 1
 #define MV_WQ 8
 #include "gemv_tc.cu"
+#define MV_NAME tc_f8_acc
+#define MV_K 128
+#define MV_N 48
+#define MV_EPI 1
+#define MV_WQ 8
+#define MV_WF8 1
+#include "gemv_tc.cu"
+#define MV_NAME tc_f8_norm_swiglu
+#define MV_K 256
+#define MV_N 64
+#define MV_EPI 2
+#define MV_YBF16 1
+#define MV_NORM 1
+#define MV_EPS 1e-5f
+#define MV_BIAS 1
+#define MV_WQ 8
+#define MV_WF8 1
+#include "gemv_tc.cu"
 #define MV_NAME tc_bf16_store
 #define MV_K 96
 #define MV_N 32
@@ -63,7 +83,7 @@ typedef void (*mvt_fn)(int, const void *, const float *, const void *, const flo
 struct mvt_case {
     const char *name;
     mvt_fn fn;
-    int K, N, epi, ldy, ybf16, norm, bias, wq, wg;
+    int K, N, epi, ldy, ybf16, norm, bias, wq, wg; /* wq 9: f8r rows (8-bit e4m3) */
 };
 
 static void run(const mvt_case &c, int T) {
@@ -73,7 +93,11 @@ static void run(const mvt_case &c, int T) {
     for (int n = 0; n < c.N; n++)
         for (int k = 0; k < c.K; k++) wv[(size_t)n * c.K + k] = (0.5f + (n % 5) * 0.3f) * frand() + (k % 64 < 3 ? 0.7f : 0.0f);
     std::vector<unsigned char> wb;
-    if (c.wq) {
+    if (c.wq == 9) { /* e4m3 subnormal codes too: a few weights far below their row's largest */
+        for (int n = 0; n < c.N; n++)
+            for (int k = 5; k < c.K; k += 61) wv[(size_t)n * c.K + k] = (k & 1 ? 2e-5f : -3e-5f) * (1 + n % 3);
+        wb = pack_rows_f8(wv, NP, c.K);
+    } else if (c.wq) {
         wb = pack_rows(wv, NP, c.K, c.wq, c.wg);
     } else {
         wb.resize((size_t)NP * c.K * 2);
@@ -148,6 +172,8 @@ int main() {
         {"q4r g64 residual, K 1024", tc_q4_acc_longk, 1024, 32, 1, 0, 0, 0, 0, 4, 64},
         {"q4r g32 geglu+bias", tc_q4_geglu, 128, 96, 3, 0, 0, 0, 1, 4, 32},
         {"q8r residual", tc_q8_acc, 128, 48, 1, 0, 0, 0, 0, 8, 32},
+        {"f8r residual", tc_f8_acc, 128, 48, 1, 0, 0, 0, 0, 9, 32},
+        {"f8r norm+swiglu+bias", tc_f8_norm_swiglu, 256, 64, 2, 0, 1, 1, 1, 9, 32},
         {"bf16 store+bias", tc_bf16_store, 96, 32, 0, 0, 0, 0, 1, 0, 0},
     };
     for (const auto &c : cases)

@@ -136,6 +136,25 @@
 #define QG_SPLIT 2
 #include "qgemm.cu"
 
+/* 9: f8r (e4m3 codes in q8r's layout) residual add, split 2; 10: f8r SwiGLU into the 16-bit type, bias */
+#define QG_NAME qg_c9
+#define QG_K C_K2
+#define QG_N C_N2
+#define QG_WQ 8
+#define QG_WF8 1
+#define QG_EPI 1
+#define QG_SPLIT 2
+#include "qgemm.cu"
+#define QG_NAME qg_c10
+#define QG_K C_K3
+#define QG_N C_N3
+#define QG_WQ 8
+#define QG_WF8 1
+#define QG_BIAS 1
+#define QG_EPI 2
+#define QG_YBF16 1
+#include "qgemm.cu"
+
 struct qg_case {
     const char *name;
     void (*fn)(int, const unsigned short *, const unsigned char *, const float *, void *, float *, unsigned *);
@@ -150,6 +169,8 @@ static const qg_case g_cases[] = {
     {"q4r g64 geglu f32", qg_c6, C_K5, C_N5, 4, 64, 0, 3, C_N5 / 2, 0, 1},
     {"q4r g128 swiglu 16-bit bias split2", qg_c7, C_K3, C_N3, 4, 128, 1, 2, C_N3 / 2, 1, 2},
     {"q4r g32 acc bias split2", qg_c8, C_K2, C_N2, 4, 32, 1, 1, C_N2, 0, 2},
+    {"f8r acc split2", qg_c9, C_K2, C_N2, 9, 0, 0, 1, C_N2, 0, 2}, /* wq 9: f8r */
+    {"f8r swiglu 16-bit bias", qg_c10, C_K3, C_N3, 9, 0, 1, 2, C_N3 / 2, 1, 1},
 };
 
 /* ---- host numbers */
@@ -192,15 +213,34 @@ static uint16_t to16(float f) { return IG_F16 ? h_f2h(f) : h_f2b(f); }
 static float from16(uint16_t h) { return IG_F16 ? h_h2f(h) : h_b2f(h); }
 static const double EPS16 = IG_F16 ? 1.0 / 2048 : 1.0 / 256; /* half an ulp, relative */
 
-/* Random rows of the wq.cuh layout: the bytes; w the weights they mean; werr the most the kernel's
- * 16-bit fragment of each weight may be off (q4r) */
+/* The value of e4m3fn code c (1 sign, 4 exponent bits of bias 7, 3 mantissa bits; exponent 0:
+ * subnormal, m 2^-9) */
+static double e4m3_value(uint8_t c) {
+    const int e = (c >> 3) & 15, m = c & 7;
+    const double v = e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+    return c & 0x80 ? -v : v;
+}
+
+/* Random rows of the wq.cuh layout (wq 9: f8r, random e4m3 codes but the NaN ones, subnormal ones
+ * among them): the bytes; w the weights they mean; werr the most the kernel's 16-bit fragment of
+ * each weight may be off (q4r) */
 static std::vector<uint8_t> make_rows(int N, int Np, int K, int wq, int G, std::vector<double> &w, std::vector<double> &werr) {
-    const size_t rb = IG_WQ_ROWB(K, wq, G);
+    const size_t rb = IG_WQ_ROWB(K, wq == 9 ? 8 : wq, G);
     std::vector<uint8_t> q(rb * Np, 0);
     w.assign((size_t)Np * K, 0.0), werr.assign((size_t)Np * K, 0.0);
     for (int n = 0; n < N; n++) {
         uint8_t *r = q.data() + rb * n;
-        if (wq == 8) {
+        if (wq == 9) {
+            const float s = ldexpf(1.0f + 0.5f * (frand() + 1.0f), -10);
+            memcpy(r + K, &s, 4);
+            for (int k = 0; k < K; k++) {
+                uint8_t c = (uint8_t)((frand() + 1.0f) * 128.0f);
+                if ((c & 0x7f) == 0x7f) c ^= 1; /* not NaN */
+                if (k % 37 == 3) c &= 0x87;    /* a subnormal code */
+                r[k] = c;
+                w[(size_t)n * K + k] = (double)s * e4m3_value(c);
+            }
+        } else if (wq == 8) {
             const float s = ldexpf(1.0f + 0.5f * (frand() + 1.0f), -8);
             memcpy(r + K, &s, 4);
             for (int k = 0; k < K; k++) {
