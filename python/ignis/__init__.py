@@ -37,7 +37,7 @@ def compile(model: Union[str, os.PathLike], output: Union[str, os.PathLike], *, 
     `ignis compile` of this installation). target: "cpu" (the best this machine runs; the
     default), "cpu:amx", "cpu:avx512bf16", "cpu:avx512", "cpu:avx2", "cpu:generic" or "cuda:sm_80,sm_90";
     dtype: "f32", "bf16" or "f16" (CUDA), default as the CLI's (follows the checkpoint);
-    quant: "none", "a16w8", "a16w4", "a8w8" or "keep" (default as the CLI's: keep for a quantized
+    quant: "none", "a16w8", "a16w4", "a8w8", "fp8" (CUDA) or "keep" (default as the CLI's: keep for a quantized
     GGUF or a GPTQ / AWQ checkpoint on CPU targets), with quant_group (32, 64, 128) and quant_skip
     (matrix names, a list or a comma-separated string); kv_cache: "f32", "bf16", "f16", "int8",
     "uint4" or "fp8"; max_context: the package's context in tokens.

@@ -88,6 +88,13 @@ typedef struct cu_api {
                                                      size_t);
     cublasStatus_t (*cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t, int64_t);
     cublasStatus_t (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference_t *);
+    cublasStatus_t (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference_t);
+    cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
+                                                           const void *, size_t);
+    cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                                                     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                                     cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *);
     cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
                                      cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *,
                                      const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t,
@@ -233,6 +240,10 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYMLT(cublasLtMatmulDescSetAttribute);
     SYMLT(cublasLtMatrixLayoutCreate);
     SYMLT(cublasLtMatrixLayoutDestroy);
+    SYMLT(cublasLtMatmulPreferenceCreate);
+    SYMLT(cublasLtMatmulPreferenceDestroy);
+    SYMLT(cublasLtMatmulPreferenceSetAttribute);
+    SYMLT(cublasLtMatmulAlgoGetHeuristic);
     SYMLT(cublasLtMatmul);
 #undef SYMLT
 #undef SYM

@@ -104,6 +104,17 @@ static uint64_t workspace_bytes(int32_t max_tokens, int32_t n_threads) {
     CUdeviceptr name __attribute__((unused)) = ws_; \
     ws_ += WS_ALIGN(sizeof(type) * (count));
 
+/* One shape of the fp8 GEMM (gemm_f8): cuBLASLt's descriptors and the algorithm its heuristic
+ * chose, made on the shape's first call (a heuristic query per call cost the host about as much as
+ * the GPU spent on a decode step's GEMM). */
+#define F8_PLANS 64
+typedef struct f8_plan {
+    int N, T, K, ldy, ybf16, beta1, ok; /* ok: made; N 0: empty */
+    cublasLtMatmulDesc_t d;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} f8_plan;
+
 /* ---- device state (ctx->device_state) */
 typedef struct dev_state {
     cu_api api;
@@ -114,6 +125,8 @@ typedef struct dev_state {
     cublasHandle_t blas;
     cublasLtHandle_t blaslt; /* fp8 packages (F8_GEMM): cuBLASLt's e4m3 GEMM, where f8_on */
     int f8_on;               /* the e4m3 GEMM runs here (sm_89+, cuBLASLt, its probe passed): GEMM_F8 may be called */
+    f8_plan f8[F8_PLANS];    /* its descriptors and chosen algorithm per shape (gemm_f8), filled round robin */
+    int f8_next;
     CUfunction fn[N_KERNELS];
     CUdeviceptr w, kv, ws, inv_freq;
     int32_t *pinned;           /* staging of one batch */
@@ -248,35 +261,67 @@ static cublasStatus_t lt_set(const cu_api *a, cublasLtMatmulDesc_t d, cublasLtMa
                              size_t n) {
     return a->cublasLtMatmulDescSetAttribute(d, k, v, n);
 }
+static void f8_plan_free(const cu_api *a, f8_plan *p) {
+    if (p->lc) a->cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) a->cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) a->cublasLtMatrixLayoutDestroy(p->la);
+    if (p->d) a->cublasLtMatmulDescDestroy(p->d);
+    memset(p, 0, sizeof *p);
+}
+/* Makes plan p for the shape: TN (A = the rows, K x N column-major with ld K + 16, transposed; B =
+ * xq, K x T; C = D = y, N x T), both operands e4m3 with outer-vector f32 scales, f32 compute, and
+ * the heuristic's first algorithm for our workspace. */
+static cublasStatus_t f8_plan_make(dev_state *st, f8_plan *p, int N, int T, int K, int ldy, int ybf16, int beta1) {
+    const cu_api *a = &st->api;
+    const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const cudaDataType yt = ybf16 ? (W_F16 ? CUDA_R_16F : CUDA_R_16BF) : CUDA_R_32F;
+    const uint64_t wsb = BLAS_WS_BYTES;
+    p->N = N, p->T = T, p->K = K, p->ldy = ldy, p->ybf16 = ybf16, p->beta1 = beta1;
+    cublasStatus_t s = a->cublasLtMatmulDescCreate(&p->d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+    if (!s) s = a->cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K + 16);
+    if (!s) s = a->cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)T, K);
+    if (!s) s = a->cublasLtMatrixLayoutCreate(&p->lc, yt, (uint64_t)N, (uint64_t)T, ldy);
+    cublasLtMatmulPreference_t pref = NULL;
+    if (!s) s = a->cublasLtMatmulPreferenceCreate(&pref);
+    if (!s) s = a->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    cublasLtMatmulHeuristicResult_t r;
+    int n = 0;
+    if (!s) s = a->cublasLtMatmulAlgoGetHeuristic(st->blaslt, p->d, p->la, p->lb, p->lc, p->lc, pref, 1, &r, &n);
+    if (pref) a->cublasLtMatmulPreferenceDestroy(pref);
+    if (!s && n < 1) s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!s) p->algo = r.algo, p->ok = 1;
+    else f8_plan_free(a, p);
+    return s;
+}
 static __attribute__((unused)) CUresult gemm_f8(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr xq,
                                                 CUdeviceptr xs, CUdeviceptr y, int ldy, float beta, int ybf16) {
     const cu_api *a = &st->api;
+    const int beta1 = beta != 0.0f;
+    f8_plan *p = NULL;
+    for (int i = 0; i < F8_PLANS && !p; i++) {
+        f8_plan *q = &st->f8[i];
+        if (q->ok && q->N == N && q->T == T && q->K == K && q->ldy == ldy && q->ybf16 == ybf16 && q->beta1 == beta1) p = q;
+    }
+    if (!p) { /* a new shape: the next slot, round robin */
+        p = &st->f8[st->f8_next];
+        st->f8_next = (st->f8_next + 1) % F8_PLANS;
+        f8_plan_free(a, p);
+        if (f8_plan_make(st, p, N, T, K, ldy, ybf16, beta1)) return CUDA_ERROR_UNKNOWN;
+    }
+    /* the scales: the rows' vector after the NP = N rounded up to 16 rows (wq.cuh), the tokens' xs */
     const CUdeviceptr wsc = w + (CUdeviceptr)((N + 15) / 16 * 16) * (CUdeviceptr)(K + 16);
     const void *pa = (const void *)(uintptr_t)wsc, *pb = (const void *)(uintptr_t)xs;
-    const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    const cudaDataType yt = ybf16 ? (W_F16 ? CUDA_R_16F : CUDA_R_16BF) : CUDA_R_32F;
     const float alpha = 1.0f;
-    cublasLtMatmulDesc_t d = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasStatus_t s = a->cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
-    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
-    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
-    if (!s) s = lt_set(a, d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
-    /* column-major views: A = the rows (K x N, ld K + 16) transposed, B = xq (K x T), C = D = y (N x T) */
-    if (!s) s = a->cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K + 16);
-    if (!s) s = a->cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)T, K);
-    if (!s) s = a->cublasLtMatrixLayoutCreate(&lc, yt, (uint64_t)N, (uint64_t)T, ldy);
+    cublasStatus_t s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
     if (!s)
-        s = a->cublasLtMatmul(st->blaslt, d, &alpha, (const void *)(uintptr_t)w, la, (const void *)(uintptr_t)xq, lb, &beta,
-                              (const void *)(uintptr_t)y, lc, (void *)(uintptr_t)y, lc, NULL, (void *)(uintptr_t)st->blas_ws,
-                              BLAS_WS_BYTES, (cudaStream_t)st->stream);
-    if (lc) a->cublasLtMatrixLayoutDestroy(lc);
-    if (lb) a->cublasLtMatrixLayoutDestroy(lb);
-    if (la) a->cublasLtMatrixLayoutDestroy(la);
-    if (d) a->cublasLtMatmulDescDestroy(d);
+        s = a->cublasLtMatmul(st->blaslt, p->d, &alpha, (const void *)(uintptr_t)w, p->la, (const void *)(uintptr_t)xq, p->lb,
+                              &beta, (const void *)(uintptr_t)y, p->lc, (void *)(uintptr_t)y, p->lc, &p->algo,
+                              (void *)(uintptr_t)st->blas_ws, BLAS_WS_BYTES, (cudaStream_t)st->stream);
     return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 
@@ -731,6 +776,8 @@ static void fini(ig_model_ctx *ctx) {
     cu_graphs_clear(&st->api, &st->graphs);
     for (int i = 0; i < 3; i++)
         if (st->chain_ev[i]) st->api.cuEventDestroy(st->chain_ev[i]);
+    for (int i = 0; i < F8_PLANS; i++)
+        if (st->f8[i].d) f8_plan_free(&st->api, &st->f8[i]);
     if (st->blaslt) st->api.cublasLtDestroy(st->blaslt);
     if (st->blas) st->api.cublasDestroy(st->blas);
     if (st->pinned) st->api.cuMemFreeHost(st->pinned);
