@@ -1059,11 +1059,11 @@ static void plan_decode_layers(gen *c) {
     const int32_t wt[4] = {n[0]->in[2], n[3]->in[1], n[4]->in[2], n[5]->in[1]};
     const mm_wfmt f0 = weight_format(c, wt[0]);
     if (c->wq_any && (c->tune->dl_quant == 0 || (c->tune->dl_quant < 0 && f0.wq != 4))) ok = 0;
-    dl->wq = f0.wq, dl->wg = f0.wq == 4 ? f0.wg : 32;
+    dl->wq = f0.f8 ? 9 : f0.wq, dl->wg = f0.wq == 4 ? f0.wg : 32; /* stream.cuh's 9: f8r */
     for (int k = 0; k < 4 && ok; k++) {
         const mm_wfmt f = weight_format(c, wt[k]);
         if (f.wq != f0.wq || (f.wq == 4 && f.wg != f0.wg)) ok = 0;
-        if (f.f8) ok = 0; /* f8r: its stream of e4m3 rows is not built (stream.cuh reads q8r on int8 tensor cores) */
+        if (f.f8 != f0.f8) ok = 0;
         if (f.wq == 8 && ks[k] + 16 > 16384) ok = 0;
         if (f.wq == 4 && ks[k] / 2 + (4 * (ks[k] / f.wg) + 15) / 16 * 16 > 16384) ok = 0;
     }

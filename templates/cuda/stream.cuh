@@ -31,6 +31,7 @@
 #define IG_CUDA_STREAM_CUH
 
 #include "common.cuh"
+#include "kv_quant.cuh" /* ig_kvq_f2e4m3: f8r's x parts */
 #include "wq.cuh"
 
 #ifndef IG_ST_CWARPS
@@ -210,13 +211,13 @@ IG_DEV float ig_st_nscale(const ig_st *st, int K, float eps) {
 
 /* Rows per slot for rows of K bf16: R whole rows of up to 8192 elements, or (SPLIT = 2) one row of
  * up to 16384 elements as two slots of KS = K / 2 each (e.g. Llama-3-8B's down projection, 14336).
- * Quantized rows (WQ 8 / 4 with groups of G, wq.cuh) are whole rows of IG_WQ_ROWB bytes (codes
- * then scales), at most one slot each. */
+ * Quantized rows (WQ 8 / 4 with groups of G, wq.cuh; 9: f8r, q8r's bytes with e4m3 codes) are whole
+ * rows of IG_WQ_ROWB bytes (codes then scales), at most one slot each. */
 template <int K, int WQ = 0, int G = 32>
 struct ig_st_shape {
     static constexpr int SPLIT = !WQ && K * 2 > IG_ST_SLOT ? 2 : 1; /* slots per row */
     static constexpr int KS = K / SPLIT;                              /* elements of a row in one slot */
-    static constexpr int RB = WQ ? IG_WQ_ROWB(K, WQ, G) : KS * 2;     /* bytes of a row (piece) in a slot */
+    static constexpr int RB = WQ ? IG_WQ_ROWB(K, WQ == 9 ? 8 : WQ, G) : KS * 2; /* bytes of a row (piece) in a slot */
     static constexpr int R = SPLIT > 1                ? 1
                              : 8 * RB <= IG_ST_SLOT ? 8
                              : 4 * RB <= IG_ST_SLOT ? 4
@@ -286,7 +287,8 @@ struct ig_st_tshape {
     typedef ig_st_shape<K, WQ, G> S;
     static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
     static constexpr int SPLIT = S::SPLIT, KS = S::KS, RB = S::RB; /* slots per row, row elements and bytes per slot */
-    static constexpr bool Q8I = WQ == 8;                          /* q8r: int8 tensor cores */
+    static constexpr bool Q8I = WQ == 8 || WQ == 9;               /* q8r: int8 tensor cores; f8r: fp8 ones (F8) */
+    static constexpr bool F8 = WQ == 9;
     static constexpr int SEG = WQ == 4 ? ig_st_q4seg(K, G) : Q8I ? 32 : 16; /* columns of a segment */
     static constexpr int NWD = WQ == 4 ? SEG / 32 : 1;           /* q4r: words of 8 codes per thread and segment */
     static constexpr int NW = (KS + 8 * SEG - 1) / (8 * SEG), WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
@@ -348,7 +350,38 @@ IG_DEV void ig_st_imma_u8(int *d, unsigned a0, unsigned a1, unsigned a2, unsigne
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* fp8 tensor cores (sm_89+; the persistent kernel runs on sm_90 only), m16n8k32, f32 accumulate:
+ * e4m3 weights times an e4m3 part of x (ig_st_x8e), the fragments laid out as the int8 ones */
+IG_DEV void ig_st_fmma_e4m3(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 890
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    (void)d, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+    __trap(); /* never launched there: the host runs the persistent kernel on sm_90 only */
+#endif
+}
+
 #endif /* !IG_CUDA_EMUL */
+
+/* f8r on fp8 tensor cores: ig_st_slot_q8i's windows and k order with e4m3 codes as stored, the two
+ * mma (x's high and low e4m3 parts, ig_st_x8e) into one f32 accumulator. (q8r's 16-bit fixed point
+ * cannot pair with e4m3 weights: fp8 mma takes only e4m3 / e5m2 operands.) */
+template <int K, class CCOL>
+IG_DEV void ig_st_slot_f8(float *d, const unsigned char *pa, const unsigned char *pb, CCOL ccol, const unsigned (*xr)[4]) {
+    typedef ig_st_tshape<K, 9, 32> TS;
+#pragma unroll
+    for (int m = 0; m < TS::MW; m++) {
+        const int c0 = ccol(m);
+        if (c0 == -2) continue; /* warp-uniform: the window lies past the row */
+        const int cl = c0 < 0 ? 0 : c0;
+        const uint2 wa = *(const uint2 *)(pa + cl);
+        const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cl) : make_uint2(0u, 0u);
+        ig_st_fmma_e4m3(d, wa.x, wb.x, wa.y, wb.y, xr[m][0], xr[m][1]);
+        ig_st_fmma_e4m3(d, wa.x, wb.x, wa.y, wb.y, xr[m][2], xr[m][3]);
+    }
+}
 
 /* q8r on int8 tensor cores: the D fragments of rows ra, rb (pa, pb) over this warp's windows of
  * 256 columns, dh with the high bytes of x, dl with the low ones (exact integer sums). A row
@@ -380,6 +413,38 @@ IG_DEV void ig_st_slot_q8i(int *dh, int *dl, const unsigned char *pa, const unsi
  * |v| < 2^E, so every v within 2^8 of it is exact (bf16 has 8 significant bits) and the others are
  * off by at most 2^(E - 16). v 2^(15 - E) + 1.5 2^23 is 1.5 2^23 + round(v 2^(15 - E)) (|v 2^(15 - E)| <
  * 2^15), whose bytes 0 and 1 are l and h: no conversion instruction. Returns xs. */
+/* f8r's x as two e4m3 parts for ig_st_slot_f8: v = xs (hi + lo), xs = 2^(E - 8) for the warp's
+ * largest |v| < 2^E (so |v| / xs < 256, inside e4m3's 448), hi the e4m3 code of v / xs (nearest
+ * even), lo that of the remainder: about 8 significant bits, as bf16 (values below 2^-6 xs lose
+ * bits to e4m3's subnormals). xr[i][w] holds hi of columns 4w..4w+3 of chunk i, xr[i][2 + w] lo,
+ * a byte each in column order (ig_st_x16's arrangement). Returns xs. */
+template <int NC>
+IG_DEV float ig_st_x8e(const float (*v)[8], unsigned (*xr)[4]) {
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[i][e]));
+    const int eb = max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 8); /* biased exponent of the max */
+    const float qs = __int_as_float((261 - eb) << 23);                      /* 2^(8 - E), E = eb - 126 */
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+#pragma unroll
+        for (int w = 0; w < 2; w++) {
+            unsigned hi = 0u, lo = 0u;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float f = v[i][4 * w + e] * qs; /* exact: a power of two */
+                const unsigned h = ig_kvq_f2e4m3(f);
+                float hv[4];
+                ig_wf8_word(h, hv); /* e4m3(h) 2^-120 */
+                hi |= h << (8 * e), lo |= (unsigned)ig_kvq_f2e4m3(f - hv[0] * IG_WF8_UNIT_F32) << (8 * e);
+            }
+            xr[i][w] = hi, xr[i][2 + w] = lo;
+        }
+    return __int_as_float((eb - 7) << 23); /* 2^(E - 8) */
+}
+
 template <int NC>
 IG_DEV float ig_st_x16(const float (*v)[8], unsigned (*xr)[4]) {
     float mx = 0.0f;
@@ -555,8 +620,8 @@ IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float4 *gm, float eps, f
             if (c < 0) continue;
             ig_st_chunk<CW, true>((const ig_bf16 *)x + c, xf[i]);
         }
-    if (TS::Q8I) { /* 16-bit fixed point */
-        xsum[0] = ig_st_x16<NC>((const float (*)[8])xf, xr);
+    if (TS::Q8I) { /* 16-bit fixed point (q8r), two e4m3 parts (f8r) */
+        xsum[0] = TS::F8 ? ig_st_x8e<NC>((const float (*)[8])xf, xr) : ig_st_x16<NC>((const float (*)[8])xf, xr);
     } else {
 #pragma unroll
         for (int i = 0; i < NC; i++) {
@@ -652,7 +717,9 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
                 const unsigned char *pa = sb + (size_t)ra * TS::RB, *pb = sb + (size_t)rb * TS::RB;
-                if (TS::Q8I) {
+                if (TS::F8) {
+                    ig_st_slot_f8<K>(d[0], pa, pb, ccol, xr);
+                } else if (TS::Q8I) {
                     int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
                     ig_st_slot_q8i<K>(dh, dl, pa, pb, ccol, xr);
 #pragma unroll
@@ -668,7 +735,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const bool diag = q == (g >> 1);
                 u[j][0] = diag ? ((g & 1) ? d[0][1] : d[0][0]) : 0.0f;
                 u[j][1] = diag ? ((g & 1) ? d[0][3] : d[0][2]) : 0.0f;
-                if (WQ == 8) { /* q8r: the rows' scales (and x's), read before the slot goes back */
+                if (TS::Q8I) { /* q8r / f8r: the rows' scales (and x's), read before the slot goes back */
                     const float xs = xsum[0];
                     if (ra < n) u[j][0] *= *(const float *)(pa + K) * xs;
                     if (R >= 2 && rb < n) u[j][1] *= *(const float *)(pb + K) * xs;
