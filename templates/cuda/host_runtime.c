@@ -109,7 +109,7 @@ static uint64_t workspace_bytes(int32_t max_tokens, int32_t n_threads) {
  * the GPU spent on a decode step's GEMM). */
 #define F8_PLANS 64
 typedef struct f8_plan {
-    int N, T, K, ldy, ybf16, beta1, ok; /* ok: made; N 0: empty */
+    int N, T, K, ldy, ybf16, beta1, ok, has_algo; /* ok: made; has_algo: else cuBLASLt's implicit heuristic per call */
     cublasLtMatmulDesc_t d;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -269,9 +269,12 @@ static void f8_plan_free(const cu_api *a, f8_plan *p) {
     memset(p, 0, sizeof *p);
 }
 /* Makes plan p for the shape: TN (A = the rows, K x N column-major with ld K + 16, transposed; B =
- * xq, K x T; C = D = y, N x T), both operands e4m3 with outer-vector f32 scales, f32 compute, and
- * the heuristic's first algorithm for our workspace. */
-static cublasStatus_t f8_plan_make(dev_state *st, f8_plan *p, int N, int T, int K, int ldy, int ybf16, int beta1) {
+ * xq, K x T; C = D = y, N x T), both operands e4m3 with outer-vector f32 scales (pa, pb: this call's,
+ * which the heuristic reads for their alignment; every later call's are 16-byte aligned too), f32
+ * compute, and the heuristic's first algorithm for our workspace (none: cuBLASLt's implicit query at
+ * each call, as before the cache). */
+static cublasStatus_t f8_plan_make(dev_state *st, f8_plan *p, int N, int T, int K, int ldy, int ybf16, int beta1, const void *pa,
+                                   const void *pb) {
     const cu_api *a = &st->api;
     const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     const cudaDataType yt = ybf16 ? (W_F16 ? CUDA_R_16F : CUDA_R_16BF) : CUDA_R_32F;
@@ -282,20 +285,26 @@ static cublasStatus_t f8_plan_make(dev_state *st, f8_plan *p, int N, int T, int 
     if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode);
     if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
+    if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
     if (!s) s = a->cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K + 16);
     if (!s) s = a->cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)T, K);
     if (!s) s = a->cublasLtMatrixLayoutCreate(&p->lc, yt, (uint64_t)N, (uint64_t)T, ldy);
+    if (s) {
+        f8_plan_free(a, p);
+        return s;
+    }
     cublasLtMatmulPreference_t pref = NULL;
-    if (!s) s = a->cublasLtMatmulPreferenceCreate(&pref);
-    if (!s) s = a->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
     cublasLtMatmulHeuristicResult_t r;
     int n = 0;
-    if (!s) s = a->cublasLtMatmulAlgoGetHeuristic(st->blaslt, p->d, p->la, p->lb, p->lc, p->lc, pref, 1, &r, &n);
+    cublasStatus_t h = a->cublasLtMatmulPreferenceCreate(&pref);
+    if (!h) h = a->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    if (!h) h = a->cublasLtMatmulAlgoGetHeuristic(st->blaslt, p->d, p->la, p->lb, p->lc, p->lc, pref, 1, &r, &n);
     if (pref) a->cublasLtMatmulPreferenceDestroy(pref);
-    if (!s && n < 1) s = CUBLAS_STATUS_NOT_SUPPORTED;
-    if (!s) p->algo = r.algo, p->ok = 1;
-    else f8_plan_free(a, p);
-    return s;
+    p->has_algo = !h && n >= 1 && r.state == CUBLAS_STATUS_SUCCESS;
+    if (p->has_algo) p->algo = r.algo;
+    p->ok = 1;
+    return CUBLAS_STATUS_SUCCESS;
 }
 static __attribute__((unused)) CUresult gemm_f8(dev_state *st, int N, int T, int K, CUdeviceptr w, CUdeviceptr xq,
                                                 CUdeviceptr xs, CUdeviceptr y, int ldy, float beta, int ybf16) {
@@ -306,21 +315,21 @@ static __attribute__((unused)) CUresult gemm_f8(dev_state *st, int N, int T, int
         f8_plan *q = &st->f8[i];
         if (q->ok && q->N == N && q->T == T && q->K == K && q->ldy == ldy && q->ybf16 == ybf16 && q->beta1 == beta1) p = q;
     }
+    /* the scales: the rows' vector after the NP = N rounded up to 16 rows (wq.cuh), the tokens' xs */
+    const CUdeviceptr wsc = w + (CUdeviceptr)((N + 15) / 16 * 16) * (CUdeviceptr)(K + 16);
+    const void *pa = (const void *)(uintptr_t)wsc, *pb = (const void *)(uintptr_t)xs;
     if (!p) { /* a new shape: the next slot, round robin */
         p = &st->f8[st->f8_next];
         st->f8_next = (st->f8_next + 1) % F8_PLANS;
         f8_plan_free(a, p);
-        if (f8_plan_make(st, p, N, T, K, ldy, ybf16, beta1)) return CUDA_ERROR_UNKNOWN;
+        if (f8_plan_make(st, p, N, T, K, ldy, ybf16, beta1, pa, pb)) return CUDA_ERROR_UNKNOWN;
     }
-    /* the scales: the rows' vector after the NP = N rounded up to 16 rows (wq.cuh), the tokens' xs */
-    const CUdeviceptr wsc = w + (CUdeviceptr)((N + 15) / 16 * 16) * (CUdeviceptr)(K + 16);
-    const void *pa = (const void *)(uintptr_t)wsc, *pb = (const void *)(uintptr_t)xs;
     const float alpha = 1.0f;
     cublasStatus_t s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
     if (!s) s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb);
     if (!s)
         s = a->cublasLtMatmul(st->blaslt, p->d, &alpha, (const void *)(uintptr_t)w, p->la, (const void *)(uintptr_t)xq, p->lb,
-                              &beta, (const void *)(uintptr_t)y, p->lc, (void *)(uintptr_t)y, p->lc, &p->algo,
+                              &beta, (const void *)(uintptr_t)y, p->lc, (void *)(uintptr_t)y, p->lc, p->has_algo ? &p->algo : NULL,
                               (void *)(uintptr_t)st->blas_ws, BLAS_WS_BYTES, (cudaStream_t)st->stream);
     return s == CUBLAS_STATUS_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }

@@ -31,7 +31,8 @@
 #define IG_CUDA_STREAM_CUH
 
 #include "common.cuh"
-#include "kv_quant.cuh" /* ig_kvq_f2e4m3: f8r's x parts */
+#include "kv_quant.cuh" /* ig_kvq_e4m3_h2: f8r's codes as halves */
+#include "mma.cuh"
 #include "wq.cuh"
 
 #ifndef IG_ST_CWARPS
@@ -265,7 +266,9 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
  * fragments are conflict-free shared loads and x sits in registers for the whole phase: bf16
  * windows are 128 columns (segments of 16, thread q of a group holding columns 4q..4q+3, one
  * mma); q8r windows 256 columns on int8 tensor cores (m16n8k32: segments of 32, thread q holding
- * columns 8q..8q+7, two mma for x's two bytes; see ig_st_slot_q8i); q4r windows are 8 segments of
+ * columns 8q..8q+7, two mma for x's two bytes; see ig_st_slot_q8i); f8r (WQ 9) bf16's windows with
+ * its 4 codes a row turned into halves (e4m3 / 2^8, exact) against x / xs in halves (ig_st_xh), f16
+ * mma (fp8 mma.sync is emulated through f16 on sm_90); q4r windows are 8 segments of
  * TS::SEG columns, one group's scale and min each (thread q holding SEG / 4 consecutive columns,
  * two mma per 8 of them; see ig_st_q4frag). Warp w owns row pair w / WP of each slot and the
  * windows (w % WP) + WP m of it: its B fragments are loaded once per phase.
@@ -287,8 +290,8 @@ struct ig_st_tshape {
     typedef ig_st_shape<K, WQ, G> S;
     static constexpr int R = S::R, RP = R >= 2 ? R / 2 : 1; /* rows and row pairs per slot */
     static constexpr int SPLIT = S::SPLIT, KS = S::KS, RB = S::RB; /* slots per row, row elements and bytes per slot */
-    static constexpr bool Q8I = WQ == 8 || WQ == 9;               /* q8r: int8 tensor cores; f8r: fp8 ones (F8) */
-    static constexpr bool F8 = WQ == 9;
+    static constexpr bool Q8I = WQ == 8;                          /* q8r: int8 tensor cores */
+    static constexpr bool F8 = WQ == 9; /* f8r: bf16's windows, its codes as halves, f16 mma (fp8 mma.sync is not native on sm_90) */
     static constexpr int SEG = WQ == 4 ? ig_st_q4seg(K, G) : Q8I ? 32 : 16; /* columns of a segment */
     static constexpr int NWD = WQ == 4 ? SEG / 32 : 1;           /* q4r: words of 8 codes per thread and segment */
     static constexpr int NW = (KS + 8 * SEG - 1) / (8 * SEG), WP = IG_ST_CWARPS / RP, MW = (NW + WP - 1) / WP; /* windows of a slot */
@@ -350,38 +353,7 @@ IG_DEV void ig_st_imma_u8(int *d, unsigned a0, unsigned a1, unsigned a2, unsigne
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* fp8 tensor cores (sm_89+; the persistent kernel runs on sm_90 only), m16n8k32, f32 accumulate:
- * e4m3 weights times an e4m3 part of x (ig_st_x8e), the fragments laid out as the int8 ones */
-IG_DEV void ig_st_fmma_e4m3(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-#if __CUDA_ARCH__ >= 890
-    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    (void)d, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
-    __trap(); /* never launched there: the host runs the persistent kernel on sm_90 only */
-#endif
-}
-
 #endif /* !IG_CUDA_EMUL */
-
-/* f8r on fp8 tensor cores: ig_st_slot_q8i's windows and k order with e4m3 codes as stored, the two
- * mma (x's high and low e4m3 parts, ig_st_x8e) into one f32 accumulator. (q8r's 16-bit fixed point
- * cannot pair with e4m3 weights: fp8 mma takes only e4m3 / e5m2 operands.) */
-template <int K, class CCOL>
-IG_DEV void ig_st_slot_f8(float *d, const unsigned char *pa, const unsigned char *pb, CCOL ccol, const unsigned (*xr)[4]) {
-    typedef ig_st_tshape<K, 9, 32> TS;
-#pragma unroll
-    for (int m = 0; m < TS::MW; m++) {
-        const int c0 = ccol(m);
-        if (c0 == -2) continue; /* warp-uniform: the window lies past the row */
-        const int cl = c0 < 0 ? 0 : c0;
-        const uint2 wa = *(const uint2 *)(pa + cl);
-        const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cl) : make_uint2(0u, 0u);
-        ig_st_fmma_e4m3(d, wa.x, wb.x, wa.y, wb.y, xr[m][0], xr[m][1]);
-        ig_st_fmma_e4m3(d, wa.x, wb.x, wa.y, wb.y, xr[m][2], xr[m][3]);
-    }
-}
 
 /* q8r on int8 tensor cores: the D fragments of rows ra, rb (pa, pb) over this warp's windows of
  * 256 columns, dh with the high bytes of x, dl with the low ones (exact integer sums). A row
@@ -413,36 +385,25 @@ IG_DEV void ig_st_slot_q8i(int *dh, int *dl, const unsigned char *pa, const unsi
  * |v| < 2^E, so every v within 2^8 of it is exact (bf16 has 8 significant bits) and the others are
  * off by at most 2^(E - 16). v 2^(15 - E) + 1.5 2^23 is 1.5 2^23 + round(v 2^(15 - E)) (|v 2^(15 - E)| <
  * 2^15), whose bytes 0 and 1 are l and h: no conversion instruction. Returns xs. */
-/* f8r's x as two e4m3 parts for ig_st_slot_f8: v = xs (hi + lo), xs = 2^(E - 8) for the warp's
- * largest |v| < 2^E (so |v| / xs < 256, inside e4m3's 448), hi the e4m3 code of v / xs (nearest
- * even), lo that of the remainder: about 8 significant bits, as bf16 (values below 2^-6 xs lose
- * bits to e4m3's subnormals). xr[i][w] holds hi of columns 4w..4w+3 of chunk i, xr[i][2 + w] lo,
- * a byte each in column order (ig_st_x16's arrangement). Returns xs. */
+/* f8r's x as IEEE halves for ig_st_slot_dots' f16 mma: v / xs with xs = 2^(E - 15) for the warp's
+ * largest |v| < 2^E, so every bf16 value v within 2^24 of it is exact in half (11 significant bits,
+ * normal down to 2^-14 of 2^15); xr[i][0] / [1] hold columns (0, 1) / (2, 3) of chunk i (CW 4), as
+ * the bf16 path's pairs. Returns xs. */
 template <int NC>
-IG_DEV float ig_st_x8e(const float (*v)[8], unsigned (*xr)[4]) {
+IG_DEV float ig_st_xh(const float (*v)[4], unsigned (*xr)[4]) {
     float mx = 0.0f;
 #pragma unroll
     for (int i = 0; i < NC; i++)
 #pragma unroll
-        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[i][e]));
-    const int eb = max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 8); /* biased exponent of the max */
-    const float qs = __int_as_float((261 - eb) << 23);                      /* 2^(8 - E), E = eb - 126 */
+        for (int e = 0; e < 4; e++) mx = fmaxf(mx, fabsf(v[i][e]));
+    const int eb = max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 14); /* biased exponent of the max */
+    const float qs = __int_as_float((268 - eb) << 23);                        /* 2^(15 - E), E = eb - 126 */
 #pragma unroll
     for (int i = 0; i < NC; i++)
 #pragma unroll
-        for (int w = 0; w < 2; w++) {
-            unsigned hi = 0u, lo = 0u;
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float f = v[i][4 * w + e] * qs; /* exact: a power of two */
-                const unsigned h = ig_kvq_f2e4m3(f);
-                float hv[4];
-                ig_wf8_word(h, hv); /* e4m3(h) 2^-120 */
-                hi |= h << (8 * e), lo |= (unsigned)ig_kvq_f2e4m3(f - hv[0] * IG_WF8_UNIT_F32) << (8 * e);
-            }
-            xr[i][w] = hi, xr[i][2 + w] = lo;
-        }
-    return __int_as_float((eb - 7) << 23); /* 2^(E - 8) */
+        for (int w = 0; w < 2; w++) /* exact: v qs is a bf16 value times a power of two */
+            xr[i][w] = (unsigned)ig_f32_to_f16(v[i][2 * w] * qs) | (unsigned)ig_f32_to_f16(v[i][2 * w + 1] * qs) << 16;
+    return __int_as_float((eb - 14) << 23); /* 2^(E - 15) */
 }
 
 template <int NC>
@@ -511,11 +472,18 @@ IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsign
         } else {
             const int cs = ccol(m); /* the column within the slot's row piece */
             if (cs < 0) continue;   /* warp-uniform: the window lies past the row */
-            const uint2 wa = *(const uint2 *)(pa + cs * 2);
-            const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cs * 2) : make_uint2(0u, 0u);
             /* the piece's x (a select, not a dynamic index: xr stays in registers) */
             const unsigned b0 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][0] : xr[m][0];
             const unsigned b1 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][1] : xr[m][1];
+            if (TS::F8) { /* 4 e4m3 codes a row: columns (0, 1) and (2, 3) as halves e4m3 / 2^8, exact */
+                const unsigned ua = *(const unsigned *)(pa + cs), ub = TS::R >= 2 ? *(const unsigned *)(pb + cs) : 0u;
+                const unsigned a[4] = {ig_kvq_e4m3_h2(__byte_perm(ua, 0u, 0x4140u)), ig_kvq_e4m3_h2(__byte_perm(ub, 0u, 0x4140u)),
+                                       ig_kvq_e4m3_h2(__byte_perm(ua, 0u, 0x4342u)), ig_kvq_e4m3_h2(__byte_perm(ub, 0u, 0x4342u))};
+                ig_mma16f(d[m % IG_ST_ACC], a, b0, b1);
+                continue;
+            }
+            const uint2 wa = *(const uint2 *)(pa + cs * 2);
+            const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cs * 2) : make_uint2(0u, 0u);
             ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
         }
     }
@@ -620,8 +588,10 @@ IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float4 *gm, float eps, f
             if (c < 0) continue;
             ig_st_chunk<CW, true>((const ig_bf16 *)x + c, xf[i]);
         }
-    if (TS::Q8I) { /* 16-bit fixed point (q8r), two e4m3 parts (f8r) */
-        xsum[0] = TS::F8 ? ig_st_x8e<NC>((const float (*)[8])xf, xr) : ig_st_x16<NC>((const float (*)[8])xf, xr);
+    if (TS::Q8I) { /* 16-bit fixed point */
+        xsum[0] = ig_st_x16<NC>((const float (*)[8])xf, xr);
+    } else if (TS::F8) { /* halves of x / xs */
+        xsum[0] = ig_st_xh<NC>((const float (*)[4])xf, xr);
     } else {
 #pragma unroll
         for (int i = 0; i < NC; i++) {
@@ -717,9 +687,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
                 const unsigned char *pa = sb + (size_t)ra * TS::RB, *pb = sb + (size_t)rb * TS::RB;
-                if (TS::F8) {
-                    ig_st_slot_f8<K>(d[0], pa, pb, ccol, xr);
-                } else if (TS::Q8I) {
+                if (TS::Q8I) {
                     int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
                     ig_st_slot_q8i<K>(dh, dl, pa, pb, ccol, xr);
 #pragma unroll
@@ -735,8 +703,8 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 const bool diag = q == (g >> 1);
                 u[j][0] = diag ? ((g & 1) ? d[0][1] : d[0][0]) : 0.0f;
                 u[j][1] = diag ? ((g & 1) ? d[0][3] : d[0][2]) : 0.0f;
-                if (TS::Q8I) { /* q8r / f8r: the rows' scales (and x's), read before the slot goes back */
-                    const float xs = xsum[0];
+                if (TS::Q8I || TS::F8) { /* q8r / f8r: the rows' scales (and x's), read before the slot goes back */
+                    const float xs = TS::F8 ? xsum[0] * IG_KVQ_E4M3_UNIT : xsum[0]; /* f8r: its halves are e4m3 / 2^8 */
                     if (ra < n) u[j][0] *= *(const float *)(pa + K) * xs;
                     if (R >= 2 && rb < n) u[j][1] *= *(const float *)(pb + K) * xs;
                 }

@@ -46,27 +46,4 @@ IG_DEV void ig_st_imma_u8(int *d, unsigned a0, unsigned a1, unsigned a2, unsigne
     ig_imma32(d, a, b0, b1, false);
 }
 
-/* mma.sync m16n8k32 row.col e4m3 x e4m3, f32 accumulate: ig_imma32's fragment layout with each
- * byte an e4m3fn code (cpukv.h's decoder), the products summed in double then added in f32 */
-IG_DEV void ig_st_fmma_e4m3(float *d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-    unsigned(*s)[6] = g_mma[threadIdx.x >> 5];
-    const unsigned l = threadIdx.x & 31;
-    const unsigned a[4] = {a0, a1, a2, a3};
-    for (int i = 0; i < 4; i++) s[l][i] = a[i];
-    s[l][4] = b0, s[l][5] = b1;
-    __syncwarp();
-    for (int e = 0; e < 4; e++) {
-        const int row = (int)(l >> 2) + 8 * (e >> 1), col = 2 * (int)(l & 3) + (e & 1);
-        double acc = 0;
-        for (int k = 0; k < 32; k++) {
-            const unsigned aw = s[(row % 8) * 4 + (k % 16) / 4][(row >= 8) + 2 * (k >= 16)];
-            const unsigned bw = s[4 * col + (k % 16) / 4][4 + (k >= 16)];
-            acc += (double)cpukv::ig_e4m3_to_f32((uint8_t)(aw >> (8 * (k % 4)))) *
-                   cpukv::ig_e4m3_to_f32((uint8_t)(bw >> (8 * (k % 4))));
-        }
-        d[e] += (float)acc;
-    }
-    __syncwarp();
-}
-
 #endif /* IG_EMUL_STREAM_H */

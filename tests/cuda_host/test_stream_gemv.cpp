@@ -142,9 +142,7 @@ static void run(const char *name) {
     CHECK(ok, "%s: the emulated CTA deadlocked", name);
     if (!ok) return;
     double worst = 0.0;
-    /* f8r: x goes in as two e4m3 parts (ig_st_x8e: within 2^-8 of each value, and 2^-10 of the
-     * warp's scale below e4m3's normals), not exactly as its bf16 values */
-    const double B = WQ == 9 ? 5e-3 : 1e-3;
+    const double B = 1e-3;
     auto cmp = [&](const char *ph, int i, double got, double want, double mag) {
         const double e = fabs(got - want) / (mag + 1e-12);
         worst = std::max(worst, e);
