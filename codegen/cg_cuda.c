@@ -397,7 +397,8 @@ static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, c
     if (qg) emit_qgemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, wf, qg_hi);
     if (a8) emit_act8(c, fw, ind, x, w, bias, y, K, N, epi, ldy, what, norm);
     if (f8) {
-        fprintf(fw, "%s} else if (st->f8_on) { /* fp8: e4m3 activations on cuBLASLt's e4m3 GEMM */\n", ind);
+        fprintf(fw, "%s} else if (st->f8_on && %s >= %d) { /* fp8: e4m3 activations on cuBLASLt's e4m3 GEMM */\n", ind, rows,
+                c->tune->a8_tmin);
         emit_gemm(c, fw, ind, rows, x, w, bias, y, K, N, epi, ldy, bf, what, norm, 1);
     }
     fprintf(fw, "%s} else {\n", ind);

@@ -28,9 +28,12 @@ import golden
 
 # max |logit - reference| / max |reference| per scheme (random tiny models, bf16 activations)
 BOUND = {"a16w8": 0.1, "a16w8-g128": 0.1, "a16w4-g128": 1.2, "a8w8": 0.1}
-# CUDA fp8 (no CPU scheme): e4m3 weights have 3 mantissa bits (relative error up to 2^-4) rather than
-# int8's steps of max |w| / 127 per channel, and the activations of 33+ token steps are e4m3 too
-FP8_BOUND = 0.15
+# CUDA fp8 (no CPU scheme) against the transformers references: e4m3 weights have 3 mantissa bits
+# (relative error up to 2^-4) rather than int8's steps of max |w| / 127 per channel, and the
+# activations of 33+ token steps are e4m3 too (see F8_TWIN); measured on an H100 / H200 2026-12-06:
+# 0.155 (qwen2-bias-tied), 0.188 (llama-gqa), 0.209 (llama-stream-h256), qwen3-moe 35/40 positions
+# within 0.15 (max 0.54, its router flips experts)
+FP8_BOUND = 0.3
 # q4k / q6k groups: weighted error at most min-max rounding's (at exact f32 scale and min) times
 # this; the 8-bit codes of scale and min under one f16 pair per 8 groups cost a little
 KSLACK, KWORST = 1.3, []
@@ -329,6 +332,13 @@ CPU_SIDE = {("llama-gqa", "a16w4-g32"), ("qwen2-bias-tied", "a16w8"), ("qwen3-st
 # max|x| / 127, not bf16's 2^-9 of each value; the bound for those steps (a wrong weight or token
 # scale, a transposed sum or a lost bias is O(1) off)
 A8_TWIN = 6e-2
+# CUDA fp8's steps of a8_tmin (33) tokens and more quantize activations per token to e4m3 (cuBLASLt's
+# fp8 GEMM): 3 mantissa bits a value (up to 2^-4 of it) where int8 has max |x| / 254; against the
+# decoded twin (the same f8r weights, f32 activations) measured 0.108 (qwen2-bias-tied), 0.156
+# (llama-gqa), 0.158 (llama-stream-h256) of max |logit|, and 7.4e-3 on qwen2-bias-tied with the 16-bit
+# kernels on the same rows (--tune a8_tmin=4096), so the activations' e4m3 is all of it; a wrong
+# scale vector, row or token is O(1) off
+F8_TWIN = 0.25
 
 
 def cuda_checks(arch, tmp, fails, gpu):
@@ -405,7 +415,7 @@ def cuda_checks(arch, tmp, fails, gpu):
             pt = os.path.join(tmp, f"{model}-{scheme}-cuda-twin-pkg")
             golden.run(["compile", tw, "-o", pt, "--target", "cpu", "--dtype", "f32"])
             ids = golden.reference(model, mdir)[0]
-            tol = A8_TWIN if mode in ("a8w8", "fp8") else 3e-2  # the 40- and 33-token steps
+            tol = F8_TWIN if mode == "fp8" else A8_TWIN if mode == "a8w8" else 3e-2  # the 40- and 33-token steps
             err = compare_twin(f"{model:18s} {scheme:10s} cuda (twin on the CPU)", pkg, pt, ids, tol, fails, positions=moe)
             # a step of 6 tokens: the GEMV kernels for 2..8 tokens (gemv_tc.cu for q8r, gemv.cu for q4r;
             # MoE: _dgu / _ddown on the codes); its one-token steps are the first six of the run above
