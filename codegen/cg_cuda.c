@@ -360,8 +360,9 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
  * else gemv.cu's quantized instance `fmv` for up to MV_TMAX tokens (the codes stream once per pass of
  * up to 4 tokens) below the `qg_tmin` tuning key, else up to `qg_tmax` tokens (a8w8's layer matmuls:
  * below `a8_tmin`) qgemm.cu (the codes on tensor cores; 16-bit packages with K % 64 == 0, sm_80+:
- * st->qg_on), else in a8w8 packages with cuBLAS the int8-activation GEMM (emit_act8), else the matrix
- * dequantized into the 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
+ * st->qg_on), else in a8w8 packages with cuBLAS the int8-activation GEMM (emit_act8), in fp8 packages
+ * (f8r rows) from a8_tmin tokens where st->f8_on cuBLASLt's e4m3 GEMM (emit_gemm with f8), else the
+ * matrix dequantized into the 16-bit scratch a_wdq (dequant.cu) and the cuBLAS path on it. */
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
                           const char *what, const mm_norm *norm, mm_wfmt wf, int fmv, int ftc) {
