@@ -64,7 +64,6 @@ typedef struct cu_api {
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventSynchronize)(CUevent);
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
-    CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
     /* CUDA graphs: decode-sized steps are captured once per shape and replayed */
     CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
     CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
@@ -203,7 +202,6 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYM(cuda, cuEventRecord, "cuEventRecord");
     SYM(cuda, cuEventSynchronize, "cuEventSynchronize");
     SYM(cuda, cuEventElapsedTime, "cuEventElapsedTime_v2");
-    SYM(cuda, cuStreamIsCapturing, "cuStreamIsCapturing");
     SYM(cuda, cuStreamBeginCapture, "cuStreamBeginCapture_v2");
     SYM(cuda, cuStreamEndCapture, "cuStreamEndCapture");
     SYM(cuda, cuGraphInstantiate, "cuGraphInstantiateWithFlags");

@@ -108,8 +108,6 @@ static uint64_t workspace_bytes(int32_t max_tokens, int32_t n_threads) {
  * chose, made on the shape's first call (a heuristic query per call cost the host about as much as
  * the GPU spent on a decode step's GEMM). */
 #define F8_PLANS 64
-#define F8_TRIALS 6     /* algorithms of cuBLASLt's heuristic timed for a new shape (stored, beta 0 plans) */
-#define F8_TUNE_TMIN 256 /* ... of this many tokens and more (prefill-sized: a few ms once; smaller steps take the first) */
 typedef struct f8_plan {
     int N, T, K, ldy, ybf16, beta1, ok, has_algo; /* ok: made; has_algo: else cuBLASLt's implicit heuristic per call */
     cublasLtMatmulDesc_t d;
@@ -270,46 +268,15 @@ static void f8_plan_free(const cu_api *a, f8_plan *p) {
     if (p->d) a->cublasLtMatmulDescDestroy(p->d);
     memset(p, 0, sizeof *p);
 }
-/* The heuristic's algorithms r[0..n) timed on a plan's own call (tune: w, xq, y; beta 0, so each
- * trial only rewrites y), the fastest kept in p: the second of two runs each, on CUDA events. Not
- * while the stream is being captured (a graph's first sighting runs eagerly, so its shapes have
- * their plans by then). */
-static void f8_plan_time(dev_state *st, f8_plan *p, const cublasLtMatmulHeuristicResult_t *r, int n, const CUdeviceptr *tune) {
-    const cu_api *a = &st->api;
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (a->cuStreamIsCapturing(st->stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
-    CUevent ev[2] = {NULL, NULL};
-    if (a->cuEventCreate(&ev[0], 0) != CUDA_SUCCESS || a->cuEventCreate(&ev[1], 0) != CUDA_SUCCESS) n = 0;
-    const float alpha = 1.0f, beta = 0.0f;
-    float best = 1e30f;
-    for (int i = 0; i < n; i++) {
-        if (r[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        float ms = 1e30f;
-        for (int rep = 0; rep < 2; rep++) {
-            a->cuEventRecord(ev[0], st->stream);
-            cublasStatus_t s = a->cublasLtMatmul(st->blaslt, p->d, &alpha, (const void *)(uintptr_t)tune[0], p->la,
-                                                 (const void *)(uintptr_t)tune[1], p->lb, &beta, (const void *)(uintptr_t)tune[2],
-                                                 p->lc, (void *)(uintptr_t)tune[2], p->lc, &r[i].algo,
-                                                 (void *)(uintptr_t)st->blas_ws, BLAS_WS_BYTES, (cudaStream_t)st->stream);
-            a->cuEventRecord(ev[1], st->stream);
-            if (s != CUBLAS_STATUS_SUCCESS || a->cuEventSynchronize(ev[1]) != CUDA_SUCCESS ||
-                a->cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS)
-                ms = 1e30f;
-        }
-        if (ms < best) best = ms, p->algo = r[i].algo, p->has_algo = 1;
-    }
-    for (int i = 0; i < 2; i++)
-        if (ev[i]) a->cuEventDestroy(ev[i]);
-}
-
 /* Makes plan p for the shape: TN (A = the rows, K x N column-major with ld K + 16, transposed; B =
  * xq, K x T; C = D = y, N x T), both operands e4m3 with outer-vector f32 scales (pa, pb: this call's,
  * which the heuristic reads for their alignment; every later call's are 16-byte aligned too), f32
  * compute, and the heuristic's first algorithm for our workspace (none: cuBLASLt's implicit query at
- * each call, as before the cache); with tune (beta 0 plans of F8_TUNE_TMIN tokens and more) the
- * fastest of its first F8_TRIALS on this call's operands. */
+ * each call, as before the cache). (Timing the heuristic's first six algorithms on a 256+ token
+ * plan's own call and keeping the fastest left the 1B's 2048-token prefill as it was: H100, fp8
+ * 230.4k tokens/s, its GEMMs 100 us a call against 97 with the first; dropped.) */
 static cublasStatus_t f8_plan_make(dev_state *st, f8_plan *p, int N, int T, int K, int ldy, int ybf16, int beta1, const void *pa,
-                                   const void *pb, const CUdeviceptr *tune) {
+                                   const void *pb) {
     const cu_api *a = &st->api;
     const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     const cudaDataType yt = ybf16 ? (W_F16 ? CUDA_R_16F : CUDA_R_16BF) : CUDA_R_32F;
@@ -330,16 +297,14 @@ static cublasStatus_t f8_plan_make(dev_state *st, f8_plan *p, int N, int T, int 
         return s;
     }
     cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t r[F8_TRIALS];
+    cublasLtMatmulHeuristicResult_t r;
     int n = 0;
     cublasStatus_t h = a->cublasLtMatmulPreferenceCreate(&pref);
     if (!h) h = a->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-    if (!h) h = a->cublasLtMatmulAlgoGetHeuristic(st->blaslt, p->d, p->la, p->lb, p->lc, p->lc, pref, F8_TRIALS, r, &n);
+    if (!h) h = a->cublasLtMatmulAlgoGetHeuristic(st->blaslt, p->d, p->la, p->lb, p->lc, p->lc, pref, 1, &r, &n);
     if (pref) a->cublasLtMatmulPreferenceDestroy(pref);
-    if (h) n = 0;
-    p->has_algo = n >= 1 && r[0].state == CUBLAS_STATUS_SUCCESS;
-    if (p->has_algo) p->algo = r[0].algo;
-    if (n > 1 && !beta1 && tune) f8_plan_time(st, p, r, n, tune);
+    p->has_algo = !h && n >= 1 && r.state == CUBLAS_STATUS_SUCCESS;
+    if (p->has_algo) p->algo = r.algo;
     p->ok = 1;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -359,8 +324,7 @@ static __attribute__((unused)) CUresult gemm_f8(dev_state *st, int N, int T, int
         p = &st->f8[st->f8_next];
         st->f8_next = (st->f8_next + 1) % F8_PLANS;
         f8_plan_free(a, p);
-        const CUdeviceptr tune[3] = {w, xq, y};
-        if (f8_plan_make(st, p, N, T, K, ldy, ybf16, beta1, pa, pb, T >= F8_TUNE_TMIN ? tune : NULL)) return CUDA_ERROR_UNKNOWN;
+        if (f8_plan_make(st, p, N, T, K, ldy, ybf16, beta1, pa, pb)) return CUDA_ERROR_UNKNOWN;
     }
     const float alpha = 1.0f;
     cublasStatus_t s = lt_set(a, p->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa);
