@@ -380,23 +380,25 @@ IG_DEV void ig_st_slot_q8i(int *dh, int *dl, const unsigned char *pa, const unsi
     }
 }
 
-/* q8r's x as 16-bit fixed point for ig_st_slot_q8i: v (the bf16-rounded values of this thread's
- * chunks) = xs (256 h + l), h signed and l unsigned bytes, xs = 2^(E - 15) for the warp's largest
- * |v| < 2^E, so every v within 2^8 of it is exact (bf16 has 8 significant bits) and the others are
- * off by at most 2^(E - 16). v 2^(15 - E) + 1.5 2^23 is 1.5 2^23 + round(v 2^(15 - E)) (|v 2^(15 - E)| <
- * 2^15), whose bytes 0 and 1 are l and h: no conversion instruction. Returns xs. */
+/* The biased exponent eb of the warp's largest |v| over its NC chunks of CW (at least 14): |v| <
+ * 2^E with E = eb - 126, for ig_st_x16's and ig_st_xh's power-of-two scales. */
+template <int NC, int CW>
+IG_DEV int ig_st_xexp(const float (*v)[CW]) {
+    float mx = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+#pragma unroll
+        for (int e = 0; e < CW; e++) mx = fmaxf(mx, fabsf(v[i][e]));
+    return max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 14);
+}
+
 /* f8r's x as IEEE halves for ig_st_slot_dots' f16 mma: v / xs with xs = 2^(E - 15) for the warp's
  * largest |v| < 2^E, so every bf16 value v within 2^24 of it is exact in half (11 significant bits,
  * normal down to 2^-14 of 2^15); xr[i][0] / [1] hold columns (0, 1) / (2, 3) of chunk i (CW 4), as
  * the bf16 path's pairs. Returns xs. */
 template <int NC>
 IG_DEV float ig_st_xh(const float (*v)[4], unsigned (*xr)[4]) {
-    float mx = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NC; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) mx = fmaxf(mx, fabsf(v[i][e]));
-    const int eb = max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 14); /* biased exponent of the max */
+    const int eb = ig_st_xexp<NC, 4>(v);
     const float qs = __int_as_float((268 - eb) << 23);                        /* 2^(15 - E), E = eb - 126 */
 #pragma unroll
     for (int i = 0; i < NC; i++)
@@ -406,14 +408,14 @@ IG_DEV float ig_st_xh(const float (*v)[4], unsigned (*xr)[4]) {
     return __int_as_float((eb - 14) << 23); /* 2^(E - 15) */
 }
 
+/* q8r's x as 16-bit fixed point for ig_st_slot_q8i: v (the bf16-rounded values of this thread's
+ * chunks) = xs (256 h + l), h signed and l unsigned bytes, xs = 2^(E - 15) for the warp's largest
+ * |v| < 2^E, so every v within 2^8 of it is exact (bf16 has 8 significant bits) and the others are
+ * off by at most 2^(E - 16). v 2^(15 - E) + 1.5 2^23 is 1.5 2^23 + round(v 2^(15 - E)) (|v 2^(15 - E)| <
+ * 2^15), whose bytes 0 and 1 are l and h: no conversion instruction. Returns xs. */
 template <int NC>
 IG_DEV float ig_st_x16(const float (*v)[8], unsigned (*xr)[4]) {
-    float mx = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NC; i++)
-#pragma unroll
-        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[i][e]));
-    const int eb = max((__float_as_int(ig_warp_max(mx)) >> 23) & 0xff, 14); /* biased exponent of the max */
+    const int eb = ig_st_xexp<NC, 8>(v);
     const float qs = __int_as_float((268 - eb) << 23);                        /* 2^(15 - E), E = eb - 126 */
 #pragma unroll
     for (int i = 0; i < NC; i++)
