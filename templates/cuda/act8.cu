@@ -1,5 +1,5 @@
 /* act8.cu — template: the two kernels around cuBLAS's int8 GEMM for the prefill-sized matmuls of
- * CUDA a8w8 packages (`--quant a8w8`: q8r weight rows, wq.cuh, whose codes the GEMM reads in place
+ * CUDA a8w8 packages (and the quantizer, in e4m3, before cuBLASLt's fp8 GEMM of fp8 packages) (`--quant a8w8`: q8r weight rows, wq.cuh, whose codes the GEMM reads in place
  * with a row stride of K + 16 bytes). Steps of fewer than a8_tmin tokens (the tuning key, 33 by
  * default) keep the a16w8 kernels on the same rows with 16-bit activations (the GEMVs, the persistent
  * decode kernel, qgemm.cu): those are bound by the weight bytes, which int8 activations do not change.

@@ -31,7 +31,6 @@
 #define IG_CUDA_STREAM_CUH
 
 #include "common.cuh"
-#include "kv_quant.cuh" /* ig_kvq_e4m3_h2: f8r's codes as halves */
 #include "mma.cuh"
 #include "wq.cuh"
 
@@ -478,9 +477,9 @@ IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsign
             const unsigned b0 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][0] : xr[m][0];
             const unsigned b1 = TS::SPLIT > 1 && h ? xr[(TS::SPLIT - 1) * MW + m][1] : xr[m][1];
             if (TS::F8) { /* 4 e4m3 codes a row: columns (0, 1) and (2, 3) as halves e4m3 / 2^8, exact */
-                const unsigned ua = *(const unsigned *)(pa + cs), ub = TS::R >= 2 ? *(const unsigned *)(pb + cs) : 0u;
-                const unsigned a[4] = {ig_kvq_e4m3_h2(__byte_perm(ua, 0u, 0x4140u)), ig_kvq_e4m3_h2(__byte_perm(ub, 0u, 0x4140u)),
-                                       ig_kvq_e4m3_h2(__byte_perm(ua, 0u, 0x4342u)), ig_kvq_e4m3_h2(__byte_perm(ub, 0u, 0x4342u))};
+                const uint2 fa = ig_wf8_adj_h(*(const unsigned *)(pa + cs));
+                const uint2 fb = ig_wf8_adj_h(TS::R >= 2 ? *(const unsigned *)(pb + cs) : 0u);
+                const unsigned a[4] = {fa.x, fb.x, fa.y, fb.y};
                 ig_mma16f(d[m % IG_ST_ACC], a, b0, b1);
                 continue;
             }

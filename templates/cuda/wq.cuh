@@ -28,6 +28,7 @@
 #define IG_CUDA_WQ_CUH
 
 #include "common.cuh"
+#include "kv_quant.cuh" /* ig_kvq_e4m3_h2: e4m3 codes as halves (f8r) */
 
 /* Codes to floats without conversion instructions (cvt runs at a quarter of the FMA rate, and a
  * GEMV on quantized rows needs one per weight at 15-30 weights per clock and SM): a code c of up
@@ -61,7 +62,7 @@ IG_DEV void ig_wf8_word(unsigned u, float *o) {
  * float's top half), half e4m3 2^-8 (kv_quant.cuh's ig_kvq_e4m3_h2), exact. */
 IG_DEV unsigned ig_wf8_b02(unsigned x) {
 #if IG_F16
-    return ((x << 8) & 0x80008000u) | ((x << 7) & 0x3f803f80u);
+    return ig_kvq_e4m3_h2(x);
 #else
     return ((x << 8) & 0x80008000u) | ((x << 4) & 0x07f007f0u);
 #endif
@@ -71,6 +72,10 @@ IG_DEV uint2 ig_wf8_frag(unsigned u) { return make_uint2(ig_wf8_b02(u), ig_wf8_b
 /* ig_wq8_frag_adj's adjacent pairs (c, c+1) in .x and (c+2, c+3) in .y of f8r codes */
 IG_DEV uint2 ig_wf8_frag_adj(unsigned u) {
     return make_uint2(ig_wf8_b02(__byte_perm(u, 0u, 0x4140u)), ig_wf8_b02(__byte_perm(u, 0u, 0x4342u)));
+}
+/* The same pairs as halves e4m3 / 2^8 whatever the package's type (stream.cuh's f16 mma) */
+IG_DEV uint2 ig_wf8_adj_h(unsigned u) {
+    return make_uint2(ig_kvq_e4m3_h2(__byte_perm(u, 0u, 0x4140u)), ig_kvq_e4m3_h2(__byte_perm(u, 0u, 0x4342u)));
 }
 
 /* (a & m) | c in one lop3 (the compiler makes two of it, its constants being immediates). */
