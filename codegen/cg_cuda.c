@@ -768,6 +768,16 @@ static int min_sm(const gen *c) {
     return m == 1 << 30 ? 0 : m;
 }
 
+/* The expert-grouped products of prefill steps also on Hopper's warpgroup tensor cores (moe.cu's
+ * _gu_wg / _down_wg, launched where the loaded image has them: st->wg): --tune moe_wg and an sm_90
+ * architecture among the package's (its cubin is built for sm_90a, build_kernels). */
+static int moe_wg_ok(const gen *c) {
+    if (!c->tune->moe_wg) return 0;
+    for (const char *p = strstr(c->archs, "sm_"); p; p = strstr(p + 3, "sm_"))
+        if (atoi(p + 3) == 90) return 1;
+    return 0;
+}
+
 static const char *wq_name(mm_wfmt f) { return f.wq == 8 ? "q8r" : f.wq == 4 ? "q4r" : "16-bit"; }
 
 /* Quantized experts (format f, K columns, NP rows stacked): the launch that dequantizes weight
@@ -809,11 +819,13 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
     const int tc = c->bf && HID % 32 == 0 && I % 32 == 0 && min_sm(c) >= 80;
     const int grouped = tc || ((int64_t)HID * 32 <= 96 * 1024 && I * 32 <= 96 * 1024);
     if (tc) {
-        char fgr[96], fx[96], fgg[96], fgd[96], fs[96];
+        char fgr[96], fx[96], fgg[96], fgd[96], fgw[96], fdw[96], fs[96];
         snprintf(fgr, sizeof fgr, "%s_group", mo ? mo : "");
         snprintf(fx, sizeof fx, "%s_xround", mo ? mo : "");
         snprintf(fgg, sizeof fgg, "%s_gu_tc", mo ? mo : "");
         snprintf(fgd, sizeof fgd, "%s_down_tc", mo ? mo : "");
+        snprintf(fgw, sizeof fgw, "%s_gu_wg", mo ? mo : "");
+        snprintf(fdw, sizeof fdw, "%s_down_wg", mo ? mo : "");
         snprintf(fs, sizeof fs, "%s_sum", mo ? mo : "");
         if (2 * (E + 1) > c->moe_e) c->moe_e = 2 * (E + 1);
         c->moe_tc = 1;
@@ -826,13 +838,20 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
                 ind, in, ind, fn_index(c, fx), HID);
         if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &%s, &moe_h};\n"
-                       "%s      LAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
-                ind, w2, ind, fn_index(c, fgg), (long long)I, K, E);
+        const int wg = moe_wg_ok(c);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &%s, &moe_h};\n", ind, w2);
+        if (wg)
+            fprintf(c->fw, "%s      if (st->wg) LAUNCH(%d, IG_MO_WG_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args);\n"
+                           "%s      else ", ind, fn_index(c, fgw), (long long)I, K, E, ind);
+        fprintf(c->fw, "%sLAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
+                wg ? "" : ind, fn_index(c, fgg), (long long)I, K, E);
         if (*dq_dn) fprintf(c->fw, "%s    %s", ind, dq_dn);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n"
-                       "%s      LAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
-                ind, w3, ind, fn_index(c, fgd), HID, K, E);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n", ind, w3);
+        if (wg)
+            fprintf(c->fw, "%s      if (st->wg) LAUNCH(%d, IG_MO_WG_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args);\n"
+                           "%s      else ", ind, fn_index(c, fdw), HID, K, E, ind);
+        fprintf(c->fw, "%sLAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
+                wg ? "" : ind, fn_index(c, fgd), HID, K, E);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
                        "%s} else {\n",

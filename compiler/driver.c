@@ -112,8 +112,8 @@ static ig_status build_kernels(const cc_options *o, const cg_cuda_target *ct, co
         if (atoi(ct->archs[i] + 3) > newest) newest = atoi(ct->archs[i] + 3);
     for (int i = 0; i <= ct->n_archs && !st; i++) {
         char arch[32], file[64];
-        if (i < ct->n_archs) {
-            snprintf(arch, sizeof arch, "%s", ct->archs[i]);
+        if (i < ct->n_archs) { /* sm_90's cubin for sm_90a (the same GPUs): wgmma for the kernels that have it */
+            snprintf(arch, sizeof arch, "%s%s", ct->archs[i], strcmp(ct->archs[i], "sm_90") ? "" : "a");
             snprintf(file, sizeof file, "kernel_%s.cubin", ct->archs[i]);
         } else {
             snprintf(arch, sizeof arch, "compute_%d", newest);

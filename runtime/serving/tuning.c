@@ -41,6 +41,9 @@ const tune_key tune_keys[] = {
     {"moe_dec", C(moe_dec), 0, 1, 1, 0, NULL,
      "CUDA MoE steps of up to 8 tokens: 1 two launches over all SMs (router, top-k and gate/up; down into the "
      "residual), 0 the per-op router, gate/up and down kernels"},
+    {"moe_wg", C(moe_wg), 0, 1, 1, 0, NULL,
+     "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
+     "a CTA), 0 on mma.sync (128 x 128)"},
     {"cpu_iact", C(cpu_iact), 0, 1, 1, 0, NULL,
      "CPU targets on x86-64 (AVX2 and up) with bf16 activations: 1 (default) packs a16w8 / a16w4 as q8i / q4i (a16w4's vocabulary "
      "q6i), whose matmuls quantize each activation row to int16 per 256 columns / int8 per 32 and sum in int32 (VNNI, or "

@@ -37,6 +37,7 @@ typedef struct cu_api {
     CUresult (*cuModuleLoadData)(CUmodule *, const void *);
     CUresult (*cuModuleUnload)(CUmodule);
     CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*cuModuleGetGlobal)(CUdeviceptr *, size_t *, CUmodule, const char *);
     CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
     CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
     CUresult (*cuMemFree)(CUdeviceptr);
@@ -177,6 +178,7 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYM(cuda, cuModuleLoadData, "cuModuleLoadData");
     SYM(cuda, cuModuleUnload, "cuModuleUnload");
     SYM(cuda, cuModuleGetFunction, "cuModuleGetFunction");
+    SYM(cuda, cuModuleGetGlobal, "cuModuleGetGlobal_v2");
     SYM(cuda, cuFuncSetAttribute, "cuFuncSetAttribute");
     SYM(cuda, cuMemAlloc, "cuMemAlloc_v2");
     SYM(cuda, cuMemFree, "cuMemFree_v2");

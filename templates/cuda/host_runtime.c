@@ -125,6 +125,7 @@ typedef struct dev_state {
     cublasHandle_t blas;
     cublasLtHandle_t blaslt; /* fp8 packages (F8_GEMM): cuBLASLt's e4m3 GEMM, where f8_on */
     int f8_on;               /* the e4m3 GEMM runs here (sm_89+, cuBLASLt, its probe passed): GEMM_F8 may be called */
+    int wg;                  /* the loaded image has wgmma kernels (wgmma.cuh's ig_wg_built: an sm_90a cubin) */
     f8_plan f8[F8_PLANS];    /* its descriptors and chosen algorithm per shape (gemm_f8), filled round robin */
     int f8_next;
     CUfunction fn[N_KERNELS];
@@ -881,10 +882,17 @@ static int open_device(ig_model_ctx *ctx, dev_state *st, int *major, char *name,
     TRY(st->api.cuCtxSetCurrent(st->cctx), "cuCtxSetCurrent");
     TRY(st->api.cuStreamCreate(&st->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     TRY(st->api.cuModuleLoadData(&st->mod, images[pick].data), "loading the kernel image");
+    /* wgmma kernels (an sm_90a cubin) may take IG_MO_WG_SMEM of shared memory; every other kernel 96 KB */
+    CUdeviceptr wgp;
+    size_t wgn = 0;
+    if (st->api.cuModuleGetGlobal(&wgp, &wgn, st->mod, "ig_wg_built") == CUDA_SUCCESS && wgn == sizeof(int)) {
+        TRY(st->api.cuMemcpyDtoHAsync(&st->wg, wgp, sizeof(int), st->stream), "reading ig_wg_built");
+        TRY(st->api.cuStreamSynchronize(st->stream), "reading ig_wg_built");
+    }
     for (int i = 0; i < N_KERNELS; i++) {
         CUresult rk = st->api.cuModuleGetFunction(&st->fn[i], st->mod, kernel_names[i]);
         if (rk != CUDA_SUCCESS) FAIL("kernel %s missing from the image: %s", kernel_names[i], cu_strerr(&st->api, rk));
-        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 96 * 1024);
+        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, st->wg ? IG_MO_WG_SMEM : 96 * 1024);
     }
     return 0;
 }

@@ -88,6 +88,7 @@
  */
 #include "common.cuh"
 #include "mma.cuh"
+#include "wgmma.cuh"
 #include "wq.cuh"
 
 #ifndef MO_NAME
@@ -999,6 +1000,161 @@ IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const 
         }
 #endif
 }
+
+/* ---- the same products on Hopper's warpgroup tensor cores (sm_90a; wgmma.cuh) ----
+ * A CTA: the row tile of _gu_tc / _down_tc (IG_MO_TC_BM = 128 pairs of one expert) x IG_MO_WG_BN =
+ * 256 weight rows; warpgroup g (of two) multiplies pairs 64 g .. 64 g + 63 by all 256 rows, one
+ * wgmma m64n256k16 per 16 of K, the operands read from shared memory by the tensor cores (no
+ * ldmatrix), 128 f32 accumulators a thread. K in steps of 64 (a swizzled tile row of 128 bytes) through
+ * IG_MO_WG_NST stages: cp.async writes step kt + NST - 2 while the products of step kt - 1 may
+ * still run (one group in flight), so a stage is refilled two steps after its products were
+ * issued. K need not be a multiple of 64 (chunks past K are zeros). A warpgroup whose 64 pairs are
+ * all past the tile's np skips the products. */
+#if IG_WG
+/* acc (this thread's 128 of its warpgroup's 64 x 256) = rows a[r] (the tile's gathered rows; null:
+ * zeros) x weight rows w + (n0 + n) KD, n < IG_MO_WG_BN (rows >= NR: zeros), over k < KD; sm: the
+ * stages, aligned to 1024 */
+template <int KD, int NR>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned short *const *a, const unsigned short *w,
+                                                                  int n0, int np, float *acc, unsigned char *sm) {
+    constexpr int BM = IG_MO_TC_BM, BN = IG_MO_WG_BN, BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
+    constexpr int RS = IG_MO_WG_THREADS / 8, AR = BM / RS, BR = BN / RS;
+    constexpr unsigned STAGE = (BM + BN) * 128;
+    static_assert(BM == 128 && BK == 64 && NST >= 3 && KD % 8 == 0 && BM % RS == 0 && BN % RS == 0,
+                  "two warpgroups of 64 pairs, 128-byte tile rows, 16-byte chunks");
+    const int tid = threadIdx.x, wg = tid >> 7, lr = tid >> 3, lc = tid & 7;
+    /* uniform by a broadcast: ptxas serializes products under a branch it cannot prove uniform */
+    const bool live = __shfl_sync(0xffffffffu, (unsigned)(wg * 64 < np), 0) != 0;
+    const unsigned sbase = ig_smem_addr(sm);
+    const unsigned short *ar[AR], *br[BR];
+    int ab[AR], bb[BR];
+#pragma unroll
+    for (int j = 0; j < AR; j++) {
+        ar[j] = a[lr + RS * j], ab[j] = ar[j] ? 16 : 0;
+        if (!ar[j]) ar[j] = w; /* a valid address; nothing is read */
+    }
+#pragma unroll
+    for (int j = 0; j < BR; j++) {
+        const int n = n0 + lr + RS * j;
+        br[j] = w + (size_t)min(n, NR - 1) * KD, bb[j] = n < NR ? 16 : 0;
+    }
+#pragma unroll
+    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+    auto load = [&](int kt, int st) {
+        const int k0 = kt * BK + lc * 8, kin = k0 < KD, kc = kin ? k0 : 0;
+        const unsigned s0 = sbase + (unsigned)st * STAGE;
+#pragma unroll
+        for (int j = 0; j < AR; j++) ig_cp16(s0 + ig_wg_chunk(lr + RS * j, lc), ar[j] + kc, kin ? ab[j] : 0);
+#pragma unroll
+        for (int j = 0; j < BR; j++) ig_cp16(s0 + BM * 128 + ig_wg_chunk(lr + RS * j, lc), br[j] + kc, kin ? bb[j] : 0);
+        ig_cp_commit();
+    };
+    /* a group committed every step (empty past the last k tile): waiting for all but the NST - 3
+     * newest leaves step kt landed */
+#pragma unroll
+    for (int s = 0; s < NST - 2; s++) {
+        if (s < KT) load(s, s);
+        else ig_cp_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        ig_cp_wait<NST - 3>();
+        ig_fence_async();
+        __syncthreads(); /* step kt's tiles are everyone's; step kt - 2's products are done (waited below) */
+        if (kt + NST - 2 < KT) load(kt + NST - 2, (kt + NST - 2) % NST);
+        else ig_cp_commit();
+        if (live) {
+            const unsigned sa = sbase + (unsigned)(kt % NST) * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)(kt % NST) * STAGE + BM * 128;
+            ig_wg_fence();
+#pragma unroll
+            for (int j = 0; j < BK / 16; j++) ig_wg_mma256(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
+            ig_wg_commit();
+            ig_wg_wait<1>();
+        }
+    }
+    ig_wg_wait<0>();
+}
+#endif
+
+/* the dynamic shared memory's first address aligned to 1024 (the swizzled tiles') */
+#define IG_MO_WG_SMEM_ALIGNED(name)                                                                                    \
+    IG_DYN_SMEM(uint4, name##_dyn);                                                                                    \
+    unsigned char *name = (unsigned char *)name##_dyn + ((1024u - (ig_smem_addr(name##_dyn) & 1023u)) & 1023u)
+
+/* h[pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)),
+ * IG_MO_WG_THREADS threads, dynamic smem IG_MO_WG_SMEM; empty where IG_WG is 0 (the host launches
+ * it only where ig_wg_built) */
+extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
+IG_CAT(MO_NAME, _gu_wg)(int T, const unsigned short *xb, const int *off, const int *list, const unsigned short *w_gu,
+                        unsigned short *h) {
+#if IG_WG
+    IG_MO_WG_SMEM_ALIGNED(sm);
+    __shared__ const unsigned short *rows[IG_MO_TC_BM];
+    __shared__ int tks[IG_MO_TC_BM];
+    int e, p0, np;
+    if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
+    IG_CAT(MO_NAME, _gather)<MO_TOPK, MO_D>(list, p0, np, xb, tks, rows);
+    const int n0 = blockIdx.x * IG_MO_WG_BN;
+    float acc[128];
+    IG_CAT(MO_NAME, _wg_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, np, acc, sm);
+    /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
+     * rows (4 gq + 2, 3): the packing's interleave */
+    const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
+#pragma unroll
+    for (int gq = 0; gq < IG_MO_WG_BN / 32; gq++) {
+        const int c0 = n0 + 32 * gq; /* this group's first packed row */
+        if (c0 < 2 * MO_I) {
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int r = rw + 8 * hf;
+                if (r >= np) continue;
+                const int tk = tks[r];
+#pragma unroll
+                for (int ni = 0; ni < 2; ni++) {
+                    const int o = c0 / 2 + ni * 8 + 2 * q, gi = (4 * gq + ni) * 4 + 2 * hf, ui = gi + 8;
+                    const float v0 = ig_glu(acc[gi], acc[ui], false), v1 = ig_glu(acc[gi + 1], acc[ui + 1], false);
+                    *(unsigned *)(h + (size_t)tk * MO_I + o) = ig_pack2_h(v0, v1);
+                }
+            }
+        }
+    }
+#else
+    (void)T, (void)xb, (void)off, (void)list, (void)w_gu, (void)h;
+#endif
+}
+
+/* y[pair] = its weight x its expert's down projection of h[pair]: grid (IG_MO_WG_DN_GRID_X(D),
+ * IG_MO_TC_GRID_Y(T, K, E)), as _gu_wg */
+extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
+IG_CAT(MO_NAME, _down_wg)(int T, const unsigned short *h, const int *off, const int *list, const float *wt,
+                          const unsigned short *w_down, float *y) {
+#if IG_WG
+    IG_MO_WG_SMEM_ALIGNED(sm);
+    __shared__ const unsigned short *rows[IG_MO_TC_BM];
+    __shared__ int tks[IG_MO_TC_BM];
+    int e, p0, np;
+    if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
+    IG_CAT(MO_NAME, _gather)<1, MO_I>(list, p0, np, h, tks, rows);
+    const int n0 = blockIdx.x * IG_MO_WG_BN;
+    float acc[128];
+    IG_CAT(MO_NAME, _wg_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, np, acc, sm);
+    const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+        const int r = rw + 8 * hf;
+        if (r >= np) continue;
+        const int tk = tks[r];
+        const float wk = wt[tk];
+#pragma unroll
+        for (int ni = 0; ni < IG_MO_WG_BN / 8; ni++) {
+            const int d = n0 + ni * 8 + 2 * q;
+            if (d < MO_D) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
+        }
+    }
+#else
+    (void)T, (void)h, (void)off, (void)list, (void)wt, (void)w_down, (void)y;
+#endif
+}
+#undef IG_MO_WG_SMEM_ALIGNED
 
 /* xb[t] = x[t] rounded to the 16-bit type (the tensor-core gate/up's rows): grid (IG_MO_SUM_GRID_X(D), T) */
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xround)(int T, const float *x, unsigned short *xb) {

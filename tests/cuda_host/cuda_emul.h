@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <atomic>
 #include <stdio.h>
@@ -300,6 +301,37 @@ static void emul_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1, bo
 }
 IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, false); }
 IG_DEV void ig_mma16f(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, true); }
+/* wgmma.cuh on the host: the products are done when issued (fence / commit / wait have nothing to
+ * order), and each thread of the warpgroup sums its own 128 accumulators from the two tiles, read
+ * through the descriptors (start address, 1024-byte row-group stride, the 128-byte swizzle on the
+ * address bits), so the kernel's tile layout and the register layout wgmma.cuh states are checked
+ * against each other. */
+IG_DEV void ig_wg_fence() {}
+IG_DEV void ig_wg_commit() {}
+template <int N>
+IG_DEV void ig_wg_wait() {}
+IG_DEV void ig_fence_async() {}
+static float emul_wg_elem(unsigned long long desc, int row, int k) {
+    if ((desc >> 62) != 1 || ((desc >> 32) & 0x3fff) != 1024 >> 4) {
+        fprintf(stderr, "wgmma emulation: only 128-byte swizzled tiles with 1024-byte row groups\n");
+        abort();
+    }
+    unsigned a = (unsigned)(desc & 0x3fff) << 4;
+    a += (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + 2u * (unsigned)k;
+    a ^= ((a >> 7) & 7u) << 4;
+    unsigned short v;
+    memcpy(&v, (const char *)ig_emul_dyn + a, 2);
+    return ig_h_to_f32(v);
+}
+IG_DEV void ig_wg_mma256(float *d, unsigned long long a, unsigned long long b) {
+    const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;
+    for (int i = 0; i < 128; i++) {
+        const int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
+        double acc = 0.0;
+        for (int k = 0; k < 16; k++) acc += (double)emul_wg_elem(a, row, k) * emul_wg_elem(b, col, k);
+        d[i] += (float)acc;
+    }
+}
 /* f16x2 a - b (each half rounded to nearest, as sub.f16x2) */
 IG_DEV unsigned ig_hsub2(unsigned a, unsigned b) {
     const float lo = ig_f16_to_f32((unsigned short)(a & 0xffffu)) - ig_f16_to_f32((unsigned short)(b & 0xffffu));

@@ -53,8 +53,10 @@ struct grouped_fns {
     void (*gu)(int, const unsigned short *, const int *, const int *, const unsigned short *, unsigned short *);
     void (*down)(int, const unsigned short *, const int *, const int *, const float *, const unsigned short *, float *);
     void (*sum)(int, const float *, float *);
+    bool wg; /* the warpgroup products (_gu_wg / _down_wg: wgmma.cuh's stand-ins) */
 };
-#define GROUPED(P) grouped_fns{P##_group, P##_xround, P##_gu_tc, P##_down_tc, P##_sum}
+#define GROUPED(P) grouped_fns{P##_group, P##_xround, P##_gu_tc, P##_down_tc, P##_sum, false}
+#define GROUPED_WG(P) grouped_fns{P##_group, P##_xround, P##_gu_wg, P##_down_wg, P##_sum, true}
 
 /* T tokens; token t's k-th expert: `hot` (when >= 0) for k = 0 on every token, else random among the
  * first `used` experts without repeats (so experts past `used` have no pairs). */
@@ -82,10 +84,12 @@ static void run_case(const char *name, const grouped_fns &f, int D, int E, int K
     CHECK(emul_launch({1, 1, 1}, {1024, 1, 1}, [&] { f.group(T, sel.data(), off.data(), list.data()); }), "%s: _group", name);
     CHECK(emul_launch({(unsigned)IG_MO_SUM_GRID_X(D), (unsigned)T, 1}, {IG_MO_BLOCK, 1, 1},
                       [&] { f.xround(T, x.data(), xb.data()); }), "%s: _xround", name);
-    CHECK(emul_launch({(unsigned)IG_MO_TC_GU_GRID_X(I), tiles, 1}, {IG_MO_TC_THREADS, 1, 1},
-                      [&] { f.gu(T, xb.data(), off.data(), list.data(), wgu.data(), h.data()); }), "%s: _gu_tc", name);
-    CHECK(emul_launch({(unsigned)IG_MO_TC_DN_GRID_X(D), tiles, 1}, {IG_MO_TC_THREADS, 1, 1},
-                      [&] { f.down(T, h.data(), off.data(), list.data(), wt.data(), wdn.data(), y.data()); }), "%s: _down_tc", name);
+    const unsigned gx = (unsigned)(f.wg ? IG_MO_WG_GU_GRID_X(I) : IG_MO_TC_GU_GRID_X(I)),
+                   dx = (unsigned)(f.wg ? IG_MO_WG_DN_GRID_X(D) : IG_MO_TC_DN_GRID_X(D)), nt = f.wg ? IG_MO_WG_THREADS : IG_MO_TC_THREADS;
+    CHECK(emul_launch({gx, tiles, 1}, {nt, 1, 1}, [&] { f.gu(T, xb.data(), off.data(), list.data(), wgu.data(), h.data()); }),
+          "%s: gate/up", name);
+    CHECK(emul_launch({dx, tiles, 1}, {nt, 1, 1}, [&] { f.down(T, h.data(), off.data(), list.data(), wt.data(), wdn.data(), y.data()); }),
+          "%s: down", name);
     CHECK(emul_launch({(unsigned)IG_MO_SUM_GRID_X(D), (unsigned)T, 1}, {IG_MO_BLOCK, 1, 1},
                       [&] { f.sum(T, y.data(), out.data()); }), "%s: _sum", name);
     double maxd = 0, maxerr = 0, maxh = 0, herr = 0;
@@ -133,6 +137,14 @@ int main() {
     /* experts 4 and 5 without pairs */
     run_case("E6 top-3 D320 I32, two idle experts", GROUPED(mg_b), 320, 6, 3, 32, 70, -1, 4);
     run_case("E3 top-1 D64 I256", GROUPED(mg_c), 64, 3, 1, 256, 40, -1, 3);
+    /* the same on the warpgroup products: K 256 / 96 (four steps of 64; two, the second half
+     * zeros), a second row tile whose second warpgroup has no pairs, gate/up 192 of 256 rows */
+    run_case("wgmma: E5 top-2 D256 I96, a hot expert", GROUPED_WG(mg_a), 256, 5, 2, 96, 150, 1, 4);
+    run_case("wgmma: E5 top-2 D256 I96, few tokens", GROUPED_WG(mg_a), 256, 5, 2, 96, 9, -1, 5);
+    /* K 320 (five steps) / 32 (one step, fewer than the stages), down 320 rows (a second, partial tile) */
+    run_case("wgmma: E6 top-3 D320 I32, two idle experts", GROUPED_WG(mg_b), 320, 6, 3, 32, 70, -1, 4);
+    /* gate/up 512 rows (two column tiles), K 64 (one step) */
+    run_case("wgmma: E3 top-1 D64 I256", GROUPED_WG(mg_c), 64, 3, 1, 256, 40, -1, 3);
     if (fails) {
         printf("test_moe_grouped: %d failures\n", fails);
         return 1;

@@ -1572,30 +1572,39 @@ struct moe_fns {
     const void *route, *gu, *dn;           /* per (token, expert) pair */
     const void *group, *ggu, *gdn, *gsum;  /* expert-grouped (group: null for the shared expert) */
     const void *xr, *tgu, *tdn;            /* expert-grouped on tensor cores (null: not instantiated) */
+    const void *wgu, *wdn;                 /* the same on warpgroup tensor cores (sm_90a images) */
     const void *lg, *slc;                  /* the router as _logits + _select (null: _route) */
     const void *dgu, *ddn;                 /* decode-sized steps in two launches */
 };
 #define MOF(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, NULL, \
-                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, \
+                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
                  (const void *)P##_dgu, (const void *)P##_ddown }
 #define MOFG(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, (const void *)P##_group, \
                   (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, \
-                 (const void *)P##_dgu, (const void *)P##_ddown }
+                  NULL, NULL, (const void *)P##_dgu, (const void *)P##_ddown }
 #define MOFT(P, G, L, S) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, G, \
                      (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, \
-                     (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, L, S, \
-                     (const void *)P##_dgu, (const void *)P##_ddown }
+                     (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, \
+                     (const void *)P##_gu_wg, (const void *)P##_down_wg, L, S, (const void *)P##_dgu, (const void *)P##_ddown }
 
 /* grouped: the expert-grouped kernels (prefill) after the same router; 2: those on tensor cores;
- * 3: the two-launch decode (_dgu, _ddown) over a grid of dgrid CTAs (0: the SM count), _dgu run
+ * 4: on warpgroup tensor cores (skipped where the image has no wgmma: ig_wg_built); 3: the two-launch decode (_dgu, _ddown) over a grid of dgrid CTAs (0: the SM count), _dgu run
  * twice (the second finds the counters the first left) */
 static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, int K, int I, int norm, int wb, int xb,
                      int shared, int T, int grouped, int dgrid = 0, int fold = 0) {
     char what[200], gbuf[64];
     snprintf(gbuf, sizeof gbuf, " decode2 G=%d%s", dgrid > 0 ? dgrid : g_sms, fold ? " + rms_norm" : "");
-    const char *gname = grouped == 3 ? gbuf : grouped == 2 ? " grouped tc" : grouped ? " grouped" : "";
+    const char *gname = grouped == 4 ? " grouped wgmma" : grouped == 3 ? gbuf : grouped == 2 ? " grouped tc" : grouped ? " grouped" : "";
     snprintf(what, sizeof what, "moe %s%s T=%d", name, gname, T);
     if (!sel(what)) return;
+    if (grouped == 4) {
+        int built = 0;
+        CK(cudaMemcpyFromSymbol(&built, ig_wg_built, sizeof built));
+        if (!built) {
+            printf("skip %s: no wgmma in this image (build for sm_90a)\n", what);
+            return;
+        }
+    }
     std::vector<float> x, rt, wgu, wdn, r0;
     fill(c, x, (size_t)T * D, false, 2.0f), fill(c, rt, (size_t)E * D, false, 0.5f);
     fill(c, wgu, (size_t)E * 2 * I * D, wb, 0.3f), fill(c, wdn, (size_t)E * D * I, wb, 0.3f), fill(c, r0, (size_t)T * D, false);
@@ -1665,15 +1674,20 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
             void *a0[] = {&Tv, &dsel, &doff, &dlist};
             launch(f.group, dim3(1), dim3(1024), 0, a0);
         }
-        if (grouped == 2) { /* x rounded to bf16, then the tensor-core tiles */
+        if (grouped == 2 || grouped == 4) { /* x rounded to bf16, then the tensor-core tiles */
             void *xb;
             CK(cudaMalloc(&xb, (size_t)T * D * 2));
             void *ax[] = {&Tv, &dx, &xb};
             launch(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, ax);
             void *a2[] = {&Tv, &xb, &doff, &dlist, &dgu, &dh};
-            launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a2);
             void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
-            launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a3);
+            if (grouped == 4) {
+                launch(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, a2);
+                launch(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, a3);
+            } else {
+                launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a2);
+                launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a3);
+            }
             CK(cudaDeviceSynchronize());
             CK(cudaFree(xb));
         } else {
@@ -2565,8 +2579,12 @@ int main(int argc, char **argv) {
     }
     /* many pairs per expert: several row tiles of one expert, tiles of experts back to back */
     for (int T : {300, 1000})
-        for (int grouped = 1; grouped < 3; grouped++)
+        for (int grouped : {1, 2, 4})
             test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, grouped);
+    /* the warpgroup products: partial tiles (T 37: one warpgroup without pairs), K 256 / 96 */
+    for (int T : {7, 37, 200}) test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, 4);
+    for (int grouped : {2, 4}) /* Qwen3-30B-A3B's shape: 6 / 8 column tiles of gate/up / down, K 2048 / 768 */
+        test_moe(&c, "Qwen3-30B-A3B E128 top-8 D2048 I768 bf16", mo_q3f, 2048, 128, 8, 768, 1, 1, 1, 0, 96, grouped);
     const attn_case acs[] = {
         ATC(A, "H4 KV4 D16 f32", 0.25f),
         ATC(B, "H6 KV2 D48 bf16kv qknorm bf16out", 0.14433756729740643f),
