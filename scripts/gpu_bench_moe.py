@@ -6,8 +6,9 @@ GPU in bf16. Prints: the measured copy bandwidth and bf16 matmul rate; batch-1 d
 against the roofline of the bytes a token reads (every dense weight: attention, router, norms,
 lm_head; one embedding row; the 8 selected experts of each layer) at that bandwidth; prefill of a
 2048-token prompt in tokens/s and as a fraction of the H200's 989 TFLOP/s bf16 dense peak (FLOPs
-of the active parameters and of causal attention); and a check that the expert-grouped prefill
-kernels and the per-pair decode kernels give the same logits on this shape.
+of the active parameters and of causal attention), and again with the grouped products on mma.sync
+(--tune moe_wg=0) against wgmma (sm_90); and a check that the expert-grouped prefill kernels and the
+per-pair decode kernels give the same logits on this shape.
 
     scripts/gpu_bench_moe.py [ARCH] [--layers 8] [--vocab 32768] [--quant MODE] [--dry]
 --quant a16w8|a16w4 (a16w4 in groups of 32): the experts too (q8r / q4r rows; moe.cu's decode
