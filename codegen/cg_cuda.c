@@ -567,8 +567,8 @@ static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
     if (!win) snprintf(c->at_params, sizeof c->at_params, "%s", params);
     snprintf(params, sizeof params,
              "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
-             "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n",
-             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win);
+             "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n%s",
+             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win, c->tune->ap_wg ? "" : "#define AP_WG 0\n");
     snprintf(comment, sizeof comment, "causal flash attention%s for prefill runs (tensor cores), %d heads over %d KV heads x %d",
              win ? " over a sliding window" : "", H, KV, D);
     snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d%s", H, KV, D, wname);

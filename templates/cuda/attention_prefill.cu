@@ -40,6 +40,7 @@
 #include "common.cuh"
 #include "kv_quant.cuh"
 #include "mma.cuh"
+#include "wgmma.cuh"
 
 #ifndef AP_NAME
 #define AP_NAME ig_attention_prefill
@@ -255,6 +256,97 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
 #endif /* AP_KVQ */
 
 #if AP_MMA_ && ((defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL))
+/* The online softmax of one key tile (keys kbase .. kbase + BN - 1, BN = 8 NB) for this thread's two
+ * rows (a at position pa, b at pb; the run's rows p0 .. plast): s[NB][4] the scores (mma's
+ * accumulator layout: keys kbase + 8 nb + 2 tig + 0 / 1) masked causally and by the window, then
+ * exp2 against the new maxima ma / mb; the row sums la / lb and the outputs o[NO][4] rescaled. */
+template <int NB, int NO>
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _softmax)(float (*s)[4], float (*o)[4], int kbase, int p0, int plast,
+                                                                  int pa, int pb, int tig, float &ma, float &mb, float &la,
+                                                                  float &lb) {
+    constexpr int BN = 8 * NB, D = 8 * NO;
+    if (kbase + BN - 1 > p0) { /* diagonal (or beyond-the-end) tile: causal mask */
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            const int j = kbase + nb * 8 + 2 * tig;
+            if (j > pa) s[nb][0] = IG_NEG_INF;
+            if (j + 1 > pa) s[nb][1] = IG_NEG_INF;
+            if (j > pb) s[nb][2] = IG_NEG_INF;
+            if (j + 1 > pb) s[nb][3] = IG_NEG_INF;
+        }
+    }
+    if (AP_WINDOW > 0 && kbase <= plast - AP_WINDOW) { /* a tile reaching before some row's window */
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+            const int j = kbase + nb * 8 + 2 * tig;
+            if (j <= pa - AP_WINDOW) s[nb][0] = IG_NEG_INF;
+            if (j + 1 <= pa - AP_WINDOW) s[nb][1] = IG_NEG_INF;
+            if (j <= pb - AP_WINDOW) s[nb][2] = IG_NEG_INF;
+            if (j + 1 <= pb - AP_WINDOW) s[nb][3] = IG_NEG_INF;
+        }
+    }
+    float xa = IG_NEG_INF, xb = IG_NEG_INF;
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) xa = fmaxf(xa, fmaxf(s[nb][0], s[nb][1])), xb = fmaxf(xb, fmaxf(s[nb][2], s[nb][3]));
+    xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 1)), xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 2));
+    xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 1)), xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 2));
+    /* without a window, key 0 of tile 0 is visible to every row, so the new maxima are
+     * finite; with one, a row may see no key of a tile before its window starts: its
+     * maximum stays -inf, and its exponentials are taken against 0 (all of them 0) */
+    const float na = fmaxf(ma, xa), nb_ = fmaxf(mb, xb);
+    const float ua = AP_WINDOW > 0 && na == IG_NEG_INF ? 0.0f : na;
+    const float ub = AP_WINDOW > 0 && nb_ == IG_NEG_INF ? 0.0f : nb_;
+    const float ca = exp2f(ma - ua), cb = exp2f(mb - ub);
+    ma = na, mb = nb_;
+    float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+        s[nb][0] = exp2f(s[nb][0] - ua), s[nb][1] = exp2f(s[nb][1] - ua);
+        s[nb][2] = exp2f(s[nb][2] - ub), s[nb][3] = exp2f(s[nb][3] - ub);
+        sa += s[nb][0] + s[nb][1], sb += s[nb][2] + s[nb][3];
+    }
+    la = la * ca + sa, lb = lb * cb + sb;
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
+}
+/* Q fragments (the A operand, 16 rows x D per warp, pre-scaled by AP_SCALE log2 e, rounded to the
+ * 16-bit type) of this thread's rows ra / rb of the tile at token t0 (zeros where not valid) */
+template <int KD>
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _qfrag)(const float *q, int t0, int ra, int rb, bool va, bool vb, int h,
+                                                                int tig, unsigned (*qa)[4]) {
+    constexpr int D = AP_D;
+    constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
+    const float *qra = q + (size_t)(t0 + ra) * AP_H * D + (size_t)h * D;
+    const float *qrb = q + (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
+#pragma unroll
+    for (int k = 0; k < KD; k++) {
+        const int c = 16 * k + 2 * tig;
+        float2 x0 = va ? *(const float2 *)(qra + c) : make_float2(0.f, 0.f);
+        float2 x1 = vb ? *(const float2 *)(qrb + c) : make_float2(0.f, 0.f);
+        float2 x2 = va ? *(const float2 *)(qra + c + 8) : make_float2(0.f, 0.f);
+        float2 x3 = vb ? *(const float2 *)(qrb + c + 8) : make_float2(0.f, 0.f);
+        qa[k][0] = ig_ap_pack_h(x0.x * QS, x0.y * QS);
+        qa[k][1] = ig_ap_pack_h(x1.x * QS, x1.y * QS);
+        qa[k][2] = ig_ap_pack_h(x2.x * QS, x2.y * QS);
+        qa[k][3] = ig_ap_pack_h(x3.x * QS, x3.y * QS);
+    }
+}
+/* the rows' outputs o / l (16-bit KV rows: nothing to rotate back) */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _store)(AP_OT_ *out, int t0, int ra, int rb, bool va, bool vb, int h,
+                                                                int tig, float (*o)[4], float la, float lb) {
+    constexpr int D = AP_D;
+    la += __shfl_xor_sync(IG_FULL_MASK, la, 1), la += __shfl_xor_sync(IG_FULL_MASK, la, 2);
+    lb += __shfl_xor_sync(IG_FULL_MASK, lb, 1), lb += __shfl_xor_sync(IG_FULL_MASK, lb, 2);
+    const float ia = 1.0f / la, ib = 1.0f / lb;
+    const size_t oa = (size_t)(t0 + ra) * AP_H * D + (size_t)h * D, ob = (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+        const int c = 8 * i + 2 * tig;
+        if (va) ig_ap_store2(out, oa + c, o[i][0] * ia, o[i][1] * ia, AP_OBF16);
+        if (vb) ig_ap_store2(out, ob + c, o[i][2] * ib, o[i][3] * ib, AP_OBF16);
+    }
+}
+
 /* Rows r0..r1-1 of the tile starting at token t0 (one sequence, positions p0.., page table pt) for
  * head h, by the whole CTA on tensor cores. sm: 2 * BN * (D + 8) bf16 (K tile, V tile). Starts and
  * ends with every warp past a barrier (the caller may reuse sm). */
@@ -279,24 +371,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     const int wmax = (wlast < r0 || wlast < wlo) ? -1 : p0 + wlast - r0;
     const int wfirst = max(wlo, r0), wmin = AP_WINDOW > 0 ? p0 + wfirst - r0 - AP_WINDOW + 1 : 0; /* its first key */
 
-    /* Q fragments (A operand, row-major 16 x D per warp) */
     unsigned qa[KD][4];
-    {
-        const float *qra = q + (size_t)(t0 + ra) * AP_H * D + (size_t)h * D;
-        const float *qrb = q + (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
-#pragma unroll
-        for (int k = 0; k < KD; k++) {
-            const int c = 16 * k + 2 * tig;
-            float2 x0 = va ? *(const float2 *)(qra + c) : make_float2(0.f, 0.f);
-            float2 x1 = vb ? *(const float2 *)(qrb + c) : make_float2(0.f, 0.f);
-            float2 x2 = va ? *(const float2 *)(qra + c + 8) : make_float2(0.f, 0.f);
-            float2 x3 = vb ? *(const float2 *)(qrb + c + 8) : make_float2(0.f, 0.f);
-            qa[k][0] = ig_ap_pack_h(x0.x * QS, x0.y * QS);
-            qa[k][1] = ig_ap_pack_h(x1.x * QS, x1.y * QS);
-            qa[k][2] = ig_ap_pack_h(x2.x * QS, x2.y * QS);
-            qa[k][3] = ig_ap_pack_h(x3.x * QS, x3.y * QS);
-        }
-    }
+    IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -404,49 +480,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
                     ig_mma16(s[nb], qa[k], b[0], b[1]);
                     ig_mma16(s[nb + 1], qa[k], b[2], b[3]);
                 }
-            if (kbase + BN - 1 > p0) { /* diagonal (or beyond-the-end) tile: causal mask */
-#pragma unroll
-                for (int nb = 0; nb < NB; nb++) {
-                    const int j = kbase + nb * 8 + 2 * tig;
-                    if (j > pa) s[nb][0] = IG_NEG_INF;
-                    if (j + 1 > pa) s[nb][1] = IG_NEG_INF;
-                    if (j > pb) s[nb][2] = IG_NEG_INF;
-                    if (j + 1 > pb) s[nb][3] = IG_NEG_INF;
-                }
-            }
-            if (AP_WINDOW > 0 && kbase <= plast - AP_WINDOW) { /* a tile reaching before some row's window */
-#pragma unroll
-                for (int nb = 0; nb < NB; nb++) {
-                    const int j = kbase + nb * 8 + 2 * tig;
-                    if (j <= pa - AP_WINDOW) s[nb][0] = IG_NEG_INF;
-                    if (j + 1 <= pa - AP_WINDOW) s[nb][1] = IG_NEG_INF;
-                    if (j <= pb - AP_WINDOW) s[nb][2] = IG_NEG_INF;
-                    if (j + 1 <= pb - AP_WINDOW) s[nb][3] = IG_NEG_INF;
-                }
-            }
-            float xa = IG_NEG_INF, xb = IG_NEG_INF;
-#pragma unroll
-            for (int nb = 0; nb < NB; nb++) xa = fmaxf(xa, fmaxf(s[nb][0], s[nb][1])), xb = fmaxf(xb, fmaxf(s[nb][2], s[nb][3]));
-            xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 1)), xa = fmaxf(xa, __shfl_xor_sync(IG_FULL_MASK, xa, 2));
-            xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 1)), xb = fmaxf(xb, __shfl_xor_sync(IG_FULL_MASK, xb, 2));
-            /* without a window, key 0 of tile 0 is visible to every row, so the new maxima are
-             * finite; with one, a row may see no key of a tile before its window starts: its
-             * maximum stays -inf, and its exponentials are taken against 0 (all of them 0) */
-            const float na = fmaxf(ma, xa), nb_ = fmaxf(mb, xb);
-            const float ua = AP_WINDOW > 0 && na == IG_NEG_INF ? 0.0f : na;
-            const float ub = AP_WINDOW > 0 && nb_ == IG_NEG_INF ? 0.0f : nb_;
-            const float ca = exp2f(ma - ua), cb = exp2f(mb - ub);
-            ma = na, mb = nb_;
-            float sa = 0.0f, sb = 0.0f;
-#pragma unroll
-            for (int nb = 0; nb < NB; nb++) {
-                s[nb][0] = exp2f(s[nb][0] - ua), s[nb][1] = exp2f(s[nb][1] - ua);
-                s[nb][2] = exp2f(s[nb][2] - ub), s[nb][3] = exp2f(s[nb][3] - ub);
-                sa += s[nb][0] + s[nb][1], sb += s[nb][2] + s[nb][3];
-            }
-            la = la * ca + sa, lb = lb * cb + sb;
-#pragma unroll
-            for (int i = 0; i < D / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
+            IG_CAT(AP_NAME, _softmax)<NB, D / 8>(s, o, kbase, p0, plast, pa, pb, tig, ma, mb, la, lb);
         }
         __syncthreads(); /* every warp done with K[kt] */
         if (kt + 1 < nt) AP_LOAD_K_(kt + 1);
@@ -473,10 +507,10 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     }
     ig_cp_wait<0>();
     __syncthreads(); /* the caller may run another run through sm */
+#if AP_KVQ
     la += __shfl_xor_sync(IG_FULL_MASK, la, 1), la += __shfl_xor_sync(IG_FULL_MASK, la, 2);
     lb += __shfl_xor_sync(IG_FULL_MASK, lb, 1), lb += __shfl_xor_sync(IG_FULL_MASK, lb, 2);
     const float ia = 1.0f / la, ib = 1.0f / lb;
-#if AP_KVQ
     /* rows staged in sm as f32 (the warp's 16 rows: 64 x D floats fit the two tiles), rotated back
      * (R^T) a row at a time by the warp, stored */
     float *rows = (float *)sm;
@@ -495,17 +529,105 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     }
     __syncthreads(); /* the caller may run another run through sm */
 #else
-    const size_t oa = (size_t)(t0 + ra) * AP_H * D + (size_t)h * D, ob = (size_t)(t0 + rb) * AP_H * D + (size_t)h * D;
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) {
-        const int c = 8 * i + 2 * tig;
-        if (va) ig_ap_store2(out, oa + c, o[i][0] * ia, o[i][1] * ia, AP_OBF16);
-        if (vb) ig_ap_store2(out, ob + c, o[i][2] * ib, o[i][3] * ib, AP_OBF16);
-    }
+    IG_CAT(AP_NAME, _store)(out, t0, ra, rb, va, vb, h, tig, o, la, lb);
 #endif
 }
 #undef AP_LOAD_K_
 #undef AP_LOAD_V_
+
+#ifndef AP_WG /* 1: sm_90a images run 16-bit KV tiles of D 64 / 128 on wgmma (_flash_wg); 0: --tune ap_wg=0 */
+#define AP_WG 1
+#endif
+#if AP_WG && IG_WG && !AP_KVQ && (AP_D == 64 || AP_D == 128)
+#define AP_WGMMA_ 1
+/* _flash on Hopper's warpgroup tensor cores: the CTA's four warps are one warpgroup, S = Q K^T a
+ * wgmma m64n64k16 per 16 of D (Q from registers, the K tile K-major from shared memory) and
+ * O += P V a wgmma m64nDk16 per 16 keys (P from registers, the V tile MN-major: the products
+ * transpose it), so no fragment of K or V passes through registers. The tiles: BN keys x D in
+ * 64-column blocks of 128-byte swizzled rows (wgmma.cuh), K and V 16 KB each for D 128, inside
+ * IG_AP_SMEM with the 1 KB that aligns them. Loads, barriers, masks and the online softmax as
+ * _flash's; each product is waited for before its registers are read (no overlap of the softmax
+ * with the products yet). Every tile of the loop is taken by the whole warpgroup (rows that see
+ * none of its keys mask them all). */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0, int r1, int p0, int h,
+                                                                   const float *q, const unsigned char *kv_pool,
+                                                                   unsigned long long layer_off, const int *pt,
+                                                                   AP_OT_ *out, unsigned char *smraw) {
+    constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, KD = D / 16, NB = BN / 8, CH = D / 8;
+    constexpr unsigned TILE = BN * D * 2, BLK = BN * 128; /* a tile's bytes; a 64-column block's */
+    static_assert(BN == 64 && BN * CH % IG_AP_BLOCK == 0 && IG_AP_BLOCK == 128 && 2 * TILE + 1024 <= IG_AP_SMEM(D),
+                  "one warpgroup, 64-key tiles in the launch's shared memory");
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tig = lane & 3;
+    const int kh = h / G, plast = p0 + (r1 - r0 - 1);
+    const int jlo = AP_WINDOW > 0 && p0 >= AP_WINDOW ? p0 - AP_WINDOW + 1 : 0;
+    const int ra = 16 * warp + gq, rb = ra + 8;
+    const bool va = ra >= r0 && ra < r1, vb = rb >= r0 && rb < r1;
+    const int pa = va ? p0 + ra - r0 : plast, pb = vb ? p0 + rb - r0 : plast;
+    unsigned qa[KD][4];
+    IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float ma = IG_NEG_INF, mb = IG_NEG_INF, la = 0.0f, lb = 0.0f;
+    const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sk = sbase, sv = sbase + TILE;
+    const size_t koff = (size_t)kh * AP_PS * D * 2, voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * 2;
+    auto load_tile = [&](int kt, size_t off, unsigned dst) {
+#pragma unroll 2
+        for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
+            const int i = tid + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
+            const bool ok = j <= plast && j >= jlo; /* keys before every row's window: never read */
+            const unsigned char *src =
+                ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
+                         (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
+                   : kv_pool;
+            ig_cp16(dst + (unsigned)(c / 8) * BLK + ig_wg_chunk(r, c % 8), src, ok ? 16 : 0);
+        }
+    };
+    const int nt = plast / BN + 1, kt0 = jlo / BN;
+    load_tile(kt0, koff, sk);
+    ig_cp_commit();
+    for (int kt = kt0; kt < nt; kt++) {
+        ig_cp_wait<0>();
+        ig_fence_async();
+        __syncthreads(); /* K[kt] visible; the products of V[kt-1] are done */
+        load_tile(kt, voff, sv);
+        ig_cp_commit();
+        float s[NB][4];
+#pragma unroll
+        for (int i = 0; i < NB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        ig_wg_fence();
+#pragma unroll
+        for (int k = 0; k < KD; k++) ig_wg_mma_rs<BN, 0>(&s[0][0], qa[k], ig_wg_desc(sk + (unsigned)(k / 4) * BLK + (unsigned)(k % 4) * 32));
+        ig_wg_commit();
+        ig_wg_wait<0>();
+        IG_CAT(AP_NAME, _softmax)<NB, D / 8>(s, o, kt * BN, p0, plast, pa, pb, tig, ma, mb, la, lb);
+        __syncthreads(); /* the products of K[kt] are done */
+        if (kt + 1 < nt) load_tile(kt + 1, koff, sk);
+        ig_cp_commit();
+        ig_cp_wait<1>(); /* V[kt] landed (K[kt+1] may still fly) */
+        ig_fence_async();
+        __syncthreads();
+        unsigned pf[BN / 16][4]; /* P as the A operand, 16 keys a product (written before the fence) */
+#pragma unroll
+        for (int j = 0; j < BN / 16; j++) {
+            pf[j][0] = ig_ap_pack_h(s[2 * j][0], s[2 * j][1]);
+            pf[j][1] = ig_ap_pack_h(s[2 * j][2], s[2 * j][3]);
+            pf[j][2] = ig_ap_pack_h(s[2 * j + 1][0], s[2 * j + 1][1]);
+            pf[j][3] = ig_ap_pack_h(s[2 * j + 1][2], s[2 * j + 1][3]);
+        }
+        ig_wg_fence();
+#pragma unroll
+        for (int j = 0; j < BN / 16; j++) ig_wg_mma_rs<D, 1>(&o[0][0], pf[j], ig_wg_desc_mn(sv + (unsigned)j * 16 * 128, BLK));
+        ig_wg_commit();
+        ig_wg_wait<0>();
+    }
+    ig_cp_wait<0>();
+    __syncthreads(); /* the caller may run another run through sm */
+    IG_CAT(AP_NAME, _store)(out, t0, ra, rb, va, vb, h, tig, o, la, lb);
+}
+#else
+#define AP_WGMMA_ 0
+#endif
 #endif /* tensor-core path */
 
 /* whether this instance has the tensor-core path (before the arch check): tests read it */
@@ -532,9 +654,14 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     for (int r = 0, e; r < n; r = e) {
         for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
         }
-        if (e - r >= MINRUN)
-            IG_CAT(AP_NAME, _flash)(t0, r, e, s_pos[r], h, q, kv_pool, layer_off,
-                                    page_table + (size_t)s_seq[r] * max_pages, out, (unsigned short *)ig_ap_dyn_smem);
+        if (e - r < MINRUN) continue;
+#if AP_WGMMA_
+        IG_CAT(AP_NAME, _flash_wg)(t0, r, e, s_pos[r], h, q, kv_pool, layer_off, page_table + (size_t)s_seq[r] * max_pages,
+                                   out, (unsigned char *)ig_ap_dyn_smem);
+#else
+        IG_CAT(AP_NAME, _flash)(t0, r, e, s_pos[r], h, q, kv_pool, layer_off, page_table + (size_t)s_seq[r] * max_pages, out,
+                                (unsigned short *)ig_ap_dyn_smem);
+#endif
     }
 #else
     constexpr int MINRUN = 1 << 30;
@@ -554,6 +681,8 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 
 #undef AP_OT_
 #undef AP_MMA_
+#undef AP_WGMMA_
+#undef AP_WG
 #undef AP_NAME
 #undef AP_H
 #undef AP_KV

@@ -9,10 +9,19 @@
  * K 16 reads columns 16 j .. 16 j + 15 of such a tile: its descriptor starts 32 j bytes into the
  * tile (the hardware swizzles the address it computes), rows 8 apart 1024 bytes apart.
  *
+ * A tile whose rows run along N instead (MN-major: row k of a 64-column block holds 64 consecutive N
+ * elements of K index k, e.g. V's [key][D] as the B operand of P . V) is the same 128-byte swizzled
+ * storage; its descriptor (ig_wg_desc_mn) gives the stride between 64-column blocks along N (the
+ * leading-dimension field) and 1024 between groups of 8 K rows (the stride field), and the product
+ * is told to transpose B.
+ *
  * ig_wg_mma256(d, a, b): d[64][256] += A[64][16] . B[256][16]^T, A and B by descriptor, on the package's
  * 16-bit type (bf16, or half when IG_F16); the 128 threads of a warpgroup each hold 128 of d's floats:
  * thread t (warp w = t / 32, lane l) holds d[i] at row 16 w + l / 4 + 8 ((i / 2) % 2), column
  * 8 (i / 4) + 2 (l % 4) + i % 2 (mma.sync m16n8's accumulator layout, once per 8 columns).
+ * ig_wg_mma_rs<N, TB>(d, a, b): d[64][N] += A[64][16] . B (N 64 or 128, N / 2 floats a thread), A from
+ * registers: warp w's four words a[] are rows 16 w .. 16 w + 15 in mma.sync m16n8k16's A layout; B
+ * by descriptor, K-major (TB 0: B[N][16]^T) or MN-major (TB 1: B[16][N]).
  * The products are asynchronous: ig_wg_fence before the first (after the registers were written),
  * ig_wg_commit after the last, ig_wg_wait<N> until at most N committed groups are pending (the
  * registers and the tiles they read are the kernel's again only then). Shared memory written by
@@ -47,6 +56,12 @@ IG_DEV unsigned long long ig_wg_desc(unsigned saddr) {
     return (unsigned long long)((saddr & 0x3ffffu) >> 4) | 1ull << 16 | (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
 }
 
+/* the descriptor of an MN-major tile: 64-column blocks lbo bytes apart, 8-row groups 1024 apart */
+IG_DEV unsigned long long ig_wg_desc_mn(unsigned saddr, unsigned lbo) {
+    return (unsigned long long)((saddr & 0x3ffffu) >> 4) | (unsigned long long)((lbo >> 4) & 0x3fffu) << 16 |
+           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+}
+
 #if IG_WG && !defined(IG_CUDA_EMUL)
 IG_DEV void ig_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 IG_DEV void ig_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -75,6 +90,30 @@ IG_DEV void ig_wg_mma256(float *d, unsigned long long a, unsigned long long b) {
                  "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
                  : IG_WG_D32(0), IG_WG_D32(32), IG_WG_D32(64), IG_WG_D32(96)
                  : "l"(a), "l"(b), "r"(1));
+}
+/* A from registers: N 64 (32 floats) or 128 (64 floats) */
+template <int N, int TB>
+IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
+    static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
+    if constexpr (N == 64) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16" IG_WG_TYPES " {"
+                     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+                     "}, {%32,%33,%34,%35}, %36, p, 1, 1, %37;\n}\n"
+                     : IG_WG_D32(0)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TB), "r"(1));
+    } else {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16" IG_WG_TYPES " {"
+                     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                     "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                     "}, {%64,%65,%66,%67}, %68, p, 1, 1, %69;\n}\n"
+                     : IG_WG_D32(0), IG_WG_D32(32)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TB), "r"(1));
+    }
 }
 #undef IG_WG_D8
 #undef IG_WG_D32

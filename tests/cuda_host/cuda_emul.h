@@ -326,13 +326,20 @@ IG_DEV void ig_wg_commit() {}
 template <int N>
 IG_DEV void ig_wg_wait() {}
 IG_DEV void ig_fence_async() {}
-static float emul_wg_elem(unsigned long long desc, int row, int k) {
+/* element (n, k) of a B operand (or (m, k) of A) by its descriptor: K-major (mn 0: rows of K) or
+ * MN-major (mn 1: rows of 64 N elements a K index, blocks of 64 columns the leading-dimension field
+ * apart) */
+static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
     if ((desc >> 62) != 1 || ((desc >> 32) & 0x3fff) != 1024 >> 4) {
         fprintf(stderr, "wgmma emulation: only 128-byte swizzled tiles with 1024-byte row groups\n");
         abort();
     }
     unsigned a = (unsigned)(desc & 0x3fff) << 4;
-    a += (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + 2u * (unsigned)k;
+    if (mn)
+        a += (unsigned)(row / 64) * ((unsigned)((desc >> 16) & 0x3fff) << 4) + (unsigned)(k / 8) * 1024u + (unsigned)(k % 8) * 128u +
+             2u * (unsigned)(row % 64);
+    else
+        a += (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + 2u * (unsigned)k;
     a ^= ((a >> 7) & 7u) << 4;
     unsigned short v;
     memcpy(&v, (const char *)ig_emul_dyn + a, 2);
@@ -346,6 +353,26 @@ IG_DEV void ig_wg_mma256(float *d, unsigned long long a, unsigned long long b) {
         for (int k = 0; k < 16; k++) acc += (double)emul_wg_elem(a, row, k) * emul_wg_elem(b, col, k);
         d[i] += (float)acc;
     }
+}
+/* A from registers: the warp's words through per-lane slots (mma.sync's A layout), B by descriptor */
+static unsigned g_wga[32][32][4];
+template <int N, int TB>
+IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
+    unsigned(*s)[4] = g_wga[threadIdx.x >> 5];
+    const int l = (int)(threadIdx.x & 31);
+    for (int i = 0; i < 4; i++) s[l][i] = a[i];
+    __syncwarp();
+    for (int i = 0; i < N / 2; i++) {
+        const int r = l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
+        double acc = 0.0;
+        for (int k = 0; k < 16; k++) {
+            const unsigned wd = s[(r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
+            const float av = ig_h_to_f32((unsigned short)(k % 2 ? wd >> 16 : wd & 0xffffu));
+            acc += (double)av * emul_wg_elem(b, col, k, TB);
+        }
+        d[i] += (float)acc;
+    }
+    __syncwarp();
 }
 /* f16x2 a - b (each half rounded to nearest, as sub.f16x2) */
 IG_DEV unsigned ig_hsub2(unsigned a, unsigned b) {
