@@ -357,7 +357,6 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, LD = D + 8, KD = D / 16, NB = BN / 8;
     constexpr int CH = D / 8; /* 16-byte chunks per key row */
     static_assert(BN * CH % IG_AP_BLOCK == 0 && BN % 16 == 0, "tile load split");
-    constexpr float QS = (float)(AP_SCALE) * 1.4426950408889634f;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tig = lane & 3;
     const int kh = h / G, plast = p0 + (r1 - r0 - 1);
     /* the first key any row of the run attends (its first row's window), and of this warp's rows */
