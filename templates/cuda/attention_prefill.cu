@@ -347,6 +347,28 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _store)(AP_OT_ *out, int 
     }
 }
 
+#if !AP_KVQ
+/* cp.async of 16-bit key tile kt (K or V: byte offset off in the pages' layer) into shared address
+ * dst: a thread per 16-byte chunk c of key row r, keys past plast or before jlo (every row's window)
+ * zero-filled and never read; rows padded to D + 8 elements (_flash's ldmatrix) or, with SW, in
+ * 64-column blocks of 128-byte swizzled rows (_flash_wg's wgmma) */
+template <bool SW>
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _load_tile)(int kt, size_t off, unsigned dst, int plast, int jlo,
+                                                                    const unsigned char *kv_pool, unsigned long long layer_off,
+                                                                    const int *pt) {
+    constexpr int D = AP_D, BN = IG_AP_BN, CH = D / 8;
+#pragma unroll 2
+    for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
+        const int i = (int)threadIdx.x + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
+        const bool ok = j <= plast && j >= jlo;
+        const unsigned char *src = ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
+                                            (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
+                                      : kv_pool;
+        const unsigned at = SW ? (unsigned)(c / 8) * BN * 128 + ig_wg_chunk(r, c % 8) : (unsigned)(r * (D + 8) + c * 8) * 2;
+        ig_cp16(dst + at, src, ok ? 16 : 0);
+    }
+}
+#endif
 /* Rows r0..r1-1 of the tile starting at token t0 (one sequence, positions p0.., page table pt) for
  * head h, by the whole CTA on tensor cores. sm: 2 * BN * (D + 8) bf16 (K tile, V tile). Starts and
  * ends with every warp past a barrier (the caller may reuse sm). */
@@ -436,16 +458,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     const size_t voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * 2;
     /* issue the loads of key tile kt (K or V) into shared memory */
     auto load_tile = [&](int kt, size_t off, unsigned dst) {
-#pragma unroll 2
-        for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
-            const int i = tid + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
-            const bool ok = j <= plast && j >= jlo; /* keys before every row's window: never read */
-            const unsigned char *src =
-                ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
-                         (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
-                   : kv_pool;
-            ig_cp16(dst + (unsigned)(r * LD + c * 8) * 2, src, ok ? 16 : 0);
-        }
+        IG_CAT(AP_NAME, _load_tile)<false>(kt, off, dst, plast, jlo, kv_pool, layer_off, pt);
     };
 #define AP_LOAD_K_(kt) load_tile((kt), koff, sk_a)
 #define AP_LOAD_V_(kt) load_tile((kt), voff, sv_a)
@@ -571,16 +584,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
     const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sk = sbase, sv = sbase + TILE;
     const size_t koff = (size_t)kh * AP_PS * D * 2, voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * 2;
     auto load_tile = [&](int kt, size_t off, unsigned dst) {
-#pragma unroll 2
-        for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
-            const int i = tid + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
-            const bool ok = j <= plast && j >= jlo; /* keys before every row's window: never read */
-            const unsigned char *src =
-                ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
-                         (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
-                   : kv_pool;
-            ig_cp16(dst + (unsigned)(c / 8) * BLK + ig_wg_chunk(r, c % 8), src, ok ? 16 : 0);
-        }
+        IG_CAT(AP_NAME, _load_tile)<true>(kt, off, dst, plast, jlo, kv_pool, layer_off, pt);
     };
     const int nt = plast / BN + 1, kt0 = jlo / BN;
     load_tile(kt0, koff, sk);
