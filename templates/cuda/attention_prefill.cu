@@ -89,6 +89,11 @@
  * says: it names float rows, and its default 1 once sent an f32 instance of quantized KV through
  * bf16 tiles) */
 #define AP_MMA_ ((AP_KVQ ? AP_OBF16 : AP_KVBF16) && AP_D % 16 == 0 && AP_D <= 128)
+#ifndef AP_WG /* 1: sm_90a images run 16-bit KV tiles of D 64 / 128 on wgmma (_flash_wg); 0: --tune ap_wg=0 */
+#define AP_WG 1
+#endif
+/* the tensor-core path on wgmma (_flash_wg) instead of mma.sync (_flash) */
+#define AP_WGMMA_ (AP_WG && IG_WG && !AP_KVQ && (AP_D == 64 || AP_D == 128))
 
 #ifndef IG_AP_HELPERS
 #define IG_AP_HELPERS
@@ -331,6 +336,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _qfrag)(const float *q, i
         qa[k][3] = ig_ap_pack_h(x3.x * QS, x3.y * QS);
     }
 }
+#if !AP_KVQ
 /* the rows' outputs o / l (16-bit KV rows: nothing to rotate back) */
 static __device__ __forceinline__ void IG_CAT(AP_NAME, _store)(AP_OT_ *out, int t0, int ra, int rb, bool va, bool vb, int h,
                                                                 int tig, float (*o)[4], float la, float lb) {
@@ -346,6 +352,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _store)(AP_OT_ *out, int 
         if (vb) ig_ap_store2(out, ob + c, o[i][2] * ib, o[i][3] * ib, AP_OBF16);
     }
 }
+#endif
 
 #if !AP_KVQ
 /* cp.async of 16-bit key tile kt (K or V: byte offset off in the pages' layer) into shared address
@@ -369,6 +376,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _load_tile)(int kt, size_
     }
 }
 #endif
+#if !AP_WGMMA_
 /* Rows r0..r1-1 of the tile starting at token t0 (one sequence, positions p0.., page table pt) for
  * head h, by the whole CTA on tensor cores. sm: 2 * BN * (D + 8) bf16 (K tile, V tile). Starts and
  * ends with every warp past a barrier (the caller may reuse sm). */
@@ -546,12 +554,9 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 }
 #undef AP_LOAD_K_
 #undef AP_LOAD_V_
+#endif /* !AP_WGMMA_ */
 
-#ifndef AP_WG /* 1: sm_90a images run 16-bit KV tiles of D 64 / 128 on wgmma (_flash_wg); 0: --tune ap_wg=0 */
-#define AP_WG 1
-#endif
-#if AP_WG && IG_WG && !AP_KVQ && (AP_D == 64 || AP_D == 128)
-#define AP_WGMMA_ 1
+#if AP_WGMMA_
 /* _flash on Hopper's warpgroup tensor cores: the CTA's four warps are one warpgroup, S = Q K^T a
  * wgmma m64n64k16 per 16 of D (Q from registers, the K tile K-major from shared memory) and
  * O += P V a wgmma m64nDk16 per 16 keys (P from registers, the V tile MN-major: the products
@@ -628,8 +633,6 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
     __syncthreads(); /* the caller may run another run through sm */
     IG_CAT(AP_NAME, _store)(out, t0, ra, rb, va, vb, h, tig, o, la, lb);
 }
-#else
-#define AP_WGMMA_ 0
 #endif
 #endif /* tensor-core path */
 
