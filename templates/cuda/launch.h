@@ -203,13 +203,10 @@
 #define IG_MO_TC_GRID_Y(T, K, E) (IG_CDIV((T) * (K), IG_MO_TC_BM) + (E))
 /* the same products on Hopper's warpgroup tensor cores (_gu_wg, _down_wg; sm_90a images, where
  * the host read ig_wg_built): the row tiles as above (IG_MO_TC_BM pairs, _group's scan), each CTA
- * IG_MO_WG_BN weight rows, two consumer warpgroups of 64 pairs and IG_MO_WG_PW producer warps, K in
- * steps of 64 through IG_MO_WG_NST stages of 128-byte swizzled tiles (wgmma.cuh); dynamic smem
- * IG_MO_WG_SMEM (with 1 KB to align the tiles to 1024; the host allows these kernels
- * IG_MO_WG_SMEM), one CTA an SM. */
-#define IG_MO_WG_CONS 256 /* consumer threads: two warpgroups */
-#define IG_MO_WG_PW 1     /* producer warps */
-#define IG_MO_WG_THREADS (IG_MO_WG_CONS + 32 * IG_MO_WG_PW)
+ * IG_MO_WG_BN weight rows, two consumer warpgroups of 64 pairs, K in steps of 64 through
+ * IG_MO_WG_NST stages of 128-byte swizzled tiles (wgmma.cuh); dynamic smem IG_MO_WG_SMEM (with 1 KB
+ * to align the tiles to 1024; the host allows these kernels IG_MO_WG_SMEM), one CTA an SM. */
+#define IG_MO_WG_THREADS 256
 #define IG_MO_WG_BN 256
 #define IG_MO_WG_BK 64
 #define IG_MO_WG_NST 4

@@ -87,7 +87,6 @@
  * Not yet: the persistent decode kernel for MoE.
  */
 #include "common.cuh"
-#include "mbar.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
 #include "wq.cuh"
@@ -1004,82 +1003,75 @@ IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const 
 
 /* ---- the same products on Hopper's warpgroup tensor cores (sm_90a; wgmma.cuh) ----
  * A CTA: the row tile of _gu_tc / _down_tc (IG_MO_TC_BM = 128 pairs of one expert) x IG_MO_WG_BN =
- * 256 weight rows; consumer warpgroup g (of two, threads 0..255) multiplies pairs 64 g .. 64 g + 63
- * by all 256 rows, one wgmma m64n256k16 per 16 of K, the operands read from shared memory by the
- * tensor cores (no ldmatrix), 128 f32 accumulators a thread. K in steps of 64 (a swizzled tile row
- * of 128 bytes) through IG_MO_WG_NST stages that IG_MO_WG_PW producer warps (threads 256..) fill with
- * cp.async: a stage's full barrier completes when every producer lane's copies into it have landed
- * (ig_mbar_cp_arrive), its empty barrier when every consumer thread has seen its products done
- * (one step's products stay in flight: the stage of step kt - 1 is released after step kt's
- * products are issued). No block barrier in the loop; the producers run up to NST steps ahead. K
- * need not be a multiple of 64 (chunks past K are zeros). A warpgroup whose 64 pairs are all past
- * the tile's np skips the products (but not the barriers). */
+ * 256 weight rows; warpgroup g (of two) multiplies pairs 64 g .. 64 g + 63 by all 256 rows, one
+ * wgmma m64n256k16 per 16 of K, the operands read from shared memory by the tensor cores (no
+ * ldmatrix), 128 f32 accumulators a thread. K in steps of 64 (a swizzled tile row of 128 bytes) through
+ * IG_MO_WG_NST stages: cp.async writes step kt + NST - 2 while the products of step kt - 1 may
+ * still run (one group in flight), so a stage is refilled two steps after its products were
+ * issued. K need not be a multiple of 64 (chunks past K are zeros). A warpgroup whose 64 pairs are
+ * all past the tile's np skips the products. */
 #if IG_WG
-/* Consumers: acc (this thread's 128 of its warpgroup's 64 x 256) = rows a[r] (the tile's gathered
- * rows; null: zeros) x weight rows w + (n0 + n) KD, n < IG_MO_WG_BN (rows >= NR: zeros), over
- * k < KD. Producers fill the stages and return. sm: the stages, aligned to 1024; bar: NST full
- * then NST empty barriers, initialized by _wg_init. */
+/* acc (this thread's 128 of its warpgroup's 64 x 256) = rows a[r] (the tile's gathered rows; null:
+ * zeros) x weight rows w + (n0 + n) KD, n < IG_MO_WG_BN (rows >= NR: zeros), over k < KD; sm: the
+ * stages, aligned to 1024 */
 template <int KD, int NR>
 static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned short *const *a, const unsigned short *w,
-                                                                  int n0, int np, float *acc, unsigned char *sm,
-                                                                  unsigned long long *bar) {
+                                                                  int n0, int np, float *acc, unsigned char *sm) {
     constexpr int BM = IG_MO_TC_BM, BN = IG_MO_WG_BN, BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
-    constexpr int RS = 4 * IG_MO_WG_PW; /* rows a producer pass covers: 8 lanes a row */
+    constexpr int RS = IG_MO_WG_THREADS / 8, AR = BM / RS, BR = BN / RS;
     constexpr unsigned STAGE = (BM + BN) * 128;
-    static_assert(BM == 128 && BK == 64 && NST >= 2 && KD % 8 == 0 && BM % RS == 0 && BN % RS == 0,
+    static_assert(BM == 128 && BK == 64 && NST >= 3 && KD % 8 == 0 && BM % RS == 0 && BN % RS == 0,
                   "two warpgroups of 64 pairs, 128-byte tile rows, 16-byte chunks");
-    const unsigned sbase = ig_smem_addr(sm);
-    unsigned long long *full = bar, *empty = bar + NST;
-    if (threadIdx.x >= IG_MO_WG_CONS) { /* a producer lane: chunk lc of rows lr + RS j */
-        const int pl = threadIdx.x - IG_MO_WG_CONS, lr = pl >> 3, lc = pl & 7;
-        for (int kt = 0; kt < KT; kt++) {
-            const int st = kt % NST;
-            if (kt >= NST) ig_mbar_wait(&empty[st], (unsigned)(kt / NST - 1) & 1u);
-            const int k0 = kt * BK + lc * 8, kin = k0 < KD, kc = kin ? k0 : 0;
-            const unsigned s0 = sbase + (unsigned)st * STAGE;
-#pragma unroll 4
-            for (int r = lr; r < BM; r += RS) {
-                const unsigned short *src = a[r];
-                ig_cp16(s0 + ig_wg_chunk(r, lc), src ? src + kc : w, kin && src ? 16 : 0);
-            }
-#pragma unroll 4
-            for (int r = lr; r < BN; r += RS) {
-                const int n = n0 + r;
-                ig_cp16(s0 + BM * 128 + ig_wg_chunk(r, lc), w + (size_t)min(n, NR - 1) * KD + kc, kin && n < NR ? 16 : 0);
-            }
-            ig_mbar_cp_arrive(&full[st]);
-        }
-        ig_cp_wait<0>();
-        return;
-    }
-    const int wg = threadIdx.x >> 7;
+    const int tid = threadIdx.x, wg = tid >> 7, lr = tid >> 3, lc = tid & 7;
     /* uniform by a broadcast: ptxas serializes products under a branch it cannot prove uniform */
     const bool live = __shfl_sync(0xffffffffu, (unsigned)(wg * 64 < np), 0) != 0;
+    const unsigned sbase = ig_smem_addr(sm);
+    const unsigned short *ar[AR], *br[BR];
+    int ab[AR], bb[BR];
+#pragma unroll
+    for (int j = 0; j < AR; j++) {
+        ar[j] = a[lr + RS * j], ab[j] = ar[j] ? 16 : 0;
+        if (!ar[j]) ar[j] = w; /* a valid address; nothing is read */
+    }
+#pragma unroll
+    for (int j = 0; j < BR; j++) {
+        const int n = n0 + lr + RS * j;
+        br[j] = w + (size_t)min(n, NR - 1) * KD, bb[j] = n < NR ? 16 : 0;
+    }
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+    auto load = [&](int kt, int st) {
+        const int k0 = kt * BK + lc * 8, kin = k0 < KD, kc = kin ? k0 : 0;
+        const unsigned s0 = sbase + (unsigned)st * STAGE;
+#pragma unroll
+        for (int j = 0; j < AR; j++) ig_cp16(s0 + ig_wg_chunk(lr + RS * j, lc), ar[j] + kc, kin ? ab[j] : 0);
+#pragma unroll
+        for (int j = 0; j < BR; j++) ig_cp16(s0 + BM * 128 + ig_wg_chunk(lr + RS * j, lc), br[j] + kc, kin ? bb[j] : 0);
+        ig_cp_commit();
+    };
+    /* a group committed every step (empty past the last k tile): waiting for all but the NST - 3
+     * newest leaves step kt landed */
+#pragma unroll
+    for (int s = 0; s < NST - 2; s++) {
+        if (s < KT) load(s, s);
+        else ig_cp_commit();
+    }
     for (int kt = 0; kt < KT; kt++) {
-        const int st = kt % NST;
-        ig_mbar_wait(&full[st], (unsigned)(kt / NST) & 1u);
-        ig_fence_async(); /* the copies (generic proxy) before the products read them (async proxy) */
+        ig_cp_wait<NST - 3>();
+        ig_fence_async();
+        __syncthreads(); /* step kt's tiles are everyone's; step kt - 2's products are done (waited below) */
+        if (kt + NST - 2 < KT) load(kt + NST - 2, (kt + NST - 2) % NST);
+        else ig_cp_commit();
         if (live) {
-            const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + BM * 128;
+            const unsigned sa = sbase + (unsigned)(kt % NST) * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)(kt % NST) * STAGE + BM * 128;
             ig_wg_fence();
 #pragma unroll
             for (int j = 0; j < BK / 16; j++) ig_wg_mma256(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
             ig_wg_commit();
             ig_wg_wait<1>();
         }
-        if (kt > 0) ig_mbar_arrive(&empty[(kt - 1) % NST]); /* step kt - 1's products are done */
     }
     ig_wg_wait<0>();
-}
-/* Every thread, before the roles split: thread 0 initializes the barriers (full: one arrival a
- * producer lane; empty: one a consumer thread); the caller's next block barrier publishes them. */
-static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_init)(unsigned long long *bar) {
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < IG_MO_WG_NST; i++) ig_mbar_init(&bar[i], 32 * IG_MO_WG_PW), ig_mbar_init(&bar[IG_MO_WG_NST + i], IG_MO_WG_CONS);
-        ig_mbar_fence_init();
-    }
 }
 #endif
 
@@ -1098,15 +1090,12 @@ IG_CAT(MO_NAME, _gu_wg)(int T, const unsigned short *xb, const int *off, const i
     IG_MO_WG_SMEM_ALIGNED(sm);
     __shared__ const unsigned short *rows[IG_MO_TC_BM];
     __shared__ int tks[IG_MO_TC_BM];
-    __shared__ unsigned long long bar[2 * IG_MO_WG_NST];
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    IG_CAT(MO_NAME, _wg_init)(bar);
     IG_CAT(MO_NAME, _gather)<MO_TOPK, MO_D>(list, p0, np, xb, tks, rows);
     const int n0 = blockIdx.x * IG_MO_WG_BN;
     float acc[128];
-    IG_CAT(MO_NAME, _wg_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, np, acc, sm, bar);
-    if (threadIdx.x >= IG_MO_WG_CONS) return;
+    IG_CAT(MO_NAME, _wg_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, np, acc, sm);
     /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
      * rows (4 gq + 2, 3): the packing's interleave */
     const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
@@ -1142,15 +1131,12 @@ IG_CAT(MO_NAME, _down_wg)(int T, const unsigned short *h, const int *off, const 
     IG_MO_WG_SMEM_ALIGNED(sm);
     __shared__ const unsigned short *rows[IG_MO_TC_BM];
     __shared__ int tks[IG_MO_TC_BM];
-    __shared__ unsigned long long bar[2 * IG_MO_WG_NST];
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    IG_CAT(MO_NAME, _wg_init)(bar);
     IG_CAT(MO_NAME, _gather)<1, MO_I>(list, p0, np, h, tks, rows);
     const int n0 = blockIdx.x * IG_MO_WG_BN;
     float acc[128];
-    IG_CAT(MO_NAME, _wg_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, np, acc, sm, bar);
-    if (threadIdx.x >= IG_MO_WG_CONS) return;
+    IG_CAT(MO_NAME, _wg_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, np, acc, sm);
     const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {

@@ -301,21 +301,6 @@ static void emul_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1, bo
 }
 IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, false); }
 IG_DEV void ig_mma16f(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, true); }
-/* mbar.cuh on the host: an mbarrier is a 64-bit word (arrivals left in bits 0..31, the arrival
- * count in bits 32..62, the completed-phase parity in bit 63); a waiter yields its fiber until the
- * phase it waits for has completed; cp.async's arrival comes at once (its copies have landed). */
-IG_DEV void ig_mbar_init(unsigned long long *b, unsigned n) { *b = (unsigned long long)n << 32 | n; }
-IG_DEV void ig_mbar_fence_init() {}
-IG_DEV void ig_mbar_arrive(unsigned long long *b) {
-    const unsigned long long v = *b, n = (v >> 32) & 0x7fffffffull;
-    const unsigned left = (unsigned)v - 1u;
-    *b = left ? (v & ~0xffffffffull) | left : ((v & (1ull << 63)) ^ (1ull << 63)) | n << 32 | n;
-}
-IG_DEV void ig_mbar_cp_arrive(unsigned long long *b) { ig_mbar_arrive(b); }
-/* returns once the phase of this parity has completed (the current parity differs) */
-IG_DEV void ig_mbar_wait(unsigned long long *b, unsigned parity) {
-    while ((unsigned)(*(volatile unsigned long long *)b >> 63) == parity) emul_yield();
-}
 /* wgmma.cuh on the host: the products are done when issued (fence / commit / wait have nothing to
  * order), and each thread of the warpgroup sums its own 128 accumulators from the two tiles, read
  * through the descriptors (start address, 1024-byte row-group stride, the 128-byte swizzle on the

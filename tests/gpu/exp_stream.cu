@@ -117,7 +117,7 @@ __device__ int g_l2feed;
 __device__ int g_nofeed;
 #define IG_ST_FEED(dst, src, bytes, bar)                                                        \
     do {                                                                                        \
-        if (g_nofeed) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ig_mbar_sa(bar)) : "memory"); \
+        if (g_nofeed) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ig_st_sa(bar)) : "memory"); \
         else ig_st_bulk(dst, src, bytes, bar);                                                  \
     } while (0)
 /* L2-fed runs: every matrix's rows are read modulo 8 (8 MB in all, L2-resident), so the ring
@@ -147,9 +147,9 @@ __device__ void drain(ig_st *st, int n_rows, int unit, int rot, unsigned *it) {
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
     for (int r = r0; r < r1; r += ig_st_shape<K, EXP_WQ, EXP_WG>::R) {
         const int slot = (int)(*it % IG_ST_NSLOT);
-        ig_mbar_wait(&st->full[slot], (*it / IG_ST_NSLOT) & 1);
+        ig_st_mbar_wait(&st->full[slot], (*it / IG_ST_NSLOT) & 1);
         __syncwarp();
-        if ((threadIdx.x & 31) == 0) ig_mbar_arrive(&st->empty[slot]);
+        if ((threadIdx.x & 31) == 0) ig_st_mbar_arrive(&st->empty[slot]);
         ++*it;
     }
 }
