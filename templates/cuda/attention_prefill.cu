@@ -608,6 +608,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
         for (int k = 0; k < KD; k++) ig_wg_mma_rs<BN, 0>(&s[0][0], qa[k], ig_wg_desc(sk + (unsigned)(k / 4) * BLK + (unsigned)(k % 4) * 32));
         ig_wg_commit();
         ig_wg_wait<0>();
+        ig_wg_hold<4 * NB>(&s[0][0]);
         IG_CAT(AP_NAME, _softmax)<NB, D / 8>(s, o, kt * BN, p0, plast, pa, pb, tig, ma, mb, la, lb);
         __syncthreads(); /* the products of K[kt] are done */
         if (kt + 1 < nt) load_tile(kt + 1, koff, sk);
@@ -628,6 +629,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
         for (int j = 0; j < BN / 16; j++) ig_wg_mma_rs<D, 1>(&o[0][0], pf[j], ig_wg_desc_mn(sv + (unsigned)j * 16 * 128, BLK));
         ig_wg_commit();
         ig_wg_wait<0>();
+        ig_wg_hold<D / 2>(&o[0][0]);
     }
     ig_cp_wait<0>();
     __syncthreads(); /* the caller may run another run through sm */

@@ -1072,6 +1072,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned 
         }
     }
     ig_wg_wait<0>();
+    ig_wg_hold<128>(acc);
 }
 #endif
 

@@ -24,7 +24,9 @@
  * by descriptor, K-major (TB 0: B[N][16]^T) or MN-major (TB 1: B[16][N]).
  * The products are asynchronous: ig_wg_fence before the first (after the registers were written),
  * ig_wg_commit after the last, ig_wg_wait<N> until at most N committed groups are pending (the
- * registers and the tiles they read are the kernel's again only then). Shared memory written by
+ * registers and the tiles they read are the kernel's again only then), and ig_wg_hold<N>(d) after
+ * that wait: the compiler sees the product's asm write d at once, so without it an instruction
+ * reading d (a rescale, the softmax, an epilogue) may be scheduled before the wait. Shared memory written by
  * cp.async (the generic proxy) is made visible to the products (the async proxy) by each writer's
  * ig_fence_async after its copies landed and before the barrier that publishes them.
  *
@@ -68,6 +70,11 @@ IG_DEV void ig_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" :
 template <int N>
 IG_DEV void ig_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 IG_DEV void ig_fence_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+template <int N>
+IG_DEV void ig_wg_hold(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
 
 #define IG_WG_D8(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3]), "+f"(d[b + 4]), "+f"(d[b + 5]), "+f"(d[b + 6]), "+f"(d[b + 7])
 #define IG_WG_D32(b) IG_WG_D8(b), IG_WG_D8(b + 8), IG_WG_D8(b + 16), IG_WG_D8(b + 24)

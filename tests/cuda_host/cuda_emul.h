@@ -311,6 +311,8 @@ IG_DEV void ig_wg_commit() {}
 template <int N>
 IG_DEV void ig_wg_wait() {}
 IG_DEV void ig_fence_async() {}
+template <int N>
+IG_DEV void ig_wg_hold(float *) {}
 /* element (n, k) of a B operand (or (m, k) of A) by its descriptor: K-major (mn 0: rows of K) or
  * MN-major (mn 1: rows of 64 N elements a K index, blocks of 64 columns the leading-dimension field
  * apart) */

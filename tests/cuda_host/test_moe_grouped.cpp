@@ -40,6 +40,16 @@
 #define MO_NORM 1
 #include "moe.cu"
 
+/* gate/up K 640: ten steps of 64 through the warpgroup products' four stages (every stage refilled
+ * twice) */
+#define MO_NAME mg_d
+#define MO_D 640
+#define MO_E 4
+#define MO_TOPK 2
+#define MO_I 64
+#define MO_NORM 1
+#include "moe.cu"
+
 static std::vector<unsigned short> to_bf16(const std::vector<float> &v) {
     std::vector<unsigned short> o(v.size());
     for (size_t i = 0; i < v.size(); i++) o[i] = ig_f32_to_bf16(v[i]);
@@ -145,6 +155,7 @@ int main() {
     run_case("wgmma: E6 top-3 D320 I32, two idle experts", GROUPED_WG(mg_b), 320, 6, 3, 32, 70, -1, 4);
     /* gate/up 512 rows (two column tiles), K 64 (one step) */
     run_case("wgmma: E3 top-1 D64 I256", GROUPED_WG(mg_c), 64, 3, 1, 256, 40, -1, 3);
+    run_case("wgmma: E4 top-2 D640 I64", GROUPED_WG(mg_d), 640, 4, 2, 64, 50, -1, 4);
     if (fails) {
         printf("test_moe_grouped: %d failures\n", fails);
         return 1;
