@@ -42,7 +42,7 @@ const tune_key tune_keys[] = {
      "CUDA MoE steps of up to 8 tokens: 1 two launches over all SMs (router, top-k and gate/up; down into the "
      "residual), 0 the per-op router, gate/up and down kernels"},
     {"ap_wg", C(ap_wg), 0, 1, 1, 0, NULL,
-     "CUDA prefill attention on sm_90: 1 runs of 16-bit K/V with D 64 or 128 on warpgroup tensor cores (wgmma: Q and P "
+     "CUDA prefill attention on sm_90: 1 runs of 16-bit K/V with D 128 on warpgroup tensor cores (wgmma: Q and P "
      "from registers, the K / V tiles from shared memory), 0 on mma.sync (FlashAttention-2 with ldmatrix)"},
     {"moe_wg", C(moe_wg), 0, 1, 1, 0, NULL,
      "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
