@@ -107,6 +107,22 @@ IG_DEV void ig_ap_store2(void *out, size_t i, float a, float b, bool bf) {
     if (bf) *(unsigned *)((unsigned short *)out + i) = ig_pack2_h(a, b);
     else *(float2 *)((float *)out + i) = make_float2(a, b);
 }
+/* This thread's two rows of a tensor-core tile (ra = 16 warp + lane / 4, rb = ra + 8; valid inside
+ * the run's rows r0 .. r1 - 1) and their positions (the run's last, plast, where not valid); jlo the
+ * first key any row of the run attends (its first row's window w, 0 without one) */
+struct ig_ap_rows {
+    int ra, rb, pa, pb, plast, jlo;
+    bool va, vb;
+};
+IG_DEV ig_ap_rows ig_ap_rows_of(int r0, int r1, int p0, int w) {
+    ig_ap_rows g;
+    g.plast = p0 + (r1 - r0 - 1);
+    g.jlo = w > 0 && p0 >= w ? p0 - w + 1 : 0;
+    g.ra = 16 * (int)(threadIdx.x >> 5) + (int)((threadIdx.x & 31) >> 2), g.rb = g.ra + 8;
+    g.va = g.ra >= r0 && g.ra < r1, g.vb = g.rb >= r0 && g.rb < r1;
+    g.pa = g.va ? p0 + g.ra - r0 : g.plast, g.pb = g.vb ? p0 + g.rb - r0 : g.plast;
+    return g;
+}
 /* (lo, hi) -> a 16-bit pair with lo in the low half, round to nearest even */
 IG_DEV unsigned ig_ap_pack_h(float lo, float hi) {
 #ifdef IG_CUDA_EMUL
@@ -387,14 +403,11 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, LD = D + 8, KD = D / 16, NB = BN / 8;
     constexpr int CH = D / 8; /* 16-byte chunks per key row */
     static_assert(BN * CH % IG_AP_BLOCK == 0 && BN % 16 == 0, "tile load split");
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tig = lane & 3;
-    const int kh = h / G, plast = p0 + (r1 - r0 - 1);
-    /* the first key any row of the run attends (its first row's window), and of this warp's rows */
-    const int jlo = AP_WINDOW > 0 && p0 >= AP_WINDOW ? p0 - AP_WINDOW + 1 : 0;
-    /* this thread's two rows: ra = 16 warp + gq, rb = ra + 8 */
-    const int ra = 16 * warp + gq, rb = ra + 8;
-    const bool va = ra >= r0 && ra < r1, vb = rb >= r0 && rb < r1;
-    const int pa = va ? p0 + ra - r0 : plast, pb = vb ? p0 + rb - r0 : plast;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, tig = lane & 3, kh = h / G;
+    const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
+    const int ra = g.ra, rb = g.rb, pa = g.pa, pb = g.pb, plast = g.plast, jlo = g.jlo;
+    const bool va = g.va, vb = g.vb;
+    /* of this warp's rows: */
     /* position of the warp's last row inside the run (-1: none): tiles past it are skipped */
     const int wlo = 16 * warp, wlast = min(wlo + 15, r1 - 1);
     const int wmax = (wlast < r0 || wlast < wlo) ? -1 : p0 + wlast - r0;
@@ -578,12 +591,10 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
     constexpr unsigned TILE = BN * D * 2, BLK = BN * 128; /* a tile's bytes; a 64-column block's */
     static_assert(BN == 64 && BN * CH % IG_AP_BLOCK == 0 && IG_AP_BLOCK == 128 && 2 * TILE + 1024 <= IG_AP_SMEM(D),
                   "one warpgroup, 64-key tiles in the launch's shared memory");
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tig = lane & 3;
-    const int kh = h / G, plast = p0 + (r1 - r0 - 1);
-    const int jlo = AP_WINDOW > 0 && p0 >= AP_WINDOW ? p0 - AP_WINDOW + 1 : 0;
-    const int ra = 16 * warp + gq, rb = ra + 8;
-    const bool va = ra >= r0 && ra < r1, vb = rb >= r0 && rb < r1;
-    const int pa = va ? p0 + ra - r0 : plast, pb = vb ? p0 + rb - r0 : plast;
+    const int tid = threadIdx.x, tig = tid & 3, kh = h / G;
+    const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
+    const int ra = g.ra, rb = g.rb, pa = g.pa, pb = g.pb, plast = g.plast, jlo = g.jlo;
+    const bool va = g.va, vb = g.vb;
     unsigned qa[KD][4];
     IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
     float o[D / 8][4];

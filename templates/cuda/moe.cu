@@ -838,6 +838,25 @@ static __device__ __forceinline__ int IG_CAT(MO_NAME, _tile)(int T, const int *o
     return 1;
 #endif
 }
+
+/* The global rows a thread copies a 16-byte chunk of, AR of the tile's gathered rows a[lr + RS j]
+ * (null: zeros, nothing read; ab their byte counts) and BR weight rows w + (n0 + lr + RS j) KD
+ * (rows >= NR: zeros), for the cp.async loops of _tc_loop and _wg_loop */
+template <int AR, int BR, int RS, int KD, int NR>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _rowptrs)(const unsigned short *const *a, const unsigned short *w, int n0,
+                                                                  int lr, const unsigned short **ar, int *ab,
+                                                                  const unsigned short **br, int *bb) {
+#pragma unroll
+    for (int j = 0; j < AR; j++) {
+        ar[j] = a[lr + RS * j], ab[j] = ar[j] ? 16 : 0;
+        if (!ar[j]) ar[j] = w; /* a valid address; nothing is read */
+    }
+#pragma unroll
+    for (int j = 0; j < BR; j++) {
+        const int n = n0 + lr + RS * j;
+        br[j] = w + (size_t)min(n, NR - 1) * KD, bb[j] = n < NR ? 16 : 0;
+    }
+}
 #endif
 
 /* acc[4][8][4] (this warp's 64 x 64 of the tile: 4 row tiles of 16 x 8 column tiles of 8) = rows
@@ -860,16 +879,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _tc_loop)(const unsigned 
     const bool live = wm * 64 < np;
     const unsigned short *ar[AR], *br[BR];
     int ab[AR], bb[BR];
-#pragma unroll
-    for (int j = 0; j < AR; j++) {
-        ar[j] = a[lr + RS * j], ab[j] = ar[j] ? 16 : 0;
-        if (!ar[j]) ar[j] = w; /* a valid address; nothing is read */
-    }
-#pragma unroll
-    for (int j = 0; j < BR; j++) {
-        const int n = n0 + lr + RS * j;
-        br[j] = w + (size_t)min(n, NR - 1) * KD, bb[j] = n < NR ? 16 : 0;
-    }
+    IG_CAT(MO_NAME, _rowptrs)<AR, BR, RS, KD, NR>(a, w, n0, lr, ar, ab, br, bb);
 #pragma unroll
     for (int mi = 0; mi < 4; mi++)
 #pragma unroll
@@ -1028,16 +1038,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned 
     const unsigned sbase = ig_smem_addr(sm);
     const unsigned short *ar[AR], *br[BR];
     int ab[AR], bb[BR];
-#pragma unroll
-    for (int j = 0; j < AR; j++) {
-        ar[j] = a[lr + RS * j], ab[j] = ar[j] ? 16 : 0;
-        if (!ar[j]) ar[j] = w; /* a valid address; nothing is read */
-    }
-#pragma unroll
-    for (int j = 0; j < BR; j++) {
-        const int n = n0 + lr + RS * j;
-        br[j] = w + (size_t)min(n, NR - 1) * KD, bb[j] = n < NR ? 16 : 0;
-    }
+    IG_CAT(MO_NAME, _rowptrs)<AR, BR, RS, KD, NR>(a, w, n0, lr, ar, ab, br, bb);
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     auto load = [&](int kt, int st) {
