@@ -17,8 +17,8 @@
  * kh, slot s at base + (kh * PS + s) * D elements, V after the KV * PS * D keys of the page.
  * launch (launch.h):
  *   grid (IG_AP_GRID_X(T, H) = H, IG_AP_GRID_Y(T) = ceil(T / IG_AP_BM)), block IG_AP_BLOCK = 128,
- *   dynamic smem IG_AP_SMEM(D) = 2 * IG_AP_BN * (D + 8) * 2 bytes (34 KB for D = 128, 0 for D > 128:
- *   always under 48 KB, no attribute needed).
+ *   dynamic smem IG_AP_SMEM(D) (launch.h: 25 KB for D 64, 49 KB for D 128 (the kernel's attribute
+ *   must allow it), 0 for D > 128).
  *
  * A CTA owns BM = 64 consecutive token indices (a tile) and one query head. Heads are the fast grid
  * axis so that the G heads of a GQA group run side by side and read the same K/V tiles from L2;
@@ -89,11 +89,11 @@
  * says: it names float rows, and its default 1 once sent an f32 instance of quantized KV through
  * bf16 tiles) */
 #define AP_MMA_ ((AP_KVQ ? AP_OBF16 : AP_KVBF16) && AP_D % 16 == 0 && AP_D <= 128)
-#ifndef AP_WG /* 1: sm_90a images run 16-bit KV tiles of D 128 on wgmma (_flash_wg); 0: --tune ap_wg=0 */
+#ifndef AP_WG /* 1: sm_90a images run 16-bit KV tiles (D 64, 128) on wgmma (_flash_wg); 0: --tune ap_wg=0 */
 #define AP_WG 1
 #endif
 /* the tensor-core path on wgmma (_flash_wg) instead of mma.sync (_flash) */
-#define AP_WGMMA_ (AP_WG && IG_WG && !AP_KVQ && AP_D == 128)
+#define AP_WGMMA_ (AP_WG && IG_WG && !AP_KVQ && AP_D % 64 == 0)
 
 #ifndef IG_AP_HELPERS
 #define IG_AP_HELPERS
@@ -570,38 +570,49 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #endif /* !AP_WGMMA_ */
 
 #if AP_WGMMA_
-/* _flash on Hopper's warpgroup tensor cores, for D 128. (Written for any D multiple of 64: at D 64
- * the GPU harness's multi-tile cases gave wrong outputs on an H100 and an H200 alike, the same
- * numbers, while one-tile runs, the host emulation of the same instances and a probe of the single
- * m64n64k16 product with a transposed B, twice with a rescale between, agreed with their
- * references: not understood yet, so D 64 keeps _flash.) The CTA's four warps are one warpgroup, S = Q K^T a
- * wgmma m64n64k16 per 16 of D (Q from registers, the K tile K-major from shared memory) and
- * O += P V a wgmma m64nDk16 per 16 keys (P from registers, the V tile MN-major: the products
- * transpose it), so no fragment of K or V passes through registers. The tiles: BN keys x D in
- * 64-column blocks of 128-byte swizzled rows (wgmma.cuh), K and V 16 KB each for D 128, inside
- * IG_AP_SMEM with the 1 KB that aligns them. Loads, barriers, masks and the online softmax as
- * _flash's; each product is waited for before its registers are read (no overlap of the softmax
- * with the products yet). Every tile of the loop is taken by the whole warpgroup (rows that see
- * none of its keys mask them all). */
+/* _flash on Hopper's warpgroup tensor cores. The CTA's four warps are one warpgroup; S = Q K^T a
+ * wgmma m64n64k16 per 16 of D with both tiles in shared memory (Q is written there once a run, in
+ * the package's 16-bit type, scaled), O += P V a wgmma m64nDk16 per 16 keys (P from registers, the V
+ * tile MN-major: the products transpose it), so no fragment of K or V passes through registers.
+ * The tiles: 64 rows (queries or keys) x D in 64-column blocks of 128-byte swizzled rows (wgmma.cuh),
+ * Q, K and V 8 KB each for D 64, 16 KB for D 128, inside IG_AP_SMEM with the 1 KB that aligns them.
+ * (Q from registers, as P, was right only for the first key tile at D 64: ptxas 13.0 gave the
+ * loop-invariant Q fragments' registers to other values inside the loop, seen in the SASS.) Loads,
+ * barriers, masks and the online softmax as _flash's; each product is waited for before its
+ * registers are read (no overlap of the softmax with the products yet). Every tile of the loop is
+ * taken by the whole warpgroup (rows that see none of its keys mask them all). */
 static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0, int r1, int p0, int h,
                                                                    const float *q, const unsigned char *kv_pool,
                                                                    unsigned long long layer_off, const int *pt,
                                                                    AP_OT_ *out, unsigned char *smraw) {
     constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, KD = D / 16, NB = BN / 8, CH = D / 8;
     constexpr unsigned TILE = BN * D * 2, BLK = BN * 128; /* a tile's bytes; a 64-column block's */
-    static_assert(BN == 64 && BN * CH % IG_AP_BLOCK == 0 && IG_AP_BLOCK == 128 && 2 * TILE + 1024 <= IG_AP_SMEM(D),
-                  "one warpgroup, 64-key tiles in the launch's shared memory");
+    static_assert(BN == 64 && IG_AP_BM == BN && BN * CH % IG_AP_BLOCK == 0 && IG_AP_BLOCK == 128 &&
+                      3 * TILE + 1024 <= IG_AP_SMEM(D),
+                  "one warpgroup, 64-row tiles in the launch's shared memory");
     const int tid = threadIdx.x, tig = tid & 3, kh = h / G;
     const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
     const int ra = g.ra, rb = g.rb, pa = g.pa, pb = g.pb, plast = g.plast, jlo = g.jlo;
     const bool va = g.va, vb = g.vb;
-    unsigned qa[KD][4];
-    IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
+    const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sq = sbase, sk = sbase + TILE, sv = sbase + 2 * TILE;
+    {
+        unsigned qa[KD][4];
+        IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
+        unsigned char *qt = smraw + (sq - ig_smem_addr(smraw));
+#pragma unroll
+        for (int k = 0; k < KD; k++) { /* the words of mma.sync's A layout: rows ra / rb, columns 16 k + 2 tig (+ 8) */
+            const unsigned blk = (unsigned)(k / 4) * BLK, c = (unsigned)(2 * (k % 4)), b = 4u * (unsigned)tig;
+            *(unsigned *)(qt + blk + ig_wg_chunk(ra, c) + b) = qa[k][0];
+            *(unsigned *)(qt + blk + ig_wg_chunk(rb, c) + b) = qa[k][1];
+            *(unsigned *)(qt + blk + ig_wg_chunk(ra, c + 1) + b) = qa[k][2];
+            *(unsigned *)(qt + blk + ig_wg_chunk(rb, c + 1) + b) = qa[k][3];
+        }
+        ig_fence_async(); /* the stores, visible to the products after the loop's first barrier */
+    }
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float ma = IG_NEG_INF, mb = IG_NEG_INF, la = 0.0f, lb = 0.0f;
-    const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sk = sbase, sv = sbase + TILE;
     const size_t koff = (size_t)kh * AP_PS * D * 2, voff = ((size_t)AP_KV * AP_PS * D + (size_t)kh * AP_PS * D) * 2;
     auto load_tile = [&](int kt, size_t off, unsigned dst) {
         IG_CAT(AP_NAME, _load_tile)<true>(kt, off, dst, plast, jlo, kv_pool, layer_off, pt);
@@ -620,7 +631,10 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
         for (int i = 0; i < NB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
         ig_wg_fence();
 #pragma unroll
-        for (int k = 0; k < KD; k++) ig_wg_mma_rs<BN, 0>(&s[0][0], qa[k], ig_wg_desc(sk + (unsigned)(k / 4) * BLK + (unsigned)(k % 4) * 32));
+        for (int k = 0; k < KD; k++) { /* S = Q K^T */
+            const unsigned at = (unsigned)(k / 4) * BLK + (unsigned)(k % 4) * 32;
+            ig_wg_mma_ss<BN>(&s[0][0], ig_wg_desc(sq + at), ig_wg_desc(sk + at));
+        }
         ig_wg_commit();
         ig_wg_wait<0>();
         ig_wg_hold<4 * NB>(&s[0][0]);

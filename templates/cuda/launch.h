@@ -146,9 +146,11 @@
 #define IG_AT_COUNTERS(T, KV) ((unsigned long long)(T) * (KV))
 
 /* ---- attention_prefill.cu: AP_NAME(...) (same arguments as AT_NAME) ----
- * grid (H, ceil(T / 64)), block 128 (4 warps x 16 query rows), dynamic smem IG_AP_SMEM(D): one K and
- * one V tile of 64 keys in bf16, rows padded by 16 bytes (34 KB for D = 128: under 48 KB, no
- * attribute needed; 0 when D > 128, where only the CUDA-core path runs). Heads are the fast axis
+ * grid (H, ceil(T / 64)), block 128 (4 warps x 16 query rows), dynamic smem IG_AP_SMEM(D), the larger
+ * of the two tensor-core paths' needs: _flash's K and V tiles of 64 keys in bf16, rows padded by 16
+ * bytes (IG_AP_SMEM_MMA), and _flash_wg's Q, K and V tiles of 64 rows plus 1 KB of alignment
+ * (IG_AP_SMEM_WG): 25 KB for D 64, 49 KB for D 128 (over 48 KB: the host's 96 KB attribute covers
+ * it); 0 when D > 128, where only the CUDA-core path runs. Heads are the fast axis
  * so the heads of a GQA group share K/V tiles in L2. gridDim.y = ceil(T / 64) <= 65535. */
 #define IG_AP_WARPS 4
 #define IG_AP_BLOCK (32 * IG_AP_WARPS)
@@ -156,7 +158,9 @@
 #define IG_AP_BN 64
 #define IG_AP_GRID_X(T, H) (H)
 #define IG_AP_GRID_Y(T) IG_CDIV((T), IG_AP_BM)
-#define IG_AP_SMEM(D) ((D) <= 128 ? 2 * IG_AP_BN * ((D) + 8) * 2 : 0)
+#define IG_AP_SMEM_MMA(D) (2 * IG_AP_BN * ((D) + 8) * 2)
+#define IG_AP_SMEM_WG(D) (1024 + 3 * IG_AP_BN * (D) * 2)
+#define IG_AP_SMEM(D) ((D) <= 128 ? (IG_AP_SMEM_WG(D) > IG_AP_SMEM_MMA(D) ? IG_AP_SMEM_WG(D) : IG_AP_SMEM_MMA(D)) : 0)
 
 /* ---- embed.cu: EM_NAME(T, ids, w, x): one CTA per token ---- */
 #define IG_EM_BLOCK 128

@@ -1067,7 +1067,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned 
             const unsigned sa = sbase + (unsigned)(kt % NST) * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)(kt % NST) * STAGE + BM * 128;
             ig_wg_fence();
 #pragma unroll
-            for (int j = 0; j < BK / 16; j++) ig_wg_mma256(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
+            for (int j = 0; j < BK / 16; j++) ig_wg_mma_ss<256>(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
             ig_wg_commit();
             ig_wg_wait<1>();
         }

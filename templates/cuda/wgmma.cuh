@@ -1,5 +1,6 @@
 /* wgmma.cuh — Hopper's warpgroup tensor-core product (wgmma.mma_async, sm_90a) for the tiled kernels
- * that outgrow mma.sync (moe.cu's expert-grouped products): both operands in shared memory, K-major
+ * that outgrow mma.sync (moe.cu's expert-grouped products, attention_prefill.cu's _flash_wg): operands in
+ * shared memory, K-major
  * (a row's K elements contiguous), in the 128-byte swizzled layout, f32 accumulators in registers.
  *
  * The layout (what ig_wg_desc tells the hardware): a tile of R rows x 64 16-bit elements is R rows of
@@ -15,13 +16,17 @@
  * leading-dimension field) and 1024 between groups of 8 K rows (the stride field), and the product
  * is told to transpose B.
  *
- * ig_wg_mma256(d, a, b): d[64][256] += A[64][16] . B[256][16]^T, A and B by descriptor, on the package's
- * 16-bit type (bf16, or half when IG_F16); the 128 threads of a warpgroup each hold 128 of d's floats:
+ * ig_wg_mma_ss<N>(d, a, b): d[64][N] += A[64][16] . B[N][16]^T (N 64 or 256), A and B by descriptor, on the
+ * package's 16-bit type (bf16, or half when IG_F16); the 128 threads of a warpgroup each hold N / 2 of d's floats:
  * thread t (warp w = t / 32, lane l) holds d[i] at row 16 w + l / 4 + 8 ((i / 2) % 2), column
  * 8 (i / 4) + 2 (l % 4) + i % 2 (mma.sync m16n8's accumulator layout, once per 8 columns).
  * ig_wg_mma_rs<N, TB>(d, a, b): d[64][N] += A[64][16] . B (N 64 or 128, N / 2 floats a thread), A from
  * registers: warp w's four words a[] are rows 16 w .. 16 w + 15 in mma.sync m16n8k16's A layout; B
- * by descriptor, K-major (TB 0: B[N][16]^T) or MN-major (TB 1: B[16][N]).
+ * by descriptor, K-major (TB 0: B[N][16]^T) or MN-major (TB 1: B[16][N]). Give it values computed
+ * afresh in the same loop iteration (P of attention), not loop-invariant registers: ptxas 13.0 gave
+ * the registers of a loop-invariant A (attention's Q fragments at D 64) to other values inside the
+ * loop, so every product after the first read garbage (seen in the SASS; the host emulation cannot
+ * see it). A tile used across iterations goes to shared memory and ig_wg_mma_ss.
  * The products are asynchronous: ig_wg_fence before the first (after the registers were written),
  * ig_wg_commit after the last, ig_wg_wait<N> until at most N committed groups are pending (the
  * registers and the tiles they read are the kernel's again only then), and ig_wg_hold<N>(d) after
@@ -83,20 +88,33 @@ IG_DEV void ig_wg_hold(float *d) {
 #else
 #define IG_WG_TYPES ".f32.bf16.bf16"
 #endif
-IG_DEV void ig_wg_mma256(float *d, unsigned long long a, unsigned long long b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16" IG_WG_TYPES " {"
-                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
-                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
-                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
-                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
-                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-                 : IG_WG_D32(0), IG_WG_D32(32), IG_WG_D32(64), IG_WG_D32(96)
-                 : "l"(a), "l"(b), "r"(1));
+/* both operands by descriptor, K-major: N 64 (32 floats a thread) or 256 (128) */
+template <int N>
+IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
+    static_assert(N == 64 || N == 256, "m64n64k16 or m64n256k16");
+    if constexpr (N == 64) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16" IG_WG_TYPES " {"
+                     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+                     "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : IG_WG_D32(0)
+                     : "l"(a), "l"(b), "r"(1));
+    } else {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16" IG_WG_TYPES " {"
+                     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                     "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                     "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                     "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                     "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                     "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                     "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                     : IG_WG_D32(0), IG_WG_D32(32), IG_WG_D32(64), IG_WG_D32(96)
+                     : "l"(a), "l"(b), "r"(1));
+    }
 }
 /* A from registers: N 64 (32 floats) or 128 (64 floats) */
 template <int N, int TB>

@@ -332,9 +332,10 @@ static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
     memcpy(&v, (const char *)ig_emul_dyn + a, 2);
     return ig_h_to_f32(v);
 }
-IG_DEV void ig_wg_mma256(float *d, unsigned long long a, unsigned long long b) {
+template <int N>
+IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
     const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;
-    for (int i = 0; i < 128; i++) {
+    for (int i = 0; i < N / 2; i++) {
         const int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
         double acc = 0.0;
         for (int k = 0; k < 16; k++) acc += (double)emul_wg_elem(a, row, k) * emul_wg_elem(b, col, k);

@@ -36,8 +36,8 @@
 #define AP_WINDOW 24
 #define AP_WG 0
 #include "attention_prefill.cu"
-/* D 128 on wgmma (_flash_wg: wgmma.cuh's stand-ins read the K tile K-major and the V tile MN-major
- * through their descriptors), without and with the window */
+/* on wgmma (_flash_wg: wgmma.cuh's stand-ins read the Q and K tiles K-major and the V tile MN-major
+ * through their descriptors): D 128 without and with the window, D 64 (one 64-column block a tile) */
 #define AP_NAME apt_c
 #define AP_H 8
 #define AP_KV 2
@@ -57,6 +57,16 @@
 #define AP_OBF16 1
 #define AP_SCALE 0.08838834764831845f
 #define AP_WINDOW 24
+#define AP_WG 1
+#include "attention_prefill.cu"
+#define AP_NAME apt_e
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS PS_
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
 #define AP_WG 1
 #include "attention_prefill.cu"
 
@@ -123,6 +133,7 @@ int main() {
     run_case("H4 KV4 D64 bf16 KV, window 24", apt_b, 4, 4, 64, 0.125f, 24);
     run_case("wgmma: H8 KV2 D128 bf16 KV", apt_c, 8, 2, 128, 0.08838834764831845f, 0);
     run_case("wgmma: H4 KV4 D128 bf16 KV, window 24", apt_d, 4, 4, 128, 0.08838834764831845f, 24);
+    run_case("wgmma: H8 KV2 D64 bf16 KV", apt_e, 8, 2, 64, 0.125f, 0);
     if (fails) {
         printf("test_attn_prefill_tc: %d failures\n", fails);
         return 1;
