@@ -543,6 +543,21 @@ typedef struct at_fns {
     int ap, k, split, rope;
 } at_fns;
 
+/* Query heads of one KV head a prefill-attention CTA takes (AP_HPC: a warpgroup each, one stream of
+ * K/V tiles for all): the largest of 4, 2, 1 within --tune ap_heads that divides the group, at
+ * most 2 above D 64 (registers of two warpgroups), 1 where the tensor-core path does not run or
+ * for quantized KV (its loaders are written for one warpgroup). */
+static int ap_hpc(const gen *c) {
+    const ir_hparams *hp = &c->g->hp;
+    const int G = hp->n_heads / hp->n_kv_heads, D = hp->head_dim;
+    int m = c->tune->ap_heads;
+    if (D > 64 && m > 2) m = 2;
+    if (!c->bf || c->kvq || D % 16 || D > 128) m = 1;
+    for (int h = m >= 4 ? 4 : m >= 2 ? 2 : 1; h > 1; h /= 2)
+        if (G % h == 0) return h;
+    return 1;
+}
+
 /* The attention instances of one variant (win > 0: sliding-window layers; decode, split decode
  * with and without the rope fused in, prefill on tensor cores); their launch-table indices. */
 static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
@@ -567,8 +582,9 @@ static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
     if (!win) snprintf(c->at_params, sizeof c->at_params, "%s", params);
     snprintf(params, sizeof params,
              "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
-             "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n%s",
-             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win, c->tune->ap_wg ? "" : "#define AP_WG 0\n");
+             "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n"
+             "#define AP_HPC %d\n%s",
+             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win, ap_hpc(c), c->tune->ap_wg ? "" : "#define AP_WG 0\n");
     snprintf(comment, sizeof comment, "causal flash attention%s for prefill runs (tensor cores), %d heads over %d KV heads x %d",
              win ? " over a sliding window" : "", H, KV, D);
     snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d%s", H, KV, D, wname);
@@ -639,9 +655,9 @@ static ig_status emit_attention(gen *c, node_ctx *x, ig_err *err) {
             ind, ind, ind, q_, o_, ind, fk, KV, H, KV, D);
     fprintf(c->fw, "%s} else {\n"
                    "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
-                   "%s    LAUNCH(%s, IG_AP_GRID_X(T, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCK, IG_AP_SMEM(%d), args);\n"
+                   "%s    LAUNCH(%s, IG_AP_GRID_XH(%d, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCKH(%d), IG_AP_SMEM_H(%d, %d), args);\n"
                    "%s}\n",
-            ind, ind, q_, o_, ind, fap, H, D, ind);
+            ind, ind, q_, o_, ind, fap, H, ap_hpc(c), ap_hpc(c), D, ap_hpc(c), ind);
     return IG_OK;
 }
 

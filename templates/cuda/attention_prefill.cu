@@ -75,6 +75,10 @@
 #ifndef AP_WINDOW /* sliding window (keys a token attends, itself included), 0 = none */
 #define AP_WINDOW 0
 #endif
+#ifndef AP_HPC /* query heads a CTA (of one KV head: they share the K/V tiles): 1, 2 or 4 (launch.h) */
+#define AP_HPC 1
+#endif
+#define AP_NT_ (IG_AP_BLOCK * AP_HPC) /* threads a CTA: a warpgroup per head */
 #ifndef AP_MINRUN /* runs shorter than this take the per-token CUDA-core path */
 #define AP_MINRUN 4
 #endif
@@ -118,7 +122,7 @@ IG_DEV ig_ap_rows ig_ap_rows_of(int r0, int r1, int p0, int w) {
     ig_ap_rows g;
     g.plast = p0 + (r1 - r0 - 1);
     g.jlo = w > 0 && p0 >= w ? p0 - w + 1 : 0;
-    g.ra = 16 * (int)(threadIdx.x >> 5) + (int)((threadIdx.x & 31) >> 2), g.rb = g.ra + 8;
+    g.ra = 16 * (int)((threadIdx.x % IG_AP_BLOCK) >> 5) + (int)((threadIdx.x & 31) >> 2), g.rb = g.ra + 8;
     g.va = g.ra >= r0 && g.ra < r1, g.vb = g.rb >= r0 && g.rb < r1;
     g.pa = g.va ? p0 + g.ra - r0 : g.plast, g.pb = g.vb ? p0 + g.rb - r0 : g.plast;
     return g;
@@ -381,8 +385,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _load_tile)(int kt, size_
                                                                     const int *pt) {
     constexpr int D = AP_D, BN = IG_AP_BN, CH = D / 8;
 #pragma unroll 2
-    for (int it = 0; it < BN * CH / IG_AP_BLOCK; it++) {
-        const int i = (int)threadIdx.x + it * IG_AP_BLOCK, r = i / CH, c = i % CH, j = kt * BN + r;
+    for (int i = (int)threadIdx.x; i < BN * CH; i += AP_NT_) {
+        const int r = i / CH, c = i % CH, j = kt * BN + r;
         const bool ok = j <= plast && j >= jlo;
         const unsigned char *src = ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
                                             (size_t)(j % AP_PS) * D * 2 + (size_t)c * 16
@@ -402,8 +406,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
                                                                 AP_OT_ *out, unsigned short *sm) {
     constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, LD = D + 8, KD = D / 16, NB = BN / 8;
     constexpr int CH = D / 8; /* 16-byte chunks per key row */
-    static_assert(BN * CH % IG_AP_BLOCK == 0 && BN % 16 == 0, "tile load split");
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, tig = lane & 3, kh = h / G;
+    static_assert(BN % 16 == 0, "key tiles of 16-key products");
+    const int tid = threadIdx.x, lane = tid & 31, warp = (tid % IG_AP_BLOCK) >> 5, tig = lane & 3, kh = h / G;
     const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
     const int ra = g.ra, rb = g.rb, pa = g.pa, pb = g.pb, plast = g.plast, jlo = g.jlo;
     const bool va = g.va, vb = g.vb;
@@ -587,14 +591,15 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
                                                                    AP_OT_ *out, unsigned char *smraw) {
     constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, KD = D / 16, NB = BN / 8, CH = D / 8;
     constexpr unsigned TILE = BN * D * 2, BLK = BN * 128; /* a tile's bytes; a 64-column block's */
-    static_assert(BN == 64 && IG_AP_BM == BN && BN * CH % IG_AP_BLOCK == 0 && IG_AP_BLOCK == 128 &&
-                      3 * TILE + 1024 <= IG_AP_SMEM(D),
-                  "one warpgroup, 64-row tiles in the launch's shared memory");
-    const int tid = threadIdx.x, tig = tid & 3, kh = h / G;
+    static_assert(BN == 64 && IG_AP_BM == BN && IG_AP_BLOCK == 128 &&
+                      (AP_HPC + 2) * TILE + 1024 <= IG_AP_SMEM_H(D, AP_HPC),
+                  "a warpgroup a head, 64-row tiles in the launch's shared memory");
+    const int tig = threadIdx.x & 3, kh = h / G, wgi = (int)threadIdx.x / IG_AP_BLOCK;
     const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
     const int ra = g.ra, rb = g.rb, pa = g.pa, pb = g.pb, plast = g.plast, jlo = g.jlo;
     const bool va = g.va, vb = g.vb;
-    const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sq = sbase, sk = sbase + TILE, sv = sbase + 2 * TILE;
+    const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sq = sbase + (unsigned)wgi * TILE;
+    const unsigned sk = sbase + AP_HPC * TILE, sv = sk + TILE;
     {
         unsigned qa[KD][4];
         IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
@@ -670,7 +675,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
 /* whether this instance has the tensor-core path (before the arch check): tests read it */
 static constexpr bool IG_CAT(AP_NAME, _has_tiles16) = AP_MMA_;
 
-extern "C" __global__ void __launch_bounds__(IG_AP_BLOCK, 3)
+extern "C" __global__ void __launch_bounds__(AP_NT_, AP_HPC == 1 ? 3 : 1)
 AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
         const int *positions, const int *token_seq, const int *page_table, int max_pages, AP_OT_ *out) {
     static_assert(AP_H % AP_KV == 0, "AP_H must be a multiple of AP_KV");
@@ -678,10 +683,12 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
     static_assert(IG_AP_BM == 16 * IG_AP_WARPS, "each warp owns 16 rows of the tile");
     static_assert(!AP_KVQ || (AP_PS % 8 == 0 && AP_D % 8 == 0), "quantized KV: pages of a multiple of 8 slots (aligned code rows)");
     __shared__ int s_pos[IG_AP_BM], s_seq[IG_AP_BM];
-    const int h = blockIdx.x, t0 = (gridDim.y - 1 - blockIdx.y) * IG_AP_BM;
+    static_assert((AP_HPC == 1 || AP_HPC == 2 || AP_HPC == 4) && (AP_H / AP_KV) % AP_HPC == 0 && (!AP_KVQ || AP_HPC == 1),
+                  "heads a CTA: 1, 2 or 4 of one KV head's group, 16-bit KV");
+    const int h = (int)blockIdx.x * AP_HPC + (int)threadIdx.x / IG_AP_BLOCK, t0 = (gridDim.y - 1 - blockIdx.y) * IG_AP_BM;
     if (t0 >= T) return;
-    const int n = min(IG_AP_BM, T - t0), warp = threadIdx.x >> 5;
-    for (int i = threadIdx.x; i < IG_AP_BM; i += IG_AP_BLOCK)
+    const int n = min(IG_AP_BM, T - t0), warp = (threadIdx.x % IG_AP_BLOCK) >> 5;
+    for (int i = threadIdx.x; i < IG_AP_BM; i += AP_NT_)
         s_pos[i] = i < n ? positions[t0 + i] : -1, s_seq[i] = i < n ? token_seq[t0 + i] : -1;
     __syncthreads();
 #if AP_MMA_ && ((defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL))
@@ -720,6 +727,8 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #undef AP_MMA_
 #undef AP_WGMMA_
 #undef AP_WG
+#undef AP_HPC
+#undef AP_NT_
 #undef AP_NAME
 #undef AP_H
 #undef AP_KV

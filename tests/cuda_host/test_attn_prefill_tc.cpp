@@ -69,12 +69,48 @@
 #define AP_SCALE 0.125f
 #define AP_WG 1
 #include "attention_prefill.cu"
+/* several query heads of a KV head a CTA (AP_HPC, a warpgroup each, one K/V tile stream): wgmma at
+ * D 64 four heads, at D 128 two with the window; mma.sync two */
+#define AP_NAME apt_f
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS PS_
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
+#define AP_WG 1
+#define AP_HPC 4
+#include "attention_prefill.cu"
+#define AP_NAME apt_g
+#define AP_H 8
+#define AP_KV 4
+#define AP_D 128
+#define AP_PS PS_
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#define AP_WINDOW 24
+#define AP_WG 1
+#define AP_HPC 2
+#include "attention_prefill.cu"
+#define AP_NAME apt_h
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 128
+#define AP_PS PS_
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#define AP_WG 0
+#define AP_HPC 2
+#include "attention_prefill.cu"
 
 typedef void (*ap_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
                       int, unsigned short *);
 
 /* Sequences s with ctx[s] keys in the pool, the last run[s] of them this step's tokens (in s order). */
-static void run_case(const char *name, ap_fn fn, int H, int KV, int D, float scale, int window) {
+static void run_case(const char *name, ap_fn fn, int H, int KV, int D, float scale, int window, int hpc = 1) {
     const int NS = 3, ctx[NS] = {150, 41, 60}, run[NS] = {90, 2, 20}, MP = 16; /* pages a sequence, at most */
     const size_t page_el = (size_t)2 * KV * PS_ * D;                       /* bf16 elements of a page */
     const int npages = NS * MP;
@@ -90,8 +126,8 @@ static void run_case(const char *name, ap_fn fn, int H, int KV, int D, float sca
     std::vector<float> q((size_t)T * H * D);
     for (auto &v : q) v = 2.0f * frand();
     std::vector<unsigned short> out((size_t)T * H * D, 0xffff);
-    const dim3e grid = {(unsigned)IG_AP_GRID_X(T, H), (unsigned)IG_AP_GRID_Y(T), 1};
-    CHECK(emul_launch(grid, {IG_AP_BLOCK, 1, 1},
+    const dim3e grid = {(unsigned)IG_AP_GRID_XH(H, hpc), (unsigned)IG_AP_GRID_Y(T), 1};
+    CHECK(emul_launch(grid, {(unsigned)IG_AP_BLOCKH(hpc), 1, 1},
                       [&] { fn(T, q.data(), (const unsigned char *)pool.data(), 0, pos.data(), seq.data(), pt.data(), MP, out.data()); }),
           "%s: deadlocked", name);
     /* key / value row j of sequence s, kv head kh */
@@ -134,6 +170,9 @@ int main() {
     run_case("wgmma: H8 KV2 D128 bf16 KV", apt_c, 8, 2, 128, 0.08838834764831845f, 0);
     run_case("wgmma: H4 KV4 D128 bf16 KV, window 24", apt_d, 4, 4, 128, 0.08838834764831845f, 24);
     run_case("wgmma: H8 KV2 D64 bf16 KV", apt_e, 8, 2, 64, 0.125f, 0);
+    run_case("wgmma: H8 KV2 D64 bf16 KV, 4 heads a CTA", apt_f, 8, 2, 64, 0.125f, 0, 4);
+    run_case("wgmma: H8 KV4 D128 bf16 KV, window 24, 2 heads a CTA", apt_g, 8, 4, 128, 0.08838834764831845f, 24, 2);
+    run_case("H8 KV2 D128 bf16 KV, 2 heads a CTA", apt_h, 8, 2, 128, 0.08838834764831845f, 0, 2);
     if (fails) {
         printf("test_attn_prefill_tc: %d failures\n", fails);
         return 1;

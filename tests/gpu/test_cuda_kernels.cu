@@ -906,6 +906,41 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_SCALE 0.25f
 #define AP_WINDOW 5
 #include "attention_prefill.cu"
+/* several query heads of a KV head a CTA (AP_HPC) */
+#define AP_NAME ap_g4_d64_h4
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 64 * 2)
+#define AP_SCALE 0.125f
+#define AP_HPC 4
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d128_h2
+#define AP_H 16
+#define AP_KV 4
+#define AP_D 128
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 4 * 16 * 128 * 2)
+#define AP_SCALE 0.08838834764831845f
+#define AP_HPC 2
+#include "attention_prefill.cu"
+#define AP_NAME ap_g4_d64_w100_h2
+#define AP_H 8
+#define AP_KV 2
+#define AP_D 64
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 0
+#define AP_PAGE_BYTES (2ull * 2 * 2 * 16 * 64 * 2)
+#define AP_SCALE 0.125f
+#define AP_WINDOW 100
+#define AP_HPC 2
+#include "attention_prefill.cu"
 /* prefill timing, Llama shapes (one layer per page), against the direct kernel */
 #define AP_NAME ap_p128
 #define AP_H 32
@@ -930,6 +965,33 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_KVBF16 1
 #define AP_OBF16 1
 #define AP_SCALE 0.125f
+#include "attention_prefill.cu"
+#define AP_NAME ap_p64_h2
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 64
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
+#define AP_HPC 2
+#include "attention_prefill.cu"
+#define AP_NAME ap_p64_h4
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 64
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
+#define AP_HPC 4
+#include "attention_prefill.cu"
+#define AP_NAME ap_p128_h2
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 128
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#define AP_HPC 2
 #include "attention_prefill.cu"
 #define AT_NAME at_p64
 #define AT_H 32
@@ -2197,8 +2259,10 @@ struct ap_case {
     int H, KV, D, kvb, ob, ps;
     float scale;
     int win; /* AP_WINDOW (issue 21), 0 = none */
+    int hpc; /* AP_HPC: query heads a CTA */
 };
-#define APCW(fn, H, KV, D, kvb, ob, ps, scale, win) { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale, win }
+#define APCH(fn, H, KV, D, kvb, ob, ps, scale, win, hpc) { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale, win, hpc }
+#define APCW(fn, H, KV, D, kvb, ob, ps, scale, win) APCH(fn, H, KV, D, kvb, ob, ps, scale, win, 1)
 #define APC(fn, H, KV, D, kvb, ob, ps, scale) APCW(fn, H, KV, D, kvb, ob, ps, scale, 0)
 
 /* A batch as segments: `n` tokens of sequence `seq` at positions start, start + 1, ... */
@@ -2322,7 +2386,7 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
     unsigned long long lo = loff;
     int Tv = T, mp = maxp;
     void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
-    launch(a.fn, dim3(IG_AP_GRID_X(T, H), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCK), IG_AP_SMEM(D), args);
+    launch(a.fn, dim3(IG_AP_GRID_XH(H, a.hpc), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(a.hpc)), IG_AP_SMEM_H(D, a.hpc), args);
     CK(cudaDeviceSynchronize());
     std::vector<float> o = download(dout, on, a.ob);
     checker k;
@@ -2360,9 +2424,9 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
 /* Prefill of one sequence of T tokens (positions 0..T-1), H32 KV8, bf16 KV and output: flash vs the
  * direct kernel, TFLOP/s over the causal flops 4 * T * T/2 * H * D; checks a few tokens of the
  * flash output against the host. */
-static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T) {
+static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T, int hpc = 1) {
     char what[200];
-    snprintf(what, sizeof what, "bench_prefill attention H32 KV8 D%d T=%d", D, T);
+    snprintf(what, sizeof what, "bench_prefill attention H32 KV8 D%d T=%d heads a CTA %d", D, T, hpc);
     if (!sel(what)) return;
     const int H = 32, KV = 8, PS = 16, maxp = (T + PS - 1) / PS, npages = maxp;
     const size_t page_bytes = 2ull * KV * PS * D * 2;
@@ -2387,12 +2451,13 @@ static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T) {
     int Tv = T, mp = maxp;
     void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
     void *args2[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout2};
-    if (IG_AP_SMEM(D) > 48 * 1024) CK(cudaFuncSetAttribute(ap, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_AP_SMEM(D)));
+    const int smem = IG_AP_SMEM_H(D, hpc);
+    if (smem > 48 * 1024) CK(cudaFuncSetAttribute(ap, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (IG_AT_SMEM(H, KV, D) > 48 * 1024)
         CK(cudaFuncSetAttribute(at, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_AT_SMEM(H, KV, D)));
     double us_f = time_us(
         [&](int) {
-            CK(cudaLaunchKernel(ap, dim3(IG_AP_GRID_X(T, H), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCK), args, IG_AP_SMEM(D), 0));
+            CK(cudaLaunchKernel(ap, dim3(IG_AP_GRID_XH(H, hpc), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(hpc)), args, smem, 0));
         },
         20);
     CK(cudaGetLastError());
@@ -2404,9 +2469,9 @@ static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T) {
         5);
     CK(cudaGetLastError());
     const double fl = 4.0 * T * (T / 2.0) * H * D;
-    printf("bench_prefill attention H32 KV8 D%-3d bf16 T=%d one seq: flash %8.1f us %6.1f TFLOP/s | direct %9.1f us %6.1f "
+    printf("bench_prefill attention H32 KV8 D%-3d bf16 T=%d one seq, %d heads a CTA: flash %8.1f us %6.1f TFLOP/s | direct %9.1f us %6.1f "
            "TFLOP/s | speedup %.1fx\n",
-           D, T, us_f, fl / (us_f * 1e-6) / 1e12, us_d, fl / (us_d * 1e-6) / 1e12, us_d / us_f);
+           D, T, hpc, us_f, fl / (us_f * 1e-6) / 1e12, us_d, fl / (us_d * 1e-6) / 1e12, us_d / us_f);
     CK(cudaDeviceSynchronize());
     std::vector<float> o = download(dout, (size_t)T * H * D, true), o2 = download(dout2, (size_t)T * H * D, true);
     std::vector<uint8_t> pool(npages * page_bytes);
@@ -2616,6 +2681,9 @@ int main(int argc, char **argv) {
         APCW(ap_g2_d32_w8, 4, 2, 32, 1, 1, 16, 0.17677669529663687f, 8),
         APCW(ap_g4_d64_w100, 8, 2, 64, 1, 0, 16, 0.125f, 100),
         APCW(ap_g1_d16_f32_w5, 4, 4, 16, 0, 0, 16, 0.25f, 5),
+        APCH(ap_g4_d64_h4, 8, 2, 64, 1, 1, 16, 0.125f, 0, 4),
+        APCH(ap_g4_d128_h2, 16, 4, 128, 1, 1, 16, 0.08838834764831845f, 0, 2),
+        APCH(ap_g4_d64_w100_h2, 8, 2, 64, 1, 0, 16, 0.125f, 100, 2),
     };
     const ap_scn scns[] = {
         {"decode", 1, {{0, 250, 1}}},
@@ -2668,6 +2736,13 @@ int main(int argc, char **argv) {
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
         bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 8192);
+        bench_ap(&c, 128, (const void *)ap_p128_h2, (const void *)at_p128, 2048, 2);
+        bench_ap(&c, 128, (const void *)ap_p128_h2, (const void *)at_p128, 8192, 2);
+        bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 8192);
+        bench_ap(&c, 64, (const void *)ap_p64_h2, (const void *)at_p64, 2048, 2);
+        bench_ap(&c, 64, (const void *)ap_p64_h2, (const void *)at_p64, 8192, 2);
+        bench_ap(&c, 64, (const void *)ap_p64_h4, (const void *)at_p64, 2048, 4);
+        bench_ap(&c, 64, (const void *)ap_p64_h4, (const void *)at_p64, 8192, 4);
     }
     if (c.fails) {
         printf("test_cuda_kernels: %d failed cases\n", c.fails);
