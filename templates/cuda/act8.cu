@@ -57,13 +57,21 @@ A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs) {
     const int t = blockIdx.x;
     if (t >= T) return;
     const unsigned short *row = x + (size_t)t * A8_K;
-    float amax = 0.0f;
-    for (int k = threadIdx.x * 8; k < A8_K; k += IG_A8_BLOCK * 8) {
-        float f[8];
-        ig_unpack8_h(*(const uint4 *)(row + k), f);
+    /* the row in registers, every load issued before the first use (one pass over memory, all of it
+     * in flight at once: the kernel is bound by that latency, not by bandwidth) */
+    constexpr int NV = (A8_K / 8 + IG_A8_BLOCK - 1) / IG_A8_BLOCK; /* 16-byte vectors a thread */
+    float f[NV][8];
 #pragma unroll
-        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(f[e]));
+    for (int j = 0; j < NV; j++) {
+        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        const uint4 v = k < A8_K ? __ldg((const uint4 *)(row + k)) : make_uint4(0u, 0u, 0u, 0u);
+        ig_unpack8_h(v, f[j]);
     }
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(f[j][e]));
     amax = ig_warp_max(amax);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
     __syncthreads();
@@ -72,13 +80,14 @@ A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs) {
     constexpr float QMAX = A8_F8 ? 448.0f : 127.0f; /* the codes' largest magnitude */
     const float inv = amax > 0.0f ? QMAX / amax : 0.0f;
     if (threadIdx.x == 0) xs[t] = amax / QMAX;
-    for (int k = threadIdx.x * 8; k < A8_K; k += IG_A8_BLOCK * 8) {
-        float f[8];
-        ig_unpack8_h(*(const uint4 *)(row + k), f);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        if (k >= A8_K) break;
         unsigned lo = 0, hi = 0;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            const int q = A8_F8 ? (int)ig_kvq_f2e4m3(f[e] * inv) : (int)fminf(fmaxf(rintf(f[e] * inv), -127.0f), 127.0f);
+            const int q = A8_F8 ? (int)ig_kvq_f2e4m3(f[j][e] * inv) : (int)fminf(fmaxf(rintf(f[j][e] * inv), -127.0f), 127.0f);
             if (e < 4) lo |= ((unsigned)q & 0xffu) << (8 * e);
             else hi |= ((unsigned)q & 0xffu) << (8 * (e - 4));
         }
