@@ -44,9 +44,10 @@ const tune_key tune_keys[] = {
     {"ap_wg", C(ap_wg), 0, 1, 1, 0, NULL,
      "CUDA prefill attention on sm_90: 1 runs of 16-bit K/V with D 64 or 128 on warpgroup tensor cores (wgmma: the "
      "Q / K / V tiles from shared memory, P from registers), 0 on mma.sync (FlashAttention-2 with ldmatrix)"},
-    {"ap_heads", C(ap_heads), 1, 4, 4, 1u << 0 | 1u << 1 | 1u << 3, NULL,
+    {"ap_heads", C(ap_heads), 1, 4, 2, 1u << 0 | 1u << 1 | 1u << 3, NULL,
      "CUDA prefill attention: at most this many query heads of one KV head a CTA (1, 2 or 4 dividing the group, "
-     "2 at most for D over 64; 16-bit KV), a warpgroup each, all reading one stream of K/V tiles"},
+     "2 at most for D over 64; 16-bit KV), a warpgroup each, all reading one stream of K/V tiles; H100, 1B shape "
+     "(H32 KV8 D64) on wgmma at 8192 tokens: 229.6 / 290.7 / 267.1 TFLOP/s with 1 / 2 / 4"},
     {"moe_wg", C(moe_wg), 0, 1, 1, 0, NULL,
      "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
      "a CTA), 0 on mma.sync (128 x 128)"},
