@@ -16,9 +16,10 @@
  * kv head h / (H / KV); out = softmax(q·kᵀ · AP_SCALE) · V. Pool layout as rope_kv.cu: K of kv head
  * kh, slot s at base + (kh * PS + s) * D elements, V after the KV * PS * D keys of the page.
  * launch (launch.h):
- *   grid (IG_AP_GRID_X(T, H) = H, IG_AP_GRID_Y(T) = ceil(T / IG_AP_BM)), block IG_AP_BLOCK = 128,
- *   dynamic smem IG_AP_SMEM(D) (launch.h: 25 KB for D 64, 49 KB for D 128 (the kernel's attribute
- *   must allow it), 0 for D > 128).
+ *   grid (IG_AP_GRID_XH(H, AP_HPC), IG_AP_GRID_Y(T) = ceil(T / IG_AP_BM)), block IG_AP_BLOCKH(AP_HPC)
+ *   (a warpgroup of 128 threads for each of the CTA's AP_HPC heads), dynamic smem
+ *   IG_AP_SMEM_H(D, AP_HPC) (launch.h: 33 KB for D 64 with two heads, 65 KB for D 128 with two: the
+ *   kernel's attribute must allow it; 0 for D > 128).
  *
  * A CTA owns BM = 64 consecutive token indices (a tile) and one query head. Heads are the fast grid
  * axis so that the G heads of a GQA group run side by side and read the same K/V tiles from L2;
@@ -405,7 +406,6 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
                                                                 unsigned long long layer_off, const int *pt,
                                                                 AP_OT_ *out, unsigned short *sm) {
     constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, LD = D + 8, KD = D / 16, NB = BN / 8;
-    constexpr int CH = D / 8; /* 16-byte chunks per key row */
     static_assert(BN % 16 == 0, "key tiles of 16-key products");
     const int tid = threadIdx.x, lane = tid & 31, warp = (tid % IG_AP_BLOCK) >> 5, tig = lane & 3, kh = h / G;
     const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
@@ -589,7 +589,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
                                                                    const float *q, const unsigned char *kv_pool,
                                                                    unsigned long long layer_off, const int *pt,
                                                                    AP_OT_ *out, unsigned char *smraw) {
-    constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, KD = D / 16, NB = BN / 8, CH = D / 8;
+    constexpr int G = AP_H / AP_KV, D = AP_D, BN = IG_AP_BN, KD = D / 16, NB = BN / 8;
     constexpr unsigned TILE = BN * D * 2, BLK = BN * 128; /* a tile's bytes; a 64-column block's */
     static_assert(BN == 64 && IG_AP_BM == BN && IG_AP_BLOCK == 128 &&
                       (AP_HPC + 2) * TILE + 1024 <= IG_AP_SMEM_H(D, AP_HPC),

@@ -146,11 +146,12 @@
 #define IG_AT_COUNTERS(T, KV) ((unsigned long long)(T) * (KV))
 
 /* ---- attention_prefill.cu: AP_NAME(...) (same arguments as AT_NAME) ----
- * grid (H, ceil(T / 64)), block 128 (4 warps x 16 query rows), dynamic smem IG_AP_SMEM(D), the larger
- * of the two tensor-core paths' needs: _flash's K and V tiles of 64 keys in bf16, rows padded by 16
- * bytes (IG_AP_SMEM_MMA), and _flash_wg's Q, K and V tiles of 64 rows plus 1 KB of alignment
- * (IG_AP_SMEM_WG): 25 KB for D 64, 49 KB for D 128 (over 48 KB: the host's 96 KB attribute covers
- * it); 0 when D > 128, where only the CUDA-core path runs. Heads are the fast axis
+ * grid (H / HPC, ceil(T / 64)), block 128 HPC (a warpgroup of 4 warps x 16 query rows for each of
+ * the CTA's HPC heads, AP_HPC), dynamic smem IG_AP_SMEM_H(D, HPC), the larger of the two tensor-core
+ * paths' needs: _flash's K and V tiles of 64 keys in bf16, rows padded by 16 bytes (IG_AP_SMEM_MMA),
+ * and _flash_wg's HPC Q tiles, a K and a V tile of 64 rows plus 1 KB of alignment (IG_AP_SMEM_WG):
+ * 33 KB for D 64 with two heads, 65 KB for D 128 with two (over 48 KB: the host's 96 KB attribute
+ * covers it); 0 when D > 128, where only the CUDA-core path runs. Heads are the fast axis
  * so the heads of a GQA group share K/V tiles in L2. gridDim.y = ceil(T / 64) <= 65535. */
 #define IG_AP_WARPS 4
 #define IG_AP_BLOCK (32 * IG_AP_WARPS)
