@@ -21,7 +21,8 @@
  *   IG_AP_SMEM_H(D, AP_HPC) (launch.h: 33 KB for D 64 with two heads, 65 KB for D 128 with two: the
  *   kernel's attribute must allow it; 0 for D > 128).
  *
- * A CTA owns BM = 64 consecutive token indices (a tile) and one query head. Heads are the fast grid
+ * A CTA owns BM = 64 consecutive token indices (a tile) and AP_HPC query heads of one KV head (a
+ * warpgroup each, on the same K/V tiles; the text below is one warpgroup's). Heads are the fast grid
  * axis so that the G heads of a GQA group run side by side and read the same K/V tiles from L2;
  * tiles are taken last-first so that the longest causal rows start first. The tile is cut into runs
  * (maximal stretches of one sequence at consecutive positions). A run of >= AP_MINRUN tokens goes
@@ -411,8 +412,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
     const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
     const int ra = g.ra, rb = g.rb, pa = g.pa, pb = g.pb, plast = g.plast, jlo = g.jlo;
     const bool va = g.va, vb = g.vb;
-    /* of this warp's rows: */
-    /* position of the warp's last row inside the run (-1: none): tiles past it are skipped */
+    /* of this warp's rows: the position of the last inside the run (-1: none), tiles past it skipped */
     const int wlo = 16 * warp, wlast = min(wlo + 15, r1 - 1);
     const int wmax = (wlast < r0 || wlast < wlo) ? -1 : p0 + wlast - r0;
     const int wfirst = max(wlo, r0), wmin = AP_WINDOW > 0 ? p0 + wfirst - r0 - AP_WINDOW + 1 : 0; /* its first key */
@@ -574,12 +574,14 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #endif /* !AP_WGMMA_ */
 
 #if AP_WGMMA_
-/* _flash on Hopper's warpgroup tensor cores. The CTA's four warps are one warpgroup; S = Q K^T a
+/* _flash on Hopper's warpgroup tensor cores, by this warpgroup for its head (AP_HPC warpgroups a
+ * CTA, on the same K/V tiles, which all the CTA's threads load). S = Q K^T a
  * wgmma m64n64k16 per 16 of D with both tiles in shared memory (Q is written there once a run, in
  * the package's 16-bit type, scaled), O += P V a wgmma m64nDk16 per 16 keys (P from registers, the V
  * tile MN-major: the products transpose it), so no fragment of K or V passes through registers.
  * The tiles: 64 rows (queries or keys) x D in 64-column blocks of 128-byte swizzled rows (wgmma.cuh),
- * Q, K and V 8 KB each for D 64, 16 KB for D 128, inside IG_AP_SMEM with the 1 KB that aligns them.
+ * 8 KB each for D 64, 16 KB for D 128: the heads' Q tiles, K and V, inside IG_AP_SMEM_H with the
+ * 1 KB that aligns them.
  * (Q from registers, as P, was right only for the first key tile at D 64: ptxas 13.0 gave the
  * loop-invariant Q fragments' registers to other values inside the loop, seen in the SASS.) Loads,
  * barriers, masks and the online softmax as _flash's; each product is waited for before its

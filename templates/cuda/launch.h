@@ -157,13 +157,11 @@
 #define IG_AP_BLOCK (32 * IG_AP_WARPS)
 #define IG_AP_BM 64
 #define IG_AP_BN 64
-#define IG_AP_GRID_X(T, H) (H)
 #define IG_AP_GRID_Y(T) IG_CDIV((T), IG_AP_BM)
 #define IG_AP_SMEM_MMA(D) (2 * IG_AP_BN * ((D) + 8) * 2)
 #define IG_AP_SMEM_WG(D, HPC) (1024 + ((HPC) + 2) * IG_AP_BN * (D) * 2)
 #define IG_AP_SMEM_H(D, HPC) \
     ((D) <= 128 ? (IG_AP_SMEM_WG(D, HPC) > IG_AP_SMEM_MMA(D) ? IG_AP_SMEM_WG(D, HPC) : IG_AP_SMEM_MMA(D)) : 0)
-#define IG_AP_SMEM(D) IG_AP_SMEM_H(D, 1)
 /* AP_HPC query heads of one KV head a CTA (a warpgroup each, sharing the K/V tiles) */
 #define IG_AP_GRID_XH(H, HPC) ((H) / (HPC))
 #define IG_AP_BLOCKH(HPC) (IG_AP_BLOCK * (HPC))

@@ -268,7 +268,7 @@ static void run_case(const kcase &c) {
         emul_launch({(unsigned)KV, (unsigned)T, (unsigned)c.nsplit}, {IG_AT_BLOCK, 1, 1}, [&] {
             c.split(T, qo.data(), pool.data(), loff, pos.data(), seq.data(), ptab, maxp, ws.data(), cnt.data(), o2.data());
         });
-        emul_launch({(unsigned)IG_AP_GRID_X(T, H), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCK, 1, 1}, [&] {
+        emul_launch({(unsigned)IG_AP_GRID_XH(H, 1), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCKH(1), 1, 1}, [&] {
             c.ap(T, qo.data(), pool.data(), loff, pos.data(), seq.data(), ptab, maxp, o4.data());
         });
         /* the CPU encoder on the same rows, in rope_kv.c's slot passes; q rotated */
@@ -353,7 +353,7 @@ static void run_prefill_mixed(const char *name, ap_fn fn, int H, int KV, int D, 
     }
     std::vector<float> q((size_t)T * H * D), out(q.size());
     for (auto &v : q) v = 2.0f * frand();
-    emul_launch({(unsigned)IG_AP_GRID_X(T, H), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCK, 1, 1},
+    emul_launch({(unsigned)IG_AP_GRID_XH(H, 1), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCKH(1), 1, 1},
                 [&] { fn(T, q.data(), pool.data(), lb, pos.data(), seq.data(), ptab.data(), maxp, out.data()); });
     double err = 0;
     const int B = D & -D;

@@ -782,7 +782,7 @@ static void test_ap_q(ctx *c, const apq_case &a, const ap_scn &sc) {
     unsigned long long lo = loff;
     int Tv = T, mp = maxp;
     void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
-    launch(a.fn, dim3(IG_AP_GRID_X(T, H), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCK), IG_AP_SMEM(D), args);
+    launch(a.fn, dim3(IG_AP_GRID_XH(H, 1), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(1)), IG_AP_SMEM_H(D, 1), args);
     CK(cudaDeviceSynchronize());
     std::vector<float> o = download(dout, on, a.ob);
     /* dequantized rows of every (sequence, kv head) */
