@@ -82,6 +82,8 @@ typedef struct gen {
     int64_t wdq_elems;    /* the largest quantized matrix's elements: its 16-bit copy for cuBLAS (a_wdq) */
     int qg_any;           /* some matrix takes qgemm.cu (quantized rows on tensor cores) */
     int f8_any;           /* some matmul calls GEMM_F8 (fp8: f8r rows on cuBLASLt's e4m3 GEMM) */
+    int f8_glu_codes;     /* the gate/up matmul being emitted leaves its activation as e4m3 codes (glu_codes_fuse) */
+    char f8_codes_of[64]; /* the activation whose codes a8_xq / a8_xs hold on the fp8 branch, "" none */
     int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
     int64_t a8_k, a8_np;  /* a8w8 (o->act8): the widest int8 activation row (a8_xq) and int32 GEMM row (a8_acc) */
     char archs[128];      /* "sm_80,sm_90" */
@@ -138,6 +140,8 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
                       const mm_norm *norm, int f8);
 static void emit_norm_rows(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, int64_t K, int bf,
+                           const mm_norm *norm);
+static void emit_act_quant(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, int64_t K, int f8,
                            const mm_norm *norm);
 static void emit_matmul_q(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w,
                           const char *bias, const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf,
@@ -229,18 +233,27 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                       const mm_norm *norm, int f8) {
     char params[1024], comment[512], nm[96];
     int geglu = epi == IR_EPI_GEGLU, swiglu = epi == IR_EPI_SWIGLU || geglu, has_bias = strcmp(bias, "zero") != 0;
-    if (norm) emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
-    if (f8) {
-        snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_F8 1\n", (long long)K);
-        snprintf(comment, sizeof comment, "fp8: activation rows of %lld to e4m3 per token", (long long)K);
-        snprintf(nm, sizeof nm, "act8_f8_quant_k%lld", (long long)K);
-        const int fq = fn_index(c, instance(c, "act8.cu", nm, "A8_QUANT_NAME", params, comment));
-        fprintf(fw, "%s    { void *argsq[] = {&%s, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, %s, 1, 1, IG_A8_BLOCK, 0, argsq); }\n", ind,
-                rows[0] == 'T' ? "T" : "n_out", x, ind, fq, rows);
-        if (K > c->a8_k) c->a8_k = K;
+    if (f8) { /* x to e4m3 (the norm fused in), unless the gate/up matmul before left x's codes */
+        if (norm || strcmp(x, c->f8_codes_of) != 0) emit_act_quant(c, fw, ind, rows, x, K, 1, norm);
+        else fprintf(fw, "%s    /* a8_xq / a8_xs hold %s's codes (the gate/up matmul's epilogue) */\n", ind, x);
+        c->f8_codes_of[0] = 0;
         c->f8_any = 1;
+    } else if (norm) {
+        emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
     }
-    if (swiglu) {
+    if (swiglu && f8 && c->f8_glu_codes) { /* the down projection's e4m3 input straight from the gate/up rows */
+        snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_F8 1\n#define A8_GLU %d\n", (long long)(N / 2), geglu ? 2 : 1);
+        snprintf(comment, sizeof comment, "%s: %s (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> e4m3 [T,%lld] per token",
+                 what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)(N / 2));
+        snprintf(nm, sizeof nm, "act8_f8_%s_quant_k%lld", geglu ? "geglu" : "swiglu", (long long)(N / 2));
+        const int fg = fn_index(c, instance(c, "act8.cu", nm, "A8_GQUANT_NAME", params, comment));
+        fprintf(fw, "%s    GEMM_F8(%lld, %s, %lld, %s, a8_xq, a8_xs, a_gu, %lld, 0.0f, 1);\n", ind, (long long)N, rows, (long long)K, w,
+                (long long)N);
+        fprintf(fw, "%s    { void *argsg[] = {&T, &a_gu, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_BLOCK, 0, argsg); }\n",
+                ind, bias, ind, fg);
+        if (N / 2 > c->a8_k) c->a8_k = N / 2;
+        snprintf(c->f8_codes_of, sizeof c->f8_codes_of, "%s", y);
+    } else if (swiglu) {
         int64_t I = N / 2;
         snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n#define EP_GELU %d\n",
                  (long long)I, bf, bf, geglu);
@@ -323,6 +336,26 @@ static int dequant_fn(gen *c, mm_wfmt f, int64_t K, int64_t NP, const char *comm
     return fn_index(c, instance(c, "dequant.cu", nm, "DQ_NAME", params, comment));
 }
 
+/* The activation rows of a matmul to 8-bit codes per token (act8.cu) into a8_xq / a8_xs: int8, or
+ * e4m3 with f8; with norm the RMSNorm of norm->src fused in (A8_NQUANT), else the 16-bit rows x. */
+static void emit_act_quant(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, int64_t K, int f8,
+                           const mm_norm *norm) {
+    char params[256], comment[256], nm[96];
+    snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_F8 %d\n#define A8_EPS %.9gf\n", (long long)K, f8,
+             norm ? norm->eps : 1e-5);
+    snprintf(comment, sizeof comment, "%s: %sactivation rows of %lld to %s per token", f8 ? "fp8" : "a8w8",
+             norm ? "rms_norm fused in, " : "", (long long)K, f8 ? "e4m3" : "int8");
+    snprintf(nm, sizeof nm, "act8%s_%squant_k%lld", f8 ? "_f8" : "", norm ? "norm_" : "", (long long)K);
+    const int fq = fn_index(c, instance(c, "act8.cu", nm, norm ? "A8_NQUANT_NAME" : "A8_QUANT_NAME", params, comment));
+    const char *targ = rows[0] == 'T' ? "T" : "n_out";
+    if (norm)
+        fprintf(fw, "%s    { void *argsq[] = {&%s, &%s, &%s, &a8_xq, &a8_xs};\n", ind, targ, norm->src, norm->gamma);
+    else
+        fprintf(fw, "%s    { void *argsq[] = {&%s, &%s, &a8_xq, &a8_xs};\n", ind, targ, x);
+    fprintf(fw, "%s      LAUNCH(%d, %s, 1, 1, IG_A8_BLOCK, 0, argsq); }\n", ind, fq, rows);
+    if (K > c->a8_k) c->a8_k = K;
+}
+
 /* a8w8's branch of emit_matmul_q for steps past the GEMV and qgemm.cu paths, where cuBLAS is (st->blas): the
  * activation rows (after the RMSNorm when norm is set) to int8 per token, cuBLAS's int8 GEMM on the
  * q8r codes into the int32 scratch, act8.cu's epilogue (scales, bias, the residual add or the
@@ -332,10 +365,6 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     const long long np = (N + 15) / 16 * 16;
     const int glu = epi == IR_EPI_GEGLU ? 2 : epi == IR_EPI_SWIGLU ? 1 : 0, has_bias = strcmp(bias, "zero") != 0;
     char params[512], comment[512], nm[96];
-    snprintf(params, sizeof params, "#define A8_K %lld\n", (long long)K);
-    snprintf(comment, sizeof comment, "a8w8: activation rows of %lld to int8 per token", (long long)K);
-    snprintf(nm, sizeof nm, "act8_quant_k%lld", (long long)K);
-    const int fq = fn_index(c, instance(c, "act8.cu", nm, "A8_QUANT_NAME", params, comment));
     snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_N %lld\n#define A8_LDY %lld\n#define A8_BIAS %d\n"
              "#define A8_ACC %d\n#define A8_GLU %d\n", (long long)K, (long long)N, (long long)ldy, has_bias,
              epi == IR_EPI_ACC, glu);
@@ -345,12 +374,9 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     snprintf(nm, sizeof nm, "act8_dq_k%lld_n%lld%s%s", (long long)K, (long long)N,
              glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
     const int fd = fn_index(c, instance(c, "act8.cu", nm, "A8_DQ_NAME", params, comment));
-    if (K > c->a8_k) c->a8_k = K;
     if (np > c->a8_np) c->a8_np = np;
     fprintf(fw, "%s} else if (st->blas) { /* a8w8: int8 activations on cuBLAS's int8 GEMM */\n", ind);
-    if (norm) emit_norm_rows(c, fw, ind, "T", x, K, 1, norm);
-    fprintf(fw, "%s    { void *argsq[] = {&T, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_BLOCK, 0, argsq); }\n", ind, x,
-            ind, fq);
+    emit_act_quant(c, fw, ind, "T", x, K, 0, norm);
     fprintf(fw, "%s    GEMM_I8(%lld, T, %lld, %s, a8_xq, a8_acc);\n", ind, np, (long long)K, w);
     fprintf(fw, "%s    void *args[] = {&T, &a8_acc, &a8_xs, &%s, &%s, &%s};\n", ind, w, bias, y);
     fprintf(fw, "%s    LAUNCH(%d, IG_A8_DQ_GRID_X(%lld, %d), IG_A8_DQ_GRID_Y(T), 1, IG_A8_BLOCK, 0, args);\n", ind, fd, (long long)N, glu);
@@ -464,6 +490,23 @@ static ig_status emit_gather_rows(gen *c, node_ctx *x, ig_err *err) {
     return IG_OK;
 }
 
+/* Whether the gate/up matmul node i (SwiGLU / GeGLU epilogue) of an fp8 package hands its
+ * activation to the next node as e4m3 codes (act8.cu's A8_GQUANT in place of the 16-bit rows): that
+ * node is its only reader, a matmul on f8r rows taking it as x (the down projection). Both take
+ * their fp8 branches on the same steps: T >= a8_tmin (at least 9) on a GPU with st->f8_on, past
+ * the GEMV paths (up to MV_TMAX = IG_MVT_TMAX = 8 tokens) and qgemm.cu (below a8_tmin for f8r). */
+static int glu_codes_fuse(const gen *c, int32_t i) {
+    const ir_graph *g = c->g;
+    const ir_node *n = &g->nodes[i];
+    if (i + 1 >= g->n_nodes || !weight_format(c, n->in[2]).f8) return 0;
+    const ir_node *d = &g->nodes[i + 1];
+    if (d->op != IR_OP_MATMUL_EPI || d->in[0] != n->out || !weight_format(c, d->in[1]).f8) return 0;
+    for (int32_t j = 0; j < g->n_nodes; j++)
+        for (int k = 0; k < IR_MAX_IN; k++)
+            if (g->nodes[j].in[k] == n->out && !(j == i + 1 && k == 0)) return 0;
+    return 1;
+}
+
 static ig_status emit_norm_matmul(gen *c, node_ctx *x, ig_err *err) {
     const ir_node *n = x->n;
     const ir_tensor *wt = &c->g->tensors[n->in[2]];
@@ -479,8 +522,10 @@ static ig_status emit_norm_matmul(gen *c, node_ctx *x, ig_err *err) {
     fprintf(c->fw, "%s/* %s: norm_matmul */\n", x->ind, logits ? wt->name : cg_node_label(c->g, n->out, lbl, sizeof lbl));
     if (n->in[3] < 0) snprintf(x->wexpr[3], sizeof x->wexpr[3], "zero");
     mm_norm nrm = {c->bufs.v[src].ident, "w1", n->eps};
+    c->f8_glu_codes = swiglu && x->pass == 1 && glu_codes_fuse(c, x->i);
     emit_matmul(c, c->fw, x->ind, x->rows, "xn", "w2", x->wexpr[3], y, K, N, swiglu ? n->epi : IR_EPI_STORE,
                 swiglu ? N / 2 : N, c->bf, logits ? "lm_head" : "layers.*", &nrm, weight_format(c, n->in[2]));
+    c->f8_glu_codes = 0;
     return IG_OK;
 }
 

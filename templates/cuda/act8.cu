@@ -1,17 +1,27 @@
-/* act8.cu — template: the two kernels around cuBLAS's int8 GEMM for the prefill-sized matmuls of
- * CUDA a8w8 packages (and the quantizer, in e4m3, before cuBLASLt's fp8 GEMM of fp8 packages) (`--quant a8w8`: q8r weight rows, wq.cuh, whose codes the GEMM reads in place
- * with a row stride of K + 16 bytes). Steps of fewer than a8_tmin tokens (the tuning key, 33 by
- * default) keep the a16w8 kernels on the same rows with 16-bit activations (the GEMVs, the persistent
- * decode kernel, qgemm.cu): those are bound by the weight bytes, which int8 activations do not change.
+/* act8.cu — template: the kernels around the 8-bit-activation GEMMs of prefill-sized matmuls: cuBLAS's
+ * int8 GEMM in CUDA a8w8 packages (`--quant a8w8`: q8r weight rows, wq.cuh, whose codes the GEMM
+ * reads in place with a row stride of K + 16 bytes) and cuBLASLt's e4m3 GEMM in fp8 packages (f8r
+ * rows; the quantizers with A8_F8). Steps of fewer than a8_tmin tokens (the tuning key, 33 by
+ * default) keep the 16-bit-activation kernels on the same rows (the GEMVs, the persistent decode
+ * kernel, qgemm.cu): those are bound by the weight bytes, which 8-bit activations do not change.
  *
- * Instantiate with A8_QUANT_NAME and A8_K, and / or A8_DQ_NAME with A8_N, A8_K, A8_LDY, A8_BIAS,
- * A8_ACC, A8_GLU; defines
+ * Instantiate with A8_QUANT_NAME, A8_NQUANT_NAME (+ A8_EPS) or A8_GQUANT_NAME (+ A8_GLU) and A8_K
+ * [A8_F8], and / or A8_DQ_NAME with A8_N, A8_K, A8_LDY, A8_BIAS, A8_ACC, A8_GLU; defines
  *   extern "C" __global__ void A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs);
  *       one token per CTA: xs[t] = max_k |x[t][k]| / 127 (0 for an all-zero row), xq[t][k] =
  *       rint(x[t][k] * 127 / max |x|), codes in -127..127; x [T][A8_K] in the package's 16-bit type;
  *       with A8_F8 1 (fp8 packages, cuBLASLt's e4m3 GEMM) xs[t] = max |x| / 448 and xq[t][k] the
  *       e4m3fn code of x[t][k] * 448 / max |x| (kv_quant.cuh's rounding: nearest even, saturating)
  *       launch: grid T, block IG_A8_BLOCK = 256, smem 0
+ *   extern "C" __global__ void A8_NQUANT_NAME(int T, const float *x, const float *gamma, signed char *xq, float *xs);
+ *       the same codes of the RMSNorm of the f32 residual rows x [T][A8_K] (eps A8_EPS, times gamma,
+ *       rounded to the 16-bit type as rmsnorm.cu stores it): the norm in front of a matmul, fused
+ *   extern "C" __global__ void A8_GQUANT_NAME(int T, const unsigned short *gu, const float *bias,
+ *                                             signed char *xq, float *xs);
+ *       the same codes of SwiGLU (A8_GLU 1) / GeGLU (2) of the packed gate/up rows gu [T][2 A8_K]
+ *       (16-bit, epilogue.cu's order and bias, null for none), rounded to the 16-bit type: the
+ *       down projection's input, fused into the gate/up GEMM's epilogue launch
+ *       launch (both): grid T, block IG_A8_BLOCK, smem 0
  *   extern "C" __global__ void A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w,
  *                                         const float *bias, void *y);
  *       acc [T][NP] (NP = A8_N padded to 16: the GEMM's int32 sums over the padded rows), v[t][n] =
@@ -48,6 +58,52 @@
 #ifndef A8_F8
 #define A8_F8 0
 #endif
+#ifndef A8_EPS
+#define A8_EPS 1e-5f
+#endif
+
+#ifndef IG_ACT8_ROW_
+#define IG_ACT8_ROW_
+/* The quantizers' second half: one token's row of K values held in registers by the CTA's
+ * IG_A8_BLOCK threads (f[j][e]: column (threadIdx.x + j IG_A8_BLOCK) 8 + e, zero past K) to its
+ * codes xq [K] and scale *xs (int8: max |x| / 127, rint; F8: max |x| / 448, e4m3fn). red: 32 floats
+ * of shared memory, free on entry. */
+template <int K, int NV, bool F8>
+IG_DEV void ig_a8_row_codes(const float (&f)[NV][8], float *red, signed char *xq, float *xs) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(f[j][e]));
+    amax = ig_warp_max(amax);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    amax = red[0];
+    for (int w = 1; w < IG_A8_BLOCK / 32; w++) amax = fmaxf(amax, red[w]);
+    constexpr float QMAX = F8 ? 448.0f : 127.0f; /* the codes' largest magnitude */
+    const float inv = amax > 0.0f ? QMAX / amax : 0.0f;
+    if (threadIdx.x == 0) *xs = amax / QMAX;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        if (k >= K) break;
+        unsigned lo = 0, hi = 0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int q = F8 ? (int)ig_kvq_f2e4m3(f[j][e] * inv) : (int)fminf(fmaxf(rintf(f[j][e] * inv), -127.0f), 127.0f);
+            if (e < 4) lo |= ((unsigned)q & 0xffu) << (8 * e);
+            else hi |= ((unsigned)q & 0xffu) << (8 * (e - 4));
+        }
+        *(uint2 *)(xq + k) = make_uint2(lo, hi);
+    }
+}
+
+/* A value as the 16-bit activation rows hold it (what the unfused kernels store and re-read). */
+IG_DEV float ig_a8_round_h(float v) { return ig_h_to_f32(ig_f32_to_h(v)); }
+#endif
+
+/* 16-byte vectors of a row a thread holds */
+#define A8_NV_ ((A8_K / 8 + IG_A8_BLOCK - 1) / IG_A8_BLOCK)
 
 #ifdef A8_QUANT_NAME
 extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
@@ -59,40 +115,85 @@ A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs) {
     const unsigned short *row = x + (size_t)t * A8_K;
     /* the row in registers, every load issued before the first use (one pass over memory, all of it
      * in flight at once: the kernel is bound by that latency, not by bandwidth) */
-    constexpr int NV = (A8_K / 8 + IG_A8_BLOCK - 1) / IG_A8_BLOCK; /* 16-byte vectors a thread */
-    float f[NV][8];
+    float f[A8_NV_][8];
 #pragma unroll
-    for (int j = 0; j < NV; j++) {
+    for (int j = 0; j < A8_NV_; j++) {
         const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
         const uint4 v = k < A8_K ? __ldg((const uint4 *)(row + k)) : make_uint4(0u, 0u, 0u, 0u);
         ig_unpack8_h(v, f[j]);
     }
-    float amax = 0.0f;
+    ig_a8_row_codes<A8_K, A8_NV_, A8_F8 != 0>(f, red, xq + (size_t)t * A8_K, xs + t);
+}
+#endif
+
+#ifdef A8_NQUANT_NAME
+/* RMSNorm fused in front: rmsnorm.cu's row (sum of squares in f32, 1 / sqrtf, times gamma, rounded
+ * to the 16-bit type) quantized without the 16-bit row going through memory. */
+extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
+A8_NQUANT_NAME(int T, const float *x, const float *gamma, signed char *xq, float *xs) {
+    static_assert(A8_K % 8 == 0, "act8 quantizes rows of whole 16-byte vectors");
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    if (t >= T) return;
+    const float *row = x + (size_t)t * A8_K;
+    float f[A8_NV_][8], ss = 0.0f;
 #pragma unroll
-    for (int j = 0; j < NV; j++)
+    for (int j = 0; j < A8_NV_; j++) {
+        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        ig_unpack4_f32(k < A8_K ? __ldg((const uint4 *)(row + k)) : z, f[j]);
+        ig_unpack4_f32(k < A8_K ? __ldg((const uint4 *)(row + k + 4)) : z, f[j] + 4);
+    }
 #pragma unroll
-        for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(f[j][e]));
-    amax = ig_warp_max(amax);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-    __syncthreads();
-    amax = red[0];
-    for (int w = 1; w < IG_A8_BLOCK / 32; w++) amax = fmaxf(amax, red[w]);
-    constexpr float QMAX = A8_F8 ? 448.0f : 127.0f; /* the codes' largest magnitude */
-    const float inv = amax > 0.0f ? QMAX / amax : 0.0f;
-    if (threadIdx.x == 0) xs[t] = amax / QMAX;
+    for (int j = 0; j < A8_NV_; j++)
 #pragma unroll
-    for (int j = 0; j < NV; j++) {
+        for (int e = 0; e < 8; e++) ss = fmaf(f[j][e], f[j][e], ss);
+    ss = ig_block_sum(ss, red);
+    const float s = 1.0f / sqrtf(ss / (float)A8_K + A8_EPS);
+#pragma unroll
+    for (int j = 0; j < A8_NV_; j++) {
         const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
         if (k >= A8_K) break;
-        unsigned lo = 0, hi = 0;
+        float g[8];
+        ig_unpack4_f32(__ldg((const uint4 *)(gamma + k)), g), ig_unpack4_f32(__ldg((const uint4 *)(gamma + k + 4)), g + 4);
+#pragma unroll
+        for (int e = 0; e < 8; e++) f[j][e] = ig_a8_round_h(f[j][e] * s * g[e]);
+    }
+    ig_a8_row_codes<A8_K, A8_NV_, A8_F8 != 0>(f, red, xq + (size_t)t * A8_K, xs + t);
+}
+#endif
+
+#ifdef A8_GQUANT_NAME
+/* The gated MLP's activation fused in front: epilogue.cu's SwiGLU / GeGLU (A8_GLU 1 / 2) of the
+ * packed gate/up GEMM output (16-bit, [T][2 A8_K], 16-row blocks interleaved) plus its bias,
+ * rounded to the 16-bit type, quantized as the down projection's input; the 16-bit row itself is
+ * never stored (its one reader takes the codes). */
+extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
+A8_GQUANT_NAME(int T, const unsigned short *gu, const float *bias, signed char *xq, float *xs) {
+    static_assert(A8_K % 16 == 0 && (A8_GLU == 1 || A8_GLU == 2), "packed gate/up rows in blocks of 16; SwiGLU or GeGLU");
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    if (t >= T) return;
+    const unsigned short *row = gu + (size_t)t * 2 * A8_K;
+    float f[A8_NV_][8], u[A8_NV_][8];
+#pragma unroll
+    for (int j = 0; j < A8_NV_; j++) {
+        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8, c = 32 * (k >> 4) + (k & 15);
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        ig_unpack8_h(k < A8_K ? __ldg((const uint4 *)(row + c)) : z, f[j]);
+        ig_unpack8_h(k < A8_K ? __ldg((const uint4 *)(row + c + 16)) : z, u[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < A8_NV_; j++) {
+        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8, c = 32 * (k >> 4) + (k & 15);
+        if (k >= A8_K) break;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            const int q = A8_F8 ? (int)ig_kvq_f2e4m3(f[j][e] * inv) : (int)fminf(fmaxf(rintf(f[j][e] * inv), -127.0f), 127.0f);
-            if (e < 4) lo |= ((unsigned)q & 0xffu) << (8 * e);
-            else hi |= ((unsigned)q & 0xffu) << (8 * (e - 4));
+            const float g = bias ? f[j][e] + bias[c + e] : f[j][e], v = bias ? u[j][e] + bias[c + 16 + e] : u[j][e];
+            f[j][e] = ig_a8_round_h(ig_glu(g, v, A8_GLU == 2));
         }
-        *(uint2 *)(xq + (size_t)t * A8_K + k) = make_uint2(lo, hi);
     }
+    ig_a8_row_codes<A8_K, A8_NV_, A8_F8 != 0>(f, red, xq + (size_t)t * A8_K, xs + t);
 }
 #endif
 
@@ -126,7 +227,11 @@ A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w, const
 }
 #endif
 
+#undef A8_NV_
 #undef A8_QUANT_NAME
+#undef A8_NQUANT_NAME
+#undef A8_GQUANT_NAME
+#undef A8_EPS
 #undef A8_DQ_NAME
 #undef A8_K
 #undef A8_N

@@ -180,10 +180,23 @@ IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
         else o[i] = __uint_as_float(w[i]);
     }
 }
+IG_DEV void ig_unpack4_f32(uint4 v, float *o) {
+    o[0] = __uint_as_float(v.x), o[1] = __uint_as_float(v.y), o[2] = __uint_as_float(v.z), o[3] = __uint_as_float(v.w);
+}
 IG_DEV uint4 ig_ldg16(const void *p) { return *(const uint4 *)p; }
 IG_DEV float ig_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
     return v;
+}
+IG_DEV float ig_block_sum(float v, float *red) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = ig_warp_sum(v);
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    float s = lane < nw ? red[lane] : 0.0f;
+    s = ig_warp_sum(s);
+    __syncthreads();
+    return s;
 }
 IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
 IG_DEV float ig_glu(float g, float u, bool gelu) {

@@ -26,6 +26,23 @@
 #define A8_K 200
 #define A8_F8 1
 #include "act8.cu"
+#define A8_NQUANT_NAME a8n_80 /* RMSNorm fused in front */
+#define A8_K 80
+#define A8_EPS 1e-6f
+#include "act8.cu"
+#define A8_NQUANT_NAME a8n_f8_4096
+#define A8_K 4096
+#define A8_F8 1
+#include "act8.cu"
+#define A8_GQUANT_NAME a8g_swiglu_80 /* SwiGLU / GeGLU of packed gate/up rows fused in front */
+#define A8_K 80
+#define A8_GLU 1
+#include "act8.cu"
+#define A8_GQUANT_NAME a8g_geglu_f8_4112
+#define A8_K 4112
+#define A8_GLU 2
+#define A8_F8 1
+#include "act8.cu"
 #define A8_DQ_NAME a8d_plain
 #define A8_K 80
 #define A8_N 40
@@ -50,6 +67,8 @@
 #include "act8.cu"
 
 typedef void (*quant_fn)(int, const unsigned short *, signed char *, float *);
+typedef void (*nquant_fn)(int, const float *, const float *, signed char *, float *);
+typedef void (*gquant_fn)(int, const unsigned short *, const float *, signed char *, float *);
 typedef void (*dq_fn)(int, const int *, const float *, const unsigned char *, const float *, void *);
 
 /* q8r rows of w[N][K] (N padded to 16 with zero rows): codes, f32 scale max|w| / 127, padding */
@@ -203,8 +222,90 @@ static void check_quant_f8(const char *name, quant_fn q, int T, int K) {
     printf("%s: T=%d K=%d: codes checked (%d subnormal)\n", name, T, K, subn);
 }
 
+/* A fused quantizer's codes (row t of K, scale xs) against ref, the row in double before the
+ * kernels' rounding to the 16-bit type: the scale is max |ref| / QMAX up to that rounding (2^-8 relative),
+ * and each code is the nearest int8 / e4m3 value to ref / xs up to it too (the kernel rounds its
+ * own f32 value, which may sit on the other side of a bf16 rounding boundary: 2^-8 relative
+ * each way). */
+static void check_fused_codes(const char *name, int t, int K, bool f8, const std::vector<double> &ref,
+                              const signed char *xq, float xs) {
+    const double QMAX = f8 ? 448 : 127;
+    double amax = 0;
+    for (double v : ref) amax = std::max(amax, fabs(v));
+    CHECK(fabs(xs - amax / QMAX) <= amax / QMAX * 0x1p-8 + 1e-30, "%s row %d: scale %g, want %g", name, t, xs, amax / QMAX);
+    std::vector<double> vals;
+    if (f8)
+        for (int c = 0; c < 256; c++)
+            if (!std::isnan(e4m3_value((unsigned char)c))) vals.push_back(e4m3_value((unsigned char)c));
+    int bad = 0;
+    double worst = 0;
+    for (int k = 0; k < K; k++) {
+        const double want = xs > 0 ? ref[k] / xs : 0;
+        double got, best;
+        if (f8) {
+            got = e4m3_value((unsigned char)xq[k]), best = 1e30;
+            for (double u : vals) best = std::min(best, fabs(u - want));
+        } else {
+            got = xq[k], best = fabs(want - rint(want));
+        }
+        const double lim = best + 0x1p-7 * fabs(want) + 1e-6; /* twice half a bf16 ulp */
+        bad += std::isnan(got) || fabs(got - want) > lim || fabs(got) > QMAX;
+        worst = std::max(worst, fabs(got - want) - best);
+    }
+    CHECK(bad == 0, "%s row %d: %d codes not the nearest to the row / scale (worst excess %g)", name, t, bad, worst);
+}
+
+/* A8_NQUANT: rms_norm(x) * gamma quantized, x f32 [T][K] (one row zero), against the double norm. */
+static void check_norm_quant(const char *name, nquant_fn q, int T, int K, double eps, bool f8) {
+    std::vector<float> x((size_t)T * K), g(K);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) x[(size_t)t * K + k] = t == 1 ? 0.0f : (t + 1) * frand() * (k % 11 == 0 ? 6 : 1);
+    for (auto &v : g) v = 0.5f + frand();
+    std::vector<signed char> xq((size_t)T * K, 99);
+    std::vector<float> xs(T, -1.0f);
+    CHECK(emul_launch({(unsigned)T, 1, 1}, {IG_A8_BLOCK, 1, 1}, [&] { q(T, x.data(), g.data(), xq.data(), xs.data()); }),
+          "%s: deadlock", name);
+    for (int t = 0; t < T; t++) {
+        double ss = 0;
+        for (int k = 0; k < K; k++) ss += (double)x[(size_t)t * K + k] * x[(size_t)t * K + k];
+        const double s = 1 / sqrt(ss / K + eps);
+        std::vector<double> ref(K);
+        for (int k = 0; k < K; k++) ref[k] = x[(size_t)t * K + k] * s * g[k];
+        check_fused_codes(name, t, K, f8, ref, xq.data() + (size_t)t * K, xs[t]);
+    }
+    printf("%s: T=%d K=%d: codes checked\n", name, T, K);
+}
+
+/* A8_GQUANT: glu(gate + bias, up + bias) of packed 16-bit gate/up rows [T][2K] quantized, against
+ * the activation in double. */
+static void check_glu_quant(const char *name, gquant_fn q, int T, int K, bool bias, bool gelu, bool f8) {
+    std::vector<unsigned short> gu((size_t)T * 2 * K);
+    std::vector<float> b(2 * K);
+    for (size_t i = 0; i < gu.size(); i++) gu[i] = ig_f32_to_bf16(3 * frand() * (i % 9 == 0 ? 4 : 1));
+    for (auto &v : b) v = bias ? frand() : 0.0f;
+    std::vector<signed char> xq((size_t)T * K, 99);
+    std::vector<float> xs(T, -1.0f);
+    CHECK(emul_launch({(unsigned)T, 1, 1}, {IG_A8_BLOCK, 1, 1},
+                      [&] { q(T, gu.data(), bias ? b.data() : nullptr, xq.data(), xs.data()); }),
+          "%s: deadlock", name);
+    for (int t = 0; t < T; t++) {
+        std::vector<double> ref(K);
+        for (int i = 0; i < K; i++) { /* output i: gate at packed column 32 (i / 16) + i % 16, up 16 on */
+            const int c = 32 * (i / 16) + i % 16;
+            const double g = ig_bf16_to_f32(gu[(size_t)t * 2 * K + c]) + b[c], u = ig_bf16_to_f32(gu[(size_t)t * 2 * K + c + 16]) + b[c + 16];
+            ref[i] = gelu ? 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * u : g / (1 + exp(-g)) * u;
+        }
+        check_fused_codes(name, t, K, f8, ref, xq.data() + (size_t)t * K, xs[t]);
+    }
+    printf("%s: T=%d K=%d: codes checked\n", name, T, K);
+}
+
 int main() {
     check_quant_f8("fp8 quantizer", a8q_f8_200, 4, 200);
+    check_norm_quant("norm+int8", a8n_80, 4, 80, 1e-6, false);
+    check_norm_quant("norm+fp8", a8n_f8_4096, 3, 4096, 1e-5, true);
+    check_glu_quant("swiglu+int8, bias", a8g_swiglu_80, 3, 80, true, false, false);
+    check_glu_quant("geglu+fp8", a8g_geglu_f8_4112, 2, 4112, false, true, true);
     check_chain("plain+bias", a8q_80, a8d_plain, 5, 80, 40, 56, true, false, 0);
     check_chain("residual", a8q_4096, a8d_acc, 3, 4096, 48, 48, false, true, 0);
     check_chain("plain, two token blocks", a8q_80, a8d_plain, IG_A8_TT + 3, 80, 40, 56, true, false, 0);
