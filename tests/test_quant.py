@@ -408,6 +408,11 @@ def cuda_checks(arch, tmp, fails, gpu):
                 fails.append(f"{model} {scheme} cuda: int8-activation matmuls (act8.cu, GEMM_I8) {'missing' if mode == 'a8w8' else 'present'}")
             if (mode == "fp8") != ("GEMM_F8(" in open(os.path.join(pkg, "src", "model.c")).read()):
                 fails.append(f"{model} {scheme} cuda: e4m3 GEMMs (GEMM_F8) {'missing' if mode == 'fp8' else 'present'}")
+            # the e4m3 / int8 quantizers take the RMSNorm in front (act8.cu's A8_NQUANT); fp8's down
+            # projection takes its codes from the gate/up epilogue (A8_GQUANT; dense MLPs only)
+            fused = ["A8_NQUANT_NAME"] + (["A8_GQUANT_NAME"] if mode == "fp8" and not moe else [])
+            if mode in ("a8w8", "fp8") and not all(f"#define {k} " in mcu for k in fused):
+                fails.append(f"{model} {scheme} cuda: fused quantizers {fused} not all instantiated")
             tw = twin(model, pkg, tmp, fails, mdir)
             if not gpu:
                 print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")
