@@ -227,7 +227,9 @@ static void emit_norm_rows(gen *c, FILE *fw, const char *ind, const char *rows, 
 /* The cuBLAS path of a matmul (inside the caller's else block): the RMSNorm into x when norm is
  * set, the GEMM with W (16-bit or f32, the package's type), the bias / SwiGLU epilogue kernels.
  * With f8 (fp8 packages: W f8r rows, inside "if (st->f8_on)") x goes to e4m3 per token first
- * (act8.cu's quantizer with A8_F8, into a8_xq / a8_xs) and the GEMM is cuBLASLt's (GEMM_F8). */
+ * (act8.cu's quantizers with A8_F8, the norm fused in, into a8_xq / a8_xs; skipped where the gate/up
+ * matmul before left x's codes there: c->f8_codes_of) and the GEMM is cuBLASLt's (GEMM_F8); a
+ * gate/up matmul with c->f8_glu_codes leaves its activation as those codes instead of y. */
 static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const char *x, const char *w, const char *bias,
                       const char *y, int64_t K, int64_t N, ir_epi epi, int64_t ldy, int bf, const char *what,
                       const mm_norm *norm, int f8) {
@@ -241,34 +243,34 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
     } else if (norm) {
         emit_norm_rows(c, fw, ind, rows, x, K, bf, norm);
     }
-    if (swiglu && f8 && c->f8_glu_codes) { /* the down projection's e4m3 input straight from the gate/up rows */
-        snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_F8 1\n#define A8_GLU %d\n", (long long)(N / 2), geglu ? 2 : 1);
-        snprintf(comment, sizeof comment, "%s: %s (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> e4m3 [T,%lld] per token",
-                 what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)(N / 2));
-        snprintf(nm, sizeof nm, "act8_f8_%s_quant_k%lld", geglu ? "geglu" : "swiglu", (long long)(N / 2));
-        const int fg = fn_index(c, instance(c, "act8.cu", nm, "A8_GQUANT_NAME", params, comment));
-        fprintf(fw, "%s    GEMM_F8(%lld, %s, %lld, %s, a8_xq, a8_xs, a_gu, %lld, 0.0f, 1);\n", ind, (long long)N, rows, (long long)K, w,
-                (long long)N);
-        fprintf(fw, "%s    { void *argsg[] = {&T, &a_gu, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_BLOCK, 0, argsg); }\n",
-                ind, bias, ind, fg);
-        if (N / 2 > c->a8_k) c->a8_k = N / 2;
-        snprintf(c->f8_codes_of, sizeof c->f8_codes_of, "%s", y);
-    } else if (swiglu) {
-        int64_t I = N / 2;
-        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n#define EP_GELU %d\n",
-                 (long long)I, bf, bf, geglu);
-        snprintf(comment, sizeof comment, "%s: %s (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> [T,%lld] %s",
-                 what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)I, dtn(c, bf));
-        snprintf(nm, sizeof nm, "%s_i%lld", geglu ? "geglu" : "swiglu", (long long)I);
-        const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
+    if (swiglu) {
         /* gate/up leave the GEMM in the activation type (as in the reference model), the
-         * mlp_bias (packed gate/up order) is added inside the SwiGLU kernel */
+         * mlp_bias (packed gate/up order) is added by the kernel after it */
         if (f8)
             fprintf(fw, "%s    GEMM_F8(%lld, %s, %lld, %s, a8_xq, a8_xs, a_gu, %lld, 0.0f, 1);\n", ind, (long long)N, rows,
                     (long long)K, w, (long long)N);
         else
             fprintf(fw, "%s    GEMM_OUT(%lld, %s, %lld, %s, %s, a_gu, %lld, 0.0f, W_BF16);\n", ind, (long long)N, rows, (long long)K,
                     w, x, (long long)N);
+        const int64_t I = N / 2;
+        if (f8 && c->f8_glu_codes) { /* the down projection's e4m3 input straight from the gate/up rows */
+            snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_F8 1\n#define A8_GLU %d\n", (long long)I, geglu ? 2 : 1);
+            snprintf(comment, sizeof comment, "%s: %s (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> e4m3 [T,%lld] per token",
+                     what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)I);
+            snprintf(nm, sizeof nm, "act8_f8_%s_quant_k%lld", geglu ? "geglu" : "swiglu", (long long)I);
+            const int fg = fn_index(c, instance(c, "act8.cu", nm, "A8_GQUANT_NAME", params, comment));
+            fprintf(fw, "%s    { void *argsg[] = {&T, &a_gu, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_BLOCK, 0, argsg); }\n",
+                    ind, bias, ind, fg);
+            if (I > c->a8_k) c->a8_k = I;
+            snprintf(c->f8_codes_of, sizeof c->f8_codes_of, "%s", y);
+            return;
+        }
+        snprintf(params, sizeof params, "#define EP_I %lld\n#define EP_OBF16 %d\n#define EP_GUBF16 %d\n#define EP_GELU %d\n",
+                 (long long)I, bf, bf, geglu);
+        snprintf(comment, sizeof comment, "%s: %s (+ gate/up bias) of the packed gate/up GEMM output [T,%lld] %s -> [T,%lld] %s",
+                 what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)I, dtn(c, bf));
+        snprintf(nm, sizeof nm, "%s_i%lld", geglu ? "geglu" : "swiglu", (long long)I);
+        const char *ep = instance(c, "epilogue.cu", nm, "EP_SWIGLU_NAME", params, comment);
         fprintf(fw, "%s    void *args[] = {&%s, &a_gu, &%s, &%s};\n", ind, rows[0] == 'T' ? "T" : "n_out", bias, y);
         fprintf(fw, "%s    LAUNCH(%d, IG_EP_SWIGLU_GRID_X(%s, %lld), IG_EP_SWIGLU_GRID_Y(%s), 1, IG_EP_BLOCK, 0, args);\n", ind,
                 fn_index(c, ep), rows, (long long)I, rows);

@@ -64,8 +64,11 @@
 
 #ifndef IG_ACT8_ROW_
 #define IG_ACT8_ROW_
+/* The first of the 8 columns a thread holds in its vector j of a row. */
+IG_DEV int ig_a8_col(int j) { return ((int)threadIdx.x + j * IG_A8_BLOCK) * 8; }
+
 /* The quantizers' second half: one token's row of K values held in registers by the CTA's
- * IG_A8_BLOCK threads (f[j][e]: column (threadIdx.x + j IG_A8_BLOCK) 8 + e, zero past K) to its
+ * IG_A8_BLOCK threads (f[j][e]: column ig_a8_col(j) + e, zero past K) to its
  * codes xq [K] and scale *xs (int8: max |x| / 127, rint; F8: max |x| / 448, e4m3fn). red: 32 floats
  * of shared memory, free on entry. */
 template <int K, int NV, bool F8>
@@ -85,7 +88,7 @@ IG_DEV void ig_a8_row_codes(const float (&f)[NV][8], float *red, signed char *xq
     if (threadIdx.x == 0) *xs = amax / QMAX;
 #pragma unroll
     for (int j = 0; j < NV; j++) {
-        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        const int k = ig_a8_col(j);
         if (k >= K) break;
         unsigned lo = 0, hi = 0;
 #pragma unroll
@@ -97,9 +100,6 @@ IG_DEV void ig_a8_row_codes(const float (&f)[NV][8], float *red, signed char *xq
         *(uint2 *)(xq + k) = make_uint2(lo, hi);
     }
 }
-
-/* A value as the 16-bit activation rows hold it (what the unfused kernels store and re-read). */
-IG_DEV float ig_a8_round_h(float v) { return ig_h_to_f32(ig_f32_to_h(v)); }
 #endif
 
 /* 16-byte vectors of a row a thread holds */
@@ -118,7 +118,7 @@ A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs) {
     float f[A8_NV_][8];
 #pragma unroll
     for (int j = 0; j < A8_NV_; j++) {
-        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        const int k = ig_a8_col(j);
         const uint4 v = k < A8_K ? __ldg((const uint4 *)(row + k)) : make_uint4(0u, 0u, 0u, 0u);
         ig_unpack8_h(v, f[j]);
     }
@@ -139,7 +139,7 @@ A8_NQUANT_NAME(int T, const float *x, const float *gamma, signed char *xq, float
     float f[A8_NV_][8], ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < A8_NV_; j++) {
-        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        const int k = ig_a8_col(j);
         const uint4 z = make_uint4(0u, 0u, 0u, 0u);
         ig_unpack4_f32(k < A8_K ? __ldg((const uint4 *)(row + k)) : z, f[j]);
         ig_unpack4_f32(k < A8_K ? __ldg((const uint4 *)(row + k + 4)) : z, f[j] + 4);
@@ -152,12 +152,12 @@ A8_NQUANT_NAME(int T, const float *x, const float *gamma, signed char *xq, float
     const float s = 1.0f / sqrtf(ss / (float)A8_K + A8_EPS);
 #pragma unroll
     for (int j = 0; j < A8_NV_; j++) {
-        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8;
+        const int k = ig_a8_col(j);
         if (k >= A8_K) break;
         float g[8];
         ig_unpack4_f32(__ldg((const uint4 *)(gamma + k)), g), ig_unpack4_f32(__ldg((const uint4 *)(gamma + k + 4)), g + 4);
 #pragma unroll
-        for (int e = 0; e < 8; e++) f[j][e] = ig_a8_round_h(f[j][e] * s * g[e]);
+        for (int e = 0; e < 8; e++) f[j][e] = ig_round_h(f[j][e] * s * g[e]);
     }
     ig_a8_row_codes<A8_K, A8_NV_, A8_F8 != 0>(f, red, xq + (size_t)t * A8_K, xs + t);
 }
@@ -178,19 +178,19 @@ A8_GQUANT_NAME(int T, const unsigned short *gu, const float *bias, signed char *
     float f[A8_NV_][8], u[A8_NV_][8];
 #pragma unroll
     for (int j = 0; j < A8_NV_; j++) {
-        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8, c = 32 * (k >> 4) + (k & 15);
+        const int k = ig_a8_col(j), c = 32 * (k >> 4) + (k & 15);
         const uint4 z = make_uint4(0u, 0u, 0u, 0u);
         ig_unpack8_h(k < A8_K ? __ldg((const uint4 *)(row + c)) : z, f[j]);
         ig_unpack8_h(k < A8_K ? __ldg((const uint4 *)(row + c + 16)) : z, u[j]);
     }
 #pragma unroll
     for (int j = 0; j < A8_NV_; j++) {
-        const int k = ((int)threadIdx.x + j * IG_A8_BLOCK) * 8, c = 32 * (k >> 4) + (k & 15);
+        const int k = ig_a8_col(j), c = 32 * (k >> 4) + (k & 15);
         if (k >= A8_K) break;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
             const float g = bias ? f[j][e] + bias[c + e] : f[j][e], v = bias ? u[j][e] + bias[c + 16 + e] : u[j][e];
-            f[j][e] = ig_a8_round_h(ig_glu(g, v, A8_GLU == 2));
+            f[j][e] = ig_round_h(ig_glu(g, v, A8_GLU == 2));
         }
     }
     ig_a8_row_codes<A8_K, A8_NV_, A8_F8 != 0>(f, red, xq + (size_t)t * A8_K, xs + t);

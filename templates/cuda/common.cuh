@@ -72,6 +72,8 @@ IG_DEV unsigned short ig_f32_to_f16(float f) {
 }
 IG_DEV float ig_h_to_f32(unsigned short h) { return IG_F16 ? ig_f16_to_f32(h) : ig_bf16_to_f32(h); }
 IG_DEV unsigned short ig_f32_to_h(float f) { return IG_F16 ? ig_f32_to_f16(f) : ig_f32_to_bf16(f); }
+/* A value as 16-bit rows hold it: rounded to the package's 16-bit type and back. */
+IG_DEV float ig_round_h(float v) { return ig_h_to_f32(ig_f32_to_h(v)); }
 IG_DEV unsigned ig_pack2_h(float a, float b) { return (unsigned)ig_f32_to_h(a) | ((unsigned)ig_f32_to_h(b) << 16); }
 /* The 2 elements of a 32-bit word (the first in the low half), as f32. */
 IG_DEV void ig_unpack2_h(unsigned w, float *o) {

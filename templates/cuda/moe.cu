@@ -155,7 +155,7 @@
 #ifndef IG_MO_HELPERS
 #define IG_MO_HELPERS
 /* x (f32, n elements) rounded to the 16-bit type when bf, as the CPU's ig_store_row */
-IG_DEV float ig_mo_round(float v, bool bf) { return bf ? ig_h_to_f32(ig_f32_to_h(v)) : v; }
+IG_DEV float ig_mo_round(float v, bool bf) { return bf ? ig_round_h(v) : v; }
 #endif
 
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK)

@@ -163,6 +163,7 @@ IG_DEV float ig_f16_to_f32(unsigned short h) { return cpukv::ig_f16_to_f32(h); }
 IG_DEV unsigned short ig_f32_to_f16(float f) { return cpukv::ig_f32_to_f16(f); }
 IG_DEV float ig_h_to_f32(unsigned short h) { return IG_F16 ? ig_f16_to_f32(h) : ig_bf16_to_f32(h); }
 IG_DEV unsigned short ig_f32_to_h(float f) { return IG_F16 ? ig_f32_to_f16(f) : ig_f32_to_bf16(f); }
+IG_DEV float ig_round_h(float v) { return ig_h_to_f32(ig_f32_to_h(v)); }
 IG_DEV unsigned ig_pack2_h(float a, float b) { return (unsigned)ig_f32_to_h(a) | ((unsigned)ig_f32_to_h(b) << 16); }
 IG_DEV unsigned ig_pack2_bf16(float a, float b) { return (unsigned)ig_f32_to_bf16(a) | ((unsigned)ig_f32_to_bf16(b) << 16); }
 IG_DEV void ig_unpack8_bf16(uint4 v, float *o) {
