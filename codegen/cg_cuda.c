@@ -33,15 +33,22 @@ ig_status cg_cuda_target_parse(const char *spec, cg_cuda_target *t, ig_err *err)
 
 /* ---- the generator's state */
 
+/* Pointers of a layer in the persistent kernel's table (decode_layers.cu's ig_dl_layer; model.c gets it as
+ * DL_TAB for host_runtime.c) */
+#define DL_TAB 13
+
 /* What the persistent decode kernel (decode_layers.cu, sm_90) takes of this model, if anything. */
 typedef struct dl_plan {
     int ok;
-    const ir_node *n[6];             /* the layer's nodes: norm+qkv, rope_kv, attention, o, norm+gate/up, down */
+    const ir_node *n[6];             /* the layer's nodes: norm+qkv, rope_kv, attention, o, norm+gate/up, down
+                                      * (moe: ..., o, rms_norm, moe) */
     const ir_node *emb, *head;       /* the embedding before the layers, the lm_head after, when it takes them */
     int nslot;                       /* ring slots per SM */
     int slot;                        /* their bytes: 16 KB, 16 KB + 256 for quantized rows (stream.cuh) */
     int resid_rows;                  /* rows of a residual-add phase per CTA */
     int wq, wg, hwq, hwg;            /* the layers' matrices and the lm_head: bf16 (0) or quantized rows (wq.cuh) */
+    int moe;                         /* every layer's MLP is routed experts (stream_moe.cuh; --tune dl_moe) */
+    int64_t moe_i;                   /* ... of this many rows each (gate or up), the top-k's activations moe_h */
 } dl_plan;
 
 typedef struct gen {
@@ -1100,11 +1107,41 @@ static ig_status emit_node(gen *c, int32_t i, int pass, ig_err *err) {
 
 /* ---- the persistent decode kernel */
 
+/* A MoE model's layers on the persistent kernel (--tune dl_moe, stream_moe.cuh): [norm+qkv,
+ * rope_kv, attention, o + residual, rms_norm, moe into the residual], routed experts only (no
+ * shared expert, so no dense layers among them either), bf16 experts of I rows (a multiple of 128:
+ * a window of down's x lies in one expert) over a hidden size whose rows fit a slot, top-k x I
+ * within two slots, at most 256 experts and IG_ST_MOEK (16) a token, an f32 router. *kd: down's K. */
+static int plan_moe_layers(const gen *c, int64_t *kd) {
+    const ir_graph *g = c->g;
+    const ir_hparams *hp = &g->hp;
+    const ir_node *const *n = c->dl.n;
+    const int HID = hp->hidden, E = hp->n_experts, K = hp->top_k;
+    const int64_t I = hp->moe_intermediate;
+    if (!c->tune->dl_moe || hp->shared_intermediate || n[4]->op != IR_OP_RMSNORM || n[5]->op != IR_OP_MOE ||
+        n[5]->epi != IR_EPI_ACC || n[5]->in[0] != n[4]->out || E > 256 || K > 16 || I % 128 || HID > 8192)
+        return 0;
+    *kd = (int64_t)K * I;
+    if (*kd > 16384 || (*kd > 8192 && *kd % 256)) return 0;
+    const ir_tensor *rt = &g->tensors[n[5]->in[1]], *gu = &g->tensors[n[5]->in[2]], *dn = &g->tensors[n[5]->in[3]];
+    const int32_t rk = pk_find(c->plan, n[5]->in[1]);
+    if (rk < 0 || c->plan->e[rk].dtype != IG_DTYPE_F32 || rt->shape[0] != E || rt->shape[1] != HID ||
+        gu->shape[0] != (int64_t)E * 2 * I || gu->shape[1] != HID || dn->shape[0] != (int64_t)E * HID || dn->shape[1] != I)
+        return 0;
+    const int32_t wt[4] = {n[0]->in[2], n[3]->in[1], n[5]->in[2], n[5]->in[3]};
+    for (int k = 0; k < 4; k++) {
+        const mm_wfmt f = weight_format(c, wt[k]);
+        if (f.wq || f.f8) return 0;
+    }
+    return 1;
+}
+
 /* Which part of the model the persistent decode kernel (decode_layers.cu, sm_90) takes: layers of
  * exactly the usual shape [norm+qkv, rope_kv, attention, o + residual, norm+gate/up SwiGLU, down +
- * residual], bf16, with every GEMV's K a multiple of 128 (tensor-core windows) whose row fits a
- * 16 KB slot, or a multiple of 256 up to 16384 whose row fits two (stream.cuh's SPLIT; Llama-3-8B's
- * down, 14336); and the embedding before them and the lm_head after them when they are plain. */
+ * residual] (or routed experts in place of gate/up and down: plan_moe_layers), bf16, with every
+ * GEMV's K a multiple of 128 (tensor-core windows) whose row fits a 16 KB slot, or a multiple of 256
+ * up to 16384 whose row fits two (stream.cuh's SPLIT; Llama-3-8B's down, 14336); and the embedding
+ * before them and the lm_head after them when they are plain. */
 static void plan_decode_layers(gen *c) {
     const ir_graph *g = c->g;
     const ir_hparams *hp = &g->hp;
@@ -1115,7 +1152,7 @@ static void plan_decode_layers(gen *c) {
     /* the kernel's attention, RoPE and embedding are Llama's: a model with a sliding window,
      * partial / interleaved rotary, a second RoPE base or other scales runs on the per-op kernels */
     if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
-        hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->n_experts || hp->final_softcap > 0)
+        hp->attn_scale > 0 || hp->mlp_act != IR_ACT_SILU || hp->post_norms || hp->final_softcap > 0)
         return;
     /* quantized KV: the attention items read its rows through attn_decode.cuh (--tune dl_kvq=0
      * sends such packages to the per-op kernels instead) */
@@ -1124,27 +1161,34 @@ static void plan_decode_layers(gen *c) {
                                IR_OP_MATMUL_EPI};
     for (int k = 0; k < 6; k++) {
         dl->n[k] = &g->nodes[c->lay.first_layer + k];
-        if ((int)dl->n[k]->op != ops[k]) return;
+        if (k < 4 && (int)dl->n[k]->op != ops[k]) return;
     }
     const ir_node *const *n = dl->n;
     const int HID = hp->hidden, H = hp->n_heads, KV = hp->n_kv_heads, D = hp->head_dim;
-    int64_t kq = g->tensors[n[0]->in[2]].shape[1], ko = g->tensors[n[3]->in[1]].shape[1];
-    int64_t kg = g->tensors[n[4]->in[2]].shape[1], kd = g->tensors[n[5]->in[1]].shape[1];
-    int64_t ng = g->tensors[n[4]->in[2]].shape[0];
-    int ok = n[0]->epi == IR_EPI_STORE && n[4]->epi == IR_EPI_SWIGLU && n[3]->epi == IR_EPI_ACC &&
-             n[5]->epi == IR_EPI_ACC && kq == HID && kg == HID && ko == (int64_t)H * D && kd == ng / 2 &&
-             g->tensors[n[3]->in[1]].shape[0] == HID && g->tensors[n[5]->in[1]].shape[0] == HID;
+    int64_t kq = g->tensors[n[0]->in[2]].shape[1], ko = g->tensors[n[3]->in[1]].shape[1], kg = HID, kd = 0;
+    int ok = n[0]->epi == IR_EPI_STORE && n[3]->epi == IR_EPI_ACC && kq == HID && ko == (int64_t)H * D &&
+             g->tensors[n[3]->in[1]].shape[0] == HID;
+    if (hp->n_experts) {
+        dl->moe = ok = ok && plan_moe_layers(c, &kd);
+        dl->moe_i = hp->moe_intermediate;
+    } else {
+        kg = g->tensors[n[4]->in[2]].shape[1], kd = g->tensors[n[5]->in[1]].shape[1];
+        const int64_t ng = g->tensors[n[4]->in[2]].shape[0];
+        ok = ok && (int)n[4]->op == ops[4] && (int)n[5]->op == ops[5] && n[4]->epi == IR_EPI_SWIGLU &&
+             n[5]->epi == IR_EPI_ACC && kg == HID && kd == ng / 2 && g->tensors[n[5]->in[1]].shape[0] == HID;
+    }
+    if (!ok) return;
     const int64_t ks[4] = {kq, ko, kg, kd};
     for (int k = 0; k < 4 && ok; k++)
         if (ks[k] % 128 || ks[k] > 16384 || (ks[k] > 8192 && ks[k] % 256)) ok = 0;
     /* quantized rows (wq.cuh): the four matrices in one format, each row within one slot; by
      * --tune dl_quant: 1 (default) both formats, 0 neither, -1 q4r only (H200 1B a16w8: 0.611 ms/token
-     * persistent, 0.867 per-op: templates/cuda/SPEC.md) */
+     * persistent, 0.867 per-op: templates/cuda/SPEC.md). MoE layers: bf16 (plan_moe_layers). */
     const int32_t wt[4] = {n[0]->in[2], n[3]->in[1], n[4]->in[2], n[5]->in[1]};
     const mm_wfmt f0 = weight_format(c, wt[0]);
     if (c->wq_any && (c->tune->dl_quant == 0 || (c->tune->dl_quant < 0 && f0.wq != 4))) ok = 0;
     dl->wq = f0.f8 ? 9 : f0.wq, dl->wg = f0.wq == 4 ? f0.wg : 32; /* stream.cuh's 9: f8r */
-    for (int k = 0; k < 4 && ok; k++) {
+    for (int k = 0; k < 4 && ok && !dl->moe; k++) {
         const mm_wfmt f = weight_format(c, wt[k]);
         if (f.wq != f0.wq || (f.wq == 4 && f.wg != f0.wg)) ok = 0;
         if (f.f8 != f0.f8) ok = 0;
@@ -1201,21 +1245,27 @@ static void emit_decode_layers_instance(gen *c) {
     snprintf(comment, sizeof comment, "decode attention as device functions for the persistent kernel");
     snprintf(nm, sizeof nm, "attention_dl_h%d_kv%d_d%d", H, KV, D);
     const char *an = instance(c, "attention.cu", nm, "AT_NAME", params, comment);
-    int64_t nq = c->g->tensors[n[0]->in[2]].shape[0], ng = c->g->tensors[n[4]->in[2]].shape[0];
+    const int moe = c->dl.moe;
+    int64_t nq = c->g->tensors[n[0]->in[2]].shape[0], ng = moe ? 2 * c->dl.moe_i : c->g->tensors[n[4]->in[2]].shape[0];
     stream_tuning(c->tune, knobs, sizeof knobs);
+    char moe_p[256] = "#define DL_MOE 0\n";
+    if (moe)
+        snprintf(moe_p, sizeof moe_p, "#define DL_MOE 1\n#define DL_MOE_E %d\n#define DL_MOE_K %d\n#define DL_MOE_I %lld\n"
+                 "#define DL_MOE_NORM %d\n", hp->n_experts, hp->top_k, (long long)c->dl.moe_i, hp->norm_topk);
     snprintf(params, sizeof params,
              "#define IG_ST_NSLOT %d\n#define IG_ST_SLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
              "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
              "#define DL_EPS2 %.9gf\n#define DL_BQKV %d\n#define DL_BO %d\n#define DL_BGU %d\n#define DL_BDOWN %d\n"
              "#define DL_ATTN %s\n#define DL_KV %d\n#define DL_SPLIT ATTN_SPLIT\n#define DL_KV_LAYER_BYTES %lluull\n"
              "#define DL_VOCAB %d\n#define DL_EPS_HEAD %.9gf\n#define DL_D %d\n"
-             "#define DL_WQ %d\n#define DL_WG %d\n#define DL_HWQ %d\n#define DL_HWG %d\n%s",
+             "#define DL_WQ %d\n#define DL_WG %d\n#define DL_HWQ %d\n#define DL_HWG %d\n%s%s",
              c->dl.nslot, c->dl.slot, hp->n_layers, hp->hidden, (long long)nq, (long long)(H + 2 * KV) * D, H * D, (long long)ng,
-             n[0]->eps, n[4]->eps, n[0]->in[3] >= 0, n[3]->in[2] >= 0, n[4]->in[3] >= 0, n[5]->in[2] >= 0,
+             n[0]->eps, n[4]->eps, n[0]->in[3] >= 0, n[3]->in[2] >= 0, !moe && n[4]->in[3] >= 0, !moe && n[5]->in[2] >= 0,
              an ? an : "", KV, (unsigned long long)c->kv_layer_page, hp->vocab, c->dl.head ? c->dl.head->eps : 1e-6, D,
-             c->dl.wq, c->dl.wg, c->dl.hwq, c->dl.hwg, knobs);
-    snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights streamed "
-                                      "through a %d x %d-byte ring per SM (sm_90)", hp->n_layers, c->dl.nslot, c->dl.slot);
+             c->dl.wq, c->dl.wg, c->dl.hwq, c->dl.hwg, moe_p, knobs);
+    snprintf(comment, sizeof comment, "one-token decode: all %d layers in one persistent kernel, weights%s streamed "
+                                      "through a %d x %d-byte ring per SM (sm_90)", hp->n_layers,
+             moe ? " (of the selected experts)" : "", c->dl.nslot, c->dl.slot);
     c->dl_fn = fn_index(c, instance(c, "decode_layers.cu", "decode_layers", "DL_NAME", params, comment));
 }
 
@@ -1361,9 +1411,11 @@ static void emit_host_header(gen *c, FILE *out) {
                  "#define DL_THREADS 288 /* 8 consumer warps + a producer warp (IG_ST_THREADS) */\n"
                  "#define DL_SMEM (%d * %d + IG_AT_SMEM(N_HEADS, N_KV_HEADS, HEAD_DIM)) /* its ring + attention scratch */\n"
                  "#define DL_RESID_ROWS %d /* rows of a residual add per CTA at most */\n"
-                 "#define DL_X %s\n#define DL_QKV %s\n#define DL_ATTN %s\n#define DL_MLP %s /* its activations */\n",
+                 "#define DL_X %s\n#define DL_QKV %s\n#define DL_ATTN %s\n#define DL_MLP %s /* its activations */\n"
+                 "#define DL_MOE_LG %s /* MoE layers: the router's logits */\n"
+                 "#define DL_TAB %d /* pointers of a layer in its table (ig_dl_layer) */\n",
             c->dl_fn, c->dl.nslot, c->dl.slot, c->dl.resid_rows, x, buf_name(c, c->dl.n[0]->out), buf_name(c, c->dl.n[2]->out),
-            buf_name(c, c->dl.n[4]->out));
+            c->dl.moe ? "moe_h" : buf_name(c, c->dl.n[4]->out), c->dl.moe ? "moe_lg" : "0", DL_TAB);
     char emb[96] = "0", hw[96] = "0", hg[96] = "0";
     if (c->dl.emb) cg_weight_ref(c->plan, &c->lay, 0, 0, 1, c->dl.emb->in[1], emb, sizeof emb);
     if (c->dl.head) {
@@ -1458,29 +1510,36 @@ static void emit_workspace(gen *c, FILE *out) {
     fprintf(out, "\n");
 }
 
-/* dl_layer_table: layer l's 12 weight pointers for the persistent kernel. */
+/* dl_layer_table: layer l's DL_TAB weight pointers for the persistent kernel. */
 static void emit_dl_layer_table(gen *c, FILE *out) {
-    /* ig_dl_layer's fields: (layer node, input slot) of each */
-    static const struct {
+    /* ig_dl_layer's fields: (layer node, input slot) of each; MoE layers (nodes 4, 5: rms_norm, moe)
+     * put the stacked experts in wgu / wdown and their router last */
+    typedef struct {
         int node, slot;
-    } dlw[12] = {{0, 2} /* wqkv */, {3, 1} /* wo */,   {4, 2} /* wgu */,  {5, 1} /* wdown */,
-                 {0, 1} /* g1 */,   {4, 1} /* g2 */,   {0, 3} /* bqkv */, {3, 2} /* bo */,
-                 {4, 3} /* bgu */,  {5, 2} /* bdown */, {1, 1} /* qn */,  {1, 2} /* kn */};
-    char we[12][96];
-    for (int k = 0; k < 12; k++) {
-        int32_t ti = c->dl.n[dlw[k].node]->in[dlw[k].slot];
+    } field;
+    static const field dense[DL_TAB] = {{0, 2} /* wqkv */, {3, 1} /* wo */,   {4, 2} /* wgu */,   {5, 1} /* wdown */,
+                                        {0, 1} /* g1 */,   {4, 1} /* g2 */,   {0, 3} /* bqkv */,  {3, 2} /* bo */,
+                                        {4, 3} /* bgu */,  {5, 2} /* bdown */, {1, 1} /* qn */,  {1, 2} /* kn */,
+                                        {-1, 0} /* router */};
+    static const field moe[DL_TAB] = {{0, 2}, {3, 1}, {5, 2}, {5, 3}, {0, 1}, {4, 1}, {0, 3},
+                                      {3, 2}, {-1, 0}, {-1, 0}, {1, 1}, {1, 2}, {5, 1}};
+    const field *dlw = c->dl.moe ? moe : dense;
+    char we[DL_TAB][96];
+    for (int k = 0; k < DL_TAB; k++) {
+        int32_t ti = dlw[k].node < 0 ? -1 : c->dl.n[dlw[k].node]->in[dlw[k].slot];
         if (ti < 0) snprintf(we[k], sizeof we[k], "0");
         else cg_weight_ref(c->plan, &c->lay, 1, c->lay.first_layer + dlw[k].node, dlw[k].slot, ti, we[k], sizeof we[k]);
     }
-    fprintf(out, "\n/* The persistent kernel's per-layer weights (ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn). */\n"
-                 "static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][12]) {\n"
+    fprintf(out, "\n/* The persistent kernel's per-layer weights (ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn\n"
+                 " * router; MoE layers: wgu / wdown the stacked experts). */\n"
+                 "static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][DL_TAB]) {\n"
                  "    for (int l = 0; l < N_LAYERS; l++) {\n"
                  "        const int32_t *lw = layer_weights[l];\n"
-                 "        const CUdeviceptr e[12] = {%s, %s, %s, %s, %s, %s,\n"
-                 "                                   %s, %s, %s, %s, %s, %s};\n"
+                 "        const CUdeviceptr e[DL_TAB] = {%s, %s, %s, %s, %s, %s,\n"
+                 "                                       %s, %s, %s, %s, %s, %s, %s};\n"
                  "        memcpy(tab[l], e, sizeof e);\n"
                  "    }\n}\n",
-            we[0], we[1], we[2], we[3], we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11]);
+            we[0], we[1], we[2], we[3], we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11], we[12]);
 }
 
 static ig_status emit_host(gen *c, const cg_cuda_target *t, const char *step, FILE *out, ig_err *err) {

@@ -37,10 +37,24 @@ def recipe_model(name, cls, cfg, seed):
     with safe_open(os.path.join(gen, "model.safetensors"), "pt") as f:
         values = {k: f.get_tensor(k) for k in keys}
     def load(model, seed_):  # make_model's perturb step: the recipe's values instead
+        if set(k for k, _ in model.named_parameters()) != set(keys):
+            # the stored names are not the module's (transformers' fused experts): load the recipe's
+            # checkpoint through from_pretrained, which maps them
+            shutil.copy(os.path.join(probe, "config.json"), gen)
+            values_ = dict(cls.from_pretrained(gen, dtype=torch.float32).named_parameters())
+        else:
+            values_ = values
         with torch.no_grad():
             for k, p in model.named_parameters():
-                p.copy_(values[k].to(p.dtype))
+                p.copy_(values_[k].to(p.dtype))
     perturb, mr.perturb = mr.perturb, load
+    if "Moe" in cls.__name__ or "Mixtral" in cls.__name__:  # the float64 reference on the per-expert loop
+        spec2 = importlib.util.spec_from_file_location("mr2", os.path.join(ROOT, "..", "shared", "tools",
+                                                                           "make_reference_arch2.py"))
+        mr2 = importlib.util.module_from_spec(spec2)
+        sys.modules["make_reference"] = mr  # arch2 imports make_reference: this one, not a second copy
+        spec2.loader.exec_module(mr2)
+        cls = mr2.Eager(cls)
     try:
         mr.make_model("extra", name, cls, cfg, torch.bfloat16, seed)
     finally:
@@ -95,6 +109,21 @@ def main(only):
         recipe_model("llama-stream-ksplit", LlamaForCausalLM, LlamaConfig(hidden_size=128, intermediate_size=8448,
             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=256,
             max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True), 32)
+    # MoE layers on the persistent kernel (--tune dl_moe, stream_moe.cuh): expert sizes multiples of
+    # 128; Qwen3-MoE with unnormalized top-3 weights, Mixtral with its renormalized top-2
+    if not only or "qwen3-moe-stream" in only:
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+        recipe_model("qwen3-moe-stream", Qwen3MoeForCausalLM, Qwen3MoeConfig(hidden_size=256, intermediate_size=512,
+            moe_intermediate_size=128, num_experts=8, num_experts_per_tok=3, norm_topk_prob=False,
+            decoder_sparse_step=1, mlp_only_layers=[], num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=64, vocab_size=288, max_position_embeddings=256, rms_norm_eps=1e-6,
+            rope_theta=1000000.0, tie_word_embeddings=False), 141)
+    if not only or "mixtral-stream" in only:
+        from transformers import MixtralConfig, MixtralForCausalLM
+        recipe_model("mixtral-stream", MixtralForCausalLM, MixtralConfig(hidden_size=128, intermediate_size=256,
+            num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=64, vocab_size=256, max_position_embeddings=256, rms_norm_eps=1e-5,
+            rope_theta=1000000.0, tie_word_embeddings=False), 143)
     for name in os.listdir(os.path.join(mr.WORK, "extra")):
         if only and name not in only:
             continue

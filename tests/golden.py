@@ -13,7 +13,8 @@ ARCH2_MODELS = ["phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-
 # more variants, made the same way by scripts/make_extra_models.py (transformers float64 references)
 EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
 EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window",
-                "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit"]
+                "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit",
+                "qwen3-moe-stream", "mixtral-stream"]
 # issue 21's family variants (other expert counts and top-k, dense layers among MoE ones, expert sizes
 # off 16, windows, Gemma 3 patterns, rotary fractions, longrope, tied embeddings, bf16 / f16
 # checkpoints, Gemma 3's final logit soft-capping), made the same way by scripts/make_heldout_models.py
@@ -143,13 +144,17 @@ def run(args, check=True):
     return p
 
 
-def compile_model(model, dtype, outdir, target=None, source=None, models_dir=None):
-    pkg = os.path.join(outdir, f"{model}-{dtype}-{(target or 'native').replace(':', '_')}")
+def compile_model(model, dtype, outdir, target=None, source=None, models_dir=None, ctune=None):
+    """ctune: compile-time tuning ("key=value,...") for `ignis compile --tune`."""
+    pkg = os.path.join(outdir, f"{model}-{dtype}-{(target or 'native').replace(':', '_')}" +
+                       (f"-{ctune.replace('=', '').replace(',', '-')}" if ctune else ""))
     mdir = os.path.join(models_dir or os.path.join(TESTDATA, "models"), model)
     ensure_weights(mdir)
     args = ["compile", source or mdir, "-o", pkg, "--dtype", dtype]
     if target:
         args += ["--target", target]
+    if ctune:
+        args += ["--tune", ctune]
     run(args)
     return pkg
 
@@ -186,17 +191,19 @@ def logits_abs_error(pkg, ids, ref):
     return err
 
 
-def check_model(model, dtype, outdir, target=None, log=print, source=None, models_dir=None, runner=None, tune=None):
+def check_model(model, dtype, outdir, target=None, log=print, source=None, models_dir=None, runner=None, tune=None,
+                ctune=None):
     """Compiles `model` in `dtype` (for `target`, from `source` if given: e.g. an .igraph),
     compares teacher-forced logits and greedy ids with the transformers float64 reference.
-    `tune`: run-time tuning ("key=value,...", docs/TUNING.md) for the package's logits / generate.
+    `tune`: run-time tuning ("key=value,...", docs/TUNING.md) for the package's logits / generate;
+    `ctune`: compile-time tuning for `ignis compile`.
     `runner` runs the package's `logits` / `generate` commands (default: this build's CLI; an
     emulated runtime for another architecture's package). Returns a list of failure strings
     (empty = pass)."""
     run_pkg = runner or run
     tuned = ["--tune", tune] if tune else []
     fails = []
-    pkg = compile_model(model, dtype, outdir, target, source, models_dir)
+    pkg = compile_model(model, dtype, outdir, target, source, models_dir, ctune)
     ids, ref, meta = reference(model, models_dir)
     npy = pkg + ".npy"
     tag = f"{model} {target or ''}".strip()

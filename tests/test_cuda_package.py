@@ -93,6 +93,18 @@ def main():
                             "--target", "cuda:sm_90", "--tune", bad], check=False)
             if p.returncode == 0 or needle not in p.stderr:
                 fails.append(f"--tune {bad} must fail naming {needle}: {p.stderr!r}")
+        # MoE layers on the persistent kernel (--tune dl_moe=1; stream_moe.cuh): compiled by NVRTC with
+        # the route / selected-experts phases, its table holding the router and the stacked experts, the
+        # router's logits handed over; the default (dl_moe=0) leaves MoE decode to moe.cu's kernels
+        for tune, want in (("dl_moe=1", True), ("dl_moe=0", False)):
+            mpkg = os.path.join(tmp, "moe-" + tune)
+            golden.run(["compile", os.path.join(golden.EXTRA_DIR, "qwen3-moe-stream"), "-o", mpkg, "--target", "cuda:sm_90",
+                        "--dtype", "bf16", "--tune", tune])
+            mcu, mmc = (open(os.path.join(mpkg, "src", f)).read() for f in ("model.cu", "model.c"))
+            has = ("#define DL_MOE 1\n#define DL_MOE_E 8\n#define DL_MOE_K 3\n#define DL_MOE_I 128\n#define DL_MOE_NORM 0\n" in mcu
+                   and "#define DL_MOE_LG moe_lg" in mmc and "#define DL_MLP moe_h" in mmc and "#define HAS_DECODE_LAYERS 1" in mmc)
+            if has != want or (not want and '#include "decode_layers.cu"' in mcu):
+                fails.append(f"qwen3-moe-stream --tune {tune}: the persistent kernel's MoE layers {'missing' if want else 'present'}")
         # one-head attention items: the split counters are per query head (sized per kv head, the
         # items' merge counters of one group's heads would overrun them)
         if "X(unsigned, attn_cnt, IG_AT_COUNTERS(MV_TMAX, N_HEADS))" not in open(os.path.join(root, "templates", "cuda", "host_runtime.c")).read():
@@ -119,11 +131,13 @@ def main():
         # two-launch decode kernels (test_moe_decode) and tensor-core grouped prefill products
         # (test_moe_grouped), attention_prefill.cu's tensor-core path (test_attn_prefill_tc), sample.cu
         # under token masks (test_sample_masked), the GEMM that runs without cuBLAS (test_gemm) and the
-        # persistent decode kernel's GEMV phases in every streamed weight format (test_stream_gemv), a8w8's
+        # persistent decode kernel's GEMV phases in every streamed weight format (test_stream_gemv) and its
+        # MoE layers' route / selected experts' gate/up / weighted down phases (test_stream_moe), a8w8's
         # int8 activations and the epilogue of its int8 GEMM (test_act8), the tensor-core GEMV for 2..8 tokens on
         # 16-bit, q8r and q4r rows (test_gemv_tc)
         for name in ("test_kv_quant_warp", "test_kv_quant_kernels", "test_attn_decode", "test_moe_decode", "test_moe_grouped",
-                     "test_attn_prefill_tc", "test_sample_masked", "test_gemm", "test_stream_gemv", "test_act8", "test_gemv_tc"):
+                     "test_attn_prefill_tc", "test_sample_masked", "test_gemm", "test_stream_gemv", "test_stream_moe", "test_act8",
+                     "test_gemv_tc"):
             exe = os.path.join(tmp, name)
             subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-Wall", "-Werror", "-Wno-unknown-pragmas",
                             "-Wno-unused-function", "-Wno-unused-variable", "-Wno-unused-but-set-variable",

@@ -43,6 +43,10 @@ def main():
     stream = ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")
     runs += [(m, "bf16", "dl_keys=4") for m in stream]
     runs += [(m, "bf16", f"dl_keys={k},dl_heads=0") for m in stream for k in ("4", "256")]
+    # MoE layers on the persistent kernel (compile-time --tune dl_moe=1: "c:" compile keys, then ";" and
+    # run-time ones): the route phase, the selected experts' gate/up and weighted down (stream_moe.cuh);
+    # with a context split every 4 keys too
+    runs += [(m, "bf16", t) for m in ("qwen3-moe-stream", "mixtral-stream") for t in ("c:dl_moe=1", "c:dl_moe=1;dl_keys=4")]
     # without cuBLAS (--tune cublas=0: what a bundle on a machine with only the driver runs): the
     # prefill GEMMs on gemm.cu, f32 and 16-bit, dense and with MoE and Gemma's layers around them
     runs += [(m, dt, "cublas=0") for m in ("llama-gqa", "qwen2-bias-tied") for dt in dtypes]
@@ -57,9 +61,11 @@ def main():
                                           os.path.join(made, "mistral-window8"), 8)
         for model, dtype, tune in runs:
             mdir = golden.EXTRA_DIR if model in golden.EXTRA_MODELS + golden.HELDOUT_MODELS else made if model == "mistral-window8" else None
+            ctune, rtune = (tune[2:].partition(";")[::2] if tune and tune.startswith("c:") else (None, tune))
             try:
                 fails += [f + (f" (--tune {tune})" if tune else "") for f in
-                          golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir, tune=tune)]
+                          golden.check_model(model, dtype, tmp, target=f"cuda:{arch}", models_dir=mdir, tune=rtune or None,
+                                             ctune=ctune)]
             except Exception as e:
                 fails.append(f"{model} {dtype}{f' (--tune {tune})' if tune else ''}: {e}")
     if not only or "quant" in only.split(","):  # quantized rows (templates/cuda/wq.cuh)

@@ -10,6 +10,13 @@
  *   h = silu(gate) * up of rmsnorm(resid; g2) . Wgu^T (+ bgu)
  *   resid += h . Wdown^T (+ bdown)
  * while the producer thread streams every layer's weights, in that order, through the ring.
+ * With DL_MOE every layer's MLP is a mixture of experts instead (stream_moe.cuh): a route phase
+ * (RMSNorm, the f32 router's logits over the CTAs into moe_lg, a grid barrier, each CTA's top-k),
+ * then gate/up over the selected experts' rows only (DL_MOE_K x 2 DL_MOE_I rows, SwiGLU into h
+ * [DL_MOE_K][DL_MOE_I]) and down over their concatenated rows (K = DL_MOE_K x DL_MOE_I, each
+ * expert's sums times its routing weight) added to the residual; L[l].wgu / wdown are then the
+ * stacked experts [DL_MOE_E][2 DL_MOE_I][DL_HID] / [DL_MOE_E][DL_HID][DL_MOE_I] and L[l].router the
+ * f32 router [DL_MOE_E][DL_HID]; DL_MOE_NORM: the top-k weights renormalized (moe.cu's MO_NORM).
  * With emb set, layer 0 reads the token's embedding row (and CTA 0 stores it as the residual);
  * with w_head set, a last phase computes logits = rmsnorm(resid; g_head) . Whead^T and each CTA's
  * best key (ig_amax_key) over its logits into amax[blockIdx.x], for sample.cu's greedy pass.
@@ -24,7 +31,7 @@
  * attention.cu instance with AT_DEVFN 1), DL_KV, DL_D (head_dim), DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
  * DL_EPS_HEAD, DL_WQ / DL_WG (the layers' matrices: 0 bf16, or quantized rows of wq.cuh, 8 q8r /
  * 4 q4r with groups of DL_WG; the pointers in L are then those rows' bytes), DL_HWQ / DL_HWG (the
- * lm_head's), and IG_ST_NSLOT
+ * lm_head's), DL_MOE (0, or 1 with DL_MOE_E / DL_MOE_K / DL_MOE_I / DL_MOE_NORM), and IG_ST_NSLOT
  * before the first include of stream.cuh. Defines
  *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
@@ -32,9 +39,9 @@
  *       unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
  *       const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits,
  *       unsigned long long *amax, int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens,
- *       const volatile int *cancel, int *go, int head_items);
+ *       const volatile int *cancel, int *go, int head_items, float *moe_lg);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
- * absent). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
+ * absent). moe_lg f32 [DL_MOE_E]: the router's logits (DL_MOE; else unused). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
  * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
  * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
@@ -95,6 +102,12 @@
 #define IG_ST_NSLOT 12
 #endif
 #include "stream.cuh"
+#ifndef DL_MOE
+#define DL_MOE 0
+#endif
+#if DL_MOE
+#include "stream_moe.cuh"
+#endif
 #ifndef DL_WQ
 #define DL_WQ 0
 #endif
@@ -113,6 +126,7 @@
 struct ig_dl_layer {
     const ig_bf16 *wqkv, *wo, *wgu, *wdown;
     const float *g1, *g2, *bqkv, *bo, *bgu, *bdown, *qn, *kn;
+    const float *router; /* DL_MOE: the f32 router; wgu / wdown are the stacked experts */
 };
 #endif
 
@@ -122,10 +136,16 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
         float *attn_ws, unsigned *attn_cnt, unsigned long long *bar, int keys_per_split, const ig_bf16 *emb,
         const int *ids, const ig_bf16 *w_head, const float *g_head, float *logits, unsigned long long *amax,
         int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens, const volatile int *cancel, int *go,
-        int head_items) {
+        int head_items, float *moe_lg) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(IG_ST_CWARPS == IG_AT_WARPS, "attention items run on the consumer warps");
-    constexpr int DOWN_K = DL_GU_ROWS / 2, NH = DL_HD / DL_D, GQ = NH / DL_KV; /* query heads, per kv head */
+    constexpr int NH = DL_HD / DL_D, GQ = NH / DL_KV; /* query heads, per kv head */
+#if DL_MOE
+    static_assert(DL_WQ == 0, "MoE layers stream bf16 rows");
+#else
+    constexpr int DOWN_K = DL_GU_ROWS / 2;
+    (void)moe_lg;
+#endif
     extern __shared__ __align__(128) unsigned char dl_smem[]; /* the ring, then attention's scratch */
     __shared__ ig_st st;
     ig_st_init(&st, bar, gridDim.x);
@@ -134,6 +154,8 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
     /* the run's first position: read before any step's pick rewrites it (next_pos) */
     const int pos0 = __ldcg(positions);
     if (threadIdx.x >= IG_ST_CTHREADS) { /* the producer: every layer's weights in phase order, every step */
+        unsigned nsel = 0; /* MoE layers whose selection it has waited for */
+        (void)nsel;
         if (threadIdx.x == IG_ST_CTHREADS)
             for (int s = 0; s < n_steps; s++) {
                 if (s >= 2) { /* published by step s - 2's pick, long before this point */
@@ -146,10 +168,18 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                     const int p = 4 * l;
                     ig_st_produce<DL_HID, DL_WQ, DL_WG>(&st, dl_smem, L[l].wqkv, DL_QKV_ROWS, 1, p * 41, &it, L[l].g1,
                                                         DL_HID * 4);
+#if DL_MOE /* this CTA's router rows into L2 before o's rows; the experts once they are chosen */
+                    for (unsigned e = blockIdx.x; e < DL_MOE_E; e += gridDim.x)
+                        ig_st_prefetch(L[l].router + (size_t)e * DL_HID, DL_HID * 4);
+                    ig_st_produce<DL_HD, DL_WQ, DL_WG>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
+                    ig_st_produce_moe<DL_HID, DL_MOE_K, DL_MOE_I>(&st, dl_smem, L[l].wgu, L[l].wdown, (p + 2) * 41,
+                                                                  (p + 3) * 41, &it, &nsel, L[l].g2, DL_HID * 4);
+#else
                     ig_st_produce<DL_HD, DL_WQ, DL_WG>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
                     ig_st_produce<DL_HID, DL_WQ, DL_WG>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2,
                                                         DL_HID * 4);
                     ig_st_produce<DOWN_K, DL_WQ, DL_WG>(&st, dl_smem, L[l].wdown, DL_HID, 1, (p + 3) * 41, &it);
+#endif
                 }
                 if (w_head)
                     ig_st_produce<DL_HID, DL_HWQ, DL_HWG>(&st, dl_smem, w_head, DL_VOCAB, 1, 4 * DL_LAYERS * 41, &it,
@@ -209,10 +239,18 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
             }
             ig_st_gemv_tc<DL_HD, 1, false, DL_BO, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo,
                                                   resid, &it, bar);
+#if DL_MOE /* route (its two grid barriers order the residual for gate/up), the experts' gate/up, down */
+            ig_st_route<DL_HID, DL_MOE_E, DL_MOE_K, DL_MOE_NORM != 0>(&st, resid, w->g2, DL_EPS2, w->router, moe_lg, bar);
+            ig_st_gemv_tc<DL_HID, 2, true, false>(&st, dl_smem, DL_MOE_K * 2 * DL_MOE_I, DL_MOE_K * DL_MOE_I, (p + 2) * 41,
+                                                  resid, w->g2, DL_EPS2, 0, h, &it, (unsigned long long *)0);
+            ig_st_gemv_tc<DL_MOE_K * DL_MOE_I, 1, false, false, false, false, 0, 32, DL_MOE_I>(
+                &st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, 0, resid, &it, bar, 0, 0, st.mwt);
+#else
             ig_st_gemv_tc<DL_HID, 2, true, DL_BGU, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2,
                                                    DL_EPS2, w->bgu, h, &it, bar);
             ig_st_gemv_tc<DOWN_K, 1, false, DL_BDOWN, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, w->bdown,
                                                       resid, &it, bar);
+#endif
         }
         if (w_head) /* the final norm and the lm_head, with each CTA's greedy pick */
             ig_st_gemv_tc<DL_HID, 0, true, false, false, true, DL_HWQ, DL_HWG>(&st, dl_smem, DL_VOCAB, DL_VOCAB, 4 * DL_LAYERS * 41,
@@ -285,3 +323,8 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
 #undef DL_WG
 #undef DL_HWQ
 #undef DL_HWG
+#undef DL_MOE
+#undef DL_MOE_E
+#undef DL_MOE_K
+#undef DL_MOE_I
+#undef DL_MOE_NORM

@@ -366,7 +366,7 @@ static int launch_step(dev_state *st, int T, int n_out, int mpv, int prefill_run
 
 /* ---- the persistent decode kernel (decode_layers.cu): where the model has it, model.c defines
  * DL_FN (its kernel index), DL_THREADS, DL_SMEM, DL_RESID_ROWS, the activations it reads and
- * writes (DL_X, DL_QKV, DL_ATTN, DL_MLP: workspace buffer names), the embedding table and the
+ * writes (DL_X, DL_QKV, DL_ATTN, DL_MLP, DL_MOE_LG: workspace buffer names or 0), the embedding table and the
  * lm_head with its norm (DL_EMB, DL_HEAD_W, DL_HEAD_G: 0 when the kernel leaves them to the per-op
  * kernels) and dl_layer_table. */
 
@@ -380,8 +380,8 @@ static int dl_fits(const dev_state *st, int mpb) {
 }
 
 #if HAS_DECODE_LAYERS
-/* Fills tab[l] with layer l's 12 weight pointers, in ig_dl_layer's order (generated). */
-static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][12]);
+/* Fills tab[l] with layer l's DL_TAB weight pointers, in ig_dl_layer's order (generated). */
+static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][DL_TAB]);
 
 /* Launches a one-token step's layer stack as one cooperative kernel; *done = 1 when it ran. If the
  * GPU refuses the cooperative launch (e.g. an MPS share of the SMs), the per-op kernels run from
@@ -390,7 +390,7 @@ static int decode_layers(dev_state *st, int T, int n_out, int mpv, int do_sample
     WORKSPACE_CARVE(st->ws, st->max_tokens);
     CUdeviceptr d_ids = batch, d_pos = batch + 4ull * T, d_seq = batch + 8ull * T, d_pages = batch + 16ull * T;
     CUdeviceptr kv = st->kv, inv_freq = st->inv_freq;
-    CUdeviceptr dl_x = DL_X, dl_qkv = DL_QKV, dl_attn = DL_ATTN, dl_mlp = DL_MLP;
+    CUdeviceptr dl_x = DL_X, dl_qkv = DL_QKV, dl_attn = DL_ATTN, dl_mlp = DL_MLP, dl_lg = DL_MOE_LG;
     CUdeviceptr dl_tab = st->d_layers, dl_emb = DL_EMB, dl_hw = n_out > 0 ? DL_HEAD_W : 0, dl_hg = DL_HEAD_G;
     CUdeviceptr dl_pick = do_sample == 2 ? d_sampled : 0, dl_nid = do_sample == 2 ? d_ids : 0;
     CUdeviceptr dl_npos = do_sample == 2 ? d_pos : 0;
@@ -402,7 +402,7 @@ static int decode_layers(dev_state *st, int T, int n_out, int mpv, int do_sample
     void *dl_args[] = {&dl_tab,   &dl_x,    &dl_qkv,  &dl_attn,  &dl_mlp,  &inv_freq,   &kv,      &d_pos,
                        &d_seq,    &d_pages, &mpv,     &attn_ws,  &attn_cnt, &dl_bar,    &st->dl_keys, &dl_emb,
                        &d_ids,    &dl_hw,   &dl_hg,   &d_logits, &dl_amax, &dl_pick,   &dl_nid,  &dl_npos,
-                       &dl_steps, &dl_tok,  &dl_cancel, &dl_gop, &st->dl_heads};
+                       &dl_steps, &dl_tok,  &dl_cancel, &dl_gop, &st->dl_heads, &dl_lg};
     cu_prof_begin(&st->api, &st->prof, st->stream);
     CUresult r = cu_launch_coop(&st->api, st->fn[DL_FN], st->stream, (unsigned)st->n_sm, DL_THREADS, DL_SMEM, dl_args);
     if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) {
@@ -1026,7 +1026,7 @@ static int open_decode_layers(ig_model_ctx *ctx, dev_state *st, int major, char 
           st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[DL_FN], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&
           fit >= 1))
         return 0;
-    CUdeviceptr tab[N_LAYERS][12]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn */
+    CUdeviceptr tab[N_LAYERS][DL_TAB]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn router */
     dl_layer_table(st, tab);
     TRY(st->api.cuMemAlloc(&st->d_layers, sizeof tab), "allocating the layer table");
     TRY(st->api.cuMemcpyHtoD(st->d_layers, tab, sizeof tab), "copying the layer table");

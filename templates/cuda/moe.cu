@@ -84,10 +84,12 @@
  * of codes, the scales applied per row (q8r) or per vector's group (q4r)); every other kernel here
  * keeps reading 16-bit rows, which the code generator makes for steps past IG_MO_DTMAX by
  * dequantizing the layer's stack (dequant.cu) into its scratch first.
- * Not yet: the persistent decode kernel for MoE.
+ * The persistent decode kernel's MoE layers (--tune dl_moe) are stream_moe.cuh's; they pick
+ * experts by the same moe_select.cuh.
  */
 #include "common.cuh"
 #include "mma.cuh"
+#include "moe_select.cuh"
 #include "wgmma.cuh"
 #include "wq.cuh"
 
@@ -299,50 +301,10 @@ IG_CAT(MO_NAME, _logits)(int T, const float *x, const float *router, float *lg) 
  * row's chunks in the same lane order); the logits and the softmax's sum add in another order than
  * _logits or gemm.cu (f32 rounding: a near tie may pick the other expert). */
 #if !MO_SHARED
-/* token t's top-k from lg (written by other CTAs of this launch: read through L2), by one warp */
+/* token t's top-k from lg (written by other CTAs of this launch: read through L2), by one warp
+ * (moe_select.cuh, as the persistent decode kernel's MoE layers pick) */
 IG_DEV void IG_CAT(MO_NAME, _dselect)(int t, const float *lg, int *sel, float *wt) {
-    constexpr int EJ = (MO_E + 31) / 32;
-    const int lane = threadIdx.x & 31;
-    float v[EJ], mx = IG_NEG_INF, sum = 0.0f, ksum = 0.0f, w[MO_TOPK];
-    int be_k[MO_TOPK];
-#pragma unroll
-    for (int j = 0; j < EJ; j++) {
-        const int e = lane + 32 * j;
-        v[j] = e < MO_E ? __ldcg(lg + (size_t)t * MO_E + e) : IG_NEG_INF;
-        mx = fmaxf(mx, v[j]);
-    }
-    mx = ig_warp_max(mx);
-#pragma unroll
-    for (int j = 0; j < EJ; j++) {
-        const int e = lane + 32 * j;
-        v[j] = e < MO_E ? expf(v[j] - mx) : -1.0f;
-        sum += e < MO_E ? v[j] : 0.0f;
-    }
-    sum = ig_warp_sum(sum);
-    const float v0 = __shfl_sync(IG_FULL_MASK, v[0], 0); /* expert 0's, for NaN rows */
-#pragma unroll
-    for (int k = 0; k < MO_TOPK; k++) {
-        float bv = -1.0f;
-        int be = -1;
-#pragma unroll
-        for (int j = 0; j < EJ; j++) /* this lane's best untaken expert (v >= 0; the lowest index on ties) */
-            if (v[j] >= 0.0f && (be < 0 || v[j] > bv)) bv = v[j], be = lane + 32 * j;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(IG_FULL_MASK, bv, o);
-            const int oe = __shfl_xor_sync(IG_FULL_MASK, be, o);
-            if (oe >= 0 && (be < 0 || ov > bv || (ov == bv && oe < be))) bv = ov, be = oe;
-        }
-        if (be < 0) be = 0, bv = v0; /* NaN logits: a valid expert, the output NaN */
-#pragma unroll
-        for (int j = 0; j < EJ; j++)
-            if (lane + 32 * j == be) v[j] = -1.0f; /* taken */
-        be_k[k] = be, w[k] = bv / sum, ksum += w[k];
-    }
-    if (lane == 0)
-#pragma unroll
-        for (int k = 0; k < MO_TOPK; k++)
-            sel[t * MO_TOPK + k] = be_k[k], wt[t * MO_TOPK + k] = MO_NORM ? w[k] / ksum : w[k];
+    ig_moe_select<MO_E, MO_TOPK, MO_NORM != 0>(lg + (size_t)t * MO_E, sel + t * MO_TOPK, wt + t * MO_TOPK);
 }
 
 /* _select: token t = blockIdx.x's softmax, top-k and weights from lgs by one warp (the experts

@@ -84,12 +84,20 @@
  * difference between the two paths' logits: dropped, see SPEC.md.) */
 #define IG_ST_PSUM 4096 /* warp sums (2 per warp) of up to 256 slots per phase and CTA */
 #define IG_ST_MAXCH (IG_ST_PSUM / (2 * IG_ST_CWARPS))
+#ifndef IG_ST_MOEK
+#define IG_ST_MOEK 16 /* experts a token at most in a MoE layer (stream_moe.cuh) */
+#endif
 
 /* Per-CTA state in static shared memory (the ring is the dynamic part, IG_ST_NSLOT x 16 KB). */
 struct ig_st {
     unsigned long long full[IG_ST_NSLOT], empty[IG_ST_NSLOT];
     float nred[IG_ST_CWARPS];
     unsigned long long gen; /* grid barriers this CTA has passed, in all launches */
+    /* MoE layers (stream_moe.cuh): the token's experts and their weights, which the consumers
+     * publish to the producer through selb (one arrival a MoE layer) */
+    unsigned long long selb;
+    int msel[IG_ST_MOEK];
+    float mwt[IG_ST_MOEK];
     __align__(16) float psum[IG_ST_PSUM]; /* a phase's warp sums: [slot of the phase][warp]; x's staging before them */
 #ifdef IG_ST_STATS
     unsigned long long stat[IG_ST_STATS]; /* timing harness counters (tests/gpu/exp_stream.cu) */
@@ -127,11 +135,15 @@ IG_DEV void ig_st_mbar_wait(unsigned long long *b, unsigned parity) {
 #ifndef IG_ST_L2HINT
 #define IG_ST_L2HINT 1
 #endif
-/* Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) into shared memory; the
- * barrier's transaction count is raised by `bytes` and its phase completes when they land. */
-IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
+/* A slot's barrier expects `bytes` more (the copies that bring them follow) and takes the
+ * producer's arrival: its phase completes when they have landed. */
+IG_DEV void ig_st_expect(unsigned long long *bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ig_st_sa(bar)), "r"(bytes)
                  : "memory");
+}
+/* Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) into shared memory, counted
+ * against the barrier's expected bytes (ig_st_expect, before it). */
+IG_DEV void ig_st_copy(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
 #if IG_ST_L2HINT
     unsigned long long pol;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
@@ -145,6 +157,11 @@ IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long
                  "l"(src), "r"(bytes), "r"(ig_st_sa(bar))
                  : "memory");
 #endif
+}
+/* One bulk copy that fills a slot. */
+IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
+    ig_st_expect(bar, bytes);
+    ig_st_copy(dst, src, bytes, bar);
 }
 IG_DEV void ig_st_cbar() { asm volatile("bar.sync 1, %0;" ::"n"(IG_ST_CTHREADS) : "memory"); }
 IG_DEV void ig_st_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
@@ -169,6 +186,7 @@ IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
          * complete before this CTA arrives: the count is gen * n plus fewer than n arrivals */
         st->gen = bar ? *(volatile const unsigned long long *)bar / n : 0;
         for (int i = 0; i < IG_ST_NSLOT; i++) ig_st_mbar_init(&st->full[i], 1), ig_st_mbar_init(&st->empty[i], IG_ST_CWARPS);
+        ig_st_mbar_init(&st->selb, 1);
         ig_st_fence_init();
     }
     __syncthreads();
@@ -226,19 +244,17 @@ struct ig_st_shape {
     static_assert(K % (8 * SPLIT) == 0 && RB <= IG_ST_SLOT, "a row must fit two 16 KB slots");
 };
 
-/* Producer (one thread): queue this CTA's rows of a [n_rows][K] bf16 matrix (or of quantized rows:
- * WQ, G as ig_st_shape). */
-template <int K, int WQ = 0, int G = 32>
-IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_rows, int unit, int rot,
-                          unsigned *it, const void *pf = 0, unsigned pf_bytes = 0) {
+/* Producer (one thread): queue this CTA's rows of a phase of n_rows rows of K (WQ, G as
+ * ig_st_shape) in slots, each filled by feed(slot, r, h, n, bar): rows r..r+n-1 (n <= R), piece h
+ * of SPLIT, their copies counted on bar (ig_st_bulk, or ig_st_expect and several ig_st_copy). */
+template <int K, int WQ, int G, class FEED>
+IG_DEV void ig_st_produce_rows(ig_st *st, unsigned char *ring, int n_rows, int unit, int rot, unsigned *it, FEED feed) {
     typedef ig_st_shape<K, WQ, G> S;
     /* slots in flight: IG_ST_INFLIGHT of 16 KB; quantized rows fill less of a slot, so as many
      * more as keep the same bytes in flight */
     constexpr unsigned INFL = WQ ? (IG_ST_INFLIGHT * 16384u + S::R * S::RB - 1) / (S::R * S::RB) : IG_ST_INFLIGHT;
     int r0, r1;
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
-    /* the phase's small operand (RMSNorm gamma) into L2, a ring ahead of the consumers */
-    if (pf) ig_st_prefetch(pf, pf_bytes);
     for (int r = r0; r < r1; r += S::R)
         for (int h = 0; h < S::SPLIT; h++) { /* the row's pieces, one slot each */
             const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
@@ -247,14 +263,28 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
                 const unsigned o = *it - INFL;
                 IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
             }
-            if (WQ) /* whole quantized rows, contiguous */
-                IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRCQ((const unsigned char *)w, r, S::RB),
-                           (unsigned)(n * S::RB), &st->full[slot]);
-            else
-                IG_ST_FEED(ring + (size_t)slot * IG_ST_SLOT, IG_ST_SRC((const ig_bf16 *)w, r, K) + h * S::KS,
-                           (unsigned)(n * S::KS * 2), &st->full[slot]);
+            feed(ring + (size_t)slot * IG_ST_SLOT, r, h, n, &st->full[slot]);
             ++*it;
         }
+}
+
+/* Producer (one thread): queue this CTA's rows of a [n_rows][K] bf16 matrix (or of quantized rows:
+ * WQ, G as ig_st_shape), R rows a slot in one copy (the phase's small operand pf, its RMSNorm
+ * gamma, into L2 first, a ring ahead of the consumers). */
+template <int K, int WQ = 0, int G = 32>
+IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_rows, int unit, int rot,
+                          unsigned *it, const void *pf = 0, unsigned pf_bytes = 0) {
+    typedef ig_st_shape<K, WQ, G> S;
+    if (pf) ig_st_prefetch(pf, pf_bytes);
+    ig_st_produce_rows<K, WQ, G>(st, ring, n_rows, unit, rot, it,
+                                 [&](unsigned char *dst, int r, int h, int n, unsigned long long *bar) {
+                                     if (WQ) /* whole quantized rows, contiguous */
+                                         IG_ST_FEED(dst, IG_ST_SRCQ((const unsigned char *)w, r, S::RB),
+                                                    (unsigned)(n * S::RB), bar);
+                                     else
+                                         IG_ST_FEED(dst, IG_ST_SRC((const ig_bf16 *)w, r, K) + h * S::KS,
+                                                    (unsigned)(n * S::KS * 2), bar);
+                                 });
 }
 
 /* The same phase on tensor cores (sm_80+ mma.sync m16n8k16, bf16 in, f32 accumulate), for
@@ -278,7 +308,10 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
  * bf16 as rmsnorm.cu does; otherwise x is bf16 [K]. EPI 0: y f32 = sum; 1: y f32 += sum (at most
  * IG_ST_CTHREADS rows per CTA); 2: SwiGLU, y bf16 [row / 2] (gate/up rows interleaved by 16).
  * Sums and stores happen once per IG_ST_MAXCH slots. AMAX (EPI 0): the CTA's best key over its
- * stored values (ig_amax_key) goes to amax[blockIdx.x]. */
+ * stored values (ig_amax_key) goes to amax[blockIdx.x]. SEGW (bf16 rows, a multiple of 128): x's
+ * columns are segments of SEGW, each weighted by segw[segment] (a MoE layer's down projection over
+ * its experts' concatenated rows, stream_moe.cuh): each window's sums are scaled by its segment's
+ * weight before they join the row's. */
 
 /* q4r segments: the largest of G, G / 2, ..., 32 columns with 8 of them dividing K; else 32, the
  * last window then partly empty (K % 128 == 0). A segment lies in one group (it divides G). */
@@ -435,9 +468,9 @@ IG_DEV float ig_st_x16(const float (*v)[8], unsigned (*xr)[4]) {
  * written shared memory), whose sums land in its own D rows and are never stored, and branches
  * around each load would keep the loads from running ahead of the mma chain (the consumers of
  * quantized rows, whose fragments take several operations per word, ran 1.5-2x slower so). */
-template <int K, int WQ, int QG, class CCOL>
+template <int K, int WQ, int QG, int SEGW, class CCOL>
 IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsigned char *pb, int h, CCOL ccol,
-                            const unsigned (*xr)[4], const float *xsum) {
+                            const unsigned (*xr)[4], const float *xsum, const float *ww) {
     typedef ig_st_tshape<K, WQ, QG> TS;
     constexpr int MW = TS::MW, NWD = TS::NWD;
 #pragma unroll
@@ -485,7 +518,16 @@ IG_DEV void ig_st_slot_dots(float (*d)[4], const unsigned char *pa, const unsign
             }
             const uint2 wa = *(const uint2 *)(pa + cs * 2);
             const uint2 wb = TS::R >= 2 ? *(const uint2 *)(pb + cs * 2) : make_uint2(0u, 0u);
-            ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
+            if (SEGW) { /* the window's own sums, times its segment's weight */
+                float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                ig_st_mma(e, wa.x, wb.x, wa.y, wb.y, b0, b1);
+                const float sw = TS::SPLIT > 1 && h ? ww[(TS::SPLIT - 1) * MW + m] : ww[m];
+                float *a = d[m % IG_ST_ACC];
+#pragma unroll
+                for (int k = 0; k < 4; k++) a[k] = fmaf(sw, e[k], a[k]);
+            } else {
+                ig_st_mma(d[m % IG_ST_ACC], wa.x, wb.x, wa.y, wb.y, b0, b1);
+            }
         }
     }
 }
@@ -621,15 +663,17 @@ IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float4 *gm, float eps, f
     }
 }
 
-template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int WQ = 0, int QG = 32>
+template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int WQ = 0, int QG = 32, int SEGW = 0>
 IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
                           const float *gamma, float eps, const float *bias, void *y, unsigned *it,
-                          unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0) {
+                          unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0,
+                          const float *segw = 0) {
     typedef ig_st_tshape<K, WQ, QG> TS;
     constexpr int R = TS::R, WP = TS::WP, MW = TS::MW, SP = TS::SPLIT, KS = TS::KS, G = IG_ST_GROUP;
     constexpr int SEG = TS::SEG, NWD = TS::NWD;
     constexpr int CW = WQ == 4 || TS::Q8I ? 8 : 4, NC = WQ == 4 ? MW * NWD : SP * MW; /* x chunks: columns, chunks per thread */
     static_assert(G == 1 || G == 2 || G == 4, "IG_ST_GROUP is 1, 2 or 4");
+    static_assert(SEGW == 0 || (WQ == 0 && SEGW % 128 == 0), "weighted segments: bf16 rows, whole windows");
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int g = lane >> 2, q = lane & 3, rp = warp / WP, wq = warp % WP;
     const int unit = EPI == 2 ? 32 : 1;
@@ -669,6 +713,13 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
     unsigned xr[NC][4];
     float xsum[WQ == 4 ? MW : 1];
     ig_st_xregs<K, WQ, QG, NORM, EMB, NC, CW>(st, x, gm, eps, x_out, ccol, xr, xsum);
+    float ww[SEGW ? NC : 1]; /* SEGW: the weight of each x chunk's segment */
+    if (SEGW)
+#pragma unroll
+        for (int i = 0; i < NC; i++) {
+            const int c = ccol(i);
+            ww[i] = c >= 0 ? segw[c / (SEGW ? SEGW : 1)] : 0.0f;
+        }
     IG_ST_MARK(2);
 
     const int nch = (r1 - r0 + R - 1) / R * SP, nr = r1 - r0; /* slots, rows */
@@ -694,7 +745,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
 #pragma unroll
                     for (int e = 0; e < 4; e++) d[0][e] = 256.0f * (float)dh[e] + (float)dl[e];
                 } else {
-                    ig_st_slot_dots<K, WQ, QG>(d, pa, pb, h, ccol, xr, xsum);
+                    ig_st_slot_dots<K, WQ, QG, SEGW>(d, pa, pb, h, ccol, xr, xsum, ww);
 #pragma unroll
                     for (int a = 1; a < IG_ST_ACC; a++)
 #pragma unroll

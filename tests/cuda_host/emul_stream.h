@@ -24,6 +24,10 @@ IG_DEV void ig_st_mbar_arrive(unsigned long long *b) {
 IG_DEV void ig_st_mbar_wait(unsigned long long *b, unsigned parity) {
     while ((unsigned)(*(volatile unsigned long long *)b >> 63) == parity) emul_yield();
 }
+/* the producer's arrival on a slot's barrier; its copies, which land at once, follow with no
+ * yield in between, so no waiter runs before they have landed */
+IG_DEV void ig_st_expect(unsigned long long *bar, unsigned) { ig_st_mbar_arrive(bar); }
+IG_DEV void ig_st_copy(void *dst, const void *src, unsigned bytes, unsigned long long *) { memcpy(dst, src, bytes); }
 IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
     memcpy(dst, src, bytes);
     ig_st_mbar_arrive(bar);
