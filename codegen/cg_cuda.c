@@ -35,13 +35,13 @@ ig_status cg_cuda_target_parse(const char *spec, cg_cuda_target *t, ig_err *err)
 
 /* Pointers of a layer in the persistent kernel's table (decode_layers.cu's ig_dl_layer; model.c gets it as
  * DL_TAB for host_runtime.c) */
-#define DL_TAB 13
+#define DL_TAB 16
 
 /* What the persistent decode kernel (decode_layers.cu, sm_90) takes of this model, if anything. */
 typedef struct dl_plan {
     int ok;
-    const ir_node *n[6];             /* the layer's nodes: norm+qkv, rope_kv, attention, o, norm+gate/up, down
-                                      * (moe: ..., o, rms_norm, moe) */
+    const ir_node *n[7];             /* the layer's nodes: norm+qkv, rope_kv, attention, o, norm+gate/up, down
+                                      * (moe: ..., o, rms_norm, moe[, moe_shared]) */
     const ir_node *emb, *head;       /* the embedding before the layers, the lm_head after, when it takes them */
     int nslot;                       /* ring slots per SM */
     int slot;                        /* their bytes: 16 KB, 16 KB + 256 for quantized rows (stream.cuh) */
@@ -49,6 +49,7 @@ typedef struct dl_plan {
     int wq, wg, hwq, hwg;            /* the layers' matrices and the lm_head: bf16 (0) or quantized rows (wq.cuh) */
     int moe;                         /* every layer's MLP is routed experts (stream_moe.cuh; --tune dl_moe) */
     int64_t moe_i;                   /* ... of this many rows each (gate or up), the top-k's activations moe_h */
+    int64_t moe_is;                  /* ... and a shared expert of this many (0: none) */
 } dl_plan;
 
 typedef struct gen {
@@ -1107,33 +1108,38 @@ static ig_status emit_node(gen *c, int32_t i, int pass, ig_err *err) {
 
 /* ---- the persistent decode kernel */
 
+/* A MoE block's weights as the persistent kernel reads them: an f32 router / gate of `rows` rows,
+ * then bf16 gate/up [E 2I][HID] and down [E HID][I] (E = rows, 1 for a shared expert). */
+static int moe_block_fits(const gen *c, const ir_node *m, int64_t rows, int64_t I) {
+    const ir_graph *g = c->g;
+    const int HID = c->g->hp.hidden;
+    const ir_tensor *rt = &g->tensors[m->in[1]], *gu = &g->tensors[m->in[2]], *dn = &g->tensors[m->in[3]];
+    const int32_t rk = pk_find(c->plan, m->in[1]);
+    const mm_wfmt fg = weight_format(c, m->in[2]), fd = weight_format(c, m->in[3]);
+    return m->epi == IR_EPI_ACC && rk >= 0 && c->plan->e[rk].dtype == IG_DTYPE_F32 && rt->shape[0] == rows &&
+           rt->shape[1] == HID && gu->shape[0] == rows * 2 * I && gu->shape[1] == HID && dn->shape[0] == rows * HID &&
+           dn->shape[1] == I && !fg.wq && !fg.f8 && !fd.wq && !fd.f8;
+}
+
 /* A MoE model's layers on the persistent kernel (--tune dl_moe, stream_moe.cuh): [norm+qkv,
- * rope_kv, attention, o + residual, rms_norm, moe into the residual], routed experts only (no
- * shared expert, so no dense layers among them either), bf16 experts of I rows (a multiple of 128:
- * a window of down's x lies in one expert) over a hidden size whose rows fit a slot, top-k x I
- * within two slots, at most 256 experts and IG_ST_MOEK (16) a token, an f32 router. *kd: down's K. */
+ * rope_kv, attention, o + residual, rms_norm, moe into the residual[, moe_shared into the
+ * residual]], bf16 experts of I rows and a shared expert of IS (multiples of 128: a window of
+ * down's x lies in one expert) over a hidden size whose rows fit a slot, top-k x I + IS within two
+ * slots, at most 256 experts and IG_ST_MOEK (16) a token, f32 router and shared gate. *kd: down's K. */
 static int plan_moe_layers(const gen *c, int64_t *kd) {
     const ir_graph *g = c->g;
     const ir_hparams *hp = &g->hp;
     const ir_node *const *n = c->dl.n;
     const int HID = hp->hidden, E = hp->n_experts, K = hp->top_k;
-    const int64_t I = hp->moe_intermediate;
-    if (!c->tune->dl_moe || hp->shared_intermediate || n[4]->op != IR_OP_RMSNORM || n[5]->op != IR_OP_MOE ||
-        n[5]->epi != IR_EPI_ACC || n[5]->in[0] != n[4]->out || E > 256 || K > 16 || I % 128 || HID > 8192)
+    const int64_t I = hp->moe_intermediate, IS = hp->shared_intermediate;
+    if (!c->tune->dl_moe || c->lay.per_layer != (IS ? 7 : 6) || n[4]->op != IR_OP_RMSNORM || n[5]->op != IR_OP_MOE ||
+        n[5]->in[0] != n[4]->out || E > 256 || K > 16 || I % 128 || IS % 128 || HID > 8192)
         return 0;
-    *kd = (int64_t)K * I;
-    if (*kd > 16384 || (*kd > 8192 && *kd % 256)) return 0;
-    const ir_tensor *rt = &g->tensors[n[5]->in[1]], *gu = &g->tensors[n[5]->in[2]], *dn = &g->tensors[n[5]->in[3]];
-    const int32_t rk = pk_find(c->plan, n[5]->in[1]);
-    if (rk < 0 || c->plan->e[rk].dtype != IG_DTYPE_F32 || rt->shape[0] != E || rt->shape[1] != HID ||
-        gu->shape[0] != (int64_t)E * 2 * I || gu->shape[1] != HID || dn->shape[0] != (int64_t)E * HID || dn->shape[1] != I)
-        return 0;
-    const int32_t wt[4] = {n[0]->in[2], n[3]->in[1], n[5]->in[2], n[5]->in[3]};
-    for (int k = 0; k < 4; k++) {
-        const mm_wfmt f = weight_format(c, wt[k]);
-        if (f.wq || f.f8) return 0;
-    }
-    return 1;
+    if (IS && (n[6]->op != IR_OP_MOE_SHARED || n[6]->in[0] != n[4]->out || !moe_block_fits(c, n[6], 1, IS))) return 0;
+    *kd = (int64_t)K * I + IS;
+    if (*kd > 16384 || (*kd > 8192 && *kd % 256) || !moe_block_fits(c, n[5], E, I)) return 0;
+    const mm_wfmt fq = weight_format(c, n[0]->in[2]), fo = weight_format(c, n[3]->in[1]);
+    return !fq.wq && !fq.f8 && !fo.wq && !fo.f8;
 }
 
 /* Which part of the model the persistent decode kernel (decode_layers.cu, sm_90) takes: layers of
@@ -1148,7 +1154,7 @@ static void plan_decode_layers(gen *c) {
     dl_plan *dl = &c->dl;
     memset(dl, 0, sizeof *dl);
     dl->resid_rows = 256;
-    if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != 6) return;
+    if (!c->bf || c->fmt->dtype != IG_DTYPE_BF16 || c->lay.per_layer != (hp->shared_intermediate ? 7 : 6)) return;
     /* the kernel's attention, RoPE and embedding are Llama's: a model with a sliding window,
      * partial / interleaved rotary, a second RoPE base or other scales runs on the per-op kernels */
     if (sliding_layers(hp) || hp->rope_dim || hp->rope_interleaved || hp->rope_theta_local > 0 || hp->embed_scale > 0 ||
@@ -1159,7 +1165,7 @@ static void plan_decode_layers(gen *c) {
     if (c->kvq && !c->tune->dl_kvq) return;
     static const int ops[6] = {IR_OP_NORM_MATMUL, IR_OP_ROPE_KV, IR_OP_ATTENTION, IR_OP_MATMUL_EPI, IR_OP_NORM_MATMUL,
                                IR_OP_MATMUL_EPI};
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < c->lay.per_layer; k++) {
         dl->n[k] = &g->nodes[c->lay.first_layer + k];
         if (k < 4 && (int)dl->n[k]->op != ops[k]) return;
     }
@@ -1170,7 +1176,7 @@ static void plan_decode_layers(gen *c) {
              g->tensors[n[3]->in[1]].shape[0] == HID;
     if (hp->n_experts) {
         dl->moe = ok = ok && plan_moe_layers(c, &kd);
-        dl->moe_i = hp->moe_intermediate;
+        dl->moe_i = hp->moe_intermediate, dl->moe_is = hp->shared_intermediate;
     } else {
         kg = g->tensors[n[4]->in[2]].shape[1], kd = g->tensors[n[5]->in[1]].shape[1];
         const int64_t ng = g->tensors[n[4]->in[2]].shape[0];
@@ -1251,7 +1257,8 @@ static void emit_decode_layers_instance(gen *c) {
     char moe_p[256] = "#define DL_MOE 0\n";
     if (moe)
         snprintf(moe_p, sizeof moe_p, "#define DL_MOE 1\n#define DL_MOE_E %d\n#define DL_MOE_K %d\n#define DL_MOE_I %lld\n"
-                 "#define DL_MOE_NORM %d\n", hp->n_experts, hp->top_k, (long long)c->dl.moe_i, hp->norm_topk);
+                 "#define DL_MOE_NORM %d\n#define DL_MOE_IS %lld\n", hp->n_experts, hp->top_k, (long long)c->dl.moe_i,
+                 hp->norm_topk, (long long)c->dl.moe_is);
     snprintf(params, sizeof params,
              "#define IG_ST_NSLOT %d\n#define IG_ST_SLOT %d\n#define DL_LAYERS %d\n#define DL_HID %d\n#define DL_QKV_ROWS %lld\n"
              "#define DL_QKV_N %lld\n#define DL_HD %d\n#define DL_GU_ROWS %lld\n#define DL_EPS1 %.9gf\n"
@@ -1512,7 +1519,7 @@ static void emit_workspace(gen *c, FILE *out) {
 
 /* dl_layer_table: layer l's DL_TAB weight pointers for the persistent kernel. */
 static void emit_dl_layer_table(gen *c, FILE *out) {
-    /* ig_dl_layer's fields: (layer node, input slot) of each; MoE layers (nodes 4, 5: rms_norm, moe)
+    /* ig_dl_layer's fields: (layer node, input slot) of each; MoE layers (nodes 4, 5, 6: rms_norm, moe, moe_shared)
      * put the stacked experts in wgu / wdown and their router last */
     typedef struct {
         int node, slot;
@@ -1520,26 +1527,27 @@ static void emit_dl_layer_table(gen *c, FILE *out) {
     static const field dense[DL_TAB] = {{0, 2} /* wqkv */, {3, 1} /* wo */,   {4, 2} /* wgu */,   {5, 1} /* wdown */,
                                         {0, 1} /* g1 */,   {4, 1} /* g2 */,   {0, 3} /* bqkv */,  {3, 2} /* bo */,
                                         {4, 3} /* bgu */,  {5, 2} /* bdown */, {1, 1} /* qn */,  {1, 2} /* kn */,
-                                        {-1, 0} /* router */};
-    static const field moe[DL_TAB] = {{0, 2}, {3, 1}, {5, 2}, {5, 3}, {0, 1}, {4, 1}, {0, 3},
-                                      {3, 2}, {-1, 0}, {-1, 0}, {1, 1}, {1, 2}, {5, 1}};
+                                        {-1, 0} /* router */, {-1, 0} /* sgate */, {-1, 0} /* sgu */, {-1, 0} /* sdn */};
+    static const field moe[DL_TAB] = {{0, 2}, {3, 1}, {5, 2},  {5, 3},  {0, 1},  {4, 1},  {0, 3},  {3, 2},
+                                      {-1, 0}, {-1, 0}, {1, 1}, {1, 2}, {5, 1}, {6, 1}, {6, 2}, {6, 3}};
     const field *dlw = c->dl.moe ? moe : dense;
     char we[DL_TAB][96];
     for (int k = 0; k < DL_TAB; k++) {
-        int32_t ti = dlw[k].node < 0 ? -1 : c->dl.n[dlw[k].node]->in[dlw[k].slot];
+        int32_t ti = dlw[k].node < 0 || dlw[k].node >= c->lay.per_layer ? -1 : c->dl.n[dlw[k].node]->in[dlw[k].slot];
         if (ti < 0) snprintf(we[k], sizeof we[k], "0");
         else cg_weight_ref(c->plan, &c->lay, 1, c->lay.first_layer + dlw[k].node, dlw[k].slot, ti, we[k], sizeof we[k]);
     }
     fprintf(out, "\n/* The persistent kernel's per-layer weights (ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn\n"
-                 " * router; MoE layers: wgu / wdown the stacked experts). */\n"
+                 " * router sgate sgu sdn; MoE layers: wgu / wdown the stacked experts). */\n"
                  "static void dl_layer_table(const dev_state *st, CUdeviceptr tab[N_LAYERS][DL_TAB]) {\n"
                  "    for (int l = 0; l < N_LAYERS; l++) {\n"
                  "        const int32_t *lw = layer_weights[l];\n"
-                 "        const CUdeviceptr e[DL_TAB] = {%s, %s, %s, %s, %s, %s,\n"
-                 "                                       %s, %s, %s, %s, %s, %s, %s};\n"
+                 "        const CUdeviceptr e[DL_TAB] = {%s, %s, %s, %s, %s, %s, %s, %s,\n"
+                 "                                       %s, %s, %s, %s, %s, %s, %s, %s};\n"
                  "        memcpy(tab[l], e, sizeof e);\n"
                  "    }\n}\n",
-            we[0], we[1], we[2], we[3], we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11], we[12]);
+            we[0], we[1], we[2], we[3], we[4], we[5], we[6], we[7], we[8], we[9], we[10], we[11], we[12], we[13], we[14],
+            we[15]);
 }
 
 static ig_status emit_host(gen *c, const cg_cuda_target *t, const char *step, FILE *out, ig_err *err) {

@@ -118,6 +118,22 @@ def main(only):
             decoder_sparse_step=1, mlp_only_layers=[], num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=64, vocab_size=288, max_position_embeddings=256, rms_norm_eps=1e-6,
             rope_theta=1000000.0, tie_word_embeddings=False), 141)
+    # Qwen2-MoE's shared expert (one more segment of both phases, weighted by its sigmoid gate), and a
+    # Qwen3-MoE with a dense layer (imported as a shared expert beside zero experts)
+    if not only or "qwen2-moe-stream" in only:
+        from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+        recipe_model("qwen2-moe-stream", Qwen2MoeForCausalLM, Qwen2MoeConfig(hidden_size=256, intermediate_size=512,
+            moe_intermediate_size=128, shared_expert_intermediate_size=256, num_experts=8, num_experts_per_tok=2,
+            norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[], num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=288, max_position_embeddings=256,
+            rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False), 144)
+    if not only or "qwen3-moe-dense-stream" in only:
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+        recipe_model("qwen3-moe-dense-stream", Qwen3MoeForCausalLM, Qwen3MoeConfig(hidden_size=256,
+            intermediate_size=384, moe_intermediate_size=128, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+            decoder_sparse_step=1, mlp_only_layers=[1], num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=64, vocab_size=288, max_position_embeddings=256, rms_norm_eps=1e-6,
+            rope_theta=1000000.0, tie_word_embeddings=False), 145)
     if not only or "mixtral-stream" in only:
         from transformers import MixtralConfig, MixtralForCausalLM
         recipe_model("mixtral-stream", MixtralForCausalLM, MixtralConfig(hidden_size=128, intermediate_size=256,

@@ -95,7 +95,14 @@ def main():
                 fails.append(f"--tune {bad} must fail naming {needle}: {p.stderr!r}")
         # MoE layers on the persistent kernel (--tune dl_moe=1; stream_moe.cuh): compiled by NVRTC with
         # the route / selected-experts phases, its table holding the router and the stacked experts, the
-        # router's logits handed over; the default (dl_moe=0) leaves MoE decode to moe.cu's kernels
+        # router's logits handed over; the default (dl_moe=0) leaves MoE decode to moe.cu's kernels; a
+        # shared expert (Qwen2-MoE) is one more segment, its gate, gate/up and down in the table
+        spkg = os.path.join(tmp, "moe-shared")
+        golden.run(["compile", os.path.join(golden.EXTRA_DIR, "qwen2-moe-stream"), "-o", spkg, "--target", "cuda:sm_90",
+                    "--dtype", "bf16", "--tune", "dl_moe=1"])
+        scu, smc = (open(os.path.join(spkg, "src", f)).read() for f in ("model.cu", "model.c"))
+        if "#define DL_MOE_IS 256\n" not in scu or not re.search(r"e\[DL_TAB\] = \{[^}]*W\(lw\[\d+\]\), W\(lw\[\d+\]\), W\(lw\[\d+\]\)\}", smc):
+            fails.append("qwen2-moe-stream --tune dl_moe=1: the shared expert is not on the persistent kernel")
         for tune, want in (("dl_moe=1", True), ("dl_moe=0", False)):
             mpkg = os.path.join(tmp, "moe-" + tune)
             golden.run(["compile", os.path.join(golden.EXTRA_DIR, "qwen3-moe-stream"), "-o", mpkg, "--target", "cuda:sm_90",

@@ -46,7 +46,9 @@ def main():
     # MoE layers on the persistent kernel (compile-time --tune dl_moe=1: "c:" compile keys, then ";" and
     # run-time ones): the route phase, the selected experts' gate/up and weighted down (stream_moe.cuh);
     # with a context split every 4 keys too
-    runs += [(m, "bf16", t) for m in ("qwen3-moe-stream", "mixtral-stream") for t in ("c:dl_moe=1", "c:dl_moe=1;dl_keys=4")]
+    # with a shared expert (Qwen2-MoE), and a dense layer among MoE ones (imported as a shared expert)
+    moe_stream = ("qwen3-moe-stream", "mixtral-stream", "qwen2-moe-stream", "qwen3-moe-dense-stream")
+    runs += [(m, "bf16", t) for m in moe_stream for t in ("c:dl_moe=1", "c:dl_moe=1;dl_keys=4")]
     # without cuBLAS (--tune cublas=0: what a bundle on a machine with only the driver runs): the
     # prefill GEMMs on gemm.cu, f32 and 16-bit, dense and with MoE and Gemma's layers around them
     runs += [(m, dt, "cublas=0") for m in ("llama-gqa", "qwen2-bias-tied") for dt in dtypes]

@@ -52,7 +52,7 @@ const tune_key tune_keys[] = {
      "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
      "a CTA), 0 on mma.sync (128 x 128)"},
     {"dl_moe", C(dl_moe), 0, 1, 0, 0, NULL,
-     "CUDA MoE models without a shared expert (bf16, expert size a multiple of 128): 1 one-token steps on the "
+     "CUDA MoE models (bf16 experts, expert and shared-expert sizes multiples of 128): 1 one-token steps on the "
      "persistent decode kernel (stream_moe.cuh: the router, then only the selected experts' rows streamed), 0 "
      "(default until measured on a GPU) the per-op kernels"},
     {"cpu_iact", C(cpu_iact), 0, 1, 1, 0, NULL,

@@ -16,7 +16,9 @@
  * [DL_MOE_K][DL_MOE_I]) and down over their concatenated rows (K = DL_MOE_K x DL_MOE_I, each
  * expert's sums times its routing weight) added to the residual; L[l].wgu / wdown are then the
  * stacked experts [DL_MOE_E][2 DL_MOE_I][DL_HID] / [DL_MOE_E][DL_HID][DL_MOE_I] and L[l].router the
- * f32 router [DL_MOE_E][DL_HID]; DL_MOE_NORM: the top-k weights renormalized (moe.cu's MO_NORM).
+ * f32 router [DL_MOE_E][DL_HID]; DL_MOE_NORM: the top-k weights renormalized (moe.cu's MO_NORM);
+ * DL_MOE_IS (0: none): a shared expert of that many rows (L[l].sgate f32 [DL_HID], sgu, sdn), one
+ * more segment of both phases weighted by sigmoid(x . sgate).
  * With emb set, layer 0 reads the token's embedding row (and CTA 0 stores it as the residual);
  * with w_head set, a last phase computes logits = rmsnorm(resid; g_head) . Whead^T and each CTA's
  * best key (ig_amax_key) over its logits into amax[blockIdx.x], for sample.cu's greedy pass.
@@ -31,7 +33,7 @@
  * attention.cu instance with AT_DEVFN 1), DL_KV, DL_D (head_dim), DL_SPLIT, DL_KV_LAYER_BYTES, DL_VOCAB,
  * DL_EPS_HEAD, DL_WQ / DL_WG (the layers' matrices: 0 bf16, or quantized rows of wq.cuh, 8 q8r /
  * 4 q4r with groups of DL_WG; the pointers in L are then those rows' bytes), DL_HWQ / DL_HWG (the
- * lm_head's), DL_MOE (0, or 1 with DL_MOE_E / DL_MOE_K / DL_MOE_I / DL_MOE_NORM), and IG_ST_NSLOT
+ * lm_head's), DL_MOE (0, or 1 with DL_MOE_E / DL_MOE_K / DL_MOE_I / DL_MOE_NORM / DL_MOE_IS), and IG_ST_NSLOT
  * before the first include of stream.cuh. Defines
  *   extern "C" __global__ void DL_NAME(const ig_dl_layer *L, float *resid, float *qkv,
  *       ig_bf16 *att, ig_bf16 *h, const double *inv_freq, unsigned char *kv, const int *positions,
@@ -107,6 +109,9 @@
 #endif
 #if DL_MOE
 #include "stream_moe.cuh"
+#ifndef DL_MOE_IS
+#define DL_MOE_IS 0
+#endif
 #endif
 #ifndef DL_WQ
 #define DL_WQ 0
@@ -127,6 +132,8 @@ struct ig_dl_layer {
     const ig_bf16 *wqkv, *wo, *wgu, *wdown;
     const float *g1, *g2, *bqkv, *bo, *bgu, *bdown, *qn, *kn;
     const float *router; /* DL_MOE: the f32 router; wgu / wdown are the stacked experts */
+    const float *sgate;  /* ... and a shared expert's gate, gate/up and down (DL_MOE_IS) */
+    const ig_bf16 *sgu, *sdn;
 };
 #endif
 
@@ -142,6 +149,7 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
     constexpr int NH = DL_HD / DL_D, GQ = NH / DL_KV; /* query heads, per kv head */
 #if DL_MOE
     static_assert(DL_WQ == 0, "MoE layers stream bf16 rows");
+    constexpr int MOE_H = DL_MOE_K * DL_MOE_I + DL_MOE_IS; /* h: the experts' activations, down's K */
 #else
     constexpr int DOWN_K = DL_GU_ROWS / 2;
     (void)moe_lg;
@@ -172,8 +180,9 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
                     for (unsigned e = blockIdx.x; e < DL_MOE_E; e += gridDim.x)
                         ig_st_prefetch(L[l].router + (size_t)e * DL_HID, DL_HID * 4);
                     ig_st_produce<DL_HD, DL_WQ, DL_WG>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
-                    ig_st_produce_moe<DL_HID, DL_MOE_K, DL_MOE_I>(&st, dl_smem, L[l].wgu, L[l].wdown, (p + 2) * 41,
-                                                                  (p + 3) * 41, &it, &nsel, L[l].g2, DL_HID * 4);
+                    ig_st_produce_moe<DL_HID, DL_MOE_K, DL_MOE_I, DL_MOE_IS>(&st, dl_smem, L[l].wgu, L[l].wdown, L[l].sgu,
+                                                                             L[l].sdn, (p + 2) * 41, (p + 3) * 41, &it, &nsel,
+                                                                             L[l].g2, DL_HID * 4);
 #else
                     ig_st_produce<DL_HD, DL_WQ, DL_WG>(&st, dl_smem, L[l].wo, DL_HID, 1, (p + 1) * 41, &it);
                     ig_st_produce<DL_HID, DL_WQ, DL_WG>(&st, dl_smem, L[l].wgu, DL_GU_ROWS, 32, (p + 2) * 41, &it, L[l].g2,
@@ -240,10 +249,11 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
             ig_st_gemv_tc<DL_HD, 1, false, DL_BO, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_HID, DL_HID, (p + 1) * 41, att, 0, 0.0f, w->bo,
                                                   resid, &it, bar);
 #if DL_MOE /* route (its two grid barriers order the residual for gate/up), the experts' gate/up, down */
-            ig_st_route<DL_HID, DL_MOE_E, DL_MOE_K, DL_MOE_NORM != 0>(&st, resid, w->g2, DL_EPS2, w->router, moe_lg, bar);
-            ig_st_gemv_tc<DL_HID, 2, true, false>(&st, dl_smem, DL_MOE_K * 2 * DL_MOE_I, DL_MOE_K * DL_MOE_I, (p + 2) * 41,
-                                                  resid, w->g2, DL_EPS2, 0, h, &it, (unsigned long long *)0);
-            ig_st_gemv_tc<DL_MOE_K * DL_MOE_I, 1, false, false, false, false, 0, 32, DL_MOE_I>(
+            ig_st_route<DL_HID, DL_MOE_E, DL_MOE_K, DL_MOE_NORM != 0>(&st, resid, w->g2, DL_EPS2, w->router, moe_lg,
+                                                                      DL_MOE_IS ? w->sgate : (const float *)0, bar);
+            ig_st_gemv_tc<DL_HID, 2, true, false>(&st, dl_smem, 2 * MOE_H, MOE_H, (p + 2) * 41, resid, w->g2, DL_EPS2, 0, h,
+                                                  &it, (unsigned long long *)0);
+            ig_st_gemv_tc<MOE_H, 1, false, false, false, false, 0, 32, DL_MOE_I, DL_MOE_K>(
                 &st, dl_smem, DL_HID, DL_HID, (p + 3) * 41, h, 0, 0.0f, 0, resid, &it, bar, 0, 0, st.mwt);
 #else
             ig_st_gemv_tc<DL_HID, 2, true, DL_BGU, false, false, DL_WQ, DL_WG>(&st, dl_smem, DL_GU_ROWS, DOWN_K, (p + 2) * 41, resid, w->g2,
@@ -328,3 +338,4 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
 #undef DL_MOE_K
 #undef DL_MOE_I
 #undef DL_MOE_NORM
+#undef DL_MOE_IS

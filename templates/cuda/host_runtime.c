@@ -1026,7 +1026,7 @@ static int open_decode_layers(ig_model_ctx *ctx, dev_state *st, int major, char 
           st->api.cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit, st->fn[DL_FN], DL_THREADS, DL_SMEM) == CUDA_SUCCESS &&
           fit >= 1))
         return 0;
-    CUdeviceptr tab[N_LAYERS][DL_TAB]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn router */
+    CUdeviceptr tab[N_LAYERS][DL_TAB]; /* ig_dl_layer: wqkv wo wgu wdown g1 g2 bqkv bo bgu bdown qn kn router sgate sgu sdn */
     dl_layer_table(st, tab);
     TRY(st->api.cuMemAlloc(&st->d_layers, sizeof tab), "allocating the layer table");
     TRY(st->api.cuMemcpyHtoD(st->d_layers, tab, sizeof tab), "copying the layer table");

@@ -97,7 +97,7 @@ struct ig_st {
      * publish to the producer through selb (one arrival a MoE layer) */
     unsigned long long selb;
     int msel[IG_ST_MOEK];
-    float mwt[IG_ST_MOEK];
+    float mwt[IG_ST_MOEK + 1]; /* ... and after the top-k's, the shared expert's sigmoid gate */
     __align__(16) float psum[IG_ST_PSUM]; /* a phase's warp sums: [slot of the phase][warp]; x's staging before them */
 #ifdef IG_ST_STATS
     unsigned long long stat[IG_ST_STATS]; /* timing harness counters (tests/gpu/exp_stream.cu) */
@@ -310,8 +310,9 @@ IG_DEV void ig_st_produce(ig_st *st, unsigned char *ring, const void *w, int n_r
  * Sums and stores happen once per IG_ST_MAXCH slots. AMAX (EPI 0): the CTA's best key over its
  * stored values (ig_amax_key) goes to amax[blockIdx.x]. SEGW (bf16 rows, a multiple of 128): x's
  * columns are segments of SEGW, each weighted by segw[segment] (a MoE layer's down projection over
- * its experts' concatenated rows, stream_moe.cuh): each window's sums are scaled by its segment's
- * weight before they join the row's. */
+ * its experts' concatenated rows, stream_moe.cuh), the columns past SEGN of them one last segment
+ * (a shared expert's) weighted by segw[SEGN]: each window's sums are scaled by its segment's weight
+ * before they join the row's. */
 
 /* q4r segments: the largest of G, G / 2, ..., 32 columns with 8 of them dividing K; else 32, the
  * last window then partly empty (K % 128 == 0). A segment lies in one group (it divides G). */
@@ -663,7 +664,8 @@ IG_DEV void ig_st_xregs(ig_st *st, const void *x, const float4 *gm, float eps, f
     }
 }
 
-template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int WQ = 0, int QG = 32, int SEGW = 0>
+template <int K, int EPI, bool NORM, bool BIAS, bool EMB = false, bool AMAX = false, int WQ = 0, int QG = 32, int SEGW = 0,
+          int SEGN = 1 << 30>
 IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int n_out, int rot, const void *x,
                           const float *gamma, float eps, const float *bias, void *y, unsigned *it,
                           unsigned long long *bar, float *x_out = 0, unsigned long long *amax = 0,
@@ -718,7 +720,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
 #pragma unroll
         for (int i = 0; i < NC; i++) {
             const int c = ccol(i);
-            ww[i] = c >= 0 ? segw[c / (SEGW ? SEGW : 1)] : 0.0f;
+            ww[i] = c >= 0 ? segw[min(c / (SEGW ? SEGW : 1), SEGN)] : 0.0f;
         }
     IG_ST_MARK(2);
 
