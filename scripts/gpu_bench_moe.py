@@ -7,8 +7,9 @@ against the roofline of the bytes a token reads (every dense weight: attention, 
 lm_head; one embedding row; the 8 selected experts of each layer) at that bandwidth; prefill of a
 2048-token prompt in tokens/s and as a fraction of the H200's 989 TFLOP/s bf16 dense peak (FLOPs
 of the active parameters and of causal attention), and again with the grouped products on mma.sync
-(--tune moe_wg=0) against wgmma (sm_90); and a check that the expert-grouped prefill kernels and the
-per-pair decode kernels give the same logits on this shape.
+(--tune moe_wg=0) against wgmma (sm_90); decode on the persistent kernel's MoE layers (--tune dl_moe=1)
+against the roofline; and checks that the expert-grouped prefill kernels, the per-pair decode kernels
+and the persistent kernel give the same logits on this shape.
 
     scripts/gpu_bench_moe.py [ARCH] [--layers 8] [--vocab 32768] [--quant MODE] [--dry]
 --quant a16w8|a16w4 (a16w4 in groups of 32): the experts too (q8r / q4r rows; moe.cu's decode
@@ -109,6 +110,21 @@ pkg0 = pkg + "-nodec"
 if quant:  # quantized experts take the two-launch decode only
     print(f"ignis MoE prefill {P}: {pre:.0f} tokens/s = {flops * pre / P / 1e12:.1f} TFLOP/s")
     sys.exit(fail)
+# the persistent decode kernel's MoE layers (--tune dl_moe=1, stream_moe.cuh): decode ms/token against
+# the roofline, and its one-token steps' logits against the two-launch kernels' (near ties aside)
+pkgp = pkg + "-dlmoe"
+sh([IGNIS, "compile", ckpt, "-o", pkgp, "--target", f"cuda:{arch}", "--dtype", "bf16", "--tune", "dl_moe=1"])
+f = os.path.join(work, "moe-dl.npy")
+sh([IGNIS, "logits", pkgp, "--tokens", ids, "--out", f, "--step"])
+errp = np.abs(np.load(f).astype(np.float64) - lg["step"]).max(axis=1) / np.abs(lg["step"]).max()
+pers = sh([IGNIS, "bench", pkgp, "--prompt-len", "64", "--decode-tokens", "256"])
+ms_p = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", pers).group(1))
+print(f"  with --tune dl_moe=1 (the persistent decode kernel's MoE layers): {ms_p:.3f} ms/token -> "
+      f"{100 * roof / ms_p:.1f}% of roofline, {ms / ms_p:.2f}x the two launches; one-token steps against theirs: "
+      f"{int((errp <= 3e-2).sum())}/40 positions within 3e-2 x max|logit| (median {np.median(errp):.2e})")
+if int((errp <= 3e-2).sum()) < 32:
+    print("FAIL: the persistent kernel's MoE layers' logits differ from the two-launch decode kernels'")
+    fail = 1
 # ... and, for prefill, the grouped products on mma.sync (--tune moe_wg=0) against wgmma (sm_90)
 sh([IGNIS, "compile", ckpt, "-o", pkg0, "--target", f"cuda:{arch}", "--dtype", "bf16", "--tune", "moe_dec=0,moe_wg=0"])
 old = sh([IGNIS, "bench", pkg0, "--prompt-len", "64", "--decode-tokens", "256"])
