@@ -7,9 +7,10 @@ against the roofline of the bytes a token reads (every dense weight: attention, 
 lm_head; one embedding row; the 8 selected experts of each layer) at that bandwidth; prefill of a
 2048-token prompt in tokens/s and as a fraction of the H200's 989 TFLOP/s bf16 dense peak (FLOPs
 of the active parameters and of causal attention), and again with the grouped products on mma.sync
-(--tune moe_wg=0) against wgmma (sm_90); decode on the persistent kernel's MoE layers (--tune dl_moe=1)
-against the roofline; and checks that the expert-grouped prefill kernels, the per-pair decode kernels
-and the persistent kernel give the same logits on this shape.
+(--tune moe_wg=0) against wgmma (sm_90); decode on the persistent kernel's MoE layers (the default)
+against moe.cu's two launches (--tune dl_moe=0) and its per-op kernels (moe_dec=0); and checks that
+the expert-grouped prefill kernels, the decode kernels and the persistent kernel give the same logits
+on this shape.
 
     scripts/gpu_bench_moe.py [ARCH] [--layers 8] [--vocab 32768] [--quant MODE] [--dry]
 --quant a16w8|a16w4 (a16w4 in groups of 32): the experts too (q8r / q4r rows; moe.cu's decode
@@ -76,7 +77,7 @@ print(f"device: {torch.cuda.get_device_name()}; copy bandwidth {bw / 1e12:.2f} T
       f"bf16 matmul (torch) {mm / 1e12:.0f} TFLOP/s")
 
 fail = 0
-# the expert-grouped prefill path (T > 8) against one-token steps (the two-launch decode kernels)
+# the expert-grouped prefill path (T > 8) against one-token steps (the persistent decode kernel)
 ids = ",".join(str((i * 7919) % V) for i in range(40))
 lg = {}
 for mode in ("prefill", "step"):
@@ -110,27 +111,27 @@ pkg0 = pkg + "-nodec"
 if quant:  # quantized experts take the two-launch decode only
     print(f"ignis MoE prefill {P}: {pre:.0f} tokens/s = {flops * pre / P / 1e12:.1f} TFLOP/s")
     sys.exit(fail)
-# the persistent decode kernel's MoE layers (--tune dl_moe=1, stream_moe.cuh): decode ms/token against
-# the roofline, and its one-token steps' logits against the two-launch kernels' (near ties aside)
-pkgp = pkg + "-dlmoe"
-sh([IGNIS, "compile", ckpt, "-o", pkgp, "--target", f"cuda:{arch}", "--dtype", "bf16", "--tune", "dl_moe=1"])
-f = os.path.join(work, "moe-dl.npy")
+# moe.cu's two-launch decode (--tune dl_moe=0) against the persistent kernel's MoE layers (the
+# default, stream_moe.cuh): ms/token, and its one-token steps' logits against theirs (near ties aside)
+pkgp = pkg + "-nodl"
+sh([IGNIS, "compile", ckpt, "-o", pkgp, "--target", f"cuda:{arch}", "--dtype", "bf16", "--tune", "dl_moe=0"])
+f = os.path.join(work, "moe-nodl.npy")
 sh([IGNIS, "logits", pkgp, "--tokens", ids, "--out", f, "--step"])
 errp = np.abs(np.load(f).astype(np.float64) - lg["step"]).max(axis=1) / np.abs(lg["step"]).max()
-pers = sh([IGNIS, "bench", pkgp, "--prompt-len", "64", "--decode-tokens", "256"])
-ms_p = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", pers).group(1))
-print(f"  with --tune dl_moe=1 (the persistent decode kernel's MoE layers): {ms_p:.3f} ms/token -> "
-      f"{100 * roof / ms_p:.1f}% of roofline, {ms / ms_p:.2f}x the two launches; one-token steps against theirs: "
+two = sh([IGNIS, "bench", pkgp, "--prompt-len", "64", "--decode-tokens", "256"])
+ms_2 = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", two).group(1))
+print(f"  with --tune dl_moe=0 (moe.cu's two launches a MoE layer): {ms_2:.3f} ms/token -> {100 * roof / ms_2:.1f}% of "
+      f"roofline; the persistent kernel {ms_2 / ms:.2f}x; one-token steps of the two: "
       f"{int((errp <= 3e-2).sum())}/40 positions within 3e-2 x max|logit| (median {np.median(errp):.2e})")
 if int((errp <= 3e-2).sum()) < 32:
     print("FAIL: the persistent kernel's MoE layers' logits differ from the two-launch decode kernels'")
     fail = 1
 # ... and, for prefill, the grouped products on mma.sync (--tune moe_wg=0) against wgmma (sm_90)
-sh([IGNIS, "compile", ckpt, "-o", pkg0, "--target", f"cuda:{arch}", "--dtype", "bf16", "--tune", "moe_dec=0,moe_wg=0"])
+sh([IGNIS, "compile", ckpt, "-o", pkg0, "--target", f"cuda:{arch}", "--dtype", "bf16", "--tune", "moe_dec=0,moe_wg=0,dl_moe=0"])
 old = sh([IGNIS, "bench", pkg0, "--prompt-len", "64", "--decode-tokens", "256"])
 ms_old = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", old).group(1))
 print(f"  with --tune moe_dec=0 (the per-op router, gate/up and down kernels): {ms_old:.3f} ms/token -> "
-      f"{100 * roof / ms_old:.1f}% of roofline; two-launch MoE decode {ms_old / ms:.2f}x")
+      f"{100 * roof / ms_old:.1f}% of roofline; the persistent kernel {ms_old / ms:.2f}x")
 print(f"ignis MoE prefill {P}: {pre:.0f} tokens/s = {flops * pre / P / 1e12:.1f} TFLOP/s = "
       f"{100 * flops * pre / P / PEAK:.1f}% of 989 TFLOP/s (target >= 40%); {100 * flops * pre / P / mm:.1f}% of torch's matmul rate")
 out0 = sh([IGNIS, "bench", pkg0, "--prompt-len", str(P), "--decode-tokens", "8"])

@@ -860,7 +860,7 @@ static void *race_worker(void *p) {
  * crashes or reads garbage), starts after close begin fail with IG_ERR_CLOSED, and a handle
  * kept across close still reads its queue to the end. */
 static void test_close_race(const char *pkg) {
-    int rounds = 0, closed = 0;
+    int rounds = 0, closed = 0, keeper_stopped = 0;
     for (int round = 0; round < 6; round++) {
         ig_engine_config cfg;
         ig_engine_config_default(&cfg);
@@ -904,8 +904,11 @@ static void test_close_race(const char *pkg) {
             CHECK(a[i].bad_status == 0, "worker %d: start failed with status %d", i, a[i].bad_status);
             rounds += a[i].started;
         }
+        /* close stops the keeper, unless it used its whole budget first (a fast machine at the
+         * later rounds' close points); the first rounds close long before that */
         ig_req_status ks = ig_request_sync(keeper);
-        CHECK(ks == IG_REQ_STOPPED, "keeper ended with status %d, not STOPPED", ks);
+        CHECK(ks == IG_REQ_STOPPED || ks == IG_REQ_FINISHED, "keeper ended with status %d, not STOPPED", ks);
+        keeper_stopped += ks == IG_REQ_STOPPED;
         int n_el = 0, last_status = -1;
         ig_output *o;
         while (ig_request_read(keeper, 0, &o, &err) == IG_OK) {
@@ -913,13 +916,15 @@ static void test_close_race(const char *pkg) {
             last_status = o->status;
             ig_output_free(o);
         }
-        CHECK(n_el >= 1 && last_status == IG_REQ_STOPPED, "keeper's queue after close: %d elements, last status %d",
+        CHECK(n_el >= 1 && last_status == (int)ks, "keeper's queue after close: %d elements, last status %d",
               n_el, last_status);
         CHECK(ig_request_read(keeper, 0, &o, &err) == IG_ERR_CLOSED, "keeper's drained queue does not say CLOSED");
         ig_request_release(keeper); /* the last handle: the engine's memory goes now */
         closed++;
     }
-    printf("close race: %d rounds, %d requests started around close\n", closed, rounds);
+    CHECK(keeper_stopped >= 1, "no round closed the engine while its keeper request ran");
+    printf("close race: %d rounds (the keeper stopped by close in %d), %d requests started around close\n", closed,
+           keeper_stopped, rounds);
 }
 
 /* Config structs from another layout are refused by name; read timeouts run on the clock of

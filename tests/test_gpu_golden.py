@@ -43,12 +43,12 @@ def main():
     stream = ("llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit")
     runs += [(m, "bf16", "dl_keys=4") for m in stream]
     runs += [(m, "bf16", f"dl_keys={k},dl_heads=0") for m in stream for k in ("4", "256")]
-    # MoE layers on the persistent kernel (compile-time --tune dl_moe=1: "c:" compile keys, then ";" and
-    # run-time ones): the route phase, the selected experts' gate/up and weighted down (stream_moe.cuh);
-    # with a context split every 4 keys too
+    # MoE layers on the persistent kernel (the default, compile-time --tune dl_moe=1: "c:" compile keys,
+    # then ";" and run-time ones): the route phase, the selected experts' gate/up and weighted down
+    # (stream_moe.cuh); with a context split every 4 keys too; and moe.cu's two launches (dl_moe=0)
     # with a shared expert (Qwen2-MoE), and a dense layer among MoE ones (imported as a shared expert)
     moe_stream = ("qwen3-moe-stream", "mixtral-stream", "qwen2-moe-stream", "qwen3-moe-dense-stream")
-    runs += [(m, "bf16", t) for m in moe_stream for t in ("c:dl_moe=1", "c:dl_moe=1;dl_keys=4")]
+    runs += [(m, "bf16", t) for m in moe_stream for t in ("c:dl_moe=0", "c:dl_moe=1;dl_keys=4")]
     # without cuBLAS (--tune cublas=0: what a bundle on a machine with only the driver runs): the
     # prefill GEMMs on gemm.cu, f32 and 16-bit, dense and with MoE and Gemma's layers around them
     runs += [(m, dt, "cublas=0") for m in ("llama-gqa", "qwen2-bias-tied") for dt in dtypes]

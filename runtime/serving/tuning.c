@@ -51,10 +51,10 @@ const tune_key tune_keys[] = {
     {"moe_wg", C(moe_wg), 0, 1, 1, 0, NULL,
      "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
      "a CTA), 0 on mma.sync (128 x 128)"},
-    {"dl_moe", C(dl_moe), 0, 1, 0, 0, NULL,
-     "CUDA MoE models (bf16 experts, expert and shared-expert sizes multiples of 128): 1 one-token steps on the "
-     "persistent decode kernel (stream_moe.cuh: the router, then only the selected experts' rows streamed), 0 "
-     "(default until measured on a GPU) the per-op kernels"},
+    {"dl_moe", C(dl_moe), 0, 1, 1, 0, NULL,
+     "CUDA MoE models (bf16 experts, expert and shared-expert sizes multiples of 128): 1 (default) one-token steps on "
+     "the persistent decode kernel (stream_moe.cuh: the router, then only the selected experts' rows streamed; H100, 2 "
+     "layers of Qwen3-30B-A3B: 0.164 ms/token, 72.7% of the roofline), 0 the per-op kernels (0.218, 54.7%)"},
     {"cpu_iact", C(cpu_iact), 0, 1, 1, 0, NULL,
      "CPU targets on x86-64 (AVX2 and up) with bf16 activations: 1 (default) packs a16w8 / a16w4 as q8i / q4i (a16w4's vocabulary "
      "q6i), whose matmuls quantize each activation row to int16 per 256 columns / int8 per 32 and sum in int32 (VNNI, or "
