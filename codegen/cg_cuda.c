@@ -267,7 +267,7 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
                      what, geglu ? "GeGLU" : "SwiGLU", (long long)N, dtn(c, bf), (long long)I);
             snprintf(nm, sizeof nm, "act8_f8_%s_quant_k%lld", geglu ? "geglu" : "swiglu", (long long)I);
             const int fg = fn_index(c, instance(c, "act8.cu", nm, "A8_GQUANT_NAME", params, comment));
-            fprintf(fw, "%s    { void *argsg[] = {&T, &a_gu, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_BLOCK, 0, argsg); }\n",
+            fprintf(fw, "%s    { void *argsg[] = {&T, &a_gu, &%s, &a8_xq, &a8_xs};\n%s      LAUNCH(%d, T, 1, 1, IG_A8_GBLOCK, 0, argsg); }\n",
                     ind, bias, ind, fg);
             if (I > c->a8_k) c->a8_k = I;
             snprintf(c->f8_codes_of, sizeof c->f8_codes_of, "%s", y);

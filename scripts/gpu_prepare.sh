@@ -19,5 +19,7 @@ if [ -x "$NVCC" ]; then
   # the quantized tensor-core GEMM's harness (qgemm.cu), bf16 and half; its bench times cuBLAS too
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda -DIG_F16=1 tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm_f16
+  # act8.cu's e4m3 conversion on sm_89+ (one cvt a pair) against the software rounding
+  "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_e4m3_cvt.cu -o devbuild/test_e4m3_cvt
 fi
 du -sh devbuild

@@ -21,7 +21,10 @@
  *       the same codes of SwiGLU (A8_GLU 1) / GeGLU (2) of the packed gate/up rows gu [T][2 A8_K]
  *       (16-bit, epilogue.cu's order and bias, null for none), rounded to the 16-bit type: the
  *       down projection's input, fused into the gate/up GEMM's epilogue launch
- *       launch (both): grid T, block IG_A8_BLOCK, smem 0
+ *       launch: NQUANT grid T, block IG_A8_BLOCK; GQUANT grid T, block IG_A8_GBLOCK; smem 0
+ *       (GQUANT's rows are 4x a layer input's: a block of 1024 holds K 8192 in 8 values a thread, so
+ *       more of the loads' latency is hidden by other CTAs than with 256 threads of 32 values and
+ *       85 registers each; H100, 1B fp8 prefill profile: 59 us a 2048-token call with 256)
  *   extern "C" __global__ void A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w,
  *                                         const float *bias, void *y);
  *       acc [T][NP] (NP = A8_N padded to 16: the GEMM's int32 sums over the padded rows), v[t][n] =
@@ -64,14 +67,27 @@
 
 #ifndef IG_ACT8_ROW_
 #define IG_ACT8_ROW_
-/* The first of the 8 columns a thread holds in its vector j of a row. */
-IG_DEV int ig_a8_col(int j) { return ((int)threadIdx.x + j * IG_A8_BLOCK) * 8; }
+/* The first of the 8 columns a thread of a CTA of B threads holds in its vector j of a row. */
+template <int B = IG_A8_BLOCK>
+IG_DEV int ig_a8_col(int j) { return ((int)threadIdx.x + j * B) * 8; }
 
-/* The quantizers' second half: one token's row of K values held in registers by the CTA's
- * IG_A8_BLOCK threads (f[j][e]: column ig_a8_col(j) + e, zero past K) to its
- * codes xq [K] and scale *xs (int8: max |x| / 127, rint; F8: max |x| / 448, e4m3fn). red: 32 floats
- * of shared memory, free on entry. */
-template <int K, int NV, bool F8>
+/* Two e4m3fn codes (x0 in the low byte), kv_quant.cuh's ig_kvq_f2e4m3 rounding: nearest even,
+ * saturating at +-448; on sm_89+ one cvt for the pair, the same codes for every finite value. */
+IG_DEV unsigned ig_a8_e4m3x2(float x0, float x1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(x1), "f"(x0));
+    return d;
+#else
+    return (unsigned)ig_kvq_f2e4m3(x0) | (unsigned)ig_kvq_f2e4m3(x1) << 8;
+#endif
+}
+
+/* The quantizers' second half: one token's row of K values held in registers by the CTA's B
+ * threads (f[j][e]: column ig_a8_col<B>(j) + e, zero past K) to its codes xq [K] and scale *xs
+ * (int8: max |x| / 127, rint; F8: max |x| / 448, e4m3fn). red: 32 floats of shared memory, free on
+ * entry. */
+template <int K, int NV, bool F8, int B = IG_A8_BLOCK>
 IG_DEV void ig_a8_row_codes(const float (&f)[NV][8], float *red, signed char *xq, float *xs) {
     float amax = 0.0f;
 #pragma unroll
@@ -82,28 +98,35 @@ IG_DEV void ig_a8_row_codes(const float (&f)[NV][8], float *red, signed char *xq
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
     __syncthreads();
     amax = red[0];
-    for (int w = 1; w < IG_A8_BLOCK / 32; w++) amax = fmaxf(amax, red[w]);
+    for (int w = 1; w < B / 32; w++) amax = fmaxf(amax, red[w]);
     constexpr float QMAX = F8 ? 448.0f : 127.0f; /* the codes' largest magnitude */
     const float inv = amax > 0.0f ? QMAX / amax : 0.0f;
     if (threadIdx.x == 0) *xs = amax / QMAX;
 #pragma unroll
     for (int j = 0; j < NV; j++) {
-        const int k = ig_a8_col(j);
+        const int k = ig_a8_col<B>(j);
         if (k >= K) break;
-        unsigned lo = 0, hi = 0;
+        unsigned w[2] = {0u, 0u};
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const int q = F8 ? (int)ig_kvq_f2e4m3(f[j][e] * inv) : (int)fminf(fmaxf(rintf(f[j][e] * inv), -127.0f), 127.0f);
-            if (e < 4) lo |= ((unsigned)q & 0xffu) << (8 * e);
-            else hi |= ((unsigned)q & 0xffu) << (8 * (e - 4));
+        for (int e = 0; e < 8; e += 2) {
+            unsigned q2;
+            if (F8) {
+                q2 = ig_a8_e4m3x2(f[j][e] * inv, f[j][e + 1] * inv);
+            } else {
+                const int q0 = (int)fminf(fmaxf(rintf(f[j][e] * inv), -127.0f), 127.0f);
+                const int q1 = (int)fminf(fmaxf(rintf(f[j][e + 1] * inv), -127.0f), 127.0f);
+                q2 = ((unsigned)q0 & 0xffu) | ((unsigned)q1 & 0xffu) << 8;
+            }
+            w[e >> 2] |= q2 << (8 * (e & 3));
         }
-        *(uint2 *)(xq + k) = make_uint2(lo, hi);
+        *(uint2 *)(xq + k) = make_uint2(w[0], w[1]);
     }
 }
 #endif
 
-/* 16-byte vectors of a row a thread holds */
+/* 16-byte vectors of a row a thread holds (GQUANT: of its CTA's IG_A8_GBLOCK threads) */
 #define A8_NV_ ((A8_K / 8 + IG_A8_BLOCK - 1) / IG_A8_BLOCK)
+#define A8_GNV_ ((A8_K / 8 + IG_A8_GBLOCK - 1) / IG_A8_GBLOCK)
 
 #ifdef A8_QUANT_NAME
 extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
@@ -168,24 +191,25 @@ A8_NQUANT_NAME(int T, const float *x, const float *gamma, signed char *xq, float
  * packed gate/up GEMM output (16-bit, [T][2 A8_K], 16-row blocks interleaved) plus its bias,
  * rounded to the 16-bit type, quantized as the down projection's input; the 16-bit row itself is
  * never stored (its one reader takes the codes). */
-extern "C" __global__ void __launch_bounds__(IG_A8_BLOCK)
+extern "C" __global__ void __launch_bounds__(IG_A8_GBLOCK)
 A8_GQUANT_NAME(int T, const unsigned short *gu, const float *bias, signed char *xq, float *xs) {
     static_assert(A8_K % 16 == 0 && (A8_GLU == 1 || A8_GLU == 2), "packed gate/up rows in blocks of 16; SwiGLU or GeGLU");
+    constexpr int B = IG_A8_GBLOCK;
     __shared__ float red[32];
     const int t = blockIdx.x;
     if (t >= T) return;
     const unsigned short *row = gu + (size_t)t * 2 * A8_K;
-    float f[A8_NV_][8], u[A8_NV_][8];
+    float f[A8_GNV_][8], u[A8_GNV_][8];
 #pragma unroll
-    for (int j = 0; j < A8_NV_; j++) {
-        const int k = ig_a8_col(j), c = 32 * (k >> 4) + (k & 15);
+    for (int j = 0; j < A8_GNV_; j++) {
+        const int k = ig_a8_col<B>(j), c = 32 * (k >> 4) + (k & 15);
         const uint4 z = make_uint4(0u, 0u, 0u, 0u);
         ig_unpack8_h(k < A8_K ? __ldg((const uint4 *)(row + c)) : z, f[j]);
         ig_unpack8_h(k < A8_K ? __ldg((const uint4 *)(row + c + 16)) : z, u[j]);
     }
 #pragma unroll
-    for (int j = 0; j < A8_NV_; j++) {
-        const int k = ig_a8_col(j), c = 32 * (k >> 4) + (k & 15);
+    for (int j = 0; j < A8_GNV_; j++) {
+        const int k = ig_a8_col<B>(j), c = 32 * (k >> 4) + (k & 15);
         if (k >= A8_K) break;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
@@ -193,7 +217,7 @@ A8_GQUANT_NAME(int T, const unsigned short *gu, const float *bias, signed char *
             f[j][e] = ig_round_h(ig_glu(g, v, A8_GLU == 2));
         }
     }
-    ig_a8_row_codes<A8_K, A8_NV_, A8_F8 != 0>(f, red, xq + (size_t)t * A8_K, xs + t);
+    ig_a8_row_codes<A8_K, A8_GNV_, A8_F8 != 0, B>(f, red, xq + (size_t)t * A8_K, xs + t);
 }
 #endif
 
@@ -228,6 +252,7 @@ A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w, const
 #endif
 
 #undef A8_NV_
+#undef A8_GNV_
 #undef A8_QUANT_NAME
 #undef A8_NQUANT_NAME
 #undef A8_GQUANT_NAME

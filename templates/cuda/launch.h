@@ -57,6 +57,7 @@
 /* ---- act8.cu: a8w8's activation rows to int8 (A8_QUANT_NAME, a CTA per token) and the epilogue
  * of cuBLAS's int8 GEMM (A8_DQ_NAME: a thread per output, or per SwiGLU / GeGLU output) */
 #define IG_A8_BLOCK 256
+#define IG_A8_GBLOCK 1024 /* the quantizer with SwiGLU / GeGLU fused (A8_GQUANT_NAME): its rows are 4x longer */
 #define IG_A8_TT 16 /* tokens a dq CTA scales */
 #define IG_A8_DQ_GRID_X(N, GLU) IG_CDIV((GLU) ? (N) / 2 : (N), IG_A8_BLOCK)
 #define IG_A8_DQ_GRID_Y(T) IG_CDIV((T), IG_A8_TT)

@@ -285,7 +285,7 @@ static void check_glu_quant(const char *name, gquant_fn q, int T, int K, bool bi
     for (auto &v : b) v = bias ? frand() : 0.0f;
     std::vector<signed char> xq((size_t)T * K, 99);
     std::vector<float> xs(T, -1.0f);
-    CHECK(emul_launch({(unsigned)T, 1, 1}, {IG_A8_BLOCK, 1, 1},
+    CHECK(emul_launch({(unsigned)T, 1, 1}, {IG_A8_GBLOCK, 1, 1},
                       [&] { q(T, gu.data(), bias ? b.data() : nullptr, xq.data(), xs.data()); }),
           "%s: deadlock", name);
     for (int t = 0; t < T; t++) {
