@@ -43,8 +43,9 @@
  *       unsigned long long *amax, int *pick, int *next_ids, int *next_pos, int n_steps, int *tokens,
  *       const volatile int *cancel, int *go, int head_items, float *moe_lg);
  * L[DL_LAYERS]: device pointers of each layer's bf16 weights and f32 norms / biases (null where
- * absent). moe_lg f32 [DL_MOE_E]: the router's logits (DL_MOE; else unused). resid f32 [DL_HID] in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD],
- * h bf16 [DL_GU_ROWS / 2] are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
+ * absent). moe_lg f32 [DL_MOE_E]: the router's logits (DL_MOE; else unused). resid f32 [DL_HID]
+ * in and out; qkv f32 [DL_QKV_N], att bf16 [DL_HD], h bf16 [DL_GU_ROWS / 2] (MoE: [DL_MOE_K
+ * DL_MOE_I + DL_MOE_IS]) are scratch; attn_ws / attn_cnt as attention.cu's split kernels (counters
  * zero between launches); bar: 8 bytes, zero before the first launch, only this kernel uses it;
  * keys_per_split >= 1 (the host's default 256: ~1-2 us of K/V per CTA; small values in tests make
  * short contexts take the multi-split merge). head_items (0/1): spread a GQA group's query heads
