@@ -163,8 +163,9 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
     /* the run's first position: read before any step's pick rewrites it (next_pos) */
     const int pos0 = __ldcg(positions);
     if (threadIdx.x >= IG_ST_CTHREADS) { /* the producer: every layer's weights in phase order, every step */
+#if DL_MOE
         unsigned nsel = 0; /* MoE layers whose selection it has waited for */
-        (void)nsel;
+#endif
         if (threadIdx.x == IG_ST_CTHREADS)
             for (int s = 0; s < n_steps; s++) {
                 if (s >= 2) { /* published by step s - 2's pick, long before this point */
