@@ -158,11 +158,6 @@ IG_DEV void ig_st_copy(void *dst, const void *src, unsigned bytes, unsigned long
                  : "memory");
 #endif
 }
-/* One bulk copy that fills a slot. */
-IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
-    ig_st_expect(bar, bytes);
-    ig_st_copy(dst, src, bytes, bar);
-}
 IG_DEV void ig_st_cbar() { asm volatile("bar.sync 1, %0;" ::"n"(IG_ST_CTHREADS) : "memory"); }
 IG_DEV void ig_st_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 IG_DEV void ig_st_red_release(unsigned long long *bar) {
@@ -178,6 +173,12 @@ IG_DEV void ig_st_prefetch(const void *p, unsigned bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 #endif /* !IG_CUDA_EMUL */
+
+/* One bulk copy that fills a slot. */
+IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
+    ig_st_expect(bar, bytes);
+    ig_st_copy(dst, src, bytes, bar);
+}
 
 /* Called by all threads of the CTA before the roles split. */
 IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
@@ -225,6 +226,20 @@ IG_DEV float ig_st_nscale(const ig_st *st, int K, float eps) {
 #pragma unroll
     for (int i = 0; i < IG_ST_CWARPS; i++) tot += st->nred[i];
     return 1.0f / sqrtf(tot / (float)K + eps); /* as rmsnorm.cu */
+}
+
+/* The RMSNorm scale of the K values the CTA's consumer threads hold as J float4 each (zeros past
+ * K): each thread's sum of squares in order, the warps' sums through st->nred. */
+template <int J>
+IG_DEV float ig_st_rms_scale(ig_st *st, const float4 *xv, int K, float eps) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < J; j++)
+        ss = fmaf(xv[j].x, xv[j].x, fmaf(xv[j].y, xv[j].y, fmaf(xv[j].z, xv[j].z, fmaf(xv[j].w, xv[j].w, ss))));
+    ss = ig_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) st->nred[threadIdx.x >> 5] = ss;
+    ig_st_cbar();
+    return ig_st_nscale(st, K, eps);
 }
 
 /* Rows per slot for rows of K bf16: R whole rows of up to 8192 elements, or (SPLIT = 2) one row of
@@ -566,9 +581,8 @@ IG_DEV void ig_st_chunk(const ig_bf16 *p, float *o) {
 template <int K, bool EMB, int NC, int CW, class CCOL>
 IG_DEV void ig_st_xnorm(ig_st *st, const void *x, const float4 *gm, float eps, float *x_out, CCOL ccol, float (*xf)[CW]) {
     typedef ig_st_xstage<K> XS;
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int t = threadIdx.x;
     float4 xv[XS::J];
-    float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < XS::J; j++) {
         const int c = 4 * (t + IG_ST_CTHREADS * j);
@@ -582,12 +596,8 @@ IG_DEV void ig_st_xnorm(ig_st *st, const void *x, const float4 *gm, float eps, f
         } else {
             xv[j] = __ldcg((const float4 *)((const float *)x + c));
         }
-        ss = fmaf(xv[j].x, xv[j].x, fmaf(xv[j].y, xv[j].y, fmaf(xv[j].z, xv[j].z, fmaf(xv[j].w, xv[j].w, ss))));
     }
-    ss = ig_warp_sum(ss);
-    if (lane == 0) st->nred[warp] = ss;
-    ig_st_cbar();
-    const float scale = ig_st_nscale(st, K, eps);
+    const float scale = ig_st_rms_scale<XS::J>(st, xv, K, eps);
     ig_bf16 *xs = (ig_bf16 *)st->psum;
 #pragma unroll
     for (int p = 0; p < XS::NP; p++) {

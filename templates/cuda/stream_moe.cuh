@@ -69,20 +69,15 @@ IG_DEV void ig_st_route(ig_st *st, const float *x, const float *gamma, float eps
                         const float *sgate, unsigned long long *bar) {
     static_assert(K % 4 == 0 && TOPK <= IG_ST_MOEK && E <= 256, "route: K % 4, TOPK <= IG_ST_MOEK, E <= 256");
     constexpr int K4 = K / 4, J = (K4 + IG_ST_CTHREADS - 1) / IG_ST_CTHREADS;
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5, G = (int)gridDim.x;
+    const int t = threadIdx.x, warp = t >> 5, G = (int)gridDim.x;
     ig_st_grid_sync(st, bar, gridDim.x); /* the residual is the o phase's */
     float4 xv[J];
-    float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < J; j++) {
         const int c = t + IG_ST_CTHREADS * j;
         xv[j] = c < K4 ? __ldcg((const float4 *)x + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        ss = fmaf(xv[j].x, xv[j].x, fmaf(xv[j].y, xv[j].y, fmaf(xv[j].z, xv[j].z, fmaf(xv[j].w, xv[j].w, ss))));
     }
-    ss = ig_warp_sum(ss);
-    if (lane == 0) st->nred[warp] = ss;
-    ig_st_cbar();
-    const float scale = ig_st_nscale(st, K, eps);
+    const float scale = ig_st_rms_scale<J>(st, xv, K, eps);
 #pragma unroll
     for (int j = 0; j < J; j++) { /* x * s * gamma, as rmsnorm.cu, in f32 */
         const int c = t + IG_ST_CTHREADS * j;

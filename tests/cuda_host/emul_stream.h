@@ -28,10 +28,6 @@ IG_DEV void ig_st_mbar_wait(unsigned long long *b, unsigned parity) {
  * yield in between, so no waiter runs before they have landed */
 IG_DEV void ig_st_expect(unsigned long long *bar, unsigned) { ig_st_mbar_arrive(bar); }
 IG_DEV void ig_st_copy(void *dst, const void *src, unsigned bytes, unsigned long long *) { memcpy(dst, src, bytes); }
-IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
-    memcpy(dst, src, bytes);
-    ig_st_mbar_arrive(bar);
-}
 #define ig_st_cbar() emul_bar_named(IG_ST_CTHREADS)
 IG_DEV void ig_st_fence_init() {}
 IG_DEV void ig_st_red_release(unsigned long long *bar) { __atomic_fetch_add(bar, 1ull, __ATOMIC_SEQ_CST); }
