@@ -4,14 +4,15 @@
  * their commit / wait, ldmatrix x4 (plain and transposed), and mma.sync m16n8k16 on the package's
  * 16-bit type (bf16, or half when IG_F16) with f32 accumulate: c += a (16x16, row) . b (16x8, col),
  * or on halves (ig_mma16f), with ig_hsub2 (f16x2 subtraction) for codes turned into halves.
- * Device code for sm_80 and newer only; elsewhere the file is empty (tests/cuda_host/cuda_emul.h states
+ * Device code for sm_80 and newer (and declared in nvcc's host pass, where templates that use it are
+ * parsed); elsewhere, and in the host emulation, the file is empty (tests/cuda_host/cuda_emul.h states
  * the same functions for the host emulation). */
 #ifndef IG_CUDA_MMA_CUH
 #define IG_CUDA_MMA_CUH
 
 #include "common.cuh"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDACC__) && !defined(IG_CUDA_EMUL) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
 IG_DEV unsigned ig_smem_addr(const void *p) {
     unsigned a;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
