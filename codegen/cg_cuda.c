@@ -598,11 +598,11 @@ typedef struct at_fns {
     int ap, k, split, rope;
 } at_fns;
 
-/* Query heads of one KV head a prefill-attention CTA takes (AP_HPC: a warpgroup each, one stream of
- * K/V tiles for all): the largest of 4, 2, 1 within --tune ap_heads that divides the group, at
- * most 2 above D 64 (registers of two warpgroups), 1 where the tensor-core path does not run or
- * for quantized KV (its loaders are written for one warpgroup). */
-static int ap_hpc(const gen *c) {
+/* Query heads of one KV head a prefill-attention CTA takes without _flash_ws (AP_HPC: a warpgroup
+ * each, one stream of K/V tiles for all): the largest of 4, 2, 1 within --tune ap_heads that divides
+ * the group, at most 2 above D 64 (registers of two warpgroups), 1 where the tensor-core path does
+ * not run or for quantized KV (its loaders are written for one warpgroup). */
+static int ap_hpc_plain(const gen *c) {
     const ir_hparams *hp = &c->g->hp;
     const int G = hp->n_heads / hp->n_kv_heads, D = hp->head_dim;
     int m = c->tune->ap_heads;
@@ -612,6 +612,24 @@ static int ap_hpc(const gen *c) {
         if (G % h == 0) return h;
     return 1;
 }
+
+/* Keys a K/V tile of the prefill attention's warp-specialized form (_flash_ws, --tune ap_ws), 0 where
+ * it does not run. It needs wgmma images (the host checks), 16-bit KV and pages whose TMA boxes fall
+ * on 8-row swizzle lines (attention_prefill.cu's AP_WS_SHAPE_); the host then makes the KV pool's
+ * tensor map. Chosen as measured (H100, templates/cuda/SPEC.md): head size 128 with 2 heads a CTA
+ * on 128-key tiles, with one on 64; head size 64 with 4 heads a CTA only (fewer lose to _flash_wg's
+ * two CTAs an SM), on 64-key tiles. */
+static int ap_ws(const gen *c) {
+    const ir_hparams *hp = &c->g->hp;
+    const int D = hp->head_dim, PS = c->o->page_size, G = hp->n_heads / hp->n_kv_heads;
+    if (!c->tune->ap_wg || !c->tune->ap_ws || !c->bf || c->kvq || PS % 8 || (PS % 64 && 64 % PS)) return 0;
+    if (D == 64) return G % 4 == 0 && c->tune->ap_heads >= 2 ? 64 : 0;
+    if (D == 128) return ap_hpc_plain(c) == 2 ? 128 : 64;
+    return 0;
+}
+
+/* Query heads a prefill-attention CTA takes: 4 for _flash_ws at head size 64, else ap_hpc_plain's. */
+static int ap_hpc(const gen *c) { return ap_ws(c) && c->g->hp.head_dim == 64 ? 4 : ap_hpc_plain(c); }
 
 /* The attention instances of one variant (win > 0: sliding-window layers; decode, split decode
  * with and without the rope fused in, prefill on tensor cores); their launch-table indices. */
@@ -639,7 +657,8 @@ static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
              "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
              "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n"
              "#define AP_HPC %d\n%s",
-             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win, ap_hpc(c), c->tune->ap_wg ? "" : "#define AP_WG 0\n");
+             H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win, ap_hpc(c),
+             !c->tune->ap_wg ? "#define AP_WG 0\n" : !ap_ws(c) ? "#define AP_WS 0\n" : ap_ws(c) == 128 ? "#define AP_WBN 128\n" : "");
     snprintf(comment, sizeof comment, "causal flash attention%s for prefill runs (tensor cores), %d heads over %d KV heads x %d",
              win ? " over a sliding window" : "", H, KV, D);
     snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d%s", H, KV, D, wname);
@@ -708,11 +727,18 @@ static ig_status emit_attention(gen *c, node_ctx *x, ig_err *err) {
                    "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
                    "%s    LAUNCH(%s, IG_AT_GRID_X(T, %d), IG_AT_GRID_Y(T), 1, IG_AT_BLOCK, IG_AT_SMEM(%d, %d, %d), args);\n",
             ind, ind, ind, q_, o_, ind, fk, KV, H, KV, D);
+    const int hpc = ap_hpc(c);
     fprintf(c->fw, "%s} else {\n"
-                   "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s};\n"
-                   "%s    LAUNCH(%s, IG_AP_GRID_XH(%d, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCKH(%d), IG_AP_SMEM_H(%d, %d), args);\n"
+                   "%s    void *args[] = {&T, &%s, &kv, &kv_off, &d_pos, &d_seq, &d_pages, &mpv, &%s, &st->kvmap};\n",
+            ind, ind, q_, o_);
+    if (ap_ws(c)) /* the warp-specialized form where the pool's tensor map was made (KV_TMAP) */
+        fprintf(c->fw, "%s    if (st->kvmap_on)\n"
+                       "%s        LAUNCH(%s, IG_AP_GRID_XH(%d, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCKW(%d), IG_AP_SMEM_WS(%d, %d, %d), args);\n"
+                       "%s    else\n",
+                ind, ind, fap, H, hpc, hpc, D, hpc, ap_ws(c), ind);
+    fprintf(c->fw, "%s%s    LAUNCH(%s, IG_AP_GRID_XH(%d, %d), IG_AP_GRID_Y(T), 1, IG_AP_BLOCKH(%d), IG_AP_SMEM_H(%d, %d), args);\n"
                    "%s}\n",
-            ind, ind, q_, o_, ind, fap, H, ap_hpc(c), ap_hpc(c), D, ap_hpc(c), ind);
+            ind, ap_ws(c) ? "    " : "", fap, H, hpc, hpc, D, hpc, ind);
     return IG_OK;
 }
 
@@ -1408,6 +1434,7 @@ static void emit_host_header(gen *c, FILE *out) {
             c->bf, c->fmt->dtype == IG_DTYPE_F16, (unsigned long long)c->plan->total, c->in.n_fn, c->sample_fn,
             c->gemm_fn);
     if (c->f8_any) fprintf(out, "#define F8_GEMM 1     /* fp8: f8r matmuls on cuBLASLt's e4m3 GEMM (host_runtime.c's GEMM_F8) */\n");
+    if (ap_ws(c)) fprintf(out, "#define KV_TMAP 1     /* prefill attention's _flash_ws reads the KV pool through a tensor map */\n");
     if (!c->dl.ok) {
         fprintf(out, "#define HAS_DECODE_LAYERS 0 /* no persistent decode kernel: its shape conditions are not met */\n");
         return;

@@ -15,7 +15,8 @@ done
 if [ -d "$B/bundle-runtime" ]; then cp -r "$B/bundle-runtime" devbuild/; fi
 NVCC=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 if [ -x "$NVCC" ]; then
-  "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -o devbuild/test_cuda_kernels
+  # sm_90a by default: the wgmma and TMA kernels (attention_prefill.cu's _flash_wg / _flash_ws, moe.cu's _wg) exist only there
+  "$NVCC" -O2 -arch="${ARCH:-sm_90a}" -Itemplates/cuda tests/gpu/test_cuda_kernels.cu -lcuda -o devbuild/test_cuda_kernels
   # the quantized tensor-core GEMM's harness (qgemm.cu), bf16 and half; its bench times cuBLAS too
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda -DIG_F16=1 tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm_f16

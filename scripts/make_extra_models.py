@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """More tiny reference models, beyond ../shared/testdata, for variants real checkpoints have:
 MQA and MHA, linear rope scaling, attention and MLP biases on Llama, Qwen3 with attention bias,
-untied Qwen2 in float16, head_dim 64/80, an intermediate size that is not a multiple of 16, and three
-bf16 models whose shapes (dims multiples of 128) take the CUDA persistent decode kernel (one with
+untied Qwen2 in float16, head_dim 64/80/128 (128: with a sliding window too), an intermediate size that is
+not a multiple of 16, and bf16 models whose shapes (dims multiples of 128) take the CUDA persistent decode kernel (one with
 its down projection's rows over two ring slots). Uses ../shared/tools/make_reference.py's make_model (the
 same recipe as the shared test data: perturbed random weights, float64 transformers forward,
 teacher-forced logits and greedy continuations). Needs torch + transformers (CPU is enough).
@@ -140,6 +140,18 @@ def main(only):
             num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=2,
             num_key_value_heads=1, head_dim=64, vocab_size=256, max_position_embeddings=256, rms_norm_eps=1e-5,
             rope_theta=1000000.0, tie_word_embeddings=False), 143)
+    # head size 128 (Llama-3-8B's, Qwen3-30B-A3B's): CUDA prefill attention's warp-specialized form
+    # (attention_prefill.cu _flash_ws) on 128-key tiles with 2 query heads a CTA, and on 64-key tiles
+    # with one (a group of 1) under a sliding window shorter than the reference's contexts
+    if not only or "qwen3-hd128" in only:
+        recipe_model("qwen3-hd128", Qwen3ForCausalLM, Qwen3Config(hidden_size=256, intermediate_size=384,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=128, vocab_size=288,
+            max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False), 151)
+    if not only or "mistral-hd128-window" in only:
+        recipe_model("mistral-hd128-window", MistralForCausalLM, MistralConfig(hidden_size=256, intermediate_size=512,
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, head_dim=128, vocab_size=256,
+            sliding_window=12, max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=10000.0,
+            tie_word_embeddings=True), 152)
     for name in os.listdir(os.path.join(mr.WORK, "extra")):
         if only and name not in only:
             continue

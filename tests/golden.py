@@ -14,7 +14,8 @@ ARCH2_MODELS = ["phi3", "glm4", "gemma3", "mixtral", "qwen2-moe-shared", "qwen3-
 EXTRA_DIR = os.path.join(ROOT, "tests", "data", "models")
 EXTRA_MODELS = ["llama-mqa-bias-linear", "llama-mha-hd80", "qwen3-bias-hd64", "qwen2-untied-f16", "mistral-window",
                 "llama-ffn200-mlpbias", "llama-stream-h256", "qwen3-stream-bias", "llama-stream-ksplit",
-                "qwen3-moe-stream", "mixtral-stream", "qwen2-moe-stream", "qwen3-moe-dense-stream"]
+                "qwen3-moe-stream", "mixtral-stream", "qwen2-moe-stream", "qwen3-moe-dense-stream", "qwen3-hd128",
+                "mistral-hd128-window"]
 # issue 21's family variants (other expert counts and top-k, dense layers among MoE ones, expert sizes
 # off 16, windows, Gemma 3 patterns, rotary fractions, longrope, tied embeddings, bf16 / f16
 # checkpoints, Gemma 3's final logit soft-capping), made the same way by scripts/make_heldout_models.py

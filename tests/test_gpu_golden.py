@@ -49,6 +49,10 @@ def main():
     # with a shared expert (Qwen2-MoE), and a dense layer among MoE ones (imported as a shared expert)
     moe_stream = ("qwen3-moe-stream", "mixtral-stream", "qwen2-moe-stream", "qwen3-moe-dense-stream")
     runs += [(m, "bf16", t) for m in moe_stream for t in ("c:dl_moe=0", "c:dl_moe=1;dl_keys=4")]
+    # prefill attention: the fixtures that take its warp-specialized form by default (attention_prefill.cu
+    # _flash_ws: head size 128 with 2 heads a CTA on 128-key tiles, one head under a sliding window,
+    # head size 64 with 4 heads) also on the block-barrier form (--tune ap_ws=0: _flash_wg)
+    runs += [(m, "bf16", "c:ap_ws=0") for m in ("qwen3-hd128", "mistral-hd128-window", "qwen3-bias-hd64")]
     # without cuBLAS (--tune cublas=0: what a bundle on a machine with only the driver runs): the
     # prefill GEMMs on gemm.cu, f32 and 16-bit, dense and with MoE and Gemma's layers around them
     runs += [(m, dt, "cublas=0") for m in ("llama-gqa", "qwen2-bias-tied") for dt in dtypes]

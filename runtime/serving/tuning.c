@@ -44,6 +44,11 @@ const tune_key tune_keys[] = {
     {"ap_wg", C(ap_wg), 0, 1, 1, 0, NULL,
      "CUDA prefill attention on sm_90: 1 runs of 16-bit K/V with D 64 or 128 on warpgroup tensor cores (wgmma: the "
      "Q / K / V tiles from shared memory, P from registers), 0 on mma.sync (FlashAttention-2 with ldmatrix)"},
+    {"ap_ws", C(ap_ws), 0, 1, 1, 0, NULL,
+     "CUDA prefill attention on sm_90 (with ap_wg): 1 its warp-specialized form where it was measured faster (16-bit "
+     "KV of head size 128, or 64 with 4 query heads a KV head) and the KV pool's tensor map is made: a producer "
+     "warpgroup loads the K / V tiles by TMA into mbarrier stages and gives its registers to the heads' warpgroups, "
+     "which never wait at a block barrier; 0 every warpgroup loads tiles with cp.async between block barriers"},
     {"ap_heads", C(ap_heads), 1, 4, 2, 1u << 0 | 1u << 1 | 1u << 3, NULL,
      "CUDA prefill attention: at most this many query heads of one KV head a CTA (1, 2 or 4 dividing the group, "
      "2 at most for D over 64; 16-bit KV), a warpgroup each, all reading one stream of K/V tiles; H100, 1B shape "

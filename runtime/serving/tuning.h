@@ -39,6 +39,7 @@ typedef struct cg_tuning {
     int32_t dl_kvq;        /* quantized-KV packages on the persistent decode kernel: 1 (default), or 0 (per-op kernels) */
     int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
     int32_t ap_wg;         /* CUDA prefill attention's tensor-core path on wgmma in sm_90a images (attention_prefill.cu _flash_wg): 1 (default) or 0 */
+    int32_t ap_ws;         /* ... and its warp-specialized form (_flash_ws: TMA loads by a producer warpgroup, mbarrier stages) where measured faster: 1 (default) or 0 */
     int32_t ap_heads;      /* CUDA prefill attention: at most this many query heads of a KV head a CTA (AP_HPC 1, 2 or 4; default 2) */
     int32_t moe_wg;        /* CUDA MoE prefill's grouped products on wgmma where the image has it (sm_90a; moe.cu _gu_wg/_down_wg): 1 (default) or 0 */
     int32_t dl_moe;        /* CUDA MoE models on the persistent decode kernel (stream_moe.cuh): 1 (default), or 0 the per-op kernels */

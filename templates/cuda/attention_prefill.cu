@@ -9,7 +9,7 @@
  * defines
  *   extern "C" __global__ void AP_NAME(int T, const float *q, const unsigned char *kv_pool,
  *       unsigned long long layer_off, const int *positions, const int *token_seq,
- *       const int *page_table, int max_pages, AT *out);
+ *       const int *page_table, int max_pages, AT *out, const __grid_constant__ ig_tmap kvm);
  * q f32 [T][H * D] (roped, from rope_kv); out [T][H * D] of AT (bf16 when AP_OBF16, else f32);
  * token t of sequence token_seq[t] at position p attends keys 0..p of its sequence (or the last
  * AP_WINDOW of them); head h reads
@@ -19,7 +19,12 @@
  *   grid (IG_AP_GRID_XH(H, AP_HPC), IG_AP_GRID_Y(T) = ceil(T / IG_AP_BM)), block IG_AP_BLOCKH(AP_HPC)
  *   (a warpgroup of 128 threads for each of the CTA's AP_HPC heads), dynamic smem
  *   IG_AP_SMEM_H(D, AP_HPC) (launch.h: 33 KB for D 64 with two heads, 65 KB for D 128 with two: the
- *   kernel's attribute must allow it; 0 for D > 128).
+ *   kernel's attribute must allow it; 0 for D > 128). Instances with the warp-specialized form
+ *   (_flash_ws below: sm_90a images, 16-bit KV, D 64 or 128) take a last parameter
+ *       const __grid_constant__ ig_tmap kvm
+ *   (every instance has it; only _flash_ws reads it): the KV pool's tensor map (mbar.cuh), and run
+ *   that form when launched with block IG_AP_BLOCKW(AP_HPC) (one more warpgroup) and dynamic smem
+ *   IG_AP_SMEM_WS(D, AP_HPC, AP_WBN).
  *
  * A CTA owns BM = 64 consecutive token indices (a tile) and AP_HPC query heads of one KV head (a
  * warpgroup each, on the same K/V tiles; the text below is one warpgroup's). Heads are the fast grid
@@ -41,6 +46,7 @@
  */
 #include "common.cuh"
 #include "kv_quant.cuh"
+#include "mbar.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
 
@@ -80,7 +86,6 @@
 #ifndef AP_HPC /* query heads a CTA (of one KV head: they share the K/V tiles): 1, 2 or 4 (launch.h) */
 #define AP_HPC 1
 #endif
-#define AP_NT_ (IG_AP_BLOCK * AP_HPC) /* threads a CTA: a warpgroup per head */
 #ifndef AP_MINRUN /* runs shorter than this take the per-token CUDA-core path */
 #define AP_MINRUN 4
 #endif
@@ -100,6 +105,21 @@
 #endif
 /* the tensor-core path on wgmma (_flash_wg) instead of mma.sync (_flash) */
 #define AP_WGMMA_ (AP_WG && IG_WG && !AP_KVQ && AP_D % 64 == 0)
+#ifndef AP_WS /* 1: wgmma images also have _flash_ws, run when launched with its producer warpgroup; 0: --tune ap_ws=0 */
+#define AP_WS 1
+#endif
+/* _flash_ws where the image has wgmma: 16-bit K/V, TMA boxes of whole pages (or 64-slot parts of
+ * them), 8-row aligned in the swizzle */
+#define AP_WS_SHAPE_ (AP_WS && AP_WG && AP_MMA_ && !AP_KVQ && AP_D % 64 == 0 && AP_PS % 8 == 0 && (AP_PS % 64 == 0 || 64 % AP_PS == 0))
+#ifndef AP_WBN /* _flash_ws: keys a K / V tile (64 or 128) */
+#define AP_WBN 64
+#endif
+#ifndef AP_WS_CTAS /* _flash_ws: CTAs an SM its registers are sized for (__launch_bounds__) */
+#define AP_WS_CTAS (AP_HPC == 1 ? 2 : 1)
+#endif
+#define AP_WS_ (AP_WS_SHAPE_ && AP_WGMMA_)
+#define AP_NTH_ (IG_AP_BLOCK * AP_HPC)        /* the heads' threads: a warpgroup per head */
+#define AP_NT_ (AP_NTH_ + (AP_WS_ ? IG_AP_BLOCK : 0)) /* threads a CTA at most (+ _flash_ws's producer warpgroup) */
 
 #ifndef IG_AP_HELPERS
 #define IG_AP_HELPERS
@@ -282,6 +302,25 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
 
 #endif /* AP_KVQ */
 
+/* The tile's runs shorter than minrun (decode tokens of a mixed batch): token by token, round-robin
+ * over the warps of head h's warpgroup. */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _short_runs)(int n, int minrun, const int *s_pos, const int *s_seq,
+                                                                     int t0, int h, const float *q,
+                                                                     const unsigned char *kv_pool, unsigned long long layer_off,
+                                                                     const int *page_table, int max_pages, AP_OT_ *out) {
+    const int warp = (threadIdx.x % IG_AP_BLOCK) >> 5;
+    int k = 0;
+    for (int r = 0, e; r < n; r = e) {
+        for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
+        }
+        if (e - r >= minrun) continue;
+        for (int i = r; i < e; i++, k++)
+            if (k % IG_AP_WARPS == warp)
+                IG_CAT(AP_NAME, _tok)(t0 + i, h, s_pos[i] + 1, q, kv_pool, layer_off, page_table + (size_t)s_seq[i] * max_pages,
+                                      out);
+    }
+}
+
 #if AP_MMA_ && ((defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL))
 /* The online softmax of one key tile (keys kbase .. kbase + BN - 1, BN = 8 NB) for this thread's two
  * rows (a at position pa, b at pb; the run's rows p0 .. plast): s[NB][4] the scores (mma's
@@ -387,7 +426,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _load_tile)(int kt, size_
                                                                     const int *pt) {
     constexpr int D = AP_D, BN = IG_AP_BN, CH = D / 8;
 #pragma unroll 2
-    for (int i = (int)threadIdx.x; i < BN * CH; i += AP_NT_) {
+    for (int i = (int)threadIdx.x; i < BN * CH; i += AP_NTH_) {
         const int r = i / CH, c = i % CH, j = kt * BN + r;
         const bool ok = j <= plast && j >= jlo;
         const unsigned char *src = ok ? kv_pool + (unsigned long long)__ldg(pt + j / AP_PS) * AP_PAGE_BYTES + layer_off + off +
@@ -574,6 +613,37 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash)(int t0, int r0, i
 #endif /* !AP_WGMMA_ */
 
 #if AP_WGMMA_
+/* The warpgroup's Q tile (rows ra / rb of this thread, pre-scaled and rounded as _qfrag makes them)
+ * into shared memory at qt in wgmma.cuh's swizzled 64-column blocks of 64 rows, then fenced for the
+ * products (which read it after a barrier of the warpgroup) */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _write_q)(const float *q, int t0, const ig_ap_rows &g, int h, int tig,
+                                                                  unsigned char *qt) {
+    constexpr int KD = AP_D / 16;
+    constexpr unsigned QBLK = IG_AP_BM * 128;
+    unsigned qa[KD][4];
+    IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, g.ra, g.rb, g.va, g.vb, h, tig, qa);
+#pragma unroll
+    for (int k = 0; k < KD; k++) { /* the words of mma.sync's A layout: rows ra / rb, columns 16 k + 2 tig (+ 8) */
+        const unsigned blk = (unsigned)(k / 4) * QBLK, c = (unsigned)(2 * (k % 4)), b = 4u * (unsigned)tig;
+        *(unsigned *)(qt + blk + ig_wg_chunk(g.ra, c) + b) = qa[k][0];
+        *(unsigned *)(qt + blk + ig_wg_chunk(g.rb, c) + b) = qa[k][1];
+        *(unsigned *)(qt + blk + ig_wg_chunk(g.ra, c + 1) + b) = qa[k][2];
+        *(unsigned *)(qt + blk + ig_wg_chunk(g.rb, c + 1) + b) = qa[k][3];
+    }
+    ig_fence_async();
+}
+/* P (the softmax's exponentials in s, mma's accumulator layout) as the A operand of P V, 16 keys a
+ * product */
+template <int NB>
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _pack_p)(const float (*s)[4], unsigned (*pf)[4]) {
+#pragma unroll
+    for (int j = 0; j < NB / 2; j++) {
+        pf[j][0] = ig_ap_pack_h(s[2 * j][0], s[2 * j][1]);
+        pf[j][1] = ig_ap_pack_h(s[2 * j][2], s[2 * j][3]);
+        pf[j][2] = ig_ap_pack_h(s[2 * j + 1][0], s[2 * j + 1][1]);
+        pf[j][3] = ig_ap_pack_h(s[2 * j + 1][2], s[2 * j + 1][3]);
+    }
+}
 /* _flash on Hopper's warpgroup tensor cores, by this warpgroup for its head (AP_HPC warpgroups a
  * CTA, on the same K/V tiles, which all the CTA's threads load). S = Q K^T a
  * wgmma m64n64k16 per 16 of D with both tiles in shared memory (Q is written there once a run, in
@@ -602,20 +672,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
     const bool va = g.va, vb = g.vb;
     const unsigned sbase = (ig_smem_addr(smraw) + 1023u) & ~1023u, sq = sbase + (unsigned)wgi * TILE;
     const unsigned sk = sbase + AP_HPC * TILE, sv = sk + TILE;
-    {
-        unsigned qa[KD][4];
-        IG_CAT(AP_NAME, _qfrag)<KD>(q, t0, ra, rb, va, vb, h, tig, qa);
-        unsigned char *qt = smraw + (sq - ig_smem_addr(smraw));
-#pragma unroll
-        for (int k = 0; k < KD; k++) { /* the words of mma.sync's A layout: rows ra / rb, columns 16 k + 2 tig (+ 8) */
-            const unsigned blk = (unsigned)(k / 4) * BLK, c = (unsigned)(2 * (k % 4)), b = 4u * (unsigned)tig;
-            *(unsigned *)(qt + blk + ig_wg_chunk(ra, c) + b) = qa[k][0];
-            *(unsigned *)(qt + blk + ig_wg_chunk(rb, c) + b) = qa[k][1];
-            *(unsigned *)(qt + blk + ig_wg_chunk(ra, c + 1) + b) = qa[k][2];
-            *(unsigned *)(qt + blk + ig_wg_chunk(rb, c + 1) + b) = qa[k][3];
-        }
-        ig_fence_async(); /* the stores, visible to the products after the loop's first barrier */
-    }
+    IG_CAT(AP_NAME, _write_q)(q, t0, g, h, tig, smraw + (sq - ig_smem_addr(smraw))); /* read after the loop's first barrier */
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -652,14 +709,8 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
         ig_cp_wait<1>(); /* V[kt] landed (K[kt+1] may still fly) */
         ig_fence_async();
         __syncthreads();
-        unsigned pf[BN / 16][4]; /* P as the A operand, 16 keys a product (written before the fence) */
-#pragma unroll
-        for (int j = 0; j < BN / 16; j++) {
-            pf[j][0] = ig_ap_pack_h(s[2 * j][0], s[2 * j][1]);
-            pf[j][1] = ig_ap_pack_h(s[2 * j][2], s[2 * j][3]);
-            pf[j][2] = ig_ap_pack_h(s[2 * j + 1][0], s[2 * j + 1][1]);
-            pf[j][3] = ig_ap_pack_h(s[2 * j + 1][2], s[2 * j + 1][3]);
-        }
+        unsigned pf[BN / 16][4]; /* written before the fence */
+        IG_CAT(AP_NAME, _pack_p)<NB>(s, pf);
         ig_wg_fence();
 #pragma unroll
         for (int j = 0; j < BN / 16; j++) ig_wg_mma_rs<D, 1>(&o[0][0], pf[j], ig_wg_desc_mn(sv + (unsigned)j * 16 * 128, BLK));
@@ -672,14 +723,183 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _flash_wg)(int t0, int r0
     IG_CAT(AP_NAME, _store)(out, t0, ra, rb, va, vb, h, tig, o, la, lb);
 }
 #endif
+#if AP_WS_
+/* _flash_wg with the loads taken off the heads' warpgroups (FlashAttention-3's warp specialization):
+ * launched with one more warpgroup (IG_AP_BLOCKW), which gives its registers to the heads' (setmaxnreg)
+ * and whose first warp (_ws_load; lane 0 issues) brings each K and V tile by
+ * TMA boxes of one page's rows (64 columns of the 128-byte swizzle a box) into IG_AP_WS_NS stages
+ * of each, and the warpgroups (_ws_attend) wait for a stage's "full" mbarrier, take their products
+ * from it and give it back on its "empty" one (an arrival a warp): no block barrier in the loop,
+ * so each warpgroup's softmax runs while the tensor cores serve the other's products and the next
+ * tiles land. Both sides walk the same tiles of the CTA's runs in the same order, counting them
+ * in `it` (stage it % NS, its (it / NS)-th use). Boxes lying wholly past the run's last key or
+ * before its first window are not loaded. Keys outside [jlo, plast] are masked, but P = 0 times a
+ * V row that is not finite is NaN, and such rows may be in a loaded page (the pool past a
+ * sequence's end holds whatever an earlier sequence wrote there): in a tile that reaches outside,
+ * the whole warp waits for its V boxes (an auxiliary barrier, bars[4][0]), zeroes those rows,
+ * fences them for the tensor cores and only then completes the stage's "full" barrier. K rows
+ * need nothing (a masked score is set to -inf, whatever it was). bars: [0] K full, [1] V full,
+ * [2] K empty, [3] V empty (all NS stages), [4][0] the auxiliary. */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_load)(int r0, int r1, int p0, int kh, const ig_tmap *kvm,
+                                                                  unsigned long long layer_off, const int *pt,
+                                                                  unsigned char *smraw, unsigned sk, unsigned sv,
+                                                                  unsigned long long (*bars)[IG_AP_WS_NS], int &it,
+                                                                  unsigned &aux_ph) {
+    constexpr int D = AP_D, BN = AP_WBN, NS = IG_AP_WS_NS, PB = AP_PS < 64 ? AP_PS : 64; /* a box: a page or 64 rows */
+    constexpr unsigned TILE = BN * D * 2, BLK = BN * 128;
+    static_assert((BN == 64 || BN == 128) && BN % PB == 0, "key tiles of whole boxes");
+    constexpr unsigned long long PROWS = (unsigned long long)(AP_PAGE_BYTES) / (D * 2); /* rows of D a page */
+    static_assert((unsigned long long)(AP_PAGE_BYTES) % (D * 2) == 0, "pages of whole rows");
+    const int lane = threadIdx.x & 31;
+    const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
+    const unsigned long long base = layer_off / (D * 2) + (unsigned long long)kh * AP_PS;
+    for (int kt = g.jlo / BN, nt = g.plast / BN + 1; kt < nt; kt++, it++) {
+        const int st = it % NS, u = it / NS, lo = g.jlo - kt * BN, hi = g.plast - kt * BN; /* the tile's rows in use */
+        const bool dirty = lo > 0 || hi < BN - 1;
+        int nbox = 0;
+        for (int j0 = kt * BN; j0 < kt * BN + BN; j0 += PB) nbox += j0 <= g.plast && j0 + PB - 1 >= g.jlo;
+        for (int kv = 0; kv < 2; kv++) {
+            unsigned long long *bar = kv && dirty ? &bars[4][0] : &bars[kv][st];
+            const unsigned dst = (kv ? sv : sk) + (unsigned)st * TILE;
+            if (lane == 0) {
+                if (u) ig_mb_wait(&bars[2 + kv][st], (u - 1) & 1);
+                ig_mb_expect(bar, (unsigned)nbox * (D / 64) * PB * 128);
+                for (int j0 = kt * BN; j0 < kt * BN + BN; j0 += PB) {
+                    if (j0 > g.plast || j0 + PB - 1 < g.jlo) continue;
+                    const unsigned long long row = (unsigned long long)__ldg(pt + j0 / AP_PS) * PROWS + base +
+                                                   (kv ? (unsigned long long)AP_KV * AP_PS : 0ull) + (unsigned)(j0 % AP_PS);
+#pragma unroll
+                    for (int b = 0; b < D / 64; b++)
+                        ig_tma_load2(dst + (unsigned)b * BLK + (unsigned)(j0 - kt * BN) * 128, kvm, 64 * b, (int)row, bar);
+                }
+            }
+            if (kv && dirty) { /* V rows outside [lo, hi] zeroed before the stage is published */
+                ig_mb_wait(bar, aux_ph);
+                aux_ph ^= 1u;
+                unsigned char *v = smraw + (dst - ig_smem_addr(smraw));
+                for (int i = lane; i < BN * (D / 64) * 8; i += 32) { /* 16-byte chunk i % 8 of line i / 8 */
+                    const int line = i / 8, r = line % BN;
+                    if (r < lo || r > hi) *(uint4 *)(v + (size_t)line * 128 + (i % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                ig_fence_async();
+                __syncwarp();
+                if (lane == 0) ig_mb_arrive(&bars[1][st]);
+            }
+        }
+    }
+}
+/* A head's warpgroup (wgi) on the tiles _ws_load brings: _flash_wg's products and softmax. */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_attend)(int t0, int r0, int r1, int p0, int h, const float *q,
+                                                                    AP_OT_ *out, unsigned char *smraw, unsigned sq,
+                                                                    unsigned sk, unsigned sv,
+                                                                    unsigned long long (*bars)[IG_AP_WS_NS], int &it) {
+    constexpr int D = AP_D, BN = AP_WBN, KD = D / 16, NB = BN / 8, NS = IG_AP_WS_NS;
+    constexpr unsigned TILE = BN * D * 2, BLK = BN * 128, QBLK = IG_AP_BM * 128; /* 64-column blocks: K / V, Q */
+    const int tig = threadIdx.x & 3, wgi = (int)threadIdx.x / IG_AP_BLOCK, lane = threadIdx.x & 31;
+    const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
+    ig_bar_named(1 + wgi, IG_AP_BLOCK); /* the warpgroup's products of an earlier run have read its Q tile */
+    IG_CAT(AP_NAME, _write_q)(q, t0, g, h, tig, smraw + (sq - ig_smem_addr(smraw)));
+    ig_bar_named(1 + wgi, IG_AP_BLOCK); /* the Q tile written */
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float ma = IG_NEG_INF, mb = IG_NEG_INF, la = 0.0f, lb = 0.0f;
+    for (int kt = g.jlo / BN, nt = g.plast / BN + 1; kt < nt; kt++, it++) {
+        const int st = it % NS;
+        const unsigned ph = (unsigned)(it / NS) & 1u, k_s = sk + (unsigned)st * TILE, v_s = sv + (unsigned)st * TILE;
+        float s[NB][4];
+#pragma unroll
+        for (int i = 0; i < NB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        ig_mb_wait(&bars[0][st], ph);
+        ig_wg_fence();
+#pragma unroll
+        for (int k = 0; k < KD; k++) { /* S = Q K^T */
+            const unsigned at = (unsigned)(k % 4) * 32;
+            ig_wg_mma_ss<BN>(&s[0][0], ig_wg_desc(sq + (unsigned)(k / 4) * QBLK + at), ig_wg_desc(k_s + (unsigned)(k / 4) * BLK + at));
+        }
+        ig_wg_commit();
+        ig_wg_wait<0>();
+        ig_wg_hold<4 * NB>(&s[0][0]);
+        __syncwarp();
+        if (lane == 0) ig_mb_arrive(&bars[2][st]); /* this warp is done with K */
+        IG_CAT(AP_NAME, _softmax)<NB, D / 8>(s, o, kt * BN, p0, g.plast, g.pa, g.pb, tig, ma, mb, la, lb);
+        unsigned pf[BN / 16][4];
+        IG_CAT(AP_NAME, _pack_p)<NB>(s, pf);
+        ig_mb_wait(&bars[1][st], ph);
+        ig_wg_fence();
+#pragma unroll
+        for (int j = 0; j < BN / 16; j++) ig_wg_mma_rs<D, 1>(&o[0][0], pf[j], ig_wg_desc_mn(v_s + (unsigned)j * 16 * 128, BLK));
+        ig_wg_commit();
+        ig_wg_wait<0>();
+        ig_wg_hold<D / 2>(&o[0][0]);
+        __syncwarp();
+        if (lane == 0) ig_mb_arrive(&bars[3][st]); /* ... and with V */
+    }
+    IG_CAT(AP_NAME, _store)(out, t0, g.ra, g.rb, g.va, g.vb, h, tig, o, la, lb);
+}
+/* The CTA's long runs when launched with _flash_ws's producer warpgroup (every thread calls it, then
+ * ends): the barriers set up, then the producer warpgroup gives registers to the heads' warpgroups
+ * (setmaxnreg: ptxas honours it only where no code after it is shared by both sides, and gives the
+ * heads' code more registers only without calls in it, hence each side's own loop to the end and
+ * the short runs before) and its first warp loads, while each head's warpgroup attends. */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_runs)(int n, int minrun, const int *s_pos, const int *s_seq,
+                                                                  int t0, const float *q, unsigned long long layer_off,
+                                                                  const int *page_table,
+                                                                  int max_pages, AP_OT_ *out, const ig_tmap *kvm,
+                                                                  unsigned char *smraw) {
+    constexpr int NS = IG_AP_WS_NS, G = AP_H / AP_KV;
+    constexpr unsigned TILE = AP_WBN * AP_D * 2, QTILE = IG_AP_BM * AP_D * 2;
+    /* registers: the launch's share (the bound's, BASE) moved from the producer (40 a thread) to the heads */
+    constexpr int BASE = 65536 / (AP_WS_CTAS * AP_NT_) / 8 * 8, MORE = (BASE - 40) / AP_HPC / 8 * 8;
+    __shared__ unsigned long long bars[5][NS];
+    const unsigned s0 = ig_smem_addr(smraw), sbase = (s0 + 1023u) & ~1023u, sk = sbase + AP_HPC * QTILE, sv = sk + NS * TILE;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NS; i++) {
+            ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 1);
+            ig_mb_init(&bars[2][i], AP_HPC * IG_AP_WARPS), ig_mb_init(&bars[3][i], AP_HPC * IG_AP_WARPS);
+        }
+        ig_mb_init(&bars[4][0], 1);
+        ig_mb_fence_init();
+    }
+    __syncthreads();
+    const int wgi = (int)threadIdx.x / IG_AP_BLOCK, h0 = (int)blockIdx.x * AP_HPC;
+    int it = 0;
+    if (wgi == AP_HPC) {
+        ig_setmaxnreg_dec<40>();
+        if ((int)threadIdx.x < AP_NTH_ + 32) { /* one warp loads */
+            unsigned aux_ph = 0;
+            for (int r = 0, e; r < n; r = e) {
+                for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
+                }
+                if (e - r >= minrun)
+                    IG_CAT(AP_NAME, _ws_load)(r, e, s_pos[r], h0 / G, kvm, layer_off, page_table + (size_t)s_seq[r] * max_pages,
+                                              smraw, sk, sv, bars, it, aux_ph);
+            }
+        }
+    } else {
+        ig_setmaxnreg_inc<(BASE + MORE > 256 ? 256 : BASE + MORE)>();
+        for (int r = 0, e; r < n; r = e) {
+            for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
+            }
+            if (e - r >= minrun)
+                IG_CAT(AP_NAME, _ws_attend)(t0, r, e, s_pos[r], h0 + wgi, q, out, smraw, sbase + (unsigned)wgi * QTILE, sk, sv,
+                                            bars, it);
+        }
+    }
+}
+#endif
 #endif /* tensor-core path */
 
 /* whether this instance has the tensor-core path (before the arch check): tests read it */
 static constexpr bool IG_CAT(AP_NAME, _has_tiles16) = AP_MMA_;
+/* ... and _flash_ws in sm_90a images (a launch of IG_AP_BLOCKW threads with the pool's tensor map) */
+static constexpr bool IG_CAT(AP_NAME, _has_ws) = AP_WS_SHAPE_;
+static constexpr int IG_CAT(AP_NAME, _ws_bn) = AP_WBN; /* its keys a tile (IG_AP_SMEM_WS) */
 
-extern "C" __global__ void __launch_bounds__(AP_NT_, AP_HPC == 1 ? 3 : 1)
+extern "C" __global__ void __launch_bounds__(AP_NT_, AP_WS_ ? AP_WS_CTAS : AP_HPC == 1 ? 3 : 1)
 AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long layer_off,
-        const int *positions, const int *token_seq, const int *page_table, int max_pages, AP_OT_ *out) {
+        const int *positions, const int *token_seq, const int *page_table, int max_pages, AP_OT_ *out,
+        const __grid_constant__ ig_tmap kvm) {
     static_assert(AP_H % AP_KV == 0, "AP_H must be a multiple of AP_KV");
     static_assert(AP_D % 8 == 0, "AP_D must be a multiple of 8 (16-byte loads)");
     static_assert(IG_AP_BM == 16 * IG_AP_WARPS, "each warp owns 16 rows of the tile");
@@ -689,13 +909,26 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
                   "heads a CTA: 1, 2 or 4 of one KV head's group, 16-bit KV");
     const int h = (int)blockIdx.x * AP_HPC + (int)threadIdx.x / IG_AP_BLOCK, t0 = (gridDim.y - 1 - blockIdx.y) * IG_AP_BM;
     if (t0 >= T) return;
-    const int n = min(IG_AP_BM, T - t0), warp = (threadIdx.x % IG_AP_BLOCK) >> 5;
-    for (int i = threadIdx.x; i < IG_AP_BM; i += AP_NT_)
+    const int n = min(IG_AP_BM, T - t0);
+    for (int i = threadIdx.x; i < IG_AP_BM; i += (int)blockDim.x)
         s_pos[i] = i < n ? positions[t0 + i] : -1, s_seq[i] = i < n ? token_seq[t0 + i] : -1;
     __syncthreads();
 #if AP_MMA_ && ((defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(IG_CUDA_EMUL))
     constexpr int MINRUN = AP_MINRUN < 1 ? 1 : AP_MINRUN;
     IG_DYN_SMEM(uint4, ig_ap_dyn_smem);
+#if AP_WS_
+    static_assert(IG_AP_SMEM_WS(AP_D, AP_HPC, AP_WBN) >= (AP_HPC * IG_AP_BM + 2 * IG_AP_WS_NS * AP_WBN) * AP_D * 2 + 1024,
+                  "_flash_ws's tiles");
+    if (blockDim.x > AP_NTH_) { /* launched with the producer warpgroup: short runs first, long ones warp-specialized */
+        if (threadIdx.x < AP_NTH_)
+            IG_CAT(AP_NAME, _short_runs)(n, MINRUN, s_pos, s_seq, t0, h, q, kv_pool, layer_off, page_table, max_pages, out);
+        IG_CAT(AP_NAME, _ws_runs)(n, MINRUN, s_pos, s_seq, t0, q, layer_off, page_table, max_pages, out, &kvm,
+                                  (unsigned char *)ig_ap_dyn_smem);
+        return;
+    } else
+#else
+    (void)kvm;
+#endif
     /* long runs: the whole CTA, one after the other (uniform: every thread sees the same runs) */
     for (int r = 0, e; r < n; r = e) {
         for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
@@ -712,17 +945,7 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #else
     constexpr int MINRUN = 1 << 30;
 #endif
-    /* short runs: token by token, round-robin over the warps */
-    int k = 0;
-    for (int r = 0, e; r < n; r = e) {
-        for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
-        }
-        if (e - r >= MINRUN) continue;
-        for (int i = r; i < e; i++, k++)
-            if (k % IG_AP_WARPS == warp)
-                IG_CAT(AP_NAME, _tok)(t0 + i, h, s_pos[i] + 1, q, kv_pool, layer_off,
-                                      page_table + (size_t)s_seq[i] * max_pages, out);
-    }
+    IG_CAT(AP_NAME, _short_runs)(n, MINRUN, s_pos, s_seq, t0, h, q, kv_pool, layer_off, page_table, max_pages, out);
 }
 
 #undef AP_OT_
@@ -731,6 +954,12 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #undef AP_WG
 #undef AP_HPC
 #undef AP_NT_
+#undef AP_NTH_
+#undef AP_WS_
+#undef AP_WS_SHAPE_
+#undef AP_WBN
+#undef AP_WS_CTAS
+#undef AP_WS
 #undef AP_NAME
 #undef AP_H
 #undef AP_KV

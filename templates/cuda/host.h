@@ -57,6 +57,10 @@ typedef struct cu_api {
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, CUstream, void **, void **);
     CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
+    /* NULL where the driver lacks it (before CUDA 12): no TMA kernels then */
+    CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
     CUresult (*cuGetErrorString)(CUresult, const char **);
     /* events: chained steps, and the profile (tuning key profile) */
@@ -197,6 +201,7 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYM(cuda, cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
     SYM(cuda, cuLaunchKernel, "cuLaunchKernel");
     SYM(cuda, cuLaunchKernelEx, "cuLaunchKernelEx");
+    *(void **)&a->cuTensorMapEncodeTiled = dlsym(a->lib_cuda, "cuTensorMapEncodeTiled");
     SYM(cuda, cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     SYM(cuda, cuGetErrorString, "cuGetErrorString");
     SYM(cuda, cuEventCreate, "cuEventCreate");

@@ -58,6 +58,10 @@ static const double rope_inv_freq[HEAD_DIM / 2];
 #define F8_GEMM 0
 #endif
 
+#ifndef KV_TMAP /* 1: prefill attention may run _flash_ws (attention_prefill.cu), which reads the KV pool through st->kvmap */
+#define KV_TMAP 0
+#endif
+
 #ifndef ROPE_LOCAL /* the model has a second RoPE table, rope_inv_freq_local (model.c) */
 #define ROPE_LOCAL 0
 #endif
@@ -130,6 +134,8 @@ typedef struct dev_state {
     int f8_next;
     CUfunction fn[N_KERNELS];
     CUdeviceptr w, kv, ws, inv_freq;
+    CUtensorMap kvmap; /* the KV pool for TMA (KV_TMAP, open_kv_map): passed to prefill attention */
+    int kvmap_on;      /* ... made: launches take the warp-specialized form */
     int32_t *pinned;           /* staging of one batch */
     unsigned char *pinned_smp; /* staging of device sampling: params [max_tokens], then ids [max_tokens] */
     /* token masks of a masked step (forward, sample_masked), made on the first such step and grown
@@ -912,6 +918,24 @@ static int32_t kv_pages_for(size_t free_b, size_t fixed, float fraction) {
 }
 
 /* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */
+/* The KV pool's tensor map for prefill attention's _flash_ws (KV_TMAP packages on wgmma images): the
+ * pool as rows of HEAD_DIM 16-bit elements, boxes of 64 columns x min(PAGE_SIZE, 64) rows (a page's
+ * rows of one KV head, or 64 of them) in the 128-byte swizzle of wgmma.cuh's tiles. Left off (the
+ * warpgroups load their own tiles, _flash_wg) where the driver lacks the call or refuses the map. */
+static void open_kv_map(dev_state *st, size_t kv_bytes) {
+#if KV_TMAP
+    if (!st->wg || !st->api.cuTensorMapEncodeTiled) return;
+    const cuuint64_t dims[2] = {HEAD_DIM, kv_bytes / (2 * HEAD_DIM)}, strides[1] = {2 * HEAD_DIM};
+    const cuuint32_t box[2] = {64, PAGE_SIZE < 64 ? PAGE_SIZE : 64}, step[2] = {1, 1};
+    st->kvmap_on = st->api.cuTensorMapEncodeTiled(&st->kvmap, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)st->kv, dims, strides,
+                                                  box, step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+#else
+    (void)st, (void)kv_bytes;
+#endif
+}
+
 static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char *err, size_t cap) {
     size_t w_bytes = W_BYTES, ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;
     st->api.cuMemGetInfo(&free_b, &total_b);
@@ -928,7 +952,8 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
     TRY(st->api.cuMemAlloc(&st->w, w_bytes), "allocating weights");
     TRY(st->api.cuMemcpyHtoD(st->w, ctx->weights, w_bytes), "copying weights");
     TRY(st->api.cuMemAlloc(&st->kv, kv_bytes), "allocating the KV cache");
-    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), "clearing the KV cache");
+    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), "clearing the KV cache"); /* (_flash_ws reads past a run's last key) */
+    open_kv_map(st, kv_bytes);
     TRY(st->api.cuMemAlloc(&st->ws, ws_bytes), "allocating the workspace");
     TRY(st->api.cuMemsetD8(st->ws, 0, ws_bytes), "clearing the workspace"); /* attention counters start at 0 */
     /* the RoPE frequencies, then (ROPE_LOCAL: Gemma 3) the sliding-window layers' */

@@ -166,6 +166,13 @@
 /* AP_HPC query heads of one KV head a CTA (a warpgroup each, sharing the K/V tiles) */
 #define IG_AP_GRID_XH(H, HPC) ((H) / (HPC))
 #define IG_AP_BLOCKH(HPC) (IG_AP_BLOCK * (HPC))
+/* The warp-specialized form (_flash_ws, sm_90a images, --tune ap_ws): one more warpgroup, which loads the
+ * K / V tiles of BN keys (AP_WBN) by TMA into IG_AP_WS_NS stages of each; dynamic smem the HPC Q
+ * tiles, the stages and 1 KB of alignment (D 128, 2 heads: 97 KB with BN 64, 161 KB with 128;
+ * within the wgmma images' limit). */
+#define IG_AP_WS_NS 2
+#define IG_AP_BLOCKW(HPC) (IG_AP_BLOCK * ((HPC) + 1))
+#define IG_AP_SMEM_WS(D, HPC, BN) (1024 + ((HPC) * IG_AP_BM + 2 * IG_AP_WS_NS * (BN)) * (D) * 2)
 
 /* ---- embed.cu: EM_NAME(T, ids, w, x): one CTA per token ---- */
 #define IG_EM_BLOCK 128

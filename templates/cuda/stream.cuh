@@ -31,6 +31,7 @@
 #define IG_CUDA_STREAM_CUH
 
 #include "common.cuh"
+#include "mbar.cuh"
 #include "mma.cuh"
 #include "wq.cuh"
 
@@ -104,29 +105,12 @@ struct ig_st {
 #endif
 };
 
-/* The PTX primitives below (mbarriers, bulk copies, barrier 1, the grid barrier's arrival and poll,
- * mma) have host stand-ins in tests/cuda_host/emul_stream.h, which the host emulation includes
+/* The PTX primitives below (bulk copies, barrier 1, the grid barrier's arrival and poll, mma; the
+ * mbarriers are mbar.cuh's) have host stand-ins in tests/cuda_host/emul_stream.h, which the host emulation includes
  * first: tests/cuda_host/test_stream_gemv.cpp runs the GEMV phases on the host. */
 #ifndef IG_CUDA_EMUL
 IG_DEV unsigned ig_st_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-IG_DEV void ig_st_mbar_init(unsigned long long *b, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ig_st_sa(b)), "r"(n) : "memory");
-}
-IG_DEV void ig_st_mbar_arrive(unsigned long long *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ig_st_sa(b)) : "memory");
-}
-IG_DEV void ig_st_mbar_wait(unsigned long long *b, unsigned parity) {
-    unsigned ok;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(ok)
-                     : "r"(ig_st_sa(b)), "r"(parity)
-                     : "memory");
-    } while (!ok);
-}
 /* 1 (default): the weight copies carry an L2 evict-first policy. The stream is read once per step
  * and is far larger than L2, so with the normal policy it pushed out what is read again: the
  * layer's K/V pages prefetched for attention, the activations, the norms. H200, 1B decode: 0.720 /
@@ -135,14 +119,8 @@ IG_DEV void ig_st_mbar_wait(unsigned long long *b, unsigned parity) {
 #ifndef IG_ST_L2HINT
 #define IG_ST_L2HINT 1
 #endif
-/* A slot's barrier expects `bytes` more (the copies that bring them follow) and takes the
- * producer's arrival: its phase completes when they have landed. */
-IG_DEV void ig_st_expect(unsigned long long *bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ig_st_sa(bar)), "r"(bytes)
-                 : "memory");
-}
 /* Bulk copy of `bytes` (multiple of 16, both addresses 16-byte aligned) into shared memory, counted
- * against the barrier's expected bytes (ig_st_expect, before it). */
+ * against the barrier's expected bytes (ig_mb_expect, before it). */
 IG_DEV void ig_st_copy(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
 #if IG_ST_L2HINT
     unsigned long long pol;
@@ -159,7 +137,6 @@ IG_DEV void ig_st_copy(void *dst, const void *src, unsigned bytes, unsigned long
 #endif
 }
 IG_DEV void ig_st_cbar() { asm volatile("bar.sync 1, %0;" ::"n"(IG_ST_CTHREADS) : "memory"); }
-IG_DEV void ig_st_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 IG_DEV void ig_st_red_release(unsigned long long *bar) {
     asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(bar) : "memory");
 }
@@ -176,7 +153,7 @@ IG_DEV void ig_st_prefetch(const void *p, unsigned bytes) {
 
 /* One bulk copy that fills a slot. */
 IG_DEV void ig_st_bulk(void *dst, const void *src, unsigned bytes, unsigned long long *bar) {
-    ig_st_expect(bar, bytes);
+    ig_mb_expect(bar, bytes);
     ig_st_copy(dst, src, bytes, bar);
 }
 
@@ -186,9 +163,9 @@ IG_DEV void ig_st_init(ig_st *st, const unsigned long long *bar, unsigned n) {
         /* every barrier of earlier launches is complete, and this launch's first one cannot
          * complete before this CTA arrives: the count is gen * n plus fewer than n arrivals */
         st->gen = bar ? *(volatile const unsigned long long *)bar / n : 0;
-        for (int i = 0; i < IG_ST_NSLOT; i++) ig_st_mbar_init(&st->full[i], 1), ig_st_mbar_init(&st->empty[i], IG_ST_CWARPS);
-        ig_st_mbar_init(&st->selb, 1);
-        ig_st_fence_init();
+        for (int i = 0; i < IG_ST_NSLOT; i++) ig_mb_init(&st->full[i], 1), ig_mb_init(&st->empty[i], IG_ST_CWARPS);
+        ig_mb_init(&st->selb, 1);
+        ig_mb_fence_init();
     }
     __syncthreads();
 }
@@ -261,7 +238,7 @@ struct ig_st_shape {
 
 /* Producer (one thread): queue this CTA's rows of a phase of n_rows rows of K (WQ, G as
  * ig_st_shape) in slots, each filled by feed(slot, r, h, n, bar): rows r..r+n-1 (n <= R), piece h
- * of SPLIT, their copies counted on bar (ig_st_bulk, or ig_st_expect and several ig_st_copy). */
+ * of SPLIT, their copies counted on bar (ig_st_bulk, or ig_mb_expect and several ig_st_copy). */
 template <int K, int WQ, int G, class FEED>
 IG_DEV void ig_st_produce_rows(ig_st *st, unsigned char *ring, int n_rows, int unit, int rot, unsigned *it, FEED feed) {
     typedef ig_st_shape<K, WQ, G> S;
@@ -273,10 +250,10 @@ IG_DEV void ig_st_produce_rows(ig_st *st, unsigned char *ring, int n_rows, int u
     for (int r = r0; r < r1; r += S::R)
         for (int h = 0; h < S::SPLIT; h++) { /* the row's pieces, one slot each */
             const int n = min(S::R, r1 - r), slot = (int)(*it % IG_ST_NSLOT);
-            if (*it >= IG_ST_NSLOT) IG_ST_TIMED(1, ig_st_mbar_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1));
+            if (*it >= IG_ST_NSLOT) IG_ST_TIMED(1, ig_mb_wait(&st->empty[slot], ((*it / IG_ST_NSLOT) - 1) & 1));
             if (INFL < IG_ST_NSLOT && *it >= INFL) {
                 const unsigned o = *it - INFL;
-                IG_ST_TIMED(2, ig_st_mbar_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
+                IG_ST_TIMED(2, ig_mb_wait(&st->full[o % IG_ST_NSLOT], (o / IG_ST_NSLOT) & 1));
             }
             feed(ring + (size_t)slot * IG_ST_SLOT, r, h, n, &st->full[slot]);
             ++*it;
@@ -746,7 +723,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                 u[j][0] = u[j][1] = 0.0f;
                 if (G > 1 && ci >= ce) continue;
                 const int n = min(R, nr - ci / SP * R), slot = (int)((*it + ci) % IG_ST_NSLOT), h = ci % SP;
-                IG_ST_TIMED(0, ig_st_mbar_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1));
+                IG_ST_TIMED(0, ig_mb_wait(&st->full[slot], ((*it + ci) / IG_ST_NSLOT) & 1));
                 const unsigned char *sb = ring + (size_t)slot * IG_ST_SLOT;
                 const int ra = 2 * rp, rb = 2 * rp + 1; /* rows of this warp's pair */
                 float d[IG_ST_ACC][4] = {}; /* IG_ST_ACC accumulators over the windows: shorter mma chains */
@@ -773,7 +750,7 @@ IG_DEV void ig_st_gemv_tc(ig_st *st, const unsigned char *ring, int n_rows, int 
                     if (R >= 2 && rb < n) u[j][1] *= *(const float *)(pb + K) * xs;
                 }
                 __syncwarp(); /* every lane's loads of the slot are done: it goes back to the producer */
-                if (lane == 0) ig_st_mbar_arrive(&st->empty[slot]);
+                if (lane == 0) ig_mb_arrive(&st->empty[slot]);
             }
             /* the group's 2G sums in log2(2G) halving exchanges and then plain butterflies: lane bit 16
              * takes the row, bits 8, 4 the slot's bits 0, 1; lane 16 r + 32 j / (2 G) ends with sum (j, r) */

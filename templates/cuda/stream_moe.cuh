@@ -97,7 +97,7 @@ IG_DEV void ig_st_route(ig_st *st, const float *x, const float *gamma, float eps
     ig_st_grid_sync(st, bar, gridDim.x); /* every expert's logit is out */
     if (warp == 0) ig_moe_select<E, TOPK, NORM>(lg, st->msel, st->mwt);
     ig_st_cbar();
-    if (t == 0) ig_st_mbar_arrive(&st->selb); /* the experts, to this CTA's producer */
+    if (t == 0) ig_mb_arrive(&st->selb); /* the experts, to this CTA's producer */
 }
 
 /* The producer's part of a MoE layer after its o rows: wait for the selection (*nsel counts the
@@ -113,7 +113,7 @@ IG_DEV void ig_st_produce_moe(ig_st *st, unsigned char *ring, const ig_bf16 *w_g
     typedef ig_st_shape<KD> SD;
     static_assert(I % 16 == 0 && IS % 16 == 0 && I2 % SG::R == 0 && SG::SPLIT == 1,
                   "gate/up: a slot's rows lie in one expert");
-    ig_st_mbar_wait(&st->selb, *nsel & 1);
+    ig_mb_wait(&st->selb, *nsel & 1);
     ++*nsel;
     int sel[TOPK];
 #pragma unroll
@@ -128,7 +128,7 @@ IG_DEV void ig_st_produce_moe(ig_st *st, unsigned char *ring, const ig_bf16 *w_g
     /* down: row piece h of rows r..r+n-1, one copy per expert segment the piece holds */
     ig_st_produce_rows<KD, 0, 32>(st, ring, K, 1, rot_dn, it, [&](unsigned char *dst, int r, int h, int n, unsigned long long *bar) {
         const int p0 = h * SD::KS, p1 = p0 + SD::KS;
-        ig_st_expect(bar, (unsigned)(n * SD::KS * 2));
+        ig_mb_expect(bar, (unsigned)(n * SD::KS * 2));
         for (int i = 0; i < n; i++)
 #pragma unroll
             for (int k = 0; k <= TOPK; k++) { /* k == TOPK: the shared expert's segment */

@@ -16,7 +16,7 @@
  * leading-dimension field) and 1024 between groups of 8 K rows (the stride field), and the product
  * is told to transpose B.
  *
- * ig_wg_mma_ss<N>(d, a, b): d[64][N] += A[64][16] . B[N][16]^T (N 64 or 256), A and B by descriptor, on the
+ * ig_wg_mma_ss<N>(d, a, b): d[64][N] += A[64][16] . B[N][16]^T (N 64, 128 or 256), A and B by descriptor, on the
  * package's 16-bit type (bf16, or half when IG_F16); the 128 threads of a warpgroup each hold N / 2 of d's floats:
  * thread t (warp w = t / 32, lane l) holds d[i] at row 16 w + l / 4 + 8 ((i / 2) % 2), column
  * 8 (i / 4) + 2 (l % 4) + i % 2 (mma.sync m16n8's accumulator layout, once per 8 columns).
@@ -91,7 +91,7 @@ IG_DEV void ig_wg_hold(float *d) {
 /* both operands by descriptor, K-major: N 64 (32 floats a thread) or 256 (128) */
 template <int N>
 IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
-    static_assert(N == 64 || N == 256, "m64n64k16 or m64n256k16");
+    static_assert(N == 64 || N == 128 || N == 256, "m64n64k16, m64n128k16 or m64n256k16");
     if constexpr (N == 64) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16" IG_WG_TYPES " {"
@@ -99,6 +99,16 @@ IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
                      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
                      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
                      : IG_WG_D32(0)
+                     : "l"(a), "l"(b), "r"(1));
+    } else if constexpr (N == 128) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16" IG_WG_TYPES " {"
+                     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                     "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                     "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                     "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                     "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : IG_WG_D32(0), IG_WG_D32(32)
                      : "l"(a), "l"(b), "r"(1));
     } else {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"

@@ -7,8 +7,9 @@
  * compiled; kernels that test IG_CUDA_EMUL (qgemm.cu, moe.cu's grouped products, attention_prefill.cu's
  * tensor-core path) run theirs on the warp-collective stand-ins at the end (ldmatrix and its
  * transposed form, mma.sync through a slot per lane between two warp barriers, cp.async as a plain
- * copy into the dynamic shared memory, where every such kernel keeps its tiles). IG_F16 1 before the include: the
- * 16-bit type is IEEE half. Test code only. */
+ * copy into the dynamic shared memory, where every such kernel keeps its tiles; mbar.cuh's mbarriers,
+ * named barriers, setmaxnreg and TMA tile loads, for stream.cuh's ring and attention_prefill.cu's
+ * _flash_ws). IG_F16 1 before the include: the 16-bit type is IEEE half. Test code only. */
 #ifndef IG_CUDA_EMUL_H
 #define IG_CUDA_EMUL_H
 
@@ -28,6 +29,7 @@
 #define __noinline__
 #define __shared__ static
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define IG_CUDA_EMUL 1
 struct uint4 { unsigned x, y, z, w; };
 struct uint2 { unsigned x, y; };
@@ -44,7 +46,8 @@ static dim3e threadIdx, blockIdx, gridDim, blockDim;
  * machine of few cores */
 struct emul_fiber {
     ucontext_t ctx;
-    int wait; /* 0 running, 1 at __syncthreads, 2 at __syncwarp, 3 done, 4 yielding, 5 at the named barrier */
+    int wait; /* 0 running, 1 at __syncthreads, 2 at __syncwarp, 3 done, 4 yielding, 5 at a named barrier */
+    unsigned bar; /* which named barrier (when wait is 5) */
 };
 static std::vector<emul_fiber> g_fib;
 static std::vector<std::vector<char>> g_stacks;
@@ -55,11 +58,13 @@ static void emul_wait(int kind) {
     swapcontext(&g_fib[g_cur].ctx, &g_sched);
 }
 static void __syncthreads() { emul_wait(1); }
-/* bar.sync 1, count (one named barrier: opens when count threads wait at it) and a yield (a fiber
- * polling for another's progress, e.g. an mbarrier's phase: it runs again after every other fiber
- * has had its turn) */
-static unsigned g_named_count;
-static void emul_bar_named(unsigned count) { g_named_count = count, emul_wait(5); }
+/* bar.sync id, count (named barrier id, 1 by default, opens when count threads wait at it) and a
+ * yield (a fiber polling for another's progress, e.g. an mbarrier's phase: it runs again after
+ * every other fiber has had its turn) */
+static unsigned g_named_count[16];
+static void emul_bar_named(unsigned count, unsigned id = 1) {
+    g_named_count[id & 15] = count, g_fib[g_cur].bar = id & 15, emul_wait(5);
+}
 static void emul_yield() { emul_wait(4); }
 static void __syncwarp(unsigned = 0xffffffffu) { emul_wait(2); }
 static float g_slot[32][32];
@@ -376,6 +381,56 @@ IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
     }
     __syncwarp();
 }
+/* mbar.cuh on the host: an mbarrier is a 64-bit word (arrivals left in bits 0..31, the arrival
+ * count in bits 32..62, the completed-phase parity in bit 63); a waiter yields its fiber until the
+ * phase it waits for has completed; copies land at once, so the arrival that ig_mb_expect makes
+ * for them completes the phase (the copies follow it with no yield in between, so no waiter runs
+ * before they have landed). */
+IG_DEV void ig_mb_init(unsigned long long *b, unsigned n) { *b = (unsigned long long)n << 32 | n; }
+IG_DEV void ig_mb_arrive(unsigned long long *b) {
+    const unsigned long long v = *b, n = (v >> 32) & 0x7fffffffull;
+    const unsigned left = (unsigned)v - 1u;
+    *b = left ? (v & ~0xffffffffull) | left : ((v & (1ull << 63)) ^ (1ull << 63)) | n << 32 | n;
+}
+/* returns once the phase of this parity has completed (the current parity differs) */
+IG_DEV void ig_mb_wait(unsigned long long *b, unsigned parity) {
+    while ((unsigned)(*(volatile unsigned long long *)b >> 63) == parity) emul_yield();
+}
+IG_DEV void ig_mb_expect(unsigned long long *bar, unsigned) { ig_mb_arrive(bar); }
+IG_DEV void ig_mb_fence_init() {}
+#define ig_bar_named(id, n) emul_bar_named((n), (id))
+template <int N>
+IG_DEV void ig_setmaxnreg_dec() {}
+template <int N>
+IG_DEV void ig_setmaxnreg_inc() {}
+/* A 2-D tensor map of 16-bit elements: cols x rows, row_bytes apart, boxes of box_cols x box_rows in
+ * the 128-byte swizzle (the only kind the kernels encode); emul_tmap2 fills one. */
+struct ig_tmap {
+    const unsigned char *base;
+    unsigned long long cols, rows, row_bytes;
+    unsigned box_cols, box_rows;
+};
+static ig_tmap emul_tmap2(const void *base, unsigned long long cols, unsigned long long rows, unsigned long long row_bytes,
+                          unsigned box_cols, unsigned box_rows) {
+    return ig_tmap{(const unsigned char *)base, cols, rows, row_bytes, box_cols, box_rows};
+}
+/* the box at (x, y) into shared address dst: row r's 16-byte chunk c at chunk c ^ (address bits 7..9)
+ * of its 128-byte line, as the hardware swizzles; elements past the tensor's edges are zeros */
+IG_DEV void ig_tma_load2(unsigned dst, const ig_tmap *m, int x, int y, unsigned long long *) {
+    for (unsigned r = 0; r < m->box_rows; r++) {
+        unsigned char line[128] = {0};
+        const long long gy = (long long)y + r;
+        for (unsigned e = 0; e < m->box_cols && e < 64; e++) {
+            const long long gx = (long long)x + e;
+            if (gy >= 0 && gy < (long long)m->rows && gx >= 0 && gx < (long long)m->cols)
+                memcpy(line + 2 * e, m->base + (unsigned long long)gy * m->row_bytes + 2 * (unsigned long long)gx, 2);
+        }
+        const unsigned at = dst + 128 * r;
+        for (unsigned c = 0; c < 8; c++)
+            memcpy((char *)ig_emul_dyn + (at & ~127u) + ((c ^ ((at >> 7) & 7u)) << 4), line + 16 * c, 16);
+    }
+}
+
 /* f16x2 a - b (each half rounded to nearest, as sub.f16x2) */
 IG_DEV unsigned ig_hsub2(unsigned a, unsigned b) {
     const float lo = ig_f16_to_f32((unsigned short)(a & 0xffffu)) - ig_f16_to_f32((unsigned short)(b & 0xffffu));
@@ -441,11 +496,20 @@ static bool emul_launch(dim3e g, dim3e b, const std::function<void()> &f) {
                             if (g_fib[i].wait == 1) g_fib[i].wait = 0;
                         continue;
                     }
-                    if (at_named && at_named == g_named_count) {
+                    if (at_named) {
+                        unsigned at_id[16] = {0};
                         for (unsigned i = 0; i < n; i++)
-                            if (g_fib[i].wait == 5) g_fib[i].wait = 0;
-                        spins = 0;
-                        continue;
+                            if (g_fib[i].wait == 5) at_id[g_fib[i].bar]++;
+                        for (unsigned id = 0; id < 16; id++)
+                            if (at_id[id] && at_id[id] == g_named_count[id]) {
+                                for (unsigned i = 0; i < n; i++)
+                                    if (g_fib[i].wait == 5 && g_fib[i].bar == id) g_fib[i].wait = 0;
+                                opened = true;
+                            }
+                        if (opened) {
+                            spins = 0;
+                            continue;
+                        }
                     }
                     if (yielding && ++spins < 100000000ull) {
                         for (unsigned i = 0; i < n; i++)

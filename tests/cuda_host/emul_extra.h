@@ -1,7 +1,7 @@
 /* emul_extra.h — cuda_emul.h (after cpukv.h) and what moe.cu needs beyond it to run on the host
  * (tests/cuda_host): the atomics of _group and _dgu's arrival counter, __nanosleep, ig_warp_max,
- * dynamic shared memory in cuda_emul.h's buffer; and the helpers these host tests share (random
- * values, bf16 rounding, CHECK counting failures). Include before the kernel instances. Test code only. */
+ * dynamic shared memory in cuda_emul.h's buffer; and the helpers these host tests share (random values, bf16 rounding, CHECK counting failures). Include before the
+ * kernel instances. Test code only. */
 #ifndef IG_EMUL_EXTRA_H
 #define IG_EMUL_EXTRA_H
 

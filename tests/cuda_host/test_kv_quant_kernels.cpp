@@ -163,10 +163,13 @@ typedef void (*ats_fn)(int, const float *, const unsigned char *, unsigned long 
                        int, float *, unsigned *, float *);
 typedef void (*atr_fn)(int, const float *, const double *, const float *, const float *, unsigned char *, unsigned long long,
                        const int *, const int *, const int *, int, float *, unsigned *, float *);
+typedef void (*apq_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
+                       int, float *, ig_tmap);
 struct kcase {
     const char *name;
     rk_fn rk;
-    at_fn at, ap;
+    at_fn at;
+    apq_fn ap;
     ats_fn split;
     atr_fn split_rope;
     int H, KV, D, bits, nsplit;
@@ -269,7 +272,7 @@ static void run_case(const kcase &c) {
             c.split(T, qo.data(), pool.data(), loff, pos.data(), seq.data(), ptab, maxp, ws.data(), cnt.data(), o2.data());
         });
         emul_launch({(unsigned)IG_AP_GRID_XH(H, 1), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCKH(1), 1, 1}, [&] {
-            c.ap(T, qo.data(), pool.data(), loff, pos.data(), seq.data(), ptab, maxp, o4.data());
+            c.ap(T, qo.data(), pool.data(), loff, pos.data(), seq.data(), ptab, maxp, o4.data(), ig_tmap{}); /* no _flash_ws: quantized KV */
         });
         /* the CPU encoder on the same rows, in rope_kv.c's slot passes; q rotated */
         double qerr = 0;
@@ -321,7 +324,7 @@ static void run_case(const kcase &c) {
  * scattered order, every unreached row 0xff: NaN scales) on an f32-output prefill instance, vs
  * dequantize-then-attend in double. */
 typedef void (*ap_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
-                      int, float *);
+                      int, float *, ig_tmap);
 static void run_prefill_mixed(const char *name, ap_fn fn, int H, int KV, int D, int PS, int bits, double scale) {
     static const int segs[9][3] = {{2, 300, 1}, {3, 17, 1}, {4, 64, 1}, {5, 0, 1}, {0, 40, 100}, {6, 129, 3}, {1, 60, 4}, {7, 5, 1}, {3, 18, 2}};
     std::vector<int> pos, seq;
@@ -354,7 +357,7 @@ static void run_prefill_mixed(const char *name, ap_fn fn, int H, int KV, int D, 
     std::vector<float> q((size_t)T * H * D), out(q.size());
     for (auto &v : q) v = 2.0f * frand();
     emul_launch({(unsigned)IG_AP_GRID_XH(H, 1), (unsigned)IG_AP_GRID_Y(T), 1}, {IG_AP_BLOCKH(1), 1, 1},
-                [&] { fn(T, q.data(), pool.data(), lb, pos.data(), seq.data(), ptab.data(), maxp, out.data()); });
+                [&] { fn(T, q.data(), pool.data(), lb, pos.data(), seq.data(), ptab.data(), maxp, out.data(), ig_tmap{}); });
     double err = 0;
     const int B = D & -D;
     for (int t = 0; t < T; t++) {
@@ -403,10 +406,10 @@ int main() {
     run_prefill_mixed("apq_4_g8_d16_f32", apq_4_g8_d16_f32, 8, 1, 16, 8, 4, 0.25);
     run_prefill_mixed("apq_f8_g4_d64_f32", apq_f8_g4_d64_f32, 8, 2, 64, 16, IG_KVQ_E4M3, 0.125);
     const kcase cases[] = {
-        {"int8 H8 KV2 D64", (rk_fn)rk_a, (at_fn)at_a, (at_fn)ap_a, (ats_fn)at_a_split, (atr_fn)at_a_split_rope, 8, 2, 64, 8, 3, 0.125},
-        {"uint4 H6 KV2 D48", (rk_fn)rk_b, (at_fn)at_b, (at_fn)ap_b, (ats_fn)at_b_split, (atr_fn)at_b_split_rope, 6, 2, 48, 4, 4,
+        {"int8 H8 KV2 D64", (rk_fn)rk_a, (at_fn)at_a, (apq_fn)ap_a, (ats_fn)at_a_split, (atr_fn)at_a_split_rope, 8, 2, 64, 8, 3, 0.125},
+        {"uint4 H6 KV2 D48", (rk_fn)rk_b, (at_fn)at_b, (apq_fn)ap_b, (ats_fn)at_b_split, (atr_fn)at_b_split_rope, 6, 2, 48, 4, 4,
          0.14433756729740643},
-        {"fp8 H4 KV2 D32", (rk_fn)rk_c, (at_fn)at_c, (at_fn)ap_c, (ats_fn)at_c_split, (atr_fn)at_c_split_rope, 4, 2, 32, IG_KVQ_E4M3, 2,
+        {"fp8 H4 KV2 D32", (rk_fn)rk_c, (at_fn)at_c, (apq_fn)ap_c, (ats_fn)at_c_split, (atr_fn)at_c_split_rope, 4, 2, 32, IG_KVQ_E4M3, 2,
          0.17677669529663687},
     };
     for (const auto &c : cases) run_case(c);

@@ -147,9 +147,9 @@ __device__ void drain(ig_st *st, int n_rows, int unit, int rot, unsigned *it) {
     ig_st_rows(n_rows, unit, rot, &r0, &r1);
     for (int r = r0; r < r1; r += ig_st_shape<K, EXP_WQ, EXP_WG>::R) {
         const int slot = (int)(*it % IG_ST_NSLOT);
-        ig_st_mbar_wait(&st->full[slot], (*it / IG_ST_NSLOT) & 1);
+        ig_mb_wait(&st->full[slot], (*it / IG_ST_NSLOT) & 1);
         __syncwarp();
-        if ((threadIdx.x & 31) == 0) ig_st_mbar_arrive(&st->empty[slot]);
+        if ((threadIdx.x & 31) == 0) ig_mb_arrive(&st->empty[slot]);
         ++*it;
     }
 }

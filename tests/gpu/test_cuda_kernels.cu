@@ -14,6 +14,7 @@
  * Exit: 0 all passed (or "SKIP: no CUDA device"), 1 on any mismatch or CUDA error. Every failure
  * prints the case, the index of the first bad element, got/want, and the max error of the case.
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -941,7 +942,10 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_WINDOW 100
 #define AP_HPC 2
 #include "attention_prefill.cu"
-/* prefill timing, Llama shapes (one layer per page), against the direct kernel */
+/* prefill timing, Llama shapes (one layer per page), against the direct kernel: _flash_wg (AP_WS 0, as
+ * --tune ap_ws=0 packages build it: the launch bounds of the warp-specialized form would change its
+ * registers), then the _flash_ws instances codegen makes (D 128: one head on 64-key tiles, two on 128;
+ * D 64: four heads on 64) */
 #define AP_NAME ap_p128
 #define AP_H 32
 #define AP_KV 8
@@ -949,6 +953,7 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_KVBF16 1
 #define AP_OBF16 1
 #define AP_SCALE 0.08838834764831845f
+#define AP_WS 0
 #include "attention_prefill.cu"
 #define AT_NAME at_p128
 #define AT_H 32
@@ -965,6 +970,7 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_KVBF16 1
 #define AP_OBF16 1
 #define AP_SCALE 0.125f
+#define AP_WS 0
 #include "attention_prefill.cu"
 #define AP_NAME ap_p64_h2
 #define AP_H 32
@@ -974,6 +980,7 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_OBF16 1
 #define AP_SCALE 0.125f
 #define AP_HPC 2
+#define AP_WS 0
 #include "attention_prefill.cu"
 #define AP_NAME ap_p64_h4
 #define AP_H 32
@@ -983,6 +990,7 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_OBF16 1
 #define AP_SCALE 0.125f
 #define AP_HPC 4
+#define AP_WS 0
 #include "attention_prefill.cu"
 #define AP_NAME ap_p128_h2
 #define AP_H 32
@@ -992,6 +1000,48 @@ ATTN_CASE(J, 8, 2, 64, 0, 0, 0, 3)
 #define AP_OBF16 1
 #define AP_SCALE 0.08838834764831845f
 #define AP_HPC 2
+#define AP_WS 0
+#include "attention_prefill.cu"
+#define AP_NAME ap_w128
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 128
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#include "attention_prefill.cu"
+#define AP_NAME ap_w64_h4
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 64
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.125f
+#define AP_HPC 4
+#include "attention_prefill.cu"
+#define AP_NAME ap_w128_h2
+#define AP_H 32
+#define AP_KV 8
+#define AP_D 128
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_SCALE 0.08838834764831845f
+#define AP_HPC 2
+#define AP_WBN 128
+#include "attention_prefill.cu"
+/* correctness of 128-key tiles: windows, mixed batches (test_ap's scenarios) */
+#define AP_NAME ap_g4_d128_h2_b128
+#define AP_H 16
+#define AP_KV 4
+#define AP_D 128
+#define AP_PS 16
+#define AP_KVBF16 1
+#define AP_OBF16 1
+#define AP_PAGE_BYTES (2ull * 2 * 4 * 16 * 128 * 2)
+#define AP_SCALE 0.08838834764831845f
+#define AP_WINDOW 100
+#define AP_HPC 2
+#define AP_WBN 128
 #include "attention_prefill.cu"
 #define AT_NAME at_p64
 #define AT_H 32
@@ -2260,8 +2310,27 @@ struct ap_case {
     float scale;
     int win; /* AP_WINDOW (issue 21), 0 = none */
     int hpc; /* AP_HPC: query heads a CTA */
+    bool ws; /* has _flash_ws: test_ap runs it too (a launch with the producer warp and the pool's map) */
+    int wbn; /* ... on tiles of this many keys */
 };
-#define APCH(fn, H, KV, D, kvb, ob, ps, scale, win, hpc) { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale, win, hpc }
+#define APCH(fn, H, KV, D, kvb, ob, ps, scale, win, hpc) \
+    { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale, win, hpc, fn##_has_ws, fn##_ws_bn }
+
+/* The pool's tensor map for _flash_ws (as host_runtime.c's open_kv_map): rows of D 16-bit elements,
+ * boxes of 64 columns x min(PS, 64) rows, 128-byte swizzle (linked with -lcuda) */
+static CUtensorMap ap_map(const void *pool, size_t bytes, int D, int PS) {
+    CUtensorMap m;
+    const cuuint64_t dims[2] = {(cuuint64_t)D, bytes / (2 * D)}, strides[1] = {2ull * D};
+    const cuuint32_t box[2] = {64, (cuuint32_t)(PS < 64 ? PS : 64)}, step[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)pool, dims, strides, box, step,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+        exit(1);
+    }
+    return m;
+}
 #define APCW(fn, H, KV, D, kvb, ob, ps, scale, win) APCH(fn, H, KV, D, kvb, ob, ps, scale, win, 1)
 #define APC(fn, H, KV, D, kvb, ob, ps, scale) APCW(fn, H, KV, D, kvb, ob, ps, scale, 0)
 
@@ -2318,13 +2387,13 @@ static void ap_ref(const std::vector<uint8_t> &pool, const std::vector<int> &pta
 /* Runs one scenario on one instance: pool with random K/V for every position a sequence of the
  * batch reaches (everything else NaN, unused page-table entries point at an all-NaN page), random
  * q, output prefilled with NaN (every element must be written). */
-static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
+static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc, bool ws = false) {
     char what[200];
     std::vector<int> pos, seq;
     for (int i = 0; i < sc.nseg; i++)
         for (int p = 0; p < sc.seg[i].n; p++) pos.push_back(sc.seg[i].start + p), seq.push_back(sc.seg[i].seq);
     const int T = (int)pos.size(), H = a.H, KV = a.KV, D = a.D, PS = a.ps, es = a.kvb ? 2 : 4;
-    snprintf(what, sizeof what, "attention_prefill %s %s T=%d", a.name, sc.name, T);
+    snprintf(what, sizeof what, "attention_prefill %s%s %s T=%d", a.name, ws ? " ws" : "", sc.name, T);
     if (!sel(what)) return;
     int nseq = 0, maxpos = 0;
     for (int t = 0; t < T; t++) nseq = seq[t] + 1 > nseq ? seq[t] + 1 : nseq, maxpos = pos[t] > maxpos ? pos[t] : maxpos;
@@ -2385,8 +2454,14 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
     CK(cudaMemset(dout, 0xff, on * 4)); /* NaN (f32 and bf16) */
     unsigned long long lo = loff;
     int Tv = T, mp = maxp;
-    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
-    launch(a.fn, dim3(IG_AP_GRID_XH(H, a.hpc), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(a.hpc)), IG_AP_SMEM_H(D, a.hpc), args);
+    CUtensorMap map;
+    memset(&map, 0, sizeof map);
+    if (ws) map = ap_map(dpool, pool.size(), D, PS);
+    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout, &map};
+    if (ws)
+        launch(a.fn, dim3(IG_AP_GRID_XH(H, a.hpc), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKW(a.hpc)), IG_AP_SMEM_WS(D, a.hpc, a.wbn), args);
+    else
+        launch(a.fn, dim3(IG_AP_GRID_XH(H, a.hpc), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(a.hpc)), IG_AP_SMEM_H(D, a.hpc), args);
     CK(cudaDeviceSynchronize());
     std::vector<float> o = download(dout, on, a.ob);
     checker k;
@@ -2424,9 +2499,10 @@ static void test_ap(ctx *c, const ap_case &a, const ap_scn &sc) {
 /* Prefill of one sequence of T tokens (positions 0..T-1), H32 KV8, bf16 KV and output: flash vs the
  * direct kernel, TFLOP/s over the causal flops 4 * T * T/2 * H * D; checks a few tokens of the
  * flash output against the host. */
-static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T, int hpc = 1) {
+static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T, int hpc = 1, bool ws = false, int wbn = 64,
+                     const char *tag = "") {
     char what[200];
-    snprintf(what, sizeof what, "bench_prefill attention H32 KV8 D%d T=%d heads a CTA %d", D, T, hpc);
+    snprintf(what, sizeof what, "bench_prefill attention H32 KV8 D%d T=%d heads a CTA %d%s%s", D, T, hpc, ws ? " ws" : "", tag);
     if (!sel(what)) return;
     const int H = 32, KV = 8, PS = 16, maxp = (T + PS - 1) / PS, npages = maxp;
     const size_t page_bytes = 2ull * KV * PS * D * 2;
@@ -2449,15 +2525,18 @@ static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T, int h
     CK(cudaMalloc(&dout, (size_t)T * H * D * 2)); CK(cudaMalloc(&dout2, (size_t)T * H * D * 2));
     unsigned long long lo = 0;
     int Tv = T, mp = maxp;
-    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
+    CUtensorMap map;
+    memset(&map, 0, sizeof map);
+    if (ws) map = ap_map(dpool, npages * page_bytes, D, PS);
+    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout, &map};
     void *args2[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout2};
-    const int smem = IG_AP_SMEM_H(D, hpc);
+    const int smem = ws ? IG_AP_SMEM_WS(D, hpc, wbn) : IG_AP_SMEM_H(D, hpc), block = ws ? IG_AP_BLOCKW(hpc) : IG_AP_BLOCKH(hpc);
     if (smem > 48 * 1024) CK(cudaFuncSetAttribute(ap, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     if (IG_AT_SMEM(H, KV, D) > 48 * 1024)
         CK(cudaFuncSetAttribute(at, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_AT_SMEM(H, KV, D)));
     double us_f = time_us(
         [&](int) {
-            CK(cudaLaunchKernel(ap, dim3(IG_AP_GRID_XH(H, hpc), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(hpc)), args, smem, 0));
+            CK(cudaLaunchKernel(ap, dim3(IG_AP_GRID_XH(H, hpc), IG_AP_GRID_Y(T)), dim3(block), args, smem, 0));
         },
         20);
     CK(cudaGetLastError());
@@ -2469,9 +2548,9 @@ static void bench_ap(ctx *c, int D, const void *ap, const void *at, int T, int h
         5);
     CK(cudaGetLastError());
     const double fl = 4.0 * T * (T / 2.0) * H * D;
-    printf("bench_prefill attention H32 KV8 D%-3d bf16 T=%d one seq, %d heads a CTA: flash %8.1f us %6.1f TFLOP/s | direct %9.1f us %6.1f "
-           "TFLOP/s | speedup %.1fx\n",
-           D, T, hpc, us_f, fl / (us_f * 1e-6) / 1e12, us_d, fl / (us_d * 1e-6) / 1e12, us_d / us_f);
+    printf("bench_prefill attention H32 KV8 D%-3d bf16 T=%d one seq, %d heads a CTA%s%s: flash %8.1f us %6.1f TFLOP/s | direct %9.1f us "
+           "%6.1f TFLOP/s | speedup %.1fx\n",
+           D, T, hpc, ws ? " ws" : "", tag, us_f, fl / (us_f * 1e-6) / 1e12, us_d, fl / (us_d * 1e-6) / 1e12, us_d / us_f);
     CK(cudaDeviceSynchronize());
     std::vector<float> o = download(dout, (size_t)T * H * D, true), o2 = download(dout2, (size_t)T * H * D, true);
     std::vector<uint8_t> pool(npages * page_bytes);
@@ -2684,6 +2763,7 @@ int main(int argc, char **argv) {
         APCH(ap_g4_d64_h4, 8, 2, 64, 1, 1, 16, 0.125f, 0, 4),
         APCH(ap_g4_d128_h2, 16, 4, 128, 1, 1, 16, 0.08838834764831845f, 0, 2),
         APCH(ap_g4_d64_w100_h2, 8, 2, 64, 1, 0, 16, 0.125f, 100, 2),
+        APCH(ap_g4_d128_h2_b128, 16, 4, 128, 1, 1, 16, 0.08838834764831845f, 100, 2),
     };
     const ap_scn scns[] = {
         {"decode", 1, {{0, 250, 1}}},
@@ -2694,7 +2774,10 @@ int main(int argc, char **argv) {
         {"same-seq-gap", 2, {{0, 10, 40}, {0, 70, 30}}},
     };
     for (const auto &a : aps)
-        for (const auto &sc : scns) test_ap(&c, a, sc);
+        for (const auto &sc : scns) {
+            test_ap(&c, a, sc);
+            if (a.ws) test_ap(&c, a, sc, true);
+        }
     run_kvq_tests(&c, scns, (int)(sizeof scns / sizeof scns[0]));
     if (sel("attention long")) test_attn_long(&c);
 
@@ -2743,6 +2826,12 @@ int main(int argc, char **argv) {
         bench_ap(&c, 64, (const void *)ap_p64_h2, (const void *)at_p64, 8192, 2);
         bench_ap(&c, 64, (const void *)ap_p64_h4, (const void *)at_p64, 2048, 4);
         bench_ap(&c, 64, (const void *)ap_p64_h4, (const void *)at_p64, 8192, 4);
+        /* the warp-specialized form (_flash_ws) as codegen makes it */
+        for (int T : {2048, 8192}) {
+            bench_ap(&c, 128, (const void *)ap_w128, (const void *)at_p128, T, 1, true);
+            bench_ap(&c, 128, (const void *)ap_w128_h2, (const void *)at_p128, T, 2, true, 128, " BN 128");
+            bench_ap(&c, 64, (const void *)ap_w64_h4, (const void *)at_p64, T, 4, true);
+        }
     }
     if (c.fails) {
         printf("test_cuda_kernels: %d failed cases\n", c.fails);

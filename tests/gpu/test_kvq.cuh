@@ -781,7 +781,9 @@ static void test_ap_q(ctx *c, const apq_case &a, const ap_scn &sc) {
     CK(cudaMemset(dout, 0xff, on * 4));
     unsigned long long lo = loff;
     int Tv = T, mp = maxp;
-    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout};
+    CUtensorMap map; /* quantized KV: no _flash_ws, the map is not read */
+    memset(&map, 0, sizeof map);
+    void *args[] = {&Tv, &dq, &dpool, &lo, &dpos, &dseq, &dptab, &mp, &dout, &map};
     launch(a.fn, dim3(IG_AP_GRID_XH(H, 1), IG_AP_GRID_Y(T)), dim3(IG_AP_BLOCKH(1)), IG_AP_SMEM_H(D, 1), args);
     CK(cudaDeviceSynchronize());
     std::vector<float> o = download(dout, on, a.ob);
