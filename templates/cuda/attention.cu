@@ -36,7 +36,7 @@
  * and 8 warps interleave over the range, 4 steps unrolled (K and V of 4 keys in flight per lane; 8 for
  * items of at most 2 heads).
  * Each lane group keeps its own online-softmax state (m, l, acc in the log2 domain: q is
- * pre-scaled by AT_SCALE*log2(e), so exp2f is the only exponential); states are merged across the
+ * pre-scaled by AT_SCALE*log2(e), so exp2 (common.cuh's ig_exp2) is the only exponential); states are merged across the
  * lane groups of a warp with shuffles, then across warps through shared memory.
  * Not yet: a tensor-core (mma.sync) prefill path that shares K/V tiles across query tokens; prefill
  * here re-reads the context per token (from L2).

@@ -36,7 +36,7 @@
  * A fragments held in registers, K/V tiles of BN = 64 keys stream through shared memory (rows padded
  * by 16 bytes: conflict-free ldmatrix) with cp.async (FA2 order: V load overlaps QKᵀ + softmax, the
  * next K load overlaps P·V), P stays in registers as the A operand of P·V, online softmax in f32
- * with exp2f, causal mask only on tiles that reach past the run's first position, keys beyond the
+ * with exp2 (common.cuh's ig_exp2), causal mask only on tiles that reach past the run's first position, keys beyond the
  * run's last position zero-filled (never read: their page may not exist). Shorter runs (decode
  * tokens of a mixed batch) are spread over the 4 warps, one token at a time, on CUDA cores (the
  * same lane-group scheme as attention.cu, one head). The CUDA-core path also serves every token
@@ -270,7 +270,7 @@ static __device__ __noinline__ void IG_CAT(AP_NAME, _tok)(int t, int h, int n, c
 #pragma unroll
             for (int o = TPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(IG_FULL_MASK, d, o);
             if (jb + u * KPW + kk < n) {
-                const float mn = fmaxf(m, d), corr = exp2f(m - mn), p = exp2f(d - mn);
+                const float mn = fmaxf(m, d), corr = ig_exp2(m - mn), p = ig_exp2(d - mn);
                 l = l * corr + p;
 #pragma unroll
                 for (int e = 0; e < E; e++) acc[e] = fmaf(p, vf[e], acc[e] * corr);
@@ -362,13 +362,13 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _softmax)(float (*s)[4], 
     const float na = fmaxf(ma, xa), nb_ = fmaxf(mb, xb);
     const float ua = AP_WINDOW > 0 && na == IG_NEG_INF ? 0.0f : na;
     const float ub = AP_WINDOW > 0 && nb_ == IG_NEG_INF ? 0.0f : nb_;
-    const float ca = exp2f(ma - ua), cb = exp2f(mb - ub);
+    const float ca = ig_exp2(ma - ua), cb = ig_exp2(mb - ub);
     ma = na, mb = nb_;
     float sa = 0.0f, sb = 0.0f;
 #pragma unroll
     for (int nb = 0; nb < NB; nb++) {
-        s[nb][0] = exp2f(s[nb][0] - ua), s[nb][1] = exp2f(s[nb][1] - ua);
-        s[nb][2] = exp2f(s[nb][2] - ub), s[nb][3] = exp2f(s[nb][3] - ub);
+        s[nb][0] = ig_exp2(s[nb][0] - ua), s[nb][1] = ig_exp2(s[nb][1] - ua);
+        s[nb][2] = ig_exp2(s[nb][2] - ub), s[nb][3] = ig_exp2(s[nb][3] - ub);
         sa += s[nb][0] + s[nb][1], sb += s[nb][2] + s[nb][3];
     }
     la = la * ca + sa, lb = lb * cb + sb;

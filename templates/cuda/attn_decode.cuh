@@ -272,7 +272,7 @@ IG_DEV void ig_ad_step(const ig_ad_tile<D, BITS> &t, int tb, int st, int ue, int
             for (int e = 0; e < A::E; e++) acc[g][e] *= corr;
             m[g] = mt;
         }
-        const float p = valid ? exp2f(s - m[g]) : 0.0f;
+        const float p = valid ? ig_exp2(s - m[g]) : 0.0f;
         if (h == 0) l[g] += p, pw[kl * (G + 1) + g] = QT ? p * t.vsc : p;
     }
     if (QT && h == 0) pw[kl * (G + 1) + G] = 8388608.0f + t.vz;

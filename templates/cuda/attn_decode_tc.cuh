@@ -332,7 +332,7 @@ IG_DEV void ig_adt_step(const ig_adt_tile<D, BITS> &t, int tb, int ue, int k0, c
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int jl = 16 * ks + 8 * h + 2 * q4 + e;
-                p[e] = m == IG_NEG_INF ? 0.0f : exp2f(c[2 * ks + h][e] - m);
+                p[e] = m == IG_NEG_INF ? 0.0f : ig_exp2(c[2 * ks + h][e] - m);
                 l += p[e];
                 if (A::Q) p[e] *= __shfl_sync(IG_FULL_MASK, t.vsc, jl);
             }

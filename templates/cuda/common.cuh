@@ -136,10 +136,19 @@ IG_DEV float ig_block_sum(float v, float *red) {
     return s;
 }
 
+/* 2^x for softmax weights: one MUFU.EX2 (ex2.approx.ftz). exp2f is the same approximation wrapped in
+ * three more instructions that keep results below 2^-126 subnormal (a compare and two multiplies:
+ * seen in the SASS of the attention kernels); a weight that small is 0 here. */
+IG_DEV float ig_exp2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
 /* Online-softmax scale factor exp2(m - M) that is 0 for an empty state (m == -inf), so that
  * merging two empty states gives 0 instead of exp2(-inf - -inf) = NaN. Scores are kept in the
- * log2 domain (q pre-scaled by log2(e)) so that exp2f, a single MUFU.EX2, is the only exp used. */
-IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
+ * log2 domain (q pre-scaled by log2(e)) so that ig_exp2 is the only exp used. */
+IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : ig_exp2(m - M); }
 
 /* The gated MLP's activation of one (gate, up) pair: silu(g) * u (SwiGLU), or with gelu
  * gelu_tanh(g) * u (GeGLU: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), tanh(z) = 1 - 2 /

@@ -421,7 +421,7 @@ IG_DEV void ig_kvq_attend(int kh, int k0, int k1, int wi, const float (&qr)[G][i
 #pragma unroll
                 for (int g = 0; g < G; g++) {
                     const float mn = fmaxf(m[g], s[g]);
-                    const float corr = exp2f(m[g] - mn), p = exp2f(s[g] - mn);
+                    const float corr = ig_exp2(m[g] - mn), p = ig_exp2(s[g] - mn);
                     l[g] = l[g] * corr + p;
 #pragma unroll
                     for (int e = 0; e < E; e++) acc[g][e] = fmaf(p, vf[e], acc[g][e] * corr);

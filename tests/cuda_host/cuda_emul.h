@@ -204,7 +204,7 @@ IG_DEV float ig_block_sum(float v, float *red) {
     __syncthreads();
     return s;
 }
-IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : exp2f(m - M); }
+IG_DEV float ig_sm_factor(float m, float M) { return m == IG_NEG_INF ? 0.0f : ig_exp2(m - M); }
 IG_DEV float ig_glu(float g, float u, bool gelu) {
     if (!gelu) return g / (1.0f + expf(-g)) * u;
     const float z = 0.7978845608028654f * (g + 0.044715f * g * g * g);
