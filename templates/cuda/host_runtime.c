@@ -917,7 +917,6 @@ static int32_t kv_pages_for(size_t free_b, size_t fixed, float fraction) {
     return pages >= 2147483647.0 ? 2147483647 : (int32_t)pages;
 }
 
-/* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */
 /* The KV pool's tensor map for prefill attention's _flash_ws (KV_TMAP packages on wgmma images): the
  * pool as rows of HEAD_DIM 16-bit elements, boxes of 64 columns x min(PAGE_SIZE, 64) rows (a page's
  * rows of one KV head, or 64 of them) in the 128-byte swizzle of wgmma.cuh's tiles. Left off (the
@@ -936,6 +935,7 @@ static void open_kv_map(dev_state *st, size_t kv_bytes) {
 #endif
 }
 
+/* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */
 static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char *err, size_t cap) {
     size_t w_bytes = W_BYTES, ws_bytes = workspace_bytes(ctx->max_tokens, 1), free_b = 0, total_b = 0;
     st->api.cuMemGetInfo(&free_b, &total_b);
@@ -952,7 +952,7 @@ static int alloc_device(ig_model_ctx *ctx, dev_state *st, const char *name, char
     TRY(st->api.cuMemAlloc(&st->w, w_bytes), "allocating weights");
     TRY(st->api.cuMemcpyHtoD(st->w, ctx->weights, w_bytes), "copying weights");
     TRY(st->api.cuMemAlloc(&st->kv, kv_bytes), "allocating the KV cache");
-    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), "clearing the KV cache"); /* (_flash_ws reads past a run's last key) */
+    TRY(st->api.cuMemsetD8(st->kv, 0, kv_bytes), "clearing the KV cache");
     open_kv_map(st, kv_bytes);
     TRY(st->api.cuMemAlloc(&st->ws, ws_bytes), "allocating the workspace");
     TRY(st->api.cuMemsetD8(st->ws, 0, ws_bytes), "clearing the workspace"); /* attention counters start at 0 */
