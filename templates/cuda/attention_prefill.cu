@@ -124,6 +124,12 @@
 #ifndef IG_AP_HELPERS
 #define IG_AP_HELPERS
 IG_DEV constexpr int ig_ap_pow2ceil(int x) { return x <= 1 ? 1 : 2 * ig_ap_pow2ceil((x + 1) / 2); }
+/* the end of the run starting at tile row r: rows of one sequence at consecutive positions */
+IG_DEV int ig_ap_run_end(int r, int n, const int *s_pos, const int *s_seq) {
+    int e = r + 1;
+    while (e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1) e++;
+    return e;
+}
 IG_DEV void ig_ap_store(void *out, size_t i, float v, bool bf) {
     if (bf) ((unsigned short *)out)[i] = ig_f32_to_h(v);
     else ((float *)out)[i] = v;
@@ -311,8 +317,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _short_runs)(int n, int m
     const int warp = (threadIdx.x % IG_AP_BLOCK) >> 5;
     int k = 0;
     for (int r = 0, e; r < n; r = e) {
-        for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
-        }
+        e = ig_ap_run_end(r, n, s_pos, s_seq);
         if (e - r >= minrun) continue;
         for (int i = r; i < e; i++, k++)
             if (k % IG_AP_WARPS == warp)
@@ -869,8 +874,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_runs)(int n, int minr
         if ((int)threadIdx.x < AP_NTH_ + 32) { /* one warp loads */
             unsigned aux_ph = 0;
             for (int r = 0, e; r < n; r = e) {
-                for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
-                }
+                e = ig_ap_run_end(r, n, s_pos, s_seq);
                 if (e - r >= minrun)
                     IG_CAT(AP_NAME, _ws_load)(r, e, s_pos[r], h0 / G, kvm, layer_off, page_table + (size_t)s_seq[r] * max_pages,
                                               smraw, sk, sv, bars, it, aux_ph);
@@ -879,8 +883,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_runs)(int n, int minr
     } else {
         ig_setmaxnreg_inc<(BASE + MORE > 256 ? 256 : BASE + MORE)>();
         for (int r = 0, e; r < n; r = e) {
-            for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
-            }
+            e = ig_ap_run_end(r, n, s_pos, s_seq);
             if (e - r >= minrun)
                 IG_CAT(AP_NAME, _ws_attend)(t0, r, e, s_pos[r], h0 + wgi, q, out, smraw, sbase + (unsigned)wgi * QTILE, sk, sv,
                                             bars, it);
@@ -931,8 +934,7 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #endif
     /* long runs: the whole CTA, one after the other (uniform: every thread sees the same runs) */
     for (int r = 0, e; r < n; r = e) {
-        for (e = r + 1; e < n && s_seq[e] == s_seq[r] && s_pos[e] == s_pos[e - 1] + 1; e++) {
-        }
+        e = ig_ap_run_end(r, n, s_pos, s_seq);
         if (e - r < MINRUN) continue;
 #if AP_WGMMA_
         IG_CAT(AP_NAME, _flash_wg)(t0, r, e, s_pos[r], h, q, kv_pool, layer_off, page_table + (size_t)s_seq[r] * max_pages,
