@@ -931,24 +931,50 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
             fprintf(c->fw, "%s    { void *args[] = {&T, &moe_sel, &moe_off, &moe_list};\n"
                            "%s      LAUNCH(%d, 1, 1, 1, 1024, 0, args); }\n",
                     ind, ind, fn_index(c, fgr));
+        if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
+        const char *ind_tc = ind;
+        char ind_wg[64];
+        if (moe_wg_ok(c)) { /* the warp-specialized products where the image has wgmma and the driver made the maps */
+            char fxg[96];
+            snprintf(fxg, sizeof fxg, "%s_xgather", mo ? mo : "");
+            snprintf(ind_wg, sizeof ind_wg, "%s    ", ind);
+            ind_tc = ind_wg;
+            /* the pairs' token rows in _group's order: moe_y's room, free until _down_wg writes it */
+            const char *xrows = shared ? "moe_xb" : "moe_y";
+            fprintf(c->fw, "%s    CUtensorMap m_x, m_gu, m_h, m_dn;\n"
+                           "%s    if (st->wg && tile_map(st, &m_x, %s, (uint64_t)T * %d, %d, IG_MO_TC_BM) &&\n"
+                           "%s        tile_map(st, &m_gu, %s, %lld, %d, IG_MO_WG_BN) && tile_map(st, &m_h, moe_h, (uint64_t)T * %d, %lld, IG_MO_TC_BM) &&\n"
+                           "%s        tile_map(st, &m_dn, %s, %lld, %lld, IG_MO_WG_BN)) {\n",
+                    ind, ind, xrows, K, HID, ind, w2, (long long)E * 2 * I, HID, K, (long long)I, ind, w3, (long long)E * HID,
+                    (long long)I);
+            if (shared)
+                fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_xb};\n"
+                               "%s          LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
+                        ind, in, ind, fn_index(c, fx), HID);
+            else
+                fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_list, &moe_y};\n"
+                               "%s          LAUNCH(%d, IG_MO_XG_GRID_X(%d), IG_MO_XG_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
+                        ind, in, ind, fn_index(c, fxg), HID, K);
+            fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_h, &m_x, &m_gu};\n"
+                           "%s          LAUNCH(%d, IG_MO_WG_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n",
+                    ind, ind, fn_index(c, fgw), (long long)I, K, E);
+            if (*dq_dn) fprintf(c->fw, "%s        %s", ind, dq_dn);
+            fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_list, &moe_wt, &moe_y, &m_h, &m_dn};\n"
+                           "%s          LAUNCH(%d, IG_MO_WG_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n"
+                           "%s    } else {\n",
+                    ind, ind, fn_index(c, fdw), HID, K, E, ind);
+        }
         fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_xb};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
-                ind, in, ind, fn_index(c, fx), HID);
-        if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
-        const int wg = moe_wg_ok(c);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &%s, &moe_h};\n", ind, w2);
-        if (wg)
-            fprintf(c->fw, "%s      if (st->wg) LAUNCH(%d, IG_MO_WG_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args);\n"
-                           "%s      else ", ind, fn_index(c, fgw), (long long)I, K, E, ind);
-        fprintf(c->fw, "%sLAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
-                wg ? "" : ind, fn_index(c, fgg), (long long)I, K, E);
-        if (*dq_dn) fprintf(c->fw, "%s    %s", ind, dq_dn);
-        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n", ind, w3);
-        if (wg)
-            fprintf(c->fw, "%s      if (st->wg) LAUNCH(%d, IG_MO_WG_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args);\n"
-                           "%s      else ", ind, fn_index(c, fdw), HID, K, E, ind);
-        fprintf(c->fw, "%sLAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
-                wg ? "" : ind, fn_index(c, fgd), HID, K, E);
+                ind_tc, in, ind_tc, fn_index(c, fx), HID);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_xb, &moe_off, &moe_list, &%s, &moe_h};\n"
+                       "%s      LAUNCH(%d, IG_MO_TC_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
+                ind_tc, w2, ind_tc, fn_index(c, fgg), (long long)I, K, E);
+        if (*dq_dn) fprintf(c->fw, "%s    %s", ind_tc, dq_dn);
+        fprintf(c->fw, "%s    { void *args[] = {&T, &moe_h, &moe_off, &moe_list, &moe_wt, &%s, &moe_y};\n"
+                       "%s      LAUNCH(%d, IG_MO_TC_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_TC_THREADS, IG_MO_TC_SMEM, args); }\n",
+                ind_tc, w3, ind_tc, fn_index(c, fgd), HID, K, E);
+        if (ind_tc != ind) fprintf(c->fw, "%s    }\n", ind);
         fprintf(c->fw, "%s    { void *args[] = {&T, &moe_y, &%s};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n"
                        "%s} else {\n",

@@ -119,6 +119,17 @@ typedef struct f8_plan {
     cublasLtMatmulAlgo_t algo;
 } f8_plan;
 
+/* One tensor map of moe.cu's warp-specialized products (tile_map): 16-bit rows at p, the map's
+ * key (p, cols, box rows) and its rows, which may change from step to step (the workspace's
+ * operands hold T K rows). */
+#define TILE_MAP_SLOTS 256
+typedef struct tile_map_slot {
+    CUtensorMap map;
+    CUdeviceptr p;
+    uint64_t rows, cols;
+    uint32_t box_rows, ok;
+} tile_map_slot;
+
 /* ---- device state (ctx->device_state) */
 typedef struct dev_state {
     cu_api api;
@@ -136,6 +147,7 @@ typedef struct dev_state {
     CUdeviceptr w, kv, ws, inv_freq;
     CUtensorMap kvmap; /* the KV pool for TMA (KV_TMAP, open_kv_map): passed to prefill attention */
     int kvmap_on;      /* ... made: launches take the warp-specialized form */
+    tile_map_slot tmaps[TILE_MAP_SLOTS]; /* moe.cu's products' operands for TMA (tile_map), by p's hash */
     int32_t *pinned;           /* staging of one batch */
     unsigned char *pinned_smp; /* staging of device sampling: params [max_tokens], then ids [max_tokens] */
     /* token masks of a masked step (forward, sample_masked), made on the first such step and grown
@@ -933,6 +945,35 @@ static void open_kv_map(dev_state *st, size_t kv_bytes) {
 #else
     (void)st, (void)kv_bytes;
 #endif
+}
+
+/* *out = a tensor map of rows x cols 16-bit elements at p (rows of cols elements), boxes of 64
+ * columns x box_rows rows in the 128-byte swizzle of wgmma.cuh's tiles, for moe.cu's _gu_wg /
+ * _down_wg: kept in st->tmaps (a slot per (p, cols, box_rows) by p's hash, probing 8; past them the
+ * first is taken over) and encoded again when its rows change. 0 where the driver lacks the call
+ * or refuses the map (the generated code then launches the mma.sync kernels). */
+static __attribute__((unused)) int tile_map(dev_state *st, CUtensorMap *out, CUdeviceptr p, uint64_t rows, uint64_t cols,
+                                            uint32_t box_rows) {
+    if (!st->api.cuTensorMapEncodeTiled) return 0;
+    const size_t home = (size_t)((p >> 8) ^ (p >> 20)) % TILE_MAP_SLOTS;
+    tile_map_slot *s = &st->tmaps[home];
+    for (size_t i = 0; i < 8; i++) {
+        tile_map_slot *c = &st->tmaps[(home + i) % TILE_MAP_SLOTS];
+        if ((c->p == p && c->cols == cols && c->box_rows == box_rows) || !c->p) {
+            s = c;
+            break;
+        }
+    }
+    if (s->p != p || s->cols != cols || s->box_rows != box_rows || s->rows != rows) {
+        const cuuint64_t dims[2] = {cols, rows}, strides[1] = {2 * cols};
+        const cuuint32_t box[2] = {64, box_rows}, step[2] = {1, 1};
+        s->p = p, s->rows = rows, s->cols = cols, s->box_rows = box_rows;
+        s->ok = st->api.cuTensorMapEncodeTiled(&s->map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, step,
+                                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    }
+    if (s->ok) *out = s->map;
+    return (int)s->ok;
 }
 
 /* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */

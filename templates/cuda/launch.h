@@ -218,17 +218,21 @@
 #define IG_MO_TC_DN_GRID_X(D) IG_CDIV((D), IG_MO_TC_BN)
 #define IG_MO_TC_GRID_Y(T, K, E) (IG_CDIV((T) * (K), IG_MO_TC_BM) + (E))
 /* the same products on Hopper's warpgroup tensor cores (_gu_wg, _down_wg; sm_90a images, where
- * the host read ig_wg_built): the row tiles as above (IG_MO_TC_BM pairs, _group's scan), each CTA
- * IG_MO_WG_BN weight rows, two consumer warpgroups of 64 pairs, K in steps of 64 through
- * IG_MO_WG_NST stages of 128-byte swizzled tiles (wgmma.cuh); dynamic smem IG_MO_WG_SMEM (with 1 KB
- * to align the tiles to 1024; the host allows these kernels IG_MO_WG_SMEM), one CTA an SM. */
-#define IG_MO_WG_THREADS 256
+ * the host read ig_wg_built and encoded the operands' tensor maps): the row tiles as above
+ * (IG_MO_TC_BM pairs, _group's scan), each CTA IG_MO_WG_BN weight rows, two consumer warpgroups of
+ * 64 pairs and a producer warpgroup (TMA), K in steps of 64 through IG_MO_WG_NST stages of 128-byte
+ * swizzled tiles (wgmma.cuh); dynamic smem IG_MO_WG_SMEM (with 1 KB to align the tiles to 1024; the
+ * host allows these kernels IG_MO_WG_SMEM), one CTA an SM. _xgather (their gate/up's rows in the
+ * pairs' order): a thread per 4 columns, rows strided by the grid's y. */
+#define IG_MO_WG_THREADS 384
 #define IG_MO_WG_BN 256
 #define IG_MO_WG_BK 64
 #define IG_MO_WG_NST 4
 #define IG_MO_WG_SMEM (IG_MO_WG_NST * (IG_MO_TC_BM + IG_MO_WG_BN) * 128 + 1024) /* 197632 bytes */
 #define IG_MO_WG_GU_GRID_X(I) IG_CDIV(2 * (I), IG_MO_WG_BN)
 #define IG_MO_WG_DN_GRID_X(D) IG_CDIV((D), IG_MO_WG_BN)
+#define IG_MO_XG_GRID_X(D) IG_CDIV((D), 4 * IG_MO_BLOCK)
+#define IG_MO_XG_GRID_Y(T, K) ((T) * (K) < 4096 ? (T) * (K) : 4096)
 /* decode-sized steps (T <= IG_MO_DTMAX) in two launches over the whole GPU: _dgu (router, top-k,
  * the selected experts' gate/up with SwiGLU) and _ddown (their down rows, weighted, summed into the
  * residual): grid = any count of CTAs that are all resident at once (the host: its SM count), block

@@ -65,6 +65,19 @@
  * operands through IG_MO_TC_NST cp.async stages and ldmatrix, the pairs' rows gathered by index;
  * gate/up's epilogue pairs each group of 16 gate rows with their 16 up rows (the packing's
  * interleave) for the SwiGLU.
+ * The same products on Hopper's warpgroup tensor cores (sm_90a images; empty kernels elsewhere),
+ * fed by TMA through tensor maps the host encodes (a map: 16-bit rows, boxes of 64 columns in the
+ * 128-byte swizzle, 128 rows for the pairs' operand, 256 for the weights), with the pairs' rows in
+ * _group's order so that a tile's rows are consecutive:
+ *   extern "C" __global__ void MO_NAME_xgather(int T, const float *x, const int *list, AT *xg);
+ *       xg [T K][D]: pair p's token row, rounded; grid (IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K))
+ *       (the shared form has no list: its pairs are the tokens, _xround's rows)
+ *   extern "C" __global__ void MO_NAME_gu_wg(int T, const int *off, AT *h, ig_tmap xm, ig_tmap wm);
+ *       h [T K][I] in grouped order; xm over xg ([T K][D]), wm over w_gu ([E 2I][D])
+ *   extern "C" __global__ void MO_NAME_down_wg(int T, const int *off, const int *list, const float *wt,
+ *                                             float *y, ig_tmap hm, ig_tmap wm);
+ *       y as _down_tc's (by pair); hm over that h ([T K][I]), wm over w_down ([E D][I])
+ * block IG_MO_WG_THREADS, dynamic smem IG_MO_WG_SMEM, grids as the _tc kernels' with IG_MO_WG_*_GRID_X.
  * Decode-sized steps (T <= IG_MO_DTMAX) in two launches over all SMs (the section below _select):
  *   extern "C" __global__ void MO_NAME_dgu(int T, const float *x, const float *gamma, float eps,
  *                                          const float *router, float *lg, int *sel, float *wt,
@@ -90,6 +103,7 @@
 #include "common.cuh"
 #include "mma.cuh"
 #include "moe_select.cuh"
+#include "mbar.cuh"
 #include "wgmma.cuh"
 #include "wq.cuh"
 
@@ -803,7 +817,7 @@ static __device__ __forceinline__ int IG_CAT(MO_NAME, _tile)(int T, const int *o
 
 /* The global rows a thread copies a 16-byte chunk of, AR of the tile's gathered rows a[lr + RS j]
  * (null: zeros, nothing read; ab their byte counts) and BR weight rows w + (n0 + lr + RS j) KD
- * (rows >= NR: zeros), for the cp.async loops of _tc_loop and _wg_loop */
+ * (rows >= NR: zeros), for _tc_loop's cp.async */
 template <int AR, int BR, int RS, int KD, int NR>
 static __device__ __forceinline__ void IG_CAT(MO_NAME, _rowptrs)(const unsigned short *const *a, const unsigned short *w, int n0,
                                                                   int lr, const unsigned short **ar, int *ab,
@@ -973,66 +987,72 @@ IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const 
 #endif
 }
 
-/* ---- the same products on Hopper's warpgroup tensor cores (sm_90a; wgmma.cuh) ----
- * A CTA: the row tile of _gu_tc / _down_tc (IG_MO_TC_BM = 128 pairs of one expert) x IG_MO_WG_BN =
- * 256 weight rows; warpgroup g (of two) multiplies pairs 64 g .. 64 g + 63 by all 256 rows, one
- * wgmma m64n256k16 per 16 of K, the operands read from shared memory by the tensor cores (no
- * ldmatrix), 128 f32 accumulators a thread. K in steps of 64 (a swizzled tile row of 128 bytes) through
- * IG_MO_WG_NST stages: cp.async writes step kt + NST - 2 while the products of step kt - 1 may
- * still run (one group in flight), so a stage is refilled two steps after its products were
- * issued. K need not be a multiple of 64 (chunks past K are zeros). A warpgroup whose 64 pairs are
- * all past the tile's np skips the products. */
+/* ---- the same products on Hopper's warpgroup tensor cores (sm_90a; wgmma.cuh, mbar.cuh) ----
+ * Warp-specialized: a CTA of IG_MO_WG_THREADS is two consumer warpgroups and a producer warpgroup,
+ * which gives them its registers (setmaxnreg) and whose thread 0 alone loads every tile by TMA.
+ * A CTA is the row tile of _gu_tc / _down_tc (IG_MO_TC_BM = 128 pairs of one expert) x IG_MO_WG_BN
+ * = 256 weight rows; consumer warpgroup g multiplies pairs 64 g .. 64 g + 63 by all 256 rows, one
+ * wgmma m64n256k16 per 16 of K, both operands read by the tensor cores from shared memory, 128 f32
+ * accumulators a thread. K in steps of 64 (a swizzled tile row of 128 bytes) through IG_MO_WG_NST
+ * stages; a stage's "full" mbarrier completes when its two boxes have landed, its "empty" one when
+ * each consumer warp has seen its products of that stage done (one group stays in flight, so a
+ * stage goes back one step after its products were issued). No block barrier in the loop.
+ * TMA needs the A rows of a tile to be consecutive, so the pairs' rows are in _group's order:
+ * gate/up reads _xgather's copy of each pair's token row, and writes h in that order, which down
+ * then reads as it lies (the mma.sync kernels index both by pair). Rows and columns past a
+ * tensor's end land as zeros; rows of the next expert in a partial tile are multiplied and never
+ * stored (each output row depends only on its own A row). A warpgroup whose 64 pairs are all past
+ * the tile's np skips its products. */
 #if IG_WG
-/* acc (this thread's 128 of its warpgroup's 64 x 256) = rows a[r] (the tile's gathered rows; null:
- * zeros) x weight rows w + (n0 + n) KD, n < IG_MO_WG_BN (rows >= NR: zeros), over k < KD; sm: the
- * stages, aligned to 1024 */
-template <int KD, int NR>
-static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned short *const *a, const unsigned short *w,
-                                                                  int n0, int np, float *acc, unsigned char *sm) {
-    constexpr int BM = IG_MO_TC_BM, BN = IG_MO_WG_BN, BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
-    constexpr int RS = IG_MO_WG_THREADS / 8, AR = BM / RS, BR = BN / RS;
-    constexpr unsigned STAGE = (BM + BN) * 128;
-    static_assert(BM == 128 && BK == 64 && NST >= 3 && KD % 8 == 0 && BM % RS == 0 && BN % RS == 0,
-                  "two warpgroups of 64 pairs, 128-byte tile rows, 16-byte chunks");
-    const int tid = threadIdx.x, wg = tid >> 7, lr = tid >> 3, lc = tid & 7;
+/* the stages' barriers: [0] full (one arrival: the producer's expect), [1] empty (the 8 consumer warps) */
+typedef unsigned long long ig_mo_wg_bars[2][IG_MO_WG_NST];
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_init)(ig_mo_wg_bars &bars) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < IG_MO_WG_NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 8);
+        ig_mb_fence_init();
+    }
+    __syncthreads();
+}
+/* the producer (one thread): each step's A box (64 columns x 128 rows from row arow of am) and B box
+ * (64 x 256 from row brow of bm) into its stage, once the consumers gave that stage back */
+template <int KD>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_produce)(const ig_tmap *am, const ig_tmap *bm, int arow, int brow,
+                                                                     unsigned sbase, ig_mo_wg_bars &bars) {
+    constexpr int BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
+    constexpr unsigned STAGE = (IG_MO_TC_BM + IG_MO_WG_BN) * 128;
+    for (int kt = 0; kt < KT; kt++) {
+        const int st = kt % NST, u = kt / NST;
+        const unsigned s0 = sbase + (unsigned)st * STAGE;
+        if (u) ig_mb_wait(&bars[1][st], (unsigned)(u - 1) & 1u);
+        ig_mb_expect(&bars[0][st], STAGE);
+        ig_tma_load2(s0, am, kt * BK, arow, &bars[0][st]);
+        ig_tma_load2(s0 + IG_MO_TC_BM * 128, bm, kt * BK, brow, &bars[0][st]);
+    }
+}
+/* a consumer warpgroup: acc (this thread's 128 of its warpgroup's 64 x 256) over k < KD */
+template <int KD>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, float *acc, unsigned sbase, ig_mo_wg_bars &bars) {
+    constexpr int BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
+    constexpr unsigned STAGE = (IG_MO_TC_BM + IG_MO_WG_BN) * 128;
+    static_assert(IG_MO_TC_BM == 128 && BK == 64 && KD % 8 == 0, "two warpgroups of 64 pairs, 128-byte tile rows");
+    const int wg = (int)threadIdx.x >> 7, lane = threadIdx.x & 31;
     /* uniform by a broadcast: ptxas serializes products under a branch it cannot prove uniform */
     const bool live = __shfl_sync(0xffffffffu, (unsigned)(wg * 64 < np), 0) != 0;
-    const unsigned sbase = ig_smem_addr(sm);
-    const unsigned short *ar[AR], *br[BR];
-    int ab[AR], bb[BR];
-    IG_CAT(MO_NAME, _rowptrs)<AR, BR, RS, KD, NR>(a, w, n0, lr, ar, ab, br, bb);
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-    auto load = [&](int kt, int st) {
-        const int k0 = kt * BK + lc * 8, kin = k0 < KD, kc = kin ? k0 : 0;
-        const unsigned s0 = sbase + (unsigned)st * STAGE;
-#pragma unroll
-        for (int j = 0; j < AR; j++) ig_cp16(s0 + ig_wg_chunk(lr + RS * j, lc), ar[j] + kc, kin ? ab[j] : 0);
-#pragma unroll
-        for (int j = 0; j < BR; j++) ig_cp16(s0 + BM * 128 + ig_wg_chunk(lr + RS * j, lc), br[j] + kc, kin ? bb[j] : 0);
-        ig_cp_commit();
-    };
-    /* a group committed every step (empty past the last k tile): waiting for all but the NST - 3
-     * newest leaves step kt landed */
-#pragma unroll
-    for (int s = 0; s < NST - 2; s++) {
-        if (s < KT) load(s, s);
-        else ig_cp_commit();
-    }
     for (int kt = 0; kt < KT; kt++) {
-        ig_cp_wait<NST - 3>();
-        ig_fence_async();
-        __syncthreads(); /* step kt's tiles are everyone's; step kt - 2's products are done (waited below) */
-        if (kt + NST - 2 < KT) load(kt + NST - 2, (kt + NST - 2) % NST);
-        else ig_cp_commit();
+        const int st = kt % NST;
+        ig_mb_wait(&bars[0][st], (unsigned)(kt / NST) & 1u);
         if (live) {
-            const unsigned sa = sbase + (unsigned)(kt % NST) * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)(kt % NST) * STAGE + BM * 128;
+            const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + IG_MO_TC_BM * 128;
             ig_wg_fence();
 #pragma unroll
             for (int j = 0; j < BK / 16; j++) ig_wg_mma_ss<256>(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
             ig_wg_commit();
             ig_wg_wait<1>();
         }
+        __syncwarp();
+        if (kt > 0 && lane == 0) ig_mb_arrive(&bars[1][(kt - 1) % NST]); /* step kt - 1's products are done */
     }
     ig_wg_wait<0>();
     ig_wg_hold<128>(acc);
@@ -1043,82 +1063,110 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_loop)(const unsigned 
 #define IG_MO_WG_SMEM_ALIGNED(name)                                                                                    \
     IG_DYN_SMEM(uint4, name##_dyn);                                                                                    \
     unsigned char *name = (unsigned char *)name##_dyn + ((1024u - (ig_smem_addr(name##_dyn) & 1023u)) & 1023u)
+/* registers a consumer thread (setmaxnreg): the producer warpgroup keeps 40 */
+#define IG_MO_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 
-/* h[pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)),
- * IG_MO_WG_THREADS threads, dynamic smem IG_MO_WG_SMEM; empty where IG_WG is 0 (the host launches
- * it only where ig_wg_built) */
+/* h[grouped pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T,
+ * K, E)), IG_MO_WG_THREADS threads, dynamic smem IG_MO_WG_SMEM; xm: the pairs' token rows in grouped
+ * order ([T K][D], boxes of 128 rows; the shared form: the T token rows), wm: the gate/up stack
+ * ([E 2I][D], boxes of 256 rows). Empty where IG_WG is 0 (the host launches it only where ig_wg_built) */
 extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
-IG_CAT(MO_NAME, _gu_wg)(int T, const unsigned short *xb, const int *off, const int *list, const unsigned short *w_gu,
-                        unsigned short *h) {
+IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_constant__ ig_tmap xm,
+                        const __grid_constant__ ig_tmap wm) {
 #if IG_WG
     IG_MO_WG_SMEM_ALIGNED(sm);
-    __shared__ const unsigned short *rows[IG_MO_TC_BM];
-    __shared__ int tks[IG_MO_TC_BM];
+    __shared__ ig_mo_wg_bars bars;
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    IG_CAT(MO_NAME, _gather)<MO_TOPK, MO_D>(list, p0, np, xb, tks, rows);
     const int n0 = blockIdx.x * IG_MO_WG_BN;
-    float acc[128];
-    IG_CAT(MO_NAME, _wg_loop)<MO_D, 2 * MO_I>(rows, w_gu + (size_t)e * 2 * MO_I * MO_D, n0, np, acc, sm);
-    /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
-     * rows (4 gq + 2, 3): the packing's interleave */
-    const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
+    IG_CAT(MO_NAME, _wg_init)(bars);
+    if (threadIdx.x >= 256) {
+        ig_setmaxnreg_dec<40>();
+        if (threadIdx.x == 256) IG_CAT(MO_NAME, _wg_produce)<MO_D>(&xm, &wm, p0, e * 2 * MO_I + n0, ig_smem_addr(sm), bars);
+    } else {
+        ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
+        float acc[128];
+        IG_CAT(MO_NAME, _wg_consume)<MO_D>(np, acc, ig_smem_addr(sm), bars);
+        /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
+         * rows (4 gq + 2, 3): the packing's interleave */
+        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
 #pragma unroll
-    for (int gq = 0; gq < IG_MO_WG_BN / 32; gq++) {
-        const int c0 = n0 + 32 * gq; /* this group's first packed row */
-        if (c0 < 2 * MO_I) {
+        for (int gq = 0; gq < IG_MO_WG_BN / 32; gq++) {
+            const int c0 = n0 + 32 * gq; /* this group's first packed row */
+            if (c0 < 2 * MO_I) {
 #pragma unroll
-            for (int hf = 0; hf < 2; hf++) {
-                const int r = rw + 8 * hf;
-                if (r >= np) continue;
-                const int tk = tks[r];
+                for (int hf = 0; hf < 2; hf++) {
+                    const int r = rw + 8 * hf;
+                    if (r >= np) continue;
 #pragma unroll
-                for (int ni = 0; ni < 2; ni++) {
-                    const int o = c0 / 2 + ni * 8 + 2 * q, gi = (4 * gq + ni) * 4 + 2 * hf, ui = gi + 8;
-                    const float v0 = ig_glu(acc[gi], acc[ui], false), v1 = ig_glu(acc[gi + 1], acc[ui + 1], false);
-                    *(unsigned *)(h + (size_t)tk * MO_I + o) = ig_pack2_h(v0, v1);
+                    for (int ni = 0; ni < 2; ni++) {
+                        const int o = c0 / 2 + ni * 8 + 2 * q, gi = (4 * gq + ni) * 4 + 2 * hf, ui = gi + 8;
+                        const float v0 = ig_glu(acc[gi], acc[ui], false), v1 = ig_glu(acc[gi + 1], acc[ui + 1], false);
+                        *(unsigned *)(h + (size_t)(p0 + r) * MO_I + o) = ig_pack2_h(v0, v1);
+                    }
                 }
             }
         }
     }
 #else
-    (void)T, (void)xb, (void)off, (void)list, (void)w_gu, (void)h;
+    (void)T, (void)off, (void)h, (void)xm, (void)wm;
 #endif
 }
 
-/* y[pair] = its weight x its expert's down projection of h[pair]: grid (IG_MO_WG_DN_GRID_X(D),
- * IG_MO_TC_GRID_Y(T, K, E)), as _gu_wg */
+/* y[pair] = its weight x its expert's down projection of h[grouped pair]: grid (IG_MO_WG_DN_GRID_X(D),
+ * IG_MO_TC_GRID_Y(T, K, E)), as _gu_wg; hm: h in grouped order ([T K][I], boxes of 128 rows), wm: the
+ * down stack ([E D][I], boxes of 256 rows) */
 extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
-IG_CAT(MO_NAME, _down_wg)(int T, const unsigned short *h, const int *off, const int *list, const float *wt,
-                          const unsigned short *w_down, float *y) {
+IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *wt, float *y, const __grid_constant__ ig_tmap hm,
+                          const __grid_constant__ ig_tmap wm) {
 #if IG_WG
     IG_MO_WG_SMEM_ALIGNED(sm);
-    __shared__ const unsigned short *rows[IG_MO_TC_BM];
-    __shared__ int tks[IG_MO_TC_BM];
+    __shared__ ig_mo_wg_bars bars;
     int e, p0, np;
     if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    IG_CAT(MO_NAME, _gather)<1, MO_I>(list, p0, np, h, tks, rows);
     const int n0 = blockIdx.x * IG_MO_WG_BN;
-    float acc[128];
-    IG_CAT(MO_NAME, _wg_loop)<MO_I, MO_D>(rows, w_down + (size_t)e * MO_D * MO_I, n0, np, acc, sm);
-    const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
+    IG_CAT(MO_NAME, _wg_init)(bars);
+    if (threadIdx.x >= 256) {
+        ig_setmaxnreg_dec<40>();
+        if (threadIdx.x == 256) IG_CAT(MO_NAME, _wg_produce)<MO_I>(&hm, &wm, p0, e * MO_D + n0, ig_smem_addr(sm), bars);
+    } else {
+        ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
+        float acc[128];
+        IG_CAT(MO_NAME, _wg_consume)<MO_I>(np, acc, ig_smem_addr(sm), bars);
+        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
 #pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        const int r = rw + 8 * hf;
-        if (r >= np) continue;
-        const int tk = tks[r];
-        const float wk = wt[tk];
+        for (int hf = 0; hf < 2; hf++) {
+            const int r = rw + 8 * hf;
+            if (r >= np) continue;
+            const int tk = MO_SHARED ? p0 + r : list[p0 + r];
+            const float wk = wt[tk];
 #pragma unroll
-        for (int ni = 0; ni < IG_MO_WG_BN / 8; ni++) {
-            const int d = n0 + ni * 8 + 2 * q;
-            if (d < MO_D) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
+            for (int ni = 0; ni < IG_MO_WG_BN / 8; ni++) {
+                const int d = n0 + ni * 8 + 2 * q;
+                if (d < MO_D) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
+            }
         }
     }
 #else
-    (void)T, (void)h, (void)off, (void)list, (void)wt, (void)w_down, (void)y;
+    (void)T, (void)off, (void)list, (void)wt, (void)y, (void)hm, (void)wm;
 #endif
 }
 #undef IG_MO_WG_SMEM_ALIGNED
+#undef IG_MO_WG_CREGS
+
+#if !MO_SHARED
+/* xg[p] = the token row of grouped pair p (row list[p] / K of x), rounded to the 16-bit type: _gu_wg's
+ * A rows, one after another as TMA loads them; grid (IG_MO_XG_GRID_X(D), any), rows p = y, y + grid y, ... */
+extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xgather)(int T, const float *x, const int *list,
+                                                                                   unsigned short *xg) {
+    const int c = 4 * ((int)blockIdx.x * IG_MO_BLOCK + (int)threadIdx.x);
+    if (c >= MO_D) return;
+    for (int p = blockIdx.y; p < T * MO_TOPK; p += gridDim.y) {
+        const float4 v = *(const float4 *)(x + (size_t)(list[p] / MO_TOPK) * MO_D + c);
+        *(uint2 *)(xg + (size_t)p * MO_D + c) = make_uint2(ig_pack2_h(v.x, v.y), ig_pack2_h(v.z, v.w));
+    }
+}
+#endif
 
 /* xb[t] = x[t] rounded to the 16-bit type (the tensor-core gate/up's rows): grid (IG_MO_SUM_GRID_X(D), T) */
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xround)(int T, const float *x, unsigned short *xb) {

@@ -6,7 +6,10 @@
  * The selections are given (not routed), so that the shapes reach every edge of the tiles: an
  * expert chosen by every token (two row tiles, the second partial, warps whose rows are all past
  * the tile's pairs), experts without pairs, gate/up and down outputs that end inside a column tile
- * (whole warps past the end), K of one, two and many stages. The GPU harness
+ * (whole warps past the end), K of one, two and many stages. The warpgroup form (_xgather, _gu_wg,
+ * _down_wg: a producer warpgroup's TMA boxes through emulated tensor maps, mbarrier stages refilled
+ * up to three times, h in _group's order) runs the same cases; partial row tiles there multiply the
+ * next expert's rows, which must not be stored. The GPU harness
  * (tests/gpu/test_cuda_kernels.cu, grouped 2) runs the same kernels after the router.
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_moe_grouped.cpp
@@ -63,10 +66,14 @@ struct grouped_fns {
     void (*gu)(int, const unsigned short *, const int *, const int *, const unsigned short *, unsigned short *);
     void (*down)(int, const unsigned short *, const int *, const int *, const float *, const unsigned short *, float *);
     void (*sum)(int, const float *, float *);
-    bool wg; /* the warpgroup products (_gu_wg / _down_wg: wgmma.cuh's stand-ins) */
+    /* the warpgroup products (wgmma.cuh's and mbar.cuh's stand-ins: TMA boxes through tensor maps of
+     * the pairs' rows in _group's order); null: the mma.sync ones above */
+    void (*xgather)(int, const float *, const int *, unsigned short *);
+    void (*gu_wg)(int, const int *, unsigned short *, ig_tmap, ig_tmap);
+    void (*down_wg)(int, const int *, const int *, const float *, float *, ig_tmap, ig_tmap);
 };
-#define GROUPED(P) grouped_fns{P##_group, P##_xround, P##_gu_tc, P##_down_tc, P##_sum, false}
-#define GROUPED_WG(P) grouped_fns{P##_group, P##_xround, P##_gu_wg, P##_down_wg, P##_sum, true}
+#define GROUPED(P) grouped_fns{P##_group, P##_xround, P##_gu_tc, P##_down_tc, P##_sum, nullptr, nullptr, nullptr}
+#define GROUPED_WG(P) grouped_fns{P##_group, P##_xround, nullptr, nullptr, P##_sum, P##_xgather, P##_gu_wg, P##_down_wg}
 
 /* T tokens; token t's k-th expert: `hot` (when >= 0) for k = 0 on every token, else random among the
  * first `used` experts without repeats (so experts past `used` have no pairs). */
@@ -94,12 +101,26 @@ static void run_case(const char *name, const grouped_fns &f, int D, int E, int K
     CHECK(emul_launch({1, 1, 1}, {1024, 1, 1}, [&] { f.group(T, sel.data(), off.data(), list.data()); }), "%s: _group", name);
     CHECK(emul_launch({(unsigned)IG_MO_SUM_GRID_X(D), (unsigned)T, 1}, {IG_MO_BLOCK, 1, 1},
                       [&] { f.xround(T, x.data(), xb.data()); }), "%s: _xround", name);
-    const unsigned gx = (unsigned)(f.wg ? IG_MO_WG_GU_GRID_X(I) : IG_MO_TC_GU_GRID_X(I)),
-                   dx = (unsigned)(f.wg ? IG_MO_WG_DN_GRID_X(D) : IG_MO_TC_DN_GRID_X(D)), nt = f.wg ? IG_MO_WG_THREADS : IG_MO_TC_THREADS;
-    CHECK(emul_launch({gx, tiles, 1}, {nt, 1, 1}, [&] { f.gu(T, xb.data(), off.data(), list.data(), wgu.data(), h.data()); }),
-          "%s: gate/up", name);
-    CHECK(emul_launch({dx, tiles, 1}, {nt, 1, 1}, [&] { f.down(T, h.data(), off.data(), list.data(), wt.data(), wdn.data(), y.data()); }),
-          "%s: down", name);
+    std::vector<unsigned short> xg((size_t)T * K * D, 0xffff); /* NaN: rows must come from x */
+    if (f.gu_wg) { /* A operands by TMA: rows in _group's order; h written in that order too */
+        CHECK(emul_launch({(unsigned)IG_MO_XG_GRID_X(D), (unsigned)IG_MO_XG_GRID_Y(T, K), 1}, {IG_MO_BLOCK, 1, 1},
+                          [&] { f.xgather(T, x.data(), list.data(), xg.data()); }), "%s: _xgather", name);
+        const ig_tmap xm = emul_tmap2(xg.data(), D, (unsigned long long)T * K, 2ull * D, 64, IG_MO_TC_BM),
+                      gm = emul_tmap2(wgu.data(), D, (unsigned long long)E * 2 * I, 2ull * D, 64, IG_MO_WG_BN),
+                      hm = emul_tmap2(h.data(), I, (unsigned long long)T * K, 2ull * I, 64, IG_MO_TC_BM),
+                      dm = emul_tmap2(wdn.data(), I, (unsigned long long)E * D, 2ull * I, 64, IG_MO_WG_BN);
+        CHECK(emul_launch({(unsigned)IG_MO_WG_GU_GRID_X(I), tiles, 1}, {IG_MO_WG_THREADS, 1, 1},
+                          [&] { f.gu_wg(T, off.data(), h.data(), xm, gm); }), "%s: gate/up", name);
+        CHECK(emul_launch({(unsigned)IG_MO_WG_DN_GRID_X(D), tiles, 1}, {IG_MO_WG_THREADS, 1, 1},
+                          [&] { f.down_wg(T, off.data(), list.data(), wt.data(), y.data(), hm, dm); }), "%s: down", name);
+    } else {
+        CHECK(emul_launch({(unsigned)IG_MO_TC_GU_GRID_X(I), tiles, 1}, {IG_MO_TC_THREADS, 1, 1},
+                          [&] { f.gu(T, xb.data(), off.data(), list.data(), wgu.data(), h.data()); }), "%s: gate/up", name);
+        CHECK(emul_launch({(unsigned)IG_MO_TC_DN_GRID_X(D), tiles, 1}, {IG_MO_TC_THREADS, 1, 1},
+                          [&] { f.down(T, h.data(), off.data(), list.data(), wt.data(), wdn.data(), y.data()); }), "%s: down", name);
+    }
+    std::vector<int> hrow((size_t)T * K); /* the row of h holding pair tk */
+    for (int p = 0; p < T * K; p++) hrow[(size_t)(f.gu_wg ? list[p] : p)] = p;
     CHECK(emul_launch({(unsigned)IG_MO_SUM_GRID_X(D), (unsigned)T, 1}, {IG_MO_BLOCK, 1, 1},
                       [&] { f.sum(T, y.data(), out.data()); }), "%s: _sum", name);
     double maxd = 0, maxerr = 0, maxh = 0, herr = 0;
@@ -115,7 +136,7 @@ static void run_case(const char *name, const grouped_fns &f, int D, int E, int K
                     const double xv = bround(x[(size_t)t * D + j]);
                     sg += xv * gu[((size_t)e * 2 * I + g) * D + j], su += xv * gu[((size_t)e * 2 * I + g + 16) * D + j];
                 }
-                const double hd = sg / (1 + exp(-sg)) * su, hk = ig_bf16_to_f32(h[(size_t)tk * I + i]);
+                const double hd = sg / (1 + exp(-sg)) * su, hk = ig_bf16_to_f32(h[(size_t)hrow[tk] * I + i]);
                 maxh = std::max(maxh, fabs(hd)), herr = std::max(herr, fabs(hk - hd));
                 hv[i] = bround((float)hd);
             }

@@ -1680,24 +1680,47 @@ static void test_sm_masked(ctx *c, const char *name, const void *fn, int V, int 
  * host's top-k (tokens whose k-th and (k+1)-th logits are within 1e-4 are not compared: either is
  * right), its weights the softmax (renormalized) of the chosen ones, and resid += the weighted sum
  * of the chosen experts' SwiGLU MLPs (x and h rounded to bf16 when xb, as the device). */
+/* A tensor map of rows x cols 16-bit elements at p, boxes of 64 columns x box_rows rows in the
+ * 128-byte swizzle (host_runtime.c's tile_map and open_kv_map; linked with -lcuda) */
+static CUtensorMap tile_map2(const void *p, unsigned long long cols, unsigned long long rows, unsigned box_rows) {
+    CUtensorMap m;
+    const cuuint64_t dims[2] = {cols, rows}, strides[1] = {2ull * cols};
+    const cuuint32_t box[2] = {64, box_rows}, step[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, step,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+        exit(1);
+    }
+    return m;
+}
+
 struct moe_fns {
     const void *route, *gu, *dn;           /* per (token, expert) pair */
     const void *group, *ggu, *gdn, *gsum;  /* expert-grouped (group: null for the shared expert) */
     const void *xr, *tgu, *tdn;            /* expert-grouped on tensor cores (null: not instantiated) */
-    const void *wgu, *wdn;                 /* the same on warpgroup tensor cores (sm_90a images) */
+    const void *wgu, *wdn, *xg;            /* the same on warpgroup tensor cores (sm_90a images), _xgather */
     const void *lg, *slc;                  /* the router as _logits + _select (null: _route) */
     const void *dgu, *ddn;                 /* decode-sized steps in two launches */
 };
 #define MOF(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, NULL, \
-                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                 (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
                  (const void *)P##_dgu, (const void *)P##_ddown }
 #define MOFG(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, (const void *)P##_group, \
                   (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, NULL, NULL, NULL, NULL, NULL, \
-                  NULL, NULL, (const void *)P##_dgu, (const void *)P##_ddown }
+                  NULL, NULL, NULL, (const void *)P##_dgu, (const void *)P##_ddown }
 #define MOFT(P, G, L, S) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, G, \
                      (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, \
                      (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, \
-                     (const void *)P##_gu_wg, (const void *)P##_down_wg, L, S, (const void *)P##_dgu, (const void *)P##_ddown }
+                     (const void *)P##_gu_wg, (const void *)P##_down_wg, (const void *)P##_xgather, L, S, \
+                     (const void *)P##_dgu, (const void *)P##_ddown }
+/* ... the shared expert's (no _group, no _xgather: its pairs are the tokens, _xround's rows) */
+#define MOFTS(P) { (const void *)P##_route, (const void *)P##_gu, (const void *)P##_down, NULL, \
+                   (const void *)P##_gu_grouped, (const void *)P##_down_grouped, (const void *)P##_sum, \
+                   (const void *)P##_xround, (const void *)P##_gu_tc, (const void *)P##_down_tc, \
+                   (const void *)P##_gu_wg, (const void *)P##_down_wg, NULL, NULL, NULL, \
+                   (const void *)P##_dgu, (const void *)P##_ddown }
 
 /* grouped: the expert-grouped kernels (prefill) after the same router; 2: those on tensor cores;
  * 4: on warpgroup tensor cores (skipped where the image has no wgmma: ig_wg_built); 3: the two-launch decode (_dgu, _ddown) over a grid of dgrid CTAs (0: the SM count), _dgu run
@@ -1793,9 +1816,20 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
             launch(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, ax);
             void *a2[] = {&Tv, &xb, &doff, &dlist, &dgu, &dh};
             void *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
-            if (grouped == 4) {
-                launch(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, a2);
-                launch(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, a3);
+            if (grouped == 4) { /* the pairs' rows in _group's order (dy's room, as the generated code) through tensor maps */
+                const void *xrows = xb;
+                if (f.xg) {
+                    void *ag[] = {&Tv, &dx, &dlist, &dy};
+                    launch(f.xg, dim3(IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, ag);
+                    xrows = dy;
+                }
+                CUtensorMap mx = tile_map2(xrows, D, (unsigned long long)T * K, IG_MO_TC_BM),
+                            mg = tile_map2(dgu, D, (unsigned long long)E * 2 * I, IG_MO_WG_BN),
+                            mh = tile_map2(dh, I, (unsigned long long)T * K, IG_MO_TC_BM),
+                            md = tile_map2(ddn, I, (unsigned long long)E * D, IG_MO_WG_BN);
+                void *w2[] = {&Tv, &doff, &dh, &mx, &mg}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &mh, &md};
+                launch(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w2);
+                launch(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w3);
             } else {
                 launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a2);
                 launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a3);
@@ -2156,6 +2190,72 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
     CK(cudaFree(dx)); CK(cudaFree(dy)); CK(cudaFree(dg));
 }
 
+/* The expert-grouped products of one MoE block at Qwen3-30B-A3B's shape (hidden 2048, 128 experts of
+ * 768, top-8, bf16) for a T-token prefill step, experts chosen uniformly at random: gate/up (with the
+ * rows' rounding / gathering) and down on mma.sync (_xround + _gu_tc, _down_tc) and, where the image has
+ * wgmma, on the warp-specialized warpgroups (_xgather + _gu_wg, _down_wg): us a call and TFLOP/s of
+ * the useful products (2 T K D 2I and 2 T K I D) against the 989 TFLOP/s bf16 dense peak. */
+static void bench_moe_prefill(ctx *c, const moe_fns &f, int T) {
+    const int D = 2048, E = 128, K = 8, I = 768;
+    std::vector<float> x;
+    fill(c, x, (size_t)T * D, false, 1.0f);
+    std::vector<int> sel((size_t)T * K);
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            int e;
+            do e = (int)((frand(c) + 1.0f) * 0.5f * E) % E;
+            while (std::find(&sel[(size_t)t * K], &sel[(size_t)t * K + k], e) != &sel[(size_t)t * K + k]);
+            sel[(size_t)t * K + k] = e;
+        }
+    std::vector<float> wtv((size_t)T * K, 0.125f);
+    float *dx = (float *)upload(x, false), *dwt = (float *)upload(wtv, false), *dy;
+    void *dgu, *ddn, *dh, *xb;
+    int *dsel, *doff, *dlist;
+    const size_t ngu = (size_t)E * 2 * I * D * 2, ndn = (size_t)E * D * I * 2;
+    CK(cudaMalloc(&dgu, ngu)); CK(cudaMalloc(&ddn, ndn));
+    CK(cudaMemset(dgu, 0x3c, ngu)); CK(cudaMemset(ddn, 0x3c, ndn));
+    CK(cudaMalloc(&dsel, (size_t)T * K * 4)); CK(cudaMalloc(&doff, 2 * (E + 1) * 4)); CK(cudaMalloc(&dlist, (size_t)T * K * 4));
+    CK(cudaMemcpy(dsel, sel.data(), sel.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dh, (size_t)T * K * I * 2)); CK(cudaMalloc(&xb, (size_t)T * D * 2)); CK(cudaMalloc(&dy, (size_t)T * K * D * 4));
+    int Tv = T;
+    void *a0[] = {&Tv, &dsel, &doff, &dlist};
+    launch(f.group, dim3(1), dim3(1024), 0, a0);
+    const unsigned ty = (unsigned)IG_MO_TC_GRID_Y(T, K, E);
+    void *ax[] = {&Tv, &dx, &xb}, *a2[] = {&Tv, &xb, &doff, &dlist, &dgu, &dh}, *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
+    const double gf = 2.0 * T * K * D * 2 * I, df = 2.0 * T * K * I * D;
+    const double tgu = time_us([&](int) {
+        CK(cudaLaunchKernel(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), ax, 0, 0));
+        CK(cudaLaunchKernel(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), ty), dim3(IG_MO_TC_THREADS), a2, IG_MO_TC_SMEM, 0));
+    }, 20);
+    const double tdn = time_us([&](int) {
+        CK(cudaLaunchKernel(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), ty), dim3(IG_MO_TC_THREADS), a3, IG_MO_TC_SMEM, 0));
+    }, 20);
+    printf("bench moe prefill Qwen3-30B-A3B block T=%d mma.sync: gate/up %7.1f us %5.1f TFLOP/s, down %7.1f us %5.1f TFLOP/s\n", T,
+           tgu, gf / tgu * 1e-6, tdn, df / tdn * 1e-6);
+    int built = 0;
+    CK(cudaMemcpyFromSymbol(&built, ig_wg_built, sizeof built));
+    if (built) {
+        CUtensorMap mx = tile_map2(dy, D, (unsigned long long)T * K, IG_MO_TC_BM), mg = tile_map2(dgu, D, (unsigned long long)E * 2 * I, IG_MO_WG_BN),
+                    mh = tile_map2(dh, I, (unsigned long long)T * K, IG_MO_TC_BM), md = tile_map2(ddn, I, (unsigned long long)E * D, IG_MO_WG_BN);
+        void *ag[] = {&Tv, &dx, &dlist, &dy}, *w2[] = {&Tv, &doff, &dh, &mx, &mg}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &mh, &md};
+        const double wgu = time_us([&](int) {
+            CK(cudaLaunchKernel(f.xg, dim3(IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K)), dim3(IG_MO_BLOCK), ag, 0, 0));
+            CK(cudaLaunchKernel(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), ty), dim3(IG_MO_WG_THREADS), w2, IG_MO_WG_SMEM, 0));
+        }, 20);
+        const double wxg = time_us([&](int) {
+            CK(cudaLaunchKernel(f.xg, dim3(IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K)), dim3(IG_MO_BLOCK), ag, 0, 0));
+        }, 20);
+        const double wdn = time_us([&](int) {
+            CK(cudaLaunchKernel(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), ty), dim3(IG_MO_WG_THREADS), w3, IG_MO_WG_SMEM, 0));
+        }, 20);
+        printf("bench moe prefill Qwen3-30B-A3B block T=%d wgmma ws: gate/up %7.1f us %5.1f TFLOP/s (_xgather %.1f us), down %7.1f us "
+               "%5.1f TFLOP/s; %.1f%% / %.1f%% of 989\n", T, wgu, gf / wgu * 1e-6, wxg, wdn, df / wdn * 1e-6,
+               100 * gf / wgu * 1e-6 / 989, 100 * df / wdn * 1e-6 / 989);
+    }
+    CK(cudaGetLastError());
+    for (void *p : {(void *)dx, (void *)dwt, (void *)dy, dgu, ddn, dh, xb, (void *)dsel, (void *)doff, (void *)dlist}) CK(cudaFree(p));
+}
+
 /* One MoE block's decode step at Qwen3-30B-A3B's shape (hidden 2048, 128 experts of 768, top-8,
  * bf16), T tokens: the two-launch path (_dgu, _ddown) against the per-op one (_logits, _select,
  * _gu, _down). Each launch takes the next of 64 token sets, so the selected experts change (the
@@ -2317,19 +2417,9 @@ struct ap_case {
     { #fn, (const void *)fn, H, KV, D, kvb, ob, ps, scale, win, hpc, fn##_has_ws, fn##_ws_bn }
 
 /* The pool's tensor map for _flash_ws (as host_runtime.c's open_kv_map): rows of D 16-bit elements,
- * boxes of 64 columns x min(PS, 64) rows, 128-byte swizzle (linked with -lcuda) */
+ * boxes of 64 columns x min(PS, 64) rows */
 static CUtensorMap ap_map(const void *pool, size_t bytes, int D, int PS) {
-    CUtensorMap m;
-    const cuuint64_t dims[2] = {(cuuint64_t)D, bytes / (2 * D)}, strides[1] = {2ull * D};
-    const cuuint32_t box[2] = {64, (cuuint32_t)(PS < 64 ? PS : 64)}, step[2] = {1, 1};
-    CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)pool, dims, strides, box, step,
-                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
-        exit(1);
-    }
-    return m;
+    return tile_map2(pool, (unsigned long long)D, bytes / (2 * D), (unsigned)(PS < 64 ? PS : 64));
 }
 #define APCW(fn, H, KV, D, kvb, ob, ps, scale, win) APCH(fn, H, KV, D, kvb, ob, ps, scale, win, 1)
 #define APC(fn, H, KV, D, kvb, ob, ps, scale) APCW(fn, H, KV, D, kvb, ob, ps, scale, 0)
@@ -2688,7 +2778,7 @@ int main(int argc, char **argv) {
     if (sel("sample top-k/top-p V5000")) test_sm_sample(&c, "sample top-k/top-p V5000", (const void *)sm_5000, 5000);
     if (sel("sample top-k/top-p V5000 from 40 parts"))
         test_sm_sample(&c, "sample top-k/top-p V5000 from 40 parts", (const void *)sm_5000, 5000, 40);
-    const moe_fns mo_r6 = MOFG(mo_r6), mo_r8n = MOFG(mo_r8n), mo_sh = MOFT(mo_sh, NULL, NULL, NULL);
+    const moe_fns mo_r6 = MOFG(mo_r6), mo_r8n = MOFG(mo_r8n), mo_sh = MOFTS(mo_sh);
     const moe_fns mo_tc = MOFT(mo_tc, (const void *)mo_tc_group, (const void *)mo_tc_logits, (const void *)mo_tc_select);
     for (int T : {1, 2, 7, 37, 200})
         for (int grouped = 0; grouped < 3; grouped++) {
@@ -2726,7 +2816,10 @@ int main(int argc, char **argv) {
         for (int grouped : {1, 2, 4})
             test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, grouped);
     /* the warpgroup products: partial tiles (T 37: one warpgroup without pairs), K 256 / 96 */
-    for (int T : {7, 37, 200}) test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, 4);
+    for (int T : {7, 37, 200}) {
+        test_moe(&c, "E8 top-2 D256 I96 bf16 (renormalized)", mo_tc, 256, 8, 2, 96, 1, 1, 1, 0, T, 4);
+        test_moe(&c, "shared expert D128 I96 bf16", mo_sh, 128, 1, 1, 96, 0, 1, 1, 1, T, 4);
+    }
     for (int grouped : {2, 4}) /* Qwen3-30B-A3B's shape: 6 / 8 column tiles of gate/up / down, K 2048 / 768 */
         test_moe(&c, "Qwen3-30B-A3B E128 top-8 D2048 I768 bf16", mo_q3f, 2048, 128, 8, 768, 1, 1, 1, 0, 96, grouped);
     const attn_case acs[] = {
@@ -2815,6 +2908,7 @@ int main(int argc, char **argv) {
         if (sel("bench moe")) {
             const moe_fns q3 = MOFT(mo_q3, (const void *)mo_q3_group, (const void *)mo_q3_logits, (const void *)mo_q3_select);
             for (int T : {1, 8}) bench_moe_dec(&c, q3, T, copy);
+            for (int T : {512, 2048, 8192}) bench_moe_prefill(&c, q3, T);
         }
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
         bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
