@@ -134,6 +134,9 @@
 #ifndef MO_SHARED
 #define MO_SHARED 0
 #endif
+#ifndef MO_WG_HALF /* _gu_wg / _down_wg: a row tile of at most 64 pairs on both warpgroups, each half the weight rows */
+#define MO_WG_HALF 1
+#endif
 #ifndef MO_WQ /* gate/up rows: 0 floats, 8 q8r, 4 q4r (wq.cuh) */
 #define MO_WQ 0
 #endif
@@ -1029,12 +1032,15 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_produce)(const ig_tma
         ig_tma_load2(s0 + IG_MO_TC_BM * 128, bm, kt * BK, brow, &bars[0][st]);
     }
 }
-/* a consumer warpgroup: acc (this thread's 128 of its warpgroup's 64 x 256) over k < KD */
+/* a consumer warpgroup: acc (this thread's 128 of its warpgroup's 64 x 256) over k < KD; where half
+ * (a tile of at most 64 pairs, MO_WG_HALF), warpgroup g's 64 of the pairs x rows 128 g .. 128 g + 127
+ * instead (64 of acc), so that both warpgroups work */
 template <int KD>
-static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, float *acc, unsigned sbase, ig_mo_wg_bars &bars) {
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, bool half, float *acc, unsigned sbase,
+                                                                     ig_mo_wg_bars &bars) {
     constexpr int BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
     constexpr unsigned STAGE = (IG_MO_TC_BM + IG_MO_WG_BN) * 128;
-    static_assert(IG_MO_TC_BM == 128 && BK == 64 && KD % 8 == 0, "two warpgroups of 64 pairs, 128-byte tile rows");
+    static_assert(IG_MO_TC_BM == 128 && IG_MO_WG_BN == 256 && BK == 64 && KD % 8 == 0, "two warpgroups of 64 pairs, 128-byte tile rows");
     const int wg = (int)threadIdx.x >> 7, lane = threadIdx.x & 31;
     /* uniform by a broadcast: ptxas serializes products under a branch it cannot prove uniform */
     const bool live = __shfl_sync(0xffffffffu, (unsigned)(wg * 64 < np), 0) != 0;
@@ -1042,9 +1048,17 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, floa
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     for (int kt = 0; kt < KT; kt++) {
         const int st = kt % NST;
+        const unsigned s0 = sbase + (unsigned)st * STAGE;
         ig_mb_wait(&bars[0][st], (unsigned)(kt / NST) & 1u);
-        if (live) {
-            const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + IG_MO_TC_BM * 128;
+        if (half) {
+            const unsigned sb = s0 + IG_MO_TC_BM * 128 + (unsigned)wg * 128 * 128;
+            ig_wg_fence();
+#pragma unroll
+            for (int j = 0; j < BK / 16; j++) ig_wg_mma_ss<128>(acc, ig_wg_desc(s0 + 32 * j), ig_wg_desc(sb + 32 * j));
+            ig_wg_commit();
+            ig_wg_wait<1>();
+        } else if (live) {
+            const unsigned sa = s0 + (unsigned)wg * 64 * 128, sb = s0 + IG_MO_TC_BM * 128;
             ig_wg_fence();
 #pragma unroll
             for (int j = 0; j < BK / 16; j++) ig_wg_mma_ss<256>(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
@@ -1063,6 +1077,9 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, floa
 #define IG_MO_WG_SMEM_ALIGNED(name)                                                                                    \
     IG_DYN_SMEM(uint4, name##_dyn);                                                                                    \
     unsigned char *name = (unsigned char *)name##_dyn + ((1024u - (ig_smem_addr(name##_dyn) & 1023u)) & 1023u)
+/* a tile of at most 64 pairs splits the weight rows between the warpgroups (MO_WG_HALF; uniform by a
+ * broadcast, as `live`) */
+#define IG_MO_WG_HALF_(np) (MO_WG_HALF && __shfl_sync(0xffffffffu, (unsigned)((np) <= 64), 0) != 0)
 /* registers a consumer thread (setmaxnreg): the producer warpgroup keeps 40 */
 #define IG_MO_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 
@@ -1086,14 +1103,16 @@ IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_c
     } else {
         ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
         float acc[128];
-        IG_CAT(MO_NAME, _wg_consume)<MO_D>(np, acc, ig_smem_addr(sm), bars);
+        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3;
+        const bool half = IG_MO_WG_HALF_(np);
+        IG_CAT(MO_NAME, _wg_consume)<MO_D>(np, half, acc, ig_smem_addr(sm), bars);
         /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
-         * rows (4 gq + 2, 3): the packing's interleave */
-        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
+         * rows (4 gq + 2, 3): the packing's interleave; half: this warpgroup's 128 rows, 4 groups */
+        const int rw = (half ? 0 : wg * 64) + 16 * (t >> 5) + g, cb = n0 + (half ? wg * 128 : 0);
 #pragma unroll
         for (int gq = 0; gq < IG_MO_WG_BN / 32; gq++) {
-            const int c0 = n0 + 32 * gq; /* this group's first packed row */
-            if (c0 < 2 * MO_I) {
+            const int c0 = cb + 32 * gq; /* this group's first packed row */
+            if (c0 < 2 * MO_I && (!half || gq < 4)) {
 #pragma unroll
                 for (int hf = 0; hf < 2; hf++) {
                     const int r = rw + 8 * hf;
@@ -1132,8 +1151,10 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
     } else {
         ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
         float acc[128];
-        IG_CAT(MO_NAME, _wg_consume)<MO_I>(np, acc, ig_smem_addr(sm), bars);
-        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
+        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3;
+        const bool half = IG_MO_WG_HALF_(np);
+        IG_CAT(MO_NAME, _wg_consume)<MO_I>(np, half, acc, ig_smem_addr(sm), bars);
+        const int rw = (half ? 0 : wg * 64) + 16 * (t >> 5) + g, cb = n0 + (half ? wg * 128 : 0);
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int r = rw + 8 * hf;
@@ -1142,8 +1163,8 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
             const float wk = wt[tk];
 #pragma unroll
             for (int ni = 0; ni < IG_MO_WG_BN / 8; ni++) {
-                const int d = n0 + ni * 8 + 2 * q;
-                if (d < MO_D) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
+                const int d = cb + ni * 8 + 2 * q;
+                if (d < MO_D && (!half || ni < 16)) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
             }
         }
     }
@@ -1153,6 +1174,7 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
 }
 #undef IG_MO_WG_SMEM_ALIGNED
 #undef IG_MO_WG_CREGS
+#undef IG_MO_WG_HALF_
 
 #if !MO_SHARED
 /* xg[p] = the token row of grouped pair p (row list[p] / K of x), rounded to the 16-bit type: _gu_wg's
@@ -1179,6 +1201,7 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xroun
 #undef MO_AT_
 #undef MO_GWT_
 #undef MO_DWT_
+#undef MO_WG_HALF
 #undef MO_WQ
 #undef MO_WG
 #undef MO_DN_WQ

@@ -172,6 +172,9 @@ int main() {
      * zeros), a second row tile whose second warpgroup has no pairs, gate/up 192 of 256 rows */
     run_case("wgmma: E5 top-2 D256 I96, a hot expert", GROUPED_WG(mg_a), 256, 5, 2, 96, 150, 1, 4);
     run_case("wgmma: E5 top-2 D256 I96, few tokens", GROUPED_WG(mg_a), 256, 5, 2, 96, 9, -1, 5);
+    /* tiles of at most 64 pairs split the weight rows between the warpgroups; the hot expert's 100
+     * pairs are one tile whose second warpgroup has 36 */
+    run_case("wgmma: E5 top-2 D256 I96, a hot expert of 100", GROUPED_WG(mg_a), 256, 5, 2, 96, 100, 1, 4);
     /* K 320 (five steps) / 32 (one step, fewer than the stages), down 320 rows (a second, partial tile) */
     run_case("wgmma: E6 top-3 D320 I32, two idle experts", GROUPED_WG(mg_b), 320, 6, 3, 32, 70, -1, 4);
     /* gate/up 512 rows (two column tiles), K 64 (one step) */
