@@ -1046,6 +1046,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, bool
     const bool live = __shfl_sync(0xffffffffu, (unsigned)(wg * 64 < np), 0) != 0;
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+#pragma unroll 1 /* unrolled (short K), the zeroing of the half form's unused accumulators moved between products: ptxas serialized them */
     for (int kt = 0; kt < KT; kt++) {
         const int st = kt % NST;
         const unsigned s0 = sbase + (unsigned)st * STAGE;
