@@ -953,8 +953,8 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
                         ind, in, ind, fn_index(c, fx), HID);
             else
                 fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_list, &moe_y};\n"
-                               "%s          LAUNCH(%d, IG_MO_XG_GRID_X(%d), IG_MO_XG_GRID_Y(T, %d), 1, IG_MO_BLOCK, 0, args); }\n",
-                        ind, in, ind, fn_index(c, fxg), HID, K);
+                               "%s          LAUNCH(%d, IG_MO_XG_GRID(T, %d, %d), 1, 1, IG_MO_BLOCK, 0, args); }\n",
+                        ind, in, ind, fn_index(c, fxg), K, HID);
             fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_h, &m_x, &m_gu};\n"
                            "%s          LAUNCH(%d, IG_MO_WG_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n",
                     ind, ind, fn_index(c, fgw), (long long)I, K, E);

@@ -70,7 +70,7 @@
  * 128-byte swizzle, 128 rows for the pairs' operand, 256 for the weights), with the pairs' rows in
  * _group's order so that a tile's rows are consecutive:
  *   extern "C" __global__ void MO_NAME_xgather(int T, const float *x, const int *list, AT *xg);
- *       xg [T K][D]: pair p's token row, rounded; grid (IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K))
+ *       xg [T K][D]: pair p's token row, rounded; grid IG_MO_XG_GRID(T, K, D)
  *       (the shared form has no list: its pairs are the tokens, _xround's rows)
  *   extern "C" __global__ void MO_NAME_gu_wg(int T, const int *off, AT *h, ig_tmap xm, ig_tmap wm);
  *       h [T K][I] in grouped order; xm over xg ([T K][D]), wm over w_gu ([E 2I][D])
@@ -133,9 +133,6 @@
 #endif
 #ifndef MO_SHARED
 #define MO_SHARED 0
-#endif
-#ifndef MO_WG_HALF /* _gu_wg / _down_wg: a row tile of at most 64 pairs on both warpgroups, each half the weight rows */
-#define MO_WG_HALF 1
 #endif
 #ifndef MO_WQ /* gate/up rows: 0 floats, 8 q8r, 4 q4r (wq.cuh) */
 #define MO_WQ 0
@@ -1032,34 +1029,22 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_produce)(const ig_tma
         ig_tma_load2(s0 + IG_MO_TC_BM * 128, bm, kt * BK, brow, &bars[0][st]);
     }
 }
-/* a consumer warpgroup: acc (this thread's 128 of its warpgroup's 64 x 256) over k < KD; where half
- * (a tile of at most 64 pairs, MO_WG_HALF), warpgroup g's 64 of the pairs x rows 128 g .. 128 g + 127
- * instead (64 of acc), so that both warpgroups work */
+/* a consumer warpgroup: acc (this thread's 128 of its warpgroup's 64 x 256) over k < KD */
 template <int KD>
-static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, bool half, float *acc, unsigned sbase,
-                                                                     ig_mo_wg_bars &bars) {
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, float *acc, unsigned sbase, ig_mo_wg_bars &bars) {
     constexpr int BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
     constexpr unsigned STAGE = (IG_MO_TC_BM + IG_MO_WG_BN) * 128;
-    static_assert(IG_MO_TC_BM == 128 && IG_MO_WG_BN == 256 && BK == 64 && KD % 8 == 0, "two warpgroups of 64 pairs, 128-byte tile rows");
+    static_assert(IG_MO_TC_BM == 128 && BK == 64 && KD % 8 == 0, "two warpgroups of 64 pairs, 128-byte tile rows");
     const int wg = (int)threadIdx.x >> 7, lane = threadIdx.x & 31;
     /* uniform by a broadcast: ptxas serializes products under a branch it cannot prove uniform */
     const bool live = __shfl_sync(0xffffffffu, (unsigned)(wg * 64 < np), 0) != 0;
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-#pragma unroll 1 /* unrolled (short K), the zeroing of the half form's unused accumulators moved between products: ptxas serialized them */
     for (int kt = 0; kt < KT; kt++) {
         const int st = kt % NST;
-        const unsigned s0 = sbase + (unsigned)st * STAGE;
         ig_mb_wait(&bars[0][st], (unsigned)(kt / NST) & 1u);
-        if (half) {
-            const unsigned sb = s0 + IG_MO_TC_BM * 128 + (unsigned)wg * 128 * 128;
-            ig_wg_fence();
-#pragma unroll
-            for (int j = 0; j < BK / 16; j++) ig_wg_mma_ss<128>(acc, ig_wg_desc(s0 + 32 * j), ig_wg_desc(sb + 32 * j));
-            ig_wg_commit();
-            ig_wg_wait<1>();
-        } else if (live) {
-            const unsigned sa = s0 + (unsigned)wg * 64 * 128, sb = s0 + IG_MO_TC_BM * 128;
+        if (live) {
+            const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + IG_MO_TC_BM * 128;
             ig_wg_fence();
 #pragma unroll
             for (int j = 0; j < BK / 16; j++) ig_wg_mma_ss<256>(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
@@ -1078,9 +1063,6 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, bool
 #define IG_MO_WG_SMEM_ALIGNED(name)                                                                                    \
     IG_DYN_SMEM(uint4, name##_dyn);                                                                                    \
     unsigned char *name = (unsigned char *)name##_dyn + ((1024u - (ig_smem_addr(name##_dyn) & 1023u)) & 1023u)
-/* a tile of at most 64 pairs splits the weight rows between the warpgroups (MO_WG_HALF; uniform by a
- * broadcast, as `live`) */
-#define IG_MO_WG_HALF_(np) (MO_WG_HALF && __shfl_sync(0xffffffffu, (unsigned)((np) <= 64), 0) != 0)
 /* registers a consumer thread (setmaxnreg): the producer warpgroup keeps 40 */
 #define IG_MO_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 
@@ -1104,16 +1086,14 @@ IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_c
     } else {
         ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
         float acc[128];
-        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3;
-        const bool half = IG_MO_WG_HALF_(np);
-        IG_CAT(MO_NAME, _wg_consume)<MO_D>(np, half, acc, ig_smem_addr(sm), bars);
+        IG_CAT(MO_NAME, _wg_consume)<MO_D>(np, acc, ig_smem_addr(sm), bars);
         /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
-         * rows (4 gq + 2, 3): the packing's interleave; half: this warpgroup's 128 rows, 4 groups */
-        const int rw = (half ? 0 : wg * 64) + 16 * (t >> 5) + g, cb = n0 + (half ? wg * 128 : 0);
+         * rows (4 gq + 2, 3): the packing's interleave */
+        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
 #pragma unroll
         for (int gq = 0; gq < IG_MO_WG_BN / 32; gq++) {
-            const int c0 = cb + 32 * gq; /* this group's first packed row */
-            if (c0 < 2 * MO_I && (!half || gq < 4)) {
+            const int c0 = n0 + 32 * gq; /* this group's first packed row */
+            if (c0 < 2 * MO_I) {
 #pragma unroll
                 for (int hf = 0; hf < 2; hf++) {
                     const int r = rw + 8 * hf;
@@ -1152,10 +1132,8 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
     } else {
         ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
         float acc[128];
-        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3;
-        const bool half = IG_MO_WG_HALF_(np);
-        IG_CAT(MO_NAME, _wg_consume)<MO_I>(np, half, acc, ig_smem_addr(sm), bars);
-        const int rw = (half ? 0 : wg * 64) + 16 * (t >> 5) + g, cb = n0 + (half ? wg * 128 : 0);
+        IG_CAT(MO_NAME, _wg_consume)<MO_I>(np, acc, ig_smem_addr(sm), bars);
+        const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
             const int r = rw + 8 * hf;
@@ -1164,8 +1142,8 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
             const float wk = wt[tk];
 #pragma unroll
             for (int ni = 0; ni < IG_MO_WG_BN / 8; ni++) {
-                const int d = cb + ni * 8 + 2 * q;
-                if (d < MO_D && (!half || ni < 16)) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
+                const int d = n0 + ni * 8 + 2 * q;
+                if (d < MO_D) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
             }
         }
     }
@@ -1175,18 +1153,33 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
 }
 #undef IG_MO_WG_SMEM_ALIGNED
 #undef IG_MO_WG_CREGS
-#undef IG_MO_WG_HALF_
 
 #if !MO_SHARED
 /* xg[p] = the token row of grouped pair p (row list[p] / K of x), rounded to the 16-bit type: _gu_wg's
- * A rows, one after another as TMA loads them; grid (IG_MO_XG_GRID_X(D), any), rows p = y, y + grid y, ... */
+ * A rows, one after another as TMA loads them. A thread a 16-byte chunk of an output row (8 columns),
+ * 4 chunks in flight (their list entries, then their rows' loads, then the stores); grid
+ * IG_MO_XG_GRID(T, K, D), the chunks strided over it */
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xgather)(int T, const float *x, const int *list,
                                                                                    unsigned short *xg) {
-    const int c = 4 * ((int)blockIdx.x * IG_MO_BLOCK + (int)threadIdx.x);
-    if (c >= MO_D) return;
-    for (int p = blockIdx.y; p < T * MO_TOPK; p += gridDim.y) {
-        const float4 v = *(const float4 *)(x + (size_t)(list[p] / MO_TOPK) * MO_D + c);
-        *(uint2 *)(xg + (size_t)p * MO_D + c) = make_uint2(ig_pack2_h(v.x, v.y), ig_pack2_h(v.z, v.w));
+    constexpr int CH = MO_D / 8, U = IG_MO_XG_UNROLL;
+    static_assert(MO_D % 8 == 0, "rows of 16-byte chunks");
+    const long long n = (long long)T * MO_TOPK * CH, step = (long long)gridDim.x * IG_MO_BLOCK;
+    for (long long i0 = (long long)blockIdx.x * IG_MO_BLOCK + threadIdx.x; i0 < n; i0 += U * step) {
+        int src[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) src[u] = i0 + u * step < n ? __ldg(list + (i0 + u * step) / CH) / MO_TOPK : -1;
+        float4 v[U][2];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (src[u] >= 0) {
+                const float4 *px = (const float4 *)(x + (size_t)src[u] * MO_D + ((i0 + u * step) % CH) * 8);
+                v[u][0] = px[0], v[u][1] = px[1];
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (src[u] >= 0)
+                *(uint4 *)(xg + (size_t)(i0 + u * step) * 8) = make_uint4(ig_pack2_h(v[u][0].x, v[u][0].y), ig_pack2_h(v[u][0].z, v[u][0].w),
+                                                                         ig_pack2_h(v[u][1].x, v[u][1].y), ig_pack2_h(v[u][1].z, v[u][1].w));
     }
 }
 #endif
@@ -1202,7 +1195,6 @@ extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xroun
 #undef MO_AT_
 #undef MO_GWT_
 #undef MO_DWT_
-#undef MO_WG_HALF
 #undef MO_WQ
 #undef MO_WG
 #undef MO_DN_WQ

@@ -103,7 +103,7 @@ static void run_case(const char *name, const grouped_fns &f, int D, int E, int K
                       [&] { f.xround(T, x.data(), xb.data()); }), "%s: _xround", name);
     std::vector<unsigned short> xg((size_t)T * K * D, 0xffff); /* NaN: rows must come from x */
     if (f.gu_wg) { /* A operands by TMA: rows in _group's order; h written in that order too */
-        CHECK(emul_launch({(unsigned)IG_MO_XG_GRID_X(D), (unsigned)IG_MO_XG_GRID_Y(T, K), 1}, {IG_MO_BLOCK, 1, 1},
+        CHECK(emul_launch({(unsigned)IG_MO_XG_GRID(T, K, D), 1, 1}, {IG_MO_BLOCK, 1, 1},
                           [&] { f.xgather(T, x.data(), list.data(), xg.data()); }), "%s: _xgather", name);
         const ig_tmap xm = emul_tmap2(xg.data(), D, (unsigned long long)T * K, 2ull * D, 64, IG_MO_TC_BM),
                       gm = emul_tmap2(wgu.data(), D, (unsigned long long)E * 2 * I, 2ull * D, 64, IG_MO_WG_BN),
@@ -172,8 +172,7 @@ int main() {
      * zeros), a second row tile whose second warpgroup has no pairs, gate/up 192 of 256 rows */
     run_case("wgmma: E5 top-2 D256 I96, a hot expert", GROUPED_WG(mg_a), 256, 5, 2, 96, 150, 1, 4);
     run_case("wgmma: E5 top-2 D256 I96, few tokens", GROUPED_WG(mg_a), 256, 5, 2, 96, 9, -1, 5);
-    /* tiles of at most 64 pairs split the weight rows between the warpgroups; the hot expert's 100
-     * pairs are one tile whose second warpgroup has 36 */
+    /* the hot expert's 100 pairs: one tile whose second warpgroup has 36 */
     run_case("wgmma: E5 top-2 D256 I96, a hot expert of 100", GROUPED_WG(mg_a), 256, 5, 2, 96, 100, 1, 4);
     /* K 320 (five steps) / 32 (one step, fewer than the stages), down 320 rows (a second, partial tile) */
     run_case("wgmma: E6 top-3 D320 I32, two idle experts", GROUPED_WG(mg_b), 320, 6, 3, 32, 70, -1, 4);

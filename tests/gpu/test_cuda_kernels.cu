@@ -509,15 +509,6 @@
 #define MO_I 768
 #define MO_NORM 1
 #include "moe.cu"
-/* the same without MO_WG_HALF (a tile of at most 64 pairs on one warpgroup): bench moe's baseline */
-#define MO_NAME mo_q3h0
-#define MO_D 2048
-#define MO_E 128
-#define MO_TOPK 8
-#define MO_I 768
-#define MO_NORM 1
-#define MO_WG_HALF 0
-#include "moe.cu"
 
 #define SM_NAME sm_1000
 #define SM_V 1000
@@ -1829,7 +1820,7 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
                 const void *xrows = xb;
                 if (f.xg) {
                     void *ag[] = {&Tv, &dx, &dlist, &dy};
-                    launch(f.xg, dim3(IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K)), dim3(IG_MO_BLOCK), 0, ag);
+                    launch(f.xg, dim3((unsigned)IG_MO_XG_GRID(T, K, D)), dim3(IG_MO_BLOCK), 0, ag);
                     xrows = dy;
                 }
                 CUtensorMap mx = tile_map2(xrows, D, (unsigned long long)T * K, IG_MO_TC_BM),
@@ -2204,7 +2195,7 @@ static void bench_mv(ctx *c, const char *name, const void *fn, int N, int K, dou
  * rows' rounding / gathering) and down on mma.sync (_xround + _gu_tc, _down_tc) and, where the image has
  * wgmma, on the warp-specialized warpgroups (_xgather + _gu_wg, _down_wg): us a call and TFLOP/s of
  * the useful products (2 T K D 2I and 2 T K I D) against the 989 TFLOP/s bf16 dense peak. */
-static void bench_moe_prefill(ctx *c, const moe_fns &f, int T, const char *tag) {
+static void bench_moe_prefill(ctx *c, const moe_fns &f, int T) {
     const int D = 2048, E = 128, K = 8, I = 768;
     std::vector<float> x;
     fill(c, x, (size_t)T * D, false, 1.0f);
@@ -2233,11 +2224,11 @@ static void bench_moe_prefill(ctx *c, const moe_fns &f, int T, const char *tag) 
     void *ax[] = {&Tv, &dx, &xb}, *a2[] = {&Tv, &xb, &doff, &dlist, &dgu, &dh}, *a3[] = {&Tv, &dh, &doff, &dlist, &dwt, &ddn, &dy};
     const double gf = 2.0 * T * K * D * 2 * I, df = 2.0 * T * K * I * D;
     const double tgu = time_us([&](int) {
-        CK(cudaLaunchKernel(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), ax, 0, 0));
-        CK(cudaLaunchKernel(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), ty), dim3(IG_MO_TC_THREADS), a2, IG_MO_TC_SMEM, 0));
+        launch(f.xr, dim3(IG_MO_SUM_GRID_X(D), T), dim3(IG_MO_BLOCK), 0, ax);
+        launch(f.tgu, dim3(IG_MO_TC_GU_GRID_X(I), ty), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a2);
     }, 20);
     const double tdn = time_us([&](int) {
-        CK(cudaLaunchKernel(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), ty), dim3(IG_MO_TC_THREADS), a3, IG_MO_TC_SMEM, 0));
+        launch(f.tdn, dim3(IG_MO_TC_DN_GRID_X(D), ty), dim3(IG_MO_TC_THREADS), IG_MO_TC_SMEM, a3);
     }, 20);
     printf("bench moe prefill Qwen3-30B-A3B block T=%d mma.sync: gate/up %7.1f us %5.1f TFLOP/s, down %7.1f us %5.1f TFLOP/s\n", T,
            tgu, gf / tgu * 1e-6, tdn, df / tdn * 1e-6);
@@ -2248,17 +2239,17 @@ static void bench_moe_prefill(ctx *c, const moe_fns &f, int T, const char *tag) 
                     mh = tile_map2(dh, I, (unsigned long long)T * K, IG_MO_TC_BM), md = tile_map2(ddn, I, (unsigned long long)E * D, IG_MO_WG_BN);
         void *ag[] = {&Tv, &dx, &dlist, &dy}, *w2[] = {&Tv, &doff, &dh, &mx, &mg}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &mh, &md};
         const double wgu = time_us([&](int) {
-            CK(cudaLaunchKernel(f.xg, dim3(IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K)), dim3(IG_MO_BLOCK), ag, 0, 0));
-            CK(cudaLaunchKernel(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), ty), dim3(IG_MO_WG_THREADS), w2, IG_MO_WG_SMEM, 0));
+            launch(f.xg, dim3((unsigned)IG_MO_XG_GRID(T, K, D)), dim3(IG_MO_BLOCK), 0, ag);
+            launch(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), ty), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w2);
         }, 20);
         const double wxg = time_us([&](int) {
-            CK(cudaLaunchKernel(f.xg, dim3(IG_MO_XG_GRID_X(D), IG_MO_XG_GRID_Y(T, K)), dim3(IG_MO_BLOCK), ag, 0, 0));
+            launch(f.xg, dim3((unsigned)IG_MO_XG_GRID(T, K, D)), dim3(IG_MO_BLOCK), 0, ag);
         }, 20);
         const double wdn = time_us([&](int) {
-            CK(cudaLaunchKernel(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), ty), dim3(IG_MO_WG_THREADS), w3, IG_MO_WG_SMEM, 0));
+            launch(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), ty), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w3);
         }, 20);
-        printf("bench moe prefill Qwen3-30B-A3B block T=%d wgmma ws%s: gate/up %7.1f us %5.1f TFLOP/s (_xgather %.1f us), down %7.1f us "
-               "%5.1f TFLOP/s; %.1f%% / %.1f%% of 989\n", T, tag, wgu, gf / wgu * 1e-6, wxg, wdn, df / wdn * 1e-6,
+        printf("bench moe prefill Qwen3-30B-A3B block T=%d wgmma ws: gate/up %7.1f us %5.1f TFLOP/s (_xgather %.1f us), down %7.1f us "
+               "%5.1f TFLOP/s; %.1f%% / %.1f%% of 989\n", T, wgu, gf / wgu * 1e-6, wxg, wdn, df / wdn * 1e-6,
                100 * gf / wgu * 1e-6 / 989, 100 * df / wdn * 1e-6 / 989);
     }
     CK(cudaGetLastError());
@@ -2917,11 +2908,7 @@ int main(int argc, char **argv) {
         if (sel("bench moe")) {
             const moe_fns q3 = MOFT(mo_q3, (const void *)mo_q3_group, (const void *)mo_q3_logits, (const void *)mo_q3_select);
             for (int T : {1, 8}) bench_moe_dec(&c, q3, T, copy);
-            const moe_fns q3h0 = MOFT(mo_q3h0, (const void *)mo_q3h0_group, (const void *)mo_q3h0_logits, (const void *)mo_q3h0_select);
-            for (int T : {512, 2048, 8192}) {
-                bench_moe_prefill(&c, q3h0, T, " (MO_WG_HALF 0)");
-                bench_moe_prefill(&c, q3, T, "");
-            }
+            for (int T : {512, 2048, 8192}) bench_moe_prefill(&c, q3, T);
         }
         bench_ap(&c, 128, (const void *)ap_p128, (const void *)at_p128, 2048);
         bench_ap(&c, 64, (const void *)ap_p64, (const void *)at_p64, 2048);
