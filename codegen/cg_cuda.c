@@ -902,6 +902,42 @@ typedef struct moe_em {
     int64_t I;
 } moe_em;
 
+/* The warp-specialized wgmma products (moe.cu _gu_wg / _down_wg) at indent ind, where the image has
+ * wgmma and the driver encodes the four tensor maps; opens the "else" that the mma.sync launches
+ * fill (fx, fgw, fdw: the _xround, _gu_wg and _down_wg kernels' names). */
+static void emit_moe_wg(gen *c, const moe_em *m, const char *ind, const char *fx, const char *fgw, const char *fdw) {
+    const char *mo = m->mo, *in = m->in, *w2 = m->w2, *w3 = m->w3, *dq_dn = m->dq_dn;
+    const int HID = m->HID, E = m->E, K = m->K, shared = m->shared;
+    const int64_t I = m->I;
+    char fxg[96];
+    snprintf(fxg, sizeof fxg, "%s_xgather", mo ? mo : "");
+    /* the pairs' token rows in _group's order: moe_y's room, free until _down_wg writes it */
+    const char *xrows = shared ? "moe_xb" : "moe_y";
+    fprintf(c->fw, "%s    /* warp-specialized wgmma products fed by TMA: %s */\n"
+                   "%s    CUtensorMap m_x, m_gu, m_h, m_dn;\n"
+                   "%s    if (st->wg && tile_map(st, &m_x, %s, (uint64_t)T * %d, %d, IG_MO_TC_BM) &&\n"
+                   "%s        tile_map(st, &m_gu, %s, %lld, %d, IG_MO_WG_BN) && tile_map(st, &m_h, moe_h, (uint64_t)T * %d, %lld, IG_MO_TC_BM) &&\n"
+                   "%s        tile_map(st, &m_dn, %s, %lld, %lld, IG_MO_WG_BN)) {\n",
+            ind, shared ? "the tokens' rows, moe_xb" : "the pairs' rows in _group's order, in moe_y's room", ind, ind, xrows, K, HID, ind, w2, (long long)E * 2 * I, HID, K, (long long)I, ind, w3, (long long)E * HID,
+            (long long)I);
+    if (shared)
+        fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_xb};\n"
+                       "%s          LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, in, ind, fn_index(c, fx), HID);
+    else
+        fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_list, &moe_y};\n"
+                       "%s          LAUNCH(%d, IG_MO_XG_GRID(T, %d, %d), 1, 1, IG_MO_BLOCK, 0, args); }\n",
+                ind, in, ind, fn_index(c, fxg), K, HID);
+    fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_h, &m_x, &m_gu};\n"
+                   "%s          LAUNCH(%d, IG_MO_WG_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n",
+            ind, ind, fn_index(c, fgw), (long long)I, K, E);
+    if (*dq_dn) fprintf(c->fw, "%s        %s", ind, dq_dn);
+    fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_list, &moe_wt, &moe_y, &m_h, &m_dn};\n"
+                   "%s          LAUNCH(%d, IG_MO_WG_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n"
+                   "%s    } else {\n",
+            ind, ind, fn_index(c, fdw), HID, K, E, ind);
+}
+
 /* The launches of steps past the decode kernels at indent ind: expert-grouped on tensor cores
  * (16-bit types, K a multiple of the tile's 32, every architecture sm_80+) or by 8 staged weight
  * rows of an expert a CTA (in at most 96 KB) for prefill-sized steps, the per-pair kernels for the
@@ -934,35 +970,10 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
         if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
         const char *ind_tc = ind;
         char ind_wg[64];
-        if (moe_wg_ok(c)) { /* the warp-specialized products where the image has wgmma and the driver made the maps */
-            char fxg[96];
-            snprintf(fxg, sizeof fxg, "%s_xgather", mo ? mo : "");
+        if (moe_wg_ok(c)) {
+            emit_moe_wg(c, m, ind, fx, fgw, fdw);
             snprintf(ind_wg, sizeof ind_wg, "%s    ", ind);
             ind_tc = ind_wg;
-            /* the pairs' token rows in _group's order: moe_y's room, free until _down_wg writes it */
-            const char *xrows = shared ? "moe_xb" : "moe_y";
-            fprintf(c->fw, "%s    CUtensorMap m_x, m_gu, m_h, m_dn;\n"
-                           "%s    if (st->wg && tile_map(st, &m_x, %s, (uint64_t)T * %d, %d, IG_MO_TC_BM) &&\n"
-                           "%s        tile_map(st, &m_gu, %s, %lld, %d, IG_MO_WG_BN) && tile_map(st, &m_h, moe_h, (uint64_t)T * %d, %lld, IG_MO_TC_BM) &&\n"
-                           "%s        tile_map(st, &m_dn, %s, %lld, %lld, IG_MO_WG_BN)) {\n",
-                    ind, ind, xrows, K, HID, ind, w2, (long long)E * 2 * I, HID, K, (long long)I, ind, w3, (long long)E * HID,
-                    (long long)I);
-            if (shared)
-                fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_xb};\n"
-                               "%s          LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
-                        ind, in, ind, fn_index(c, fx), HID);
-            else
-                fprintf(c->fw, "%s        { void *args[] = {&T, &%s, &moe_list, &moe_y};\n"
-                               "%s          LAUNCH(%d, IG_MO_XG_GRID(T, %d, %d), 1, 1, IG_MO_BLOCK, 0, args); }\n",
-                        ind, in, ind, fn_index(c, fxg), K, HID);
-            fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_h, &m_x, &m_gu};\n"
-                           "%s          LAUNCH(%d, IG_MO_WG_GU_GRID_X(%lld), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n",
-                    ind, ind, fn_index(c, fgw), (long long)I, K, E);
-            if (*dq_dn) fprintf(c->fw, "%s        %s", ind, dq_dn);
-            fprintf(c->fw, "%s        { void *args[] = {&T, &moe_off, &moe_list, &moe_wt, &moe_y, &m_h, &m_dn};\n"
-                           "%s          LAUNCH(%d, IG_MO_WG_DN_GRID_X(%d), IG_MO_TC_GRID_Y(T, %d, %d), 1, IG_MO_WG_THREADS, IG_MO_WG_SMEM, args); }\n"
-                           "%s    } else {\n",
-                    ind, ind, fn_index(c, fdw), HID, K, E, ind);
         }
         fprintf(c->fw, "%s    { void *args[] = {&T, &%s, &moe_xb};\n"
                        "%s      LAUNCH(%d, IG_MO_SUM_GRID_X(%d), T, 1, IG_MO_BLOCK, 0, args); }\n",
