@@ -2,7 +2,8 @@
  * on its own with its default model and run without a GPU: the tuning it derives its launch
  * choices from, the last guard on a batch, the multi-step run length, and forward's chained steps
  * (a queued step is returned only for exactly the step it computed), the host tier's page copies
- * (chunks of pinned memory made on first use, addresses, range guards), through a stand-in driver
+ * (chunks of pinned memory made on first use, addresses, range guards), the MoE products' tensor-map
+ * cache, through a stand-in driver
  * whose calls always succeed and a launch_step that counts its calls.
  * Built and run by tests/test_cuda_package.py (it needs the CUDA toolkit's headers). */
 #define IG_HOST_TEST_HOOK on_step /* the default launch_step calls it */
@@ -337,6 +338,56 @@ static void test_host_tier(void) {
     free(st.host_chunks);
 }
 
+/* tile_map's cache (moe.cu's tensor maps) through a stand-in encoder that records what it was asked
+ * for in the map's words: each answer must describe exactly the operand asked for, encoded once
+ * per (pointer, columns, box) until its rows change. */
+static int n_encodes, refuse_encode;
+static CUresult fake_encode(CUtensorMap *m, CUtensorMapDataType dt, cuuint32_t rank, void *p, const cuuint64_t *dims,
+                            const cuuint64_t *strides, const cuuint32_t *box, const cuuint32_t *step, CUtensorMapInterleave il,
+                            CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+    (void)step, (void)il, (void)l2, (void)oob;
+    n_encodes++;
+    if (refuse_encode) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t *w = (uint64_t *)m;
+    w[0] = (uint64_t)(uintptr_t)p, w[1] = dims[0], w[2] = dims[1], w[3] = strides[0], w[4] = box[0], w[5] = box[1];
+    w[6] = (uint64_t)dt << 32 | (uint64_t)sw << 16 | rank;
+    return CUDA_SUCCESS;
+}
+static int map_is(const CUtensorMap *m, CUdeviceptr p, uint64_t rows, uint64_t cols, uint32_t box_rows) {
+    const uint64_t *w = (const uint64_t *)m;
+    return w[0] == p && w[1] == cols && w[2] == rows && w[3] == 2 * cols && w[4] == 64 && w[5] == box_rows &&
+           w[6] == ((uint64_t)CU_TENSOR_MAP_DATA_TYPE_UINT16 << 32 | (uint64_t)CU_TENSOR_MAP_SWIZZLE_128B << 16 | 2);
+}
+static void test_tile_map(void) {
+    static dev_state st;
+    memset(&st, 0, sizeof st);
+    CUtensorMap m;
+    EXPECT(tile_map(&st, &m, 0x100000, 64, 128, 128) == 0); /* a driver without the call */
+    st.api.cuTensorMapEncodeTiled = fake_encode;
+    EXPECT(tile_map(&st, &m, 0x100000, 64, 2048, 128) && map_is(&m, 0x100000, 64, 2048, 128) && n_encodes == 1);
+    EXPECT(tile_map(&st, &m, 0x100000, 64, 2048, 128) && map_is(&m, 0x100000, 64, 2048, 128) && n_encodes == 1);
+    EXPECT(tile_map(&st, &m, 0x100000, 96, 2048, 128) && map_is(&m, 0x100000, 96, 2048, 128) && n_encodes == 2); /* new T */
+    EXPECT(tile_map(&st, &m, 0x100000, 1536, 768, 256) && map_is(&m, 0x100000, 1536, 768, 256) && n_encodes == 3);
+    EXPECT(tile_map(&st, &m, 0x100000, 96, 2048, 128) && map_is(&m, 0x100000, 96, 2048, 128) && n_encodes == 3); /* both kept */
+    /* 600 operands (a slot's probes overflow): every answer is still the one asked for, and a second
+     * pass over the last 100 finds them (they took the slots) */
+    for (int i = 0; i < 600; i++) {
+        const CUdeviceptr p = 0x7f0000000000ull + (CUdeviceptr)i * 0x200000;
+        EXPECT(tile_map(&st, &m, p, 128 + i, 2048, 256) && map_is(&m, p, 128 + i, 2048, 256));
+    }
+    const int before = n_encodes;
+    for (int i = 590; i < 600; i++) {
+        const CUdeviceptr p = 0x7f0000000000ull + (CUdeviceptr)i * 0x200000;
+        EXPECT(tile_map(&st, &m, p, 128 + i, 2048, 256) && map_is(&m, p, 128 + i, 2048, 256));
+    }
+    EXPECT(n_encodes == before);
+    refuse_encode = 1; /* a refused map: 0, and the caller's map left alone */
+    memset(&m, 0, sizeof m);
+    EXPECT(tile_map(&st, &m, 0x300000, 64, 100, 128) == 0 && ((uint64_t *)&m)[0] == 0);
+    refuse_encode = 0;
+    EXPECT(tile_map(&st, &m, 0x300000, 65, 100, 128) && map_is(&m, 0x300000, 65, 100, 128));
+}
+
 int main(void) {
     test_host_tier();
     test_kv_pages();
@@ -346,6 +397,7 @@ int main(void) {
     test_chain();
     test_masked();
     test_workspace();
+    test_tile_map();
     if (!fails) printf("host runtime: ok\n");
     return fails ? 1 : 0;
 }
