@@ -223,7 +223,7 @@
  * 64 pairs and a producer warpgroup (TMA), K in steps of 64 through IG_MO_WG_NST stages of 128-byte
  * swizzled tiles (wgmma.cuh); dynamic smem IG_MO_WG_SMEM (with 1 KB to align the tiles to 1024; the
  * host allows these kernels IG_MO_WG_SMEM), one CTA an SM. _xgather (their gate/up's rows in the
- * pairs' order): a thread per 16-byte chunk of a row, IG_MO_XG_UNROLL in flight. */
+ * pairs' order): a thread per 16-byte chunk of a row. */
 #define IG_MO_WG_THREADS 384
 #define IG_MO_WG_BN 256
 #define IG_MO_WG_BK 64
@@ -231,8 +231,7 @@
 #define IG_MO_WG_SMEM (IG_MO_WG_NST * (IG_MO_TC_BM + IG_MO_WG_BN) * 128 + 1024) /* 197632 bytes */
 #define IG_MO_WG_GU_GRID_X(I) IG_CDIV(2 * (I), IG_MO_WG_BN)
 #define IG_MO_WG_DN_GRID_X(D) IG_CDIV((D), IG_MO_WG_BN)
-#define IG_MO_XG_UNROLL 4
-#define IG_MO_XG_GRID(T, K, D) IG_CDIV((long long)(T) * (K) * ((D) / 8), IG_MO_XG_UNROLL * IG_MO_BLOCK)
+#define IG_MO_XG_GRID(T, K, D) IG_CDIV((long long)(T) * (K) * ((D) / 8), IG_MO_BLOCK)
 /* decode-sized steps (T <= IG_MO_DTMAX) in two launches over the whole GPU: _dgu (router, top-k,
  * the selected experts' gate/up with SwiGLU) and _ddown (their down rows, weighted, summed into the
  * residual): grid = any count of CTAs that are all resident at once (the host: its SM count), block

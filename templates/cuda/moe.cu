@@ -1066,14 +1066,13 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, floa
 /* registers a consumer thread (setmaxnreg): the producer warpgroup keeps 40 */
 #define IG_MO_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 
-/* h[grouped pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T,
- * K, E)), IG_MO_WG_THREADS threads, dynamic smem IG_MO_WG_SMEM; xm: the pairs' token rows in grouped
- * order ([T K][D], boxes of 128 rows; the shared form: the T token rows), wm: the gate/up stack
- * ([E 2I][D], boxes of 256 rows). Empty where IG_WG is 0 (the host launches it only where ig_wg_built) */
-extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
-IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_constant__ ig_tmap xm,
-                        const __grid_constant__ ig_tmap wm) {
 #if IG_WG
+/* One CTA of _gu_wg / _down_wg: its row tile (nothing where past the last), the barriers, then the
+ * producer warpgroup's loads (A rows from the tile's first pair p0 of am, B rows from e EROWS + n0 of
+ * bm: expert e's stack) and the consumers' products over k < KD, which each consumer thread hands to
+ * epi(acc, p0, np, n0). Each side runs its own code to the end: ptxas honours setmaxnreg only so. */
+template <int KD, int EROWS, typename Epi>
+static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_run)(int T, const int *off, const ig_tmap *am, const ig_tmap *bm, Epi epi) {
     IG_MO_WG_SMEM_ALIGNED(sm);
     __shared__ ig_mo_wg_bars bars;
     int e, p0, np;
@@ -1082,11 +1081,25 @@ IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_c
     IG_CAT(MO_NAME, _wg_init)(bars);
     if (threadIdx.x >= 256) {
         ig_setmaxnreg_dec<40>();
-        if (threadIdx.x == 256) IG_CAT(MO_NAME, _wg_produce)<MO_D>(&xm, &wm, p0, e * 2 * MO_I + n0, ig_smem_addr(sm), bars);
+        if (threadIdx.x == 256) IG_CAT(MO_NAME, _wg_produce)<KD>(am, bm, p0, e * EROWS + n0, ig_smem_addr(sm), bars);
     } else {
         ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
         float acc[128];
-        IG_CAT(MO_NAME, _wg_consume)<MO_D>(np, acc, ig_smem_addr(sm), bars);
+        IG_CAT(MO_NAME, _wg_consume)<KD>(np, acc, ig_smem_addr(sm), bars);
+        epi(acc, p0, np, n0);
+    }
+}
+#endif
+
+/* h[grouped pair] = SwiGLU of its expert's gate/up rows: grid (IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T,
+ * K, E)), IG_MO_WG_THREADS threads, dynamic smem IG_MO_WG_SMEM; xm: the pairs' token rows in grouped
+ * order ([T K][D], boxes of 128 rows; the shared form: the T token rows), wm: the gate/up stack
+ * ([E 2I][D], boxes of 256 rows). Empty where IG_WG is 0 (the host launches it only where ig_wg_built) */
+extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
+IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_constant__ ig_tmap xm,
+                        const __grid_constant__ ig_tmap wm) {
+#if IG_WG
+    IG_CAT(MO_NAME, _wg_run)<MO_D, 2 * MO_I>(T, off, &xm, &wm, [&](const float *acc, int p0, int np, int n0) {
         /* the 256 packed rows are 8 groups of 16 gate rows (8-column tiles 4 gq + 0, 1) and their 16 up
          * rows (4 gq + 2, 3): the packing's interleave */
         const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
@@ -1107,7 +1120,7 @@ IG_CAT(MO_NAME, _gu_wg)(int T, const int *off, unsigned short *h, const __grid_c
                 }
             }
         }
-    }
+    });
 #else
     (void)T, (void)off, (void)h, (void)xm, (void)wm;
 #endif
@@ -1120,19 +1133,7 @@ extern "C" __global__ void __launch_bounds__(IG_MO_WG_THREADS, 1)
 IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *wt, float *y, const __grid_constant__ ig_tmap hm,
                           const __grid_constant__ ig_tmap wm) {
 #if IG_WG
-    IG_MO_WG_SMEM_ALIGNED(sm);
-    __shared__ ig_mo_wg_bars bars;
-    int e, p0, np;
-    if (!IG_CAT(MO_NAME, _tile)(T, off, &e, &p0, &np)) return;
-    const int n0 = blockIdx.x * IG_MO_WG_BN;
-    IG_CAT(MO_NAME, _wg_init)(bars);
-    if (threadIdx.x >= 256) {
-        ig_setmaxnreg_dec<40>();
-        if (threadIdx.x == 256) IG_CAT(MO_NAME, _wg_produce)<MO_I>(&hm, &wm, p0, e * MO_D + n0, ig_smem_addr(sm), bars);
-    } else {
-        ig_setmaxnreg_inc<IG_MO_WG_CREGS>();
-        float acc[128];
-        IG_CAT(MO_NAME, _wg_consume)<MO_I>(np, acc, ig_smem_addr(sm), bars);
+    IG_CAT(MO_NAME, _wg_run)<MO_I, MO_D>(T, off, &hm, &wm, [&](const float *acc, int p0, int np, int n0) {
         const int t = threadIdx.x & 127, wg = threadIdx.x >> 7, g = (t & 31) >> 2, q = t & 3, rw = wg * 64 + 16 * (t >> 5) + g;
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
@@ -1146,7 +1147,7 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
                 if (d < MO_D) *(float2 *)(y + (size_t)tk * MO_D + d) = make_float2(wk * acc[ni * 4 + 2 * hf], wk * acc[ni * 4 + 2 * hf + 1]);
             }
         }
-    }
+    });
 #else
     (void)T, (void)off, (void)list, (void)wt, (void)y, (void)hm, (void)wm;
 #endif
@@ -1156,31 +1157,17 @@ IG_CAT(MO_NAME, _down_wg)(int T, const int *off, const int *list, const float *w
 
 #if !MO_SHARED
 /* xg[p] = the token row of grouped pair p (row list[p] / K of x), rounded to the 16-bit type: _gu_wg's
- * A rows, one after another as TMA loads them. A thread a 16-byte chunk of an output row (8 columns),
- * 4 chunks in flight (their list entries, then their rows' loads, then the stores); grid
- * IG_MO_XG_GRID(T, K, D), the chunks strided over it */
+ * A rows, one after another as TMA loads them. A thread a 16-byte chunk of an output row (8 columns);
+ * grid IG_MO_XG_GRID(T, K, D) */
 extern "C" __global__ void __launch_bounds__(IG_MO_BLOCK) IG_CAT(MO_NAME, _xgather)(int T, const float *x, const int *list,
                                                                                    unsigned short *xg) {
-    constexpr int CH = MO_D / 8, U = IG_MO_XG_UNROLL;
+    constexpr int CH = MO_D / 8;
     static_assert(MO_D % 8 == 0, "rows of 16-byte chunks");
-    const long long n = (long long)T * MO_TOPK * CH, step = (long long)gridDim.x * IG_MO_BLOCK;
-    for (long long i0 = (long long)blockIdx.x * IG_MO_BLOCK + threadIdx.x; i0 < n; i0 += U * step) {
-        int src[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) src[u] = i0 + u * step < n ? __ldg(list + (i0 + u * step) / CH) / MO_TOPK : -1;
-        float4 v[U][2];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            if (src[u] >= 0) {
-                const float4 *px = (const float4 *)(x + (size_t)src[u] * MO_D + ((i0 + u * step) % CH) * 8);
-                v[u][0] = px[0], v[u][1] = px[1];
-            }
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            if (src[u] >= 0)
-                *(uint4 *)(xg + (size_t)(i0 + u * step) * 8) = make_uint4(ig_pack2_h(v[u][0].x, v[u][0].y), ig_pack2_h(v[u][0].z, v[u][0].w),
-                                                                         ig_pack2_h(v[u][1].x, v[u][1].y), ig_pack2_h(v[u][1].z, v[u][1].w));
-    }
+    const long long i = (long long)blockIdx.x * IG_MO_BLOCK + threadIdx.x;
+    if (i >= (long long)T * MO_TOPK * CH) return;
+    const float4 *px = (const float4 *)(x + (size_t)(__ldg(list + i / CH) / MO_TOPK) * MO_D + (i % CH) * 8);
+    const float4 a = px[0], b = px[1];
+    *(uint4 *)(xg + (size_t)i * 8) = make_uint4(ig_pack2_h(a.x, a.y), ig_pack2_h(a.z, a.w), ig_pack2_h(b.x, b.y), ig_pack2_h(b.z, b.w));
 }
 #endif
 

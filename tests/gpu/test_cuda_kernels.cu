@@ -1696,6 +1696,17 @@ static CUtensorMap tile_map2(const void *p, unsigned long long cols, unsigned lo
     return m;
 }
 
+/* The four operand maps of _gu_wg / _down_wg as the generated code encodes them: the pairs' token rows
+ * (T K rows of D), the gate/up stack, h (T K rows of I), the down stack */
+struct moe_wg_maps {
+    CUtensorMap x, gu, h, dn;
+};
+static moe_wg_maps moe_maps(const void *xrows, const void *wgu, const void *h, const void *wdn, int T, int D, int E, int K, int I) {
+    const unsigned long long tk = (unsigned long long)T * K;
+    return {tile_map2(xrows, D, tk, IG_MO_TC_BM), tile_map2(wgu, D, (unsigned long long)E * 2 * I, IG_MO_WG_BN),
+            tile_map2(h, I, tk, IG_MO_TC_BM), tile_map2(wdn, I, (unsigned long long)E * D, IG_MO_WG_BN)};
+}
+
 struct moe_fns {
     const void *route, *gu, *dn;           /* per (token, expert) pair */
     const void *group, *ggu, *gdn, *gsum;  /* expert-grouped (group: null for the shared expert) */
@@ -1823,11 +1834,8 @@ static void test_moe(ctx *c, const char *name, const moe_fns &f, int D, int E, i
                     launch(f.xg, dim3((unsigned)IG_MO_XG_GRID(T, K, D)), dim3(IG_MO_BLOCK), 0, ag);
                     xrows = dy;
                 }
-                CUtensorMap mx = tile_map2(xrows, D, (unsigned long long)T * K, IG_MO_TC_BM),
-                            mg = tile_map2(dgu, D, (unsigned long long)E * 2 * I, IG_MO_WG_BN),
-                            mh = tile_map2(dh, I, (unsigned long long)T * K, IG_MO_TC_BM),
-                            md = tile_map2(ddn, I, (unsigned long long)E * D, IG_MO_WG_BN);
-                void *w2[] = {&Tv, &doff, &dh, &mx, &mg}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &mh, &md};
+                moe_wg_maps m = moe_maps(xrows, dgu, dh, ddn, T, D, E, K, I);
+                void *w2[] = {&Tv, &doff, &dh, &m.x, &m.gu}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &m.h, &m.dn};
                 launch(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w2);
                 launch(f.wdn, dim3(IG_MO_WG_DN_GRID_X(D), IG_MO_TC_GRID_Y(T, K, E)), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w3);
             } else {
@@ -2235,9 +2243,8 @@ static void bench_moe_prefill(ctx *c, const moe_fns &f, int T) {
     int built = 0;
     CK(cudaMemcpyFromSymbol(&built, ig_wg_built, sizeof built));
     if (built) {
-        CUtensorMap mx = tile_map2(dy, D, (unsigned long long)T * K, IG_MO_TC_BM), mg = tile_map2(dgu, D, (unsigned long long)E * 2 * I, IG_MO_WG_BN),
-                    mh = tile_map2(dh, I, (unsigned long long)T * K, IG_MO_TC_BM), md = tile_map2(ddn, I, (unsigned long long)E * D, IG_MO_WG_BN);
-        void *ag[] = {&Tv, &dx, &dlist, &dy}, *w2[] = {&Tv, &doff, &dh, &mx, &mg}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &mh, &md};
+        moe_wg_maps m = moe_maps(dy, dgu, dh, ddn, T, D, E, K, I);
+        void *ag[] = {&Tv, &dx, &dlist, &dy}, *w2[] = {&Tv, &doff, &dh, &m.x, &m.gu}, *w3[] = {&Tv, &doff, &dlist, &dwt, &dy, &m.h, &m.dn};
         const double wgu = time_us([&](int) {
             launch(f.xg, dim3((unsigned)IG_MO_XG_GRID(T, K, D)), dim3(IG_MO_BLOCK), 0, ag);
             launch(f.wgu, dim3(IG_MO_WG_GU_GRID_X(I), ty), dim3(IG_MO_WG_THREADS), IG_MO_WG_SMEM, w2);
