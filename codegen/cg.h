@@ -101,9 +101,9 @@ typedef struct cg_insts {
     int n_fn, cap_fn;
     int failed;
 } cg_insts;
-/* Returns the instance name of `tpl` with `params` ("#define X v\n" lines), writing the instance
- * (a comment naming the IR node, the name macro, the parameters and the #include) to out on first
- * use. NULL after an allocation failure. */
+/* Returns the instance name of `tpl` entered by `name_macro` with `params` ("#define X v\n" lines),
+ * one per (tpl, name_macro, params), writing the instance (a comment naming the IR node, the name
+ * macro, the parameters and the #include) to out on first use. NULL after an allocation failure. */
 const char *cg_instance(cg_insts *s, FILE *out, const char *tpl, const char *prefix, const char *name_macro,
                         const char *params, const char *comment);
 /* Index of kernel function `name` in the launch table (added on first use); -1 after a failure or

@@ -320,14 +320,14 @@ static int grow(void **v, int n, int *cap, size_t sz) {
 const char *cg_instance(cg_insts *s, FILE *out, const char *tpl, const char *prefix, const char *name_macro,
                         const char *params, const char *comment) {
     if (s->failed) return NULL;
-    size_t kl = strlen(tpl) + strlen(params) + 2;
+    size_t kl = strlen(tpl) + strlen(name_macro) + strlen(params) + 3;
     char *key = malloc(kl);
     if (!key || !grow((void **)&s->v, s->n, &s->cap, sizeof s->v[0])) {
         free(key);
         s->failed = 1;
         return NULL;
     }
-    snprintf(key, kl, "%s|%s", tpl, params);
+    snprintf(key, kl, "%s|%s|%s", tpl, name_macro, params); /* one template's entries share params */
     for (int i = 0; i < s->n; i++)
         if (!strcmp(s->v[i].key, key)) {
             free(key);

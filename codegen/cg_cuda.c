@@ -301,6 +301,17 @@ static void emit_gemm(gen *c, FILE *fw, const char *ind, const char *rows, const
     }
 }
 
+/* Whether a wgmma kernel's launches are generated (moe.cu's _gu_wg / _down_wg, act8.cu's
+ * A8_WG_NAME, launched where the loaded image has them: st->wg): its tuning key (--tune moe_wg /
+ * a8_wg) and an sm_90 architecture among the package's (its cubin is built for sm_90a,
+ * build_kernels). */
+static int sm90_wg_ok(const gen *c, int32_t key) {
+    if (!key) return 0;
+    for (const char *p = strstr(c->archs, "sm_"); p; p = strstr(p + 3, "sm_"))
+        if (atoi(p + 3) == 90) return 1;
+    return 0;
+}
+
 /* The qgemm.cu branch of emit_matmul_q (after its GEMV branch): the instance, the workspace it needs,
  * the launch for qg_tmin..tmax rows (qg_tmax, or below a8w8's a8_tmin; a norm in front runs as
  * rmsnorm.cu into x). */
@@ -385,11 +396,32 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
              glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
     const int fd = fn_index(c, instance(c, "act8.cu", nm, "A8_DQ_NAME", params, comment));
     if (np > c->a8_np) c->a8_np = np;
-    fprintf(fw, "%s} else if (st->blas) { /* a8w8: int8 activations on cuBLAS's int8 GEMM */\n", ind);
+    fprintf(fw, "%s} else if (st->blas) { /* a8w8: int8 activations on int8 tensor cores */\n", ind);
     emit_act_quant(c, fw, ind, "T", x, K, 0, norm);
-    fprintf(fw, "%s    GEMM_I8(%lld, T, %lld, %s, a8_xq, a8_acc);\n", ind, np, (long long)K, w);
-    fprintf(fw, "%s    void *args[] = {&T, &a8_acc, &a8_xs, &%s, &%s, &%s};\n", ind, w, bias, y);
-    fprintf(fw, "%s    LAUNCH(%d, IG_A8_DQ_GRID_X(%lld, %d), IG_A8_DQ_GRID_Y(T), 1, IG_A8_BLOCK, 0, args);\n", ind, fd, (long long)N, glu);
+    const char *in = ind;
+    char ind2[64];
+    if (sm90_wg_ok(c, c->tune->a8_wg)) { /* the GEMM with this epilogue fused, where the image has wgmma */
+        snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
+                 (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "",
+                 glu == 2 ? "GeGLU" : glu ? "SwiGLU" : epi == IR_EPI_ACC ? "added to the residual" : "stored f32");
+        snprintf(nm, sizeof nm, "act8_wg_k%lld_n%lld%s%s", (long long)K, (long long)N,
+                 glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
+        const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params, comment));
+        fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
+                    "%s    if (st->wg && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
+                    "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN / IG_A8_WG_CL)) {\n"
+                    "%s        void *args[] = {&T, &a8_xs, &%s, &%s, &%s, &m_xq, &m_w};\n"
+                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
+                    "%s    } else {\n",
+                ind, ind, (long long)K, (long long)K, ind, w, np, (long long)K, (long long)K + 16, ind, w, bias, y, ind, fw8,
+                (long long)N, ind);
+        snprintf(ind2, sizeof ind2, "%s    ", ind);
+        in = ind2;
+    }
+    fprintf(fw, "%s    GEMM_I8(%lld, T, %lld, %s, a8_xq, a8_acc);\n", in, np, (long long)K, w);
+    fprintf(fw, "%s    { void *args[] = {&T, &a8_acc, &a8_xs, &%s, &%s, &%s};\n", in, w, bias, y);
+    fprintf(fw, "%s      LAUNCH(%d, IG_A8_DQ_GRID_X(%lld, %d), IG_A8_DQ_GRID_Y(T), 1, IG_A8_BLOCK, 0, args); }\n", in, fd, (long long)N, glu);
+    if (in != ind) fprintf(fw, "%s    }\n", ind);
 }
 
 /* A matmul with quantized rows (wq.cuh): for 2..8 tokens gemv_tc.cu's instance `ftc` (-1: none),
@@ -865,15 +897,6 @@ static int min_sm(const gen *c) {
     return m == 1 << 30 ? 0 : m;
 }
 
-/* The expert-grouped products of prefill steps also on Hopper's warpgroup tensor cores (moe.cu's
- * _gu_wg / _down_wg, launched where the loaded image has them: st->wg): --tune moe_wg and an sm_90
- * architecture among the package's (its cubin is built for sm_90a, build_kernels). */
-static int moe_wg_ok(const gen *c) {
-    if (!c->tune->moe_wg) return 0;
-    for (const char *p = strstr(c->archs, "sm_"); p; p = strstr(p + 3, "sm_"))
-        if (atoi(p + 3) == 90) return 1;
-    return 0;
-}
 
 static const char *wq_name(mm_wfmt f) { return f.wq == 8 ? "q8r" : f.wq == 4 ? "q4r" : "16-bit"; }
 
@@ -970,7 +993,7 @@ static void emit_moe_prefill(gen *c, const moe_em *m, const char *ind) {
         if (*dq_gu) fprintf(c->fw, "%s    %s", ind, dq_gu);
         const char *ind_tc = ind;
         char ind_wg[64];
-        if (moe_wg_ok(c)) {
+        if (sm90_wg_ok(c, c->tune->moe_wg)) {
             emit_moe_wg(c, m, ind, fx, fgw, fdw);
             snprintf(ind_wg, sizeof ind_wg, "%s    ", ind);
             ind_tc = ind_wg;

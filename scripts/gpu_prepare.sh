@@ -22,5 +22,7 @@ if [ -x "$NVCC" ]; then
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda -DIG_F16=1 tests/gpu/test_qgemm.cu -lcublas -o devbuild/test_qgemm_f16
   # act8.cu's e4m3 conversion on sm_89+ (one cvt a pair) against the software rounding
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_e4m3_cvt.cu -o devbuild/test_e4m3_cvt
+  # act8.cu's int8 wgmma GEMM with the dq epilogue fused (sm_90a: wgmma, TMA multicast in clusters)
+  "$NVCC" -O2 -arch=sm_90a -Itemplates/cuda tests/gpu/test_act8_wg.cu -lcuda -lcublas -o devbuild/test_act8_wg
 fi
 du -sh devbuild

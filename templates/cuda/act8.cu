@@ -39,6 +39,8 @@
 #include "common.cuh"
 #include "wq.cuh"
 #include "kv_quant.cuh"
+#include "mbar.cuh"
+#include "wgmma.cuh"
 
 #ifndef A8_K
 #define A8_K 2048
@@ -251,6 +253,214 @@ A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w, const
 }
 #endif
 
+#ifdef A8_WG_NAME
+/* A consumer thread's part of a tile (token rows m0 + its 2 rows x weight rows n0 .. n0 + 255) through
+ * A8_DQ_NAME's epilogue: v = acc xs[t] s_n (+ bias), stored f32 / added to the residual, or the
+ * packed gate/up pairs (16-row blocks: 8-column groups 4 j + 0, 1 gate, 4 j + 2, 3 up) through
+ * SwiGLU / GeGLU into the 16-bit output. */
+IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, const float *xs, const unsigned char *w, const float *bias, void *y) {
+    constexpr int OUTS = A8_GLU ? A8_N / 2 : A8_N;
+    const int t = threadIdx.x & 127, g = (t & 31) >> 2, q = t & 3, r0 = m0 + ((int)threadIdx.x >> 7) * 64 + 16 * (t >> 5) + g;
+    const float sx0 = r0 < T ? xs[r0] : 0.0f, sx1 = r0 + 8 < T ? xs[r0 + 8] : 0.0f;
+    if (A8_GLU == 0) {
+#pragma unroll
+        for (int ni = 0; ni < IG_A8_WG_BN / 8; ni++) {
+            const int c = n0 + ni * 8 + 2 * q;
+            if (c >= A8_N) continue;
+            const bool two = c + 1 < A8_N;
+            const float s0 = ig_wq8_scale<A8_K>(w, c), s1 = two ? ig_wq8_scale<A8_K>(w, c + 1) : 0.0f;
+            const float b0 = A8_BIAS ? bias[c] : 0.0f, b1 = A8_BIAS && two ? bias[c + 1] : 0.0f;
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int r = r0 + 8 * hf;
+                if (r >= T) continue;
+                const float sx = hf ? sx1 : sx0;
+                float *o = (float *)y + (size_t)r * A8_LDY + c;
+                const float v0 = (float)acc[ni * 4 + 2 * hf] * sx * s0 + b0, v1 = (float)acc[ni * 4 + 2 * hf + 1] * sx * s1 + b1;
+                o[0] = A8_ACC ? o[0] + v0 : v0;
+                if (two) o[1] = A8_ACC ? o[1] + v1 : v1;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int gq = 0; gq < IG_A8_WG_BN / 32; gq++) {
+            const int c0 = n0 + 32 * gq; /* this group's first packed row */
+            if (c0 >= A8_N) continue;
+#pragma unroll
+            for (int ni = 0; ni < 2; ni++) {
+                const int c = c0 + ni * 8 + 2 * q, o = c0 / 2 + ni * 8 + 2 * q, gi = (4 * gq + ni) * 4, ui = gi + 8;
+                const float sg0 = ig_wq8_scale<A8_K>(w, c), sg1 = ig_wq8_scale<A8_K>(w, c + 1);
+                const float su0 = ig_wq8_scale<A8_K>(w, c + 16), su1 = ig_wq8_scale<A8_K>(w, c + 17);
+                const float bg0 = A8_BIAS ? bias[c] : 0.0f, bg1 = A8_BIAS ? bias[c + 1] : 0.0f;
+                const float bu0 = A8_BIAS ? bias[c + 16] : 0.0f, bu1 = A8_BIAS ? bias[c + 17] : 0.0f;
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    const int r = r0 + 8 * hf;
+                    if (r >= T) continue;
+                    const float sx = hf ? sx1 : sx0;
+                    const float g0 = (float)acc[gi + 2 * hf] * sx * sg0 + bg0, g1 = (float)acc[gi + 2 * hf + 1] * sx * sg1 + bg1;
+                    const float u0 = (float)acc[ui + 2 * hf] * sx * su0 + bu0, u1 = (float)acc[ui + 2 * hf + 1] * sx * su1 + bu1;
+                    *(unsigned *)((unsigned short *)y + (size_t)r * OUTS + o) = ig_pack2_h(ig_glu(g0, u0, A8_GLU == 2), ig_glu(g1, u1, A8_GLU == 2));
+                }
+            }
+        }
+    }
+}
+#endif
+
+#ifdef A8_WG_NAME
+/* ---- the int8 GEMM itself, its epilogue fused (sm_90a): A8_DQ_NAME's v and stores straight from
+ * the accumulators, so no int32 sum reaches memory.
+ * Persistent and warp-specialized, moe.cu's _wg_run in int8: a CTA of IG_A8_WG_THREADS is two
+ * consumer warpgroups (rows 64 g .. 64 g + 63 of a 128-token tile x IG_A8_WG_BN weight rows, one
+ * wgmma m64n256k32 per 32 of K from shared memory, 128 int32 accumulators a thread) and a producer
+ * warpgroup whose thread 0 loads both operand boxes of each K step (128 codes = one 128-byte
+ * swizzled tile row) by TMA into IG_A8_WG_NST stages (full / empty mbarriers as moe.cu's). The
+ * CTAs of a cluster of IG_A8_WG_CL take token tiles next to each other with the same weight rows:
+ * each loads its own token box and 1 / IG_A8_WG_CL of the weight box, multicast to both, so each
+ * weight byte leaves L2 once a cluster; a stage goes back to the producers when the consumer warps
+ * of every CTA of the cluster are done with it (their arrivals on each CTA's empty barrier). A
+ * cluster walks the tiles (token tiles fastest) cluster-count apart; the producer runs up to
+ * NST steps ahead, into the next tile while the consumers store this one's outputs. */
+#if IG_WG && !defined(IG_ACT8_WG_)
+#define IG_ACT8_WG_
+typedef unsigned long long ig_a8_wg_bars[2][IG_A8_WG_NST]; /* [0] full (the expect), [1] empty (consumer warps) */
+IG_DEV unsigned ig_a8_cl_rank() {
+#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+#else
+    return 0;
+#endif
+}
+/* every thread of every CTA of the cluster (the block, with one CTA a cluster) */
+IG_DEV void ig_a8_cl_sync() {
+#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+    __syncthreads();
+#endif
+}
+/* a consumer warp's arrival on stage st's empty barrier in each CTA of the cluster */
+IG_DEV void ig_a8_release(ig_a8_wg_bars &bars, int st) {
+#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+    const unsigned a = ig_smem_addr(&bars[1][st]);
+#pragma unroll
+    for (unsigned r = 0; r < IG_A8_WG_CL; r++) {
+        unsigned ra;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(r));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(ra) : "memory");
+    }
+#else
+    ig_mb_arrive(&bars[1][st]);
+#endif
+}
+/* the weight box's part (rank's 1 / CL of its rows) into the same place in every CTA of the cluster */
+IG_DEV void ig_a8_load_w(unsigned dst, const ig_tmap *wm, int k, int row, ig_a8_wg_bars &bars, int st) {
+#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+                 "l"(wm), "r"(k), "r"(row), "r"(ig_smem_addr(&bars[0][st])), "h"((unsigned short)((1u << IG_A8_WG_CL) - 1u))
+                 : "memory");
+#else
+    ig_tma_load2(dst, wm, k, row, &bars[0][st]);
+#endif
+}
+
+template <int K, int N>
+struct ig_a8_wg {
+    static constexpr int BM = IG_A8_WG_BM, BN = IG_A8_WG_BN, BK = 128, NST = IG_A8_WG_NST, CL = IG_A8_WG_CL;
+    static constexpr int KT = (K + BK - 1) / BK, NT = (IG_NPAD16(N) + BN - 1) / BN;
+    static constexpr unsigned STAGE = (BM + BN) * 128;
+    /* the cluster's tile `tile` of a step of T tokens: its first token row for this CTA, first weight row */
+    static __device__ __forceinline__ void at(int T, int tile, unsigned rank, int *m0, int *n0) {
+        const int MT = IG_CDIV(T, BM * CL);
+        *m0 = ((tile % MT) * CL + (int)rank) * BM, *n0 = (tile / MT) * BN;
+    }
+    /* the producer thread: every K step of the cluster's tiles into the stages, NST ahead */
+    static __device__ __forceinline__ void produce(int T, const ig_tmap *xm, const ig_tmap *wm, unsigned rank, unsigned sbase, ig_a8_wg_bars &bars) {
+        const int tiles = IG_CDIV(T, BM * CL) * NT;
+        int g = 0;
+        for (int tile = (int)blockIdx.x / CL; tile < tiles; tile += (int)gridDim.x / CL) {
+            int m0, n0;
+            at(T, tile, rank, &m0, &n0);
+            for (int kt = 0; kt < KT; kt++, g++) {
+                const int st = g % NST, u = g / NST;
+                const unsigned s0 = sbase + (unsigned)st * STAGE;
+                if (u) ig_mb_wait(&bars[1][st], (unsigned)(u - 1) & 1u);
+                ig_mb_expect(&bars[0][st], STAGE);
+                ig_tma_load2(s0, xm, kt * BK, m0, &bars[0][st]);
+                ig_a8_load_w(s0 + BM * 128 + rank * (BN / CL) * 128, wm, kt * BK, n0 + (int)rank * (BN / CL), bars, st);
+            }
+        }
+    }
+    /* a consumer warpgroup's products of one tile into acc; g: the K steps consumed so far */
+    static __device__ __forceinline__ void consume(int *acc, int &g, unsigned sbase, ig_a8_wg_bars &bars) {
+        const int wg = (int)threadIdx.x >> 7, lane = (int)threadIdx.x & 31;
+#pragma unroll
+        for (int i = 0; i < 128; i++) acc[i] = 0;
+        for (int kt = 0; kt < KT; kt++, g++) {
+            const int st = g % NST;
+            ig_mb_wait(&bars[0][st], (unsigned)(g / NST) & 1u);
+            const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + BM * 128;
+            ig_wg_fence();
+#pragma unroll
+            for (int j = 0; j < BK / 32; j++) ig_wg_mma_s8(acc, ig_wg_desc(sa + 32 * j), ig_wg_desc(sb + 32 * j));
+            ig_wg_commit();
+            ig_wg_wait<1>();
+            __syncwarp();
+            if (kt > 0 && lane == 0) ig_a8_release(bars, (g - 1) % NST); /* step g - 1's products are done */
+        }
+        ig_wg_wait<0>();
+        ig_wg_hold_i<128>(acc);
+        __syncwarp();
+        if (lane == 0) ig_a8_release(bars, (g - 1) % NST);
+    }
+};
+#endif
+
+/* y = A8_DQ_NAME's epilogue of xq [T][A8_K] int8 . w [NP][A8_K]^T (q8r rows): grid IG_A8_WG_GRID(T,
+ * A8_N, SMs) (a multiple of IG_A8_WG_CL), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq
+ * (T rows of A8_K codes, boxes of 128 x IG_A8_WG_BM), wm: the rows (NP of A8_K codes, K + 16 bytes
+ * apart, boxes of 128 x IG_A8_WG_BN / IG_A8_WG_CL). Empty where IG_WG is 0 (the host launches it only
+ * where ig_wg_built). */
+extern "C" __global__ void __launch_bounds__(IG_A8_WG_THREADS, 1) IG_A8_WG_CLUSTER
+A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, void *y, const __grid_constant__ ig_tmap xm,
+           const __grid_constant__ ig_tmap wm) {
+#if IG_WG
+    typedef ig_a8_wg<A8_K, A8_N> G;
+    static_assert(A8_GLU == 0 || A8_N % 32 == 0, "packed gate/up rows come in blocks of 32");
+    IG_DYN_SMEM(uint4, dyn);
+    const unsigned sbase = ig_smem_addr(dyn) + ((1024u - (ig_smem_addr(dyn) & 1023u)) & 1023u);
+    __shared__ ig_a8_wg_bars bars;
+    const unsigned rank = ig_a8_cl_rank();
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < G::NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 8 * G::CL);
+        ig_mb_fence_init();
+    }
+    ig_a8_cl_sync();
+    if (threadIdx.x >= 256) {
+        ig_setmaxnreg_dec<40>();
+        if (threadIdx.x == 256) G::produce(T, &xm, &wm, rank, sbase, bars);
+    } else {
+        ig_setmaxnreg_inc<IG_A8_WG_CREGS>();
+        const int tiles = IG_CDIV(T, G::BM * G::CL) * G::NT;
+        int acc[128], g = 0;
+        for (int tile = (int)blockIdx.x / G::CL; tile < tiles; tile += (int)gridDim.x / G::CL) {
+            int m0, n0;
+            G::at(T, tile, rank, &m0, &n0);
+            G::consume(acc, g, sbase, bars);
+            IG_CAT(A8_WG_NAME, _store)(T, m0, n0, acc, xs, w, bias, y);
+        }
+    }
+    ig_a8_cl_sync(); /* no CTA leaves while another may still arrive on its barriers */
+#else
+    (void)T, (void)xs, (void)w, (void)bias, (void)y, (void)xm, (void)wm;
+#endif
+}
+#endif
+
 #undef A8_NV_
 #undef A8_GNV_
 #undef A8_QUANT_NAME
@@ -258,6 +468,7 @@ A8_DQ_NAME(int T, const int *acc, const float *xs, const unsigned char *w, const
 #undef A8_GQUANT_NAME
 #undef A8_EPS
 #undef A8_DQ_NAME
+#undef A8_WG_NAME
 #undef A8_K
 #undef A8_N
 #undef A8_LDY

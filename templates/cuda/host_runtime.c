@@ -119,15 +119,15 @@ typedef struct f8_plan {
     cublasLtMatmulAlgo_t algo;
 } f8_plan;
 
-/* One tensor map of moe.cu's warp-specialized products (tile_map): 16-bit rows at p, the map's
- * key (p, cols, box rows) and its rows, which may change from step to step (the workspace's
+/* One tensor map of the warp-specialized products (tile_map_of): rows at p, the map's key (p,
+ * cols, row bytes, element bytes, box rows) and its rows, which may change from step to step (the workspace's
  * operands hold T K rows). */
 #define TILE_MAP_SLOTS 256
 typedef struct tile_map_slot {
     CUtensorMap map;
     CUdeviceptr p;
-    uint64_t rows, cols;
-    uint32_t box_rows, ok;
+    uint64_t rows, cols, ld;
+    uint32_t esz, box_rows, ok;
 } tile_map_slot;
 
 /* ---- device state (ctx->device_state) */
@@ -905,7 +905,7 @@ static int open_device(ig_model_ctx *ctx, dev_state *st, int *major, char *name,
     TRY(st->api.cuCtxSetCurrent(st->cctx), "cuCtxSetCurrent");
     TRY(st->api.cuStreamCreate(&st->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     TRY(st->api.cuModuleLoadData(&st->mod, images[pick].data), "loading the kernel image");
-    /* wgmma kernels (an sm_90a cubin) may take IG_MO_WG_SMEM of shared memory; every other kernel 96 KB */
+    /* wgmma kernels (an sm_90a cubin) may take IG_MO_WG_SMEM / IG_A8_WG_SMEM of shared memory; every other kernel 96 KB */
     CUdeviceptr wgp;
     size_t wgn = 0;
     if (st->api.cuModuleGetGlobal(&wgp, &wgn, st->mod, "ig_wg_built") == CUDA_SUCCESS && wgn == sizeof(int)) {
@@ -915,7 +915,8 @@ static int open_device(ig_model_ctx *ctx, dev_state *st, int *major, char *name,
     for (int i = 0; i < N_KERNELS; i++) {
         CUresult rk = st->api.cuModuleGetFunction(&st->fn[i], st->mod, kernel_names[i]);
         if (rk != CUDA_SUCCESS) FAIL("kernel %s missing from the image: %s", kernel_names[i], cu_strerr(&st->api, rk));
-        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, st->wg ? IG_MO_WG_SMEM : 96 * 1024);
+        st->api.cuFuncSetAttribute(st->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   st->wg ? (IG_MO_WG_SMEM > IG_A8_WG_SMEM ? IG_MO_WG_SMEM : IG_A8_WG_SMEM) : 96 * 1024);
     }
     return 0;
 }
@@ -947,33 +948,40 @@ static void open_kv_map(dev_state *st, size_t kv_bytes) {
 #endif
 }
 
-/* *out = a tensor map of rows x cols 16-bit elements at p (rows of cols elements), boxes of 64
- * columns x box_rows rows in the 128-byte swizzle of wgmma.cuh's tiles, for moe.cu's _gu_wg /
- * _down_wg: kept in st->tmaps (a slot per (p, cols, box_rows) by p's hash, probing 8; past them the
- * first is taken over) and encoded again when its rows change. 0 where the driver lacks the call
- * or refuses the map (the generated code then launches the mma.sync kernels). */
-static __attribute__((unused)) int tile_map(dev_state *st, CUtensorMap *out, CUdeviceptr p, uint64_t rows, uint64_t cols,
-                                            uint32_t box_rows) {
+/* *out = a tensor map of rows x cols elements of esz bytes (2: the 16-bit type, 1: int8 codes) at p,
+ * rows ld bytes apart, boxes of 128 bytes of columns x box_rows rows in the 128-byte swizzle of
+ * wgmma.cuh's tiles (moe.cu's _gu_wg / _down_wg, act8.cu's A8_WG_NAME): kept in st->tmaps (a slot per
+ * (p, cols, ld, esz, box_rows) by p's hash, probing 8; past them the first is taken over) and
+ * encoded again when its rows change. 0 where the driver lacks the call or refuses the map (the
+ * generated code then launches the kernels without TMA). */
+static __attribute__((unused)) int tile_map_of(dev_state *st, CUtensorMap *out, CUdeviceptr p, uint64_t rows, uint64_t cols,
+                                               uint64_t ld, uint32_t esz, uint32_t box_rows) {
     if (!st->api.cuTensorMapEncodeTiled) return 0;
     const size_t home = (size_t)((p >> 8) ^ (p >> 20)) % TILE_MAP_SLOTS;
     tile_map_slot *s = &st->tmaps[home];
     for (size_t i = 0; i < 8; i++) {
         tile_map_slot *c = &st->tmaps[(home + i) % TILE_MAP_SLOTS];
-        if ((c->p == p && c->cols == cols && c->box_rows == box_rows) || !c->p) {
+        if ((c->p == p && c->cols == cols && c->ld == ld && c->esz == esz && c->box_rows == box_rows) || !c->p) {
             s = c;
             break;
         }
     }
-    if (s->p != p || s->cols != cols || s->box_rows != box_rows || s->rows != rows) {
-        const cuuint64_t dims[2] = {cols, rows}, strides[1] = {2 * cols};
-        const cuuint32_t box[2] = {64, box_rows}, step[2] = {1, 1};
-        s->p = p, s->rows = rows, s->cols = cols, s->box_rows = box_rows;
-        s->ok = st->api.cuTensorMapEncodeTiled(&s->map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, step,
-                                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    if (s->p != p || s->cols != cols || s->ld != ld || s->esz != esz || s->box_rows != box_rows || s->rows != rows) {
+        const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld};
+        const cuuint32_t box[2] = {128 / esz, box_rows}, step[2] = {1, 1};
+        s->p = p, s->rows = rows, s->cols = cols, s->ld = ld, s->esz = esz, s->box_rows = box_rows;
+        s->ok = st->api.cuTensorMapEncodeTiled(&s->map, esz == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2,
+                                               (void *)p, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
     }
     if (s->ok) *out = s->map;
     return (int)s->ok;
+}
+/* rows of cols 16-bit elements, packed (moe.cu) */
+static __attribute__((unused)) int tile_map(dev_state *st, CUtensorMap *out, CUdeviceptr p, uint64_t rows, uint64_t cols,
+                                            uint32_t box_rows) {
+    return tile_map_of(st, out, p, rows, cols, 2 * cols, 2, box_rows);
 }
 
 /* Weights, KV pool, workspace, RoPE table, pinned staging, events, the run slots and the side stream. */

@@ -20,6 +20,7 @@
  * package's 16-bit type (bf16, or half when IG_F16); the 128 threads of a warpgroup each hold N / 2 of d's floats:
  * thread t (warp w = t / 32, lane l) holds d[i] at row 16 w + l / 4 + 8 ((i / 2) % 2), column
  * 8 (i / 4) + 2 (l % 4) + i % 2 (mma.sync m16n8's accumulator layout, once per 8 columns).
+ * ig_wg_mma_s8(d, a, b): the int8 form (m64n256k32, s32 accumulators in the same layout; act8.cu's GEMM).
  * ig_wg_mma_rs<N, TB>(d, a, b): d[64][N] += A[64][16] . B (N 64 or 128, N / 2 floats a thread), A from
  * registers: warp w's four words a[] are rows 16 w .. 16 w + 15 in mma.sync m16n8k16's A layout; B
  * by descriptor, K-major (TB 0: B[N][16]^T) or MN-major (TB 1: B[16][N]). Give it values computed
@@ -149,6 +150,34 @@ IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
                      : IG_WG_D32(0), IG_WG_D32(32)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(TB), "r"(1));
     }
+}
+/* int8: d[64][256] (s32) += A[64][32] . B[256][32]^T, both operands s8 by descriptor, K-major (a
+ * tile row of 128 bytes holds 128 codes, so a product of K 32 starts 32 bytes further, as the 16-bit
+ * form's K 16); d's layout is ig_wg_mma_ss's, 128 ints a thread */
+IG_DEV void ig_wg_mma_s8(int *d, unsigned long long a, unsigned long long b) {
+#define IG_WG_I8(b) "+r"(d[b]), "+r"(d[b + 1]), "+r"(d[b + 2]), "+r"(d[b + 3]), "+r"(d[b + 4]), "+r"(d[b + 5]), "+r"(d[b + 6]), "+r"(d[b + 7])
+#define IG_WG_I32(b) IG_WG_I8(b), IG_WG_I8(b + 8), IG_WG_I8(b + 16), IG_WG_I8(b + 24)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, %128, %129, p;\n}\n"
+                 : IG_WG_I32(0), IG_WG_I32(32), IG_WG_I32(64), IG_WG_I32(96)
+                 : "l"(a), "l"(b), "r"(1));
+#undef IG_WG_I8
+#undef IG_WG_I32
+}
+/* ig_wg_hold for int accumulators */
+template <int N>
+IG_DEV void ig_wg_hold_i(int *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(d[i])::"memory");
 }
 #undef IG_WG_D8
 #undef IG_WG_D32

@@ -351,6 +351,27 @@ static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
     memcpy(&v, (const char *)ig_emul_dyn + a, 2);
     return ig_h_to_f32(v);
 }
+/* the int8 form: element (row, k) of an s8 K-major tile */
+static int emul_wg_s8(unsigned long long desc, int row, int k) {
+    if ((desc >> 62) != 1 || ((desc >> 32) & 0x3fff) != 1024 >> 4) {
+        fprintf(stderr, "wgmma emulation: only 128-byte swizzled tiles with 1024-byte row groups\n");
+        abort();
+    }
+    unsigned a = ((unsigned)(desc & 0x3fff) << 4) + (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + (unsigned)k;
+    a ^= ((a >> 7) & 7u) << 4;
+    return (int)((const signed char *)ig_emul_dyn)[a];
+}
+IG_DEV void ig_wg_mma_s8(int *d, unsigned long long a, unsigned long long b) {
+    const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;
+    for (int i = 0; i < 128; i++) {
+        const int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
+        int acc = 0;
+        for (int k = 0; k < 32; k++) acc += emul_wg_s8(a, row, k) * emul_wg_s8(b, col, k);
+        d[i] += acc;
+    }
+}
+template <int N>
+IG_DEV void ig_wg_hold_i(int *) {}
 template <int N>
 IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
     const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;
@@ -403,16 +424,16 @@ template <int N>
 IG_DEV void ig_setmaxnreg_dec() {}
 template <int N>
 IG_DEV void ig_setmaxnreg_inc() {}
-/* A 2-D tensor map of 16-bit elements: cols x rows, row_bytes apart, boxes of box_cols x box_rows in
- * the 128-byte swizzle (the only kind the kernels encode); emul_tmap2 fills one. */
+/* A 2-D tensor map of esz-byte elements (2, or 1: int8 codes): cols x rows, row_bytes apart, boxes of
+ * box_cols x box_rows in the 128-byte swizzle (the only kind the kernels encode); emul_tmap2 fills one. */
 struct ig_tmap {
     const unsigned char *base;
     unsigned long long cols, rows, row_bytes;
-    unsigned box_cols, box_rows;
+    unsigned box_cols, box_rows, esz;
 };
 static ig_tmap emul_tmap2(const void *base, unsigned long long cols, unsigned long long rows, unsigned long long row_bytes,
-                          unsigned box_cols, unsigned box_rows) {
-    return ig_tmap{(const unsigned char *)base, cols, rows, row_bytes, box_cols, box_rows};
+                          unsigned box_cols, unsigned box_rows, unsigned esz = 2) {
+    return ig_tmap{(const unsigned char *)base, cols, rows, row_bytes, box_cols, box_rows, esz};
 }
 /* the box at (x, y) into shared address dst: row r's 16-byte chunk c at chunk c ^ (address bits 7..9)
  * of its 128-byte line, as the hardware swizzles; elements past the tensor's edges are zeros */
@@ -420,10 +441,10 @@ IG_DEV void ig_tma_load2(unsigned dst, const ig_tmap *m, int x, int y, unsigned 
     for (unsigned r = 0; r < m->box_rows; r++) {
         unsigned char line[128] = {0};
         const long long gy = (long long)y + r;
-        for (unsigned e = 0; e < m->box_cols && e < 64; e++) {
+        for (unsigned e = 0; e < m->box_cols && e * m->esz < 128; e++) {
             const long long gx = (long long)x + e;
             if (gy >= 0 && gy < (long long)m->rows && gx >= 0 && gx < (long long)m->cols)
-                memcpy(line + 2 * e, m->base + (unsigned long long)gy * m->row_bytes + 2 * (unsigned long long)gx, 2);
+                memcpy(line + m->esz * e, m->base + (unsigned long long)gy * m->row_bytes + m->esz * (unsigned long long)gx, m->esz);
         }
         const unsigned at = dst + 128 * r;
         for (unsigned c = 0; c < 8; c++)

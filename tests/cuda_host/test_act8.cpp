@@ -14,6 +14,7 @@
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
  *   -I templates/cuda -I templates/cpu -I tests/cuda_host tests/cuda_host/test_act8.cpp
  * Exit 0 when every check passes. */
+#define IG_A8_WG_CL 1 /* the emulation runs one CTA at a time: no clusters (the GPU harness runs them) */
 #include "emul_extra.h"
 
 #define A8_QUANT_NAME a8q_80
@@ -21,6 +22,18 @@
 #include "act8.cu"
 #define A8_QUANT_NAME a8q_4096
 #define A8_K 4096
+#include "act8.cu"
+#define A8_QUANT_NAME a8q_400
+#define A8_K 400
+#include "act8.cu"
+#define A8_QUANT_NAME a8q_256
+#define A8_K 256
+#include "act8.cu"
+#define A8_QUANT_NAME a8q_200
+#define A8_K 200
+#include "act8.cu"
+#define A8_QUANT_NAME a8q_128
+#define A8_K 128
 #include "act8.cu"
 #define A8_QUANT_NAME a8q_f8_200 /* fp8 packages: e4m3 codes */
 #define A8_K 200
@@ -66,10 +79,34 @@
 #define A8_GLU 2
 #include "act8.cu"
 
+#define A8_WG_NAME a8w_plain /* the int8 wgmma GEMM with the epilogue fused (sm_90a) */
+#define A8_K 400
+#define A8_N 600
+#define A8_LDY 616
+#define A8_BIAS 1
+#include "act8.cu"
+#define A8_WG_NAME a8w_acc
+#define A8_K 256
+#define A8_N 300
+#define A8_ACC 1
+#include "act8.cu"
+#define A8_WG_NAME a8w_swiglu
+#define A8_K 200
+#define A8_N 544
+#define A8_GLU 1
+#define A8_BIAS 1
+#include "act8.cu"
+#define A8_WG_NAME a8w_geglu
+#define A8_K 128
+#define A8_N 256
+#define A8_GLU 2
+#include "act8.cu"
+
 typedef void (*quant_fn)(int, const unsigned short *, signed char *, float *);
 typedef void (*nquant_fn)(int, const float *, const float *, signed char *, float *);
 typedef void (*gquant_fn)(int, const unsigned short *, const float *, signed char *, float *);
 typedef void (*dq_fn)(int, const int *, const float *, const unsigned char *, const float *, void *);
+typedef void (*wg_fn)(int, const float *, const unsigned char *, const float *, void *, ig_tmap, ig_tmap);
 
 /* q8r rows of w[N][K] (N padded to 16 with zero rows): codes, f32 scale max|w| / 127, padding */
 static std::vector<unsigned char> q8r_rows(int N, int K, std::vector<double> &deq) {
@@ -117,8 +154,11 @@ static void check_quant(const char *name, quant_fn q, int T, int K, const std::v
 }
 
 /* One dq instance over T tokens: x (bf16 rows, one of them zero), quantized by q, the int32 sums
- * taken here, dq's output against the double reference. glu: 0 plain (acc: residual add), 1 / 2. */
-static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, int N, int ldy, bool bias, bool acc, int glu) {
+ * taken here, dq's output against the double reference; or, with wg, the GEMM with the epilogue
+ * fused, through tensor maps of the codes and rows, on a grid of nsm CTAs (each walks several
+ * tiles). glu: 0 plain (acc: residual add), 1 / 2. */
+static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, int N, int ldy, bool bias, bool acc, int glu,
+                        wg_fn wg = nullptr, int nsm = 0) {
     const int NP = (N + 15) / 16 * 16;
     std::vector<double> wd;
     const std::vector<unsigned char> w = q8r_rows(N, K, wd);
@@ -142,9 +182,17 @@ static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, in
     std::vector<unsigned short> yh((size_t)T * ld);
     for (auto &v : y) v = frand();
     y0 = y;
-    CHECK(emul_launch({(unsigned)IG_A8_DQ_GRID_X(N, glu), (unsigned)IG_A8_DQ_GRID_Y(T), 1}, {IG_A8_BLOCK, 1, 1},
-                      [&] { dq(T, sums.data(), xs.data(), w.data(), bias ? b.data() : nullptr, glu ? (void *)yh.data() : (void *)y.data()); }),
-          "%s: deadlock", name);
+    void *yo = glu ? (void *)yh.data() : (void *)y.data();
+    if (wg) {
+        const ig_tmap xm = emul_tmap2(xq.data(), K, T, K, 128, IG_A8_WG_BM, 1), wm = emul_tmap2(w.data(), K, NP, K + 16, 128, IG_A8_WG_BN, 1);
+        CHECK(emul_launch({(unsigned)IG_A8_WG_GRID(T, N, nsm), 1, 1}, {IG_A8_WG_THREADS, 1, 1},
+                          [&] { wg(T, xs.data(), w.data(), bias ? b.data() : nullptr, yo, xm, wm); }),
+              "%s: deadlock", name);
+    } else {
+        CHECK(emul_launch({(unsigned)IG_A8_DQ_GRID_X(N, glu), (unsigned)IG_A8_DQ_GRID_Y(T), 1}, {IG_A8_BLOCK, 1, 1},
+                          [&] { dq(T, sums.data(), xs.data(), w.data(), bias ? b.data() : nullptr, yo); }),
+              "%s: deadlock", name);
+    }
     double worst = 0;
     for (int t = 0; t < T; t++) {
         std::vector<double> ref(N), tol(N);
@@ -311,6 +359,11 @@ int main() {
     check_chain("plain, two token blocks", a8q_80, a8d_plain, IG_A8_TT + 3, 80, 40, 56, true, false, 0);
     check_chain("swiglu+bias", a8q_80, a8d_swiglu, IG_A8_TT + 5, 80, 64, 64, true, false, 1);
     check_chain("geglu", a8q_4096, a8d_geglu, 3, 4096, 32, 32, false, false, 2);
+    /* the fused GEMM: token / weight tiles cut short, K not a multiple of a step, several tiles a CTA */
+    check_chain("wgmma plain+bias", a8q_400, nullptr, 300, 400, 600, 616, true, false, 0, a8w_plain, 4);
+    check_chain("wgmma residual", a8q_256, nullptr, 129, 256, 300, 300, false, true, 0, a8w_acc, 1);
+    check_chain("wgmma swiglu+bias", a8q_200, nullptr, 140, 200, 544, 544, true, false, 1, a8w_swiglu, 2);
+    check_chain("wgmma geglu", a8q_128, nullptr, 7, 128, 256, 256, false, false, 2, a8w_geglu, 8);
     if (fails) printf("test_act8: %d failed checks\n", fails);
     else printf("test_act8: all passed\n");
     return fails ? 1 : 0;

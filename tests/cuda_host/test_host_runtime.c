@@ -386,6 +386,19 @@ static void test_tile_map(void) {
     EXPECT(tile_map(&st, &m, 0x300000, 64, 100, 128) == 0 && ((uint64_t *)&m)[0] == 0);
     refuse_encode = 0;
     EXPECT(tile_map(&st, &m, 0x300000, 65, 100, 128) && map_is(&m, 0x300000, 65, 100, 128));
+    /* int8 rows with a wider stride (act8.cu's q8r rows: K codes, 16 bytes of scale): boxes of 128
+     * codes, their own slot beside the 16-bit map of the same pointer (a fresh cache: the 600 above
+     * filled every slot) */
+    memset(&st, 0, sizeof st);
+    st.api.cuTensorMapEncodeTiled = fake_encode;
+    EXPECT(tile_map(&st, &m, 0x300000, 65, 100, 128) && map_is(&m, 0x300000, 65, 100, 128));
+    const int n0 = n_encodes;
+    EXPECT(tile_map_of(&st, &m, 0x300000, 65, 2048, 2064, 1, 128) && n_encodes == n0 + 1);
+    const uint64_t *w = (const uint64_t *)&m;
+    EXPECT(w[0] == 0x300000 && w[1] == 2048 && w[2] == 65 && w[3] == 2064 && w[4] == 128 && w[5] == 128 &&
+           w[6] == ((uint64_t)CU_TENSOR_MAP_DATA_TYPE_UINT8 << 32 | (uint64_t)CU_TENSOR_MAP_SWIZZLE_128B << 16 | 2));
+    EXPECT(tile_map(&st, &m, 0x300000, 65, 100, 128) && map_is(&m, 0x300000, 65, 100, 128) && n_encodes == n0 + 1);
+    EXPECT(tile_map_of(&st, &m, 0x300000, 65, 2048, 2064, 1, 128) && w[3] == 2064 && n_encodes == n0 + 1);
 }
 
 int main(void) {

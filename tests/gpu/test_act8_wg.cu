@@ -1,0 +1,328 @@
+/* test_act8_wg.cu — act8.cu's A8_WG_NAME on the GPU (sm_90a): a8w8's int8 GEMM on warpgroup tensor
+ * cores with the dq epilogue fused (scales, bias, the residual add, SwiGLU / GeGLU of the packed
+ * gate/up rows), persistent, in clusters of IG_A8_WG_CL CTAs that share the weight boxes by TMA
+ * multicast: what the host emulation (tests/cuda_host/test_act8.cpp, one CTA at a time) cannot run.
+ *
+ * Checks each instance against the exact int32 sums (a plain GPU kernel over the same codes) put
+ * through the epilogue in double on the host: f32 outputs within 1e-5 relative (+ 1e-6), 16-bit GLU
+ * outputs within their rounding (8e-3 relative); token and weight tiles cut short, K not a multiple
+ * of a step, one to many tiles a cluster (grids of 2 and of every SM), a row stride wider than N
+ * (the columns past N untouched). Then (unless --no-bench) times the 1B Llama shapes' four matmuls
+ * at 2048 and 128 tokens against the path it replaces (cuBLAS's int8 GEMM into int32 sums + act8.cu's
+ * dq kernel) and cuBLAS's bf16 GEMM, in us and TOP/s of the useful products.
+ * Build (scripts/gpu_prepare.sh): nvcc -O2 -arch=sm_90a -Itemplates/cuda tests/gpu/test_act8_wg.cu
+ *   -lcuda -lcublas [-DIG_A8_WG_CL=1]
+ * Exit: 0 all passed ("SKIP" without an sm_90 GPU), 1 on a mismatch or CUDA error. */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define A8_WG_NAME wg_plain
+#define A8_K 400
+#define A8_N 600
+#define A8_LDY 616
+#define A8_BIAS 1
+#include "act8.cu"
+#define A8_WG_NAME wg_acc
+#define A8_K 256
+#define A8_N 300
+#define A8_ACC 1
+#include "act8.cu"
+#define A8_WG_NAME wg_swiglu
+#define A8_K 200
+#define A8_N 544
+#define A8_GLU 1
+#define A8_BIAS 1
+#include "act8.cu"
+#define A8_WG_NAME wg_geglu
+#define A8_K 128
+#define A8_N 256
+#define A8_GLU 2
+#include "act8.cu"
+/* the 1B Llama's matmuls, and the dq kernels of the path they replace */
+#define A8_WG_NAME wg_qkv
+#define A8_K 2048
+#define A8_N 3072
+#include "act8.cu"
+#define A8_DQ_NAME dq_qkv
+#define A8_K 2048
+#define A8_N 3072
+#include "act8.cu"
+#define A8_WG_NAME wg_o
+#define A8_K 2048
+#define A8_N 2048
+#define A8_ACC 1
+#include "act8.cu"
+#define A8_DQ_NAME dq_o
+#define A8_K 2048
+#define A8_N 2048
+#define A8_ACC 1
+#include "act8.cu"
+#define A8_WG_NAME wg_gu
+#define A8_K 2048
+#define A8_N 16384
+#define A8_GLU 1
+#include "act8.cu"
+#define A8_DQ_NAME dq_gu
+#define A8_K 2048
+#define A8_N 16384
+#define A8_GLU 1
+#include "act8.cu"
+#define A8_WG_NAME wg_down
+#define A8_K 8192
+#define A8_N 2048
+#define A8_ACC 1
+#include "act8.cu"
+#define A8_DQ_NAME dq_down
+#define A8_K 8192
+#define A8_N 2048
+#define A8_ACC 1
+#include "act8.cu"
+
+#define CK(x)                                                                                          \
+    do {                                                                                               \
+        cudaError_t e_ = (x);                                                                          \
+        if (e_ != cudaSuccess) {                                                                       \
+            fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
+            exit(1);                                                                                   \
+        }                                                                                              \
+    } while (0)
+
+typedef void (*wg_fn)(int, const float *, const unsigned char *, const float *, void *, const ig_tmap, const ig_tmap);
+typedef void (*dq_fn)(int, const int *, const float *, const unsigned char *, const float *, void *);
+struct inst {
+    const char *name;
+    wg_fn wg;
+    dq_fn dq; /* the dq kernel of the same shape (bench), or null */
+    int K, N, ldy, bias, acc, glu;
+};
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float frand() { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static double glu_h(double g, double u, int gelu) {
+    const double a = gelu ? 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) : g / (1 + exp(-g));
+    return a * u;
+}
+static float bf16_f(unsigned short h) {
+    unsigned u = (unsigned)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* exact int32 sums acc[t][n] = xq[t] . w[n] (codes, rows K + 16 bytes apart) */
+__global__ void ref_sums(int T, int N, int K, const signed char *x, const unsigned char *w, int *acc) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (n >= N) return;
+    int s = 0;
+    for (int k = 0; k < K; k++) s += (int)x[(size_t)t * K + k] * (int)(signed char)w[(size_t)n * (K + 16) + k];
+    acc[(size_t)t * N + n] = s;
+}
+
+static CUtensorMap map8(const void *p, uint64_t cols, uint64_t rows, uint64_t ld, unsigned box_rows) {
+    CUtensorMap m;
+    const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld};
+    const cuuint32_t box[2] = {128, box_rows}, step[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)p, dims, strides, box, step,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled: %d\n", (int)r);
+        exit(1);
+    }
+    return m;
+}
+
+/* one instance's operands on the device: q8r rows (codes, scale, padding), codes and scales of T
+ * tokens, bias, output */
+struct opnds {
+    int T, NP;
+    unsigned char *w;
+    signed char *x;
+    float *xs, *b;
+    void *y;
+    std::vector<unsigned char> hw;
+    std::vector<float> hxs, hb;
+};
+static void make(opnds &o, const inst &in, int T) {
+    const int K = in.K, NP = (in.N + 15) / 16 * 16, RB = K + 16;
+    o.T = T, o.NP = NP;
+    o.hw.assign((size_t)NP * RB, 0);
+    for (int n = 0; n < in.N; n++) {
+        for (int k = 0; k < K; k++) o.hw[(size_t)n * RB + k] = (unsigned char)(signed char)lrintf(127 * frand());
+        const float s = (0.5f + 0.5f * (frand() + 1)) / 127 / sqrtf((float)K);
+        memcpy(&o.hw[(size_t)n * RB + K], &s, 4);
+        memset(&o.hw[(size_t)n * RB + K + 4], 0xee, 12);
+    }
+    std::vector<signed char> hx((size_t)T * K);
+    for (auto &v : hx) v = (signed char)lrintf(127 * frand());
+    o.hxs.resize(T), o.hb.resize(in.N);
+    for (auto &v : o.hxs) v = (1 + frand()) * 0.02f;
+    for (auto &v : o.hb) v = frand();
+    CK(cudaMalloc(&o.w, o.hw.size()));
+    CK(cudaMalloc(&o.x, hx.size()));
+    CK(cudaMalloc(&o.xs, 4 * (size_t)T));
+    CK(cudaMalloc(&o.b, 4 * (size_t)in.N));
+    CK(cudaMalloc(&o.y, 4 * (size_t)T * (in.glu ? in.N / 2 : in.ldy)));
+    CK(cudaMemcpy(o.w, o.hw.data(), o.hw.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(o.x, hx.data(), hx.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(o.xs, o.hxs.data(), 4 * (size_t)T, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(o.b, o.hb.data(), 4 * (size_t)in.N, cudaMemcpyHostToDevice));
+}
+static void drop(opnds &o) { cudaFree(o.w), cudaFree(o.x), cudaFree(o.xs), cudaFree(o.b), cudaFree(o.y); }
+
+static void launch(const inst &in, const opnds &o, int grid) {
+    const CUtensorMap xm = map8(o.x, in.K, o.T, in.K, IG_A8_WG_BM), wm = map8(o.w, in.K, o.NP, in.K + 16, IG_A8_WG_BN / IG_A8_WG_CL);
+    ig_tmap a, b;
+    memcpy(&a, &xm, sizeof a), memcpy(&b, &wm, sizeof b);
+    in.wg<<<grid, IG_A8_WG_THREADS, IG_A8_WG_SMEM>>>(o.T, o.xs, o.w, in.bias ? o.b : nullptr, o.y, a, b);
+}
+
+static int check(const inst &in, int T, int grid) {
+    opnds o;
+    make(o, in, T);
+    const int outs = in.glu ? in.N / 2 : in.N, ld = in.glu ? in.N / 2 : in.ldy;
+    std::vector<float> y0((size_t)T * ld);
+    for (auto &v : y0) v = frand();
+    if (in.glu) CK(cudaMemset(o.y, 0xff, 2 * (size_t)T * ld));
+    else CK(cudaMemcpy(o.y, y0.data(), 4 * y0.size(), cudaMemcpyHostToDevice));
+    launch(in, o, grid);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    int *acc;
+    CK(cudaMalloc(&acc, 4 * (size_t)T * in.N));
+    ref_sums<<<dim3((in.N + 127) / 128, T), 128>>>(T, in.N, in.K, o.x, o.w, acc);
+    CK(cudaDeviceSynchronize());
+    std::vector<int> sums((size_t)T * in.N);
+    CK(cudaMemcpy(sums.data(), acc, 4 * sums.size(), cudaMemcpyDeviceToHost));
+    std::vector<float> y((size_t)T * ld);
+    std::vector<unsigned short> yh((size_t)T * ld);
+    if (in.glu) CK(cudaMemcpy(yh.data(), o.y, 2 * yh.size(), cudaMemcpyDeviceToHost));
+    else CK(cudaMemcpy(y.data(), o.y, 4 * y.size(), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    double worst = 0;
+    auto v = [&](int t, int n) {
+        float s;
+        memcpy(&s, &o.hw[(size_t)n * (in.K + 16) + in.K], 4);
+        return (double)sums[(size_t)t * in.N + n] * o.hxs[t] * s + (in.bias ? o.hb[n] : 0.0);
+    };
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < outs; i++) {
+            double want, got, lim;
+            if (in.glu) {
+                const int c = 32 * (i / 16) + i % 16;
+                want = glu_h(v(t, c), v(t, c + 16), in.glu == 2), got = bf16_f(yh[(size_t)t * ld + i]);
+                lim = 8e-3 * fabs(want) + 1e-5;
+            } else {
+                want = v(t, i) + (in.acc ? y0[(size_t)t * ld + i] : 0.0), got = y[(size_t)t * ld + i];
+                lim = 1e-5 * fabs(want) + 1e-6;
+            }
+            const double e = fabs(got - want);
+            if (!(e <= lim) && bad++ < 3)
+                fprintf(stderr, "FAIL %s T=%d grid %d: token %d output %d: %g, want %g\n", in.name, T, grid, t, i, got, want);
+            if (e / lim > worst) worst = e / lim;
+        }
+        if (!in.glu)
+            for (int n = in.N; n < ld; n++)
+                if (y[(size_t)t * ld + n] != y0[(size_t)t * ld + n] && bad++ < 3)
+                    fprintf(stderr, "FAIL %s T=%d: token %d column %d (past N) written\n", in.name, T, t, n);
+    }
+    if (!bad) printf("ok %s T=%d grid %d: worst %.2f of the bound\n", in.name, T, grid, worst);
+    cudaFree(acc);
+    drop(o);
+    return bad != 0;
+}
+
+/* us a call of the fused kernel, of cuBLAS int8 + dq, of cuBLAS bf16 (zero operands: timing only) */
+static void bench(const inst &in, int T, int nsm, cublasHandle_t h) {
+    opnds o;
+    make(o, in, T);
+    int *acc;
+    void *wb, *xb, *yb;
+    CK(cudaMalloc(&acc, 4 * (size_t)T * o.NP));
+    CK(cudaMalloc(&wb, 2 * (size_t)in.N * in.K));
+    CK(cudaMalloc(&xb, 2 * (size_t)T * in.K));
+    CK(cudaMalloc(&yb, 4 * (size_t)T * in.N));
+    CK(cudaMemset(wb, 0, 2 * (size_t)in.N * in.K));
+    CK(cudaMemset(xb, 0, 2 * (size_t)T * in.K));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    auto time = [&](auto fn) {
+        for (int i = 0; i < 3; i++) fn();
+        const int R = 20;
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < R; i++) fn();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        return 1e3 * ms / R;
+    };
+    const int grid = IG_A8_WG_GRID(T, in.N, nsm);
+    const double us_wg = time([&] { launch(in, o, grid); });
+    const int32_t ai = 1, bi = 0;
+    const float af = 1, bf = 0;
+    const int NP = o.NP;
+    const double us_i8 = time([&] {
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, NP, T, in.K, &ai, o.w, CUDA_R_8I, in.K + 16, o.x, CUDA_R_8I, in.K, &bi, acc, CUDA_R_32I,
+                     NP, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
+        in.dq<<<dim3(IG_A8_DQ_GRID_X(in.N, in.glu), IG_A8_DQ_GRID_Y(T)), IG_A8_BLOCK>>>(T, acc, o.xs, o.w, nullptr, o.y);
+    });
+    const double us_bf = time([&] {
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, in.N, T, in.K, &af, wb, CUDA_R_16BF, in.K, xb, CUDA_R_16BF, in.K, &bf, yb, CUDA_R_32F,
+                     in.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    });
+    CK(cudaGetLastError());
+    const double f = 2.0 * T * in.N * in.K * 1e-6;
+    printf("bench %-9s T=%5d: fused %7.1f us (%4.0f TOP/s), cuBLAS int8 + dq %7.1f us (%4.0f), cuBLAS bf16 %7.1f us (%4.0f TFLOP/s)"
+           "; fused / bf16 %.2fx\n",
+           in.name, T, us_wg, f / us_wg, us_i8, f / us_i8, us_bf, f / us_bf, us_bf / us_wg);
+    cudaFree(acc), cudaFree(wb), cudaFree(xb), cudaFree(yb);
+    drop(o);
+}
+
+int main(int argc, char **argv) {
+    cudaDeviceProp p;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0 || cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major != 9) {
+        printf("SKIP: no sm_90 GPU\n");
+        return 0;
+    }
+    const bool no_bench = argc > 1 && !strcmp(argv[1], "--no-bench");
+    printf("device: %s, %d SMs, clusters of %d\n", p.name, p.multiProcessorCount, IG_A8_WG_CL);
+    const inst all[] = {
+        {"plain", wg_plain, nullptr, 400, 600, 616, 1, 0, 0},     {"residual", wg_acc, nullptr, 256, 300, 300, 0, 1, 0},
+        {"swiglu", wg_swiglu, nullptr, 200, 544, 544, 1, 0, 1},   {"geglu", wg_geglu, nullptr, 128, 256, 256, 0, 0, 2},
+        {"1B qkv", wg_qkv, dq_qkv, 2048, 3072, 3072, 0, 0, 0},     {"1B o", wg_o, dq_o, 2048, 2048, 2048, 0, 1, 0},
+        {"1B gu", wg_gu, dq_gu, 2048, 16384, 16384, 0, 0, 1},     {"1B down", wg_down, dq_down, 8192, 2048, 2048, 0, 1, 0},
+    };
+    const wg_fn fns[] = {wg_plain, wg_acc, wg_swiglu, wg_geglu, wg_qkv, wg_o, wg_gu, wg_down};
+    for (wg_fn f : fns) CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_A8_WG_SMEM));
+    const int nsm = p.multiProcessorCount;
+    int fails = 0;
+    for (int i = 0; i < 4; i++)
+        for (int T : {1, 33, 129, 300}) {
+            fails += check(all[i], T, IG_A8_WG_GRID(T, all[i].N, nsm));
+            fails += check(all[i], T, IG_A8_WG_CL); /* one cluster walks every tile */
+        }
+    for (int i = 4; i < 8; i++) fails += check(all[i], 257, IG_A8_WG_GRID(257, all[i].N, nsm));
+    if (!no_bench) {
+        cublasHandle_t h;
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return fprintf(stderr, "cublasCreate failed\n"), 1;
+        for (int T : {2048, 128})
+            for (int i = 4; i < 8; i++) bench(all[i], T, nsm, h);
+        cublasDestroy(h);
+    }
+    printf(fails ? "test_act8_wg: %d failed\n" : "test_act8_wg: all passed\n", fails);
+    return fails != 0;
+}
