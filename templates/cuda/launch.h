@@ -70,7 +70,7 @@
 #define IG_A8_WG_BN 256
 #define IG_A8_WG_NST 4
 #ifndef IG_A8_WG_CL
-#define IG_A8_WG_CL 2
+#define IG_A8_WG_CL 1
 #endif
 #define IG_A8_WG_SMEM (IG_A8_WG_NST * (IG_A8_WG_BM + IG_A8_WG_BN) * 128 + 1024) /* 197632 bytes */
 #define IG_A8_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
