@@ -401,8 +401,9 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     const char *in = ind;
     char ind2[64];
     /* the GEMM with this epilogue fused, where the image has wgmma and the operands hold a TMA box
-     * (a tensor map's box may not exceed its tensor: K >= 128 codes, NP >= the weight box, T >= 128) */
-    if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN / IG_A8_WG_CL) {
+     * (a tensor map's box may not exceed its tensor: K >= 128 codes, NP >= the weight box; at run
+     * time T >= 128 and enough tiles for half the SMs: IG_A8_WG_USE) */
+    if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "",
                  glu == 2 ? "GeGLU" : glu ? "SwiGLU" : epi == IR_EPI_ACC ? "added to the residual" : "stored f32");
@@ -410,12 +411,12 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
                  glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
         const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params, comment));
         fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
-                    "%s    if (st->wg && T >= IG_A8_WG_BM && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
-                    "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN / IG_A8_WG_CL)) {\n"
+                    "%s    if (st->wg && IG_A8_WG_USE(T, %lld, st->n_sm) && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
+                    "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN)) {\n"
                     "%s        void *args[] = {&T, &a8_xs, &%s, &%s, &%s, &m_xq, &m_w};\n"
                     "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
                     "%s    } else {\n",
-                ind, ind, (long long)K, (long long)K, ind, w, np, (long long)K, (long long)K + 16, ind, w, bias, y, ind, fw8,
+                ind, ind, (long long)N, (long long)K, (long long)K, ind, w, np, (long long)K, (long long)K + 16, ind, w, bias, y, ind, fw8,
                 (long long)N, ind);
         snprintf(ind2, sizeof ind2, "%s    ", ind);
         in = ind2;
@@ -898,7 +899,6 @@ static int min_sm(const gen *c) {
         if (atoi(p + 3) < m) m = atoi(p + 3);
     return m == 1 << 30 ? 0 : m;
 }
-
 
 static const char *wq_name(mm_wfmt f) { return f.wq == 8 ? "q8r" : f.wq == 4 ? "q4r" : "16-bit"; }
 

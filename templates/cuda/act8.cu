@@ -1,12 +1,13 @@
 /* act8.cu — template: the kernels around the 8-bit-activation GEMMs of prefill-sized matmuls: cuBLAS's
  * int8 GEMM in CUDA a8w8 packages (`--quant a8w8`: q8r weight rows, wq.cuh, whose codes the GEMM
- * reads in place with a row stride of K + 16 bytes) and cuBLASLt's e4m3 GEMM in fp8 packages (f8r
- * rows; the quantizers with A8_F8). Steps of fewer than a8_tmin tokens (the tuning key, 33 by
+ * reads in place with a row stride of K + 16 bytes), or on sm_90a this file's own int8 GEMM with
+ * the scaling fused (A8_WG_NAME), and cuBLASLt's e4m3 GEMM in fp8 packages (f8r rows; the
+ * quantizers with A8_F8). Steps of fewer than a8_tmin tokens (the tuning key, 33 by
  * default) keep the 16-bit-activation kernels on the same rows (the GEMVs, the persistent decode
  * kernel, qgemm.cu): those are bound by the weight bytes, which 8-bit activations do not change.
  *
  * Instantiate with A8_QUANT_NAME, A8_NQUANT_NAME (+ A8_EPS) or A8_GQUANT_NAME (+ A8_GLU) and A8_K
- * [A8_F8], and / or A8_DQ_NAME with A8_N, A8_K, A8_LDY, A8_BIAS, A8_ACC, A8_GLU; defines
+ * [A8_F8], and / or A8_DQ_NAME or A8_WG_NAME with A8_N, A8_K, A8_LDY, A8_BIAS, A8_ACC, A8_GLU; defines
  *   extern "C" __global__ void A8_QUANT_NAME(int T, const unsigned short *x, signed char *xq, float *xs);
  *       one token per CTA: xs[t] = max_k |x[t][k]| / 127 (0 for an all-zero row), xq[t][k] =
  *       rint(x[t][k] * 127 / max |x|), codes in -127..127; x [T][A8_K] in the package's 16-bit type;
@@ -33,6 +34,10 @@
  *         A8_GLU 1 / 2: the packed gate / up rows (16-row blocks interleaved, SPEC.md) through SwiGLU /
  *           GeGLU (common.cuh's ig_glu) into y [T][A8_N / 2] in the 16-bit type
  *       launch: grid (IG_A8_DQ_GRID_X(A8_N, A8_GLU), IG_A8_DQ_GRID_Y(T)), block IG_A8_BLOCK, smem 0
+ *   extern "C" __global__ void A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias,
+ *                                         void *y, ig_tmap xm, ig_tmap wm);
+ *       the int8 GEMM and A8_DQ_NAME's epilogue in one kernel on sm_90a's wgmma (its section below):
+ *       xm / wm tensor maps of xq [T][A8_K] and the q8r rows (launch.h's IG_A8_WG_*); empty elsewhere
  * The CPU's a8w8 quantizes activations per 32 columns (templates/cpu/quant.h's Q8A); a GEMM can
  * only scale whole rows, so these are per token: the issue's rule, coarser than the CPU's.
  */
@@ -289,8 +294,11 @@ IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, co
                     if (r >= T) continue;
                     const float x = hf ? sx.y : sx.x;
                     float *o = (float *)y + (size_t)r * A8_LDY + c;
-                    o[0] = old[ni - nb][hf].x + (float)acc[ni * 4 + 2 * hf] * x * sc[cl] + bi[cl];
-                    if (c + 1 < A8_N) o[1] = old[ni - nb][hf].y + (float)acc[ni * 4 + 2 * hf + 1] * x * sc[cl + 1] + bi[cl + 1];
+                    /* A8_DQ_NAME's arithmetic, operation for operation: the same bits */
+                    const float v0 = (float)acc[ni * 4 + 2 * hf] * x * sc[cl] + bi[cl];
+                    const float v1 = (float)acc[ni * 4 + 2 * hf + 1] * x * sc[cl + 1] + bi[cl + 1];
+                    o[0] = A8_ACC ? old[ni - nb][hf].x + v0 : v0;
+                    if (c + 1 < A8_N) o[1] = A8_ACC ? old[ni - nb][hf].y + v1 : v1;
                 }
             }
         }
@@ -324,83 +332,38 @@ IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, co
  * consumer warpgroups (rows 64 g .. 64 g + 63 of a 128-token tile x IG_A8_WG_BN weight rows, one
  * wgmma m64n256k32 per 32 of K from shared memory, 128 int32 accumulators a thread) and a producer
  * warpgroup whose thread 0 loads both operand boxes of each K step (128 codes = one 128-byte
- * swizzled tile row) by TMA into IG_A8_WG_NST stages (full / empty mbarriers as moe.cu's). The
- * CTAs of a cluster of IG_A8_WG_CL take token tiles next to each other with the same weight rows:
- * each loads its own token box and 1 / IG_A8_WG_CL of the weight box, multicast to both, so each
- * weight byte leaves L2 once a cluster; a stage goes back to the producers when the consumer warps
- * of every CTA of the cluster are done with it (their arrivals on each CTA's empty barrier). A
- * cluster walks the tiles (token tiles fastest) cluster-count apart; the producer runs up to
- * NST steps ahead, into the next tile while the consumers store this one's outputs. */
+ * swizzled tile row) by TMA into IG_A8_WG_NST stages (full / empty mbarriers as moe.cu's: a stage
+ * goes back to the producer one step after its products were issued). A CTA walks the tiles (token
+ * tiles fastest) grid-size apart; the producer runs up to NST steps ahead, into the next tile while
+ * the consumers store this one's outputs. (Clusters of two CTAs sharing each weight box by TMA
+ * multicast measured 1.5x slower: SPEC.md.) */
 #if IG_WG && !defined(IG_ACT8_WG_)
 #define IG_ACT8_WG_
 typedef unsigned long long ig_a8_wg_bars[2][IG_A8_WG_NST]; /* [0] full (the expect), [1] empty (consumer warps) */
-IG_DEV unsigned ig_a8_cl_rank() {
-#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-#else
-    return 0;
-#endif
-}
-/* every thread of every CTA of the cluster (the block, with one CTA a cluster) */
-IG_DEV void ig_a8_cl_sync() {
-#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#else
-    __syncthreads();
-#endif
-}
-/* a consumer warp's arrival on stage st's empty barrier in each CTA of the cluster */
-IG_DEV void ig_a8_release(ig_a8_wg_bars &bars, int st) {
-#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
-    const unsigned a = ig_smem_addr(&bars[1][st]);
-#pragma unroll
-    for (unsigned r = 0; r < IG_A8_WG_CL; r++) {
-        unsigned ra;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(r));
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(ra) : "memory");
-    }
-#else
-    ig_mb_arrive(&bars[1][st]);
-#endif
-}
-/* the weight box's part (rank's 1 / CL of its rows) into the same place in every CTA of the cluster */
-IG_DEV void ig_a8_load_w(unsigned dst, const ig_tmap *wm, int k, int row, ig_a8_wg_bars &bars, int st) {
-#if IG_A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-                 "l"(wm), "r"(k), "r"(row), "r"(ig_smem_addr(&bars[0][st])), "h"((unsigned short)((1u << IG_A8_WG_CL) - 1u))
-                 : "memory");
-#else
-    ig_tma_load2(dst, wm, k, row, &bars[0][st]);
-#endif
-}
-
 template <int K, int N>
 struct ig_a8_wg {
-    static constexpr int BM = IG_A8_WG_BM, BN = IG_A8_WG_BN, BK = 128, NST = IG_A8_WG_NST, CL = IG_A8_WG_CL;
+    static constexpr int BM = IG_A8_WG_BM, BN = IG_A8_WG_BN, BK = 128, NST = IG_A8_WG_NST;
     static constexpr int KT = (K + BK - 1) / BK, NT = (IG_NPAD16(N) + BN - 1) / BN;
     static constexpr unsigned STAGE = (BM + BN) * 128;
-    /* the cluster's tile `tile` of a step of T tokens: its first token row for this CTA, first weight row */
-    static __device__ __forceinline__ void at(int T, int tile, unsigned rank, int *m0, int *n0) {
-        const int MT = IG_CDIV(T, BM * CL);
-        *m0 = ((tile % MT) * CL + (int)rank) * BM, *n0 = (tile / MT) * BN;
+    /* tile `tile` of a step of T tokens: its first token row, first weight row */
+    static __device__ __forceinline__ void at(int T, int tile, int *m0, int *n0) {
+        const int MT = IG_CDIV(T, BM);
+        *m0 = (tile % MT) * BM, *n0 = (tile / MT) * BN;
     }
-    /* the producer thread: every K step of the cluster's tiles into the stages, NST ahead */
-    static __device__ __forceinline__ void produce(int T, const ig_tmap *xm, const ig_tmap *wm, unsigned rank, unsigned sbase, ig_a8_wg_bars &bars) {
-        const int tiles = IG_CDIV(T, BM * CL) * NT;
+    /* the producer thread: every K step of the CTA's tiles into the stages, NST ahead */
+    static __device__ __forceinline__ void produce(int T, const ig_tmap *xm, const ig_tmap *wm, unsigned sbase, ig_a8_wg_bars &bars) {
+        const int tiles = IG_CDIV(T, BM) * NT;
         int g = 0;
-        for (int tile = (int)blockIdx.x / CL; tile < tiles; tile += (int)gridDim.x / CL) {
+        for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
             int m0, n0;
-            at(T, tile, rank, &m0, &n0);
+            at(T, tile, &m0, &n0);
             for (int kt = 0; kt < KT; kt++, g++) {
                 const int st = g % NST, u = g / NST;
                 const unsigned s0 = sbase + (unsigned)st * STAGE;
                 if (u) ig_mb_wait(&bars[1][st], (unsigned)(u - 1) & 1u);
                 ig_mb_expect(&bars[0][st], STAGE);
                 ig_tma_load2(s0, xm, kt * BK, m0, &bars[0][st]);
-                ig_a8_load_w(s0 + BM * 128 + rank * (BN / CL) * 128, wm, kt * BK, n0 + (int)rank * (BN / CL), bars, st);
+                ig_tma_load2(s0 + BM * 128, wm, kt * BK, n0, &bars[0][st]);
             }
         }
     }
@@ -419,22 +382,21 @@ struct ig_a8_wg {
             ig_wg_commit();
             ig_wg_wait<1>();
             __syncwarp();
-            if (kt > 0 && lane == 0) ig_a8_release(bars, (g - 1) % NST); /* step g - 1's products are done */
+            if (kt > 0 && lane == 0) ig_mb_arrive(&bars[1][(g - 1) % NST]); /* step g - 1's products are done */
         }
         ig_wg_wait<0>();
         ig_wg_hold_i<128>(acc);
         __syncwarp();
-        if (lane == 0) ig_a8_release(bars, (g - 1) % NST);
+        if (lane == 0) ig_mb_arrive(&bars[1][(g - 1) % NST]);
     }
 };
 #endif
 
 /* y = A8_DQ_NAME's epilogue of xq [T][A8_K] int8 . w [NP][A8_K]^T (q8r rows): grid IG_A8_WG_GRID(T,
- * A8_N, SMs) (a multiple of IG_A8_WG_CL), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq
- * (T rows of A8_K codes, boxes of 128 x IG_A8_WG_BM), wm: the rows (NP of A8_K codes, K + 16 bytes
- * apart, boxes of 128 x IG_A8_WG_BN / IG_A8_WG_CL). Empty where IG_WG is 0 (the host launches it only
- * where ig_wg_built). */
-extern "C" __global__ void __launch_bounds__(IG_A8_WG_THREADS, 1) IG_A8_WG_CLUSTER
+ * A8_N, SMs), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq (T rows of A8_K codes,
+ * boxes of 128 x IG_A8_WG_BM), wm: the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128 x
+ * IG_A8_WG_BN). Empty where IG_WG is 0 (the host launches it only where ig_wg_built). */
+extern "C" __global__ void __launch_bounds__(IG_A8_WG_THREADS, 1)
 A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, void *y, const __grid_constant__ ig_tmap xm,
            const __grid_constant__ ig_tmap wm) {
 #if IG_WG
@@ -444,22 +406,21 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
     const unsigned sbase = ig_smem_addr(dyn) + ((1024u - (ig_smem_addr(dyn) & 1023u)) & 1023u);
     __shared__ ig_a8_wg_bars bars;
     __shared__ float sc[2][IG_A8_WG_BN], bi[2][IG_A8_WG_BN];
-    const unsigned rank = ig_a8_cl_rank();
     if (threadIdx.x == 0) {
-        for (int i = 0; i < G::NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 8 * G::CL);
+        for (int i = 0; i < G::NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 8);
         ig_mb_fence_init();
     }
-    ig_a8_cl_sync();
+    __syncthreads();
     if (threadIdx.x >= 256) {
         ig_setmaxnreg_dec<40>();
-        if (threadIdx.x == 256) G::produce(T, &xm, &wm, rank, sbase, bars);
+        if (threadIdx.x == 256) G::produce(T, &xm, &wm, sbase, bars);
     } else {
         ig_setmaxnreg_inc<IG_A8_WG_CREGS>();
-        const int tiles = IG_CDIV(T, G::BM * G::CL) * G::NT, tc = (int)threadIdx.x;
+        const int tiles = IG_CDIV(T, G::BM) * G::NT, tc = (int)threadIdx.x;
         int acc[128], g = 0, par = 0;
-        for (int tile = (int)blockIdx.x / G::CL; tile < tiles; tile += (int)gridDim.x / G::CL, par ^= 1) {
+        for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x, par ^= 1) {
             int m0, n0;
-            G::at(T, tile, rank, &m0, &n0);
+            G::at(T, tile, &m0, &n0);
             /* the tile's row scales and biases (a consumer thread each; two buffers, so a thread
              * still storing the last tile never reads this one's) and this thread's token scales,
              * loaded while the products run */
@@ -472,7 +433,6 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
             IG_CAT(A8_WG_NAME, _store)(T, m0, n0, acc, sc[par], bi[par], sx, y);
         }
     }
-    ig_a8_cl_sync(); /* no CTA leaves while another may still arrive on its barriers */
 #else
     (void)T, (void)xs, (void)w, (void)bias, (void)y, (void)xm, (void)wm;
 #endif

@@ -120,8 +120,8 @@ typedef struct f8_plan {
 } f8_plan;
 
 /* One tensor map of the warp-specialized products (tile_map_of): rows at p, the map's key (p,
- * cols, row bytes, element bytes, box rows) and its rows, which may change from step to step (the workspace's
- * operands hold T K rows). */
+ * cols, row bytes, element bytes, box rows) and its rows, which may change from step to step (the
+ * workspace's operands hold T or T K rows). */
 #define TILE_MAP_SLOTS 256
 typedef struct tile_map_slot {
     CUtensorMap map;

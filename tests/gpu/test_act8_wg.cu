@@ -1,18 +1,18 @@
 /* test_act8_wg.cu — act8.cu's A8_WG_NAME on the GPU (sm_90a): a8w8's int8 GEMM on warpgroup tensor
  * cores with the dq epilogue fused (scales, bias, the residual add, SwiGLU / GeGLU of the packed
- * gate/up rows), persistent, in clusters of IG_A8_WG_CL CTAs that share the weight boxes by TMA
- * multicast: what the host emulation (tests/cuda_host/test_act8.cpp, one CTA at a time) cannot run.
+ * gate/up rows), persistent: what the host emulation (tests/cuda_host/test_act8.cpp) runs without the
+ * hardware's wgmma, TMA and mbarriers.
  *
  * Checks each instance against the exact int32 sums (a plain GPU kernel over the same codes) put
  * through the epilogue in double on the host: f32 outputs within 1e-5 relative (+ 1e-6), 16-bit GLU
  * outputs within their rounding (8e-3 relative); token and weight tiles cut short, K not a multiple
  * of a step (steps of at least 128 tokens: a tensor map's box may not exceed its tensor, so the
- * generated code takes cuBLAS below that), one to many tiles a cluster (grids of 2 and of every SM), a row stride wider than N
- * (the columns past N untouched). Then (unless --no-bench) times the 1B Llama shapes' four matmuls
+ * generated code takes cuBLAS below that), one to many tiles a CTA (grids of 1 and of every SM),
+ * a row stride wider than N (the columns past N untouched). Then (unless --no-bench) times the 1B Llama shapes' four matmuls
  * at 2048 and 128 tokens against the path it replaces (cuBLAS's int8 GEMM into int32 sums + act8.cu's
  * dq kernel) and cuBLAS's bf16 GEMM, in us and TOP/s of the useful products.
  * Build (scripts/gpu_prepare.sh): nvcc -O2 -arch=sm_90a -Itemplates/cuda tests/gpu/test_act8_wg.cu
- *   -lcuda -lcublas [-DIG_A8_WG_CL=1]
+ *   -lcuda -lcublas
  * Exit: 0 all passed ("SKIP" without an sm_90 GPU), 1 on a mismatch or CUDA error. */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -36,7 +36,7 @@
 #define A8_ACC 1
 #include "act8.cu"
 #define A8_WG_NAME wg_swiglu
-#define A8_K 200
+#define A8_K 208
 #define A8_N 544
 #define A8_GLU 1
 #define A8_BIAS 1
@@ -184,7 +184,7 @@ static void drop(opnds &o) { cudaFree(o.w), cudaFree(o.x), cudaFree(o.xs), cudaF
 /* false where a map is refused (the generated code takes cuBLAS there) */
 static bool launch(const inst &in, const opnds &o, int grid) {
     CUtensorMap xm, wm;
-    if (!map8(&xm, o.x, in.K, o.T, in.K, IG_A8_WG_BM) || !map8(&wm, o.w, in.K, o.NP, in.K + 16, IG_A8_WG_BN / IG_A8_WG_CL)) return false;
+    if (!map8(&xm, o.x, in.K, o.T, in.K, IG_A8_WG_BM) || !map8(&wm, o.w, in.K, o.NP, in.K + 16, IG_A8_WG_BN)) return false;
     ig_tmap a, b;
     memcpy(&a, &xm, sizeof a), memcpy(&b, &wm, sizeof b);
     in.wg<<<grid, IG_A8_WG_THREADS, IG_A8_WG_SMEM>>>(o.T, o.xs, o.w, in.bias ? o.b : nullptr, o.y, a, b);
@@ -307,10 +307,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     const bool no_bench = argc > 1 && !strcmp(argv[1], "--no-bench");
-    printf("device: %s, %d SMs, clusters of %d\n", p.name, p.multiProcessorCount, IG_A8_WG_CL);
+    printf("device: %s, %d SMs\n", p.name, p.multiProcessorCount);
     const inst all[] = {
         {"plain", wg_plain, nullptr, 400, 600, 616, 1, 0, 0},     {"residual", wg_acc, nullptr, 256, 300, 300, 0, 1, 0},
-        {"swiglu", wg_swiglu, nullptr, 200, 544, 544, 1, 0, 1},   {"geglu", wg_geglu, nullptr, 128, 256, 256, 0, 0, 2},
+        {"swiglu", wg_swiglu, nullptr, 208, 544, 544, 1, 0, 1},   {"geglu", wg_geglu, nullptr, 128, 256, 256, 0, 0, 2},
         {"1B qkv", wg_qkv, dq_qkv, 2048, 3072, 3072, 0, 0, 0},     {"1B o", wg_o, dq_o, 2048, 2048, 2048, 0, 1, 0},
         {"1B gu", wg_gu, dq_gu, 2048, 16384, 16384, 0, 0, 1},     {"1B down", wg_down, dq_down, 8192, 2048, 2048, 0, 1, 0},
     };
@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
         for (int T : {128, 129, 300, 520}) { /* a step of fewer tokens than a box takes cuBLAS (no tensor map) */
             fails += check(all[i], T, IG_A8_WG_GRID(T, all[i].N, nsm));
-            fails += check(all[i], T, IG_A8_WG_CL); /* one cluster walks every tile */
+            fails += check(all[i], T, 1); /* one CTA walks every tile */
         }
     for (int i = 4; i < 8; i++) fails += check(all[i], 257, IG_A8_WG_GRID(257, all[i].N, nsm));
     if (!no_bench) {
