@@ -402,7 +402,7 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     char ind2[64];
     /* the GEMM with this epilogue fused, where the image has wgmma and the operands hold a TMA box
      * (a tensor map's box may not exceed its tensor: K >= 128 codes, NP >= the weight box; at run
-     * time T >= 128 and enough tiles for half the SMs: IG_A8_WG_USE) */
+     * time T >= 128 and at least st->a8_wg_tiles tiles: IG_A8_WG_USE) */
     if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "",
@@ -411,7 +411,7 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
                  glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
         const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params, comment));
         fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
-                    "%s    if (st->wg && IG_A8_WG_USE(T, %lld, st->n_sm) && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
+                    "%s    if (st->wg && IG_A8_WG_USE(T, %lld, st->a8_wg_tiles) && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
                     "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN)) {\n"
                     "%s        void *args[] = {&T, &a8_xs, &%s, &%s, &%s, &m_xq, &m_w};\n"
                     "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"

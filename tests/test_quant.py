@@ -341,6 +341,30 @@ A8_TWIN = 6e-2
 F8_TWIN = 0.25
 
 
+def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
+    """a8w8 on sm_90a: act8.cu's fused int8 GEMM (A8_WG_NAME; every step of 128+ tokens with
+    --tune a8_wg_tiles=1) computes the dq path's operations in its order, so a 300-token prefill's
+    logits must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
+    dq kernel) bit for bit; a wrong tile, row, scale or residual order is not. On a GPU without the
+    sm_90a image both take the cuBLAS path and the check says so."""
+    p0 = os.path.join(tmp, f"{model}-a8w8-cuda-nowg")
+    golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", p0, "--target",
+                f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=0"])])
+    toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), 300))
+    outs = []
+    for p, rt in ((pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p0, [])):
+        f = os.path.join(tmp, os.path.basename(p) + "-300.npy")
+        r = golden.run(["logits", p, "--tokens", toks, "--out", f] + rt)
+        outs.append((np.load(f), r.stdout + r.stderr))
+    ran = "act8_wg_" in outs[0][1]
+    same = np.array_equal(outs[0][0], outs[1][0])
+    print(f"{model:18s} a8w8       cuda 300 tokens, fused int8 GEMM {'ran' if ran else 'not in this image'}: "
+          f"logits {'bitwise equal to' if same else 'DIFFER from'} a8_wg=0's")
+    if not same:
+        d = np.abs(outs[0][0] - outs[1][0]).max()
+        fails.append(f"{model} a8w8 cuda: fused int8 GEMM logits differ from a8_wg=0's by up to {d:.3e}")
+
+
 def cuda_checks(arch, tmp, fails, gpu):
     """CUDA packages with quantized rows (--quant a16w8 / a16w4, templates/cuda/wq.cuh). Without a GPU
     (gpu False): they compile through NVRTC, the manifest names the formats, every matrix has the
@@ -444,6 +468,8 @@ def cuda_checks(arch, tmp, fails, gpu):
                   f"{'ok' if ok else 'FAIL'}")
             if not ok:
                 fails.append(f"{model} {scheme} cuda: greedy {gq[:n_cmp]} ({len(gq)} tokens) != twin {gt[:n_cmp]}")
+            if mode == "a8w8" and "#define A8_WG_NAME " in mcu:
+                a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails)
             bound = FP8_BOUND if mode == "fp8" else BOUND[mode if mode in ("a16w8", "a8w8") else "a16w4-g128"]
             if moe:
                 ref = golden.reference(model, mdir)[1]

@@ -93,6 +93,10 @@ const tune_key tune_keys[] = {
      "matmuls of quantized rows (a16w8 / a8w8 q8r, a16w4 q4r) with 2..n tokens on the tensor-core GEMV, sm_80+ (0 or 1: "
      "off: gemv.cu, whose FMAs bound it at 8 tokens: H100, 8 tokens of an 8192 x 2048 matrix, q8r 27.4 -> 10.0 us, q4r "
      "30.6 us on gemv.cu)"},
+    {"a8_wg_tiles", R(a8_wg_tiles), 0, 1 << 20, 0, 0, NULL,
+     "CUDA a8w8 packages with --tune a8_wg (sm_90a): the fused int8 GEMM for matmuls of 128+ tokens with at least "
+     "this many 128 x 256 tiles, cuBLAS's int8 GEMM + dq below (0: half the SMs; H100, 1B shapes: 8-12 tiles 1.5-3x "
+     "slower than cuBLAS, 64 and more 1.1-1.5x faster)"},
     {"mv_ctas_per_sm", R(mv_ctas_per_sm), 0, 32, 0, 0, NULL, "GEMV grid cap per SM (0: the template's default, 4)"},
     {"at_ctas_per_sm", R(at_ctas_per_sm), 0, 16, 0, 0, NULL,
      "decode attention: context splits per (token, KV head) = this many CTAs per SM over KV heads x tokens, "

@@ -64,8 +64,9 @@
 /* A8_WG_NAME (sm_90a): the int8 GEMM with the dq epilogue fused, persistent: tiles of IG_A8_WG_BM tokens x
  * IG_A8_WG_BN weight rows, two consumer warpgroups and a TMA producer warpgroup, K in steps of 128 codes
  * through IG_A8_WG_NST stages (+1 KB to align them to 1024); a grid of at most one CTA an SM (nsm). The
- * generated code takes it where at least half the SMs get a tile (IG_A8_WG_USE: H100, 1B shapes, 8-12
- * tiles 1.5-3x slower than cuBLAS's int8 GEMM + dq, 64 and more 1.1-1.5x faster; SPEC.md) */
+ * generated code takes it for steps of 128+ tokens with at least min_tiles tiles (IG_A8_WG_USE; the
+ * run-time key a8_wg_tiles, by default half the SMs: H100, 1B shapes, 8-12 tiles 1.5-3x slower than
+ * cuBLAS's int8 GEMM + dq, 64 and more 1.1-1.5x faster; SPEC.md) */
 #define IG_A8_WG_THREADS 384
 #define IG_A8_WG_BM 128
 #define IG_A8_WG_BN 256
@@ -74,7 +75,7 @@
 #define IG_A8_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 #define IG_A8_WG_TILES(T, N) (IG_CDIV((T), IG_A8_WG_BM) * IG_CDIV(IG_NPAD16(N), IG_A8_WG_BN))
 #define IG_A8_WG_GRID(T, N, nsm) (IG_A8_WG_TILES(T, N) < (nsm) ? IG_A8_WG_TILES(T, N) : (nsm))
-#define IG_A8_WG_USE(T, N, nsm) ((T) >= IG_A8_WG_BM && 2 * IG_A8_WG_TILES(T, N) >= (nsm))
+#define IG_A8_WG_USE(T, N, min_tiles) ((T) >= IG_A8_WG_BM && IG_A8_WG_TILES(T, N) >= (min_tiles))
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 
 /* ---- qgemm.cu: QG_NAME(T, x, w, bias, y, ws, cnt), quantized rows on tensor cores for steps of

@@ -32,6 +32,7 @@ static void test_tuning(void) {
     EXPECT(st.use_graphs && st.chain_on && !st.sync_each && !st.prof.on);
     EXPECT(st.gemv_tmax == 1 && st.mvt_tmax == 2 && st.mvtq_tmax == 8 && st.mv_ctas == 132 * IG_MV_CTAS_PER_SM);
     EXPECT(st.run_max == PAGE_SIZE && st.run_steps == 1 && st.graph_tmax == 256 && st.dl_keys == 256 && st.dl_heads == 1);
+    EXPECT(st.a8_wg_tiles == 66); /* half of 132 SMs */
     ig_model_tuning t = defaults;
     apply_tuning(&st, &t, 7, 80, 256); /* no tensor-core GEMV before sm_80 */
     EXPECT(st.mvt_tmax == 0 && st.mvtq_tmax == 0);
@@ -44,6 +45,10 @@ static void test_tuning(void) {
     t = defaults, t.run_steps = 64, t.graph_tmax = 0, t.mv_ctas_per_sm = 2, t.gemv_tmax = 8;
     apply_tuning(&st, &t, 9, 132, 256);
     EXPECT(st.run_max == 64 && st.graph_tmax == 0 && st.mv_ctas == 264 && st.gemv_tmax == 8);
+    t.a8_wg_tiles = 1;
+    apply_tuning(&st, &t, 9, 132, 256);
+    EXPECT(st.a8_wg_tiles == 1 && IG_A8_WG_USE(128, 256, st.a8_wg_tiles) && !IG_A8_WG_USE(127, 256, st.a8_wg_tiles));
+    EXPECT(IG_A8_WG_USE(2048, 2048, 66) && !IG_A8_WG_USE(512, 2048, 66) && IG_A8_WG_USE(256, 16384, 66)); /* 128 / 32 / 128 tiles */
     t.run_steps = 1;
     apply_tuning(&st, &t, 9, 132, 256);
     EXPECT(st.run_max == 1); /* 1: runs off */
