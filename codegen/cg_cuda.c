@@ -389,11 +389,12 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     snprintf(params, sizeof params, "#define A8_K %lld\n#define A8_N %lld\n#define A8_LDY %lld\n#define A8_BIAS %d\n"
              "#define A8_ACC %d\n#define A8_GLU %d\n", (long long)K, (long long)N, (long long)ldy, has_bias,
              epi == IR_EPI_ACC, glu);
+    /* the epilogue in words and in the instances' names, shared by the dq kernel and the fused GEMM */
+    const char *epi_txt = glu == 2 ? "GeGLU" : glu ? "SwiGLU" : epi == IR_EPI_ACC ? "added to the residual" : "stored f32";
+    const char *epi_sfx = glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "";
     snprintf(comment, sizeof comment, "%s: int32 sums of x[T,%lld] int8 . w[%lld,%lld]^T q8r scaled back%s, %s", what,
-             (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "",
-             glu == 2 ? "GeGLU" : glu ? "SwiGLU" : epi == IR_EPI_ACC ? "added to the residual" : "stored f32");
-    snprintf(nm, sizeof nm, "act8_dq_k%lld_n%lld%s%s", (long long)K, (long long)N,
-             glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
+             (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
+    snprintf(nm, sizeof nm, "act8_dq_k%lld_n%lld%s%s", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
     const int fd = fn_index(c, instance(c, "act8.cu", nm, "A8_DQ_NAME", params, comment));
     if (np > c->a8_np) c->a8_np = np;
     fprintf(fw, "%s} else if (st->blas) { /* a8w8: int8 activations on int8 tensor cores */\n", ind);
@@ -405,10 +406,8 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
      * time T >= 128 and at least st->a8_wg_tiles tiles: IG_A8_WG_USE) */
     if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
-                 (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "",
-                 glu == 2 ? "GeGLU" : glu ? "SwiGLU" : epi == IR_EPI_ACC ? "added to the residual" : "stored f32");
-        snprintf(nm, sizeof nm, "act8_wg_k%lld_n%lld%s%s", (long long)K, (long long)N,
-                 glu == 2 ? "_geglu" : glu ? "_swiglu" : epi == IR_EPI_ACC ? "_acc" : "", has_bias ? "_bias" : "");
+                 (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
+        snprintf(nm, sizeof nm, "act8_wg_k%lld_n%lld%s%s", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
         const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params, comment));
         fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
                     "%s    if (st->wg && IG_A8_WG_USE(T, %lld, st->a8_wg_tiles) && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"

@@ -345,8 +345,9 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
     """a8w8 on sm_90a: act8.cu's fused int8 GEMM (A8_WG_NAME; every step of 128+ tokens with
     --tune a8_wg_tiles=1) computes the dq path's operations in its order, so a 300-token prefill's
     logits must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
-    dq kernel) bit for bit; a wrong tile, row, scale or residual order is not. On a GPU without the
-    sm_90a image both take the cuBLAS path and the check says so."""
+    dq kernel) bit for bit; a wrong tile, row, scale or residual order is not. The package holds the
+    kernel only for sm_90 (the GPU's arch here), so its profile must show it ran: a silent fallback to
+    cuBLAS (refused tensor maps, no sm_90a image) would make the comparison trivially equal."""
     p0 = os.path.join(tmp, f"{model}-a8w8-cuda-nowg")
     golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", p0, "--target",
                 f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=0"])])
@@ -358,8 +359,10 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
         outs.append((np.load(f), r.stdout + r.stderr))
     ran = "act8_wg_" in outs[0][1]
     same = np.array_equal(outs[0][0], outs[1][0])
-    print(f"{model:18s} a8w8       cuda 300 tokens, fused int8 GEMM {'ran' if ran else 'not in this image'}: "
+    print(f"{model:18s} a8w8       cuda 300 tokens, fused int8 GEMM {'ran' if ran else 'DID NOT RUN'}: "
           f"logits {'bitwise equal to' if same else 'DIFFER from'} a8_wg=0's")
+    if not ran:
+        fails.append(f"{model} a8w8 cuda: the fused int8 GEMM did not run (profile: no act8_wg_ kernel)")
     if not same:
         d = np.abs(outs[0][0] - outs[1][0]).max()
         fails.append(f"{model} a8w8 cuda: fused int8 GEMM logits differ from a8_wg=0's by up to {d:.3e}")

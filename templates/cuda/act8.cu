@@ -358,10 +358,8 @@ struct ig_a8_wg {
             int m0, n0;
             at(T, tile, &m0, &n0);
             for (int kt = 0; kt < KT; kt++, g++) {
-                const int st = g % NST, u = g / NST;
+                const int st = ig_ring_fill(bars, g, STAGE);
                 const unsigned s0 = sbase + (unsigned)st * STAGE;
-                if (u) ig_mb_wait(&bars[1][st], (unsigned)(u - 1) & 1u);
-                ig_mb_expect(&bars[0][st], STAGE);
                 ig_tma_load2(s0, xm, kt * BK, m0, &bars[0][st]);
                 ig_tma_load2(s0 + BM * 128, wm, kt * BK, n0, &bars[0][st]);
             }
@@ -373,8 +371,7 @@ struct ig_a8_wg {
 #pragma unroll
         for (int i = 0; i < 128; i++) acc[i] = 0;
         for (int kt = 0; kt < KT; kt++, g++) {
-            const int st = g % NST;
-            ig_mb_wait(&bars[0][st], (unsigned)(g / NST) & 1u);
+            const int st = ig_ring_take(bars, g);
             const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + BM * 128;
             ig_wg_fence();
 #pragma unroll
@@ -406,10 +403,7 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
     const unsigned sbase = ig_smem_addr(dyn) + ((1024u - (ig_smem_addr(dyn) & 1023u)) & 1023u);
     __shared__ ig_a8_wg_bars bars;
     __shared__ float sc[2][IG_A8_WG_BN], bi[2][IG_A8_WG_BN];
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < G::NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 8);
-        ig_mb_fence_init();
-    }
+    if (threadIdx.x == 0) ig_ring_init(bars, 8);
     __syncthreads();
     if (threadIdx.x >= 256) {
         ig_setmaxnreg_dec<40>();

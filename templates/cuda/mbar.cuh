@@ -77,4 +77,31 @@ IG_DEV void ig_tma_load2(unsigned dst, const ig_tmap *map, int x, int y, unsigne
 #endif
 #endif /* sm_80+ device code */
 
+#if defined(IG_CUDA_EMUL) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+/* A ring of NST stages between one producer thread and the consumer warps (moe.cu's _wg_run,
+ * act8.cu's A8_WG_NAME): bars[0][s] full (one arrival, the producer's expect of the stage's bytes),
+ * bars[1][s] empty (one arrival a consumer warp); step g of a run uses stage g % NST for the
+ * (g / NST)-th time. ig_ring_init by thread 0 (a block barrier follows); ig_ring_fill: the producer's
+ * wait for the stage's previous use to be given back, then its expect (the copies follow);
+ * ig_ring_take: a consumer's wait for step g's bytes. Both return the stage. */
+template <int NST>
+IG_DEV void ig_ring_init(unsigned long long (&bars)[2][NST], unsigned consumer_warps) {
+    for (int i = 0; i < NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], consumer_warps);
+    ig_mb_fence_init();
+}
+template <int NST>
+IG_DEV int ig_ring_fill(unsigned long long (&bars)[2][NST], int g, unsigned bytes) {
+    const int st = g % NST, u = g / NST;
+    if (u) ig_mb_wait(&bars[1][st], (unsigned)(u - 1) & 1u);
+    ig_mb_expect(&bars[0][st], bytes);
+    return st;
+}
+template <int NST>
+IG_DEV int ig_ring_take(unsigned long long (&bars)[2][NST], int g) {
+    const int st = g % NST;
+    ig_mb_wait(&bars[0][st], (unsigned)(g / NST) & 1u);
+    return st;
+}
+#endif
+
 #endif /* IG_CUDA_MBAR_CUH */

@@ -1007,10 +1007,7 @@ IG_CAT(MO_NAME, _down_tc)(int T, const unsigned short *h, const int *off, const 
 /* the stages' barriers: [0] full (one arrival: the producer's expect), [1] empty (the 8 consumer warps) */
 typedef unsigned long long ig_mo_wg_bars[2][IG_MO_WG_NST];
 static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_init)(ig_mo_wg_bars &bars) {
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < IG_MO_WG_NST; i++) ig_mb_init(&bars[0][i], 1), ig_mb_init(&bars[1][i], 8);
-        ig_mb_fence_init();
-    }
+    if (threadIdx.x == 0) ig_ring_init(bars, 8);
     __syncthreads();
 }
 /* the producer (one thread): each step's A box (64 columns x 128 rows from row arow of am) and B box
@@ -1018,13 +1015,11 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_init)(ig_mo_wg_bars &
 template <int KD>
 static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_produce)(const ig_tmap *am, const ig_tmap *bm, int arow, int brow,
                                                                      unsigned sbase, ig_mo_wg_bars &bars) {
-    constexpr int BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK, NST = IG_MO_WG_NST;
+    constexpr int BK = IG_MO_WG_BK, KT = (KD + BK - 1) / BK;
     constexpr unsigned STAGE = (IG_MO_TC_BM + IG_MO_WG_BN) * 128;
     for (int kt = 0; kt < KT; kt++) {
-        const int st = kt % NST, u = kt / NST;
+        const int st = ig_ring_fill(bars, kt, STAGE);
         const unsigned s0 = sbase + (unsigned)st * STAGE;
-        if (u) ig_mb_wait(&bars[1][st], (unsigned)(u - 1) & 1u);
-        ig_mb_expect(&bars[0][st], STAGE);
         ig_tma_load2(s0, am, kt * BK, arow, &bars[0][st]);
         ig_tma_load2(s0 + IG_MO_TC_BM * 128, bm, kt * BK, brow, &bars[0][st]);
     }
@@ -1041,8 +1036,7 @@ static __device__ __forceinline__ void IG_CAT(MO_NAME, _wg_consume)(int np, floa
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     for (int kt = 0; kt < KT; kt++) {
-        const int st = kt % NST;
-        ig_mb_wait(&bars[0][st], (unsigned)(kt / NST) & 1u);
+        const int st = ig_ring_take(bars, kt);
         if (live) {
             const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + IG_MO_TC_BM * 128;
             ig_wg_fence();

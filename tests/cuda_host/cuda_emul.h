@@ -332,10 +332,10 @@ IG_DEV void ig_wg_wait() {}
 IG_DEV void ig_fence_async() {}
 template <int N>
 IG_DEV void ig_wg_hold(float *) {}
-/* element (n, k) of a B operand (or (m, k) of A) by its descriptor: K-major (mn 0: rows of K) or
- * MN-major (mn 1: rows of 64 N elements a K index, blocks of 64 columns the leading-dimension field
- * apart) */
-static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
+/* the shared-memory offset of element (n, k) of a B operand (or (m, k) of A), of esz bytes, by its
+ * descriptor: K-major (mn 0: rows of K) or MN-major (mn 1, 16-bit: rows of 64 N elements a K index,
+ * blocks of 64 columns the leading-dimension field apart); emul_wg_elem reads a 16-bit one */
+static unsigned emul_wg_addr(unsigned long long desc, int row, int k, int esz, int mn = 0) {
     if ((desc >> 62) != 1 || ((desc >> 32) & 0x3fff) != 1024 >> 4) {
         fprintf(stderr, "wgmma emulation: only 128-byte swizzled tiles with 1024-byte row groups\n");
         abort();
@@ -345,21 +345,17 @@ static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
         a += (unsigned)(row / 64) * ((unsigned)((desc >> 16) & 0x3fff) << 4) + (unsigned)(k / 8) * 1024u + (unsigned)(k % 8) * 128u +
              2u * (unsigned)(row % 64);
     else
-        a += (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + 2u * (unsigned)k;
-    a ^= ((a >> 7) & 7u) << 4;
+        a += (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + (unsigned)(esz * k);
+    return a ^ ((a >> 7) & 7u) << 4;
+}
+static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
     unsigned short v;
-    memcpy(&v, (const char *)ig_emul_dyn + a, 2);
+    memcpy(&v, (const char *)ig_emul_dyn + emul_wg_addr(desc, row, k, 2, mn), 2);
     return ig_h_to_f32(v);
 }
 /* the int8 form: element (row, k) of an s8 K-major tile */
 static int emul_wg_s8(unsigned long long desc, int row, int k) {
-    if ((desc >> 62) != 1 || ((desc >> 32) & 0x3fff) != 1024 >> 4) {
-        fprintf(stderr, "wgmma emulation: only 128-byte swizzled tiles with 1024-byte row groups\n");
-        abort();
-    }
-    unsigned a = ((unsigned)(desc & 0x3fff) << 4) + (unsigned)(row / 8) * 1024u + (unsigned)(row % 8) * 128u + (unsigned)k;
-    a ^= ((a >> 7) & 7u) << 4;
-    return (int)((const signed char *)ig_emul_dyn)[a];
+    return (int)((const signed char *)ig_emul_dyn)[emul_wg_addr(desc, row, k, 1)];
 }
 IG_DEV void ig_wg_mma_s8(int *d, unsigned long long a, unsigned long long b) {
     const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;

@@ -314,8 +314,7 @@ int main(int argc, char **argv) {
         {"1B qkv", wg_qkv, dq_qkv, 2048, 3072, 3072, 0, 0, 0},     {"1B o", wg_o, dq_o, 2048, 2048, 2048, 0, 1, 0},
         {"1B gu", wg_gu, dq_gu, 2048, 16384, 16384, 0, 0, 1},     {"1B down", wg_down, dq_down, 8192, 2048, 2048, 0, 1, 0},
     };
-    const wg_fn fns[] = {wg_plain, wg_acc, wg_swiglu, wg_geglu, wg_qkv, wg_o, wg_gu, wg_down};
-    for (wg_fn f : fns) CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_A8_WG_SMEM));
+    for (const inst &in : all) CK(cudaFuncSetAttribute(in.wg, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_A8_WG_SMEM));
     const int nsm = p.multiProcessorCount;
     int fails = 0;
     for (int i = 0; i < 4; i++)
