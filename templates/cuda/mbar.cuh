@@ -1,6 +1,7 @@
 /* mbar.cuh — the asynchronous pieces of the kernels that split a CTA into a producer and consumers
- * (stream.cuh's persistent decode, attention_prefill.cu's _flash_ws): shared-memory mbarriers,
- * named barriers, and TMA tile loads through a tensor map.
+ * (stream.cuh's persistent decode, attention_prefill.cu's _flash_ws, moe.cu's and act8.cu's wgmma
+ * products): shared-memory mbarriers, named barriers, TMA tile loads through a tensor map, and the
+ * ring of stages with a full and an empty barrier each (ig_ring_*, at the end).
  *
  * An mbarrier (a 64-bit word in shared memory) completes a phase when its expected arrivals have
  * arrived and the bytes it was told to expect have landed; waiters name the parity of the phase
