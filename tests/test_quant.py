@@ -343,23 +343,26 @@ F8_TWIN = 0.25
 
 def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
     """a8w8 on sm_90a: act8.cu's fused int8 GEMM (A8_WG_NAME; every step of 128+ tokens with
-    --tune a8_wg_tiles=1) computes the dq path's operations in its order, so a 300-token prefill's
-    logits must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
+    --tune a8_wg_tiles=1) computes the dq path's operations in its order, so the logits of a prefill
+    (300 tokens, or the model's context where shorter: llama-stream-h256 holds 256; one step of 128+)
+    must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
     dq kernel) bit for bit; a wrong tile, row, scale or residual order is not. The package holds the
     kernel only for sm_90 (the GPU's arch here), so its profile must show it ran: a silent fallback to
     cuBLAS (refused tensor maps, no sm_90a image) would make the comparison trivially equal."""
     p0 = os.path.join(tmp, f"{model}-a8w8-cuda-nowg")
-    golden.run(["compile", os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model), "-o", p0, "--target",
-                f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=0"])])
-    toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), 300))
+    src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
+    golden.run(["compile", src, "-o", p0, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=0"])])
+    n = min(300, json.load(open(os.path.join(src, "config.json"))).get("max_position_embeddings", 300))
+    assert n >= 128, f"{model}: a context of {n} tokens holds no step for the fused GEMM"
+    toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), n))
     outs = []
     for p, rt in ((pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p0, [])):
-        f = os.path.join(tmp, os.path.basename(p) + "-300.npy")
+        f = os.path.join(tmp, os.path.basename(p) + f"-{n}.npy")
         r = golden.run(["logits", p, "--tokens", toks, "--out", f] + rt)
         outs.append((np.load(f), r.stdout + r.stderr))
     ran = "act8_wg_" in outs[0][1]
     same = np.array_equal(outs[0][0], outs[1][0])
-    print(f"{model:18s} a8w8       cuda 300 tokens, fused int8 GEMM {'ran' if ran else 'DID NOT RUN'}: "
+    print(f"{model:18s} a8w8       cuda {n} tokens, fused int8 GEMM {'ran' if ran else 'DID NOT RUN'}: "
           f"logits {'bitwise equal to' if same else 'DIFFER from'} a8_wg=0's")
     if not ran:
         fails.append(f"{model} a8w8 cuda: the fused int8 GEMM did not run (profile: no act8_wg_ kernel)")
