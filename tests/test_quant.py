@@ -353,7 +353,9 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
     src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
     golden.run(["compile", src, "-o", p0, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=0"])])
     n = min(300, json.load(open(os.path.join(src, "config.json"))).get("max_position_embeddings", 300))
-    assert n >= 128, f"{model}: a context of {n} tokens holds no step for the fused GEMM"
+    if n < 128:
+        fails.append(f"{model} a8w8 cuda: a context of {n} tokens holds no step for the fused int8 GEMM")
+        return
     toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), n))
     outs = []
     for p, rt in ((pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p0, [])):
