@@ -345,13 +345,13 @@ static __device__ __forceinline__ void IG_CAT(AT_NAME, _split_tail)(int t, int h
 #endif
         return;
     }
-    __threadfence();
+    /* the partials out to the last split's CTA: a barrier, one acq_rel arrival (common.cuh's
+     * ig_atom_add_acq_rel_gpu), a barrier */
     AT_SYNC_();
     unsigned *cnt = counters + ((size_t)t * AT_H + hb) / G;
-    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
+    if (threadIdx.x == 0) s_last = ig_atom_add_acq_rel_gpu(cnt, 1u) == (unsigned)ns - 1;
     AT_SYNC_();
     if (!s_last) return;
-    __threadfence();
     /* each split's (M, L) once, into shared memory (sm's warp states are read: its first 2 G AT_SPLIT
      * floats); then every output element's ns loads at once */
     static_assert(IG_AT_WARPS * (D + 2) >= 2 * AT_SPLIT, "the merge's factors fit sm");

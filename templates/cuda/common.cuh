@@ -94,6 +94,32 @@ IG_DEV void ig_unpack16(uint4 v, int es, float *o) {
  * KV pages) are never written by the kernel that reads them. */
 IG_DEV uint4 ig_ldg16(const void *p) { return __ldg((const uint4 *)p); }
 
+/* One CTA's global writes handed to another CTA of the same launch (split reductions, arrival
+ * counters) in the PTX memory model's release / acquire form, as CUTLASS's semaphore and
+ * stream.cuh's grid barrier: the writers store, bar.sync (every thread's writes ordered before
+ * thread 0's next operation), thread 0 does one release (or acq_rel) atomic at gpu scope; a CTA
+ * whose thread 0 reads that count (or a later one) with an acquire, then bar.syncs, sees those
+ * writes in every thread. No __threadfence (fence.sc.gpu: a MEMBAR.SC.GPU in every warp) on
+ * either side. */
+IG_DEV unsigned ig_atom_add_acq_rel_gpu(unsigned *p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+IG_DEV unsigned long long ig_atom_add_acq_rel_gpu(unsigned long long *p, unsigned long long v) {
+    unsigned long long old;
+    asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+    return old;
+}
+IG_DEV void ig_red_add_release_gpu(unsigned *p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+IG_DEV unsigned ig_ld_acquire_gpu(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 IG_DEV float ig_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);

@@ -273,13 +273,11 @@ DL_NAME(const ig_dl_layer *L, float *resid, float *qkv, ig_bf16 *att, ig_bf16 *h
             __shared__ unsigned dl_last;
             __shared__ unsigned long long dl_key[IG_ST_CWARPS];
             unsigned long long *cnt = bar + 16;
-            if (threadIdx.x == 0) {
-                __threadfence(); /* this CTA's key, before its count */
-                dl_last = atomicAdd(cnt, 1ull) == G - 1;
-            }
+            /* thread 0 wrote this CTA's key: its acq_rel arrival publishes it, and the last CTA's
+             * threads see every key past the barrier (common.cuh's ig_atom_add_acq_rel_gpu) */
+            if (threadIdx.x == 0) dl_last = ig_atom_add_acq_rel_gpu(cnt, 1ull) == G - 1;
             ig_st_cbar();
             if (dl_last) {
-                __threadfence();
                 unsigned long long key = 0ull;
                 for (unsigned i = threadIdx.x; i < G; i += IG_ST_CTHREADS) key = max(key, __ldcg(amax + i));
 #pragma unroll

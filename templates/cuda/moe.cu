@@ -500,27 +500,24 @@ IG_CAT(MO_NAME, _dgu)(int T, const float *x, const float *gamma, float eps, cons
         const float s = IG_CAT(MO_NAME, _dlogit)(router + (size_t)e * MO_D, x, gamma, rs, T, red);
         if ((int)threadIdx.x < T) lg[(size_t)threadIdx.x * MO_E + e] = s;
     }
-    __threadfence(); /* each writer's logits visible device-wide before its CTA arrives */
+    /* publish and wait as common.cuh's ig_atom_add_acq_rel_gpu says: a barrier then one release by
+     * thread 0; thread 0's acquire then a barrier */
     __syncthreads();
     if (threadIdx.x == 0) { /* arrive; the last CTA resets the counter for the next launch */
+        /* the release orders this read before the arrival: it cannot see this launch's bump */
         const unsigned f0 = *(volatile unsigned *)(sync + 1);
-        __threadfence();
-        const unsigned old = atomicAdd(sync, 1u);
+        const unsigned old = ig_atom_add_acq_rel_gpu(sync, 1u);
         s_f0 = f0, s_last = old == (unsigned)G - 1;
         if (s_last) atomicExch(sync, 0u);
     }
     __syncthreads();
     if (s_last) {
-        __threadfence();
         for (int t = warp; t < T; t += NW) IG_CAT(MO_NAME, _dselect)(t, lg, sel, wt);
-        __threadfence(); /* the choices visible before the release */
         __syncthreads();
-        if (threadIdx.x == 0) __threadfence(), atomicAdd(sync + 1, 1u);
+        if (threadIdx.x == 0) ig_red_add_release_gpu(sync + 1, 1u); /* the choices out */
     }
-    if (threadIdx.x == 0) {
-        while (*(volatile unsigned *)(sync + 1) == s_f0) __nanosleep(32);
-        __threadfence();
-    }
+    if (threadIdx.x == 0)
+        while (ig_ld_acquire_gpu(sync + 1) == s_f0) __nanosleep(32);
     __syncthreads();
     if ((int)threadIdx.x < T * MO_TOPK) ssel[threadIdx.x] = __ldcg(sel + threadIdx.x);
     __syncthreads();

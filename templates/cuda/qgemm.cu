@@ -259,12 +259,10 @@ QG_NAME(int T, const unsigned short *x, const unsigned char *w, const float *bia
 #pragma unroll
         for (int j = 0; j < 8; j++)
             if (j < ntile) __stcg(part + ((size_t)z * 8 + j) * IG_QG_BLOCK, make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]));
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) last = atomicAdd(cnt + tile, 1u) == (unsigned)(S - 1);
+        __syncthreads(); /* then one acq_rel arrival (common.cuh's ig_atom_add_acq_rel_gpu) */
+        if (tid == 0) last = ig_atom_add_acq_rel_gpu(cnt + tile, 1u) == (unsigned)(S - 1);
         __syncthreads();
         if (!last) return;
-        __threadfence();
 #pragma unroll
         for (int j = 0; j < 8; j++)
             if (j < ntile) {

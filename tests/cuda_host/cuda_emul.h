@@ -190,6 +190,14 @@ IG_DEV void ig_unpack4_f32(uint4 v, float *o) {
     o[0] = __uint_as_float(v.x), o[1] = __uint_as_float(v.y), o[2] = __uint_as_float(v.z), o[3] = __uint_as_float(v.w);
 }
 IG_DEV uint4 ig_ldg16(const void *p) { return *(const uint4 *)p; }
+/* common.cuh's release / acquire hand-off between CTAs, as host atomics of the same order (one CTA
+ * runs at a time: any order would do) */
+IG_DEV unsigned ig_atom_add_acq_rel_gpu(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+IG_DEV unsigned long long ig_atom_add_acq_rel_gpu(unsigned long long *p, unsigned long long v) {
+    return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+}
+IG_DEV void ig_red_add_release_gpu(unsigned *p, unsigned v) { __atomic_fetch_add(p, v, __ATOMIC_RELEASE); }
+IG_DEV unsigned ig_ld_acquire_gpu(const unsigned *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 IG_DEV float ig_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(IG_FULL_MASK, v, o);
     return v;
