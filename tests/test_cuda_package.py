@@ -17,6 +17,8 @@ def have_gpu():
 
 def main():
     golden.require_testdata()
+    for m in ("llama-stream-h256", "llama-stream-ksplit", "qwen2-moe-stream", "qwen3-moe-stream"):
+        golden.ensure_weights(os.path.join(golden.EXTRA_DIR, m))  # fixtures stored as a recipe
     fails = []
     with tempfile.TemporaryDirectory(prefix="ignis-cuda-") as tmp:
         pkg = os.path.join(tmp, "qwen3")
