@@ -407,16 +407,20 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
-        snprintf(nm, sizeof nm, "act8_wg_k%lld_n%lld%s%s", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
-        const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params, comment));
+        /* a8_wg 2: clusters of two CTAs, each loading half of the weight box for both (A8_WG_CL) */
+        const int cl = c->tune->a8_wg;
+        char params_cl[576];
+        snprintf(params_cl, sizeof params_cl, "%s#define A8_WG_CL %d\n", params, cl);
+        snprintf(nm, sizeof nm, "act8_wg%s_k%lld_n%lld%s%s", cl > 1 ? "c2" : "", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
+        const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params_cl, comment));
         fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
                     "%s    if (st->wg && IG_A8_WG_USE(T, %lld, st->a8_wg_tiles) && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
-                    "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN)) {\n"
+                    "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN / %d)) {\n"
                     "%s        void *args[] = {&T, &a8_xs, &%s, &%s, &%s, &m_xq, &m_w};\n"
-                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
+                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm, %d), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
                     "%s    } else {\n",
-                ind, ind, (long long)N, (long long)K, (long long)K, ind, w, np, (long long)K, (long long)K + 16, ind, w, bias, y, ind, fw8,
-                (long long)N, ind);
+                ind, ind, (long long)N, (long long)K, (long long)K, ind, w, np, (long long)K, (long long)K + 16, cl, ind, w, bias, y, ind,
+                fw8, (long long)N, cl, ind);
         snprintf(ind2, sizeof ind2, "%s    ", ind);
         in = ind2;
     }

@@ -346,31 +346,52 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
     --tune a8_wg_tiles=1) computes the dq path's operations in its order, so the logits of a prefill
     (300 tokens, or the model's context where shorter: llama-stream-h256 holds 256; one step of 128+)
     must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
-    dq kernel) bit for bit; a wrong tile, row, scale or residual order is not. The package holds the
+    dq kernel) bit for bit, with CTAs alone (a8_wg=1, pkg) and in clusters of two sharing the weight
+    boxes (a8_wg=2); a wrong tile, row, scale, multicast half or residual order is not. The package holds the
     kernel only for sm_90 (the GPU's arch here), so its profile must show it ran: a silent fallback to
     cuBLAS (refused tensor maps, no sm_90a image) would make the comparison trivially equal."""
-    p0 = os.path.join(tmp, f"{model}-a8w8-cuda-nowg")
+    p0, p2 = (os.path.join(tmp, f"{model}-a8w8-cuda-{v}") for v in ("nowg", "wg2"))
     src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
-    golden.run(["compile", src, "-o", p0, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=0"])])
+    for p, v in ((p0, "a8_wg=0"), (p2, "a8_wg=2")):
+        golden.run(["compile", src, "-o", p, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + [v])])
     n = min(300, json.load(open(os.path.join(src, "config.json"))).get("max_position_embeddings", 300))
     if n < 128:
         fails.append(f"{model} a8w8 cuda: a context of {n} tokens holds no step for the fused int8 GEMM")
         return
     toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), n))
     outs = []
-    for p, rt in ((pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p0, [])):
+    for p, rt in ((p0, []), (pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p2, ["--tune", "a8_wg_tiles=1,profile=1"])):
         f = os.path.join(tmp, os.path.basename(p) + f"-{n}.npy")
         r = golden.run(["logits", p, "--tokens", toks, "--out", f] + rt)
         outs.append((np.load(f), r.stdout + r.stderr))
-    ran = "act8_wg_" in outs[0][1]
-    same = np.array_equal(outs[0][0], outs[1][0])
-    print(f"{model:18s} a8w8       cuda {n} tokens, fused int8 GEMM {'ran' if ran else 'DID NOT RUN'}: "
-          f"logits {'bitwise equal to' if same else 'DIFFER from'} a8_wg=0's")
-    if not ran:
-        fails.append(f"{model} a8w8 cuda: the fused int8 GEMM did not run (profile: no act8_wg_ kernel)")
-    if not same:
-        d = np.abs(outs[0][0] - outs[1][0]).max()
-        fails.append(f"{model} a8w8 cuda: fused int8 GEMM logits differ from a8_wg=0's by up to {d:.3e}")
+    # a8_wg 1: CTAs alone (kernels act8_wg_*), 2: clusters of two sharing the weight boxes (act8_wgc2_*)
+    for (lg, log), form, kern in ((outs[1], "a8_wg=1", "act8_wg_"), (outs[2], "a8_wg=2", "act8_wgc2_")):
+        ran = kern in log
+        same = np.array_equal(lg, outs[0][0])
+        print(f"{model:18s} a8w8       cuda {n} tokens, fused int8 GEMM ({form}) {'ran' if ran else 'DID NOT RUN'}: "
+              f"logits {'bitwise equal to' if same else 'DIFFER from'} a8_wg=0's")
+        if not ran:
+            fails.append(f"{model} a8w8 cuda {form}: the fused int8 GEMM did not run (profile: no {kern} kernel)")
+        if not same:
+            d = np.abs(lg - outs[0][0]).max()
+            fails.append(f"{model} a8w8 cuda {form}: fused int8 GEMM logits differ from a8_wg=0's by up to {d:.3e}")
+
+
+def a8_cluster_compiles(model, mdir, arch, tmp, tune, fails):
+    """Without a GPU: a8w8 with --tune a8_wg=2 (the fused int8 GEMM in clusters of two CTAs sharing
+    the weight boxes by TMA multicast) compiles through NVRTC for sm_90a, each instance with its
+    cluster size, and launches on the cluster grid with half-height weight boxes (a8_fused_check
+    runs it on a GPU)."""
+    p2 = os.path.join(tmp, f"{model}-a8w8-cuda-wg2-nvrtc")
+    src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
+    golden.run(["compile", src, "-o", p2, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=2"])])
+    mcu = open(os.path.join(p2, "src", "model.cu")).read()
+    mc = open(os.path.join(p2, "src", "model.c")).read()
+    n = mcu.count("#define A8_WG_NAME act8_wgc2_")
+    if not n or mcu.count("#define A8_WG_CL 2") < n or "IG_A8_WG_BN / 2" not in mc or ", 2), 1, 1, IG_A8_WG_THREADS" not in mc:
+        fails.append(f"{model} a8w8 cuda a8_wg=2: {n} cluster instances; cluster size, weight box or grid missing")
+    else:
+        print(f"{model:18s} a8w8       cuda:{arch} a8_wg=2 compiles: {n} fused int8 GEMM instances in clusters of 2")
 
 
 def cuda_checks(arch, tmp, fails, gpu):
@@ -445,6 +466,8 @@ def cuda_checks(arch, tmp, fails, gpu):
             fused = ["A8_NQUANT_NAME"] + (["A8_GQUANT_NAME"] if mode == "fp8" and not moe else [])
             if mode in ("a8w8", "fp8") and not all(f"#define {k} " in mcu for k in fused):
                 fails.append(f"{model} {scheme} cuda: fused quantizers {fused} not all instantiated")
+            if mode == "a8w8" and "#define A8_WG_NAME " in mcu and not gpu:
+                a8_cluster_compiles(model, mdir, arch, tmp, tune, fails)
             tw = twin(model, pkg, tmp, fails, mdir)
             if not gpu:
                 print(f"{model:18s} {scheme:10s} cuda:{arch} compiles; decoded rows keep the packer's contract")

@@ -335,35 +335,58 @@ IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, co
  * swizzled tile row) by TMA into IG_A8_WG_NST stages (full / empty mbarriers as moe.cu's: a stage
  * goes back to the producer one step after its products were issued). A CTA walks the tiles (token
  * tiles fastest) grid-size apart; the producer runs up to NST steps ahead, into the next tile while
- * the consumers store this one's outputs. (Clusters of two CTAs sharing each weight box by TMA
- * multicast measured 1.5x slower: SPEC.md.) */
+ * the consumers store this one's outputs. A8_WG_CL 2 (`--tune a8_wg=2`): clusters of two CTAs on
+ * adjacent token tiles sharing each weight box by TMA multicast, a third less from L2 a stage
+ * (SPEC.md has the measurements of both forms). */
+#ifndef A8_WG_CL
+#define A8_WG_CL 1
+#endif
 #if IG_WG && !defined(IG_ACT8_WG_)
 #define IG_ACT8_WG_
 typedef unsigned long long ig_a8_wg_bars[2][IG_A8_WG_NST]; /* [0] full (the expect), [1] empty (consumer warps) */
-template <int K, int N>
+/* CL 2: the CTAs of a cluster take the tiles of CL consecutive token tiles x one weight tile (a
+ * cluster tile); each loads its own token box and 1 / CL of the weight box, multicast to all, and a
+ * stage is free once every CTA's consumers are done with it (its empty barrier counts them all). */
+template <int K, int N, int CL>
 struct ig_a8_wg {
     static constexpr int BM = IG_A8_WG_BM, BN = IG_A8_WG_BN, BK = 128, NST = IG_A8_WG_NST;
     static constexpr int KT = (K + BK - 1) / BK, NT = (IG_NPAD16(N) + BN - 1) / BN;
     static constexpr unsigned STAGE = (BM + BN) * 128;
-    /* tile `tile` of a step of T tokens: its first token row, first weight row */
-    static __device__ __forceinline__ void at(int T, int tile, int *m0, int *n0) {
-        const int MT = IG_CDIV(T, BM);
-        *m0 = (tile % MT) * BM, *n0 = (tile / MT) * BN;
+    static_assert(CL == 1 || CL == 2, "clusters of one or two CTAs");
+    /* cluster tile `ct` of a step of T tokens: this CTA's (cluster rank `rk`) first token row, first weight row */
+    static __device__ __forceinline__ void at(int T, int ct, int rk, int *m0, int *n0) {
+        const int MC = IG_CDIV(IG_CDIV(T, BM), CL);
+        *m0 = ((ct % MC) * CL + rk) * BM, *n0 = (ct / MC) * BN;
     }
+    static __device__ __forceinline__ int ctiles(int T) { return IG_CDIV(IG_CDIV(T, BM), CL) * NT; }
     /* the producer thread: every K step of the CTA's tiles into the stages, NST ahead */
-    static __device__ __forceinline__ void produce(int T, const ig_tmap *xm, const ig_tmap *wm, unsigned sbase, ig_a8_wg_bars &bars) {
-        const int tiles = IG_CDIV(T, BM) * NT;
+    static __device__ __forceinline__ void produce(int T, int rk, const ig_tmap *xm, const ig_tmap *wm, unsigned sbase, ig_a8_wg_bars &bars) {
         int g = 0;
-        for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+        for (int ct = (int)blockIdx.x / CL; ct < ctiles(T); ct += (int)gridDim.x / CL) {
             int m0, n0;
-            at(T, tile, &m0, &n0);
+            at(T, ct, rk, &m0, &n0);
             for (int kt = 0; kt < KT; kt++, g++) {
                 const int st = ig_ring_fill(bars, g, STAGE);
                 const unsigned s0 = sbase + (unsigned)st * STAGE;
                 ig_tma_load2(s0, xm, kt * BK, m0, &bars[0][st]);
+#ifdef IG_CUDA_EMUL
                 ig_tma_load2(s0 + BM * 128, wm, kt * BK, n0, &bars[0][st]);
+#else
+                if (CL == 1) ig_tma_load2(s0 + BM * 128, wm, kt * BK, n0, &bars[0][st]);
+                else ig_tma_load2_mc(s0 + (BM + rk * BN / CL) * 128, wm, kt * BK, n0 + rk * BN / CL, &bars[0][st], (1u << CL) - 1);
+#endif
             }
         }
+    }
+    /* step g - 1's stage back to every CTA's producer (this warp's arrival in each) */
+    static __device__ __forceinline__ void release(int g, ig_a8_wg_bars &bars) {
+#ifdef IG_CUDA_EMUL
+        ig_mb_arrive(&bars[1][g % NST]);
+#else
+        if (CL == 1) ig_mb_arrive(&bars[1][g % NST]);
+        else
+            for (int r = 0; r < CL; r++) ig_mb_arrive_cl(&bars[1][g % NST], (unsigned)r);
+#endif
     }
     /* a consumer warpgroup's products of one tile into acc; g: the K steps consumed so far */
     static __device__ __forceinline__ void consume(int *acc, int &g, unsigned sbase, ig_a8_wg_bars &bars) {
@@ -379,42 +402,57 @@ struct ig_a8_wg {
             ig_wg_commit();
             ig_wg_wait<1>();
             __syncwarp();
-            if (kt > 0 && lane == 0) ig_mb_arrive(&bars[1][(g - 1) % NST]); /* step g - 1's products are done */
+            if (kt > 0 && lane == 0) release(g - 1, bars); /* step g - 1's products are done */
         }
         ig_wg_wait<0>();
         ig_wg_hold_i<128>(acc);
         __syncwarp();
-        if (lane == 0) ig_mb_arrive(&bars[1][(g - 1) % NST]);
+        if (lane == 0) release(g - 1, bars);
     }
 };
 #endif
 
 /* y = A8_DQ_NAME's epilogue of xq [T][A8_K] int8 . w [NP][A8_K]^T (q8r rows): grid IG_A8_WG_GRID(T,
- * A8_N, SMs), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq (T rows of A8_K codes,
- * boxes of 128 x IG_A8_WG_BM), wm: the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128 x
- * IG_A8_WG_BN). Empty where IG_WG is 0 (the host launches it only where ig_wg_built). */
-extern "C" __global__ void __launch_bounds__(IG_A8_WG_THREADS, 1)
+ * A8_N, SMs, A8_WG_CL), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq (T rows of A8_K
+ * codes, boxes of 128 x IG_A8_WG_BM), wm: the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128
+ * x IG_A8_WG_BN / A8_WG_CL). A8_WG_CL 2: clusters of two CTAs (the kernel's cluster dimensions).
+ * Empty where IG_WG is 0 (the host launches it only where ig_wg_built). */
+#if A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+#define IG_A8_WG_CLUSTER_ __cluster_dims__(A8_WG_CL, 1, 1)
+#else
+#define IG_A8_WG_CLUSTER_
+#endif
+extern "C" __global__ void __launch_bounds__(IG_A8_WG_THREADS, 1) IG_A8_WG_CLUSTER_
 A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, void *y, const __grid_constant__ ig_tmap xm,
            const __grid_constant__ ig_tmap wm) {
 #if IG_WG
-    typedef ig_a8_wg<A8_K, A8_N> G;
+    typedef ig_a8_wg<A8_K, A8_N, A8_WG_CL> G;
     static_assert(A8_GLU == 0 || A8_N % 32 == 0, "packed gate/up rows come in blocks of 32");
+#if defined(IG_CUDA_EMUL)
+    static_assert(A8_WG_CL == 1, "the host emulation has no clusters");
+    const int rk = 0;
+#else
+    const int rk = A8_WG_CL > 1 ? (int)ig_cluster_rank() : 0;
+#endif
     IG_DYN_SMEM(uint4, dyn);
     const unsigned sbase = ig_smem_addr(dyn) + ((1024u - (ig_smem_addr(dyn) & 1023u)) & 1023u);
     __shared__ ig_a8_wg_bars bars;
     __shared__ float sc[2][IG_A8_WG_BN], bi[2][IG_A8_WG_BN];
-    if (threadIdx.x == 0) ig_ring_init(bars, 8);
+    if (threadIdx.x == 0) ig_ring_init(bars, 8 * A8_WG_CL);
     __syncthreads();
+#if A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+    ig_cluster_sync(); /* every CTA's barriers initialised before any copy or arrival reaches them */
+#endif
     if (threadIdx.x >= 256) {
         ig_setmaxnreg_dec<40>();
-        if (threadIdx.x == 256) G::produce(T, &xm, &wm, sbase, bars);
+        if (threadIdx.x == 256) G::produce(T, rk, &xm, &wm, sbase, bars);
     } else {
         ig_setmaxnreg_inc<IG_A8_WG_CREGS>();
-        const int tiles = IG_CDIV(T, G::BM) * G::NT, tc = (int)threadIdx.x;
+        const int tc = (int)threadIdx.x;
         int acc[128], g = 0, par = 0;
-        for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x, par ^= 1) {
+        for (int ct = (int)blockIdx.x / A8_WG_CL; ct < G::ctiles(T); ct += (int)gridDim.x / A8_WG_CL, par ^= 1) {
             int m0, n0;
-            G::at(T, tile, &m0, &n0);
+            G::at(T, ct, rk, &m0, &n0);
             /* the tile's row scales and biases (a consumer thread each; two buffers, so a thread
              * still storing the last tile never reads this one's) and this thread's token scales,
              * loaded while the products run */
@@ -427,10 +465,14 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
             IG_CAT(A8_WG_NAME, _store)(T, m0, n0, acc, sc[par], bi[par], sx, y);
         }
     }
+#if A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
+    ig_cluster_sync(); /* the other CTAs' last arrivals on this one's barriers are in */
+#endif
 #else
     (void)T, (void)xs, (void)w, (void)bias, (void)y, (void)xm, (void)wm;
 #endif
 }
+#undef IG_A8_WG_CLUSTER_
 #endif
 
 #undef A8_NV_
@@ -448,3 +490,4 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
 #undef A8_ACC
 #undef A8_GLU
 #undef A8_F8
+#undef A8_WG_CL

@@ -74,7 +74,10 @@
 #define IG_A8_WG_SMEM (IG_A8_WG_NST * (IG_A8_WG_BM + IG_A8_WG_BN) * 128 + 1024) /* 197632 bytes */
 #define IG_A8_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 #define IG_A8_WG_TILES(T, N) (IG_CDIV((T), IG_A8_WG_BM) * IG_CDIV(IG_NPAD16(N), IG_A8_WG_BN))
-#define IG_A8_WG_GRID(T, N, nsm) (IG_A8_WG_TILES(T, N) < (nsm) ? IG_A8_WG_TILES(T, N) : (nsm))
+/* clusters of CL CTAs (A8_WG_CL) take CL consecutive token tiles of one weight tile: a grid of CL x
+ * the cluster tiles, at most CL x (nsm / CL) */
+#define IG_A8_WG_CTILES(T, N, CL) (IG_CDIV(IG_CDIV((T), IG_A8_WG_BM), (CL)) * IG_CDIV(IG_NPAD16(N), IG_A8_WG_BN))
+#define IG_A8_WG_GRID(T, N, nsm, CL) ((CL) * (IG_A8_WG_CTILES(T, N, CL) < (nsm) / (CL) ? IG_A8_WG_CTILES(T, N, CL) : (nsm) / (CL)))
 #define IG_A8_WG_USE(T, N, min_tiles) ((T) >= IG_A8_WG_BM && IG_A8_WG_TILES(T, N) >= (min_tiles))
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 

@@ -75,6 +75,28 @@ IG_DEV void ig_tma_load2(unsigned dst, const ig_tmap *map, int x, int y, unsigne
                  "l"(map), "r"(x), "r"(y), "r"(ig_smem_addr(bar))
                  : "memory");
 }
+/* Clusters (A8_WG_CL 2: act8.cu's CTAs in pairs sharing each weight box). ig_tma_load2_mc: the box
+ * lands at dst in every CTA of `mask` (cluster ranks), each one's barrier at bar's offset counting its
+ * bytes. ig_mb_arrive_cl: an arrival on the barrier at b's offset in CTA `rank` of the cluster, at
+ * the default .release.cta semantics (a stage given back after wgmma's reads are complete; the
+ * .release.cluster form compiles to a GPU-scope MEMBAR before each arrive: SPEC.md). ig_cluster_sync:
+ * every thread of the cluster (barriers initialised before, all arrivals done after). */
+IG_DEV void ig_tma_load2_mc(unsigned dst, const ig_tmap *map, int x, int y, unsigned long long *bar, unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+                 "l"(map), "r"(x), "r"(y), "r"(ig_smem_addr(bar)), "h"(mask)
+                 : "memory");
+}
+IG_DEV void ig_mb_arrive_cl(unsigned long long *b, unsigned rank) {
+    asm volatile("{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, %0, %1;\n\tmbarrier.arrive.shared::cluster.b64 _, [ra];\n\t}" ::"r"(ig_smem_addr(b)),
+                 "r"(rank)
+                 : "memory");
+}
+IG_DEV unsigned ig_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+IG_DEV void ig_cluster_sync() { asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory"); }
 #endif
 #endif /* sm_80+ device code */
 

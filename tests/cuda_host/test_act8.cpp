@@ -184,7 +184,7 @@ static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, in
     void *yo = glu ? (void *)yh.data() : (void *)y.data();
     if (wg) {
         const ig_tmap xm = emul_tmap2(xq.data(), K, T, K, 128, IG_A8_WG_BM, 1), wm = emul_tmap2(w.data(), K, NP, K + 16, 128, IG_A8_WG_BN, 1);
-        CHECK(emul_launch({(unsigned)IG_A8_WG_GRID(T, N, nsm), 1, 1}, {IG_A8_WG_THREADS, 1, 1},
+        CHECK(emul_launch({(unsigned)IG_A8_WG_GRID(T, N, nsm, 1), 1, 1}, {IG_A8_WG_THREADS, 1, 1},
                           [&] { wg(T, xs.data(), w.data(), bias ? b.data() : nullptr, yo, xm, wm); }),
               "%s: deadlock", name);
     } else {
