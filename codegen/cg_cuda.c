@@ -94,6 +94,7 @@ typedef struct gen {
     char f8_codes_of[64]; /* the activation whose codes a8_xq / a8_xs hold on the fp8 branch, "" none */
     int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
     int64_t a8_k, a8_np;  /* a8w8 (o->act8): the widest int8 activation row (a8_xq) and int32 GEMM row (a8_acc) */
+    int a8_wg_any;        /* some matmul launches act8.cu's fused int8 GEMM (its split sums a8_part, counts a8_cnt) */
     char archs[128];      /* "sm_80,sm_90" */
 } gen;
 
@@ -402,8 +403,9 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     const char *in = ind;
     char ind2[64];
     /* the GEMM with this epilogue fused, where the image has wgmma and the operands hold a TMA box
-     * (a tensor map's box may not exceed its tensor: K >= 128 codes, NP >= the weight box; at run
-     * time T >= 128 and at least st->a8_wg_tiles tiles: IG_A8_WG_USE) */
+     * (a tensor map's box may not exceed its tensor: K >= 128 codes, NP >= the weight box; a8_xq
+     * holds 128 rows at least); at run time T >= 128 and at least st->a8_wg_tiles tiles
+     * (IG_A8_WG_USE), or fewer tiles with K split (st->a8_wg_split: IG_A8_WG_SPLITS) */
     if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
@@ -413,14 +415,17 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
         snprintf(params_cl, sizeof params_cl, "%s#define A8_WG_CL %d\n", params, cl);
         snprintf(nm, sizeof nm, "act8_wg%s_k%lld_n%lld%s%s", cl > 1 ? "c2" : "", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
         const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params_cl, comment));
+        c->a8_wg_any = 1;
         fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
-                    "%s    if (st->wg && IG_A8_WG_USE(T, %lld, st->a8_wg_tiles) && tile_map_of(st, &m_xq, a8_xq, (uint64_t)T, %lld, %lld, 1, IG_A8_WG_BM) &&\n"
+                    "%s    int a8_s = IG_A8_WG_SPLITS(T, %lld, %lld, st->n_sm, %d, st->a8_wg_split);\n"
+                    "%s    if (st->wg && (a8_s > 1 || IG_A8_WG_USE(T, %lld, st->a8_wg_tiles)) &&\n"
+                    "%s        tile_map_of(st, &m_xq, a8_xq, (uint64_t)(T < IG_A8_WG_BM ? IG_A8_WG_BM : T), %lld, %lld, 1, IG_A8_WG_BM) &&\n"
                     "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN / %d)) {\n"
-                    "%s        void *args[] = {&T, &a8_xs, &%s, &%s, &%s, &m_xq, &m_w};\n"
-                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm, %d), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
+                    "%s        void *args[] = {&T, &a8_s, &a8_xs, &%s, &%s, &%s, &a8_part, &a8_cnt, &m_xq, &m_w};\n"
+                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm, %d, a8_s), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
                     "%s    } else {\n",
-                ind, ind, (long long)N, (long long)K, (long long)K, ind, w, np, (long long)K, (long long)K + 16, cl, ind, w, bias, y, ind,
-                fw8, (long long)N, cl, ind);
+                ind, ind, (long long)N, (long long)K, cl, ind, (long long)N, ind, (long long)K, (long long)K, ind, w, np, (long long)K,
+                (long long)K + 16, cl, ind, w, bias, y, ind, fw8, (long long)N, cl, ind);
         snprintf(ind2, sizeof ind2, "%s    ", ind);
         in = ind2;
     }
@@ -1579,8 +1584,12 @@ static void emit_workspace(gen *c, FILE *out) {
             t16, (long long)c->gu_cols, t16, (long long)c->xn_cols);
     if (c->wdq_elems) /* whatever T: one matrix at a time */
         fprintf(out, " \\\n    X(uint16_t, a_wdq, %lldull) /* a quantized matrix in 16 bits, for cuBLAS */", (long long)c->wdq_elems);
-    if (c->a8_k) /* a8w8 / fp8: a step's int8 / e4m3 activation rows and their scales */
-        fprintf(out, " \\\n    X(int8_t, a8_xq, (uint64_t)(T) * %lld) \\\n    X(float, a8_xs, (uint64_t)(T))", (long long)c->a8_k);
+    if (c->a8_k) /* a8w8 / fp8: a step's int8 / e4m3 activation rows (128 at least: a tensor map's box) and their scales */
+        fprintf(out, " \\\n    X(int8_t, a8_xq, (uint64_t)((T) < 128 ? 128 : (T)) * %lld) \\\n    X(float, a8_xs, (uint64_t)(T))",
+                (long long)c->a8_k);
+    if (c->a8_wg_any) /* act8.cu's split int8 GEMM: 128 KB of int32 sums a tile a split, a count a tile (zero at init) */
+        fprintf(out, " \\\n    X(int32_t, a8_part, (uint64_t)IG_A8_WG_PITEMS * IG_A8_WG_BM * IG_A8_WG_BN) \\\n"
+                     "    X(unsigned, a8_cnt, IG_A8_WG_PITEMS)");
     if (c->a8_np) /* a8w8: the int32 GEMM output */
         fprintf(out, " \\\n    X(int32_t, a8_acc, (uint64_t)(T) * %lld)", (long long)c->a8_np);
     if (c->qg_any) { /* qgemm.cu's split-K partials and tile counters (zero at init; each kernel puts them back) */

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IG_MODEL_ABI_VERSION 12u
+#define IG_MODEL_ABI_VERSION 13u
 
 /* Element types, shared by the IR, packer, manifest and generated code. */
 typedef enum ig_dtype {
@@ -152,6 +152,7 @@ typedef struct ig_model_tuning {
     int32_t cublas;         /* prefill GEMMs on cuBLAS where it loads (1); 0: on the package's own GEMM (gemm.cu) */
     int32_t mvtq_tmax;      /* matmuls of quantized rows (q8r / q4r) with 2..mvtq_tmax tokens on the tensor-core GEMV (8) */
     int32_t a8_wg_tiles;    /* a8w8's fused int8 GEMM (sm_90a) for matmuls of at least this many tiles (0: half the SMs) */
+    int32_t a8_wg_split;    /* and for fewer tiles, split in up to this many ranges of K (1 or 0: off) */
 } ig_model_tuning;
 
 /* Collectives of a tensor-parallel step, provided by the runtime (runtime/serving/rt_tp.c). Every

@@ -8,8 +8,10 @@ ratios against bf16 in the same run. Also checks, on this real shape, that the p
 kernel and the per-op kernels give the same logits for the quantized packages. Steps of 9..256
 tokens (the 8 / 32 / 128-request steps with prefill chunks, 32 and 128 decode-only) run the
 quantized tensor-core GEMM (qgemm.cu); `--qtune KEY=V,...` adds compile-time keys to the quantized
-packages (e.g. qg_tmin=3 to take 8-token steps there too, qg_tmax=0 for the dequant + cuBLAS path).
-usage: gpu_bench_quant.py [ARCH] [--qtune KEY=V,...]"""
+packages (e.g. qg_tmin=3 to take 8-token steps there too, qg_tmax=0 for the dequant + cuBLAS path);
+`--rtune KEY=V,...` run-time keys for the quantized packages' benches (e.g. a8_wg_split=64 for a8w8's
+split fused int8 GEMM on the 33..127-token steps of few tiles; a8_tmin is compile-time: --qtune).
+usage: gpu_bench_quant.py [ARCH] [--qtune KEY=V,...] [--rtune KEY=V,...]"""
 import os, re, subprocess, sys, time
 import numpy as np
 import torch
@@ -22,6 +24,11 @@ qtune = ""
 if "--qtune" in args:
     i = args.index("--qtune")
     qtune = "," + args[i + 1]
+    del args[i:i + 2]
+rtune = []
+if "--rtune" in args:
+    i = args.index("--rtune")
+    rtune = ["--tune", args[i + 1]]
     del args[i:i + 2]
 arch = args[0] if args else "sm_90"
 work = "/tmp/ignis-bench"
@@ -63,16 +70,17 @@ for name, q in SCHEMES:
               f"argmax equal on {100 * (lg[0].argmax(1) == lg[1].argmax(1)).mean():.0f}%")
         if not rel <= 3e-2:
             print(f"FAIL: {name}: the persistent kernel's logits differ from the per-op kernels'")
-    short = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "256"])
+    rt = rtune if q else []
+    short = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "256"] + rt)
     ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", short).group(1))
     if q:
         perop = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "256", "--tune", "persistent=0"])
         ms_op = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", perop).group(1))
         print(f"{name}: decode batch 1 on the per-op kernels {ms_op:.3f} ms/token "
               f"({100 * wbytes / bw * 1e3 / ms_op:.1f}% of roofline)")
-    pre_out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "8"])
+    pre_out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "8"] + rt)
     pre = float(re.search(r"prefill\s+\d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", pre_out).group(1))
-    eng = sh([ENGINE, pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128"])
+    eng = sh([ENGINE, pkg, "--prompt-len", "32", "--new-tokens", "64", "--levels", "8,32,128"] + rt)
     # bench_engine's table: concurrency, tokens/s, ...
     tput = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^(\d+)\s+([\d.]+)\s", eng, re.M)}
     roof = wbytes / bw * 1e3

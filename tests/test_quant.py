@@ -346,8 +346,9 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
     --tune a8_wg_tiles=1) computes the dq path's operations in its order, so the logits of a prefill
     (300 tokens, or the model's context where shorter: llama-stream-h256 holds 256; one step of 128+)
     must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
-    dq kernel) bit for bit, with CTAs alone (a8_wg=1, pkg) and in clusters of two sharing the weight
-    boxes (a8_wg=2); a wrong tile, row, scale, multicast half or residual order is not. The package holds the
+    dq kernel) bit for bit, with CTAs alone (a8_wg=1, pkg), in clusters of two sharing the weight
+    boxes (a8_wg=2), and with K split where the tiles are few (a8_wg_split=64); a wrong tile, row,
+    scale, multicast half, split range or residual order is not. The package holds the
     kernel only for sm_90 (the GPU's arch here), so its profile must show it ran: a silent fallback to
     cuBLAS (refused tensor maps, no sm_90a image) would make the comparison trivially equal."""
     p0, p2 = (os.path.join(tmp, f"{model}-a8w8-cuda-{v}") for v in ("nowg", "wg2"))
@@ -360,12 +361,16 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
         return
     toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), n))
     outs = []
-    for p, rt in ((p0, []), (pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p2, ["--tune", "a8_wg_tiles=1,profile=1"])):
-        f = os.path.join(tmp, os.path.basename(p) + f"-{n}.npy")
+    runs = ((p0, []), (pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p2, ["--tune", "a8_wg_tiles=1,profile=1"]),
+            (pkg, ["--tune", "a8_wg_split=64,profile=1"]))
+    for i, (p, rt) in enumerate(runs):
+        f = os.path.join(tmp, os.path.basename(p) + f"-{n}-{i}.npy")
         r = golden.run(["logits", p, "--tokens", toks, "--out", f] + rt)
         outs.append((np.load(f), r.stdout + r.stderr))
-    # a8_wg 1: CTAs alone (kernels act8_wg_*), 2: clusters of two sharing the weight boxes (act8_wgc2_*)
-    for (lg, log), form, kern in ((outs[1], "a8_wg=1", "act8_wg_"), (outs[2], "a8_wg=2", "act8_wgc2_")):
+    # a8_wg 1: CTAs alone (kernels act8_wg_*), 2: clusters of two sharing the weight boxes (act8_wgc2_*);
+    # a8_wg_split: the steps of fewer tiles than half the SMs with each tile's K split (int32 sums: exact)
+    for (lg, log), form, kern in ((outs[1], "a8_wg=1", "act8_wg_"), (outs[2], "a8_wg=2", "act8_wgc2_"),
+                                  (outs[3], "a8_wg_split=64", "act8_wg_")):
         ran = kern in log
         same = np.array_equal(lg, outs[0][0])
         print(f"{model:18s} a8w8       cuda {n} tokens, fused int8 GEMM ({form}) {'ran' if ran else 'DID NOT RUN'}: "

@@ -98,6 +98,11 @@ const tune_key tune_keys[] = {
      "CUDA a8w8 packages with --tune a8_wg (sm_90a): the fused int8 GEMM for matmuls of 128+ tokens with at least "
      "this many 128 x 256 tiles, cuBLAS's int8 GEMM + dq below (0: half the SMs; H100, 1B shapes: 8-12 tiles 1.5-3x "
      "slower than cuBLAS, 64 and more 1.1-1.5x faster)"},
+    {"a8_wg_split", R(a8_wg_split), 1, 64, 1, 0, NULL,
+     "CUDA a8w8 packages with --tune a8_wg (sm_90a): steps of a8_tmin+ tokens whose matmuls have fewer 128 x 256 "
+     "tiles than half the SMs take the fused int8 GEMM with each tile's K split in up to this many ranges (SMs / "
+     "tiles, two K steps a split at least; the int32 sums meet in a buffer, exact, so the outputs equal the unsplit "
+     "kernel's), instead of cuBLAS's int8 GEMM + dq (1: off; not yet measured on a GPU)"},
     {"mv_ctas_per_sm", R(mv_ctas_per_sm), 0, 32, 0, 0, NULL, "GEMV grid cap per SM (0: the template's default, 4)"},
     {"at_ctas_per_sm", R(at_ctas_per_sm), 0, 16, 0, 0, NULL,
      "decode attention: context splits per (token, KV head) = this many CTAs per SM over KV heads x tokens, "

@@ -34,10 +34,11 @@
  *         A8_GLU 1 / 2: the packed gate / up rows (16-row blocks interleaved, SPEC.md) through SwiGLU /
  *           GeGLU (common.cuh's ig_glu) into y [T][A8_N / 2] in the 16-bit type
  *       launch: grid (IG_A8_DQ_GRID_X(A8_N, A8_GLU), IG_A8_DQ_GRID_Y(T)), block IG_A8_BLOCK, smem 0
- *   extern "C" __global__ void A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias,
- *                                         void *y, ig_tmap xm, ig_tmap wm);
+ *   extern "C" __global__ void A8_WG_NAME(int T, int S, const float *xs, const unsigned char *w, const float *bias,
+ *                                         void *y, int *part, unsigned *cnt, ig_tmap xm, ig_tmap wm);
  *       the int8 GEMM and A8_DQ_NAME's epilogue in one kernel on sm_90a's wgmma (its section below):
- *       xm / wm tensor maps of xq [T][A8_K] and the q8r rows (launch.h's IG_A8_WG_*); empty elsewhere
+ *       xm / wm tensor maps of xq [T][A8_K] and the q8r rows (launch.h's IG_A8_WG_*), each tile's K
+ *       split S ways (S > 1: int32 sums meeting in part, counted in cnt); empty elsewhere
  * The CPU's a8w8 quantizes activations per 32 columns (templates/cpu/quant.h's Q8A); a GEMM can
  * only scale whole rows, so these are per token: the issue's rule, coarser than the CPU's.
  */
@@ -337,7 +338,9 @@ IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, co
  * tiles fastest) grid-size apart; the producer runs up to NST steps ahead, into the next tile while
  * the consumers store this one's outputs. A8_WG_CL 2 (`--tune a8_wg=2`): clusters of two CTAs on
  * adjacent token tiles sharing each weight box by TMA multicast, a third less from L2 a stage
- * (SPEC.md has the measurements of both forms). */
+ * (SPEC.md has the measurements of both forms). Steps of few tiles (T from a8_tmin, 33, up) split each
+ * tile's K in S ranges (`a8_wg_split`): a CTA an item (tile x range), the item's int32 sums to a
+ * buffer, the tile's last range to arrive adds the others' (exact) and stores through the epilogue. */
 #ifndef A8_WG_CL
 #define A8_WG_CL 1
 #endif
@@ -359,13 +362,16 @@ struct ig_a8_wg {
         *m0 = ((ct % MC) * CL + rk) * BM, *n0 = (ct / MC) * BN;
     }
     static __device__ __forceinline__ int ctiles(int T) { return IG_CDIV(IG_CDIV(T, BM), CL) * NT; }
-    /* the producer thread: every K step of the CTA's tiles into the stages, NST ahead */
-    static __device__ __forceinline__ void produce(int T, int rk, const ig_tmap *xm, const ig_tmap *wm, unsigned sbase, ig_a8_wg_bars &bars) {
+    /* split z of S: its K steps k0 .. k1 - 1 (S <= KT: none empty) */
+    static __device__ __forceinline__ int kfirst(int z, int S) { return z * KT / S; }
+    /* the producer thread: every K step of the CTA's items (cluster tile x K split) into the stages, NST ahead */
+    static __device__ __forceinline__ void produce(int T, int S, int rk, const ig_tmap *xm, const ig_tmap *wm, unsigned sbase,
+                                                   ig_a8_wg_bars &bars) {
         int g = 0;
-        for (int ct = (int)blockIdx.x / CL; ct < ctiles(T); ct += (int)gridDim.x / CL) {
+        for (int it = (int)blockIdx.x / CL; it < ctiles(T) * S; it += (int)gridDim.x / CL) {
             int m0, n0;
-            at(T, ct, rk, &m0, &n0);
-            for (int kt = 0; kt < KT; kt++, g++) {
+            at(T, it / S, rk, &m0, &n0);
+            for (int kt = kfirst(it % S, S); kt < kfirst(it % S + 1, S); kt++, g++) {
                 const int st = ig_ring_fill(bars, g, STAGE);
                 const unsigned s0 = sbase + (unsigned)st * STAGE;
                 ig_tma_load2(s0, xm, kt * BK, m0, &bars[0][st]);
@@ -388,12 +394,13 @@ struct ig_a8_wg {
             for (int r = 0; r < CL; r++) ig_mb_arrive_cl(&bars[1][g % NST], (unsigned)r);
 #endif
     }
-    /* a consumer warpgroup's products of one tile into acc; g: the K steps consumed so far */
-    static __device__ __forceinline__ void consume(int *acc, int &g, unsigned sbase, ig_a8_wg_bars &bars) {
+    /* a consumer warpgroup's products of one item (K steps k0 .. k1 - 1, at least one) into acc; g:
+     * the K steps consumed so far */
+    static __device__ __forceinline__ void consume(int *acc, int &g, int k0, int k1, unsigned sbase, ig_a8_wg_bars &bars) {
         const int wg = (int)threadIdx.x >> 7, lane = (int)threadIdx.x & 31;
 #pragma unroll
         for (int i = 0; i < 128; i++) acc[i] = 0;
-        for (int kt = 0; kt < KT; kt++, g++) {
+        for (int kt = k0; kt < k1; kt++, g++) {
             const int st = ig_ring_take(bars, g);
             const unsigned sa = sbase + (unsigned)st * STAGE + (unsigned)wg * 64 * 128, sb = sbase + (unsigned)st * STAGE + BM * 128;
             ig_wg_fence();
@@ -402,29 +409,65 @@ struct ig_a8_wg {
             ig_wg_commit();
             ig_wg_wait<1>();
             __syncwarp();
-            if (kt > 0 && lane == 0) release(g - 1, bars); /* step g - 1's products are done */
+            if (kt > k0 && lane == 0) release(g - 1, bars); /* step g - 1's products are done */
         }
         ig_wg_wait<0>();
         ig_wg_hold_i<128>(acc);
         __syncwarp();
         if (lane == 0) release(g - 1, bars);
     }
+    /* K split z of S of CTA tile `tile` (S > 1): this consumer thread's sums (rows r0, r0 + 8, which
+     * hold tokens where r0 < T) out to part, then the tile's last split to arrive (a barrier of the
+     * consumers and thread 0's acq_rel count, common.cuh) adds every other split's into acc: int32
+     * sums, exact in any order, so the outputs equal the unsplit kernel's bit for bit. Returns
+     * whether this CTA stores the tile (and puts the tile's count back to 0 for the next launch). */
+    static __device__ __forceinline__ bool split_sum(int *acc, int tile, int z, int S, bool rows, int *part, unsigned *cnt,
+                                                     unsigned *last) {
+        const int tc = (int)threadIdx.x;
+        uint4 *pz = (uint4 *)part + ((size_t)tile * S + z) * 32 * 256 + tc; /* 16 bytes a thread a row of 256 */
+        if (rows)
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                __stcg(pz + j * 256, make_uint4((unsigned)acc[4 * j], (unsigned)acc[4 * j + 1], (unsigned)acc[4 * j + 2], (unsigned)acc[4 * j + 3]));
+        ig_bar_named(2, 256);
+        if (tc == 0) {
+            *last = ig_atom_add_acq_rel_gpu(cnt + tile, 1u) == (unsigned)S - 1;
+            if (*last) cnt[tile] = 0;
+        }
+        ig_bar_named(2, 256);
+        if (!*last) return false;
+        if (rows)
+            for (int o = 0; o < S; o++) {
+                if (o == z) continue;
+                const uint4 *po = (const uint4 *)part + ((size_t)tile * S + o) * 32 * 256 + tc;
+#pragma unroll
+                for (int j = 0; j < 32; j++) { /* int32 sums in wrapping unsigned arithmetic: exact */
+                    const uint4 v = __ldcg(po + j * 256);
+                    acc[4 * j] = (int)((unsigned)acc[4 * j] + v.x), acc[4 * j + 1] = (int)((unsigned)acc[4 * j + 1] + v.y);
+                    acc[4 * j + 2] = (int)((unsigned)acc[4 * j + 2] + v.z), acc[4 * j + 3] = (int)((unsigned)acc[4 * j + 3] + v.w);
+                }
+            }
+        return true;
+    }
 };
 #endif
 
 /* y = A8_DQ_NAME's epilogue of xq [T][A8_K] int8 . w [NP][A8_K]^T (q8r rows): grid IG_A8_WG_GRID(T,
- * A8_N, SMs, A8_WG_CL), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq (T rows of A8_K
- * codes, boxes of 128 x IG_A8_WG_BM), wm: the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128
- * x IG_A8_WG_BN / A8_WG_CL). A8_WG_CL 2: clusters of two CTAs (the kernel's cluster dimensions).
- * Empty where IG_WG is 0 (the host launches it only where ig_wg_built). */
+ * A8_N, SMs, A8_WG_CL, S), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq (T rows of
+ * A8_K codes, at least IG_A8_WG_BM: rows past T may hold anything, boxes of 128 x IG_A8_WG_BM), wm:
+ * the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128 x IG_A8_WG_BN / A8_WG_CL). A8_WG_CL 2:
+ * clusters of two CTAs (the kernel's cluster dimensions). S: K splits a tile (IG_A8_WG_SPLITS; 1 for
+ * none), whose int32 sums meet in part (S x the CTA tiles x 128 KB) and are counted in cnt (a word
+ * a CTA tile, zero before the launch and after it). Empty where IG_WG is 0 (the host launches it
+ * only where ig_wg_built). */
 #if A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
 #define IG_A8_WG_CLUSTER_ __cluster_dims__(A8_WG_CL, 1, 1)
 #else
 #define IG_A8_WG_CLUSTER_
 #endif
 extern "C" __global__ void __launch_bounds__(IG_A8_WG_THREADS, 1) IG_A8_WG_CLUSTER_
-A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, void *y, const __grid_constant__ ig_tmap xm,
-           const __grid_constant__ ig_tmap wm) {
+A8_WG_NAME(int T, int S, const float *xs, const unsigned char *w, const float *bias, void *y, int *part, unsigned *cnt,
+           const __grid_constant__ ig_tmap xm, const __grid_constant__ ig_tmap wm) {
 #if IG_WG
     typedef ig_a8_wg<A8_K, A8_N, A8_WG_CL> G;
     static_assert(A8_GLU == 0 || A8_N % 32 == 0, "packed gate/up rows come in blocks of 32");
@@ -438,6 +481,7 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
     const unsigned sbase = ig_smem_addr(dyn) + ((1024u - (ig_smem_addr(dyn) & 1023u)) & 1023u);
     __shared__ ig_a8_wg_bars bars;
     __shared__ float sc[2][IG_A8_WG_BN], bi[2][IG_A8_WG_BN];
+    __shared__ unsigned last;
     if (threadIdx.x == 0) ig_ring_init(bars, 8 * A8_WG_CL);
     __syncthreads();
 #if A8_WG_CL > 1 && !defined(IG_CUDA_EMUL)
@@ -445,12 +489,13 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
 #endif
     if (threadIdx.x >= 256) {
         ig_setmaxnreg_dec<40>();
-        if (threadIdx.x == 256) G::produce(T, rk, &xm, &wm, sbase, bars);
+        if (threadIdx.x == 256) G::produce(T, S, rk, &xm, &wm, sbase, bars);
     } else {
         ig_setmaxnreg_inc<IG_A8_WG_CREGS>();
         const int tc = (int)threadIdx.x;
         int acc[128], g = 0, par = 0;
-        for (int ct = (int)blockIdx.x / A8_WG_CL; ct < G::ctiles(T); ct += (int)gridDim.x / A8_WG_CL, par ^= 1) {
+        for (int it = (int)blockIdx.x / A8_WG_CL; it < G::ctiles(T) * S; it += (int)gridDim.x / A8_WG_CL, par ^= 1) {
+            const int ct = it / S, z = it % S;
             int m0, n0;
             G::at(T, ct, rk, &m0, &n0);
             /* the tile's row scales and biases (a consumer thread each; two buffers, so a thread
@@ -460,7 +505,8 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
             sc[par][tc] = c < A8_N ? ig_wq8_scale<A8_K>(w, c) : 0.0f;
             bi[par][tc] = A8_BIAS && c < A8_N ? bias[c] : 0.0f;
             const float2 sx = make_float2(r0 < T ? xs[r0] : 0.0f, r0 + 8 < T ? xs[r0 + 8] : 0.0f);
-            G::consume(acc, g, sbase, bars);
+            G::consume(acc, g, G::kfirst(z, S), G::kfirst(z + 1, S), sbase, bars);
+            if (S > 1 && !G::split_sum(acc, ct * A8_WG_CL + rk, z, S, r0 < T, part, cnt, &last)) continue;
             ig_bar_named(1, 256); /* every consumer's scales are in */
             IG_CAT(A8_WG_NAME, _store)(T, m0, n0, acc, sc[par], bi[par], sx, y);
         }
@@ -469,7 +515,7 @@ A8_WG_NAME(int T, const float *xs, const unsigned char *w, const float *bias, vo
     ig_cluster_sync(); /* the other CTAs' last arrivals on this one's barriers are in */
 #endif
 #else
-    (void)T, (void)xs, (void)w, (void)bias, (void)y, (void)xm, (void)wm;
+    (void)T, (void)S, (void)xs, (void)w, (void)bias, (void)y, (void)part, (void)cnt, (void)xm, (void)wm;
 #endif
 }
 #undef IG_A8_WG_CLUSTER_

@@ -165,6 +165,7 @@ typedef struct dev_state {
     int mvt_tmax;   /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (sm_80+; 0 or 1: off) */
     int mvtq_tmax;  /* ... of quantized rows (q8r / q4r) */
     int a8_wg_tiles; /* a8w8's fused int8 GEMM for matmuls of at least this many tiles (IG_A8_WG_USE) */
+    int a8_wg_split; /* and for fewer, K split in up to this many ranges (IG_A8_WG_SPLITS; 1: off) */
     int qg_on;      /* quantized-row matmuls may take qgemm.cu (sm_80+; the steps it takes are codegen's) */
     cu_prof prof;   /* tuning profile: per-kernel times, printed by fini */
     cu_graph_cache graphs;
@@ -866,6 +867,7 @@ static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int
     st->mvt_tmax = major < 8 ? 0 : t->mvt_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvt_tmax;
     st->mvtq_tmax = major < 8 ? 0 : t->mvtq_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvtq_tmax;
     st->a8_wg_tiles = t->a8_wg_tiles > 0 ? t->a8_wg_tiles : (n_sm + 1) / 2;
+    st->a8_wg_split = t->a8_wg_split > 1 ? t->a8_wg_split : 1;
     st->qg_on = major >= 8;
     st->chain_on = t->chain;
     st->run_max = t->run_steps > 0 ? t->run_steps : PAGE_SIZE;

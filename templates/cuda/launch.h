@@ -74,10 +74,25 @@
 #define IG_A8_WG_SMEM (IG_A8_WG_NST * (IG_A8_WG_BM + IG_A8_WG_BN) * 128 + 1024) /* 197632 bytes */
 #define IG_A8_WG_CREGS ((65536 - 128 * 40) / 256 / 8 * 8)
 #define IG_A8_WG_TILES(T, N) (IG_CDIV((T), IG_A8_WG_BM) * IG_CDIV(IG_NPAD16(N), IG_A8_WG_BN))
-/* clusters of CL CTAs (A8_WG_CL) take CL consecutive token tiles of one weight tile: a grid of CL x
- * the cluster tiles, at most CL x (nsm / CL) */
+/* clusters of CL CTAs (A8_WG_CL) take CL consecutive token tiles of one weight tile, each split in S
+ * ranges of K: a grid of CL x the cluster tiles x S, at most CL x (nsm / CL) */
 #define IG_A8_WG_CTILES(T, N, CL) (IG_CDIV(IG_CDIV((T), IG_A8_WG_BM), (CL)) * IG_CDIV(IG_NPAD16(N), IG_A8_WG_BN))
-#define IG_A8_WG_GRID(T, N, nsm, CL) ((CL) * (IG_A8_WG_CTILES(T, N, CL) < (nsm) / (CL) ? IG_A8_WG_CTILES(T, N, CL) : (nsm) / (CL)))
+#define IG_A8_WG_GRID(T, N, nsm, CL, S) \
+    ((CL) * (IG_A8_WG_CTILES(T, N, CL) * (S) < (nsm) / (CL) ? IG_A8_WG_CTILES(T, N, CL) * (S) : (nsm) / (CL)))
+/* K splits of a step with fewer CTA tiles than half the SMs (so one CTA an SM covers them about
+ * once): SMs / tiles, at most max_s (the run-time key a8_wg_split; 1: none), half the K steps (two
+ * steps of 128 codes a split at least) and IG_A8_WG_PITEMS / tiles (the partial sums' buffer: 128 KB
+ * a CTA tile a split, a8_part; a count a CTA tile, a8_cnt). CTA tiles: clusters of CL take CL token
+ * tiles, those past T too. */
+#define IG_A8_WG_PITEMS 160
+#define IG_A8_MIN_(a, b) ((a) < (b) ? (a) : (b))
+#define IG_A8_WG_CTAT_(T, N, CL) (IG_A8_WG_CTILES(T, N, CL) * (CL))
+#define IG_A8_WG_SPLITS_(T, N, K, nsm, CL, max_s)                                                        \
+    IG_A8_MIN_(IG_A8_MIN_((nsm) / IG_A8_WG_CTAT_(T, N, CL), (max_s)),                                     \
+               IG_A8_MIN_(IG_CDIV((K), 128) / 2, IG_A8_WG_PITEMS / IG_A8_WG_CTAT_(T, N, CL)))
+#define IG_A8_WG_SPLITS(T, N, K, nsm, CL, max_s)                                                         \
+    (IG_A8_WG_CTAT_(T, N, CL) * 2 > (nsm) || IG_A8_WG_SPLITS_(T, N, K, nsm, CL, max_s) < 2 ? 1            \
+                                                                : IG_A8_WG_SPLITS_(T, N, K, nsm, CL, max_s))
 #define IG_A8_WG_USE(T, N, min_tiles) ((T) >= IG_A8_WG_BM && IG_A8_WG_TILES(T, N) >= (min_tiles))
 #define IG_MV_CTAS_PER_SM 4 /* default MAXC = SMs x this (2 resident at a time: 16 warps, 128 KB of W in flight per SM) */
 

@@ -105,7 +105,7 @@ typedef void (*quant_fn)(int, const unsigned short *, signed char *, float *);
 typedef void (*nquant_fn)(int, const float *, const float *, signed char *, float *);
 typedef void (*gquant_fn)(int, const unsigned short *, const float *, signed char *, float *);
 typedef void (*dq_fn)(int, const int *, const float *, const unsigned char *, const float *, void *);
-typedef void (*wg_fn)(int, const float *, const unsigned char *, const float *, void *, ig_tmap, ig_tmap);
+typedef void (*wg_fn)(int, int, const float *, const unsigned char *, const float *, void *, int *, unsigned *, ig_tmap, ig_tmap);
 
 /* q8r rows of w[N][K] (N padded to 16 with zero rows): codes, f32 scale max|w| / 127, padding */
 static std::vector<unsigned char> q8r_rows(int N, int K, std::vector<double> &deq) {
@@ -155,9 +155,10 @@ static void check_quant(const char *name, quant_fn q, int T, int K, const std::v
 /* One dq instance over T tokens: x (bf16 rows, one of them zero), quantized by q, the int32 sums
  * taken here, dq's output against the double reference; or, with wg, the GEMM with the epilogue
  * fused, through tensor maps of the codes and rows, on a grid of nsm CTAs (each walks several
- * tiles). glu: 0 plain (acc: residual add), 1 / 2. */
+ * tiles), each tile's K split in S ranges (S > 1: its outputs must also equal the unsplit kernel's
+ * bit for bit, and the tile counts be back at zero). glu: 0 plain (acc: residual add), 1 / 2. */
 static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, int N, int ldy, bool bias, bool acc, int glu,
-                        wg_fn wg = nullptr, int nsm = 0) {
+                        wg_fn wg = nullptr, int nsm = 0, int S = 1) {
     const int NP = (N + 15) / 16 * 16;
     std::vector<double> wd;
     const std::vector<unsigned char> w = q8r_rows(N, K, wd);
@@ -183,10 +184,26 @@ static void check_chain(const char *name, quant_fn q, dq_fn dq, int T, int K, in
     y0 = y;
     void *yo = glu ? (void *)yh.data() : (void *)y.data();
     if (wg) {
-        const ig_tmap xm = emul_tmap2(xq.data(), K, T, K, 128, IG_A8_WG_BM, 1), wm = emul_tmap2(w.data(), K, NP, K + 16, 128, IG_A8_WG_BN, 1);
-        CHECK(emul_launch({(unsigned)IG_A8_WG_GRID(T, N, nsm, 1), 1, 1}, {IG_A8_WG_THREADS, 1, 1},
-                          [&] { wg(T, xs.data(), w.data(), bias ? b.data() : nullptr, yo, xm, wm); }),
-              "%s: deadlock", name);
+        /* the generated code's map of a8_xq: 128 rows at least, those past T holding anything */
+        const int TR = T < IG_A8_WG_BM ? IG_A8_WG_BM : T;
+        std::vector<signed char> xqp(xq);
+        for (int i = T * K; i < TR * K; i++) xqp.push_back((signed char)lrintf(127 * frand()));
+        const ig_tmap xm = emul_tmap2(xqp.data(), K, TR, K, 128, IG_A8_WG_BM, 1), wm = emul_tmap2(w.data(), K, NP, K + 16, 128, IG_A8_WG_BN, 1);
+        std::vector<int> part((size_t)IG_A8_WG_TILES(T, N) * S * IG_A8_WG_BM * IG_A8_WG_BN, 0x5a5a5a5a);
+        std::vector<unsigned> cnt(IG_A8_WG_TILES(T, N), 0);
+        std::vector<float> y1(y);
+        std::vector<unsigned short> yh1(yh);
+        for (int pass = 0; pass < (S > 1 ? 2 : 1); pass++) { /* S, then (S > 1) the unsplit kernel into y1 / yh1 */
+            const int s = pass ? 1 : S;
+            void *o = pass == 0 ? yo : glu ? (void *)yh1.data() : (void *)y1.data();
+            CHECK(emul_launch({(unsigned)IG_A8_WG_GRID(T, N, nsm, 1, s), 1, 1}, {IG_A8_WG_THREADS, 1, 1},
+                              [&] { wg(T, s, xs.data(), w.data(), bias ? b.data() : nullptr, o, part.data(), cnt.data(), xm, wm); }),
+                  "%s: deadlock", name);
+        }
+        if (S > 1) {
+            CHECK(glu ? yh == yh1 : y == y1, "%s: %d K splits differ from the unsplit kernel's outputs", name, S);
+            for (unsigned c : cnt) CHECK(c == 0, "%s: a tile count left at %u", name, c);
+        }
     } else {
         CHECK(emul_launch({(unsigned)IG_A8_DQ_GRID_X(N, glu), (unsigned)IG_A8_DQ_GRID_Y(T), 1}, {IG_A8_BLOCK, 1, 1},
                           [&] { dq(T, sums.data(), xs.data(), w.data(), bias ? b.data() : nullptr, yo); }),
@@ -363,6 +380,12 @@ int main() {
     check_chain("wgmma residual", a8q_256, nullptr, 129, 256, 300, 300, false, true, 0, a8w_acc, 1);
     check_chain("wgmma swiglu+bias", a8q_208, nullptr, 140, 208, 544, 544, true, false, 1, a8w_swiglu, 2);
     check_chain("wgmma geglu", a8q_128, nullptr, 128, 128, 256, 256, false, false, 2, a8w_geglu, 8);
+    /* K split (uneven ranges, more items than CTAs), and steps of fewer tokens than a tile */
+    check_chain("wgmma plain+bias, 3 K splits", a8q_400, nullptr, 300, 400, 600, 616, true, false, 0, a8w_plain, 4, 3);
+    check_chain("wgmma plain+bias, 4 K splits", a8q_400, nullptr, 200, 400, 600, 616, true, false, 0, a8w_plain, 16, 4);
+    check_chain("wgmma residual, 40 tokens, 2 K splits", a8q_256, nullptr, 40, 256, 300, 300, false, true, 0, a8w_acc, 8, 2);
+    check_chain("wgmma swiglu+bias, 2 K splits", a8q_208, nullptr, 140, 208, 544, 544, true, false, 1, a8w_swiglu, 2, 2);
+    check_chain("wgmma geglu, 33 tokens", a8q_128, nullptr, 33, 128, 256, 256, false, false, 2, a8w_geglu, 8);
     if (fails) printf("test_act8: %d failed checks\n", fails);
     else printf("test_act8: all passed\n");
     return fails ? 1 : 0;

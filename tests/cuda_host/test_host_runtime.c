@@ -49,6 +49,19 @@ static void test_tuning(void) {
     apply_tuning(&st, &t, 9, 132, 256);
     EXPECT(st.a8_wg_tiles == 1 && IG_A8_WG_USE(128, 256, st.a8_wg_tiles) && !IG_A8_WG_USE(127, 256, st.a8_wg_tiles));
     EXPECT(IG_A8_WG_USE(2048, 2048, 66) && !IG_A8_WG_USE(512, 2048, 66) && IG_A8_WG_USE(256, 16384, 66)); /* 128 / 32 / 128 tiles */
+    /* K splits (a8_wg_split): off by default; SMs / tiles, at most the key, half the K steps, 160 / tiles */
+    EXPECT(st.a8_wg_split == 1 && IG_A8_WG_SPLITS(128, 3072, 2048, 132, 1, st.a8_wg_split) == 1);
+    t.a8_wg_split = 64;
+    apply_tuning(&st, &t, 9, 132, 256);
+    EXPECT(st.a8_wg_split == 64);
+    EXPECT(IG_A8_WG_SPLITS(128, 3072, 2048, 132, 1, 64) == 8);   /* 12 tiles: 11 by SMs, 8 by 16 K steps */
+    EXPECT(IG_A8_WG_SPLITS(128, 3072, 2048, 132, 1, 4) == 4);    /* the key */
+    EXPECT(IG_A8_WG_SPLITS(128, 16384, 2048, 132, 1, 64) == 2);  /* 64 tiles */
+    EXPECT(IG_A8_WG_SPLITS(2048, 16384, 2048, 132, 1, 64) == 1); /* 1024 tiles: none */
+    EXPECT(IG_A8_WG_SPLITS(40, 2048, 8192, 132, 2, 64) == 8);    /* 8 tiles, 16 a cluster pair: 132 / 16 */
+    EXPECT(IG_A8_WG_SPLITS(128, 2048, 8192, 132, 1, 64) == 16);  /* 8 tiles: 16 by SMs, 32 by K, 20 by the buffer */
+    EXPECT(IG_A8_WG_SPLITS(128, 256, 256, 132, 1, 64) == 1);     /* 2 K steps: one a split at most */
+    EXPECT(IG_A8_WG_GRID(128, 3072, 132, 1, 8) == 96 && IG_A8_WG_GRID(40, 2048, 132, 2, 8) == 128);
     t.run_steps = 1;
     apply_tuning(&st, &t, 9, 132, 256);
     EXPECT(st.run_max == 1); /* 1: runs off */

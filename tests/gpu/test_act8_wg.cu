@@ -107,7 +107,8 @@
         }                                                                                              \
     } while (0)
 
-typedef void (*wg_fn)(int, const float *, const unsigned char *, const float *, void *, const ig_tmap, const ig_tmap);
+typedef void (*wg_fn)(int, int, const float *, const unsigned char *, const float *, void *, int *, unsigned *, const ig_tmap,
+                      const ig_tmap);
 typedef void (*dq_fn)(int, const int *, const float *, const unsigned char *, const float *, void *);
 struct inst {
     const char *name;
@@ -176,7 +177,7 @@ static void make(opnds &o, const inst &in, int T) {
         memcpy(&o.hw[(size_t)n * RB + K], &s, 4);
         memset(&o.hw[(size_t)n * RB + K + 4], 0xee, 12);
     }
-    std::vector<signed char> hx((size_t)T * K);
+    std::vector<signed char> hx((size_t)(T < IG_A8_WG_BM ? IG_A8_WG_BM : T) * K); /* 128 rows at least, as a8_xq */
     for (auto &v : hx) v = (signed char)lrintf(127 * frand());
     o.hxs.resize(T), o.hb.resize(in.N);
     for (auto &v : o.hxs) v = (1 + frand()) * 0.02f;
@@ -193,17 +194,22 @@ static void make(opnds &o, const inst &in, int T) {
 }
 static void drop(opnds &o) { cudaFree(o.w), cudaFree(o.x), cudaFree(o.xs), cudaFree(o.b), cudaFree(o.y); }
 
-/* false where a map is refused (the generated code takes cuBLAS there) */
-static bool launch(const inst &in, const opnds &o, int grid) {
+/* the split kernel's partial sums and tile counts (the generated code's a8_part / a8_cnt) */
+static int *g_part;
+static unsigned *g_cnt;
+
+/* false where a map is refused (the generated code takes cuBLAS there); S: K splits a tile */
+static bool launch(const inst &in, const opnds &o, int grid, int S = 1) {
     CUtensorMap xm, wm;
-    if (!map8(&xm, o.x, in.K, o.T, in.K, IG_A8_WG_BM) || !map8(&wm, o.w, in.K, o.NP, in.K + 16, IG_A8_WG_BN / WG_CL)) return false;
+    const int TR = o.T < IG_A8_WG_BM ? IG_A8_WG_BM : o.T;
+    if (!map8(&xm, o.x, in.K, TR, in.K, IG_A8_WG_BM) || !map8(&wm, o.w, in.K, o.NP, in.K + 16, IG_A8_WG_BN / WG_CL)) return false;
     ig_tmap a, b;
     memcpy(&a, &xm, sizeof a), memcpy(&b, &wm, sizeof b);
-    in.wg<<<grid, IG_A8_WG_THREADS, IG_A8_WG_SMEM>>>(o.T, o.xs, o.w, in.bias ? o.b : nullptr, o.y, a, b);
+    in.wg<<<grid, IG_A8_WG_THREADS, IG_A8_WG_SMEM>>>(o.T, S, o.xs, o.w, in.bias ? o.b : nullptr, o.y, g_part, g_cnt, a, b);
     return true;
 }
 
-static int check(const inst &in, int T, int grid) {
+static int check(const inst &in, int T, int grid, int S = 1) {
     opnds o;
     make(o, in, T);
     const int outs = in.glu ? in.N / 2 : in.N, ld = in.glu ? in.N / 2 : in.ldy;
@@ -211,7 +217,7 @@ static int check(const inst &in, int T, int grid) {
     for (auto &v : y0) v = frand();
     if (in.glu) CK(cudaMemset(o.y, 0xff, 2 * (size_t)T * ld));
     else CK(cudaMemcpy(o.y, y0.data(), 4 * y0.size(), cudaMemcpyHostToDevice));
-    if (!launch(in, o, grid)) { /* every instance here meets the generated code's conditions for the maps */
+    if (!launch(in, o, grid, S)) { /* every instance here meets the generated code's conditions for the maps */
         drop(o);
         printf("FAIL %s T=%d: a tensor map was refused\n", in.name, T);
         return 1;
@@ -256,7 +262,13 @@ static int check(const inst &in, int T, int grid) {
                 if (y[(size_t)t * ld + n] != y0[(size_t)t * ld + n] && bad++ < 3)
                     fprintf(stderr, "FAIL %s T=%d: token %d column %d (past N) written\n", in.name, T, t, n);
     }
-    if (!bad) printf("ok %s T=%d grid %d: worst %.2f of the bound\n", in.name, T, grid, worst);
+    if (S > 1) { /* the tile counts back at zero for the next launch */
+        std::vector<unsigned> cnt(IG_A8_WG_PITEMS);
+        CK(cudaMemcpy(cnt.data(), g_cnt, 4 * cnt.size(), cudaMemcpyDeviceToHost));
+        for (unsigned c : cnt)
+            if (c && bad++ < 3) fprintf(stderr, "FAIL %s T=%d grid %d: %d K splits left a tile count at %u\n", in.name, T, grid, S, c);
+    }
+    if (!bad) printf("ok %s T=%d grid %d, %d K splits: worst %.2f of the bound\n", in.name, T, grid, S, worst);
     cudaFree(acc);
     drop(o);
     return bad != 0;
@@ -292,9 +304,10 @@ static void bench(const inst &in, int T, int nsm, cublasHandle_t h) {
      * in a second round): the best, and each */
     double us_wg = 1e30;
     char grids[160] = "";
+    const int S = IG_A8_WG_SPLITS(T, in.N, in.K, nsm, WG_CL, 64); /* K splits where the tiles are few */
     for (int less : {0, 4, 8, 16}) {
-        const int grid = IG_A8_WG_GRID(T, in.N, nsm - less, WG_CL);
-        const double us = time([&] { (void)launch(in, o, grid); });
+        const int grid = IG_A8_WG_GRID(T, in.N, nsm - less, WG_CL, S);
+        const double us = time([&] { (void)launch(in, o, grid, S); });
         snprintf(grids + strlen(grids), sizeof grids - strlen(grids), " %d:%.1f", grid, us);
         if (us < us_wg) us_wg = us;
     }
@@ -312,9 +325,9 @@ static void bench(const inst &in, int T, int nsm, cublasHandle_t h) {
     });
     CK(cudaGetLastError());
     const double f = 2.0 * T * in.N * in.K * 1e-6;
-    printf("bench %-9s T=%5d: fused %7.1f us (%4.0f TOP/s), cuBLAS int8 + dq %7.1f us (%4.0f), cuBLAS bf16 %7.1f us (%4.0f TFLOP/s)"
+    printf("bench %-9s T=%5d: fused (%2d K splits) %7.1f us (%4.0f TOP/s), cuBLAS int8 + dq %7.1f us (%4.0f), cuBLAS bf16 %7.1f us (%4.0f TFLOP/s)"
            "; fused / bf16 %.2fx; grid:us%s\n",
-           in.name, T, us_wg, f / us_wg, us_i8, f / us_i8, us_bf, f / us_bf, us_bf / us_wg, grids);
+           in.name, T, S, us_wg, f / us_wg, us_i8, f / us_i8, us_bf, f / us_bf, us_bf / us_wg, grids);
     cudaFree(acc), cudaFree(wb), cudaFree(xb), cudaFree(yb);
     drop(o);
 }
@@ -335,18 +348,33 @@ int main(int argc, char **argv) {
         {"1B gu", wg_gu, dq_gu, 2048, 16384, 16384, 0, 0, 1},     {"1B down", wg_down, dq_down, 8192, 2048, 2048, 0, 1, 0},
     };
     for (const inst &in : all) CK(cudaFuncSetAttribute(in.wg, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_A8_WG_SMEM));
+    CK(cudaMalloc(&g_part, (size_t)IG_A8_WG_PITEMS * IG_A8_WG_BM * IG_A8_WG_BN * 4));
+    CK(cudaMalloc(&g_cnt, 4 * IG_A8_WG_PITEMS));
+    CK(cudaMemset(g_cnt, 0, 4 * IG_A8_WG_PITEMS));
     const int nsm = p.multiProcessorCount;
     int fails = 0;
     for (int i = 0; i < 4; i++)
         for (int T : {128, 129, 300, 520}) { /* a step of fewer tokens than a box takes cuBLAS (no tensor map) */
-            fails += check(all[i], T, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL));
+            fails += check(all[i], T, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, 1));
             fails += check(all[i], T, WG_CL); /* one CTA (cluster) walks every tile */
         }
-    for (int i = 4; i < 8; i++) fails += check(all[i], 257, IG_A8_WG_GRID(257, all[i].N, nsm, WG_CL));
+    for (int i = 4; i < 8; i++) fails += check(all[i], 257, IG_A8_WG_GRID(257, all[i].N, nsm, WG_CL, 1));
+    /* K split (a8_wg_split): uneven ranges, more items than CTAs, steps of fewer tokens than a tile */
+    for (int i = 0; i < 4; i++)
+        for (int T : {33, 129, 300}) {
+            const int kt = (all[i].K + 127) / 128, S = kt < 3 ? kt : 3;
+            if (S > 1) fails += check(all[i], T, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, S), S), fails += check(all[i], T, WG_CL, S);
+            else fails += check(all[i], T, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, 1));
+        }
+    for (int i = 4; i < 8; i++) {
+        const int S = IG_A8_WG_SPLITS(128, all[i].N, all[i].K, nsm, WG_CL, 64);
+        fails += check(all[i], 128, IG_A8_WG_GRID(128, all[i].N, nsm, WG_CL, S), S);
+        fails += check(all[i], 40, IG_A8_WG_GRID(40, all[i].N, nsm, WG_CL, S), S);
+    }
     if (!no_bench) {
         cublasHandle_t h;
         if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return fprintf(stderr, "cublasCreate failed\n"), 1;
-        for (int T : {2048, 128})
+        for (int T : {2048, 128, 32})
             for (int i = 4; i < 8; i++) bench(all[i], T, nsm, h);
         cublasDestroy(h);
     }
