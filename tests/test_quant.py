@@ -21,7 +21,7 @@
    real model is measured with `ignis verify`, see the note).
 3. The manifest records the scheme, --quant-skip keeps what it names (and only that), weights.bin
    shrinks as the format says, and bad --quant options are errors naming the option."""
-import json, os, shutil, struct, sys, tempfile
+import json, os, re, shutil, struct, sys, tempfile
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import golden
@@ -393,7 +393,9 @@ def a8_cluster_compiles(model, mdir, arch, tmp, tune, fails):
     mcu = open(os.path.join(p2, "src", "model.cu")).read()
     mc = open(os.path.join(p2, "src", "model.c")).read()
     n = mcu.count("#define A8_WG_NAME act8_wgc2_")
-    if not n or mcu.count("#define A8_WG_CL 2") < n or "IG_A8_WG_BN / 2" not in mc or ", 2), 1, 1, IG_A8_WG_THREADS" not in mc:
+    grids = len(re.findall(r"IG_A8_WG_GRID\(T, \d+, st->n_sm, 2, a8_s\)", mc))
+    splits = len(re.findall(r"IG_A8_WG_SPLITS\(T, \d+, \d+, st->n_sm, 2, st->a8_wg_split\)", mc))
+    if not n or mcu.count("#define A8_WG_CL 2") < n or mc.count("IG_A8_WG_BN / 2") < n or grids < n or splits < n:
         fails.append(f"{model} a8w8 cuda a8_wg=2: {n} cluster instances; cluster size, weight box or grid missing")
     else:
         print(f"{model:18s} a8w8       cuda:{arch} a8_wg=2 compiles: {n} fused int8 GEMM instances in clusters of 2")
