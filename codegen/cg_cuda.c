@@ -95,6 +95,7 @@ typedef struct gen {
     int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
     int64_t a8_k, a8_np;  /* a8w8 (o->act8): the widest int8 activation row (a8_xq) and int32 GEMM row (a8_acc) */
     int a8_wg_any;        /* some matmul launches act8.cu's fused int8 GEMM (its split sums a8_part, counts a8_cnt) */
+    int a8_cl_fn;         /* ... in clusters (a8_wg 2 / 4): one of its instances, whose co-resident clusters size the grid (-1) */
     char archs[128];      /* "sm_80,sm_90" */
 } gen;
 
@@ -409,20 +410,22 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
-        /* a8_wg 2: clusters of two CTAs, each loading half of the weight box for both (A8_WG_CL) */
+        /* a8_wg 2 / 4: clusters of CL CTAs, each loading 1 / CL of the weight box for all (A8_WG_CL) */
         const int cl = c->tune->a8_wg;
-        char params_cl[576];
+        char params_cl[576], cls[8] = "";
         snprintf(params_cl, sizeof params_cl, "%s#define A8_WG_CL %d\n", params, cl);
-        snprintf(nm, sizeof nm, "act8_wg%s_k%lld_n%lld%s%s", cl > 1 ? "c2" : "", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
+        if (cl > 1) snprintf(cls, sizeof cls, "c%d", cl);
+        snprintf(nm, sizeof nm, "act8_wg%s_k%lld_n%lld%s%s", cls, (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
         const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params_cl, comment));
         c->a8_wg_any = 1;
+        if (cl > 1 && c->a8_cl_fn < 0) c->a8_cl_fn = fw8; /* the one the host asks how many clusters fit */
         fprintf(fw, "%s    CUtensorMap m_xq, m_w;\n"
-                    "%s    int a8_s = IG_A8_WG_SPLITS(T, %lld, %lld, st->n_sm, %d, st->a8_wg_split);\n"
+                    "%s    int a8_s = IG_A8_WG_SPLITS(T, %lld, %lld, st->a8_wg_sms, %d, st->a8_wg_split);\n"
                     "%s    if (st->wg && (a8_s > 1 || IG_A8_WG_USE(T, %lld, st->a8_wg_tiles)) &&\n"
                     "%s        tile_map_of(st, &m_xq, a8_xq, (uint64_t)(T < IG_A8_WG_BM ? IG_A8_WG_BM : T), %lld, %lld, 1, IG_A8_WG_BM) &&\n"
                     "%s        tile_map_of(st, &m_w, %s, %lld, %lld, %lld, 1, IG_A8_WG_BN / %d)) {\n"
                     "%s        void *args[] = {&T, &a8_s, &a8_xs, &%s, &%s, &%s, &a8_part, &a8_cnt, &m_xq, &m_w};\n"
-                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->n_sm, %d, a8_s), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
+                    "%s        LAUNCH(%d, IG_A8_WG_GRID(T, %lld, st->a8_wg_sms, %d, a8_s), 1, 1, IG_A8_WG_THREADS, IG_A8_WG_SMEM, args);\n"
                     "%s    } else {\n",
                 ind, ind, (long long)N, (long long)K, cl, ind, (long long)N, ind, (long long)K, (long long)K, ind, w, np, (long long)K,
                 (long long)K + 16, cl, ind, w, bias, y, ind, fw8, (long long)N, cl, ind);
@@ -1505,6 +1508,10 @@ static void emit_host_header(gen *c, FILE *out) {
             c->gemm_fn);
     if (c->f8_any) fprintf(out, "#define F8_GEMM 1     /* fp8: f8r matmuls on cuBLASLt's e4m3 GEMM (host_runtime.c's GEMM_F8) */\n");
     if (ap_ws(c)) fprintf(out, "#define KV_TMAP 1     /* prefill attention's _flash_ws reads the KV pool through a tensor map */\n");
+    if (c->a8_cl_fn >= 0)
+        fprintf(out, "#define A8_CL_FN %d   /* act8.cu's int8 GEMM in clusters of A8_CL_SIZE: the grid is the clusters that fit */\n"
+                     "#define A8_CL_SIZE %d\n",
+                c->a8_cl_fn, c->tune->a8_wg);
     if (!c->dl.ok) {
         fprintf(out, "#define HAS_DECODE_LAYERS 0 /* no persistent decode kernel: its shape conditions are not met */\n");
         return;
@@ -1693,7 +1700,7 @@ ig_status cg_emit_cuda(const ir_graph *g, const pk_plan *plan, const cg_cuda_tar
                        FILE *cu, FILE *out, ig_err *err) {
     const ir_hparams *hp = &g->hp;
     gen c = {.g = g, .plan = plan, .o = o, .tune = o->tuning, .fmt = cg_format_of(o->dtype), .cu = cu, .resid = -1, .rn_out = -1,
-             .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1, .sample_fn = -1, .gemm_fn = -1};
+             .rk_node = -1, .xn_cols = hp->hidden, .gu_cols = 16, .dl_fn = -1, .sample_fn = -1, .gemm_fn = -1, .a8_cl_fn = -1};
     if (!c.fmt || !c.fmt->cuda) return ig_fail(err, IG_ERR_UNSUPPORTED, "codegen (cuda): no CUDA kernels for this dtype");
     if (!c.tune) return ig_fail(err, IG_ERR_INTERNAL, "codegen (cuda): no tuning given");
     const cg_kv_format *kvf = cg_kv_format_of(o->kv_dtype);

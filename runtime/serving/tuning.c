@@ -56,7 +56,7 @@ const tune_key tune_keys[] = {
     {"moe_wg", C(moe_wg), 0, 1, 1, 0, NULL,
      "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
      "a CTA), 0 on mma.sync (128 x 128)"},
-    {"a8_wg", C(a8_wg), 0, 2, 1, 0, NULL,
+    {"a8_wg", C(a8_wg), 0, 4, 1, 1u << 0 | 1u << 1 | 1u << 2 | 1u << 4, NULL,
      "CUDA a8w8 prefill matmuls on sm_90: 1 the int8 GEMM on warpgroup tensor cores with the scaling, bias, residual "
      "add or SwiGLU / GeGLU in its epilogue (act8.cu A8_WG_NAME: TMA, persistent) for steps of 128+ tokens with at "
      "least a8_wg_tiles tiles (1B 2048-token prefill: H100 236k -> 270k tokens/s, H200 252k -> 286k), 2 the same in "

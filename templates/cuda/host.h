@@ -62,6 +62,8 @@ typedef struct cu_api {
                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
+    /* NULL where the driver lacks it: clusters of act8.cu's int8 GEMM then take SMs / CL */
+    CUresult (*cuOccupancyMaxActiveClusters)(int *, CUfunction, const CUlaunchConfig *);
     CUresult (*cuGetErrorString)(CUresult, const char **);
     /* events: chained steps, and the profile (tuning key profile) */
     CUresult (*cuEventCreate)(CUevent *, unsigned);
@@ -203,6 +205,7 @@ static int cu_api_load(cu_api *a, int want_blas, char *err, size_t cap) {
     SYM(cuda, cuLaunchKernelEx, "cuLaunchKernelEx");
     *(void **)&a->cuTensorMapEncodeTiled = dlsym(a->lib_cuda, "cuTensorMapEncodeTiled");
     SYM(cuda, cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    *(void **)&a->cuOccupancyMaxActiveClusters = dlsym(a->lib_cuda, "cuOccupancyMaxActiveClusters");
     SYM(cuda, cuGetErrorString, "cuGetErrorString");
     SYM(cuda, cuEventCreate, "cuEventCreate");
     SYM(cuda, cuEventDestroy, "cuEventDestroy_v2");

@@ -165,6 +165,7 @@ typedef struct dev_state {
     int mvt_tmax;   /* matmuls of 2..mvt_tmax tokens on the tensor-core GEMV (sm_80+; 0 or 1: off) */
     int mvtq_tmax;  /* ... of quantized rows (q8r / q4r) */
     int a8_wg_tiles; /* a8w8's fused int8 GEMM for matmuls of at least this many tiles (IG_A8_WG_USE) */
+    int a8_wg_sms;   /* ... its persistent grid: the SMs, or the CTAs of the clusters that fit at once (A8_CL_FN) */
     int a8_wg_split; /* and for fewer, K split in up to this many ranges (IG_A8_WG_SPLITS; 1: off) */
     int qg_on;      /* quantized-row matmuls may take qgemm.cu (sm_80+; the steps it takes are codegen's) */
     cu_prof prof;   /* tuning profile: per-kernel times, printed by fini */
@@ -867,6 +868,7 @@ static void apply_tuning(dev_state *st, const ig_model_tuning *t, int major, int
     st->mvt_tmax = major < 8 ? 0 : t->mvt_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvt_tmax;
     st->mvtq_tmax = major < 8 ? 0 : t->mvtq_tmax > IG_MVT_TMAX ? IG_MVT_TMAX : t->mvtq_tmax;
     st->a8_wg_tiles = t->a8_wg_tiles > 0 ? t->a8_wg_tiles : (n_sm + 1) / 2;
+    st->a8_wg_sms = n_sm > 0 ? n_sm : 1;
     st->a8_wg_split = t->a8_wg_split > 1 ? t->a8_wg_split : 1;
     st->qg_on = major >= 8;
     st->chain_on = t->chain;
@@ -1090,6 +1092,27 @@ static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
     return F8_GEMM ? open_blaslt(ctx, st, err, cap) : 0;
 }
 
+#ifdef A8_CL_FN
+/* act8.cu's int8 GEMM in clusters of A8_CL_SIZE CTAs (`--tune a8_wg=2|4`) runs a persistent grid: as
+ * many clusters as the GPU holds at once, which for clusters of four is fewer than SMs / 4 where a
+ * GPC's SMs are not a multiple of four (one more would wait for a whole cluster to finish, doubling
+ * its tiles' time). The driver's count of them, else SMs / CL. */
+static void a8_cluster_grid(dev_state *st) {
+    int ncl = 0;
+    if (st->wg && st->api.cuOccupancyMaxActiveClusters) {
+        CUlaunchAttribute at = {0};
+        at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        at.value.clusterDim.x = A8_CL_SIZE, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
+        CUlaunchConfig cfg = {0};
+        cfg.gridDimX = (unsigned)(st->a8_wg_sms / A8_CL_SIZE * A8_CL_SIZE), cfg.gridDimY = 1, cfg.gridDimZ = 1;
+        cfg.blockDimX = IG_A8_WG_THREADS, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = IG_A8_WG_SMEM, cfg.attrs = &at, cfg.numAttrs = 1;
+        if (st->api.cuOccupancyMaxActiveClusters(&ncl, st->fn[A8_CL_FN], &cfg) != CUDA_SUCCESS) ncl = 0;
+    }
+    if (ncl > 0 && ncl * A8_CL_SIZE <= st->a8_wg_sms) st->a8_wg_sms = ncl * A8_CL_SIZE;
+}
+#endif
+
 #if HAS_DECODE_LAYERS
 /* The persistent decode kernel, when this GPU runs it: sm_90, cooperative launches, one CTA per SM
  * with its ring, at most 1024 CTAs (dl_amax) and one batch of sums of a residual add per CTA
@@ -1126,6 +1149,9 @@ static int init(ig_model_ctx *ctx, char *err, size_t cap) {
     st->api.cuDeviceGetAttribute(&n_sm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, st->dev);
     if (!ctx->tuning) FAIL("no tuning given by the runtime (ig_model_ctx.tuning)");
     apply_tuning(st, ctx->tuning, major, n_sm, ctx->max_tokens);
+#ifdef A8_CL_FN
+    a8_cluster_grid(st);
+#endif
     st->comm = ctx->comm;
 #ifdef TP_RANKS
     st->use_graphs = 0; /* tensor parallel: NCCL calls run directly (captured graphs of them: not yet) */

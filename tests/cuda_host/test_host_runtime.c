@@ -33,6 +33,7 @@ static void test_tuning(void) {
     EXPECT(st.gemv_tmax == 1 && st.mvt_tmax == 2 && st.mvtq_tmax == 8 && st.mv_ctas == 132 * IG_MV_CTAS_PER_SM);
     EXPECT(st.run_max == PAGE_SIZE && st.run_steps == 1 && st.graph_tmax == 256 && st.dl_keys == 256 && st.dl_heads == 1);
     EXPECT(st.a8_wg_tiles == 66); /* half of 132 SMs */
+    EXPECT(st.a8_wg_sms == 132);  /* the fused int8 GEMM's grid before a cluster package asks the driver */
     ig_model_tuning t = defaults;
     apply_tuning(&st, &t, 7, 80, 256); /* no tensor-core GEMV before sm_80 */
     EXPECT(st.mvt_tmax == 0 && st.mvtq_tmax == 0);

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <vector>
 
-/* -DWG_CL=2: every instance in clusters of two CTAs sharing the weight boxes (`--tune a8_wg=2`) */
+/* -DWG_CL=2 / 4: every instance in clusters of two / four CTAs sharing the weight boxes (`--tune a8_wg=2`) */
 #ifndef WG_CL
 #define WG_CL 1
 #endif
@@ -348,6 +348,18 @@ int main(int argc, char **argv) {
         {"1B gu", wg_gu, dq_gu, 2048, 16384, 16384, 0, 0, 1},     {"1B down", wg_down, dq_down, 8192, 2048, 2048, 0, 1, 0},
     };
     for (const inst &in : all) CK(cudaFuncSetAttribute(in.wg, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_A8_WG_SMEM));
+    { /* how many clusters of WG_CL fit at once: a persistent grid of more runs some in a second round */
+        cudaLaunchConfig_t lc = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension, at[0].val.clusterDim.x = WG_CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        lc.gridDim = dim3(WG_CL * 64), lc.blockDim = dim3(IG_A8_WG_THREADS), lc.dynamicSmemBytes = IG_A8_WG_SMEM;
+        lc.attrs = at, lc.numAttrs = WG_CL > 1 ? 1 : 0;
+        int ncl = 0;
+        if (cudaOccupancyMaxActiveClusters(&ncl, (const void *)all[6].wg, &lc) == cudaSuccess)
+            printf("occupancy: at most %d clusters of %d CTAs at once (%d CTAs)\n", ncl, WG_CL, ncl * WG_CL);
+        else
+            printf("occupancy query failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+    }
     CK(cudaMalloc(&g_part, (size_t)IG_A8_WG_PITEMS * IG_A8_WG_BM * IG_A8_WG_BN * 4));
     CK(cudaMalloc(&g_cnt, 4 * IG_A8_WG_PITEMS));
     CK(cudaMemset(g_cnt, 0, 4 * IG_A8_WG_PITEMS));
