@@ -341,19 +341,19 @@ A8_TWIN = 6e-2
 F8_TWIN = 0.25
 
 
-def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
+def a8_fused_check(model, mdir, arch, tmp, ids, tune, fails):
     """a8w8 on sm_90a: act8.cu's fused int8 GEMM (A8_WG_NAME; every step of 128+ tokens with
     --tune a8_wg_tiles=1) computes the dq path's operations in its order, so the logits of a prefill
     (300 tokens, or the model's context where shorter: llama-stream-h256 holds 256; one step of 128+)
     must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
-    dq kernel) bit for bit, with CTAs alone (a8_wg=1, pkg), in clusters of two or four sharing the
+    dq kernel) bit for bit, with CTAs alone (a8_wg=1), in clusters of two or four sharing the
     weight boxes (a8_wg=2, 4), and with K split where the tiles are few (a8_wg_split=64); a wrong tile, row,
     scale, multicast half, split range or residual order is not. The package holds the
     kernel only for sm_90 (the GPU's arch here), so its profile must show it ran: a silent fallback to
     cuBLAS (refused tensor maps, no sm_90a image) would make the comparison trivially equal."""
-    p0, p2, p4 = (os.path.join(tmp, f"{model}-a8w8-cuda-{v}") for v in ("nowg", "wg2", "wg4"))
+    p0, p1, p2, p4 = (os.path.join(tmp, f"{model}-a8w8-cuda-{v}") for v in ("nowg", "wg1", "wg2", "wg4"))
     src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
-    for p, v in ((p0, "a8_wg=0"), (p2, "a8_wg=2"), (p4, "a8_wg=4")):
+    for p, v in ((p0, "a8_wg=0"), (p1, "a8_wg=1"), (p2, "a8_wg=2"), (p4, "a8_wg=4")):
         golden.run(["compile", src, "-o", p, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + [v])])
     n = min(300, json.load(open(os.path.join(src, "config.json"))).get("max_position_embeddings", 300))
     if n < 128:
@@ -361,8 +361,8 @@ def a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails):
         return
     toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), n))
     outs = []
-    runs = ((p0, []), (pkg, ["--tune", "a8_wg_tiles=1,profile=1"]), (p2, ["--tune", "a8_wg_tiles=1,profile=1"]),
-            (pkg, ["--tune", "a8_wg_split=64,profile=1"]), (p4, ["--tune", "a8_wg_tiles=1,profile=1"]))
+    runs = ((p0, []), (p1, ["--tune", "a8_wg_tiles=1,profile=1"]), (p2, ["--tune", "a8_wg_tiles=1,profile=1"]),
+            (p1, ["--tune", "a8_wg_split=64,profile=1"]), (p4, ["--tune", "a8_wg_tiles=1,profile=1"]))
     for i, (p, rt) in enumerate(runs):
         f = os.path.join(tmp, os.path.basename(p) + f"-{n}-{i}.npy")
         r = golden.run(["logits", p, "--tokens", toks, "--out", f] + rt)
@@ -509,7 +509,7 @@ def cuda_checks(arch, tmp, fails, gpu):
             if not ok:
                 fails.append(f"{model} {scheme} cuda: greedy {gq[:n_cmp]} ({len(gq)} tokens) != twin {gt[:n_cmp]}")
             if mode == "a8w8" and "#define A8_WG_NAME " in mcu:
-                a8_fused_check(model, mdir, pkg, arch, tmp, ids, tune, fails)
+                a8_fused_check(model, mdir, arch, tmp, ids, tune, fails)
             bound = FP8_BOUND if mode == "fp8" else BOUND[mode if mode in ("a16w8", "a8w8") else "a16w4-g128"]
             if moe:
                 ref = golden.reference(model, mdir)[1]
