@@ -328,16 +328,77 @@ static void emul_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1, bo
 }
 IG_DEV void ig_mma16(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, false); }
 IG_DEV void ig_mma16f(float *c, const unsigned *a, unsigned b0, unsigned b1) { emul_mma16(c, a, b0, b1, true); }
-/* wgmma.cuh on the host: the products are done when issued (fence / commit / wait have nothing to
- * order), and each thread of the warpgroup sums its own 128 accumulators from the two tiles, read
- * through the descriptors (start address, 1024-byte row-group stride, the 128-byte swizzle on the
- * address bits), so the kernel's tile layout and the register layout wgmma.cuh states are checked
- * against each other. */
+/* wgmma.cuh on the host: each thread of the warpgroup sums its own accumulators from the two tiles,
+ * read through the descriptors (start address, 1024-byte row-group stride, the 128-byte swizzle on
+ * the address bits), so the kernel's tile layout and the register layout wgmma.cuh states are
+ * checked against each other. The products are asynchronous as on the GPU: an issued product is
+ * queued (its thread's), commit closes a group, and wait<N> runs the queued groups but the last N,
+ * in order, reading the tiles and A registers then, so a kernel that gives a stage back or
+ * rewrites an operand's registers before its wait gets other products. Accumulators are written
+ * then too: a kernel that touches them between issue and wait aborts (their contents as the pending
+ * products left them are kept and compared), as does one that leaves products unwaited at its end. */
 IG_DEV void ig_wg_fence() {}
-IG_DEV void ig_wg_commit() {}
-template <int N>
-IG_DEV void ig_wg_wait() {}
 IG_DEV void ig_fence_async() {}
+struct emul_wg_op {
+    int kind, n, tb;          /* 0 ss (f32), 1 rs (f32, A from registers), 2 s8 (int32); N; rs's B MN-major */
+    void *d;                  /* the accumulators (n / 2 floats, or 128 ints) */
+    const unsigned *ar;       /* rs: the A registers, read when the product runs ... */
+    unsigned ar_copy[4];      /* ... which must still hold what they held at issue */
+    unsigned long long a, b;  /* descriptors */
+    int group;                /* the commit group it belongs to */
+    std::vector<unsigned char> d_copy; /* the accumulators at the first pending issue on d */
+};
+static std::vector<emul_wg_op> g_wg_q[1024];
+static int g_wg_open[1024], g_wg_done[1024]; /* groups committed so far, groups run so far */
+static size_t emul_wg_dbytes(const emul_wg_op &o) { return o.kind == 1 || o.kind == 0 ? (size_t)o.n / 2 * 4 : 128 * 4; }
+static void emul_wg_issue(emul_wg_op o) {
+    std::vector<emul_wg_op> &q = g_wg_q[threadIdx.x];
+    o.group = g_wg_open[threadIdx.x];
+    const size_t nb = emul_wg_dbytes(o);
+    const emul_wg_op *prev = nullptr;
+    for (const emul_wg_op &p : q)
+        if (p.d == o.d) prev = &p;
+    if (prev && memcmp(prev->d_copy.data(), o.d, nb)) {
+        fprintf(stderr, "wgmma emulation: thread %u wrote accumulators of a product still pending\n", threadIdx.x);
+        abort();
+    }
+    o.d_copy.assign((const unsigned char *)o.d, (const unsigned char *)o.d + nb);
+    q.push_back(std::move(o));
+}
+IG_DEV void ig_wg_commit() { g_wg_open[threadIdx.x]++; }
+static void emul_wg_run(const emul_wg_op &o);
+template <int N>
+IG_DEV void ig_wg_wait() {
+    const unsigned t = threadIdx.x;
+    std::vector<emul_wg_op> &q = g_wg_q[t];
+    const int upto = g_wg_open[t] - N; /* groups below this one run now */
+    size_t i = 0;
+    for (; i < q.size() && q[i].group < upto; i++) {
+        bool first = true; /* the first pending product on its accumulators: they must be as at issue */
+        for (size_t j = 0; j < i; j++) first = first && q[j].d != q[i].d;
+        if (first && memcmp(q[i].d_copy.data(), q[i].d, emul_wg_dbytes(q[i]))) {
+            fprintf(stderr, "wgmma emulation: thread %u wrote accumulators of a product before waiting for it\n", t);
+            abort();
+        }
+        if (q[i].kind == 1 && memcmp(q[i].ar_copy, q[i].ar, sizeof q[i].ar_copy)) {
+            fprintf(stderr, "wgmma emulation: thread %u rewrote a product's A registers before waiting for it\n", t);
+            abort();
+        }
+        emul_wg_run(q[i]);
+        for (size_t j = i + 1; j < q.size(); j++) /* a later product on them chains onto this one's sums */
+            if (q[j].d == q[i].d) q[j].d_copy.assign((const unsigned char *)q[i].d, (const unsigned char *)q[i].d + emul_wg_dbytes(q[i]));
+    }
+    q.erase(q.begin(), q.begin() + (long)i);
+    if (upto > g_wg_done[t]) g_wg_done[t] = upto;
+}
+/* a thread's end: no product left unwaited (its registers are gone) */
+static void emul_wg_exit() {
+    if (!g_wg_q[threadIdx.x].empty()) {
+        fprintf(stderr, "wgmma emulation: thread %u ended with %zu products never waited for\n", threadIdx.x, g_wg_q[threadIdx.x].size());
+        abort();
+    }
+    g_wg_open[threadIdx.x] = g_wg_done[threadIdx.x] = 0;
+}
 template <int N>
 IG_DEV void ig_wg_hold(float *) {}
 /* the shared-memory offset of element (n, k) of a B operand (or (m, k) of A), of esz bytes, by its
@@ -365,7 +426,7 @@ static float emul_wg_elem(unsigned long long desc, int row, int k, int mn = 0) {
 static int emul_wg_s8(unsigned long long desc, int row, int k) {
     return (int)((const signed char *)ig_emul_dyn)[emul_wg_addr(desc, row, k, 1)];
 }
-IG_DEV void ig_wg_mma_s8(int *d, unsigned long long a, unsigned long long b) {
+static void emul_wg_do_s8(int *d, unsigned long long a, unsigned long long b) {
     const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;
     for (int i = 0; i < 128; i++) {
         const int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
@@ -376,8 +437,7 @@ IG_DEV void ig_wg_mma_s8(int *d, unsigned long long a, unsigned long long b) {
 }
 template <int N>
 IG_DEV void ig_wg_hold_i(int *) {}
-template <int N>
-IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
+static void emul_wg_do_ss(int N, float *d, unsigned long long a, unsigned long long b) {
     const int t = (int)(threadIdx.x & 127), w = t >> 5, l = t & 31;
     for (int i = 0; i < N / 2; i++) {
         const int row = 16 * w + l / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (l % 4) + (i & 1);
@@ -388,8 +448,7 @@ IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
 }
 /* A from registers: the warp's words through per-lane slots (mma.sync's A layout), B by descriptor */
 static unsigned g_wga[32][32][4];
-template <int N, int TB>
-IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
+static void emul_wg_do_rs(int N, int TB, float *d, const unsigned *a, unsigned long long b) {
     unsigned(*s)[4] = g_wga[threadIdx.x >> 5];
     const int l = (int)(threadIdx.x & 31);
     for (int i = 0; i < 4; i++) s[l][i] = a[i];
@@ -405,6 +464,30 @@ IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
         d[i] += (float)acc;
     }
     __syncwarp();
+}
+/* the products as the kernels issue them: queued, run by ig_wg_wait */
+IG_DEV void ig_wg_mma_s8(int *d, unsigned long long a, unsigned long long b) {
+    emul_wg_op o{};
+    o.kind = 2, o.n = 256, o.d = d, o.a = a, o.b = b;
+    emul_wg_issue(std::move(o));
+}
+template <int N>
+IG_DEV void ig_wg_mma_ss(float *d, unsigned long long a, unsigned long long b) {
+    emul_wg_op o{};
+    o.kind = 0, o.n = N, o.d = d, o.a = a, o.b = b;
+    emul_wg_issue(std::move(o));
+}
+template <int N, int TB>
+IG_DEV void ig_wg_mma_rs(float *d, const unsigned *a, unsigned long long b) {
+    emul_wg_op o{};
+    o.kind = 1, o.n = N, o.tb = TB, o.d = d, o.ar = a, o.b = b;
+    memcpy(o.ar_copy, a, sizeof o.ar_copy);
+    emul_wg_issue(std::move(o));
+}
+static void emul_wg_run(const emul_wg_op &o) {
+    if (o.kind == 0) emul_wg_do_ss(o.n, (float *)o.d, o.a, o.b);
+    else if (o.kind == 1) emul_wg_do_rs(o.n, o.tb, (float *)o.d, o.ar, o.b);
+    else emul_wg_do_s8((int *)o.d, o.a, o.b);
 }
 /* mbar.cuh on the host: an mbarrier is a 64-bit word (arrivals left in bits 0..31, the arrival
  * count in bits 32..62, the completed-phase parity in bit 63); a waiter yields its fiber until the
@@ -469,6 +552,7 @@ IG_DEV unsigned ig_hsub2(unsigned a, unsigned b) {
 static const std::function<void()> *g_body;
 static void emul_entry() {
     (*g_body)();
+    emul_wg_exit();
     g_fib[g_cur].wait = 3;
     swapcontext(&g_fib[g_cur].ctx, &g_sched);
 }
