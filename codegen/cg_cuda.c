@@ -664,22 +664,18 @@ static int ap_hpc_plain(const gen *c) {
  * on 8-row swizzle lines (attention_prefill.cu's AP_WS_SHAPE_); the host then makes the KV pool's
  * tensor map. Chosen as measured (H100, templates/cuda/SPEC.md): head size 128 with 2 heads a CTA
  * on 128-key tiles, with one on 64; head size 64 with 4 heads a CTA only (fewer lose to _flash_wg's
- * two CTAs an SM), on 64-key tiles (2 when pipelined, --tune ap_pipe: not measured yet). */
+ * two CTAs an SM), on 64-key tiles. */
 static int ap_ws(const gen *c) {
     const ir_hparams *hp = &c->g->hp;
     const int D = hp->head_dim, PS = c->o->page_size, G = hp->n_heads / hp->n_kv_heads;
     if (!c->tune->ap_wg || !c->tune->ap_ws || !c->bf || c->kvq || PS % 8 || (PS % 64 && 64 % PS)) return 0;
-    if (D == 64) return G % (c->tune->ap_pipe ? 2 : 4) == 0 && c->tune->ap_heads >= 2 ? 64 : 0;
+    if (D == 64) return G % 4 == 0 && c->tune->ap_heads >= 2 ? 64 : 0;
     if (D == 128) return ap_hpc_plain(c) == 2 ? 128 : 64;
     return 0;
 }
 
-/* Query heads a prefill-attention CTA takes: for _flash_ws at head size 64 4, or 2 when pipelined
- * (--tune ap_pipe: with 4 warpgroups' S, P and o live across the products, ptxas serializes them for
- * want of registers), else ap_hpc_plain's. */
-static int ap_hpc(const gen *c) {
-    return ap_ws(c) && c->g->hp.head_dim == 64 ? (c->tune->ap_pipe ? 2 : 4) : ap_hpc_plain(c);
-}
+/* Query heads a prefill-attention CTA takes: 4 for _flash_ws at head size 64, else ap_hpc_plain's. */
+static int ap_hpc(const gen *c) { return ap_ws(c) && c->g->hp.head_dim == 64 ? 4 : ap_hpc_plain(c); }
 
 /* The attention instances of one variant (win > 0: sliding-window layers; decode, split decode
  * with and without the rope fused in, prefill on tensor cores); their launch-table indices. */
@@ -706,10 +702,9 @@ static at_fns attention_instances(gen *c, const ir_node *rk, int win) {
     snprintf(params, sizeof params,
              "#define AP_H %d\n#define AP_KV %d\n#define AP_D %d\n#define AP_PS %d\n#define AP_PAGE_BYTES %lluull\n"
              "#define AP_KVBF16 %d\n#define AP_KVQ %d\n#define AP_OBF16 %d\n#define AP_SCALE %.9gf\n#define AP_WINDOW %d\n"
-             "#define AP_HPC %d\n%s%s",
+             "#define AP_HPC %d\n%s",
              H, KV, D, PS, pb, bf && !c->kvq, c->kvq, bf, scale, win, ap_hpc(c),
-             !c->tune->ap_wg ? "#define AP_WG 0\n" : !ap_ws(c) ? "#define AP_WS 0\n" : ap_ws(c) == 128 ? "#define AP_WBN 128\n" : "",
-             ap_ws(c) && c->tune->ap_pipe ? "#define AP_PIPE 1\n" : "");
+             !c->tune->ap_wg ? "#define AP_WG 0\n" : !ap_ws(c) ? "#define AP_WS 0\n" : ap_ws(c) == 128 ? "#define AP_WBN 128\n" : "");
     snprintf(comment, sizeof comment, "causal flash attention%s for prefill runs (tensor cores), %d heads over %d KV heads x %d",
              win ? " over a sliding window" : "", H, KV, D);
     snprintf(nm, sizeof nm, "attention_prefill_h%d_kv%d_d%d%s", H, KV, D, wname);

@@ -49,10 +49,6 @@ const tune_key tune_keys[] = {
      "KV of head size 128, or 64 with 4 query heads a KV head) and the KV pool's tensor map is made: a producer "
      "warpgroup loads the K / V tiles by TMA into mbarrier stages and gives its registers to the heads' warpgroups, "
      "which never wait at a block barrier; 0 every warpgroup loads tiles with cp.async between block barriers"},
-    {"ap_pipe", C(ap_pipe), 0, 1, 0, 0, NULL,
-     "CUDA prefill attention's warp-specialized form (with ap_ws): 1 pipelines each heads' warpgroup as FlashAttention-3 "
-     "does (tile j's S product issued, then tile j-1's P V, and tile j's softmax runs while the tensor cores take P V), "
-     "0 waits for each product before its softmax (not yet measured on a GPU: off)"},
     {"ap_heads", C(ap_heads), 1, 4, 2, 1u << 0 | 1u << 1 | 1u << 3, NULL,
      "CUDA prefill attention: at most this many query heads of one KV head a CTA (1, 2 or 4 dividing the group, "
      "2 at most for D over 64; 16-bit KV), a warpgroup each, all reading one stream of K/V tiles; H100, 1B shape "

@@ -40,7 +40,6 @@ typedef struct cg_tuning {
     int32_t moe_dec;       /* CUDA MoE steps of up to 8 tokens in two launches over all SMs (moe.cu _dgu/_ddown): 1 (default) or 0 */
     int32_t ap_wg;         /* CUDA prefill attention's tensor-core path on wgmma in sm_90a images (attention_prefill.cu _flash_wg): 1 (default) or 0 */
     int32_t ap_ws;         /* ... and its warp-specialized form (_flash_ws: TMA loads by a producer warpgroup, mbarrier stages) where measured faster: 1 (default) or 0 */
-    int32_t ap_pipe;       /* ... and in it each tile's softmax beside the last tile's P V product (AP_PIPE): 1, or 0 (default) */
     int32_t ap_heads;      /* CUDA prefill attention: at most this many query heads of a KV head a CTA (AP_HPC 1, 2 or 4; default 2) */
     int32_t moe_wg;        /* CUDA MoE prefill's grouped products on wgmma where the image has it (sm_90a; moe.cu _gu_wg/_down_wg): 1 (default) or 0 */
     int32_t a8_wg;         /* CUDA a8w8 prefill matmuls of 128+ tokens on sm_90a's int8 wgmma with the epilogue fused (act8.cu A8_WG_NAME): 1 (default), 2 / 4 in clusters, or 0 */

@@ -111,9 +111,6 @@
 /* _flash_ws where the image has wgmma: 16-bit K/V, TMA boxes of whole pages (or 64-slot parts of
  * them), 8-row aligned in the swizzle */
 #define AP_WS_SHAPE_ (AP_WS && AP_WG && AP_MMA_ && !AP_KVQ && AP_D % 64 == 0 && AP_PS % 8 == 0 && (AP_PS % 64 == 0 || 64 % AP_PS == 0))
-#ifndef AP_PIPE /* _flash_ws: 1 overlaps each tile's softmax with the last tile's P V product (--tune ap_pipe) */
-#define AP_PIPE 0
-#endif
 #ifndef AP_WBN /* _flash_ws: keys a K / V tile (64 or 128) */
 #define AP_WBN 64
 #endif
@@ -334,11 +331,11 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _short_runs)(int n, int m
  * rows (a at position pa, b at pb; the run's rows p0 .. plast): s[NB][4] the scores (mma's
  * accumulator layout: keys kbase + 8 nb + 2 tig + 0 / 1) masked causally and by the window, then
  * exp2 against the new maxima ma / mb; the row sums la / lb and the outputs o[NO][4] rescaled. */
-template <int NB>
-static __device__ __forceinline__ float2 IG_CAT(AP_NAME, _softmax_f)(float (*s)[4], int kbase, int p0, int plast, int pa,
-                                                                      int pb, int tig, float &ma, float &mb, float &la,
-                                                                      float &lb) {
-    constexpr int BN = 8 * NB;
+template <int NB, int NO>
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _softmax)(float (*s)[4], float (*o)[4], int kbase, int p0, int plast,
+                                                                  int pa, int pb, int tig, float &ma, float &mb, float &la,
+                                                                  float &lb) {
+    constexpr int BN = 8 * NB, D = 8 * NO;
     if (kbase + BN - 1 > p0) { /* diagonal (or beyond-the-end) tile: causal mask */
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) {
@@ -380,18 +377,8 @@ static __device__ __forceinline__ float2 IG_CAT(AP_NAME, _softmax_f)(float (*s)[
         sa += s[nb][0] + s[nb][1], sb += s[nb][2] + s[nb][3];
     }
     la = la * ca + sa, lb = lb * cb + sb;
-    return make_float2(ca, cb);
-}
-/* ... with the outputs o[NO][4] rescaled to the new maxima: the softmax of a tile as the loops take it
- * (_softmax_f alone returns the factors, for a loop whose P V product of the last tile is still
- * running into o: _ws_attend's AP_PIPE) */
-template <int NB, int NO>
-static __device__ __forceinline__ void IG_CAT(AP_NAME, _softmax)(float (*s)[4], float (*o)[4], int kbase, int p0, int plast,
-                                                                  int pa, int pb, int tig, float &ma, float &mb, float &la,
-                                                                  float &lb) {
-    const float2 c = IG_CAT(AP_NAME, _softmax_f)<NB>(s, kbase, p0, plast, pa, pb, tig, ma, mb, la, lb);
 #pragma unroll
-    for (int i = 0; i < NO; i++) o[i][0] *= c.x, o[i][1] *= c.x, o[i][2] *= c.y, o[i][3] *= c.y;
+    for (int i = 0; i < D / 8; i++) o[i][0] *= ca, o[i][1] *= ca, o[i][2] *= cb, o[i][3] *= cb;
 }
 /* Q fragments (the A operand, 16 rows x D per warp, pre-scaled by AP_SCALE log2 e, rounded to the
  * 16-bit type) of this thread's rows ra / rb of the tile at token t0 (zeros where not valid) */
@@ -806,16 +793,22 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_load)(int r0, int r1,
         }
     }
 }
-/* A head's warpgroup (wgi) on the tiles _ws_load brings: _flash_wg's products and softmax, each
- * product waited for before its registers are read. */
-template <int NB, int NO>
-static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_loop)(const ig_ap_rows &g, int p0, unsigned sq, unsigned sk,
-                                                                  unsigned sv, unsigned long long (*bars)[IG_AP_WS_NS],
-                                                                  int &it, float (*o)[4], float &la, float &lb) {
-    constexpr int D = AP_D, BN = AP_WBN, KD = D / 16, NS = IG_AP_WS_NS;
+/* A head's warpgroup (wgi) on the tiles _ws_load brings: _flash_wg's products and softmax. */
+static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_attend)(int t0, int r0, int r1, int p0, int h, const float *q,
+                                                                    AP_OT_ *out, unsigned char *smraw, unsigned sq,
+                                                                    unsigned sk, unsigned sv,
+                                                                    unsigned long long (*bars)[IG_AP_WS_NS], int &it) {
+    constexpr int D = AP_D, BN = AP_WBN, KD = D / 16, NB = BN / 8, NS = IG_AP_WS_NS;
     constexpr unsigned TILE = BN * D * 2, BLK = BN * 128, QBLK = IG_AP_BM * 128; /* 64-column blocks: K / V, Q */
-    const int tig = threadIdx.x & 3, lane = threadIdx.x & 31;
-    float ma = IG_NEG_INF, mb = IG_NEG_INF;
+    const int tig = threadIdx.x & 3, wgi = (int)threadIdx.x / IG_AP_BLOCK, lane = threadIdx.x & 31;
+    const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
+    ig_bar_named(1 + wgi, IG_AP_BLOCK); /* the warpgroup's products of an earlier run have read its Q tile */
+    IG_CAT(AP_NAME, _write_q)(q, t0, g, h, tig, smraw + (sq - ig_smem_addr(smraw)));
+    ig_bar_named(1 + wgi, IG_AP_BLOCK); /* the Q tile written */
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float ma = IG_NEG_INF, mb = IG_NEG_INF, la = 0.0f, lb = 0.0f;
     for (int kt = g.jlo / BN, nt = g.plast / BN + 1; kt < nt; kt++, it++) {
         const int st = it % NS;
         const unsigned ph = (unsigned)(it / NS) & 1u, k_s = sk + (unsigned)st * TILE, v_s = sv + (unsigned)st * TILE;
@@ -834,7 +827,7 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_loop)(const ig_ap_row
         ig_wg_hold<4 * NB>(&s[0][0]);
         __syncwarp();
         if (lane == 0) ig_mb_arrive(&bars[2][st]); /* this warp is done with K */
-        IG_CAT(AP_NAME, _softmax)<NB, NO>(s, o, kt * BN, p0, g.plast, g.pa, g.pb, tig, ma, mb, la, lb);
+        IG_CAT(AP_NAME, _softmax)<NB, D / 8>(s, o, kt * BN, p0, g.plast, g.pa, g.pb, tig, ma, mb, la, lb);
         unsigned pf[BN / 16][4];
         IG_CAT(AP_NAME, _pack_p)<NB>(s, pf);
         ig_mb_wait(&bars[1][st], ph);
@@ -847,107 +840,6 @@ static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_loop)(const ig_ap_row
         __syncwarp();
         if (lane == 0) ig_mb_arrive(&bars[3][st]); /* ... and with V */
     }
-}
-#if AP_PIPE
-/* The same, pipelined inside the warpgroup (FlashAttention-3's intra-warpgroup overlap; AP_PIPE 1,
- * `--tune ap_pipe=1`): tile j's S product is issued, then tile j-1's P V, and the softmax of tile j
- * runs while the tensor cores still take P V (wait 1: S only); then P V is waited for, o rescaled to
- * tile j's maxima (the rescale waits for the product that adds into o), and tile j's P packed for
- * the next round. P's registers stay the product's until its wait; the last tile's P V ends the
- * run. The first tile is peeled off the loop so that every wait is unconditional: ptxas follows
- * the products through branches, and one it cannot prove retired (a wait under a condition) makes
- * it serialize them. Registers: S, P and o of one tile each, all live across the products. */
-template <int NB>
-static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_s)(float (*s)[4], unsigned sq, unsigned k_s) {
-    constexpr int D = AP_D, BN = AP_WBN, KD = D / 16;
-    constexpr unsigned BLK = BN * 128, QBLK = IG_AP_BM * 128;
-#pragma unroll
-    for (int i = 0; i < NB; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-    ig_wg_fence(); /* s zeroed (and o rescaled, P packed) since the last products */
-#pragma unroll
-    for (int k = 0; k < KD; k++) { /* S = Q K^T */
-        const unsigned at = (unsigned)(k % 4) * 32;
-        ig_wg_mma_ss<BN>(&s[0][0], ig_wg_desc(sq + (unsigned)(k / 4) * QBLK + at), ig_wg_desc(k_s + (unsigned)(k / 4) * BLK + at));
-    }
-    ig_wg_commit();
-}
-static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_pv)(float (*o)[4], unsigned (*pf)[4], unsigned v_s) {
-    constexpr int D = AP_D, BN = AP_WBN;
-    ig_wg_fence(); /* o's and P's registers to this product (else ptxas inserts it, serializing S and P V) */
-#pragma unroll
-    for (int j = 0; j < BN / 16; j++) ig_wg_mma_rs<D, 1>(&o[0][0], pf[j], ig_wg_desc_mn(v_s + (unsigned)j * 16 * 128, BN * 128));
-    ig_wg_commit();
-}
-template <int NB, int NO>
-static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_loop_pipe)(const ig_ap_rows &g, int p0, unsigned sq, unsigned sk,
-                                                                       unsigned sv, unsigned long long (*bars)[IG_AP_WS_NS],
-                                                                       int &it, float (*o)[4], float &la, float &lb) {
-    constexpr int D = AP_D, BN = AP_WBN, NS = IG_AP_WS_NS;
-    constexpr unsigned TILE = BN * D * 2;
-    const int tig = threadIdx.x & 3, lane = threadIdx.x & 31, kt0 = g.jlo / BN, nt = g.plast / BN + 1;
-    if (kt0 >= nt) return;
-    float ma = IG_NEG_INF, mb = IG_NEG_INF, s[NB][4];
-    unsigned pf[BN / 16][4]; /* the last tile's P, A operand of its P V product */
-    int pst = it % NS;       /* ... and that tile's stage and phase */
-    unsigned pph = (unsigned)(it / NS) & 1u;
-    ig_mb_wait(&bars[0][pst], pph); /* the first tile: S, softmax (o is zero: no rescale), P */
-    IG_CAT(AP_NAME, _ws_s)<NB>(s, sq, sk + (unsigned)pst * TILE);
-    ig_wg_wait<0>();
-    ig_wg_hold<4 * NB>(&s[0][0]);
-    __syncwarp();
-    if (lane == 0) ig_mb_arrive(&bars[2][pst]);
-    (void)IG_CAT(AP_NAME, _softmax_f)<NB>(s, kt0 * BN, p0, g.plast, g.pa, g.pb, tig, ma, mb, la, lb);
-    IG_CAT(AP_NAME, _pack_p)<NB>(s, pf);
-    it++;
-    for (int kt = kt0 + 1; kt < nt; kt++, it++) {
-        const int st = it % NS;
-        const unsigned ph = (unsigned)(it / NS) & 1u;
-        ig_mb_wait(&bars[0][st], ph);
-        IG_CAT(AP_NAME, _ws_s)<NB>(s, sq, sk + (unsigned)st * TILE);
-        ig_mb_wait(&bars[1][pst], pph);
-        IG_CAT(AP_NAME, _ws_pv)(o, pf, sv + (unsigned)pst * TILE); /* the last tile's O += P V, behind S */
-        ig_wg_wait<1>(); /* S is done; P V may still run */
-        ig_wg_hold<4 * NB>(&s[0][0]);
-        __syncwarp();
-        if (lane == 0) ig_mb_arrive(&bars[2][st]); /* this warp is done with K */
-        const float2 c = IG_CAT(AP_NAME, _softmax_f)<NB>(s, kt * BN, p0, g.plast, g.pa, g.pb, tig, ma, mb, la, lb);
-        ig_wg_wait<0>();
-        ig_wg_hold<D / 2>(&o[0][0]);
-        __syncwarp();
-        if (lane == 0) ig_mb_arrive(&bars[3][pst]); /* ... and with the last tile's V */
-#pragma unroll
-        for (int i = 0; i < NO; i++) o[i][0] *= c.x, o[i][1] *= c.x, o[i][2] *= c.y, o[i][3] *= c.y;
-        IG_CAT(AP_NAME, _pack_p)<NB>(s, pf);
-        pst = st, pph = ph;
-    }
-    ig_mb_wait(&bars[1][pst], pph); /* the run's last P V */
-    IG_CAT(AP_NAME, _ws_pv)(o, pf, sv + (unsigned)pst * TILE);
-    ig_wg_wait<0>();
-    ig_wg_hold<D / 2>(&o[0][0]);
-    __syncwarp();
-    if (lane == 0) ig_mb_arrive(&bars[3][pst]);
-}
-#endif
-/* A head's warpgroup (wgi) on the tiles _ws_load brings: its Q tile written, the loop, the outputs. */
-static __device__ __forceinline__ void IG_CAT(AP_NAME, _ws_attend)(int t0, int r0, int r1, int p0, int h, const float *q,
-                                                                    AP_OT_ *out, unsigned char *smraw, unsigned sq,
-                                                                    unsigned sk, unsigned sv,
-                                                                    unsigned long long (*bars)[IG_AP_WS_NS], int &it) {
-    constexpr int D = AP_D, NB = AP_WBN / 8;
-    const int tig = threadIdx.x & 3, wgi = (int)threadIdx.x / IG_AP_BLOCK;
-    const ig_ap_rows g = ig_ap_rows_of(r0, r1, p0, AP_WINDOW);
-    ig_bar_named(1 + wgi, IG_AP_BLOCK); /* the warpgroup's products of an earlier run have read its Q tile */
-    IG_CAT(AP_NAME, _write_q)(q, t0, g, h, tig, smraw + (sq - ig_smem_addr(smraw)));
-    ig_bar_named(1 + wgi, IG_AP_BLOCK); /* the Q tile written */
-    float o[D / 8][4];
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float la = 0.0f, lb = 0.0f;
-#if AP_PIPE
-    IG_CAT(AP_NAME, _ws_loop_pipe)<NB, D / 8>(g, p0, sq, sk, sv, bars, it, o, la, lb);
-#else
-    IG_CAT(AP_NAME, _ws_loop)<NB, D / 8>(g, p0, sq, sk, sv, bars, it, o, la, lb);
-#endif
     IG_CAT(AP_NAME, _store)(out, t0, g.ra, g.rb, g.va, g.vb, h, tig, o, la, lb);
 }
 /* The CTA's long runs when launched with _flash_ws's producer warpgroup (every thread calls it, then
@@ -1068,7 +960,6 @@ AP_NAME(int T, const float *q, const unsigned char *kv_pool, unsigned long long 
 #undef AP_WS_
 #undef AP_WS_SHAPE_
 #undef AP_WBN
-#undef AP_PIPE
 #undef AP_WS_CTAS
 #undef AP_WS
 #undef AP_NAME

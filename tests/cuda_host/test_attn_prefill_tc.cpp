@@ -10,8 +10,7 @@
  * the window on wgmma (_flash_wg, through cuda_emul.h's stand-ins), and the warp-specialized form
  * (_flash_ws: a producer warpgroup's TMA boxes, emul_extra.h's swizzling stand-in, through mbarrier
  * stages) with 1, 2 and 4 heads a CTA, 64- and 128-key tiles, pages of 16, 64 and 128 slots holding
- * two layers, also pipelined inside each warpgroup (AP_PIPE; the emulation's wgmma runs at its wait,
- * so a register read or written too early shows). Rows a step must not read are NaN in the pool (past each sequence's last key, before
+ * two layers. Rows a step must not read are NaN in the pool (past each sequence's last key, before
  * its windows): a V row the tensor cores multiply by P = 0 must be zeroed first. The bound: q and P
  * are rounded to bf16 by the tensor-core path (2^-9 relative) and the output to bf16.
  * Build (test_cuda_package.py does): g++ -std=c++20 -O2 -ffp-contract=off -pthread
@@ -166,64 +165,6 @@
 #define AP_WBN 128
 #include "attention_prefill.cu"
 
-/* the ws form pipelined inside each warpgroup (AP_PIPE: a tile's softmax beside the last tile's P V):
- * D 64 two heads (as codegen pipelines it), D 128 two with the window on 64-slot pages, 128-key tiles with the window, one
- * head on 16-slot pages */
-#define AP_NAME apt_pf
-#define AP_H 8
-#define AP_KV 2
-#define AP_D 64
-#define AP_PS PS_
-#define AP_KVBF16 1
-#define AP_OBF16 1
-#define AP_SCALE 0.125f
-#define AP_WG 1
-#define AP_HPC 2
-#define AP_PIPE 1
-#include "attention_prefill.cu"
-#define AP_NAME apt_pi
-#define AP_H 8
-#define AP_KV 2
-#define AP_D 128
-#define AP_PS 64
-#define AP_PAGE_BYTES (2ull * 2 * 2 * 64 * 128 * 2)
-#define AP_KVBF16 1
-#define AP_OBF16 1
-#define AP_SCALE 0.08838834764831845f
-#define AP_WINDOW 24
-#define AP_WG 1
-#define AP_HPC 2
-#define AP_PIPE 1
-#include "attention_prefill.cu"
-#define AP_NAME apt_pl
-#define AP_H 8
-#define AP_KV 2
-#define AP_D 128
-#define AP_PS PS_
-#define AP_PAGE_BYTES (2ull * 2 * 2 * PS_ * 128 * 2)
-#define AP_KVBF16 1
-#define AP_OBF16 1
-#define AP_SCALE 0.08838834764831845f
-#define AP_WINDOW 24
-#define AP_WG 1
-#define AP_HPC 2
-#define AP_WBN 128
-#define AP_PIPE 1
-#include "attention_prefill.cu"
-#define AP_NAME apt_pk
-#define AP_H 8
-#define AP_KV 2
-#define AP_D 128
-#define AP_PS PS_
-#define AP_PAGE_BYTES (2ull * 2 * 2 * PS_ * 128 * 2)
-#define AP_KVBF16 1
-#define AP_OBF16 1
-#define AP_SCALE 0.08838834764831845f
-#define AP_WG 1
-#define AP_HPC 1
-#define AP_PIPE 1
-#include "attention_prefill.cu"
-
 typedef void (*ap_fn)(int, const float *, const unsigned char *, unsigned long long, const int *, const int *, const int *,
                       int, unsigned short *, ig_tmap);
 
@@ -332,14 +273,6 @@ int main() {
     run_case("ws: H8 KV2 D128, window 24, 2 heads, 128-key tiles, 16-slot pages of 2 layers", apt_l, 8, 2, 128,
              0.08838834764831845f, 24, {.hpc = 2, .ws = true, .layers = 2});
     run_case("wgmma without the producer: the same pages", apt_k, 8, 2, 128, 0.08838834764831845f, 0, {.layers = 2});
-    /* pipelined (AP_PIPE) */
-    run_case("ws pipelined: H8 KV2 D64, 2 heads a CTA", apt_pf, 8, 2, 64, 0.125f, 0, {.hpc = 2, .ws = true});
-    run_case("ws pipelined: H8 KV2 D128, window 24, 2 heads, 64-slot pages of 2 layers", apt_pi, 8, 2, 128,
-             0.08838834764831845f, 24, {.hpc = 2, .ws = true, .ps = 64, .layers = 2});
-    run_case("ws pipelined: H8 KV2 D128, window 24, 2 heads, 128-key tiles, 16-slot pages of 2 layers", apt_pl, 8, 2, 128,
-             0.08838834764831845f, 24, {.hpc = 2, .ws = true, .layers = 2});
-    run_case("ws pipelined: H8 KV2 D128, 16-slot pages of 2 layers", apt_pk, 8, 2, 128, 0.08838834764831845f, 0,
-             {.hpc = 1, .ws = true, .layers = 2});
     if (fails) {
         printf("test_attn_prefill_tc: %d failures\n", fails);
         return 1;
