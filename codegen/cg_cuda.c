@@ -95,7 +95,7 @@ typedef struct gen {
     int64_t qg_gxs, qg_gx; /* its split instances' largest row tiles x splits (qg_ws) and row tiles (qg_cnt) */
     int64_t a8_k, a8_np;  /* a8w8 (o->act8): the widest int8 activation row (a8_xq) and int32 GEMM row (a8_acc) */
     int a8_wg_any;        /* some matmul launches act8.cu's fused int8 GEMM (its split sums a8_part, counts a8_cnt) */
-    int a8_cl_fn;         /* ... in clusters (a8_wg 2 / 4): one of its instances, whose co-resident clusters size the grid (-1) */
+    int a8_cl_fn;         /* ... in clusters (a8_wg 2): one of its instances, whose co-resident clusters size the grid (-1) */
     char archs[128];      /* "sm_80,sm_90" */
 } gen;
 
@@ -410,7 +410,7 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
     if (sm90_wg_ok(c, c->tune->a8_wg) && K >= 128 && np >= IG_A8_WG_BN) {
         snprintf(comment, sizeof comment, "%s: x[T,%lld] int8 . w[%lld,%lld]^T q8r on wgmma, scaled back%s, %s", what,
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
-        /* a8_wg 2 / 4: clusters of CL CTAs, each loading 1 / CL of the weight box for all (A8_WG_CL) */
+        /* a8_wg 2: clusters of two CTAs, each loading half of the weight box for both (A8_WG_CL) */
         const int cl = c->tune->a8_wg;
         char params_cl[576], cls[8] = "";
         snprintf(params_cl, sizeof params_cl, "%s#define A8_WG_CL %d\n", params, cl);

@@ -27,7 +27,6 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     if [ -x devbuild/test_act8_wg ]; then  # a8w8's fused int8 wgmma GEMM: cases, then its bench against cuBLAS
       devbuild/test_act8_wg > "$OUT/act8_wg.txt" 2>&1 || rc=1
       if [ -x devbuild/test_act8_wg_cl2 ]; then devbuild/test_act8_wg_cl2 >> "$OUT/act8_wg.txt" 2>&1 || rc=1; fi
-      if [ -x devbuild/test_act8_wg_cl4 ]; then devbuild/test_act8_wg_cl4 >> "$OUT/act8_wg.txt" 2>&1 || rc=1; fi
       grep -v "^ok" "$OUT/act8_wg.txt"
     fi
     if [ -x devbuild/test_qgemm ]; then  # qgemm.cu: cases, then its bench against dequant + cuBLAS

@@ -24,8 +24,7 @@ if [ -x "$NVCC" ]; then
   "$NVCC" -O2 -arch="${ARCH:-sm_90}" -Itemplates/cuda tests/gpu/test_e4m3_cvt.cu -o devbuild/test_e4m3_cvt
   # act8.cu's int8 wgmma GEMM with the dq epilogue fused (sm_90a: wgmma, TMA multicast in clusters)
   "$NVCC" -O2 -arch=sm_90a -Itemplates/cuda tests/gpu/test_act8_wg.cu -lcuda -lcublas -o devbuild/test_act8_wg
-  # the same in clusters of two / four CTAs sharing the weight boxes (--tune a8_wg=2 / 4)
+  # the same in clusters of two CTAs sharing the weight boxes (--tune a8_wg=2, the default)
   "$NVCC" -O2 -arch=sm_90a -Itemplates/cuda -DWG_CL=2 tests/gpu/test_act8_wg.cu -lcuda -lcublas -o devbuild/test_act8_wg_cl2
-  "$NVCC" -O2 -arch=sm_90a -Itemplates/cuda -DWG_CL=4 tests/gpu/test_act8_wg.cu -lcuda -lcublas -o devbuild/test_act8_wg_cl4
 fi
 du -sh devbuild

@@ -346,14 +346,14 @@ def a8_fused_check(model, mdir, arch, tmp, ids, tune, fails):
     --tune a8_wg_tiles=1) computes the dq path's operations in its order, so the logits of a prefill
     (300 tokens, or the model's context where shorter: llama-stream-h256 holds 256; one step of 128+)
     must equal those of the same package compiled with a8_wg=0 (cuBLAS's exact int32 sums + the
-    dq kernel) bit for bit, with CTAs alone (a8_wg=1), in clusters of two or four sharing the
-    weight boxes (a8_wg=2, 4), and with K split where the tiles are few (a8_wg_split=64); a wrong tile, row,
+    dq kernel) bit for bit, with CTAs alone (a8_wg=1), in clusters of two sharing the weight
+    boxes (a8_wg=2, the default), and with K split where the tiles are few (a8_wg_split=64); a wrong tile, row,
     scale, multicast half, split range or residual order is not. The package holds the
     kernel only for sm_90 (the GPU's arch here), so its profile must show it ran: a silent fallback to
     cuBLAS (refused tensor maps, no sm_90a image) would make the comparison trivially equal."""
-    p0, p1, p2, p4 = (os.path.join(tmp, f"{model}-a8w8-cuda-{v}") for v in ("nowg", "wg1", "wg2", "wg4"))
+    p0, p1, p2 = (os.path.join(tmp, f"{model}-a8w8-cuda-{v}") for v in ("nowg", "wg1", "wg2"))
     src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
-    for p, v in ((p0, "a8_wg=0"), (p1, "a8_wg=1"), (p2, "a8_wg=2"), (p4, "a8_wg=4")):
+    for p, v in ((p0, "a8_wg=0"), (p1, "a8_wg=1"), (p2, "a8_wg=2")):
         golden.run(["compile", src, "-o", p, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + [v])])
     n = min(300, json.load(open(os.path.join(src, "config.json"))).get("max_position_embeddings", 300))
     if n < 128:
@@ -362,15 +362,15 @@ def a8_fused_check(model, mdir, arch, tmp, ids, tune, fails):
     toks = ",".join(str(int(v)) for v in np.resize(np.asarray(ids), n))
     outs = []
     runs = ((p0, []), (p1, ["--tune", "a8_wg_tiles=1,profile=1"]), (p2, ["--tune", "a8_wg_tiles=1,profile=1"]),
-            (p1, ["--tune", "a8_wg_split=64,profile=1"]), (p4, ["--tune", "a8_wg_tiles=1,profile=1"]))
+            (p1, ["--tune", "a8_wg_split=64,profile=1"]))
     for i, (p, rt) in enumerate(runs):
         f = os.path.join(tmp, os.path.basename(p) + f"-{n}-{i}.npy")
         r = golden.run(["logits", p, "--tokens", toks, "--out", f] + rt)
         outs.append((np.load(f), r.stdout + r.stderr))
-    # a8_wg 1: CTAs alone (kernels act8_wg_*), 2 / 4: clusters sharing the weight boxes (act8_wgc2_* / act8_wgc4_*);
+    # a8_wg 1: CTAs alone (kernels act8_wg_*), 2: clusters of two sharing the weight boxes (act8_wgc2_*);
     # a8_wg_split: the steps of fewer tiles than half the SMs with each tile's K split (int32 sums: exact)
     for (lg, log), form, kern in ((outs[1], "a8_wg=1", "act8_wg_"), (outs[2], "a8_wg=2", "act8_wgc2_"),
-                                  (outs[3], "a8_wg_split=64", "act8_wg_"), (outs[4], "a8_wg=4", "act8_wgc4_")):
+                                  (outs[3], "a8_wg_split=64", "act8_wg_")):
         ran = kern in log
         same = np.array_equal(lg, outs[0][0])
         print(f"{model:18s} a8w8       cuda {n} tokens, fused int8 GEMM ({form}) {'ran' if ran else 'DID NOT RUN'}: "
@@ -383,24 +383,23 @@ def a8_fused_check(model, mdir, arch, tmp, ids, tune, fails):
 
 
 def a8_cluster_compiles(model, mdir, arch, tmp, tune, fails):
-    """Without a GPU: a8w8 with --tune a8_wg=2 and 4 (the fused int8 GEMM in clusters of two / four
+    """Without a GPU: a8w8 with --tune a8_wg=2 (the default: the fused int8 GEMM in clusters of two
     CTAs sharing the weight boxes by TMA multicast) compiles through NVRTC for sm_90a, each instance
     with its cluster size, and launches on the grid of the clusters that fit at once (the host asks
-    the driver, A8_CL_FN) with weight boxes of 1 / CL the height (a8_fused_check runs it on a GPU)."""
+    the driver, A8_CL_FN) with half-height weight boxes (a8_fused_check runs it on a GPU)."""
     src = os.path.join(mdir or os.path.join(golden.TESTDATA, "models"), model)
-    for cl in (2, 4):
-        p2 = os.path.join(tmp, f"{model}-a8w8-cuda-wg{cl}-nvrtc")
-        golden.run(["compile", src, "-o", p2, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + [f"a8_wg={cl}"])])
-        mcu = open(os.path.join(p2, "src", "model.cu")).read()
-        mc = open(os.path.join(p2, "src", "model.c")).read()
-        n = mcu.count(f"#define A8_WG_NAME act8_wgc{cl}_")
-        grids = len(re.findall(rf"IG_A8_WG_GRID\(T, \d+, st->a8_wg_sms, {cl}, a8_s\)", mc))
-        splits = len(re.findall(rf"IG_A8_WG_SPLITS\(T, \d+, \d+, st->a8_wg_sms, {cl}, st->a8_wg_split\)", mc))
-        sized = re.search(rf"#define A8_CL_FN \d+ .*\n#define A8_CL_SIZE {cl}\n", mc)
-        if not n or mcu.count(f"#define A8_WG_CL {cl}") < n or mc.count(f"IG_A8_WG_BN / {cl}") < n or grids < n or splits < n or not sized:
-            fails.append(f"{model} a8w8 cuda a8_wg={cl}: {n} cluster instances; cluster size, weight box, grid or its sizing missing")
-        else:
-            print(f"{model:18s} a8w8       cuda:{arch} a8_wg={cl} compiles: {n} fused int8 GEMM instances in clusters of {cl}")
+    p2 = os.path.join(tmp, f"{model}-a8w8-cuda-wg2-nvrtc")
+    golden.run(["compile", src, "-o", p2, "--target", f"cuda:{arch}", "--quant", "a8w8", "--tune", ",".join(tune + ["a8_wg=2"])])
+    mcu = open(os.path.join(p2, "src", "model.cu")).read()
+    mc = open(os.path.join(p2, "src", "model.c")).read()
+    n = mcu.count("#define A8_WG_NAME act8_wgc2_")
+    grids = len(re.findall(r"IG_A8_WG_GRID\(T, \d+, st->a8_wg_sms, 2, a8_s\)", mc))
+    splits = len(re.findall(r"IG_A8_WG_SPLITS\(T, \d+, \d+, st->a8_wg_sms, 2, st->a8_wg_split\)", mc))
+    sized = re.search(r"#define A8_CL_FN \d+ .*\n#define A8_CL_SIZE 2\n", mc)
+    if not n or mcu.count("#define A8_WG_CL 2") < n or mc.count("IG_A8_WG_BN / 2") < n or grids < n or splits < n or not sized:
+        fails.append(f"{model} a8w8 cuda a8_wg=2: {n} cluster instances; cluster size, weight box, grid or its sizing missing")
+    else:
+        print(f"{model:18s} a8w8       cuda:{arch} a8_wg=2 compiles: {n} fused int8 GEMM instances in clusters of 2")
 
 
 def cuda_checks(arch, tmp, fails, gpu):

@@ -56,12 +56,13 @@ const tune_key tune_keys[] = {
     {"moe_wg", C(moe_wg), 0, 1, 1, 0, NULL,
      "CUDA MoE prefill on sm_90: 1 the expert-grouped products on warpgroup tensor cores (wgmma, 128 pairs x 256 rows "
      "a CTA), 0 on mma.sync (128 x 128)"},
-    {"a8_wg", C(a8_wg), 0, 4, 1, 1u << 0 | 1u << 1 | 1u << 2 | 1u << 4, NULL,
+    {"a8_wg", C(a8_wg), 0, 2, 2, 0, NULL,
      "CUDA a8w8 prefill matmuls on sm_90: 1 the int8 GEMM on warpgroup tensor cores with the scaling, bias, residual "
      "add or SwiGLU / GeGLU in its epilogue (act8.cu A8_WG_NAME: TMA, persistent) for steps of 128+ tokens with at "
-     "least a8_wg_tiles tiles (1B 2048-token prefill: H100 236k -> 270k tokens/s, H200 252k -> 286k), 2 the same in "
-     "clusters of two CTAs sharing each weight box by TMA multicast (H100, 2048 tokens: gate/up 160.8 -> 141.6 us, down "
-     "76.1 -> 61.4), 0 cuBLAS's int8 GEMM into int32 sums and act8.cu's dq kernel"},
+     "least a8_wg_tiles tiles (1B 2048-token prefill: H100 236k -> 270k tokens/s, H200 252k -> 286k), 2 (default) the "
+     "same in clusters of two CTAs sharing each weight box by TMA multicast (H100, 1B 2048-token prefill, three runs: "
+     "268k with 1 -> 290-296k tokens/s, bf16 241-247k: 1.19x; clusters of four measured slower: 243k), 0 cuBLAS's int8 "
+     "GEMM into int32 sums and act8.cu's dq kernel"},
     {"dl_moe", C(dl_moe), 0, 1, 1, 0, NULL,
      "CUDA MoE models (bf16 experts, expert and shared-expert sizes multiples of 128): 1 (default) one-token steps on "
      "the persistent decode kernel (stream_moe.cuh: the router, then only the selected experts' rows streamed; H100, 2 "

@@ -42,7 +42,7 @@ typedef struct cg_tuning {
     int32_t ap_ws;         /* ... and its warp-specialized form (_flash_ws: TMA loads by a producer warpgroup, mbarrier stages) where measured faster: 1 (default) or 0 */
     int32_t ap_heads;      /* CUDA prefill attention: at most this many query heads of a KV head a CTA (AP_HPC 1, 2 or 4; default 2) */
     int32_t moe_wg;        /* CUDA MoE prefill's grouped products on wgmma where the image has it (sm_90a; moe.cu _gu_wg/_down_wg): 1 (default) or 0 */
-    int32_t a8_wg;         /* CUDA a8w8 prefill matmuls of 128+ tokens on sm_90a's int8 wgmma with the epilogue fused (act8.cu A8_WG_NAME): 1 (default), 2 / 4 in clusters, or 0 */
+    int32_t a8_wg;         /* CUDA a8w8 prefill matmuls of 128+ tokens on sm_90a's int8 wgmma with the epilogue fused (act8.cu A8_WG_NAME): 2 (default) in clusters of two CTAs, 1 CTAs alone, or 0 */
     int32_t dl_moe;        /* CUDA MoE models on the persistent decode kernel (stream_moe.cuh): 1 (default), or 0 the per-op kernels */
     int32_t cpu_iact;      /* CPU (x86-64): a16w8 / a16w4 pack as q8i / q4i (+ q6i), integer activations: 1 (default), or 0 (q8c / q4k) */
     int32_t cpu_attn_tiles; /* CPU prefill attention in tiles of consecutive tokens (attention.c AT_TILES): 1 (default), or 0 (per token) */

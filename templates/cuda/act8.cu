@@ -336,10 +336,11 @@ IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, co
  * swizzled tile row) by TMA into IG_A8_WG_NST stages (full / empty mbarriers as moe.cu's: a stage
  * goes back to the producer one step after its products were issued). A CTA walks the tiles (token
  * tiles fastest) grid-size apart; the producer runs up to NST steps ahead, into the next tile while
- * the consumers store this one's outputs. A8_WG_CL 2 / 4 (`--tune a8_wg=2 / 4`): clusters of two / four
- * CTAs on adjacent token tiles sharing each weight box by TMA multicast, a third / half less from L2
- * a stage (SPEC.md has the measurements of the forms; the host sizes the grid of clusters by the
- * driver's count of those that fit at once, host_runtime.c's a8_cluster_grid). Steps of few tiles (T from a8_tmin, 33, up) split each
+ * the consumers store this one's outputs. A8_WG_CL 2 (`--tune a8_wg=2`, the default): clusters of two
+ * CTAs on adjacent token tiles sharing each weight box by TMA multicast, a third less from L2 a
+ * stage (SPEC.md has the measurements of the forms, clusters of four among them; the host sizes
+ * the grid of clusters by the driver's count of those that fit at once, host_runtime.c's
+ * a8_cluster_grid). Steps of few tiles (T from a8_tmin, 33, up) split each
  * tile's K in S ranges (`a8_wg_split`): a CTA an item (tile x range), the item's int32 sums to a
  * buffer, the tile's last range to arrive adds the others' (exact) and stores through the epilogue. */
 #ifndef A8_WG_CL
@@ -348,7 +349,7 @@ IG_DEV void IG_CAT(A8_WG_NAME, _store)(int T, int m0, int n0, const int *acc, co
 #if IG_WG && !defined(IG_ACT8_WG_)
 #define IG_ACT8_WG_
 typedef unsigned long long ig_a8_wg_bars[2][IG_A8_WG_NST]; /* [0] full (the expect), [1] empty (consumer warps) */
-/* CL 2 / 4: the CTAs of a cluster take the tiles of CL consecutive token tiles x one weight tile (a
+/* CL 2: the CTAs of a cluster take the tiles of CL consecutive token tiles x one weight tile (a
  * cluster tile); each loads its own token box and 1 / CL of the weight box, multicast to all, and a
  * stage is free once every CTA's consumers are done with it (its empty barrier counts them all). */
 template <int K, int N, int CL>
@@ -356,7 +357,7 @@ struct ig_a8_wg {
     static constexpr int BM = IG_A8_WG_BM, BN = IG_A8_WG_BN, BK = 128, NST = IG_A8_WG_NST;
     static constexpr int KT = (K + BK - 1) / BK, NT = (IG_NPAD16(N) + BN - 1) / BN;
     static constexpr unsigned STAGE = (BM + BN) * 128;
-    static_assert(CL == 1 || CL == 2 || CL == 4, "clusters of one, two or four CTAs");
+    static_assert(CL == 1 || CL == 2, "clusters of one or two CTAs");
     /* cluster tile `ct` of a step of T tokens: this CTA's (cluster rank `rk`) first token row, first weight row */
     static __device__ __forceinline__ void at(int T, int ct, int rk, int *m0, int *n0) {
         const int MC = IG_CDIV(IG_CDIV(T, BM), CL);
@@ -456,8 +457,8 @@ struct ig_a8_wg {
 /* y = A8_DQ_NAME's epilogue of xq [T][A8_K] int8 . w [NP][A8_K]^T (q8r rows): grid IG_A8_WG_GRID(T,
  * A8_N, SMs, A8_WG_CL, S), IG_A8_WG_THREADS threads, dynamic smem IG_A8_WG_SMEM; xm: xq (T rows of
  * A8_K codes, at least IG_A8_WG_BM: rows past T may hold anything, boxes of 128 x IG_A8_WG_BM), wm:
- * the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128 x IG_A8_WG_BN / A8_WG_CL). A8_WG_CL 2 / 4:
- * clusters of that many CTAs (the kernel's cluster dimensions). S: K splits a tile (IG_A8_WG_SPLITS; 1 for
+ * the rows (NP of A8_K codes, K + 16 bytes apart, boxes of 128 x IG_A8_WG_BN / A8_WG_CL). A8_WG_CL 2:
+ * clusters of two CTAs (the kernel's cluster dimensions). S: K splits a tile (IG_A8_WG_SPLITS; 1 for
  * none), whose int32 sums meet in part (S x the CTA tiles x 128 KB) and are counted in cnt (a word
  * a CTA tile, zero before the launch and after it). Empty where IG_WG is 0 (the host launches it
  * only where ig_wg_built). */

@@ -1093,10 +1093,10 @@ static int open_blas(ig_model_ctx *ctx, dev_state *st, char *err, size_t cap) {
 }
 
 #ifdef A8_CL_FN
-/* act8.cu's int8 GEMM in clusters of A8_CL_SIZE CTAs (`--tune a8_wg=2|4`) runs a persistent grid: as
- * many clusters as the GPU holds at once, which for clusters of four is fewer than SMs / 4 where a
- * GPC's SMs are not a multiple of four (one more would wait for a whole cluster to finish, doubling
- * its tiles' time). The driver's count of them, else SMs / CL. */
+/* act8.cu's int8 GEMM in clusters of A8_CL_SIZE CTAs (`--tune a8_wg=2`, the default) runs a
+ * persistent grid: as many clusters as the GPU holds at once, which can be fewer than SMs / CL
+ * (clusters stay inside a GPC: an H100 held 30 of four, 120 CTAs, not 33), and one more would wait
+ * for a whole cluster to finish, doubling its tiles' time. The driver's count of them, else SMs / CL. */
 static void a8_cluster_grid(dev_state *st) {
     int ncl = 0;
     if (st->wg && st->api.cuOccupancyMaxActiveClusters) {

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <vector>
 
-/* -DWG_CL=2 / 4: every instance in clusters of two / four CTAs sharing the weight boxes (`--tune a8_wg=2`) */
+/* -DWG_CL=2: every instance in clusters of two CTAs sharing the weight boxes (`--tune a8_wg=2`) */
 #ifndef WG_CL
 #define WG_CL 1
 #endif
