@@ -412,10 +412,9 @@ static void emit_act8(gen *c, FILE *fw, const char *ind, const char *x, const ch
                  (long long)K, (long long)N, (long long)K, has_bias ? " + bias" : "", epi_txt);
         /* a8_wg 2: clusters of two CTAs, each loading half of the weight box for both (A8_WG_CL) */
         const int cl = c->tune->a8_wg;
-        char params_cl[576], cls[8] = "";
+        char params_cl[576];
         snprintf(params_cl, sizeof params_cl, "%s#define A8_WG_CL %d\n", params, cl);
-        if (cl > 1) snprintf(cls, sizeof cls, "c%d", cl);
-        snprintf(nm, sizeof nm, "act8_wg%s_k%lld_n%lld%s%s", cls, (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
+        snprintf(nm, sizeof nm, "act8_wg%s_k%lld_n%lld%s%s", cl > 1 ? "c2" : "", (long long)K, (long long)N, epi_sfx, has_bias ? "_bias" : "");
         const int fw8 = fn_index(c, instance(c, "act8.cu", nm, "A8_WG_NAME", params_cl, comment));
         c->a8_wg_any = 1;
         if (cl > 1 && c->a8_cl_fn < 0) c->a8_cl_fn = fw8; /* the one the host asks how many clusters fit */
