@@ -11,7 +11,9 @@ quantized tensor-core GEMM (qgemm.cu); `--qtune KEY=V,...` adds compile-time key
 packages (e.g. qg_tmin=3 to take 8-token steps there too, qg_tmax=0 for the dequant + cuBLAS path);
 `--rtune KEY=V,...` run-time keys for the quantized packages' benches (e.g. a8_wg_split=64 for a8w8's
 split fused int8 GEMM on the 33..127-token steps of few tiles; a8_tmin is compile-time: --qtune).
-usage: gpu_bench_quant.py [ARCH] [--qtune KEY=V,...] [--rtune KEY=V,...]"""
+`--prefill-only`: only the 2048-token prefill, three runs a package (the median, and each), and
+its ratio against bf16's (the issue's a8w8 / fp8 >= 1.3x, a16w4 >= 0.5x), in a minute or two.
+usage: gpu_bench_quant.py [ARCH] [--qtune KEY=V,...] [--rtune KEY=V,...] [--prefill-only]"""
 import os, re, subprocess, sys, time
 import numpy as np
 import torch
@@ -30,6 +32,8 @@ if "--rtune" in args:
     i = args.index("--rtune")
     rtune = ["--tune", args[i + 1]]
     del args[i:i + 2]
+prefill_only = "--prefill-only" in args
+args = [a for a in args if a != "--prefill-only"]
 arch = args[0] if args else "sm_90"
 work = "/tmp/ignis-bench"
 os.makedirs(work, exist_ok=True)
@@ -59,6 +63,15 @@ for name, q in SCHEMES:
     sh([IGNIS, "compile", ckpt, "-o", pkg, "--target", f"cuda:{arch}", "--dtype", "bf16"] + q +
        (["--tune", "dl_quant=1" + qtune] if q else []))
     wbytes = os.path.getsize(os.path.join(pkg, "weights.bin"))
+    rt = rtune if q else []
+    if prefill_only:
+        runs = []
+        for _ in range(3):
+            out = sh([IGNIS, "bench", pkg, "--prompt-len", "2048", "--decode-tokens", "2"] + rt)
+            runs.append(float(re.search(r"prefill\s+\d+ tokens in [\d.]+ s: ([\d.]+) tokens/s", out).group(1)))
+        res[name] = sorted(runs)[1]
+        print(f"{name}: prefill 2048 tokens, median of 3: {res[name]:.0f} tokens/s ({', '.join(f'{r:.0f}' for r in runs)})")
+        continue
     if q:  # the persistent kernel against the per-op kernels, one-token steps
         lg = []
         for persist in ("1", "0"):
@@ -70,7 +83,6 @@ for name, q in SCHEMES:
               f"argmax equal on {100 * (lg[0].argmax(1) == lg[1].argmax(1)).mean():.0f}%")
         if not rel <= 3e-2:
             print(f"FAIL: {name}: the persistent kernel's logits differ from the per-op kernels'")
-    rt = rtune if q else []
     short = sh([IGNIS, "bench", pkg, "--prompt-len", "64", "--decode-tokens", "256"] + rt)
     ms = float(re.search(r"decode\s+\d+ tokens: ([\d.]+) ms/token", short).group(1))
     if q:
@@ -88,6 +100,11 @@ for name, q in SCHEMES:
     print(f"{name}: weights {wbytes/1e9:.3f} GB; decode batch 1 {ms:.3f} ms/token, roofline {roof:.3f} ms -> "
           f"{100*roof/ms:.1f}% of roofline; prefill 2048 {pre:.0f} tokens/s")
     print(eng.strip())
+if prefill_only:
+    for name, pre in res.items():
+        if name != "bf16":
+            print(f"{name} vs bf16: prefill 2048 {pre / res['bf16']:.2f}x")
+    sys.exit(0)
 b = res["bf16"]
 for name, (wb, ms, pre, tput) in res.items():
     if name == "bf16":
