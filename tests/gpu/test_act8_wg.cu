@@ -13,6 +13,7 @@
  * dq kernel) and cuBLAS's bf16 GEMM, in us and TOP/s of the useful products.
  * Build (scripts/gpu_prepare.sh): nvcc -O2 -arch=sm_90a -Itemplates/cuda [-DWG_CL=2] tests/gpu/test_act8_wg.cu
  *   -lcuda -lcublas
+ * `--profile NAME T` launches one of the 1B instances alone, for a profiler (below).
  * Exit: 0 all passed ("SKIP" without an sm_90 GPU), 1 on a mismatch or CUDA error. */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -332,6 +333,26 @@ static void bench(const inst &in, int T, int nsm, cublasHandle_t h) {
     drop(o);
 }
 
+/* --profile NAME T: one instance (the 1B's "qkv", "o", "gu", "down") at T tokens, three launches on the
+ * default grid and nothing else, for a profiler: ncu -k regex:wg_gu --launch-skip 2 --launch-count 1
+ * --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats test_act8_wg_cl2
+ * --profile gu 2048 (scripts/gpu_check.sh does not run it) */
+static int profile(const inst *all, int n, const char *name, int T, int nsm) {
+    for (int i = 0; i < n; i++) {
+        if (strcmp(all[i].name + 3, name) != 0 || strncmp(all[i].name, "1B ", 3) != 0) continue;
+        opnds o;
+        make(o, all[i], T);
+        const int S = IG_A8_WG_SPLITS(T, all[i].N, all[i].K, nsm, WG_CL, 1);
+        for (int r = 0; r < 3; r++)
+            if (!launch(all[i], o, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, S), S)) return fprintf(stderr, "a tensor map was refused\n"), 1;
+        CK(cudaDeviceSynchronize());
+        drop(o);
+        printf("profiled %s at T=%d: three launches on %d CTAs\n", all[i].name, T, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, S));
+        return 0;
+    }
+    return fprintf(stderr, "--profile: no instance \"1B %s\" (qkv, o, gu, down)\n", name), 1;
+}
+
 int main(int argc, char **argv) {
     cudaDeviceProp p;
     int ndev = 0;
@@ -364,6 +385,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&g_cnt, 4 * IG_A8_WG_PITEMS));
     CK(cudaMemset(g_cnt, 0, 4 * IG_A8_WG_PITEMS));
     const int nsm = p.multiProcessorCount;
+    if (argc > 3 && !strcmp(argv[1], "--profile")) return profile(all, (int)(sizeof all / sizeof all[0]), argv[2], atoi(argv[3]), nsm);
     int fails = 0;
     for (int i = 0; i < 4; i++)
         for (int T : {128, 129, 300, 520}) { /* a step of fewer tokens than a box takes cuBLAS (no tensor map) */
