@@ -349,7 +349,7 @@ struct emul_wg_op {
     std::vector<unsigned char> d_copy; /* the accumulators at the first pending issue on d */
 };
 static std::vector<emul_wg_op> g_wg_q[1024];
-static int g_wg_open[1024], g_wg_done[1024]; /* groups committed so far, groups run so far */
+static int g_wg_open[1024]; /* a thread's groups committed so far */
 static size_t emul_wg_dbytes(const emul_wg_op &o) { return o.kind == 1 || o.kind == 0 ? (size_t)o.n / 2 * 4 : 128 * 4; }
 static void emul_wg_issue(emul_wg_op o) {
     std::vector<emul_wg_op> &q = g_wg_q[threadIdx.x];
@@ -389,7 +389,6 @@ IG_DEV void ig_wg_wait() {
             if (q[j].d == q[i].d) q[j].d_copy.assign((const unsigned char *)q[i].d, (const unsigned char *)q[i].d + emul_wg_dbytes(q[i]));
     }
     q.erase(q.begin(), q.begin() + (long)i);
-    if (upto > g_wg_done[t]) g_wg_done[t] = upto;
 }
 /* a thread's end: no product left unwaited (its registers are gone) */
 static void emul_wg_exit() {
@@ -397,7 +396,7 @@ static void emul_wg_exit() {
         fprintf(stderr, "wgmma emulation: thread %u ended with %zu products never waited for\n", threadIdx.x, g_wg_q[threadIdx.x].size());
         abort();
     }
-    g_wg_open[threadIdx.x] = g_wg_done[threadIdx.x] = 0;
+    g_wg_open[threadIdx.x] = 0;
 }
 template <int N>
 IG_DEV void ig_wg_hold(float *) {}
