@@ -3,10 +3,12 @@
  * choices from, the last guard on a batch, the multi-step run length, and forward's chained steps
  * (a queued step is returned only for exactly the step it computed), the host tier's page copies
  * (chunks of pinned memory made on first use, addresses, range guards), the MoE products' tensor-map
- * cache, through a stand-in driver
+ * cache, the a8w8 cluster GEMM's grid (the clusters the driver says fit), through a stand-in driver
  * whose calls always succeed and a launch_step that counts its calls.
  * Built and run by tests/test_cuda_package.py (it needs the CUDA toolkit's headers). */
 #define IG_HOST_TEST_HOOK on_step /* the default launch_step calls it */
+#define A8_CL_FN 0   /* a package whose int8 GEMM runs in clusters of two (a8_wg=2): its grid's sizing */
+#define A8_CL_SIZE 2
 #include "host_runtime.c"
 
 static int n_steps;
@@ -420,8 +422,53 @@ static void test_tile_map(void) {
     EXPECT(tile_map_of(&st, &m, 0x300000, 65, 2048, 2064, 1, 128) && w[3] == 2064 && n_encodes == n0 + 1);
 }
 
+/* the driver's count of co-resident clusters, as the stand-in reports it, and what it was asked */
+static int occ_clusters, occ_status, occ_dim, occ_grid;
+static CUresult fake_occ_clusters(int *n, CUfunction f, const CUlaunchConfig *cfg) {
+    (void)f;
+    occ_dim = cfg->numAttrs == 1 && cfg->attrs[0].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION ? (int)cfg->attrs[0].value.clusterDim.x : 0;
+    occ_grid = (int)cfg->gridDimX;
+    *n = occ_clusters;
+    return occ_status ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* a8_cluster_grid: the fused int8 GEMM's persistent grid is the CTAs of the clusters that fit at once
+ * (an H100 held 30 clusters of four: a grid of SMs / CL would leave some for a second round); the SMs
+ * where the driver cannot say, says nothing useful, or the image has no wgmma */
+static void test_cluster_grid(void) {
+    dev_state st;
+    memset(&st, 0, sizeof st);
+    apply_tuning(&st, &defaults, 9, 132, 256);
+    st.wg = 1;
+    a8_cluster_grid(&st); /* no cuOccupancyMaxActiveClusters in this driver */
+    EXPECT(st.a8_wg_sms == 132);
+    st.api.cuOccupancyMaxActiveClusters = fake_occ_clusters;
+    occ_clusters = 60, occ_status = 0;
+    a8_cluster_grid(&st);
+    EXPECT(st.a8_wg_sms == 120 && occ_dim == 2 && occ_grid % 2 == 0); /* 60 clusters of two */
+    apply_tuning(&st, &defaults, 9, 132, 256);
+    occ_clusters = 66;
+    a8_cluster_grid(&st);
+    EXPECT(st.a8_wg_sms == 132);
+    apply_tuning(&st, &defaults, 9, 132, 256);
+    occ_clusters = 0; /* none fit (the query's answer when the smem limit is not set): keep the SMs */
+    a8_cluster_grid(&st);
+    EXPECT(st.a8_wg_sms == 132);
+    occ_clusters = 40, occ_status = 1; /* an error: keep the SMs */
+    a8_cluster_grid(&st);
+    EXPECT(st.a8_wg_sms == 132);
+    occ_clusters = 70, occ_status = 0; /* more than the SMs hold: keep the SMs */
+    a8_cluster_grid(&st);
+    EXPECT(st.a8_wg_sms == 132);
+    occ_clusters = 30, st.wg = 0; /* no wgmma image: the kernel never runs */
+    a8_cluster_grid(&st);
+    EXPECT(st.a8_wg_sms == 132);
+    EXPECT(IG_A8_WG_GRID(2048, 16384, 120, 2, 1) == 120 && IG_A8_WG_GRID(128, 2048, 120, 2, 1) == 16); /* 8 cluster tiles */
+}
+
 int main(void) {
     test_host_tier();
+    test_cluster_grid();
     test_kv_pages();
     test_tuning();
     test_batch_guard();
