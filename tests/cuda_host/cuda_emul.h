@@ -346,11 +346,11 @@ struct emul_wg_op {
     unsigned ar_copy[4];      /* ... which must still hold what they held at issue */
     unsigned long long a, b;  /* descriptors */
     int group;                /* the commit group it belongs to */
-    std::vector<unsigned char> d_copy; /* the accumulators at the first pending issue on d */
+    std::vector<unsigned char> d_copy; /* the accumulators as the products before it on d leave them */
 };
 static std::vector<emul_wg_op> g_wg_q[1024];
 static int g_wg_open[1024]; /* a thread's groups committed so far */
-static size_t emul_wg_dbytes(const emul_wg_op &o) { return o.kind == 1 || o.kind == 0 ? (size_t)o.n / 2 * 4 : 128 * 4; }
+static size_t emul_wg_dbytes(const emul_wg_op &o) { return o.kind == 2 ? 128 * 4 : (size_t)o.n / 2 * 4; }
 static void emul_wg_issue(emul_wg_op o) {
     std::vector<emul_wg_op> &q = g_wg_q[threadIdx.x];
     o.group = g_wg_open[threadIdx.x];
@@ -374,9 +374,7 @@ IG_DEV void ig_wg_wait() {
     const int upto = g_wg_open[t] - N; /* groups below this one run now */
     size_t i = 0;
     for (; i < q.size() && q[i].group < upto; i++) {
-        bool first = true; /* the first pending product on its accumulators: they must be as at issue */
-        for (size_t j = 0; j < i; j++) first = first && q[j].d != q[i].d;
-        if (first && memcmp(q[i].d_copy.data(), q[i].d, emul_wg_dbytes(q[i]))) {
+        if (memcmp(q[i].d_copy.data(), q[i].d, emul_wg_dbytes(q[i]))) { /* as the products before it left them */
             fprintf(stderr, "wgmma emulation: thread %u wrote accumulators of a product before waiting for it\n", t);
             abort();
         }

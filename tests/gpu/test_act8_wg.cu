@@ -342,12 +342,12 @@ static int profile(const inst *all, int n, const char *name, int T, int nsm) {
         if (strcmp(all[i].name + 3, name) != 0 || strncmp(all[i].name, "1B ", 3) != 0) continue;
         opnds o;
         make(o, all[i], T);
-        const int S = IG_A8_WG_SPLITS(T, all[i].N, all[i].K, nsm, WG_CL, 1);
+        const int S = IG_A8_WG_SPLITS(T, all[i].N, all[i].K, nsm, WG_CL, 1), grid = IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, S);
         for (int r = 0; r < 3; r++)
-            if (!launch(all[i], o, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, S), S)) return fprintf(stderr, "a tensor map was refused\n"), 1;
+            if (!launch(all[i], o, grid, S)) return fprintf(stderr, "a tensor map was refused\n"), 1;
         CK(cudaDeviceSynchronize());
         drop(o);
-        printf("profiled %s at T=%d: three launches on %d CTAs\n", all[i].name, T, IG_A8_WG_GRID(T, all[i].N, nsm, WG_CL, S));
+        printf("profiled %s at T=%d: three launches on %d CTAs\n", all[i].name, T, grid);
         return 0;
     }
     return fprintf(stderr, "--profile: no instance \"1B %s\" (qkv, o, gu, down)\n", name), 1;
